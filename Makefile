@@ -1,0 +1,47 @@
+# rmq — build, run and test entry points.  See README.md.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+STAMP := $(VENV)/.installed-stamp
+EXTRAS ?= test,bench,spark,dev
+PYTEST_ARGS ?=
+
+.PHONY: run test lint bench soak ext install clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip setuptools wheel
+
+# Editable install of the package and every extra; the extensions are built
+# separately (in place) so that a re-build never needs a re-install.
+$(STAMP): pyproject.toml setup.py | $(PY)
+	$(PIP) install -q "Cython>=3.0" setuptools wheel
+	RMQ_BUILD_NO_EXT=1 $(PIP) install -q --no-build-isolation -e ".[$(EXTRAS)]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# Cython extensions, in place; flock keeps concurrent builds from colliding.
+ext: $(STAMP)
+	flock .build.lock $(PY) setup.py -q build_ext --inplace
+
+run: ext
+	$(PY) -m rmq.tools.quickstart
+
+test: ext
+	RMQ_REQUIRE_EXTENSIONS=1 $(VENV)/bin/pytest $(PYTEST_ARGS)
+	RMQ_NO_EXTENSIONS=1 $(VENV)/bin/pytest -m "not soak and not compiled_only" $(PYTEST_ARGS)
+
+soak: ext
+	$(VENV)/bin/pytest -m soak $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check rmq tests bench spark
+
+bench: ext
+	$(PY) bench/run.py
+
+clean:
+	rm -rf build rmq/_fast/*.so rmq/_fast/*.c

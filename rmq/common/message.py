@@ -1,0 +1,151 @@
+"""Message constants shared by every component: property keys, sysFlag bits,
+permissions and the property-string codec.
+
+Mirrors ``MessageConst``, ``MessageSysFlag``, ``PermName`` and the
+``MessageDecoder.messageProperties2String / string2messageProperties`` pair of
+RocketMQ 4.9.8 (../shared/spec/STORE_FORMAT.md sections 2.8, 2.10, 3).
+"""
+
+from __future__ import annotations
+
+# --- property keys (MessageConst) -------------------------------------------
+PROPERTY_KEYS = "KEYS"
+PROPERTY_TAGS = "TAGS"
+PROPERTY_WAIT_STORE_MSG_OK = "WAIT"
+PROPERTY_DELAY_TIME_LEVEL = "DELAY"
+PROPERTY_RETRY_TOPIC = "RETRY_TOPIC"
+PROPERTY_REAL_TOPIC = "REAL_TOPIC"
+PROPERTY_REAL_QUEUE_ID = "REAL_QID"
+PROPERTY_TRANSACTION_PREPARED = "TRAN_MSG"
+PROPERTY_PRODUCER_GROUP = "PGROUP"
+PROPERTY_MIN_OFFSET = "MIN_OFFSET"
+PROPERTY_MAX_OFFSET = "MAX_OFFSET"
+PROPERTY_BUYER_ID = "BUYER_ID"
+PROPERTY_ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+PROPERTY_TRANSFER_FLAG = "TRANSFER_FLAG"
+PROPERTY_CORRECTION_FLAG = "CORRECTION_FLAG"
+PROPERTY_MQ2_FLAG = "MQ2_FLAG"
+PROPERTY_RECONSUME_TIME = "RECONSUME_TIME"
+PROPERTY_MSG_REGION = "MSG_REGION"
+PROPERTY_TRACE_SWITCH = "TRACE_ON"
+PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
+PROPERTY_MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
+PROPERTY_CONSUME_START_TIMESTAMP = "CONSUME_START_TIME"
+PROPERTY_TRANSACTION_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
+PROPERTY_TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
+PROPERTY_CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+PROPERTY_INSTANCE_ID = "INSTANCE_ID"
+PROPERTY_CORRELATION_ID = "CORRELATION_ID"
+PROPERTY_MESSAGE_REPLY_TO_CLIENT = "REPLY_TO_CLIENT"
+PROPERTY_MESSAGE_TTL = "TTL"
+PROPERTY_REPLY_MESSAGE_ARRIVE_TIME = "ARRIVE_TIME"
+PROPERTY_PUSH_REPLY_TIME = "PUSH_REPLY_TIME"
+PROPERTY_CLUSTER = "CLUSTER"
+PROPERTY_MESSAGE_TYPE = "MSG_TYPE"
+PROPERTY_INNER_MULTI_DISPATCH = "INNER_MULTI_DISPATCH"
+PROPERTY_INNER_MULTI_QUEUE_OFFSET = "INNER_MULTI_QUEUE_OFFSET"
+
+KEY_SEPARATOR = " "
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+
+# --- sysFlag bits (MessageSysFlag) ------------------------------------------
+COMPRESSED_FLAG = 0x1
+MULTI_TAGS_FLAG = 0x2
+TRANSACTION_NOT_TYPE = 0x0
+TRANSACTION_PREPARED_TYPE = 0x4
+TRANSACTION_COMMIT_TYPE = 0x8
+TRANSACTION_ROLLBACK_TYPE = 0xC
+BORNHOST_V6_FLAG = 0x10
+STOREHOSTADDRESS_V6_FLAG = 0x20
+NEED_UNWRAP_FLAG = 0x40
+INNER_BATCH_FLAG = 0x80
+COMPRESSION_LZ4_TYPE = 0x100
+COMPRESSION_ZSTD_TYPE = 0x200
+COMPRESSION_ZLIB_TYPE = 0x300
+COMPRESSION_TYPE_COMPARATOR = 0xFFFF_F8FF
+
+
+def transaction_type(sys_flag: int) -> int:
+    """The transaction bits (2-3) of a sysFlag."""
+    return sys_flag & TRANSACTION_ROLLBACK_TYPE
+
+
+def reset_transaction_value(sys_flag: int, tx_type: int) -> int:
+    """Replace the transaction bits of ``sys_flag`` with ``tx_type``."""
+    return (sys_flag & ~TRANSACTION_ROLLBACK_TYPE) | tx_type
+
+
+# --- permissions (PermName) -------------------------------------------------
+PERM_PRIORITY = 0x8
+PERM_READ = 0x4
+PERM_WRITE = 0x2
+PERM_INHERIT = 0x1
+
+
+def is_readable(perm: int) -> bool:
+    return (perm & PERM_READ) == PERM_READ
+
+
+def is_writeable(perm: int) -> bool:
+    return (perm & PERM_WRITE) == PERM_WRITE
+
+
+def is_inherited(perm: int) -> bool:
+    return (perm & PERM_INHERIT) == PERM_INHERIT
+
+
+def perm_to_string(perm: int) -> str:
+    """``PermName.perm2String``: e.g. 6 -> ``"RW-"``."""
+    return (
+        ("R" if perm & PERM_READ else "-")
+        + ("W" if perm & PERM_WRITE else "-")
+        + ("X" if perm & PERM_INHERIT else "-")
+    )
+
+
+# --- property string ---------------------------------------------------------
+def properties_to_string(props: dict[str, str] | None) -> str:
+    """Encode a property map as ``k\\x01v\\x02`` pairs (every pair terminated).
+
+    Java writes each pair followed by the separator; null names/values are skipped.
+    """
+    if not props:
+        return ""
+    return "".join(
+        f"{k}\x01{v}\x02" for k, v in props.items() if k is not None and v is not None
+    )
+
+
+def string_to_properties(text: str | None) -> dict[str, str]:
+    """Decode a property string; tolerant of a missing final separator and of
+    pairs without a value (skipped, as Java does)."""
+    out: dict[str, str] = {}
+    if not text:
+        return out
+    for item in text.split("\x02"):
+        if not item:
+            continue
+        name, sep, value = item.partition("\x01")
+        if sep:
+            out[name] = value
+    return out
+
+
+def java_string_hash(s: str) -> int:
+    """Java ``String.hashCode`` as a signed 32-bit int (tag codes, index keys).
+
+    Java hashes UTF-16 code units, so characters outside the BMP count twice.
+    """
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - 0x1_0000_0000 if h & 0x8000_0000 else h
+
+
+def tags_string_to_code(tags: str | None) -> int:
+    """``MessageExtBrokerInner.tagsString2tagsCode``: hash of the whole TAGS value."""
+    if not tags:
+        return 0
+    return java_string_hash(tags)

@@ -1,0 +1,135 @@
+"""Real processes on loopback for integration tests.
+
+``RmqProcess`` starts an rmq entry point (``python -m rmq.namesrv.startup``...)
+in its own process group, waits until its TCP port accepts connections, keeps
+its output in a log file for failure reports, and always stops it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def free_port(count: int = 1, span: int = 1) -> int:
+    """A loopback port ``p`` such that ``p .. p+span-1`` are all free now.
+
+    ``span`` lets a broker test reserve listenPort-2 .. listenPort+1 at once.
+    """
+    for _ in range(200):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + span > 65535:
+            continue
+        ok = True
+        for p in range(base, base + span):
+            with socket.socket() as t:
+                try:
+                    t.bind(("127.0.0.1", p))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return base
+    raise RuntimeError("no free port range found")
+
+
+def wait_port(port: int, host: str = "127.0.0.1", timeout: float = 20.0, proc=None) -> None:
+    """Block until ``host:port`` accepts a connection (or the process died)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} before listening on {port}")
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise TimeoutError(f"nothing listening on {host}:{port} after {timeout}s")
+
+
+class RmqProcess:
+    """One rmq process (``module`` run with ``-m``) with its output captured."""
+
+    def __init__(self, module: str, args: list[str], log_path: Path, env: dict | None = None,
+                 cwd: str | None = None) -> None:
+        self.module = module
+        self.args = list(args)
+        self.log_path = Path(log_path)
+        self.env = dict(os.environ, **(env or {}))
+        self.cwd = cwd
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, wait_for_port: int | None = None, timeout: float = 30.0) -> RmqProcess:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", self.module, *self.args],
+            stdout=log, stderr=subprocess.STDOUT, env=self.env, cwd=self.cwd,
+            start_new_session=True,
+        )
+        log.close()
+        if wait_for_port is not None:
+            try:
+                wait_port(wait_for_port, timeout=timeout, proc=self.proc)
+            except Exception:
+                self.kill()
+                raise RuntimeError(f"{self.module} did not start:\n{self.output()}") from None
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def output(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-20000:]
+        except OSError:
+            return ""
+
+    def signal(self, sig: int) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, sig)
+
+    def stop(self, timeout: float = 20.0) -> int | None:
+        """SIGTERM and wait (graceful); SIGKILL when it does not stop in time."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group (what a crash looks like)."""
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait(10)
+
+    def wait(self, timeout: float) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout)
+
+
+def run_cli(module: str, args: list[str], timeout: float = 30.0,
+            env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run an rmq command line to completion (for -h / -p / bad-config tests)."""
+    return subprocess.run(
+        [sys.executable, "-m", module, *args], capture_output=True, text=True,
+        timeout=timeout, env=dict(os.environ, **(env or {})),
+    )
