@@ -1,0 +1,1 @@
+"""The rmq broker: start-up, controller, config managers, processors (RocketMQ ``broker``)."""
