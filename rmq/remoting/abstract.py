@@ -1,0 +1,345 @@
+"""What server and client share (RocketMQ's ``NettyRemotingAbstract``).
+
+* The processor table ``code -> (processor, admission)`` plus a default
+  processor, and the generic answers of the remoting layer
+  (../shared/spec/PROTOCOL.md 1.12): unknown code, REJECTREQUEST, OVERLOAD,
+  SYSTEM_ERROR from a processor exception.
+* Admission: Java runs each processor on a thread pool with a bounded queue;
+  here each processor (or named pool of processors) has a bounded number of
+  requests in flight.  A processor that returns a response directly finishes
+  inside the read callback and never counts; only awaitables hold a slot.
+* The response table keyed by opaque, shared by every connection of the
+  service, with timeouts that always remove their entry.
+* Connection bookkeeping: the channel set, idle close, and the listener events
+  brokers and name servers use for housekeeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import sys
+import time
+import traceback
+from collections.abc import Awaitable, Callable
+from typing import Protocol, runtime_checkable
+
+from rmq.common.codes import ResponseCode
+from rmq.remoting.channel import Channel
+from rmq.remoting.command import RPC_ONEWAY, RPC_RESPONSE, RemotingCommand
+from rmq.remoting.exceptions import (
+    RemotingSendRequestError,
+    RemotingTimeoutError,
+)
+
+log = logging.getLogger("rmq.remoting")
+
+REMARK_REJECT = "[REJECTREQUEST]system busy, start flow control for a while"
+REMARK_OVERLOAD = "[OVERLOAD]system busy, start flow control for a while"
+
+ResponseCallback = Callable[[RemotingCommand | None, BaseException | None], None]
+
+
+@runtime_checkable
+class Processor(Protocol):
+    """A request handler (``NettyRequestProcessor``).  ``reject_request`` is optional."""
+
+    def process_request(self, channel: Channel, request: RemotingCommand
+                        ) -> RemotingCommand | None | Awaitable[RemotingCommand | None]: ...
+
+
+class ChannelEventListener(Protocol):
+    """Connection events; every method is optional (``ChannelEventListener``)."""
+
+    def on_channel_connect(self, remote_addr: str, channel: Channel) -> None: ...
+    def on_channel_close(self, remote_addr: str, channel: Channel) -> None: ...
+    def on_channel_idle(self, remote_addr: str, channel: Channel) -> None: ...
+    def on_channel_exception(self, remote_addr: str, channel: Channel) -> None: ...
+
+
+class Admission:
+    """Bounded in-flight count of one processor or pool (Java: queue capacity)."""
+
+    __slots__ = ("name", "limit", "in_flight")
+
+    def __init__(self, name: str, limit: int | None) -> None:
+        self.name = name
+        self.limit = sys.maxsize if limit is None else limit
+        self.in_flight = 0
+
+
+class _Entry:
+    __slots__ = ("processor", "process", "reject", "admission")
+
+    def __init__(self, processor: Processor, admission: Admission) -> None:
+        self.processor = processor
+        self.process = processor.process_request
+        self.reject = getattr(processor, "reject_request", None)
+        self.admission = admission
+
+
+def exception_remark(exc: BaseException) -> str:
+    """``RemotingHelper.exceptionSimpleDesc``: the exception and where it came from."""
+    text = f"{type(exc).__name__}: {exc}"
+    frames = traceback.extract_tb(exc.__traceback__)
+    if frames:
+        f = frames[-1]
+        text += f", {f.name}({f.filename.rsplit('/', 1)[-1]}:{f.lineno})"
+    return text
+
+
+class RemotingService:
+    """Processor table, response table and connection events."""
+
+    def __init__(self, name: str, listener: ChannelEventListener | None,
+                 idle_seconds: int) -> None:
+        self.name = name
+        self._listener = listener
+        self._processors: dict[int, _Entry] = {}
+        self._default: _Entry | None = None
+        self._pools: dict[str, Admission] = {}
+        self._responses: dict[int, tuple[asyncio.Future, Channel]] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self._channels: set[Channel] = set()
+        self._idle_seconds = idle_seconds
+        self._idle_task: asyncio.Task | None = None
+
+    # ---- processor table ------------------------------------------------
+
+    def _admission(self, key: str, limit: int | None, pool: str | None) -> Admission:
+        if pool is None:
+            return Admission(key, limit)
+        adm = self._pools.get(pool)
+        if adm is None:
+            adm = self._pools[pool] = Admission(pool, limit)
+        elif limit is not None:
+            adm.limit = limit
+        return adm
+
+    def register_processor(self, code: int, processor: Processor, limit: int | None = None,
+                           pool: str | None = None) -> None:
+        """Route ``code`` to ``processor``; ``limit`` bounds its requests in
+        flight, shared by every code registered with the same ``pool`` name."""
+        self._processors[int(code)] = _Entry(processor, self._admission(str(code), limit, pool))
+
+    def register_default_processor(self, processor: Processor, limit: int | None = None) -> None:
+        """Processor for every code without its own entry."""
+        self._default = _Entry(processor, Admission("default", limit))
+
+    # ---- inbound ----------------------------------------------------------
+
+    def _on_request(self, channel: Channel, cmd: RemotingCommand) -> None:
+        entry = self._processors.get(cmd.code, self._default)
+        if entry is None:
+            self._reply(channel, cmd, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                        f" request type {cmd.code} not supported")
+            return
+        reject = entry.reject
+        if reject is not None and reject():
+            self._reply(channel, cmd, ResponseCode.SYSTEM_BUSY, REMARK_REJECT)
+            return
+        adm = entry.admission
+        if adm.in_flight >= adm.limit:
+            if not cmd.flag & RPC_ONEWAY:
+                self._reply(channel, cmd, ResponseCode.SYSTEM_BUSY, REMARK_OVERLOAD)
+            return
+        try:
+            result = entry.process(channel, cmd)
+        except Exception as e:  # noqa: BLE001 - any processor failure becomes SYSTEM_ERROR
+            self._processor_failed(channel, cmd, e)
+            return
+        if result is None:
+            return
+        if type(result) is RemotingCommand:
+            self._finish(channel, cmd, result)
+        elif inspect.isawaitable(result):
+            adm.in_flight += 1
+            task = asyncio.get_running_loop().create_task(
+                self._await_result(channel, cmd, result, adm))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+        else:
+            self._processor_failed(channel, cmd, TypeError(
+                f"processor returned {type(result).__name__}, not a RemotingCommand"))
+
+    async def _await_result(self, channel: Channel, cmd: RemotingCommand,
+                            awaitable: Awaitable, adm: Admission) -> None:
+        try:
+            result = await awaitable
+        except Exception as e:  # noqa: BLE001
+            self._processor_failed(channel, cmd, e)
+            return
+        finally:
+            adm.in_flight -= 1
+        if result is not None:
+            self._finish(channel, cmd, result)
+
+    def _finish(self, channel: Channel, request: RemotingCommand,
+                response: RemotingCommand) -> None:
+        """Stamp the request's opaque and serialize type on the processor's
+        response and write it, unless the request was oneway."""
+        if request.flag & RPC_ONEWAY:
+            return
+        response.opaque = request.opaque
+        response.flag |= RPC_RESPONSE
+        response.serialize_type = request.serialize_type
+        try:
+            channel.write(response)
+        except RemotingSendRequestError:
+            log.debug("%s: response to %s lost, channel closed", self.name, channel.remote_addr)
+        except Exception as e:  # noqa: BLE001 - an unencodable response must not kill the loop
+            log.error("%s: cannot encode response to code %d: %s", self.name, request.code, e)
+            self._reply(channel, request, ResponseCode.SYSTEM_ERROR, exception_remark(e))
+
+    def _processor_failed(self, channel: Channel, cmd: RemotingCommand,
+                          exc: Exception) -> None:
+        log.error("%s: process request code %d from %s failed", self.name, cmd.code,
+                  channel.remote_addr, exc_info=exc)
+        if not cmd.flag & RPC_ONEWAY:
+            self._reply(channel, cmd, ResponseCode.SYSTEM_ERROR, exception_remark(exc))
+
+    def _reply(self, channel: Channel, request: RemotingCommand, code: int, remark: str) -> None:
+        response = RemotingCommand(code, 0, 409, request.opaque, RPC_RESPONSE, remark, None, None,
+                                   request.serialize_type)
+        try:
+            channel.write(response)
+        except RemotingSendRequestError:
+            pass
+
+    def _on_response(self, cmd: RemotingCommand) -> None:
+        entry = self._responses.pop(cmd.opaque, None)
+        if entry is None:
+            log.warning("%s: response with unknown opaque %d (code %d) dropped", self.name,
+                        cmd.opaque, cmd.code)
+            return
+        fut = entry[0]
+        if not fut.done():
+            fut.set_result(cmd)
+
+    # ---- outbound ----------------------------------------------------------
+
+    def _send(self, channel: Channel, request: RemotingCommand, timeout_ms: int
+              ) -> tuple[asyncio.Future, asyncio.TimerHandle]:
+        """Register ``request`` in the response table and write it; the returned
+        future completes with the response or a remoting error."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        opaque = request.opaque
+        self._responses[opaque] = (fut, channel)
+        try:
+            channel.write(request)
+        except Exception as e:
+            self._responses.pop(opaque, None)
+            if isinstance(e, RemotingSendRequestError):
+                raise
+            raise RemotingSendRequestError(channel.remote_addr, e) from e
+        handle = loop.call_later(timeout_ms / 1000.0, self._expire, opaque, fut,
+                                 channel.remote_addr, timeout_ms)
+        return fut, handle
+
+    def _expire(self, opaque: int, fut: asyncio.Future, addr: str, timeout_ms: int) -> None:
+        self._responses.pop(opaque, None)
+        if not fut.done():
+            fut.set_exception(RemotingTimeoutError(addr, timeout_ms))
+
+    async def _invoke_channel(self, channel: Channel, request: RemotingCommand,
+                              timeout_ms: int) -> RemotingCommand:
+        fut, handle = self._send(channel, request, timeout_ms)
+        try:
+            return await fut
+        finally:
+            handle.cancel()
+            self._responses.pop(request.opaque, None)
+
+    def _invoke_channel_callback(self, channel: Channel, request: RemotingCommand,
+                                 timeout_ms: int, callback: ResponseCallback) -> None:
+        fut, handle = self._send(channel, request, timeout_ms)
+        opaque = request.opaque
+        responses = self._responses
+
+        def done(f: asyncio.Future) -> None:
+            handle.cancel()
+            responses.pop(opaque, None)
+            if f.cancelled():
+                _call(callback, None, asyncio.CancelledError())
+            elif f.exception() is not None:
+                _call(callback, None, f.exception())
+            else:
+                _call(callback, f.result(), None)
+
+        fut.add_done_callback(done)
+
+    def _fail_pending(self, channel: Channel) -> None:
+        """Fail at once every request still waiting for a response on ``channel``."""
+        dead = [(op, fut) for op, (fut, ch) in self._responses.items() if ch is channel]
+        for opaque, fut in dead:
+            self._responses.pop(opaque, None)
+            if not fut.done():
+                fut.set_exception(RemotingSendRequestError(channel.remote_addr,
+                                                           "connection closed"))
+
+    # ---- connection events ----------------------------------------------------
+
+    def _event(self, name: str, channel: Channel) -> None:
+        fn = getattr(self._listener, name, None) if self._listener is not None else None
+        if fn is None:
+            return
+        try:
+            fn(channel.remote_addr, channel)
+        except Exception:  # noqa: BLE001 - a listener bug must not break the connection
+            log.exception("%s: listener %s failed", self.name, name)
+
+    def _channel_connected(self, channel: Channel) -> None:
+        self._channels.add(channel)
+        self._event("on_channel_connect", channel)
+
+    def _channel_closed(self, channel: Channel, exc: BaseException | None) -> None:
+        if channel not in self._channels:
+            return
+        self._channels.discard(channel)
+        self._fail_pending(channel)
+        if exc is not None and not channel.attrs.get("_exception_reported"):
+            self._event("on_channel_exception", channel)
+        self._event("on_channel_close", channel)
+
+    def _frame_error(self, channel: Channel, exc: Exception) -> None:
+        log.warning("%s: bad frame from %s, closing: %s", self.name, channel.remote_addr, exc)
+        channel.attrs["_exception_reported"] = True
+        self._event("on_channel_exception", channel)
+        channel.abort()
+
+    def _start_idle_scan(self) -> None:
+        if self._idle_seconds > 0 and self._idle_task is None:
+            self._idle_task = asyncio.get_running_loop().create_task(self._idle_scan())
+
+    async def _idle_scan(self) -> None:
+        """Close connections with neither reads nor writes for idle_seconds
+        (Netty's ``IdleStateHandler(0, 0, maxIdle)`` + close)."""
+        idle = self._idle_seconds
+        interval = min(1.0, max(0.05, idle / 4))
+        while True:
+            await asyncio.sleep(interval)
+            now = time.monotonic()
+            for channel in [c for c in self._channels if now - c.last_active >= idle]:
+                log.info("%s: channel %s idle for %ss, closing", self.name,
+                         channel.remote_addr, idle)
+                self._event("on_channel_idle", channel)
+                channel.close()
+
+    async def _stop_idle_scan(self) -> None:
+        task, self._idle_task = self._idle_task, None
+        if task is not None:
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+
+
+def _call(callback: ResponseCallback, response: RemotingCommand | None,
+          exc: BaseException | None) -> None:
+    try:
+        callback(response, exc)
+    except Exception:  # noqa: BLE001
+        log.exception("response callback failed")

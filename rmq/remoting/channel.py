@@ -1,0 +1,172 @@
+"""One remoting connection: the asyncio protocol that frames it and the
+``Channel`` handle processors and listeners see.
+
+``RemotingProtocol`` is an ``asyncio.BufferedProtocol``: the event loop reads
+straight into our receive buffer, ``buffer_updated`` cuts complete frames out
+of it (``codec.frame_length``) and hands each decoded command to the owning
+service (server or client) -- no StreamReader, no per-read bytes object.  A
+frame that is too long or does not decode closes the connection, as Netty's
+``NettyDecoder`` does; other connections are unaffected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from rmq.remoting import codec
+from rmq.remoting.command import RPC_RESPONSE, RemotingCommand
+from rmq.remoting.exceptions import RemotingCommandError, RemotingSendRequestError
+
+if TYPE_CHECKING:
+    from rmq.remoting.abstract import RemotingService
+
+log = logging.getLogger("rmq.remoting")
+
+_INITIAL_BUFFER = 64 * 1024
+_MIN_FREE = 16 * 1024
+_INLINE_BODY = 16 * 1024  # bodies up to this size are joined to the header (one write)
+
+
+def _addr(peer) -> str:
+    if isinstance(peer, tuple) and len(peer) >= 2:
+        return f"{peer[0]}:{peer[1]}"
+    return str(peer) if peer else ""
+
+
+class Channel:
+    """A connection as processors see it (Netty's ``Channel``)."""
+
+    __slots__ = ("remote_addr", "local_addr", "attrs", "last_active", "_transport", "_closed")
+
+    def __init__(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport
+        self._closed = False
+        self.remote_addr = _addr(transport.get_extra_info("peername"))
+        self.local_addr = _addr(transport.get_extra_info("sockname"))
+        self.attrs: dict = {}
+        self.last_active = time.monotonic()
+
+    def is_active(self) -> bool:
+        return not self._closed and not self._transport.is_closing()
+
+    def write(self, cmd: RemotingCommand) -> None:
+        """Encode and queue ``cmd``; RemotingSendRequestError if the channel is gone."""
+        if self._closed or self._transport.is_closing():
+            raise RemotingSendRequestError(self.remote_addr, "channel closed")
+        head = cmd.encode_header()
+        body = cmd.body
+        transport = self._transport
+        if not body:
+            transport.write(head)
+        elif type(body) is list:
+            transport.writelines([head, *body])
+        elif len(body) <= _INLINE_BODY:
+            transport.write(head + body)
+        else:
+            transport.writelines([head, body])
+        self.last_active = time.monotonic()
+
+    def send_response(self, response: RemotingCommand) -> None:
+        """Write a response whose opaque is already the request's; a response
+        for a peer that has gone away is dropped (Java logs and drops it)."""
+        response.flag |= RPC_RESPONSE
+        try:
+            self.write(response)
+        except RemotingSendRequestError:
+            log.debug("response %d to closed channel %s dropped", response.opaque,
+                      self.remote_addr)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._transport.close()
+
+    def abort(self) -> None:
+        """Close without flushing (garbage from the peer, forced stop)."""
+        self._closed = True
+        self._transport.abort()
+
+    def __repr__(self) -> str:
+        return f"Channel({self.local_addr} <-> {self.remote_addr})"
+
+
+class RemotingProtocol(asyncio.BufferedProtocol):
+    """Frames one connection and passes commands to its service."""
+
+    __slots__ = ("_service", "_max_frame", "_buf", "_view", "_start", "_end", "channel")
+
+    def __init__(self, service: RemotingService, max_frame: int) -> None:
+        self._service = service
+        self._max_frame = max_frame
+        self._buf = bytearray(_INITIAL_BUFFER)
+        self._view = memoryview(self._buf)
+        self._start = 0
+        self._end = 0
+        self.channel: Channel | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.channel = Channel(transport)
+        self._service._channel_connected(self.channel)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        channel = self.channel
+        if channel is not None:
+            channel._closed = True
+            self._service._channel_closed(channel, exc)
+
+    def eof_received(self) -> bool:
+        return False
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if len(self._buf) - self._end < _MIN_FREE:
+            self._make_room()
+        return self._view[self._end:]
+
+    def _make_room(self) -> None:
+        """Move pending bytes to the front, or grow when a frame needs more room."""
+        pending = self._end - self._start
+        size = len(self._buf)
+        if pending + _MIN_FREE > size // 2:
+            size *= 2
+        buf = bytearray(size)
+        buf[:pending] = self._view[self._start:self._end]
+        self._buf = buf
+        self._view = memoryview(buf)
+        self._start = 0
+        self._end = pending
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._end += nbytes
+        channel = self.channel
+        channel.last_active = time.monotonic()
+        service = self._service
+        view = self._view
+        pos = self._start
+        end = self._end
+        max_frame = self._max_frame
+        frame_length = codec.frame_length
+        decode = RemotingCommand.decode
+        try:
+            while True:
+                length = frame_length(view, pos, end, max_frame)
+                if length < 0:
+                    break
+                cmd = decode(view[pos + 4:pos + 4 + length])
+                pos += 4 + length
+                if cmd.flag & RPC_RESPONSE:
+                    service._on_response(cmd)
+                else:
+                    service._on_request(channel, cmd)
+                if channel._closed:
+                    return
+        except RemotingCommandError as e:
+            self._start = self._end = 0
+            service._frame_error(channel, e)
+            return
+        if pos == end:
+            self._start = self._end = 0
+        else:
+            self._start = pos
