@@ -1,0 +1,205 @@
+"""TopicConfigManager: the broker's topic table and ``config/topics.json``.
+
+Mirrors RocketMQ's ``TopicConfigManager``: the system topics 4.9.8 creates in
+memory at start (overridden by what topics.json holds), auto-creation of
+topics on send through a default topic (``TBW102`` when
+autoCreateTopicEnable), retry/DLQ/transaction topics created on demand, the
+order flag taken from the name server's ORDER_TOPIC_CONFIG kv table, and a
+DataVersion bumped on every change (the name server compares it).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+from collections.abc import Callable
+
+from rmq.broker.config import BrokerConfig
+from rmq.broker.config_manager import ConfigManager, dumps, parse_json
+from rmq.common import topics as T
+from rmq.common.data_version import DataVersion
+from rmq.common.logging import BROKER_LOGGER_NAME
+from rmq.common.message import PERM_INHERIT, PERM_READ, PERM_WRITE, is_inherited
+from rmq.common.topic_config import TopicConfig, TopicConfigSerializeWrapper
+
+log = logging.getLogger(BROKER_LOGGER_NAME)
+
+SCHEDULE_QUEUE_NUMS = 18
+BENCHMARK_QUEUE_NUMS = 1024
+CLUSTER_TOPIC_QUEUE_NUMS = 16
+
+
+def topics_json_path(store_root: str) -> str:
+    return os.path.join(store_root, "config", "topics.json")
+
+
+class TopicConfigManager(ConfigManager):
+    """Topic table of one broker.
+
+    ``on_new_topic`` is called (without arguments) after a topic was created
+    by a send, a send-back or a transaction check: the controller answers it
+    with a oneway registration so that routes appear at once, as 4.9.8 does.
+    """
+
+    def __init__(self, broker_config: BrokerConfig, store_root: str,
+                 on_new_topic: Callable[[], None] | None = None) -> None:
+        self.broker_config = broker_config
+        self.store_root = store_root
+        self.on_new_topic = on_new_topic
+        self.table: dict[str, TopicConfig] = {}
+        self.data_version = DataVersion()
+        self.system_topics: set[str] = set()
+        self._create_system_topics()
+
+    # ---- start-up -------------------------------------------------------
+    def _system(self, name: str, queues: int, perm: int = PERM_READ | PERM_WRITE) -> None:
+        self.system_topics.add(name)
+        self.table[name] = TopicConfig(name, queues, queues, perm)
+
+    def _create_system_topics(self) -> None:
+        bc = self.broker_config
+        rw = PERM_READ | PERM_WRITE
+        self._system(T.SELF_TEST_TOPIC, 1)
+        if bc.autoCreateTopicEnable:
+            self._system(T.AUTO_CREATE_TOPIC_KEY_TOPIC, bc.defaultTopicQueueNums,
+                         rw | PERM_INHERIT)
+        self._system(T.BENCHMARK_TOPIC, BENCHMARK_QUEUE_NUMS)
+        self._system(bc.brokerClusterName, CLUSTER_TOPIC_QUEUE_NUMS,
+                     rw | PERM_INHERIT if bc.clusterTopicEnable else PERM_INHERIT)
+        self._system(bc.brokerName, 1, rw | PERM_INHERIT if bc.brokerTopicEnable else PERM_INHERIT)
+        self._system(T.OFFSET_MOVED_EVENT, 1)
+        self._system(T.SCHEDULE_TOPIC, SCHEDULE_QUEUE_NUMS)
+        if bc.traceTopicEnable:
+            self._system(bc.msgTraceTopicName, 1)
+        self._system(bc.brokerClusterName + T.REPLY_TOPIC_POSTFIX, 1)
+
+    # ---- queries --------------------------------------------------------
+    def select_topic_config(self, topic: str) -> TopicConfig | None:
+        return self.table.get(topic)
+
+    def is_order_topic(self, topic: str) -> bool:
+        tc = self.table.get(topic)
+        return tc is not None and tc.order
+
+    def build_topic_config_serialize_wrapper(self) -> TopicConfigSerializeWrapper:
+        """A snapshot for registration (copies: the table may change meanwhile)."""
+        table = {k: copy.copy(v) for k, v in self.table.items()}
+        dv = DataVersion(self.data_version.timestamp, self.data_version.counter)
+        return TopicConfigSerializeWrapper(table, dv)
+
+    # ---- changes --------------------------------------------------------
+    def _changed(self) -> None:
+        self.data_version.next_version()
+        self.persist()
+
+    def create_topic_in_send_message_method(self, topic: str, default_topic: str,
+                                            remote_address: str, client_default_queue_nums: int,
+                                            topic_sys_flag: int) -> TopicConfig | None:
+        """Auto-create ``topic`` from ``default_topic`` (a send to an unknown topic).
+
+        The default topic must exist and carry the inherit bit; TBW102 loses its
+        permission to be inherited when autoCreateTopicEnable is false.
+        """
+        tc = self.table.get(topic)
+        if tc is not None:
+            return tc
+        default = self.table.get(default_topic)
+        if default is None:
+            log.warning("Create new topic failed, because the default topic[%s] not exist. "
+                        "producer:[%s]", default_topic, remote_address)
+            return None
+        if default_topic == T.AUTO_CREATE_TOPIC_KEY_TOPIC and \
+                not self.broker_config.autoCreateTopicEnable:
+            default.perm = PERM_READ | PERM_WRITE
+        if not is_inherited(default.perm):
+            log.warning("Create new topic failed, because the default topic[%s] has no perm "
+                        "[%s] producer:[%s]", default_topic, default.perm, remote_address)
+            return None
+        queues = max(0, min(client_default_queue_nums, default.writeQueueNums))
+        tc = TopicConfig(topic, queues, queues, default.perm & ~PERM_INHERIT,
+                         default.topicFilterType, topic_sys_flag)
+        log.info("Create new topic by default topic:[%s] config:[%s] producer:[%s]",
+                 default_topic, tc, remote_address)
+        self.table[topic] = tc
+        self._changed()
+        self._notify_new_topic()
+        return tc
+
+    def create_topic_in_send_message_back_method(self, topic: str, client_default_queue_nums: int,
+                                                 perm: int, topic_sys_flag: int) -> TopicConfig:
+        """Retry/DLQ topics created when a consumer sends a message back."""
+        tc = self.table.get(topic)
+        if tc is not None:
+            return tc
+        tc = TopicConfig(topic, client_default_queue_nums, client_default_queue_nums, perm,
+                         topicSysFlag=topic_sys_flag)
+        log.info("create new topic %s", tc)
+        self.table[topic] = tc
+        self._changed()
+        self._notify_new_topic()
+        return tc
+
+    def create_topic_of_tran_check_max_time(self, client_default_queue_nums: int,
+                                            perm: int) -> TopicConfig:
+        return self.create_topic_in_send_message_back_method(
+            T.TRANS_CHECK_MAX_TIME_TOPIC, client_default_queue_nums, perm, 0)
+
+    def _notify_new_topic(self) -> None:
+        if self.on_new_topic is not None:
+            self.on_new_topic()
+
+    def update_topic_config(self, tc: TopicConfig) -> None:
+        old = self.table.get(tc.topicName)
+        self.table[tc.topicName] = tc
+        if old is not None:
+            log.info("update topic config, old:[%s] new:[%s]", old, tc)
+        else:
+            log.info("create new topic [%s]", tc)
+        self._changed()
+
+    def update_order_topic_config(self, kv_table: dict[str, str] | None) -> None:
+        """Mark the topics of the name server's ORDER_TOPIC_CONFIG as order topics
+        and clear the flag of the others (only when the name server has a table)."""
+        if not kv_table:
+            return
+        changed = False
+        for topic in kv_table:
+            tc = self.table.get(topic)
+            if tc is not None and not tc.order:
+                tc.order = True
+                changed = True
+                log.info("update order topic config, topic=%s, order=true", topic)
+        for name, tc in self.table.items():
+            if tc.order and name not in kv_table:
+                tc.order = False
+                changed = True
+                log.info("update order topic config, topic=%s, order=false", name)
+        if changed:
+            self._changed()
+
+    def delete_topic_config(self, topic: str) -> bool:
+        old = self.table.pop(topic, None)
+        if old is None:
+            log.warning("delete topic config failed, topic: %s not exists", topic)
+            return False
+        log.info("delete topic config OK, topic: %s", old)
+        self._changed()
+        return True
+
+    def bump_data_version(self) -> None:
+        """A broker-wide change that the name server must see (e.g. brokerPermission)."""
+        self.data_version.next_version()
+
+    # ---- ConfigManager --------------------------------------------------
+    def config_file_path(self) -> str:
+        return topics_json_path(self.store_root)
+
+    def encode(self, pretty: bool = False) -> str:
+        return dumps(TopicConfigSerializeWrapper(self.table, self.data_version).to_json_obj(),
+                     pretty)
+
+    def decode(self, text: str) -> None:
+        wrapper = TopicConfigSerializeWrapper.from_json_obj(parse_json(text))
+        self.table.update(wrapper.topicConfigTable)
+        self.data_version.assign_new_one(wrapper.dataVersion)
