@@ -1,0 +1,314 @@
+"""``Producer``: sync, async, oneway and batch sends (``DefaultMQProducer``).
+
+Per send: look up (or fetch) the topic's publish queues, pick a queue
+(round-robin with latency-fault avoidance, a chosen queue, or a selector),
+stamp UNIQ_KEY, compress large bodies, send SEND_MESSAGE_V2 to the broker's
+master and map the answer to a ``SendResult``.  Failed sync sends are retried
+on another broker up to ``retry_times_when_send_failed`` times for the codes
+4.9.8 retries (and transport errors).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from rmq.client.codec import encode_batch, properties_string
+from rmq.client.config import ClientConfig, ProducerConfig
+from rmq.client.exceptions import MQBrokerError, MQClientError
+from rmq.client.headers import send_header_v2
+from rmq.client.instance import MQClientInstance, publish_queues
+from rmq.client.latency import MQFaultStrategy
+from rmq.client.message import Message, MessageQueue, SendResult, SendStatus
+from rmq.client.selector import QueueSelector
+from rmq.common.codes import RequestCode, ResponseCode
+from rmq.common.message import (
+    COMPRESSED_FLAG,
+    COMPRESSION_ZLIB_TYPE,
+    PROPERTY_DELAY_TIME_LEVEL,
+    PROPERTY_MSG_REGION,
+    PROPERTY_TRACE_SWITCH,
+    PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+)
+from rmq.common.message_id import create_uniq_id
+from rmq.common.route import TopicRouteData
+from rmq.common.topics import is_retry_topic, validate_topic
+from rmq.remoting import RemotingCommand
+from rmq.remoting.exceptions import RemotingError
+
+_RETRY_CODES = frozenset({
+    ResponseCode.TOPIC_NOT_EXIST, ResponseCode.SERVICE_NOT_AVAILABLE, ResponseCode.SYSTEM_ERROR,
+    ResponseCode.NO_PERMISSION, ResponseCode.NO_BUYER_ID, ResponseCode.NOT_IN_CURRENT_UNIT,
+})
+_STORED = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+SendCallback = Callable[[SendResult | None, BaseException | None], None]
+
+
+class Producer:
+    """Sends messages to topics; ``await start()`` before sending, ``await
+    shutdown()`` at the end (or ``async with Producer(...)``)."""
+
+    def __init__(self, group: str = "DEFAULT_PRODUCER", namesrv_addr: str | None = None,
+                 config: ProducerConfig | None = None, client_config: ClientConfig | None = None,
+                 instance: MQClientInstance | None = None) -> None:
+        self.config = config or ProducerConfig(producer_group=group)
+        self.config.producer_group = group
+        self.group = group
+        cc = client_config or ClientConfig()
+        if namesrv_addr:
+            cc.namesrv_addr = namesrv_addr
+        self._own_instance = instance is None
+        self.instance = instance or MQClientInstance(cc)
+        self.fault = MQFaultStrategy(self.config.send_latency_fault_enable)
+        self.publish_info: dict[str, list[MessageQueue]] = {}
+        self._counter = itertools.count()
+        self._pending: set[asyncio.Future] = set()
+
+    async def __aenter__(self) -> Producer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.shutdown()
+
+    async def start(self) -> None:
+        self.instance.register_producer(self)
+        await self.instance.start()
+
+    async def shutdown(self) -> None:
+        """Waits for in-flight async sends, unregisters and closes connections."""
+        if self._pending:
+            await asyncio.wait(list(self._pending), timeout=self.config.send_msg_timeout / 1000)
+        self.instance.producers.pop(self.group, None)
+        if self._own_instance:
+            await self.instance.shutdown()
+
+    # --- instance callbacks ----------------------------------------------------
+    def publish_topics(self) -> list[str]:
+        return list(self.publish_info)
+
+    def on_route(self, topic: str, route: TopicRouteData) -> None:
+        if topic in self.publish_info:
+            queues = publish_queues(topic, route)
+            if queues:
+                self.publish_info[topic] = queues
+
+    async def queues_of(self, topic: str) -> list[MessageQueue]:
+        """Publish queues of ``topic``; fetched on first use.  An unknown topic
+        falls back to the auto-create key topic's brokers (``TBW102``) with
+        ``default_topic_queue_nums`` queues, and the broker creates the topic."""
+        queues = self.publish_info.get(topic)
+        if queues:
+            return queues
+        self.publish_info.setdefault(topic, [])
+        route = await self.instance.update_route(topic)
+        if route is not None and self.publish_info.get(topic):
+            await self._first_heartbeat()
+            return self.publish_info[topic]
+        key = self.config.create_topic_key
+        default = await self.instance.fetch_route(key)
+        if default is not None:
+            n = self.config.default_topic_queue_nums
+            for qd in default.queueDatas:
+                qd.readQueueNums = qd.writeQueueNums = min(n, qd.readQueueNums)
+            queues = publish_queues(topic, default)
+            if queues:
+                self.publish_info[topic] = queues
+                await self._first_heartbeat()
+                return queues
+        raise MQClientError(ResponseCode.TOPIC_NOT_EXIST,
+                            f"No route info of this topic: {topic}")
+
+    async def _first_heartbeat(self) -> None:
+        if self.instance.broker_versions:
+            return
+        await self.instance.heartbeat_all()
+
+    # --- message preparation -----------------------------------------------------
+    def _validate(self, msg: Message) -> None:
+        err = validate_topic(msg.topic)
+        if err:
+            raise MQClientError(-1, err)
+        if not msg.body:
+            raise MQClientError(ResponseCode.MESSAGE_ILLEGAL, "the message body length is zero")
+        if len(msg.body) > self.config.max_message_size:
+            raise MQClientError(ResponseCode.MESSAGE_ILLEGAL,
+                                f"the message body size over max value, MAX: "
+                                f"{self.config.max_message_size}")
+
+    def _prepare(self, msg: Message) -> tuple[bytes, int, str]:
+        """(body to send, sysFlag, properties string); stamps UNIQ_KEY."""
+        props = msg.properties
+        if PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:
+            props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = create_uniq_id()
+        body = msg.body
+        sys_flag = 0
+        if len(body) >= self.config.compress_msg_body_over_howmuch:
+            body = zlib.compress(body, self.config.compress_level)
+            sys_flag = COMPRESSED_FLAG | COMPRESSION_ZLIB_TYPE
+        return body, sys_flag, properties_string(props)
+
+    def _request(self, mq: MessageQueue, topic: str, body: bytes, sys_flag: int, flag: int,
+                 props: str, batch: bool) -> RemotingCommand:
+        ext = send_header_v2(self.group, topic, self.config.create_topic_key,
+                             self.config.default_topic_queue_nums, mq.queue_id, sys_flag,
+                             int(time.time() * 1000), flag, props, batch, mq.broker_name)
+        code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
+        return RemotingCommand.create_request(code, ext, body)
+
+    def _addr(self, mq: MessageQueue) -> str:
+        addr = self.instance.find_broker_addr(mq.broker_name, only_this=True)
+        if addr is None:
+            raise MQClientError(-1, f"The broker[{mq.broker_name}] not exist")
+        return addr
+
+    @staticmethod
+    def _result(resp: RemotingCommand, mq: MessageQueue, msg_id: str, addr: str) -> SendResult:
+        status = _STORED.get(resp.code)
+        if status is None:
+            raise MQBrokerError(resp.code, resp.remark, addr)
+        f = resp.ext_fields or {}
+        try:
+            queue_id = int(f["queueId"])
+            offset = int(f["queueOffset"])
+        except (KeyError, ValueError):
+            raise MQBrokerError(ResponseCode.SYSTEM_ERROR, "send response without queue offset",
+                                addr) from None
+        return SendResult(status, msg_id, f.get("msgId", ""),
+                          MessageQueue(mq.topic, mq.broker_name, queue_id), offset,
+                          f.get(PROPERTY_MSG_REGION, ""), f.get(PROPERTY_TRACE_SWITCH) != "false")
+
+    # --- sync ---------------------------------------------------------------
+    async def send(self, msg: Message, timeout_ms: int | None = None, mq: MessageQueue | None = None,
+                   selector: QueueSelector | None = None, arg: Any = None) -> SendResult:
+        """Send and wait for the broker's answer.  ``mq`` or ``selector(queues,
+        msg, arg)`` fixes the queue (no retry on another broker, as in Java)."""
+        self._validate(msg)
+        body, sys_flag, props = self._prepare(msg)
+        return await self._send_with_retry(msg, body, sys_flag, props, False,
+                                           msg.properties[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX],
+                                           timeout_ms, mq, selector, arg)
+
+    async def send_batch(self, msgs: Sequence[Message], timeout_ms: int | None = None,
+                         mq: MessageQueue | None = None) -> SendResult:
+        """One SEND_BATCH_MESSAGE for messages of one topic (no retry topics, no delay)."""
+        if not msgs:
+            raise MQClientError(-1, "the batch is empty")
+        topic = msgs[0].topic
+        ids = []
+        for m in msgs:
+            self._validate(m)
+            if m.topic != topic:
+                raise MQClientError(-1, "The topic of the messages in one batch should be the same")
+            if is_retry_topic(m.topic):
+                raise MQClientError(-1, "Retry Group is not supported for batching")
+            if PROPERTY_DELAY_TIME_LEVEL in m.properties:
+                raise MQClientError(-1, "TimeDelayLevel is not supported for batching")
+            uid = m.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            if uid is None:
+                uid = m.properties[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = create_uniq_id()
+            ids.append(uid)
+        body = encode_batch(list(msgs))
+        if len(body) > self.config.max_message_size:
+            raise MQClientError(ResponseCode.MESSAGE_ILLEGAL,
+                                f"the batch size over max value, MAX: {self.config.max_message_size}")
+        head = Message(topic, body, flag=0)
+        return await self._send_with_retry(head, body, 0, "", True, ",".join(ids), timeout_ms,
+                                           mq, None, None)
+
+    async def _send_with_retry(self, msg: Message, body: bytes, sys_flag: int, props: str,
+                               batch: bool, msg_id: str, timeout_ms: int | None,
+                               mq: MessageQueue | None, selector: QueueSelector | None,
+                               arg: Any) -> SendResult:
+        timeout = timeout_ms or self.config.send_msg_timeout
+        deadline = time.monotonic() + timeout / 1000
+        fixed = mq is not None or selector is not None
+        times = 1 if fixed else 1 + self.config.retry_times_when_send_failed
+        last_broker: str | None = None
+        last_error: BaseException | None = None
+        for _ in range(times):
+            left = int((deadline - time.monotonic()) * 1000)
+            if left <= 0:
+                break
+            queues = await self.queues_of(msg.topic)
+            if mq is not None:
+                target = mq
+            elif selector is not None:
+                target = selector(queues, msg, arg)
+            else:
+                target = self.fault.select(queues, next(self._counter), last_broker)
+            last_broker = target.broker_name
+            begin = time.monotonic()
+            try:
+                addr = self._addr(target)
+                req = self._request(target, msg.topic, body, sys_flag, msg.flag, props, batch)
+                resp = await self.instance.remoting.invoke(addr, req, left)
+                result = self._result(resp, target, msg_id, addr)
+            except RemotingError as e:
+                self.fault.update(target.broker_name, (time.monotonic() - begin) * 1000, True)
+                last_error = e
+                await self.instance.update_route(msg.topic)
+                continue
+            except MQBrokerError as e:
+                self.fault.update(target.broker_name, (time.monotonic() - begin) * 1000, True)
+                last_error = e
+                if e.code in _RETRY_CODES:
+                    await self.instance.update_route(msg.topic)
+                    continue
+                raise
+            self.fault.update(target.broker_name, (time.monotonic() - begin) * 1000, False)
+            return result
+        if isinstance(last_error, MQClientError):
+            raise last_error
+        raise MQClientError(-1, f"Send [{times}] times, still failed, cost "
+                                f"[{timeout}]ms, Topic: {msg.topic}: {last_error or 'timeout'}")
+
+    # --- async / oneway ----------------------------------------------------------
+    def send_async(self, msg: Message, callback: SendCallback | None = None,
+                   timeout_ms: int | None = None, mq: MessageQueue | None = None,
+                   selector: QueueSelector | None = None, arg: Any = None) -> asyncio.Future:
+        """Start a send without waiting; returns a future of the SendResult and
+        calls ``callback(result, error)`` when done."""
+        fut = asyncio.ensure_future(self.send(msg, timeout_ms, mq, selector, arg))
+        self._pending.add(fut)
+
+        def done(f: asyncio.Future) -> None:
+            self._pending.discard(f)
+            if callback is not None:
+                if f.cancelled():
+                    callback(None, asyncio.CancelledError())
+                elif f.exception() is not None:
+                    callback(None, f.exception())
+                else:
+                    callback(f.result(), None)
+            elif not f.cancelled():
+                f.exception()  # retrieved: the caller holds the future
+
+        fut.add_done_callback(done)
+        return fut
+
+    async def send_oneway(self, msg: Message, mq: MessageQueue | None = None,
+                          selector: QueueSelector | None = None, arg: Any = None) -> None:
+        """Fire and forget: no answer, no retry."""
+        self._validate(msg)
+        body, sys_flag, props = self._prepare(msg)
+        queues = await self.queues_of(msg.topic)
+        if mq is None:
+            mq = (selector(queues, msg, arg) if selector is not None
+                  else self.fault.select(queues, next(self._counter), None))
+        req = self._request(mq, msg.topic, body, sys_flag, msg.flag, props, False)
+        await self.instance.remoting.invoke_oneway(self._addr(mq), req,
+                                                   self.config.send_msg_timeout)
+
+    async def fetch_publish_queues(self, topic: str) -> list[MessageQueue]:
+        """The queues a selector chooses from (``fetchPublishMessageQueues``)."""
+        return list(await self.queues_of(topic))

@@ -1,0 +1,122 @@
+"""Requests brokers send to clients (``ClientRemotingProcessor``).
+
+NOTIFY_CONSUMER_IDS_CHANGED and RESET_CONSUMER_CLIENT_OFFSET arrive oneway and
+get no answer; GET_CONSUMER_STATUS_FROM_CLIENT, GET_CONSUMER_RUNNING_INFO and
+CONSUME_MESSAGE_DIRECTLY are answered with the JSON bodies of 4.9.8.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+import orjson
+
+from rmq.client import headers as h
+from rmq.client.api import loads
+from rmq.client.codec import decode_messages
+from rmq.client.message import MessageQueue
+from rmq.common.codes import RequestCode, ResponseCode
+from rmq.remoting import RemotingClient, RemotingCommand
+from rmq.remoting.exceptions import RemotingCommandError
+
+if TYPE_CHECKING:
+    from rmq.client.instance import MQClientInstance
+
+log = logging.getLogger("rmq.client")
+
+
+def parse_offset_table(body) -> dict[MessageQueue, int]:
+    """ResetOffsetBody (MessageQueue object keys, possibly unquoted) or
+    ResetOffsetBodyForC (a list of {brokerName, offset, queueId, topic})."""
+    table = loads(body).get("offsetTable") or {}
+    out: dict[MessageQueue, int] = {}
+    if isinstance(table, list):
+        for item in table:
+            out[MessageQueue.from_json_obj(item)] = int(item["offset"])
+        return out
+    for key, off in table.items():
+        out[MessageQueue.from_json_obj(orjson.loads(key))] = int(off)
+    return out
+
+
+class ClientRemotingProcessor:
+    """Dispatches broker-initiated requests to the consumers of the instance."""
+
+    CODES = (
+        RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+        RequestCode.RESET_CONSUMER_CLIENT_OFFSET,
+        RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT,
+        RequestCode.GET_CONSUMER_RUNNING_INFO,
+        RequestCode.CONSUME_MESSAGE_DIRECTLY,
+    )
+
+    def __init__(self, instance: MQClientInstance) -> None:
+        self.instance = instance
+
+    def register(self, remoting: RemotingClient) -> None:
+        for code in self.CODES:
+            remoting.register_processor(code, self)
+
+    async def process_request(self, channel, request: RemotingCommand) -> RemotingCommand | None:
+        code = request.code
+        try:
+            if code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
+                group = request.decode_header(h.NotifyConsumerIdsChangedRequestHeader).consumerGroup
+                log.info("consumer ids of %s changed (from %s): rebalance", group,
+                         channel.remote_addr)
+                self.instance.rebalance_immediately()
+                return None
+            if code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
+                await self._reset_offset(request)
+                return None
+            if code == RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT:
+                return self._consumer_status(request)
+            if code == RequestCode.GET_CONSUMER_RUNNING_INFO:
+                return self._running_info(request)
+            if code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
+                return await self._consume_directly(request)
+        except (RemotingCommandError, ValueError, KeyError) as e:
+            return RemotingCommand.create_response(ResponseCode.SYSTEM_ERROR, str(e))
+        return RemotingCommand.create_response(
+            ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {code} not supported")
+
+    async def _reset_offset(self, request: RemotingCommand) -> None:
+        hdr = request.decode_header(h.ResetOffsetRequestHeader)
+        consumer = self.instance.consumers.get(hdr.group)
+        if consumer is None:
+            return
+        table = parse_offset_table(request.body)
+        log.info("reset offsets of %s/%s from the broker: %s", hdr.group, hdr.topic, table)
+        await consumer.reset_offset(hdr.topic, table)
+
+    def _consumer_status(self, request: RemotingCommand) -> RemotingCommand:
+        hdr = request.decode_header(h.GetConsumerStatusRequestHeader)
+        consumer = self.instance.consumers.get(hdr.group)
+        table = consumer.offset_table(hdr.topic) if consumer is not None else {}
+        body = orjson.dumps({"consumerTable": {},
+                             "messageQueueTable": {mq.key(): off for mq, off in table.items()}})
+        return RemotingCommand.create_response(ResponseCode.SUCCESS, None, None, body)
+
+    def _running_info(self, request: RemotingCommand) -> RemotingCommand:
+        hdr = request.decode_header(h.GetConsumerRunningInfoRequestHeader)
+        consumer = self.instance.consumers.get(hdr.consumerGroup)
+        if consumer is None:
+            return RemotingCommand.create_response(
+                ResponseCode.SYSTEM_ERROR,
+                f"The Consumer Group <{hdr.consumerGroup}> not exist in this consumer")
+        body = orjson.dumps(consumer.running_info(), option=orjson.OPT_SORT_KEYS)
+        return RemotingCommand.create_response(ResponseCode.SUCCESS, None, None, body)
+
+    async def _consume_directly(self, request: RemotingCommand) -> RemotingCommand:
+        hdr = request.decode_header(h.ConsumeMessageDirectlyResultRequestHeader)
+        consumer = self.instance.consumers.get(hdr.consumerGroup)
+        msgs = decode_messages(request.body or b"", hdr.brokerName or "")
+        if consumer is None or not msgs:
+            return RemotingCommand.create_response(
+                ResponseCode.SYSTEM_ERROR,
+                f"The Consumer Group <{hdr.consumerGroup}> not exist in this consumer"
+                if consumer is None else "no message in the request body")
+        result = await consumer.consume_directly(msgs[0], hdr.brokerName or "")
+        body = orjson.dumps(result, option=orjson.OPT_SORT_KEYS)
+        return RemotingCommand.create_response(ResponseCode.SUCCESS, None, None, body)
