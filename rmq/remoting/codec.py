@@ -23,7 +23,8 @@ ROCKETMQ header::
 A zero-length remark, key or value decodes as absent; a later duplicate key
 wins.  Any length that points outside the header is a RemotingCommandError.
 
-The functions work on plain values (no RemotingCommand objects) so the
+The ``py_*`` functions are the twins; ``encode``/``decode``/``frame_length``
+are the compiled ones when built.  They work on plain values (no RemotingCommand objects) so the
 compiled twin can implement exactly the same signatures:
 
 * ``encode(code, language, version, opaque, flag, remark, ext_fields,
@@ -124,7 +125,7 @@ def _encode_rocketmq(code, language, version, opaque, flag, remark, ext_fields) 
     return b"".join(parts)
 
 
-def encode(code: int, language: int, version: int, opaque: int, flag: int,
+def py_encode(code: int, language: int, version: int, opaque: int, flag: int,
            remark: str | None, ext_fields: dict | None, serialize_type: int,
            body_len: int) -> bytes:
     """Length prefix, header-length word and header of one frame."""
@@ -228,7 +229,7 @@ def _decode_rocketmq(raw, hlen: int) -> tuple:
     return code, language, version, opaque, flag, remark, ext
 
 
-def decode(frame) -> tuple:
+def py_decode(frame) -> tuple:
     """Decode the header of one frame (the bytes after the length prefix)."""
     n = len(frame)
     if n < 4:
@@ -248,7 +249,7 @@ def decode(frame) -> tuple:
     return (*fields, stype, 4 + hlen)
 
 
-def frame_length(buf, pos: int, end: int, max_frame: int) -> int:
+def py_frame_length(buf, pos: int, end: int, max_frame: int) -> int:
     """L of the complete frame at ``pos``, or -1 while it is incomplete."""
     if end - pos < 4:
         return -1
@@ -260,8 +261,12 @@ def frame_length(buf, pos: int, end: int, max_frame: int) -> int:
     return length
 
 
+encode = py_encode
+decode = py_decode
+frame_length = py_frame_length
+
 _c = compiled("remoting_codec")
 if _c is not None:
-    encode = _c.encode  # noqa: F811
-    decode = _c.decode  # noqa: F811
-    frame_length = _c.frame_length  # noqa: F811
+    encode = _c.encode
+    decode = _c.decode
+    frame_length = _c.frame_length
