@@ -60,7 +60,7 @@ class OffsetStore:
     async def read(self, mq: MessageQueue, how: ReadOffsetType) -> int:
         raise NotImplementedError
 
-    async def persist_all(self, mqs: set[MessageQueue]) -> None:
+    async def persist_all(self, mqs: set[MessageQueue], oneway: bool = True) -> None:
         raise NotImplementedError
 
     async def persist(self, mq: MessageQueue) -> None:
@@ -90,10 +90,10 @@ class RemoteBrokerOffsetStore(OffsetStore):
         self.update(mq, off)
         return off
 
-    async def persist_all(self, mqs: set[MessageQueue]) -> None:
+    async def persist_all(self, mqs: set[MessageQueue], oneway: bool = True) -> None:
         for mq, off in list(self.table.items()):
             if mq in mqs:
-                await self._commit(mq, off, oneway=True)
+                await self._commit(mq, off, oneway)
 
     async def persist(self, mq: MessageQueue) -> None:
         off = self.table.get(mq)
@@ -139,7 +139,7 @@ class LocalFileOffsetStore(OffsetStore):
         await self.load()
         return self.table.get(mq, -1)
 
-    async def persist_all(self, mqs: set[MessageQueue]) -> None:
+    async def persist_all(self, mqs: set[MessageQueue], oneway: bool = True) -> None:
         table = {mq.key(): off for mq, off in self.table.items() if mq in mqs}
         if not table:
             return
