@@ -4,7 +4,8 @@
 ``RemotingProtocol`` is an ``asyncio.BufferedProtocol``: the event loop reads
 straight into our receive buffer, ``buffer_updated`` cuts complete frames out
 of it (``codec.frame_length``) and hands each decoded command to the owning
-service (server or client) -- no StreamReader, no per-read bytes object.  A
+service (server or client) -- no StreamReader, no per-read bytes object.
+The splitting loop is ``codec.decode_frames`` (compiled when built).  A
 frame that is too long or does not decode closes the connection, as Netty's
 ``NettyDecoder`` does; other connections are unaffected.
 """
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from rmq.remoting import codec
 from rmq.remoting.command import RPC_RESPONSE, RemotingCommand
-from rmq.remoting.exceptions import RemotingCommandError, RemotingSendRequestError
+from rmq.remoting.exceptions import RemotingSendRequestError
 
 if TYPE_CHECKING:
     from rmq.remoting.abstract import RemotingService
@@ -143,30 +144,21 @@ class RemotingProtocol(asyncio.BufferedProtocol):
         channel = self.channel
         channel.last_active = time.monotonic()
         service = self._service
-        view = self._view
-        pos = self._start
-        end = self._end
-        max_frame = self._max_frame
-        frame_length = codec.frame_length
-        decode = RemotingCommand.decode
-        try:
-            while True:
-                length = frame_length(view, pos, end, max_frame)
-                if length < 0:
-                    break
-                cmd = decode(view[pos + 4:pos + 4 + length])
-                pos += 4 + length
-                if cmd.flag & RPC_RESPONSE:
-                    service._on_response(cmd)
-                else:
-                    service._on_request(channel, cmd)
-                if channel._closed:
-                    return
-        except RemotingCommandError as e:
+        frames, pos, error = codec.decode_frames(self._view, self._start, self._end,
+                                                 self._max_frame)
+        cmd_cls = RemotingCommand
+        for fields in frames:
+            cmd = cmd_cls(*fields)
+            if cmd.flag & RPC_RESPONSE:
+                service._on_response(cmd)
+            else:
+                service._on_request(channel, cmd)
+            if channel._closed:
+                return
+        if error is not None:
             self._start = self._end = 0
-            service._frame_error(channel, e)
-            return
-        if pos == end:
+            service._frame_error(channel, error)
+        elif pos == self._end:
             self._start = self._end = 0
         else:
             self._start = pos

@@ -33,6 +33,8 @@ compiled twin can implement exactly the same signatures:
 * ``decode(frame) -> (code, language, version, opaque, flag, remark,
   ext_fields, serialize_type, body_offset)``: ``frame`` is the bytes after the
   length prefix; the body is ``frame[body_offset:]``.
+* ``decode_frames(buf, pos, end, max_frame) -> (frames, pos, error)``: the
+  splitting loop of a connection's receive buffer (see ``py_decode_frames``).
 * ``frame_length(buf, pos, end, max_frame) -> int``: the L of the frame
   starting at ``pos`` when the whole frame is in ``buf[pos:end]``, else -1;
   raises RemotingCommandError for L < 4 or L > max_frame.
@@ -115,6 +117,8 @@ def _encode_rocketmq(code, language, version, opaque, flag, remark, ext_fields) 
             if v is None:
                 continue
             kb = k.encode()
+            if len(kb) > 32767:
+                raise RemotingCommandError(f"extFields key of {len(kb)} bytes is too long")
             vb = (v if type(v) is str else _stringify(v)).encode()
             entries.append(_SHORT.pack(len(kb)) + kb + _INT.pack(len(vb)) + vb)
         ext = b"".join(entries)
@@ -125,10 +129,21 @@ def _encode_rocketmq(code, language, version, opaque, flag, remark, ext_fields) 
     return b"".join(parts)
 
 
+def _check_int32(name: str, value: int) -> None:
+    if not -2147483648 <= value <= 2147483647:
+        raise RemotingCommandError(f"{name} {value} is not an int32")
+
+
 def py_encode(code: int, language: int, version: int, opaque: int, flag: int,
-           remark: str | None, ext_fields: dict | None, serialize_type: int,
-           body_len: int) -> bytes:
+              remark: str | None, ext_fields: dict | None, serialize_type: int,
+              body_len: int) -> bytes:
     """Length prefix, header-length word and header of one frame."""
+    _check_int32("code", code)
+    _check_int32("version", version)
+    _check_int32("opaque", opaque)
+    _check_int32("flag", flag)
+    if remark is not None and type(remark) is not str:
+        remark = _stringify(remark)
     if serialize_type == JSON:
         header = _encode_json(code, language, version, opaque, flag, remark, ext_fields)
     elif serialize_type == ROCKETMQ:
@@ -136,6 +151,8 @@ def py_encode(code: int, language: int, version: int, opaque: int, flag: int,
     else:
         raise RemotingCommandError(f"unknown serialize type {serialize_type}")
     hlen = len(header)
+    if hlen > 0xFFFFFF or 4 + hlen + body_len > 2147483647:
+        raise RemotingCommandError(f"header of {hlen} bytes is too long")
     return _PREFIX.pack(4 + hlen + body_len, (serialize_type << 24) | hlen) + header
 
 
@@ -261,12 +278,41 @@ def py_frame_length(buf, pos: int, end: int, max_frame: int) -> int:
     return length
 
 
+def py_decode_frames(buf, pos: int, end: int, max_frame: int) -> tuple:
+    """Decode every complete frame in ``buf[pos:end]``.
+
+    Returns ``(frames, pos, error)``: one tuple per frame in
+    ``RemotingCommand``'s argument order (code, language, version, opaque,
+    flag, remark, ext_fields, body or None, serialize_type), the position after the last complete frame, and the
+    RemotingCommandError that stopped the scan (None when the rest is just
+    incomplete).  Frames before a bad one are still returned so they are
+    served before the connection closes.
+    """
+    frames = []
+    try:
+        while True:
+            length = py_frame_length(buf, pos, end, max_frame)
+            if length < 0:
+                break
+            frame = buf[pos + 4:pos + 4 + length]
+            fields = py_decode(frame)
+            off = fields[8]
+            body = bytes(frame[off:]) if off < length else None
+            frames.append((*fields[:7], body, fields[7]))
+            pos += 4 + length
+    except RemotingCommandError as e:
+        return frames, pos, e
+    return frames, pos, None
+
+
 encode = py_encode
 decode = py_decode
 frame_length = py_frame_length
+decode_frames = py_decode_frames
 
 _c = compiled("remoting_codec")
 if _c is not None:
     encode = _c.encode
     decode = _c.decode
     frame_length = _c.frame_length
+    decode_frames = _c.decode_frames
