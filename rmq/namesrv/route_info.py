@@ -213,8 +213,8 @@ class RouteInfoManager:
             log.warning("The broker channel expired, %s %dms", addr, expired_ms)
             if live.channel is not None:
                 live.channel.close()
-            self.broker_live_table.pop(addr, None)
-            self.on_channel_destroy(addr, live.channel)
+            # clean by address: the channel may already serve a newer registration
+            self._clean_broker_addr(addr)
         return len(expired)
 
     def on_channel_destroy(self, remote_addr: str | None, channel: Any) -> None:
@@ -231,8 +231,12 @@ class RouteInfoManager:
         else:
             log.info("the broker's channel destroyed, %s, clean it's data structure at once",
                      found)
-        if not found:
-            return
+        if found:
+            self._clean_broker_addr(found)
+
+    def _clean_broker_addr(self, found: str) -> None:
+        """Forget ``found`` in every table; a broker name left without any
+        address leaves its cluster and every topic."""
         self.broker_live_table.pop(found, None)
         self.filter_server_table.pop(found, None)
         name_found = None

@@ -120,6 +120,16 @@ def test_expiry_scan_removes_stale_brokers_and_closes_channel(rim):
     assert list(rim.cluster_addr_table) == ["C2"]
 
 
+def test_expiry_cleans_the_expired_address_even_on_a_shared_connection(rim):
+    shared = Conn()
+    register(rim, "broker-a", "10.0.0.1:10911", 0, {"A": 1}, conn=shared)
+    rim.clock.now += 100_000
+    register(rim, "broker-b", "10.0.0.3:10911", 0, {"B": 1}, conn=shared)
+    rim.clock.now += 30_000
+    assert rim.scan_not_active_broker(120_000) == 1
+    assert list(rim.topic_queue_table) == ["B"] and list(rim.broker_addr_table) == ["broker-b"]
+
+
 def test_channel_destroy_by_channel_or_address(rim):
     conn = Conn()
     register(rim, "broker-a", "10.0.0.1:10911", 0, {"T": 4}, conn=conn)

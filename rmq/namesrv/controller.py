@@ -1,0 +1,123 @@
+"""NamesrvController: wires the name server together and runs its timers.
+
+Mirrors ``NamesrvController`` and ``BrokerHousekeepingService`` of 4.9.8:
+``initialize`` loads the KV table, ``start`` opens the remoting server (the
+DefaultRequestProcessor is its default processor, the housekeeping service its
+connection listener) and starts the timers -- the broker expiry scan (every
+``scanNotActiveBrokerIntervalMillis``, first after at most 5 s) and the KV
+table print (every 10 minutes, first after 1 minute); ``shutdown`` stops them
+and the server gracefully.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from rmq.common.logging import NAMESRV_LOGGER_NAME
+from rmq.namesrv.config import NamesrvConfig
+from rmq.namesrv.configuration import Configuration
+from rmq.namesrv.kv_config import KVConfigManager
+from rmq.namesrv.processor import DefaultRequestProcessor
+from rmq.namesrv.route_info import RouteInfoManager
+from rmq.remoting import Channel, RemotingServer
+from rmq.remoting.config import NettyServerConfig
+
+log = logging.getLogger(NAMESRV_LOGGER_NAME)
+
+KV_PRINT_INITIAL_SECONDS = 60.0
+KV_PRINT_PERIOD_SECONDS = 600.0
+SCAN_INITIAL_SECONDS = 5.0
+
+
+class BrokerHousekeepingService:
+    """Connection events -> route cleanup: a broker whose connection closes,
+    fails or idles out is forgotten at once."""
+
+    def __init__(self, route_info_manager: RouteInfoManager) -> None:
+        self.route = route_info_manager
+
+    def on_channel_connect(self, remote_addr: str, channel: Channel) -> None:
+        pass
+
+    def on_channel_close(self, remote_addr: str, channel: Channel) -> None:
+        self.route.on_channel_destroy(remote_addr, channel)
+
+    def on_channel_exception(self, remote_addr: str, channel: Channel) -> None:
+        self.route.on_channel_destroy(remote_addr, channel)
+
+    def on_channel_idle(self, remote_addr: str, channel: Channel) -> None:
+        self.route.on_channel_destroy(remote_addr, channel)
+
+
+class NamesrvController:
+    def __init__(self, namesrv_config: NamesrvConfig, netty_config: NettyServerConfig) -> None:
+        self.namesrv_config = namesrv_config
+        self.netty_config = netty_config
+        self.kv_config_manager = KVConfigManager(namesrv_config.kvConfigPath)
+        self.route_info_manager = RouteInfoManager()
+        self.housekeeping = BrokerHousekeepingService(self.route_info_manager)
+        self.configuration = Configuration(namesrv_config, netty_config)
+        self.remoting_server: RemotingServer | None = None
+        self._timers: list[asyncio.Task] = []
+
+    def initialize(self) -> None:
+        """Load persisted state; raises ConfigError on an unreadable KV file."""
+        self.kv_config_manager.load()
+
+    async def start(self) -> None:
+        """Listen and start the timers; raises OSError when the port is taken."""
+        server = RemotingServer(self.netty_config, self.housekeeping, name="namesrv")
+        # Java queues name-server requests without bound; every handler here is
+        # synchronous, so nothing is ever in flight to bound.
+        server.register_default_processor(DefaultRequestProcessor(self))
+        await server.start()
+        self.remoting_server = server
+        scan_ms = self.namesrv_config.scanNotActiveBrokerIntervalMillis
+        self._timers = [
+            asyncio.create_task(self._every(
+                lambda: min(SCAN_INITIAL_SECONDS, scan_ms / 1000.0),
+                lambda: self.namesrv_config.scanNotActiveBrokerIntervalMillis / 1000.0,
+                self._scan_not_active_broker)),
+            asyncio.create_task(self._every(
+                lambda: KV_PRINT_INITIAL_SECONDS, lambda: KV_PRINT_PERIOD_SECONDS,
+                self.kv_config_manager.print_all_periodically)),
+        ]
+
+    def _scan_not_active_broker(self) -> None:
+        removed = self.route_info_manager.scan_not_active_broker(
+            self.namesrv_config.brokerChannelExpiredMillis)
+        if removed:
+            log.info("scanNotActiveBroker removed %d broker(s)", removed)
+
+    @staticmethod
+    async def _every(initial: Callable[[], float], period: Callable[[], float],
+                     action: Callable[[], None]) -> None:
+        """Run ``action`` after ``initial`` seconds, then every ``period`` seconds
+        (read each time, so UPDATE_NAMESRV_CONFIG changes apply); an action that
+        fails is logged and the timer goes on."""
+        await asyncio.sleep(initial())
+        while True:
+            try:
+                action()
+            except Exception:  # noqa: BLE001 - a timer must survive one bad run
+                log.exception("scheduled task %s failed", getattr(action, "__name__", action))
+            await asyncio.sleep(period())
+
+    @property
+    def port(self) -> int:
+        return self.remoting_server.port if self.remoting_server is not None else 0
+
+    async def shutdown(self, grace_seconds: float = 5.0) -> None:
+        for task in self._timers:
+            task.cancel()
+        for task in self._timers:
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+        self._timers = []
+        if self.remoting_server is not None:
+            await self.remoting_server.stop(grace_seconds)
+            self.remoting_server = None
