@@ -1,0 +1,228 @@
+"""``MQAdmin`` (``DefaultMQAdminExt``): the operator calls used by ``rmq-admin``.
+
+Name-server calls go to the configured name servers (KV and wipe calls to
+each of them); broker calls go to the address given, or to every master of a
+cluster when the CLI is given ``-c``.  Results are plain dicts/lists so they
+print as tables or JSON unchanged.
+"""
+
+from __future__ import annotations
+
+import time
+
+import orjson
+
+from rmq.client import headers as h
+from rmq.client.api import MQClientAPI, loads
+from rmq.client.config import ClientConfig
+from rmq.client.exceptions import MQBrokerError, MQClientError
+from rmq.client.message import MessageExt, MessageQueue
+from rmq.common.codes import RequestCode as RC
+from rmq.common.codes import ResponseCode
+from rmq.common.message_id import decode_message_id
+from rmq.common.properties import format_properties, parse_properties
+from rmq.common.route import ClusterInfo, TopicRouteData
+from rmq.common.topics import MASTER_ID
+from rmq.remoting import RemotingClient
+
+
+def _mq_table(obj: dict) -> list[tuple[MessageQueue, object]]:
+    """A MessageQueue-keyed map (keys are compact JSON after fastjson parsing)."""
+    out = [(MessageQueue.from_json_obj(orjson.loads(k)), v) for k, v in (obj or {}).items()]
+    return sorted(out, key=lambda kv: kv[0])
+
+
+class MQAdmin:
+    def __init__(self, namesrv_addr: str, timeout_ms: int = 5000) -> None:
+        self.config = ClientConfig(namesrv_addr=namesrv_addr)
+        self.remoting = RemotingClient()
+        self.remoting.update_namesrv_address_list(self.config.namesrv_list())
+        self.api = MQClientAPI(self.remoting, timeout_ms)
+
+    async def close(self) -> None:
+        await self.remoting.close()
+
+    async def __aenter__(self) -> MQAdmin:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    # --- name server -------------------------------------------------------------
+    async def cluster_info(self) -> ClusterInfo:
+        return await self.api.get_broker_cluster_info()
+
+    async def topic_route(self, topic: str) -> TopicRouteData:
+        return await self.api.get_topic_route(topic)
+
+    async def topic_list(self, cluster: str | None = None) -> list[str]:
+        if cluster:
+            return sorted(await self.api.get_topics_by_cluster(cluster))
+        return sorted(await self.api.get_all_topic_list())
+
+    async def master_addrs(self, cluster: str) -> list[str]:
+        info = await self.cluster_info()
+        names = info.clusterAddrTable.get(cluster)
+        if names is None:
+            raise MQClientError(-1, f"cluster {cluster} not found")
+        out = []
+        for name in sorted(names):
+            bd = info.brokerAddrTable.get(name)
+            if bd is not None and MASTER_ID in bd.brokerAddrs:
+                out.append(bd.brokerAddrs[MASTER_ID])
+        return out
+
+    async def namesrv_config(self) -> dict[str, dict[str, str]]:
+        out = {}
+        for ns in self.config.namesrv_list():
+            out[ns] = parse_properties((await self.api.get_namesrv_config(ns)).decode("utf-8"))
+        return out
+
+    async def update_kv_config(self, namespace: str, key: str, value: str) -> None:
+        for ns in self.config.namesrv_list():
+            await self.api.put_kv_config(ns, namespace, key, value)
+
+    async def delete_kv_config(self, namespace: str, key: str) -> None:
+        for ns in self.config.namesrv_list():
+            await self.api.delete_kv_config(ns, namespace, key)
+
+    async def wipe_write_perm(self, broker_name: str) -> dict[str, int]:
+        return {ns: await self.api.wipe_write_perm(ns, broker_name)
+                for ns in self.config.namesrv_list()}
+
+    # --- topics -------------------------------------------------------------------
+    async def create_topic(self, addr: str, topic: str, read: int = 8, write: int = 8,
+                           perm: int = 6, order: bool = False) -> None:
+        await self.api.call(addr, RC.UPDATE_AND_CREATE_TOPIC, h.CreateTopicRequestHeader(
+            topic=topic, defaultTopic="TBW102", readQueueNums=read, writeQueueNums=write,
+            perm=perm, topicFilterType="SINGLE_TAG", topicSysFlag=0, order=order))
+
+    async def delete_topic(self, topic: str, cluster: str) -> None:
+        for addr in await self.master_addrs(cluster):
+            await self.api.call(addr, RC.DELETE_TOPIC_IN_BROKER, h.TopicRequestHeader(topic=topic))
+        for ns in self.config.namesrv_list():
+            await self.api.delete_topic_in_namesrv(ns, topic, cluster)
+
+    async def topic_status(self, topic: str) -> list[dict]:
+        route = await self.topic_route(topic)
+        rows = []
+        for bd in route.brokerDatas:
+            addr = bd.brokerAddrs.get(MASTER_ID)
+            if addr is None:
+                continue
+            resp = await self.api.call(addr, RC.GET_TOPIC_STATS_INFO,
+                                       h.TopicRequestHeader(topic=topic))
+            for mq, st in _mq_table(loads(resp.body).get("offsetTable")):
+                rows.append({"brokerName": mq.broker_name, "queueId": mq.queue_id,
+                             "minOffset": st.get("minOffset", 0),
+                             "maxOffset": st.get("maxOffset", 0),
+                             "lastUpdateTimestamp": st.get("lastUpdateTimestamp", 0)})
+        return rows
+
+    # --- brokers ----------------------------------------------------------------
+    async def broker_runtime_info(self, addr: str) -> dict[str, str]:
+        resp = await self.api.call(addr, RC.GET_BROKER_RUNTIME_INFO)
+        return dict(loads(resp.body).get("table") or {})
+
+    async def broker_config(self, addr: str) -> dict[str, str]:
+        resp = await self.api.call(addr, RC.GET_BROKER_CONFIG)
+        return parse_properties(bytes(resp.body or b"").decode("utf-8"))
+
+    async def update_broker_config(self, addr: str, props: dict[str, str]) -> None:
+        await self.api.call(addr, RC.UPDATE_BROKER_CONFIG, None,
+                            format_properties(props).encode("utf-8"))
+
+    # --- groups -------------------------------------------------------------------
+    async def update_sub_group(self, addr: str, config: dict) -> None:
+        await self.api.call(addr, RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None,
+                            orjson.dumps(config, option=orjson.OPT_SORT_KEYS))
+
+    async def delete_sub_group(self, addr: str, group: str, remove_offset: bool) -> None:
+        await self.api.call(addr, RC.DELETE_SUBSCRIPTIONGROUP, h.DeleteSubscriptionGroupRequestHeader(
+            groupName=group, removeOffset=remove_offset))
+
+    async def _group_brokers(self, topic: str) -> list[str]:
+        route = await self.topic_route(topic)
+        return [bd.brokerAddrs[MASTER_ID] for bd in route.brokerDatas
+                if MASTER_ID in bd.brokerAddrs]
+
+    async def consumer_progress(self, group: str, topic: str | None = None) -> list[dict]:
+        """Per queue: broker offset, consumer offset, lag (``consumerProgress``)."""
+        route_topic = topic or f"%RETRY%{group}"
+        rows = []
+        for addr in await self._group_brokers(route_topic):
+            resp = await self.api.call(addr, RC.GET_CONSUME_STATS, h.GetConsumeStatsRequestHeader(
+                consumerGroup=group, topic=topic))
+            for mq, st in _mq_table(loads(resp.body).get("offsetTable")):
+                b, c = int(st.get("brokerOffset", 0)), int(st.get("consumerOffset", 0))
+                rows.append({"topic": mq.topic, "brokerName": mq.broker_name,
+                             "queueId": mq.queue_id, "brokerOffset": b, "consumerOffset": c,
+                             "diff": b - c, "lastTimestamp": st.get("lastTimestamp", 0)})
+        return rows
+
+    async def consumer_connection(self, group: str) -> dict:
+        for addr in await self._group_brokers(f"%RETRY%{group}"):
+            resp = await self.api.call(addr, RC.GET_CONSUMER_CONNECTION_LIST,
+                                       h.GetConsumerConnectionListRequestHeader(consumerGroup=group))
+            return loads(resp.body)
+        raise MQClientError(ResponseCode.CONSUMER_NOT_ONLINE, f"no broker knows group {group}")
+
+    async def producer_connection(self, group: str, topic: str) -> dict:
+        connections: dict[str, dict] = {}
+        for addr in await self._group_brokers(topic):
+            resp = await self.api.call(addr, RC.GET_PRODUCER_CONNECTION_LIST,
+                                       h.GetProducerConnectionListRequestHeader(producerGroup=group))
+            for c in loads(resp.body).get("connectionSet") or []:
+                connections[c.get("clientId", "")] = c
+        return {"connectionSet": list(connections.values())}
+
+    async def reset_offset_by_time(self, group: str, topic: str, timestamp_ms: int,
+                                   force: bool = True) -> list[dict]:
+        rows = []
+        for addr in await self._group_brokers(topic):
+            resp = await self.api.call(
+                addr, RC.INVOKE_BROKER_TO_RESET_OFFSET, h.InvokeBrokerToResetOffsetRequestHeader(
+                    topic=topic, group=group, timestamp=timestamp_ms, isForce=force))
+            for mq, off in _mq_table(loads(resp.body).get("offsetTable")):
+                rows.append({"brokerName": mq.broker_name, "queueId": mq.queue_id,
+                             "offset": int(off)})
+        return rows
+
+    # --- messages ----------------------------------------------------------------
+    async def view_message(self, offset_msg_id: str) -> MessageExt:
+        (ip, port), offset = decode_message_id(offset_msg_id)
+        return await self.api.view_message(f"{ip}:{port}", offset)
+
+    async def query_message(self, topic: str, key: str, max_num: int = 64, begin_ms: int = 0,
+                            end_ms: int | None = None, unique: bool = False) -> list[MessageExt]:
+        end_ms = end_ms if end_ms is not None else int(time.time() * 1000) + 60000
+        route = await self.topic_route(topic)
+        found: list[MessageExt] = []
+        for bd in route.brokerDatas:
+            addr = bd.brokerAddrs.get(MASTER_ID) or next(iter(bd.brokerAddrs.values()), None)
+            if addr is None:
+                continue
+            try:
+                msgs = await self.api.query_message(addr, topic, key, max_num, begin_ms, end_ms,
+                                                    unique, bd.brokerName)
+            except MQBrokerError:
+                continue
+            if unique:
+                found.extend(m for m in msgs if m.msg_id == key)
+            else:
+                found.extend(m for m in msgs if m.topic == topic and
+                             key in (m.properties.get("KEYS") or "").split(" "))
+        found.sort(key=lambda m: m.store_timestamp)
+        return found[:1] if unique and found else found
+
+    async def query_by_offset(self, topic: str, broker_name: str, queue_id: int,
+                              offset: int) -> MessageExt | None:
+        route = await self.topic_route(topic)
+        for bd in route.brokerDatas:
+            if bd.brokerName == broker_name:
+                addr = bd.brokerAddrs.get(MASTER_ID) or next(iter(bd.brokerAddrs.values()))
+                ext = h.pull_header("TOOLS_CONSUMER", topic, queue_id, offset, 1,
+                                    h.PULL_FLAG_SUBSCRIPTION, 0, 0, "*", 0, "TAG", broker_name)
+                result = await self.api.pull(addr, ext, 10000, broker_name)
+                return result.messages[0] if result.messages else None
+        raise MQClientError(-1, f"broker {broker_name} has no queue of {topic}")

@@ -1,0 +1,449 @@
+"""``rmq-admin``: the everyday subset of RocketMQ's ``mqadmin`` with the same
+command names and flags (``-n`` name servers, ``-t`` topic, ``-g`` group,
+``-b`` broker, ``-c`` cluster ...).  Output is a readable table, or JSON with
+``--json``; any failure is one line on stderr and exit code 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from collections.abc import Callable
+from datetime import datetime
+
+import orjson
+
+from rmq.client.admin import MQAdmin
+from rmq.client.exceptions import MQClientError
+from rmq.client.message import Message, MessageExt, MessageQueue
+from rmq.common.message import perm_to_string
+from rmq.remoting.exceptions import RemotingError
+
+
+# --- output -------------------------------------------------------------------------
+def format_table(rows: list[dict], columns: list[str] | None = None) -> str:
+    """Left-aligned columns separated by two spaces, headed by the column names."""
+    if not rows:
+        return "(none)"
+    columns = columns or list(rows[0])
+    cells = [[str(r.get(c, "")) for c in columns] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()
+              for row in cells]
+    return "\n".join(lines)
+
+
+def message_dict(m: MessageExt, body: bool = True) -> dict:
+    d = {"topic": m.topic, "msgId": m.msg_id, "offsetMsgId": m.offset_msg_id,
+         "brokerName": m.broker_name, "queueId": m.queue_id, "queueOffset": m.queue_offset,
+         "commitLogOffset": m.commit_log_offset, "tags": m.tags or "", "keys": m.keys or "",
+         "reconsumeTimes": m.reconsume_times, "bornHost": m.born_host, "storeHost": m.store_host,
+         "bornTimestamp": m.born_timestamp, "storeTimestamp": m.store_timestamp,
+         "sysFlag": m.sys_flag, "properties": m.properties}
+    if body:
+        d["body"] = m.body.decode("utf-8", "replace")
+    return d
+
+
+def format_message(m: MessageExt) -> str:
+    d = message_dict(m)
+    return "\n".join(f"{k + ':':<18}{v}" for k, v in d.items())
+
+
+def parse_time(text: str | None, default: int) -> int:
+    """Milliseconds, ``now``, or mqadmin's ``yyyy-MM-dd#HH:mm:ss:SSS``."""
+    if text is None:
+        return default
+    if text == "now":
+        return int(time.time() * 1000)
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        return int(datetime.strptime(text, "%Y-%m-%d#%H:%M:%S:%f").timestamp() * 1000)
+    except ValueError:
+        raise MQClientError(-1, f"bad time {text!r}: use ms, now or yyyy-MM-dd#HH:mm:ss:SSS") from None
+
+
+def _bool(text: str) -> bool:
+    return text.lower() == "true"
+
+
+# --- commands --------------------------------------------------------------------------
+Handler = Callable[[MQAdmin, argparse.Namespace], "asyncio.Future"]
+COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handler]] = {}
+
+
+def command(name: str, help_text: str, args: Callable[[argparse.ArgumentParser], None]):
+    def deco(fn):
+        COMMANDS[name] = (help_text, args, fn)
+        return fn
+    return deco
+
+
+def _target(p: argparse.ArgumentParser, required: bool = True) -> None:
+    g = p.add_mutually_exclusive_group(required=required)
+    g.add_argument("-b", "--brokerAddr", help="broker address ip:port")
+    g.add_argument("-c", "--clusterName", help="every master of this cluster")
+
+
+async def _addrs(admin: MQAdmin, ns: argparse.Namespace) -> list[str]:
+    return [ns.brokerAddr] if ns.brokerAddr else await admin.master_addrs(ns.clusterName)
+
+
+def _progress(done: int, total: int, what: str) -> None:
+    if total > 1 and sys.stderr.isatty():
+        print(f"\r{what}: {done}/{total}", end="" if done < total else "\n", file=sys.stderr)
+
+
+@command("updateTopic", "create or update a topic", lambda p: (
+    _target(p), p.add_argument("-t", "--topic", required=True),
+    p.add_argument("-r", "--readQueueNums", type=int, default=8),
+    p.add_argument("-w", "--writeQueueNums", type=int, default=8),
+    p.add_argument("-p", "--perm", type=int, default=6),
+    p.add_argument("-o", "--order", type=_bool, default=False)))
+async def update_topic(admin, ns):
+    addrs = await _addrs(admin, ns)
+    for i, addr in enumerate(addrs):
+        await admin.create_topic(addr, ns.topic, ns.readQueueNums, ns.writeQueueNums, ns.perm,
+                                 ns.order)
+        _progress(i + 1, len(addrs), "brokers")
+    return [{"broker": a, "topic": ns.topic, "readQueueNums": ns.readQueueNums,
+             "writeQueueNums": ns.writeQueueNums, "perm": perm_to_string(ns.perm)} for a in addrs]
+
+
+@command("deleteTopic", "delete a topic from a cluster and the name servers", lambda p: (
+    p.add_argument("-t", "--topic", required=True),
+    p.add_argument("-c", "--clusterName", required=True)))
+async def delete_topic(admin, ns):
+    await admin.delete_topic(ns.topic, ns.clusterName)
+    return {"deleted": ns.topic, "cluster": ns.clusterName}
+
+
+@command("topicList", "list topics", lambda p: p.add_argument("-c", "--clusterName"))
+async def topic_list(admin, ns):
+    return [{"topic": t} for t in await admin.topic_list(ns.clusterName)]
+
+
+@command("topicRoute", "show a topic's route", lambda p: p.add_argument("-t", "--topic", required=True))
+async def topic_route(admin, ns):
+    return (await admin.topic_route(ns.topic)).to_json_obj()
+
+
+@command("topicStatus", "min/max offset of every queue", lambda p: p.add_argument(
+    "-t", "--topic", required=True))
+async def topic_status(admin, ns):
+    return await admin.topic_status(ns.topic)
+
+
+@command("clusterList", "brokers of every cluster with their load", lambda p: None)
+async def cluster_list(admin, ns):
+    info = await admin.cluster_info()
+    rows = []
+    for cluster, names in sorted(info.clusterAddrTable.items()):
+        for name in sorted(names):
+            bd = info.brokerAddrTable.get(name)
+            for bid, addr in sorted((bd.brokerAddrs if bd else {}).items()):
+                try:
+                    rt = await admin.broker_runtime_info(addr)
+                except (MQClientError, RemotingError):
+                    rt = {}
+                rows.append({"Cluster": cluster, "BrokerName": name, "BID": bid, "Addr": addr,
+                             "Version": rt.get("brokerVersionDesc", ""),
+                             "InTPS": (rt.get("putTps", "0") or "0").split(" ")[0],
+                             "OutTPS": (rt.get("getTransferedTps", "0") or "0").split(" ")[0],
+                             "InTotalToday": rt.get("msgPutTotalTodayNow", ""),
+                             "OutTotalToday": rt.get("msgGetTotalTodayNow", "")})
+    return rows
+
+
+@command("brokerStatus", "runtime statistics of a broker", lambda p: _target(p))
+async def broker_status(admin, ns):
+    out = {}
+    for addr in await _addrs(admin, ns):
+        out[addr] = dict(sorted((await admin.broker_runtime_info(addr)).items()))
+    return out if len(out) > 1 else next(iter(out.values()), {})
+
+
+@command("getBrokerConfig", "a broker's settings", lambda p: _target(p))
+async def get_broker_config(admin, ns):
+    out = {}
+    for addr in await _addrs(admin, ns):
+        out[addr] = dict(sorted((await admin.broker_config(addr)).items()))
+    return out if len(out) > 1 else next(iter(out.values()), {})
+
+
+@command("updateBrokerConfig", "change a broker setting", lambda p: (
+    _target(p), p.add_argument("-k", "--key", required=True),
+    p.add_argument("-v", "--value", required=True)))
+async def update_broker_config(admin, ns):
+    addrs = await _addrs(admin, ns)
+    for addr in addrs:
+        await admin.update_broker_config(addr, {ns.key: ns.value})
+    return [{"broker": a, ns.key: ns.value} for a in addrs]
+
+
+@command("updateSubGroup", "create or update a subscription group", lambda p: (
+    _target(p), p.add_argument("-g", "--groupName", required=True),
+    p.add_argument("-s", "--consumeEnable", type=_bool, default=True),
+    p.add_argument("-m", "--consumeFromMinEnable", type=_bool, default=False),
+    p.add_argument("-d", "--consumeBroadcastEnable", type=_bool, default=False),
+    p.add_argument("-q", "--retryQueueNums", type=int, default=1),
+    p.add_argument("-r", "--retryMaxTimes", type=int, default=16),
+    p.add_argument("-i", "--brokerId", type=int, default=0),
+    p.add_argument("-w", "--whichBrokerWhenConsumeSlowly", type=int, default=1),
+    p.add_argument("-a", "--notifyConsumerIdsChanged", type=_bool, default=True)))
+async def update_sub_group(admin, ns):
+    config = {"brokerId": ns.brokerId, "consumeBroadcastEnable": ns.consumeBroadcastEnable,
+              "consumeEnable": ns.consumeEnable, "consumeFromMinEnable": ns.consumeFromMinEnable,
+              "groupName": ns.groupName, "notifyConsumerIdsChangedEnable": ns.notifyConsumerIdsChanged,
+              "retryMaxTimes": ns.retryMaxTimes, "retryQueueNums": ns.retryQueueNums,
+              "whichBrokerWhenConsumeSlowly": ns.whichBrokerWhenConsumeSlowly}
+    addrs = await _addrs(admin, ns)
+    for addr in addrs:
+        await admin.update_sub_group(addr, config)
+    return [dict(config, broker=a) for a in addrs]
+
+
+@command("deleteSubGroup", "delete a subscription group", lambda p: (
+    _target(p), p.add_argument("-g", "--groupName", required=True),
+    p.add_argument("-r", "--removeOffset", type=_bool, default=False)))
+async def delete_sub_group(admin, ns):
+    addrs = await _addrs(admin, ns)
+    for addr in addrs:
+        await admin.delete_sub_group(addr, ns.groupName, ns.removeOffset)
+    return [{"broker": a, "deleted": ns.groupName} for a in addrs]
+
+
+@command("consumerProgress", "offsets and lag of a consumer group", lambda p: (
+    p.add_argument("-g", "--groupName", required=True), p.add_argument("-t", "--topicName")))
+async def consumer_progress(admin, ns):
+    return await admin.consumer_progress(ns.groupName, ns.topicName)
+
+
+@command("consumerConnection", "clients of a consumer group", lambda p: p.add_argument(
+    "-g", "--consumerGroup", required=True))
+async def consumer_connection(admin, ns):
+    return await admin.consumer_connection(ns.consumerGroup)
+
+
+@command("producerConnection", "clients of a producer group", lambda p: (
+    p.add_argument("-g", "--producerGroup", required=True),
+    p.add_argument("-t", "--topic", required=True)))
+async def producer_connection(admin, ns):
+    return await admin.producer_connection(ns.producerGroup, ns.topic)
+
+
+@command("queryMsgById", "a message by its offset message id", lambda p: p.add_argument(
+    "-i", "--msgId", required=True))
+async def query_msg_by_id(admin, ns):
+    return await admin.view_message(ns.msgId)
+
+
+@command("queryMsgByKey", "messages by key", lambda p: (
+    p.add_argument("-t", "--topic", required=True), p.add_argument("-k", "--msgKey", required=True),
+    p.add_argument("-b", "--beginTimestamp"), p.add_argument("-e", "--endTimestamp"),
+    p.add_argument("-c", "--maxNum", type=int, default=64)))
+async def query_msg_by_key(admin, ns):
+    msgs = await admin.query_message(ns.topic, ns.msgKey, ns.maxNum,
+                                     parse_time(ns.beginTimestamp, 0),
+                                     parse_time(ns.endTimestamp, int(time.time() * 1000) + 60000))
+    return [message_dict(m, body=False) for m in msgs]
+
+
+@command("queryMsgByUniqueKey", "a message by its client id (UNIQ_KEY)", lambda p: (
+    p.add_argument("-t", "--topic", required=True), p.add_argument("-i", "--msgId", required=True)))
+async def query_msg_by_unique_key(admin, ns):
+    msgs = await admin.query_message(ns.topic, ns.msgId, 32, 0, None, unique=True)
+    if not msgs:
+        raise MQClientError(22, f"no message with unique key {ns.msgId} in {ns.topic}")
+    return msgs[0]
+
+
+@command("queryMsgByOffset", "the message at a queue offset", lambda p: (
+    p.add_argument("-t", "--topic", required=True), p.add_argument("-b", "--brokerName", required=True),
+    p.add_argument("-i", "--queueId", type=int, required=True),
+    p.add_argument("-o", "--offset", type=int, required=True)))
+async def query_msg_by_offset(admin, ns):
+    m = await admin.query_by_offset(ns.topic, ns.brokerName, ns.queueId, ns.offset)
+    if m is None:
+        raise MQClientError(19, f"no message at offset {ns.offset}")
+    return m
+
+
+async def _consume(admin: MQAdmin, topic: str, count: int, begin: int, end: int,
+                   broker: str | None, queue: int | None, offset: int | None,
+                   expression: str | None) -> list[MessageExt]:
+    from rmq.client.pull_consumer import LitePullConsumer
+
+    out: list[MessageExt] = []
+    consumer = LitePullConsumer("TOOLS_CONSUMER", admin.config.namesrv_addr)
+    consumer.instance.config.client_ip = "127.0.0.1"
+    try:
+        mqs = [mq for mq in await consumer.fetch_queues(topic)
+               if (broker is None or mq.broker_name == broker) and (queue is None or mq.queue_id == queue)]
+        for i, mq in enumerate(mqs):
+            addr = consumer.instance.find_broker_addr(mq.broker_name)
+            start = offset if offset is not None else (
+                await admin.api.search_offset(addr, mq, begin) if begin else
+                await admin.api.get_min_offset(addr, mq))
+            stop = await admin.api.get_max_offset(addr, mq)
+            while start < stop and len(out) < count:
+                res = await consumer.pull(mq, start, min(32, count - len(out)), expression)
+                if not res.messages and res.next_begin_offset <= start:
+                    break
+                out.extend(m for m in res.messages if m.store_timestamp <= end)
+                start = res.next_begin_offset
+            _progress(i + 1, len(mqs), "queues")
+    finally:
+        await consumer.instance.remoting.close()
+    return out[:count]
+
+
+@command("printMsg", "print the messages of a topic", lambda p: (
+    p.add_argument("-t", "--topic", required=True), p.add_argument("-s", "--subExpression", default="*"),
+    p.add_argument("-b", "--beginTimestamp"), p.add_argument("-e", "--endTimestamp"),
+    p.add_argument("-d", "--printBody", type=_bool, default=True),
+    p.add_argument("-c", "--count", type=int, default=1000)))
+async def print_msg(admin, ns):
+    msgs = await _consume(admin, ns.topic, ns.count, parse_time(ns.beginTimestamp, 0),
+                          parse_time(ns.endTimestamp, 1 << 62), None, None, None, ns.subExpression)
+    return [message_dict(m, ns.printBody) for m in msgs]
+
+
+@command("consumeMessage", "read messages from a topic (no offsets committed)", lambda p: (
+    p.add_argument("-t", "--topic", required=True), p.add_argument("-b", "--brokerName"),
+    p.add_argument("-i", "--queueId", type=int), p.add_argument("-o", "--offset", type=int),
+    p.add_argument("-g", "--consumerGroup", default="TOOLS_CONSUMER"),
+    p.add_argument("-s", "--beginTimestamp"), p.add_argument("-e", "--endTimestamp"),
+    p.add_argument("-c", "--messageNumber", type=int, default=128)))
+async def consume_message(admin, ns):
+    msgs = await _consume(admin, ns.topic, ns.messageNumber, parse_time(ns.beginTimestamp, 0),
+                          parse_time(ns.endTimestamp, 1 << 62), ns.brokerName, ns.queueId,
+                          ns.offset, None)
+    return [message_dict(m) for m in msgs]
+
+
+@command("sendMessage", "send one message", lambda p: (
+    p.add_argument("-t", "--topic", required=True), p.add_argument("-p", "--body", required=True),
+    p.add_argument("-k", "--key"), p.add_argument("-c", "--tags"),
+    p.add_argument("-b", "--broker"), p.add_argument("-i", "--qid", type=int)))
+async def send_message(admin, ns):
+    from rmq.client.producer import Producer
+
+    producer = Producer(f"PID_ADMIN_{os.getpid()}", admin.config.namesrv_addr)
+    await producer.start()
+    try:
+        msg = Message(ns.topic, ns.body.encode("utf-8"), tags=ns.tags, keys=ns.key)
+        mq = None
+        if ns.broker is not None or ns.qid is not None:
+            if ns.broker is None or ns.qid is None:
+                raise MQClientError(-1, "-b and -i go together")
+            mq = MessageQueue(ns.topic, ns.broker, ns.qid)
+        r = await producer.send(msg, mq=mq)
+    finally:
+        await producer.shutdown()
+    return {"Broker Name": r.message_queue.broker_name, "Queue Id": r.message_queue.queue_id,
+            "Send Status": r.status.value, "MsgId": r.msg_id, "OffsetMsgId": r.offset_msg_id,
+            "Queue Offset": r.queue_offset}
+
+
+@command("resetOffsetByTime", "move a group's offsets to a point in time", lambda p: (
+    p.add_argument("-g", "--group", required=True), p.add_argument("-t", "--topic", required=True),
+    p.add_argument("-s", "--timestamp", required=True),
+    p.add_argument("-f", "--force", type=_bool, default=True)))
+async def reset_offset_by_time(admin, ns):
+    return await admin.reset_offset_by_time(ns.group, ns.topic, parse_time(ns.timestamp, 0),
+                                            ns.force)
+
+
+@command("getNamesrvConfig", "settings of every name server", lambda p: None)
+async def get_namesrv_config(admin, ns):
+    return await admin.namesrv_config()
+
+
+@command("updateKvConfig", "set a KV config item on every name server", lambda p: (
+    p.add_argument("-s", "--namespace", required=True), p.add_argument("-k", "--key", required=True),
+    p.add_argument("-v", "--value", required=True)))
+async def update_kv_config(admin, ns):
+    await admin.update_kv_config(ns.namespace, ns.key, ns.value)
+    return {"namespace": ns.namespace, "key": ns.key, "value": ns.value}
+
+
+@command("deleteKvConfig", "delete a KV config item on every name server", lambda p: (
+    p.add_argument("-s", "--namespace", required=True), p.add_argument("-k", "--key", required=True)))
+async def delete_kv_config(admin, ns):
+    await admin.delete_kv_config(ns.namespace, ns.key)
+    return {"namespace": ns.namespace, "deleted": ns.key}
+
+
+@command("wipeWritePerm", "clear a broker's write permission on the name servers", lambda p: (
+    p.add_argument("-b", "--brokerName", required=True)))
+async def wipe_write_perm(admin, ns):
+    counts = await admin.wipe_write_perm(ns.brokerName)
+    return [{"namesrv": k, "wipeTopicCount": v} for k, v in counts.items()]
+
+
+# --- rendering ---------------------------------------------------------------------------
+def to_jsonable(result):
+    if isinstance(result, MessageExt):
+        return message_dict(result)
+    return result
+
+
+def render(result, as_json: bool) -> str:
+    if as_json:
+        return orjson.dumps(to_jsonable(result), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS,
+                            default=str).decode("utf-8")
+    if isinstance(result, MessageExt):
+        return format_message(result)
+    if isinstance(result, list):
+        return format_table([{k: (v if not isinstance(v, dict) else orjson.dumps(v).decode())
+                              for k, v in r.items()} for r in result])
+    if isinstance(result, dict):
+        width = max((len(str(k)) for k in result), default=0)
+        return "\n".join(f"{str(k):<{width}}  {v if not isinstance(v, (dict, list)) else orjson.dumps(v, option=orjson.OPT_SORT_KEYS).decode()}"
+                         for k, v in result.items())
+    return str(result)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rmq-admin", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", metavar="command")
+    for name, (help_text, add_args, _fn) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text)
+        p.add_argument("-n", "--namesrvAddr", default=os.environ.get("NAMESRV_ADDR"),
+                       help="name server address list, eg: 192.168.0.1:9876;192.168.0.2:9876")
+        p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+        add_args(p)
+    return parser
+
+
+async def run(ns: argparse.Namespace):
+    async with MQAdmin(ns.namesrvAddr) as admin:
+        return await COMMANDS[ns.command][2](admin, ns)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    ns = parser.parse_args(argv)
+    if not ns.command:
+        parser.print_help()
+        return 1
+    if not ns.namesrvAddr:
+        print("rmq-admin: no name server address: use -n host:port or NAMESRV_ADDR", file=sys.stderr)
+        return 1
+    try:
+        result = asyncio.run(run(ns))
+    except (MQClientError, RemotingError, ValueError, OSError) as e:
+        print(f"rmq-admin {ns.command}: {e}", file=sys.stderr)
+        return 1
+    print(render(result, ns.json))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
