@@ -21,6 +21,8 @@ import asyncio
 import dataclasses
 import enum
 import ipaddress
+import logging
+import logging.handlers
 import os
 import signal
 import sys
@@ -29,6 +31,16 @@ from typing import Any, NoReturn
 
 from rmq.broker.config import IMPORTANT_FIELDS as BROKER_IMPORTANT
 from rmq.broker.config import BrokerConfig
+from rmq.common.logging import (
+    DEFAULT_BACKUP_COUNT,
+    DEFAULT_MAX_BYTES,
+    LOG_FORMAT,
+    STATS_LOGGER_NAME,
+    STORE_LOGGER_NAME,
+    WATER_MARK_LOGGER_NAME,
+    configure_logging,
+    default_log_dir,
+)
 from rmq.common.properties import (
     ConfigError,
     apply_properties,
@@ -284,9 +296,42 @@ def prepare_store_paths(settings: BrokerSettings) -> None:
         raise StartupExit(EXIT_INVALID, f"cannot create store directory {root}: {exc.strerror}") from None
 
 
+def setup_logging(settings: BrokerSettings) -> str:
+    """broker.log for everything, plus store.log, stats.log and watermark.log for
+    their RocketMQ loggers, all rotating, under ``<rocketmqHome>/logs/rocketmqlogs``
+    (``brokerName_brokerId`` below it with isolateLogEnable).  The console gets
+    the records too when it is a terminal or the journal (systemd)."""
+    bc = settings.broker
+    log_dir = default_log_dir(bc.rocketmqHome)
+    if bc.isolateLogEnable:
+        log_dir = os.path.join(log_dir, f"{bc.brokerName}_{bc.brokerId}")
+    console = sys.stdout.isatty() or "JOURNAL_STREAM" in os.environ
+    path = configure_logging(log_dir, "broker.log", console=console)
+    formatter = logging.Formatter(LOG_FORMAT)
+    for name, file_name in ((STORE_LOGGER_NAME, "store.log"), (STATS_LOGGER_NAME, "stats.log"),
+                            (WATER_MARK_LOGGER_NAME, "watermark.log")):
+        handler = logging.handlers.RotatingFileHandler(
+            os.path.join(log_dir, file_name), maxBytes=DEFAULT_MAX_BYTES,
+            backupCount=DEFAULT_BACKUP_COUNT, encoding="utf-8")
+        handler.setFormatter(formatter)
+        logger = logging.getLogger(name)
+        for old in [h for h in logger.handlers if isinstance(h, logging.FileHandler)]:
+            logger.removeHandler(old)
+            old.close()
+        logger.addHandler(handler)
+        logger.propagate = False
+    return path
+
+
 async def serve(settings: BrokerSettings) -> int:
     """Initialize, start, and run the controller until SIGTERM/SIGINT."""
     from rmq.broker.controller import BrokerController
+
+    try:
+        setup_logging(settings)
+    except OSError as exc:
+        print(f"cannot open the broker logs: {exc}", file=sys.stderr)
+        return EXIT_START
 
     controller = BrokerController(settings)
     try:

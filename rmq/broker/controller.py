@@ -1,0 +1,483 @@
+"""BrokerController: owns every broker component and runs its life cycle.
+
+Mirrors RocketMQ's ``BrokerController``:
+
+* construction: config managers, producer/consumer managers and their
+  housekeeping, the outer API (name servers), request queues with the
+  4.9.8 capacities, fast failure, stats;
+* ``initialize()``: load topics.json, consumerOffset.json,
+  subscriptionGroup.json, consumerFilter.json; create and load the message
+  store; create the main and fast remoting servers; register processors;
+* ``start()``: store, servers, services, housekeeping, registration with every
+  name server, then the scheduled tasks (offsets every
+  flushConsumerOffsetInterval, filters every 10 s, protectBroker every 3 min,
+  water mark every 1 s, dispatch-behind every 60 s, daily stats, name server
+  address refresh every 2 min, re-registration every registerNameServerPeriod
+  clamped to 10-60 s) and fast failure;
+* ``shutdown()``: unregister, stop accepting and finish in-flight requests,
+  stop services, persist every manager, shut the store down (it removes the
+  abort file last).  Safe to call twice.
+
+Hook points for the messaging processors: ``MESSAGING_PROCESSORS`` names the
+module and class serving each group of request codes and the request queue
+(RocketMQ's thread-pool queue) that bounds them; a processor is built as
+``cls(controller)`` and may append to ``message_arriving_listeners`` (long
+polling) and ``services`` (objects with ``async start()``/``async shutdown()``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import importlib
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rmq.broker.client_manager import (
+    ClientHousekeepingService,
+    ConsumerGroupEvent,
+    ConsumerManager,
+    ProducerManager,
+)
+from rmq.broker.config_manager import ConfigLoadError
+from rmq.broker.configuration import Configuration
+from rmq.broker.consumer_filter_manager import ConsumerFilterManager
+from rmq.broker.consumer_offset_manager import ConsumerOffsetManager
+from rmq.broker.fast_failure import BrokerFastFailure, QueuedProcessor, RequestQueue
+from rmq.broker.outer_api import BrokerIdentity, BrokerOuterAPI
+from rmq.broker.stats import BrokerStats, ms_until_next_morning
+from rmq.broker.subscription_group_manager import SubscriptionGroupManager
+from rmq.broker.topic_config_manager import TopicConfigManager
+from rmq.common.codes import RequestCode
+from rmq.common.data_version import DataVersion
+from rmq.common.logging import BROKER_LOGGER_NAME, WATER_MARK_LOGGER_NAME
+from rmq.common.message import is_readable, is_writeable
+from rmq.common.topic_config import TopicConfig, TopicConfigSerializeWrapper
+from rmq.remoting import RemotingCommand, RemotingServer
+
+log = logging.getLogger(BROKER_LOGGER_NAME)
+watermark_log = logging.getLogger(WATER_MARK_LOGGER_NAME)
+
+R = RequestCode
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessorSpec:
+    """Where the processor of some request codes lives and which queue bounds it."""
+
+    module: str  # under rmq.broker.processor
+    cls: str
+    codes: tuple[int, ...]
+    queue: str  # a key of BrokerController.request_queues
+    fast_port: bool = True  # PULL_MESSAGE is not served on the fast port
+
+
+MESSAGING_PROCESSORS: tuple[ProcessorSpec, ...] = (
+    ProcessorSpec("send", "SendMessageProcessor",
+                  (R.SEND_MESSAGE, R.SEND_MESSAGE_V2, R.SEND_BATCH_MESSAGE,
+                   R.CONSUMER_SEND_MSG_BACK), "send"),
+    ProcessorSpec("pull", "PullMessageProcessor", (R.PULL_MESSAGE,), "pull", fast_port=False),
+    ProcessorSpec("reply", "ReplyMessageProcessor",
+                  (R.SEND_REPLY_MESSAGE, R.SEND_REPLY_MESSAGE_V2), "reply"),
+    ProcessorSpec("query", "QueryMessageProcessor",
+                  (R.QUERY_MESSAGE, R.VIEW_MESSAGE_BY_ID), "query"),
+    ProcessorSpec("client_manage", "ClientManageProcessor", (R.HEART_BEAT,), "heartbeat"),
+    ProcessorSpec("client_manage", "ClientManageProcessor",
+                  (R.UNREGISTER_CLIENT, R.CHECK_CLIENT_CONFIG), "client_manager"),
+    ProcessorSpec("consumer_manage", "ConsumerManageProcessor",
+                  (R.GET_CONSUMER_LIST_BY_GROUP, R.UPDATE_CONSUMER_OFFSET,
+                   R.QUERY_CONSUMER_OFFSET), "consumer_manager"),
+    ProcessorSpec("consumer_manage", "ConsumerManageProcessor",
+                  (R.LOCK_BATCH_MQ, R.UNLOCK_BATCH_MQ), "admin"),
+    ProcessorSpec("end_transaction", "EndTransactionProcessor", (R.END_TRANSACTION,),
+                  "end_transaction"),
+)
+
+# request queue name -> the BrokerConfig capacity property (None: unbounded in 4.9.8)
+QUEUE_CAPACITIES: dict[str, str | None] = {
+    "send": "sendThreadPoolQueueCapacity",
+    "put": "putThreadPoolQueueCapacity",
+    "pull": "pullThreadPoolQueueCapacity",
+    "reply": "replyThreadPoolQueueCapacity",
+    "query": "queryThreadPoolQueueCapacity",
+    "client_manager": "clientManagerThreadPoolQueueCapacity",
+    "heartbeat": "heartbeatThreadPoolQueueCapacity",
+    "end_transaction": "endTransactionPoolQueueCapacity",
+    "consumer_manager": None,
+    "admin": None,
+}
+
+# queues whose waiting requests fast failure expires, with their BrokerConfig limit
+FAST_FAILURE_LIMITS = {
+    "send": "waitTimeMillsInSendQueue",
+    "pull": "waitTimeMillsInPullQueue",
+    "heartbeat": "waitTimeMillsInHeartbeatQueue",
+    "end_transaction": "waitTimeMillsInTransactionQueue",
+}
+
+
+async def maybe_await(value: Any) -> Any:
+    """Store methods may be plain or coroutine functions; accept both."""
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+class BrokerController:
+    def __init__(self, settings) -> None:
+        self.settings = settings
+        self.broker_config = bc = settings.broker
+        self.server_config = settings.server
+        self.client_config = settings.client
+        self.store_config = settings.store
+        self.log = log
+        root = self.store_config.storePathRootDir
+        self.topic_config_manager = TopicConfigManager(bc, root, self._register_after_new_topic)
+        self.consumer_offset_manager = ConsumerOffsetManager(root)
+        self.subscription_group_manager = SubscriptionGroupManager(bc, root)
+        self.consumer_filter_manager = ConsumerFilterManager(bc, root)
+        self.producer_manager = ProducerManager()
+        self.consumer_manager = ConsumerManager(self._on_consumer_ids_changed)
+        self.client_housekeeping = ClientHousekeepingService(self.producer_manager,
+                                                             self.consumer_manager)
+        self.outer_api = BrokerOuterAPI(self.client_config)
+        self.stats = BrokerStats()
+        self.configuration = Configuration(settings)
+        self.request_queues = {
+            name: RequestQueue(name, getattr(bc, prop) if prop else None)
+            for name, prop in QUEUE_CAPACITIES.items()
+        }
+        self.fast_failure = BrokerFastFailure(
+            self.request_queues,
+            {q: (lambda p=prop: getattr(self.broker_config, p))
+             for q, prop in FAST_FAILURE_LIMITS.items()},
+            self._page_cache_busy, lambda: self.broker_config.brokerFastFailureEnable)
+        self.message_store: Any = None
+        self.remoting_server: RemotingServer | None = None
+        self.fast_remoting_server: RemotingServer | None = None
+        self.admin_processor: Any = None
+        self.message_arriving_listeners: list[Callable[..., None]] = []
+        self.services: list[Any] = []
+        self.master_addr: str | None = None
+        self.update_master_ha_periodically = False
+        self._tasks: list[asyncio.Task] = []
+        self._background: set[asyncio.Task] = set()
+        self._register_lock = asyncio.Lock()
+        self._started = False
+        self._shutdown_started = False
+        self._shutdown_done = asyncio.Event()
+
+    # ---- identity ---------------------------------------------------------------
+    def broker_addr(self) -> str:
+        return f"{self.broker_config.brokerIP1}:{self.server_config.listenPort}"
+
+    def ha_server_addr(self) -> str:
+        return f"{self.broker_config.brokerIP2}:{self.store_config.haListenPort}"
+
+    def identity(self) -> BrokerIdentity:
+        bc = self.broker_config
+        return BrokerIdentity(bc.brokerClusterName, self.broker_addr(), bc.brokerName,
+                              bc.brokerId)
+
+    def is_slave(self) -> bool:
+        role = self.store_config.brokerRole
+        return getattr(role, "name", role) == "SLAVE"
+
+    def boot_line(self) -> str:
+        tip = (f"The broker[{self.broker_config.brokerName}, {self.broker_addr()}] boot "
+               f"success. serializeType=JSON")
+        if self.broker_config.namesrvAddr:
+            tip += f" and name server is {self.broker_config.namesrvAddr}"
+        return tip
+
+    # ---- initialize ---------------------------------------------------------------
+    async def initialize(self) -> bool:
+        try:
+            for manager in (self.topic_config_manager, self.consumer_offset_manager,
+                            self.subscription_group_manager, self.consumer_filter_manager):
+                manager.load()
+        except ConfigLoadError as exc:
+            log.error("load config failed: %s", exc)
+            print(f"broker initialize failed: {exc}", flush=True)
+            return False
+        if not await self._create_store():
+            return False
+        self._create_servers()
+        self.register_processors()
+        if self.broker_config.namesrvAddr:
+            self.outer_api.update_name_server_address_list(self.broker_config.namesrvAddr)
+            log.info("Set user specified name server address: %s",
+                     self.broker_config.namesrvAddr)
+        if self.is_slave():
+            ha = self.store_config.haMasterAddress
+            if ha and len(ha) >= 6:
+                await self._update_ha_master(ha)
+            else:
+                self.update_master_ha_periodically = True
+        return True
+
+    async def _create_store(self) -> bool:
+        from rmq.store import DefaultMessageStore
+
+        self.message_store = DefaultMessageStore(
+            self.store_config,
+            store_host=(self.broker_config.brokerIP1, self.server_config.listenPort),
+            broker_cluster_name=self.broker_config.brokerClusterName,
+            message_arriving_listener=self._on_message_arriving)
+        ok = await maybe_await(self.message_store.load())
+        if ok is False:
+            log.error("message store load failed")
+            print("broker initialize failed: the message store could not be loaded "
+                  "(see store.log)", flush=True)
+            return False
+        return True
+
+    def _create_servers(self) -> None:
+        self.remoting_server = RemotingServer(self.server_config, self.client_housekeeping,
+                                              name="broker")
+        fast = copy.copy(self.server_config)
+        fast.listenPort = self.server_config.listenPort - 2
+        self.fast_remoting_server = RemotingServer(fast, self.client_housekeeping,
+                                                   name="broker-fast")
+
+    def register_processors(self) -> None:
+        """Admin processor as default on both ports; messaging processors by code."""
+        from rmq.broker.processor.admin import AdminBrokerProcessor
+
+        built: dict[tuple[str, str], Any] = {}
+        for spec in MESSAGING_PROCESSORS:
+            key = (spec.module, spec.cls)
+            if key not in built:
+                built[key] = self._build_processor(spec)
+            processor = built[key]
+            if processor is None:
+                continue
+            queue = self.request_queues[spec.queue]
+            wrapped = QueuedProcessor(processor, queue)
+            for code in spec.codes:
+                self.remoting_server.register_processor(code, wrapped, queue.capacity,
+                                                        pool=spec.queue)
+                if spec.fast_port:
+                    self.fast_remoting_server.register_processor(code, wrapped, queue.capacity,
+                                                                 pool=spec.queue)
+        self.admin_processor = AdminBrokerProcessor(self)
+        admin = QueuedProcessor(self.admin_processor, self.request_queues["admin"])
+        self.remoting_server.register_default_processor(admin)
+        self.fast_remoting_server.register_default_processor(admin)
+
+    def _build_processor(self, spec: ProcessorSpec) -> Any:
+        name = f"rmq.broker.processor.{spec.module}"
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            log.warning("%s is not part of this build: codes %s are not served", name,
+                        [int(c) for c in spec.codes])
+            return None
+        return getattr(module, spec.cls)(self)
+
+    # ---- start --------------------------------------------------------------------
+    async def start(self) -> None:
+        await maybe_await(self.message_store.start())
+        await self.remoting_server.start()
+        await self.fast_remoting_server.start()
+        for service in self.services:
+            await service.start()
+        await self.client_housekeeping.start()
+        self._started = True
+        await self.register_broker_all(check_order_config=True, oneway=False, force=True)
+        self._schedule_tasks()
+        await self.fast_failure.start()
+
+    def _every(self, name: str, initial_s: float, period_s: Callable[[], float],
+               fn: Callable[[], Awaitable[None] | None]) -> None:
+        async def run() -> None:
+            await asyncio.sleep(initial_s)
+            while True:
+                try:
+                    await maybe_await(fn())
+                except Exception:
+                    log.exception("scheduled task %s failed", name)
+                await asyncio.sleep(period_s())
+
+        self._tasks.append(asyncio.get_running_loop().create_task(run(), name=name))
+
+    def _schedule_tasks(self) -> None:
+        bc = self.broker_config
+        self._every("brokerStats", ms_until_next_morning() / 1000, lambda: 86400.0,
+                    self.stats.record)
+        self._every("persistConsumerOffset", 10, lambda: bc.flushConsumerOffsetInterval / 1000,
+                    self.consumer_offset_manager.persist)
+        self._every("persistConsumerFilter", 10, lambda: 10.0,
+                    self.consumer_filter_manager.persist)
+        self._every("protectBroker", 180, lambda: 180.0, self.protect_broker)
+        self._every("printWaterMark", 10, lambda: 1.0, self.print_water_mark)
+        self._every("dispatchBehind", 10, lambda: 60.0, self._log_dispatch_behind)
+        if bc.namesrvAddr:
+            self._every("updateNameServerAddr", 10, lambda: 120.0,
+                        lambda: self.outer_api.update_name_server_address_list(bc.namesrvAddr))
+        self._every("registerBrokerAll", 10, lambda: bc.register_period_ms() / 1000,
+                    lambda: self.register_broker_all(True, False, bc.forceRegister))
+
+    def _log_dispatch_behind(self) -> None:
+        log.info("dispatch behind commit log %d bytes", self.message_store.dispatch_behind_bytes())
+
+    def protect_broker(self) -> None:
+        """Disable consumption of groups reading more than consumerFallbehindThreshold
+        behind (disableConsumeIfConsumerReadSlowly)."""
+        bc = self.broker_config
+        if not bc.disableConsumeIfConsumerReadSlowly:
+            return
+        for group in self.stats.groups_falling_behind(bc.consumerFallbehindThreshold):
+            log.info("[PROTECT_BROKER] the consumer[%s] consume slowly, disable it", group)
+            self.subscription_group_manager.disable_consume(group)
+
+    def print_water_mark(self) -> None:
+        for title, name in (("Send", "send"), ("Pull", "pull"), ("Query", "query"),
+                            ("Transaction", "end_transaction")):
+            q = self.request_queues[name]
+            watermark_log.info("[WATERMARK] %s Queue Size: %d SlowTimeMills: %d", title, len(q),
+                               q.head_wait_ms())
+
+    def _page_cache_busy(self) -> bool:
+        store = self.message_store
+        return store is not None and bool(store.is_os_page_cache_busy())
+
+    # ---- registration ---------------------------------------------------------------
+    async def register_broker_all(self, check_order_config: bool, oneway: bool,
+                                  force: bool) -> None:
+        """Send the topic table to every name server (``registerBrokerAll``)."""
+        async with self._register_lock:
+            wrapper = self.topic_config_manager.build_topic_config_serialize_wrapper()
+            perm = self.broker_config.brokerPermission
+            if not is_writeable(perm) or not is_readable(perm):
+                wrapper.topicConfigTable = {
+                    name: TopicConfig(name, tc.readQueueNums, tc.writeQueueNums, perm)
+                    for name, tc in wrapper.topicConfigTable.items()
+                }
+            timeout = self.broker_config.registerBrokerTimeoutMills
+            if not force and not await self.outer_api.need_register(
+                    self.identity(), wrapper.dataVersion, timeout):
+                return
+            results = await self.outer_api.register_broker_all(
+                self.identity(), self.ha_server_addr(), wrapper, [], oneway, timeout,
+                self.broker_config.compressedRegister)
+            if results:
+                await self._apply_register_result(results[0], check_order_config)
+
+    async def register_increment_broker_data(self, tc: TopicConfig) -> None:
+        """Register just one changed topic (after UPDATE_AND_CREATE_TOPIC)."""
+        async with self._register_lock:
+            dv = self.topic_config_manager.data_version
+            wrapper = TopicConfigSerializeWrapper({tc.topicName: tc},
+                                                  DataVersion(dv.timestamp, dv.counter))
+            perm = self.broker_config.brokerPermission
+            if not is_writeable(perm) or not is_readable(perm):
+                wrapper.topicConfigTable = {
+                    tc.topicName: TopicConfig(tc.topicName, tc.readQueueNums, tc.writeQueueNums,
+                                              perm)}
+            results = await self.outer_api.register_broker_all(
+                self.identity(), self.ha_server_addr(), wrapper, [], False,
+                self.broker_config.registerBrokerTimeoutMills,
+                self.broker_config.compressedRegister)
+            if results:
+                await self._apply_register_result(results[0], True)
+
+    async def _apply_register_result(self, result, check_order_config: bool) -> None:
+        if self.update_master_ha_periodically and result.ha_server_addr:
+            await self._update_ha_master(result.ha_server_addr)
+        self.master_addr = result.master_addr
+        if check_order_config:
+            self.topic_config_manager.update_order_topic_config(result.kv_table)
+
+    async def _update_ha_master(self, addr: str) -> None:
+        update = getattr(self.message_store, "update_ha_master_address", None)
+        if update is not None:
+            await maybe_await(update(addr))
+
+    def _register_after_new_topic(self) -> None:
+        """A topic was auto-created: tell the name servers at once (oneway)."""
+        if not self._started or self._shutdown_started:
+            return
+        self._spawn(self.register_broker_all(False, True, True))
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # ---- client events ---------------------------------------------------------------
+    def _on_consumer_ids_changed(self, event: ConsumerGroupEvent, group: str, arg: Any) -> None:
+        """``DefaultConsumerIdsChangeListener``."""
+        if event is ConsumerGroupEvent.CHANGE:
+            if self.broker_config.notifyConsumerIdsChangedEnable and arg:
+                for channel in arg:
+                    self.notify_consumer_ids_changed(channel, group)
+        elif event is ConsumerGroupEvent.UNREGISTER:
+            self.consumer_filter_manager.unregister(group)
+        elif event is ConsumerGroupEvent.REGISTER:
+            for sub in arg or ():
+                self.consumer_filter_manager.register(sub.topic, group, sub.sub_string,
+                                                      sub.expression_type, sub.sub_version)
+
+    def notify_consumer_ids_changed(self, channel, group: str) -> None:
+        """NOTIFY_CONSUMER_IDS_CHANGED (oneway) to one consumer connection."""
+        request = RemotingCommand.create_request(R.NOTIFY_CONSUMER_IDS_CHANGED,
+                                                 {"consumerGroup": group})
+        request.mark_oneway()
+        try:
+            channel.write(request)
+        except Exception as exc:  # the consumer went away; housekeeping removes it
+            log.warning("notifyConsumerIdsChanged to %s failed: %s", channel.remote_addr, exc)
+
+    def _on_message_arriving(self, *args: Any, **kwargs: Any) -> None:
+        for listener in self.message_arriving_listeners:
+            listener(*args, **kwargs)
+
+    # ---- runtime config changes ------------------------------------------------------
+    def on_broker_permission_changed(self) -> None:
+        """brokerPermission changed at runtime: new data version, re-register now."""
+        self.topic_config_manager.bump_data_version()
+        self._spawn(self.register_broker_all(False, False, True))
+
+    # ---- shutdown --------------------------------------------------------------------
+    async def shutdown(self) -> None:
+        """Orderly stop; a second call waits for the first one to finish."""
+        if self._shutdown_started:
+            await self._shutdown_done.wait()
+            return
+        self._shutdown_started = True
+        try:
+            await self._shutdown()
+        finally:
+            self._shutdown_done.set()
+
+    async def _shutdown(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.fast_failure.shutdown()
+        if self._started:
+            await self.outer_api.unregister_broker_all(self.identity())
+        for server in (self.remoting_server, self.fast_remoting_server):
+            if server is not None and server.port:
+                await server.stop()
+        for service in reversed(self.services):
+            try:
+                await service.shutdown()
+            except Exception:
+                log.exception("shutdown of %s failed", type(service).__name__)
+        await self.client_housekeeping.shutdown()
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)
+        self.consumer_offset_manager.persist()
+        self.consumer_filter_manager.persist()
+        if self.message_store is not None:
+            await maybe_await(self.message_store.shutdown())
+        await self.outer_api.close()
+        log.info("broker shutdown OK")

@@ -1,0 +1,67 @@
+"""Custom headers of the admin requests the broker serves (``common/protocol/header``
+of RocketMQ 4.9.8); field names are the Java field names carried in extFields.
+
+The offset lookups (GET_MAX_OFFSET, GET_MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP,
+GET_EARLIEST_MSG_STORETIME) share their header classes with the client in
+``rmq.client.headers``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rmq.remoting.header import CommandHeader, field_required
+
+
+@dataclass(slots=True)
+class CreateTopicRequestHeader(CommandHeader):
+    topic: str = field_required()
+    defaultTopic: str = field_required()
+    readQueueNums: int = field_required()
+    writeQueueNums: int = field_required()
+    perm: int = field_required()
+    topicFilterType: str = field_required()
+    topicSysFlag: int | None = None
+    order: bool = False
+
+
+@dataclass(slots=True)
+class DeleteTopicRequestHeader(CommandHeader):
+    topic: str = field_required()
+
+
+@dataclass(slots=True)
+class GetBrokerConfigResponseHeader(CommandHeader):
+    version: str = field_required()
+
+
+@dataclass(slots=True)
+class DeleteSubscriptionGroupRequestHeader(CommandHeader):
+    groupName: str = field_required()
+    removeOffset: bool = False
+
+
+@dataclass(slots=True)
+class GetTopicStatsInfoRequestHeader(CommandHeader):
+    topic: str = field_required()
+
+
+@dataclass(slots=True)
+class GetConsumerConnectionListRequestHeader(CommandHeader):
+    consumerGroup: str = field_required()
+
+
+@dataclass(slots=True)
+class GetProducerConnectionListRequestHeader(CommandHeader):
+    producerGroup: str = field_required()
+
+
+@dataclass(slots=True)
+class GetConsumeStatsRequestHeader(CommandHeader):
+    consumerGroup: str = field_required()
+    topic: str | None = None
+
+
+@dataclass(slots=True)
+class QueryTopicConsumeByWhoRequestHeader(CommandHeader):
+    topic: str = field_required()
