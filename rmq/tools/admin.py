@@ -439,7 +439,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = asyncio.run(run(ns))
     except (MQClientError, RemotingError, ValueError, OSError) as e:
-        print(f"rmq-admin {ns.command}: {e}", file=sys.stderr)
+        text = " ".join(line.strip() for line in str(e).splitlines() if line.strip())
+        print(f"rmq-admin {ns.command}: {text}", file=sys.stderr)
         return 1
     print(render(result, ns.json))
     return 0
