@@ -1,0 +1,351 @@
+"""CommitLog: appends records, recovers after restarts, serves raw reads.
+
+Mirrors ``CommitLog`` of 4.9.8 (STORE_FORMAT.md 2, 9.3, 9.4).  Appends run on
+the caller's thread (the broker's event loop) under ``put_lock``; the time the
+lock was taken is ``begin_time_in_lock`` for isOSPageCacheBusy.  Records are
+encoded straight into the mapped file (or the transient write buffer) by
+``message_codec.write_record`` / ``write_batch``.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import threading
+import time
+
+from rmq.common import message as mc
+from rmq.common.message_id import socket_address_bytes
+from rmq.common.topics import SCHEDULE_TOPIC
+from rmq.store import message_codec as codec
+from rmq.store.allocate import AllocateMappedFileService
+from rmq.store.mapped_file import MappedFile, MappedFileQueue, TransientStorePool
+from rmq.store.message import MessageExtBatch, MessageExtBrokerInner
+from rmq.store.results import AppendMessageResult, AppendMessageStatus
+
+log = logging.getLogger("store")
+
+_LONG = struct.Struct(">q")
+_INT = struct.Struct(">i")
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class CommitLog:
+    def __init__(self, store) -> None:
+        cfg = store.config
+        self.store = store
+        self.config = cfg
+        self.file_size = cfg.mappedFileSizeCommitLog
+        self.allocator = AllocateMappedFileService(cfg.warmMapedFileEnable)
+        self.mfq = MappedFileQueue(cfg.commit_log_dirs(), self.file_size, self.allocator,
+                                   cfg.read_only_commit_log_dirs())
+        if cfg.is_transient_store_pool_active():
+            self.mfq.pool = TransientStorePool(cfg.transientStorePoolSize, self.file_size)
+        self.topic_queue_table: dict[tuple[str, int], int] = {}
+        self.put_lock = threading.Lock()
+        self.begin_time_in_lock = 0
+        self.confirm_offset = -1
+        self.store_host_field = socket_address_bytes(store.store_host)
+        self.store_host_v6 = len(self.store_host_field) == 20
+        self._host_cache: dict[tuple[str, int], bytes] = {}
+        self.delay_table = cfg.delay_level_table()
+        self.max_delay_level = max(self.delay_table) if self.delay_table else 0
+
+    # --- load / offsets ------------------------------------------------------------
+    def load(self) -> bool:
+        return self.mfq.load()
+
+    def get_min_offset(self) -> int:
+        mf = self.mfq.get_first_mapped_file()
+        return mf.file_from_offset if mf is not None else -1
+
+    def get_max_offset(self) -> int:
+        return self.mfq.get_max_offset()
+
+    def roll_next_file(self, offset: int) -> int:
+        return offset + self.file_size - offset % self.file_size
+
+    def _host_field(self, host: tuple[str, int]) -> bytes:
+        f = self._host_cache.get(host)
+        if f is None:
+            f = socket_address_bytes(host)
+            if len(self._host_cache) > 10000:
+                self._host_cache.clear()
+            self._host_cache[host] = f
+        return f
+
+    # --- appends --------------------------------------------------------------------
+    def _redirect_delay(self, msg: MessageExtBrokerInner) -> None:
+        """STORE_FORMAT.md 2.11: a delayed message goes to SCHEDULE_TOPIC_XXXX
+        queue level-1 with its real topic and queue in properties."""
+        level = msg.delay_time_level()
+        if level <= 0:
+            return
+        level = min(level, self.max_delay_level)
+        props = msg.properties
+        props[mc.PROPERTY_DELAY_TIME_LEVEL] = str(level)
+        props[mc.PROPERTY_REAL_TOPIC] = msg.topic
+        props[mc.PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
+        msg.properties_string = codec.message_properties_to_string(props)
+        msg.topic = SCHEDULE_TOPIC
+        msg.queue_id = level - 1
+
+    def _writable_file(self) -> MappedFile | None:
+        return self.mfq.get_last_mapped_file(0, need_create=True)
+
+    def _end_file(self, mf: MappedFile) -> MappedFile | None:
+        """Write the blank at the tail of ``mf`` and move to the next file."""
+        wrote = mf.wrote_position
+        codec.write_blank(mf.target, wrote, self.file_size - wrote)
+        mf.wrote_position = self.file_size
+        if mf.write_buffer is None:
+            mf.committed_position = self.file_size
+        return self.mfq.get_last_mapped_file(0, need_create=True)
+
+    def put_message(self, msg: MessageExtBrokerInner) -> AppendMessageResult:
+        """Append one message; the result says where (or why not)."""
+        tx = msg.sys_flag & mc.TRANSACTION_ROLLBACK_TYPE
+        if tx in (mc.TRANSACTION_NOT_TYPE, mc.TRANSACTION_COMMIT_TYPE) and \
+                mc.PROPERTY_DELAY_TIME_LEVEL in msg.properties:
+            self._redirect_delay(msg)
+        topic = msg.topic.encode("utf-8")
+        props = msg.properties_string.encode("utf-8")
+        body = msg.body
+        if len(props) > codec.MAX_PROPERTIES_LENGTH:
+            return AppendMessageResult(AppendMessageStatus.PROPERTIES_SIZE_EXCEEDED)
+        born = self._host_field(msg.born_host)
+        sys_flag = msg.sys_flag & ~0x30
+        if len(born) == 20:
+            sys_flag |= mc.BORNHOST_V6_FLAG
+        if self.store_host_v6:
+            sys_flag |= mc.STOREHOSTADDRESS_V6_FLAG
+        size = codec.record_size(sys_flag, len(body), len(topic), len(props))
+        if len(body) > self.config.maxMessageSize or size > self.config.maxMessageSize + 65536 \
+                or size + 8 > self.file_size:
+            log.warning("message size exceeded, msg total size: %d, msg body size: %d, maxMessageSize: %d",
+                        size, len(body), self.config.maxMessageSize)
+            return AppendMessageResult(AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
+        key = (msg.topic, msg.queue_id)
+        counts = tx in (mc.TRANSACTION_NOT_TYPE, mc.TRANSACTION_COMMIT_TYPE)
+        with self.put_lock:
+            now = _now_ms()
+            self.begin_time_in_lock = now
+            try:
+                mf = self._writable_file()
+                if mf is not None and size + 8 > self.file_size - mf.wrote_position:
+                    mf = self._end_file(mf)
+                if mf is None:
+                    return AppendMessageResult(AppendMessageStatus.UNKNOWN_ERROR)
+                queue_offset = self.topic_queue_table.get(key, 0) if counts else 0
+                wrote = mf.wrote_position
+                phy = mf.file_from_offset + wrote
+                codec.write_record(
+                    mf.target, wrote, msg.queue_id, msg.flag, queue_offset, phy, sys_flag,
+                    msg.born_timestamp, born, now, self.store_host_field, msg.reconsume_times,
+                    msg.prepared_transaction_offset, body, topic, props,
+                )
+                mf.wrote_position = wrote + size
+                if mf.write_buffer is None:
+                    mf.committed_position = wrote + size
+                mf.store_timestamp = now
+                if counts:
+                    self.topic_queue_table[key] = queue_offset + 1
+            finally:
+                self.begin_time_in_lock = 0
+        msg.store_timestamp = now
+        msg.sys_flag = sys_flag
+        return AppendMessageResult(
+            AppendMessageStatus.PUT_OK, phy, size, now, queue_offset, 1,
+            _now_ms() - now, self.store.store_host,
+        )
+
+    def put_messages(self, batch: MessageExtBatch) -> AppendMessageResult:
+        """Append a SEND_BATCH_MESSAGE body as consecutive records, all in one
+        file (STORE_FORMAT.md 2.14)."""
+        topic = batch.topic.encode("utf-8")
+        batch_props = batch.properties_string.encode("utf-8")
+        born = self._host_field(batch.born_host)
+        sys_flag = batch.sys_flag & ~0x30
+        if len(born) == 20:
+            sys_flag |= mc.BORNHOST_V6_FLAG
+        if self.store_host_v6:
+            sys_flag |= mc.STOREHOSTADDRESS_V6_FLAG
+        try:
+            total, count = codec.batch_size(batch.body, sys_flag, len(topic), len(batch_props))
+        except ValueError as e:
+            log.warning("bad batch body: %s", e)
+            return AppendMessageResult(AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
+        if count == 0 or total + 8 > self.file_size:
+            return AppendMessageResult(AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
+        sizes = codec.new_sizes_array(count)
+        key = (batch.topic, batch.queue_id)
+        with self.put_lock:
+            now = _now_ms()
+            self.begin_time_in_lock = now
+            try:
+                mf = self._writable_file()
+                if mf is not None and total + 8 > self.file_size - mf.wrote_position:
+                    mf = self._end_file(mf)
+                if mf is None:
+                    return AppendMessageResult(AppendMessageStatus.UNKNOWN_ERROR)
+                queue_offset = self.topic_queue_table.get(key, 0)
+                wrote = mf.wrote_position
+                phy = mf.file_from_offset + wrote
+                codec.write_batch(
+                    mf.target, wrote, batch.body, batch.queue_id, sys_flag, batch.born_timestamp,
+                    born, now, self.store_host_field, batch.reconsume_times, topic, batch_props,
+                    queue_offset, phy, sizes,
+                )
+                mf.wrote_position = wrote + total
+                if mf.write_buffer is None:
+                    mf.committed_position = wrote + total
+                mf.store_timestamp = now
+                self.topic_queue_table[key] = queue_offset + count
+            finally:
+                self.begin_time_in_lock = 0
+        return AppendMessageResult(
+            AppendMessageStatus.PUT_OK, phy, total, now, queue_offset, count,
+            _now_ms() - now, self.store.store_host, sizes,
+        )
+
+    def append_data(self, start_offset: int, data) -> bool:
+        """HA slave: append replicated bytes at exactly ``start_offset``
+        (records may arrive split across calls; files roll at file size)."""
+        mv = memoryview(data)
+        with self.put_lock:
+            if start_offset != self.mfq.get_max_wrote_position():
+                return False
+            while len(mv):
+                mf = self.mfq.get_last_mapped_file(start_offset, need_create=True)
+                if mf is None:
+                    return False
+                room = self.file_size - mf.wrote_position
+                n = min(room, len(mv))
+                mf.target[mf.wrote_position : mf.wrote_position + n] = mv[:n]
+                mf.wrote_position += n
+                if mf.write_buffer is None:
+                    mf.committed_position = mf.wrote_position
+                mv = mv[n:]
+                start_offset += n
+        return True
+
+    # --- reads ----------------------------------------------------------------------
+    def get_data(self, offset: int, return_first_on_not_found: bool = False) -> tuple[memoryview, int] | None:
+        """Readable bytes from ``offset`` to the end of its file: (view, offset)."""
+        mf = self.mfq.find_mapped_file_by_offset(offset, return_first_on_not_found)
+        if mf is None:
+            return None
+        pos = offset % self.file_size
+        view = mf.select(pos)
+        return (view, mf.file_from_offset + pos) if view is not None else None
+
+    def get_message(self, offset: int, size: int) -> memoryview | None:
+        mf = self.mfq.find_mapped_file_by_offset(offset, offset == 0)
+        if mf is None:
+            return None
+        return mf.select(offset % self.file_size, size)
+
+    def pickup_store_timestamp(self, offset: int, size: int) -> int:
+        """Store timestamp of the record at ``offset`` (-1 if unreadable)."""
+        if offset < self.get_min_offset():
+            return -1
+        mf = self.mfq.find_mapped_file_by_offset(offset)
+        if mf is None:
+            return -1
+        pos = offset % self.file_size
+        try:
+            (sys_flag,) = _INT.unpack_from(mf.view, pos + 36)
+            (ts,) = _LONG.unpack_from(mf.view, pos + 48 + (20 if sys_flag & 0x10 else 8))
+        except (ValueError, struct.error):
+            return -1
+        return ts
+
+    def delay_tags_code(self, store_ts: int, delay_text: str | None) -> int:
+        """tagsCode of a SCHEDULE_TOPIC_XXXX entry: its delivery time."""
+        try:
+            level = int(delay_text) if delay_text else 0
+        except ValueError:
+            level = 0
+        if level > self.max_delay_level:
+            level = self.max_delay_level
+        return store_ts + self.delay_table.get(level, 1000) if level > 0 else store_ts + 1000
+
+    # --- recovery -------------------------------------------------------------------
+    def _scan_from(self, idx: int, dispatch) -> int:
+        """Scan records from file ``idx`` on; returns processOffset.  Each valid
+        message goes to ``dispatch`` (abnormal recovery) when given."""
+        files = self.mfq.mapped_files
+        check = self.config.checkCRCOnRecover
+        mf = files[idx]
+        pos = 0
+        while True:
+            r = codec.scan_record(mf.view, pos, self.file_size, check)
+            status = r[0]
+            if status == codec.SCAN_MESSAGE:
+                if dispatch is not None:
+                    dispatch(r)
+                pos += r[1]
+            elif status == codec.SCAN_BLANK and idx + 1 < len(files):
+                idx += 1
+                mf = files[idx]
+                pos = 0
+            else:
+                if status == codec.SCAN_CRC_ERROR:
+                    log.warning("CRC check failed at physical offset %d; recovery stops there",
+                                mf.file_from_offset + pos)
+                elif status == codec.SCAN_SIZE_MISMATCH:
+                    log.warning("corrupt record (size mismatch) at physical offset %d; recovery stops there",
+                                mf.file_from_offset + pos)
+                elif status == codec.SCAN_END and pos < self.file_size:
+                    log.info("recover physics file end, %s pos=%d", mf.file_name, pos)
+                break
+        return mf.file_from_offset + pos
+
+    def recover_normally(self, max_phy_of_cq: int) -> int:
+        """STORE_FORMAT.md 9.3; returns the recovered end offset."""
+        files = self.mfq.mapped_files
+        if not files:
+            self.mfq.flushed_where = self.mfq.committed_where = 0
+            self.store.destroy_logics()
+            return 0
+        process = self._scan_from(max(0, len(files) - 3), None)
+        self._truncate_to(process, max_phy_of_cq)
+        return process
+
+    def recover_abnormally(self, max_phy_of_cq: int, min_ts: int, dispatch) -> int:
+        """STORE_FORMAT.md 9.4: start at the newest file whose first record is
+        older than the checkpoint, re-dispatch everything from there."""
+        files = self.mfq.mapped_files
+        if not files:
+            self.mfq.flushed_where = self.mfq.committed_where = 0
+            self.store.destroy_logics()
+            return 0
+        start = 0
+        for i in range(len(files) - 1, -1, -1):
+            r = codec.scan_record(files[i].view, 0, self.file_size, False)
+            if r[0] == codec.SCAN_MESSAGE and r[7] != 0 and r[7] <= min_ts:
+                start = i
+                break
+        process = self._scan_from(start, dispatch)
+        self._truncate_to(process, max_phy_of_cq)
+        return process
+
+    def _truncate_to(self, process: int, max_phy_of_cq: int) -> None:
+        self.mfq.flushed_where = process
+        self.mfq.committed_where = process
+        self.mfq.truncate_dirty_files(process)
+        if max_phy_of_cq >= process:
+            log.warning("maxPhyOffsetOfConsumeQueue(%d) >= processOffset(%d), truncate dirty logic files",
+                        max_phy_of_cq, process)
+            self.store.truncate_dirty_logic_files(process)
+
+    # --- life cycle -------------------------------------------------------------------
+    def shutdown(self) -> None:
+        self.allocator.shutdown()
+        self.mfq.shutdown()
+
+    def destroy(self) -> None:
+        self.mfq.destroy()

@@ -1,0 +1,302 @@
+"""ConsumeQueue: the per topic/queue index of commit log positions.
+
+Mirrors ``ConsumeQueue`` of 4.9.8 (STORE_FORMAT.md 5, 9.2, 9.5, 11.2).  Each
+entry is 20 bytes, big-endian::
+
+    long  commit log physical offset
+    int   message size (TOTALSIZE)
+    long  tags code (hash of TAGS, or delivery time on SCHEDULE_TOPIC_XXXX)
+
+Entry ``n`` (logical offset n) lives at logical byte ``n * 20`` of the stream
+made of files named by their first logical byte.  All zero = never written;
+``(0, 0x7FFFFFFF, 0)`` = pre-blank filler before the first entry of a queue
+whose first file was created at a non-zero offset.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+
+from rmq._fast import compiled
+from rmq.store.mapped_file import MappedFile, MappedFileQueue
+
+log = logging.getLogger("store")
+
+CQ_STORE_UNIT_SIZE = 20
+FILLER_SIZE = 0x7FFFFFFF
+_ENTRY = struct.Struct(">qiq")
+
+
+def _cq_write(buf, pos: int, offset: int, size: int, tags_code: int) -> None:
+    """Write one entry at ``buf[pos:]``."""
+    if pos < 0 or pos + 20 > len(buf):
+        raise ValueError("consume queue entry out of range")
+    _ENTRY.pack_into(buf, pos, offset, size, tags_code)
+
+
+def _cq_valid_bytes(buf, start: int, end: int) -> int:
+    """Bytes of valid entries (offset >= 0 and size > 0) from ``start`` up to
+    the first invalid one or ``end``."""
+    pos = start
+    end = min(end, len(buf))
+    unpack = _ENTRY.unpack_from
+    while pos + 20 <= end:
+        off, size, _tags = unpack(buf, pos)
+        if off < 0 or size <= 0:
+            break
+        pos += 20
+    return pos - start
+
+
+def _cq_filler(buf, start: int, end: int) -> None:
+    """Fill ``[start, end)`` with pre-blank filler entries."""
+    entry = _ENTRY.pack(0, FILLER_SIZE, 0)
+    for pos in range(start, end, 20):
+        buf[pos : pos + 20] = entry
+
+
+cq_write = _cq_write
+cq_valid_bytes = _cq_valid_bytes
+cq_filler = _cq_filler
+_c = compiled("store_cq")
+if _c is not None:
+    cq_write = _c.cq_write
+    cq_valid_bytes = _c.cq_valid_bytes
+    cq_filler = _c.cq_filler
+
+
+class ConsumeQueue:
+    """One topic/queue's consume queue files."""
+
+    def __init__(self, topic: str, queue_id: int, root: str, file_size: int, checkpoint=None) -> None:
+        self.topic = topic
+        self.queue_id = queue_id
+        self.file_size = file_size
+        self.mfq = MappedFileQueue(os.path.join(root, topic, str(queue_id)), file_size)
+        self.max_physic_offset = -1
+        self.min_logic_offset = 0
+        self.checkpoint = checkpoint
+
+    # --- load / recover ----------------------------------------------------------
+    def load(self) -> bool:
+        return self.mfq.load()
+
+    def recover(self) -> None:
+        """STORE_FORMAT.md 9.2: from the third-to-last file, keep whole valid
+        files, stop at the first invalid entry, truncate there."""
+        files = self.mfq.mapped_files
+        if not files:
+            return
+        idx = max(0, len(files) - 3)
+        process = files[idx].file_from_offset
+        max_ext = -1
+        while idx < len(files):
+            mf = files[idx]
+            valid = cq_valid_bytes(mf.view, 0, self.file_size)
+            if valid:
+                off, size, _ = _ENTRY.unpack_from(mf.view, valid - 20)
+                if size != FILLER_SIZE:
+                    max_ext = off + size
+            process = mf.file_from_offset + valid
+            if valid == self.file_size and idx + 1 < len(files):
+                idx += 1
+                continue
+            break
+        self.max_physic_offset = max_ext
+        self.mfq.flushed_where = process
+        self.mfq.committed_where = process
+        self.mfq.truncate_dirty_files(process)
+
+    def get_last_offset(self) -> int:
+        """Physical end (offset + size) of the last real entry, -1 if none."""
+        mf = self.mfq.get_last_mapped_file()
+        if mf is None:
+            return -1
+        pos = mf.wrote_position - 20
+        while pos >= 0:
+            off, size, _ = _ENTRY.unpack_from(mf.view, pos)
+            if off >= 0 and 0 < size < FILLER_SIZE:
+                return off + size
+            pos -= 20
+        return -1
+
+    def truncate_dirty_logic_files(self, phy_offset: int) -> None:
+        """STORE_FORMAT.md 9.5: drop entries at or above ``phy_offset``."""
+        while True:
+            mf = self.mfq.get_last_mapped_file()
+            if mf is None:
+                break
+            pos = 0
+            new_max = -1
+            kept = 0
+            while pos + 20 <= self.file_size:
+                off, size, _ = _ENTRY.unpack_from(mf.view, pos)
+                if pos == 0 and size > 0 and off >= phy_offset and size != FILLER_SIZE:
+                    self.mfq.delete_last_mapped_file()
+                    kept = -1
+                    break
+                if off < 0 or size <= 0 or (size != FILLER_SIZE and off >= phy_offset):
+                    break
+                if size != FILLER_SIZE:
+                    new_max = off + size
+                pos += 20
+                kept = pos
+            if kept == -1:
+                continue
+            mf.set_positions(kept)
+            self.max_physic_offset = new_max
+            break
+        if not self.mfq.mapped_files:
+            self.max_physic_offset = -1
+
+    # --- offsets -----------------------------------------------------------------------
+    def get_min_offset_in_queue(self) -> int:
+        return self.min_logic_offset // CQ_STORE_UNIT_SIZE
+
+    def get_max_offset_in_queue(self) -> int:
+        return self.mfq.get_max_offset() // CQ_STORE_UNIT_SIZE
+
+    def correct_min_offset(self, phy_min_offset: int) -> None:
+        """STORE_FORMAT.md 5.4: first entry of the first file pointing at data
+        that still exists."""
+        mf = self.mfq.get_first_mapped_file()
+        if mf is None:
+            return
+        end = mf.read_position()
+        view = mf.view
+        for pos in range(0, end, 20):
+            off, size, _ = _ENTRY.unpack_from(view, pos)
+            if size == FILLER_SIZE:
+                continue
+            if off >= phy_min_offset:
+                self.min_logic_offset = mf.file_from_offset + pos
+                return
+        self.min_logic_offset = mf.file_from_offset + end
+
+    # --- writes ------------------------------------------------------------------------
+    def put_message_position_info(self, offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
+        """Append one entry for logical offset ``cq_offset`` (idempotent: entries
+        already covered by ``max_physic_offset`` or below the write position are
+        ignored, STORE_FORMAT.md 5.5)."""
+        if offset + size <= self.max_physic_offset:
+            return True
+        expect = cq_offset * CQ_STORE_UNIT_SIZE
+        mf = self._file_for(expect)
+        if mf is None:
+            return False
+        current = mf.file_from_offset + mf.wrote_position
+        if expect < current:
+            return True
+        if expect != current:
+            log.warning("[BUG]logic queue order maybe wrong, expectLogicOffset: %d currentLogicOffset: %d "
+                        "topic: %s queue: %d", expect, current, self.topic, self.queue_id)
+        cq_write(mf.view, mf.wrote_position, offset, size, tags_code)
+        mf.wrote_position += 20
+        mf.committed_position = mf.wrote_position
+        self.max_physic_offset = offset + size
+        return True
+
+    def _file_for(self, expect: int) -> MappedFile | None:
+        mf = self.mfq.get_last_mapped_file(expect, need_create=True)
+        if mf is None:
+            return None
+        if mf.first_create_in_queue and mf.wrote_position == 0 and expect != 0 and \
+                expect > mf.file_from_offset:
+            # first file of this queue made for a non-zero offset: fill the gap
+            fill_to = expect - mf.file_from_offset
+            cq_filler(mf.view, 0, fill_to)
+            mf.set_positions(fill_to)
+            mf.flushed_position = 0
+            self.mfq.flushed_where = expect
+            self.min_logic_offset = expect
+        elif mf.wrote_position == 0 and mf.file_from_offset == expect and len(self.mfq.mapped_files) == 1:
+            self.min_logic_offset = expect
+        return mf
+
+    # --- reads -------------------------------------------------------------------------
+    def get_index_buffer(self, start_index: int) -> tuple[memoryview, int] | None:
+        """Entries from logical offset ``start_index`` to the end of its file:
+        ``(view, logical byte offset of view[0])``."""
+        offset = start_index * CQ_STORE_UNIT_SIZE
+        if offset < self.min_logic_offset:
+            return None
+        mf = self.mfq.find_mapped_file_by_offset(offset)
+        if mf is None:
+            return None
+        view = mf.select(offset % self.file_size)
+        if view is None:
+            return None
+        return view, offset
+
+    def read_entry(self, index: int) -> tuple[int, int, int] | None:
+        offset = index * CQ_STORE_UNIT_SIZE
+        mf = self.mfq.find_mapped_file_by_offset(offset)
+        if mf is None:
+            return None
+        pos = offset % self.file_size
+        if pos + 20 > mf.read_position():
+            return None
+        try:
+            return _ENTRY.unpack_from(mf.view, pos)
+        except ValueError:
+            return None
+
+    def get_offset_in_queue_by_time(self, timestamp: int, store_time_of) -> int:
+        """Queue offset whose store time is nearest ``timestamp`` (the first exact
+        match when one exists); binary search over the live entries."""
+        lo = self.get_min_offset_in_queue()
+        hi = self.get_max_offset_in_queue() - 1
+        if hi < lo:
+            return 0
+        left_idx = right_idx = -1
+        left_ts = right_ts = 0
+        while lo <= hi:
+            mid = (lo + hi) // 2
+            entry = self.read_entry(mid)
+            ts = store_time_of(entry[0], entry[1]) if entry and entry[1] != FILLER_SIZE else -1
+            if ts < 0:
+                lo = mid + 1
+                continue
+            if ts < timestamp:
+                left_idx, left_ts = mid, ts
+                lo = mid + 1
+            else:
+                right_idx, right_ts = mid, ts
+                hi = mid - 1
+        if right_idx != -1 and right_ts == timestamp:
+            return right_idx
+        if left_idx == -1:
+            return right_idx if right_idx != -1 else 0
+        if right_idx == -1:
+            return left_idx
+        return right_idx if abs(timestamp - left_ts) > abs(timestamp - right_ts) else left_idx
+
+    # --- flush / clean ------------------------------------------------------------------
+    def flush(self, least_pages: int) -> bool:
+        return self.mfq.flush(least_pages)
+
+    def delete_expired_file(self, phy_min_offset: int) -> int:
+        def last_entry_offset(mf: MappedFile, pos: int) -> int | None:
+            try:
+                off, size, _ = _ENTRY.unpack_from(mf.view, pos)
+            except ValueError:
+                return None
+            return off if size > 0 else None
+
+        n = self.mfq.delete_expired_file_by_offset(phy_min_offset, CQ_STORE_UNIT_SIZE, last_entry_offset)
+        self.correct_min_offset(phy_min_offset)
+        return n
+
+    def destroy(self) -> None:
+        self.max_physic_offset = -1
+        self.min_logic_offset = 0
+        self.mfq.destroy()
+        try:
+            os.rmdir(os.path.dirname(self.mfq.store_paths[0]))
+        except OSError:
+            pass
+
+    def shutdown(self) -> None:
+        self.mfq.shutdown()

@@ -1,0 +1,299 @@
+"""IndexFile and IndexService: the message key index (STORE_FORMAT.md 7).
+
+File layout::
+
+    header 40 B  | hash slots maxHashSlotNum x 4 B | entries maxIndexNum x 20 B
+
+    header: long beginTimestamp, long endTimestamp, long beginPhyOffset,
+            long endPhyOffset, int hashSlotCount, int indexCount (next entry, from 1)
+    slot:   int number of the newest entry whose key hashes here (0 = empty)
+    entry:  int keyHash, long phyOffset, int timeDiff (s since beginTimestamp),
+            int prevIndex (previous entry of the same slot, 0 = none)
+
+Keys are ``topic#UNIQ_KEY`` and ``topic#token`` for every KEYS token;
+``keyHash = abs(String.hashCode(key))`` (0 for Integer.MIN_VALUE).  The whole
+state lives in the mapped file, so ``index_put`` / ``index_get`` are pure
+functions of the buffer; the compiled twins in ``rmq._fast.store_index``
+replace them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import threading
+import time
+
+from rmq._fast import compiled
+from rmq.common.message import java_string_hash
+from rmq.store.mapped_file import MappedFile
+
+log = logging.getLogger("store")
+
+HEADER_SIZE = 40
+SLOT_SIZE = 4
+ENTRY_SIZE = 20
+_HEADER = struct.Struct(">qqqqii")
+_ENTRY = struct.Struct(">iqii")
+_INT = struct.Struct(">i")
+
+
+def index_file_size(max_slots: int, max_index: int) -> int:
+    return HEADER_SIZE + max_slots * SLOT_SIZE + max_index * ENTRY_SIZE
+
+
+def key_hash(key: str) -> int:
+    h = abs(java_string_hash(key))
+    return 0 if h > 0x7FFFFFFF else h
+
+
+def _index_put(buf, max_slots: int, max_index: int, khash: int, phy_offset: int, store_ts: int) -> bool:
+    """Insert one entry (STORE_FORMAT.md 7.3); False when the file is full."""
+    if len(buf) < index_file_size(max_slots, max_index) or max_slots <= 0:
+        raise ValueError("index buffer smaller than its layout")
+    begin_ts, end_ts, begin_phy, end_phy, slot_count, index_count = _HEADER.unpack_from(buf, 0)
+    if index_count <= 0:
+        index_count = 1
+    if index_count >= max_index:
+        return False
+    slot_pos = HEADER_SIZE + (khash % max_slots) * SLOT_SIZE
+    (slot_value,) = _INT.unpack_from(buf, slot_pos)
+    if slot_value <= 0 or slot_value > index_count:
+        slot_value = 0
+    diff = 0
+    if begin_ts > 0:
+        diff = (store_ts - begin_ts) // 1000
+        diff = 0 if diff < 0 else min(diff, 0x7FFFFFFF)
+    _ENTRY.pack_into(buf, HEADER_SIZE + max_slots * SLOT_SIZE + index_count * ENTRY_SIZE,
+                     khash, phy_offset, diff, slot_value)
+    _INT.pack_into(buf, slot_pos, index_count)
+    if index_count <= 1:
+        begin_phy = phy_offset
+        begin_ts = store_ts
+    if slot_value == 0:
+        slot_count += 1
+    _HEADER.pack_into(buf, 0, begin_ts, store_ts, begin_phy, phy_offset, slot_count, index_count + 1)
+    return True
+
+
+def _index_get(buf, max_slots: int, max_index: int, khash: int, begin: int, end: int, max_num: int) -> list[int]:
+    """Physical offsets of entries with ``khash`` stored within [begin, end]
+    (STORE_FORMAT.md 7.4), newest first."""
+    if len(buf) < index_file_size(max_slots, max_index) or max_slots <= 0:
+        raise ValueError("index buffer smaller than its layout")
+    out: list[int] = []
+    begin_ts, _e, _bp, _ep, _sc, index_count = _HEADER.unpack_from(buf, 0)
+    (slot_value,) = _INT.unpack_from(buf, HEADER_SIZE + (khash % max_slots) * SLOT_SIZE)
+    if slot_value <= 0 or slot_value > index_count or index_count <= 1:
+        return out
+    base = HEADER_SIZE + max_slots * SLOT_SIZE
+    cur = slot_value
+    while len(out) < max_num:
+        h, phy, diff, prev = _ENTRY.unpack_from(buf, base + cur * ENTRY_SIZE)
+        if diff < 0:
+            break
+        t = begin_ts + diff * 1000
+        if h == khash and begin <= t <= end:
+            out.append(phy)
+        if prev <= 0 or prev > index_count or prev == cur or t < begin:
+            break
+        cur = prev
+    return out
+
+
+index_put = _index_put
+index_get = _index_get
+_c = compiled("store_index")
+if _c is not None:
+    index_put = _c.index_put
+    index_get = _c.index_get
+
+
+class IndexFile:
+    def __init__(self, path: str, max_slots: int, max_index: int) -> None:
+        self.max_slots = max_slots
+        self.max_index = max_index
+        self.mf = MappedFile(path, index_file_size(max_slots, max_index))
+        self.file_name = path
+
+    def header(self) -> tuple[int, int, int, int, int, int]:
+        """(beginTimestamp, endTimestamp, beginPhyOffset, endPhyOffset, hashSlotCount, indexCount)."""
+        return _HEADER.unpack_from(self.mf.view, 0)
+
+    def init_header(self, end_phy: int, end_ts: int) -> None:
+        _HEADER.pack_into(self.mf.view, 0, end_ts, end_ts, end_phy, end_phy, 0, 1)
+
+    @property
+    def end_timestamp(self) -> int:
+        return self.header()[1]
+
+    @property
+    def end_phy_offset(self) -> int:
+        return self.header()[3]
+
+    @property
+    def begin_timestamp(self) -> int:
+        return self.header()[0]
+
+    def is_write_full(self) -> bool:
+        return self.header()[5] >= self.max_index
+
+    def put_key(self, key: str, phy_offset: int, store_ts: int) -> bool:
+        return index_put(self.mf.view, self.max_slots, self.max_index, key_hash(key), phy_offset, store_ts)
+
+    def select_phy_offset(self, key: str, max_num: int, begin: int, end: int) -> list[int]:
+        return index_get(self.mf.view, self.max_slots, self.max_index, key_hash(key), begin, end, max_num)
+
+    def is_time_matched(self, begin: int, end: int) -> bool:
+        b, e = self.header()[:2]
+        return (begin < b and end > e) or (b <= begin <= e) or (b <= end <= e)
+
+    def flush(self) -> None:
+        self.mf.set_positions(0)
+        self.mf.wrote_position = self.mf.file_size
+        self.mf.flush(0)
+
+    def destroy(self) -> bool:
+        return self.mf.destroy()
+
+    def close(self) -> bool:
+        return self.mf.close()
+
+
+def _index_file_name(now_ms: int) -> str:
+    lt = time.localtime(now_ms / 1000)
+    return time.strftime("%Y%m%d%H%M%S", lt) + f"{now_ms % 1000:03d}"
+
+
+class IndexService:
+    """Index files of the store: build at dispatch, query, roll, delete."""
+
+    def __init__(self, store_path: str, max_slots: int, max_index: int, checkpoint, max_msgs_num_batch: int) -> None:
+        self.store_path = store_path
+        self.max_slots = max_slots
+        self.max_index = max_index
+        self.checkpoint = checkpoint
+        self.max_msgs_num_batch = max_msgs_num_batch
+        self.files: list[IndexFile] = []
+        self._lock = threading.Lock()
+        self._hanged: list[IndexFile] = []
+
+    def load(self, last_exit_ok: bool) -> bool:
+        if not os.path.isdir(self.store_path):
+            return True
+        names = sorted(n for n in os.listdir(self.store_path) if n.isdigit())
+        files = []
+        size = index_file_size(self.max_slots, self.max_index)
+        for n in names:
+            path = os.path.join(self.store_path, n)
+            if os.path.getsize(path) != size:
+                log.error("index file %s has a different size than configured, ignored", path)
+                continue
+            f = IndexFile(path, self.max_slots, self.max_index)
+            if not last_exit_ok and f.end_timestamp > self.checkpoint.index_msg_timestamp:
+                f.destroy()
+                continue
+            files.append(f)
+        self.files = files
+        return True
+
+    def _last_writable(self) -> IndexFile | None:
+        files = self.files
+        last = files[-1] if files else None
+        if last is not None and not last.is_write_full():
+            return last
+        end_phy, end_ts = (last.end_phy_offset, last.end_timestamp) if last is not None else (0, 0)
+        os.makedirs(self.store_path, exist_ok=True)
+        now = int(time.time() * 1000)
+        path = os.path.join(self.store_path, _index_file_name(now))
+        while os.path.exists(path):
+            now += 1
+            path = os.path.join(self.store_path, _index_file_name(now))
+        try:
+            f = IndexFile(path, self.max_slots, self.max_index)
+        except OSError as e:
+            log.error("create index file %s failed: %s", path, e)
+            return None
+        f.init_header(end_phy, end_ts)
+        with self._lock:
+            self.files = self.files + [f]
+        if last is not None:
+            threading.Thread(target=self._flush_full, args=(last,), name="IndexFileFlush", daemon=True).start()
+        return f
+
+    def _flush_full(self, f: IndexFile) -> None:
+        """A full file is forced and its end time recorded in the checkpoint."""
+        f.flush()
+        self.checkpoint.index_msg_timestamp = f.end_timestamp
+        self.checkpoint.flush()
+
+    def build_index(self, topic: str, phy_offset: int, store_ts: int, keys: str | None, uniq_key: str | None) -> bool:
+        """Index one dispatched message (UNIQ_KEY first, then KEYS tokens)."""
+        f = self._last_writable()
+        if f is None:
+            return False
+        if phy_offset < f.end_phy_offset:
+            return True
+        todo = []
+        if uniq_key:
+            todo.append(uniq_key)
+        if keys:
+            todo.extend(k for k in keys.split(" ") if k)
+        for k in todo:
+            key = f"{topic}#{k}"
+            if not f.put_key(key, phy_offset, store_ts):
+                f = self._last_writable()
+                if f is None or not f.put_key(key, phy_offset, store_ts):
+                    return False
+        return True
+
+    def query_offset(self, topic: str, key: str, max_num: int, begin: int, end: int) -> tuple[list[int], int, int]:
+        """(physical offsets, last update time, last update phy offset)."""
+        max_num = min(max_num, self.max_msgs_num_batch)
+        out: list[int] = []
+        last_ts = last_phy = 0
+        files = self.files
+        if files:
+            last_ts = files[-1].end_timestamp
+            last_phy = files[-1].end_phy_offset
+        full_key = f"{topic}#{key}"
+        for f in reversed(files):
+            try:
+                if f.is_time_matched(begin, end):
+                    out.extend(f.select_phy_offset(full_key, max_num - len(out), begin, end))
+                if f.begin_timestamp < begin or len(out) >= max_num:
+                    break
+            except ValueError:  # file unmapped by a concurrent delete
+                continue
+        return out, last_ts, last_phy
+
+    def delete_expired_file(self, offset: int) -> None:
+        """Index files (never the newest) entirely below ``offset`` go."""
+        files = self.files
+        victims = []
+        for f in files[:-1]:
+            if f.end_phy_offset < offset:
+                victims.append(f)
+            else:
+                break
+        if victims:
+            with self._lock:
+                self.files = [f for f in self.files if f not in victims]
+            for f in victims:
+                if not f.destroy():
+                    self._hanged.append(f)
+        self._hanged = [f for f in self._hanged if not f.close()]
+
+    def flush(self) -> None:
+        for f in self.files:
+            f.flush()
+
+    def shutdown(self) -> None:
+        for f in self.files:
+            f.close()
+
+    def destroy(self) -> None:
+        for f in self.files:
+            f.destroy()
+        self.files = []

@@ -1,0 +1,462 @@
+"""MappedFile and MappedFileQueue: fixed-size files mapped into memory.
+
+Mirrors ``MappedFile`` / ``MappedFileQueue`` of 4.9.8 (STORE_FORMAT.md 1.1,
+10.1).  A file has three positions: *wrote* (bytes appended), *committed*
+(bytes moved from the transient write buffer into the mapping; equal to wrote
+without one) and *flushed* (bytes forced to disk).  The event loop appends and
+reads; flush threads read the positions and call msync/fdatasync; a file list
+is replaced, never mutated in place, so readers on other threads always see a
+consistent list without a lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import threading
+import time
+
+from rmq._fast import compiled
+
+log = logging.getLogger("store")
+
+OS_PAGE_SIZE = 4096
+
+
+def offset_to_file_name(offset: int) -> str:
+    """Files are named by their start offset, 20 decimal digits."""
+    return f"{offset:020d}"
+
+
+def _sync_range(mm: mmap.mmap, fd: int, start: int, end: int) -> None:
+    """Force ``[start, end)`` of the mapping to disk.  The twin uses fdatasync
+    on the file (it releases the GIL and covers the shared mapping's pages)."""
+    os.fdatasync(fd)
+
+
+def _page_cache_busy(begin_ms: int, now_ms: int, timeout_ms: int) -> bool:
+    """isOSPageCacheBusy (STORE_FORMAT.md 10.7)."""
+    diff = now_ms - begin_ms
+    return diff < 10_000_000 and diff > timeout_ms
+
+
+sync_range = _sync_range
+page_cache_busy = _page_cache_busy
+_c = compiled("store_mapped")
+if _c is not None:
+    sync_range = _c.sync_range
+    page_cache_busy = _c.page_cache_busy
+
+
+class MappedFile:
+    """One mapped file; ``view`` is a memoryview of the whole mapping that
+    readers slice (zero copy) and appenders write into."""
+
+    __slots__ = (
+        "file_name", "file_from_offset", "file_size", "fd", "mm", "view", "wrote_position",
+        "committed_position", "flushed_position", "write_buffer", "store_timestamp",
+        "first_create_in_queue", "_closed", "_pool",
+    )
+
+    def __init__(self, file_name: str, file_size: int, pool: TransientStorePool | None = None) -> None:
+        self.file_name = file_name
+        self.file_size = file_size
+        base = os.path.basename(file_name)
+        if not base.isdigit():
+            raise ValueError(f"not a store file name: {file_name}")
+        self.file_from_offset = int(base)
+        fd = os.open(file_name, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if os.fstat(fd).st_size != file_size:
+                os.ftruncate(fd, file_size)
+            self.mm = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(fd)
+            raise
+        self.fd = fd
+        self.view = memoryview(self.mm)
+        self.wrote_position = 0
+        self.committed_position = 0
+        self.flushed_position = 0
+        self.store_timestamp = 0
+        self.first_create_in_queue = False
+        self._closed = False
+        self._pool = pool
+        self.write_buffer = pool.borrow() if pool is not None else None
+
+    def attach_pool(self, pool: TransientStorePool) -> None:
+        """Borrow a write buffer for a file created without one."""
+        self.write_buffer = pool.borrow()
+        self._pool = pool if self.write_buffer is not None else None
+
+    # --- positions -----------------------------------------------------------
+    @property
+    def target(self):
+        """Where appends go: the transient write buffer or the mapping."""
+        return self.write_buffer if self.write_buffer is not None else self.view
+
+    def read_position(self) -> int:
+        """Bytes visible to readers (committed ones with a write buffer)."""
+        return self.committed_position if self.write_buffer is not None else self.wrote_position
+
+    def is_full(self) -> bool:
+        return self.wrote_position == self.file_size
+
+    def set_positions(self, pos: int) -> None:
+        self.wrote_position = pos
+        self.committed_position = pos
+        self.flushed_position = pos
+
+    # --- commit / flush ------------------------------------------------------
+    def commit(self, least_pages: int) -> int:
+        """Copy written bytes from the write buffer into the mapping."""
+        wb = self.write_buffer
+        if wb is None:
+            self.committed_position = self.wrote_position
+            return self.committed_position
+        wrote = self.wrote_position
+        committed = self.committed_position
+        if self._able(wrote, committed, least_pages):
+            self.view[committed:wrote] = wb[committed:wrote]
+            self.committed_position = wrote
+        if self.committed_position == self.file_size and self._pool is not None:
+            self._pool.give_back(wb)
+            self.write_buffer = None
+            self._pool = None
+        return self.committed_position
+
+    def _able(self, end: int, start: int, least_pages: int) -> bool:
+        if self.is_full() and end == self.file_size:
+            return end > start
+        if least_pages > 0:
+            return end // OS_PAGE_SIZE - start // OS_PAGE_SIZE >= least_pages
+        return end > start
+
+    def flush(self, least_pages: int) -> int:
+        """Force readable bytes to disk when at least ``least_pages`` dirty
+        pages are pending (0 = anything).  Safe from a flush thread."""
+        value = self.read_position()
+        if self._closed:
+            return self.flushed_position
+        if self._able(value, self.flushed_position, least_pages):
+            try:
+                sync_range(self.mm, self.fd, self.flushed_position, value)
+            except (OSError, ValueError):
+                return self.flushed_position
+            self.flushed_position = value
+        return self.flushed_position
+
+    # --- reads ---------------------------------------------------------------
+    def select(self, pos: int, size: int | None = None) -> memoryview | None:
+        """A zero-copy view of ``size`` bytes at ``pos`` (to the readable end
+        when ``size`` is None); None when out of range or unmapped."""
+        read_pos = self.read_position()
+        end = read_pos if size is None else pos + size
+        if pos < 0 or end > read_pos or pos > end:
+            return None
+        try:
+            return self.view[pos:end]
+        except ValueError:
+            return None
+
+    def last_modified(self) -> float:
+        try:
+            return os.path.getmtime(self.file_name)
+        except OSError:
+            return 0.0
+
+    def warm(self) -> None:
+        """Touch every page of a fresh file so the first appends do not fault."""
+        mm = self.mm
+        for i in range(0, self.file_size, OS_PAGE_SIZE):
+            mm[i] = 0
+        try:
+            mm.madvise(mmap.MADV_WILLNEED)
+        except (AttributeError, OSError):
+            pass
+
+    # --- life cycle --------------------------------------------------------------
+    def close(self) -> bool:
+        """Unmap; returns False while readers still hold views (retried later)."""
+        if self._closed:
+            return True
+        try:
+            self.view.release()
+            self.mm.close()
+        except BufferError:
+            return False
+        os.close(self.fd)
+        self._closed = True
+        if self.write_buffer is not None and self._pool is not None:
+            self._pool.give_back(self.write_buffer)
+            self.write_buffer = None
+        return True
+
+    def destroy(self) -> bool:
+        """Delete the file; the mapping goes once no reader holds a view."""
+        try:
+            os.unlink(self.file_name)
+        except FileNotFoundError:
+            pass
+        return self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+
+class TransientStorePool:
+    """Write buffers lent to new commit log files (``transientStorePoolEnable``)."""
+
+    def __init__(self, count: int, file_size: int) -> None:
+        self._free = [bytearray(file_size) for _ in range(count)]
+        self._lock = threading.Lock()
+
+    def borrow(self) -> bytearray | None:
+        with self._lock:
+            return self._free.pop() if self._free else None
+
+    def give_back(self, buf: bytearray) -> None:
+        with self._lock:
+            self._free.append(buf)
+
+    def available(self) -> int:
+        with self._lock:
+            return len(self._free)
+
+
+class MappedFileQueue:
+    """The ordered files of one commit log or consume queue."""
+
+    def __init__(
+        self, store_paths: list[str] | str, mapped_file_size: int, allocator=None,
+        read_only_paths: list[str] | None = None,
+    ) -> None:
+        self.store_paths = [store_paths] if isinstance(store_paths, str) else list(store_paths)
+        self.read_only_paths = list(read_only_paths or [])
+        self.mapped_file_size = mapped_file_size
+        self.allocator = allocator
+        self.mapped_files: list[MappedFile] = []
+        self.flushed_where = 0
+        self.committed_where = 0
+        self.store_timestamp = 0
+        self.pool: TransientStorePool | None = None
+        self._lock = threading.Lock()
+        self._hanged: list[MappedFile] = []
+
+    # --- load ----------------------------------------------------------------------
+    def load(self) -> bool:
+        """Map every existing file (sorted by name); a file of the wrong size
+        fails the load as 4.9.8 does."""
+        names: list[str] = []
+        for d in self.store_paths + self.read_only_paths:
+            if os.path.isdir(d):
+                names.extend(os.path.join(d, n) for n in os.listdir(d) if n.isdigit())
+        names.sort(key=os.path.basename)
+        files = []
+        for path in names:
+            size = os.path.getsize(path)
+            if size != self.mapped_file_size:
+                log.warning("%s length %d not matched message store config value %d, please check it manually",
+                            path, size, self.mapped_file_size)
+                for f in files:
+                    f.close()
+                return False
+            mf = MappedFile(path, self.mapped_file_size)
+            mf.set_positions(self.mapped_file_size)
+            files.append(mf)
+        self.mapped_files = files
+        return True
+
+    # --- file lookup ---------------------------------------------------------------
+    def _path_for(self, offset: int) -> str:
+        dirs = sorted(self.store_paths)
+        d = dirs[(offset // self.mapped_file_size) % len(dirs)] if len(dirs) > 1 else dirs[0]
+        return os.path.join(d, offset_to_file_name(offset))
+
+    def get_first_mapped_file(self) -> MappedFile | None:
+        files = self.mapped_files
+        return files[0] if files else None
+
+    def get_last_mapped_file(self, start_offset: int = 0, need_create: bool = False) -> MappedFile | None:
+        files = self.mapped_files
+        last = files[-1] if files else None
+        if not need_create or (last is not None and not last.is_full()):
+            return last
+        create_offset = start_offset - start_offset % self.mapped_file_size if last is None \
+            else last.file_from_offset + self.mapped_file_size
+        return self._create(create_offset)
+
+    def _create(self, offset: int) -> MappedFile | None:
+        path = self._path_for(offset)
+        nxt = self._path_for(offset + self.mapped_file_size)
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            if self.allocator is not None:
+                mf = self.allocator.take(path, nxt, self.mapped_file_size, self.pool)
+            else:
+                mf = MappedFile(path, self.mapped_file_size)
+        except OSError as e:
+            log.error("create mapped file %s failed: %s", path, e)
+            return None
+        if not self.mapped_files:
+            mf.first_create_in_queue = True
+        with self._lock:
+            self.mapped_files = self.mapped_files + [mf]
+        return mf
+
+    def find_mapped_file_by_offset(self, offset: int, return_first_on_not_found: bool = False) -> MappedFile | None:
+        files = self.mapped_files
+        if not files:
+            return None
+        first = files[0]
+        idx = offset // self.mapped_file_size - first.file_from_offset // self.mapped_file_size
+        if 0 <= idx < len(files):
+            mf = files[idx]
+            if mf.file_from_offset <= offset < mf.file_from_offset + self.mapped_file_size:
+                return mf
+        for mf in files:
+            if mf.file_from_offset <= offset < mf.file_from_offset + self.mapped_file_size:
+                return mf
+        return first if return_first_on_not_found else None
+
+    # --- offsets -----------------------------------------------------------------------
+    def get_min_offset(self) -> int:
+        files = self.mapped_files
+        return files[0].file_from_offset if files else -1
+
+    def get_max_offset(self) -> int:
+        """Readable end of the queue."""
+        files = self.mapped_files
+        return files[-1].file_from_offset + files[-1].read_position() if files else 0
+
+    def get_max_wrote_position(self) -> int:
+        files = self.mapped_files
+        return files[-1].file_from_offset + files[-1].wrote_position if files else 0
+
+    def remain_how_many_data_to_commit(self) -> int:
+        return self.get_max_wrote_position() - self.committed_where
+
+    def remain_how_many_data_to_flush(self) -> int:
+        return self.get_max_offset() - self.flushed_where
+
+    def mapped_memory_size(self) -> int:
+        return len(self.mapped_files) * self.mapped_file_size
+
+    # --- flush / commit ----------------------------------------------------------------
+    def flush(self, least_pages: int) -> bool:
+        """Flush the file holding ``flushed_where``; True when nothing moved."""
+        mf = self.find_mapped_file_by_offset(self.flushed_where, self.flushed_where == 0)
+        if mf is None:
+            return True
+        ts = mf.store_timestamp
+        where = mf.file_from_offset + mf.flush(least_pages)
+        result = where == self.flushed_where
+        self.flushed_where = where
+        if least_pages == 0:
+            self.store_timestamp = ts
+        return result
+
+    def commit(self, least_pages: int) -> bool:
+        mf = self.find_mapped_file_by_offset(self.committed_where, self.committed_where == 0)
+        if mf is None:
+            return True
+        where = mf.file_from_offset + mf.commit(least_pages)
+        result = where == self.committed_where
+        self.committed_where = where
+        return result
+
+    # --- truncation / deletion ----------------------------------------------------------
+    def truncate_dirty_files(self, offset: int) -> None:
+        """Drop files starting after ``offset``; the file containing it gets its
+        positions set there (stale bytes behind stay, as in 4.9.8)."""
+        keep = []
+        for mf in self.mapped_files:
+            tail = mf.file_from_offset + self.mapped_file_size
+            if tail > offset:
+                if offset >= mf.file_from_offset:
+                    mf.set_positions(offset % self.mapped_file_size)
+                    keep.append(mf)
+                else:
+                    self._destroy(mf)
+            else:
+                keep.append(mf)
+        with self._lock:
+            self.mapped_files = keep
+
+    def delete_last_mapped_file(self) -> None:
+        files = self.mapped_files
+        if files:
+            with self._lock:
+                self.mapped_files = files[:-1]
+            self._destroy(files[-1])
+
+    def remove_files(self, victims: list[MappedFile]) -> None:
+        gone = set(map(id, victims))
+        with self._lock:
+            self.mapped_files = [mf for mf in self.mapped_files if id(mf) not in gone]
+
+    def _destroy(self, mf: MappedFile) -> None:
+        if not mf.destroy():
+            self._hanged.append(mf)
+
+    def retry_hanged(self) -> int:
+        """Unmap deleted files whose readers have gone; returns how many are left."""
+        self._hanged = [mf for mf in self._hanged if not mf.close()]
+        return len(self._hanged)
+
+    def delete_expired_file_by_time(
+        self, expired_ms: int, delete_interval_ms: int, clean_immediately: bool, max_files: int = 10
+    ) -> int:
+        """Delete files (never the last) older than ``expired_ms`` by mtime, or
+        any when ``clean_immediately``; stops at the first one kept."""
+        files = self.mapped_files[:-1]
+        deleted: list[MappedFile] = []
+        now = time.time() * 1000
+        for mf in files:
+            if now >= mf.last_modified() * 1000 + expired_ms or clean_immediately:
+                deleted.append(mf)
+                self._destroy(mf)
+                if len(deleted) >= max_files:
+                    break
+                if delete_interval_ms > 0:
+                    time.sleep(delete_interval_ms / 1000)
+            else:
+                break
+        self.remove_files(deleted)
+        return len(deleted)
+
+    def delete_expired_file_by_offset(self, offset: int, unit_size: int, read_last_offset) -> int:
+        """Consume-queue style deletion: a file (never the last) goes when the
+        physical offset of its last entry is below ``offset``."""
+        files = self.mapped_files[:-1]
+        deleted: list[MappedFile] = []
+        for mf in files:
+            max_phy = read_last_offset(mf, self.mapped_file_size - unit_size)
+            if max_phy is not None and max_phy < offset:
+                deleted.append(mf)
+                self._destroy(mf)
+            else:
+                break
+        self.remove_files(deleted)
+        return len(deleted)
+
+    def shutdown(self) -> None:
+        for mf in self.mapped_files:
+            if not mf.close():
+                self._hanged.append(mf)
+
+    def destroy(self) -> None:
+        files = self.mapped_files
+        with self._lock:
+            self.mapped_files = []
+        for mf in files:
+            self._destroy(mf)
+        self.flushed_where = 0
+        self.committed_where = 0
+        for d in self.store_paths:
+            try:
+                os.rmdir(d)
+            except OSError:
+                pass

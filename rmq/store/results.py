@@ -1,0 +1,131 @@
+"""Result types of puts, gets and queries (``PutMessageResult``,
+``AppendMessageResult``, ``GetMessageResult``, ``QueryMessageResult`` and
+their status enums in 4.9.8)."""
+
+from __future__ import annotations
+
+import enum
+from array import array
+from dataclasses import dataclass, field
+
+from rmq.common.message_id import create_message_id
+
+
+class PutMessageStatus(enum.Enum):
+    PUT_OK = 0
+    FLUSH_DISK_TIMEOUT = 1
+    FLUSH_SLAVE_TIMEOUT = 2
+    SLAVE_NOT_AVAILABLE = 3
+    SERVICE_NOT_AVAILABLE = 4
+    CREATE_MAPEDFILE_FAILED = 5
+    MESSAGE_ILLEGAL = 6
+    PROPERTIES_SIZE_EXCEEDED = 7
+    OS_PAGECACHE_BUSY = 8
+    UNKNOWN_ERROR = 9
+    LMQ_CONSUME_QUEUE_NUM_EXCEEDED = 10
+
+
+class AppendMessageStatus(enum.Enum):
+    PUT_OK = 0
+    END_OF_FILE = 1
+    MESSAGE_SIZE_EXCEEDED = 2
+    PROPERTIES_SIZE_EXCEEDED = 3
+    UNKNOWN_ERROR = 4
+
+
+class GetMessageStatus(enum.Enum):
+    FOUND = 0
+    NO_MATCHED_MESSAGE = 1
+    MESSAGE_WAS_REMOVING = 2
+    OFFSET_FOUND_NULL = 3
+    OFFSET_OVERFLOW_BADLY = 4
+    OFFSET_OVERFLOW_ONE = 5
+    OFFSET_TOO_SMALL = 6
+    NO_MATCHED_LOGIC_QUEUE = 7
+    NO_MESSAGE_IN_QUEUE = 8
+
+
+@dataclass(slots=True)
+class AppendMessageResult:
+    """Where a single message or a whole batch landed.
+
+    For batches ``sizes`` holds every record's size so that the comma-joined
+    offset message ids are only built when someone asks for ``msg_id``.
+    """
+
+    status: AppendMessageStatus
+    wrote_offset: int = 0
+    wrote_bytes: int = 0
+    store_timestamp: int = 0
+    logics_offset: int = 0
+    msg_num: int = 1
+    page_cache_rt: int = 0
+    store_host: tuple[str, int] = ("127.0.0.1", 0)
+    sizes: array | None = None
+    _msg_id: str | None = None
+
+    @property
+    def msg_id(self) -> str:
+        if self._msg_id is None:
+            if self.status is not AppendMessageStatus.PUT_OK:
+                return ""
+            if self.sizes is None:
+                self._msg_id = create_message_id(self.store_host, self.wrote_offset)
+            else:
+                ids = []
+                off = self.wrote_offset
+                for size in self.sizes:
+                    ids.append(create_message_id(self.store_host, off))
+                    off += size
+                self._msg_id = ",".join(ids)
+        return self._msg_id
+
+    def is_ok(self) -> bool:
+        return self.status is AppendMessageStatus.PUT_OK
+
+
+@dataclass(slots=True)
+class PutMessageResult:
+    status: PutMessageStatus
+    append_result: AppendMessageResult | None = None
+
+    def is_ok(self) -> bool:
+        return self.append_result is not None and self.append_result.is_ok()
+
+
+@dataclass(slots=True)
+class GetMessageResult:
+    """Messages found by ``get_message``: memoryviews into the mapped files."""
+
+    status: GetMessageStatus = GetMessageStatus.NO_MESSAGE_IN_QUEUE
+    next_begin_offset: int = 0
+    min_offset: int = 0
+    max_offset: int = 0
+    message_buffers: list[memoryview] = field(default_factory=list)
+    message_queue_offsets: list[int] = field(default_factory=list)
+    buffer_total_size: int = 0
+    suggest_pulling_from_slave: bool = False
+    msg_count4_commercial: int = 0
+
+    @property
+    def message_count(self) -> int:
+        return len(self.message_buffers)
+
+    def release(self) -> None:
+        """Drop the views so the mapped files can be unmapped when deleted."""
+        for mv in self.message_buffers:
+            mv.release()
+        self.message_buffers.clear()
+
+
+@dataclass(slots=True)
+class QueryMessageResult:
+    message_buffers: list[memoryview] = field(default_factory=list)
+    index_last_update_timestamp: int = 0
+    index_last_update_phyoffset: int = 0
+    buffer_total_size: int = 0
+
+    def release(self) -> None:
+        for mv in self.message_buffers:
+            mv.release()
+        self.message_buffers.clear()
