@@ -51,6 +51,14 @@ def _topic_list(topics: TopicList) -> RemotingCommand:
     return _ok(body=topics.encode())
 
 
+def _bad_broker_id(hdr) -> RemotingCommand | None:
+    """Java unboxes ``brokerId`` into a long: a value that did not parse fails the
+    request (SYSTEM_ERROR) instead of entering the tables as no id at all."""
+    if hdr.brokerId is None:
+        return _error(ResponseCode.SYSTEM_ERROR, "the custom field brokerId is not a number")
+    return None
+
+
 def body_crc32(body) -> int:
     """``UtilAll.crc32``: CRC-32 of the body masked to a non-negative int."""
     return zlib.crc32(body or b"") & 0x7FFFFFFF
@@ -132,6 +140,9 @@ class DefaultRequestProcessor:
 
     def register_broker(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         hdr = request.decode_header(h.RegisterBrokerRequestHeader)
+        bad = _bad_broker_id(hdr)
+        if bad is not None:
+            return bad
         body = request.body
         if hdr.bodyCrc32 != 0 and body_crc32(body) != hdr.bodyCrc32:
             log.warning("receive registerBroker request,crc32 not match,from %s",
@@ -162,6 +173,9 @@ class DefaultRequestProcessor:
 
     def unregister_broker(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         hdr = request.decode_header(h.UnRegisterBrokerRequestHeader)
+        bad = _bad_broker_id(hdr)
+        if bad is not None:
+            return bad
         self.route.unregister_broker(hdr.clusterName, hdr.brokerAddr, hdr.brokerName,
                                      hdr.brokerId)
         return _ok()

@@ -193,6 +193,10 @@ async def test_wrong_crc_and_malformed_bodies(start_namesrv, client):
             "c1", "broker-a", "10.0.0.1:10911", 0, body=body, compressed=compressed), 5000)
         assert resp.code == ResponseCode.SYSTEM_ERROR
         assert resp.remark.startswith("Failed to decode RegisterBrokerBody")
+    req = register_request("c1", "broker-a", "10.0.0.1:10911", 0, {"T": 1})
+    req.ext_fields["brokerId"] = "master"
+    resp = await client.invoke(addr, req, 5000)
+    assert resp.code == ResponseCode.SYSTEM_ERROR and "brokerId" in resp.remark
     missing = RemotingCommand.create_request(RequestCode.REGISTER_BROKER, {"brokerName": "x"})
     resp = await client.invoke(addr, missing, 5000)
     assert resp.code == ResponseCode.SYSTEM_ERROR and "is null" in resp.remark
