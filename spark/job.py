@@ -1,0 +1,473 @@
+"""The Spark side of the capacity job: list store files, decode them in
+executors, aggregate to small tables.
+
+Store files are listed and small files read through the Hadoop FileSystem of
+the Spark session, so a store path may be any Hadoop URI (``hdfs://``,
+``s3a://``, ``file:``) or a plain local path.  Consume queue and commit log
+files are read by Spark's ``binaryFile`` source and decoded inside
+``mapInArrow`` with :mod:`spark.storefmt` (numpy over whole files: one Arrow
+batch per file, never a Python object per message).  Every aggregate that
+comes back to the driver is small: per queue, per size, per minute.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import posixpath
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import pandas as pd
+import pyarrow as pa
+
+from rmq.common.properties import apply_properties, parse_properties
+from spark import storefmt
+
+Progress = Callable[[str], None]
+
+
+@dataclass(slots=True)
+class StoreSettings:
+    """The store settings the report needs, under their broker.conf names (DEFAULTS.md)."""
+
+    brokerName: str = ""
+    mappedFileSizeCommitLog: int = 1073741824
+    mappedFileSizeConsumeQueue: int = 6000000
+    fileReservedTime: int = 72
+    diskMaxUsedSpaceRatio: int = 75
+    deleteWhen: str = "04"
+    storePathCommitLog: str = ""
+    flushConsumerOffsetInterval: int = 5000
+    maxHashSlotNum: int = 5000000
+    maxIndexNum: int = 20000000
+
+    def max_used_ratio(self) -> float:
+        """diskMaxUsedSpaceRatio clamped to 10..95 as the store does, as a fraction."""
+        return max(10, min(95, self.diskMaxUsedSpaceRatio)) / 100.0
+
+
+@dataclass(slots=True)
+class BrokerInput:
+    """One broker: its name, store root URI and settings."""
+
+    name: str
+    root: str
+    settings: StoreSettings = field(default_factory=StoreSettings)
+    conf_keys: set[str] = field(default_factory=set)
+    disk_size: int | None = None
+
+
+@dataclass(slots=True)
+class StoreFile:
+    broker: str
+    path: str
+    kind: str  # commitlog | consumequeue | index | config | checkpoint | other
+    length: int
+    mtime: int
+    topic: str | None = None
+    queue_id: int | None = None
+    start: int | None = None
+
+
+# --------------------------------------------------------------------------- Hadoop FS
+class HadoopFs:
+    """Listing and small reads through the session's Hadoop FileSystem (driver side)."""
+
+    def __init__(self, spark) -> None:
+        self.jvm = spark.sparkContext._jvm
+        self.conf = spark.sparkContext._jsc.hadoopConfiguration()
+
+    def _fs(self, uri: str):
+        path = self.jvm.org.apache.hadoop.fs.Path(uri)
+        return path.getFileSystem(self.conf), path
+
+    def qualify(self, uri: str) -> str:
+        fs, path = self._fs(uri)
+        return fs.makeQualified(path).toString()
+
+    def exists(self, uri: str) -> bool:
+        fs, path = self._fs(uri)
+        return bool(fs.exists(path))
+
+    def is_dir(self, uri: str) -> bool:
+        fs, path = self._fs(uri)
+        return bool(fs.exists(path) and fs.getFileStatus(path).isDirectory())
+
+    def list_files(self, uri: str) -> list[tuple[str, int, int]]:
+        """(qualified path, length, mtime ms) of every file below ``uri``."""
+        fs, path = self._fs(uri)
+        if not fs.exists(path):
+            return []
+        out = []
+        it = fs.listFiles(path, True)
+        while it.hasNext():
+            st = it.next()
+            out.append((st.getPath().toString(), int(st.getLen()), int(st.getModificationTime())))
+        return out
+
+    def read(self, uri: str, limit: int | None = None) -> bytes:
+        """The first ``limit`` bytes of a file (all of it when None)."""
+        fs, path = self._fs(uri)
+        stream = fs.open(path)
+        try:
+            io = self.jvm.org.apache.commons.io.IOUtils
+            if limit is None:
+                return bytes(io.toByteArray(stream))
+            n = min(limit, int(fs.getFileStatus(path).getLen()))
+            return bytes(io.toByteArray(stream, n))
+        finally:
+            stream.close()
+
+
+def classify(broker: BrokerInput, files: list[tuple[str, int, int]], cl_dirs: list[str]) -> list[StoreFile]:
+    """Sort a broker's files into the store's kinds (STORE_FORMAT.md section 1)."""
+    out = []
+    root = broker.root.rstrip("/") + "/"
+    for path, length, mtime in files:
+        rel = path[len(root):] if path.startswith(root) else None
+        name = posixpath.basename(path)
+        parent = posixpath.dirname(path)
+        if any(parent.rstrip("/") == d.rstrip("/") for d in cl_dirs):
+            start = storefmt.file_start(name)
+            out.append(StoreFile(broker.name, path, "commitlog" if start is not None else "other",
+                                 length, mtime, start=start))
+            continue
+        parts = rel.split("/") if rel else []
+        kind = "other"
+        sf = StoreFile(broker.name, path, kind, length, mtime)
+        if len(parts) == 4 and parts[0] == "consumequeue" and parts[2].lstrip("-").isdigit():
+            start = storefmt.file_start(parts[3])
+            if start is not None:
+                sf.kind, sf.topic, sf.queue_id, sf.start = "consumequeue", parts[1], int(parts[2]), start
+        elif len(parts) == 2 and parts[0] == "index" and len(name) == 17 and name.isdigit():
+            sf.kind = "index"
+        elif len(parts) == 2 and parts[0] == "config":
+            sf.kind = "config"
+        elif rel == "checkpoint":
+            sf.kind = "checkpoint"
+        out.append(sf)
+    return out
+
+
+def load_settings(fs: HadoopFs, broker: BrokerInput, conf_uri: str | None) -> None:
+    """Apply a broker.conf to the broker's settings (unknown keys are ignored)."""
+    if not conf_uri:
+        return
+    props = parse_properties(fs.read(conf_uri).decode("utf-8", "replace"))
+    apply_properties(broker.settings, props)
+    broker.conf_keys = {f.name for f in dataclasses.fields(StoreSettings)} & set(props)
+
+
+def commitlog_dirs(fs: HadoopFs, broker: BrokerInput) -> list[str]:
+    if broker.settings.storePathCommitLog:
+        return [fs.qualify(d.strip()) for d in broker.settings.storePathCommitLog.split(",") if d.strip()]
+    return [broker.root.rstrip("/") + "/commitlog"]
+
+
+# --------------------------------------------------------------------------- executors
+CQ_SCHEMA = pa.schema([
+    ("broker", pa.string()), ("topic", pa.string()), ("queueId", pa.int32()),
+    ("queueOffset", pa.int64()), ("physicalOffset", pa.int64()), ("size", pa.int32()),
+    ("tagsCode", pa.int64()), ("issue", pa.string()),
+])
+CL_SCHEMA = pa.schema([
+    ("broker", pa.string()), ("topic", pa.string()), ("queueId", pa.int32()),
+    ("queueOffset", pa.int64()), ("physicalOffset", pa.int64()), ("size", pa.int32()),
+    ("bodyLength", pa.int32()), ("sysFlag", pa.int32()), ("storeTimestamp", pa.int64()),
+    ("bornTimestamp", pa.int64()), ("reconsumeTimes", pa.int32()), ("issue", pa.string()),
+])
+
+
+def _norm(path: str) -> str:
+    """One spelling for local URIs (Spark prints file:/x, Hadoop sometimes file:///x)."""
+    return "file:/" + path[len("file:///"):] if path.startswith("file:///") else path
+
+
+def _issue_batch(schema: pa.Schema, broker: str, topic: str | None, where: int, text: str) -> pa.RecordBatch:
+    cols = []
+    for f in schema:
+        if f.name == "broker":
+            cols.append(pa.array([broker], f.type))
+        elif f.name == "topic":
+            cols.append(pa.array([topic], f.type))
+        elif f.name == "physicalOffset":
+            cols.append(pa.array([where], f.type))
+        elif f.name == "issue":
+            cols.append(pa.array([text], f.type))
+        else:
+            cols.append(pa.nulls(1, f.type))
+    return pa.RecordBatch.from_arrays(cols, schema=schema)
+
+
+def cq_decoder(meta: dict[str, tuple[str, str, int, int, int]]):
+    """mapInArrow function: binaryFile rows of consume queue files -> entries."""
+
+    def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import numpy as np
+
+        from spark import storefmt as sf
+
+        for batch in batches:
+            paths = batch.column("path").to_pylist()
+            contents = batch.column("content")
+            for i, path in enumerate(paths):
+                broker, topic, qid, start, expected = meta[_norm(path)]
+                buf = contents[i].as_buffer()
+                ent = sf.decode_cq(buf if buf is not None else b"", start, expected)
+                for text in ent.issues:
+                    yield _issue_batch(CQ_SCHEMA, broker, topic, start,
+                                       f"{topic}/{qid}/{posixpath.basename(path)}: {text}")
+                n = ent.phy.size
+                if not n:
+                    continue
+                yield pa.RecordBatch.from_arrays([
+                    pa.DictionaryArray.from_arrays(np.zeros(n, np.int32), [broker]).dictionary_decode(),
+                    pa.DictionaryArray.from_arrays(np.zeros(n, np.int32), [topic]).dictionary_decode(),
+                    pa.array(np.full(n, qid, np.int32)), pa.array(ent.queue_offset),
+                    pa.array(ent.phy), pa.array(ent.size), pa.array(ent.tags), pa.nulls(n, pa.string()),
+                ], schema=CQ_SCHEMA)
+
+    return decode
+
+
+def cl_walker(meta: dict[str, tuple[str, int, int]]):
+    """mapInArrow function: binaryFile rows of commit log files -> record headers."""
+
+    def walk(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import numpy as np
+
+        from spark import storefmt as sf
+
+        for batch in batches:
+            paths = batch.column("path").to_pylist()
+            contents = batch.column("content")
+            for i, path in enumerate(paths):
+                broker, start, expected = meta[_norm(path)]
+                buf = contents[i].as_buffer()
+                rec = sf.walk_commitlog(buf if buf is not None else b"", start, expected)
+                for where, text in rec.issues:
+                    yield _issue_batch(CL_SCHEMA, broker, None, where,
+                                       f"commitlog/{posixpath.basename(path)} at offset {where}: {text}")
+                n = rec.pos.size
+                if not n:
+                    continue
+                f = rec.fields
+                yield pa.RecordBatch.from_arrays([
+                    pa.DictionaryArray.from_arrays(np.zeros(n, np.int32), [broker]).dictionary_decode(),
+                    pa.DictionaryArray.from_arrays(rec.topic_index, rec.topics).dictionary_decode(),
+                    pa.array(f["queueId"].astype(np.int32)), pa.array(f["queueOffset"]),
+                    pa.array(start + rec.pos), pa.array(rec.total_size.astype(np.int32)),
+                    pa.array(f["bodyLength"].astype(np.int32)), pa.array(f["sysFlag"].astype(np.int32)),
+                    pa.array(f["storeTimestamp"]), pa.array(f["bornTimestamp"]),
+                    pa.array(f["reconsumeTimes"].astype(np.int32)), pa.nulls(n, pa.string()),
+                ], schema=CL_SCHEMA)
+
+    return walk
+
+
+# --------------------------------------------------------------------------- the scan
+@dataclass(slots=True)
+class ScanResult:
+    """Small tables (pandas) the report is computed from."""
+
+    brokers: list[BrokerInput]
+    files: pd.DataFrame
+    configs: dict[str, dict[str, object]]
+    index_headers: pd.DataFrame
+    cq_queues: pd.DataFrame
+    size_hist: pd.DataFrame
+    cl_queues: pd.DataFrame
+    minutes: pd.DataFrame
+    offsets: pd.DataFrame
+    lag: pd.DataFrame
+    issues: list[tuple[str, str]]
+    counts: dict[str, int]
+
+
+CONFIG_FILES = ("topics.json", "consumerOffset.json", "subscriptionGroup.json", "delayOffset.json")
+
+
+def read_configs(fs: HadoopFs, broker: BrokerInput, files: list[StoreFile],
+                 issues: list[tuple[str, str]]) -> dict[str, object]:
+    """The broker's config JSON files, falling back to ``.bak`` like ConfigManager."""
+    present = {posixpath.basename(f.path): f.path for f in files if f.kind == "config"}
+    out: dict[str, object] = {}
+    for name in CONFIG_FILES + ("consumerOffset.json.bak",):
+        for candidate in (name, name + ".bak") if not name.endswith(".bak") else (name,):
+            path = present.get(candidate)
+            if path is None:
+                continue
+            text = fs.read(path).decode("utf-8", "replace")
+            if not text.strip():
+                continue
+            try:
+                out[name] = storefmt.loads_fastjson(text)
+                break
+            except ValueError as e:
+                issues.append((broker.name, f"config/{candidate}: unparsable JSON ({e})"))
+    return out
+
+
+def offsets_table(brokers: list[BrokerInput], configs: dict[str, dict[str, object]]) -> pd.DataFrame:
+    """Committed offsets (and the previous persist from the .bak) per group and queue."""
+    rows = []
+    for b in brokers:
+        cfg = configs.get(b.name, {})
+        prev = (cfg.get("consumerOffset.json.bak") or {}).get("offsetTable", {})
+        for key, table in ((cfg.get("consumerOffset.json") or {}).get("offsetTable", {}) or {}).items():
+            topic, _, group = key.partition("@")
+            before = prev.get(key, {}) if isinstance(prev, dict) else {}
+            for qid, off in (table or {}).items():
+                old = before.get(qid) if isinstance(before, dict) else None
+                rows.append((b.name, topic, group, int(qid), int(off), None if old is None else int(old)))
+    return pd.DataFrame(rows, columns=["broker", "topic", "group", "queueId", "offset", "previousOffset"])
+
+
+def run_scan(spark, brokers: list[BrokerInput], progress: Progress, conf_uris: dict[str, str | None]) -> ScanResult:
+    """List, decode and aggregate every broker's store."""
+    from pyspark import StorageLevel
+    from pyspark.sql import functions as F
+
+    t0 = time.monotonic()
+    fs = HadoopFs(spark)
+    issues: list[tuple[str, str]] = []
+    all_files: list[StoreFile] = []
+    configs: dict[str, dict[str, object]] = {}
+    index_rows = []
+    for b in brokers:
+        b.root = fs.qualify(b.root)
+        conf = conf_uris.get(b.name)
+        default_conf = b.root.rstrip("/") + "/config/broker.properties"
+        if conf is None and fs.exists(default_conf):
+            conf = default_conf
+        load_settings(fs, b, conf)
+        cl_dirs = commitlog_dirs(fs, b)
+        listed = fs.list_files(b.root)
+        for d in cl_dirs:
+            if not d.startswith(b.root.rstrip("/") + "/"):
+                listed += fs.list_files(d)
+        files = classify(b, listed, cl_dirs)
+        all_files += files
+        configs[b.name] = read_configs(fs, b, files, issues)
+        for f in files:
+            if f.kind == "index":
+                head = storefmt.index_header(fs.read(f.path, storefmt.INDEX_HEADER_SIZE))
+                if head is None:
+                    issues.append((b.name, f"index/{posixpath.basename(f.path)}: shorter than its 40-byte header"))
+                    continue
+                index_rows.append({"broker": b.name, "file": posixpath.basename(f.path), "length": f.length, **head})
+        progress(f"listed {b.name}: {len(files)} files under {b.root}")
+    files_df = pd.DataFrame([dataclasses.asdict(f) for f in all_files],
+                            columns=[f.name for f in dataclasses.fields(StoreFile)])
+    by_name = {b.name: b for b in brokers}
+
+    cq_files = [f for f in all_files if f.kind == "consumequeue"]
+    cl_files = [f for f in all_files if f.kind == "commitlog"]
+    cq_meta = {_norm(f.path): (f.broker, f.topic, f.queue_id, f.start,
+                               _cq_file_size(by_name[f.broker].settings)) for f in cq_files}
+    cl_meta = {_norm(f.path): (f.broker, f.start, by_name[f.broker].settings.mappedFileSizeCommitLog)
+               for f in cl_files}
+    cq_schema = _spark_schema(CQ_SCHEMA)
+    cl_schema = _spark_schema(CL_SCHEMA)
+    reader = spark.read.format("binaryFile")
+    if cq_files:
+        cq = reader.load([f.path for f in cq_files]).mapInArrow(cq_decoder(cq_meta), cq_schema)
+    else:
+        cq = spark.createDataFrame([], cq_schema)
+    if cl_files:
+        cl = reader.load([f.path for f in cl_files]).mapInArrow(cl_walker(cl_meta), cl_schema)
+    else:
+        cl = spark.createDataFrame([], cl_schema)
+    cq = cq.persist(StorageLevel.MEMORY_AND_DISK)
+    cl = cl.persist(StorageLevel.MEMORY_AND_DISK)
+
+    cl_min = {b.name: min((f.start for f in cl_files if f.broker == b.name), default=None) for b in brokers}
+    cl_min_expr = F.lit(None).cast("long")
+    for name, lo in cl_min.items():
+        if lo is not None:
+            cl_min_expr = F.when(F.col("broker") == name, F.lit(lo)).otherwise(cl_min_expr)
+    cq_ok = cq.filter(F.col("issue").isNull()).withColumn(
+        "onDisk", (F.col("physicalOffset") >= F.coalesce(cl_min_expr, F.lit(1 << 62))).cast("int"))
+    keys = ["broker", "topic", "queueId"]
+    cq_queues = cq_ok.groupBy(*keys).agg(
+        F.count(F.lit(1)).alias("entries"), F.sum("onDisk").alias("messages"),
+        F.sum(F.col("size") * F.col("onDisk")).alias("bytes"),
+        F.min("queueOffset").alias("minOffsetAll"), F.max("queueOffset").alias("lastOffset"),
+        F.min(F.when(F.col("onDisk") == 1, F.col("queueOffset"))).alias("minOffset"),
+    ).toPandas()
+    n_entries = int(cq_queues["entries"].sum()) if len(cq_queues) else 0
+    progress(f"consume queues: {len(cq_files)} files, {n_entries:,} entries ({time.monotonic() - t0:.1f}s)")
+    size_hist = cq_ok.filter(F.col("onDisk") == 1).groupBy(*keys, "size").count().toPandas()
+
+    tx = F.col("sysFlag").bitwiseAND(storefmt.TX_MASK)
+    msgs = cl.filter(F.col("issue").isNull() & (tx != storefmt.TX_PREPARED) & (tx != storefmt.TX_ROLLBACK))
+    cl_queues = msgs.groupBy(*keys).agg(
+        F.count(F.lit(1)).alias("records"), F.sum("size").alias("recordBytes"),
+        F.min("storeTimestamp").alias("firstStoreTime"), F.max("storeTimestamp").alias("lastStoreTime"),
+        F.min("bornTimestamp").alias("firstBornTime"), F.max("bornTimestamp").alias("lastBornTime"),
+        F.max("reconsumeTimes").alias("maxReconsumeTimes"),
+        F.max(F.col("physicalOffset") + F.col("size")).alias("endOffset"),
+    ).toPandas()
+    n_records = int(cl_queues["records"].sum()) if len(cl_queues) else 0
+    progress(f"commit log: {len(cl_files)} files, {n_records:,} records ({time.monotonic() - t0:.1f}s)")
+    minutes = msgs.groupBy("broker", "topic", (F.col("storeTimestamp") / 60000).cast("long").alias("minute")).agg(
+        F.count(F.lit(1)).alias("messages"), F.sum("size").alias("bytes")).toPandas()
+
+    offsets = offsets_table(brokers, configs)
+    if len(offsets):
+        off_df = spark.createDataFrame(offsets[["broker", "topic", "group", "queueId", "offset"]])
+        lag = (cq_ok.join(F.broadcast(off_df), on=keys)
+               .filter(F.col("queueOffset") >= F.col("offset"))
+               .groupBy("broker", "topic", "group", "queueId")
+               .agg(F.count(F.lit(1)).alias("lagEntries"), F.sum("size").alias("lagBytes"))).toPandas()
+    else:
+        lag = pd.DataFrame(columns=["broker", "topic", "group", "queueId", "lagEntries", "lagBytes"])
+    for df in (cq, cl):
+        for row in df.filter(F.col("issue").isNotNull()).select("broker", "issue").collect():
+            issues.append((row["broker"], row["issue"]))
+    cq.unpersist()
+    cl.unpersist()
+    progress(f"aggregated ({time.monotonic() - t0:.1f}s)")
+    return ScanResult(brokers, files_df, configs, pd.DataFrame(index_rows), cq_queues, size_hist,
+                      cl_queues, minutes, offsets, lag, sorted(set(issues)),
+                      {"cq_files": len(cq_files), "cl_files": len(cl_files), "cq_entries": n_entries,
+                       "cl_records": n_records})
+
+
+def _cq_file_size(s: StoreSettings) -> int:
+    """mappedFileSizeConsumeQueue rounded up to whole 20-byte entries."""
+    n = -(-s.mappedFileSizeConsumeQueue // storefmt.CQ_UNIT)
+    return n * storefmt.CQ_UNIT
+
+
+def _spark_schema(schema: pa.Schema):
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(schema)
+
+
+def make_session(master: str = "local[*]", app_name: str = "rmq-capacity", extra: dict | None = None):
+    """A SparkSession tuned for this job (arrow batches of a few files, no UI)."""
+    import os
+    import sys
+    import warnings
+
+    from pyspark.sql import SparkSession
+
+    # Executors must run the same interpreter (numpy/pyarrow/rmq importable);
+    # an explicit PYSPARK_PYTHON (cluster deployments) wins.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
+    builder = (SparkSession.builder.master(master).appName(app_name)
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "8")
+               .config("spark.sql.execution.arrow.maxRecordsPerBatch", "16")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.driver.memory", "4g"))
+    for k, v in (extra or {}).items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
