@@ -31,6 +31,7 @@ from typing import Any, NoReturn
 
 from rmq.broker.config import IMPORTANT_FIELDS as BROKER_IMPORTANT
 from rmq.broker.config import BrokerConfig
+from rmq.common import systemd
 from rmq.common.logging import (
     DEFAULT_BACKUP_COUNT,
     DEFAULT_MAX_BYTES,
@@ -333,9 +334,15 @@ async def serve(settings: BrokerSettings) -> int:
         print(f"cannot open the broker logs: {exc}", file=sys.stderr)
         return EXIT_START
 
+    from rmq.store import StoreLockedError
+
     controller = BrokerController(settings)
     try:
         ok = await controller.initialize()
+    except StoreLockedError as exc:  # another broker runs on this store: a start failure
+        print(f"broker start failed: {exc}", file=sys.stderr)
+        await controller.shutdown()
+        return EXIT_START
     except Exception as exc:  # any init failure: exit -3 with its reason
         controller.log.exception("broker initialize failed")
         print(f"broker initialize failed: {exc}", file=sys.stderr)
@@ -364,9 +371,16 @@ async def serve(settings: BrokerSettings) -> int:
     tip = controller.boot_line()
     controller.log.info(tip)
     print(tip, flush=True)
+    # registration ran inside start(): only now is the broker ready for systemd
+    systemd.notify(f"READY=1\nSTATUS={tip}\nMAINPID={os.getpid()}")
+    interval = systemd.watchdog_interval()
+    watchdog = loop.create_task(systemd.watchdog_loop(interval)) if interval else None
     await stop.wait()
+    systemd.notify("STOPPING=1")
     began = loop.time()
     await controller.shutdown()
+    if watchdog is not None:
+        watchdog.cancel()
     controller.log.info("Shutdown hook over, consuming total time(ms): %d",
                         int((loop.time() - began) * 1000))
     return 0
@@ -386,7 +400,8 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code
     import uvloop
 
-    return asyncio.run(serve(settings), loop_factory=uvloop.new_event_loop)
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    return asyncio.run(serve(settings))
 
 
 if __name__ == "__main__":

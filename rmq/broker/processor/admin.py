@@ -228,12 +228,13 @@ class AdminBrokerProcessor:
             "sendThreadPoolQueueHeadWaitTimeMills": q["send"].head_wait_ms(),
             "pullThreadPoolQueueHeadWaitTimeMills": q["pull"].head_wait_ms(),
             "queryThreadPoolQueueHeadWaitTimeMills": q["query"].head_wait_ms(),
-            "earliestMessageTimeStamp": store.get_earliest_message_time(),
+            "earliestMessageTimeStamp": store.get_earliest_message_time_store(),
             "startAcceptSendRequestTimeStamp": c.broker_config.startAcceptSendRequestTimeStamp,
             "commitLogDirCapacity": self._commit_log_capacity(),
+            "remainTransientStoreBufferNumbs": store.remain_transient_store_buffer_numbs(),
+            "remainHowManyDataToFlush":
+                human_readable_bytes(store.remain_how_many_data_to_flush()),
         })
-        info.setdefault("remainTransientStoreBufferNumbs", 2**31 - 1)
-        info.setdefault("remainHowManyDataToFlush", human_readable_bytes(0))
         return {k: (("true" if v else "false") if isinstance(v, bool) else str(v))
                 for k, v in info.items()}
 

@@ -1,0 +1,75 @@
+"""systemd units: `systemd-analyze verify`, READY=1 after registration, graceful stop."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.integration.test_broker_support import broker_conf, start_namesrv
+from tests.support.procs import RmqProcess, free_port
+
+UNITS = Path(__file__).resolve().parents[2] / "systemd"
+
+
+@pytest.mark.timeout(60)
+def test_units_verify(tmp_path):
+    analyze = shutil.which("systemd-analyze")
+    assert analyze, "systemd-analyze is missing: install Debian's systemd package"
+    bindir = Path(sys.executable).parent
+    assert (bindir / "rmq-broker").exists(), "rmq-broker console script is not installed"
+    for name in ("rmq-namesrv.service", "rmq-broker@.service"):
+        text = (UNITS / name).read_text()
+        assert "Type=notify" in text and "WatchdogSec=" in text and "LimitNOFILE=" in text
+        assert "Restart=on-failure" in text and "User=rmq" in text
+        (tmp_path / name).write_text(text.replace("/usr/local/bin/", f"{bindir}/"))
+    out = subprocess.run([analyze, "verify", "rmq-namesrv.service", "rmq-broker@b.service"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=50)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert out.stderr.strip() == "", out.stderr
+
+
+@pytest.mark.timeout(90)
+def test_ready_after_registration_and_graceful_stop(tmp_path):
+    ns_port = free_port()
+    namesrv = start_namesrv(tmp_path, ns_port)
+    sock_path = str(tmp_path / "notify.sock")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(sock_path)
+    sock.settimeout(30)
+    port = free_port(span=4) + 2
+    conf = broker_conf(tmp_path, port)
+    env = {"NOTIFY_SOCKET": sock_path, "WATCHDOG_USEC": "2000000",
+           "ROCKETMQ_HOME": str(tmp_path)}
+    broker = RmqProcess("rmq.broker.startup", ["-c", conf, "-n", f"127.0.0.1:{ns_port}"],
+                        tmp_path / "broker.out", env=env).start()
+    try:
+        messages = []
+        while not any("READY=1" in m for m in messages):
+            messages.append(sock.recv(4096).decode())
+        log = (tmp_path / "logs" / "rocketmqlogs" / "broker.log").read_text()
+        assert f"to name server 127.0.0.1:{ns_port} OK" in log  # registered before READY
+        assert f"MAINPID={broker.pid}" in messages[-1]
+        watchdog = sock.recv(4096).decode()
+        assert "WATCHDOG=1" in watchdog
+        broker.signal(signal.SIGTERM)
+        assert broker.wait(30) == 0
+        rest = []
+        sock.settimeout(2)
+        try:
+            while True:
+                rest.append(sock.recv(4096).decode())
+        except TimeoutError:
+            pass
+        assert any("STOPPING=1" in m for m in rest)
+        assert not os.path.exists(tmp_path / "store" / "abort")
+    finally:
+        broker.kill()
+        namesrv.kill()
+        sock.close()
