@@ -6,7 +6,7 @@ client sticks to the chosen one while its connection is healthy and moves on
 to the next address of the list when it fails (connect error inside the same
 call; send error or timeout close the connection so the next call rotates).
 Requests the server sends on these connections go to the processors
-registered here.
+registered here.  ``NettyClientConfig.useTLS`` (``tls.enable``) turns on TLS.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import ssl
 import time
 
 from rmq.remoting.abstract import ChannelEventListener, Processor, RemotingService, ResponseCallback
@@ -26,6 +27,7 @@ from rmq.remoting.exceptions import (
     RemotingSendRequestError,
     RemotingTimeoutError,
 )
+from rmq.remoting.tls import TlsConfig, client_context
 
 log = logging.getLogger("rmq.remoting")
 
@@ -41,8 +43,11 @@ class RemotingClient(RemotingService):
     """Connections to name servers and brokers."""
 
     def __init__(self, config: NettyClientConfig | None = None,
-                 listener: ChannelEventListener | None = None) -> None:
+                 listener: ChannelEventListener | None = None,
+                 tls: TlsConfig | None = None) -> None:
         self.config = config if config is not None else NettyClientConfig()
+        self.tls = tls if tls is not None else TlsConfig.from_environ()
+        self._ssl: ssl.SSLContext | None = None
         super().__init__("remoting-client", listener, self.config.clientChannelMaxIdleTimeSeconds)
         self._table: dict[str, Channel] = {}
         self._connecting: dict[str, asyncio.Future] = {}
@@ -118,7 +123,12 @@ class RemotingClient(RemotingService):
         return ch
 
     def _connect_kwargs(self) -> dict:
-        return {}
+        """TLS when ``useTLS`` is set (``tls.enable``); no host name check, as Java."""
+        if not self.config.useTLS:
+            return {}
+        if self._ssl is None:
+            self._ssl = client_context(self.tls)
+        return {"ssl": self._ssl, "server_hostname": ""}
 
     def _channel_closed(self, channel: Channel, exc: BaseException | None) -> None:
         for addr, ch in list(self._table.items()):

@@ -3,7 +3,13 @@
 Nothing here is broker-specific: the broker runs two instances (listenPort and
 listenPort - 2) and the name server one.  Requests are dispatched by
 ``RemotingService``; this class owns the listening socket, server -> client
-requests and the graceful stop.
+requests, TLS sniffing and the graceful stop.
+
+With ``tls.server.mode=disabled`` the loop's own server accepts connections
+(a ClientHello then fails the frame-length check and closes the connection).
+Otherwise rmq accepts itself, peeks at the first byte of each connection and
+hands the socket to the loop as TLS (0x16) or plaintext, as 4.9.8's
+``HandshakeHandler`` does; enforcing mode closes plaintext connections.
 """
 
 from __future__ import annotations
@@ -11,11 +17,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 
 from rmq.remoting.abstract import ChannelEventListener, RemotingService
 from rmq.remoting.channel import Channel, RemotingProtocol
 from rmq.remoting.command import RemotingCommand
 from rmq.remoting.config import NettyServerConfig
+from rmq.remoting.tls import TLS_HANDSHAKE_BYTE, TlsConfig, TlsMode, server_context
 
 log = logging.getLogger("rmq.remoting")
 
@@ -24,10 +32,15 @@ class RemotingServer(RemotingService):
     """Serves the remoting protocol on ``config.bindAddress:config.listenPort``."""
 
     def __init__(self, config: NettyServerConfig, listener: ChannelEventListener | None = None,
-                 name: str = "remoting") -> None:
+                 name: str = "remoting", tls: TlsConfig | None = None) -> None:
         super().__init__(name, listener, config.serverChannelMaxIdleTimeSeconds)
         self.config = config
+        self.tls = tls if tls is not None else TlsConfig.from_environ()
         self._server: asyncio.AbstractServer | None = None
+        self._accept_task: asyncio.Task | None = None
+        self._listen: socket.socket | None = None
+        self._ssl: ssl.SSLContext | None = None
+        self._ssl_lock = asyncio.Lock()
         self._port = 0
 
     def _protocol(self) -> RemotingProtocol:
@@ -56,9 +69,77 @@ class RemotingServer(RemotingService):
         loop = asyncio.get_running_loop()
         sock = self._listen_socket()
         self._port = sock.getsockname()[1]
-        self._server = await loop.create_server(self._protocol, sock=sock)
+        if self.tls.serverMode is TlsMode.DISABLED:
+            self._server = await loop.create_server(self._protocol, sock=sock)
+        else:
+            self._listen = sock
+            self._accept_task = loop.create_task(self._accept_loop(sock))
         self._start_idle_scan()
-        log.info("%s: listening on %s:%d", self.name, self.config.bindAddress, self._port)
+        log.info("%s: listening on %s:%d (tls %s)", self.name, self.config.bindAddress,
+                 self._port, self.tls.serverMode.value)
+
+    async def _accept_loop(self, lsock: socket.socket) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                conn, _peer = await loop.sock_accept(lsock)
+            except asyncio.CancelledError:
+                raise
+            except OSError as e:
+                log.warning("%s: accept failed: %s", self.name, e)
+                await asyncio.sleep(0.01)
+                continue
+            task = loop.create_task(self._sniff(conn))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _first_byte(self, conn: socket.socket) -> int | None:
+        """Peek at the first byte without consuming it (None: peer closed)."""
+        loop = asyncio.get_running_loop()
+        readable = loop.create_future()
+        fd = conn.fileno()
+        loop.add_reader(fd, lambda: readable.done() or readable.set_result(None))
+        try:
+            await asyncio.wait_for(readable, max(self._idle_seconds, 1))
+        finally:
+            loop.remove_reader(fd)
+        try:
+            first = conn.recv(1, socket.MSG_PEEK)
+        except BlockingIOError:
+            return await self._first_byte(conn)
+        return first[0] if first else None
+
+    async def _sniff(self, conn: socket.socket) -> None:
+        """Route one accepted connection to TLS or plaintext by its first byte."""
+        loop = asyncio.get_running_loop()
+        conn.setblocking(False)
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            first = await self._first_byte(conn)
+            if first is None:
+                conn.close()
+                return
+            if first == TLS_HANDSHAKE_BYTE:
+                ctx = await self._server_ssl()
+                await loop.connect_accepted_socket(self._protocol, conn, ssl=ctx,
+                                                   ssl_handshake_timeout=10.0)
+            elif self.tls.serverMode is TlsMode.ENFORCING:
+                log.warning("%s: plaintext connection from %s refused (tls enforcing)",
+                            self.name, conn.getpeername())
+                conn.close()
+            else:
+                await loop.connect_accepted_socket(self._protocol, conn)
+        except (OSError, TimeoutError, ssl.SSLError, RuntimeError) as e:
+            log.warning("%s: connection setup failed: %s", self.name, e)
+            conn.close()
+
+    async def _server_ssl(self) -> ssl.SSLContext:
+        """The server's SSL context, made on the first TLS connection."""
+        async with self._ssl_lock:
+            if self._ssl is None:
+                loop = asyncio.get_running_loop()
+                self._ssl = await loop.run_in_executor(None, server_context, self.tls)
+            return self._ssl
 
     @property
     def port(self) -> int:
@@ -82,6 +163,10 @@ class RemotingServer(RemotingService):
         ``grace_seconds``), then close every connection."""
         if self._server is not None:
             self._server.close()
+        if self._accept_task is not None:
+            self._accept_task.cancel()
+            self._accept_task = None
+            self._listen.close()
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=grace_seconds)
         for task in list(self._tasks):
