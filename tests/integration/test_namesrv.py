@@ -384,9 +384,9 @@ async def test_oneway_register_is_applied_without_answer(start_namesrv, client):
         await asyncio.sleep(0.05)
 
 
-async def test_two_name_servers_side_by_side(start_namesrv, client):
-    a, _ = start_namesrv(name="a.conf", kvConfigPath="kv-a.json")
-    b, _ = start_namesrv(name="b.conf", kvConfigPath="kv-b.json")
+async def test_two_name_servers_side_by_side(start_namesrv, client, tmp_path):
+    a, _ = start_namesrv(name="a.conf", kvConfigPath=tmp_path / "kv-a.json")
+    b, _ = start_namesrv(name="b.conf", kvConfigPath=tmp_path / "kv-b.json")
     for addr in (a, b):
         await client.invoke(addr, register_request("c1", "broker-a", "10.0.0.1:10911", 0,
                                                    {"T": 1}), 5000)
