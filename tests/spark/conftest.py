@@ -1,0 +1,15 @@
+"""One local[2] Spark session for every Spark test (starting one costs seconds)."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark_session():
+    from spark.job import make_session
+
+    session = make_session("local[2]", "rmq-capacity-tests",
+                           extra={"spark.sql.shuffle.partitions": "4", "spark.driver.memory": "1g"})
+    yield session
+    session.stop()
