@@ -309,7 +309,9 @@ def setup_logging(settings: BrokerSettings) -> str:
     console = sys.stdout.isatty() or "JOURNAL_STREAM" in os.environ
     path = configure_logging(log_dir, "broker.log", console=console)
     formatter = logging.Formatter(LOG_FORMAT)
-    for name, file_name in ((STORE_LOGGER_NAME, "store.log"), (STATS_LOGGER_NAME, "stats.log"),
+    # the store modules log as "store"; RocketMQ's name is RocketmqStore
+    for name, file_name in ((STORE_LOGGER_NAME, "store.log"), ("store", "store.log"),
+                            (STATS_LOGGER_NAME, "stats.log"),
                             (WATER_MARK_LOGGER_NAME, "watermark.log")):
         handler = logging.handlers.RotatingFileHandler(
             os.path.join(log_dir, file_name), maxBytes=DEFAULT_MAX_BYTES,
