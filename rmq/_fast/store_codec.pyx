@@ -1,0 +1,350 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Compiled twin of the stored-message codec in rmq/store/message_codec.py.
+
+Same functions, same arguments, same bytes and tuples; the record layout is
+described at the top of message_codec.py (STORE_FORMAT.md 2).  Every length
+is checked once against the buffer before any raw access.
+"""
+
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
+from libc.string cimport memcpy
+
+cdef extern from "zlib.h" nogil:
+    unsigned long crc32(unsigned long crc, const unsigned char *buf, unsigned int len)
+
+cdef enum:
+    MESSAGE_MAGIC = -626843481
+    BLANK_MAGIC = -875286124
+
+cdef int SCAN_END = 0
+cdef int SCAN_MESSAGE = 1
+cdef int SCAN_BLANK = 2
+cdef int SCAN_SIZE_MISMATCH = 3
+cdef int SCAN_CRC_ERROR = 4
+
+
+cdef inline void put32(uint8_t *p, int32_t v) noexcept nogil:
+    cdef uint32_t u = <uint32_t>v
+    p[0] = (u >> 24) & 0xFF
+    p[1] = (u >> 16) & 0xFF
+    p[2] = (u >> 8) & 0xFF
+    p[3] = u & 0xFF
+
+
+cdef inline void put64(uint8_t *p, int64_t v) noexcept nogil:
+    put32(p, <int32_t>(v >> 32))
+    put32(p + 4, <int32_t>(<uint32_t>v))
+
+
+cdef inline int32_t get32(const uint8_t *p) noexcept nogil:
+    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | <uint32_t>p[3])
+
+
+cdef inline int64_t get64(const uint8_t *p) noexcept nogil:
+    return (<int64_t>get32(p) << 32) | (<int64_t>(<uint32_t>get32(p + 4)))
+
+
+cdef inline int16_t get16(const uint8_t *p) noexcept nogil:
+    return <int16_t>((p[0] << 8) | p[1])
+
+
+cdef inline int32_t masked_crc(const uint8_t *p, Py_ssize_t n) noexcept nogil:
+    cdef unsigned long c = crc32(0, NULL, 0)
+    while n > 0x40000000:
+        c = crc32(c, p, 0x40000000)
+        p += 0x40000000
+        n -= 0x40000000
+    c = crc32(c, p, <unsigned int>n)
+    return <int32_t>(c & 0x7FFFFFFF)
+
+
+cdef inline Py_ssize_t c_record_size(int32_t sys_flag, Py_ssize_t body_len, Py_ssize_t topic_len,
+                                     Py_ssize_t props_len) noexcept nogil:
+    return (4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + (20 if sys_flag & 0x10 else 8) + 8
+            + (20 if sys_flag & 0x20 else 8) + 4 + 8 + 4 + body_len + 1 + topic_len + 2 + props_len)
+
+
+def record_size(int sys_flag, Py_ssize_t body_len, Py_ssize_t topic_len, Py_ssize_t props_len):
+    return c_record_size(sys_flag, body_len, topic_len, props_len)
+
+
+cdef Py_ssize_t c_write_record(uint8_t *out, int32_t queue_id, int32_t flag, int64_t queue_offset,
+                               int64_t phy_offset, int32_t sys_flag, int64_t born_ts,
+                               const uint8_t *born, Py_ssize_t born_len, int64_t store_ts,
+                               const uint8_t *store, Py_ssize_t store_len, int32_t reconsume,
+                               int64_t prepared, const uint8_t *body, Py_ssize_t body_len,
+                               const uint8_t *topic, Py_ssize_t topic_len, const uint8_t *props,
+                               Py_ssize_t props_len) noexcept nogil:
+    cdef Py_ssize_t size = c_record_size(sys_flag, body_len, topic_len, props_len)
+    cdef uint8_t *p = out
+    put32(p, <int32_t>size)
+    put32(p + 4, MESSAGE_MAGIC)
+    put32(p + 8, masked_crc(body, body_len))
+    put32(p + 12, queue_id)
+    put32(p + 16, flag)
+    put64(p + 20, queue_offset)
+    put64(p + 28, phy_offset)
+    put32(p + 36, sys_flag)
+    put64(p + 40, born_ts)
+    p += 48
+    memcpy(p, born, born_len)
+    p += born_len
+    put64(p, store_ts)
+    p += 8
+    memcpy(p, store, store_len)
+    p += store_len
+    put32(p, reconsume)
+    put64(p + 4, prepared)
+    put32(p + 12, <int32_t>body_len)
+    p += 16
+    if body_len:
+        memcpy(p, body, body_len)
+    p += body_len
+    p[0] = <uint8_t>topic_len
+    memcpy(p + 1, topic, topic_len)
+    p += 1 + topic_len
+    p[0] = (props_len >> 8) & 0xFF
+    p[1] = props_len & 0xFF
+    if props_len:
+        memcpy(p + 2, props, props_len)
+    return size
+
+
+def write_record(uint8_t[::1] buf, Py_ssize_t pos, int queue_id, int flag, long long queue_offset,
+                 long long phy_offset, int sys_flag, long long born_ts, const uint8_t[::1] born_host,
+                 long long store_ts, const uint8_t[::1] store_host, int reconsume_times,
+                 long long prepared_tx_offset, const uint8_t[::1] body, const uint8_t[::1] topic,
+                 const uint8_t[::1] props):
+    cdef Py_ssize_t body_len = body.shape[0]
+    cdef Py_ssize_t topic_len = topic.shape[0]
+    cdef Py_ssize_t props_len = props.shape[0]
+    cdef Py_ssize_t size = c_record_size(sys_flag, body_len, topic_len, props_len)
+    if born_host.shape[0] != (20 if sys_flag & 0x10 else 8) or store_host.shape[0] != (20 if sys_flag & 0x20 else 8):
+        raise ValueError("host field length does not match the sysFlag")
+    if topic_len > 127 or props_len > 32767:
+        raise ValueError("topic or properties too long")
+    if pos < 0 or pos + size > buf.shape[0]:
+        raise ValueError("record does not fit into the buffer")
+    cdef const uint8_t *bp = &body[0] if body_len else NULL
+    cdef const uint8_t *tp = &topic[0] if topic_len else NULL
+    cdef const uint8_t *pp = &props[0] if props_len else NULL
+    with nogil:
+        c_write_record(&buf[pos], queue_id, flag, queue_offset, phy_offset, sys_flag, born_ts,
+                       &born_host[0], born_host.shape[0], store_ts, &store_host[0], store_host.shape[0],
+                       reconsume_times, prepared_tx_offset, bp, body_len, tp, topic_len, pp, props_len)
+    return size
+
+
+def write_blank(uint8_t[::1] buf, Py_ssize_t pos, int max_blank):
+    if pos < 0 or pos + 8 > buf.shape[0]:
+        raise ValueError("blank does not fit into the buffer")
+    put32(&buf[pos], max_blank)
+    put32(&buf[pos + 4], BLANK_MAGIC)
+
+
+def batch_size(const uint8_t[::1] wire, int sys_flag, Py_ssize_t topic_len, Py_ssize_t batch_props_len):
+    cdef Py_ssize_t n = wire.shape[0]
+    cdef Py_ssize_t pos = 0, total = 0, count = 0, end
+    cdef int32_t inner_size, body_len
+    cdef Py_ssize_t props_len
+    cdef const uint8_t *w = &wire[0] if n else NULL
+    while pos < n:
+        if pos + 20 > n:
+            raise ValueError("truncated batch record header")
+        inner_size = get32(w + pos)
+        body_len = get32(w + pos + 16)
+        if body_len < 0 or pos + 20 + body_len + 2 > n:
+            raise ValueError("bad batch body length")
+        props_len = get16(w + pos + 20 + body_len)
+        end = pos + 22 + body_len + props_len
+        if props_len < 0 or end > n or inner_size != end - pos:
+            raise ValueError("bad batch record size")
+        if props_len and batch_props_len and w[end - 1] != 2:
+            props_len += 1 + batch_props_len
+        elif batch_props_len:
+            props_len += batch_props_len
+        if props_len > 32767:
+            raise ValueError("batch properties too long")
+        total += c_record_size(sys_flag, body_len, topic_len, props_len)
+        count += 1
+        pos = end
+    return total, count
+
+
+def write_batch(uint8_t[::1] buf, Py_ssize_t pos, const uint8_t[::1] wire, int queue_id, int sys_flag,
+                long long born_ts, const uint8_t[::1] born_host, long long store_ts,
+                const uint8_t[::1] store_host, int reconsume_times, const uint8_t[::1] topic,
+                const uint8_t[::1] batch_props, long long first_queue_offset, long long phy_offset,
+                int[::1] sizes):
+    total, count = batch_size(wire, sys_flag, topic.shape[0], batch_props.shape[0])
+    cdef Py_ssize_t c_total = total
+    cdef Py_ssize_t c_count = count
+    if born_host.shape[0] != (20 if sys_flag & 0x10 else 8) or store_host.shape[0] != (20 if sys_flag & 0x20 else 8):
+        raise ValueError("host field length does not match the sysFlag")
+    if topic.shape[0] > 127:
+        raise ValueError("topic too long")
+    if pos < 0 or pos + c_total > buf.shape[0] or sizes.shape[0] < c_count:
+        raise ValueError("batch does not fit into the buffer")
+    if c_count == 0:
+        return 0
+    cdef const uint8_t *w = &wire[0]
+    cdef uint8_t *out = &buf[pos]
+    cdef const uint8_t *bp = &batch_props[0] if batch_props.shape[0] else NULL
+    cdef const uint8_t *tp = &topic[0] if topic.shape[0] else NULL
+    cdef Py_ssize_t bpl = batch_props.shape[0]
+    cdef Py_ssize_t n = wire.shape[0]
+    cdef Py_ssize_t rpos = 0, wpos = 0, i = 0, size, plen, total_props
+    cdef int32_t flag, body_len
+    cdef uint8_t *p
+    cdef bint sep
+    with nogil:
+        while rpos < n:
+            flag = get32(w + rpos + 12)
+            body_len = get32(w + rpos + 16)
+            plen = get16(w + rpos + 20 + body_len)
+            sep = plen > 0 and bpl > 0 and w[rpos + 22 + body_len + plen - 1] != 2
+            total_props = plen + (1 if sep else 0) + bpl
+            # header and body through the single-record writer, then the joined properties
+            size = c_write_record(out + wpos, queue_id, flag, first_queue_offset + i,
+                                  phy_offset + wpos, sys_flag, born_ts, &born_host[0], born_host.shape[0],
+                                  store_ts, &store_host[0], store_host.shape[0], reconsume_times, 0,
+                                  w + rpos + 20, body_len, tp, topic.shape[0], NULL, 0)
+            size += total_props
+            put32(out + wpos, <int32_t>size)
+            p = out + wpos + size - total_props - 2
+            p[0] = (total_props >> 8) & 0xFF
+            p[1] = total_props & 0xFF
+            p += 2
+            if plen:
+                memcpy(p, w + rpos + 22 + body_len, plen)
+                p += plen
+            if sep:
+                p[0] = 2
+                p += 1
+            if bpl:
+                memcpy(p, bp, bpl)
+            sizes[i] = <int>size
+            wpos += size
+            rpos += 22 + body_len + plen
+            i += 1
+    return wpos
+
+
+cdef object java_hash_utf8(const uint8_t *p, Py_ssize_t n):
+    """Java String.hashCode of UTF-8 bytes (over UTF-16 code units)."""
+    cdef int32_t h = 0
+    cdef Py_ssize_t i
+    cdef bint ascii = True
+    for i in range(n):
+        if p[i] >= 0x80:
+            ascii = False
+            break
+    if ascii:
+        for i in range(n):
+            h = <int32_t>(<uint32_t>h * 31 + p[i])
+        return h
+    cdef str s = (<bytes>p[:n]).decode("utf-8", "replace")
+    cdef Py_UCS4 ch
+    cdef uint32_t cp
+    for ch in s:
+        cp = ch
+        if cp > 0xFFFF:
+            cp -= 0x10000
+            h = <int32_t>(<uint32_t>h * 31 + (0xD800 + (cp >> 10)))
+            h = <int32_t>(<uint32_t>h * 31 + (0xDC00 + (cp & 0x3FF)))
+        else:
+            h = <int32_t>(<uint32_t>h * 31 + cp)
+    return h
+
+
+cdef inline bint name_is(const uint8_t *p, Py_ssize_t n, const char *name, Py_ssize_t ln) noexcept nogil:
+    cdef Py_ssize_t i
+    if n != ln:
+        return False
+    for i in range(n):
+        if p[i] != <uint8_t>name[i]:
+            return False
+    return True
+
+
+_NOT_A_MESSAGE = (0, 0, None, 0, 0, 0, 0, 0, 0, None, None, None, 0, 0, 0)
+
+
+def scan_record(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, bint check_crc):
+    if pos < 0 or pos + 8 > limit or limit > buf.shape[0]:
+        return _NOT_A_MESSAGE
+    cdef const uint8_t *b = &buf[0]
+    cdef int32_t size = get32(b + pos)
+    cdef int32_t magic = get32(b + pos + 4)
+    if magic == BLANK_MAGIC:
+        return (SCAN_BLANK, size) + _NOT_A_MESSAGE[2:]
+    if magic != MESSAGE_MAGIC or size < 91 or pos + size > limit:
+        return _NOT_A_MESSAGE
+    cdef const uint8_t *r = b + pos
+    cdef const uint8_t *end = r + size
+    cdef int32_t crc = get32(r + 8)
+    cdef int32_t queue_id = get32(r + 12)
+    cdef int64_t queue_offset = get64(r + 20)
+    cdef int64_t phy_offset = get64(r + 28)
+    cdef int32_t sys_flag = get32(r + 36)
+    cdef const uint8_t *p = r + 48 + (20 if sys_flag & 0x10 else 8)
+    cdef int64_t store_ts = get64(p)
+    p += 8 + (20 if sys_flag & 0x20 else 8)
+    cdef int64_t prepared = get64(p + 4)
+    cdef int32_t body_len = get32(p + 12)
+    p += 16
+    if body_len < 0 or body_len > end - p - 1:
+        return (SCAN_SIZE_MISMATCH, size) + _NOT_A_MESSAGE[2:]
+    cdef const uint8_t *body = p
+    p += body_len
+    cdef int topic_len = p[0]
+    if topic_len > 127 or p + 1 + topic_len + 2 > end:
+        return (SCAN_SIZE_MISMATCH, size) + _NOT_A_MESSAGE[2:]
+    cdef const uint8_t *topic = p + 1
+    p += 1 + topic_len
+    cdef int16_t props_len = get16(p)
+    p += 2
+    if props_len < 0 or c_record_size(sys_flag, body_len, topic_len, props_len) != size:
+        return (SCAN_SIZE_MISMATCH, size) + _NOT_A_MESSAGE[2:]
+    cdef int32_t actual
+    if check_crc and body_len > 0:
+        with nogil:
+            actual = masked_crc(body, body_len)
+        if actual != crc:
+            return (SCAN_CRC_ERROR, size) + _NOT_A_MESSAGE[2:]
+    # properties: TAGS, KEYS, UNIQ_KEY, DELAY (segments with a \x01 neither first nor last)
+    cdef const uint8_t *props = p
+    cdef Py_ssize_t i = 0, seg, sep, seg_end
+    cdef Py_ssize_t tags_at = -1, tags_len = 0, keys_at = -1, keys_len = 0
+    cdef Py_ssize_t uniq_at = -1, uniq_len = 0, delay_at = -1, delay_len = 0
+    while i <= props_len and props_len > 0:
+        seg = i
+        while i < props_len and props[i] != 2:
+            i += 1
+        seg_end = i
+        sep = seg
+        while sep < seg_end and props[sep] != 1:
+            sep += 1
+        if sep > seg and sep < seg_end - 1:
+            if name_is(props + seg, sep - seg, "TAGS", 4):
+                tags_at = sep + 1
+                tags_len = seg_end - sep - 1
+            elif name_is(props + seg, sep - seg, "KEYS", 4):
+                keys_at = sep + 1
+                keys_len = seg_end - sep - 1
+            elif name_is(props + seg, sep - seg, "UNIQ_KEY", 8):
+                uniq_at = sep + 1
+                uniq_len = seg_end - sep - 1
+            elif name_is(props + seg, sep - seg, "DELAY", 5):
+                delay_at = sep + 1
+                delay_len = seg_end - sep - 1
+        i += 1
+    tags_code = java_hash_utf8(props + tags_at, tags_len) if tags_at >= 0 else 0
+    return (
+        SCAN_MESSAGE, size, (<bytes>topic[:topic_len]).decode("utf-8", "replace"), queue_id, queue_offset,
+        phy_offset, sys_flag, store_ts, tags_code,
+        (<bytes>props[keys_at:keys_at + keys_len]).decode("utf-8", "replace") if keys_at >= 0 else None,
+        (<bytes>props[uniq_at:uniq_at + uniq_len]).decode("utf-8", "replace") if uniq_at >= 0 else None,
+        (<bytes>props[delay_at:delay_at + delay_len]).decode("utf-8", "replace") if delay_at >= 0 else None,
+        (props - b), props_len, prepared,
+    )

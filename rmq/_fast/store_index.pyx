@@ -1,0 +1,108 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Compiled twins of the index-file slot functions in rmq/store/index.py
+(STORE_FORMAT.md 7): the whole state lives in the mapped buffer."""
+
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
+
+
+cdef inline void put32(uint8_t *p, int32_t v) noexcept nogil:
+    cdef uint32_t u = <uint32_t>v
+    p[0] = (u >> 24) & 0xFF
+    p[1] = (u >> 16) & 0xFF
+    p[2] = (u >> 8) & 0xFF
+    p[3] = u & 0xFF
+
+
+cdef inline void put64(uint8_t *p, int64_t v) noexcept nogil:
+    put32(p, <int32_t>(v >> 32))
+    put32(p + 4, <int32_t>(<uint32_t>v))
+
+
+cdef inline int32_t get32(const uint8_t *p) noexcept nogil:
+    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | <uint32_t>p[3])
+
+
+cdef inline int64_t get64(const uint8_t *p) noexcept nogil:
+    return (<int64_t>get32(p) << 32) | (<int64_t>(<uint32_t>get32(p + 4)))
+
+
+cdef inline void check(Py_ssize_t n, long long max_slots, long long max_index) except *:
+    if max_slots <= 0 or max_index <= 0 or n < 40 + max_slots * 4 + max_index * 20:
+        raise ValueError("index buffer smaller than its layout")
+
+
+def index_put(uint8_t[::1] buf, long long max_slots, long long max_index, int key_hash,
+              long long phy_offset, long long store_ts):
+    check(buf.shape[0], max_slots, max_index)
+    if key_hash < 0:
+        raise ValueError("negative key hash")
+    cdef uint8_t *b = &buf[0]
+    cdef int64_t begin_ts = get64(b), begin_phy = get64(b + 16)
+    cdef int32_t slot_count = get32(b + 32), index_count = get32(b + 36)
+    if index_count <= 0:
+        index_count = 1
+    if index_count >= max_index:
+        return False
+    cdef uint8_t *slot = b + 40 + (key_hash % max_slots) * 4
+    cdef int32_t slot_value = get32(slot)
+    if slot_value <= 0 or slot_value > index_count:
+        slot_value = 0
+    cdef int64_t diff = 0
+    if begin_ts > 0:
+        diff = store_ts - begin_ts
+        # Java integer division truncates toward zero
+        diff = diff / 1000 if diff >= 0 else -((-diff) / 1000)
+        if diff < 0:
+            diff = 0
+        elif diff > 0x7FFFFFFF:
+            diff = 0x7FFFFFFF
+    cdef uint8_t *e = b + 40 + max_slots * 4 + <int64_t>index_count * 20
+    put32(e, key_hash)
+    put64(e + 4, phy_offset)
+    put32(e + 12, <int32_t>diff)
+    put32(e + 16, slot_value)
+    put32(slot, index_count)
+    if index_count <= 1:
+        begin_phy = phy_offset
+        begin_ts = store_ts
+    if slot_value == 0:
+        slot_count += 1
+    put64(b, begin_ts)
+    put64(b + 8, store_ts)
+    put64(b + 16, begin_phy)
+    put64(b + 24, phy_offset)
+    put32(b + 32, slot_count)
+    put32(b + 36, index_count + 1)
+    return True
+
+
+def index_get(const uint8_t[::1] buf, long long max_slots, long long max_index, int key_hash,
+              long long begin, long long end, Py_ssize_t max_num):
+    check(buf.shape[0], max_slots, max_index)
+    out = []
+    if key_hash < 0:
+        return out
+    cdef const uint8_t *b = &buf[0]
+    cdef int64_t begin_ts = get64(b)
+    cdef int32_t index_count = get32(b + 36)
+    cdef int32_t cur = get32(b + 40 + (key_hash % max_slots) * 4)
+    if cur <= 0 or cur > index_count or index_count <= 1 or index_count > max_index:
+        return out
+    cdef const uint8_t *base = b + 40 + max_slots * 4
+    cdef const uint8_t *e
+    cdef int32_t h, diff, prev
+    cdef int64_t t
+    while len(out) < max_num:
+        e = base + <int64_t>cur * 20
+        h = get32(e)
+        diff = get32(e + 12)
+        prev = get32(e + 16)
+        if diff < 0:
+            break
+        t = begin_ts + <int64_t>diff * 1000
+        if h == key_hash and begin <= t <= end:
+            out.append(get64(e + 4))
+        if prev <= 0 or prev > index_count or prev == cur or t < begin:
+            break
+        cur = prev
+    return out

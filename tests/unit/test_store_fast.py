@@ -1,0 +1,117 @@
+"""Consume-queue, index and mapped-file hot paths: compiled module and twin
+compared byte for byte on the same inputs."""
+
+from __future__ import annotations
+
+import mmap
+import os
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rmq._fast import compiled_or_none
+from rmq.store import consume_queue as cqm
+from rmq.store import index as idx
+from rmq.store import mapped_file as mfm
+
+CQ = compiled_or_none("store_cq")
+IDX = compiled_or_none("store_index")
+MAPPED = compiled_or_none("store_mapped")
+
+
+def _pairs(twin, comp, *names):
+    impls = [{n: getattr(twin, "_" + n) for n in names}]
+    if comp is not None:
+        impls.append({n: getattr(comp, n) for n in names})
+    return impls
+
+
+@settings(max_examples=100, deadline=None)
+@given(entries=st.lists(st.tuples(st.integers(0, 2**62), st.integers(1, 2**31 - 1),
+                                  st.integers(-(2**63), 2**63 - 1)), max_size=30),
+       filler=st.integers(0, 10))
+def test_cq_entries_identical(entries, filler):
+    outs = []
+    for impl in _pairs(cqm, CQ, "cq_write", "cq_valid_bytes", "cq_filler"):
+        buf = bytearray(20 * (len(entries) + filler + 2))
+        impl["cq_filler"](buf, 0, 20 * filler)
+        for i, (o, s, t) in enumerate(entries):
+            impl["cq_write"](buf, 20 * (filler + i), o, s, t)
+        assert impl["cq_valid_bytes"](buf, 0, len(buf)) == 20 * (filler + len(entries))
+        assert impl["cq_valid_bytes"](buf, 20 * filler, len(buf) - 7) == min(20 * len(entries), ((len(buf) - 7 - 20 * filler) // 20) * 20)
+        with pytest.raises(ValueError):
+            impl["cq_write"](buf, len(buf) - 19, 0, 1, 0)
+        outs.append(bytes(buf))
+    assert all(o == outs[0] for o in outs)
+
+
+def test_index_put_get_identical_and_worked_example():
+    slots, entries = 5_000_000, 20_000_000
+    size = idx.index_file_size(slots, entries)
+    outs = []
+    for impl in _pairs(idx, IDX, "index_put", "index_get"):
+        with mmap.mmap(-1, size) as mm:
+            buf = memoryview(mm)
+            # STORE_FORMAT.md 17.2: the UNIQ_KEY and then the KEYS token of message "T"
+            k1 = idx.key_hash("T#0A0000013039123456780000EA600000")
+            k2 = idx.key_hash("T#k1")
+            assert (k1, k2) == (1787656574, 2539445)
+            assert impl["index_put"](buf, slots, entries, k1, 0, 1700000000123)
+            assert impl["index_put"](buf, slots, entries, k2, 0, 1700000000123)
+            assert bytes(buf[:40]).hex().upper() == (
+                "0000018BCFE5687B0000018BCFE5687B000000000000000000000000000000000000000200000003")
+            assert bytes(buf[20000060:20000080]).hex().upper() == "6A8D797E" + "00" * 16
+            assert bytes(buf[20000080:20000100]).hex().upper() == "0026BFB5" + "00" * 16
+            assert int.from_bytes(buf[10626336:10626340], "big") == 1
+            assert int.from_bytes(buf[10157820:10157824], "big") == 2
+            assert impl["index_get"](buf, slots, entries, k2, 0, 2**62, 10) == [0]
+            outs.append(bytes(buf[:40]) + bytes(buf[10157820:10626340]) + bytes(buf[20000060:20000100]))
+            buf.release()
+    assert all(o == outs[0] for o in outs)
+
+
+def test_index_chains_full_file_and_bad_buffers():
+    slots, entries = 7, 50
+    size = idx.index_file_size(slots, entries)
+    rnd = random.Random(5)
+    ops = [(rnd.randrange(0, 40), rnd.randrange(0, 10**9), 1700000000000 + i * 700) for i in range(60)]
+    outs = []
+    for impl in _pairs(idx, IDX, "index_put", "index_get"):
+        buf = bytearray(size)
+        results = [impl["index_put"](buf, slots, entries, h, o, t) for h, o, t in ops]
+        assert results == [True] * 49 + [False] * 11
+        got = {h: impl["index_get"](buf, slots, entries, h, 0, 2**62, 100) for h in range(40)}
+        for h in range(40):
+            assert sorted(got[h]) == sorted(o for hh, o, _ in ops[:49] if hh == h)
+        narrow = impl["index_get"](buf, slots, entries, ops[30][0], ops[30][2] - 1000, ops[30][2] + 500, 100)
+        assert ops[30][1] in narrow
+        with pytest.raises(ValueError):
+            impl["index_put"](bytearray(10), slots, entries, 1, 1, 1)
+        with pytest.raises(ValueError):
+            impl["index_get"](bytearray(10), slots, entries, 1, 0, 1, 1)
+        outs.append((bytes(buf), got))
+    assert all(o == outs[0] for o in outs)
+
+
+@pytest.mark.parametrize("impl", [mfm._sync_range] + ([MAPPED.sync_range] if MAPPED else []))
+def test_sync_range_flushes_written_data(tmp_path, impl):
+    path = tmp_path / "00000000000000000000"
+    mf = mfm.MappedFile(str(path), 3 * 4096)
+    mf.view[5000:5004] = b"abcd"
+    impl(mf.mm, mf.fd, 4999, 5004)
+    impl(mf.mm, mf.fd, 0, 0)
+    with open(path, "rb") as f:
+        f.seek(5000)
+        assert f.read(4) == b"abcd"
+    assert mf.close()
+    assert os.path.getsize(path) == 3 * 4096
+
+
+@pytest.mark.parametrize("impl", [mfm._page_cache_busy] + ([MAPPED.page_cache_busy] if MAPPED else []))
+def test_page_cache_busy_rule(impl):
+    assert impl(0, 1700000000000, 1000) is False  # idle: beginTimeInLock = 0
+    assert impl(1000, 1500, 1000) is False
+    assert impl(1000, 2001, 1000) is True
+    assert impl(1000, 1000 + 10_000_000, 1000) is False
