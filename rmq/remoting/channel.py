@@ -38,13 +38,22 @@ def _addr(peer) -> str:
 
 
 class Channel:
-    """A connection as processors see it (Netty's ``Channel``)."""
+    """A connection as processors see it (Netty's ``Channel``).
 
-    __slots__ = ("remote_addr", "local_addr", "attrs", "last_active", "_transport", "_closed")
+    Writes made during one turn of the event loop are gathered and handed to
+    the transport together at the end of the turn (one ``send`` for all the
+    responses to a batch of pipelined requests), like Netty's flush
+    consolidation; order is preserved.
+    """
+
+    __slots__ = ("remote_addr", "local_addr", "attrs", "last_active", "_transport", "_closed",
+                 "_loop", "_pending")
 
     def __init__(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport
         self._closed = False
+        self._loop = asyncio.get_running_loop()
+        self._pending: list | None = None
         self.remote_addr = _addr(transport.get_extra_info("peername"))
         self.local_addr = _addr(transport.get_extra_info("sockname"))
         self.attrs: dict = {}
@@ -59,16 +68,30 @@ class Channel:
             raise RemotingSendRequestError(self.remote_addr, "channel closed")
         head = cmd.encode_header()
         body = cmd.body
-        transport = self._transport
+        pending = self._pending
+        if pending is None:
+            pending = self._pending = []
+            self._loop.call_soon(self._flush)
         if not body:
-            transport.write(head)
+            pending.append(head)
         elif type(body) is list:
-            transport.writelines([head, *body])
+            pending.append(head)
+            pending.extend(body)
         elif len(body) <= _INLINE_BODY:
-            transport.write(head + body)
+            pending.append(head + body)
         else:
-            transport.writelines([head, body])
+            pending.append(head)
+            pending.append(body)
         self.last_active = time.monotonic()
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, None
+        if not pending or self._transport.is_closing():
+            return
+        if len(pending) == 1:
+            self._transport.write(pending[0])
+        else:
+            self._transport.writelines(pending)
 
     def send_response(self, response: RemotingCommand) -> None:
         """Write a response whose opaque is already the request's; a response
@@ -81,13 +104,16 @@ class Channel:
                       self.remote_addr)
 
     def close(self) -> None:
+        """Close after writing what is queued."""
         if not self._closed:
+            self._flush()
             self._closed = True
             self._transport.close()
 
     def abort(self) -> None:
         """Close without flushing (garbage from the peer, forced stop)."""
         self._closed = True
+        self._pending = None
         self._transport.abort()
 
     def __repr__(self) -> str:
