@@ -335,7 +335,7 @@ def charts(tables: dict[str, pd.DataFrame], opts: Options) -> dict[str, bytes]:
             ax.plot(s["minuteUtc"], s["messages"] / 60.0, label=f"{r.broker}/{r.topic}")
     ax.set_title(f"Throughput of the top {opts.top_topics} topics ({'hourly' if span_h > 6 else 'per minute'})")
     ax.set_ylabel("messages / s")
-    if len(top):
+    if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7)
     fig.autofmt_xdate()
     out["throughput"] = _png(fig)
@@ -362,7 +362,7 @@ def charts(tables: dict[str, pd.DataFrame], opts: Options) -> dict[str, bytes]:
     ax.set_xlabel("days from the last store time")
     ax.set_ylabel("GiB (no cleanup)")
     ax.set_title("Disk projection")
-    if len(disk):
+    if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=7)
     out["disk"] = _png(fig)
     plt.close(fig)
