@@ -18,9 +18,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
 import sys
 
+from rmq.common import systemd
 from rmq.common.logging import NAMESRV_LOGGER_NAME, configure_logging, shutdown_logging
 from rmq.common.properties import (
     ConfigError,
@@ -115,7 +117,14 @@ async def serve(controller: NamesrvController) -> int:
     tip = (f"The Name Server boot success. serializeType=JSON, "
            f"listening on {cfg.bindAddress}:{controller.port}")
     log.info(tip)
+    # Type=notify units: ready only once the port is bound; ping the watchdog
+    systemd.notify(f"READY=1\nSTATUS={tip}\nMAINPID={os.getpid()}")
+    interval = systemd.watchdog_interval()
+    watchdog = loop.create_task(systemd.watchdog_loop(interval)) if interval else None
     await stop.wait()
+    systemd.notify("STOPPING=1")
+    if watchdog is not None:
+        watchdog.cancel()
     log.info("shutdown hook was invoked, stopping the name server")
     await controller.shutdown()
     log.info("name server stopped")

@@ -73,3 +73,37 @@ def test_ready_after_registration_and_graceful_stop(tmp_path):
         broker.kill()
         namesrv.kill()
         sock.close()
+
+
+@pytest.mark.timeout(60)
+def test_namesrv_ready_when_listening_and_graceful_stop(tmp_path):
+    sock_path = str(tmp_path / "ns-notify.sock")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.bind(sock_path)
+    sock.settimeout(30)
+    port = free_port()
+    conf = tmp_path / "namesrv.conf"
+    conf.write_text(f"listenPort={port}\nkvConfigPath={tmp_path}/kv.json\n")
+    env = {"NOTIFY_SOCKET": sock_path, "WATCHDOG_USEC": "2000000",
+           "ROCKETMQ_HOME": str(tmp_path)}
+    namesrv = RmqProcess("rmq.namesrv.startup", ["-c", str(conf)], tmp_path / "ns.out",
+                         env=env).start()
+    try:
+        ready = sock.recv(4096).decode()
+        assert "READY=1" in ready and f"MAINPID={namesrv.pid}" in ready
+        with socket.create_connection(("127.0.0.1", port), timeout=2):
+            pass  # READY came only after the port was bound
+        assert "WATCHDOG=1" in sock.recv(4096).decode()
+        namesrv.signal(signal.SIGTERM)
+        assert namesrv.wait(30) == 0
+        rest = []
+        sock.settimeout(2)
+        try:
+            while True:
+                rest.append(sock.recv(4096).decode())
+        except TimeoutError:
+            pass
+        assert any("STOPPING=1" in m for m in rest)
+    finally:
+        namesrv.kill()
+        sock.close()
