@@ -8,10 +8,11 @@ against the buffer once before any byte behind it is touched.
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
 
 import orjson
 
@@ -319,7 +320,347 @@ cdef object json_language(object value):
     raise RemotingCommandError(f"bad language in JSON header: {value!r}")
 
 
+
+# ---------------------------------------------------------------------------
+# JSON header fast path
+#
+# A strict subset of JSON -- the shape every known client sends: one object,
+# plain keys, string / integer / true / false / null values, extFields one
+# level deep, the usual string escapes.  Anything else (floats, arrays, nested
+# objects under unknown keys, values of an unexpected type, out-of-range
+# numbers, invalid UTF-8, surrogate escapes, trailing bytes) returns None and
+# the caller falls back to orjson + the same checks as the twin, so both
+# paths give identical results by construction.
+
+cdef enum:
+    J_FAIL = -1
+    J_STR = 1
+    J_INT = 2
+    J_TRUE = 3
+    J_FALSE = 4
+    J_NULL = 5
+
+
+cdef struct JCur:
+    const uint8_t* p
+    const uint8_t* end
+    const uint8_t* s       # last string token (raw, between the quotes)
+    Py_ssize_t slen
+    bint sesc              # the string token contains escapes
+    int64_t ival           # last integer token
+
+
+cdef inline void jws(JCur* c) noexcept nogil:
+    while c.p < c.end and (c.p[0] == 32 or c.p[0] == 10 or c.p[0] == 13 or c.p[0] == 9):
+        c.p += 1
+
+
+cdef int jstring(JCur* c) noexcept nogil:
+    """At an opening quote: record the raw string, J_STR or J_FAIL."""
+    cdef const uint8_t* q = c.p + 1
+    cdef uint8_t ch
+    c.sesc = False
+    while q < c.end:
+        ch = q[0]
+        if ch == 34:
+            c.s = c.p + 1
+            c.slen = q - c.s
+            c.p = q + 1
+            return J_STR
+        if ch < 0x20:
+            return J_FAIL
+        if ch == 92:
+            c.sesc = True
+            q += 2
+            continue
+        q += 1
+    return J_FAIL
+
+
+cdef int jvalue(JCur* c) noexcept nogil:
+    """One scalar value token; objects/arrays/floats give J_FAIL."""
+    cdef const uint8_t* q
+    cdef bint neg = False
+    cdef int digits = 0
+    cdef int64_t v = 0
+    if c.p >= c.end:
+        return J_FAIL
+    cdef uint8_t ch = c.p[0]
+    if ch == 34:
+        return jstring(c)
+    if ch == 116 and c.end - c.p >= 4 and memcmp(c.p, b"true", 4) == 0:
+        c.p += 4
+        return J_TRUE
+    if ch == 102 and c.end - c.p >= 5 and memcmp(c.p, b"false", 5) == 0:
+        c.p += 5
+        return J_FALSE
+    if ch == 110 and c.end - c.p >= 4 and memcmp(c.p, b"null", 4) == 0:
+        c.p += 4
+        return J_NULL
+    q = c.p
+    if q[0] == 45:
+        neg = True
+        q += 1
+    while q < c.end and 48 <= q[0] <= 57:
+        v = v * 10 + (q[0] - 48)
+        digits += 1
+        q += 1
+    if digits == 0 or digits > 18:
+        return J_FAIL
+    if digits > 1 and (q - digits)[0] == 48:  # leading zero: not JSON
+        return J_FAIL
+    if neg and v == 0:  # -0: let orjson decide
+        return J_FAIL
+    if q < c.end and (q[0] == 46 or q[0] == 101 or q[0] == 69):  # . e E: a float
+        return J_FAIL
+    c.ival = -v if neg else v
+    c.p = q
+    return J_INT
+
+
+cdef object jtext(JCur* c):
+    """The last string token as str, or None when it cannot be decoded here."""
+    cdef const uint8_t* q
+    cdef const uint8_t* e
+    cdef uint8_t* buf
+    cdef uint8_t* o
+    cdef uint32_t cp
+    cdef int i
+    cdef uint8_t h
+    if not c.sesc:
+        try:
+            return PyUnicode_DecodeUTF8(<const char*>c.s, c.slen, NULL)
+        except UnicodeDecodeError:
+            return None
+    buf = <uint8_t*>PyMem_Malloc(c.slen + 1)
+    if buf == NULL:
+        raise MemoryError()
+    try:
+        q = c.s
+        e = c.s + c.slen
+        o = buf
+        while q < e:
+            if q[0] != 92:
+                o[0] = q[0]
+                o += 1
+                q += 1
+                continue
+            if q + 1 >= e:
+                return None
+            h = q[1]
+            q += 2
+            if h == 34 or h == 92 or h == 47:
+                o[0] = h
+            elif h == 98:
+                o[0] = 8
+            elif h == 102:
+                o[0] = 12
+            elif h == 110:
+                o[0] = 10
+            elif h == 114:
+                o[0] = 13
+            elif h == 116:
+                o[0] = 9
+            elif h == 117:
+                if e - q < 4:
+                    return None
+                cp = 0
+                for i in range(4):
+                    h = q[i]
+                    if 48 <= h <= 57:
+                        cp = cp * 16 + (h - 48)
+                    elif 97 <= h <= 102:
+                        cp = cp * 16 + (h - 87)
+                    elif 65 <= h <= 70:
+                        cp = cp * 16 + (h - 55)
+                    else:
+                        return None
+                q += 4
+                if 0xD800 <= cp <= 0xDFFF:
+                    return None
+                if cp < 0x80:
+                    o[0] = <uint8_t>cp
+                elif cp < 0x800:
+                    o[0] = <uint8_t>(0xC0 | (cp >> 6))
+                    o[1] = <uint8_t>(0x80 | (cp & 0x3F))
+                    o += 1
+                else:
+                    o[0] = <uint8_t>(0xE0 | (cp >> 12))
+                    o[1] = <uint8_t>(0x80 | ((cp >> 6) & 0x3F))
+                    o[2] = <uint8_t>(0x80 | (cp & 0x3F))
+                    o += 2
+            else:
+                return None
+            o += 1
+        try:
+            return PyUnicode_DecodeUTF8(<const char*>buf, o - buf, NULL)
+        except UnicodeDecodeError:
+            return None
+    finally:
+        PyMem_Free(buf)
+
+
+cdef inline bint jkey(JCur* c, const char* name, Py_ssize_t n) noexcept nogil:
+    return not c.sesc and c.slen == n and memcmp(c.s, name, n) == 0
+
+
+cdef object jscalar_text(JCur* c, int kind):
+    """An extFields value as the twin stringifies it (None: skip, or fail)."""
+    if kind == J_STR:
+        return jtext(c)
+    if kind == J_INT:
+        return str(c.ival)
+    if kind == J_TRUE:
+        return "true"
+    if kind == J_FALSE:
+        return "false"
+    return None
+
+
+cdef object jext(JCur* c):
+    """extFields object -> dict, or None to fall back."""
+    cdef dict ext = {}
+    cdef int kind
+    c.p += 1
+    jws(c)
+    if c.p < c.end and c.p[0] == 125:
+        c.p += 1
+        return ext
+    while True:
+        jws(c)
+        if c.p >= c.end or c.p[0] != 34 or jstring(c) != J_STR:
+            return None
+        key = jtext(c)
+        if key is None:
+            return None
+        jws(c)
+        if c.p >= c.end or c.p[0] != 58:
+            return None
+        c.p += 1
+        jws(c)
+        kind = jvalue(c)
+        if kind == J_FAIL:
+            return None
+        if kind != J_NULL:
+            val = jscalar_text(c, kind)
+            if val is None:
+                return None
+            ext[key] = val
+        jws(c)
+        if c.p >= c.end:
+            return None
+        if c.p[0] == 44:
+            c.p += 1
+            continue
+        if c.p[0] == 125:
+            c.p += 1
+            return ext
+        return None
+
+
+cdef object fast_json(const uint8_t* data, Py_ssize_t n):
+    """The seven header values, or None to fall back to orjson."""
+    cdef JCur c
+    cdef int kind
+    cdef int64_t code = 0, version = 0, opaque = 0, flag = 0
+    cdef int64_t* target
+    c.p = data
+    c.end = data + n
+    language = 0
+    remark = None
+    ext = None
+    jws(&c)
+    if c.p >= c.end or c.p[0] != 123:
+        return None
+    c.p += 1
+    jws(&c)
+    if c.p < c.end and c.p[0] == 125:
+        c.p += 1
+    else:
+        while True:
+            jws(&c)
+            if c.p >= c.end or c.p[0] != 34 or jstring(&c) != J_STR:
+                return None
+            target = NULL
+            if jkey(&c, "code", 4):
+                target = &code
+            elif jkey(&c, "flag", 4):
+                target = &flag
+            elif jkey(&c, "opaque", 6):
+                target = &opaque
+            elif jkey(&c, "version", 7):
+                target = &version
+            is_ext = jkey(&c, "extFields", 9)
+            is_lang = jkey(&c, "language", 8)
+            is_remark = jkey(&c, "remark", 6)
+            if c.sesc:
+                return None
+            known = target != NULL or is_ext or is_lang or is_remark
+            if not known and jtext(&c) is None:  # orjson would reject the key
+                return None
+            jws(&c)
+            if c.p >= c.end or c.p[0] != 58:
+                return None
+            c.p += 1
+            jws(&c)
+            if is_ext:
+                if c.p < c.end and c.p[0] == 123:
+                    ext = jext(&c)
+                    if ext is None:
+                        return None
+                elif jvalue(&c) == J_NULL:
+                    ext = None
+                else:
+                    return None
+            else:
+                kind = jvalue(&c)
+                if kind == J_FAIL:
+                    return None
+                if target != NULL:
+                    if kind == J_NULL:
+                        target[0] = 0
+                    elif kind != J_INT or not -2147483648 <= c.ival <= 2147483647:
+                        return None
+                    else:
+                        target[0] = c.ival
+                elif is_lang:
+                    if kind == J_STR:
+                        name = jtext(&c)
+                        if name is None:
+                            return None
+                        language = LANGUAGE_BY_NAME.get(name, LANGUAGE_OTHER)
+                    elif kind == J_INT:
+                        language = c.ival if 0 <= c.ival < N_LANGUAGES else LANGUAGE_OTHER
+                    elif kind == J_NULL:
+                        language = 0
+                    else:
+                        return None
+                elif is_remark:
+                    if kind == J_NULL:
+                        remark = None
+                    else:
+                        remark = jscalar_text(&c, kind)
+                        if remark is None:
+                            return None
+                elif kind == J_STR and jtext(&c) is None:  # ignored, but must be valid
+                    return None
+            jws(&c)
+            if c.p >= c.end:
+                return None
+            if c.p[0] == 44:
+                c.p += 1
+                continue
+            if c.p[0] == 125:
+                c.p += 1
+                break
+            return None
+    jws(&c)
+    if c.p != c.end:
+        return None
+    return code, language, version, opaque, flag, remark, ext
+
 cdef tuple decode_json(object raw):
+    """orjson and the twin's checks: the path for headers fast_json declines."""
     try:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError as e:
@@ -387,8 +728,9 @@ cdef tuple decode_rocketmq(const uint8_t* h, Py_ssize_t hlen):
     return code, language, version, opaque, flag, remark, ext
 
 
-cdef tuple decode_header(object frame, const uint8_t* f, Py_ssize_t n):
-    """The seven header values and (serialize type, body offset) of one frame."""
+cdef tuple decode_header(object buf, Py_ssize_t base, const uint8_t* f, Py_ssize_t n):
+    """The seven header values and (serialize type, body offset) of the frame
+    at ``f`` (= ``buf`` + ``base``)."""
     if n < 4:
         raise RemotingCommandError(f"frame too short: {n} bytes")
     cdef uint32_t mark = rd32(f)
@@ -397,7 +739,9 @@ cdef tuple decode_header(object frame, const uint8_t* f, Py_ssize_t n):
     if hlen > n - 4:
         raise RemotingCommandError(f"header length {hlen} exceeds frame length {n}")
     if stype == 0:
-        fields = decode_json(memoryview(frame)[4:4 + hlen])
+        fields = fast_json(f + 4, hlen)
+        if fields is None:
+            fields = decode_json(memoryview(buf)[base + 4:base + 4 + hlen])
     elif stype == 1:
         fields = decode_rocketmq(f + 4, hlen)
     else:
@@ -410,7 +754,7 @@ def decode(frame):
     cdef Py_buffer view
     PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE)
     try:
-        fields, stype, off = decode_header(frame, <const uint8_t*>view.buf, view.len)
+        fields, stype, off = decode_header(frame, 0, <const uint8_t*>view.buf, view.len)
     finally:
         PyBuffer_Release(&view)
     return (*fields, stype, off)
@@ -452,19 +796,12 @@ def decode_frames(buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_frame):
         if pos < 0 or end > view.len or pos > end:
             raise ValueError("pos/end outside the buffer")
         b = <const uint8_t*>view.buf
-        mv = None
         try:
             while True:
                 length = length_at(b, pos, end, max_frame)
                 if length < 0:
                     break
-                if (rd32(b + pos + 4) >> 24) == 0:
-                    if mv is None:
-                        mv = memoryview(buf)
-                    frame = mv[pos + 4:pos + 4 + length]
-                else:
-                    frame = None
-                fields, stype, off = decode_header(frame, b + pos + 4, length)
+                fields, stype, off = decode_header(buf, pos + 4, b + pos + 4, length)
                 body = (PyBytes_FromStringAndSize(<const char*>b + pos + 4 + off, length - off)
                         if off < length else None)
                 frames.append((*fields, body, stype))

@@ -115,3 +115,31 @@ def test_frame_length_limits(impl):
     for bad in (struct.pack(">i", 3), struct.pack(">i", 101), struct.pack(">i", -1)):
         with pytest.raises(RemotingCommandError):
             fn(bad + bytes(8), 0, 12, 100)
+
+
+HEADER = (b'{"code":310,"extFields":{"a":"PG","d":4,"k":false,"i":"U\\u0001V\\n\\"\xc3\xa9",'
+          b'"x":null},"flag":0,"language":"CPP","opaque":7,"remark":"","version":63}\n')
+
+
+@settings(max_examples=600, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.integers(0, len(HEADER)), st.binary(max_size=3)), max_size=3),
+       st.integers(0, 3))
+def test_mutated_json_headers_agree(edits, cut):
+    """Byte-level damage to a realistic header: compiled and twin agree on
+    every outcome (decoded values, or a RemotingCommandError)."""
+    raw = bytearray(HEADER)
+    for at, data in edits:
+        raw[at:at + cut] = data
+    frame = struct.pack(">i", len(raw)) + bytes(raw)
+    twin = outcome(codec.py_decode, frame)
+    if FAST is not None:
+        assert outcome(FAST.decode, frame) == twin
+
+
+def test_realistic_json_header_decodes():
+    frame = struct.pack(">i", len(HEADER)) + HEADER
+    code, lang, ver, opaque, flag, remark, ext, stype, off = codec.py_decode(frame)
+    assert (code, lang, ver, opaque, flag, remark, stype) == (310, 1, 63, 7, 0, "", 0)
+    assert ext == {"a": "PG", "d": "4", "k": "false", "i": "U\x01V\n\"é"}
+    if FAST is not None:
+        assert FAST.decode(frame) == codec.py_decode(frame)
