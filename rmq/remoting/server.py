@@ -38,6 +38,7 @@ class RemotingServer(RemotingService):
         self.tls = tls if tls is not None else TlsConfig.from_environ()
         self._server: asyncio.AbstractServer | None = None
         self._accept_task: asyncio.Task | None = None
+        self._sniffing: set[asyncio.Task] = set()
         self._listen: socket.socket | None = None
         self._ssl: ssl.SSLContext | None = None
         self._ssl_lock = asyncio.Lock()
@@ -90,8 +91,8 @@ class RemotingServer(RemotingService):
                 await asyncio.sleep(0.01)
                 continue
             task = loop.create_task(self._sniff(conn))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            self._sniffing.add(task)
+            task.add_done_callback(self._sniffing.discard)
 
     async def _first_byte(self, conn: socket.socket) -> int | None:
         """Peek at the first byte without consuming it (None: peer closed)."""
@@ -129,6 +130,9 @@ class RemotingServer(RemotingService):
                 conn.close()
             else:
                 await loop.connect_accepted_socket(self._protocol, conn)
+        except asyncio.CancelledError:
+            conn.close()
+            raise
         except (OSError, TimeoutError, ssl.SSLError, RuntimeError) as e:
             log.warning("%s: connection setup failed: %s", self.name, e)
             conn.close()
@@ -167,6 +171,8 @@ class RemotingServer(RemotingService):
             self._accept_task.cancel()
             self._accept_task = None
             self._listen.close()
+        for task in list(self._sniffing):
+            task.cancel()
         if self._tasks:
             await asyncio.wait(set(self._tasks), timeout=grace_seconds)
         for task in list(self._tasks):

@@ -399,3 +399,16 @@ def test_stop_under_load_fails_callers_cleanly():
         assert client._responses == {}
         await client.close()
     run(body())
+
+
+def test_stop_does_not_wait_for_silent_connections():
+    async def body():
+        server = await started({7: (Echo(), None, None)})
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        loop = asyncio.get_running_loop()
+        begin = loop.time()
+        await server.stop(grace_seconds=5)
+        assert loop.time() - begin < 2
+        await assert_closed(reader)
+        writer.close()
+    run(body())
