@@ -315,9 +315,14 @@ class CommitLog:
         self._truncate_to(process, max_phy_of_cq)
         return process
 
-    def recover_abnormally(self, max_phy_of_cq: int, min_ts: int, dispatch) -> int:
+    def recover_abnormally(self, max_phy_of_cq: int, min_ts: int, dispatch, rebuild_from: int = -1) -> int:
         """STORE_FORMAT.md 9.4: start at the newest file whose first record is
-        older than the checkpoint, re-dispatch everything from there."""
+        older than the checkpoint, re-dispatch everything from there.
+
+        Deliberate difference from 4.9.8: when index files were dropped at
+        load, the scan starts no later than the file holding the oldest
+        offset they covered (``rebuild_from``), so every message stays
+        indexed after a crash instead of only those after the checkpoint."""
         files = self.mfq.mapped_files
         if not files:
             self.mfq.flushed_where = self.mfq.committed_where = 0
@@ -329,6 +334,11 @@ class CommitLog:
             if r[0] == codec.SCAN_MESSAGE and r[7] != 0 and r[7] <= min_ts:
                 start = i
                 break
+        if rebuild_from >= 0:
+            for i, mf in enumerate(files[: start + 1]):
+                if mf.file_from_offset + self.file_size > rebuild_from:
+                    start = min(start, i)
+                    break
         process = self._scan_from(start, dispatch)
         self._truncate_to(process, max_phy_of_cq)
         return process

@@ -191,7 +191,8 @@ class DefaultMessageStore:
             cfg = self.config
             min_ts = self.checkpoint.min_timestamp_index() if cfg.messageIndexEnable and cfg.messageIndexSafe \
                 else self.checkpoint.min_timestamp()
-            self.commit_log.recover_abnormally(max_phy_cq, min_ts, self._dispatch_recovered)
+            self.commit_log.recover_abnormally(max_phy_cq, min_ts, self._dispatch_recovered,
+                                               self.index_service.dropped_begin_phy_offset)
         self._recover_topic_queue_table()
 
     def _dispatch_recovered(self, r: tuple) -> None:

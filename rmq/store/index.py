@@ -27,7 +27,7 @@ import time
 
 from rmq._fast import compiled
 from rmq.common.message import java_string_hash
-from rmq.store.mapped_file import MappedFile
+from rmq.store.mapped_file import MappedFile, sync_range
 
 log = logging.getLogger("store")
 
@@ -150,9 +150,12 @@ class IndexFile:
         return (begin < b and end > e) or (b <= begin <= e) or (b <= end <= e)
 
     def flush(self) -> None:
-        self.mf.set_positions(0)
-        self.mf.wrote_position = self.mf.file_size
-        self.mf.flush(0)
+        """Force the whole file (index files are only flushed when full or at shutdown)."""
+        if not self.mf.closed:
+            try:
+                sync_range(self.mf.mm, self.mf.fd, 0, self.mf.file_size)
+            except (OSError, ValueError):
+                log.warning("flush of index file %s failed", self.file_name)
 
     def destroy(self) -> bool:
         return self.mf.destroy()
@@ -178,12 +181,15 @@ class IndexService:
         self.files: list[IndexFile] = []
         self._lock = threading.Lock()
         self._hanged: list[IndexFile] = []
+        # lowest commit log offset covered by index files dropped at an abnormal load
+        self.dropped_begin_phy_offset = -1
 
     def load(self, last_exit_ok: bool) -> bool:
         if not os.path.isdir(self.store_path):
             return True
         names = sorted(n for n in os.listdir(self.store_path) if n.isdigit())
         files = []
+        self.dropped_begin_phy_offset = -1
         size = index_file_size(self.max_slots, self.max_index)
         for n in names:
             path = os.path.join(self.store_path, n)
@@ -192,6 +198,9 @@ class IndexService:
                 continue
             f = IndexFile(path, self.max_slots, self.max_index)
             if not last_exit_ok and f.end_timestamp > self.checkpoint.index_msg_timestamp:
+                begin = f.header()[2]
+                if self.dropped_begin_phy_offset < 0 or begin < self.dropped_begin_phy_offset:
+                    self.dropped_begin_phy_offset = begin
                 f.destroy()
                 continue
             files.append(f)
@@ -291,6 +300,7 @@ class IndexService:
 
     def shutdown(self) -> None:
         for f in self.files:
+            f.flush()
             f.close()
 
     def destroy(self) -> None:

@@ -41,6 +41,20 @@ def _page_cache_busy(begin_ms: int, now_ms: int, timeout_ms: int) -> bool:
     return diff < 10_000_000 and diff > timeout_ms
 
 
+def _create_sized(file_name: str, file_size: int) -> int:
+    """Create a file at its full size under a temporary name and rename it, so
+    a crash never leaves a store file of the wrong length behind."""
+    tmp = file_name + ".tmp"
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.ftruncate(fd, file_size)
+        os.rename(tmp, file_name)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 sync_range = _sync_range
 page_cache_busy = _page_cache_busy
 _c = compiled("store_mapped")
@@ -66,10 +80,11 @@ class MappedFile:
         if not base.isdigit():
             raise ValueError(f"not a store file name: {file_name}")
         self.file_from_offset = int(base)
-        fd = os.open(file_name, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            if os.fstat(fd).st_size != file_size:
-                os.ftruncate(fd, file_size)
+            fd = os.open(file_name, os.O_RDWR)
+        except FileNotFoundError:
+            fd = _create_sized(file_name, file_size)
+        try:
             self.mm = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         except BaseException:
             os.close(fd)
@@ -252,7 +267,11 @@ class MappedFileQueue:
         names: list[str] = []
         for d in self.store_paths + self.read_only_paths:
             if os.path.isdir(d):
-                names.extend(os.path.join(d, n) for n in os.listdir(d) if n.isdigit())
+                for n in os.listdir(d):
+                    if n.isdigit():
+                        names.append(os.path.join(d, n))
+                    elif n.endswith(".tmp") and n[:-4].isdigit():
+                        os.unlink(os.path.join(d, n))  # creation cut short by a crash
         names.sort(key=os.path.basename)
         files = []
         for path in names:

@@ -1,0 +1,220 @@
+"""ScheduleMessageService: delivery of delayed messages (STORE_FORMAT.md 12).
+
+The commit log parks a message with ``DELAY=n`` in ``SCHEDULE_TOPIC_XXXX``
+queue n-1, its consume-queue tagsCode being the delivery time.  One asyncio
+task per level walks that queue in order from the level's saved offset: an
+entry that is due is re-stored under its real topic and queue (``DELAY``
+removed from the map, ``WAIT=false``; the stored properties string keeps the
+4.9.8 quirk of being generated before ``DELAY`` is dropped), then the level's
+offset moves on.  Offsets persist in ``config/delayOffset.json`` every
+``flushDelayOffsetInterval`` and at shutdown, so deliveries survive restarts
+(a crash may deliver the last few again: at least once).  Masters only.
+
+A level's task sleeps until its head entry is due, or until a message arrives
+in its queue when the queue is exhausted (arrival notification, with a 1 s
+re-check), instead of polling every 100 ms as Java does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from typing import Any
+
+from rmq.broker.config_manager import ConfigManager, parse_json, pretty_dumps
+from rmq.common import fastjson
+from rmq.common import message as mc
+from rmq.common.topics import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
+from rmq.store.config import BrokerRole, FlushDiskType
+from rmq.store.message import MessageExtBrokerInner
+from rmq.store.message_codec import decode_message, message_properties_to_string
+from rmq.store.results import PutMessageStatus
+
+log = logging.getLogger("store")
+
+FIRST_DELAY_S = 1.0
+RETRY_AFTER_FAILURE_S = 0.1
+IDLE_RECHECK_S = 1.0
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def delay_offset_path(store_root: str) -> str:
+    return os.path.join(store_root, "config", "delayOffset.json")
+
+
+class ScheduleMessageService(ConfigManager):
+    """Delay levels of one broker; built by the send processor, started and
+    stopped through ``controller.services``."""
+
+    def __init__(self, controller: Any) -> None:
+        self.c = controller
+        self.store_config = controller.store_config
+        self.offset_table: dict[int, int] = {}
+        self.delay_table = self.store_config.delay_level_table()
+        self.max_level = max(self.delay_table) if self.delay_table else 0
+        self._events: dict[int, asyncio.Event] = {}
+        self._tasks: list[asyncio.Task] = []
+        self._started = False
+        controller.message_arriving_listeners.append(self.on_message_arriving)
+
+    # ---- persistence ----------------------------------------------------------
+    def config_file_path(self) -> str:
+        return delay_offset_path(self.store_config.storePathRootDir)
+
+    def encode(self, pretty: bool = False) -> str:
+        obj = {"offsetTable": dict(sorted(self.offset_table.items()))}
+        return pretty_dumps(obj) if pretty else fastjson.dumps(obj).decode("utf-8")
+
+    def decode(self, text: str) -> None:
+        table = parse_json(text).get("offsetTable") or {}
+        self.offset_table = {int(k): int(v) for k, v in table.items()}
+
+    # ---- life cycle -------------------------------------------------------------
+    async def start(self) -> None:
+        """Load offsets and start one task per level (nothing on a slave)."""
+        if self._started:
+            return
+        self._started = True
+        try:
+            self.load()
+        except Exception:  # a broken file must not stop the broker; start from 0
+            log.exception("load %s failed, delay levels restart from offset 0",
+                          self.config_file_path())
+        if self.store_config.brokerRole is BrokerRole.SLAVE:
+            return
+        loop = asyncio.get_running_loop()
+        for level in sorted(self.delay_table):
+            self.offset_table.setdefault(level, 0)
+            self._events[level] = asyncio.Event()
+            self._tasks.append(loop.create_task(self._deliver_level(level),
+                                                name=f"schedule-level-{level}"))
+        self._tasks.append(loop.create_task(self._persist_periodically(), name="delayOffset"))
+
+    async def shutdown(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        if self._started:
+            self.persist()
+        self._started = False
+
+    async def _persist_periodically(self) -> None:
+        await asyncio.sleep(10)
+        while True:
+            try:
+                self.persist()
+            except Exception:
+                log.exception("persist %s failed", self.config_file_path())
+            await asyncio.sleep(self.store_config.flushDelayOffsetInterval / 1000)
+
+    def on_message_arriving(self, topic: str, queue_id: int, *_args: Any) -> None:
+        if topic == SCHEDULE_TOPIC:
+            event = self._events.get(queue_id + 1)
+            if event is not None:
+                event.set()
+
+    # ---- delivery -----------------------------------------------------------------
+    async def _deliver_level(self, level: int) -> None:
+        await asyncio.sleep(FIRST_DELAY_S if level == 1 else 0)
+        event = self._events[level]
+        while True:
+            try:
+                wait_s = await self._deliver_due(level)
+            except Exception:
+                log.exception("delivery of delay level %d failed", level)
+                wait_s = RETRY_AFTER_FAILURE_S
+            if wait_s is None:  # queue exhausted: wait for an arrival
+                event.clear()
+                if not self._has_more(level):
+                    try:
+                        await asyncio.wait_for(event.wait(), IDLE_RECHECK_S)
+                    except TimeoutError:
+                        pass
+            else:
+                await asyncio.sleep(wait_s)
+
+    def _has_more(self, level: int) -> bool:
+        store = self.c.message_store
+        return self.offset_table.get(level, 0) < store.get_max_offset_in_queue(
+            SCHEDULE_TOPIC, level - 1)
+
+    async def _deliver_due(self, level: int) -> float | None:
+        """Deliver every due entry of the level; the seconds to wait for the
+        next one, or None when the queue has no more entries."""
+        store = self.c.message_store
+        cq = store._existing_cq(SCHEDULE_TOPIC, level - 1)
+        if cq is None:
+            return None
+        offset = max(self.offset_table.get(level, 0), cq.get_min_offset_in_queue())
+        level_ms = self.delay_table[level]
+        while True:
+            entry = cq.read_entry(offset)
+            if entry is None:
+                self.offset_table[level] = offset
+                return None
+            phy, size, deliver_ts = entry
+            now = _now_ms()
+            if deliver_ts > now + level_ms:  # clock moved back: deliver now
+                deliver_ts = now
+            if deliver_ts > now:
+                self.offset_table[level] = offset
+                return (deliver_ts - now) / 1000
+            if not await self._deliver_one(phy, size):
+                self.offset_table[level] = offset
+                return RETRY_AFTER_FAILURE_S
+            offset += 1
+            self.offset_table[level] = offset
+
+    async def _deliver_one(self, phy: int, size: int) -> bool:
+        """Re-store one parked message under its real topic; True when done
+        (also when the message is gone or must be discarded)."""
+        store = self.c.message_store
+        mv = store.select_one_message_by_offset(phy, size)
+        if mv is None:
+            log.error("schedule message at %d is gone, skipped", phy)
+            return True
+        try:
+            old = decode_message(mv)
+        except ValueError:
+            log.error("schedule message at %d is corrupt, skipped", phy)
+            return True
+        finally:
+            mv.release()
+        msg = self.time_up(old)
+        if msg.topic == TRANS_HALF_TOPIC:
+            log.error("[BUG] the real topic of schedule msg is %s, discard the msg", msg.topic)
+            return True
+        if self.store_config.flushDiskType is FlushDiskType.SYNC_FLUSH or \
+                self.store_config.brokerRole is BrokerRole.SYNC_MASTER:
+            result = await store.async_put_message(msg)
+        else:
+            result = store.put_message(msg)
+        if result is not None and result.status is PutMessageStatus.PUT_OK:
+            return True
+        log.error("ScheduleMessageService, a message time up, but reput it failed, topic: %s "
+                  "msgId %s", msg.topic, old.msg_id)
+        return False
+
+    @staticmethod
+    def time_up(old) -> MessageExtBrokerInner:
+        """``messageTimeup``: the parked message back under its real topic."""
+        props = dict(old.properties)
+        text = message_properties_to_string(props)  # before DELAY goes (4.9.8 quirk)
+        props[mc.PROPERTY_WAIT_STORE_MSG_OK] = "false"
+        props.pop(mc.PROPERTY_DELAY_TIME_LEVEL, None)
+        topic = props.get(mc.PROPERTY_REAL_TOPIC, old.topic)
+        try:
+            queue_id = int(props.get(mc.PROPERTY_REAL_QUEUE_ID, "0"))
+        except ValueError:
+            queue_id = 0
+        tags = props.get(mc.PROPERTY_TAGS)
+        return MessageExtBrokerInner(
+            topic, queue_id, old.flag, old.body, props, text,
+            mc.tags_string_to_code(tags) if tags else 0, old.sys_flag, old.born_timestamp,
+            old.born_host, old.store_host, 0, old.reconsume_times)
