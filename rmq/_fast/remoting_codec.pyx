@@ -16,7 +16,19 @@ from libc.string cimport memcmp, memcpy
 
 import orjson
 
-from rmq.remoting.exceptions import RemotingCommandError
+
+cdef object _command_error = None
+
+
+cdef object RemotingCommandError():
+    """rmq.remoting.exceptions.RemotingCommandError, imported on first use:
+    rmq.remoting imports this module, so importing it at load time would be
+    circular when this module is imported first."""
+    global _command_error
+    if _command_error is None:
+        from rmq.remoting.exceptions import RemotingCommandError as cls
+        _command_error = cls
+    return _command_error
 
 
 cdef extern from "Python.h":
@@ -76,7 +88,7 @@ cdef dict string_ext(dict ext):
 
 cdef inline int check_int32(str name, object value) except -1:
     if not -2147483648 <= value <= 2147483647:
-        raise RemotingCommandError(f"{name} {value} is not an int32")
+        raise RemotingCommandError()(f"{name} {value} is not an int32")
     return 0
 
 
@@ -84,7 +96,7 @@ cdef str text(const uint8_t* p, Py_ssize_t n):
     try:
         return PyUnicode_DecodeUTF8(<const char*>p, n, NULL)
     except UnicodeDecodeError as e:
-        raise RemotingCommandError(f"bad UTF-8 in header: {e}") from None
+        raise RemotingCommandError()(f"bad UTF-8 in header: {e}") from None
 
 
 # ---------------------------------------------------------------------------
@@ -95,6 +107,7 @@ cdef class _Writer:
     cdef uint8_t* data
     cdef Py_ssize_t n
     cdef Py_ssize_t cap
+    cdef bint busy
 
     def __cinit__(self, Py_ssize_t cap):
         self.buf = bytearray(cap)
@@ -186,11 +199,32 @@ cdef class _Writer:
 # ---------------------------------------------------------------------------
 # encode
 
+cdef _Writer _shared = _Writer(4096)
+
+
+cdef inline _Writer writer():
+    """The module's writer, reused across calls (a fresh one if a stringify
+    callback re-entered encode while it is in use)."""
+    if _shared.busy:
+        return _Writer(512)
+    _shared.busy = True
+    _shared.n = 0
+    return _shared
+
+
+cdef inline void release(_Writer w):
+    """Give the shared writer back, dropping a buffer a huge header grew."""
+    global _shared
+    w.busy = False
+    if w is _shared and w.cap > 65536:
+        _shared = _Writer(4096)
+
+
 cdef bytes finish(_Writer w, int stype, Py_ssize_t body_len):
     """Fill the 8-byte prefix reserved at the start of ``w`` and return the frame head."""
     cdef Py_ssize_t hlen = w.n - 8
     if hlen > 0xFFFFFF or 4 + hlen + body_len > 2147483647:
-        raise RemotingCommandError(f"header of {hlen} bytes is too long")
+        raise RemotingCommandError()(f"header of {hlen} bytes is too long")
     wr32(w.data, <uint32_t>(4 + hlen + body_len))
     wr32(w.data + 4, (<uint32_t>stype << 24) | <uint32_t>hlen)
     return PyBytes_FromStringAndSize(<char*>w.data, w.n)
@@ -198,7 +232,17 @@ cdef bytes finish(_Writer w, int stype, Py_ssize_t body_len):
 
 cdef bytes encode_json(int32_t code, object language, int32_t version, int32_t opaque,
                        int32_t flag, object remark, object ext_fields, Py_ssize_t body_len):
-    cdef _Writer w = _Writer(512)
+    cdef _Writer w = writer()
+    try:
+        return _encode_json(w, code, language, version, opaque, flag, remark, ext_fields,
+                            body_len)
+    finally:
+        release(w)
+
+
+cdef bytes _encode_json(_Writer w, int32_t code, object language, int32_t version,
+                        int32_t opaque, int32_t flag, object remark, object ext_fields,
+                        Py_ssize_t body_len):
     cdef dict ext
     cdef bint first = True
     cdef long lang = language
@@ -233,7 +277,17 @@ cdef bytes encode_json(int32_t code, object language, int32_t version, int32_t o
 
 cdef bytes encode_rocketmq(int32_t code, object language, int32_t version, int32_t opaque,
                            int32_t flag, object remark, object ext_fields, Py_ssize_t body_len):
-    cdef _Writer w = _Writer(512)
+    cdef _Writer w = writer()
+    try:
+        return _encode_rocketmq(w, code, language, version, opaque, flag, remark, ext_fields,
+                                body_len)
+    finally:
+        release(w)
+
+
+cdef bytes _encode_rocketmq(_Writer w, int32_t code, object language, int32_t version,
+                            int32_t opaque, int32_t flag, object remark, object ext_fields,
+                            Py_ssize_t body_len):
     cdef Py_ssize_t rn = 0, kn, vn, ext_at
     cdef const char* rp = NULL
     cdef const char* kp
@@ -262,7 +316,7 @@ cdef bytes encode_rocketmq(int32_t code, object language, int32_t version, int32
                 v = stringify(v)
             kp = PyUnicode_AsUTF8AndSize(k, &kn)
             if kn > 32767:
-                raise RemotingCommandError(f"extFields key of {kn} bytes is too long")
+                raise RemotingCommandError()(f"extFields key of {kn} bytes is too long")
             vp = PyUnicode_AsUTF8AndSize(v, &vn)
             w.reserve(6 + kn + vn)
             wr16(w.data + w.n, <uint32_t>kn)
@@ -289,7 +343,7 @@ def encode(code, language, version, opaque, flag, remark, ext_fields, serialize_
     if serialize_type == 1:
         return encode_rocketmq(code, language, version, opaque, flag, remark, ext_fields,
                                body_len)
-    raise RemotingCommandError(f"unknown serialize type {serialize_type}")
+    raise RemotingCommandError()(f"unknown serialize type {serialize_type}")
 
 
 # ---------------------------------------------------------------------------
@@ -307,7 +361,7 @@ cdef object json_int(dict obj, str key, object default):
             return int(value)
         except ValueError:
             pass
-    raise RemotingCommandError(f"bad {key} in JSON header: {value!r}")
+    raise RemotingCommandError()(f"bad {key} in JSON header: {value!r}")
 
 
 cdef object json_language(object value):
@@ -317,7 +371,7 @@ cdef object json_language(object value):
         return LANGUAGE_BY_NAME.get(value, LANGUAGE_OTHER)
     if type(value) is int:
         return value if 0 <= value < N_LANGUAGES else LANGUAGE_OTHER
-    raise RemotingCommandError(f"bad language in JSON header: {value!r}")
+    raise RemotingCommandError()(f"bad language in JSON header: {value!r}")
 
 
 
@@ -664,9 +718,9 @@ cdef tuple decode_json(object raw):
     try:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError as e:
-        raise RemotingCommandError(f"bad JSON header: {e}") from None
+        raise RemotingCommandError()(f"bad JSON header: {e}") from None
     if type(obj) is not dict:
-        raise RemotingCommandError("JSON header is not an object")
+        raise RemotingCommandError()("JSON header is not an object")
     cdef dict d = <dict>obj
     remark = d.get("remark")
     if remark is not None and type(remark) is not str:
@@ -674,7 +728,7 @@ cdef tuple decode_json(object raw):
     ext = d.get("extFields")
     if ext is not None:
         if type(ext) is not dict:
-            raise RemotingCommandError("extFields is not an object")
+            raise RemotingCommandError()("extFields is not an object")
         ext = string_ext(<dict>ext)
     return (json_int(d, "code", 0), json_language(d.get("language")),
             json_int(d, "version", 0), json_int(d, "opaque", 0),
@@ -687,7 +741,7 @@ cdef tuple decode_rocketmq(const uint8_t* h, Py_ssize_t hlen):
     cdef int16_t klen
     cdef int language
     if hlen < FIXED_SIZE + 4:
-        raise RemotingCommandError(f"ROCKETMQ header too short: {hlen}")
+        raise RemotingCommandError()(f"ROCKETMQ header too short: {hlen}")
     cdef int16_t code = <int16_t>((h[0] << 8) | h[1])
     language = h[2]
     cdef int16_t version = <int16_t>((h[3] << 8) | h[4])
@@ -696,30 +750,30 @@ cdef tuple decode_rocketmq(const uint8_t* h, Py_ssize_t hlen):
     rlen = <int32_t>rd32(h + 13)
     p = FIXED_SIZE
     if rlen < 0 or p + rlen + 4 > hlen:
-        raise RemotingCommandError(f"bad remark length {rlen}")
+        raise RemotingCommandError()(f"bad remark length {rlen}")
     remark = text(h + p, rlen) if rlen else None
     p += rlen
     elen = <int32_t>rd32(h + p)
     p += 4
     if elen < 0 or p + elen > hlen:
-        raise RemotingCommandError(f"bad extFields length {elen}")
+        raise RemotingCommandError()(f"bad extFields length {elen}")
     ext = None
     if elen:
         ext = {}
         end = p + elen
         while p < end:
             if p + 2 > end:
-                raise RemotingCommandError("truncated extFields key length")
+                raise RemotingCommandError()("truncated extFields key length")
             klen = <int16_t>((h[p] << 8) | h[p + 1])
             p += 2
             if klen < 0 or p + klen + 4 > end:
-                raise RemotingCommandError(f"bad extFields key length {klen}")
+                raise RemotingCommandError()(f"bad extFields key length {klen}")
             key = text(h + p, klen)
             p += klen
             vlen = <int32_t>rd32(h + p)
             p += 4
             if vlen < 0 or p + vlen > end:
-                raise RemotingCommandError(f"bad extFields value length {vlen}")
+                raise RemotingCommandError()(f"bad extFields value length {vlen}")
             if klen and vlen:
                 ext[key] = text(h + p, vlen)
             p += vlen
@@ -732,12 +786,12 @@ cdef tuple decode_header(object buf, Py_ssize_t base, const uint8_t* f, Py_ssize
     """The seven header values and (serialize type, body offset) of the frame
     at ``f`` (= ``buf`` + ``base``)."""
     if n < 4:
-        raise RemotingCommandError(f"frame too short: {n} bytes")
+        raise RemotingCommandError()(f"frame too short: {n} bytes")
     cdef uint32_t mark = rd32(f)
     cdef int stype = mark >> 24
     cdef Py_ssize_t hlen = mark & 0xFFFFFF
     if hlen > n - 4:
-        raise RemotingCommandError(f"header length {hlen} exceeds frame length {n}")
+        raise RemotingCommandError()(f"header length {hlen} exceeds frame length {n}")
     if stype == 0:
         fields = fast_json(f + 4, hlen)
         if fields is None:
@@ -745,7 +799,7 @@ cdef tuple decode_header(object buf, Py_ssize_t base, const uint8_t* f, Py_ssize
     elif stype == 1:
         fields = decode_rocketmq(f + 4, hlen)
     else:
-        raise RemotingCommandError(f"unknown serialize type {stype}")
+        raise RemotingCommandError()(f"unknown serialize type {stype}")
     return fields, stype, 4 + hlen
 
 
@@ -766,7 +820,7 @@ cdef inline Py_ssize_t length_at(const uint8_t* b, Py_ssize_t pos, Py_ssize_t en
         return -1
     cdef int32_t length = <int32_t>rd32(b + pos)
     if length < 4 or length > max_frame:
-        raise RemotingCommandError(f"frame length {length} out of range [4, {max_frame}]")
+        raise RemotingCommandError()(f"frame length {length} out of range [4, {max_frame}]")
     if end - pos - 4 < length:
         return -1
     return length
@@ -806,8 +860,10 @@ def decode_frames(buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_frame):
                         if off < length else None)
                 frames.append((*fields, body, stype))
                 pos += 4 + length
-        except RemotingCommandError as e:
-            return frames, pos, e
+        except Exception as e:
+            if isinstance(e, RemotingCommandError()):
+                return frames, pos, e
+            raise
         return frames, pos, None
     finally:
         PyBuffer_Release(&view)

@@ -143,3 +143,14 @@ def test_realistic_json_header_decodes():
     assert ext == {"a": "PG", "d": "4", "k": "false", "i": "U\x01V\n\"é"}
     if FAST is not None:
         assert FAST.decode(frame) == codec.py_decode(frame)
+
+
+@pytest.mark.compiled_only
+def test_compiled_module_imports_first():
+    """rmq.remoting imports the compiled codec; importing it first must work too."""
+    import subprocess
+    import sys
+
+    code = ("import rmq._fast.remoting_codec as c, rmq.remoting.codec as t;"
+            "assert t.encode is c.encode")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
