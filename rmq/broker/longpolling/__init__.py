@@ -1,0 +1,1 @@
+"""Long polling of pulls (``PullRequestHoldService`` and its notifier)."""

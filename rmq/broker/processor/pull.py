@@ -1,0 +1,265 @@
+"""PullMessageProcessor: PULL_MESSAGE as RocketMQ 4.9.8 answers it
+(../shared/spec/PROTOCOL.md 3.3.5).
+
+The body of a SUCCESS is the list of memoryviews the store hands out (the
+records as they sit in the mapped commit log); the server writes them with
+``writelines`` without copying.  Tag filtering compares consume-queue tag
+codes with the hashes of the tags in the subscription *string* (the C++
+client's heartbeat codeSet is not usable).  Pulls that find nothing are held
+by the PullRequestHoldService (long polling) when the client allows it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from rmq.broker.longpolling.pull_request_hold_service import PullRequest, PullRequestHoldService
+from rmq.broker.processor.send_support import FAQ_SUFFIX
+from rmq.client.heartbeat import (
+    EXPRESSION_TAG,
+    SUB_ALL,
+    MessageModel,
+    SubscriptionData,
+    build_subscription,
+)
+from rmq.common import fastjson
+from rmq.common import message as mc
+from rmq.common import topics as T
+from rmq.common.codes import ResponseCode
+from rmq.remoting import Channel, RemotingCommand
+from rmq.remoting.command import RPC_RESPONSE
+from rmq.remoting.exceptions import RemotingCommandError
+from rmq.store import GetMessageStatus, MessageExtBrokerInner
+from rmq.store.message_codec import message_properties_to_string
+
+RC = ResponseCode
+G = GetMessageStatus
+
+FLAG_COMMIT_OFFSET = 0x1
+FLAG_SUSPEND = 0x2
+FLAG_SUBSCRIPTION = 0x4
+
+_REQUIRED_INTS = ("queueId", "queueOffset", "maxMsgNums", "sysFlag", "commitOffset",
+                  "suspendTimeoutMillis", "subVersion")
+
+# store status -> response code (OFFSET_MOVED cases that depend on the request
+# offset are decided in ``_code``)
+_STATUS_CODES = {
+    G.FOUND: RC.SUCCESS,
+    G.MESSAGE_WAS_REMOVING: RC.PULL_RETRY_IMMEDIATELY,
+    G.NO_MATCHED_MESSAGE: RC.PULL_RETRY_IMMEDIATELY,
+    G.OFFSET_FOUND_NULL: RC.PULL_NOT_FOUND,
+    G.OFFSET_OVERFLOW_BADLY: RC.PULL_OFFSET_MOVED,
+    G.OFFSET_OVERFLOW_ONE: RC.PULL_NOT_FOUND,
+    G.OFFSET_TOO_SMALL: RC.PULL_OFFSET_MOVED,
+}
+
+
+class PullHeader:
+    """``PullMessageRequestHeader``, parsed by hand (one per pull)."""
+
+    __slots__ = ("consumerGroup", "topic", "queueId", "queueOffset", "maxMsgNums", "sysFlag",
+                 "commitOffset", "suspendTimeoutMillis", "subscription", "subVersion",
+                 "expressionType")
+
+    @classmethod
+    def parse(cls, ext: dict[str, str] | None) -> PullHeader:
+        ext = ext or {}
+        h = cls()
+        for name in ("consumerGroup", "topic"):
+            value = ext.get(name)
+            if value is None:
+                raise RemotingCommandError(f"the custom field {name} is null")
+            setattr(h, name, value)
+        for name in _REQUIRED_INTS:
+            try:
+                setattr(h, name, int(ext[name]))
+            except (KeyError, ValueError):
+                raise RemotingCommandError(f"the custom field {name} is null") from None
+        h.subscription = ext.get("subscription")
+        h.expressionType = ext.get("expressionType")
+        return h
+
+
+def tag_filter(sub: SubscriptionData) -> Callable[[int], bool] | None:
+    """``ExpressionMessageFilter.isMatchedByConsumeQueue`` for TAG expressions:
+    None (everything matches) for ``*``; else membership of the 32-bit tag code
+    among the hashes of the subscription's tags."""
+    if sub.class_filter_mode or sub.expression_type != EXPRESSION_TAG or \
+            sub.sub_string == SUB_ALL:
+        return None
+    codes = frozenset(mc.java_string_hash(t) for t in sub.tags_set)
+
+    def matches(tags_code: int) -> bool:
+        return ((tags_code + 0x80000000) & 0xFFFFFFFF) - 0x80000000 in codes
+
+    return matches
+
+
+class PullMessageProcessor:
+    def __init__(self, controller: Any) -> None:
+        self.c = controller
+        self.bc = controller.broker_config
+        self.store = controller.message_store
+        self.hold = PullRequestHoldService(
+            self.store, lambda: self.bc.longPollingEnable,
+            lambda ch, req: self.process(ch, req, False))
+        controller.pull_request_hold_service = self.hold
+        controller.services.append(self.hold)
+        controller.message_arriving_listeners.append(self.hold.on_message_arriving)
+        self._filters: dict[tuple[str, str, int], Callable[[int], bool] | None] = {}
+
+    def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+        return self.process(channel, request, True)
+
+    def _error(self, code: int, remark: str) -> RemotingCommand:
+        return RemotingCommand(code, 0, 409, 0, RPC_RESPONSE, remark, None, None, 0)
+
+    def _subscription(self, channel: Channel, h: PullHeader, has_sub: bool, group_cfg
+                      ) -> tuple[RemotingCommand | None, SubscriptionData | None]:
+        """The subscription to filter with: from the request when it carries one,
+        else from the group's heartbeat data (with its version checks)."""
+        if has_sub:
+            try:
+                return None, build_subscription(h.topic, h.subscription,
+                                                h.expressionType or EXPRESSION_TAG)
+            except Exception:
+                return self._error(RC.SUBSCRIPTION_PARSE_FAILED,
+                                   "parse the consumer's subscription failed"), None
+        info = self.c.consumer_manager.get_consumer_group_info(h.consumerGroup)
+        if info is None:
+            return self._error(RC.SUBSCRIPTION_NOT_EXIST,
+                               "the consumer's group info not exist" + FAQ_SUFFIX), None
+        if not group_cfg.consumeBroadcastEnable and \
+                info.message_model is MessageModel.BROADCASTING:
+            return self._error(RC.NO_PERMISSION, f"the consumer group[{h.consumerGroup}] can "
+                               "not consume by broadcast way"), None
+        sub = info.subscription_table.get(h.topic)
+        if sub is None:
+            return self._error(RC.SUBSCRIPTION_NOT_EXIST,
+                               "the consumer's subscription not exist" + FAQ_SUFFIX), None
+        if sub.sub_version < h.subVersion:
+            return self._error(RC.SUBSCRIPTION_NOT_LATEST,
+                               "the consumer's subscription not latest"), None
+        return None, sub
+
+    def _filter_for(self, h: PullHeader, sub: SubscriptionData) -> Callable[[int], bool] | None:
+        key = (h.consumerGroup, sub.sub_string, sub.sub_version)
+        try:
+            return self._filters[key]
+        except KeyError:
+            if len(self._filters) > 4096:
+                self._filters.clear()
+            f = self._filters[key] = tag_filter(sub)
+            return f
+
+    def process(self, channel: Channel, request: RemotingCommand,
+                allow_suspend: bool) -> RemotingCommand | None:
+        h = PullHeader.parse(request.ext_fields)
+        bc = self.bc
+        if not mc.is_readable(bc.brokerPermission):
+            return self._error(RC.NO_PERMISSION,
+                               f"the broker[{bc.brokerIP1}] pulling message is forbidden")
+        group_cfg = self.c.subscription_group_manager.find_subscription_group_config(
+            h.consumerGroup)
+        if group_cfg is None:
+            return self._error(RC.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group "
+                               f"[{h.consumerGroup}] does not exist, {FAQ_SUFFIX}")
+        if not group_cfg.consumeEnable:
+            return self._error(RC.NO_PERMISSION,
+                               "subscription group no permission, " + h.consumerGroup)
+        flag = h.sysFlag
+        has_suspend = bool(flag & FLAG_SUSPEND)
+        tc = self.c.topic_config_manager.table.get(h.topic)
+        if tc is None:
+            return self._error(RC.TOPIC_NOT_EXIST,
+                               f"topic[{h.topic}] not exist, apply first please! {FAQ_SUFFIX}")
+        if not mc.is_readable(tc.perm):
+            return self._error(RC.NO_PERMISSION,
+                               f"the topic[{h.topic}] pulling message is forbidden")
+        if h.queueId < 0 or h.queueId >= tc.readQueueNums:
+            return self._error(RC.SYSTEM_ERROR, f"queueId[{h.queueId}] is illegal, topic:"
+                               f"[{h.topic}] topicConfig.readQueueNums:[{tc.readQueueNums}] "
+                               f"consumer:[{channel.remote_addr}]")
+        error, sub = self._subscription(channel, h, bool(flag & FLAG_SUBSCRIPTION), group_cfg)
+        if error is not None:
+            return error
+        if sub.expression_type != EXPRESSION_TAG and not bc.enablePropertyFilter:
+            return self._error(RC.SYSTEM_ERROR, "The broker does not support consumer to "
+                               f"filter message by {sub.expression_type}")
+        matches = self._filter_for(h, sub)
+        result = self.store.get_message(h.consumerGroup, h.topic, h.queueId, h.queueOffset,
+                                         h.maxMsgNums, None, matches)
+        response = self._respond(channel, request, h, group_cfg, result, allow_suspend,
+                                 has_suspend, matches)
+        if allow_suspend and flag & FLAG_COMMIT_OFFSET and not self.c.is_slave():
+            self.c.consumer_offset_manager.commit_offset(
+                channel.remote_addr, h.consumerGroup, h.topic, h.queueId, h.commitOffset)
+        return response
+
+    def _respond(self, channel: Channel, request: RemotingCommand, h: PullHeader, group_cfg,
+                 result, allow_suspend: bool, has_suspend: bool,
+                 matches: Callable[[int], bool] | None) -> RemotingCommand | None:
+        if result is None:
+            return self._error(RC.SYSTEM_ERROR, "store getMessage return null")
+        bc = self.bc
+        slave = self.c.is_slave()
+        status = result.status
+        code = _STATUS_CODES.get(status)
+        if code is None:  # NO_MATCHED_LOGIC_QUEUE / NO_MESSAGE_IN_QUEUE
+            code = RC.PULL_OFFSET_MOVED if h.queueOffset != 0 else RC.PULL_NOT_FOUND
+        suggest = 0
+        if bc.slaveReadEnable:
+            suggest = (group_cfg.whichBrokerWhenConsumeSlowly if result.suggest_pulling_from_slave
+                       else group_cfg.brokerId)
+        elif slave:
+            code = RC.PULL_RETRY_IMMEDIATELY
+        if code == RC.SUCCESS:
+            body = result.message_buffers
+        else:
+            body = None
+            result.release()
+            if code == RC.PULL_NOT_FOUND and allow_suspend and has_suspend:
+                timeout = h.suspendTimeoutMillis if bc.longPollingEnable \
+                    else bc.shortPollingTimeMills
+                self.hold.suspend(h.topic, h.queueId, PullRequest(
+                    request, channel, timeout, time.time_ns() // 1_000_000, h.queueOffset,
+                    matches))
+                return None
+            if code == RC.PULL_OFFSET_MOVED:
+                if not slave or self.c.store_config.offsetCheckInSlave:
+                    self._offset_moved_event(h, result.next_begin_offset)
+                else:
+                    suggest = group_cfg.brokerId
+                    code = RC.PULL_RETRY_IMMEDIATELY
+        ext = {"suggestWhichBrokerId": str(suggest),
+               "nextBeginOffset": str(result.next_begin_offset),
+               "minOffset": str(result.min_offset), "maxOffset": str(result.max_offset)}
+        return RemotingCommand(code, 0, 409, 0, RPC_RESPONSE, status.name, ext, body, 0)
+
+    def _offset_moved_event(self, h: PullHeader, new_offset: int) -> None:
+        """``generateOffsetMovedEvent``: a record in OFFSET_MOVED_EVENT, tagged
+        with the group, telling operators which consumer jumped where."""
+        self.c.log.warning("PULL_OFFSET_MOVED:correction offset. topic=%s, groupId=%s, "
+                           "requestOffset=%d, newOffset=%d", h.topic, h.consumerGroup,
+                           h.queueOffset, new_offset)
+        body = fastjson.dumps({
+            "consumerGroup": h.consumerGroup,
+            "messageQueue": {"brokerName": self.bc.brokerName, "queueId": h.queueId,
+                             "topic": h.topic},
+            "offsetNew": new_offset, "offsetRequest": h.queueOffset})
+        props = {mc.PROPERTY_TAGS: h.consumerGroup, mc.PROPERTY_DELAY_TIME_LEVEL: "0",
+                 mc.PROPERTY_KEYS: h.consumerGroup}
+        text = message_properties_to_string(props)
+        props[mc.PROPERTY_WAIT_STORE_MSG_OK] = "false"  # never block the loop on a flush
+        host = self.store.store_host
+        msg = MessageExtBrokerInner(
+            T.OFFSET_MOVED_EVENT, 0, 0, body, props, text,
+            mc.tags_string_to_code(h.consumerGroup), 0, time.time_ns() // 1_000_000, host, host)
+        try:
+            self.store.put_message(msg)
+        except Exception:
+            self.c.log.exception("generateOffsetMovedEvent failed")
+

@@ -1,0 +1,233 @@
+"""What every message-writing processor shares (``AbstractSendMessageProcessor``
+of 4.9.8): the send request header in both spellings, the topic checks with
+auto-creation (``msgCheck``), the store-result -> response mapping and the
+send response with ``MSG_REGION``/``TRACE_ON``.
+
+The send header is parsed by hand rather than through a ``CommandHeader``
+dataclass: it is decoded once per message on the hottest path of the broker.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from rmq.common import message as mc
+from rmq.common import topics as T
+from rmq.common.codes import ResponseCode
+from rmq.common.topic_config import TopicConfig
+from rmq.remoting import Channel, RemotingCommand
+from rmq.remoting.command import RPC_RESPONSE
+from rmq.remoting.exceptions import RemotingCommandError
+from rmq.store import PutMessageResult, PutMessageStatus
+
+RC = ResponseCode
+FAQ_SUFFIX = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+# MQVersion V3_4_9: from this client version on maxReconsumeTimes is honoured
+V3_4_9 = 121
+DLQ_NUMS_PER_GROUP = 1
+
+V1_KEYS = ("producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId",
+           "sysFlag", "bornTimestamp", "flag", "properties", "reconsumeTimes", "unitMode",
+           "maxReconsumeTimes", "batch", "bname")
+V2_KEYS = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n")
+
+
+class SendHeader:
+    """``SendMessageRequestHeader`` (V2 letters mapped back to V1 names)."""
+
+    __slots__ = ("producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId",
+                 "sysFlag", "bornTimestamp", "flag", "properties", "reconsumeTimes",
+                 "unitMode", "maxReconsumeTimes", "batch", "bname")
+
+
+def _int_or_none(text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def parse_send_header(ext: dict[str, str] | None, keys: tuple[str, ...]) -> SendHeader:
+    """Java decoding rules: a missing required field is an error; an
+    unparsable number keeps its default (null, i.e. missing for required ones);
+    booleans are ``Boolean.parseBoolean``."""
+    if ext is None:
+        raise RemotingCommandError(f"the custom field {keys[0]} is null")
+    get = ext.get
+    h = SendHeader()
+    g, t, dt = get(keys[0]), get(keys[1]), get(keys[2])
+    if g is None or t is None or dt is None:
+        missing = keys[0] if g is None else keys[1] if t is None else keys[2]
+        raise RemotingCommandError(f"the custom field {missing} is null")
+    h.producerGroup, h.topic, h.defaultTopic = g, t, dt
+    nums = []
+    for i in (3, 4, 5, 6, 7):
+        v = _int_or_none(get(keys[i]))
+        if v is None:
+            raise RemotingCommandError(f"the custom field {keys[i]} is null")
+        nums.append(v)
+    h.defaultTopicQueueNums, h.queueId, h.sysFlag, h.bornTimestamp, h.flag = nums
+    h.properties = get(keys[8])
+    h.reconsumeTimes = _int_or_none(get(keys[9]))
+    u = get(keys[10])
+    h.unitMode = u is not None and u.lower() == "true"
+    h.maxReconsumeTimes = _int_or_none(get(keys[11]))
+    b = get(keys[12])
+    h.batch = b is not None and b.lower() == "true"
+    h.bname = get(keys[13])
+    return h
+
+
+def parse_host(addr: str) -> tuple[str, int]:
+    """``ip:port`` (IPv6 addresses keep their colons) -> (ip, port)."""
+    ip, _, port = addr.rpartition(":")
+    try:
+        return ip.strip("[]"), int(port)
+    except ValueError:
+        return addr, 0
+
+
+def channel_host(channel: Channel) -> tuple[str, int]:
+    """The peer as a host tuple, computed once per connection."""
+    attrs = channel.attrs
+    host = attrs.get("born_host")
+    if host is None:
+        host = attrs["born_host"] = parse_host(channel.remote_addr)
+    return host
+
+
+def random_queue_id(n: int) -> int:
+    return random.randrange(99999999) % n if n > 0 else 0
+
+
+class SendSupport:
+    """Checks and answers shared by the send, send-back and reply processors."""
+
+    def __init__(self, controller: Any) -> None:
+        self.c = controller
+        self.bc = controller.broker_config
+        self.topics = controller.topic_config_manager
+        self.groups = controller.subscription_group_manager
+
+    # ---- responses --------------------------------------------------------------
+    def response(self, code: int, remark: str | None = None,
+                 ext: dict[str, str] | None = None) -> RemotingCommand:
+        """A send response: MSG_REGION and TRACE_ON are always present (the Java
+        client reads them unconditionally)."""
+        fields = {} if ext is None else ext
+        fields[mc.PROPERTY_MSG_REGION] = self.bc.regionId
+        fields[mc.PROPERTY_TRACE_SWITCH] = "true" if self.bc.traceOn else "false"
+        return RemotingCommand(code, 0, 409, 0, RPC_RESPONSE, remark, fields, None, 0)
+
+    def forbidden_remark(self) -> str:
+        return f"the broker[{self.bc.brokerIP1}] sending message is forbidden"
+
+    # ---- msgCheck ---------------------------------------------------------------
+    def pre_send(self, channel: Channel, h: SendHeader) -> tuple[RemotingCommand | None,
+                                                                 TopicConfig | None]:
+        """Start-time gate and ``msgCheck``: (error response, None) or (None, topic config)."""
+        bc = self.bc
+        if bc.startAcceptSendRequestTimeStamp and \
+                self.c.message_store.now() < bc.startAcceptSendRequestTimeStamp:
+            return self.response(RC.SYSTEM_ERROR, "broker unable to service, until "
+                                 f"{bc.startAcceptSendRequestTimeStamp}"), None
+        topic = h.topic
+        topics = self.topics
+        if not mc.is_writeable(bc.brokerPermission) and topics.is_order_topic(topic):
+            return self.response(RC.NO_PERMISSION, self.forbidden_remark()), None
+        tc = topics.table.get(topic)
+        if tc is None:
+            reason = T.validate_topic(topic)
+            if reason is not None:
+                return self.response(RC.SYSTEM_ERROR, reason), None
+            if topic in T.NOT_ALLOWED_SEND_TOPICS:
+                return self.response(RC.NO_PERMISSION,
+                                     f"Sending message to topic[{topic}] is forbidden."), None
+            tc = self._auto_create(channel, h)
+            if tc is None:
+                return self.response(RC.TOPIC_NOT_EXIST, self._not_exist_remark(topic)), None
+        elif topic in T.NOT_ALLOWED_SEND_TOPICS:
+            return self.response(RC.NO_PERMISSION,
+                                 f"Sending message to topic[{topic}] is forbidden."), None
+        valid = max(tc.writeQueueNums, tc.readQueueNums)
+        if h.queueId >= valid:
+            return self.response(
+                RC.SYSTEM_ERROR, f"request queueId[{h.queueId}] is illegal, {tc} Producer: "
+                f"{channel.remote_addr}"), None
+        return None, tc
+
+    def _not_exist_remark(self, topic: str) -> str:
+        text = f"topic[{topic}] not exist, apply first please!"
+        if not self.bc.autoCreateTopicEnable:
+            text += (" autoCreateTopicEnable=false on this broker: create the topic first "
+                     "(rmq-admin updateTopic)")
+        return text + FAQ_SUFFIX
+
+    def _auto_create(self, channel: Channel, h: SendHeader) -> TopicConfig | None:
+        topic = h.topic
+        is_retry = topic.startswith(T.RETRY_GROUP_TOPIC_PREFIX)
+        sys_flag = 0
+        if h.unitMode:
+            sys_flag = 0x2 if is_retry else 0x1  # TopicSysFlag unit-sub / unit
+        self.c.log.warning("the topic %s not exist, producer: %s", topic, channel.remote_addr)
+        tc = self.topics.create_topic_in_send_message_method(
+            topic, h.defaultTopic, channel.remote_addr, h.defaultTopicQueueNums, sys_flag)
+        if tc is None and is_retry:
+            tc = self.topics.create_topic_in_send_message_back_method(
+                topic, 1, mc.PERM_READ | mc.PERM_WRITE, sys_flag)
+        return tc
+
+    def dlq_topic_config(self, group: str) -> TopicConfig:
+        return self.topics.create_topic_in_send_message_back_method(
+            T.dlq_topic(group), DLQ_NUMS_PER_GROUP, mc.PERM_READ | mc.PERM_WRITE, 0)
+
+    def group_not_exist(self, group: str) -> RemotingCommand:
+        return self.response(RC.SUBSCRIPTION_GROUP_NOT_EXIST,
+                             f"subscription group not exist, {group} {FAQ_SUFFIX}")
+
+    # ---- store result -> response --------------------------------------------------
+    def put_result_response(self, result: PutMessageResult | None, queue_id: int
+                            ) -> RemotingCommand:
+        """``handlePutMessageResult``: the status decides the code; stored
+        statuses (OK and the three timeouts) carry msgId/queueId/queueOffset."""
+        if result is None:
+            return self.response(RC.SYSTEM_ERROR, "store putMessage return null")
+        status = result.status
+        code = _STORED_CODES.get(status)
+        if code is not None and result.append_result is not None:
+            ar = result.append_result
+            return self.response(code, None, {
+                "msgId": ar.msg_id, "queueId": str(queue_id),
+                "queueOffset": str(ar.logics_offset)})
+        return self.response(*self._failure(status))
+
+    def _failure(self, status: PutMessageStatus) -> tuple[int, str]:
+        S = PutMessageStatus
+        if status is S.CREATE_MAPEDFILE_FAILED:
+            return RC.SYSTEM_ERROR, "create mapped file failed, server is busy or broken."
+        if status is S.MESSAGE_ILLEGAL or status is S.PROPERTIES_SIZE_EXCEEDED:
+            return RC.MESSAGE_ILLEGAL, (
+                "the message is illegal, maybe msg body or properties length not matched. msg "
+                f"body length limit {self.c.store_config.maxMessageSize}B, msg properties "
+                "length limit 32KB.")
+        if status is S.SERVICE_NOT_AVAILABLE:
+            return RC.SERVICE_NOT_AVAILABLE, (
+                "service not available now. It may be caused by one of the following reasons: "
+                "the broker's disk is full, messages are put to the slave, message store has "
+                "been shut down, etc.")
+        if status is S.OS_PAGECACHE_BUSY:
+            return RC.SYSTEM_ERROR, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"
+        if status is S.UNKNOWN_ERROR:
+            return RC.SYSTEM_ERROR, "UNKNOWN_ERROR"
+        return RC.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"
+
+
+_STORED_CODES = {
+    PutMessageStatus.PUT_OK: RC.SUCCESS,
+    PutMessageStatus.FLUSH_DISK_TIMEOUT: RC.FLUSH_DISK_TIMEOUT,
+    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: RC.FLUSH_SLAVE_TIMEOUT,
+    PutMessageStatus.SLAVE_NOT_AVAILABLE: RC.SLAVE_NOT_AVAILABLE,
+}
