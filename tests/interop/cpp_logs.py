@@ -1,0 +1,117 @@
+"""Reading the C++ client's own logs: the suite fails on protocol errors and timeouts.
+
+librocketmq writes ``$HOME/logs/rocketmq-cpp/<pid>_rocketmq-cpp.log.N`` with lines
+like ``[2026-Nov-21 07:01:35.556094](error):text[function:line]``.  Its error and
+warning lines fall in three groups:
+
+- benign: written on every normal shutdown or first start (kept in ``BENIGN``);
+- transport: connection loss, reconnects and request timeouts.  They are expected
+  only while a test restarts the broker, so they are accepted inside the restart
+  windows a test declares (plus a grace period) and are failures anywhere else;
+- everything else at error level, and the warnings in ``PROTOCOL_WARNINGS``: the
+  client disagreed with what rmq sent (bad JSON, missing header, unexpected code).
+  Always a failure unless the test expects that exact text (``expected``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+LINE = re.compile(r"^\[(\d{4}-\w{3}-\d{2} \d{2}:\d{2}:\d{2}\.\d+)\]\((\w+)\):(.*)$")
+
+BENIGN = (
+    "TcpRemotingClient::stopAllTcpTransportThread End",
+    "CloseTransport of:",
+    "can not readOffset from offsetStore.json",  # local offset store, first start
+    "Retry many times, still failed",  # the real error follows as its own line
+    "tryToFindTopicPublishInfo null",  # ditto (no route)
+    "sendheartbeat brokeradd is empty",  # heartbeat timer before the first route
+    "didn't get the session_credentials",  # route refresh before start() finishes
+)
+
+TRANSPORT = (
+    "waitResponse of code",
+    "wait response timeout",
+    "no response got for opaque",
+    "response already timeout",
+    "callback timeout",
+    "response is null",
+    "can not connect",
+    "socket connect failure",
+    "tcpTransport with server disconnected",
+    "eventcb: received error event",
+    "go to fault state",
+    "invokeAsync failed",
+    "invokeAsync retry failed",
+    "invokeOneway failed",
+    "pullMessageAsync failed",
+    "Async pull exception",
+    "occurs exception, reproduce it",
+    "produce pullmsg of mq",
+    "send failed of",
+    "closeTransport",
+    "connect to",
+    "updateConsumeOffsetToBroker error",
+    "updateConsumeOffset of mq",
+    "The broker not exist",
+)
+
+PROTOCOL_WARNINGS = (
+    "get error response",
+    "unregisterClient fail",
+    "decode LockBatchResponseBody error",
+    "the msg of pull result is NULL",
+    "message's topic not equal mq's topic",
+    "impossible BROKER_TIMEOUT",
+)
+
+
+@dataclass(slots=True)
+class LogCheck:
+    """What a test accepts from the client's logs."""
+
+    windows: list[tuple[datetime, datetime]] = field(default_factory=list)
+    expected: tuple[str, ...] = ()
+    grace_s: float = 15.0
+
+
+def parse_time(stamp: str) -> datetime:
+    return datetime.strptime(stamp, "%Y-%b-%d %H:%M:%S.%f")
+
+
+def log_files(home: Path) -> list[Path]:
+    return sorted((home / "logs" / "rocketmq-cpp").glob("*rocketmq-cpp.log*"))
+
+
+def _in_window(when: datetime, check: LogCheck) -> bool:
+    for start, end in check.windows:
+        if start <= when and (when - end).total_seconds() <= check.grace_s:
+            return True
+    return False
+
+
+def problems(home: Path, check: LogCheck | None = None) -> list[str]:
+    """Every log line that makes the scenario fail, with its file name."""
+    check = check or LogCheck()
+    bad: list[str] = []
+    for path in log_files(home):
+        for raw in path.read_text(errors="replace").splitlines():
+            m = LINE.match(raw)
+            if m is None:
+                continue
+            level, text = m.group(2), m.group(3)
+            if level not in ("error", "fatal", "warning"):
+                continue
+            if any(b in text for b in BENIGN) or any(e in text for e in check.expected):
+                continue
+            if any(t in text for t in TRANSPORT):
+                if _in_window(parse_time(m.group(1)), check):
+                    continue
+                bad.append(f"{path.name}: {raw}")
+                continue
+            if level != "warning" or any(p in text for p in PROTOCOL_WARNINGS):
+                bad.append(f"{path.name}: {raw}")
+    return bad

@@ -1,0 +1,253 @@
+"""An rmq name server and broker on loopback, and the C++ client driven against them.
+
+``Cluster`` owns the two real processes (``tests/support/procs.py``), writes their
+configuration (short delay levels so retries come back within seconds), and can
+restart the broker cleanly (SIGTERM) or as a crash (SIGKILL), remembering the
+window during which the client is allowed to log connection failures.
+
+``CppRunner`` runs ``cpp_driver.py`` in child processes, each with its own HOME so
+that every scenario's client logs can be read back and checked by ``cpp_logs``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from datetime import datetime
+from pathlib import Path
+
+from rmq.common.codes import RequestCode, ResponseCode
+from rmq.remoting import RemotingClient, RemotingCommand
+from tests.interop import cpp_logs
+from tests.support.procs import RmqProcess, free_port, wait_port
+
+ROOT = Path(__file__).resolve().parents[2]
+DRIVER = "tests.interop.cpp_driver"
+
+# 1 s for every level that a first or second retry uses (3 + reconsumeTimes).
+SHORT_DELAY_LEVELS = "1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s"
+
+
+class Cluster:
+    """rmq-namesrv plus one rmq-broker (broker-a, master) under ``tmp``."""
+
+    def __init__(self, tmp: Path, auto_create: bool = True, extra: str = "") -> None:
+        self.tmp = tmp
+        self.ns_port = free_port()
+        self.port = free_port(span=4) + 2  # fast port = listenPort - 2, HA = + 1
+        self.auto_create = auto_create
+        self.extra = extra
+        self.namesrv: RmqProcess | None = None
+        self.broker: RmqProcess | None = None
+        self.restarts: list[tuple[datetime, datetime]] = []
+        self._broker_runs = 0
+
+    @property
+    def namesrv_addr(self) -> str:
+        return f"127.0.0.1:{self.ns_port}"
+
+    @property
+    def broker_addr(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def _env(self) -> dict[str, str]:
+        return {"ROCKETMQ_HOME": str(self.tmp)}
+
+    def start(self) -> Cluster:
+        conf = self.tmp / "namesrv.conf"
+        conf.write_text(f"listenPort={self.ns_port}\nkvConfigPath={self.tmp}/kv.json\n")
+        self.namesrv = RmqProcess("rmq.namesrv.startup", ["-c", str(conf)],
+                                  self.tmp / "namesrv.out", env=self._env())
+        self.namesrv.start(wait_for_port=self.ns_port)
+        self.start_broker()
+        return self
+
+    def broker_conf(self) -> Path:
+        conf = self.tmp / "broker.conf"
+        conf.write_text(
+            "brokerClusterName=DefaultCluster\nbrokerName=broker-a\nbrokerId=0\n"
+            f"listenPort={self.port}\nbrokerIP1=127.0.0.1\nbrokerIP2=127.0.0.1\n"
+            f"storePathRootDir={self.tmp / 'store'}\n"
+            f"storePathCommitLog={self.tmp / 'store' / 'commitlog'}\n"
+            "mappedFileSizeCommitLog=4194304\nmappedFileSizeConsumeQueue=60000\n"
+            "maxHashSlotNum=1000\nmaxIndexNum=4000\n"
+            f"autoCreateTopicEnable={'true' if self.auto_create else 'false'}\n"
+            f"messageDelayLevel={SHORT_DELAY_LEVELS}\n"
+            "flushConsumerOffsetInterval=1000\n"
+            f"{self.extra}")
+        return conf
+
+    def start_broker(self) -> RmqProcess:
+        self._broker_runs += 1
+        self.broker = RmqProcess(
+            "rmq.broker.startup", ["-c", str(self.broker_conf()), "-n", self.namesrv_addr],
+            self.tmp / f"broker-{self._broker_runs}.out", env=self._env())
+        self.broker.start(wait_for_port=self.port, timeout=40)
+        self.wait_routed("broker-a")
+        return self.broker
+
+    def wait_routed(self, topic: str, timeout: float = 20.0) -> None:
+        """The broker has registered: its own topic has a route at the name server."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.route_json(topic) is not None:
+                return
+            time.sleep(0.1)
+        raise AssertionError(f"no route for {topic} after {timeout}s")
+
+    def route_json(self, topic: str) -> str | None:
+        """GET_ROUTEINFO_BY_TOPIC through rmq's own remoting client: body text or None."""
+        r = self.request(self.namesrv_addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+        if r.code != ResponseCode.SUCCESS:
+            return None
+        return bytes(r.body).decode()
+
+    def max_offset(self, topic: str, queue: int) -> int:
+        r = self.request(self.broker_addr, RequestCode.GET_MAX_OFFSET,
+                         {"topic": topic, "queueId": str(queue)})
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        return int(r.ext_fields["offset"])
+
+    def consumer_offset(self, group: str, topic: str, queue: int) -> int | None:
+        """QUERY_CONSUMER_OFFSET; None when the broker has none for the group."""
+        r = self.request(self.broker_addr, RequestCode.QUERY_CONSUMER_OFFSET,
+                         {"consumerGroup": group, "topic": topic, "queueId": str(queue)})
+        if r.code != ResponseCode.SUCCESS:
+            return None
+        return int(r.ext_fields["offset"])
+
+    @staticmethod
+    def request(addr: str, code: int, header: dict[str, str]) -> RemotingCommand:
+        """One request through rmq's own remoting client (a fresh connection)."""
+
+        async def invoke() -> RemotingCommand:
+            client = RemotingClient()
+            try:
+                return await client.invoke(addr, RemotingCommand.create_request(code, header),
+                                           3000)
+            finally:
+                await client.close()
+
+        return asyncio.run(invoke())
+
+    def restart_broker(self, kind: str) -> None:
+        """Stop the broker by SIGTERM ("clean") or SIGKILL ("kill") and start it again."""
+        assert self.broker is not None
+        began = datetime.now()
+        if kind == "clean":
+            assert self.broker.stop(timeout=30) == 0, self.broker.output()
+        elif kind == "kill":
+            self.broker.kill()
+        else:
+            raise ValueError(kind)
+        wait_free(self.port)
+        self.start_broker()
+        self.restarts.append((began, datetime.now()))
+
+    def stop(self) -> None:
+        for proc in (self.broker, self.namesrv):
+            if proc is not None:
+                proc.kill()
+
+    def outputs(self) -> str:
+        parts = []
+        for path in sorted(self.tmp.glob("*.out")):
+            parts.append(f"--- {path.name}\n{path.read_text(errors='replace')[-6000:]}")
+        return "\n".join(parts)
+
+
+def wait_free(port: int, timeout: float = 15.0) -> None:
+    """Until nothing accepts on ``port`` any more (the old broker is gone)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            wait_port(port, timeout=0.2)
+        except TimeoutError:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"port {port} still busy")
+
+
+class CppRunner:
+    """Runs driver ops in child processes and checks each one's client logs."""
+
+    def __init__(self, tmp: Path, cluster: Cluster) -> None:
+        self.tmp = tmp
+        self.cluster = cluster
+        self.homes: list[Path] = []
+        self.expected: tuple[str, ...] = ()
+
+    def _home(self, name: str) -> Path:
+        home = self.tmp / "cpp" / f"{len(self.homes):02d}-{name}"
+        (home / "logs").mkdir(parents=True)
+        self.homes.append(home)
+        return home
+
+    def _cmd(self, spec: dict) -> list[str]:
+        spec = dict(spec, namesrv=self.cluster.namesrv_addr)
+        return [sys.executable, "-m", DRIVER, json.dumps(spec)]
+
+    def _env(self, home: Path) -> dict[str, str]:
+        env = dict(os.environ, HOME=str(home))
+        env.pop("ROCKETMQ_HOME", None)
+        return env
+
+    def run(self, spec: dict, timeout: float = 60.0) -> dict:
+        """One op to completion; its JSON result (``ok`` False carries the error)."""
+        home = self._home(spec["op"])
+        proc = subprocess.run(self._cmd(spec), capture_output=True, text=True,
+                              timeout=timeout, env=self._env(home), cwd=ROOT)
+        return _result(proc.returncode, proc.stdout, proc.stderr)
+
+    def spawn(self, spec: dict) -> Background:
+        """A long-running op (push consumer) in the background."""
+        home = self._home(spec["op"])
+        proc = subprocess.Popen(self._cmd(spec), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, env=self._env(home),
+                                cwd=ROOT)
+        return Background(proc)
+
+    def log_problems(self, expected: tuple[str, ...] = ()) -> list[str]:
+        check = cpp_logs.LogCheck(windows=list(self.cluster.restarts),
+                                  expected=expected + self.expected)
+        found: list[str] = []
+        for home in self.homes:
+            found += cpp_logs.problems(home, check)
+        return found
+
+    def assert_clean_logs(self, expected: tuple[str, ...] = ()) -> None:
+        found = self.log_problems(expected)
+        assert not found, "C++ client logged errors:\n" + "\n".join(found[:40])
+
+
+class Background:
+    def __init__(self, proc: subprocess.Popen) -> None:
+        self.proc = proc
+
+    def finish(self, timeout: float = 60.0) -> dict:
+        try:
+            out, err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, err = self.proc.communicate()
+            return {"ok": False, "error": f"driver did not finish in {timeout}s", "stderr": err}
+        return _result(self.proc.returncode, out, err)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+
+
+def _result(returncode: int, stdout: str, stderr: str) -> dict:
+    lines = [x for x in stdout.splitlines() if x.startswith("{")]
+    if returncode != 0 or not lines:
+        return {"ok": False, "error": f"driver exited {returncode}", "stderr": stderr[-4000:],
+                "stdout": stdout[-2000:]}
+    result = json.loads(lines[-1])
+    result["stderr"] = stderr[-4000:]
+    return result
