@@ -1,0 +1,540 @@
+"""Shared benchmark helpers: a throw-away name server + broker on free loopback
+ports, process CPU/memory sampling, latency statistics, load drivers built on
+``rmq.client``, and the Markdown/JSON result tables.
+
+Every bench script may use it (``from bench.common import ...`` after putting
+the project root on ``sys.path``).  Nothing here keeps state between runs: each
+``Cluster`` gets a fresh store directory that is removed when it stops.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tests.support.procs import RmqProcess, free_port  # noqa: E402
+
+OUT_DIR = ROOT / "bench" / "out"
+MODES = ("compiled", "twin")
+
+
+# --- environment ----------------------------------------------------------------
+def mode_env(mode: str, base: dict | None = None) -> dict[str, str]:
+    """Environment of a subprocess running the compiled build or the twins.
+
+    The compiled mode *requires* the extensions, so a missing ``make ext``
+    fails loudly instead of silently measuring the twins twice."""
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r} (expected one of {MODES})")
+    env = dict(os.environ if base is None else base)
+    env.pop("RMQ_NO_EXTENSIONS", None)
+    env.pop("RMQ_REQUIRE_EXTENSIONS", None)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
+    if mode == "twin":
+        env["RMQ_NO_EXTENSIONS"] = "1"
+    else:
+        env["RMQ_REQUIRE_EXTENSIONS"] = "1"
+    return env
+
+
+# --- processes --------------------------------------------------------------------
+def proc_status(pid: int) -> dict[str, int]:
+    """VmRSS / RssAnon / RssFile / VmHWM of ``pid`` in bytes, from /proc/<pid>/status.
+
+    RssAnon is the figure that matters for a broker: the mapped store's pages
+    are RssFile and belong to the page cache."""
+    out: dict[str, int] = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, rest = line.partition(":")
+            if key in ("VmRSS", "RssAnon", "RssFile", "VmHWM"):
+                out[key] = int(rest.split()[0]) * 1024
+    return out
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds consumed so far by ``pid`` (and its threads)."""
+    import psutil
+
+    t = psutil.Process(pid).cpu_times()
+    return t.user + t.system
+
+
+@dataclass(slots=True)
+class CpuWindow:
+    """CPU seconds of a process over a measured window (start .. stop)."""
+
+    pid: int
+    start: float = 0.0
+    seconds: float = 0.0
+
+    def begin(self) -> None:
+        self.start = cpu_seconds(self.pid)
+
+    def end(self) -> float:
+        self.seconds = cpu_seconds(self.pid) - self.start
+        return self.seconds
+
+
+@dataclass
+class Cluster:
+    """One ``rmq-namesrv`` and one ``rmq-broker`` on free loopback ports with a
+    fresh store; ``broker_conf`` adds/overrides broker properties
+    (e.g. ``{"flushDiskType": "SYNC_FLUSH"}``)."""
+
+    env: dict[str, str] = field(default_factory=lambda: mode_env("compiled"))
+    broker_conf: dict[str, str] = field(default_factory=dict)
+    workdir: Path | None = None
+    keep: bool = False
+    namesrv: RmqProcess | None = None
+    broker: RmqProcess | None = None
+    ns_port: int = 0
+    port: int = 0
+
+    @property
+    def namesrv_addr(self) -> str:
+        return f"127.0.0.1:{self.ns_port}"
+
+    @property
+    def broker_addr(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def broker_pid(self) -> int:
+        assert self.broker is not None
+        return self.broker.pid
+
+    @property
+    def store_dir(self) -> Path:
+        assert self.workdir is not None
+        return self.workdir / "store"
+
+    def start(self, timeout: float = 60.0) -> Cluster:
+        OUT_DIR.mkdir(parents=True, exist_ok=True)
+        if self.workdir is None:
+            self.workdir = Path(tempfile.mkdtemp(prefix="cluster-", dir=OUT_DIR))
+        env = dict(self.env, ROCKETMQ_HOME=str(self.workdir))
+        self.ns_port = free_port()
+        ns_conf = self.workdir / "namesrv.conf"
+        ns_conf.write_text(f"listenPort={self.ns_port}\nbindAddress=127.0.0.1\n"
+                           f"kvConfigPath={self.workdir}/kv.json\n")
+        self.namesrv = RmqProcess("rmq.namesrv.startup", ["-c", str(ns_conf)],
+                                  self.workdir / "namesrv.out", env=env)
+        self.namesrv.start(wait_for_port=self.ns_port, timeout=timeout)
+        self.port = free_port(span=4) + 2  # listenPort-2 (fast) .. listenPort+1 (HA)
+        props = {"brokerName": "broker-bench", "brokerClusterName": "BenchCluster",
+                 "listenPort": str(self.port), "brokerIP1": "127.0.0.1",
+                 "brokerIP2": "127.0.0.1", "storePathRootDir": str(self.store_dir),
+                 "storePathCommitLog": str(self.store_dir / "commitlog"),
+                 **self.broker_conf}
+        conf = self.workdir / "broker.conf"
+        conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        self.broker = RmqProcess("rmq.broker.startup", ["-c", str(conf), "-n", self.namesrv_addr],
+                                 self.workdir / "broker.out", env=env)
+        try:
+            self.broker.start(wait_for_port=self.port, timeout=timeout)
+        except Exception:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stop both processes (SIGTERM, SIGKILL after a grace) and drop the store."""
+        for proc in (self.broker, self.namesrv):
+            if proc is not None:
+                proc.stop(timeout=30)
+        if self.workdir is not None and not self.keep:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> Cluster:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+async def create_topic(broker_addr: str, namesrv_addr: str, topic: str, queues: int = 8,
+                       timeout: float = 60.0) -> None:
+    """UPDATE_AND_CREATE_TOPIC on the broker, then wait until the name server
+    routes it (consumers find their queues through the route)."""
+    from rmq.common.codes import RequestCode
+    from rmq.remoting import RemotingClient, RemotingCommand
+
+    client = RemotingClient()
+    try:
+        header = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues),
+                  "writeQueueNums": str(queues), "perm": "6", "topicFilterType": "SINGLE_TAG",
+                  "topicSysFlag": "0", "order": "false"}
+        resp = await client.invoke(broker_addr, RemotingCommand.create_request(
+            RequestCode.UPDATE_AND_CREATE_TOPIC, header), 10_000)
+        if resp.code != 0:
+            raise RuntimeError(f"creating topic {topic} failed: {resp.code} {resp.remark}")
+        deadline = time.monotonic() + timeout
+        while True:
+            route = await client.invoke(namesrv_addr, RemotingCommand.create_request(
+                RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}), 10_000)
+            if route.code == 0:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the name server does not route {topic} after {timeout:g} s")
+            await asyncio.sleep(0.2)
+    finally:
+        await client.close()
+
+
+# --- statistics -------------------------------------------------------------------
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (``q`` in 0..100) of an already sorted sequence."""
+    if not sorted_values:
+        return 0.0
+    rank = max(1, math.ceil(q / 100.0 * len(sorted_values)))
+    return sorted_values[min(rank, len(sorted_values)) - 1]
+
+
+def latency_summary(seconds: Iterable[float]) -> dict[str, float]:
+    """avg / p50 / p99 / max in milliseconds of latencies given in seconds."""
+    values = sorted(seconds)
+    if not values:
+        return {"avg_ms": 0.0, "p50_ms": 0.0, "p99_ms": 0.0, "max_ms": 0.0}
+    return {"avg_ms": 1000 * sum(values) / len(values),
+            "p50_ms": 1000 * percentile(values, 50),
+            "p99_ms": 1000 * percentile(values, 99),
+            "max_ms": 1000 * values[-1]}
+
+
+# --- load drivers (run inside a load subprocess, on its own uvloop) ----------------
+@dataclass(slots=True)
+class LoadSpec:
+    """What one load run does; ``kind`` is "send", "consume" or "connections"."""
+
+    kind: str
+    namesrv: str
+    topic: str
+    seconds: float = 5.0
+    warmup: float = 1.0
+    size: int = 1024
+    batch: int = 1
+    inflight: int = 64
+    rate: float = 0.0  # messages/s cap for sends (0 = as fast as possible)
+    broker_pid: int = 0  # sampled for CPU over the measured window when > 0
+    group: str = "bench_consumer"
+    pull_batch: int = 32
+    broker_addr: str = ""  # the connections load connects here directly
+
+
+def _result(spec: LoadSpec, msgs: int, nbytes: int, failures: int, elapsed: float,
+            latencies: list[float], broker_cpu: float, client_cpu: float,
+            errors: dict[str, int]) -> dict:
+    out = {"kind": spec.kind, "msgs": msgs, "bytes": nbytes, "failures": failures,
+           "elapsed_s": elapsed, "msgs_per_s": msgs / elapsed if elapsed else 0.0,
+           "mb_per_s": nbytes / elapsed / 1e6 if elapsed else 0.0,
+           "requests": len(latencies), **latency_summary(latencies),
+           "client_cpu_us_per_msg": 1e6 * client_cpu / msgs if msgs else 0.0,
+           "errors": errors}
+    if spec.broker_pid:
+        out["broker_cpu_us_per_msg"] = 1e6 * broker_cpu / msgs if msgs else 0.0
+        out["broker_cpu_util"] = broker_cpu / elapsed if elapsed else 0.0
+        out.update({f"broker_{k}": v for k, v in proc_status(spec.broker_pid).items()})
+    return out
+
+
+class _Window:
+    """Counts only what completes between the end of the warm-up and the deadline."""
+
+    def __init__(self, spec: LoadSpec) -> None:
+        self.spec = spec
+        self.measuring = False
+        self.msgs = self.bytes = self.failures = 0
+        self.latencies: list[float] = []
+        self.errors: dict[str, int] = {}
+        self.broker = CpuWindow(spec.broker_pid) if spec.broker_pid else None
+        self.client = CpuWindow(os.getpid())
+        self.t0 = 0.0
+
+    def ok(self, msgs: int, nbytes: int, latency: float) -> None:
+        if self.measuring:
+            self.msgs += msgs
+            self.bytes += nbytes
+            self.latencies.append(latency)
+
+    def fail(self, exc: BaseException) -> None:
+        if self.measuring:
+            self.failures += 1
+            key = f"{type(exc).__name__}: {exc}"[:120]
+            self.errors[key] = self.errors.get(key, 0) + 1
+
+    async def run(self, workers: list) -> dict:
+        stop = asyncio.Event()
+        tasks = [asyncio.ensure_future(w(stop)) for w in workers]
+        try:
+            await asyncio.sleep(self.spec.warmup)
+            if self.broker:
+                self.broker.begin()
+            self.client.begin()
+            self.t0 = time.perf_counter()
+            self.measuring = True
+            await asyncio.sleep(self.spec.seconds)
+            self.measuring = False
+            elapsed = time.perf_counter() - self.t0
+            broker_cpu = self.broker.end() if self.broker else 0.0
+            client_cpu = self.client.end()
+        finally:
+            stop.set()
+            await asyncio.wait(tasks, timeout=10)
+            for t in tasks:
+                t.cancel()
+        return _result(self.spec, self.msgs, self.bytes, self.failures, elapsed,
+                       self.latencies, broker_cpu, client_cpu, self.errors)
+
+
+async def send_load(spec: LoadSpec) -> dict:
+    """``inflight`` concurrent senders of ``size``-byte messages (``batch`` > 1:
+    SEND_BATCH_MESSAGE of that many), optionally capped at ``rate`` msgs/s."""
+    from rmq.client import Message, Producer, ProducerConfig
+
+    body = os.urandom(spec.size)
+    producer = Producer("bench_producer", spec.namesrv,
+                        config=ProducerConfig(send_msg_timeout=10_000,
+                                              compress_msg_body_over_howmuch=1 << 30))
+    await producer.start()
+    window = _Window(spec)
+    interval = spec.inflight * spec.batch / spec.rate if spec.rate > 0 else 0.0
+
+    async def worker(stop: asyncio.Event) -> None:
+        perf = time.perf_counter
+        next_at = perf()
+        while not stop.is_set():
+            if interval:
+                next_at += interval
+                delay = next_at - perf()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            t0 = perf()
+            try:
+                if spec.batch > 1:
+                    await producer.send_batch([Message(spec.topic, body, tags="bench")
+                                               for _ in range(spec.batch)])
+                else:
+                    await producer.send(Message(spec.topic, body, tags="bench"))
+            except Exception as exc:  # noqa: BLE001 - counted and reported, the run goes on
+                window.fail(exc)
+                await asyncio.sleep(0.01)
+                continue
+            window.ok(spec.batch, spec.batch * spec.size, perf() - t0)
+
+    try:
+        await producer.queues_of(spec.topic)
+        return await window.run([worker] * spec.inflight)
+    finally:
+        await producer.shutdown()
+
+
+async def consume_load(spec: LoadSpec) -> dict:
+    """Pull every queue of ``topic`` with ``inflight`` pulls outstanding
+    (``pull_batch`` messages each), from offset 0; a queue read to its end
+    starts again at 0, so the backlog is consumed from the page cache over and
+    over for the whole measured window (``passes`` counts the wrap-arounds)."""
+    from rmq.client import LitePullConsumer, PullStatus
+
+    consumer = LitePullConsumer(spec.group, spec.namesrv, auto_commit=False)
+    await consumer.start()  # registered first, so the route fills its queue table
+    queues = await consumer.fetch_queues(spec.topic)
+    if not queues:
+        await consumer.shutdown()
+        raise RuntimeError(f"no readable queues of {spec.topic} in its route")
+    consumer.assign(queues)
+    window = _Window(spec)
+    positions = {mq: 0 for mq in queues}
+    busy: set = set()
+    passes = 0
+    turn = iter(range(1 << 62))
+
+    async def worker(stop: asyncio.Event) -> None:
+        nonlocal passes
+        perf = time.perf_counter
+        while not stop.is_set():
+            # one pull per queue at a time keeps the offsets consistent
+            free = [mq for mq in queues if mq not in busy]
+            if not free:
+                await asyncio.sleep(0.001)
+                continue
+            mq = free[next(turn) % len(free)]
+            busy.add(mq)
+            t0 = perf()
+            try:
+                result = await consumer.pull(mq, positions[mq], spec.pull_batch)
+            except Exception as exc:  # noqa: BLE001 - counted and reported
+                window.fail(exc)
+                await asyncio.sleep(0.01)
+                continue
+            finally:
+                busy.discard(mq)
+            if result.status is PullStatus.FOUND:
+                positions[mq] = result.next_begin_offset
+                window.ok(len(result.messages), sum(len(m.body) for m in result.messages),
+                          perf() - t0)
+            elif result.status is PullStatus.NO_NEW_MSG:
+                positions[mq] = 0
+                passes += 1
+            else:
+                positions[mq] = result.next_begin_offset
+
+    try:
+        result = await window.run([worker] * spec.inflight)
+        result["passes"] = passes
+        return result
+    finally:
+        await consumer.shutdown()
+
+
+async def connections_load(spec: LoadSpec) -> dict:
+    """``inflight`` idle clients: one TCP connection each to the broker that
+    sends one HEART_BEAT (a producer of its own group), held open for
+    ``seconds``; the broker's memory is sampled while they are connected."""
+    from rmq.client.heartbeat import HeartbeatData
+    from rmq.common.codes import RequestCode
+    from rmq.remoting import RemotingCommand
+
+    if not spec.broker_addr:
+        raise RuntimeError("the connections load needs broker_addr")
+    host, _, port = spec.broker_addr.rpartition(":")
+    writers = []
+    failures = 0
+    t0 = time.perf_counter()
+    latencies: list[float] = []
+
+    async def connect(i: int) -> None:
+        nonlocal failures
+        try:
+            reader, writer = await asyncio.open_connection(host, int(port))
+            body = HeartbeatData(f"127.0.0.1@bench-{os.getpid()}-{i}", [f"bench_pg_{i}"]).encode()
+            t = time.perf_counter()
+            writer.write(RemotingCommand.create_request(RequestCode.HEART_BEAT, None, body).encode())
+            size = int.from_bytes(await reader.readexactly(4), "big")
+            resp = RemotingCommand.decode(await reader.readexactly(size))
+            latencies.append(time.perf_counter() - t)
+            if resp.code != 0:
+                failures += 1
+            writers.append(writer)
+        except (OSError, asyncio.IncompleteReadError):
+            failures += 1
+
+    for start in range(0, spec.inflight, 100):  # 100 handshakes at a time
+        await asyncio.gather(*(connect(i) for i in range(start, min(start + 100, spec.inflight))))
+    elapsed = time.perf_counter() - t0
+    await asyncio.sleep(spec.seconds)
+    out = {"kind": spec.kind, "connections": len(writers), "failures": failures,
+           "connect_s": elapsed, **latency_summary(latencies)}
+    if spec.broker_pid:
+        out.update({f"broker_{k}": v for k, v in proc_status(spec.broker_pid).items()})
+    for w in writers:
+        w.close()
+    return out
+
+
+def run_load(spec: LoadSpec) -> dict:
+    """Run one load spec on a fresh uvloop loop in this process."""
+    import uvloop
+
+    drivers = {"send": send_load, "consume": consume_load, "connections": connections_load}
+    if spec.kind not in drivers:
+        raise ValueError(f"unknown load kind {spec.kind!r} (expected one of {sorted(drivers)})")
+    driver = drivers[spec.kind]
+    return uvloop.run(driver(spec))
+
+
+def load_in_subprocess(spec: LoadSpec, env: dict[str, str], timeout: float | None = None) -> dict:
+    """Run ``spec`` in a child interpreter with ``env`` (compiled or twin client)
+    so that client and broker are separate processes, as in production."""
+    from dataclasses import asdict
+
+    cmd = [sys.executable, str(ROOT / "bench" / "common.py"), "--load", json.dumps(asdict(spec))]
+    limit = timeout or spec.warmup + spec.seconds + 90
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=limit, cwd=ROOT)
+    if out.returncode != 0:
+        raise RuntimeError(f"load {spec.kind} failed (exit {out.returncode}):\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+# --- result tables ------------------------------------------------------------------
+def fmt(value) -> str:
+    """Compact human formatting of a figure for the Markdown table."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if value == 0:
+            return "0"
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        if abs(value) >= 10:
+            return f"{value:.1f}"
+        return f"{value:.3g}"
+    return str(value)
+
+
+def markdown_table(headers: Sequence[str], rows: Iterable[Sequence]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    for row in rows:
+        lines.append("| " + " | ".join(fmt(v) for v in row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_results(stem: str, doc: dict, markdown: str, out_dir: Path = OUT_DIR) -> tuple[Path, Path]:
+    """Write ``<stem>.json`` and ``<stem>.md`` under ``out_dir``; returns both paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    jpath, mpath = out_dir / f"{stem}.json", out_dir / f"{stem}.md"
+    jpath.write_text(json.dumps(doc, indent=2, sort_keys=True, default=str) + "\n")
+    mpath.write_text(markdown)
+    return jpath, mpath
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=10)
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _main(argv: list[str]) -> int:
+    """``python bench/common.py --load '<LoadSpec JSON>'``: one load run, JSON on stdout."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description="run one benchmark load (used by bench/run.py)")
+    ap.add_argument("--load", required=True, help="LoadSpec as JSON")
+    args = ap.parse_args(argv)
+    try:
+        spec = LoadSpec(**json.loads(args.load))
+    except (TypeError, ValueError) as exc:
+        print(f"bad --load spec: {exc}", file=sys.stderr)
+        return 2
+    try:
+        result = run_load(spec)
+    except ValueError as exc:
+        print(f"bad --load spec: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

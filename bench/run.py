@@ -1,0 +1,410 @@
+"""The whole benchmark suite in one go (``make bench``).
+
+For each build — compiled extensions, then the pure-Python twins
+(``RMQ_NO_EXTENSIONS=1``) — it starts a name server and a broker on free
+loopback ports with a fresh store and drives them from a separate load process
+running the same build:
+
+* ``send_1k``        single-message sync sends, 1 KiB, 64 in flight (async flush)
+* ``send_1k_half``   the same capped at half the rate ``send_1k`` reached (latency at half load)
+* ``batch_32x1k``    SEND_BATCH_MESSAGE of 32 x 1 KiB, 8 in flight
+* ``consume``        pulls of the backlog the sends wrote, from the page cache, re-read in a loop
+* ``connections``    1,000 idle clients (one HEART_BEAT each): broker RSS / RssAnon
+* ``sync_flush_1k``  a second broker with ``flushDiskType=SYNC_FLUSH``, 1 KiB, 64 in flight
+
+Then it runs the other bench scripts (name server, remoting, store, producer,
+consumer), which compare both builds themselves, and writes
+``bench/out/results.md`` and ``bench/out/results.json``: msgs/s, MB/s,
+avg/p50/p99/max RT, broker CPU µs per message (psutil, measured window only),
+broker RSS and RssAnon (/proc/<pid>/status) and the compiled/twin ratio of
+every figure.  Everything is on loopback and bounded in time.
+
+    .venv/bin/python bench/run.py [--quick] [--seconds 10] [--only send_1k,consume]
+                                  [--modes compiled,twin] [--skip-scripts]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import re
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bench.common import (  # noqa: E402
+    MODES,
+    OUT_DIR,
+    Cluster,
+    LoadSpec,
+    create_topic,
+    git_commit,
+    load_in_subprocess,
+    markdown_table,
+    mode_env,
+    proc_status,
+    write_results,
+)
+
+TOPIC = "BenchTopic"
+SCENARIOS = ("send_1k", "send_1k_half", "batch_32x1k", "consume", "connections", "sync_flush_1k")
+MiB = 1 << 20
+
+# (figure key in a load result, label, scale) in table order
+FIGURES = (
+    ("msgs_per_s", "msgs/s", 1),
+    ("mb_per_s", "MB/s", 1),
+    ("avg_ms", "avg RT ms", 1),
+    ("p50_ms", "p50 RT ms", 1),
+    ("p99_ms", "p99 RT ms", 1),
+    ("max_ms", "max RT ms", 1),
+    ("broker_cpu_us_per_msg", "broker CPU µs/msg", 1),
+    ("broker_cpu_util", "broker CPU cores busy", 1),
+    ("client_cpu_us_per_msg", "client CPU µs/msg", 1),
+    ("broker_VmRSS", "broker RSS MiB", 1 / MiB),
+    ("broker_RssAnon", "broker RssAnon MiB", 1 / MiB),
+    ("connections", "connected clients", 1),
+    ("failures", "failures", 1),
+)
+
+# the issue's aims: (scenario, figure key, comparison, value, text)
+TARGETS = (
+    ("send_1k", "msgs_per_s", ">=", 40_000, "sync 1 KiB, 64 in flight: >= 40,000 msgs/s"),
+    ("send_1k_half", "p99_ms", "<", 2.0, "p99 RT at half the peak rate: < 2 ms"),
+    ("batch_32x1k", "msgs_per_s", ">=", 300_000, "batches of 32 x 1 KiB: >= 300,000 msgs/s"),
+    ("batch_32x1k", "broker_cpu_us_per_msg", "<", 3.0, "broker CPU per batched 1 KiB msg: < 3 µs"),
+    ("consume", "msgs_per_s", ">=", 500_000, "consumption from page cache: >= 500,000 msgs/s"),
+    ("sync_flush_1k", "msgs_per_s", ">=", 10_000, "SYNC_FLUSH, 64 in flight: >= 10,000 msgs/s"),
+    ("connections", "broker_RssAnon", "<", 300 * MiB, "broker RssAnon with the clients: < 300 MiB"),
+)
+
+# the other bench scripts: their options for a quick run (besides the JSON option);
+# (option, value or None for a flag), passed only when the script's --help has it
+SCRIPTS: dict[str, list[tuple[str, str | None]]] = {
+    "namesrv": [("--duration", "1"), ("--rounds", "1")],
+    "remoting": [("--seconds", "1"), ("--inflight", "1,64")],
+    "store": [("--quick", None)],
+    "producer": [("--quick", None)],
+    "consumer": [("--quick", None)],
+}
+
+
+# --- broker scenarios ------------------------------------------------------------------
+def _spec(args, kind: str, cluster: Cluster, **kw) -> LoadSpec:
+    base = {"kind": kind, "namesrv": cluster.namesrv_addr, "topic": TOPIC,
+            "seconds": args.seconds, "warmup": args.warmup, "broker_pid": cluster.broker_pid,
+            "broker_addr": cluster.broker_addr}
+    return LoadSpec(**{**base, **kw})
+
+
+def _log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+def _run(name: str, spec: LoadSpec, env: dict, results: dict) -> dict | None:
+    """One load; a failing scenario is recorded, the suite goes on."""
+    _log(f"  {name} ...")
+    try:
+        res = load_in_subprocess(spec, env)
+    except Exception as exc:  # noqa: BLE001 - reported in the table
+        results[name] = {"error": str(exc)[-2000:]}
+        _log(f"  {name} failed: {str(exc).splitlines()[0]}")
+        return None
+    results[name] = res
+    if "msgs_per_s" in res:
+        _log(f"  {name}: {res['msgs_per_s']:,.0f} msgs/s, p99 {res['p99_ms']:.2f} ms, "
+             f"broker {res.get('broker_cpu_us_per_msg', 0):.1f} µs/msg, failures {res['failures']}")
+    else:
+        _log(f"  {name}: {res.get('connections')} clients, RssAnon "
+             f"{res.get('broker_RssAnon', 0) / MiB:.0f} MiB")
+    return res
+
+
+def broker_scenarios(args, mode: str, results: dict) -> None:
+    """Every selected broker scenario for one build, into ``results``
+    ({scenario: figures}; what finished stays there if a later step fails)."""
+    env = mode_env(mode)
+    wanted = set(args.only)
+    async_ones = [s for s in SCENARIOS if s in wanted and s != "sync_flush_1k"]
+    if async_ones:
+        with Cluster(env=env, broker_conf=dict(args.broker_conf)) as cluster:
+            asyncio.run(create_topic(cluster.broker_addr, cluster.namesrv_addr, TOPIC, 8))
+            results["_broker_start"] = {f"broker_{k}": v
+                                        for k, v in proc_status(cluster.broker_pid).items()}
+            peak = None
+            if "send_1k" in wanted or "send_1k_half" in wanted:
+                peak = _run("send_1k", _spec(args, "send", cluster, inflight=64), env, results)
+            if "send_1k_half" in wanted and peak and peak["msgs_per_s"] > 0:
+                _run("send_1k_half", _spec(args, "send", cluster, inflight=64,
+                                           rate=peak["msgs_per_s"] / 2), env, results)
+            if "batch_32x1k" in wanted:
+                _run("batch_32x1k", _spec(args, "send", cluster, inflight=8, batch=32), env,
+                     results)
+            if "consume" in wanted:
+                if not any(s in wanted for s in ("send_1k", "send_1k_half", "batch_32x1k")):
+                    # no send scenario wrote a backlog: write one first (not measured)
+                    load_in_subprocess(_spec(args, "send", cluster, inflight=8, batch=32,
+                                             broker_pid=0), env)
+                _run("consume", _spec(args, "consume", cluster, inflight=8), env, results)
+            if "connections" in wanted:
+                _run("connections", _spec(args, "connections", cluster,
+                                          inflight=args.clients, seconds=1.0), env, results)
+            results["_store_bytes"] = _dir_size(cluster.store_dir / "commitlog")
+    if "sync_flush_1k" in wanted:
+        conf = {**dict(args.broker_conf), "flushDiskType": "SYNC_FLUSH"}
+        with Cluster(env=env, broker_conf=conf) as cluster:
+            asyncio.run(create_topic(cluster.broker_addr, cluster.namesrv_addr, TOPIC, 8))
+            _run("sync_flush_1k", _spec(args, "send", cluster, inflight=64), env, results)
+
+
+def _dir_size(path: Path) -> int:
+    """Bytes actually allocated under ``path`` (sparse mapped files count what is written)."""
+    total = 0
+    for p in path.rglob("*"):
+        if p.is_file():
+            total += p.stat().st_blocks * 512
+    return total
+
+
+# --- the other bench scripts -------------------------------------------------------------
+def _json_option(help_text: str) -> str | None:
+    """"path" when the script takes ``--json PATH``, "flag" for a bare ``--json``
+    (JSON on stdout), None when it has no JSON output."""
+    m = re.search(r"--json(?:[ =]([A-Z_]+))?", help_text)
+    if not m:
+        return None
+    return "path" if m.group(1) else "flag"
+
+
+def run_script(name: str, quick: bool, timeout: float) -> dict:
+    """Run bench/<name>.py (it compares compiled and twins itself) and collect its
+    figures: its JSON when it offers one, else the printed text (parsed where we
+    know the format)."""
+    path = ROOT / "bench" / f"{name}.py"
+    if not path.exists():
+        return {"status": "missing"}
+    env = mode_env("compiled")
+    env.pop("RMQ_REQUIRE_EXTENSIONS")  # the script chooses per child itself
+    helptext = subprocess.run([sys.executable, str(path), "--help"], capture_output=True,
+                              text=True, env=env, cwd=ROOT, timeout=60).stdout
+    extra: list[str] = []
+    for opt, value in SCRIPTS.get(name, []) if quick else []:
+        if re.search(rf"{re.escape(opt)}\b", helptext):  # only options it has
+            extra += [opt] if value is None else [opt, value]
+    jopt = _json_option(helptext)
+    jpath = OUT_DIR / f"{name}.json"
+    cmd = [sys.executable, str(path.relative_to(ROOT)), *extra]
+    if jopt == "path":
+        cmd += ["--json", str(jpath.relative_to(ROOT))]
+    elif jopt == "flag":
+        cmd += ["--json"]
+    _log(f"  {shlex.join(cmd[1:])}")
+    t0 = time.monotonic()
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT,
+                             timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"status": f"timed out after {timeout:g} s", "command": shlex.join(cmd[1:])}
+    doc: dict = {"command": shlex.join([".venv/bin/python", *cmd[1:]]),
+                 "wall_s": time.monotonic() - t0, "json": jopt or "none"}
+    (OUT_DIR / f"{name}.txt").write_text(out.stdout + out.stderr)
+    if out.returncode != 0:
+        doc["status"] = f"exit {out.returncode}: {(out.stderr or out.stdout).strip()[-500:]}"
+        return doc
+    doc["status"] = "ok"
+    try:
+        if jopt == "path":
+            doc["figures"] = json.loads(jpath.read_text())
+        elif jopt == "flag":
+            doc["figures"] = json.loads(out.stdout.strip().splitlines()[-1])
+        elif name == "remoting":
+            doc["figures"] = parse_remoting(out.stdout)
+        else:
+            doc["text"] = out.stdout
+    except (OSError, ValueError, IndexError) as exc:
+        doc["status"] = f"output not understood: {exc}"
+        doc["text"] = out.stdout
+    return doc
+
+
+def parse_remoting(text: str) -> dict:
+    """bench/remoting.py prints a table; pick its figures out of it."""
+    figures: dict = {"compiled": {}, "twin": {}}
+    for m in re.finditer(r"^\s*(\d+) \|\s*([\d,]+)\s+([\d.]+) \|\s*([\d,]+)\s+([\d.]+) \|", text,
+                         re.M):
+        n = m.group(1)
+        figures["compiled"][f"e2e_{n}_inflight_req_per_s"] = float(m.group(2).replace(",", ""))
+        figures["twin"][f"e2e_{n}_inflight_req_per_s"] = float(m.group(4).replace(",", ""))
+    for m in re.finditer(r"^\s*(\w+) \((\d+) B\): twin ([\d.]+) \+ ([\d.]+) us \| compiled "
+                         r"([\d.]+) \+ ([\d.]+) us", text, re.M):
+        key = f"codec_{m.group(1).lower()}_encode_decode_us"
+        figures["twin"][key] = float(m.group(3)) + float(m.group(4))
+        figures["compiled"][key] = float(m.group(5)) + float(m.group(6))
+    if not figures["compiled"]:
+        raise ValueError("no figures found in bench/remoting.py output")
+    return figures
+
+
+def flatten(doc, prefix: str = "") -> dict[str, float]:
+    """Numeric leaves of a nested JSON document as dotted keys."""
+    out: dict[str, float] = {}
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            out.update(flatten(v, f"{prefix}{k}."))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            key = v.get("inflight", v.get("serialization", i)) if isinstance(v, dict) else i
+            out.update(flatten(v, f"{prefix}{key}."))
+    elif isinstance(doc, (int, float)) and not isinstance(doc, bool):
+        out[prefix[:-1]] = float(doc)
+    return out
+
+
+def script_rows(figures: dict) -> list[tuple]:
+    """(figure, compiled, twin, ratio) rows of a script's {"compiled":..., "twin(s)":...}."""
+    comp = flatten(figures.get("compiled", {}))
+    twin = flatten(figures.get("twin", figures.get("twins", {})))
+    rows = []
+    for key in sorted(set(comp) | set(twin)):
+        c, t = comp.get(key), twin.get(key)
+        rows.append((key, c, t, c / t if c is not None and t else None))
+    if not rows:  # not split by build: list whatever it measured
+        rows = [(k, v, None, None) for k, v in sorted(flatten(figures).items())]
+    return rows
+
+
+# --- report ------------------------------------------------------------------------------
+def _met(value: float | None, op: str, target: float) -> bool | None:
+    if value is None:
+        return None
+    return value >= target if op == ">=" else value < target
+
+
+def render(doc: dict) -> str:
+    b = doc["broker"]
+    lines = [f"# rmq benchmark — {doc['date']}, commit {doc['commit']}\n",
+             f"Command: `{doc['command']}`  ",
+             f"Machine: {doc['machine']}; client and broker share it "
+             f"(load average at start {doc['loadavg_start']}, at end {doc['loadavg_end']}; "
+             "other work on the machine lowers every figure).  ",
+             "compiled/twin = compiled figure ÷ twin figure (`RMQ_NO_EXTENSIONS=1`).\n",
+             "## Targets (compiled build)\n"]
+    rows = []
+    for scen, key, op, target, text in TARGETS:
+        v = b.get("compiled", {}).get(scen, {}).get(key)
+        scale = 1 / MiB if key.startswith("broker_Rss") else 1
+        rows.append((text, None if v is None else v * scale, _met(v, op, target)))
+    lines.append(markdown_table(("aim", "measured", "met"), rows))
+    lines.append("\n## Broker scenarios\n")
+    rows = []
+    for scen in SCENARIOS:
+        per_mode = {m: b.get(m, {}).get(scen) for m in doc["modes"]}
+        if not any(per_mode.values()):
+            continue
+        for m, res in per_mode.items():
+            if res and "error" in res:
+                rows.append((scen, f"ERROR ({m})", res["error"].splitlines()[0][:150], None, None))
+        for key, label, scale in FIGURES:
+            vals = {m: (r or {}).get(key) for m, r in per_mode.items()}
+            if all(v is None for v in vals.values()):
+                continue
+            c = None if vals.get("compiled") is None else vals["compiled"] * scale
+            t = None if vals.get("twin") is None else vals["twin"] * scale
+            rows.append((scen, label, c, t, c / t if c is not None and t else None))
+    lines.append(markdown_table(("scenario", "figure", "compiled", "twin", "compiled/twin"), rows))
+    for m in doc["modes"]:
+        if b.get(m, {}).get("_error"):
+            lines.append(f"\n**{m} build stopped early:** {b[m]['_error'].splitlines()[0]}")
+        size = b.get(m, {}).get("_store_bytes")
+        if size:
+            lines.append(f"\nStore written ({m}): {size / MiB:,.0f} MiB of commit log.")
+    lines.append("\n## Other bench scripts\n")
+    for name, res in doc["scripts"].items():
+        lines.append(f"### {name}: {res.get('status')}\n")
+        if "command" in res:
+            lines.append(f"`{res['command']}`\n")
+        if "figures" in res:
+            lines.append(markdown_table(("figure", "compiled", "twin", "compiled/twin"),
+                                        script_rows(res["figures"])))
+        elif res.get("text"):
+            lines.append("```\n" + res["text"].strip()[-4000:] + "\n```\n")
+    return "\n".join(lines) + "\n"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true",
+                    help="smoke run: 2 s per scenario, 200 clients, short script runs")
+    ap.add_argument("--seconds", type=float, help="measured seconds per scenario (default 10)")
+    ap.add_argument("--warmup", type=float, help="unmeasured seconds first (default 2)")
+    ap.add_argument("--clients", type=int, help="idle clients of the connections scenario "
+                                                "(default 1000)")
+    ap.add_argument("--only", help=f"comma-separated scenarios of {','.join(SCENARIOS)}")
+    ap.add_argument("--modes", default=",".join(MODES), help="compiled,twin (default both)")
+    ap.add_argument("--skip-scripts", action="store_true", help="broker scenarios only")
+    ap.add_argument("--scripts", default=",".join(SCRIPTS),
+                    help="which other bench scripts to run (default all)")
+    ap.add_argument("--broker-conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra broker property for every scenario (repeatable)")
+    ap.add_argument("--out", default=str(OUT_DIR / "results"), help="output stem (.md, .json)")
+    args = ap.parse_args(argv)
+    args.seconds = args.seconds or (2.0 if args.quick else 10.0)
+    args.warmup = args.warmup if args.warmup is not None else (0.5 if args.quick else 2.0)
+    args.clients = args.clients or (200 if args.quick else 1000)
+    args.only = args.only.split(",") if args.only else list(SCENARIOS)
+    args.modes = args.modes.split(",")
+    bad = [s for s in args.only if s not in SCENARIOS] + [m for m in args.modes if m not in MODES]
+    unknown_scripts = [s for s in args.scripts.split(",") if s and s not in SCRIPTS]
+    if bad or unknown_scripts:
+        ap.error(f"unknown scenario/mode/script: {', '.join(bad + unknown_scripts)}")
+    args.scripts = [] if args.skip_scripts else [s for s in args.scripts.split(",") if s]
+    try:
+        args.broker_conf = [tuple(kv.split("=", 1)) for kv in args.broker_conf]
+        if any(len(kv) != 2 or not kv[0] for kv in args.broker_conf):
+            raise ValueError
+    except ValueError:
+        ap.error("--broker-conf takes KEY=VALUE")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    doc: dict = {"date": time.strftime("%Y-%m-%d %H:%M:%S %z"), "commit": git_commit(),
+                 "command": shlex.join(["bench/run.py", *(argv if argv is not None
+                                                          else sys.argv[1:])]),
+                 "machine": f"{os.cpu_count()} CPUs, {platform.machine()}, "
+                            f"Python {platform.python_version()}",
+                 "loadavg_start": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+                 "modes": args.modes, "seconds": args.seconds, "broker": {}, "scripts": {}}
+    for mode in args.modes:
+        _log(f"broker scenarios, {mode} build")
+        results = doc["broker"][mode] = {}
+        try:
+            broker_scenarios(args, mode, results)
+        except Exception as exc:  # noqa: BLE001 - a broker that cannot start is reported
+            results["_error"] = str(exc)[-2000:]
+            _log(f"  {mode}: {str(exc).splitlines()[0]}")
+    for name in args.scripts:
+        _log(f"bench/{name}.py")
+        doc["scripts"][name] = run_script(name, args.quick, 300 if args.quick else 1200)
+        _log(f"  {doc['scripts'][name]['status']}")
+    doc["loadavg_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    out = Path(args.out)
+    jpath, mpath = write_results(out.name, doc, render(doc), out.parent)
+    print(mpath.read_text())
+    _log(f"wrote {mpath} and {jpath}")
+    failed = [m for m, r in doc["broker"].items() if "_error" in r]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
