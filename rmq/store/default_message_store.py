@@ -626,7 +626,7 @@ class DefaultMessageStore:
             view.release()
         result.buffer_total_size = total
         result.status = status
-        result.next_begin_offset = self._next_offset_correction(offset, offset + i // CQ_STORE_UNIT_SIZE)
+        result.next_begin_offset = offset + i // CQ_STORE_UNIT_SIZE
         result.suggest_pulling_from_slave = max_phy - max_phy_pulling > memory_limit
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
