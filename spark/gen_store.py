@@ -157,6 +157,7 @@ def generate(root: str, spec: GenSpec | None = None, keep_truth: bool = True) ->
     if not store.load():
         raise RuntimeError(f"store under {root} failed to load")
     now = [int(times[0]) if times.size else spec.start_ms]
+    max_offsets: dict[tuple[str, int], int] = {}
     cols: dict[str, list] = {k: [] for k in ("topic", "queueId", "queueOffset", "physicalOffset", "size",
                                              "storeTimestamp", "bornTimestamp", "reconsumeTimes")}
     with _store_clock(now):
@@ -188,6 +189,7 @@ def generate(root: str, spec: GenSpec | None = None, keep_truth: bool = True) ->
                 if not res.is_ok():
                     raise RuntimeError(f"store refused a batch: {res.status}")
                 ar = res.append_result
+                max_offsets[(t.name, qid)] = ar.logics_offset + k
                 if keep_truth:
                     sizes = np.asarray(ar.sizes if ar.sizes is not None else [ar.wrote_bytes], np.int64)
                     cols["topic"] += [t.name] * k
@@ -203,14 +205,8 @@ def generate(root: str, spec: GenSpec | None = None, keep_truth: bool = True) ->
             store.shutdown()
     messages = pd.DataFrame(cols).astype({"queueId": "int32", "queueOffset": "int64", "physicalOffset": "int64",
                                           "size": "int64", "storeTimestamp": "int64", "bornTimestamp": "int64"})
-    max_offsets = store_max_offsets(messages) if keep_truth else {}
     offsets = write_configs(root, spec, max_offsets)
     return Truth(messages, offsets, spec)
-
-
-def store_max_offsets(messages: pd.DataFrame) -> dict[tuple[str, int], int]:
-    g = messages.groupby(["topic", "queueId"])["queueOffset"].max() + 1
-    return {k: int(v) for k, v in g.items()}
 
 
 def write_configs(root: str, spec: GenSpec, max_offsets: dict[tuple[str, int], int]) -> pd.DataFrame:

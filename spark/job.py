@@ -166,104 +166,37 @@ def commitlog_dirs(fs: HadoopFs, broker: BrokerInput) -> list[str]:
 
 
 # --------------------------------------------------------------------------- executors
-CQ_SCHEMA = pa.schema([
-    ("broker", pa.string()), ("topic", pa.string()), ("queueId", pa.int32()),
-    ("queueOffset", pa.int64()), ("physicalOffset", pa.int64()), ("size", pa.int32()),
-    ("tagsCode", pa.int64()), ("issue", pa.string()),
-])
-CL_SCHEMA = pa.schema([
-    ("broker", pa.string()), ("topic", pa.string()), ("queueId", pa.int32()),
-    ("queueOffset", pa.int64()), ("physicalOffset", pa.int64()), ("size", pa.int32()),
-    ("bodyLength", pa.int32()), ("sysFlag", pa.int32()), ("storeTimestamp", pa.int64()),
-    ("bornTimestamp", pa.int64()), ("reconsumeTimes", pa.int32()), ("issue", pa.string()),
-])
-
-
 def _norm(path: str) -> str:
     """One spelling for local URIs (Spark prints file:/x, Hadoop sometimes file:///x)."""
     return "file:/" + path[len("file:///"):] if path.startswith("file:///") else path
 
 
-def _issue_batch(schema: pa.Schema, broker: str, topic: str | None, where: int, text: str) -> pa.RecordBatch:
-    cols = []
-    for f in schema:
-        if f.name == "broker":
-            cols.append(pa.array([broker], f.type))
-        elif f.name == "topic":
-            cols.append(pa.array([topic], f.type))
-        elif f.name == "physicalOffset":
-            cols.append(pa.array([where], f.type))
-        elif f.name == "issue":
-            cols.append(pa.array([text], f.type))
-        else:
-            cols.append(pa.nulls(1, f.type))
-    return pa.RecordBatch.from_arrays(cols, schema=schema)
-
-
-def cq_decoder(meta: dict[str, tuple[str, str, int, int, int]]):
-    """mapInArrow function: binaryFile rows of consume queue files -> entries."""
+def file_decoder(cq_meta: dict[str, tuple], cl_meta: dict[str, tuple], cl_min: dict[str, int | None],
+                 committed: dict[tuple[str, str, int], list[tuple[str, int]]]):
+    """mapInArrow function: binaryFile rows (consume queue or commit log files)
+    -> partial aggregates (:mod:`spark.partials`), one Arrow batch per file."""
 
     def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import numpy as np
-
-        from spark import storefmt as sf
+        from spark import partials
 
         for batch in batches:
             paths = batch.column("path").to_pylist()
             contents = batch.column("content")
             for i, path in enumerate(paths):
-                broker, topic, qid, start, expected = meta[_norm(path)]
+                key = _norm(path)
                 buf = contents[i].as_buffer()
-                ent = sf.decode_cq(buf if buf is not None else b"", start, expected)
-                for text in ent.issues:
-                    yield _issue_batch(CQ_SCHEMA, broker, topic, start,
-                                       f"{topic}/{qid}/{posixpath.basename(path)}: {text}")
-                n = ent.phy.size
-                if not n:
-                    continue
-                yield pa.RecordBatch.from_arrays([
-                    pa.DictionaryArray.from_arrays(np.zeros(n, np.int32), [broker]).dictionary_decode(),
-                    pa.DictionaryArray.from_arrays(np.zeros(n, np.int32), [topic]).dictionary_decode(),
-                    pa.array(np.full(n, qid, np.int32)), pa.array(ent.queue_offset),
-                    pa.array(ent.phy), pa.array(ent.size), pa.array(ent.tags), pa.nulls(n, pa.string()),
-                ], schema=CQ_SCHEMA)
+                buf = buf if buf is not None else b""
+                name = posixpath.basename(path)
+                if key in cq_meta:
+                    broker, topic, qid, start, expected = cq_meta[key]
+                    frames = partials.consume_queue(buf, broker, topic, qid, start, expected, cl_min.get(broker),
+                                                    committed.get((broker, topic, qid), []), f"{topic}/{qid}/{name}")
+                else:
+                    broker, start, expected = cl_meta[key]
+                    frames = partials.commit_log(buf, broker, start, expected, f"commitlog/{name}")
+                yield from partials.to_batches(frames)
 
     return decode
-
-
-def cl_walker(meta: dict[str, tuple[str, int, int]]):
-    """mapInArrow function: binaryFile rows of commit log files -> record headers."""
-
-    def walk(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import numpy as np
-
-        from spark import storefmt as sf
-
-        for batch in batches:
-            paths = batch.column("path").to_pylist()
-            contents = batch.column("content")
-            for i, path in enumerate(paths):
-                broker, start, expected = meta[_norm(path)]
-                buf = contents[i].as_buffer()
-                rec = sf.walk_commitlog(buf if buf is not None else b"", start, expected)
-                for where, text in rec.issues:
-                    yield _issue_batch(CL_SCHEMA, broker, None, where,
-                                       f"commitlog/{posixpath.basename(path)} at offset {where}: {text}")
-                n = rec.pos.size
-                if not n:
-                    continue
-                f = rec.fields
-                yield pa.RecordBatch.from_arrays([
-                    pa.DictionaryArray.from_arrays(np.zeros(n, np.int32), [broker]).dictionary_decode(),
-                    pa.DictionaryArray.from_arrays(rec.topic_index, rec.topics).dictionary_decode(),
-                    pa.array(f["queueId"].astype(np.int32)), pa.array(f["queueOffset"]),
-                    pa.array(start + rec.pos), pa.array(rec.total_size.astype(np.int32)),
-                    pa.array(f["bodyLength"].astype(np.int32)), pa.array(f["sysFlag"].astype(np.int32)),
-                    pa.array(f["storeTimestamp"]), pa.array(f["bornTimestamp"]),
-                    pa.array(f["reconsumeTimes"].astype(np.int32)), pa.nulls(n, pa.string()),
-                ], schema=CL_SCHEMA)
-
-    return walk
 
 
 # --------------------------------------------------------------------------- the scan
@@ -326,9 +259,6 @@ def offsets_table(brokers: list[BrokerInput], configs: dict[str, dict[str, objec
 
 def run_scan(spark, brokers: list[BrokerInput], progress: Progress, conf_uris: dict[str, str | None]) -> ScanResult:
     """List, decode and aggregate every broker's store."""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-
     t0 = time.monotonic()
     fs = HadoopFs(spark)
     issues: list[tuple[str, str]] = []
@@ -368,71 +298,59 @@ def run_scan(spark, brokers: list[BrokerInput], progress: Progress, conf_uris: d
                                _cq_file_size(by_name[f.broker].settings)) for f in cq_files}
     cl_meta = {_norm(f.path): (f.broker, f.start, by_name[f.broker].settings.mappedFileSizeCommitLog)
                for f in cl_files}
-    cq_schema = _spark_schema(CQ_SCHEMA)
-    cl_schema = _spark_schema(CL_SCHEMA)
-    reader = spark.read.format("binaryFile")
-    if cq_files:
-        cq = reader.load([f.path for f in cq_files]).mapInArrow(cq_decoder(cq_meta), cq_schema)
-    else:
-        cq = spark.createDataFrame([], cq_schema)
-    if cl_files:
-        cl = reader.load([f.path for f in cl_files]).mapInArrow(cl_walker(cl_meta), cl_schema)
-    else:
-        cl = spark.createDataFrame([], cl_schema)
-    cq = cq.persist(StorageLevel.MEMORY_AND_DISK)
-    cl = cl.persist(StorageLevel.MEMORY_AND_DISK)
-
     cl_min = {b.name: min((f.start for f in cl_files if f.broker == b.name), default=None) for b in brokers}
-    cl_min_expr = F.lit(None).cast("long")
-    for name, lo in cl_min.items():
-        if lo is not None:
-            cl_min_expr = F.when(F.col("broker") == name, F.lit(lo)).otherwise(cl_min_expr)
-    cq_ok = cq.filter(F.col("issue").isNull()).withColumn(
-        "onDisk", (F.col("physicalOffset") >= F.coalesce(cl_min_expr, F.lit(1 << 62))).cast("int"))
-    keys = ["broker", "topic", "queueId"]
-    cq_queues = cq_ok.groupBy(*keys).agg(
-        F.count(F.lit(1)).alias("entries"), F.sum("onDisk").alias("messages"),
-        F.sum(F.col("size") * F.col("onDisk")).alias("bytes"),
-        F.min("queueOffset").alias("minOffsetAll"), F.max("queueOffset").alias("lastOffset"),
-        F.min(F.when(F.col("onDisk") == 1, F.col("queueOffset"))).alias("minOffset"),
-    ).toPandas()
-    n_entries = int(cq_queues["entries"].sum()) if len(cq_queues) else 0
-    progress(f"consume queues: {len(cq_files)} files, {n_entries:,} entries ({time.monotonic() - t0:.1f}s)")
-    size_hist = cq_ok.filter(F.col("onDisk") == 1).groupBy(*keys, "size").count().toPandas()
-
-    tx = F.col("sysFlag").bitwiseAND(storefmt.TX_MASK)
-    msgs = cl.filter(F.col("issue").isNull() & (tx != storefmt.TX_PREPARED) & (tx != storefmt.TX_ROLLBACK))
-    cl_queues = msgs.groupBy(*keys).agg(
-        F.count(F.lit(1)).alias("records"), F.sum("size").alias("recordBytes"),
-        F.min("storeTimestamp").alias("firstStoreTime"), F.max("storeTimestamp").alias("lastStoreTime"),
-        F.min("bornTimestamp").alias("firstBornTime"), F.max("bornTimestamp").alias("lastBornTime"),
-        F.max("reconsumeTimes").alias("maxReconsumeTimes"),
-        F.max(F.col("physicalOffset") + F.col("size")).alias("endOffset"),
-    ).toPandas()
-    n_records = int(cl_queues["records"].sum()) if len(cl_queues) else 0
-    progress(f"commit log: {len(cl_files)} files, {n_records:,} records ({time.monotonic() - t0:.1f}s)")
-    minutes = msgs.groupBy("broker", "topic", (F.col("storeTimestamp") / 60000).cast("long").alias("minute")).agg(
-        F.count(F.lit(1)).alias("messages"), F.sum("size").alias("bytes")).toPandas()
-
     offsets = offsets_table(brokers, configs)
-    if len(offsets):
-        off_df = spark.createDataFrame(offsets[["broker", "topic", "group", "queueId", "offset"]])
-        lag = (cq_ok.join(F.broadcast(off_df), on=keys)
-               .filter(F.col("queueOffset") >= F.col("offset"))
-               .groupBy("broker", "topic", "group", "queueId")
-               .agg(F.count(F.lit(1)).alias("lagEntries"), F.sum("size").alias("lagBytes"))).toPandas()
-    else:
-        lag = pd.DataFrame(columns=["broker", "topic", "group", "queueId", "lagEntries", "lagBytes"])
-    for df in (cq, cl):
-        for row in df.filter(F.col("issue").isNotNull()).select("broker", "issue").collect():
-            issues.append((row["broker"], row["issue"]))
-    cq.unpersist()
-    cl.unpersist()
-    progress(f"aggregated ({time.monotonic() - t0:.1f}s)")
+    committed: dict[tuple[str, str, int], list[tuple[str, int]]] = {}
+    for r in offsets.itertuples():
+        committed.setdefault((r.broker, r.topic, r.queueId), []).append((r.group, r.offset))
+    paths = [f.path for f in cq_files + cl_files]
+    progress(f"decoding {len(cq_files)} consume queue and {len(cl_files)} commit log files "
+             f"({sum(f.length for f in cq_files + cl_files) / 2**20:,.0f} MiB)")
+    agg = _aggregate(spark, paths, file_decoder(cq_meta, cl_meta, cl_min, committed))
+    progress(f"decoded and aggregated ({time.monotonic() - t0:.1f}s)")
+    part = {k: g for k, g in agg.groupby("kind")}
+    empty = agg.iloc[:0]
+    q = part.get("q", empty).rename(columns={"c": "entries", "c2": "messages", "b": "bytes", "lo": "minOffsetAll",
+                                             "hi": "lastOffset", "lo2": "minOffset"})
+    cq_queues = q[["broker", "topic", "queueId", "entries", "messages", "bytes", "minOffsetAll", "lastOffset",
+                   "minOffset"]].reset_index(drop=True)
+    size_hist = part.get("s", empty).rename(columns={"key": "size", "c": "count"})[
+        ["broker", "topic", "queueId", "size", "count"]].reset_index(drop=True)
+    lag = part.get("l", empty).rename(columns={"grp": "group", "c": "lagEntries", "b": "lagBytes"})[
+        ["broker", "topic", "group", "queueId", "lagEntries", "lagBytes"]].reset_index(drop=True)
+    r = part.get("r", empty).rename(columns={"c": "records", "b": "recordBytes", "lo": "firstStoreTime",
+                                             "hi": "lastStoreTime", "lo2": "firstBornTime", "hi2": "lastBornTime",
+                                             "x": "maxReconsumeTimes"})
+    cl_queues = r[["broker", "topic", "queueId", "records", "recordBytes", "firstStoreTime", "lastStoreTime",
+                   "firstBornTime", "lastBornTime", "maxReconsumeTimes"]].reset_index(drop=True)
+    minutes = part.get("m", empty).rename(columns={"key": "minute", "c": "messages", "b": "bytes"})[
+        ["broker", "topic", "minute", "messages", "bytes"]].reset_index(drop=True)
+    for row in part.get("i", empty).itertuples():
+        issues.append((row.broker, row.issue))
+    n_entries = int(cq_queues["entries"].sum()) if len(cq_queues) else 0
+    n_records = int(cl_queues["records"].sum()) if len(cl_queues) else 0
+    progress(f"{n_entries:,} consume queue entries, {n_records:,} commit log records")
     return ScanResult(brokers, files_df, configs, pd.DataFrame(index_rows), cq_queues, size_hist,
                       cl_queues, minutes, offsets, lag, sorted(set(issues)),
                       {"cq_files": len(cq_files), "cl_files": len(cl_files), "cq_entries": n_entries,
                        "cl_records": n_records})
+
+
+def _aggregate(spark, paths: list[str], decoder) -> pd.DataFrame:
+    """One Spark job: read every file, decode to partials, merge them."""
+    from pyspark.sql import functions as F
+
+    from spark.partials import AGG_SCHEMA, KEYS, MAXS, MINS, SUMS
+
+    cols = ([F.sum(c).alias(c) for c in SUMS] + [F.min(c).alias(c) for c in MINS]
+            + [F.max(c).alias(c) for c in MAXS])
+    if not paths:
+        return pd.DataFrame({n: pd.Series(dtype="object") for n in AGG_SCHEMA.names})
+    parts = spark.read.format("binaryFile").load(paths).mapInArrow(decoder, _spark_schema(AGG_SCHEMA))
+    df = parts.groupBy(*KEYS).agg(*cols).toPandas()
+    for c in SUMS + MINS + MAXS + ("queueId", "key"):
+        df[c] = df[c].astype("Int64")
+    return df
 
 
 def _cq_file_size(s: StoreSettings) -> int:
