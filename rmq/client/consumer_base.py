@@ -4,6 +4,7 @@ learned from routes, rebalancing, where to start reading, offset commits."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 
@@ -111,6 +112,20 @@ class ConsumerBase:
         for topic in self.subscriptions:
             await self.instance.update_route(topic)
         await self.instance.heartbeat_all()
+        await self._await_retry_route()
+
+    async def _await_retry_route(self) -> None:
+        """The first heartbeat makes the broker create ``%RETRY%group`` and
+        register it; fetch its route at once (for up to 1 s) rather than at the
+        next 30 s route refresh, so that retries flow from the start."""
+        topic = retry_topic(self.group)
+        if topic not in self.subscriptions:
+            return
+        for _ in range(10):
+            if self.topic_queues.get(topic):
+                return
+            await asyncio.sleep(0.1)
+            await self.instance.update_route(topic)
 
     # --- instance callbacks ----------------------------------------------------
     def subscribe_topics(self) -> list[str]:
