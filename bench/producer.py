@@ -1,0 +1,290 @@
+"""Producer benchmark (in the spirit of RocketMQ's ``benchmark/producer.sh``).
+
+Sends ``--size``-byte messages (or batches of ``--batch``) with ``--inflight``
+synchronous sends outstanding through ``rmq.client.Producer`` for
+``--duration`` seconds, printing per-second TPS, average and p99 RT and
+failures, then the totals with the broker's CPU per message (psutil on the
+broker pid) and the client's own CPU per message.
+
+Without ``-n`` it starts its own rmq-namesrv and rmq-broker on free loopback
+ports with a fresh store, once with the compiled extensions and once with the
+pure-Python twins (broker and client both run with RMQ_NO_EXTENSIONS=1), and
+prints both with the compiled/twin ratio.  For single-message sends it then
+repeats the run at half the measured peak rate (``--rate``) to report the p99
+there.
+
+    .venv/bin/python bench/producer.py [--inflight 64] [--size 1024] [--batch 1]
+        [--topic BenchTopic] [--queues 8] [--duration 5] [--mode both|compiled|twin]
+        [-n host:port] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from array import array
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from rmq.common.codes import RequestCode  # noqa: E402
+from rmq.remoting import RemotingClient, RemotingCommand  # noqa: E402
+from tests.support.procs import RmqProcess, free_port  # noqa: E402
+
+
+# ---- cluster ---------------------------------------------------------------------
+class BenchCluster:
+    """rmq-namesrv + rmq-broker on free loopback ports with a fresh store."""
+
+    def __init__(self, twin: bool, extra_conf: str = "") -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="rmq-bench-"))
+        self.env = {"ROCKETMQ_HOME": str(self.dir)}
+        if twin:
+            self.env["RMQ_NO_EXTENSIONS"] = "1"
+        self.ns_port = free_port()
+        ns_conf = self.dir / "namesrv.conf"
+        ns_conf.write_text(f"listenPort={self.ns_port}\nkvConfigPath={self.dir}/kv.json\n")
+        self.namesrv = RmqProcess("rmq.namesrv.startup", ["-c", str(ns_conf)],
+                                  self.dir / "ns.out", env=self.env)
+        self.port = free_port(span=4) + 2
+        self.conf = self.dir / "broker.conf"
+        self.conf.write_text(
+            f"brokerName=broker-a\nlistenPort={self.port}\nbrokerIP1=127.0.0.1\n"
+            f"brokerIP2=127.0.0.1\nstorePathRootDir={self.dir / 'store'}\n{extra_conf}")
+        self.broker = RmqProcess("rmq.broker.startup",
+                                 ["-c", str(self.conf), "-n", self.namesrv_addr],
+                                 self.dir / "broker.out", env=self.env)
+
+    @property
+    def namesrv_addr(self) -> str:
+        return f"127.0.0.1:{self.ns_port}"
+
+    @property
+    def broker_addr(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self) -> BenchCluster:
+        self.namesrv.start(wait_for_port=self.ns_port)
+        self.broker.start(wait_for_port=self.port)
+        return self
+
+    async def create_topic(self, topic: str, queues: int) -> None:
+        client = RemotingClient()
+        try:
+            header = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues),
+                      "writeQueueNums": str(queues), "perm": "6",
+                      "topicFilterType": "SINGLE_TAG"}
+            r = await client.invoke(self.broker_addr, RemotingCommand.create_request(
+                RequestCode.UPDATE_AND_CREATE_TOPIC, header), 5000)
+            if r.code != 0:
+                raise RuntimeError(f"create topic failed: {r.remark}")
+            for _ in range(100):
+                r = await client.invoke(self.namesrv_addr, RemotingCommand.create_request(
+                    RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}), 3000)
+                if r.code == 0:
+                    return
+                await asyncio.sleep(0.1)
+            raise RuntimeError(f"{topic} never routed")
+        finally:
+            await client.close()
+
+    def stop(self) -> None:
+        self.broker.stop()
+        self.namesrv.stop()
+
+
+def run_worker(script: str, args: list[str], env: dict) -> dict:
+    """Run the load in a subprocess (so the twins can be forced) and read the
+    JSON summary it prints last; its per-second lines pass through."""
+    full_env = {**os.environ, **env}
+    proc = subprocess.run([sys.executable, script, "--worker", *args], env=full_env,
+                          stdout=subprocess.PIPE, text=True, check=False)
+    lines = proc.stdout.strip().splitlines()
+    for line in lines[:-1]:
+        print("   ", line, flush=True)
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"worker failed with exit code {proc.returncode}")
+    return json.loads(lines[-1])
+
+
+def cpu_seconds(pid: int | None) -> float:
+    if pid is None:
+        return 0.0
+    import psutil
+
+    t = psutil.Process(pid).cpu_times()
+    return t.user + t.system
+
+
+def own_cpu_seconds() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def percentile(values: array, p: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * p))]
+
+
+# ---- load ------------------------------------------------------------------------
+async def produce(args: argparse.Namespace) -> dict:
+    from rmq.client import ClientConfig, Message, Producer
+
+    producer = Producer("bench_producer", client_config=ClientConfig(
+        namesrv_addr=args.namesrv, client_ip="127.0.0.1", instance_name="bench"))
+    await producer.start()
+    queues = await producer.fetch_publish_queues(args.topic)
+    body = b"x" * args.size
+    rts = array("d")
+    state = {"ok": 0, "failed": 0, "msgs": 0}
+    per_msg = args.batch
+    stop_at = time.monotonic() + args.duration
+    interval = args.inflight / args.rate * per_msg if args.rate else 0.0
+
+    async def sender(i: int) -> None:
+        next_at = time.monotonic()
+        n = i
+        while time.monotonic() < stop_at:
+            mq = queues[n % len(queues)]
+            n += args.inflight
+            begin = time.perf_counter()
+            try:
+                if per_msg == 1:
+                    await producer.send(Message(args.topic, body), mq=mq)
+                else:
+                    await producer.send_batch([Message(args.topic, body)
+                                               for _ in range(per_msg)], mq=mq)
+                state["ok"] += 1
+                state["msgs"] += per_msg
+            except Exception:
+                state["failed"] += 1
+            rts.append((time.perf_counter() - begin) * 1000)
+            if interval:
+                next_at += interval
+                delay = next_at - time.monotonic()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+
+    async def ticker() -> None:
+        last_msgs, last_n = 0, 0
+        while time.monotonic() < stop_at:
+            await asyncio.sleep(1.0)
+            window = rts[last_n:]
+            last_n = len(rts)
+            avg = sum(window) / len(window) if window else 0.0
+            print(f"TPS: {state['msgs'] - last_msgs:8d} msgs/s  avg RT {avg:6.3f} ms  "
+                  f"p99 RT {percentile(window, 0.99):6.3f} ms  failed {state['failed']}",
+                  flush=True)
+            last_msgs = state["msgs"]
+
+    broker_cpu0, own_cpu0, t0 = cpu_seconds(args.broker_pid), own_cpu_seconds(), time.monotonic()
+    await asyncio.gather(ticker(), *(sender(i) for i in range(args.inflight)))
+    elapsed = time.monotonic() - t0
+    broker_cpu, own_cpu = cpu_seconds(args.broker_pid) - broker_cpu0, own_cpu_seconds() - own_cpu0
+    await producer.shutdown()
+    msgs = max(state["msgs"], 1)
+    return {
+        "msgs_per_s": state["msgs"] / elapsed, "mb_per_s": state["msgs"] * args.size / elapsed / 1e6,
+        "requests": state["ok"], "failed": state["failed"],
+        "avg_rt_ms": sum(rts) / len(rts) if rts else 0.0,
+        "p99_rt_ms": percentile(rts, 0.99),
+        "broker_cpu_us_per_msg": broker_cpu / msgs * 1e6 if args.broker_pid else None,
+        "client_cpu_us_per_msg": own_cpu / msgs * 1e6,
+    }
+
+
+# ---- orchestration ----------------------------------------------------------------
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-n", "--namesrv", help="use this name server instead of starting one")
+    ap.add_argument("--inflight", type=int, default=64, help="sends outstanding at once")
+    ap.add_argument("--size", type=int, default=1024, help="message body bytes")
+    ap.add_argument("--batch", type=int, default=1, help="messages per send (batch send)")
+    ap.add_argument("--topic", default="BenchTopic")
+    ap.add_argument("--queues", type=int, default=8)
+    ap.add_argument("--duration", type=float, default=5.0)
+    ap.add_argument("--rate", type=float, default=0.0, help="target msgs/s (0 = as fast as possible)")
+    ap.add_argument("--mode", choices=("both", "compiled", "twin"), default="both")
+    ap.add_argument("--no-half-rate", action="store_true",
+                    help="skip the p99 run at half the peak rate")
+    ap.add_argument("--broker-pid", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--json", action="store_true", help="print the summary as JSON")
+    return ap.parse_args(argv)
+
+
+def worker_args(args: argparse.Namespace, namesrv: str, pid: int | None, rate: float) -> list[str]:
+    out = ["-n", namesrv, "--inflight", str(args.inflight), "--size", str(args.size),
+           "--batch", str(args.batch), "--topic", args.topic, "--duration", str(args.duration),
+           "--rate", str(rate)]
+    if pid is not None:
+        out += ["--broker-pid", str(pid)]
+    return out
+
+
+def describe(name: str, r: dict) -> str:
+    broker = r.get("broker_cpu_us_per_msg")
+    broker_text = f"{broker:7.2f}" if broker is not None else "    n/a"
+    return (f"{name:<22} {r['msgs_per_s']:>11,.0f} {r['mb_per_s']:>8.1f} {r['avg_rt_ms']:>8.3f} "
+            f"{r['p99_rt_ms']:>8.3f} {r['failed']:>7d} {broker_text:>10} "
+            f"{r['client_cpu_us_per_msg']:>10.2f}")
+
+
+HEADER = (f"{'run':<22} {'msgs/s':>11} {'MB/s':>8} {'avg ms':>8} {'p99 ms':>8} {'failed':>7} "
+          f"{'broker us':>10} {'client us':>10}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.worker:
+        print(json.dumps(asyncio.run(produce(args))), flush=True)
+        return 0
+    script = str(Path(__file__).resolve())
+    modes = ["compiled", "twin"] if args.mode == "both" else [args.mode]
+    results: dict[str, dict] = {}
+    for mode in modes:
+        env = {"RMQ_NO_EXTENSIONS": "1"} if mode == "twin" else {}
+        if args.namesrv:
+            cluster = None
+            namesrv, pid = args.namesrv, args.broker_pid
+        else:
+            cluster = BenchCluster(mode == "twin").start()
+            asyncio.run(cluster.create_topic(args.topic, args.queues))
+            namesrv, pid = cluster.namesrv_addr, cluster.broker.pid
+        try:
+            print(f"== {mode}: {args.inflight} in flight, {args.size} B x {args.batch}",
+                  flush=True)
+            peak = run_worker(script, worker_args(args, namesrv, pid, args.rate), env)
+            results[mode] = peak
+            if args.batch == 1 and not args.rate and not args.no_half_rate:
+                half = peak["msgs_per_s"] / 2
+                print(f"== {mode}: at half the peak rate ({half:,.0f} msgs/s)", flush=True)
+                results[f"{mode} @half"] = run_worker(
+                    script, worker_args(args, namesrv, pid, half), env)
+        finally:
+            if cluster is not None:
+                cluster.stop()
+    if args.json:
+        print(json.dumps(results, indent=2))
+        return 0
+    print(HEADER)
+    for name, r in results.items():
+        print(describe(name, r))
+    if "compiled" in results and "twin" in results and results["twin"]["msgs_per_s"]:
+        print(f"compiled/twin throughput ratio: "
+              f"{results['compiled']['msgs_per_s'] / results['twin']['msgs_per_s']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
