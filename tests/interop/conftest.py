@@ -33,5 +33,7 @@ def cluster(cluster_factory) -> Cluster:
 
 
 @pytest.fixture
-def cpp(tmp_path, cluster) -> CppRunner:
-    return CppRunner(tmp_path, cluster)
+def cpp(tmp_path, cluster):
+    runner = CppRunner(tmp_path, cluster)
+    yield runner
+    runner.close()

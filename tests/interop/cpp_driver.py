@@ -141,6 +141,8 @@ def op_push(spec: dict) -> dict:
     if spec.get("instance"):
         _check(dll.SetPushConsumerInstanceName(handle, spec["instance"].encode()), "instance")
     _check(dll.SetPushConsumerThreadCount(handle, spec.get("threads", 2)), "threads")
+    # one message per listener call, so RECONSUME_LATER sends back only that message
+    _check(dll.SetPushConsumerMessageBatchMaxSize(handle, spec.get("batch", 1)), "batch")
     _check(dll.Subscribe(handle, spec["topic"].encode(), spec.get("expression", "*").encode()),
            "Subscribe")
     fail_first = set(spec.get("fail_first_keys", []))

@@ -32,6 +32,17 @@ BENIGN = (
     "didn't get the session_credentials",  # route refresh before start() finishes
 )
 
+# Once a consumer shuts down it unregisters; the broker tells the rest of the group,
+# and a consumer already shutting down may rebalance after its own unregistration
+# and find the group empty (4.9.8 answers GET_CONSUMER_LIST_BY_GROUP for an empty
+# group with SYSTEM_ERROR "no consumer for this group" too).
+SHUTDOWN_MARK = "DefaultMQPushConsumer shutdown"
+BENIGN_AT_SHUTDOWN = (
+    "no consumer for this group",
+    "doRebalance the cidAll is empty",
+    "produce pullmsg of mq",  # a pull answered after shutdown began is dropped
+)
+
 TRANSPORT = (
     "waitResponse of code",
     "wait response timeout",
@@ -98,14 +109,18 @@ def problems(home: Path, check: LogCheck | None = None) -> list[str]:
     check = check or LogCheck()
     bad: list[str] = []
     for path in log_files(home):
+        shutting_down = False
         for raw in path.read_text(errors="replace").splitlines():
             m = LINE.match(raw)
             if m is None:
                 continue
             level, text = m.group(2), m.group(3)
+            shutting_down = shutting_down or SHUTDOWN_MARK in text
             if level not in ("error", "fatal", "warning"):
                 continue
             if any(b in text for b in BENIGN) or any(e in text for e in check.expected):
+                continue
+            if shutting_down and any(b in text for b in BENIGN_AT_SHUTDOWN):
                 continue
             if any(t in text for t in TRANSPORT):
                 if _in_window(parse_time(m.group(1)), check):

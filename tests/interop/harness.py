@@ -120,6 +120,14 @@ class Cluster:
             return None
         return int(r.ext_fields["offset"])
 
+    def consumer_ids(self, group: str) -> list[str]:
+        """GET_CONSUMER_LIST_BY_GROUP: the client ids the broker knows in ``group``."""
+        r = self.request(self.broker_addr, RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+                         {"consumerGroup": group})
+        if r.code != ResponseCode.SUCCESS or not r.body:
+            return []
+        return list(json.loads(bytes(r.body))["consumerIdList"])
+
     @staticmethod
     def request(addr: str, code: int, header: dict[str, str]) -> RemotingCommand:
         """One request through rmq's own remoting client (a fresh connection)."""
@@ -180,6 +188,7 @@ class CppRunner:
         self.cluster = cluster
         self.homes: list[Path] = []
         self.expected: tuple[str, ...] = ()
+        self.background: list[Background] = []
 
     def _home(self, name: str) -> Path:
         home = self.tmp / "cpp" / f"{len(self.homes):02d}-{name}"
@@ -209,7 +218,13 @@ class CppRunner:
         proc = subprocess.Popen(self._cmd(spec), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env=self._env(home),
                                 cwd=ROOT)
-        return Background(proc)
+        self.background.append(Background(proc))
+        return self.background[-1]
+
+    def close(self) -> None:
+        """Kill whatever driver is still running (a failed test's consumers)."""
+        for bg in self.background:
+            bg.kill()
 
     def log_problems(self, expected: tuple[str, ...] = ()) -> list[str]:
         check = cpp_logs.LogCheck(windows=list(self.cluster.restarts),
@@ -222,6 +237,73 @@ class CppRunner:
     def assert_clean_logs(self, expected: tuple[str, ...] = ()) -> None:
         found = self.log_problems(expected)
         assert not found, "C++ client logged errors:\n" + "\n".join(found[:40])
+
+
+class PushGroup:
+    """Push consumers of one group, each in its own driver process.
+
+    Each consumer appends every delivery to its own JSON-lines file; ``received``
+    reads them back, and ``stop`` asks every consumer to shut down cleanly.
+    """
+
+    def __init__(self, cpp: CppRunner, group: str, topic: str, expression: str = "*",
+                 instances: int = 1, **extra) -> None:
+        self.cpp = cpp
+        self.group = group
+        self.dir = cpp.tmp / f"push-{group}-{len(cpp.homes)}"
+        self.dir.mkdir(parents=True)
+        self.stop_file = self.dir / "stop"
+        self.outs = [self.dir / f"consumer-{i}.jsonl" for i in range(instances)]
+        self.procs = [
+            cpp.spawn(dict(extra, op="push", group=group, topic=topic, expression=expression,
+                           instance=f"{group}-{i}", out=str(out), stop=str(self.stop_file),
+                           max_s=extra.get("max_s", 90)))
+            for i, out in enumerate(self.outs)]
+
+    def wait_members(self, count: int, timeout: float = 20.0) -> None:
+        """Until the broker lists ``count`` consumers of the group (heartbeats arrived)."""
+        deadline = time.monotonic() + timeout
+        while len(self.cpp.cluster.consumer_ids(self.group)) < count:
+            assert time.monotonic() < deadline, "consumers did not register in time"
+            time.sleep(0.2)
+
+    def received(self) -> list[list[dict]]:
+        """Deliveries per consumer, in arrival order."""
+        found = []
+        for out in self.outs:
+            lines = out.read_text().splitlines() if out.exists() else []
+            found.append([json.loads(x) for x in lines if x.endswith("}")])
+        return found
+
+    def wait_for(self, predicate, timeout: float = 40.0, settle: float = 1.5) -> list[dict]:
+        """Until ``predicate(all deliveries)`` holds, then ``settle`` more seconds
+        (to catch duplicates); every delivery of every consumer, each tagged with
+        the consumer's index."""
+        deadline = time.monotonic() + timeout
+        while True:
+            flat = self._flat()
+            if predicate(flat):
+                break
+            assert time.monotonic() < deadline, f"only {len(flat)} deliveries after {timeout}s"
+            time.sleep(0.2)
+        time.sleep(settle)
+        return self._flat()
+
+    def _flat(self) -> list[dict]:
+        flat = []
+        for index, records in enumerate(self.received()):
+            for r in records:
+                r["consumer"] = index
+                flat.append(r)
+        return flat
+
+    def stop(self, timeout: float = 40.0) -> list[dict]:
+        self.stop_file.touch()
+        return [p.finish(timeout) for p in self.procs]
+
+    def kill(self) -> None:
+        for p in self.procs:
+            p.kill()
 
 
 class Background:

@@ -1,0 +1,59 @@
+"""The C++ client log classifier: what fails a scenario and what does not."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from tests.interop.cpp_logs import LogCheck, problems
+
+
+def write_log(home, lines: list[str]) -> None:
+    path = home / "logs" / "rocketmq-cpp"
+    path.mkdir(parents=True)
+    (path / "123_rocketmq-cpp.log.0").write_text("\n".join(lines) + "\n")
+
+
+def stamp(when: datetime) -> str:
+    return when.strftime("%Y-%b-%d %H:%M:%S.%f")
+
+
+NOW = datetime(2026, 11, 21, 7, 0, 0)
+
+
+def test_protocol_errors_fail_and_benign_lines_do_not(tmp_path):
+    t = stamp(NOW)
+    write_log(tmp_path, [
+        f"[{t}](info):sendheartbeat to broker:127.0.0.1:10911 success[sendHearbeat:268]",
+        f"[{t}](error):TcpRemotingClient::stopAllTcpTransportThread End, m_tcpTable:0[x:1]",
+        f"[{t}](warning):sendheartbeat brokeradd is empty[sendHeartbeatToAllBroker:703]",
+        f"[{t}](error):parse json error:bad, value isArray:0, isObject:0[decode:1]",
+        f"[{t}](warning):get error response:1 of heartbeat to addr:127.0.0.1:1[x:2]",
+        f"[{t}](warning):The topic:[%RETRY%g] not exist[update:490]",
+    ])
+    found = problems(tmp_path)
+    assert len(found) == 2
+    assert "parse json error" in found[0] and "get error response" in found[1]
+
+
+def test_timeouts_fail_outside_restart_windows_only(tmp_path):
+    inside, outside = NOW + timedelta(seconds=5), NOW + timedelta(seconds=60)
+    write_log(tmp_path, [
+        f"[{stamp(inside)}](warning):waitResponse of code:11 with opaque:7 timeout[w:1]",
+        f"[{stamp(outside)}](warning):waitResponse of code:11 with opaque:9 timeout[w:1]",
+    ])
+    assert len(problems(tmp_path)) == 2
+    window = LogCheck(windows=[(NOW, NOW + timedelta(seconds=2))], grace_s=10)
+    found = problems(tmp_path, window)
+    assert len(found) == 1 and "opaque:9" in found[0]
+
+
+def test_expected_errors_and_shutdown_races(tmp_path):
+    t = stamp(NOW)
+    write_log(tmp_path, [
+        f"[{t}](error):msg: No route info of this topic: T1,error:-1[send:115]",
+        f"[{t}](error):msg: no consumer for this group, g,error:1[findConsumerIds:1029]",
+        f"[{t}](info):DefaultMQPushConsumer shutdown[shutdown:383]",
+        f"[{t}](error):msg: no consumer for this group, g,error:1[findConsumerIds:1029]",
+    ])
+    found = problems(tmp_path, LogCheck(expected=("No route info of this topic: T1",)))
+    assert len(found) == 1 and "no consumer for this group" in found[0]
