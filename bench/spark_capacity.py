@@ -26,6 +26,9 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# Run as a script, Python puts bench/ first on sys.path, where bench/profile.py
+# would shadow the standard library's profile module that pyspark imports.
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
 sys.path.insert(0, os.path.dirname(HERE))
 
 from spark import gen_store, storefmt  # noqa: E402
@@ -86,7 +89,7 @@ def spark_run(root: str, master: str, out: str) -> dict[str, float]:
     from spark.report import Options
 
     t0 = time.monotonic()
-    spark = make_session(master, "rmq-capacity-bench")
+    spark = make_session(master, "rmq-capacity-bench", extra={"spark.driver.memory": "6g"})
     t_session = time.monotonic() - t0
     try:
         t1 = time.monotonic()

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 import pyarrow as pa
 
+from rmq.common import fastjson
 from rmq.common.properties import apply_properties, parse_properties
 from spark import storefmt
 
@@ -235,7 +236,7 @@ def read_configs(fs: HadoopFs, broker: BrokerInput, files: list[StoreFile],
             if not text.strip():
                 continue
             try:
-                out[name] = storefmt.loads_fastjson(text)
+                out[name] = fastjson.loads(text)
                 break
             except ValueError as e:
                 issues.append((broker.name, f"config/{candidate}: unparsable JSON ({e})"))

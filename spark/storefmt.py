@@ -41,8 +41,6 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from rmq.common import fastjson
-
 CQ_UNIT = 20
 MESSAGE_MAGIC = b"\xda\xa3\x20\xa7"
 BLANK_MAGIC = b"\xcb\xd4\x31\x94"
@@ -261,15 +259,10 @@ def _topic_ids(raw: np.ndarray, start: np.ndarray, length: np.ndarray) -> tuple[
     return index, topics
 
 
-# --------------------------------------------------------------------------- index / config
+# --------------------------------------------------------------------------- index
 def index_header(buf: bytes) -> dict[str, int] | None:
     """The 40-byte IndexHeader, or None when the file is shorter than that."""
     if len(buf) < INDEX_HEADER_SIZE:
         return None
     rec = np.frombuffer(buf[:INDEX_HEADER_SIZE], _INDEX_HEADER)[0]
     return {name: int(rec[name]) for name in _INDEX_HEADER.names}
-
-
-def loads_fastjson(text: str | bytes) -> object:
-    """Parse a config JSON file as fastjson writes it (bare integer keys, section 15.2)."""
-    return fastjson.loads(text)

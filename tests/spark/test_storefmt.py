@@ -113,12 +113,11 @@ def test_consume_queue_filler_and_end():
     assert short.phy.tolist() == [] and "truncated" in short.issues[0]
 
 
-def test_index_header_and_fastjson_configs():
+def test_index_header():
     head = struct.pack(">qqqqii", 1, 2, 3, 4, 5, 6) + bytes(100)
     assert storefmt.index_header(head) == {"beginTimestamp": 1, "endTimestamp": 2, "beginPhyOffset": 3,
                                            "endPhyOffset": 4, "hashSlotCount": 5, "indexCount": 6}
     assert storefmt.index_header(b"short") is None
-    assert storefmt.loads_fastjson('{"offsetTable":{"T@g":{0:5,1:7\n\t\t}}}') == {"offsetTable": {"T@g": {"0": 5, "1": 7}}}
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
