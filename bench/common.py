@@ -51,6 +51,11 @@ def mode_env(mode: str, base: dict | None = None) -> dict[str, str]:
     return env
 
 
+def current_mode() -> str:
+    """The build this process was asked to use: "twin" under RMQ_NO_EXTENSIONS=1."""
+    return "twin" if os.environ.get("RMQ_NO_EXTENSIONS") == "1" else "compiled"
+
+
 # --- processes --------------------------------------------------------------------
 def proc_status(pid: int) -> dict[str, int]:
     """VmRSS / RssAnon / RssFile / VmHWM of ``pid`` in bytes, from /proc/<pid>/status.
@@ -127,6 +132,7 @@ class Cluster:
         OUT_DIR.mkdir(parents=True, exist_ok=True)
         if self.workdir is None:
             self.workdir = Path(tempfile.mkdtemp(prefix="cluster-", dir=OUT_DIR))
+        self.workdir.mkdir(parents=True, exist_ok=True)
         env = dict(self.env, ROCKETMQ_HOME=str(self.workdir))
         self.ns_port = free_port()
         ns_conf = self.workdir / "namesrv.conf"

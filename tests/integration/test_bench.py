@@ -1,0 +1,162 @@
+"""The benchmark tooling: bench/run.py end to end (short), bench/profile.py
+record and dump against real processes, and the pure helpers of
+bench/common.py, bench/run.py and bench/profile.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import profile as prof
+from bench import run as suite
+from bench.common import (
+    Cluster,
+    current_mode,
+    latency_summary,
+    markdown_table,
+    mode_env,
+    percentile,
+    proc_status,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+# --- pure helpers ------------------------------------------------------------------
+def test_percentiles_nearest_rank():
+    values = [float(i) for i in range(1, 101)]
+    assert percentile(values, 50) == 50.0
+    assert percentile(values, 99) == 99.0
+    assert percentile(values, 100) == 100.0
+    assert percentile([7.0], 99) == 7.0
+    assert percentile([], 50) == 0.0
+    s = latency_summary([0.001, 0.002, 0.003, 0.010])
+    assert s == pytest.approx({"avg_ms": 4.0, "p50_ms": 2.0, "p99_ms": 10.0, "max_ms": 10.0})
+    assert latency_summary([])["p99_ms"] == 0.0
+
+
+def test_mode_env_switches_the_build():
+    base = {"RMQ_NO_EXTENSIONS": "1", "PATH": "/bin"}
+    assert mode_env("twin", base)["RMQ_NO_EXTENSIONS"] == "1"
+    compiled = mode_env("compiled", base)
+    assert "RMQ_NO_EXTENSIONS" not in compiled and compiled["RMQ_REQUIRE_EXTENSIONS"] == "1"
+    with pytest.raises(ValueError):
+        mode_env("fast")
+
+
+def test_proc_status_reads_this_process():
+    st = proc_status(os.getpid())
+    assert st["VmRSS"] > 0 and 0 < st["RssAnon"] <= st["VmRSS"]
+
+
+def test_markdown_table_formats_figures():
+    md = markdown_table(("a", "b"), [("x", 41234.5), ("y", None), ("z", 0.01234)])
+    assert md.splitlines()[2] == "| x | 41,234 |"
+    assert "| y | - |" in md and "| z | 0.0123 |" in md
+
+
+def test_script_figures_flattened_and_compared():
+    figures = {"compiled": {"rps": 100.0, "levels": [{"inflight": 1, "rps": 10}], "ok": True},
+               "twins": {"rps": 25.0, "levels": [{"inflight": 1, "rps": 5}], "ok": True}}
+    rows = {r[0]: r[1:] for r in suite.script_rows(figures)}
+    assert rows["rps"] == (100.0, 25.0, 4.0)
+    assert rows["levels.1.rps"] == (10.0, 5.0, 2.0)
+    assert "ok" not in rows  # booleans are not figures
+
+
+def test_json_option_detection():
+    assert suite._json_option("  --json JSON  write figures") == "path"
+    assert suite._json_option("[--rounds ROUNDS] [--json]\n  --json  print JSON") == "flag"
+    assert suite._json_option("usage: x.py [--seconds SECONDS]") is None
+
+
+def test_parse_remoting_output():
+    text = ("end to end (one connection, trivial request/response)\n"
+            "in flight | compiled req/s  us/req | twin req/s  us/req | ratio\n"
+            "        1 |         24,773    40.4 |     10,071    99.3 | 2.46x\n"
+            "\ncodec, SEND_MESSAGE_V2 header (13 fields), encode + decode\n"
+            "    JSON (400 B): twin 6.00 + 7.60 us | compiled 2.00 + 2.14 us | 3.3x\n")
+    figs = suite.parse_remoting(text)
+    assert figs["compiled"]["e2e_1_inflight_req_per_s"] == 24773.0
+    assert figs["twin"]["e2e_1_inflight_req_per_s"] == 10071.0
+    assert figs["twin"]["codec_json_encode_decode_us"] == pytest.approx(13.6)
+    with pytest.raises(ValueError):
+        suite.parse_remoting("nothing here")
+
+
+def test_run_arguments_validated():
+    args = suite.parse_args(["--quick", "--only", "send_1k", "--broker-conf", "a=b=c"])
+    assert args.seconds == 2.0 and args.only == ["send_1k"] and args.broker_conf == [("a", "b=c")]
+    for bad in (["--only", "nope"], ["--modes", "fast"], ["--broker-conf", "novalue"]):
+        with pytest.raises(SystemExit):
+            suite.parse_args(bad)
+
+
+def test_top_frames_own_and_total(tmp_path):
+    raw = tmp_path / "p.raw"
+    raw.write_text("main (a.py);loop (a.py);send (b.py) 30\n"
+                   "main (a.py);loop (a.py);pull (b.py) 10\n"
+                   "main (a.py);loop (a.py);loop (a.py) 10\n")
+    text = prof.top_frames(raw, limit=3)
+    own, total = text.split("by total samples")
+    assert "50 samples" in own
+    assert own.index("60.0%  send (b.py)") < own.index("20.0%  pull (b.py)")
+    assert "100.0%  loop (a.py)" in total  # counted once per stack, even when recursive
+    empty = tmp_path / "e.raw"
+    empty.write_text("")
+    assert "no samples" in prof.top_frames(empty)
+
+
+# --- real processes ---------------------------------------------------------------
+@pytest.mark.timeout(240)
+def test_run_py_quick_writes_results(tmp_path):
+    mode = current_mode()
+    stem = tmp_path / "results"
+    cmd = [sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--seconds", "1",
+           "--warmup", "0.3", "--only", "send_1k,consume,connections", "--clients", "20",
+           "--modes", mode, "--scripts", "remoting", "--out", str(stem)]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=220, cwd=ROOT,
+                         env=mode_env(mode))
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    doc = json.loads(stem.with_suffix(".json").read_text())
+    res = doc["broker"][mode]
+    for scen in ("send_1k", "consume"):
+        assert res[scen]["msgs_per_s"] > 0 and res[scen]["failures"] == 0, res[scen]
+        assert res[scen]["broker_cpu_us_per_msg"] > 0 and res[scen]["broker_RssAnon"] > 0
+        assert res[scen]["p50_ms"] <= res[scen]["p99_ms"] <= res[scen]["max_ms"]
+    assert res["connections"]["connections"] == 20 and res["connections"]["failures"] == 0
+    assert doc["scripts"]["remoting"]["status"] == "ok"
+    md = stem.with_suffix(".md").read_text()
+    assert "| send_1k | msgs/s |" in md and "## Targets" in md and "### remoting: ok" in md
+
+
+@pytest.mark.timeout(180)
+def test_profile_record_and_dump(tmp_path):
+    mode = current_mode()
+    out_dir = tmp_path / "prof"
+    cmd = [sys.executable, str(ROOT / "bench" / "profile.py"), "--duration", "2",
+           "--warmup", "0.5", "--inflight", "8", "--formats", "flamegraph,raw,speedscope",
+           "--out", str(out_dir)] + (["--twins"] if mode == "twin" else [])
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=170, cwd=ROOT,
+                         env=mode_env(mode))
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert (out_dir / "flame.svg").read_text().lstrip().startswith("<?xml")
+    assert json.loads((out_dir / "profile.speedscope.json").read_text())["profiles"]
+    top = (out_dir / "top.txt").read_text()
+    assert "samples" in top and "by own samples" in top
+    assert json.loads((out_dir / "load.json").read_text())["msgs"] > 0
+
+    with Cluster(env=mode_env(mode), workdir=tmp_path / "dump-cluster") as cluster:
+        dump = subprocess.run([sys.executable, str(ROOT / "bench" / "profile.py"), "dump",
+                               "--port", str(cluster.port)], capture_output=True, text=True,
+                              timeout=120, cwd=ROOT)
+        assert dump.returncode == 0, dump.stdout + dump.stderr
+        assert f"Process {cluster.broker_pid}" in dump.stdout and "Thread" in dump.stdout
+    bad = subprocess.run([sys.executable, str(ROOT / "bench" / "profile.py"), "dump"],
+                         capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert bad.returncode != 0 and "dump needs --pid or --port" in bad.stderr

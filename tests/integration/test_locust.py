@@ -1,0 +1,67 @@
+"""bench/locustfile.py in a real headless locust run against a real name server
+and broker: sends and pulls show up in the CSV statistics, nothing fails, and
+locust exits by itself when the run time is over."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.common import Cluster, create_topic, current_mode, mode_env
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCUST = str(Path(sys.executable).with_name("locust"))
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = Cluster(env=mode_env(current_mode()), workdir=tmp_path_factory.mktemp("locust-cluster"))
+    c.start()
+    try:
+        asyncio.run(create_topic(c.broker_addr, c.namesrv_addr, "LocustTopic", 4))
+        yield c
+    finally:
+        c.stop()
+
+
+def _locust(cluster: Cluster, tmp_path: Path, *extra: str, seconds: int = 4) -> dict[str, dict]:
+    """Run locust headless; returns the stats CSV rows by request type."""
+    stem = tmp_path / "run"
+    cmd = [LOCUST, "-f", str(ROOT / "bench" / "locustfile.py"), "--headless", "-u", "2",
+           "-r", "2", "-t", f"{seconds}s", "--csv", str(stem), "--only-summary",
+           "--rmq-namesrv", cluster.namesrv_addr, "--rmq-topic", "LocustTopic", *extra]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60, cwd=ROOT,
+                         env=cluster.env)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-5000:]
+    with open(f"{stem}_stats.csv", newline="") as f:
+        rows = {r["Type"] or "Aggregated": r for r in csv.DictReader(f)}
+    with open(f"{stem}_failures.csv", newline="") as f:
+        failures = list(csv.DictReader(f))
+    assert failures == [], failures
+    return rows
+
+
+@pytest.mark.timeout(120)
+def test_producer_and_consumer_users(cluster, tmp_path):
+    rows = _locust(cluster, tmp_path, "--rmq-tags", "TagA,TagB", "--rmq-from", "first")
+    assert int(rows["SEND"]["Request Count"]) > 0
+    assert int(rows["PULL"]["Request Count"]) > 0
+    for kind in ("SEND", "PULL", "Aggregated"):
+        assert int(rows[kind]["Failure Count"]) == 0, rows[kind]
+    assert float(rows["SEND"]["Average Content Size"]) == 1024
+    assert rows["SEND"]["Name"] == "LocustTopic"
+
+
+@pytest.mark.timeout(120)
+def test_batch_producer_only(cluster, tmp_path):
+    rows = _locust(cluster, tmp_path, "--rmq-batch", "4", "--rmq-size", "100", "ProducerUser",
+                   seconds=3)
+    assert int(rows["SEND_BATCH"]["Request Count"]) > 0
+    assert int(rows["SEND_BATCH"]["Failure Count"]) == 0
+    assert float(rows["SEND_BATCH"]["Average Content Size"]) == 400
+    assert "PULL" not in rows and "SEND" not in rows
