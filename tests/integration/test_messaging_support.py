@@ -15,16 +15,38 @@ from tests.support.procs import RmqProcess, free_port
 R = RequestCode
 
 
-class MessagingCluster:
-    """rmq-namesrv + rmq-broker (``extra`` lines go into broker.conf)."""
+async def wait_until(predicate, timeout: float, step: float = 0.05, what: str = "") -> None:
+    """Poll ``predicate`` until true; fails the test after ``timeout`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not predicate():
+        assert loop.time() < deadline, f"condition not reached in {timeout} s {what}"
+        await asyncio.sleep(step)
 
-    def __init__(self, tmp_path: Path, extra: str = "", env: dict | None = None) -> None:
+
+class MessagingCluster:
+    """rmq-namesrv + rmq-broker (``extra`` lines go into broker.conf).
+
+    ``share_namesrv`` makes this a second broker (``broker_name``, its own store)
+    registering with another cluster's name server, which that cluster owns."""
+
+    def __init__(self, tmp_path: Path, extra: str = "", env: dict | None = None,
+                 broker_name: str = "broker-a",
+                 share_namesrv: MessagingCluster | None = None) -> None:
         self.tmp = tmp_path
-        self.ns_port = free_port()
-        self.namesrv = start_namesrv(tmp_path, self.ns_port)
+        self.broker_name = broker_name
+        if share_namesrv is None:
+            self.ns_port = free_port()
+            self.namesrv: RmqProcess | None = start_namesrv(tmp_path, self.ns_port)
+        else:
+            self.ns_port = share_namesrv.ns_port
+            self.namesrv = None
         self.port = free_port(span=4) + 2
-        self.conf = broker_conf(tmp_path, self.port, "brokerClusterName=DefaultCluster\n" + extra)
-        self.env = {"ROCKETMQ_HOME": str(tmp_path), **(env or {})}
+        self.conf = broker_conf(tmp_path, self.port, "brokerClusterName=DefaultCluster\n" + extra,
+                                name=broker_name, store=f"store-{broker_name}")
+        home = tmp_path if share_namesrv is None else tmp_path / broker_name  # own logs
+        home.mkdir(exist_ok=True)
+        self.env = {"ROCKETMQ_HOME": str(home), **(env or {})}
         self.broker: RmqProcess | None = None
         self.client = RemotingClient()
         self._runs = 0
@@ -45,7 +67,7 @@ class MessagingCluster:
         self._runs += 1
         self.broker = RmqProcess(
             "rmq.broker.startup", ["-c", self.conf, "-n", self.namesrv_addr],
-            self.tmp / f"broker-{self._runs}.out", env=self.env)
+            self.tmp / f"{self.broker_name}-{self._runs}.out", env=self.env)
         self.broker.start(wait_for_port=self.port)
         return self.broker
 
@@ -62,6 +84,14 @@ class MessagingCluster:
             assert loop.time() < deadline, f"{topic} never routed: {resp.remark}"
             await asyncio.sleep(0.1)
 
+    async def create_topic(self, topic: str, queues: int = 4, perm: int = 6) -> None:
+        """UPDATE_AND_CREATE_TOPIC on this broker, then wait for the route."""
+        r = await self.call(R.UPDATE_AND_CREATE_TOPIC, {
+            "topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues),
+            "writeQueueNums": str(queues), "perm": str(perm), "topicFilterType": "SINGLE_TAG"})
+        assert r.code == 0, r.remark
+        await self.wait_routable(topic)
+
     async def call(self, code: int, header=None, body=None, timeout_ms: int = 5000,
                    version: int | None = None) -> RemotingCommand:
         request = RemotingCommand.create_request(code, header, body)
@@ -73,4 +103,5 @@ class MessagingCluster:
         await self.client.close()
         if self.broker is not None:
             self.broker.kill()
-        self.namesrv.kill()
+        if self.namesrv is not None:
+            self.namesrv.kill()
