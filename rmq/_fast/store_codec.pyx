@@ -6,6 +6,8 @@ described at the top of message_codec.py (STORE_FORMAT.md 2).  Every length
 is checked once against the buffer before any raw access.
 """
 
+from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
 from libc.string cimport memcpy
 
@@ -110,28 +112,57 @@ cdef Py_ssize_t c_write_record(uint8_t *out, int32_t queue_id, int32_t flag, int
     return size
 
 
-def write_record(uint8_t[::1] buf, Py_ssize_t pos, int queue_id, int flag, long long queue_offset,
-                 long long phy_offset, int sys_flag, long long born_ts, const uint8_t[::1] born_host,
-                 long long store_ts, const uint8_t[::1] store_host, int reconsume_times,
-                 long long prepared_tx_offset, const uint8_t[::1] body, const uint8_t[::1] topic,
-                 const uint8_t[::1] props):
-    cdef Py_ssize_t body_len = body.shape[0]
-    cdef Py_ssize_t topic_len = topic.shape[0]
-    cdef Py_ssize_t props_len = props.shape[0]
+cdef class _Bufs:
+    """Read-only views of the arguments of one call: ``bytes`` are used in
+    place, anything else through the buffer protocol (released at the end)."""
+    cdef Py_buffer views[6]
+    cdef int used
+
+    def __cinit__(self):
+        self.used = 0
+
+    cdef const uint8_t *get(self, object o, Py_ssize_t *n) except? NULL:
+        if type(o) is bytes:
+            n[0] = PyBytes_GET_SIZE(o)
+            return <const uint8_t *>PyBytes_AS_STRING(o)
+        PyObject_GetBuffer(o, &self.views[self.used], PyBUF_SIMPLE)
+        self.used += 1
+        n[0] = self.views[self.used - 1].len
+        return <const uint8_t *>self.views[self.used - 1].buf
+
+    def __dealloc__(self):
+        cdef int i
+        for i in range(self.used):
+            PyBuffer_Release(&self.views[i])
+
+
+def write_record(object buf, Py_ssize_t pos, int queue_id, int flag, long long queue_offset,
+                 long long phy_offset, int sys_flag, long long born_ts, object born_host,
+                 long long store_ts, object store_host, int reconsume_times,
+                 long long prepared_tx_offset, object body, object topic, object props):
+    cdef _Bufs bufs = _Bufs()
+    cdef Py_ssize_t born_len, store_len, body_len, topic_len, props_len
+    cdef const uint8_t *bh = bufs.get(born_host, &born_len)
+    cdef const uint8_t *sh = bufs.get(store_host, &store_len)
+    cdef const uint8_t *bp = bufs.get(body, &body_len)
+    cdef const uint8_t *tp = bufs.get(topic, &topic_len)
+    cdef const uint8_t *pp = bufs.get(props, &props_len)
     cdef Py_ssize_t size = c_record_size(sys_flag, body_len, topic_len, props_len)
-    if born_host.shape[0] != (20 if sys_flag & 0x10 else 8) or store_host.shape[0] != (20 if sys_flag & 0x20 else 8):
+    if born_len != (20 if sys_flag & 0x10 else 8) or store_len != (20 if sys_flag & 0x20 else 8):
         raise ValueError("host field length does not match the sysFlag")
     if topic_len > 127 or props_len > 32767:
         raise ValueError("topic or properties too long")
-    if pos < 0 or pos + size > buf.shape[0]:
-        raise ValueError("record does not fit into the buffer")
-    cdef const uint8_t *bp = &body[0] if body_len else NULL
-    cdef const uint8_t *tp = &topic[0] if topic_len else NULL
-    cdef const uint8_t *pp = &props[0] if props_len else NULL
-    with nogil:
-        c_write_record(&buf[pos], queue_id, flag, queue_offset, phy_offset, sys_flag, born_ts,
-                       &born_host[0], born_host.shape[0], store_ts, &store_host[0], store_host.shape[0],
-                       reconsume_times, prepared_tx_offset, bp, body_len, tp, topic_len, pp, props_len)
+    cdef Py_buffer out
+    PyObject_GetBuffer(buf, &out, PyBUF_WRITABLE)
+    try:
+        if pos < 0 or pos + size > out.len:
+            raise ValueError("record does not fit into the buffer")
+        with nogil:
+            c_write_record(<uint8_t *>out.buf + pos, queue_id, flag, queue_offset, phy_offset, sys_flag,
+                           born_ts, bh, born_len, store_ts, sh, store_len, reconsume_times,
+                           prepared_tx_offset, bp, body_len, tp, topic_len, pp, props_len)
+    finally:
+        PyBuffer_Release(&out)
     return size
 
 
@@ -270,10 +301,18 @@ cdef inline bint name_is(const uint8_t *p, Py_ssize_t n, const char *name, Py_ss
 _NOT_A_MESSAGE = (0, 0, None, 0, 0, 0, 0, 0, 0, None, None, None, 0, 0, 0)
 
 
-def scan_record(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, bint check_crc):
-    if pos < 0 or pos + 8 > limit or limit > buf.shape[0]:
-        return _NOT_A_MESSAGE
-    cdef const uint8_t *b = &buf[0]
+def scan_record(object buf, Py_ssize_t pos, Py_ssize_t limit, bint check_crc):
+    cdef Py_buffer view
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        if pos < 0 or pos + 8 > limit or limit > view.len:
+            return _NOT_A_MESSAGE
+        return c_scan(<const uint8_t *>view.buf, pos, limit, check_crc)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef object c_scan(const uint8_t *b, Py_ssize_t pos, Py_ssize_t limit, bint check_crc):
     cdef int32_t size = get32(b + pos)
     cdef int32_t magic = get32(b + pos + 4)
     if magic == BLANK_MAGIC:

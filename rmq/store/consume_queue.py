@@ -78,12 +78,17 @@ class ConsumeQueue:
         self.max_physic_offset = -1
         self.min_logic_offset = 0
         self.checkpoint = checkpoint
+        self._tail: MappedFile | None = None  # file the last entry went to (fast path)
 
     # --- load / recover ----------------------------------------------------------
     def load(self) -> bool:
         return self.mfq.load()
 
     def recover(self) -> None:
+        self._tail = None
+        self._recover()
+
+    def _recover(self) -> None:
         """STORE_FORMAT.md 9.2: from the third-to-last file, keep whole valid
         files, stop at the first invalid entry, truncate there."""
         files = self.mfq.mapped_files
@@ -124,6 +129,7 @@ class ConsumeQueue:
 
     def truncate_dirty_logic_files(self, phy_offset: int) -> None:
         """STORE_FORMAT.md 9.5: drop entries at or above ``phy_offset``."""
+        self._tail = None
         while True:
             mf = self.mfq.get_last_mapped_file()
             if mf is None:
@@ -183,6 +189,15 @@ class ConsumeQueue:
         if offset + size <= self.max_physic_offset:
             return True
         expect = cq_offset * CQ_STORE_UNIT_SIZE
+        mf = self._tail
+        if mf is not None:
+            pos = mf.wrote_position
+            if pos < self.file_size and mf.file_from_offset + pos == expect:
+                # the common case: the next entry of the current file
+                cq_write(mf.view, pos, offset, size, tags_code)
+                mf.wrote_position = mf.committed_position = pos + 20
+                self.max_physic_offset = offset + size
+                return True
         mf = self._file_for(expect)
         if mf is None:
             return False
@@ -196,6 +211,7 @@ class ConsumeQueue:
         mf.wrote_position += 20
         mf.committed_position = mf.wrote_position
         self.max_physic_offset = offset + size
+        self._tail = mf
         return True
 
     def _file_for(self, expect: int) -> MappedFile | None:
@@ -290,6 +306,7 @@ class ConsumeQueue:
         return n
 
     def destroy(self) -> None:
+        self._tail = None
         self.max_physic_offset = -1
         self.min_logic_offset = 0
         self.mfq.destroy()

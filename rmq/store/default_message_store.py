@@ -30,6 +30,7 @@ from rmq.store.clean import CleanService, disk_used_ratio
 from rmq.store.commit_log import CommitLog
 from rmq.store.config import BrokerRole, FlushDiskType, MessageStoreConfig
 from rmq.store.consume_queue import CQ_STORE_UNIT_SIZE, FILLER_SIZE, ConsumeQueue
+from rmq.store.dispatch import dispatch_run
 from rmq.store.flush import (
     CommitRealTimeService,
     FlushConsumeQueueService,
@@ -55,6 +56,10 @@ from rmq.store.stats import StoreStatsService
 log = logging.getLogger("store")
 
 _INT = struct.Struct(">i")
+_TX_MASK = mc.TRANSACTION_ROLLBACK_TYPE  # transaction bits of sysFlag
+_TX_NOT = mc.TRANSACTION_NOT_TYPE
+_TX_COMMIT = mc.TRANSACTION_COMMIT_TYPE
+_TX_ROLLBACK = mc.TRANSACTION_ROLLBACK_TYPE
 _CQ_ENTRY = struct.Struct(">qiq")
 ArrivalListener = Callable[[str, int, int, int, int, dict], None]
 
@@ -101,6 +106,7 @@ class DefaultMessageStore:
         self.flush_cq_service = FlushConsumeQueueService(self)
         self.clean_service = CleanService(self)
         self._reput_lock = threading.RLock()
+        self._topic_bytes: dict[str, bytes] = {}
         self._cq_lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock_fd: int | None = None
@@ -451,23 +457,8 @@ class DefaultMessageStore:
                     break
                 view, start = data
                 n = len(view)
-                pos = 0
-                roll = False
                 try:
-                    while pos < n:
-                        r = codec.scan_record(view, pos, n, False)
-                        st = r[0]
-                        if st == codec.SCAN_MESSAGE:
-                            self._dispatch(r, view if listener is not None else None)
-                            pos += r[1]
-                        elif st == codec.SCAN_BLANK:
-                            roll = True
-                            break
-                        elif st == codec.SCAN_SIZE_MISMATCH and r[1] > 0:
-                            log.error("[BUG]read total count not equals msg total size at %d", start + pos)
-                            pos += r[1]
-                        else:
-                            break
+                    pos, roll = self._dispatch_region(view, listener is not None)
                 finally:
                     view.release()
                 if roll:
@@ -477,22 +468,80 @@ class DefaultMessageStore:
                 if pos < n:
                     break
 
+    def _dispatch_region(self, view, notify: bool) -> tuple[int, bool]:
+        """Scan and dispatch the records of one readable region; returns the
+        position reached and whether a blank (end of file) was met."""
+        scan = codec.scan_record
+        dispatch = self._dispatch
+        n = len(view)
+        pos = 0
+        while pos < n:
+            r = scan(view, pos, n, False)
+            st = r[0]
+            if st == codec.SCAN_MESSAGE:
+                dispatch(r, view if notify else None)
+                pos += r[1]
+                if pos < n:
+                    pos = self._dispatch_run(view, pos, n, r[2], r[3], notify)
+            elif st == codec.SCAN_BLANK:
+                return pos, True
+            elif st == codec.SCAN_SIZE_MISMATCH and r[1] > 0:
+                log.error("[BUG]read total count not equals msg total size at %d", r[5] + pos)
+                pos += r[1]
+            else:
+                break
+        return pos, False
+
+    def _dispatch_run(self, view, pos: int, n: int, topic: str, queue_id: int, notify: bool) -> int:
+        """Dispatch the following records of the same topic/queue in bulk
+        (``dispatch.dispatch_run``); returns where the per-record path resumes."""
+        cq = self._existing_cq(topic, queue_id)
+        mf = cq._tail if cq is not None else None
+        if mf is None or mf.wrote_position >= cq.file_size:
+            return pos
+        index = None
+        cfg = self.config
+        if cfg.messageIndexEnable:
+            f = self.index_service.writable_file()
+            if f is None:
+                return pos
+            index = f.mf.view
+        topic_b = self._topic_bytes.get(topic)
+        if topic_b is None:
+            topic_b = self._topic_bytes[topic] = topic.encode("utf-8")
+        new_pos, cq_pos, count, max_phy, last = dispatch_run(
+            view, pos, n, topic_b, queue_id, mf.view, mf.wrote_position, mf.file_from_offset,
+            cq.max_physic_offset, index, cfg.maxHashSlotNum, cfg.maxIndexNum,
+        )
+        if count:
+            mf.wrote_position = mf.committed_position = cq_pos
+            cq.max_physic_offset = max_phy
+            qoff, tags_code, store_ts, ppos, plen = last
+            self.checkpoint.logics_msg_timestamp = store_ts
+            if notify:
+                props = codec.string_to_message_properties(view[ppos: ppos + plen])
+                self._notify(topic, queue_id, qoff + 1, tags_code, store_ts, props)
+        return new_pos
+
     def _dispatch(self, r: tuple, view) -> None:
         (_st, size, topic, queue_id, queue_offset, phy, sys_flag, store_ts, tags_code,
          keys, uniq, delay, props_pos, props_len, _prepared) = r
-        tx = sys_flag & mc.TRANSACTION_ROLLBACK_TYPE
-        if tx == mc.TRANSACTION_NOT_TYPE or tx == mc.TRANSACTION_COMMIT_TYPE:
+        tx = sys_flag & _TX_MASK
+        if tx == _TX_NOT or tx == _TX_COMMIT:
             if delay is not None and topic == SCHEDULE_TOPIC:
                 tags_code = self.commit_log.delay_tags_code(store_ts, delay)
-            cq = self.find_consume_queue(topic, queue_id)
+            qs = self.consume_queue_table.get(topic)
+            cq = qs.get(queue_id) if qs is not None else None
+            if cq is None:
+                cq = self.find_consume_queue(topic, queue_id)
             if cq.put_message_position_info(phy, size, tags_code, queue_offset):
                 self.checkpoint.logics_msg_timestamp = store_ts
             else:
                 self.running_flags.make_logics_queue_error()
-        if self.config.messageIndexEnable and tx != mc.TRANSACTION_ROLLBACK_TYPE and (keys or uniq):
+        if (keys or uniq) and tx != _TX_ROLLBACK and self.config.messageIndexEnable:
             if not self.index_service.build_index(topic, phy, store_ts, keys, uniq):
                 self.running_flags.make_index_file_error()
-        if view is not None and (tx == mc.TRANSACTION_NOT_TYPE or tx == mc.TRANSACTION_COMMIT_TYPE):
+        if view is not None and (tx == _TX_NOT or tx == _TX_COMMIT):
             props = codec.string_to_message_properties(view[props_pos: props_pos + props_len])
             self._notify(topic, queue_id, queue_offset + 1, tags_code, store_ts, props)
 
@@ -597,6 +646,9 @@ class DefaultMessageStore:
         memory_limit = self._memory_limit
         total = 0
         i = 0
+        mf = None
+        mf_start = mf_end = 0
+        file_size = commit_log.file_size
         try:
             for off, size, tags in _CQ_ENTRY.iter_unpack(view[:limit]):
                 max_phy_pulling = off
@@ -609,7 +661,17 @@ class DefaultMessageStore:
                 if message_filter is not None and not message_filter(tags):
                     i += CQ_STORE_UNIT_SIZE
                     continue
-                mv = commit_log.get_message(off, size)
+                if mf_start <= off and off + size <= mf_end:
+                    mv = mf.select(off - mf_start, size)
+                else:
+                    mf = commit_log.mfq.find_mapped_file_by_offset(off)
+                    mv = None
+                    if mf is not None:
+                        mf_start = mf.file_from_offset
+                        mf_end = mf_start + file_size
+                        mv = mf.select(off - mf_start, size)
+                    else:
+                        mf_start = mf_end = 0
                 if mv is None:
                     if not buffers:
                         status = GetMessageStatus.MESSAGE_WAS_REMOVING

@@ -43,7 +43,8 @@ def index_file_size(max_slots: int, max_index: int) -> int:
     return HEADER_SIZE + max_slots * SLOT_SIZE + max_index * ENTRY_SIZE
 
 
-def key_hash(key: str) -> int:
+def _key_hash(key: str) -> int:
+    """abs(String.hashCode(key)); 0 for Integer.MIN_VALUE (STORE_FORMAT.md 7.2)."""
     h = abs(java_string_hash(key))
     return 0 if h > 0x7FFFFFFF else h
 
@@ -104,10 +105,12 @@ def _index_get(buf, max_slots: int, max_index: int, khash: int, begin: int, end:
 
 index_put = _index_put
 index_get = _index_get
+key_hash = _key_hash
 _c = compiled("store_index")
 if _c is not None:
     index_put = _c.index_put
     index_get = _c.index_get
+    key_hash = _c.key_hash
 
 
 class IndexFile:
@@ -206,6 +209,12 @@ class IndexService:
             files.append(f)
         self.files = files
         return True
+
+    def writable_file(self) -> IndexFile | None:
+        """The current index file if it has room (no file is created here)."""
+        files = self.files
+        last = files[-1] if files else None
+        return last if last is not None and not last.is_write_full() else None
 
     def _last_writable(self) -> IndexFile | None:
         files = self.files

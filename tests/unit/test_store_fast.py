@@ -115,3 +115,86 @@ def test_page_cache_busy_rule(impl):
     assert impl(1000, 1500, 1000) is False
     assert impl(1000, 2001, 1000) is True
     assert impl(1000, 1000 + 10_000_000, 1000) is False
+
+
+@settings(max_examples=200, deadline=None)
+@given(key=st.text(max_size=40))
+def test_index_key_hash_identical(key):
+    expect = idx._key_hash(key)
+    assert 0 <= expect <= 0x7FFFFFFF
+    if IDX is not None:
+        assert IDX.key_hash(key) == expect
+
+
+def test_index_key_hash_special_values():
+    assert idx._key_hash("polygenelubricants") == 0  # hashCode == Integer.MIN_VALUE
+    assert idx._key_hash("T#k1") == 2539445
+    if IDX is not None:
+        for k in ("polygenelubricants", "T#k1", "\U0001f600#x", "héllo"):
+            assert IDX.key_hash(k) == idx._key_hash(k)
+
+
+def _batch_log(n: int, tags: list[str], keys: bool = True) -> bytes:
+    from rmq.common.message_id import socket_address_bytes
+    from rmq.store import message_codec as codec
+
+    wire = bytearray()
+    for i in range(n):
+        props = {"TAGS": tags[i % len(tags)]}
+        if keys:
+            props.update({"UNIQ_KEY": f"{i:032X}", "KEYS": f"a{i} b{i % 3}"})
+        p = codec.message_properties_to_string(props).encode()
+        body = bytes([i % 256]) * (i % 50)
+        wire += (22 + 20 - 22 + len(body) + 2 + len(p)).to_bytes(4, "big") + bytes(8) + (0).to_bytes(4, "big")
+        wire += len(body).to_bytes(4, "big") + body + len(p).to_bytes(2, "big") + p
+    host = socket_address_bytes(("10.0.0.1", 1))
+    total, count = codec._batch_size(wire, 0, 5, 0)
+    buf = bytearray(total + 40)
+    codec._write_batch(buf, 0, bytes(wire), 3, 0, 1, host, 1700000000000, host, 0, b"Topic", b"", 7, 5000,
+                       codec.new_sizes_array(count))
+    return bytes(buf)
+
+
+DISPATCH = compiled_or_none("store_dispatch")
+
+
+@pytest.mark.parametrize("keys", [True, False])
+def test_dispatch_run_identical_and_consistent_with_per_record_path(keys):
+    from rmq.store import dispatch as dm
+    from rmq.store import message_codec as codec
+
+    log = _batch_log(40, ["TagA", "TagB", ""], keys)
+    limit = len(log) - 40
+    impls = [dm._dispatch_run] + ([DISPATCH.dispatch_run] if DISPATCH else [])
+    outs = []
+    for impl in impls:
+        cq = bytearray(20 * 64)
+        ib = bytearray(idx.index_file_size(11, 200))
+        res = impl(log, 0, limit, b"Topic", 3, cq, 140, 0, -1, ib if keys else None, 11, 200)
+        outs.append((res, bytes(cq), bytes(ib)))
+    assert all(o == outs[0] for o in outs)
+    (pos, cq_pos, count, max_phy, last), cq, ib = outs[0]
+    assert (pos, cq_pos, count) == (limit, 140 + 40 * 20, 40)
+    # the same entries the per-record path computes
+    p = 0
+    for i in range(40):
+        r = codec._scan_record(log, p, limit, True)
+        assert cqm._ENTRY.unpack_from(cq, 140 + 20 * i) == (r[5], r[1], r[8])
+        p += r[1]
+    assert max_phy == 5000 + limit and last[0] == 46
+    if keys:
+        k = idx._key_hash(f"Topic#{5:032X}")
+        assert len(idx._index_get(ib, 11, 200, k, 0, 2**62, 5)) >= 1
+        assert idx._index_get(ib, 11, 200, idx._key_hash("Topic#b1"), 0, 2**62, 50)[:1] != []
+    # stops: wrong queue, wrong expected CQ position, already dispatched, full index
+    for impl in impls:
+        assert impl(log, 0, limit, b"Topic", 4, bytearray(200), 0, 140, -1, None, 1, 1)[2] == 0
+        assert impl(log, 0, limit, b"Topic", 3, bytearray(200), 0, 0, -1, None, 1, 1)[2] == 0
+        assert impl(log, 0, limit, b"Topic", 3, bytearray(2000), 140, 0, 10**9, None, 1, 1)[2] == 0
+        assert impl(log, 0, limit, b"Other", 3, bytearray(2000), 140, 0, -1, None, 1, 1)[2] == 0
+        assert impl(log, 0, limit, b"Topic", 3, bytearray(200), 140, 0, -1, None, 1, 1)[2] == 3
+        if keys:
+            small = bytearray(idx.index_file_size(3, 10))
+            assert impl(log, 0, limit, b"Topic", 3, bytearray(2000), 140, 0, -1, small, 3, 10)[2] == 3  # 9 entries
+        with pytest.raises(ValueError):
+            impl(log, 0, limit + 100, b"Topic", 3, bytearray(200), 140, 0, -1, None, 1, 1)

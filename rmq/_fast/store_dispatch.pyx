@@ -1,0 +1,260 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Compiled twin of ``rmq.store.dispatch._dispatch_run``: dispatch a run of
+consecutive commit log records of one topic/queue straight into the consume
+queue file and the index file, with no Python object per message.
+
+The run stops (and Python's per-record path takes over) at the first record
+that is not a plain message of the same topic/queue, carries DELAY, is not
+the next entry of the consume queue file, is already dispatched, has a
+non-ASCII key, or does not fit into the consume queue / index file.
+"""
+
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
+from libc.string cimport memcmp
+
+
+cdef inline void put32(uint8_t *p, int32_t v) noexcept nogil:
+    cdef uint32_t u = <uint32_t>v
+    p[0] = (u >> 24) & 0xFF
+    p[1] = (u >> 16) & 0xFF
+    p[2] = (u >> 8) & 0xFF
+    p[3] = u & 0xFF
+
+
+cdef inline void put64(uint8_t *p, int64_t v) noexcept nogil:
+    put32(p, <int32_t>(v >> 32))
+    put32(p + 4, <int32_t>(<uint32_t>v))
+
+
+cdef inline int32_t get32(const uint8_t *p) noexcept nogil:
+    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | <uint32_t>p[3])
+
+
+cdef inline int64_t get64(const uint8_t *p) noexcept nogil:
+    return (<int64_t>get32(p) << 32) | (<int64_t>(<uint32_t>get32(p + 4)))
+
+
+cdef inline int16_t get16(const uint8_t *p) noexcept nogil:
+    return <int16_t>((p[0] << 8) | p[1])
+
+
+cdef enum:
+    MESSAGE_MAGIC = -626843481
+
+
+cdef struct Props:
+    Py_ssize_t tags_at, tags_len, keys_at, keys_len, uniq_at, uniq_len
+    bint delay
+    bint non_ascii
+
+
+cdef inline bint name_is(const uint8_t *p, Py_ssize_t n, const char *name, Py_ssize_t ln) noexcept nogil:
+    return n == ln and memcmp(p, name, ln) == 0
+
+
+cdef void find_props(const uint8_t *props, Py_ssize_t n, Props *out) noexcept nogil:
+    """Same segment rule as the reference parser; later duplicates win."""
+    cdef Py_ssize_t i = 0, seg, sep, seg_end
+    out.tags_at = out.keys_at = out.uniq_at = -1
+    out.tags_len = out.keys_len = out.uniq_len = 0
+    out.delay = False
+    out.non_ascii = False
+    while i <= n and n > 0:
+        seg = i
+        while i < n and props[i] != 2:
+            if props[i] >= 0x80:
+                out.non_ascii = True
+            i += 1
+        seg_end = i
+        sep = seg
+        while sep < seg_end and props[sep] != 1:
+            sep += 1
+        if sep > seg and sep < seg_end - 1:
+            if name_is(props + seg, sep - seg, "TAGS", 4):
+                out.tags_at = sep + 1
+                out.tags_len = seg_end - sep - 1
+            elif name_is(props + seg, sep - seg, "KEYS", 4):
+                out.keys_at = sep + 1
+                out.keys_len = seg_end - sep - 1
+            elif name_is(props + seg, sep - seg, "UNIQ_KEY", 8):
+                out.uniq_at = sep + 1
+                out.uniq_len = seg_end - sep - 1
+            elif name_is(props + seg, sep - seg, "DELAY", 5):
+                out.delay = True
+        i += 1
+
+
+cdef inline int32_t ascii_hash(int32_t h, const uint8_t *p, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        h = <int32_t>(<uint32_t>h * 31 + p[i])
+    return h
+
+
+cdef inline int32_t key_hash(int32_t topic_hash, const uint8_t *key, Py_ssize_t n) noexcept nogil:
+    cdef int32_t h = ascii_hash(<int32_t>(<uint32_t>topic_hash * 31 + 35), key, n)  # '#'
+    if h == -2147483648:
+        return 0
+    return -h if h < 0 else h
+
+
+cdef bint index_put(uint8_t *b, int64_t max_slots, int64_t max_index, int32_t khash, int64_t phy,
+                    int64_t store_ts) noexcept nogil:
+    """The insert of rmq/store/index.py; False when the file is full."""
+    cdef int64_t begin_ts = get64(b), begin_phy = get64(b + 16)
+    cdef int32_t slot_count = get32(b + 32), index_count = get32(b + 36)
+    if index_count <= 0:
+        index_count = 1
+    if index_count >= max_index:
+        return False
+    cdef uint8_t *slot = b + 40 + (khash % max_slots) * 4
+    cdef int32_t slot_value = get32(slot)
+    if slot_value <= 0 or slot_value > index_count:
+        slot_value = 0
+    cdef int64_t diff = 0
+    if begin_ts > 0:
+        diff = store_ts - begin_ts
+        diff = diff / 1000 if diff >= 0 else -((-diff) / 1000)
+        if diff < 0:
+            diff = 0
+        elif diff > 0x7FFFFFFF:
+            diff = 0x7FFFFFFF
+    cdef uint8_t *e = b + 40 + max_slots * 4 + <int64_t>index_count * 20
+    put32(e, khash)
+    put64(e + 4, phy)
+    put32(e + 12, <int32_t>diff)
+    put32(e + 16, slot_value)
+    put32(slot, index_count)
+    if index_count <= 1:
+        begin_phy = phy
+        begin_ts = store_ts
+    if slot_value == 0:
+        slot_count += 1
+    put64(b, begin_ts)
+    put64(b + 8, store_ts)
+    put64(b + 16, begin_phy)
+    put64(b + 24, phy)
+    put32(b + 32, slot_count)
+    put32(b + 36, index_count + 1)
+    return True
+
+
+cdef inline Py_ssize_t count_keys(const uint8_t *p, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i = 0, c = 0
+    while i < n:
+        while i < n and p[i] == 32:
+            i += 1
+        if i < n:
+            c += 1
+        while i < n and p[i] != 32:
+            i += 1
+    return c
+
+
+def dispatch_run(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, const uint8_t[::1] topic,
+                 int queue_id, uint8_t[::1] cq, Py_ssize_t cq_pos, long long cq_base,
+                 long long max_physic_offset, index, long long max_slots, long long max_index):
+    """Returns ``(pos, cq_pos, count, max_physic_offset, last)`` where ``last``
+    is ``None`` or ``(queue_offset, tags_code, store_ts, props_pos, props_len)``
+    of the last record dispatched.  ``index`` is the writable buffer of the
+    current index file or None when indexing is off."""
+    if pos < 0 or limit > buf.shape[0] or cq_pos < 0 or cq_pos > cq.shape[0] or cq_pos % 20:
+        raise ValueError("bad dispatch range")
+    cdef uint8_t[::1] ib
+    cdef uint8_t *ix = NULL
+    if index is not None:
+        ib = index
+        if max_slots <= 0 or max_index <= 0 or ib.shape[0] < 40 + max_slots * 4 + max_index * 20:
+            raise ValueError("index buffer smaller than its layout")
+        ix = &ib[0]
+    cdef const uint8_t *b = &buf[0] if buf.shape[0] else NULL
+    cdef const uint8_t *t = &topic[0] if topic.shape[0] else NULL
+    cdef Py_ssize_t tlen = topic.shape[0]
+    cdef uint8_t *c = &cq[0] if cq.shape[0] else NULL
+    cdef Py_ssize_t cq_len = cq.shape[0]
+    cdef int32_t topic_hash = ascii_hash(0, t, tlen)
+    cdef Py_ssize_t count = 0, size, body_len, topic_len, props_len, k, ks
+    cdef const uint8_t *r
+    cdef const uint8_t *p
+    cdef const uint8_t *props
+    cdef int32_t sys_flag, tx, qid, tags_code
+    cdef int64_t qoff, phy, store_ts, end_phy
+    cdef Props pr
+    cdef int64_t last_qoff = -1, last_ts = 0
+    cdef int32_t last_tags = 0
+    cdef Py_ssize_t last_ppos = 0, last_plen = 0
+    for k in range(tlen):
+        if t[k] >= 0x80:
+            return pos, cq_pos, 0, max_physic_offset, None
+    with nogil:
+        while pos + 91 <= limit and cq_pos + 20 <= cq_len:
+            r = b + pos
+            size = get32(r)
+            if get32(r + 4) != MESSAGE_MAGIC or size < 91 or pos + size > limit:
+                break
+            qid = get32(r + 12)
+            qoff = get64(r + 20)
+            phy = get64(r + 28)
+            sys_flag = get32(r + 36)
+            tx = sys_flag & 0xC
+            if qid != queue_id or (tx != 0 and tx != 8) or cq_base + cq_pos != qoff * 20:
+                break
+            if phy + size <= max_physic_offset:
+                break
+            p = r + 48 + (20 if sys_flag & 0x10 else 8)
+            store_ts = get64(p)
+            p += 8 + (20 if sys_flag & 0x20 else 8)
+            body_len = get32(p + 12)
+            p += 16
+            if body_len < 0 or body_len > size - 91:
+                break
+            p += body_len
+            topic_len = p[0]
+            if topic_len != tlen or memcmp(p + 1, t, tlen) != 0:
+                break
+            p += 1 + topic_len
+            props_len = get16(p)
+            props = p + 2
+            if props_len < 0 or props + props_len != r + size:
+                break
+            find_props(props, props_len, &pr)
+            if pr.delay or pr.non_ascii:
+                break
+            if ix != NULL and (pr.keys_at >= 0 or pr.uniq_at >= 0):
+                if phy >= get64(ix + 24):  # not indexed yet (endPhyOffset rule)
+                    ks = (1 if pr.uniq_at >= 0 else 0) + (count_keys(props + pr.keys_at, pr.keys_len) if pr.keys_at >= 0 else 0)
+                    if max(1, get32(ix + 36)) + ks > max_index:
+                        break
+                    if pr.uniq_at >= 0:
+                        index_put(ix, max_slots, max_index, key_hash(topic_hash, props + pr.uniq_at, pr.uniq_len), phy, store_ts)
+                    if pr.keys_at >= 0:
+                        k = 0
+                        while k < pr.keys_len:
+                            while k < pr.keys_len and props[pr.keys_at + k] == 32:
+                                k += 1
+                            ks = k
+                            while k < pr.keys_len and props[pr.keys_at + k] != 32:
+                                k += 1
+                            if k > ks:
+                                index_put(ix, max_slots, max_index,
+                                          key_hash(topic_hash, props + pr.keys_at + ks, k - ks), phy, store_ts)
+            if pr.tags_at >= 0:
+                tags_code = ascii_hash(0, props + pr.tags_at, pr.tags_len)
+            else:
+                tags_code = 0
+            put64(c + cq_pos, phy)
+            put32(c + cq_pos + 8, <int32_t>size)
+            put64(c + cq_pos + 12, <int64_t>tags_code)
+            cq_pos += 20
+            end_phy = phy + size
+            max_physic_offset = end_phy
+            last_qoff = qoff
+            last_tags = tags_code
+            last_ts = store_ts
+            last_ppos = props - b
+            last_plen = props_len
+            pos += size
+            count += 1
+    if count == 0:
+        return pos, cq_pos, 0, max_physic_offset, None
+    return pos, cq_pos, count, max_physic_offset, (last_qoff, last_tags, last_ts, last_ppos, last_plen)

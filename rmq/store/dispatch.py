@@ -1,0 +1,128 @@
+"""Bulk dispatch of a run of records of one topic/queue (the hot part of
+``ReputMessageService.doReput`` for batches).
+
+``dispatch_run`` writes consume queue entries (and index entries) for
+consecutive plain messages of one topic/queue straight into the mapped
+files.  It stops at the first record that needs the general per-record path
+in ``DefaultMessageStore._dispatch``: another topic/queue, a transaction type
+other than NOT/COMMIT, a DELAY property, non-ASCII properties or topic, a
+queue offset that is not the next entry of the consume queue file, a record
+already dispatched, a full consume queue or index file.  The pure-Python
+version below is the twin of ``rmq._fast.store_dispatch``; both write the same
+bytes and return the same tuple.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from rmq._fast import compiled
+from rmq.store.index import _index_put
+
+MESSAGE_MAGIC_CODE = -626843481
+_HEAD = struct.Struct(">iiiiiqqi")  # size, magic, crc, qid, flag, qoff, phy, sysflag
+_LONG = struct.Struct(">q")
+_INT = struct.Struct(">i")
+_SHORT = struct.Struct(">h")
+_CQ = struct.Struct(">qiq")
+
+
+def _java_hash_ascii(h: int, data: bytes) -> int:
+    for c in data:
+        h = (h * 31 + c) & 0xFFFFFFFF
+    return h
+
+
+def _signed(h: int) -> int:
+    return h - 0x1_0000_0000 if h & 0x8000_0000 else h
+
+
+def _key_hash(topic_hash: int, key: bytes) -> int:
+    h = _signed(_java_hash_ascii((topic_hash * 31 + 35) & 0xFFFFFFFF, key))
+    return 0 if h == -2147483648 else abs(h)
+
+
+def _props(props: bytes) -> tuple[bytes | None, bytes | None, bytes | None, bool]:
+    tags = keys = uniq = None
+    delay = False
+    for seg in props.split(b"\x02"):
+        idx = seg.find(b"\x01")
+        if idx <= 0 or idx == len(seg) - 1:
+            continue
+        name = seg[:idx]
+        if name == b"TAGS":
+            tags = seg[idx + 1 :]
+        elif name == b"KEYS":
+            keys = seg[idx + 1 :]
+        elif name == b"UNIQ_KEY":
+            uniq = seg[idx + 1 :]
+        elif name == b"DELAY":
+            delay = True
+    return tags, keys, uniq, delay
+
+
+def _dispatch_run(buf, pos: int, limit: int, topic: bytes, queue_id: int, cq, cq_pos: int, cq_base: int,
+                  max_physic_offset: int, index, max_slots: int, max_index: int) -> tuple:
+    """Returns ``(pos, cq_pos, count, max_physic_offset, last)``; ``last`` is
+    None or ``(queue_offset, tags_code, store_ts, props_pos, props_len)``."""
+    if pos < 0 or limit > len(buf) or cq_pos < 0 or cq_pos > len(cq) or cq_pos % 20:
+        raise ValueError("bad dispatch range")
+    if index is not None and (max_slots <= 0 or max_index <= 0 or len(index) < 40 + max_slots * 4 + max_index * 20):
+        raise ValueError("index buffer smaller than its layout")
+    if any(c >= 0x80 for c in topic):
+        return pos, cq_pos, 0, max_physic_offset, None
+    topic_hash = _java_hash_ascii(0, topic)
+    count = 0
+    last = None
+    tlen = len(topic)
+    while pos + 91 <= limit and cq_pos + 20 <= len(cq):
+        size, magic, _crc, qid, _flag, qoff, phy, sys_flag = _HEAD.unpack_from(buf, pos)
+        if magic != MESSAGE_MAGIC_CODE or size < 91 or pos + size > limit:
+            break
+        tx = sys_flag & 0xC
+        if qid != queue_id or tx not in (0, 8) or cq_base + cq_pos != qoff * 20:
+            break
+        if phy + size <= max_physic_offset:
+            break
+        p = pos + 48 + (20 if sys_flag & 0x10 else 8)
+        (store_ts,) = _LONG.unpack_from(buf, p)
+        p += 8 + (20 if sys_flag & 0x20 else 8)
+        (body_len,) = _INT.unpack_from(buf, p + 12)
+        p += 16
+        if body_len < 0 or body_len > size - 91:
+            break
+        p += body_len
+        if buf[p] != tlen or bytes(buf[p + 1 : p + 1 + tlen]) != topic:
+            break
+        p += 1 + tlen
+        (props_len,) = _SHORT.unpack_from(buf, p)
+        ppos = p + 2
+        if props_len < 0 or ppos + props_len != pos + size:
+            break
+        raw = bytes(buf[ppos : ppos + props_len])
+        tags, keys, uniq, delay = _props(raw)
+        if delay or any(c >= 0x80 for c in raw):
+            break
+        if index is not None and (keys or uniq):
+            (end_phy,) = _LONG.unpack_from(index, 24)
+            if phy >= end_phy:
+                todo = ([uniq] if uniq else []) + ([k for k in keys.split(b" ") if k] if keys else [])
+                (count_now,) = _INT.unpack_from(index, 36)
+                if max(1, count_now) + len(todo) > max_index:
+                    break
+                for k in todo:
+                    _index_put(index, max_slots, max_index, _key_hash(topic_hash, k), phy, store_ts)
+        tags_code = _signed(_java_hash_ascii(0, tags)) if tags else 0
+        _CQ.pack_into(cq, cq_pos, phy, size, tags_code)
+        cq_pos += 20
+        max_physic_offset = phy + size
+        last = (qoff, tags_code, store_ts, ppos, props_len)
+        pos += size
+        count += 1
+    return pos, cq_pos, count, max_physic_offset, last
+
+
+dispatch_run = _dispatch_run
+_c = compiled("store_dispatch")
+if _c is not None:
+    dispatch_run = _c.dispatch_run
