@@ -192,6 +192,9 @@ class BrokerConfig:
     autoDeleteUnusedStats: bool = False
     isolateLogEnable: bool = False
     configBlackList: str = "configBlackList;brokerConfigPath"
+    # rmq only, for tests (not in 4.9.8): every send first holds a simulated
+    # commit-log lock this long (rmq.broker.put_delay); 0 = off
+    rmqTestPutDelayMillis: int = 0
 
     def register_period_ms(self) -> int:
         """The effective re-registration period: clamped to 10-60 s as 4.9.8 does."""

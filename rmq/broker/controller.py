@@ -48,6 +48,7 @@ from rmq.broker.consumer_filter_manager import ConsumerFilterManager
 from rmq.broker.consumer_offset_manager import ConsumerOffsetManager
 from rmq.broker.fast_failure import BrokerFastFailure, QueuedProcessor, RequestQueue
 from rmq.broker.outer_api import BrokerIdentity, BrokerOuterAPI
+from rmq.broker.put_delay import PutDelay
 from rmq.broker.stats import BrokerStats, ms_until_next_morning
 from rmq.broker.subscription_group_manager import SubscriptionGroupManager
 from rmq.broker.topic_config_manager import TopicConfigManager
@@ -110,6 +111,20 @@ QUEUE_CAPACITIES: dict[str, str | None] = {
     "admin": None,
 }
 
+# request queue name -> the BrokerConfig thread count (the number of workers)
+QUEUE_WORKERS: dict[str, str] = {
+    "send": "sendMessageThreadPoolNums",
+    "put": "putMessageFutureThreadPoolNums",
+    "pull": "pullMessageThreadPoolNums",
+    "reply": "processReplyMessageThreadPoolNums",
+    "query": "queryMessageThreadPoolNums",
+    "client_manager": "clientManageThreadPoolNums",
+    "heartbeat": "heartbeatThreadPoolNums",
+    "end_transaction": "endTransactionThreadPoolNums",
+    "consumer_manager": "consumerManageThreadPoolNums",
+    "admin": "adminBrokerThreadPoolNums",
+}
+
 # queues whose waiting requests fast failure expires, with their BrokerConfig limit
 FAST_FAILURE_LIMITS = {
     "send": "waitTimeMillsInSendQueue",
@@ -146,10 +161,16 @@ class BrokerController:
         self.outer_api = BrokerOuterAPI(self.client_config)
         self.stats = BrokerStats()
         self.configuration = Configuration(settings)
+        self.put_delay = PutDelay(lambda: self.broker_config.rmqTestPutDelayMillis,
+                                  lambda: self.store_config.osPageCacheBusyTimeOutMills)
         self.request_queues = {
-            name: RequestQueue(name, getattr(bc, prop) if prop else None)
+            name: RequestQueue(name, getattr(bc, prop) if prop else None,
+                               getattr(bc, QUEUE_WORKERS[name]))
             for name, prop in QUEUE_CAPACITIES.items()
         }
+        send_queue = self.request_queues["send"]
+        send_queue.before_run = self.put_delay.hold
+        send_queue.before_run_active = self.put_delay.active
         self.fast_failure = BrokerFastFailure(
             self.request_queues,
             {q: (lambda p=prop: getattr(self.broker_config, p))
@@ -181,6 +202,16 @@ class BrokerController:
         bc = self.broker_config
         return BrokerIdentity(bc.brokerClusterName, self.broker_addr(), bc.brokerName,
                               bc.brokerId)
+
+    def server_for(self, channel) -> RemotingServer:
+        """The server that accepted ``channel``: requests to a client (reply
+        push, consumer queries) must go through it, because only that server
+        sees the client's answers.  The accepting port tells them apart."""
+        fast = self.fast_remoting_server
+        if fast is not None and fast.port and \
+                channel.local_addr.rpartition(":")[2] == str(fast.port):
+            return fast
+        return self.remoting_server
 
     def is_slave(self) -> bool:
         role = self.store_config.brokerRole
@@ -344,6 +375,8 @@ class BrokerController:
                                q.head_wait_ms())
 
     def _page_cache_busy(self) -> bool:
+        if self.put_delay.page_cache_busy():
+            return True
         store = self.message_store
         return store is not None and bool(store.is_os_page_cache_busy())
 

@@ -1,16 +1,20 @@
 """Request queues and BrokerFastFailure (RocketMQ ``BrokerFixedThreadPoolExecutor`` queues
 and ``BrokerFastFailure``).
 
-Java runs send, pull, heartbeat and end-transaction requests on thread pools
-with bounded queues; a request that waits in a queue too long, or any queued
-send while the page cache is busy, is answered SYSTEM_BUSY by a task that
-runs every 10 ms.  rmq runs processors as coroutines on the loop, so a
-``RequestQueue`` is the set of requests of one pool that arrived and are not
-answered yet, in arrival order.  ``QueuedProcessor`` wraps a processor to keep
-that set; ``BrokerFastFailure`` answers the expired ones early with the
-4.9.8 remarks and drops the late response.  (The coroutine itself still
-completes: a send answered SYSTEM_BUSY may be stored anyway, which the
-client's retry turns into an at-least-once duplicate.)
+Java runs each group of request codes on a thread pool with a bounded queue;
+a request that waits in a queue too long, or any queued send while the page
+cache is busy, is taken off the queue and answered SYSTEM_BUSY by a task
+that runs every 10 ms -- the request itself never runs, so a client retry
+cannot store it twice.
+
+rmq keeps the same shape on the event loop.  A ``RequestQueue`` has
+``workers`` slots (the 4.9.8 ``*ThreadPoolNums``); a worker is busy while it
+runs the synchronous part of a processor (and, with the rmq test setting
+``rmqTestPutDelayMillis``, while a send holds the simulated commit-log lock,
+see ``put_delay``).  A request that finds a free worker and nobody waiting
+runs at once, inside the read callback, exactly as before; otherwise it
+waits in the queue, oldest first, until a worker takes it.  Fast failure
+only ever answers waiting requests.
 
 Queue sizes and the wait of the head request are what the water mark prints
 every second and what GET_BROKER_RUNTIME_INFO reports.
@@ -23,7 +27,7 @@ import inspect
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from rmq.common.codes import ResponseCode
@@ -38,75 +42,157 @@ TIMEOUT_REMARK = ("[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a wh
                   "period in queue: {}ms, size of queue: {}")
 CHECK_INTERVAL_S = 0.010
 
+Run = Callable[[Channel, RemotingCommand], Any]
+
 
 def _now_ms() -> float:
     return time.monotonic() * 1000.0
 
 
-class _Pending:
-    __slots__ = ("channel", "request", "arrived_ms", "answered")
+class _Waiting:
+    """A request in the queue; ``future`` carries its response to the remoting layer
+    (None: already answered by fast failure, or no response)."""
 
-    def __init__(self, channel: Channel, request: RemotingCommand) -> None:
+    __slots__ = ("channel", "request", "run", "future", "arrived_ms")
+
+    def __init__(self, channel: Channel, request: RemotingCommand, run: Run,
+                 future: asyncio.Future) -> None:
         self.channel = channel
         self.request = request
+        self.run = run
+        self.future = future
         self.arrived_ms = _now_ms()
-        self.answered = False
 
 
 class RequestQueue:
-    """Unanswered requests of one pool, oldest first (``capacity`` is the admission limit)."""
+    """One processor pool: ``workers`` slots and the requests waiting for one.
 
-    def __init__(self, name: str, capacity: int) -> None:
+    ``capacity`` is the admission limit the remoting server enforces for the
+    pool.  ``before_run`` (optional) is awaited by a worker before it runs a
+    request while ``before_run_active()`` is true; the broker uses it for the
+    simulated slow store put.
+    """
+
+    def __init__(self, name: str, capacity: int | None, workers: int = 1,
+                 before_run: Callable[[], Awaitable[None]] | None = None,
+                 before_run_active: Callable[[], bool] | None = None) -> None:
         self.name = name
         self.capacity = capacity
-        self._pending: OrderedDict[int, _Pending] = OrderedDict()
+        self.workers = max(1, workers)
+        self.busy = 0
+        self.before_run = before_run
+        self.before_run_active = before_run_active
+        self._waiting: OrderedDict[int, _Waiting] = OrderedDict()
+        self._tasks: set[asyncio.Task] = set()
 
     def __len__(self) -> int:
-        return len(self._pending)
-
-    def add(self, p: _Pending) -> None:
-        self._pending[id(p)] = p
-
-    def remove(self, p: _Pending) -> None:
-        self._pending.pop(id(p), None)
+        return len(self._waiting)
 
     def head_wait_ms(self) -> int:
-        """How long the oldest unanswered request has waited (0 when empty)."""
-        for p in self._pending.values():
-            return int(_now_ms() - p.arrived_ms)
+        """How long the oldest waiting request has waited (0 when none waits)."""
+        for w in self._waiting.values():
+            return int(_now_ms() - w.arrived_ms)
         return 0
 
-    def answer_busy(self, p: _Pending, template: str) -> None:
-        """Answer ``p`` SYSTEM_BUSY now; its processor's late response is dropped."""
-        self.remove(p)
-        p.answered = True
-        if p.request.is_oneway() or not p.channel.is_active():
+    def _delayed(self) -> bool:
+        active = self.before_run_active
+        return active is not None and active()
+
+    # ---- submission and workers ------------------------------------------------
+    def submit(self, run: Run, channel: Channel, request: RemotingCommand) -> Any:
+        """Run ``request`` now when a worker is free and nobody waits; else queue it
+        and return an awaitable of its response."""
+        if not self._waiting and self.busy < self.workers and not self._delayed():
+            return run(channel, request)
+        loop = asyncio.get_running_loop()
+        w = _Waiting(channel, request, run, loop.create_future())
+        self._waiting[id(w)] = w
+        if self.busy < self.workers:
+            self.busy += 1
+            self._spawn(self._work())
+        return w.future
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _take(self) -> _Waiting | None:
+        while self._waiting:
+            _, w = self._waiting.popitem(last=False)
+            if not w.future.done():  # done: cancelled by a server stop
+                return w
+        return None
+
+    async def _work(self) -> None:
+        """One worker: take the oldest waiting request, run it, repeat."""
+        try:
+            while True:
+                w = self._take()
+                if w is None:
+                    return
+                if self._delayed() and self.before_run is not None:
+                    await self.before_run()
+                self._run(w)
+                await asyncio.sleep(0)  # let reads and fast failure in between
+        finally:
+            self.busy -= 1
+
+    def _run(self, w: _Waiting) -> None:
+        if w.future.done():
             return
-        waited = int(_now_ms() - p.arrived_ms)
+        try:
+            result = w.run(w.channel, w.request)
+        except Exception as exc:  # the remoting layer answers SYSTEM_ERROR
+            w.future.set_exception(exc)
+            return
+        if inspect.isawaitable(result):
+            self._spawn(self._finish(w.future, result))
+        else:
+            w.future.set_result(result)
+
+    @staticmethod
+    async def _finish(future: asyncio.Future, awaitable: Awaitable[Any]) -> None:
+        try:
+            result = await awaitable
+        except Exception as exc:
+            if not future.done():
+                future.set_exception(exc)
+            return
+        if not future.done():
+            future.set_result(result)
+
+    # ---- fast failure ---------------------------------------------------------------
+    def answer_busy(self, w: _Waiting, template: str) -> None:
+        """Take ``w`` off the queue and answer it SYSTEM_BUSY; it never runs."""
+        self._waiting.pop(id(w), None)
+        if w.future.done():
+            return
+        w.future.set_result(None)
+        if w.request.is_oneway() or not w.channel.is_active():
+            return
+        waited = int(_now_ms() - w.arrived_ms)
         response = RemotingCommand.create_response(ResponseCode.SYSTEM_BUSY,
                                                    template.format(waited, len(self)))
-        response.opaque = p.request.opaque
-        response.serialize_type = p.request.serialize_type
-        try:
-            p.channel.send_response(response)
-        except Exception as exc:  # a closed connection: nothing more to do
-            log.debug("fast failure answer to %s lost: %s", p.channel.remote_addr, exc)
+        response.opaque = w.request.opaque
+        response.serialize_type = w.request.serialize_type
+        w.channel.send_response(response)
 
     def clean_all(self, template: str) -> None:
-        for p in list(self._pending.values()):
-            self.answer_busy(p, template)
+        for w in list(self._waiting.values()):
+            self.answer_busy(w, template)
 
     def clean_expired(self, max_wait_ms: float, template: str) -> None:
         now = _now_ms()
-        while self._pending:
-            p = next(iter(self._pending.values()))
-            if now - p.arrived_ms < max_wait_ms:
+        while self._waiting:
+            w = next(iter(self._waiting.values()))
+            if now - w.arrived_ms < max_wait_ms:
                 return
-            self.answer_busy(p, template)
+            self.answer_busy(w, template)
 
 
 class QueuedProcessor:
-    """A processor whose unanswered requests are tracked in a RequestQueue."""
+    """A processor whose requests go through a RequestQueue."""
 
     def __init__(self, inner: Any, queue: RequestQueue) -> None:
         self.inner = inner
@@ -116,19 +202,7 @@ class QueuedProcessor:
             self.reject_request = reject
 
     def process_request(self, channel: Channel, request: RemotingCommand) -> Any:
-        result = self.inner.process_request(channel, request)
-        if not inspect.isawaitable(result):
-            return result
-        return self._track(channel, request, result)
-
-    async def _track(self, channel: Channel, request: RemotingCommand, awaitable: Any) -> Any:
-        p = _Pending(channel, request)
-        self.queue.add(p)
-        try:
-            response = await awaitable
-        finally:
-            self.queue.remove(p)
-        return None if p.answered else response
+        return self.queue.submit(self.inner.process_request, channel, request)
 
 
 class BrokerFastFailure:

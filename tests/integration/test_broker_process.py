@@ -3,7 +3,6 @@ restart, SIGTERM/SIGKILL, start-up failures."""
 
 from __future__ import annotations
 
-import asyncio
 import signal
 import socket
 
@@ -12,47 +11,10 @@ import pytest
 from rmq.common import fastjson
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.common.properties import parse_properties
-from rmq.remoting import RemotingClient, RemotingCommand
-from tests.integration.test_broker_support import broker_conf, start_namesrv
+from tests.integration.test_broker_support import Cluster, broker_conf
 from tests.support.procs import RmqProcess, free_port
 
 R = RequestCode
-
-
-class Cluster:
-    def __init__(self, tmp_path, extra: str = "") -> None:
-        self.tmp = tmp_path
-        self.ns_port = free_port()
-        self.namesrv = start_namesrv(tmp_path, self.ns_port)
-        self.port = free_port(span=4) + 2
-        self.conf = broker_conf(tmp_path, self.port, extra)
-        self.broker: RmqProcess | None = None
-        self.client = RemotingClient()
-
-    @property
-    def addr(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start_broker(self) -> RmqProcess:
-        self.broker = RmqProcess(
-            "rmq.broker.startup", ["-c", self.conf, "-n", f"127.0.0.1:{self.ns_port}"],
-            self.tmp / "broker.out", env={"ROCKETMQ_HOME": str(self.tmp)})
-        self.broker.start(wait_for_port=self.port)
-        return self.broker
-
-    async def call(self, code: int, header=None, body=None, addr=None) -> RemotingCommand:
-        return await self.client.invoke(addr or self.addr,
-                                        RemotingCommand.create_request(code, header, body), 5000)
-
-    async def route(self, topic: str) -> RemotingCommand:
-        return await self.call(R.GET_ROUTEINFO_BY_TOPIC, {"topic": topic},
-                               addr=f"127.0.0.1:{self.ns_port}")
-
-    async def close(self) -> None:
-        await self.client.close()
-        if self.broker is not None:
-            self.broker.kill()
-        self.namesrv.kill()
 
 
 @pytest.fixture
@@ -60,13 +22,6 @@ async def cluster(tmp_path):
     c = Cluster(tmp_path)
     yield c
     await c.close()
-
-
-async def wait_for(predicate, timeout: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not await predicate():
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.1)
 
 
 @pytest.mark.timeout(90)

@@ -224,7 +224,7 @@ class AdminBrokerProcessor:
             "EndTransactionThreadPoolQueueCapacity":
                 c.broker_config.endTransactionPoolQueueCapacity,
             "dispatchBehindBytes": store.dispatch_behind_bytes(),
-            "pageCacheLockTimeMills": store.lock_time_mills(),
+            "pageCacheLockTimeMills": max(store.lock_time_mills(), c.put_delay.lock_time_ms()),
             "sendThreadPoolQueueHeadWaitTimeMills": q["send"].head_wait_ms(),
             "pullThreadPoolQueueHeadWaitTimeMills": q["pull"].head_wait_ms(),
             "queryThreadPoolQueueHeadWaitTimeMills": q["query"].head_wait_ms(),

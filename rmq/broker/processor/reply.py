@@ -94,7 +94,7 @@ class ReplyMessageProcessor(SendSupport):
         push = RemotingCommand.create_request(R.PUSH_REPLY_MESSAGE_TO_CLIENT, header,
                                               request.body)
         try:
-            answer = await self.c.remoting_server.invoke(target, push, PUSH_TIMEOUT_MS)
+            answer = await self.c.server_for(target).invoke(target, push, PUSH_TIMEOUT_MS)
         except Exception as exc:
             self.c.log.warning("push reply message to %s failed: %s", client_id, exc)
             answer = None
