@@ -3,7 +3,7 @@
 librocketmq (the PyPI ``rocketmq`` 0.4.4 wheel) keeps global state and background
 threads, and a protocol disagreement can crash it; so every scenario runs here, in
 a child process, and a crash fails one test instead of pytest.  The parent passes a
-JSON spec as the only argument and reads one JSON object from the last stdout line.
+JSON spec file as the only argument and reads one JSON object from the last stdout line.
 The client logs to ``$HOME/logs/rocketmq-cpp/``; the parent points HOME at a
 scenario directory and scans those logs (see ``cpp_logs.py``).
 
@@ -14,7 +14,8 @@ inside the ctypes callback, so RECONSUME_LATER never reaches the library) and pu
 results (the wrapper hides statuses and offsets).
 
 Ops:
-  produce  {"messages": [{"topic","tags","keys","props","body"|"body_hex","mode","arg"}]}
+  produce  {"messages": [{"topic","tags","keys","props","body"|"body_hex","mode","arg",
+                         "wait_for"}]}   (a message with wait_for waits for that file)
   push     {"group","topic","expression","out","stop","max_s","fail_first_keys","body_len"}
   pull     {"group","topic","expression","offsets","max_num","body_len"}
 """
@@ -81,6 +82,7 @@ def op_produce(spec: dict) -> dict:
     results = []
     try:
         for m in spec["messages"]:
+            _wait_for_file(m.get("wait_for"), spec.get("max_s", 60))
             msg = _message(m)
             mode = m.get("mode", "sync")
             try:
@@ -102,6 +104,15 @@ def op_produce(spec: dict) -> dict:
     finally:
         producer.shutdown()
     return {"results": results}
+
+
+def _wait_for_file(path: str | None, max_s: float) -> None:
+    """Hold a send until the parent says so (a producer kept across a broker restart)."""
+    deadline = time.monotonic() + max_s
+    while path is not None and not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{path} never appeared")
+        time.sleep(0.05)
 
 
 def _describe(handle: int, body_len: dict[str, int]) -> dict[str, Any]:
@@ -223,7 +234,8 @@ OPS = {"produce": op_produce, "push": op_push, "pull": op_pull}
 
 
 def main() -> int:
-    spec = json.loads(sys.argv[1])
+    with open(sys.argv[1]) as f:
+        spec = json.load(f)
     try:
         result = OPS[spec["op"]](spec)
         result["ok"] = True

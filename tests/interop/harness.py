@@ -196,9 +196,10 @@ class CppRunner:
         self.homes.append(home)
         return home
 
-    def _cmd(self, spec: dict) -> list[str]:
-        spec = dict(spec, namesrv=self.cluster.namesrv_addr)
-        return [sys.executable, "-m", DRIVER, json.dumps(spec)]
+    def _cmd(self, spec: dict, home: Path) -> list[str]:
+        path = home / "spec.json"
+        path.write_text(json.dumps(dict(spec, namesrv=self.cluster.namesrv_addr)))
+        return [sys.executable, "-m", DRIVER, str(path)]
 
     def _env(self, home: Path) -> dict[str, str]:
         env = dict(os.environ, HOME=str(home))
@@ -208,14 +209,14 @@ class CppRunner:
     def run(self, spec: dict, timeout: float = 60.0) -> dict:
         """One op to completion; its JSON result (``ok`` False carries the error)."""
         home = self._home(spec["op"])
-        proc = subprocess.run(self._cmd(spec), capture_output=True, text=True,
+        proc = subprocess.run(self._cmd(spec, home), capture_output=True, text=True,
                               timeout=timeout, env=self._env(home), cwd=ROOT)
         return _result(proc.returncode, proc.stdout, proc.stderr)
 
     def spawn(self, spec: dict) -> Background:
         """A long-running op (push consumer) in the background."""
         home = self._home(spec["op"])
-        proc = subprocess.Popen(self._cmd(spec), stdout=subprocess.PIPE,
+        proc = subprocess.Popen(self._cmd(spec, home), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True, env=self._env(home),
                                 cwd=ROOT)
         self.background.append(Background(proc))
