@@ -160,6 +160,7 @@ class BrokerController:
                                                              self.consumer_manager)
         self.outer_api = BrokerOuterAPI(self.client_config)
         self.stats = BrokerStats()
+        self.stats.cluster = bc.brokerClusterName
         self.configuration = Configuration(settings)
         self.put_delay = PutDelay(lambda: self.broker_config.rmqTestPutDelayMillis,
                                   lambda: self.store_config.osPageCacheBusyTimeOutMills)
@@ -468,6 +469,7 @@ class BrokerController:
             log.warning("notifyConsumerIdsChanged to %s failed: %s", channel.remote_addr, exc)
 
     def _on_message_arriving(self, *args: Any, **kwargs: Any) -> None:
+        self.stats.inc_put(args[0] if args else kwargs["topic"])
         for listener in self.message_arriving_listeners:
             listener(*args, **kwargs)
 

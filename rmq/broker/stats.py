@@ -1,11 +1,15 @@
 """Broker statistics (RocketMQ ``BrokerStats`` and the parts of ``BrokerStatsManager``
 the broker core reads).
 
-The messaging processors count what they serve here (``inc_put``,
-``inc_get``, ``record_disk_fall_behind_size``); the controller records the
-totals every morning (``record``), reports them in GET_BROKER_RUNTIME_INFO
+Puts are counted by the controller as the store dispatches each new message
+(``inc_put``); the pull processor counts what it delivers (``inc_get``) and
+the disk fall-behind sizes.  The controller records the totals every morning
+(``record``), reports them in GET_BROKER_RUNTIME_INFO
 (msgPutTotalYesterdayMorning ... msgGetTotalTodayNow) and uses the
-fall-behind sizes in protectBroker.
+fall-behind sizes in protectBroker.  The named ``StatsItem``s
+(TOPIC_PUT_NUMS by topic, GROUP_GET_NUMS by ``topic@group``, BROKER_PUT_NUMS
+by cluster, ...) answer VIEW_BROKER_STATS_DATA with minute/hour/day
+snapshots.
 """
 
 from __future__ import annotations
@@ -20,6 +24,52 @@ from rmq.common.logging import STATS_LOGGER_NAME
 log = logging.getLogger(STATS_LOGGER_NAME)
 
 TPS_WINDOW_S = 60
+BUCKET_S = 10
+DAY_S = 86400
+
+TOPIC_PUT_NUMS = "TOPIC_PUT_NUMS"
+TOPIC_PUT_SIZE = "TOPIC_PUT_SIZE"
+GROUP_GET_NUMS = "GROUP_GET_NUMS"
+GROUP_GET_SIZE = "GROUP_GET_SIZE"
+BROKER_PUT_NUMS = "BROKER_PUT_NUMS"
+BROKER_GET_NUMS = "BROKER_GET_NUMS"
+
+
+class StatsItem:
+    """Sums and counts of one key in 10 s buckets over the last day
+    (``StatsItem``: value = what was added, times = how often)."""
+
+    __slots__ = ("_buckets",)
+
+    def __init__(self) -> None:
+        self._buckets: deque[list[int]] = deque()  # [bucket start s, value, times]
+
+    def add(self, value: int, times: int = 1, now_s: float | None = None) -> None:
+        start = int((time.monotonic() if now_s is None else now_s) // BUCKET_S * BUCKET_S)
+        buckets = self._buckets
+        if buckets and buckets[-1][0] == start:
+            buckets[-1][1] += value
+            buckets[-1][2] += times
+        else:
+            buckets.append([start, value, times])
+            while buckets and buckets[0][0] <= start - DAY_S:
+                buckets.popleft()
+
+    def snapshot(self, window_s: int, now_s: float | None = None) -> dict[str, float | int]:
+        """``{"avgpt", "sum", "tps"}`` over the last ``window_s`` seconds."""
+        now = time.monotonic() if now_s is None else now_s
+        total = times = 0
+        for start, value, n in self._buckets:
+            if start > now - window_s:
+                total += value
+                times += n
+        return {"avgpt": total / times if times else 0.0, "sum": total,
+                "tps": total / window_s}
+
+    def broker_stats_data(self, now_s: float | None = None) -> dict[str, dict]:
+        """The BrokerStatsData body of VIEW_BROKER_STATS_DATA."""
+        return {"statsDay": self.snapshot(DAY_S, now_s), "statsHour": self.snapshot(3600, now_s),
+                "statsMinute": self.snapshot(60, now_s)}
 
 
 def ms_until_next_morning(now: dt.datetime | None = None) -> int:
@@ -43,13 +93,35 @@ class BrokerStats:
         self.fall_behind: dict[str, int] = {}
         # group -> (monotonic second, messages) of the last TPS_WINDOW_S seconds
         self._group_gets: dict[str, deque[tuple[int, int]]] = {}
+        # stats name -> key -> item
+        self.items: dict[str, dict[str, StatsItem]] = {}
+        self.cluster = ""
 
-    def inc_put(self, topic: str, nums: int = 1) -> None:
+    def _item(self, name: str, key: str) -> StatsItem:
+        table = self.items.setdefault(name, {})
+        item = table.get(key)
+        if item is None:
+            item = table[key] = StatsItem()
+        return item
+
+    def get_stats_item(self, name: str, key: str) -> StatsItem | None:
+        """The item, or None when nothing was ever counted under it."""
+        return self.items.get(name, {}).get(key)
+
+    def inc_put(self, topic: str, nums: int = 1, size: int = 0) -> None:
         self.put_total += nums
         self.topic_put[topic] = self.topic_put.get(topic, 0) + nums
+        self._item(TOPIC_PUT_NUMS, topic).add(nums)
+        if size:
+            self._item(TOPIC_PUT_SIZE, topic).add(size)
+        self._item(BROKER_PUT_NUMS, self.cluster).add(nums)
 
-    def inc_get(self, group: str, topic: str, nums: int) -> None:
+    def inc_get(self, group: str, topic: str, nums: int, size: int = 0) -> None:
         self.get_total += nums
+        self._item(GROUP_GET_NUMS, f"{topic}@{group}").add(nums)
+        if size:
+            self._item(GROUP_GET_SIZE, f"{topic}@{group}").add(size)
+        self._item(BROKER_GET_NUMS, self.cluster).add(nums)
         key = f"{topic}@{group}"
         self.group_get[key] = self.group_get.get(key, 0) + nums
         window = self._group_gets.setdefault(group, deque())

@@ -15,8 +15,11 @@ import os
 import shutil
 from typing import Any
 
+from rmq.broker.processor.admin_consumer import AdminConsumerSupport, language_name
 from rmq.broker.processor.admin_headers import (
+    CreateAccessConfigRequestHeader,
     CreateTopicRequestHeader,
+    DeleteAccessConfigRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
     DeleteTopicRequestHeader,
     GetBrokerConfigResponseHeader,
@@ -25,6 +28,7 @@ from rmq.broker.processor.admin_headers import (
     GetProducerConnectionListRequestHeader,
     GetTopicStatsInfoRequestHeader,
     QueryTopicConsumeByWhoRequestHeader,
+    UpdateGlobalWhiteAddrsConfigRequestHeader,
 )
 from rmq.broker.subscription_group_manager import SubscriptionGroupConfig
 from rmq.client.headers import (
@@ -34,7 +38,7 @@ from rmq.client.headers import (
     SearchOffsetRequestHeader,
 )
 from rmq.common import fastjson
-from rmq.common.codes import CURRENT_VERSION, LanguageCode, RequestCode, ResponseCode
+from rmq.common.codes import CURRENT_VERSION, RequestCode, ResponseCode
 from rmq.common.logging import BROKER_LOGGER_NAME
 from rmq.common.properties import parse_properties
 from rmq.common.topic_config import TOPIC_FILTER_TYPES, TopicConfig
@@ -75,13 +79,6 @@ def _error(code: int, remark: str) -> RemotingCommand:
     return RemotingCommand.create_response(code, remark)
 
 
-def _language_name(language: int) -> str:
-    try:
-        return LanguageCode(language).name
-    except ValueError:
-        return LanguageCode.OTHER.name
-
-
 class AdminBrokerProcessor:
     """Admin requests; built by the controller with itself as the context."""
 
@@ -113,6 +110,17 @@ class AdminBrokerProcessor:
             R.DELETE_EXPIRED_COMMITLOG: self.delete_expired_commit_log,
             R.CLEAN_UNUSED_TOPIC: self.clean_unused_topic,
         }
+        self.handlers.update(AdminConsumerSupport(controller, mq_key).handlers())
+        self.handlers.update({
+            R.UPDATE_AND_CREATE_ACL_CONFIG: self.acl_disabled(
+                CreateAccessConfigRequestHeader, ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED),
+            R.DELETE_ACL_CONFIG: self.acl_disabled(
+                DeleteAccessConfigRequestHeader, ResponseCode.DELETE_ACL_CONFIG_FAILED),
+            R.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: self.acl_disabled(
+                UpdateGlobalWhiteAddrsConfigRequestHeader,
+                ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED),
+            R.GET_BROKER_CLUSTER_ACL_INFO: self.get_broker_acl_config_version,
+        })
 
     def process_request(self, channel: Channel, request: RemotingCommand) -> Any:
         handler = self.handlers.get(request.code)
@@ -120,6 +128,26 @@ class AdminBrokerProcessor:
             return _error(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                           f" request type {request.code} not supported")
         return handler(channel, request)
+
+    # ---- ACL (plain ACL is not part of rmq: answered as 4.9.8 with aclEnable=false) ----
+    @staticmethod
+    def acl_disabled(header: type, failed_code: int):
+        """4.9.8 without ACL has no access validator: the header is still checked
+        (a missing field is SYSTEM_ERROR), then the update fails with no remark."""
+
+        def handle(channel: Channel, request: RemotingCommand) -> RemotingCommand:
+            request.decode_header(header)
+            log.error("ACL request %d from %s: the broker does not enable acl", request.code,
+                      channel.remote_addr)
+            return RemotingCommand.create_response(failed_code)
+
+        return handle
+
+    def get_broker_acl_config_version(self, channel: Channel, request: RemotingCommand) -> None:
+        """4.9.8 without ACL logs the failure and sends no response at all."""
+        log.error("Failed to generate a proper getBrokerAclConfigVersion response: the broker "
+                  "does not enable acl (from %s)", channel.remote_addr)
+        return None
 
     # ---- topics ---------------------------------------------------------------
     def _refuse_on_slave(self) -> RemotingCommand | None:
@@ -360,7 +388,7 @@ class AdminBrokerProcessor:
     @staticmethod
     def _connection(info) -> dict[str, Any]:
         return {"clientAddr": info.channel.remote_addr, "clientId": info.client_id,
-                "language": _language_name(info.language), "version": info.version}
+                "language": language_name(info.language), "version": info.version}
 
     def get_consumer_connection_list(self, channel: Channel, request: RemotingCommand):
         h = request.decode_header(GetConsumerConnectionListRequestHeader)

@@ -65,3 +65,72 @@ class GetConsumeStatsRequestHeader(CommandHeader):
 @dataclass(slots=True)
 class QueryTopicConsumeByWhoRequestHeader(CommandHeader):
     topic: str = field_required()
+
+
+@dataclass(slots=True)
+class QueryConsumeTimeSpanRequestHeader(CommandHeader):
+    topic: str = field_required()
+    group: str = field_required()
+
+
+@dataclass(slots=True)
+class QueryCorrectionOffsetHeader(CommandHeader):
+    compareGroup: str = field_required()
+    topic: str = field_required()
+    filterGroups: str | None = None
+
+
+@dataclass(slots=True)
+class CloneGroupOffsetRequestHeader(CommandHeader):
+    srcGroup: str = field_required()
+    destGroup: str = field_required()
+    topic: str | None = None
+    offline: bool = False
+
+
+@dataclass(slots=True)
+class ViewBrokerStatsDataRequestHeader(CommandHeader):
+    statsName: str = field_required()
+    statsKey: str = field_required()
+
+
+@dataclass(slots=True)
+class GetConsumeStatsInBrokerHeader(CommandHeader):
+    isOrder: bool = field_required()
+
+
+@dataclass(slots=True)
+class QueryConsumeQueueRequestHeader(CommandHeader):
+    topic: str | None = None
+    queueId: int = 0
+    index: int = 0
+    count: int = 0
+    consumerGroup: str | None = None
+
+
+@dataclass(slots=True)
+class ResumeCheckHalfMessageRequestHeader(CommandHeader):
+    msgId: str | None = None
+
+
+@dataclass(slots=True)
+class CreateAccessConfigRequestHeader(CommandHeader):
+    accessKey: str = field_required()
+    secretKey: str | None = None
+    whiteRemoteAddress: str | None = None
+    admin: bool = False
+    defaultTopicPerm: str | None = None
+    defaultGroupPerm: str | None = None
+    topicPerms: str | None = None
+    groupPerms: str | None = None
+
+
+@dataclass(slots=True)
+class DeleteAccessConfigRequestHeader(CommandHeader):
+    accessKey: str = field_required()
+
+
+@dataclass(slots=True)
+class UpdateGlobalWhiteAddrsConfigRequestHeader(CommandHeader):
+    globalWhiteAddrs: str = field_required()
+    aclFileFullPath: str = field_required()
