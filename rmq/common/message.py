@@ -1,9 +1,9 @@
 """Message constants shared by every component: property keys, sysFlag bits,
 permissions and the property-string codec.
 
-Mirrors ``MessageConst``, ``MessageSysFlag``, ``PermName`` and the
-``MessageDecoder.messageProperties2String / string2messageProperties`` pair of
-RocketMQ 4.9.8 (../shared/spec/STORE_FORMAT.md sections 2.8, 2.10, 3).
+Mirrors ``MessageConst``, ``MessageSysFlag`` and ``PermName`` of RocketMQ
+4.9.8 (../shared/spec/STORE_FORMAT.md sections 2.10, 3), plus Java's
+``String.hashCode`` used for tag codes, index keys and queue selectors.
 """
 
 from __future__ import annotations
@@ -104,32 +104,8 @@ def perm_to_string(perm: int) -> str:
     )
 
 
-# --- property string ---------------------------------------------------------
-def properties_to_string(props: dict[str, str] | None) -> str:
-    """Encode a property map as ``k\\x01v\\x02`` pairs (every pair terminated).
-
-    Java writes each pair followed by the separator; null names/values are skipped.
-    """
-    if not props:
-        return ""
-    return "".join(
-        f"{k}\x01{v}\x02" for k, v in props.items() if k is not None and v is not None
-    )
-
-
-def string_to_properties(text: str | None) -> dict[str, str]:
-    """Decode a property string; tolerant of a missing final separator and of
-    pairs without a value (skipped, as Java does)."""
-    out: dict[str, str] = {}
-    if not text:
-        return out
-    for item in text.split("\x02"):
-        if not item:
-            continue
-        name, sep, value = item.partition("\x01")
-        if sep:
-            out[name] = value
-    return out
+# The property string codec (HashMap order, no trailing separator) lives in
+# rmq.store.message_codec: message_properties_to_string / string_to_message_properties.
 
 
 def java_string_hash(s: str) -> int:

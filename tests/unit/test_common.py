@@ -57,14 +57,6 @@ def test_java_string_hash_matches_java():
     assert message.tags_string_to_code(None) == 0
 
 
-def test_property_string_round_trip():
-    props = {"UNIQ_KEY": "ABC", "WAIT": "true", "TAGS": "TagA"}
-    s = message.properties_to_string(props)
-    assert s == "UNIQ_KEY\x01ABC\x02WAIT\x01true\x02TAGS\x01TagA\x02"
-    assert message.string_to_properties(s) == props
-    assert message.string_to_properties("A\x01b") == {"A": "b"}
-
-
 def test_topic_validation():
     assert topics.validate_topic("TopicTest") is None
     assert topics.validate_topic("%RETRY%g") is None
