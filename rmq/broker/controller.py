@@ -13,7 +13,7 @@ Mirrors RocketMQ's ``BrokerController``:
   flushConsumerOffsetInterval, filters every 10 s, protectBroker every 3 min,
   water mark every 1 s, dispatch-behind every 60 s, daily stats, name server
   address refresh every 2 min, re-registration every registerNameServerPeriod
-  clamped to 10-60 s) and fast failure;
+  clamped to 10-60 s, on a slave SlaveSynchronize every 10 s) and fast failure;
 * ``shutdown()``: unregister, stop accepting and finish in-flight requests,
   stop services, persist every manager, shut the store down (it removes the
   abort file last).  Safe to call twice.
@@ -36,6 +36,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from rmq.broker import slave_synchronize as slave_sync
 from rmq.broker.client_manager import (
     ClientHousekeepingService,
     ConsumerGroupEvent,
@@ -159,6 +160,7 @@ class BrokerController:
         self.client_housekeeping = ClientHousekeepingService(self.producer_manager,
                                                              self.consumer_manager)
         self.outer_api = BrokerOuterAPI(self.client_config)
+        self.slave_synchronize = slave_sync.SlaveSynchronize(self)
         self.stats = BrokerStats()
         self.stats.cluster = bc.brokerClusterName
         self.configuration = Configuration(settings)
@@ -354,6 +356,9 @@ class BrokerController:
                         lambda: self.outer_api.update_name_server_address_list(bc.namesrvAddr))
         self._every("registerBrokerAll", 10, lambda: bc.register_period_ms() / 1000,
                     lambda: self.register_broker_all(True, False, bc.forceRegister))
+        if self.is_slave():
+            self._every("slaveSynchronize", slave_sync.FIRST_RUN_S, lambda: slave_sync.PERIOD_S,
+                        self.slave_synchronize.sync_all)
 
     def _log_dispatch_behind(self) -> None:
         log.info("dispatch behind commit log %d bytes", self.message_store.dispatch_behind_bytes())
