@@ -91,9 +91,9 @@ TARGETS = (
 SCRIPTS: dict[str, list[tuple[str, str | None]]] = {
     "namesrv": [("--duration", "1"), ("--rounds", "1")],
     "remoting": [("--seconds", "1"), ("--inflight", "1,64")],
-    "store": [("--quick", None)],
-    "producer": [("--quick", None)],
-    "consumer": [("--quick", None)],
+    "store": [("--quick", None), ("--messages", "40000"), ("--recovery-mb", "64")],
+    "producer": [("--quick", None), ("--duration", "2")],
+    "consumer": [("--quick", None), ("--messages", "50000"), ("--duration", "10")],
 }
 
 
@@ -224,7 +224,7 @@ def run_script(name: str, quick: bool, timeout: float) -> dict:
         if jopt == "path":
             doc["figures"] = json.loads(jpath.read_text())
         elif jopt == "flag":
-            doc["figures"] = json.loads(out.stdout.strip().splitlines()[-1])
+            doc["figures"] = last_json(out.stdout)
         elif name == "remoting":
             doc["figures"] = parse_remoting(out.stdout)
         else:
@@ -233,6 +233,24 @@ def run_script(name: str, quick: bool, timeout: float) -> dict:
         doc["status"] = f"output not understood: {exc}"
         doc["text"] = out.stdout
     return doc
+
+
+def last_json(text: str):
+    """The JSON document a script printed last: its whole output, its last line,
+    or the last block starting with a line that begins with ``{``."""
+    text = text.strip()
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    lines = text.splitlines()
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].startswith("{"):
+            try:
+                return json.loads("\n".join(lines[i:]))
+            except ValueError:
+                continue
+    raise ValueError("no JSON document in the output")
 
 
 def parse_remoting(text: str) -> dict:

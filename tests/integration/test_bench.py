@@ -160,3 +160,12 @@ def test_profile_record_and_dump(tmp_path):
     bad = subprocess.run([sys.executable, str(ROOT / "bench" / "profile.py"), "dump"],
                          capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert bad.returncode != 0 and "dump needs --pid or --port" in bad.stderr
+
+
+def test_last_json_of_script_output():
+    assert suite.last_json('{"a": 1}') == {"a": 1}
+    assert suite.last_json('progress\n{"compiled": {"x": 2},\n "twin": {"x": 1}\n}\n') == {
+        "compiled": {"x": 2}, "twin": {"x": 1}}
+    assert suite.last_json('starting\n{"a": 1}\n') == {"a": 1}
+    with pytest.raises(ValueError):
+        suite.last_json("no json at all")
