@@ -27,6 +27,7 @@ async def cluster(tmp_path):
 @pytest.mark.timeout(90)
 async def test_route_admin_codes_restart_and_sigterm(cluster):
     broker = cluster.start_broker()
+    await cluster.wait_registered()
     assert "boot success" in broker.output()
     # the broker's own system topics are routed at once
     route = await cluster.route("broker-a")
@@ -106,6 +107,7 @@ async def test_route_admin_codes_restart_and_sigterm(cluster):
 
     # restart keeps topics and groups; no abnormal recovery
     cluster.start_broker()
+    await cluster.wait_registered()
     store_log = (cluster.tmp / "logs" / "rocketmqlogs" / "store.log").read_text()
     assert "last shutdown abnormally" not in store_log
     assert store_log.count("last shutdown normally") == 2
@@ -124,6 +126,7 @@ async def test_route_admin_codes_restart_and_sigterm(cluster):
 @pytest.mark.timeout(60)
 async def test_second_broker_on_same_store_and_port_in_use(cluster):
     cluster.start_broker()
+    await cluster.wait_registered()
     other_port = free_port(span=4) + 2
     conf = broker_conf(cluster.tmp, other_port, name="broker-b")  # same store directory
     second = RmqProcess("rmq.broker.startup", ["-c", conf], cluster.tmp / "b2.out",
@@ -149,10 +152,12 @@ async def test_second_broker_on_same_store_and_port_in_use(cluster):
 @pytest.mark.timeout(60)
 async def test_sigkill_leaves_abort_file_for_abnormal_recovery(cluster):
     broker = cluster.start_broker()
+    await cluster.wait_registered()
     assert (await cluster.route("broker-a")).code == 0
     broker.kill()
     assert (cluster.tmp / "store" / "abort").exists()
     cluster.start_broker()
+    await cluster.wait_registered()
     assert (await cluster.route("broker-a")).code == 0
     log = (cluster.tmp / "logs" / "rocketmqlogs" / "store.log").read_text()
     assert log.count("last shutdown normally") == 1  # the first, fresh start

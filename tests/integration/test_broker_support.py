@@ -58,6 +58,15 @@ class Cluster:
         return await self.call(R.GET_ROUTEINFO_BY_TOPIC, {"topic": topic},
                                addr=f"127.0.0.1:{self.ns_port}")
 
+    async def wait_registered(self, timeout: float = 15.0) -> None:
+        """Until the name server routes the broker's own topic (the port opens
+        before the first registration is done)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while (await self.route("broker-a")).code != 0:
+            assert loop.time() < deadline, "the broker never registered"
+            await asyncio.sleep(0.05)
+
     async def close(self) -> None:
         await self.client.close()
         if self.broker is not None:
