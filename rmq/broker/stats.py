@@ -45,15 +45,22 @@ class StatsItem:
         self._buckets: deque[list[int]] = deque()  # [bucket start s, value, times]
 
     def add(self, value: int, times: int = 1, now_s: float | None = None) -> None:
-        start = int((time.monotonic() if now_s is None else now_s) // BUCKET_S * BUCKET_S)
+        now = time.monotonic() if now_s is None else now_s
+        self.add_at(int(now) // BUCKET_S * BUCKET_S, value, times)
+
+    def add_at(self, start: int, value: int, times: int = 1) -> None:
+        """Add to the bucket beginning at ``start`` (callers counting several items
+        for one event compute it once)."""
         buckets = self._buckets
-        if buckets and buckets[-1][0] == start:
-            buckets[-1][1] += value
-            buckets[-1][2] += times
-        else:
-            buckets.append([start, value, times])
-            while buckets and buckets[0][0] <= start - DAY_S:
-                buckets.popleft()
+        if buckets:
+            last = buckets[-1]
+            if last[0] == start:
+                last[1] += value
+                last[2] += times
+                return
+        buckets.append([start, value, times])
+        while buckets[0][0] <= start - DAY_S:
+            buckets.popleft()
 
     def snapshot(self, window_s: int, now_s: float | None = None) -> dict[str, float | int]:
         """``{"avgpt", "sum", "tps"}`` over the last ``window_s`` seconds."""
@@ -87,7 +94,8 @@ class BrokerStats:
         self.put_yesterday_morning = 0
         self.get_today_morning = 0
         self.get_yesterday_morning = 0
-        self.topic_put: dict[str, int] = {}
+        self._topic_put: dict[str, StatsItem] = {}  # TOPIC_PUT_NUMS items by topic
+        self._broker_put: StatsItem | None = None
         self.group_get: dict[str, int] = {}
         # "group@topic@queueId" -> bytes the consumer is behind on disk
         self.fall_behind: dict[str, int] = {}
@@ -110,11 +118,17 @@ class BrokerStats:
 
     def inc_put(self, topic: str, nums: int = 1, size: int = 0) -> None:
         self.put_total += nums
-        self.topic_put[topic] = self.topic_put.get(topic, 0) + nums
-        self._item(TOPIC_PUT_NUMS, topic).add(nums)
+        start = int(time.monotonic()) // BUCKET_S * BUCKET_S
+        item = self._topic_put.get(topic)
+        if item is None:
+            item = self._topic_put[topic] = self._item(TOPIC_PUT_NUMS, topic)
+        item.add_at(start, nums)
         if size:
-            self._item(TOPIC_PUT_SIZE, topic).add(size)
-        self._item(BROKER_PUT_NUMS, self.cluster).add(nums)
+            self._item(TOPIC_PUT_SIZE, topic).add_at(start, size)
+        broker = self._broker_put
+        if broker is None:
+            broker = self._broker_put = self._item(BROKER_PUT_NUMS, self.cluster)
+        broker.add_at(start, nums)
 
     def inc_get(self, group: str, topic: str, nums: int, size: int = 0) -> None:
         self.get_total += nums
