@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
+import functools
 import logging
 import os
 import struct
@@ -70,6 +71,12 @@ class StoreLockedError(RuntimeError):
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+@functools.lru_cache(maxsize=4096)
+def _tags_code(tags: str) -> int:
+    """tagsCode of a TAGS value (a Java string hash): tags repeat, the hash loop need not."""
+    return mc.tags_string_to_code(tags)
 
 
 _APPEND_TO_PUT = {
@@ -358,7 +365,8 @@ class DefaultMessageStore:
             return PutMessageResult(_APPEND_TO_PUT[result.status], result)
         self.stats.on_put(msg.topic, result.msg_num, result.wrote_bytes, _now_ms() - begin)
         if self.commit_service is None:
-            self.do_reput()
+            if batch or not self._dispatch_put(msg, result):
+                self.do_reput()
         elif not self.config.flushCommitLogTimed:
             self.commit_service.wakeup()
         if self.config.flushDiskType is FlushDiskType.ASYNC_FLUSH and not self.config.flushCommitLogTimed:
@@ -522,6 +530,50 @@ class DefaultMessageStore:
                 props = codec.string_to_message_properties(view[ppos: ppos + plen])
                 self._notify(topic, queue_id, qoff + 1, tags_code, store_ts, props)
         return new_pos
+
+    def _dispatch_put(self, msg: MessageExtBrokerInner, ar: AppendMessageResult) -> bool:
+        """Dispatch the record a single put has just written from what the put
+        already knows (topic, queue, offsets, the property map) instead of
+        reading it back: the same consume-queue entry, index keys and arrival
+        notification as the reput scan, without decoding the record again.
+        Only for the next record to dispatch and an ordinary message (no
+        prepared/rollback transaction, no SCHEDULE_TOPIC tagsCode); False
+        leaves it to ``do_reput``."""
+        tx = msg.sys_flag & _TX_MASK
+        if (tx != _TX_NOT and tx != _TX_COMMIT) or msg.topic == SCHEDULE_TOPIC:
+            return False
+        with self._reput_lock:
+            phy = ar.wrote_offset
+            if self.reput_from_offset != phy:
+                return False
+            props = msg.properties
+            tags = props.get(mc.PROPERTY_TAGS)
+            self._dispatch_entry(
+                msg.topic, msg.queue_id, ar.logics_offset, phy, ar.wrote_bytes, tx,
+                ar.store_timestamp, _tags_code(tags) if tags else 0, props.get(mc.PROPERTY_KEYS),
+                props.get(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+                props if self.message_arriving_listener is not None else None)
+            self.reput_from_offset = phy + ar.wrote_bytes
+        return True
+
+    def _dispatch_entry(self, topic: str, queue_id: int, queue_offset: int, phy: int, size: int,
+                        tx: int, store_ts: int, tags_code: int, keys: str | None,
+                        uniq: str | None, props: dict | None) -> None:
+        """Consume-queue entry, index keys and arrival notification of one
+        ordinary record (``_dispatch_put``'s half of ``_dispatch``)."""
+        qs = self.consume_queue_table.get(topic)
+        cq = qs.get(queue_id) if qs is not None else None
+        if cq is None:
+            cq = self.find_consume_queue(topic, queue_id)
+        if cq.put_message_position_info(phy, size, tags_code, queue_offset):
+            self.checkpoint.logics_msg_timestamp = store_ts
+        else:
+            self.running_flags.make_logics_queue_error()
+        if (keys or uniq) and self.config.messageIndexEnable:
+            if not self.index_service.build_index(topic, phy, store_ts, keys, uniq):
+                self.running_flags.make_index_file_error()
+        if props is not None:
+            self._notify(topic, queue_id, queue_offset + 1, tags_code, store_ts, props)
 
     def _dispatch(self, r: tuple, view) -> None:
         (_st, size, topic, queue_id, queue_offset, phy, sys_flag, store_ts, tags_code,

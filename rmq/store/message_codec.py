@@ -310,16 +310,26 @@ def message_properties_to_string(props: dict[str, str] | None) -> str:
     iteration order, so the stored bytes equal the Java broker's
     (STORE_FORMAT.md 2.8): pairs ordered by bucket of a table of 16 doubling
     while size > 0.75 x capacity, insertion order within a bucket, joined by
-    ``\\x02`` without a trailing separator; null values skipped."""
+    ``\\x02`` without a trailing separator; null values skipped.  The order
+    depends only on the keys in insertion order, so it is computed once per
+    key sequence (``_hashmap_order``): senders repeat the same keys."""
     if not props:
         return ""
+    return "\x02".join([f"{k}\x01{v}" for k in _hashmap_order(tuple(props))
+                         if (v := props[k]) is not None])
+
+
+@functools.lru_cache(maxsize=4096)
+def _hashmap_order(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """The non-null keys of a HashMap holding ``keys`` (insertion order) in its
+    iteration order: by bucket of the table size ``len(keys)`` gives, stable
+    within a bucket."""
     cap = 16
-    while len(props) > cap * 3 // 4:
+    while len(keys) > cap * 3 // 4:
         cap *= 2
     mask = cap - 1
-    items = [(k, v) for k, v in props.items() if k is not None and v is not None]
-    items.sort(key=lambda kv: _java_key_hash(kv[0]) & mask)
-    return "\x02".join(f"{k}\x01{v}" for k, v in items)
+    return tuple(sorted((k for k in keys if k is not None),
+                        key=lambda k: _java_key_hash(k) & mask))
 
 
 def string_to_message_properties(text: str | bytes | None) -> dict[str, str]:

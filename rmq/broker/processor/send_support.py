@@ -50,6 +50,17 @@ def _int_or_none(text: str | None) -> int | None:
         return None
 
 
+def _required_ints(get, keys: tuple[str, ...]) -> list[int]:
+    """The five required numbers, naming the first one missing or unparsable."""
+    nums = []
+    for i in (3, 4, 5, 6, 7):
+        v = _int_or_none(get(keys[i]))
+        if v is None:
+            raise RemotingCommandError(f"the custom field {keys[i]} is null")
+        nums.append(v)
+    return nums
+
+
 def parse_send_header(ext: dict[str, str] | None, keys: tuple[str, ...]) -> SendHeader:
     """Java decoding rules: a missing required field is an error; an
     unparsable number keeps its default (null, i.e. missing for required ones);
@@ -63,13 +74,15 @@ def parse_send_header(ext: dict[str, str] | None, keys: tuple[str, ...]) -> Send
         missing = keys[0] if g is None else keys[1] if t is None else keys[2]
         raise RemotingCommandError(f"the custom field {missing} is null")
     h.producerGroup, h.topic, h.defaultTopic = g, t, dt
-    nums = []
-    for i in (3, 4, 5, 6, 7):
-        v = _int_or_none(get(keys[i]))
-        if v is None:
-            raise RemotingCommandError(f"the custom field {keys[i]} is null")
-        nums.append(v)
-    h.defaultTopicQueueNums, h.queueId, h.sysFlag, h.bornTimestamp, h.flag = nums
+    try:  # the common case: all five present and numeric
+        h.defaultTopicQueueNums = int(get(keys[3]))
+        h.queueId = int(get(keys[4]))
+        h.sysFlag = int(get(keys[5]))
+        h.bornTimestamp = int(get(keys[6]))
+        h.flag = int(get(keys[7]))
+    except (TypeError, ValueError):
+        h.defaultTopicQueueNums, h.queueId, h.sysFlag, h.bornTimestamp, h.flag = \
+            _required_ints(get, keys)
     h.properties = get(keys[8])
     h.reconsumeTimes = _int_or_none(get(keys[9]))
     u = get(keys[10])
