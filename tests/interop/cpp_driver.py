@@ -16,7 +16,8 @@ results (the wrapper hides statuses and offsets).
 Ops:
   produce  {"messages": [{"topic","tags","keys","props","body"|"body_hex","mode","arg",
                          "wait_for"}]}   (a message with wait_for waits for that file)
-  push     {"group","topic","expression","out","stop","max_s","fail_first_keys","body_len"}
+  push     {"group","topic","expression","out","stop","max_s","fail_first_keys","fail_dir",
+            "body_len"}
   pull     {"group","topic","expression","offsets","max_num","body_len"}
 """
 
@@ -138,12 +139,22 @@ def _describe(handle: int, body_len: dict[str, int]) -> dict[str, Any]:
     }
 
 
+def _first_sight(fail_dir: str, key: str) -> bool:
+    """The first delivery of ``key`` anywhere in the group: instances share a marker
+    file created with O_EXCL, so exactly one delivery of it fails."""
+    try:
+        os.close(os.open(os.path.join(fail_dir, key), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
+
+
 def op_push(spec: dict) -> dict:
     """Clustering push consumer; each message is appended to ``out`` as it arrives.
 
     Runs until the ``stop`` file exists (the parent decides when the group has seen
     enough) or ``max_s`` passes.  Messages whose key is in ``fail_first_keys`` are
-    answered RECONSUME_LATER on their first delivery only.
+    answered RECONSUME_LATER on their first delivery in the group only.
     """
     group = spec["group"]
     handle = dll.CreatePushConsumer(group.encode())
@@ -158,14 +169,12 @@ def op_push(spec: dict) -> dict:
            "Subscribe")
     fail_first = set(spec.get("fail_first_keys", []))
     body_len = spec.get("body_len", {})
-    seen_fail: set[str] = set()
     out = open(spec["out"], "a", buffering=1)
 
     def on_message(_consumer, msg) -> int:
         record = _describe(msg, body_len)
         record["status"] = "ok"
-        if record["keys"] in fail_first and record["keys"] not in seen_fail:
-            seen_fail.add(record["keys"])
+        if record["keys"] in fail_first and _first_sight(spec["fail_dir"], record["keys"]):
             record["status"] = "later"
         out.write(json.dumps(record) + "\n")
         return RECONSUME_LATER if record["status"] == "later" else CONSUME_SUCCESS

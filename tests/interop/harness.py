@@ -12,6 +12,7 @@ that every scenario's client logs can be read back and checked by ``cpp_logs``.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
 import subprocess
@@ -119,6 +120,15 @@ class Cluster:
         if r.code != ResponseCode.SUCCESS:
             return None
         return int(r.ext_fields["offset"])
+
+    def create_topic(self, topic: str, queues: int = 4) -> None:
+        """UPDATE_AND_CREATE_TOPIC on the broker, then wait for the route."""
+        r = self.request(self.broker_addr, RequestCode.UPDATE_AND_CREATE_TOPIC, {
+            "topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues),
+            "writeQueueNums": str(queues), "perm": "6", "topicFilterType": "SINGLE_TAG",
+            "topicSysFlag": "0", "order": "false"})
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        self.wait_routed(topic)
 
     def consumer_ids(self, group: str) -> list[str]:
         """GET_CONSUMER_LIST_BY_GROUP: the client ids the broker knows in ``group``."""
@@ -240,6 +250,37 @@ class CppRunner:
         assert not found, "C++ client logged errors:\n" + "\n".join(found[:40])
 
 
+NODE_DIR = ROOT / "tests" / "interop" / "node"
+
+
+def ensure_node_clients(timeout: float = 300.0) -> None:
+    """Install the Node.js clients pinned by ``node/package-lock.json`` when absent.
+
+    CI installs them up front (``npm ci --prefix tests/interop/node``); this is the
+    same command, run once under a lock for a checkout where that was not done.
+    """
+    if (NODE_DIR / "node_modules" / "ali-ons" / "package.json").exists():
+        return
+    with open(NODE_DIR / ".install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (NODE_DIR / "node_modules" / "ali-ons" / "package.json").exists():
+            subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--prefix", str(NODE_DIR)],
+                           check=True, timeout=timeout, capture_output=True)
+
+
+class OnsRunner(CppRunner):
+    """Runs ``node/ons_driver.js`` (ali-ons) ops; same ops and results as the C++ driver.
+
+    ali-ons logs through the logger the driver gives it, so its warnings, errors and
+    'error' events come back in each result's ``problems`` instead of log files.
+    """
+
+    def _cmd(self, spec: dict, home: Path) -> list[str]:
+        path = home / "spec.json"
+        path.write_text(json.dumps(dict(spec, namesrv=self.cluster.namesrv_addr)))
+        return ["node", str(NODE_DIR / "ons_driver.js"), str(path)]
+
+
 class PushGroup:
     """Push consumers of one group, each in its own driver process.
 
@@ -258,6 +299,7 @@ class PushGroup:
         self.procs = [
             cpp.spawn(dict(extra, op="push", group=group, topic=topic, expression=expression,
                            instance=f"{group}-{i}", out=str(out), stop=str(self.stop_file),
+                           fail_dir=str(self.dir),
                            max_s=extra.get("max_s", 90)))
             for i, out in enumerate(self.outs)]
 
