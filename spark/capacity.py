@@ -62,6 +62,10 @@ def parser() -> argparse.ArgumentParser:
                    help="retention to size the disk for (default: fileReservedTime)")
     p.add_argument("--target-queue-rate", type=float, default=1000.0,
                    help="messages/s one queue should carry at peak (default %(default)s)")
+    p.add_argument("--reader", choices=("auto", "arrow", "binaryfile"), default="auto",
+                   help="how executors get the file bytes: arrow = each executor reads its files through "
+                        "pyarrow.fs (local, hdfs, s3, gs, abfs); binaryfile = Spark's binaryFile source "
+                        "(any Hadoop URI, slower); auto = arrow when every path allows it")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     return p
@@ -114,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             b.disk_size = sizes.get(b.name, sizes.get(None))
         conf_uris = {b.name: confs.get(b.name, confs.get(None)) for b in brokers}
         opts = report.Options(args.retention_hours, args.target_queue_rate)
-        tables = run_report(spark, brokers, conf_uris, opts, args.out, say)
+        tables = run_report(spark, brokers, conf_uris, opts, args.out, say, args.reader)
     finally:
         spark.stop()
     n_issues = len(tables["issues"])
@@ -123,12 +127,12 @@ def main(argv: list[str] | None = None) -> int:
     return EXIT_ISSUES if n_issues else EXIT_OK
 
 
-def run_report(spark, brokers, conf_uris, opts, out_dir: str, say) -> dict:
+def run_report(spark, brokers, conf_uris, opts, out_dir: str, say, reader: str = "auto") -> dict:
     """Scan, compute and write; the tables are returned for callers (tests, bench)."""
     from spark import report
     from spark.job import run_scan
 
-    scan = run_scan(spark, brokers, say, conf_uris)
+    scan = run_scan(spark, brokers, say, conf_uris, reader)
     tables = report.build(scan, opts)
     report.write(tables, report.charts(tables, opts), out_dir, opts)
     return tables

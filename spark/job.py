@@ -172,20 +172,40 @@ def _norm(path: str) -> str:
     return "file:/" + path[len("file:///"):] if path.startswith("file:///") else path
 
 
+def read_file(uri: str):
+    """Executor-side read of a whole store file through Arrow's file systems.
+
+    Local files (``file:`` URIs) are memory-mapped (zero copy, page cache);
+    ``hdfs://`` (libhdfs, i.e. Hadoop's own client), ``s3://``/``s3a://``,
+    ``gs://`` and ``abfs://`` go through ``pyarrow.fs``.
+    """
+    import pyarrow.fs as pafs
+
+    if uri.startswith("file:"):
+        return pa.memory_map("/" + uri[len("file:"):].lstrip("/"), "r").read_buffer()
+    fs, path = pafs.FileSystem.from_uri("s3://" + uri[len("s3a://"):] if uri.startswith("s3a://") else uri)
+    with fs.open_input_file(path) as fh:
+        return fh.read_buffer()
+
+
+ARROW_SCHEMES = ("file:", "hdfs://", "viewfs://", "s3://", "s3a://", "gs://", "abfs://", "abfss://")
+
+
 def file_decoder(cq_meta: dict[str, tuple], cl_meta: dict[str, tuple], cl_min: dict[str, int | None],
                  committed: dict[tuple[str, str, int], list[tuple[str, int]]]):
-    """mapInArrow function: binaryFile rows (consume queue or commit log files)
-    -> partial aggregates (:mod:`spark.partials`), one Arrow batch per file."""
+    """mapInArrow function: rows naming store files (``path``, and ``content``
+    when Spark's binaryFile source read them; otherwise the executor reads the
+    file itself) -> partial aggregates (:mod:`spark.partials`)."""
 
     def decode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from spark import partials
 
         for batch in batches:
             paths = batch.column("path").to_pylist()
-            contents = batch.column("content")
+            contents = batch.column("content") if "content" in batch.schema.names else None
             for i, path in enumerate(paths):
                 key = _norm(path)
-                buf = contents[i].as_buffer()
+                buf = contents[i].as_buffer() if contents is not None else read_file(path)
                 buf = buf if buf is not None else b""
                 name = posixpath.basename(path)
                 if key in cq_meta:
@@ -258,7 +278,8 @@ def offsets_table(brokers: list[BrokerInput], configs: dict[str, dict[str, objec
     return pd.DataFrame(rows, columns=["broker", "topic", "group", "queueId", "offset", "previousOffset"])
 
 
-def run_scan(spark, brokers: list[BrokerInput], progress: Progress, conf_uris: dict[str, str | None]) -> ScanResult:
+def run_scan(spark, brokers: list[BrokerInput], progress: Progress, conf_uris: dict[str, str | None],
+             reader: str = "auto") -> ScanResult:
     """List, decode and aggregate every broker's store."""
     t0 = time.monotonic()
     fs = HadoopFs(spark)
@@ -304,10 +325,12 @@ def run_scan(spark, brokers: list[BrokerInput], progress: Progress, conf_uris: d
     committed: dict[tuple[str, str, int], list[tuple[str, int]]] = {}
     for r in offsets.itertuples():
         committed.setdefault((r.broker, r.topic, r.queueId), []).append((r.group, r.offset))
-    paths = [f.path for f in cq_files + cl_files]
+    data_files = sorted(cq_files + cl_files, key=lambda f: -f.length)
+    if reader == "auto":
+        reader = "arrow" if all(f.path.startswith(ARROW_SCHEMES) for f in data_files) else "binaryfile"
     progress(f"decoding {len(cq_files)} consume queue and {len(cl_files)} commit log files "
-             f"({sum(f.length for f in cq_files + cl_files) / 2**20:,.0f} MiB)")
-    agg = _aggregate(spark, paths, file_decoder(cq_meta, cl_meta, cl_min, committed))
+             f"({sum(f.length for f in data_files) / 2**20:,.0f} MiB, {reader} reader)")
+    agg = _aggregate(spark, data_files, reader, file_decoder(cq_meta, cl_meta, cl_min, committed))
     progress(f"decoded and aggregated ({time.monotonic() - t0:.1f}s)")
     part = {k: g for k, g in agg.groupby("kind")}
     empty = agg.iloc[:0]
@@ -337,17 +360,29 @@ def run_scan(spark, brokers: list[BrokerInput], progress: Progress, conf_uris: d
                        "cl_records": n_records})
 
 
-def _aggregate(spark, paths: list[str], decoder) -> pd.DataFrame:
-    """One Spark job: read every file, decode to partials, merge them."""
+def _aggregate(spark, files: list[StoreFile], reader: str, decoder) -> pd.DataFrame:
+    """One Spark job: read every file, decode to partials, merge them.
+
+    ``binaryfile``: Spark's binaryFile source reads the files in the JVM and
+    hands their bytes to Python.  ``arrow``: Spark distributes the file names
+    (largest first, round-robin over the partitions) and each executor reads
+    its files itself (:func:`read_file`), which skips three copies of every
+    byte through the JVM.
+    """
     from pyspark.sql import functions as F
 
     from spark.partials import AGG_SCHEMA, KEYS, MAXS, MINS, SUMS
 
     cols = ([F.sum(c).alias(c) for c in SUMS] + [F.min(c).alias(c) for c in MINS]
             + [F.max(c).alias(c) for c in MAXS])
-    if not paths:
+    if not files:
         return pd.DataFrame({n: pd.Series(dtype="object") for n in AGG_SCHEMA.names})
-    parts = spark.read.format("binaryFile").load(paths).mapInArrow(decoder, _spark_schema(AGG_SCHEMA))
+    if reader == "binaryfile":
+        source = spark.read.format("binaryFile").load([f.path for f in files])
+    else:
+        n = max(1, min(len(files), 4 * spark.sparkContext.defaultParallelism))
+        source = spark.createDataFrame([(f.path,) for f in files], "path string").repartition(n)
+    parts = source.mapInArrow(decoder, _spark_schema(AGG_SCHEMA))
     df = parts.groupBy(*KEYS).agg(*cols).toPandas()
     for c in SUMS + MINS + MAXS + ("queueId", "key"):
         df[c] = df[c].astype("Int64")

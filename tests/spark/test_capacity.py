@@ -25,9 +25,9 @@ DISK = 1 << 30
 TARGET_RATE = 0.25
 
 
-def _report(spark, tmp, brokers, opts=None, confs=None):
+def _report(spark, tmp, brokers, opts=None, confs=None, reader="auto"):
     opts = opts or Options(retention_hours=12.0, target_queue_rate=TARGET_RATE)
-    return run_report(spark, brokers, confs or {}, opts, str(tmp), lambda msg: None)
+    return run_report(spark, brokers, confs or {}, opts, str(tmp), lambda msg: None, reader)
 
 
 @pytest.fixture(scope="module")
@@ -199,6 +199,15 @@ def test_index_headers_and_report_files(two_brokers):
         assert (out / "charts" / f"{chart}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_binaryfile_reader_gives_the_same_tables(two_brokers, spark_session, stores, tmp_path):
+    tables, truths, _ = two_brokers
+    base, _ = stores
+    brokers = [BrokerInput(name, str(base / name), disk_size=DISK) for name in truths]
+    other = _report(spark_session, tmp_path, brokers, reader="binaryfile")
+    for name in ("queues", "topics", "throughput_minute", "groups", "group_queues", "disk", "recommendations"):
+        pd.testing.assert_frame_equal(other[name], tables[name], check_dtype=False)
+
+
 def test_empty_store(spark_session, tmp_path):
     root = tmp_path / "empty"
     gen_store.generate(str(root), gen_store.GenSpec(messages=0))
@@ -237,9 +246,10 @@ def damaged(stores, tmp_path_factory):
     return root, truths["broker-b"], lost_tail, victim
 
 
-def test_damaged_files_are_reported_not_fatal(spark_session, damaged, tmp_path):
+@pytest.mark.parametrize("reader", ["arrow", "binaryfile"])
+def test_damaged_files_are_reported_not_fatal(spark_session, damaged, tmp_path, reader):
     root, truth, lost_tail, victim = damaged
-    tables = _report(spark_session, tmp_path / "out", [BrokerInput("broker-b", str(root))])
+    tables = _report(spark_session, tmp_path / "out", [BrokerInput("broker-b", str(root))], reader=reader)
     issues = "\n".join(tables["issues"]["issue"])
     assert "truncated" in issues and "commit log file is" in issues
     assert "unreadable record" in issues and f"offset {int(victim['physicalOffset'])}" in issues
