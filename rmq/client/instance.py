@@ -128,6 +128,7 @@ class MQClientInstance:
 
     async def shutdown(self) -> None:
         """Stop timers, unregister every group from every broker, close connections."""
+        self.started = False
         for t in self._tasks:
             t.cancel()
         for t in self._tasks:
@@ -138,7 +139,6 @@ class MQClientInstance:
         self._tasks.clear()
         await self.unregister_all()
         await self.remoting.close()
-        self.started = False
 
     # --- registration -----------------------------------------------------------
     def register_producer(self, producer: ProducerLike) -> None:
@@ -255,9 +255,12 @@ class MQClientInstance:
     async def _rebalance_service(self) -> None:
         interval = min((getattr(c, "rebalance_interval", 20.0) for c in self.consumers.values()),
                        default=20.0)
-        while True:
+        while self.started:
+            # asyncio.timeout, not wait_for: 3.11's wait_for drops a cancellation that
+            # arrives together with the wake-up (a NOTIFY during shutdown)
             try:
-                await asyncio.wait_for(self._rebalance_wakeup.wait(), interval)
+                async with asyncio.timeout(interval):
+                    await self._rebalance_wakeup.wait()
             except TimeoutError:
                 pass
             self._rebalance_wakeup.clear()
