@@ -5,25 +5,30 @@ their status enums in 4.9.8)."""
 from __future__ import annotations
 
 import enum
-import functools
 from array import array
 from dataclasses import dataclass, field
 
 from rmq.common.message_id import socket_address_bytes
 
+_HOST_HEX: dict[tuple[str, int], str] = {}
 
-@functools.lru_cache(maxsize=64)
+
 def _host_hex(store_host: tuple[str, int]) -> str:
     """Upper-case hex of the store host field, the constant head of every
     offset message id of a broker (parsing the address per message was the
     cost)."""
-    return socket_address_bytes(store_host).hex().upper()
+    head = _HOST_HEX.get(store_host)
+    if head is None:
+        if len(_HOST_HEX) > 64:
+            _HOST_HEX.clear()
+        head = _HOST_HEX[store_host] = socket_address_bytes(store_host).hex().upper()
+    return head
 
 
 def offset_msg_id(store_host: tuple[str, int], offset: int) -> str:
     """``create_message_id`` with the host part cached: host hex + 16 hex
     digits of the commit log offset."""
-    return f"{_host_hex(store_host)}{offset & 0xFFFFFFFFFFFFFFFF:016X}"
+    return _host_hex(store_host) + (offset & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "big").hex().upper()
 
 
 class PutMessageStatus(enum.Enum):
@@ -91,7 +96,7 @@ class AppendMessageResult:
                 ids = []
                 off = self.wrote_offset
                 for size in self.sizes:
-                    ids.append(f"{head}{off:016X}")
+                    ids.append(head + off.to_bytes(8, "big").hex().upper())
                     off += size
                 self._msg_id = ",".join(ids)
         return self._msg_id

@@ -165,3 +165,16 @@ def test_send_header_fast_path_and_errors():
             parse_send_header(_v2(**{letter: "x1"}), V2_KEYS)
     h = parse_send_header(_v2(j="zz", l=None), V2_KEYS)
     assert h.reconsumeTimes is None and h.maxReconsumeTimes is None
+
+
+def test_batch_msg_ids_equal_create_message_id():
+    from array import array
+
+    from rmq.store.results import AppendMessageResult, AppendMessageStatus
+
+    sizes = array("i", [100, 2000, 37, 1])
+    ar = AppendMessageResult(AppendMessageStatus.PUT_OK, 2**33 + 5, sum(sizes), 0, 0, 4, 0,
+                             ("fe80::7", 10911), sizes)
+    offs = [2**33 + 5, 2**33 + 105, 2**33 + 2105, 2**33 + 2142]
+    assert ar.msg_id == ",".join(create_message_id(("fe80::7", 10911), o) for o in offs)
+    assert AppendMessageResult(AppendMessageStatus.END_OF_FILE).msg_id == ""
