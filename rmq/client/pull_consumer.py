@@ -18,7 +18,7 @@ from rmq.client.config import ClientConfig, ConsumerConfig
 from rmq.client.consumer_base import ConsumerBase
 from rmq.client.exceptions import MQClientError
 from rmq.client.heartbeat import ConsumeType, build_subscription
-from rmq.client.instance import MQClientInstance
+from rmq.client.instance import MQClientInstance, subscribe_queues
 from rmq.client.message import MessageExt, MessageQueue, PullResult, PullStatus
 from rmq.client.offset_store import ReadOffsetType
 
@@ -71,11 +71,12 @@ class LitePullConsumer(ConsumerBase):
         return list(self.assigned)
 
     async def fetch_queues(self, topic: str) -> list[MessageQueue]:
-        """Every readable queue of ``topic`` (``fetchMessageQueues``)."""
-        self.subscriptions.setdefault(topic, build_subscription(topic, "*"))
-        if await self.instance.update_route(topic) is None:
+        """Every readable queue of ``topic`` (``fetchMessageQueues``); works before
+        ``start()`` too, when the consumer is not yet registered for routes."""
+        route = await self.instance.update_route(topic)
+        if route is None:
             raise MQClientError(17, f"No route info of this topic: {topic}")
-        return list(self.topic_queues.get(topic, []))
+        return subscribe_queues(topic, route)
 
     async def do_rebalance(self) -> None:
         if self._assigned_explicitly or not self._running:
