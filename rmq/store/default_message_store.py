@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import fcntl
-import functools
 import logging
 import os
 import struct
@@ -71,12 +70,6 @@ class StoreLockedError(RuntimeError):
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-@functools.lru_cache(maxsize=4096)
-def _tags_code(tags: str) -> int:
-    """tagsCode of a TAGS value (a Java string hash): tags repeat, the hash loop need not."""
-    return mc.tags_string_to_code(tags)
 
 
 _APPEND_TO_PUT = {
@@ -550,7 +543,7 @@ class DefaultMessageStore:
             tags = props.get(mc.PROPERTY_TAGS)
             self._dispatch_entry(
                 msg.topic, msg.queue_id, ar.logics_offset, phy, ar.wrote_bytes, tx,
-                ar.store_timestamp, _tags_code(tags) if tags else 0, props.get(mc.PROPERTY_KEYS),
+                ar.store_timestamp, codec.tags_code(tags) if tags else 0, props.get(mc.PROPERTY_KEYS),
                 props.get(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
                 props if self.message_arriving_listener is not None else None)
             self.reput_from_offset = phy + ar.wrote_bytes

@@ -305,6 +305,13 @@ def _java_key_hash(name: str) -> int:
     return h ^ (h >> 16)
 
 
+@functools.lru_cache(maxsize=4096)
+def tags_code(tags: str) -> int:
+    """tagsCode of a TAGS value (``tagsString2tagsCode``, a Java string hash),
+    cached: senders repeat a few tags, the per-character hash loop need not run."""
+    return mc.tags_string_to_code(tags)
+
+
 def message_properties_to_string(props: dict[str, str] | None) -> str:
     """``MessageDecoder.messageProperties2String`` with ``java.util.HashMap``
     iteration order, so the stored bytes equal the Java broker's

@@ -178,3 +178,11 @@ def test_batch_msg_ids_equal_create_message_id():
     offs = [2**33 + 5, 2**33 + 105, 2**33 + 2105, 2**33 + 2142]
     assert ar.msg_id == ",".join(create_message_id(("fe80::7", 10911), o) for o in offs)
     assert AppendMessageResult(AppendMessageStatus.END_OF_FILE).msg_id == ""
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(min_size=1, max_size=30))
+def test_cached_tags_code_equals_java_hash(tags):
+    from rmq.store.message_codec import tags_code
+
+    assert tags_code(tags) == tags_code(tags) == mc.tags_string_to_code(tags)

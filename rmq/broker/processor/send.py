@@ -31,7 +31,11 @@ from rmq.common.message_id import create_message_id
 from rmq.common.topic_config import MULTI_TAG
 from rmq.remoting import Channel, RemotingCommand
 from rmq.store import BrokerRole, FlushDiskType, MessageExtBatch, MessageExtBrokerInner
-from rmq.store.message_codec import message_properties_to_string, string_to_message_properties
+from rmq.store.message_codec import (
+    message_properties_to_string,
+    string_to_message_properties,
+    tags_code,
+)
 from rmq.store.schedule import ScheduleMessageService
 
 R = RequestCode
@@ -94,7 +98,7 @@ class SendMessageProcessor(SendSupport):
         tags = props.get(mc.PROPERTY_TAGS)
         return MessageExtBrokerInner(
             topic, queue_id, h.flag, request.body or b"", props, text,
-            mc.tags_string_to_code(tags) if tags else 0, sys_flag, h.bornTimestamp,
+            tags_code(tags) if tags else 0, sys_flag, h.bornTimestamp,
             channel_host(channel), self.store.store_host, 0, h.reconsumeTimes or 0)
 
     def send_message(self, channel: Channel, request: RemotingCommand, h: SendHeader) -> Any:
