@@ -24,6 +24,7 @@ from rmq.common.properties import format_properties, parse_properties
 from rmq.common.route import ClusterInfo, TopicRouteData
 from rmq.common.topics import MASTER_ID
 from rmq.remoting import RemotingClient
+from rmq.remoting.exceptions import RemotingError
 
 
 def _mq_table(obj: dict) -> list[tuple[MessageQueue, object]]:
@@ -190,8 +191,18 @@ class MQAdmin:
 
     # --- messages ----------------------------------------------------------------
     async def view_message(self, offset_msg_id: str) -> MessageExt:
+        """The message an offset id points at, with the name of the broker at that
+        address when the cluster knows it."""
         (ip, port), offset = decode_message_id(offset_msg_id)
-        return await self.api.view_message(f"{ip}:{port}", offset)
+        addr = f"{ip}:{port}"
+        name = ""
+        try:
+            info = await self.cluster_info()
+            name = next((n for n, bd in info.brokerAddrTable.items()
+                         if addr in bd.brokerAddrs.values()), "")
+        except (MQClientError, RemotingError):
+            pass  # the broker answers by address alone
+        return await self.api.view_message(addr, offset, name)
 
     async def query_message(self, topic: str, key: str, max_num: int = 64, begin_ms: int = 0,
                             end_ms: int | None = None, unique: bool = False) -> list[MessageExt]:

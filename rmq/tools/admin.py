@@ -12,6 +12,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 
 import orjson
@@ -22,14 +23,35 @@ from rmq.client.message import Message, MessageExt, MessageQueue
 from rmq.common.message import perm_to_string
 from rmq.remoting.exceptions import RemotingError
 
-
 # --- output -------------------------------------------------------------------------
+JSON_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS  # broker ids are int keys
+
+
+@dataclass(slots=True)
+class Output:
+    """A result whose table form is not a plain rendering of its JSON form."""
+
+    data: object
+    table: str
+
+
+def cell(value) -> str:
+    """Table text of a value: Java's lower-case booleans, compact JSON for containers."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list)):
+        return orjson.dumps(value, option=JSON_OPTIONS).decode()
+    return str(value)
+
+
 def format_table(rows: list[dict], columns: list[str] | None = None) -> str:
     """Left-aligned columns separated by two spaces, headed by the column names."""
     if not rows:
         return "(none)"
     columns = columns or list(rows[0])
-    cells = [[str(r.get(c, "")) for c in columns] for r in rows]
+    cells = [[cell(r.get(c, "")) for c in columns] for r in rows]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]
     lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()
@@ -51,7 +73,22 @@ def message_dict(m: MessageExt, body: bool = True) -> dict:
 
 def format_message(m: MessageExt) -> str:
     d = message_dict(m)
-    return "\n".join(f"{k + ':':<18}{v}" for k, v in d.items())
+    return "\n".join(f"{k + ':':<18}{cell(v)}" for k, v in d.items())
+
+
+MESSAGE_COLUMNS = ["msgId", "queueId", "queueOffset", "tags", "keys", "storeTimestamp"]
+
+
+def message_list(msgs: list[MessageExt], body: bool) -> Output:
+    """Messages as JSON objects, and as a table of the columns people scan for."""
+    data = [message_dict(m, body) for m in msgs]
+    columns = MESSAGE_COLUMNS + (["body"] if body else [])
+    return Output(data, format_table(data, columns))
+
+
+def sections(*parts: tuple[str, str]) -> str:
+    """Titled blocks separated by blank lines."""
+    return "\n\n".join(f"{title}\n{text}" for title, text in parts)
 
 
 def parse_time(text: str | None, default: int) -> int:
@@ -130,7 +167,15 @@ async def topic_list(admin, ns):
 
 @command("topicRoute", "show a topic's route", lambda p: p.add_argument("-t", "--topic", required=True))
 async def topic_route(admin, ns):
-    return (await admin.topic_route(ns.topic)).to_json_obj()
+    route = (await admin.topic_route(ns.topic)).to_json_obj()
+    brokers = [{"brokerName": bd["brokerName"], "cluster": bd.get("cluster"), "brokerId": bid,
+                "addr": addr} for bd in route["brokerDatas"]
+               for bid, addr in sorted(bd["brokerAddrs"].items(), key=lambda kv: int(kv[0]))]
+    queues = [dict(q, perm=perm_to_string(q["perm"])) for q in route["queueDatas"]]
+    parts = [("brokers", format_table(brokers)), ("queues", format_table(queues))]
+    if route.get("orderTopicConf"):
+        parts.append(("orderTopicConf", route["orderTopicConf"]))
+    return Output(route, sections(*parts))
 
 
 @command("topicStatus", "min/max offset of every queue", lambda p: p.add_argument(
@@ -227,14 +272,24 @@ async def consumer_progress(admin, ns):
 @command("consumerConnection", "clients of a consumer group", lambda p: p.add_argument(
     "-g", "--consumerGroup", required=True))
 async def consumer_connection(admin, ns):
-    return await admin.consumer_connection(ns.consumerGroup)
+    conn = await admin.consumer_connection(ns.consumerGroup)
+    subs = [{"topic": t, "subExpression": s.get("subString", "")}
+            for t, s in sorted((conn.get("subscriptionTable") or {}).items())]
+    summary = {k: conn.get(k, "") for k in ("consumeType", "messageModel", "consumeFromWhere")}
+    return Output(conn, sections(
+        ("connections", format_table(conn.get("connectionSet") or [],
+                                     ["clientId", "clientAddr", "language", "version"])),
+        ("subscriptions", format_table(subs)),
+        ("settings", "\n".join(f"{k:<18}{v}" for k, v in summary.items()))))
 
 
 @command("producerConnection", "clients of a producer group", lambda p: (
     p.add_argument("-g", "--producerGroup", required=True),
     p.add_argument("-t", "--topic", required=True)))
 async def producer_connection(admin, ns):
-    return await admin.producer_connection(ns.producerGroup, ns.topic)
+    conn = await admin.producer_connection(ns.producerGroup, ns.topic)
+    return Output(conn, format_table(conn["connectionSet"],
+                                     ["clientId", "clientAddr", "language", "version"]))
 
 
 @command("queryMsgById", "a message by its offset message id", lambda p: p.add_argument(
@@ -251,7 +306,7 @@ async def query_msg_by_key(admin, ns):
     msgs = await admin.query_message(ns.topic, ns.msgKey, ns.maxNum,
                                      parse_time(ns.beginTimestamp, 0),
                                      parse_time(ns.endTimestamp, int(time.time() * 1000) + 60000))
-    return [message_dict(m, body=False) for m in msgs]
+    return message_list(msgs, body=False)
 
 
 @command("queryMsgByUniqueKey", "a message by its client id (UNIQ_KEY)", lambda p: (
@@ -295,7 +350,7 @@ async def _consume(admin: MQAdmin, topic: str, count: int, begin: int, end: int,
                 res = await consumer.pull(mq, start, min(32, count - len(out)), expression)
                 if not res.messages and res.next_begin_offset <= start:
                     break
-                out.extend(m for m in res.messages if m.store_timestamp <= end)
+                out.extend(m for m in res.messages if begin <= m.store_timestamp <= end)
                 start = res.next_begin_offset
             _progress(i + 1, len(mqs), "queues")
     finally:
@@ -311,7 +366,7 @@ async def _consume(admin: MQAdmin, topic: str, count: int, begin: int, end: int,
 async def print_msg(admin, ns):
     msgs = await _consume(admin, ns.topic, ns.count, parse_time(ns.beginTimestamp, 0),
                           parse_time(ns.endTimestamp, 1 << 62), None, None, None, ns.subExpression)
-    return [message_dict(m, ns.printBody) for m in msgs]
+    return message_list(msgs, ns.printBody)
 
 
 @command("consumeMessage", "read messages from a topic (no offsets committed)", lambda p: (
@@ -324,7 +379,7 @@ async def consume_message(admin, ns):
     msgs = await _consume(admin, ns.topic, ns.messageNumber, parse_time(ns.beginTimestamp, 0),
                           parse_time(ns.endTimestamp, 1 << 62), ns.brokerName, ns.queueId,
                           ns.offset, None)
-    return [message_dict(m) for m in msgs]
+    return message_list(msgs, True)
 
 
 @command("sendMessage", "send one message", lambda p: (
@@ -391,22 +446,24 @@ async def wipe_write_perm(admin, ns):
 def to_jsonable(result):
     if isinstance(result, MessageExt):
         return message_dict(result)
+    if isinstance(result, Output):
+        return result.data
     return result
 
 
 def render(result, as_json: bool) -> str:
     if as_json:
-        return orjson.dumps(to_jsonable(result), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS,
+        return orjson.dumps(to_jsonable(result), option=JSON_OPTIONS | orjson.OPT_INDENT_2,
                             default=str).decode("utf-8")
+    if isinstance(result, Output):
+        return result.table
     if isinstance(result, MessageExt):
         return format_message(result)
     if isinstance(result, list):
-        return format_table([{k: (v if not isinstance(v, dict) else orjson.dumps(v).decode())
-                              for k, v in r.items()} for r in result])
+        return format_table(result)
     if isinstance(result, dict):
         width = max((len(str(k)) for k in result), default=0)
-        return "\n".join(f"{str(k):<{width}}  {v if not isinstance(v, (dict, list)) else orjson.dumps(v, option=orjson.OPT_SORT_KEYS).decode()}"
-                         for k, v in result.items())
+        return "\n".join(f"{str(k):<{width}}  {cell(v)}" for k, v in result.items())
     return str(result)
 
 
@@ -427,6 +484,13 @@ async def run(ns: argparse.Namespace):
         return await COMMANDS[ns.command][2](admin, ns)
 
 
+def fail(command: str, text: str) -> int:
+    """One line on stderr, exit status 1."""
+    text = " ".join(line.strip() for line in text.splitlines() if line.strip())
+    print(f"rmq-admin {command}: {text}", file=sys.stderr)
+    return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     ns = parser.parse_args(argv)
@@ -439,9 +503,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = asyncio.run(run(ns))
     except (MQClientError, RemotingError, ValueError, OSError) as e:
-        text = " ".join(line.strip() for line in str(e).splitlines() if line.strip())
-        print(f"rmq-admin {ns.command}: {text}", file=sys.stderr)
-        return 1
+        return fail(ns.command, str(e))
+    except Exception as e:  # an answer this tool did not expect: still one line
+        return fail(ns.command, f"{type(e).__name__}: {e}")
     print(render(result, ns.json))
     return 0
 
