@@ -67,6 +67,43 @@ def decompress_body(body: bytes, sys_flag: int) -> bytes:
         raise MessageDecodeError(f"corrupt compressed body: {e}") from None
 
 
+_CRC_FLAG_BORN = struct.Struct(">i4xi20xq")  # BODYCRC at 8, FLAG at 16, BORNTIMESTAMP at 40
+_TAIL = struct.Struct(">i8xi")  # RECONSUMETIMES, (PREPAREDTXOFFSET), BODYLENGTH
+_hosts: dict[bytes, str] = {}  # raw BORNHOST/STOREHOST field -> "ip:port"
+_id_heads: dict[bytes, str] = {}  # raw STOREHOST field -> its offset-message-id hex
+
+
+def _host_text(raw: bytes) -> str:
+    """``ip:port`` of a raw host field; cached (a pull sees few distinct hosts)."""
+    text = _hosts.get(raw)
+    if text is None:
+        if len(_hosts) > 4096:
+            _hosts.clear()
+        text = _hosts[raw] = _host(raw, 0, len(raw) == 20)
+    return text
+
+
+def _id_head(raw: bytes) -> str:
+    head = _id_heads.get(raw)
+    if head is None:
+        if len(_id_heads) > 4096:
+            _id_heads.clear()
+        head = _id_heads[raw] = raw.hex().upper()
+    return head
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """``string2messageProperties`` for the common case (every segment a well-formed
+    ``name\x01value``); anything unusual goes through the store's exact parser."""
+    try:
+        props = dict(seg.split("\x01", 1) for seg in text.split("\x02") if seg)
+    except ValueError:  # a segment without \x01
+        return string_to_message_properties(text)
+    if "" in props or "" in props.values():  # empty name or value: Java skips them
+        return string_to_message_properties(text)
+    return props
+
+
 def decode_messages(body, broker_name: str = "", min_offset: int | None = None,
                     max_offset: int | None = None) -> list[MessageExt]:
     """Every record of a pull/query/view body as ``MessageExt`` (bodies inflated,
@@ -78,7 +115,9 @@ def decode_messages(body, broker_name: str = "", min_offset: int | None = None,
     append = out.append
     pos = 0
     scan = scan_record
-    i_unpack, q_unpack = _I.unpack_from, _Q.unpack_from
+    crc_flag_born, tail_unpack = _CRC_FLAG_BORN.unpack_from, _TAIL.unpack_from
+    host_text, id_head = _host_text, _id_head
+    new_ext = MessageExt.__new__  # every slot is assigned below: skip __init__'s defaults
     uniq_key = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
     extra_props = {}
     if min_offset is not None:
@@ -89,15 +128,15 @@ def decode_messages(body, broker_name: str = "", min_offset: int | None = None,
         r = scan(mv, pos, n, False)
         if r[0] != SCAN_MESSAGE:
             raise MessageDecodeError(f"bad message record at byte {pos} of {n}")
-        size, topic, queue_id, queue_offset, phy, sys_flag, store_ts = r[1:8]
+        _st, size, topic, queue_id, queue_offset, phy, sys_flag, store_ts = r[:8]
         props_pos, props_len = r[12], r[13]
-        born_v6, store_v6 = sys_flag & 0x10, sys_flag & 0x20
-        store_ts_pos = pos + (68 if born_v6 else 56)
-        store_host_pos = store_ts_pos + 8
-        tail = store_host_pos + (20 if store_v6 else 8)
-        body_len = i_unpack(mv, tail + 12)[0]
+        born_len = 20 if sys_flag & 0x10 else 8
+        store_len = 20 if sys_flag & 0x20 else 8
+        store_host_pos = pos + 56 + born_len
+        tail = store_host_pos + store_len
+        reconsume, body_len = tail_unpack(mv, tail)
         body_pos = tail + 16
-        m = MessageExt()
+        m = new_ext(MessageExt)
         m.topic = topic
         m.queue_id = queue_id
         m.queue_offset = queue_offset
@@ -105,22 +144,23 @@ def decode_messages(body, broker_name: str = "", min_offset: int | None = None,
         m.sys_flag = sys_flag
         m.store_timestamp = store_ts
         m.store_size = size
-        m.flag = i_unpack(mv, pos + 16)[0]
-        m.body_crc = i_unpack(mv, pos + 8)[0]
-        m.born_timestamp = q_unpack(mv, pos + 40)[0]
-        m.born_host = _host(mv, pos + 48, bool(born_v6))
-        m.store_host = _host(mv, store_host_pos, bool(store_v6))
-        m.reconsume_times = i_unpack(mv, tail)[0]
+        m.body_crc, m.flag, m.born_timestamp = crc_flag_born(mv, pos + 8)
+        m.born_host = host_text(bytes(mv[pos + 48:pos + 48 + born_len]))
+        store_raw = bytes(mv[store_host_pos:tail])
+        m.store_host = host_text(store_raw)
+        m.reconsume_times = reconsume
         m.prepared_transaction_offset = r[14]
         raw = bytes(mv[body_pos:body_pos + body_len])
         m.body = decompress_body(raw, sys_flag) if sys_flag & COMPRESSED_FLAG else raw
-        props = string_to_message_properties(mv[props_pos:props_pos + props_len]) if props_len else {}
+        if props_len:
+            props = parse_properties(bytes(mv[props_pos:props_pos + props_len]).decode(
+                "utf-8", "replace"))
+        else:
+            props = {}
         if extra_props:
             props.update(extra_props)
         m.properties = props
-        offset_id = (bytes(mv[store_host_pos:store_host_pos + (20 if store_v6 else 8)]).hex().upper()
-                     + f"{phy:016X}")
-        m.offset_msg_id = offset_id
+        offset_id = m.offset_msg_id = id_head(store_raw) + f"{phy:016X}"
         m.msg_id = props.get(uniq_key) or offset_id
         m.broker_name = broker_name
         append(m)

@@ -20,6 +20,7 @@ from rmq.client.message import MessageQueue
 LATENCY_MAX = (50, 100, 550, 1000, 2000, 3000, 15000)
 NOT_AVAILABLE_DURATION = (0, 0, 30000, 60000, 120000, 180000, 600000)
 ISOLATION_LATENCY = 30000
+FAST_LATENCY = LATENCY_MAX[NOT_AVAILABLE_DURATION.index(30000)]  # below: never quarantined
 
 
 def not_available_duration(latency_ms: float) -> int:
@@ -38,6 +39,11 @@ class LatencyFaultTolerance:
         self._items: dict[str, tuple[float, float]] = {}  # name -> (latency, start ts)
 
     def update(self, broker_name: str, latency_ms: float, isolation: bool) -> None:
+        if not isolation and latency_ms < FAST_LATENCY:
+            # no quarantine: an entry would say "available now", as no entry does
+            if broker_name in self._items:
+                del self._items[broker_name]
+            return
         lat = ISOLATION_LATENCY if isolation else latency_ms
         duration = not_available_duration(lat)
         self._items[broker_name] = (lat, self._clock() + duration / 1000.0)

@@ -72,6 +72,7 @@ class Producer:
         self.publish_info: dict[str, list[MessageQueue]] = {}
         self._counter = itertools.count()
         self._pending: set[asyncio.Future] = set()
+        self._valid_topics: set[str] = set()  # validate_topic once per topic
 
     async def __aenter__(self) -> Producer:
         await self.start()
@@ -135,9 +136,11 @@ class Producer:
 
     # --- message preparation -----------------------------------------------------
     def _validate(self, msg: Message) -> None:
-        err = validate_topic(msg.topic)
-        if err:
-            raise MQClientError(-1, err)
+        if msg.topic not in self._valid_topics:
+            err = validate_topic(msg.topic)
+            if err:
+                raise MQClientError(-1, err)
+            self._valid_topics.add(msg.topic)
         if not msg.body:
             raise MQClientError(ResponseCode.MESSAGE_ILLEGAL, "the message body length is zero")
         if len(msg.body) > self.config.max_message_size:
@@ -163,7 +166,9 @@ class Producer:
                              self.config.default_topic_queue_nums, mq.queue_id, sys_flag,
                              int(time.time() * 1000), flag, props, batch, mq.broker_name)
         code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
-        return RemotingCommand.create_request(code, ext, body)
+        req = RemotingCommand.create_request(code, None, body)
+        req.ext_fields = ext  # already all strings: skip the per-field conversion
+        return req
 
     def _addr(self, mq: MessageQueue) -> str:
         addr = self.instance.find_broker_addr(mq.broker_name, only_this=True)
@@ -183,8 +188,9 @@ class Producer:
         except (KeyError, ValueError):
             raise MQBrokerError(ResponseCode.SYSTEM_ERROR, "send response without queue offset",
                                 addr) from None
-        return SendResult(status, msg_id, f.get("msgId", ""),
-                          MessageQueue(mq.topic, mq.broker_name, queue_id), offset,
+        if queue_id != mq.queue_id:  # the broker chose (a batch to a retry topic, ...)
+            mq = MessageQueue(mq.topic, mq.broker_name, queue_id)
+        return SendResult(status, msg_id, f.get("msgId", ""), mq, offset,
                           f.get(PROPERTY_MSG_REGION, ""), f.get(PROPERTY_TRACE_SWITCH) != "false")
 
     # --- sync ---------------------------------------------------------------
@@ -230,16 +236,20 @@ class Producer:
                                mq: MessageQueue | None, selector: QueueSelector | None,
                                arg: Any) -> SendResult:
         timeout = timeout_ms or self.config.send_msg_timeout
-        deadline = time.monotonic() + timeout / 1000
+        monotonic = time.monotonic
+        begin = monotonic()
+        deadline = begin + timeout / 1000
         fixed = mq is not None or selector is not None
         times = 1 if fixed else 1 + self.config.retry_times_when_send_failed
         last_broker: str | None = None
         last_error: BaseException | None = None
-        for _ in range(times):
-            left = int((deadline - time.monotonic()) * 1000)
+        for attempt in range(times):
+            if attempt:
+                begin = monotonic()
+            left = int((deadline - begin) * 1000)
             if left <= 0:
                 break
-            queues = await self.queues_of(msg.topic)
+            queues = self.publish_info.get(msg.topic) or await self.queues_of(msg.topic)
             if mq is not None:
                 target = mq
             elif selector is not None:
@@ -247,25 +257,24 @@ class Producer:
             else:
                 target = self.fault.select(queues, next(self._counter), last_broker)
             last_broker = target.broker_name
-            begin = time.monotonic()
             try:
                 addr = self._addr(target)
                 req = self._request(target, msg.topic, body, sys_flag, msg.flag, props, batch)
                 resp = await self.instance.remoting.invoke(addr, req, left)
                 result = self._result(resp, target, msg_id, addr)
             except RemotingError as e:
-                self.fault.update(target.broker_name, (time.monotonic() - begin) * 1000, True)
+                self.fault.update(target.broker_name, (monotonic() - begin) * 1000, True)
                 last_error = e
                 await self.instance.update_route(msg.topic)
                 continue
             except MQBrokerError as e:
-                self.fault.update(target.broker_name, (time.monotonic() - begin) * 1000, True)
+                self.fault.update(target.broker_name, (monotonic() - begin) * 1000, True)
                 last_error = e
                 if e.code in _RETRY_CODES:
                     await self.instance.update_route(msg.topic)
                     continue
                 raise
-            self.fault.update(target.broker_name, (time.monotonic() - begin) * 1000, False)
+            self.fault.update(target.broker_name, (monotonic() - begin) * 1000, False)
             return result
         if isinstance(last_error, MQClientError):
             raise last_error
