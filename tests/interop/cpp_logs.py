@@ -47,6 +47,7 @@ BENIGN_AT_SHUTDOWN = (
 
 TRANSPORT = (
     "waitResponse of code",
+    "get timed_mutex timeout",  # a connect to the stopped broker holds the lock
     "wait response timeout",
     "no response got for opaque",
     "response already timeout",

@@ -78,7 +78,7 @@ class Cluster:
             "maxHashSlotNum=1000\nmaxIndexNum=4000\n"
             f"autoCreateTopicEnable={'true' if self.auto_create else 'false'}\n"
             f"messageDelayLevel={SHORT_DELAY_LEVELS}\n"
-            "flushConsumerOffsetInterval=1000\n"
+            "flushConsumerOffsetInterval=1000\nflushDelayOffsetInterval=1000\n"
             f"{self.extra}")
         return conf
 

@@ -76,6 +76,9 @@ def test_reconsume_later_comes_back_through_the_retry_topic(cluster, cpp):
     msgs = mixed_set("TopicRetry")[:8]
     produce(cpp, msgs[:1])
     failing = [msgs[1]["keys"], msgs[5]["keys"]]
+    # the retry topic routed before the consumer starts (else it learns that route
+    # only at its 30 s refresh; its own heartbeat creates the topic a moment too late)
+    cluster.create_topic(retry_topic("cg_retry"), queues=1)
     group = PushGroup(cpp, "cg_retry", "TopicRetry", fail_first_keys=failing,
                       body_len=body_lengths(msgs))
     group.wait_members(1)

@@ -1,7 +1,7 @@
 """The C++ clients across a broker restart: clean (SIGTERM) and crash (SIGKILL).
 
-One producer process and two push-consumer groups (two instances of a clustering
-group, one tag-filtered group) stay alive while the broker is restarted; messages
+One producer process and two push-consumer groups (one plain, one tag-filtered)
+stay alive while the broker is restarted; messages
 sent before and after the restart must all arrive, a RECONSUME_LATER answered after
 the restart must come back through the retry topic, a pull consumer must then read
 every queue to its end, and the committed offsets must hold over a second restart.
@@ -16,6 +16,7 @@ from collections import Counter
 
 import pytest
 
+from rmq.common.topics import retry_topic
 from tests.interop.harness import PushGroup
 from tests.interop.messages import body_lengths, check_received, mixed_set, text_message
 
@@ -45,11 +46,19 @@ def test_clients_survive_a_broker_restart(cluster, cpp, kind):
 
     producer = cpp.spawn({"op": "produce", "messages": before[:1], "max_s": 30})
     assert producer.finish(30)["ok"]
-    main = PushGroup(cpp, "cg_restart", TOPIC, instances=2, fail_first_keys=failing,
+    # the retry topic routed before the consumers start (else they learn its route
+    # only at their 30 s refresh; their heartbeat would create it a moment too late)
+    cluster.create_topic(retry_topic("cg_restart"), queues=1)
+    # One instance per group here: with two, the restarted broker learns them one
+    # heartbeat at a time, and the C++ client 1.2.x can deadlock when a rebalance
+    # takes away a queue whose pull is still outstanding on the dead connection
+    # (it spins on "has unfinished pullMsgEvent" for ever; a 4.9.8 broker triggers
+    # it the same way).  Two instances without a restart: test_cpp_consumer.py.
+    main = PushGroup(cpp, "cg_restart", TOPIC, fail_first_keys=failing,
                      body_len=lengths, max_s=150)
     tags = PushGroup(cpp, "cg_restart_tags", TOPIC, expression="TagB || TagBin",
                      body_len=lengths, max_s=150)
-    main.wait_members(2)
+    main.wait_members(1)
     tags.wait_members(1)
     time.sleep(1.0)  # rebalanced on NOTIFY_CONSUMER_IDS_CHANGED
     producer = cpp.spawn({"op": "produce", "messages": before[1:] + after, "max_s": 90})
@@ -109,5 +118,10 @@ def test_clients_survive_a_broker_restart(cluster, cpp, kind):
     assert cpp.run({"op": "produce", "messages": [last]})["results"][0]["ok"]
     resumed = again.wait_for(lambda rs: any(r["keys"] == "c-last" for r in rs), settle=2.0)
     assert all(r["ok"] for r in again.stop())
-    assert [r["keys"] for r in resumed] == ["c-last"]
+    assert [r["keys"] for r in resumed if r["reconsume_times"] == 0] == ["c-last"]
+    if kind == "clean":
+        assert [r["keys"] for r in resumed] == ["c-last"]
+    # After SIGKILL the schedule service may deliver a retry a second time (delay
+    # offsets are persisted every flushDelayOffsetInterval, as in 4.9.8); such a copy
+    # waits in %RETRY% for the group, so only retry-path copies may show up here.
     cpp.assert_clean_logs()
