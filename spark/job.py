@@ -236,7 +236,6 @@ class ScanResult:
     offsets: pd.DataFrame
     lag: pd.DataFrame
     issues: list[tuple[str, str]]
-    counts: dict[str, int]
 
 
 CONFIG_FILES = ("topics.json", "consumerOffset.json", "subscriptionGroup.json", "delayOffset.json")
@@ -355,9 +354,7 @@ def run_scan(spark, brokers: list[BrokerInput], progress: Progress, conf_uris: d
     n_records = int(cl_queues["records"].sum()) if len(cl_queues) else 0
     progress(f"{n_entries:,} consume queue entries, {n_records:,} commit log records")
     return ScanResult(brokers, files_df, configs, pd.DataFrame(index_rows), cq_queues, size_hist,
-                      cl_queues, minutes, offsets, lag, sorted(set(issues)),
-                      {"cq_files": len(cq_files), "cl_files": len(cl_files), "cq_entries": n_entries,
-                       "cl_records": n_records})
+                      cl_queues, minutes, offsets, lag, sorted(set(issues)))
 
 
 def _aggregate(spark, files: list[StoreFile], reader: str, decoder) -> pd.DataFrame:

@@ -111,9 +111,8 @@ def queue_figures(scan: ScanResult) -> pd.DataFrame:
         q = q.merge(_p99(scan.size_hist, keys), on=keys, how="left")
     else:
         q["p99Size"] = np.nan
-    cl = scan.cl_queues[keys + ["records", "firstStoreTime", "lastStoreTime", "maxReconsumeTimes"]] \
-        if len(scan.cl_queues) else pd.DataFrame(columns=keys + ["records", "firstStoreTime", "lastStoreTime",
-                                                                 "maxReconsumeTimes"])
+    cl_cols = ["records", "firstStoreTime", "lastStoreTime", "firstBornTime", "lastBornTime", "maxReconsumeTimes"]
+    cl = scan.cl_queues[keys + cl_cols] if len(scan.cl_queues) else pd.DataFrame(columns=keys + cl_cols)
     q = q.merge(cl, on=keys, how="left")
     q["records"] = q["records"].fillna(0).astype("int64")
     q["consistent"] = q["records"] == q["messages"]

@@ -54,7 +54,8 @@ def _truth_queues(truth) -> pd.DataFrame:
     return pd.DataFrame({
         "messages": g.size(), "bytes": g["size"].sum(), "p99": g["size"].quantile(0.99),
         "first": g["storeTimestamp"].min(), "last": g["storeTimestamp"].max(),
-        "maxOffset": g["queueOffset"].max() + 1,
+        "maxOffset": g["queueOffset"].max() + 1, "born": g["bornTimestamp"].min(),
+        "reconsume": g["reconsumeTimes"].max(),
     }).reset_index()
 
 
@@ -70,6 +71,7 @@ def test_queue_figures_match_ground_truth(two_brokers):
             assert row["p99Size"] == pytest.approx(r.p99)
             assert row["firstStoreTime"] == r.first and row["lastStoreTime"] == r.last
             assert row["maxOffset"] == r.maxOffset
+            assert row["firstBornTime"] == r.born and row["maxReconsumeTimes"] == r.reconsume
             assert bool(row["consistent"])
         assert q.loc[name]["messages"].sum() == len(truth.messages)
 
