@@ -26,10 +26,7 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# Run as a script, Python puts bench/ first on sys.path, where bench/profile.py
-# would shadow the standard library's profile module that pyspark imports.
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
-sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, os.path.dirname(HERE))  # the checkout, for the spark package
 
 from spark import gen_store, storefmt  # noqa: E402
 

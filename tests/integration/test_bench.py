@@ -1,6 +1,6 @@
-"""The benchmark tooling: bench/run.py end to end (short), bench/profile.py
+"""The benchmark tooling: bench/run.py end to end (short), bench/profiling.py
 record and dump against real processes, and the pure helpers of
-bench/common.py, bench/run.py and bench/profile.py."""
+bench/common.py, bench/run.py and bench/profiling.py."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import profile as prof
+from bench import profiling as prof
 from bench import run as suite
 from bench.common import (
     Cluster,
@@ -139,7 +139,7 @@ def test_run_py_quick_writes_results(tmp_path):
 def test_profile_record_and_dump(tmp_path):
     mode = current_mode()
     out_dir = tmp_path / "prof"
-    cmd = [sys.executable, str(ROOT / "bench" / "profile.py"), "--duration", "2",
+    cmd = [sys.executable, str(ROOT / "bench" / "profiling.py"), "--duration", "2",
            "--warmup", "0.5", "--inflight", "8", "--formats", "flamegraph,raw,speedscope",
            "--out", str(out_dir)] + (["--twins"] if mode == "twin" else [])
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=170, cwd=ROOT,
@@ -152,12 +152,12 @@ def test_profile_record_and_dump(tmp_path):
     assert json.loads((out_dir / "load.json").read_text())["msgs"] > 0
 
     with Cluster(env=mode_env(mode), workdir=tmp_path / "dump-cluster") as cluster:
-        dump = subprocess.run([sys.executable, str(ROOT / "bench" / "profile.py"), "dump",
+        dump = subprocess.run([sys.executable, str(ROOT / "bench" / "profiling.py"), "dump",
                                "--port", str(cluster.port)], capture_output=True, text=True,
                               timeout=120, cwd=ROOT)
         assert dump.returncode == 0, dump.stdout + dump.stderr
         assert f"Process {cluster.broker_pid}" in dump.stdout and "Thread" in dump.stdout
-    bad = subprocess.run([sys.executable, str(ROOT / "bench" / "profile.py"), "dump"],
+    bad = subprocess.run([sys.executable, str(ROOT / "bench" / "profiling.py"), "dump"],
                          capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert bad.returncode != 0 and "dump needs --pid or --port" in bad.stderr
 

@@ -13,10 +13,10 @@ frames by own and by total samples (also printed).
 (``py-spy dump``), for a broker that looks stuck; find it by ``--pid`` or by
 the ``--port`` it listens on.
 
-    .venv/bin/python bench/profile.py [record] [--duration 10] [--twins] [--native]
+    .venv/bin/python bench/profiling.py [record] [--duration 10] [--twins] [--native]
         [--kind send|consume] [--size 1024] [--batch 1] [--inflight 64]
         [--flush SYNC_FLUSH] [--pid PID --namesrv HOST:PORT]
-    .venv/bin/python bench/profile.py dump (--pid PID | --port PORT) [--locals]
+    .venv/bin/python bench/profiling.py dump (--pid PID | --port PORT) [--locals]
 """
 
 from __future__ import annotations
