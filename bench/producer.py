@@ -6,6 +6,12 @@ synchronous sends outstanding through ``rmq.client.Producer`` for
 failures, then the totals with the broker's CPU per message (psutil on the
 broker pid) and the client's own CPU per message.
 
+``--raw`` sends plain SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE requests through a
+bare ``RemotingClient`` (no client SDK: no route lookups, no per-message id
+or header objects) so that the broker's CPU per message is measured with as
+little client work as possible sharing the cores.  ``--flush SYNC_FLUSH``
+starts the broker with that flush disk type (group commit).
+
 Without ``-n`` it starts its own rmq-namesrv and rmq-broker on free loopback
 ports with a fresh store, once with the compiled extensions and once with the
 pure-Python twins (broker and client both run with RMQ_NO_EXTENSIONS=1), and
@@ -15,7 +21,7 @@ there.
 
     .venv/bin/python bench/producer.py [--inflight 64] [--size 1024] [--batch 1]
         [--topic BenchTopic] [--queues 8] [--duration 5] [--mode both|compiled|twin]
-        [-n host:port] [--json]
+        [--raw] [--flush ASYNC_FLUSH|SYNC_FLUSH] [-n host:port [--broker host:port]] [--json]
 """
 
 from __future__ import annotations
@@ -35,6 +41,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from rmq.client.codec import encode_batch  # noqa: E402
+from rmq.client.headers import send_header_v2  # noqa: E402
+from rmq.client.message import Message  # noqa: E402
 from rmq.common.codes import RequestCode  # noqa: E402
 from rmq.remoting import RemotingClient, RemotingCommand  # noqa: E402
 from tests.support.procs import RmqProcess, free_port  # noqa: E402
@@ -137,37 +146,103 @@ def percentile(values: array, p: float) -> float:
 
 
 # ---- load ------------------------------------------------------------------------
-async def produce(args: argparse.Namespace) -> dict:
-    from rmq.client import ClientConfig, Message, Producer
+class RawSender:
+    """SEND_MESSAGE_V2 (or SEND_BATCH_MESSAGE) requests built by hand on one
+    ``RemotingClient``: what a client must send, nothing more.  Every message
+    carries a distinct UNIQ_KEY and WAIT=true like the SDK's."""
 
-    producer = Producer("bench_producer", client_config=ClientConfig(
-        namesrv_addr=args.namesrv, client_ip="127.0.0.1", instance_name="bench"))
-    await producer.start()
-    queues = await producer.fetch_publish_queues(args.topic)
-    body = b"x" * args.size
+    def __init__(self, args: argparse.Namespace) -> None:
+        from rmq.remoting import RemotingClient
+
+        self.client = RemotingClient()
+        self.addr = args.broker
+        self.topic = args.topic
+        self.queues = args.queues
+        self.body = b"x" * args.size
+        self.batch = args.batch
+        self.prefix = f"7F000001{os.getpid() & 0xFFFF:04X}{int(time.time()):08X}"
+        self.seq = 0
+
+    def _uniq(self) -> str:
+        self.seq += 1
+        return f"{self.prefix}{self.seq:012X}"
+
+    def request(self, queue_id: int) -> RemotingCommand:
+        if self.batch == 1:
+            props = f"WAIT\x01true\x02UNIQ_KEY\x01{self._uniq()}\x02"
+            body, code = self.body, RequestCode.SEND_MESSAGE_V2
+        else:
+            msgs = [Message(self.topic, self.body, properties={"UNIQ_KEY": self._uniq(),
+                                                              "WAIT": "true"})
+                    for _ in range(self.batch)]
+            props, body, code = "", encode_batch(msgs), RequestCode.SEND_BATCH_MESSAGE
+        ext = send_header_v2("bench_producer", self.topic, "TBW102", 4, queue_id, 0,
+                             int(time.time() * 1000), 0, props, self.batch > 1, "broker-a")
+        return RemotingCommand.create_request(code, ext, body)
+
+    async def send(self, n: int) -> None:
+        resp = await self.client.invoke(self.addr, self.request(n % self.queues), 3000)
+        if resp.code != 0:
+            raise RuntimeError(f"send failed: {resp.code} {resp.remark}")
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+class SdkSender:
+    """Sends through ``rmq.client.Producer`` (what applications use)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        from rmq.client import ClientConfig, Producer
+
+        self.producer = Producer("bench_producer", client_config=ClientConfig(
+            namesrv_addr=args.namesrv, client_ip="127.0.0.1", instance_name="bench"))
+        self.topic = args.topic
+        self.body = b"x" * args.size
+        self.batch = args.batch
+        self.queues: list = []
+
+    async def start(self) -> None:
+        await self.producer.start()
+        self.queues = await self.producer.fetch_publish_queues(self.topic)
+
+    async def send(self, n: int) -> None:
+        mq = self.queues[n % len(self.queues)]
+        if self.batch == 1:
+            await self.producer.send(Message(self.topic, self.body), mq=mq)
+        else:
+            await self.producer.send_batch([Message(self.topic, self.body)
+                                            for _ in range(self.batch)], mq=mq)
+
+    async def close(self) -> None:
+        await self.producer.shutdown()
+
+
+async def produce(args: argparse.Namespace) -> dict:
+    if args.raw:
+        sender_obj: RawSender | SdkSender = RawSender(args)
+    else:
+        sender_obj = SdkSender(args)
+        await sender_obj.start()
     rts = array("d")
     state = {"ok": 0, "failed": 0, "msgs": 0}
     per_msg = args.batch
     stop_at = time.monotonic() + args.duration
     interval = args.inflight / args.rate * per_msg if args.rate else 0.0
+    send = sender_obj.send
 
     async def sender(i: int) -> None:
         next_at = time.monotonic()
         n = i
         while time.monotonic() < stop_at:
-            mq = queues[n % len(queues)]
-            n += args.inflight
             begin = time.perf_counter()
             try:
-                if per_msg == 1:
-                    await producer.send(Message(args.topic, body), mq=mq)
-                else:
-                    await producer.send_batch([Message(args.topic, body)
-                                               for _ in range(per_msg)], mq=mq)
+                await send(n)
                 state["ok"] += 1
                 state["msgs"] += per_msg
             except Exception:
                 state["failed"] += 1
+            n += args.inflight
             rts.append((time.perf_counter() - begin) * 1000)
             if interval:
                 next_at += interval
@@ -191,7 +266,7 @@ async def produce(args: argparse.Namespace) -> dict:
     await asyncio.gather(ticker(), *(sender(i) for i in range(args.inflight)))
     elapsed = time.monotonic() - t0
     broker_cpu, own_cpu = cpu_seconds(args.broker_pid) - broker_cpu0, own_cpu_seconds() - own_cpu0
-    await producer.shutdown()
+    await sender_obj.close()
     msgs = max(state["msgs"], 1)
     return {
         "msgs_per_s": state["msgs"] / elapsed, "mb_per_s": state["msgs"] * args.size / elapsed / 1e6,
@@ -214,6 +289,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--queues", type=int, default=8)
     ap.add_argument("--duration", type=float, default=5.0)
     ap.add_argument("--rate", type=float, default=0.0, help="target msgs/s (0 = as fast as possible)")
+    ap.add_argument("--raw", action="store_true",
+                    help="plain remoting requests instead of the client SDK")
+    ap.add_argument("--broker", help="broker address for --raw with -n (default: started one)")
+    ap.add_argument("--flush", choices=("ASYNC_FLUSH", "SYNC_FLUSH"), default="ASYNC_FLUSH",
+                    help="flushDiskType of the broker this script starts")
+    ap.add_argument("--quick", action="store_true", help="short run: 2 s, no half-rate run")
     ap.add_argument("--mode", choices=("both", "compiled", "twin"), default="both")
     ap.add_argument("--no-half-rate", action="store_true",
                     help="skip the p99 run at half the peak rate")
@@ -223,12 +304,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
-def worker_args(args: argparse.Namespace, namesrv: str, pid: int | None, rate: float) -> list[str]:
-    out = ["-n", namesrv, "--inflight", str(args.inflight), "--size", str(args.size),
+def worker_args(args: argparse.Namespace, namesrv: str, pid: int | None, rate: float,
+                broker: str | None) -> list[str]:
+    out = ["-n", namesrv, "--queues", str(args.queues), "--inflight", str(args.inflight), "--size", str(args.size),
            "--batch", str(args.batch), "--topic", args.topic, "--duration", str(args.duration),
            "--rate", str(rate)]
     if pid is not None:
         out += ["--broker-pid", str(pid)]
+    if args.raw:
+        out += ["--raw", "--broker", broker or ""]
     return out
 
 
@@ -246,8 +330,18 @@ HEADER = (f"{'run':<22} {'msgs/s':>11} {'MB/s':>8} {'avg ms':>8} {'p99 ms':>8} {
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.quick:
+        args.duration = min(args.duration, 2.0)
+        args.no_half_rate = True
+    if args.raw and args.namesrv and not args.broker:
+        raise SystemExit("--raw with -n needs --broker host:port")
     if args.worker:
-        print(json.dumps(asyncio.run(produce(args))), flush=True)
+        if args.raw:  # the least client CPU per request
+            import uvloop
+
+            print(json.dumps(uvloop.run(produce(args))), flush=True)
+        else:
+            print(json.dumps(asyncio.run(produce(args))), flush=True)
         return 0
     script = str(Path(__file__).resolve())
     modes = ["compiled", "twin"] if args.mode == "both" else [args.mode]
@@ -256,21 +350,21 @@ def main(argv: list[str] | None = None) -> int:
         env = {"RMQ_NO_EXTENSIONS": "1"} if mode == "twin" else {}
         if args.namesrv:
             cluster = None
-            namesrv, pid = args.namesrv, args.broker_pid
+            namesrv, pid, broker = args.namesrv, args.broker_pid, args.broker
         else:
-            cluster = BenchCluster(mode == "twin").start()
+            cluster = BenchCluster(mode == "twin", f"flushDiskType={args.flush}\n").start()
             asyncio.run(cluster.create_topic(args.topic, args.queues))
-            namesrv, pid = cluster.namesrv_addr, cluster.broker.pid
+            namesrv, pid, broker = cluster.namesrv_addr, cluster.broker.pid, cluster.broker_addr
         try:
-            print(f"== {mode}: {args.inflight} in flight, {args.size} B x {args.batch}",
-                  flush=True)
-            peak = run_worker(script, worker_args(args, namesrv, pid, args.rate), env)
+            print(f"== {mode}: {args.inflight} in flight, {args.size} B x {args.batch}"
+                  f"{', raw' if args.raw else ''}, {args.flush}", flush=True)
+            peak = run_worker(script, worker_args(args, namesrv, pid, args.rate, broker), env)
             results[mode] = peak
             if args.batch == 1 and not args.rate and not args.no_half_rate:
                 half = peak["msgs_per_s"] / 2
                 print(f"== {mode}: at half the peak rate ({half:,.0f} msgs/s)", flush=True)
                 results[f"{mode} @half"] = run_worker(
-                    script, worker_args(args, namesrv, pid, half), env)
+                    script, worker_args(args, namesrv, pid, half, broker), env)
         finally:
             if cluster is not None:
                 cluster.stop()

@@ -2,12 +2,15 @@
 N requests in flight; plus the header codec alone.
 
     .venv/bin/python bench/remoting.py [--seconds 3] [--inflight 1,16,128]
+        [--quick] [--json PATH]
 
 Runs the end-to-end part twice, with the compiled codec and with the twins
 (a subprocess with RMQ_NO_EXTENSIONS=1); the server runs in its own process
 so client and server each get a core.  Prints requests/s and µs/request per
 in-flight level, and encode/decode µs of a SEND_MESSAGE_V2-sized header for
-both serializations with the compiled/twin ratio.
+both serializations with the compiled/twin ratio.  ``--json PATH`` also writes
+``{"compiled": {"e2e": [...], "codec": {...}}, "twin": {...}}`` (what
+``bench/run.py`` reads); ``--quick`` is a smoke run (1 s, 1 and 64 in flight).
 """
 
 from __future__ import annotations
@@ -140,8 +143,13 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=3.0)
     ap.add_argument("--inflight", default="1,16,128")
     ap.add_argument("--serve", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--quick", action="store_true", help="smoke run: 1 s, 1 and 64 in flight")
+    ap.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.quick:
+        args.seconds = min(args.seconds, 1.0)
+        args.inflight = "1,64"
     if args.serve:
         import uvloop
 
@@ -167,7 +175,14 @@ def main() -> None:
         print(f"{c['inflight']:>9} | {c['rps']:>14,.0f} {c['us_per_req']:>7.1f} | "
               f"{t['rps']:>10,.0f} {t['us_per_req']:>7.1f} | {c['rps'] / t['rps']:.2f}x")
     print("\ncodec, SEND_MESSAGE_V2 header (13 fields), encode + decode")
-    for row in codec_micro():
+    codec_rows = codec_micro()
+    if args.json:
+        doc = {label: {"e2e": rows, "codec": {r["serialization"]: r[label] for r in codec_rows
+                                              if label in r}}
+               for label, rows in results.items()}
+        with open(args.json, "w") as f:
+            json.dump(doc, f, indent=2)
+    for row in codec_rows:
         tw, co = row["twin"], row.get("compiled")
         line = (f"{row['serialization']:>8} ({tw['header_bytes']} B): twin "
                 f"{tw['encode_us']:.2f} + {tw['decode_us']:.2f} us")

@@ -90,8 +90,8 @@ TARGETS = (
 # (option, value or None for a flag), passed only when the script's --help has it
 SCRIPTS: dict[str, list[tuple[str, str | None]]] = {
     "namesrv": [("--duration", "1"), ("--rounds", "1")],
-    "remoting": [("--seconds", "1"), ("--inflight", "1,64")],
-    "store": [("--quick", None), ("--messages", "40000"), ("--recovery-mb", "64")],
+    "remoting": [("--quick", None)],
+    "store": [("--quick", None)],
     "producer": [("--quick", None), ("--duration", "2")],
     "consumer": [("--quick", None), ("--messages", "50000"), ("--duration", "10")],
 }

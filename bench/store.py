@@ -4,6 +4,11 @@ pure-Python twins (RMQ_NO_EXTENSIONS=1, in a subprocess) in one run, with the
 machine's own ``dd`` sequential-write figure for the same bytes as the ceiling.
 
     .venv/bin/python bench/store.py [--messages N] [--recovery-mb MB] [--dir DIR]
+        [--quick] [--json PATH]
+
+``--json PATH`` writes ``{"compiled": {...}, "twin": {...}, "dd_MB_per_s": ...}``
+(what ``bench/run.py`` reads); ``--quick`` is a smoke run (40,000 messages,
+64 MiB recovery).
 """
 
 from __future__ import annotations
@@ -154,20 +159,25 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=400_000, help="messages per batched run (single runs: 1/4)")
     ap.add_argument("--recovery-mb", type=int, default=1024, help="commit log size for the recovery run (0 = skip)")
     ap.add_argument("--dir", default=None, help="where to put the stores (default: a temp dir)")
+    ap.add_argument("--quick", action="store_true", help="smoke run: 40,000 messages, 64 MiB recovery")
+    ap.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.quick:
+        args.messages = min(args.messages, 40_000)
+        args.recovery_mb = min(args.recovery_mb, 64)
     if args.worker:
         print(json.dumps(worker(args)))
         return
     base = [sys.executable, __file__, "--worker", "--messages", str(args.messages), "--recovery-mb",
             str(args.recovery_mb)] + (["--dir", args.dir] if args.dir else [])
     results = {}
-    for label, env in (("compiled", {"RMQ_REQUIRE_EXTENSIONS": "1"}), ("twins", {"RMQ_NO_EXTENSIONS": "1"})):
+    for label, env in (("compiled", {"RMQ_REQUIRE_EXTENSIONS": "1"}), ("twin", {"RMQ_NO_EXTENSIONS": "1"})):
         proc = subprocess.run(base, env=dict(os.environ, **env), capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             sys.exit(f"{label} run failed:\n{proc.stderr[-3000:]}")
         results[label] = json.loads(proc.stdout.strip().splitlines()[-1])
-    c, t = results["compiled"], results["twins"]
+    c, t = results["compiled"], results["twin"]
     print(f"{'figure':<28} {'compiled':>14} {'twins':>14} {'ratio':>7}")
     for key in [k for k in c if k.startswith("append_")]:
         for fig, unit in (("msgs_per_s", "msgs/s"), ("MB_per_s", "MB/s"), ("cpu_us_per_msg", "us CPU/msg"),
@@ -180,7 +190,11 @@ def main() -> None:
         print(f"abnormal recovery of {rc['mb']} MiB ({rc['messages']} msgs, CRC on): compiled {rc['seconds']:.2f} s, "
               f"twins {rt['seconds']:.2f} s")
     mb = max(64, int(c["append_1024B_batch32"]["bytes"] / 1e6))
-    print(f"dd sequential write (conv=fdatasync) of {mb} MiB: {dd_figure(args.dir or tempfile.gettempdir(), mb):,.0f} MB/s")
+    dd = dd_figure(args.dir or tempfile.gettempdir(), mb)
+    print(f"dd sequential write (conv=fdatasync) of {mb} MiB: {dd:,.0f} MB/s")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({**results, "dd_MB_per_s": dd}, f, indent=2)
 
 
 if __name__ == "__main__":
