@@ -23,6 +23,7 @@ import sys
 import time
 import traceback
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Protocol, runtime_checkable
 
 from rmq.common.codes import ResponseCode
@@ -100,7 +101,7 @@ class RemotingService:
         self._default: _Entry | None = None
         self._pools: dict[str, Admission] = {}
         self._responses: dict[int, tuple[asyncio.Future, Channel]] = {}
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Future] = set()  # in-flight responses (tasks or futures)
         self._channels: set[Channel] = set()
         self._idle_seconds = idle_seconds
         self._idle_task: asyncio.Task | None = None
@@ -153,6 +154,10 @@ class RemotingService:
             return
         if type(result) is RemotingCommand:
             self._finish(channel, cmd, result)
+        elif isinstance(result, asyncio.Future):  # completed by someone else: no task needed
+            adm.in_flight += 1
+            self._tasks.add(result)
+            result.add_done_callback(partial(self._future_done, channel, cmd, adm))
         elif inspect.isawaitable(result):
             adm.in_flight += 1
             task = asyncio.get_running_loop().create_task(
@@ -172,6 +177,20 @@ class RemotingService:
             return
         finally:
             adm.in_flight -= 1
+        if result is not None:
+            self._finish(channel, cmd, result)
+
+    def _future_done(self, channel: Channel, cmd: RemotingCommand, adm: Admission,
+                     fut: asyncio.Future) -> None:
+        adm.in_flight -= 1
+        self._tasks.discard(fut)
+        if fut.cancelled():
+            return
+        exc = fut.exception()
+        if exc is not None:
+            self._processor_failed(channel, cmd, exc)
+            return
+        result = fut.result()
         if result is not None:
             self._finish(channel, cmd, result)
 

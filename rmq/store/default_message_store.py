@@ -64,6 +64,15 @@ _CQ_ENTRY = struct.Struct(">qiq")
 ArrivalListener = Callable[[str, int, int, int, int, dict], None]
 
 
+def _flushed(token: tuple, status: PutMessageStatus) -> None:
+    """Group commit answer for a loop-side put: the status into its result,
+    then the caller's callback."""
+    result, done = token
+    if status is not PutMessageStatus.PUT_OK:
+        result.status = status
+    done(result)
+
+
 class StoreLockedError(RuntimeError):
     """Another store already runs on this directory."""
 
@@ -412,15 +421,41 @@ class DefaultMessageStore:
         result = self._append(batch, True)
         return await self._complete(result, batch.is_wait_store_msg_ok())
 
+    def put_message_then(self, msg: MessageExtBrokerInner,
+                         done: Callable[[PutMessageResult], None]) -> PutMessageResult | None:
+        """Put on the event loop without a coroutine: the result when it is final
+        now, else None and ``done(result)`` later on the loop, once the group
+        commit covered the message (SYNC_FLUSH).  SYNC_MASTER puts use
+        ``async_put_message``."""
+        return self._then(self._append(msg, False), msg.is_wait_store_msg_ok(), done)
+
+    def put_messages_then(self, batch: MessageExtBatch,
+                          done: Callable[[PutMessageResult], None]) -> PutMessageResult | None:
+        return self._then(self._append(batch, True), batch.is_wait_store_msg_ok(), done)
+
+    def _then(self, result: PutMessageResult, wait: bool,
+              done: Callable[[PutMessageResult], None]) -> PutMessageResult | None:
+        if self.config.flushDiskType is not FlushDiskType.SYNC_FLUSH or not result.is_ok():
+            return result
+        if not wait:
+            self.flush_service.wakeup()
+            return result
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        ar = result.append_result
+        self.flush_service.wait_on_loop(loop, ar.wrote_offset + ar.wrote_bytes,
+                                        self.config.syncFlushTimeout, (result, done), _flushed)
+        return None
+
     async def _complete(self, result: PutMessageResult, wait: bool) -> PutMessageResult:
-        req = self._flush_request(result, wait)
-        if req is not None:
-            try:
-                status = await asyncio.wait_for(asyncio.wrap_future(req.future), self.config.syncFlushTimeout / 1000)
-            except TimeoutError:
-                status = PutMessageStatus.FLUSH_DISK_TIMEOUT
-            if status is not PutMessageStatus.PUT_OK:
-                result.status = status
+        if self.config.flushDiskType is FlushDiskType.SYNC_FLUSH and result.is_ok():
+            if wait:
+                fut = self._loop.create_future()
+                self._then(result, wait, fut.set_result)
+                result = await fut
+            else:
+                self.flush_service.wakeup()
         if result.is_ok() and wait and self.config.brokerRole is BrokerRole.SYNC_MASTER:
             ar = result.append_result
             end = ar.wrote_offset + ar.wrote_bytes
@@ -748,6 +783,17 @@ class DefaultMessageStore:
         cq = self._existing_cq(topic, queue_id)
         entry = cq.read_entry(offset) if cq is not None else None
         return entry[0] if entry is not None else 0
+
+    def check_in_disk_by_consume_offset(self, topic: str, queue_id: int, offset: int) -> bool:
+        """``checkInDiskByConsumeOffset``: whether the message at ``offset`` of
+        the queue lies further behind the commit log's end than the share of
+        memory a read may count on (accessMessageInMemoryMaxRatio); False when
+        the queue or the entry does not exist."""
+        cq = self._existing_cq(topic, queue_id)
+        entry = cq.read_entry(offset) if cq is not None else None
+        if entry is None:
+            return False
+        return self.commit_log.get_max_offset() - entry[0] > self._memory_limit
 
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
         cq = self._existing_cq(topic, queue_id)

@@ -2,14 +2,23 @@
 (STORE_FORMAT.md 10.2-10.4, 10.6): FlushRealTimeService (ASYNC_FLUSH),
 GroupCommitService (SYNC_FLUSH), CommitRealTimeService (transient store
 pool) and FlushConsumeQueueService.  All are threads; msync/fdatasync release
-the GIL.  Results go back to waiters through ``concurrent.futures.Future``,
-which the event loop awaits with ``asyncio.wrap_future``.
+the GIL.
+
+Group commit has two kinds of waiters.  Puts on the event loop register a
+callback in a loop-owned queue (``wait_on_loop``): the flush thread answers a
+whole round with one ``call_soon_threadsafe`` after each flush, and one loop
+timer expires what waited past ``syncFlushTimeout`` -- no thread-pool future,
+no ``wait_for`` task per message.  Callers without a loop (tools, the Spark
+generator) block on a ``concurrent.futures.Future`` (``put_request``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
+from collections import deque
+from collections.abc import Callable
 from concurrent.futures import Future
 
 from rmq.store.results import PutMessageStatus
@@ -58,6 +67,9 @@ class GroupCommitRequest:
         self.deadline = _now_ms() + timeout_ms
 
 
+LoopDone = Callable[[object, PutMessageStatus], None]
+
+
 class GroupCommitService(ServiceThread):
     """SYNC_FLUSH group commit: every request waiting in one round is
     answered by one flush."""
@@ -70,11 +82,71 @@ class GroupCommitService(ServiceThread):
         self._lock = threading.Lock()
         self._write: list[GroupCommitRequest] = []
         self._read: list[GroupCommitRequest] = []
+        # loop side: (next offset, deadline ms, token, done) in offset order;
+        # touched only on the loop.  ``requested`` (written by the loop, read
+        # by the thread) is the highest offset a loop waiter needs flushed.
+        self._loop_waiters: deque[tuple[int, int, object, LoopDone]] = deque()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self.requested = 0
+        self._answered = 0  # thread side: flushed offset last sent to the loop
 
     def put_request(self, req: GroupCommitRequest) -> None:
         with self._lock:
             self._write.append(req)
         self.wakeup()
+
+    # ---- loop-side waiters -------------------------------------------------------
+    def wait_on_loop(self, loop: asyncio.AbstractEventLoop, next_offset: int, timeout_ms: int,
+                     token: object, done: LoopDone) -> None:
+        """Call ``done(token, status)`` on ``loop`` once the commit log is flushed
+        up to ``next_offset`` (PUT_OK) or ``timeout_ms`` passed (FLUSH_DISK_TIMEOUT)."""
+        self._loop = loop
+        if next_offset <= self.store.commit_log.mfq.flushed_where:
+            done(token, PutMessageStatus.PUT_OK)
+            return
+        self._loop_waiters.append((next_offset, _now_ms() + timeout_ms, token, done))
+        if next_offset > self.requested:
+            self.requested = next_offset
+        if not self._wake.is_set():
+            self._wake.set()
+        if self._timer is None:
+            self._timer = loop.call_later(timeout_ms / 1000, self._expire)
+
+    def _resolve(self, flushed: int) -> None:
+        """Loop side: answer every waiter the flush covered."""
+        waiters = self._loop_waiters
+        ok = PutMessageStatus.PUT_OK
+        while waiters and waiters[0][0] <= flushed:
+            _, _, token, done = waiters.popleft()
+            done(token, ok)
+
+    def _expire(self) -> None:
+        """Loop side: FLUSH_DISK_TIMEOUT for the waiters past their deadline;
+        re-armed for the oldest one left."""
+        self._timer = None
+        self._resolve(self.store.commit_log.mfq.flushed_where)
+        waiters = self._loop_waiters
+        now = _now_ms()
+        timeout = PutMessageStatus.FLUSH_DISK_TIMEOUT
+        while waiters and waiters[0][1] <= now:
+            _, _, token, done = waiters.popleft()
+            done(token, timeout)
+        if waiters and self._loop is not None:
+            self._timer = self._loop.call_later(max(0, waiters[0][1] - now) / 1000,
+                                                self._expire)
+
+    def _answer_loop(self) -> None:
+        """Thread side: one wake-up of the loop per flush that covered waiters."""
+        flushed = self.store.commit_log.mfq.flushed_where
+        loop = self._loop
+        if loop is None or flushed <= self._answered or self._answered >= self.requested:
+            return
+        self._answered = flushed
+        try:
+            loop.call_soon_threadsafe(self._resolve, flushed)
+        except RuntimeError:  # the loop is closed: nobody waits any more
+            pass
 
     def on_wait_end(self) -> None:
         with self._lock:
@@ -82,6 +154,12 @@ class GroupCommitService(ServiceThread):
 
     def _do_commit(self) -> None:
         mfq = self.store.commit_log.mfq
+        if self.requested > mfq.flushed_where:
+            for _ in range(2):
+                mfq.flush(0)
+                if mfq.flushed_where >= self.requested:
+                    break
+        self._answer_loop()
         reqs = self._read
         if reqs:
             for req in reqs:

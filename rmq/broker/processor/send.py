@@ -10,6 +10,7 @@ levels, ``rmq.store.schedule``): it is registered in ``controller.services``.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from rmq.broker.processor.send_support import (
@@ -30,7 +31,13 @@ from rmq.common.codes import RequestCode, ResponseCode
 from rmq.common.message_id import create_message_id
 from rmq.common.topic_config import MULTI_TAG
 from rmq.remoting import Channel, RemotingCommand
-from rmq.store import BrokerRole, FlushDiskType, MessageExtBatch, MessageExtBrokerInner
+from rmq.store import (
+    BrokerRole,
+    FlushDiskType,
+    MessageExtBatch,
+    MessageExtBrokerInner,
+    PutMessageResult,
+)
 from rmq.store.message_codec import (
     message_properties_to_string,
     string_to_message_properties,
@@ -70,6 +77,22 @@ class SendMessageProcessor(SendSupport):
         sc = self.c.store_config
         return sc.flushDiskType is not FlushDiskType.SYNC_FLUSH and \
             sc.brokerRole is not BrokerRole.SYNC_MASTER
+
+    def _put_then(self, put, msg, queue_id: int) -> Any:
+        """SYNC_FLUSH on a master: the response now when the put failed, else a
+        loop future the group commit completes (one callback per flush round,
+        no task per message)."""
+        fut = asyncio.get_running_loop().create_future()
+        respond = self.put_result_response
+
+        def done(result: PutMessageResult) -> None:
+            if not fut.done():
+                fut.set_result(respond(result, queue_id))
+
+        result = put(msg, done)
+        if result is not None:
+            return respond(result, queue_id)
+        return fut
 
     def reject_request(self) -> bool:
         return bool(self.store.is_os_page_cache_busy())
@@ -128,6 +151,8 @@ class SendMessageProcessor(SendSupport):
             half_message(msg)
         if self._put_is_immediate():
             return self.put_result_response(self.store.put_message(msg), queue_id)
+        if self.c.store_config.brokerRole is not BrokerRole.SYNC_MASTER:
+            return self._put_then(self.store.put_message_then, msg, queue_id)
         return self._put_async(msg, queue_id)
 
     async def _put_async(self, msg: MessageExtBrokerInner, queue_id: int) -> RemotingCommand:
@@ -175,6 +200,8 @@ class SendMessageProcessor(SendSupport):
             h.reconsumeTimes or 0, h.flag)
         if self._put_is_immediate():
             return self.put_result_response(self.store.put_messages(batch), queue_id)
+        if self.c.store_config.brokerRole is not BrokerRole.SYNC_MASTER:
+            return self._put_then(self.store.put_messages_then, batch, queue_id)
         return self._put_batch_async(batch, queue_id)
 
     async def _put_batch_async(self, batch: MessageExtBatch, queue_id: int) -> RemotingCommand:
