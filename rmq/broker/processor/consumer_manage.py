@@ -66,12 +66,7 @@ class ConsumerManageProcessor:
     def _first_message_in_memory(self, topic: str, queue_id: int) -> bool:
         """``!checkInDiskByConsumeOffset(topic, queue, 0)``: the message at queue
         offset 0 still counts as in memory (or the queue is empty)."""
-        store = self.c.message_store
-        phy = store.get_commit_log_offset_in_queue(topic, queue_id, 0)
-        limit = getattr(store, "_memory_limit", None)
-        if limit is None:
-            return True
-        return store.get_max_phy_offset() - phy <= limit
+        return not self.c.message_store.check_in_disk_by_consume_offset(topic, queue_id, 0)
 
     def query_consumer_offset(self, request: RemotingCommand) -> RemotingCommand:
         h = request.decode_header(QueryConsumerOffsetRequestHeader)

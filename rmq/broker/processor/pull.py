@@ -218,6 +218,7 @@ class PullMessageProcessor:
             code = RC.PULL_RETRY_IMMEDIATELY
         if code == RC.SUCCESS:
             body = result.message_buffers
+            self.c.stats.inc_get(h.consumerGroup, h.topic, len(body), result.buffer_total_size)
         else:
             body = None
             result.release()
