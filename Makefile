@@ -30,7 +30,12 @@ ext: $(STAMP)
 run: ext
 	$(PY) -m rmq.tools.quickstart
 
-test: ext
+# the interop suite's npm client, pinned by its package-lock.json
+tests/interop/node/node_modules: tests/interop/node/package-lock.json
+	cd tests/interop/node && npm ci --no-audit --no-fund --loglevel=error
+	touch tests/interop/node/node_modules
+
+test: ext tests/interop/node/node_modules
 	RMQ_REQUIRE_EXTENSIONS=1 $(VENV)/bin/pytest $(PYTEST_ARGS)
 	RMQ_NO_EXTENSIONS=1 $(VENV)/bin/pytest -m "not soak and not compiled_only" $(PYTEST_ARGS)
 
