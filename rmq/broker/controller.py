@@ -473,10 +473,13 @@ class BrokerController:
         except Exception as exc:  # the consumer went away; housekeeping removes it
             log.warning("notifyConsumerIdsChanged to %s failed: %s", channel.remote_addr, exc)
 
-    def _on_message_arriving(self, *args: Any, **kwargs: Any) -> None:
-        self.stats.inc_put(args[0] if args else kwargs["topic"])
+    def _on_message_arriving(self, topic: str, queue_id: int, next_offset: int, tags_code: int,
+                             store_ts: int, props: dict) -> None:
+        """The store's arrival listener: count the put, tell long polling and the
+        delay-level service (explicit arguments: called once per message)."""
+        self.stats.inc_put(topic)
         for listener in self.message_arriving_listeners:
-            listener(*args, **kwargs)
+            listener(topic, queue_id, next_offset, tags_code, store_ts, props)
 
     # ---- runtime config changes ------------------------------------------------------
     def on_broker_permission_changed(self) -> None:

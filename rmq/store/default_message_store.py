@@ -118,6 +118,7 @@ class DefaultMessageStore:
         self._topic_bytes: dict[str, bytes] = {}
         self._cq_lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = -1  # ident of the thread running _loop
         self._lock_fd: int | None = None
         self._shutdown = True
         self._loaded = False
@@ -227,6 +228,7 @@ class DefaultMessageStore:
             raise RuntimeError("load() must succeed before start()")
         try:
             self._loop = asyncio.get_running_loop()
+            self._loop_thread = threading.get_ident()
         except RuntimeError:
             self._loop = None
         max_phy = self.commit_log.get_min_offset()
@@ -340,12 +342,13 @@ class DefaultMessageStore:
             log.warning("the message store is not writable. It may be caused by one of the following reasons: "
                         "the broker's disk is full, write to logic queue error, write to index file error, etc")
             return PutMessageStatus.SERVICE_NOT_AVAILABLE
-        if self.is_os_page_cache_busy():
+        if self.commit_log.begin_time_in_lock and self.is_os_page_cache_busy():
             return PutMessageStatus.OS_PAGECACHE_BUSY
         return PutMessageStatus.PUT_OK
 
     def _check_message(self, topic: str, props: str) -> PutMessageStatus:
-        if len(topic) > codec.MAX_TOPIC_LENGTH or len(topic.encode("utf-8")) > codec.MAX_TOPIC_LENGTH:
+        if len(topic) > codec.MAX_TOPIC_LENGTH or (
+                not topic.isascii() and len(topic.encode("utf-8")) > codec.MAX_TOPIC_LENGTH):
             log.warning("putMessage message topic length too long %d", len(topic))
             return PutMessageStatus.MESSAGE_ILLEGAL
         if len(props) > codec.MAX_PROPERTIES_LENGTH:
@@ -360,18 +363,19 @@ class DefaultMessageStore:
         if status is not PutMessageStatus.PUT_OK:
             self.stats.on_put_failed()
             return PutMessageResult(status)
-        begin = _now_ms()
         result = self.commit_log.put_messages(msg) if batch else self.commit_log.put_message(msg)
         if not result.is_ok():
             self.stats.on_put_failed()
             return PutMessageResult(_APPEND_TO_PUT[result.status], result)
-        self.stats.on_put(msg.topic, result.msg_num, result.wrote_bytes, _now_ms() - begin)
+        # elapsed = the time spent under the put lock (one loop writes: no waiting for it)
+        self.stats.on_put(msg.topic, result.msg_num, result.wrote_bytes, result.page_cache_rt)
+        cfg = self.config
         if self.commit_service is None:
             if batch or not self._dispatch_put(msg, result):
                 self.do_reput()
-        elif not self.config.flushCommitLogTimed:
+        elif not cfg.flushCommitLogTimed:
             self.commit_service.wakeup()
-        if self.config.flushDiskType is FlushDiskType.ASYNC_FLUSH and not self.config.flushCommitLogTimed:
+        if cfg.flushDiskType is FlushDiskType.ASYNC_FLUSH and not cfg.flushCommitLogTimed:
             self.flush_service.wakeup()
         return PutMessageResult(PutMessageStatus.PUT_OK, result)
 
@@ -407,17 +411,23 @@ class DefaultMessageStore:
                 result.status = status
         return result
 
+    def _bind_loop(self) -> asyncio.AbstractEventLoop:
+        """The running loop becomes the store's loop (a store started without one)."""
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        return self._loop
+
     async def async_put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
         """Put on the event loop; completes at once under ASYNC_FLUSH, after the
         group commit under SYNC_FLUSH, after the slave under SYNC_MASTER."""
         if self._loop is None:
-            self._loop = asyncio.get_running_loop()
+            self._bind_loop()
         result = self._append(msg, False)
         return await self._complete(result, msg.is_wait_store_msg_ok())
 
     async def async_put_messages(self, batch: MessageExtBatch) -> PutMessageResult:
         if self._loop is None:
-            self._loop = asyncio.get_running_loop()
+            self._bind_loop()
         result = self._append(batch, True)
         return await self._complete(result, batch.is_wait_store_msg_ok())
 
@@ -442,7 +452,7 @@ class DefaultMessageStore:
             return result
         loop = self._loop
         if loop is None:
-            loop = self._loop = asyncio.get_running_loop()
+            loop = self._bind_loop()
         ar = result.append_result
         self.flush_service.wait_on_loop(loop, ar.wrote_offset + ar.wrote_bytes,
                                         self.config.syncFlushTimeout, (result, done), _flushed)
@@ -625,19 +635,18 @@ class DefaultMessageStore:
             props = codec.string_to_message_properties(view[props_pos: props_pos + props_len])
             self._notify(topic, queue_id, queue_offset + 1, tags_code, store_ts, props)
 
-    def _notify(self, *args) -> None:
+    def _notify(self, topic: str, queue_id: int, next_offset: int, tags_code: int,
+                store_ts: int, props: dict) -> None:
+        """The arrival listener, on the loop's thread (directly when dispatch
+        runs there, which is the put path's case)."""
         listener = self.message_arriving_listener
         loop = self._loop
-        if loop is not None and loop.is_running():
-            try:
-                running = asyncio.get_running_loop()
-            except RuntimeError:
-                running = None
-            if running is not loop:
-                loop.call_soon_threadsafe(listener, *args)
-                return
+        if loop is not None and threading.get_ident() != self._loop_thread and loop.is_running():
+            loop.call_soon_threadsafe(listener, topic, queue_id, next_offset, tags_code,
+                                      store_ts, props)
+            return
         try:
-            listener(*args)
+            listener(topic, queue_id, next_offset, tags_code, store_ts, props)
         except Exception:  # noqa: BLE001 - a listener bug must not stop dispatch
             log.exception("message arriving listener failed")
 

@@ -36,7 +36,8 @@ class ServiceThread:
         return self._stopped.is_set()
 
     def wakeup(self) -> None:
-        self._wake.set()
+        if not self._wake.is_set():  # set() takes the condition lock every time
+            self._wake.set()
 
     def wait_for_running(self, interval_s: float) -> None:
         """Sleep up to ``interval_s`` or until woken; clears the wake flag."""
