@@ -21,6 +21,16 @@ from rmq.common.codes import RequestCode as RC
 from rmq.common.codes import ResponseCode
 from rmq.common.message_id import decode_message_id
 from rmq.common.properties import format_properties, parse_properties
+from rmq.common.protocol.headers_admin import (
+    CreateTopicRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
+    DeleteTopicRequestHeader,
+    GetConsumerConnectionListRequestHeader,
+    GetConsumeStatsRequestHeader,
+    GetProducerConnectionListRequestHeader,
+    GetTopicStatsInfoRequestHeader,
+    ResetOffsetRequestHeader,
+)
 from rmq.common.route import ClusterInfo, TopicRouteData
 from rmq.common.topics import MASTER_ID
 from rmq.remoting import RemotingClient
@@ -94,13 +104,14 @@ class MQAdmin:
     # --- topics -------------------------------------------------------------------
     async def create_topic(self, addr: str, topic: str, read: int = 8, write: int = 8,
                            perm: int = 6, order: bool = False) -> None:
-        await self.api.call(addr, RC.UPDATE_AND_CREATE_TOPIC, h.CreateTopicRequestHeader(
+        await self.api.call(addr, RC.UPDATE_AND_CREATE_TOPIC, CreateTopicRequestHeader(
             topic=topic, defaultTopic="TBW102", readQueueNums=read, writeQueueNums=write,
             perm=perm, topicFilterType="SINGLE_TAG", topicSysFlag=0, order=order))
 
     async def delete_topic(self, topic: str, cluster: str) -> None:
         for addr in await self.master_addrs(cluster):
-            await self.api.call(addr, RC.DELETE_TOPIC_IN_BROKER, h.TopicRequestHeader(topic=topic))
+            await self.api.call(addr, RC.DELETE_TOPIC_IN_BROKER,
+                                DeleteTopicRequestHeader(topic=topic))
         for ns in self.config.namesrv_list():
             await self.api.delete_topic_in_namesrv(ns, topic, cluster)
 
@@ -112,7 +123,7 @@ class MQAdmin:
             if addr is None:
                 continue
             resp = await self.api.call(addr, RC.GET_TOPIC_STATS_INFO,
-                                       h.TopicRequestHeader(topic=topic))
+                                       GetTopicStatsInfoRequestHeader(topic=topic))
             for mq, st in _mq_table(loads(resp.body).get("offsetTable")):
                 rows.append({"brokerName": mq.broker_name, "queueId": mq.queue_id,
                              "minOffset": st.get("minOffset", 0),
@@ -139,7 +150,7 @@ class MQAdmin:
                             orjson.dumps(config, option=orjson.OPT_SORT_KEYS))
 
     async def delete_sub_group(self, addr: str, group: str, remove_offset: bool) -> None:
-        await self.api.call(addr, RC.DELETE_SUBSCRIPTIONGROUP, h.DeleteSubscriptionGroupRequestHeader(
+        await self.api.call(addr, RC.DELETE_SUBSCRIPTIONGROUP, DeleteSubscriptionGroupRequestHeader(
             groupName=group, removeOffset=remove_offset))
 
     async def _group_brokers(self, topic: str) -> list[str]:
@@ -152,7 +163,7 @@ class MQAdmin:
         route_topic = topic or f"%RETRY%{group}"
         rows = []
         for addr in await self._group_brokers(route_topic):
-            resp = await self.api.call(addr, RC.GET_CONSUME_STATS, h.GetConsumeStatsRequestHeader(
+            resp = await self.api.call(addr, RC.GET_CONSUME_STATS, GetConsumeStatsRequestHeader(
                 consumerGroup=group, topic=topic))
             for mq, st in _mq_table(loads(resp.body).get("offsetTable")):
                 b, c = int(st.get("brokerOffset", 0)), int(st.get("consumerOffset", 0))
@@ -164,7 +175,7 @@ class MQAdmin:
     async def consumer_connection(self, group: str) -> dict:
         for addr in await self._group_brokers(f"%RETRY%{group}"):
             resp = await self.api.call(addr, RC.GET_CONSUMER_CONNECTION_LIST,
-                                       h.GetConsumerConnectionListRequestHeader(consumerGroup=group))
+                                       GetConsumerConnectionListRequestHeader(consumerGroup=group))
             return loads(resp.body)
         raise MQClientError(ResponseCode.CONSUMER_NOT_ONLINE, f"no broker knows group {group}")
 
@@ -172,7 +183,7 @@ class MQAdmin:
         connections: dict[str, dict] = {}
         for addr in await self._group_brokers(topic):
             resp = await self.api.call(addr, RC.GET_PRODUCER_CONNECTION_LIST,
-                                       h.GetProducerConnectionListRequestHeader(producerGroup=group))
+                                       GetProducerConnectionListRequestHeader(producerGroup=group))
             for c in loads(resp.body).get("connectionSet") or []:
                 connections[c.get("clientId", "")] = c
         return {"connectionSet": list(connections.values())}
@@ -182,7 +193,7 @@ class MQAdmin:
         rows = []
         for addr in await self._group_brokers(topic):
             resp = await self.api.call(
-                addr, RC.INVOKE_BROKER_TO_RESET_OFFSET, h.InvokeBrokerToResetOffsetRequestHeader(
+                addr, RC.INVOKE_BROKER_TO_RESET_OFFSET, ResetOffsetRequestHeader(
                     topic=topic, group=group, timestamp=timestamp_ms, isForce=force))
             for mq, off in _mq_table(loads(resp.body).get("offsetTable")):
                 rows.append({"brokerName": mq.broker_name, "queueId": mq.queue_id,

@@ -12,13 +12,35 @@ import time
 
 import orjson
 
-from rmq.client import headers as h
 from rmq.client.codec import decode_messages
 from rmq.client.exceptions import MQBrokerError
 from rmq.client.heartbeat import HeartbeatData
 from rmq.client.message import MessageExt, MessageQueue, PullResult, PullStatus
 from rmq.common import fastjson
 from rmq.common.codes import LanguageCode, RequestCode, ResponseCode
+from rmq.common.protocol.headers_broker import (
+    ConsumerSendMsgBackRequestHeader,
+    GetConsumerListByGroupRequestHeader,
+    GetEarliestMsgStoretimeResponseHeader,
+    OffsetResponseHeader,
+    QueryConsumerOffsetRequestHeader,
+    QueryMessageRequestHeader,
+    QueueOffsetRequestHeader,
+    SearchOffsetRequestHeader,
+    UnregisterClientRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+    ViewMessageRequestHeader,
+)
+from rmq.common.protocol.headers_namesrv import (
+    DeleteKVConfigRequestHeader,
+    DeleteTopicFromNamesrvRequestHeader,
+    GetKVListByNamespaceRequestHeader,
+    GetRouteInfoRequestHeader,
+    GetTopicsByClusterRequestHeader,
+    PutKVConfigRequestHeader,
+    WipeWritePermOfBrokerRequestHeader,
+    WipeWritePermOfBrokerResponseHeader,
+)
 from rmq.common.route import ClusterInfo, KVTable, TopicList, TopicRouteData
 from rmq.remoting import RemotingClient, RemotingCommand
 
@@ -63,7 +85,7 @@ class MQClientAPI:
     # --- name server ---------------------------------------------------------
     async def get_topic_route(self, topic: str, timeout_ms: int | None = None) -> TopicRouteData:
         resp = await self.call(None, RC.GET_ROUTEINFO_BY_TOPIC,
-                               h.GetRouteInfoRequestHeader(topic=topic), timeout_ms=timeout_ms)
+                               GetRouteInfoRequestHeader(topic=topic), timeout_ms=timeout_ms)
         if not resp.body:
             raise MQBrokerError(ResponseCode.TOPIC_NOT_EXIST, f"empty route for {topic}")
         return TopicRouteData.decode(bytes(resp.body))
@@ -78,19 +100,20 @@ class MQClientAPI:
 
     async def get_topics_by_cluster(self, cluster: str) -> list[str]:
         resp = await self.call(None, RC.GET_TOPICS_BY_CLUSTER,
-                               h.GetTopicsByClusterRequestHeader(cluster=cluster))
+                               GetTopicsByClusterRequestHeader(cluster=cluster))
         return TopicList.decode(bytes(resp.body or b"{}")).topicList
 
     async def put_kv_config(self, namesrv: str, namespace: str, key: str, value: str) -> None:
         await self.call(namesrv, RC.PUT_KV_CONFIG,
-                        h.KVConfigRequestHeader(namespace=namespace, key=key, value=value))
+                        PutKVConfigRequestHeader(namespace=namespace, key=key, value=value))
 
     async def delete_kv_config(self, namesrv: str, namespace: str, key: str) -> None:
         await self.call(namesrv, RC.DELETE_KV_CONFIG,
-                        h.KVConfigRequestHeader(namespace=namespace, key=key))
+                        DeleteKVConfigRequestHeader(namespace=namespace, key=key))
 
     async def get_kv_list(self, namespace: str) -> dict[str, str]:
-        resp = await self.call(None, RC.GET_KVLIST_BY_NAMESPACE, {"namespace": namespace})
+        resp = await self.call(None, RC.GET_KVLIST_BY_NAMESPACE,
+                               GetKVListByNamespaceRequestHeader(namespace=namespace))
         return KVTable.decode(bytes(resp.body or b"{}")).table
 
     async def get_namesrv_config(self, namesrv: str) -> bytes:
@@ -99,13 +122,13 @@ class MQClientAPI:
 
     async def wipe_write_perm(self, namesrv: str, broker_name: str) -> int:
         resp = await self.call(namesrv, RC.WIPE_WRITE_PERM_OF_BROKER,
-                               h.WipeWritePermOfBrokerRequestHeader(brokerName=broker_name))
-        return resp.decode_header(h.WipeWritePermOfBrokerResponseHeader).wipeTopicCount
+                               WipeWritePermOfBrokerRequestHeader(brokerName=broker_name))
+        return resp.decode_header(WipeWritePermOfBrokerResponseHeader).wipeTopicCount
 
     async def delete_topic_in_namesrv(self, namesrv: str, topic: str,
                                       cluster: str | None = None) -> None:
         await self.call(namesrv, RC.DELETE_TOPIC_IN_NAMESRV,
-                        h.DeleteTopicFromNamesrvRequestHeader(topic=topic, clusterName=cluster))
+                        DeleteTopicFromNamesrvRequestHeader(topic=topic, clusterName=cluster))
 
     # --- client registration -------------------------------------------------
     async def heartbeat(self, addr: str, data: HeartbeatData, timeout_ms: int | None = None) -> int:
@@ -118,12 +141,12 @@ class MQClientAPI:
 
     async def unregister_client(self, addr: str, client_id: str, producer_group: str | None,
                                 consumer_group: str | None) -> None:
-        await self.call(addr, RC.UNREGISTER_CLIENT, h.UnregisterClientRequestHeader(
+        await self.call(addr, RC.UNREGISTER_CLIENT, UnregisterClientRequestHeader(
             clientID=client_id, producerGroup=producer_group, consumerGroup=consumer_group))
 
     async def get_consumer_id_list(self, addr: str, group: str) -> list[str]:
         resp = await self.call(addr, RC.GET_CONSUMER_LIST_BY_GROUP,
-                               h.GetConsumerListByGroupRequestHeader(consumerGroup=group))
+                               GetConsumerListByGroupRequestHeader(consumerGroup=group))
         return list(loads(resp.body).get("consumerIdList") or [])
 
     # --- pull / offsets ------------------------------------------------------
@@ -147,13 +170,13 @@ class MQClientAPI:
         return PullResult(status, nxt, mn, mx, msgs, suggest)
 
     async def query_consumer_offset(self, addr: str, group: str, mq: MessageQueue) -> int:
-        resp = await self.call(addr, RC.QUERY_CONSUMER_OFFSET, h.QueryConsumerOffsetRequestHeader(
+        resp = await self.call(addr, RC.QUERY_CONSUMER_OFFSET, QueryConsumerOffsetRequestHeader(
             consumerGroup=group, topic=mq.topic, queueId=mq.queue_id, bname=mq.broker_name))
-        return resp.decode_header(h.OffsetResponseHeader).offset
+        return resp.decode_header(OffsetResponseHeader).offset
 
     async def update_consumer_offset(self, addr: str, group: str, mq: MessageQueue, offset: int,
                                      oneway: bool) -> None:
-        header = h.UpdateConsumerOffsetRequestHeader(
+        header = UpdateConsumerOffsetRequestHeader(
             consumerGroup=group, topic=mq.topic, queueId=mq.queue_id, commitOffset=offset,
             bname=mq.broker_name)
         if oneway:
@@ -163,9 +186,9 @@ class MQClientAPI:
             await self.call(addr, RC.UPDATE_CONSUMER_OFFSET, header)
 
     async def _offset(self, addr: str, code: int, mq: MessageQueue) -> int:
-        resp = await self.call(addr, code, h.QueueOffsetRequestHeader(
+        resp = await self.call(addr, code, QueueOffsetRequestHeader(
             topic=mq.topic, queueId=mq.queue_id, bname=mq.broker_name))
-        return resp.decode_header(h.OffsetResponseHeader).offset
+        return resp.decode_header(OffsetResponseHeader).offset
 
     async def get_max_offset(self, addr: str, mq: MessageQueue) -> int:
         return await self._offset(addr, RC.GET_MAX_OFFSET, mq)
@@ -174,18 +197,18 @@ class MQClientAPI:
         return await self._offset(addr, RC.GET_MIN_OFFSET, mq)
 
     async def get_earliest_msg_storetime(self, addr: str, mq: MessageQueue) -> int:
-        resp = await self.call(addr, RC.GET_EARLIEST_MSG_STORETIME, h.QueueOffsetRequestHeader(
+        resp = await self.call(addr, RC.GET_EARLIEST_MSG_STORETIME, QueueOffsetRequestHeader(
             topic=mq.topic, queueId=mq.queue_id, bname=mq.broker_name))
-        return resp.decode_header(h.GetEarliestMsgStoretimeResponseHeader).timestamp
+        return resp.decode_header(GetEarliestMsgStoretimeResponseHeader).timestamp
 
     async def search_offset(self, addr: str, mq: MessageQueue, timestamp_ms: int) -> int:
-        resp = await self.call(addr, RC.SEARCH_OFFSET_BY_TIMESTAMP, h.SearchOffsetRequestHeader(
+        resp = await self.call(addr, RC.SEARCH_OFFSET_BY_TIMESTAMP, SearchOffsetRequestHeader(
             topic=mq.topic, queueId=mq.queue_id, timestamp=timestamp_ms, bname=mq.broker_name))
-        return resp.decode_header(h.OffsetResponseHeader).offset
+        return resp.decode_header(OffsetResponseHeader).offset
 
     async def send_back(self, addr: str, msg: MessageExt, group: str, delay_level: int,
                         max_reconsume_times: int | None, timeout_ms: int | None = None) -> None:
-        await self.call(addr, RC.CONSUMER_SEND_MSG_BACK, h.ConsumerSendMsgBackRequestHeader(
+        await self.call(addr, RC.CONSUMER_SEND_MSG_BACK, ConsumerSendMsgBackRequestHeader(
             offset=msg.commit_log_offset, group=group, delayLevel=delay_level,
             originMsgId=msg.msg_id, originTopic=msg.topic,
             maxReconsumeTimes=max_reconsume_times, bname=msg.broker_name or None),
@@ -211,7 +234,7 @@ class MQClientAPI:
     # --- queries ------------------------------------------------------------
     async def query_message(self, addr: str, topic: str, key: str, max_num: int, begin_ms: int,
                             end_ms: int, unique: bool, broker_name: str = "") -> list[MessageExt]:
-        ext = h.QueryMessageRequestHeader(topic=topic, key=key, maxNum=max_num,
+        ext = QueryMessageRequestHeader(topic=topic, key=key, maxNum=max_num,
                                           beginTimestamp=begin_ms,
                                           endTimestamp=end_ms).to_ext_fields()
         ext["_UNIQUE_KEY_QUERY"] = "true" if unique else "false"
@@ -222,7 +245,7 @@ class MQClientAPI:
         return decode_messages(resp.body, broker_name)
 
     async def view_message(self, addr: str, offset: int, broker_name: str = "") -> MessageExt:
-        resp = await self.call(addr, RC.VIEW_MESSAGE_BY_ID, h.ViewMessageRequestHeader(offset=offset))
+        resp = await self.call(addr, RC.VIEW_MESSAGE_BY_ID, ViewMessageRequestHeader(offset=offset))
         msgs = decode_messages(resp.body or b"", broker_name)
         if not msgs:
             raise MQBrokerError(ResponseCode.SYSTEM_ERROR, f"no message at offset {offset}", addr)

@@ -12,11 +12,19 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from rmq.client import headers as h
 from rmq.client.api import loads
 from rmq.client.codec import decode_messages
 from rmq.client.message import MessageQueue
 from rmq.common.codes import RequestCode, ResponseCode
+from rmq.common.protocol.headers_admin import (
+    ConsumeMessageDirectlyResultRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
+    GetConsumerStatusRequestHeader,
+    ResetOffsetRequestHeader,
+)
+from rmq.common.protocol.headers_broker import (
+    NotifyConsumerIdsChangedRequestHeader,
+)
 from rmq.remoting import RemotingClient, RemotingCommand
 from rmq.remoting.exceptions import RemotingCommandError
 
@@ -62,7 +70,7 @@ class ClientRemotingProcessor:
         code = request.code
         try:
             if code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
-                group = request.decode_header(h.NotifyConsumerIdsChangedRequestHeader).consumerGroup
+                group = request.decode_header(NotifyConsumerIdsChangedRequestHeader).consumerGroup
                 log.info("consumer ids of %s changed (from %s): rebalance", group,
                          channel.remote_addr)
                 self.instance.rebalance_immediately()
@@ -82,7 +90,7 @@ class ClientRemotingProcessor:
             ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {code} not supported")
 
     async def _reset_offset(self, request: RemotingCommand) -> None:
-        hdr = request.decode_header(h.ResetOffsetRequestHeader)
+        hdr = request.decode_header(ResetOffsetRequestHeader)
         consumer = self.instance.consumers.get(hdr.group)
         if consumer is None:
             return
@@ -91,7 +99,7 @@ class ClientRemotingProcessor:
         await consumer.reset_offset(hdr.topic, table)
 
     def _consumer_status(self, request: RemotingCommand) -> RemotingCommand:
-        hdr = request.decode_header(h.GetConsumerStatusRequestHeader)
+        hdr = request.decode_header(GetConsumerStatusRequestHeader)
         consumer = self.instance.consumers.get(hdr.group)
         table = consumer.offset_table(hdr.topic) if consumer is not None else {}
         body = orjson.dumps({"consumerTable": {},
@@ -99,7 +107,7 @@ class ClientRemotingProcessor:
         return RemotingCommand.create_response(ResponseCode.SUCCESS, None, None, body)
 
     def _running_info(self, request: RemotingCommand) -> RemotingCommand:
-        hdr = request.decode_header(h.GetConsumerRunningInfoRequestHeader)
+        hdr = request.decode_header(GetConsumerRunningInfoRequestHeader)
         consumer = self.instance.consumers.get(hdr.consumerGroup)
         if consumer is None:
             return RemotingCommand.create_response(
@@ -109,7 +117,7 @@ class ClientRemotingProcessor:
         return RemotingCommand.create_response(ResponseCode.SUCCESS, None, None, body)
 
     async def _consume_directly(self, request: RemotingCommand) -> RemotingCommand:
-        hdr = request.decode_header(h.ConsumeMessageDirectlyResultRequestHeader)
+        hdr = request.decode_header(ConsumeMessageDirectlyResultRequestHeader)
         consumer = self.instance.consumers.get(hdr.consumerGroup)
         msgs = decode_messages(request.body or b"", hdr.brokerName or "")
         if consumer is None or not msgs:

@@ -19,13 +19,13 @@ from rmq.common.data_version import DataVersion
 from rmq.common.fastjson import FastjsonError
 from rmq.common.logging import NAMESRV_LOGGER_NAME
 from rmq.common.properties import parse_properties
+from rmq.common.protocol import headers_namesrv as h
 from rmq.common.route import TopicList
 from rmq.common.topic_config import (
     RegisterBodyError,
     RegisterBrokerBody,
     TopicConfigSerializeWrapper,
 )
-from rmq.namesrv import headers as h
 from rmq.namesrv.kv_config import NAMESPACE_ORDER_TOPIC_CONFIG
 from rmq.remoting import Channel, RemotingCommand
 

@@ -29,6 +29,12 @@ from rmq.client.offset_store import LocalFileOffsetStore, ReadOffsetType, Remote
 from rmq.client.process_queue import ProcessQueue
 from rmq.client.remoting_processor import parse_offset_table
 from rmq.client.selector import select_by_hash
+from rmq.common.protocol.headers_broker import (
+    ConsumerSendMsgBackRequestHeader,
+    PullMessageRequestHeader,
+    SendMessageRequestHeaderV2,
+    UnregisterClientRequestHeader,
+)
 from rmq.common.route import BrokerData, QueueData, TopicRouteData
 from rmq.store import message_codec
 from rmq.store.message import MessageExt as StoreMessageExt
@@ -37,16 +43,16 @@ from rmq.store.message import MessageExt as StoreMessageExt
 def test_send_header_matches_the_typed_class():
     ext = h.send_header_v2("PG", "TopicTest", "TBW102", 4, 0, 0, 1700000000000, 0,
                            "UNIQ_KEY\x01ABC", False, "broker-a")
-    typed = h.SendMessageRequestHeaderV2(a="PG", b="TopicTest", c="TBW102", d=4, e=0, f=0,
+    typed = SendMessageRequestHeaderV2(a="PG", b="TopicTest", c="TBW102", d=4, e=0, f=0,
                                          g=1700000000000, h=0, i="UNIQ_KEY\x01ABC", j=0, k=False,
                                          m=False, n="broker-a")
     assert ext == typed.to_ext_fields()
-    assert h.SendMessageRequestHeaderV2.from_ext_fields(ext) == typed
+    assert SendMessageRequestHeaderV2.from_ext_fields(ext) == typed
 
 
 def test_pull_header_matches_the_typed_class():
     ext = h.pull_header("cg", "T", 3, 10, 32, 3, 9, 15000, None, 17, "TAG", "b")
-    typed = h.PullMessageRequestHeader(consumerGroup="cg", topic="T", queueId=3, queueOffset=10,
+    typed = PullMessageRequestHeader(consumerGroup="cg", topic="T", queueId=3, queueOffset=10,
                                        maxMsgNums=32, sysFlag=3, commitOffset=9,
                                        suspendTimeoutMillis=15000, subVersion=17,
                                        expressionType="TAG", bname="b")
@@ -55,9 +61,9 @@ def test_pull_header_matches_the_typed_class():
 
 
 def test_header_field_names_are_java_names():
-    ext = h.UnregisterClientRequestHeader(clientID="c", consumerGroup="g").to_ext_fields()
+    ext = UnregisterClientRequestHeader(clientID="c", consumerGroup="g").to_ext_fields()
     assert ext == {"clientID": "c", "consumerGroup": "g"}
-    ext = h.ConsumerSendMsgBackRequestHeader(offset=5, group="g", delayLevel=0).to_ext_fields()
+    ext = ConsumerSendMsgBackRequestHeader(offset=5, group="g", delayLevel=0).to_ext_fields()
     assert ext == {"offset": "5", "group": "g", "delayLevel": "0", "unitMode": "false"}
 
 

@@ -16,7 +16,12 @@ import shutil
 from typing import Any
 
 from rmq.broker.processor.admin_consumer import AdminConsumerSupport, language_name
-from rmq.broker.processor.admin_headers import (
+from rmq.broker.subscription_group_manager import SubscriptionGroupConfig
+from rmq.common import fastjson
+from rmq.common.codes import CURRENT_VERSION, RequestCode, ResponseCode
+from rmq.common.logging import BROKER_LOGGER_NAME
+from rmq.common.properties import parse_properties
+from rmq.common.protocol.headers_admin import (
     CreateAccessConfigRequestHeader,
     CreateTopicRequestHeader,
     DeleteAccessConfigRequestHeader,
@@ -30,17 +35,12 @@ from rmq.broker.processor.admin_headers import (
     QueryTopicConsumeByWhoRequestHeader,
     UpdateGlobalWhiteAddrsConfigRequestHeader,
 )
-from rmq.broker.subscription_group_manager import SubscriptionGroupConfig
-from rmq.client.headers import (
+from rmq.common.protocol.headers_broker import (
     GetEarliestMsgStoretimeResponseHeader,
     OffsetResponseHeader,
     QueueOffsetRequestHeader,
     SearchOffsetRequestHeader,
 )
-from rmq.common import fastjson
-from rmq.common.codes import CURRENT_VERSION, RequestCode, ResponseCode
-from rmq.common.logging import BROKER_LOGGER_NAME
-from rmq.common.properties import parse_properties
 from rmq.common.topic_config import TOPIC_FILTER_TYPES, TopicConfig
 from rmq.common.topics import is_system_topic, validate_topic
 from rmq.remoting import Channel, RemotingCommand

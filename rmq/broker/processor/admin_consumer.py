@@ -23,27 +23,25 @@ import logging
 import time
 from typing import Any
 
-from rmq.broker.processor.admin_headers import (
-    CloneGroupOffsetRequestHeader,
-    GetConsumeStatsInBrokerHeader,
-    QueryConsumeQueueRequestHeader,
-    QueryConsumeTimeSpanRequestHeader,
-    QueryCorrectionOffsetHeader,
-    ResumeCheckHalfMessageRequestHeader,
-    ViewBrokerStatsDataRequestHeader,
-)
-from rmq.client.headers import (
-    ConsumeMessageDirectlyResultRequestHeader,
-    GetConsumerRunningInfoRequestHeader,
-    GetConsumerStatusRequestHeader,
-    ResetOffsetRequestHeader,
-)
 from rmq.common import fastjson
 from rmq.common import message as mc
 from rmq.common import topics as T
 from rmq.common.codes import CURRENT_VERSION, LanguageCode, RequestCode, ResponseCode
 from rmq.common.logging import BROKER_LOGGER_NAME
 from rmq.common.message_id import decode_message_id
+from rmq.common.protocol.headers_admin import (
+    CloneGroupOffsetRequestHeader,
+    ConsumeMessageDirectlyResultRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
+    GetConsumerStatusRequestHeader,
+    GetConsumeStatsInBrokerHeader,
+    QueryConsumeQueueRequestHeader,
+    QueryConsumeTimeSpanRequestHeader,
+    QueryCorrectionOffsetHeader,
+    ResetOffsetRequestHeader,
+    ResumeCheckHalfMessageRequestHeader,
+    ViewBrokerStatsDataRequestHeader,
+)
 from rmq.remoting import Channel, RemotingCommand
 from rmq.remoting.exceptions import RemotingTimeoutError
 from rmq.store import MessageExtBrokerInner

@@ -1,9 +1,9 @@
-"""Custom headers of the admin requests the broker serves (``common/protocol/header``
-of RocketMQ 4.9.8); field names are the Java field names carried in extFields.
+"""Custom headers of the administration requests brokers serve and of the
+calls brokers make into clients (``common/protocol/header`` of RocketMQ 4.9.8).
 
 The offset lookups (GET_MAX_OFFSET, GET_MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP,
-GET_EARLIEST_MSG_STORETIME) share their header classes with the client in
-``rmq.client.headers``.
+GET_EARLIEST_MSG_STORETIME) are consumer requests too: their headers live in
+``headers_broker``.
 """
 
 from __future__ import annotations
@@ -134,3 +134,38 @@ class DeleteAccessConfigRequestHeader(CommandHeader):
 class UpdateGlobalWhiteAddrsConfigRequestHeader(CommandHeader):
     globalWhiteAddrs: str = field_required()
     aclFileFullPath: str = field_required()
+
+
+# --- calls into clients (Broker2Client) and the admin requests that trigger them ---
+@dataclass(slots=True)
+class ResetOffsetRequestHeader(CommandHeader):
+    """INVOKE_BROKER_TO_RESET_OFFSET and the RESET_CONSUMER_CLIENT_OFFSET it pushes."""
+
+    topic: str = field_required()
+    group: str = field_required()
+    timestamp: int = field_required()
+    isForce: bool = False
+
+
+@dataclass(slots=True)
+class GetConsumerStatusRequestHeader(CommandHeader):
+    """INVOKE_BROKER_TO_GET_CONSUMER_STATUS and GET_CONSUMER_STATUS_FROM_CLIENT."""
+
+    topic: str = field_required()
+    group: str = field_required()
+    clientAddr: str | None = None
+
+
+@dataclass(slots=True)
+class GetConsumerRunningInfoRequestHeader(CommandHeader):
+    consumerGroup: str = field_required()
+    clientId: str = field_required()
+    jstackEnable: bool = False
+
+
+@dataclass(slots=True)
+class ConsumeMessageDirectlyResultRequestHeader(CommandHeader):
+    consumerGroup: str = field_required()
+    clientId: str | None = None
+    msgId: str | None = None
+    brokerName: str | None = None
