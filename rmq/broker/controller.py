@@ -180,6 +180,7 @@ class BrokerController:
              for q, prop in FAST_FAILURE_LIMITS.items()},
             self._page_cache_busy, lambda: self.broker_config.brokerFastFailureEnable)
         self.message_store: Any = None
+        self.ha_service: Any = None
         self.remoting_server: RemotingServer | None = None
         self.fast_remoting_server: RemotingServer | None = None
         self.admin_processor: Any = None
@@ -239,6 +240,7 @@ class BrokerController:
             return False
         if not await self._create_store():
             return False
+        self._create_ha_service()
         self._create_servers()
         self.register_processors()
         if self.broker_config.namesrvAddr:
@@ -268,6 +270,17 @@ class BrokerController:
                   "(see store.log)", flush=True)
             return False
         return True
+
+    def _create_ha_service(self) -> None:
+        """Commit-log replication on the loop: a master serves slaves on
+        listenPort + 1 and SYNC_MASTER puts wait for it; a slave follows its master."""
+        from rmq.store.ha import HAService
+
+        self.ha_service = HAService(self.message_store, self.server_config.bindAddress)
+        self.message_store.ha_service = self.ha_service
+        self.services.append(self.ha_service)
+        if not self.is_slave():
+            self.message_arriving_listeners.append(self.ha_service.on_message_arriving)
 
     def _create_servers(self) -> None:
         self.remoting_server = RemotingServer(self.server_config, self.client_housekeeping,
@@ -359,9 +372,14 @@ class BrokerController:
         if self.is_slave():
             self._every("slaveSynchronize", slave_sync.FIRST_RUN_S, lambda: slave_sync.PERIOD_S,
                         self.slave_synchronize.sync_all)
+        else:
+            self._every("printMasterAndSlaveDiff", 10, lambda: 60.0, self._log_slave_diff)
 
     def _log_dispatch_behind(self) -> None:
         log.info("dispatch behind commit log %d bytes", self.message_store.dispatch_behind_bytes())
+
+    def _log_slave_diff(self) -> None:
+        log.info("Slave fall behind master: %d bytes", self.ha_service.slave_fall_behind_much())
 
     def protect_broker(self) -> None:
         """Disable consumption of groups reading more than consumerFallbehindThreshold
@@ -434,9 +452,8 @@ class BrokerController:
             self.topic_config_manager.update_order_topic_config(result.kv_table)
 
     async def _update_ha_master(self, addr: str) -> None:
-        update = getattr(self.message_store, "update_ha_master_address", None)
-        if update is not None:
-            await maybe_await(update(addr))
+        if self.ha_service is not None:
+            self.ha_service.update_master_address(addr)
 
     def _register_after_new_topic(self) -> None:
         """A topic was auto-created: tell the name servers at once (oneway)."""
