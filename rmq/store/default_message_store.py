@@ -974,10 +974,15 @@ class DefaultMessageStore:
         return data[0] if data is not None else None
 
     def append_to_commit_log(self, start_offset: int, data) -> bool:
-        """Slave side: append replicated bytes at ``start_offset`` and dispatch."""
+        """Slave side: append replicated bytes at ``start_offset`` and dispatch.
+        An empty commit log starts at the file the master streams from (a new
+        slave of a master with several files gets only the last one)."""
         if self._shutdown:
             return False
-        ok = self.commit_log.append_data(start_offset, data)
+        cl = self.commit_log
+        if start_offset and cl.get_max_offset() == 0 and start_offset % cl.file_size == 0:
+            cl.mfq.get_last_mapped_file(start_offset, need_create=True)
+        ok = cl.append_data(start_offset, data)
         if ok:
             self.do_reput()
         return ok
