@@ -1,0 +1,170 @@
+"""HAService and HAClient between two real stores in one process (loopback)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from rmq.store import BrokerRole, DefaultMessageStore, MessageStoreConfig, PutMessageStatus
+from rmq.store.ha import HAService
+from rmq.store.ha.codec import FrameReader, encode_report
+from rmq.store.message import MessageExtBrokerInner
+from rmq.store.message_codec import message_properties_to_string
+from tests.support.procs import free_port
+
+FILE = 32 * 1024
+
+
+def config(root, role: BrokerRole, **kw) -> MessageStoreConfig:
+    base = dict(storePathRootDir=str(root), mappedFileSizeCommitLog=FILE,
+                mappedFileSizeConsumeQueue=20 * 64, maxHashSlotNum=64, maxIndexNum=256,
+                brokerRole=role, haListenPort=free_port())
+    base.update(kw)
+    return MessageStoreConfig(**base)
+
+
+def message(i: int, qid: int = 0) -> MessageExtBrokerInner:
+    props = {"UNIQ_KEY": f"{i:032X}", "TAGS": "A", "KEYS": f"k{i}"}
+    return MessageExtBrokerInner(topic="T", queue_id=qid, body=f"body-{i}".encode() * 30,
+                                 properties=props,
+                                 properties_string=message_properties_to_string(props),
+                                 born_timestamp=int(time.time() * 1000),
+                                 born_host=("10.0.0.1", 5000))
+
+
+class Node:
+    """A started store with its HA service."""
+
+    def __init__(self, cfg: MessageStoreConfig) -> None:
+        self.store = DefaultMessageStore(cfg, ("127.0.0.1", cfg.haListenPort - 1))
+        assert self.store.load()
+        self.store.start()
+        self.ha = HAService(self.store, "127.0.0.1")
+        self.store.ha_service = self.ha
+
+    async def start(self) -> Node:
+        await self.ha.start()
+        return self
+
+    async def stop(self) -> None:
+        await self.ha.shutdown()
+        self.store.shutdown()
+
+
+def commit_log(store: DefaultMessageStore, start: int, end: int) -> bytes:
+    out = b""
+    while start < end:
+        view = store.get_commit_log_data(start)
+        assert view is not None
+        part = bytes(view[: end - start])
+        view.release()
+        out += part
+        start += len(part)
+    return out
+
+
+async def caught_up(master: Node, slave: Node, timeout: float = 10.0) -> int:
+    deadline = time.monotonic() + timeout
+    target = master.store.get_max_phy_offset()
+    while slave.store.get_max_phy_offset() != target:
+        assert time.monotonic() < deadline, (slave.store.get_max_phy_offset(), target)
+        await asyncio.sleep(0.02)
+    return target
+
+
+@pytest.mark.timeout(30)
+async def test_slave_copies_the_commit_log_and_dispatches(tmp_path):
+    master = await Node(config(tmp_path / "m", BrokerRole.ASYNC_MASTER)).start()
+    slave = await Node(config(tmp_path / "s", BrokerRole.SLAVE)).start()
+    try:
+        slave.ha.update_master_address(f"127.0.0.1:{master.store.config.haListenPort}")
+        deadline = time.monotonic() + 5
+        while not master.ha.connections:  # connected before the master has data
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        for i in range(200):  # about 2.5 files
+            assert master.store.put_message(message(i, i % 2)).is_ok()
+        master.ha.wakeup()
+        end = await caught_up(master, slave)
+        assert end > 2 * FILE
+        assert commit_log(slave.store, 0, end) == commit_log(master.store, 0, end)
+        for qid in (0, 1):
+            assert slave.store.get_max_offset_in_queue("T", qid) == 100
+            got = slave.store.get_message("g", "T", qid, 0, 32)
+            assert got.status.name == "FOUND" and len(got.message_buffers) == 32
+            got.release()
+        # acknowledgements reach the master
+        deadline = time.monotonic() + 5
+        while master.ha.push2slave_max_offset != end:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.02)
+        assert master.ha.is_slave_ok(end) and master.ha.slave_fall_behind_much() == 0
+    finally:
+        await slave.stop()
+        await master.stop()
+
+
+@pytest.mark.timeout(30)
+async def test_new_slave_starts_at_the_masters_last_file(tmp_path):
+    master = await Node(config(tmp_path / "m", BrokerRole.ASYNC_MASTER)).start()
+    slave = await Node(config(tmp_path / "s", BrokerRole.SLAVE)).start()
+    try:
+        for i in range(200):
+            assert master.store.put_message(message(i)).is_ok()
+        end = master.store.get_max_phy_offset()
+        last_file = end - end % FILE
+        assert last_file >= 2 * FILE
+        slave.ha.update_master_address(f"127.0.0.1:{master.store.config.haListenPort}")
+        await caught_up(master, slave)
+        assert slave.store.get_min_phy_offset() == last_file
+        assert commit_log(slave.store, last_file, end) == commit_log(master.store, last_file, end)
+        # the consume queue starts at the first message of that file
+        first = slave.store.get_min_offset_in_queue("T", 0)
+        assert first > 0 and slave.store.get_max_offset_in_queue("T", 0) == 200
+        got = slave.store.get_message("g", "T", 0, first, 1)
+        assert got.status.name == "FOUND"
+        got.release()
+    finally:
+        await slave.stop()
+        await master.stop()
+
+
+@pytest.mark.timeout(30)
+async def test_sync_master_put_waits_for_the_slave(tmp_path):
+    cfg = config(tmp_path / "m", BrokerRole.SYNC_MASTER, slaveTimeout=300)
+    master = await Node(cfg).start()
+    try:
+        r = await master.store.async_put_message(message(0))
+        assert r.status is PutMessageStatus.SLAVE_NOT_AVAILABLE
+        # a raw slave that reads but never acknowledges: FLUSH_SLAVE_TIMEOUT
+        reader, writer = await asyncio.open_connection("127.0.0.1", cfg.haListenPort)
+        writer.write(encode_report(master.store.get_max_phy_offset()))
+        await writer.drain()
+        deadline = time.monotonic() + 5
+        while not master.ha.connections:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        r = await master.store.async_put_message(message(1))
+        assert r.status is PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+        # the frames it got start where it asked and line up
+        frames = FrameReader(1 << 20)
+        got = []
+        while sum(len(b) for _, b in got) < r.append_result.wrote_bytes:
+            got += frames.feed(await asyncio.wait_for(reader.read(65536), 5))
+        assert got[0][0] == r.append_result.wrote_offset
+        # acknowledging makes the next put succeed
+        put = asyncio.ensure_future(master.store.async_put_message(message(2)))
+        await asyncio.sleep(0.05)
+        assert not put.done()
+        writer.write(encode_report(master.store.get_max_phy_offset()))
+        r = await put
+        assert r.status is PutMessageStatus.PUT_OK
+        # a report beyond the master's max offset ends the connection
+        writer.write(encode_report(master.store.get_max_phy_offset() + 100))
+        while await asyncio.wait_for(reader.read(65536), 5):
+            pass
+        writer.close()
+    finally:
+        await master.stop()
