@@ -168,3 +168,33 @@ async def test_sync_master_put_waits_for_the_slave(tmp_path):
         writer.close()
     finally:
         await master.stop()
+
+
+@pytest.mark.timeout(30)
+async def test_master_heartbeats_and_drops_a_silent_slave(tmp_path):
+    cfg = config(tmp_path / "m", BrokerRole.ASYNC_MASTER, haSendHeartbeatInterval=200,
+                 haHousekeepingInterval=800)
+    master = await Node(cfg).start()
+    try:
+        assert master.store.put_message(message(0)).is_ok()
+        end = master.store.get_max_phy_offset()
+        reader, writer = await asyncio.open_connection("127.0.0.1", cfg.haListenPort)
+        writer.write(encode_report(end))  # already has everything
+        frames = FrameReader(1 << 20)
+        got = []
+        while not got:
+            got = frames.feed(await asyncio.wait_for(reader.read(65536), 5))
+        assert got[0] == (end, bytearray())  # heartbeat: header only, next offset
+        # then silence from the slave: closed after haHousekeepingInterval
+        began = time.monotonic()
+        while await asyncio.wait_for(reader.read(65536), 5):
+            pass
+        assert 0.5 <= time.monotonic() - began < 4
+        writer.close()
+        deadline = time.monotonic() + 2
+        while master.ha.connections:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        assert not master.ha.is_slave_ok(end)
+    finally:
+        await master.stop()
