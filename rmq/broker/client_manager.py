@@ -11,7 +11,6 @@ default one notifies consumers and keeps filter data in step).
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import logging
 import time
@@ -19,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from rmq.broker.periodic import PeriodicService
 from rmq.client.heartbeat import (
     ConsumeFromWhere,
     ConsumeType,
@@ -261,36 +261,22 @@ class ConsumerManager:
         return {g for g, info in self.consumer_table.items() if topic in info.subscription_table}
 
 
-class ClientHousekeepingService:
+class ClientHousekeepingService(PeriodicService):
     """Channel events of both servers -> both tables; a scan every 10 s."""
+
+    interval_s = SCAN_INTERVAL_S
+    failure_message = "Error occurred when scan not active client channels."
 
     def __init__(self, producers: ProducerManager, consumers: ConsumerManager,
                  extra_close_handlers: list[Callable[[str, Channel], None]] | None = None) -> None:
+        super().__init__()
         self.producers = producers
         self.consumers = consumers
         # other per-channel state (e.g. filter servers, orderly locks) cleaned on close
         self.extra_close_handlers = extra_close_handlers if extra_close_handlers is not None else []
-        self._task: asyncio.Task | None = None
 
-    async def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
-
-    async def shutdown(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(SCAN_INTERVAL_S)
-            try:
-                self.scan_exception_channel()
-            except Exception:
-                log.exception("Error occurred when scan not active client channels.")
+    def run_once(self) -> None:
+        self.scan_exception_channel()
 
     def scan_exception_channel(self) -> None:
         self.producers.scan_not_active_channel()

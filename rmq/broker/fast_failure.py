@@ -30,6 +30,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from rmq.broker.periodic import PeriodicService
 from rmq.common.codes import ResponseCode
 from rmq.common.logging import BROKER_LOGGER_NAME
 from rmq.remoting import Channel, RemotingCommand
@@ -205,40 +206,25 @@ class QueuedProcessor:
         return self.queue.submit(self.inner.process_request, channel, request)
 
 
-class BrokerFastFailure:
+class BrokerFastFailure(PeriodicService):
     """Every 10 ms: page cache busy -> clear the send queue; then expire the
     heads of the send, pull, heartbeat and transaction queues."""
+
+    interval_s = CHECK_INTERVAL_S
+    failure_message = "BrokerFastFailure clean expired request failed"
 
     def __init__(self, queues: dict[str, RequestQueue],
                  wait_limits_ms: dict[str, Callable[[], float]],
                  page_cache_busy: Callable[[], bool], enabled: Callable[[], bool]) -> None:
+        super().__init__()
         self.queues = queues
         self.wait_limits_ms = wait_limits_ms
         self.page_cache_busy = page_cache_busy
         self.enabled = enabled
-        self._task: asyncio.Task | None = None
 
-    async def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
-
-    async def shutdown(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
-
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(CHECK_INTERVAL_S)
-            if not self.enabled():
-                continue
-            try:
-                self.clean_expired_request()
-            except Exception:
-                log.exception("BrokerFastFailure clean expired request failed")
+    def run_once(self) -> None:
+        if self.enabled():
+            self.clean_expired_request()
 
     def clean_expired_request(self) -> None:
         send = self.queues.get("send")
