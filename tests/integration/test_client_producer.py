@@ -25,6 +25,7 @@ from rmq.client.admin import MQAdmin
 from rmq.common.message import COMPRESSED_FLAG, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 from rmq.common.message_id import decode_message_id
 from tests.integration.test_messaging_support import MessagingCluster
+from tests.support.messaging import running_cluster
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(60)]
 DELAYS = "messageDelayLevel=1s 2s 3s\n"
@@ -32,21 +33,14 @@ DELAYS = "messageDelayLevel=1s 2s 3s\n"
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def cluster(tmp_path_factory):
-    c = MessagingCluster(tmp_path_factory.mktemp("producer"), DELAYS)
-    try:
-        c.start_broker()
-        await c.wait_routable()
+    async with running_cluster(tmp_path_factory.mktemp("producer"), DELAYS) as c:
         yield c
-    finally:
-        await c.close()
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def producer(cluster):
-    p = Producer("pg_modes", client_config=cluster.client_config("producer"))
-    await p.start()
-    yield p
-    await p.shutdown()
+    async with Producer("pg_modes", client_config=cluster.client_config("producer")) as p:
+        yield p
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

@@ -12,19 +12,15 @@ import pytest_asyncio
 from rmq.client import LitePullConsumer, Message, MessageQueue, Producer, PullStatus
 from rmq.common.codes import RequestCode, ResponseCode
 from tests.integration.test_messaging_support import MessagingCluster, wait_until
+from tests.support.messaging import running_cluster
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(60)]
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def cluster(tmp_path_factory):
-    c = MessagingCluster(tmp_path_factory.mktemp("pull"))
-    try:
-        c.start_broker()
-        await c.wait_routable()
+    async with running_cluster(tmp_path_factory.mktemp("pull")) as c:
         yield c
-    finally:
-        await c.close()
 
 
 async def fill(c: MessagingCluster, topic: str, per_queue: int, queues: int = 4) -> None:

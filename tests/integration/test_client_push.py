@@ -27,6 +27,7 @@ from rmq.client import (
 )
 from rmq.common.codes import RequestCode, ResponseCode
 from tests.integration.test_messaging_support import MessagingCluster, wait_until
+from tests.support.messaging import running_cluster
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(60)]
 DELAYS = "messageDelayLevel=1s 1s 1s 1s 1s 1s 1s\n"
@@ -34,21 +35,14 @@ DELAYS = "messageDelayLevel=1s 1s 1s 1s 1s 1s 1s\n"
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def cluster(tmp_path_factory):
-    c = MessagingCluster(tmp_path_factory.mktemp("push"), DELAYS)
-    try:
-        c.start_broker()
-        await c.wait_routable()
+    async with running_cluster(tmp_path_factory.mktemp("push"), DELAYS) as c:
         yield c
-    finally:
-        await c.close()
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def producer(cluster):
-    p = Producer("pg_push", client_config=cluster.client_config("push-producer"))
-    await p.start()
-    yield p
-    await p.shutdown()
+    async with Producer("pg_push", client_config=cluster.client_config("push-producer")) as p:
+        yield p
 
 
 class Deliveries:
