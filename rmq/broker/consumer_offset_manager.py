@@ -75,21 +75,19 @@ class ConsumerOffsetManager(ConfigManager):
     def query_offset_all(self, group: str, topic: str) -> dict[int, int]:
         return dict(self.offset_table.get(self.key(topic, group), {}))
 
-    def which_topic_by_consumer(self, group: str) -> set[str]:
-        out = set()
+    def _topic_group_pairs(self) -> list[tuple[str, str]]:
+        """(topic, group) of every offset-table key ``topic@group``."""
+        pairs = []
         for key in self.offset_table:
-            topic, _, g = key.rpartition(TOPIC_GROUP_SEPARATOR)
-            if g == group:
-                out.add(topic)
-        return out
+            topic, _, group = key.rpartition(TOPIC_GROUP_SEPARATOR)
+            pairs.append((topic, group))
+        return pairs
+
+    def which_topic_by_consumer(self, group: str) -> set[str]:
+        return {t for t, g in self._topic_group_pairs() if g == group}
 
     def which_group_by_topic(self, topic: str) -> set[str]:
-        out = set()
-        for key in self.offset_table:
-            t, _, group = key.rpartition(TOPIC_GROUP_SEPARATOR)
-            if t == topic:
-                out.add(group)
-        return out
+        return {g for t, g in self._topic_group_pairs() if t == topic}
 
     def remove_offset(self, group: str) -> None:
         """Forget every offset of ``group`` (DELETE_SUBSCRIPTIONGROUP with removeOffset)."""

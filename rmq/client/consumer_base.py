@@ -19,7 +19,7 @@ from rmq.client.heartbeat import (
     SubscriptionData,
     build_subscription,
 )
-from rmq.client.instance import MQClientInstance, subscribe_queues
+from rmq.client.instance import MQClientInstance, client_instance, subscribe_queues
 from rmq.client.message import MessageQueue
 from rmq.client.offset_store import (
     LocalFileOffsetStore,
@@ -46,9 +46,8 @@ class _BrokerOffsets:
         return addr
 
     async def query_consumer_offset(self, group: str, mq: MessageQueue) -> int:
-        if self.instance.find_broker_addr(mq.broker_name) is None:
-            await self.instance.update_route(mq.topic)
-        return await self.instance.api.query_consumer_offset(self._addr(mq), group, mq)
+        addr = await self.instance.find_broker_addr_or_fetch(mq)
+        return await self.instance.api.query_consumer_offset(addr, group, mq)
 
     async def update_consumer_offset(self, group: str, mq: MessageQueue, offset: int,
                                      oneway: bool) -> None:
@@ -75,11 +74,7 @@ class ConsumerBase:
         self.config = config or ConsumerConfig()
         self.config.consumer_group = group
         self.group = group
-        cc = client_config or ClientConfig()
-        if namesrv_addr:
-            cc.namesrv_addr = namesrv_addr
-        self._own_instance = instance is None
-        self.instance = instance or MQClientInstance(cc)
+        self.instance, self._own_instance = client_instance(namesrv_addr, client_config, instance)
         self.allocate = allocate or AllocateMessageQueueAveragely()
         self.subscriptions: dict[str, SubscriptionData] = {}
         self.topic_queues: dict[str, list[MessageQueue]] = {}

@@ -17,6 +17,7 @@ from typing import Protocol
 
 from rmq.client.api import MQClientAPI
 from rmq.client.config import ClientConfig
+from rmq.client.exceptions import MQClientError
 from rmq.client.heartbeat import ConsumerData, HeartbeatData
 from rmq.client.message import MessageQueue
 from rmq.client.remoting_processor import ClientRemotingProcessor
@@ -75,6 +76,19 @@ def subscribe_queues(topic: str, route: TopicRouteData) -> list[MessageQueue]:
         if is_readable(qd.perm):
             out.extend(MessageQueue(topic, qd.brokerName, i) for i in range(qd.readQueueNums))
     return sorted(out)
+
+
+def client_instance(namesrv_addr: str | None, client_config: ClientConfig | None,
+                    instance: MQClientInstance | None) -> tuple[MQClientInstance, bool]:
+    """The instance a producer or consumer runs on and whether it owns it (and so
+    shuts it down): the given one, else a new one from ``client_config`` with
+    ``namesrv_addr`` overriding its name-server list."""
+    if instance is not None:
+        return instance, False
+    cc = client_config or ClientConfig()
+    if namesrv_addr:
+        cc.namesrv_addr = namesrv_addr
+    return MQClientInstance(cc), True
 
 
 class MQClientInstance:
@@ -206,6 +220,17 @@ class MQClientInstance:
         addr = addrs.get(broker_id)
         if addr is None and not only_this:
             addr = next(iter(addrs.values()), None)
+        return addr
+
+    async def find_broker_addr_or_fetch(self, mq: MessageQueue) -> str:
+        """The master (or any replica) of ``mq``'s broker, refreshing the topic's
+        route once when the broker is unknown; MQClientError when still unknown."""
+        addr = self.find_broker_addr(mq.broker_name)
+        if addr is None:
+            await self.update_route(mq.topic)
+            addr = self.find_broker_addr(mq.broker_name)
+            if addr is None:
+                raise MQClientError(-1, f"The broker[{mq.broker_name}] not exist")
         return addr
 
     def any_broker_of(self, topic: str) -> str | None:

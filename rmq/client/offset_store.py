@@ -60,6 +60,17 @@ class OffsetStore:
     async def read(self, mq: MessageQueue, how: ReadOffsetType) -> int:
         raise NotImplementedError
 
+    def read_from_memory(self, mq: MessageQueue, how: ReadOffsetType) -> int | None:
+        """The answer ``read`` gives without the backing store: the cached offset
+        unless READ_FROM_STORE, -1 for READ_FROM_MEMORY with nothing cached, else None."""
+        if how is not ReadOffsetType.READ_FROM_STORE:
+            off = self.table.get(mq)
+            if off is not None:
+                return off
+            if how is ReadOffsetType.READ_FROM_MEMORY:
+                return -1
+        return None
+
     async def persist_all(self, mqs: set[MessageQueue], oneway: bool = True) -> None:
         raise NotImplementedError
 
@@ -75,12 +86,9 @@ class RemoteBrokerOffsetStore(OffsetStore):
         self.backend = backend
 
     async def read(self, mq: MessageQueue, how: ReadOffsetType) -> int:
-        if how is not ReadOffsetType.READ_FROM_STORE:
-            off = self.table.get(mq)
-            if off is not None:
-                return off
-            if how is ReadOffsetType.READ_FROM_MEMORY:
-                return -1
+        cached = self.read_from_memory(mq, how)
+        if cached is not None:
+            return cached
         try:
             off = await self.backend.query_consumer_offset(self.group, mq)
         except MQBrokerError:  # QUERY_NOT_FOUND or any other answer: nothing stored
@@ -130,12 +138,9 @@ class LocalFileOffsetStore(OffsetStore):
             return
 
     async def read(self, mq: MessageQueue, how: ReadOffsetType) -> int:
-        if how is not ReadOffsetType.READ_FROM_STORE:
-            off = self.table.get(mq)
-            if off is not None:
-                return off
-            if how is ReadOffsetType.READ_FROM_MEMORY:
-                return -1
+        cached = self.read_from_memory(mq, how)
+        if cached is not None:
+            return cached
         await self.load()
         return self.table.get(mq, -1)
 

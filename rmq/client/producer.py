@@ -21,7 +21,7 @@ from rmq.client.codec import encode_batch, properties_string
 from rmq.client.config import ClientConfig, ProducerConfig
 from rmq.client.exceptions import MQBrokerError, MQClientError
 from rmq.client.headers import send_header_v2
-from rmq.client.instance import MQClientInstance, publish_queues
+from rmq.client.instance import MQClientInstance, client_instance, publish_queues
 from rmq.client.latency import MQFaultStrategy
 from rmq.client.message import Message, MessageQueue, SendResult, SendStatus
 from rmq.client.selector import QueueSelector
@@ -63,11 +63,7 @@ class Producer:
         self.config = config or ProducerConfig(producer_group=group)
         self.config.producer_group = group
         self.group = group
-        cc = client_config or ClientConfig()
-        if namesrv_addr:
-            cc.namesrv_addr = namesrv_addr
-        self._own_instance = instance is None
-        self.instance = instance or MQClientInstance(cc)
+        self.instance, self._own_instance = client_instance(namesrv_addr, client_config, instance)
         self.fault = MQFaultStrategy(self.config.send_latency_fault_enable)
         self.publish_info: dict[str, list[MessageQueue]] = {}
         self._counter = itertools.count()

@@ -111,23 +111,13 @@ class LitePullConsumer(ConsumerBase):
         self.seek(mq, await self._call_offset(mq, "get_max_offset"))
 
     async def _call_offset(self, mq: MessageQueue, name: str) -> int:
-        addr = self.instance.find_broker_addr(mq.broker_name)
-        if addr is None:
-            await self.instance.update_route(mq.topic)
-            addr = self.instance.find_broker_addr(mq.broker_name)
-        if addr is None:
-            raise MQClientError(-1, f"The broker[{mq.broker_name}] not exist")
+        addr = await self.instance.find_broker_addr_or_fetch(mq)
         return await getattr(self.instance.api, name)(addr, mq)
 
     async def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32,
                    expression: str | None = None, block_ms: int = 0) -> PullResult:
         """One PULL_MESSAGE (``block_ms`` > 0 lets the broker hold it that long)."""
-        addr = self.instance.find_broker_addr(mq.broker_name)
-        if addr is None:
-            await self.instance.update_route(mq.topic)
-            addr = self.instance.find_broker_addr(mq.broker_name)
-            if addr is None:
-                raise MQClientError(-1, f"The broker[{mq.broker_name}] not exist")
+        addr = await self.instance.find_broker_addr_or_fetch(mq)
         sub = (build_subscription(mq.topic, expression) if expression is not None
                else self.subscriptions.get(mq.topic) or build_subscription(mq.topic, "*"))
         sys_flag = h.PULL_FLAG_SUBSCRIPTION | h.PULL_FLAG_LITE_PULL
