@@ -53,16 +53,18 @@ class HAConnection:
         self.slave_ack_offset = -1
         self.next_transfer_from_where = -1
         self._request_known = asyncio.Event()
+        self._tasks: list[asyncio.Task] = []
 
     async def run(self) -> None:
         """Serve the slave until either side stops; always closes the socket."""
         loop = asyncio.get_running_loop()
-        tasks = [loop.create_task(self._read_loop(), name=f"HAReadSocketService-{self.client_addr}"),
-                 loop.create_task(self._write_loop(), name=f"HAWriteSocketService-{self.client_addr}")]
+        self._tasks = tasks = [
+            loop.create_task(self._read_loop(), name=f"HAReadSocketService-{self.client_addr}"),
+            loop.create_task(self._write_loop(), name=f"HAWriteSocketService-{self.client_addr}")]
         try:
-            done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
-                exc = task.exception()
+                exc = None if task.cancelled() else task.exception()
                 if exc is not None and not isinstance(exc, ConnectionError):
                     log.error("HA connection %s failed: %r", self.client_addr, exc)
         finally:
@@ -71,6 +73,11 @@ class HAConnection:
             await asyncio.gather(*tasks, return_exceptions=True)
             self.writer.close()
             log.info("HA connection to slave %s closed", self.client_addr)
+
+    def close(self) -> None:
+        """End the connection (service shutdown): ``run`` then returns normally."""
+        for task in self._tasks:
+            task.cancel()
 
     # ---- slave -> master ------------------------------------------------------------
     async def _read_loop(self) -> None:

@@ -63,8 +63,8 @@ class HAService:
     async def shutdown(self) -> None:
         if self._server is not None:
             self._server.close()
-        for task in list(self._conn_tasks):
-            task.cancel()
+        for conn in list(self.connections):
+            conn.close()
         await asyncio.gather(*self._conn_tasks, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
