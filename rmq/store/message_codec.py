@@ -355,6 +355,21 @@ def string_to_message_properties(text: str | bytes | None) -> dict[str, str]:
     return out
 
 
+def _send_properties(text: str | bytes | None, cluster: str) -> tuple[dict[str, str], str, int]:
+    """What a single send stores (STORE_FORMAT.md 3.2): the request's
+    properties plus ``CLUSTER`` (WAIT kept in the map, re-added last, for
+    ``isWaitStoreMsgOK``), the stored string in HashMap order without
+    ``WAIT``, and the tagsCode of ``TAGS`` (0 without)."""
+    props = string_to_message_properties(text)
+    props[mc.PROPERTY_CLUSTER] = cluster
+    wait = props.pop(mc.PROPERTY_WAIT_STORE_MSG_OK, None)
+    stored = message_properties_to_string(props)
+    if wait is not None:
+        props[mc.PROPERTY_WAIT_STORE_MSG_OK] = wait
+    tags = props.get(mc.PROPERTY_TAGS)
+    return props, stored, tags_code(tags) if tags else 0
+
+
 # --- whole-message encode / decode (not on the hot path) ----------------------
 def _host_from(buf, p: int, v6: bool) -> tuple[tuple[str, int], int]:
     n = 16 if v6 else 4
@@ -463,6 +478,7 @@ write_blank = _write_blank
 batch_size = _batch_size
 write_batch = _write_batch
 scan_record = _scan_record
+send_properties = _send_properties
 
 _c = compiled("store_codec")
 if _c is not None:
@@ -472,3 +488,8 @@ if _c is not None:
     batch_size = _c.batch_size
     write_batch = _c.write_batch
     scan_record = _c.scan_record
+
+_s = compiled("send_fast")
+if _s is not None:
+    _s.bind(_hashmap_order)
+    send_properties = _s.send_properties

@@ -40,8 +40,8 @@ from rmq.store import (
 )
 from rmq.store.message_codec import (
     message_properties_to_string,
+    send_properties,
     string_to_message_properties,
-    tags_code,
 )
 from rmq.store.schedule import ScheduleMessageService
 
@@ -112,16 +112,10 @@ class SendMessageProcessor(SendSupport):
                     topic: str, queue_id: int, sys_flag: int) -> MessageExtBrokerInner:
         """The message to store: request properties plus CLUSTER; WAIT kept in
         the map but not in the stored string (STORE_FORMAT.md 3.2)."""
-        props = string_to_message_properties(h.properties)
-        props[_PROP_CLUSTER] = self.cluster
-        wait = props.pop(_PROP_WAIT, None)
-        text = message_properties_to_string(props)
-        if wait is not None:
-            props[_PROP_WAIT] = wait
-        tags = props.get(mc.PROPERTY_TAGS)
+        props, text, code = send_properties(h.properties, self.cluster)
         return MessageExtBrokerInner(
-            topic, queue_id, h.flag, request.body or b"", props, text,
-            tags_code(tags) if tags else 0, sys_flag, h.bornTimestamp,
+            topic, queue_id, h.flag, request.body or b"", props, text, code, sys_flag,
+            h.bornTimestamp,
             channel_host(channel), self.store.store_host, 0, h.reconsumeTimes or 0)
 
     def send_message(self, channel: Channel, request: RemotingCommand, h: SendHeader) -> Any:
