@@ -220,10 +220,13 @@ async def test_retry_on_another_broker_when_one_fails(cluster, tmp_path):
             assert {q.broker_name for q in queues} == {"broker-a", "broker-b"}
             first = [await p.send(Message("TopicTwo", b"%d" % i)) for i in range(4)]
             assert {r.message_queue.broker_name for r in first} == {"broker-a", "broker-b"}
-            second.broker.kill()  # the name server still routes to broker-b
+            # Either a send fails on broker-b and the producer retries on broker-a
+            # (quarantining broker-b), or the route already dropped broker-b (the name
+            # server removes a broker whose connection closed): which one comes first is
+            # a race, the outcome is the same.
+            second.broker.kill()
             results = [await p.send(Message("TopicTwo", b"after%d" % i), timeout_ms=5000)
                        for i in range(6)]
-            assert not p.fault.tolerance.is_available("broker-b")  # a send failed there
         assert all(r.status is SendStatus.SEND_OK for r in results)
         assert {r.message_queue.broker_name for r in results} == {"broker-a"}
     finally:

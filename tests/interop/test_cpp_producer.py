@@ -41,8 +41,12 @@ def test_unknown_topic_is_auto_created_through_tbw102(cluster, cpp):
     assert cluster.route_json("FreshTopic") is None
     res = cpp.run({"op": "produce", "messages": [text_message("FreshTopic", "f-1")]})
     assert res["ok"] and res["results"][0]["ok"], res
-    route = cluster.route_json("FreshTopic")
-    assert route is not None and cluster.broker_addr in route
+    # the broker registers the new topic with a oneway REGISTER_BROKER: wait for it
+    deadline = time.monotonic() + 10
+    while (route := cluster.route_json("FreshTopic")) is None:
+        assert time.monotonic() < deadline, "FreshTopic never reached the name server"
+        time.sleep(0.1)
+    assert cluster.broker_addr in route
     cpp.assert_clean_logs()
 
 
