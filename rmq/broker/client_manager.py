@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rmq.broker.periodic import PeriodicService
 from rmq.client.heartbeat import (
     ConsumeFromWhere,
     ConsumeType,
@@ -26,6 +25,7 @@ from rmq.client.heartbeat import (
     SubscriptionData,
 )
 from rmq.common.logging import BROKER_LOGGER_NAME
+from rmq.common.periodic import PeriodicService
 from rmq.remoting import Channel
 
 log = logging.getLogger(BROKER_LOGGER_NAME)
@@ -269,7 +269,7 @@ class ClientHousekeepingService(PeriodicService):
 
     def __init__(self, producers: ProducerManager, consumers: ConsumerManager,
                  extra_close_handlers: list[Callable[[str, Channel], None]] | None = None) -> None:
-        super().__init__()
+        super().__init__(logger=log)
         self.producers = producers
         self.consumers = consumers
         # other per-channel state (e.g. filter servers, orderly locks) cleaned on close

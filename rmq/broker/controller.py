@@ -57,6 +57,7 @@ from rmq.common.codes import RequestCode
 from rmq.common.data_version import DataVersion
 from rmq.common.logging import BROKER_LOGGER_NAME, WATER_MARK_LOGGER_NAME
 from rmq.common.message import is_readable, is_writeable
+from rmq.common.periodic import ScheduledTask
 from rmq.common.topic_config import TopicConfig, TopicConfigSerializeWrapper
 from rmq.remoting import RemotingCommand, RemotingServer
 
@@ -188,7 +189,7 @@ class BrokerController:
         self.services: list[Any] = []
         self.master_addr: str | None = None
         self.update_master_ha_periodically = False
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[ScheduledTask] = []
         self._background: set[asyncio.Task] = set()
         self._register_lock = asyncio.Lock()
         self._started = False
@@ -338,20 +339,13 @@ class BrokerController:
         self._started = True
         await self.register_broker_all(check_order_config=True, oneway=False, force=True)
         self._schedule_tasks()
+        for task in self._tasks:
+            await task.start()
         await self.fast_failure.start()
 
     def _every(self, name: str, initial_s: float, period_s: Callable[[], float],
                fn: Callable[[], Awaitable[None] | None]) -> None:
-        async def run() -> None:
-            await asyncio.sleep(initial_s)
-            while True:
-                try:
-                    await maybe_await(fn())
-                except Exception:
-                    log.exception("scheduled task %s failed", name)
-                await asyncio.sleep(period_s())
-
-        self._tasks.append(asyncio.get_running_loop().create_task(run(), name=name))
+        self._tasks.append(ScheduledTask(name, initial_s, period_s, fn, log))
 
     def _schedule_tasks(self) -> None:
         bc = self.broker_config
@@ -518,8 +512,7 @@ class BrokerController:
 
     async def _shutdown(self) -> None:
         for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+            await task.shutdown()
         await self.fast_failure.shutdown()
         if self._started:
             await self.outer_api.unregister_broker_all(self.identity())

@@ -30,9 +30,9 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from rmq.broker.periodic import PeriodicService
 from rmq.common.codes import ResponseCode
 from rmq.common.logging import BROKER_LOGGER_NAME
+from rmq.common.periodic import PeriodicService
 from rmq.remoting import Channel, RemotingCommand
 
 log = logging.getLogger(BROKER_LOGGER_NAME)
@@ -216,7 +216,7 @@ class BrokerFastFailure(PeriodicService):
     def __init__(self, queues: dict[str, RequestQueue],
                  wait_limits_ms: dict[str, Callable[[], float]],
                  page_cache_busy: Callable[[], bool], enabled: Callable[[], bool]) -> None:
-        super().__init__()
+        super().__init__(logger=log)
         self.queues = queues
         self.wait_limits_ms = wait_limits_ms
         self.page_cache_busy = page_cache_busy

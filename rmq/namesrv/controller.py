@@ -11,11 +11,10 @@ and the server gracefully.
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Callable
 
 from rmq.common.logging import NAMESRV_LOGGER_NAME
+from rmq.common.periodic import ScheduledTask
 from rmq.namesrv.config import NamesrvConfig
 from rmq.namesrv.configuration import Configuration
 from rmq.namesrv.kv_config import KVConfigManager
@@ -60,7 +59,7 @@ class NamesrvController:
         self.housekeeping = BrokerHousekeepingService(self.route_info_manager)
         self.configuration = Configuration(namesrv_config, netty_config)
         self.remoting_server: RemotingServer | None = None
-        self._timers: list[asyncio.Task] = []
+        self._timers: list[ScheduledTask] = []
 
     def initialize(self) -> None:
         """Load persisted state; raises ConfigError on an unreadable KV file."""
@@ -76,14 +75,15 @@ class NamesrvController:
         self.remoting_server = server
         scan_ms = self.namesrv_config.scanNotActiveBrokerIntervalMillis
         self._timers = [
-            asyncio.create_task(self._every(
-                lambda: min(SCAN_INITIAL_SECONDS, scan_ms / 1000.0),
-                lambda: self.namesrv_config.scanNotActiveBrokerIntervalMillis / 1000.0,
-                self._scan_not_active_broker)),
-            asyncio.create_task(self._every(
-                lambda: KV_PRINT_INITIAL_SECONDS, lambda: KV_PRINT_PERIOD_SECONDS,
-                self.kv_config_manager.print_all_periodically)),
+            ScheduledTask("scanNotActiveBroker", min(SCAN_INITIAL_SECONDS, scan_ms / 1000.0),
+                          lambda: self.namesrv_config.scanNotActiveBrokerIntervalMillis / 1000.0,
+                          self._scan_not_active_broker, log),
+            ScheduledTask("printAllPeriodically", KV_PRINT_INITIAL_SECONDS,
+                          lambda: KV_PRINT_PERIOD_SECONDS,
+                          self.kv_config_manager.print_all_periodically, log),
         ]
+        for timer in self._timers:
+            await timer.start()
 
     def _scan_not_active_broker(self) -> None:
         removed = self.route_info_manager.scan_not_active_broker(
@@ -91,32 +91,13 @@ class NamesrvController:
         if removed:
             log.info("scanNotActiveBroker removed %d broker(s)", removed)
 
-    @staticmethod
-    async def _every(initial: Callable[[], float], period: Callable[[], float],
-                     action: Callable[[], None]) -> None:
-        """Run ``action`` after ``initial`` seconds, then every ``period`` seconds
-        (read each time, so UPDATE_NAMESRV_CONFIG changes apply); an action that
-        fails is logged and the timer goes on."""
-        await asyncio.sleep(initial())
-        while True:
-            try:
-                action()
-            except Exception:  # noqa: BLE001 - a timer must survive one bad run
-                log.exception("scheduled task %s failed", getattr(action, "__name__", action))
-            await asyncio.sleep(period())
-
     @property
     def port(self) -> int:
         return self.remoting_server.port if self.remoting_server is not None else 0
 
     async def shutdown(self, grace_seconds: float = 5.0) -> None:
-        for task in self._timers:
-            task.cancel()
-        for task in self._timers:
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+        for timer in self._timers:
+            await timer.shutdown()
         self._timers = []
         if self.remoting_server is not None:
             await self.remoting_server.stop(grace_seconds)
