@@ -29,3 +29,10 @@ class MQBrokerError(MQClientError):
         super().__init__(code, remark)
         if broker_addr:
             self.args = (f"CODE: {code}  DESC: {self.remark}  BROKER: {broker_addr}",)
+
+
+class MessageDecodeError(ValueError):
+    """A pull/query body that is not a sequence of complete message records.
+
+    Declared here (not in ``rmq.client.codec``) so the compiled decoder can
+    raise it without importing the module that imports the decoder."""
