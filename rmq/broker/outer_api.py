@@ -20,14 +20,14 @@ from rmq.common import fastjson
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.common.data_version import DataVersion
 from rmq.common.logging import BROKER_LOGGER_NAME
-from rmq.common.topic_config import RegisterBrokerBody, TopicConfigSerializeWrapper
-from rmq.namesrv.headers import (
+from rmq.common.protocol.headers_namesrv import (
     QueryDataVersionRequestHeader,
     QueryDataVersionResponseHeader,
     RegisterBrokerRequestHeader,
     RegisterBrokerResponseHeader,
     UnRegisterBrokerRequestHeader,
 )
+from rmq.common.topic_config import RegisterBrokerBody, TopicConfigSerializeWrapper
 from rmq.remoting import RemotingClient, RemotingCommand
 from rmq.remoting.config import NettyClientConfig
 from rmq.remoting.exceptions import RemotingError
