@@ -5,16 +5,43 @@ NettyClientConfig and MessageStoreConfig (plus the file's unknown keys, kept
 as 4.9.8 keeps them) with a DataVersion; UPDATE_BROKER_CONFIG applies new
 values and rewrites the config file given with ``-c`` (``~/store/config/
 broker.properties`` without one) with the .tmp/.bak scheme.
+
+Settings fixed when the broker starts (``START_ONLY_KEYS``: store layout and
+role, flush mode, ports, the identity registered with the name servers) are
+validated and written to the file and shown by GET_BROKER_CONFIG, but the
+running broker and store keep the values they started with; the next start
+applies them.  (4.9.8 writes them into the live objects, where e.g. a
+switch to SYNC_FLUSH makes every put fail after storing the message.)
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
+from typing import Any
 
 from rmq.broker.config_manager import write_file_safely
 from rmq.common.data_version import DataVersion
+from rmq.common.logging import BROKER_LOGGER_NAME
 from rmq.common.properties import ConfigError, apply_properties, format_properties
+
+log = logging.getLogger(BROKER_LOGGER_NAME)
+
+# Read once at start-up: changing them under a running broker would break it
+# (flush service, store files, listening sockets, name-server registration).
+START_ONLY_KEYS = frozenset({
+    # BrokerConfig: the identity registered with (and unregistered from) name servers
+    "brokerClusterName", "brokerName", "brokerId", "brokerIP1", "brokerIP2",
+    # NettyServerConfig
+    "listenPort", "bindAddress",
+    # MessageStoreConfig: file layout, role, flush and HA services
+    "storePathRootDir", "storePathCommitLog", "readOnlyCommitLogStorePaths",
+    "mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "enableConsumeQueueExt",
+    "mappedFileSizeConsumeQueueExt", "bitMapLengthConsumeQueueExt", "maxHashSlotNum",
+    "maxIndexNum", "brokerRole", "flushDiskType", "transientStorePoolEnable",
+    "transientStorePoolSize", "haListenPort", "messageDelayLevel",
+})
 
 
 def default_config_path() -> str:
@@ -26,12 +53,15 @@ class Configuration:
     def __init__(self, settings) -> None:
         self.settings = settings
         self.data_version = DataVersion()
+        # start-only keys changed at runtime -> their canonical text, for the next start
+        self.next_start: dict[str, str] = {}
 
     def store_path(self) -> str:
         return self.settings.config_file or default_config_path()
 
     def all_configs(self) -> dict[str, str]:
-        """The file's keys overlaid with every field of the four config objects."""
+        """The file's keys overlaid with every field of the four config objects
+        and then with the start-only values waiting for the next start."""
         from rmq.broker.startup import java_text
 
         props = dict(self.settings.file_properties)
@@ -39,6 +69,7 @@ class Configuration:
             for f in dataclasses.fields(obj):
                 if not f.name.startswith("_"):
                     props[f.name] = java_text(getattr(obj, f.name))
+        props.update(self.next_start)
         return props
 
     def formatted(self) -> str:
@@ -46,9 +77,33 @@ class Configuration:
 
     def update(self, props: dict[str, str]) -> list[str]:
         """Apply ``props``; returns the keys whose values cannot be parsed (nothing
-        is applied then).  Persists the whole table after a successful update."""
+        is applied then).  Start-only keys go to the file only.  Persists the
+        whole table after a successful update."""
         objects = self.settings.objects()
+        invalid, probes = self._probe(objects, props)
+        if invalid:
+            return invalid
+        live = {k: v for k, v in props.items() if k not in START_ONLY_KEYS}
+        for obj in objects:
+            apply_properties(obj, live)
+        normalize = getattr(self.settings.store, "normalize", None)
+        if normalize is not None:
+            normalize()
+        self._keep_for_next_start(probes, props)
+        known = {f.name for obj in objects for f in dataclasses.fields(obj)}
+        for key, value in props.items():
+            if key not in known:
+                self.settings.file_properties[key] = value
+        self.data_version.next_version()
+        self.persist()
+        return []
+
+    @staticmethod
+    def _probe(objects, props: dict[str, str]) -> tuple[list[str], list[Any]]:
+        """Apply ``props`` to copies of ``objects``: the unparsable keys, and the
+        copies (they hold the parsed values of the start-only keys)."""
         invalid: list[str] = []
+        probes = []
         for obj in objects:
             probe = dataclasses.replace(obj) if dataclasses.is_dataclass(obj) else obj
             invalid.extend(apply_properties(probe, props)[1])
@@ -58,20 +113,22 @@ class Configuration:
                     normalize()
                 except ConfigError:
                     invalid.extend(k for k in ("brokerRole", "flushDiskType") if k in props)
-        if invalid:
-            return invalid
-        for obj in objects:
-            apply_properties(obj, props)
-        normalize = getattr(self.settings.store, "normalize", None)
-        if normalize is not None:
-            normalize()
-        known = {f.name for obj in objects for f in dataclasses.fields(obj)}
-        for key, value in props.items():
-            if key not in known:
-                self.settings.file_properties[key] = value
-        self.data_version.next_version()
-        self.persist()
-        return []
+            probes.append(probe)
+        return invalid, probes
+
+    def _keep_for_next_start(self, probes: list[Any], props: dict[str, str]) -> None:
+        from rmq.broker.startup import java_text
+
+        deferred = sorted(k for k in props if k in START_ONLY_KEYS)
+        for key in deferred:
+            for probe in probes:
+                if hasattr(probe, key):
+                    self.next_start[key] = java_text(getattr(probe, key))
+        if deferred:
+            log.warning("updateBrokerConfig: %s written to %s; the running broker keeps its "
+                        "start-up values until the next start",
+                        ", ".join(f"{k}={self.next_start[k]}" for k in deferred),
+                        self.store_path())
 
     def persist(self) -> None:
         write_file_safely(self.formatted(), self.store_path())
