@@ -8,8 +8,17 @@ largest pulled once everything is consumed.
 from __future__ import annotations
 
 import time
+from itertools import repeat
+from operator import attrgetter
 
 from rmq.client.message import MessageExt
+
+_offset_of = attrgetter("queue_offset")
+_body_of = attrgetter("body")
+
+
+def _bytes_of(msgs) -> int:
+    return sum(map(len, map(_body_of, msgs)))
 
 
 class ProcessQueue:
@@ -29,20 +38,26 @@ class ProcessQueue:
         self.in_order: dict[int, MessageExt] = {}  # orderly: taken but not committed
 
     def put(self, msgs: list[MessageExt]) -> None:
+        """Add a pulled batch (offsets ascending); offsets already held are kept.
+        The table work runs in C (map/zip), not once per message in Python."""
+        if not msgs:
+            return
         table = self.msgs
-        for m in msgs:
-            if m.queue_offset not in table:
-                table[m.queue_offset] = m
-                self.msg_size += len(m.body)
-        if msgs:
-            self.queue_offset_max = max(self.queue_offset_max, msgs[-1].queue_offset)
+        offsets = list(map(_offset_of, msgs))
+        if table and not table.keys().isdisjoint(offsets):  # a re-pulled offset: keep the first
+            fresh = [m for o, m in zip(offsets, msgs, strict=True) if o not in table]
+            offsets = list(map(_offset_of, fresh))
+            msgs = fresh
+        table.update(zip(offsets, msgs, strict=True))
+        self.msg_size += _bytes_of(msgs)
+        if offsets:
+            self.queue_offset_max = max(self.queue_offset_max, offsets[-1])
 
     def remove(self, msgs: list[MessageExt]) -> int:
         """Drop consumed messages; returns the offset safe to commit, or -1."""
         table = self.msgs
-        for m in msgs:
-            if table.pop(m.queue_offset, None) is not None:
-                self.msg_size -= len(m.body)
+        gone = list(filter(None, map(table.pop, map(_offset_of, msgs), repeat(None))))
+        self.msg_size -= _bytes_of(gone)
         self.last_consume_ts = time.monotonic()
         if table:
             return next(iter(table))  # insertion order is offset order

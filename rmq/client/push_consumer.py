@@ -73,6 +73,7 @@ class PushConsumer(ConsumerBase):
         self._running = False
         self._rebalance_lock = asyncio.Lock()
         self.stats = {"ok": 0, "failed": 0, "pulls": 0}
+        self._retry_topic = retry_topic(group)
 
     def register_listener(self, listener: Listener, orderly: bool = False) -> None:
         self.listener = listener
@@ -294,7 +295,11 @@ class PushConsumer(ConsumerBase):
 
     # --- consuming --------------------------------------------------------------
     def _restore_retry_topic(self, msgs: list[MessageExt]) -> None:
-        rt = retry_topic(self.group)
+        """Messages of the group's retry topic get their original topic back.  A
+        batch comes from one queue, so one look at its first message tells."""
+        rt = self._retry_topic
+        if not msgs or msgs[0].topic != rt:
+            return
         for m in msgs:
             if m.topic == rt:
                 original = m.properties.get(PROPERTY_RETRY_TOPIC)
@@ -308,13 +313,48 @@ class PushConsumer(ConsumerBase):
                 self._spawn(self._consume_orderly(mq, pq))
             return
         n = self.config.consume_message_batch_max_size
-        for i in range(0, len(msgs), n):
-            chunk = msgs[i:i + n]
-            if self._is_async:
+        if self._is_async:
+            for i in range(0, len(msgs), n):
                 await self._sem.acquire()
-                self._spawn(self._consume_concurrently(chunk, mq, pq, True))
-            else:
-                await self._consume_concurrently(chunk, mq, pq, False)
+                self._spawn(self._consume_concurrently(msgs[i:i + n], mq, pq, True))
+            return
+        await self._consume_inline(msgs, mq, pq, n)
+
+    async def _consume_inline(self, msgs: list[MessageExt], mq: MessageQueue, pq: ProcessQueue,
+                              n: int) -> None:
+        """A plain-function listener runs on the loop over the whole pulled batch,
+        ``n`` messages per call, with no task or coroutine per call; consumed
+        messages leave the process queue and move the offset once per batch.
+        Failed chunks (rare) then take the send-back path."""
+        self._restore_retry_topic(msgs)
+        listener, success = self.listener, ConsumeStatus.CONSUME_SUCCESS
+        failed: list[tuple[list[MessageExt], object, ConsumeContext]] = []
+        for i in range(0, len(msgs), n):
+            chunk = msgs[i:i + n] if n < len(msgs) else msgs
+            ctx = ConsumeContext(mq)
+            try:
+                status = listener(chunk, ctx)
+                if status is not success and inspect.isawaitable(status):
+                    status = await status
+            except Exception as e:
+                log.warning("listener of %s raised %r: messages will be retried", self.group, e)
+                status = None
+            if status is not success:
+                failed.append((chunk, status, ctx))
+        if pq.dropped:
+            return
+        done = msgs
+        if failed:
+            failed_ids = {id(m) for chunk, _s, _c in failed for m in chunk}
+            done = [m for m in msgs if id(m) not in failed_ids]
+        self.stats["ok"] += len(done)
+        offset = pq.remove(done)
+        if offset >= 0:
+            self.offset_store.update(mq, offset, True)
+        for chunk, status, ctx in failed:
+            if pq.dropped:
+                return
+            await self._consumed(chunk, status, ctx, mq, pq)
 
     def _spawn(self, coro: Awaitable) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -337,31 +377,36 @@ class PushConsumer(ConsumerBase):
             self._restore_retry_topic(msgs)
             ctx = ConsumeContext(mq)
             status = await self._call_listener(msgs, ctx)
-            if pq.dropped:
-                return
-            failed: list[MessageExt] = []
-            if status is ConsumeStatus.CONSUME_SUCCESS:
-                self.stats["ok"] += len(msgs)
-            else:
-                self.stats["failed"] += len(msgs)
-                if self.clustering:
-                    for m in msgs:
-                        if not await self._send_back(m, ctx.delay_level_when_next_consume):
-                            failed.append(m)
-                else:
-                    log.warning("broadcast consume of %d messages failed: dropped", len(msgs))
-            done = [m for m in msgs if m not in failed] if failed else msgs
-            offset = pq.remove(done)
-            if offset >= 0 and not pq.dropped:
-                self.offset_store.update(mq, offset, True)
-            if failed:
-                for m in failed:
-                    m.reconsume_times += 1
-                asyncio.get_running_loop().call_later(
-                    5.0, lambda: self._spawn(self._consume_concurrently(failed, mq, pq, False)))
+            if not pq.dropped:
+                await self._consumed(msgs, status, ctx, mq, pq)
         finally:
             if release:
                 self._sem.release()
+
+    async def _consumed(self, msgs: list[MessageExt], status, ctx: ConsumeContext,
+                        mq: MessageQueue, pq: ProcessQueue) -> None:
+        """After the listener: count, send failures back for retry (or keep them
+        to consume again in 5 s when the send-back fails), commit the offset."""
+        failed: list[MessageExt] = []
+        if status is ConsumeStatus.CONSUME_SUCCESS:
+            self.stats["ok"] += len(msgs)
+        else:
+            self.stats["failed"] += len(msgs)
+            if self.clustering:
+                for m in msgs:
+                    if not await self._send_back(m, ctx.delay_level_when_next_consume):
+                        failed.append(m)
+            else:
+                log.warning("broadcast consume of %d messages failed: dropped", len(msgs))
+        done = [m for m in msgs if m not in failed] if failed else msgs
+        offset = pq.remove(done)
+        if offset >= 0 and not pq.dropped:
+            self.offset_store.update(mq, offset, True)
+        if failed:
+            for m in failed:
+                m.reconsume_times += 1
+            asyncio.get_running_loop().call_later(
+                5.0, lambda: self._spawn(self._consume_concurrently(failed, mq, pq, False)))
 
     async def _send_back(self, msg: MessageExt, delay_level: int) -> bool:
         addr = self.instance.find_broker_addr(msg.broker_name)

@@ -309,6 +309,18 @@ def test_process_queue_commits_the_lowest_unconsumed_offset():
     assert pq.count == 0 and pq.msg_size == 0
 
 
+def test_process_queue_keeps_the_first_copy_of_a_re_pulled_offset():
+    pq = ProcessQueue()
+    first = [_ext(i) for i in range(3)]
+    pq.put(first)
+    again = [_ext(i) for i in range(1, 5)]
+    pq.put(again)
+    assert pq.count == 5 and pq.msg_size == 5 and pq.queue_offset_max == 4
+    assert pq.msgs[1] is first[1] and pq.msgs[4] is again[3]
+    assert pq.remove(first + again) == 5 and pq.msg_size == 0
+    assert pq.remove(first) == 5  # removing what is gone changes nothing
+
+
 def test_process_queue_orderly_take_commit_rollback():
     pq = ProcessQueue()
     pq.put([_ext(i) for i in range(3)])
