@@ -41,6 +41,8 @@ START_ONLY_KEYS = frozenset({
     "mappedFileSizeConsumeQueueExt", "bitMapLengthConsumeQueueExt", "maxHashSlotNum",
     "maxIndexNum", "brokerRole", "flushDiskType", "transientStorePoolEnable",
     "transientStorePoolSize", "haListenPort", "messageDelayLevel",
+    # refused at start when true (no plain ACL in rmq)
+    "aclEnable",
 })
 
 
