@@ -152,7 +152,8 @@ class MQClientAPI:
     # --- pull / offsets ------------------------------------------------------
     async def pull(self, addr: str, ext: dict[str, str], timeout_ms: int,
                    broker_name: str) -> PullResult:
-        req = RemotingCommand.create_request(RC.PULL_MESSAGE, ext)
+        req = RemotingCommand.create_request(RC.PULL_MESSAGE)
+        req.ext_fields = ext  # pull_header's values are all strings: no per-field pass
         resp = await self.remoting.invoke(addr, req, timeout_ms)
         status = _PULL_STATUS.get(resp.code)
         if status is None:

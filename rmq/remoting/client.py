@@ -159,11 +159,15 @@ class RemotingClient(RemotingService):
     async def invoke(self, addr: str | None, request: RemotingCommand,
                      timeout_ms: int = 3000) -> RemotingCommand:
         """Send ``request`` and wait for the response (``invokeSync``)."""
-        begin = time.monotonic()
-        target, ch = await self._resolve(addr)
-        left = timeout_ms - int((time.monotonic() - begin) * 1000)
-        if left <= 0:
-            raise RemotingTimeoutError(target, timeout_ms)
+        ch = self._table.get(addr) if addr is not None else None
+        if ch is not None and ch.is_active():  # the common case: no connect, no awaits
+            target, left = addr, timeout_ms
+        else:
+            begin = time.monotonic()
+            target, ch = await self._resolve(addr)
+            left = timeout_ms - int((time.monotonic() - begin) * 1000)
+            if left <= 0:
+                raise RemotingTimeoutError(target, timeout_ms)
         try:
             return await self._invoke_channel(ch, request, left)
         except RemotingTimeoutError:
