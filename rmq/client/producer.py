@@ -69,6 +69,7 @@ class Producer:
         self._counter = itertools.count()
         self._pending: set[asyncio.Future] = set()
         self._valid_topics: set[str] = set()  # validate_topic once per topic
+        self._headers: dict[tuple, dict[str, str]] = {}  # send header templates (_request)
 
     async def __aenter__(self) -> Producer:
         await self.start()
@@ -158,11 +159,24 @@ class Producer:
 
     def _request(self, mq: MessageQueue, topic: str, body: bytes, sys_flag: int, flag: int,
                  props: str, batch: bool) -> RemotingCommand:
-        ext = send_header_v2(self.group, topic, self.config.create_topic_key,
-                             self.config.default_topic_queue_nums, mq.queue_id, sys_flag,
-                             int(time.time() * 1000), flag, props, batch, mq.broker_name)
-        code = RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2
-        req = RemotingCommand.create_request(code, None, body)
+        cfg = self.config
+        key = (mq, topic, batch, cfg.create_topic_key, cfg.default_topic_queue_nums)
+        template = self._headers.get(key)
+        if template is None:  # fields fixed per queue and topic, built once
+            if len(self._headers) > 4096:
+                self._headers.clear()
+            template = self._headers[key] = send_header_v2(
+                self.group, topic, cfg.create_topic_key, cfg.default_topic_queue_nums,
+                mq.queue_id, 0, 0, 0, "", batch, mq.broker_name)
+        ext = template.copy()  # same key order as send_header_v2: same header bytes
+        if sys_flag:
+            ext["f"] = str(sys_flag)
+        ext["g"] = str(int(time.time() * 1000))
+        if flag:
+            ext["h"] = str(flag)
+        ext["i"] = props
+        req = RemotingCommand.create_request(
+            RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2, None, body)
         req.ext_fields = ext  # already all strings: skip the per-field conversion
         return req
 

@@ -4,6 +4,7 @@ UNIQ_KEY use, allocation, selectors, latency faults, offset stores, process queu
 from __future__ import annotations
 
 import struct
+import time
 import zlib
 
 import orjson
@@ -354,3 +355,20 @@ def test_uniq_key_layout():
     uid = create_uniq_id()
     assert len(uid) == 32 and uid == uid.upper()
     assert struct.unpack(">H", bytes.fromhex(uid[28:]))[0] >= 0
+
+
+@pytest.mark.parametrize(("sys_flag", "flag", "batch"), [(0, 0, False), (0x301, 7, False),
+                                                         (0, 0, True), (0, -3, True)])
+def test_send_request_from_template_equals_the_built_header(sys_flag, flag, batch):
+    from rmq.client import ClientConfig, Producer
+
+    p = Producer("pg", client_config=ClientConfig(namesrv_addr="127.0.0.1:1",
+                                                   client_ip="127.0.0.1"))
+    mq = MessageQueue("T", "broker-a", 3)
+    for props in ("UNIQ_KEY\x01A", "UNIQ_KEY\x01B\x02TAGS\x01x"):
+        req = p._request(mq, "T", b"body", sys_flag, flag, props, batch)
+        want = h.send_header_v2("pg", "T", p.config.create_topic_key,
+                                p.config.default_topic_queue_nums, 3, sys_flag,
+                                int(req.ext_fields["g"]), flag, props, batch, "broker-a")
+        assert list(req.ext_fields.items()) == list(want.items())
+        assert abs(int(req.ext_fields["g"]) - time.time() * 1000) < 60_000
