@@ -53,6 +53,7 @@ async def test_start_only_settings_wait_for_the_next_start(cluster):
     r = await cluster.call(R.UPDATE_BROKER_CONFIG,
                            body=b"flushDiskType=SYNC_FLUSH\nfileReservedTime=48\n")
     assert r.code == ResponseCode.SUCCESS
+    assert r.remark == "saved, applied at the next start: flushDiskType"
     conf = await broker_config(cluster)
     assert conf["flushDiskType"] == "SYNC_FLUSH" and conf["fileReservedTime"] == "48"
     assert (await cluster.call(R.GET_BROKER_CONFIG)).ext_fields["version"] != version

@@ -15,6 +15,7 @@ import os
 import shutil
 from typing import Any
 
+from rmq.broker.configuration import START_ONLY_KEYS
 from rmq.broker.processor.admin_consumer import AdminConsumerSupport, language_name
 from rmq.broker.subscription_group_manager import SubscriptionGroupConfig
 from rmq.common import fastjson
@@ -219,6 +220,10 @@ class AdminBrokerProcessor:
                           f"string2Properties error: cannot parse {', '.join(invalid)}")
         if "brokerPermission" in props:
             self.c.on_broker_permission_changed()
+        deferred = sorted(set(props) & START_ONLY_KEYS)
+        if deferred:
+            return RemotingCommand.create_response(
+                ResponseCode.SUCCESS, f"saved, applied at the next start: {', '.join(deferred)}")
         return _ok()
 
     def get_broker_config(self, channel: Channel, request: RemotingCommand):
