@@ -9,7 +9,10 @@
   requests in flight.  A processor that returns a response directly finishes
   inside the read callback and never counts; only awaitables hold a slot.
 * The response table keyed by opaque, shared by every connection of the
-  service, with timeouts that always remove their entry.
+  service.  Timeouts come from one periodic scan of the table (Java's
+  ``scanResponseTable``, here every ``SCAN_INTERVAL`` seconds while anything
+  is pending) instead of a timer per request; every way out of a request
+  removes its entry.
 * Connection bookkeeping: the channel set, idle close, and the listener events
   brokers and name servers use for housekeeping.
 """
@@ -40,6 +43,10 @@ REMARK_REJECT = "[REJECTREQUEST]system busy, start flow control for a while"
 REMARK_OVERLOAD = "[OVERLOAD]system busy, start flow control for a while"
 
 ResponseCallback = Callable[[RemotingCommand | None, BaseException | None], None]
+
+# How often the response table is scanned for expired requests: a request
+# fails between its timeout and its timeout plus this (Java: +1 s).
+SCAN_INTERVAL = 0.1
 
 
 @runtime_checkable
@@ -100,7 +107,10 @@ class RemotingService:
         self._processors: dict[int, _Entry] = {}
         self._default: _Entry | None = None
         self._pools: dict[str, Admission] = {}
-        self._responses: dict[int, tuple[asyncio.Future, Channel]] = {}
+        # opaque -> (future, channel, deadline on the loop clock, timeout_ms)
+        self._responses: dict[int, tuple[asyncio.Future, Channel, float, int]] = {}
+        self._scan_handle: asyncio.TimerHandle | None = None
+        self._scan_loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Future] = set()  # in-flight responses (tasks or futures)
         self._channels: set[Channel] = set()
         self._idle_seconds = idle_seconds
@@ -239,13 +249,17 @@ class RemotingService:
     # ---- outbound ----------------------------------------------------------
 
     def _send(self, channel: Channel, request: RemotingCommand, timeout_ms: int
-              ) -> tuple[asyncio.Future, asyncio.TimerHandle]:
+              ) -> asyncio.Future:
         """Register ``request`` in the response table and write it; the returned
-        future completes with the response or a remoting error."""
+        future completes with the response or a remoting error (a timeout
+        comes from the periodic scan)."""
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
         opaque = request.opaque
-        self._responses[opaque] = (fut, channel)
+        self._responses[opaque] = (fut, channel, loop.time() + timeout_ms / 1000.0, timeout_ms)
+        if self._scan_handle is None or self._scan_loop is not loop:
+            self._scan_loop = loop
+            self._scan_handle = loop.call_later(SCAN_INTERVAL, self._scan_responses, loop)
         try:
             channel.write(request)
         except Exception as e:
@@ -253,32 +267,39 @@ class RemotingService:
             if isinstance(e, RemotingSendRequestError):
                 raise
             raise RemotingSendRequestError(channel.remote_addr, e) from e
-        handle = loop.call_later(timeout_ms / 1000.0, self._expire, opaque, fut,
-                                 channel.remote_addr, timeout_ms)
-        return fut, handle
+        return fut
 
-    def _expire(self, opaque: int, fut: asyncio.Future, addr: str, timeout_ms: int) -> None:
-        self._responses.pop(opaque, None)
-        if not fut.done():
-            fut.set_exception(RemotingTimeoutError(addr, timeout_ms))
+    def _scan_responses(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Fail every request past its deadline; keep scanning while any are
+        pending (one timer for the whole table instead of one per request)."""
+        if loop is not self._scan_loop:  # a scan left over from an earlier loop
+            return
+        self._scan_handle = None
+        responses = self._responses
+        now = loop.time()
+        expired = [op for op, entry in responses.items() if entry[2] <= now]
+        for opaque in expired:
+            fut, channel, _deadline, timeout_ms = responses.pop(opaque)
+            if not fut.done():
+                fut.set_exception(RemotingTimeoutError(channel.remote_addr, timeout_ms))
+        if responses and not loop.is_closed():
+            self._scan_handle = loop.call_later(SCAN_INTERVAL, self._scan_responses, loop)
 
     async def _invoke_channel(self, channel: Channel, request: RemotingCommand,
                               timeout_ms: int) -> RemotingCommand:
-        fut, handle = self._send(channel, request, timeout_ms)
+        fut = self._send(channel, request, timeout_ms)
         try:
             return await fut
         finally:
-            handle.cancel()
             self._responses.pop(request.opaque, None)
 
     def _invoke_channel_callback(self, channel: Channel, request: RemotingCommand,
                                  timeout_ms: int, callback: ResponseCallback) -> None:
-        fut, handle = self._send(channel, request, timeout_ms)
+        fut = self._send(channel, request, timeout_ms)
         opaque = request.opaque
         responses = self._responses
 
         def done(f: asyncio.Future) -> None:
-            handle.cancel()
             responses.pop(opaque, None)
             if f.cancelled():
                 _call(callback, None, asyncio.CancelledError())
@@ -291,7 +312,7 @@ class RemotingService:
 
     def _fail_pending(self, channel: Channel) -> None:
         """Fail at once every request still waiting for a response on ``channel``."""
-        dead = [(op, fut) for op, (fut, ch) in self._responses.items() if ch is channel]
+        dead = [(op, e[0]) for op, e in self._responses.items() if e[1] is channel]
         for opaque, fut in dead:
             self._responses.pop(opaque, None)
             if not fut.done():

@@ -222,3 +222,28 @@ def test_close_fails_pending_requests():
         assert client._responses == {}
         await server.stop()
     run(body())
+
+
+def test_many_timeouts_share_one_scan_that_stops_when_idle():
+    async def body():
+        from rmq.remoting.abstract import SCAN_INTERVAL
+        server = await serve()
+        client = RemotingClient(NettyClientConfig(clientCloseSocketIfTimeout=False))
+        addr = f"127.0.0.1:{server.port}"
+        await client.invoke(addr, RemotingCommand.create_request(2))
+        loop = asyncio.get_running_loop()
+        begin = loop.time()
+        silent = [client.invoke(addr, RemotingCommand.create_request(1), 150) for _ in range(50)]
+        answered = [client.invoke(addr, RemotingCommand.create_request(2), 3000)
+                    for _ in range(50)]
+        results = await asyncio.gather(*silent, *answered, return_exceptions=True)
+        elapsed = loop.time() - begin
+        assert all(isinstance(r, RemotingTimeoutError) for r in results[:50])
+        assert all(r.remark == "s" for r in results[50:])
+        assert 0.15 <= elapsed < 0.15 + SCAN_INTERVAL + 1.0
+        assert client._responses == {}
+        await asyncio.sleep(SCAN_INTERVAL * 3)
+        assert client._scan_handle is None  # nothing pending: no timer left ticking
+        await client.close()
+        await server.stop()
+    run(body())
