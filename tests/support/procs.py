@@ -8,6 +8,7 @@ its output in a log file for failure reports, and always stops it.
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -16,26 +17,45 @@ import time
 from pathlib import Path
 
 
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def _all_free(base: int, span: int) -> bool:
+    for p in range(base, base + span):
+        with socket.socket() as t:
+            try:
+                t.bind(("127.0.0.1", p))
+            except OSError:
+                return False
+    return True
+
+
 def free_port(count: int = 1, span: int = 1) -> int:
     """A loopback port ``p`` such that ``p .. p+span-1`` are all free now.
 
     ``span`` lets a broker test reserve listenPort-2 .. listenPort+1 at once.
+    Ports are drawn below the kernel's ephemeral range: a port from that range
+    can be taken as the local port of any outgoing connection (the suite makes
+    thousands) between this check and the server's bind.
     """
+    low, _ = _ephemeral_range()
+    floor = 20000
+    if low - floor >= 1000:
+        rng = random.Random()
+        for _ in range(500):
+            base = rng.randrange(floor, low - span)
+            if _all_free(base, span):
+                return base
     for _ in range(200):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             base = s.getsockname()[1]
-        if base + span > 65535:
-            continue
-        ok = True
-        for p in range(base, base + span):
-            with socket.socket() as t:
-                try:
-                    t.bind(("127.0.0.1", p))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
+        if base + span <= 65535 and _all_free(base, span):
             return base
     raise RuntimeError("no free port range found")
 
