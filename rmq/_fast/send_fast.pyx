@@ -1,5 +1,8 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""Compiled twin of ``send_properties`` in rmq/store/message_codec.py.
+"""Compiled twins of ``send_properties`` in rmq/store/message_codec.py and of
+``_parse_single`` in rmq/broker/processor/send_support.py (the header fields
+of the single-send fast path: plain ASCII numbers read with a C loop, anything
+else left to the general header parser).
 
 A SEND_MESSAGE(_V2) request's property string becomes, in one call, what the
 broker stores (STORE_FORMAT.md 3.2): the property map plus CLUSTER, the
@@ -175,3 +178,55 @@ def send_properties(text, cluster):
         props[_WAIT] = wait
     tags = props.get(_TAGS)
     return props, stored, _tags_code(tags) if tags else 0
+
+
+cdef inline bint _strict_int(object text, long long *out) noexcept:
+    """An ASCII ``-?[0-9]{1,18}`` str into ``out``; False for anything else."""
+    if type(text) is not str or not PyUnicode_IS_ASCII(text):
+        return False
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text)
+    cdef const char *p = <const char *>PyUnicode_DATA(text)
+    cdef Py_ssize_t i = 0
+    cdef bint neg = False
+    cdef long long v = 0
+    if n > 0 and p[0] == 45:  # '-'
+        neg = True
+        i = 1
+    if n - i < 1 or n - i > 18:
+        return False
+    while i < n:
+        if p[i] < 48 or p[i] > 57:
+            return False
+        v = v * 10 + (p[i] - 48)
+        i += 1
+    out[0] = -v if neg else v
+    return True
+
+
+cdef inline bint _java_int(long long v) noexcept:
+    return -2147483648 <= v <= 2147483647
+
+
+def parse_single(ext, tuple keys):
+    """Twin of ``_parse_single`` in rmq/broker/processor/send_support.py."""
+    if type(ext) is not dict or len(keys) < 10:
+        return None
+    cdef dict d = <dict>ext
+    topic = d.get(keys[1])
+    if type(topic) is not str or d.get(keys[0]) is None or d.get(keys[2]) is None:
+        return None
+    cdef long long nums[5]
+    cdef int i
+    for i in range(5):
+        if not _strict_int(d.get(keys[3 + i]), &nums[i]):
+            return None
+        if i != 3 and not _java_int(nums[i]):
+            return None
+    props = d.get(keys[8])
+    if props is not None and type(props) is not str:
+        return None
+    rt = d.get(keys[9])
+    cdef long long reconsume = 0
+    if rt is not None and (not _strict_int(rt, &reconsume) or not _java_int(reconsume)):
+        return None
+    return topic, nums[1], nums[2], nums[3], nums[4], props, reconsume

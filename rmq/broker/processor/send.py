@@ -22,6 +22,7 @@ from rmq.broker.processor.send_support import (
     SendSupport,
     channel_host,
     parse_send_header,
+    parse_single,
     random_queue_id,
 )
 from rmq.client.headers import ConsumerSendMsgBackRequestHeader
@@ -31,6 +32,7 @@ from rmq.common.codes import RequestCode, ResponseCode
 from rmq.common.message_id import create_message_id
 from rmq.common.topic_config import MULTI_TAG
 from rmq.remoting import Channel, RemotingCommand
+from rmq.remoting.command import RPC_RESPONSE
 from rmq.store import (
     BrokerRole,
     FlushDiskType,
@@ -44,11 +46,17 @@ from rmq.store.message_codec import (
     string_to_message_properties,
 )
 from rmq.store.schedule import ScheduleMessageService
+from rmq.store.single_put import put_single
 
 R = RequestCode
 RC = ResponseCode
 _PROP_CLUSTER = mc.PROPERTY_CLUSTER
 _PROP_WAIT = mc.PROPERTY_WAIT_STORE_MSG_OK
+_PROP_DELAY = mc.PROPERTY_DELAY_TIME_LEVEL
+_PROP_TRAN = mc.PROPERTY_TRANSACTION_PREPARED
+_RETRY_PREFIX = T.RETRY_GROUP_TOPIC_PREFIX
+_NOT_ALLOWED = T.NOT_ALLOWED_SEND_TOPICS
+_SINGLE_CODES = (R.SEND_MESSAGE_V2, R.SEND_MESSAGE)
 
 
 def half_message(msg: MessageExtBrokerInner) -> None:
@@ -71,6 +79,7 @@ class SendMessageProcessor(SendSupport):
         self.schedule = ScheduleMessageService(controller)
         controller.schedule_message_service = self.schedule
         controller.services.append(self.schedule)
+        self._topic_bytes: dict[str, bytes] = {}
 
     def _put_is_immediate(self) -> bool:
         """ASYNC_FLUSH on a master (or slave, which refuses anyway) never waits."""
@@ -99,6 +108,11 @@ class SendMessageProcessor(SendSupport):
 
     def process_request(self, channel: Channel, request: RemotingCommand) -> Any:
         code = request.code
+        if code in _SINGLE_CODES and self._put_is_immediate():
+            response = self.send_fast(channel, request,
+                                      V2_KEYS if code == R.SEND_MESSAGE_V2 else V1_KEYS)
+            if response is not None:
+                return response
         if code == R.CONSUMER_SEND_MSG_BACK:
             return self.consumer_send_msg_back(channel, request)
         keys = V1_KEYS if code == R.SEND_MESSAGE else V2_KEYS
@@ -108,6 +122,48 @@ class SendMessageProcessor(SendSupport):
         return self.send_message(channel, request, h)
 
     # ---- single message ---------------------------------------------------------
+    def send_fast(self, channel: Channel, request: RemotingCommand,
+                  keys: tuple[str, ...]) -> RemotingCommand | None:
+        """The common single send in as few calls as possible: an existing,
+        ordinary topic (not a retry topic, not forbidden), a valid queue, no
+        transaction and no delay, stored by ``put_single``.  None when anything
+        is unusual: nothing has been done and ``send_message`` handles it, with
+        the same stored bytes and the same answer for what the fast path takes."""
+        f = parse_single(request.ext_fields, keys)
+        if f is None:
+            return None
+        topic, queue_id, sys_flag, born_ts, flag, text, reconsume = f
+        bc = self.bc
+        tc = self.topics.table.get(topic)
+        if tc is None or bc.startAcceptSendRequestTimeStamp or \
+                not bc.brokerPermission & mc.PERM_WRITE or sys_flag & mc.TRANSACTION_ROLLBACK_TYPE \
+                or topic.startswith(_RETRY_PREFIX) or topic in _NOT_ALLOWED:
+            return None
+        if queue_id < 0:
+            queue_id = random_queue_id(tc.writeQueueNums)
+        elif queue_id >= tc.writeQueueNums and queue_id >= tc.readQueueNums:
+            return None
+        if tc.topicFilterType == MULTI_TAG:
+            sys_flag |= mc.MULTI_TAGS_FLAG
+        props, stored, tags_code = send_properties(text, self.cluster)
+        if _PROP_DELAY in props or _PROP_TRAN in props:
+            return None
+        topic_b = self._topic_bytes.get(topic)
+        if topic_b is None:
+            if len(self._topic_bytes) > 10000:
+                self._topic_bytes.clear()
+            topic_b = self._topic_bytes[topic] = topic.encode("utf-8")
+        store = self.store
+        r = put_single(store, topic, topic_b, queue_id, flag, request.body or b"", props,
+                       stored, tags_code, sys_flag, born_ts,
+                       store.commit_log._host_field(channel_host(channel)), reconsume)
+        if r is None:
+            return None
+        return RemotingCommand(0, 0, 409, 0, RPC_RESPONSE, None, {
+            "msgId": r[1], "queueId": str(queue_id), "queueOffset": str(r[0]),
+            mc.PROPERTY_MSG_REGION: bc.regionId,
+            mc.PROPERTY_TRACE_SWITCH: "true" if bc.traceOn else "false"}, None, 0)
+
     def build_inner(self, channel: Channel, request: RemotingCommand, h: SendHeader,
                     topic: str, queue_id: int, sys_flag: int) -> MessageExtBrokerInner:
         """The message to store: request properties plus CLUSTER; WAIT kept in

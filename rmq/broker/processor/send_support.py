@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from rmq._fast import compiled
 from rmq.common import message as mc
 from rmq.common import topics as T
 from rmq.common.codes import ResponseCode
@@ -30,6 +31,7 @@ DLQ_NUMS_PER_GROUP = 1
 V1_KEYS = ("producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId",
            "sysFlag", "bornTimestamp", "flag", "properties", "reconsumeTimes", "unitMode",
            "maxReconsumeTimes", "batch", "bname")
+_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 V2_KEYS = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n")
 
 
@@ -92,6 +94,47 @@ def parse_send_header(ext: dict[str, str] | None, keys: tuple[str, ...]) -> Send
     h.batch = b is not None and b.lower() == "true"
     h.bname = get(keys[13])
     return h
+
+
+def _strict_int(text: object) -> int | None:
+    """An ASCII ``-?[0-9]{1,18}`` string as int, else None: the numbers the fast
+    path takes (anything else goes through ``parse_send_header``)."""
+    if type(text) is not str or not 0 < len(text) <= 19 or not text.isascii():
+        return None
+    digits = text[1:] if text[0] == "-" else text
+    if not 0 < len(digits) <= 18 or not digits.isdigit():
+        return None
+    return int(text)
+
+
+def _parse_single(ext: dict[str, str] | None, keys: tuple[str, ...]) -> tuple | None:
+    """The fields a plain single send needs, or None when anything is unusual
+    (a field missing, not a plain number, or an int field outside Java's
+    int range): ``(topic, queueId, sysFlag,
+    bornTimestamp, flag, properties, reconsumeTimes)``, reconsumeTimes 0
+    when absent.  The compiled twin is ``rmq._fast.send_fast.parse_single``."""
+    if type(ext) is not dict:
+        return None
+    get = ext.get
+    topic = get(keys[1])
+    if type(topic) is not str or get(keys[0]) is None or get(keys[2]) is None:
+        return None
+    nums = []
+    for i in (3, 4, 5, 6, 7):
+        v = _strict_int(get(keys[i]))
+        if v is None or (i != 6 and not _INT_MIN <= v <= _INT_MAX):
+            return None
+        nums.append(v)
+    props = get(keys[8])
+    if props is not None and type(props) is not str:
+        return None
+    rt = get(keys[9])
+    reconsume = 0
+    if rt is not None:
+        reconsume = _strict_int(rt)
+        if reconsume is None or not _INT_MIN <= reconsume <= _INT_MAX:
+            return None
+    return topic, nums[1], nums[2], nums[3], nums[4], props, reconsume
 
 
 def parse_host(addr: str) -> tuple[str, int]:
@@ -237,6 +280,11 @@ class SendSupport:
             return RC.SYSTEM_ERROR, "UNKNOWN_ERROR"
         return RC.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"
 
+
+parse_single = _parse_single
+_c = compiled("send_fast")
+if _c is not None:
+    parse_single = _c.parse_single
 
 _STORED_CODES = {
     PutMessageStatus.PUT_OK: RC.SUCCESS,

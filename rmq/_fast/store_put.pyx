@@ -1,0 +1,168 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Compiled twin of ``append_single`` in rmq/store/single_put.py.
+
+One call writes a single send's commit-log record (STORE_FORMAT.md 2), its
+consume-queue entry (STORE_FORMAT.md 5) and returns the offset message id:
+the three steps the general put makes through three Python-level calls and
+two result objects.  Every size is checked against the limits and both
+buffers before the first byte is written; ``None`` means "nothing written,
+take the general path".
+"""
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.string cimport memcpy
+
+cdef extern from "zlib.h" nogil:
+    unsigned long crc32(unsigned long crc, const unsigned char *buf, unsigned int len)
+
+cdef extern from "Python.h":
+    object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
+    void *PyUnicode_DATA(object o)
+    int PyUnicode_IS_ASCII(object o)
+    Py_ssize_t PyUnicode_GET_LENGTH(object o)
+
+cdef enum:
+    MESSAGE_MAGIC = -626843481
+
+cdef const char *HEX = b"0123456789ABCDEF"
+
+
+cdef inline void put32(uint8_t *p, int32_t v) noexcept nogil:
+    cdef uint32_t u = <uint32_t>v
+    p[0] = (u >> 24) & 0xFF
+    p[1] = (u >> 16) & 0xFF
+    p[2] = (u >> 8) & 0xFF
+    p[3] = u & 0xFF
+
+
+cdef inline void put64(uint8_t *p, int64_t v) noexcept nogil:
+    put32(p, <int32_t>(v >> 32))
+    put32(p + 4, <int32_t>(<uint32_t>v))
+
+
+cdef inline int32_t masked_crc(const uint8_t *p, Py_ssize_t n) noexcept nogil:
+    cdef unsigned long c = crc32(0, NULL, 0)
+    while n > 0x40000000:
+        c = crc32(c, p, 0x40000000)
+        p += 0x40000000
+        n -= 0x40000000
+    c = crc32(c, p, <unsigned int>n)
+    return <int32_t>(c & 0x7FFFFFFF)
+
+
+cdef Py_ssize_t write_record(uint8_t *out, int32_t queue_id, int32_t flag, int64_t queue_offset,
+                             int64_t phy, int32_t sys_flag, int64_t born_ts, const uint8_t *born,
+                             Py_ssize_t born_len, int64_t store_ts, const uint8_t *store,
+                             Py_ssize_t store_len, int32_t reconsume, const uint8_t *body,
+                             Py_ssize_t body_len, const uint8_t *topic, Py_ssize_t topic_len,
+                             const uint8_t *props, Py_ssize_t props_len,
+                             Py_ssize_t size) noexcept nogil:
+    cdef uint8_t *p = out
+    put32(p, <int32_t>size)
+    put32(p + 4, MESSAGE_MAGIC)
+    put32(p + 8, masked_crc(body, body_len))
+    put32(p + 12, queue_id)
+    put32(p + 16, flag)
+    put64(p + 20, queue_offset)
+    put64(p + 28, phy)
+    put32(p + 36, sys_flag)
+    put64(p + 40, born_ts)
+    p += 48
+    memcpy(p, born, born_len)
+    p += born_len
+    put64(p, store_ts)
+    p += 8
+    memcpy(p, store, store_len)
+    p += store_len
+    put32(p, reconsume)
+    put64(p + 4, 0)  # prepared transaction offset: 0 for an ordinary send
+    put32(p + 12, <int32_t>body_len)
+    p += 16
+    if body_len:
+        memcpy(p, body, body_len)
+    p += body_len
+    p[0] = <uint8_t>topic_len
+    memcpy(p + 1, topic, topic_len)
+    p += 1 + topic_len
+    p[0] = (props_len >> 8) & 0xFF
+    p[1] = props_len & 0xFF
+    if props_len:
+        memcpy(p + 2, props, props_len)
+    return size
+
+
+cdef str msg_id(str host_hex, int64_t phy):
+    """host hex + the offset as 16 upper-case hex digits (two's complement)."""
+    cdef Py_ssize_t hl = PyUnicode_GET_LENGTH(host_hex)
+    out = PyUnicode_New(hl + 16, 127)
+    cdef char *o = <char *>PyUnicode_DATA(out)
+    memcpy(o, PyUnicode_DATA(host_hex), hl)
+    cdef uint64_t u = <uint64_t>phy
+    cdef int i
+    for i in range(16):
+        o[hl + 15 - i] = HEX[u & 0xF]
+        u >>= 4
+    return out
+
+
+def append_single(object buf, Py_ssize_t pos, Py_ssize_t limit, Py_ssize_t max_body,
+                  int queue_id, int flag, long long queue_offset, long long phy, int sys_flag,
+                  long long born_ts, bytes born_host, long long store_ts, bytes store_host,
+                  int reconsume, object body, bytes topic, str props, object cq_buf,
+                  Py_ssize_t cq_pos, long long tags_code, str host_hex):
+    """(record size, offset message id), or None when the record is too big,
+    does not end by ``limit`` or a field is too long (nothing written)."""
+    if not PyUnicode_IS_ASCII(host_hex):
+        raise ValueError("host hex must be ASCII")
+    cdef bytes props_b = None
+    cdef const uint8_t *pp
+    cdef Py_ssize_t plen
+    if PyUnicode_IS_ASCII(props):
+        pp = <const uint8_t *>PyUnicode_DATA(props)
+        plen = PyUnicode_GET_LENGTH(props)
+    else:
+        props_b = props.encode("utf-8")
+        pp = <const uint8_t *>PyBytes_AS_STRING(props_b)
+        plen = PyBytes_GET_SIZE(props_b)
+    cdef Py_ssize_t tlen = PyBytes_GET_SIZE(topic)
+    cdef Py_ssize_t blen = PyBytes_GET_SIZE(born_host)
+    cdef Py_ssize_t slen = PyBytes_GET_SIZE(store_host)
+    if blen != (20 if sys_flag & 0x10 else 8) or slen != (20 if sys_flag & 0x20 else 8):
+        raise ValueError("host field length does not match the sysFlag")
+    if tlen > 127 or plen > 32767:
+        return None
+    cdef Py_buffer bv, ov, cv
+    cdef const uint8_t *bp
+    cdef const uint8_t *sp
+    cdef const uint8_t *tp
+    PyObject_GetBuffer(body, &bv, PyBUF_SIMPLE)
+    cdef Py_ssize_t size = (4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + blen + 8 + slen + 4 + 8 + 4
+                            + bv.len + 1 + tlen + 2 + plen)
+    try:
+        if bv.len > max_body or size > max_body + 65536 or pos < 0 or pos + size > limit:
+            return None
+        PyObject_GetBuffer(buf, &ov, PyBUF_WRITABLE)
+        try:
+            PyObject_GetBuffer(cq_buf, &cv, PyBUF_WRITABLE)
+            try:
+                if pos + size > ov.len or cq_pos < 0 or cq_pos + 20 > cv.len:
+                    raise ValueError("record or consume queue entry out of range")
+                bp = <const uint8_t *>PyBytes_AS_STRING(born_host)
+                sp = <const uint8_t *>PyBytes_AS_STRING(store_host)
+                tp = <const uint8_t *>PyBytes_AS_STRING(topic)
+                with nogil:
+                    write_record(<uint8_t *>ov.buf + pos, queue_id, flag, queue_offset, phy,
+                                 sys_flag, born_ts, bp, blen, store_ts, sp, slen, reconsume,
+                                 <const uint8_t *>bv.buf, bv.len, tp, tlen, pp, plen, size)
+                    put64(<uint8_t *>cv.buf + cq_pos, phy)
+                    put32(<uint8_t *>cv.buf + cq_pos + 8, <int32_t>size)
+                    put64(<uint8_t *>cv.buf + cq_pos + 12, tags_code)
+            finally:
+                PyBuffer_Release(&cv)
+        finally:
+            PyBuffer_Release(&ov)
+    finally:
+        PyBuffer_Release(&bv)
+    return size, msg_id(host_hex, phy)

@@ -1,0 +1,148 @@
+"""The store half of the broker's single-send fast path.
+
+``put_single`` stores one ordinary message (no transaction, no delay, not in
+SCHEDULE_TOPIC_XXXX) when nothing unusual stands in the way: a writable
+master store without a transient store pool, the record fits in the current
+commit-log file, the message is the next one to dispatch and its consume
+queue has room for the entry in its current file.  It then writes the record
+and the consume-queue entry in one call (``append_single``), does the same
+bookkeeping as ``CommitLog.put_message`` + ``DefaultMessageStore._dispatch_put``
+(queue offset, positions, checkpoint, index, arrival notification, stats,
+flush wake-up) and returns ``(queue offset, offset message id, wrote offset,
+size)``.  Anything else returns ``None`` before touching the store, and the
+caller takes the general path, which handles every case.
+
+The general put brackets its write with ``begin_time_in_lock`` so that other
+threads see a slow append; here the whole put runs on the loop's thread
+without blocking, so no other reader can observe the bracket and it is left
+out.
+
+``append_single`` is the hot part: the pure-Python twin is here, the
+compiled one is ``rmq._fast.store_put``; both write the same bytes.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rmq._fast import compiled
+from rmq.common.topics import SCHEDULE_TOPIC
+from rmq.store.config import BrokerRole, FlushDiskType
+from rmq.store.consume_queue import _cq_write
+from rmq.store.message_codec import (
+    MAX_PROPERTIES_LENGTH,
+    MAX_TOPIC_LENGTH,
+    _record_size,
+    _write_record,
+)
+from rmq.store.results import _host_hex
+
+_CQ_UNIT = 20
+
+
+def _append_single(buf, pos: int, limit: int, max_body: int, queue_id: int, flag: int,
+                   queue_offset: int, phy: int, sys_flag: int, born_ts: int, born_host: bytes,
+                   store_ts: int, store_host: bytes, reconsume: int, body, topic: bytes,
+                   props: str, cq_buf, cq_pos: int, tags_code: int,
+                   host_hex: str) -> tuple[int, str] | None:
+    """Write the record at ``buf[pos:]`` and its consume-queue entry at
+    ``cq_buf[cq_pos:]``; (size, offset message id), or None when the record is
+    too big, would not end by ``limit`` or a field is too long."""
+    props_b = props.encode("utf-8")
+    if len(born_host) != (20 if sys_flag & 0x10 else 8) or \
+            len(store_host) != (20 if sys_flag & 0x20 else 8):
+        raise ValueError("host field length does not match the sysFlag")
+    if len(topic) > MAX_TOPIC_LENGTH or len(props_b) > MAX_PROPERTIES_LENGTH:
+        return None
+    body_len = len(memoryview(body))
+    size = _record_size(sys_flag, body_len, len(topic), len(props_b))
+    if body_len > max_body or size > max_body + 65536 or pos < 0 or pos + size > limit:
+        return None
+    if pos + size > len(buf) or cq_pos < 0 or cq_pos + _CQ_UNIT > len(cq_buf):
+        raise ValueError("record or consume queue entry out of range")
+    _write_record(buf, pos, queue_id, flag, queue_offset, phy, sys_flag, born_ts, born_host,
+                  store_ts, store_host, reconsume, 0, body, topic, props_b)
+    _cq_write(cq_buf, cq_pos, phy, size, tags_code)
+    return size, host_hex + (phy & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "big").hex().upper()
+
+
+def put_single(store: Any, topic: str, topic_b: bytes, queue_id: int, flag: int, body,
+               props: dict[str, str], stored: str, tags_code: int, sys_flag: int, born_ts: int,
+               born_host: bytes, reconsume: int) -> tuple[int, str, int, int] | None:
+    """Store one ordinary message on the fast path, or None (nothing done).
+
+    ``stored`` is the property string to store, ``props`` the map (for the
+    index keys and the arrival listener), ``born_host`` the 8/20-byte host
+    field, ``topic_b`` the topic in UTF-8."""
+    cfg = store.config
+    cl = store.commit_log
+    if store._shutdown or cfg.brokerRole is BrokerRole.SLAVE or cl.begin_time_in_lock or \
+            store.commit_service is not None or not store.running_flags.is_writeable() or \
+            topic == SCHEDULE_TOPIC:
+        return None
+    files = cl.mfq.mapped_files
+    if not files:
+        return None
+    mf = files[-1]
+    qs = store.consume_queue_table.get(topic)
+    cq = qs.get(queue_id) if qs is not None else None
+    cmf = cq._tail if cq is not None else None
+    if cmf is None:
+        return None
+    sys_flag &= ~0x30
+    if len(born_host) == 20:
+        sys_flag |= 0x10
+    if cl.store_host_v6:
+        sys_flag |= 0x20
+    key = (topic, queue_id)
+    with cl.put_lock, store._reput_lock:
+        queue_offset = cl.topic_queue_table.get(key, 0)
+        cpos = cmf.wrote_position
+        wrote = mf.wrote_position
+        phy = mf.file_from_offset + wrote
+        if cpos >= cq.file_size or cmf.file_from_offset + cpos != queue_offset * _CQ_UNIT or \
+                store.reput_from_offset != phy or phy < cq.max_physic_offset:
+            return None
+        now = time.time_ns() // 1_000_000
+        r = append_single(mf.target, wrote, cl.file_size - 8, cfg.maxMessageSize, queue_id, flag,
+                          queue_offset, phy, sys_flag, born_ts, born_host, now,
+                          cl.store_host_field, reconsume, body, topic_b, stored, cmf.view, cpos,
+                          tags_code, _host_hex(store.store_host))
+        if r is None:
+            return None
+        size, msg_id = r
+        end = wrote + size
+        mf.wrote_position = end
+        if mf.write_buffer is None:
+            mf.committed_position = end
+        mf.store_timestamp = now
+        cl.topic_queue_table[key] = queue_offset + 1
+        cmf.wrote_position = cmf.committed_position = cpos + _CQ_UNIT
+        cq.max_physic_offset = phy + size
+        store.checkpoint.logics_msg_timestamp = now
+        store.reput_from_offset = phy + size
+        _after_put(store, cfg, topic, queue_id, queue_offset, phy, size, now, tags_code, props)
+    return queue_offset, msg_id, phy, size
+
+
+def _after_put(store: Any, cfg: Any, topic: str, queue_id: int, queue_offset: int, phy: int,
+               size: int, now: int, tags_code: int, props: dict[str, str]) -> None:
+    """Index keys, stats, arrival notification and flush wake-up of a stored
+    message, as the general put and its dispatch do them."""
+    keys = props.get("KEYS")
+    uniq = props.get("UNIQ_KEY")
+    if (keys or uniq) and cfg.messageIndexEnable:
+        if not store.index_service.build_index(topic, phy, now, keys, uniq):
+            store.running_flags.make_index_file_error()
+    store.stats.on_put(topic, 1, size, 0)
+    if store.message_arriving_listener is not None:
+        store._notify(topic, queue_id, queue_offset + 1, tags_code, now, props)
+    if cfg.flushDiskType is FlushDiskType.ASYNC_FLUSH and not cfg.flushCommitLogTimed:
+        store.flush_service.wakeup()
+
+
+append_single = _append_single
+_c = compiled("store_put")
+if _c is not None:
+    append_single = _c.append_single
