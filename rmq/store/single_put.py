@@ -142,6 +142,25 @@ def _after_put(store: Any, cfg: Any, topic: str, queue_id: int, queue_offset: in
         store.flush_service.wakeup()
 
 
+def wait_flush(store: Any, end: int, wait: bool, token: object, done: Any) -> bool:
+    """SYNC_FLUSH after ``put_single``: True when ``done(token, status)`` will
+    run on the loop once the group commit covered ``end`` (PUT_OK) or
+    syncFlushTimeout passed (FLUSH_DISK_TIMEOUT); False when there is nothing
+    to wait for (ASYNC_FLUSH, or the sender does not wait: the flush is only
+    woken), as ``DefaultMessageStore.put_message_then`` decides."""
+    cfg = store.config
+    if cfg.flushDiskType is not FlushDiskType.SYNC_FLUSH:
+        return False
+    if not wait:
+        store.flush_service.wakeup()
+        return False
+    loop = store._loop
+    if loop is None:
+        loop = store._bind_loop()
+    store.flush_service.wait_on_loop(loop, end, cfg.syncFlushTimeout, token, done)
+    return True
+
+
 append_single = _append_single
 _c = compiled("store_put")
 if _c is not None:

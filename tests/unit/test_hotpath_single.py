@@ -269,3 +269,32 @@ def test_put_single_queue_offsets_and_ids(tmp_path):
             assert (m.msg_id, m.store_size, m.body, m.queue_offset) == (msg_id, size, b"b" * i, i)
     finally:
         store.shutdown()
+
+
+@pytest.mark.timeout(60)
+async def test_wait_flush_under_sync_flush(tmp_path):
+    import asyncio
+
+    from rmq.store import FlushDiskType
+    from rmq.store.single_put import wait_flush
+
+    cfg = _config(tmp_path)
+    cfg.flushDiskType = FlushDiskType.SYNC_FLUSH
+    store = DefaultMessageStore(cfg, HOST)
+    assert store.load()
+    store.start()
+    try:
+        props, stored, code = _send_properties("", "C")
+        msg = MessageExtBrokerInner("S", 0, 0, b"a", props, stored, code, 0, 1, ("10.0.0.1", 1),
+                                    HOST)
+        assert store.put_message(msg).is_ok()
+        born = socket_address_bytes(("10.0.0.1", 1))
+        _q, _id, phy, size = put_single(store, "S", b"S", 0, 0, b"b", props, stored, code, 0, 1,
+                                        born, 0)
+        fut = asyncio.get_running_loop().create_future()
+        assert wait_flush(store, phy + size, True, fut, lambda f, st: f.set_result(st))
+        assert (await asyncio.wait_for(fut, 10)) is PutMessageStatus.PUT_OK
+        assert store.commit_log.mfq.flushed_where >= phy + size
+        assert not wait_flush(store, phy + size, False, None, None)  # no wait: only woken
+    finally:
+        store.shutdown()

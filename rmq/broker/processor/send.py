@@ -39,6 +39,7 @@ from rmq.store import (
     MessageExtBatch,
     MessageExtBrokerInner,
     PutMessageResult,
+    PutMessageStatus,
 )
 from rmq.store.message_codec import (
     message_properties_to_string,
@@ -46,7 +47,7 @@ from rmq.store.message_codec import (
     string_to_message_properties,
 )
 from rmq.store.schedule import ScheduleMessageService
-from rmq.store.single_put import put_single
+from rmq.store.single_put import put_single, wait_flush
 
 R = RequestCode
 RC = ResponseCode
@@ -108,7 +109,7 @@ class SendMessageProcessor(SendSupport):
 
     def process_request(self, channel: Channel, request: RemotingCommand) -> Any:
         code = request.code
-        if code in _SINGLE_CODES and self._put_is_immediate():
+        if code in _SINGLE_CODES and self.c.store_config.brokerRole is not BrokerRole.SYNC_MASTER:
             response = self.send_fast(channel, request,
                                       V2_KEYS if code == R.SEND_MESSAGE_V2 else V1_KEYS)
             if response is not None:
@@ -128,7 +129,9 @@ class SendMessageProcessor(SendSupport):
         ordinary topic (not a retry topic, not forbidden), a valid queue, no
         transaction and no delay, stored by ``put_single``.  None when anything
         is unusual: nothing has been done and ``send_message`` handles it, with
-        the same stored bytes and the same answer for what the fast path takes."""
+        the same stored bytes and the same answer for what the fast path takes.
+        Under SYNC_FLUSH (not SYNC_MASTER) a waiting sender gets a loop future
+        the group commit completes, as ``_put_then`` does."""
         f = parse_single(request.ext_fields, keys)
         if f is None:
             return None
@@ -159,10 +162,17 @@ class SendMessageProcessor(SendSupport):
                        store.commit_log._host_field(channel_host(channel)), reconsume)
         if r is None:
             return None
-        return RemotingCommand(0, 0, 409, 0, RPC_RESPONSE, None, {
+        response = RemotingCommand(0, 0, 409, 0, RPC_RESPONSE, None, {
             "msgId": r[1], "queueId": str(queue_id), "queueOffset": str(r[0]),
             mc.PROPERTY_MSG_REGION: bc.regionId,
             mc.PROPERTY_TRACE_SWITCH: "true" if bc.traceOn else "false"}, None, 0)
+        if self.c.store_config.flushDiskType is not FlushDiskType.SYNC_FLUSH:
+            return response
+        fut = asyncio.get_running_loop().create_future()
+        if wait_flush(store, r[2] + r[3], props.get(_PROP_WAIT) != "false", (fut, response),
+                      _flushed):
+            return fut
+        return response
 
     def build_inner(self, channel: Channel, request: RemotingCommand, h: SendHeader,
                     topic: str, queue_id: int, sys_flag: int) -> MessageExtBrokerInner:
@@ -315,6 +325,17 @@ class SendMessageProcessor(SendSupport):
             return RemotingCommand.create_response(RC.SUCCESS)
         remark = result.status.name if result is not None else "putMessageResult is null"
         return RemotingCommand.create_response(RC.SYSTEM_ERROR, remark)
+
+
+def _flushed(token: tuple, status: PutMessageStatus) -> None:
+    """Group commit answer of a fast-path send: the response as built, or
+    FLUSH_DISK_TIMEOUT (the only other status a flush wait gives) with the
+    same fields, as ``put_result_response`` answers it."""
+    fut, response = token
+    if status is not PutMessageStatus.PUT_OK:
+        response.code = RC.FLUSH_DISK_TIMEOUT
+    if not fut.done():
+        fut.set_result(response)
 
 
 def _without_wait(props: dict[str, str]) -> str:
