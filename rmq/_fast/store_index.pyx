@@ -3,27 +3,7 @@
 (STORE_FORMAT.md 7): the whole state lives in the mapped buffer."""
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
-
-
-cdef inline void put32(uint8_t *p, int32_t v) noexcept nogil:
-    cdef uint32_t u = <uint32_t>v
-    p[0] = (u >> 24) & 0xFF
-    p[1] = (u >> 16) & 0xFF
-    p[2] = (u >> 8) & 0xFF
-    p[3] = u & 0xFF
-
-
-cdef inline void put64(uint8_t *p, int64_t v) noexcept nogil:
-    put32(p, <int32_t>(v >> 32))
-    put32(p + 4, <int32_t>(<uint32_t>v))
-
-
-cdef inline int32_t get32(const uint8_t *p) noexcept nogil:
-    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | <uint32_t>p[3])
-
-
-cdef inline int64_t get64(const uint8_t *p) noexcept nogil:
-    return (<int64_t>get32(p) << 32) | (<int64_t>(<uint32_t>get32(p + 4)))
+from rmq._fast.byteorder cimport put32, put64, get32, get64
 
 
 cdef inline void check(Py_ssize_t n, long long max_slots, long long max_index) except *:

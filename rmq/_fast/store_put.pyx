@@ -12,10 +12,9 @@ take the general path".
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from rmq._fast.byteorder cimport put32, put64, masked_crc
 from libc.string cimport memcpy
 
-cdef extern from "zlib.h" nogil:
-    unsigned long crc32(unsigned long crc, const unsigned char *buf, unsigned int len)
 
 cdef extern from "Python.h":
     object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
@@ -27,29 +26,6 @@ cdef enum:
     MESSAGE_MAGIC = -626843481
 
 cdef const char *HEX = b"0123456789ABCDEF"
-
-
-cdef inline void put32(uint8_t *p, int32_t v) noexcept nogil:
-    cdef uint32_t u = <uint32_t>v
-    p[0] = (u >> 24) & 0xFF
-    p[1] = (u >> 16) & 0xFF
-    p[2] = (u >> 8) & 0xFF
-    p[3] = u & 0xFF
-
-
-cdef inline void put64(uint8_t *p, int64_t v) noexcept nogil:
-    put32(p, <int32_t>(v >> 32))
-    put32(p + 4, <int32_t>(<uint32_t>v))
-
-
-cdef inline int32_t masked_crc(const uint8_t *p, Py_ssize_t n) noexcept nogil:
-    cdef unsigned long c = crc32(0, NULL, 0)
-    while n > 0x40000000:
-        c = crc32(c, p, 0x40000000)
-        p += 0x40000000
-        n -= 0x40000000
-    c = crc32(c, p, <unsigned int>n)
-    return <int32_t>(c & 0x7FFFFFFF)
 
 
 cdef Py_ssize_t write_record(uint8_t *out, int32_t queue_id, int32_t flag, int64_t queue_offset,
