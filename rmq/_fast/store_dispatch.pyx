@@ -11,6 +11,7 @@ non-ASCII key, or does not fit into the consume queue / index file.
 
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
 from rmq._fast.byteorder cimport put32, put64, get32, get64, get16
+from rmq._fast.index_slot cimport index_put
 from libc.string cimport memcmp
 
 
@@ -72,47 +73,6 @@ cdef inline int32_t key_hash(int32_t topic_hash, const uint8_t *key, Py_ssize_t 
     if h == -2147483648:
         return 0
     return -h if h < 0 else h
-
-
-cdef bint index_put(uint8_t *b, int64_t max_slots, int64_t max_index, int32_t khash, int64_t phy,
-                    int64_t store_ts) noexcept nogil:
-    """The insert of rmq/store/index.py; False when the file is full."""
-    cdef int64_t begin_ts = get64(b), begin_phy = get64(b + 16)
-    cdef int32_t slot_count = get32(b + 32), index_count = get32(b + 36)
-    if index_count <= 0:
-        index_count = 1
-    if index_count >= max_index:
-        return False
-    cdef uint8_t *slot = b + 40 + (khash % max_slots) * 4
-    cdef int32_t slot_value = get32(slot)
-    if slot_value <= 0 or slot_value > index_count:
-        slot_value = 0
-    cdef int64_t diff = 0
-    if begin_ts > 0:
-        diff = store_ts - begin_ts
-        diff = diff / 1000 if diff >= 0 else -((-diff) / 1000)
-        if diff < 0:
-            diff = 0
-        elif diff > 0x7FFFFFFF:
-            diff = 0x7FFFFFFF
-    cdef uint8_t *e = b + 40 + max_slots * 4 + <int64_t>index_count * 20
-    put32(e, khash)
-    put64(e + 4, phy)
-    put32(e + 12, <int32_t>diff)
-    put32(e + 16, slot_value)
-    put32(slot, index_count)
-    if index_count <= 1:
-        begin_phy = phy
-        begin_ts = store_ts
-    if slot_value == 0:
-        slot_count += 1
-    put64(b, begin_ts)
-    put64(b + 8, store_ts)
-    put64(b + 16, begin_phy)
-    put64(b + 24, phy)
-    put32(b + 32, slot_count)
-    put32(b + 36, index_count + 1)
-    return True
 
 
 cdef inline Py_ssize_t count_keys(const uint8_t *p, Py_ssize_t n) noexcept nogil:

@@ -3,7 +3,8 @@
 (STORE_FORMAT.md 7): the whole state lives in the mapped buffer."""
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
-from rmq._fast.byteorder cimport put32, put64, get32, get64
+from rmq._fast.byteorder cimport get32, get64
+from rmq._fast.index_slot cimport index_put as c_index_put
 
 
 cdef inline void check(Py_ssize_t n, long long max_slots, long long max_index) except *:
@@ -16,44 +17,7 @@ def index_put(uint8_t[::1] buf, long long max_slots, long long max_index, int ke
     check(buf.shape[0], max_slots, max_index)
     if key_hash < 0:
         raise ValueError("negative key hash")
-    cdef uint8_t *b = &buf[0]
-    cdef int64_t begin_ts = get64(b), begin_phy = get64(b + 16)
-    cdef int32_t slot_count = get32(b + 32), index_count = get32(b + 36)
-    if index_count <= 0:
-        index_count = 1
-    if index_count >= max_index:
-        return False
-    cdef uint8_t *slot = b + 40 + (key_hash % max_slots) * 4
-    cdef int32_t slot_value = get32(slot)
-    if slot_value <= 0 or slot_value > index_count:
-        slot_value = 0
-    cdef int64_t diff = 0
-    if begin_ts > 0:
-        diff = store_ts - begin_ts
-        # Java integer division truncates toward zero
-        diff = diff / 1000 if diff >= 0 else -((-diff) / 1000)
-        if diff < 0:
-            diff = 0
-        elif diff > 0x7FFFFFFF:
-            diff = 0x7FFFFFFF
-    cdef uint8_t *e = b + 40 + max_slots * 4 + <int64_t>index_count * 20
-    put32(e, key_hash)
-    put64(e + 4, phy_offset)
-    put32(e + 12, <int32_t>diff)
-    put32(e + 16, slot_value)
-    put32(slot, index_count)
-    if index_count <= 1:
-        begin_phy = phy_offset
-        begin_ts = store_ts
-    if slot_value == 0:
-        slot_count += 1
-    put64(b, begin_ts)
-    put64(b + 8, store_ts)
-    put64(b + 16, begin_phy)
-    put64(b + 24, phy_offset)
-    put32(b + 32, slot_count)
-    put32(b + 36, index_count + 1)
-    return True
+    return c_index_put(&buf[0], max_slots, max_index, key_hash, phy_offset, store_ts)
 
 
 def index_get(const uint8_t[::1] buf, long long max_slots, long long max_index, int key_hash,
