@@ -12,7 +12,8 @@ take the general path".
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from rmq._fast.byteorder cimport put32, put64, masked_crc
+from rmq._fast.byteorder cimport put32, put64
+from rmq._fast.record cimport c_write_record
 from libc.string cimport memcpy
 
 
@@ -22,51 +23,7 @@ cdef extern from "Python.h":
     int PyUnicode_IS_ASCII(object o)
     Py_ssize_t PyUnicode_GET_LENGTH(object o)
 
-cdef enum:
-    MESSAGE_MAGIC = -626843481
-
 cdef const char *HEX = b"0123456789ABCDEF"
-
-
-cdef Py_ssize_t write_record(uint8_t *out, int32_t queue_id, int32_t flag, int64_t queue_offset,
-                             int64_t phy, int32_t sys_flag, int64_t born_ts, const uint8_t *born,
-                             Py_ssize_t born_len, int64_t store_ts, const uint8_t *store,
-                             Py_ssize_t store_len, int32_t reconsume, const uint8_t *body,
-                             Py_ssize_t body_len, const uint8_t *topic, Py_ssize_t topic_len,
-                             const uint8_t *props, Py_ssize_t props_len,
-                             Py_ssize_t size) noexcept nogil:
-    cdef uint8_t *p = out
-    put32(p, <int32_t>size)
-    put32(p + 4, MESSAGE_MAGIC)
-    put32(p + 8, masked_crc(body, body_len))
-    put32(p + 12, queue_id)
-    put32(p + 16, flag)
-    put64(p + 20, queue_offset)
-    put64(p + 28, phy)
-    put32(p + 36, sys_flag)
-    put64(p + 40, born_ts)
-    p += 48
-    memcpy(p, born, born_len)
-    p += born_len
-    put64(p, store_ts)
-    p += 8
-    memcpy(p, store, store_len)
-    p += store_len
-    put32(p, reconsume)
-    put64(p + 4, 0)  # prepared transaction offset: 0 for an ordinary send
-    put32(p + 12, <int32_t>body_len)
-    p += 16
-    if body_len:
-        memcpy(p, body, body_len)
-    p += body_len
-    p[0] = <uint8_t>topic_len
-    memcpy(p + 1, topic, topic_len)
-    p += 1 + topic_len
-    p[0] = (props_len >> 8) & 0xFF
-    p[1] = props_len & 0xFF
-    if props_len:
-        memcpy(p + 2, props, props_len)
-    return size
 
 
 cdef str msg_id(str host_hex, int64_t phy):
@@ -129,9 +86,9 @@ def append_single(object buf, Py_ssize_t pos, Py_ssize_t limit, Py_ssize_t max_b
                 sp = <const uint8_t *>PyBytes_AS_STRING(store_host)
                 tp = <const uint8_t *>PyBytes_AS_STRING(topic)
                 with nogil:
-                    write_record(<uint8_t *>ov.buf + pos, queue_id, flag, queue_offset, phy,
-                                 sys_flag, born_ts, bp, blen, store_ts, sp, slen, reconsume,
-                                 <const uint8_t *>bv.buf, bv.len, tp, tlen, pp, plen, size)
+                    c_write_record(<uint8_t *>ov.buf + pos, queue_id, flag, queue_offset, phy,
+                                   sys_flag, born_ts, bp, blen, store_ts, sp, slen, reconsume,
+                                   0, <const uint8_t *>bv.buf, bv.len, tp, tlen, pp, plen)
                     put64(<uint8_t *>cv.buf + cq_pos, phy)
                     put32(<uint8_t *>cv.buf + cq_pos + 8, <int32_t>size)
                     put64(<uint8_t *>cv.buf + cq_pos + 12, tags_code)
