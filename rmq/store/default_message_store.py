@@ -15,22 +15,18 @@ import asyncio
 import fcntl
 import logging
 import os
-import struct
 import threading
-import time
 from collections.abc import Callable
 
 import psutil
 
-from rmq.common import message as mc
 from rmq.common.topics import SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC, is_retry_topic
 from rmq.store import message_codec as codec
 from rmq.store.checkpoint import StoreCheckpoint
 from rmq.store.clean import CleanService, disk_used_ratio
-from rmq.store.commit_log import CommitLog
+from rmq.store.commit_log import CommitLog, _now_ms
 from rmq.store.config import BrokerRole, FlushDiskType, MessageStoreConfig
-from rmq.store.consume_queue import CQ_STORE_UNIT_SIZE, FILLER_SIZE, ConsumeQueue
-from rmq.store.dispatch import dispatch_run
+from rmq.store.consume_queue import ConsumeQueue
 from rmq.store.flush import (
     CommitRealTimeService,
     FlushConsumeQueueService,
@@ -40,27 +36,20 @@ from rmq.store.flush import (
 )
 from rmq.store.index import IndexService
 from rmq.store.mapped_file import page_cache_busy
-from rmq.store.message import MessageExt, MessageExtBatch, MessageExtBrokerInner
+from rmq.store.message import MessageExtBatch, MessageExtBrokerInner
+from rmq.store.reader import MessageReaderMixin
+from rmq.store.reput import ReputMixin
 from rmq.store.results import (
     AppendMessageResult,
     AppendMessageStatus,
-    GetMessageResult,
-    GetMessageStatus,
     PutMessageResult,
     PutMessageStatus,
-    QueryMessageResult,
 )
 from rmq.store.running_flags import RunningFlags
 from rmq.store.stats import StoreStatsService
 
 log = logging.getLogger("store")
 
-_INT = struct.Struct(">i")
-_TX_MASK = mc.TRANSACTION_ROLLBACK_TYPE  # transaction bits of sysFlag
-_TX_NOT = mc.TRANSACTION_NOT_TYPE
-_TX_COMMIT = mc.TRANSACTION_COMMIT_TYPE
-_TX_ROLLBACK = mc.TRANSACTION_ROLLBACK_TYPE
-_CQ_ENTRY = struct.Struct(">qiq")
 ArrivalListener = Callable[[str, int, int, int, int, dict], None]
 
 
@@ -77,10 +66,6 @@ class StoreLockedError(RuntimeError):
     """Another store already runs on this directory."""
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 _APPEND_TO_PUT = {
     AppendMessageStatus.MESSAGE_SIZE_EXCEEDED: PutMessageStatus.MESSAGE_ILLEGAL,
     AppendMessageStatus.PROPERTIES_SIZE_EXCEEDED: PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
@@ -89,7 +74,10 @@ _APPEND_TO_PUT = {
 }
 
 
-class DefaultMessageStore:
+class DefaultMessageStore(ReputMixin, MessageReaderMixin):
+    """The store: start-up, recovery, puts and housekeeping here; dispatch in
+    ``reput.py``, reads in ``reader.py``."""
+
     def __init__(
         self, config: MessageStoreConfig, store_host: tuple[str, int] = ("127.0.0.1", 10911),
         broker_cluster_name: str = "DefaultCluster", message_arriving_listener: ArrivalListener | None = None,
@@ -475,408 +463,6 @@ class DefaultMessageStore:
             elif not await ha.wait_transfer(end, self.config.slaveTimeout):
                 result.status = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
         return result
-
-    # ======================================================================
-    # dispatch (ReputMessageService)
-    # ======================================================================
-    def on_committed(self) -> None:
-        """Called by the commit thread: dispatch on the loop when there is one."""
-        loop = self._loop
-        if loop is not None and loop.is_running():
-            loop.call_soon_threadsafe(self.do_reput)
-        else:
-            self.do_reput()
-
-    def do_reput(self) -> None:
-        """Dispatch every readable record after ``reput_from_offset`` into the
-        consume queues and the index; notify the arrival listener."""
-        cl = self.commit_log
-        listener = self.message_arriving_listener
-        if self.config.brokerRole is BrokerRole.SLAVE:
-            listener = None
-        with self._reput_lock:
-            while self.reput_from_offset < cl.get_max_offset():
-                if self.reput_from_offset < cl.get_min_offset():
-                    self.reput_from_offset = cl.get_min_offset()
-                data = cl.get_data(self.reput_from_offset)
-                if data is None:
-                    break
-                view, start = data
-                n = len(view)
-                try:
-                    pos, roll = self._dispatch_region(view, listener is not None)
-                finally:
-                    view.release()
-                if roll:
-                    self.reput_from_offset = cl.roll_next_file(start + pos)
-                    continue
-                self.reput_from_offset = start + pos
-                if pos < n:
-                    break
-
-    def _dispatch_region(self, view, notify: bool) -> tuple[int, bool]:
-        """Scan and dispatch the records of one readable region; returns the
-        position reached and whether a blank (end of file) was met."""
-        scan = codec.scan_record
-        dispatch = self._dispatch
-        n = len(view)
-        pos = 0
-        while pos < n:
-            r = scan(view, pos, n, False)
-            st = r[0]
-            if st == codec.SCAN_MESSAGE:
-                dispatch(r, view if notify else None)
-                pos += r[1]
-                if pos < n:
-                    pos = self._dispatch_run(view, pos, n, r[2], r[3], notify)
-            elif st == codec.SCAN_BLANK:
-                return pos, True
-            elif st == codec.SCAN_SIZE_MISMATCH and r[1] > 0:
-                log.error("[BUG]read total count not equals msg total size at %d", r[5] + pos)
-                pos += r[1]
-            else:
-                break
-        return pos, False
-
-    def _dispatch_run(self, view, pos: int, n: int, topic: str, queue_id: int, notify: bool) -> int:
-        """Dispatch the following records of the same topic/queue in bulk
-        (``dispatch.dispatch_run``); returns where the per-record path resumes."""
-        cq = self._existing_cq(topic, queue_id)
-        mf = cq._tail if cq is not None else None
-        if mf is None or mf.wrote_position >= cq.file_size:
-            return pos
-        index = None
-        cfg = self.config
-        if cfg.messageIndexEnable:
-            f = self.index_service.writable_file()
-            if f is None:
-                return pos
-            index = f.mf.view
-        topic_b = self._topic_bytes.get(topic)
-        if topic_b is None:
-            topic_b = self._topic_bytes[topic] = topic.encode("utf-8")
-        new_pos, cq_pos, count, max_phy, last = dispatch_run(
-            view, pos, n, topic_b, queue_id, mf.view, mf.wrote_position, mf.file_from_offset,
-            cq.max_physic_offset, index, cfg.maxHashSlotNum, cfg.maxIndexNum,
-        )
-        if count:
-            mf.wrote_position = mf.committed_position = cq_pos
-            cq.max_physic_offset = max_phy
-            qoff, tags_code, store_ts, ppos, plen = last
-            self.checkpoint.logics_msg_timestamp = store_ts
-            if notify:
-                props = codec.string_to_message_properties(view[ppos: ppos + plen])
-                self._notify(topic, queue_id, qoff + 1, tags_code, store_ts, props)
-        return new_pos
-
-    def _dispatch_put(self, msg: MessageExtBrokerInner, ar: AppendMessageResult) -> bool:
-        """Dispatch the record a single put has just written from what the put
-        already knows (topic, queue, offsets, the property map) instead of
-        reading it back: the same consume-queue entry, index keys and arrival
-        notification as the reput scan, without decoding the record again.
-        Only for the next record to dispatch and an ordinary message (no
-        prepared/rollback transaction, no SCHEDULE_TOPIC tagsCode); False
-        leaves it to ``do_reput``."""
-        tx = msg.sys_flag & _TX_MASK
-        if (tx != _TX_NOT and tx != _TX_COMMIT) or msg.topic == SCHEDULE_TOPIC:
-            return False
-        with self._reput_lock:
-            phy = ar.wrote_offset
-            if self.reput_from_offset != phy:
-                return False
-            props = msg.properties
-            tags = props.get(mc.PROPERTY_TAGS)
-            self._dispatch_entry(
-                msg.topic, msg.queue_id, ar.logics_offset, phy, ar.wrote_bytes, tx,
-                ar.store_timestamp, codec.tags_code(tags) if tags else 0, props.get(mc.PROPERTY_KEYS),
-                props.get(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-                props if self.message_arriving_listener is not None else None)
-            self.reput_from_offset = phy + ar.wrote_bytes
-        return True
-
-    def _dispatch_entry(self, topic: str, queue_id: int, queue_offset: int, phy: int, size: int,
-                        tx: int, store_ts: int, tags_code: int, keys: str | None,
-                        uniq: str | None, props: dict | None) -> None:
-        """Consume-queue entry, index keys and arrival notification of one
-        ordinary record (``_dispatch_put``'s half of ``_dispatch``)."""
-        qs = self.consume_queue_table.get(topic)
-        cq = qs.get(queue_id) if qs is not None else None
-        if cq is None:
-            cq = self.find_consume_queue(topic, queue_id)
-        if cq.put_message_position_info(phy, size, tags_code, queue_offset):
-            self.checkpoint.logics_msg_timestamp = store_ts
-        else:
-            self.running_flags.make_logics_queue_error()
-        if (keys or uniq) and self.config.messageIndexEnable:
-            if not self.index_service.build_index(topic, phy, store_ts, keys, uniq):
-                self.running_flags.make_index_file_error()
-        if props is not None:
-            self._notify(topic, queue_id, queue_offset + 1, tags_code, store_ts, props)
-
-    def _dispatch(self, r: tuple, view) -> None:
-        (_st, size, topic, queue_id, queue_offset, phy, sys_flag, store_ts, tags_code,
-         keys, uniq, delay, props_pos, props_len, _prepared) = r
-        tx = sys_flag & _TX_MASK
-        if tx == _TX_NOT or tx == _TX_COMMIT:
-            if delay is not None and topic == SCHEDULE_TOPIC:
-                tags_code = self.commit_log.delay_tags_code(store_ts, delay)
-            qs = self.consume_queue_table.get(topic)
-            cq = qs.get(queue_id) if qs is not None else None
-            if cq is None:
-                cq = self.find_consume_queue(topic, queue_id)
-            if cq.put_message_position_info(phy, size, tags_code, queue_offset):
-                self.checkpoint.logics_msg_timestamp = store_ts
-            else:
-                self.running_flags.make_logics_queue_error()
-        if (keys or uniq) and tx != _TX_ROLLBACK and self.config.messageIndexEnable:
-            if not self.index_service.build_index(topic, phy, store_ts, keys, uniq):
-                self.running_flags.make_index_file_error()
-        if view is not None and (tx == _TX_NOT or tx == _TX_COMMIT):
-            props = codec.string_to_message_properties(view[props_pos: props_pos + props_len])
-            self._notify(topic, queue_id, queue_offset + 1, tags_code, store_ts, props)
-
-    def _notify(self, topic: str, queue_id: int, next_offset: int, tags_code: int,
-                store_ts: int, props: dict) -> None:
-        """The arrival listener, on the loop's thread (directly when dispatch
-        runs there, which is the put path's case)."""
-        listener = self.message_arriving_listener
-        loop = self._loop
-        if loop is not None and threading.get_ident() != self._loop_thread and loop.is_running():
-            loop.call_soon_threadsafe(listener, topic, queue_id, next_offset, tags_code,
-                                      store_ts, props)
-            return
-        try:
-            listener(topic, queue_id, next_offset, tags_code, store_ts, props)
-        except Exception:  # noqa: BLE001 - a listener bug must not stop dispatch
-            log.exception("message arriving listener failed")
-
-    def dispatch_behind_bytes(self) -> int:
-        return max(0, self.commit_log.get_max_offset() - self.reput_from_offset)
-
-    # ======================================================================
-    # reads
-    # ======================================================================
-    def _next_offset_correction(self, old: int, new: int) -> int:
-        if self.config.brokerRole is not BrokerRole.SLAVE or self.config.offsetCheckInSlave:
-            return new
-        return old
-
-    def _is_the_batch_full(self, size: int, max_nums: int, total: int, count: int, in_disk: bool,
-                           max_bytes: int | None) -> bool:
-        if total == 0 or count == 0:
-            return False
-        if max_nums <= count:
-            return True
-        cfg = self.config
-        if in_disk:
-            limit_bytes = cfg.maxTransferBytesOnMessageInDisk
-            limit_count = cfg.maxTransferCountOnMessageInDisk
-        else:
-            limit_bytes = cfg.maxTransferBytesOnMessageInMemory
-            limit_count = cfg.maxTransferCountOnMessageInMemory
-        if max_bytes is not None:
-            limit_bytes = min(limit_bytes, max_bytes)
-        return total + size > limit_bytes or count > limit_count - 1
-
-    def get_message(
-        self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
-        max_total_msg_size: int | None = None, message_filter: Callable[[int], bool] | None = None,
-    ) -> GetMessageResult | None:
-        """Messages of topic/queue from logical ``offset`` (``getMessage`` of
-        4.9.8); None when the store is shut down or not readable."""
-        if self._shutdown or not self.running_flags.is_readable():
-            return None
-        begin = _now_ms()
-        result = GetMessageResult()
-        max_phy = self.commit_log.get_max_offset()
-        cq = self._existing_cq(topic, queue_id)
-        if cq is None:
-            result.status = GetMessageStatus.NO_MATCHED_LOGIC_QUEUE
-            result.next_begin_offset = self._next_offset_correction(offset, 0)
-            self.stats.on_get(0, _now_ms() - begin)
-            return result
-        min_off = cq.get_min_offset_in_queue()
-        max_off = cq.get_max_offset_in_queue()
-        result.min_offset, result.max_offset = min_off, max_off
-        if max_off == 0:
-            result.status = GetMessageStatus.NO_MESSAGE_IN_QUEUE
-            result.next_begin_offset = self._next_offset_correction(offset, 0)
-        elif offset < min_off:
-            result.status = GetMessageStatus.OFFSET_TOO_SMALL
-            result.next_begin_offset = self._next_offset_correction(offset, min_off)
-        elif offset == max_off:
-            result.status = GetMessageStatus.OFFSET_OVERFLOW_ONE
-            result.next_begin_offset = self._next_offset_correction(offset, offset)
-        elif offset > max_off:
-            result.status = GetMessageStatus.OFFSET_OVERFLOW_BADLY
-            result.next_begin_offset = self._next_offset_correction(offset, min_off if min_off == 0 else max_off)
-        else:
-            self._read_queue(cq, result, offset, max_msg_nums, max_total_msg_size, message_filter, max_phy)
-        self.stats.on_get(len(result.message_buffers), _now_ms() - begin)
-        return result
-
-    def _read_queue(self, cq: ConsumeQueue, result: GetMessageResult, offset: int, max_nums: int,
-                    max_bytes: int | None, message_filter, max_phy: int) -> None:
-        buf = cq.get_index_buffer(offset)
-        if buf is None:
-            result.status = GetMessageStatus.OFFSET_FOUND_NULL
-            per_file = cq.file_size // CQ_STORE_UNIT_SIZE
-            result.next_begin_offset = self._next_offset_correction(offset, offset + per_file - offset % per_file)
-            return
-        view, _ = buf
-        status = GetMessageStatus.NO_MATCHED_MESSAGE
-        next_phy_file_start = -1
-        max_phy_pulling = 0
-        limit = min(len(view), max(16000, max_nums * CQ_STORE_UNIT_SIZE))
-        limit -= limit % CQ_STORE_UNIT_SIZE
-        buffers = result.message_buffers
-        queue_offsets = result.message_queue_offsets
-        commit_log = self.commit_log
-        memory_limit = self._memory_limit
-        total = 0
-        i = 0
-        mf = None
-        mf_start = mf_end = 0
-        file_size = commit_log.file_size
-        try:
-            for off, size, tags in _CQ_ENTRY.iter_unpack(view[:limit]):
-                max_phy_pulling = off
-                if size == FILLER_SIZE or (next_phy_file_start >= 0 and off < next_phy_file_start):
-                    i += CQ_STORE_UNIT_SIZE
-                    continue
-                in_disk = max_phy - off > memory_limit
-                if self._is_the_batch_full(size, max_nums, total, len(buffers), in_disk, max_bytes):
-                    break
-                if message_filter is not None and not message_filter(tags):
-                    i += CQ_STORE_UNIT_SIZE
-                    continue
-                if mf_start <= off and off + size <= mf_end:
-                    mv = mf.select(off - mf_start, size)
-                else:
-                    mf = commit_log.mfq.find_mapped_file_by_offset(off)
-                    mv = None
-                    if mf is not None:
-                        mf_start = mf.file_from_offset
-                        mf_end = mf_start + file_size
-                        mv = mf.select(off - mf_start, size)
-                    else:
-                        mf_start = mf_end = 0
-                if mv is None:
-                    if not buffers:
-                        status = GetMessageStatus.MESSAGE_WAS_REMOVING
-                    next_phy_file_start = commit_log.roll_next_file(off)
-                    i += CQ_STORE_UNIT_SIZE
-                    continue
-                buffers.append(mv)
-                queue_offsets.append(offset + i // CQ_STORE_UNIT_SIZE)
-                total += size
-                status = GetMessageStatus.FOUND
-                next_phy_file_start = -1
-                i += CQ_STORE_UNIT_SIZE
-        finally:
-            view.release()
-        result.buffer_total_size = total
-        result.status = status
-        result.next_begin_offset = offset + i // CQ_STORE_UNIT_SIZE
-        result.suggest_pulling_from_slave = max_phy - max_phy_pulling > memory_limit
-
-    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
-        cq = self._existing_cq(topic, queue_id)
-        return cq.get_max_offset_in_queue() if cq is not None else 0
-
-    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
-        cq = self._existing_cq(topic, queue_id)
-        return cq.get_min_offset_in_queue() if cq is not None else -1
-
-    def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, offset: int) -> int:
-        cq = self._existing_cq(topic, queue_id)
-        entry = cq.read_entry(offset) if cq is not None else None
-        return entry[0] if entry is not None else 0
-
-    def check_in_disk_by_consume_offset(self, topic: str, queue_id: int, offset: int) -> bool:
-        """``checkInDiskByConsumeOffset``: whether the message at ``offset`` of
-        the queue lies further behind the commit log's end than the share of
-        memory a read may count on (accessMessageInMemoryMaxRatio); False when
-        the queue or the entry does not exist."""
-        cq = self._existing_cq(topic, queue_id)
-        entry = cq.read_entry(offset) if cq is not None else None
-        if entry is None:
-            return False
-        return self.commit_log.get_max_offset() - entry[0] > self._memory_limit
-
-    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
-        cq = self._existing_cq(topic, queue_id)
-        if cq is None:
-            return 0
-        return cq.get_offset_in_queue_by_time(timestamp, self.commit_log.pickup_store_timestamp)
-
-    def get_message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
-        cq = self._existing_cq(topic, queue_id)
-        entry = cq.read_entry(offset) if cq is not None else None
-        if entry is None or entry[1] == FILLER_SIZE:
-            return -1
-        return self.commit_log.pickup_store_timestamp(entry[0], entry[1])
-
-    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
-        cq = self._existing_cq(topic, queue_id)
-        if cq is None:
-            return -1
-        return self.get_message_store_timestamp(topic, queue_id, cq.get_min_offset_in_queue())
-
-    def get_earliest_message_time_store(self) -> int:
-        """Store time of the first record in the commit log (-1 if none)."""
-        min_off = self.commit_log.get_min_offset()
-        return self.commit_log.pickup_store_timestamp(min_off, 0) if min_off >= 0 else -1
-
-    def select_one_message_by_offset(self, phy_offset: int, size: int | None = None) -> memoryview | None:
-        if size is None:
-            head = self.commit_log.get_message(phy_offset, 4)
-            if head is None:
-                return None
-            (size,) = _INT.unpack_from(head, 0)
-            head.release()
-            if size <= 0:
-                return None
-        return self.commit_log.get_message(phy_offset, size)
-
-    def look_message_by_offset(self, phy_offset: int) -> MessageExt | None:
-        mv = self.select_one_message_by_offset(phy_offset)
-        if mv is None:
-            return None
-        try:
-            return codec.decode_message(mv)
-        except ValueError:
-            return None
-        finally:
-            mv.release()
-
-    def query_message(self, topic: str, key: str, max_num: int, begin: int, end: int) -> QueryMessageResult:
-        """Messages whose UNIQ_KEY or KEYS token is ``key`` stored in
-        [begin, end] (hash matches; callers re-check the key)."""
-        result = QueryMessageResult()
-        if self.index_service is None:
-            return result
-        offsets, last_ts, last_phy = self.index_service.query_offset(topic, key, max_num, begin, end)
-        result.index_last_update_timestamp = last_ts
-        result.index_last_update_phyoffset = last_phy
-        for off in offsets:
-            mv = self.select_one_message_by_offset(off)
-            if mv is not None:
-                result.message_buffers.append(mv)
-                result.buffer_total_size += len(mv)
-        return result
-
-    def query_message_by_unique_key(self, topic: str, uniq_key: str) -> MessageExt | None:
-        """The newest message of ``topic`` whose UNIQ_KEY is ``uniq_key``."""
-        res = self.query_message(topic, uniq_key, self.config.defaultQueryMaxNum, 0, 2**63 - 1)
-        try:
-            for mv in res.message_buffers:
-                msg = codec.decode_message(mv)
-                if msg.topic == topic and msg.uniq_key == uniq_key:
-                    return msg
-        finally:
-            res.release()
-        return None
 
     # ======================================================================
     # status

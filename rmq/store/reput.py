@@ -1,0 +1,212 @@
+"""Dispatch of stored records (the ``ReputMessageService`` of 4.9.8's
+``DefaultMessageStore``): every record the commit log makes readable goes into
+its consume queue and the index, and the arrival listener (long polling) hears
+of it.
+
+A mixin of ``DefaultMessageStore`` rather than a separate object because the
+put path, recovery and HA all read and move ``reput_from_offset`` under the
+same lock; keeping the state on the store keeps those paths one attribute
+access away.  Dispatch runs on the broker's event loop: the put path
+dispatches the record it has just written (``_dispatch_put``), and the commit
+thread schedules ``do_reput`` there for everything else (slave replication,
+transient-pool commits).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from rmq.common import message as mc
+from rmq.common.topics import SCHEDULE_TOPIC
+from rmq.store import message_codec as codec
+from rmq.store.config import BrokerRole
+from rmq.store.dispatch import dispatch_run
+from rmq.store.message import MessageExtBrokerInner
+from rmq.store.results import AppendMessageResult
+
+log = logging.getLogger("store")
+
+_TX_MASK = mc.TRANSACTION_ROLLBACK_TYPE  # transaction bits of sysFlag
+_TX_NOT = mc.TRANSACTION_NOT_TYPE
+_TX_COMMIT = mc.TRANSACTION_COMMIT_TYPE
+_TX_ROLLBACK = mc.TRANSACTION_ROLLBACK_TYPE
+
+
+class ReputMixin:
+    """Dispatch half of ``DefaultMessageStore`` (see the module docstring)."""
+
+    def on_committed(self) -> None:
+        """Called by the commit thread: dispatch on the loop when there is one."""
+        loop = self._loop
+        if loop is not None and loop.is_running():
+            loop.call_soon_threadsafe(self.do_reput)
+        else:
+            self.do_reput()
+
+    def do_reput(self) -> None:
+        """Dispatch every readable record after ``reput_from_offset`` into the
+        consume queues and the index; notify the arrival listener."""
+        cl = self.commit_log
+        listener = self.message_arriving_listener
+        if self.config.brokerRole is BrokerRole.SLAVE:
+            listener = None
+        with self._reput_lock:
+            while self.reput_from_offset < cl.get_max_offset():
+                if self.reput_from_offset < cl.get_min_offset():
+                    self.reput_from_offset = cl.get_min_offset()
+                data = cl.get_data(self.reput_from_offset)
+                if data is None:
+                    break
+                view, start = data
+                n = len(view)
+                try:
+                    pos, roll = self._dispatch_region(view, listener is not None)
+                finally:
+                    view.release()
+                if roll:
+                    self.reput_from_offset = cl.roll_next_file(start + pos)
+                    continue
+                self.reput_from_offset = start + pos
+                if pos < n:
+                    break
+
+    def _dispatch_region(self, view, notify: bool) -> tuple[int, bool]:
+        """Scan and dispatch the records of one readable region; returns the
+        position reached and whether a blank (end of file) was met."""
+        scan = codec.scan_record
+        dispatch = self._dispatch
+        n = len(view)
+        pos = 0
+        while pos < n:
+            r = scan(view, pos, n, False)
+            st = r[0]
+            if st == codec.SCAN_MESSAGE:
+                dispatch(r, view if notify else None)
+                pos += r[1]
+                if pos < n:
+                    pos = self._dispatch_run(view, pos, n, r[2], r[3], notify)
+            elif st == codec.SCAN_BLANK:
+                return pos, True
+            elif st == codec.SCAN_SIZE_MISMATCH and r[1] > 0:
+                log.error("[BUG]read total count not equals msg total size at %d", r[5] + pos)
+                pos += r[1]
+            else:
+                break
+        return pos, False
+
+    def _dispatch_run(self, view, pos: int, n: int, topic: str, queue_id: int, notify: bool) -> int:
+        """Dispatch the following records of the same topic/queue in bulk
+        (``dispatch.dispatch_run``); returns where the per-record path resumes."""
+        cq = self._existing_cq(topic, queue_id)
+        mf = cq._tail if cq is not None else None
+        if mf is None or mf.wrote_position >= cq.file_size:
+            return pos
+        index = None
+        cfg = self.config
+        if cfg.messageIndexEnable:
+            f = self.index_service.writable_file()
+            if f is None:
+                return pos
+            index = f.mf.view
+        topic_b = self._topic_bytes.get(topic)
+        if topic_b is None:
+            topic_b = self._topic_bytes[topic] = topic.encode("utf-8")
+        new_pos, cq_pos, count, max_phy, last = dispatch_run(
+            view, pos, n, topic_b, queue_id, mf.view, mf.wrote_position, mf.file_from_offset,
+            cq.max_physic_offset, index, cfg.maxHashSlotNum, cfg.maxIndexNum,
+        )
+        if count:
+            mf.wrote_position = mf.committed_position = cq_pos
+            cq.max_physic_offset = max_phy
+            qoff, tags_code, store_ts, ppos, plen = last
+            self.checkpoint.logics_msg_timestamp = store_ts
+            if notify:
+                props = codec.string_to_message_properties(view[ppos: ppos + plen])
+                self._notify(topic, queue_id, qoff + 1, tags_code, store_ts, props)
+        return new_pos
+
+    def _dispatch_put(self, msg: MessageExtBrokerInner, ar: AppendMessageResult) -> bool:
+        """Dispatch the record a single put has just written from what the put
+        already knows (topic, queue, offsets, the property map) instead of
+        reading it back: the same consume-queue entry, index keys and arrival
+        notification as the reput scan, without decoding the record again.
+        Only for the next record to dispatch and an ordinary message (no
+        prepared/rollback transaction, no SCHEDULE_TOPIC tagsCode); False
+        leaves it to ``do_reput``."""
+        tx = msg.sys_flag & _TX_MASK
+        if (tx != _TX_NOT and tx != _TX_COMMIT) or msg.topic == SCHEDULE_TOPIC:
+            return False
+        with self._reput_lock:
+            phy = ar.wrote_offset
+            if self.reput_from_offset != phy:
+                return False
+            props = msg.properties
+            tags = props.get(mc.PROPERTY_TAGS)
+            self._dispatch_entry(
+                msg.topic, msg.queue_id, ar.logics_offset, phy, ar.wrote_bytes, tx,
+                ar.store_timestamp, codec.tags_code(tags) if tags else 0, props.get(mc.PROPERTY_KEYS),
+                props.get(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+                props if self.message_arriving_listener is not None else None)
+            self.reput_from_offset = phy + ar.wrote_bytes
+        return True
+
+    def _dispatch_entry(self, topic: str, queue_id: int, queue_offset: int, phy: int, size: int,
+                        tx: int, store_ts: int, tags_code: int, keys: str | None,
+                        uniq: str | None, props: dict | None) -> None:
+        """Consume-queue entry, index keys and arrival notification of one
+        ordinary record (``_dispatch_put``'s half of ``_dispatch``)."""
+        qs = self.consume_queue_table.get(topic)
+        cq = qs.get(queue_id) if qs is not None else None
+        if cq is None:
+            cq = self.find_consume_queue(topic, queue_id)
+        if cq.put_message_position_info(phy, size, tags_code, queue_offset):
+            self.checkpoint.logics_msg_timestamp = store_ts
+        else:
+            self.running_flags.make_logics_queue_error()
+        if (keys or uniq) and self.config.messageIndexEnable:
+            if not self.index_service.build_index(topic, phy, store_ts, keys, uniq):
+                self.running_flags.make_index_file_error()
+        if props is not None:
+            self._notify(topic, queue_id, queue_offset + 1, tags_code, store_ts, props)
+
+    def _dispatch(self, r: tuple, view) -> None:
+        (_st, size, topic, queue_id, queue_offset, phy, sys_flag, store_ts, tags_code,
+         keys, uniq, delay, props_pos, props_len, _prepared) = r
+        tx = sys_flag & _TX_MASK
+        if tx == _TX_NOT or tx == _TX_COMMIT:
+            if delay is not None and topic == SCHEDULE_TOPIC:
+                tags_code = self.commit_log.delay_tags_code(store_ts, delay)
+            qs = self.consume_queue_table.get(topic)
+            cq = qs.get(queue_id) if qs is not None else None
+            if cq is None:
+                cq = self.find_consume_queue(topic, queue_id)
+            if cq.put_message_position_info(phy, size, tags_code, queue_offset):
+                self.checkpoint.logics_msg_timestamp = store_ts
+            else:
+                self.running_flags.make_logics_queue_error()
+        if (keys or uniq) and tx != _TX_ROLLBACK and self.config.messageIndexEnable:
+            if not self.index_service.build_index(topic, phy, store_ts, keys, uniq):
+                self.running_flags.make_index_file_error()
+        if view is not None and (tx == _TX_NOT or tx == _TX_COMMIT):
+            props = codec.string_to_message_properties(view[props_pos: props_pos + props_len])
+            self._notify(topic, queue_id, queue_offset + 1, tags_code, store_ts, props)
+
+    def _notify(self, topic: str, queue_id: int, next_offset: int, tags_code: int,
+                store_ts: int, props: dict) -> None:
+        """The arrival listener, on the loop's thread (directly when dispatch
+        runs there, which is the put path's case)."""
+        listener = self.message_arriving_listener
+        loop = self._loop
+        if loop is not None and threading.get_ident() != self._loop_thread and loop.is_running():
+            loop.call_soon_threadsafe(listener, topic, queue_id, next_offset, tags_code,
+                                      store_ts, props)
+            return
+        try:
+            listener(topic, queue_id, next_offset, tags_code, store_ts, props)
+        except Exception:  # noqa: BLE001 - a listener bug must not stop dispatch
+            log.exception("message arriving listener failed")
+
+    def dispatch_behind_bytes(self) -> int:
+        return max(0, self.commit_log.get_max_offset() - self.reput_from_offset)
+
