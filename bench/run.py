@@ -12,8 +12,8 @@ running the same build:
 * ``connections``    1,000 idle clients (one HEART_BEAT each): broker RSS / RssAnon
 * ``sync_flush_1k``  a second broker with ``flushDiskType=SYNC_FLUSH``, 1 KiB, 64 in flight
 
-Then it runs the other bench scripts (name server, remoting, store, producer,
-consumer), which compare both builds themselves, and writes
+Then it runs the other bench scripts (hot-path micro-benchmarks, name server,
+remoting, store, producer, consumer), which compare both builds themselves, and writes
 ``bench/out/results.md`` and ``bench/out/results.json``: msgs/s, MB/s,
 avg/p50/p99/max RT, broker CPU µs per message (psutil, measured window only),
 broker RSS and RssAnon (/proc/<pid>/status) and the compiled/twin ratio of
@@ -89,6 +89,7 @@ TARGETS = (
 # the other bench scripts: their options for a quick run (besides the JSON option);
 # (option, value or None for a flag), passed only when the script's --help has it
 SCRIPTS: dict[str, list[tuple[str, str | None]]] = {
+    "micro": [("--quick", None)],
     "namesrv": [("--duration", "1"), ("--rounds", "1")],
     "remoting": [("--quick", None)],
     "store": [("--quick", None)],
@@ -306,6 +307,16 @@ def _met(value: float | None, op: str, target: float) -> bool | None:
     return value >= target if op == ">=" else value < target
 
 
+def micro_table(items: list[dict]) -> str:
+    """bench/micro.py's rows: ns per call of each side, twin ÷ compiled, the 5x aim."""
+    rows = [(it["op"], it["input"], it["twin_ns"], it.get("compiled_ns"), it.get("ratio"),
+             it.get("meets_5x")) for it in items]
+    met = sum(1 for it in items if it.get("meets_5x"))
+    return (markdown_table(("operation", "input", "twin ns/op", "compiled ns/op",
+                            "twin/compiled", "meets 5x"), rows)
+            + f"\n{met} of {len(items)} hot-path items at >= 5x (one process, best of N).\n")
+
+
 def render(doc: dict) -> str:
     b = doc["broker"]
     lines = [f"# rmq benchmark — {doc['date']}, commit {doc['commit']}\n",
@@ -344,8 +355,17 @@ def render(doc: dict) -> str:
         size = b.get(m, {}).get("_store_bytes")
         if size:
             lines.append(f"\nStore written ({m}): {size / MiB:,.0f} MiB of commit log.")
+    micro = doc["scripts"].get("micro")
+    if micro is not None:
+        lines.append(f"\n## micro: hot-path micro-benchmarks ({micro.get('status')})\n")
+        if "command" in micro:
+            lines.append(f"`{micro['command']}`\n")
+        if "items" in micro.get("figures", {}):
+            lines.append(micro_table(micro["figures"]["items"]))
     lines.append("\n## Other bench scripts\n")
     for name, res in doc["scripts"].items():
+        if name == "micro":
+            continue
         lines.append(f"### {name}: {res.get('status')}\n")
         if "command" in res:
             lines.append(f"`{res['command']}`\n")
