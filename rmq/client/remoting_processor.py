@@ -27,6 +27,7 @@ from rmq.common.protocol.headers_broker import (
 )
 from rmq.remoting import RemotingClient, RemotingCommand
 from rmq.remoting.exceptions import RemotingCommandError
+from rmq.remoting.handler_table import not_supported
 
 if TYPE_CHECKING:
     from rmq.client.instance import MQClientInstance
@@ -86,8 +87,7 @@ class ClientRemotingProcessor:
                 return await self._consume_directly(request)
         except (RemotingCommandError, ValueError, KeyError) as e:
             return RemotingCommand.create_response(ResponseCode.SYSTEM_ERROR, str(e))
-        return RemotingCommand.create_response(
-            ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {code} not supported")
+        return not_supported(code)
 
     async def _reset_offset(self, request: RemotingCommand) -> None:
         hdr = request.decode_header(ResetOffsetRequestHeader)

@@ -28,6 +28,7 @@ from rmq.common.topic_config import (
 )
 from rmq.namesrv.kv_config import NAMESPACE_ORDER_TOPIC_CONFIG
 from rmq.remoting import Channel, RemotingCommand
+from rmq.remoting.handler_table import Handler, HandlerTableProcessor
 
 if TYPE_CHECKING:
     from rmq.namesrv.controller import NamesrvController
@@ -36,7 +37,6 @@ log = logging.getLogger(NAMESRV_LOGGER_NAME)
 
 FAQ_APPLY_TOPIC = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
-Handler = Callable[[Channel, RemotingCommand], RemotingCommand]
 
 
 def _ok(header=None, body=None) -> RemotingCommand:
@@ -64,7 +64,7 @@ def body_crc32(body) -> int:
     return zlib.crc32(body or b"") & 0x7FFFFFFF
 
 
-class DefaultRequestProcessor:
+class DefaultRequestProcessor(HandlerTableProcessor):
     def __init__(self, controller: NamesrvController) -> None:
         self.controller = controller
         self.route = controller.route_info_manager
@@ -96,13 +96,6 @@ class DefaultRequestProcessor:
             RequestCode.UPDATE_NAMESRV_CONFIG: self.update_config,
             RequestCode.GET_NAMESRV_CONFIG: self.get_config,
         }
-
-    def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
-        handler = self.handlers.get(request.code)
-        if handler is None:
-            return _error(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                          f" request type {request.code} not supported")
-        return handler(channel, request)
 
     def reject_request(self) -> bool:
         return False
@@ -215,19 +208,26 @@ class DefaultRequestProcessor:
 
     def wipe_write_perm_of_broker(self, channel: Channel,
                                   request: RemotingCommand) -> RemotingCommand:
-        hdr = request.decode_header(h.WipeWritePermOfBrokerRequestHeader)
-        count = self.route.wipe_write_perm_of_broker(hdr.brokerName)
-        log.info("wipe write perm of broker[%s], client: %s, %d", hdr.brokerName,
-                 channel.remote_addr, count)
-        return _ok(h.WipeWritePermOfBrokerResponseHeader(count))
+        return self._change_write_perm(channel, request, "wipe", h.WipeWritePermOfBrokerRequestHeader,
+                                       self.route.wipe_write_perm_of_broker,
+                                       h.WipeWritePermOfBrokerResponseHeader)
 
     def add_write_perm_of_broker(self, channel: Channel,
                                  request: RemotingCommand) -> RemotingCommand:
-        hdr = request.decode_header(h.AddWritePermOfBrokerRequestHeader)
-        count = self.route.add_write_perm_of_broker(hdr.brokerName)
-        log.info("add write perm of broker[%s], client: %s, %d", hdr.brokerName,
+        return self._change_write_perm(channel, request, "add", h.AddWritePermOfBrokerRequestHeader,
+                                       self.route.add_write_perm_of_broker,
+                                       h.AddWritePermOfBrokerResponseHeader)
+
+    @staticmethod
+    def _change_write_perm(channel: Channel, request: RemotingCommand, verb: str, request_header: type,
+                           change: Callable[[str], int], response_header: type) -> RemotingCommand:
+        """Wipe or add the write permission of a broker's queues; answers how
+        many topics changed."""
+        hdr = request.decode_header(request_header)
+        count = change(hdr.brokerName)
+        log.info("%s write perm of broker[%s], client: %s, %d", verb, hdr.brokerName,
                  channel.remote_addr, count)
-        return _ok(h.AddWritePermOfBrokerResponseHeader(count))
+        return _ok(response_header(count))
 
     def delete_topic_in_namesrv(self, channel: Channel,
                                 request: RemotingCommand) -> RemotingCommand:

@@ -36,6 +36,7 @@ from rmq.remoting.exceptions import (
     RemotingSendRequestError,
     RemotingTimeoutError,
 )
+from rmq.remoting.handler_table import not_supported_remark
 
 log = logging.getLogger("rmq.remoting")
 
@@ -144,7 +145,7 @@ class RemotingService:
         entry = self._processors.get(cmd.code, self._default)
         if entry is None:
             self._reply(channel, cmd, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                        f" request type {cmd.code} not supported")
+                        not_supported_remark(cmd.code))
             return
         reject = entry.reject
         if reject is not None and reject():

@@ -45,6 +45,7 @@ from rmq.common.protocol.headers_broker import (
 from rmq.common.topic_config import TOPIC_FILTER_TYPES, TopicConfig
 from rmq.common.topics import is_system_topic, validate_topic
 from rmq.remoting import Channel, RemotingCommand
+from rmq.remoting.handler_table import HandlerTableProcessor
 
 log = logging.getLogger(BROKER_LOGGER_NAME)
 
@@ -80,7 +81,7 @@ def _error(code: int, remark: str) -> RemotingCommand:
     return RemotingCommand.create_response(code, remark)
 
 
-class AdminBrokerProcessor:
+class AdminBrokerProcessor(HandlerTableProcessor):
     """Admin requests; built by the controller with itself as the context."""
 
     def __init__(self, controller) -> None:
@@ -122,13 +123,6 @@ class AdminBrokerProcessor:
                 ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED),
             R.GET_BROKER_CLUSTER_ACL_INFO: self.get_broker_acl_config_version,
         })
-
-    def process_request(self, channel: Channel, request: RemotingCommand) -> Any:
-        handler = self.handlers.get(request.code)
-        if handler is None:
-            return _error(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                          f" request type {request.code} not supported")
-        return handler(channel, request)
 
     # ---- ACL (plain ACL is not part of rmq: answered as 4.9.8 with aclEnable=false) ----
     @staticmethod
