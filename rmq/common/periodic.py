@@ -18,6 +18,19 @@ from collections.abc import Awaitable, Callable
 _default_log = logging.getLogger(__name__)
 
 
+
+async def cancel_and_wait(task: asyncio.Task | None) -> None:
+    """Cancel ``task`` (if any) and wait until it has finished unwinding, so
+    nothing of it runs after the caller's shutdown step."""
+    if task is None:
+        return
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+
+
 class PeriodicService:
     """Subclasses set ``interval_s`` and ``failure_message`` and implement
     ``run_once`` (plain or ``async``); the first step runs one interval after
@@ -47,12 +60,7 @@ class PeriodicService:
     async def shutdown(self) -> None:
         """Cancel the loop and wait for it (a step in progress is cancelled too)."""
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(task)
 
     async def _run(self) -> None:
         await asyncio.sleep(self.initial_delay_s())

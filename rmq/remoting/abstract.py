@@ -30,6 +30,7 @@ from functools import partial
 from typing import Protocol, runtime_checkable
 
 from rmq.common.codes import ResponseCode
+from rmq.common.periodic import cancel_and_wait
 from rmq.remoting.channel import Channel
 from rmq.remoting.command import RPC_ONEWAY, RPC_RESPONSE, RemotingCommand
 from rmq.remoting.exceptions import (
@@ -370,12 +371,7 @@ class RemotingService:
 
     async def _stop_idle_scan(self) -> None:
         task, self._idle_task = self._idle_task, None
-        if task is not None:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(task)
 
 
 def _call(callback: ResponseCallback, response: RemotingCommand | None,

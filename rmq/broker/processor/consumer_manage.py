@@ -28,6 +28,16 @@ def _mq_set(obj: dict) -> list[MessageQueue]:
     return [MessageQueue.from_json_obj(m) for m in obj.get("mqSet") or []]
 
 
+def _lock_body(request: RemotingCommand, what: str) -> tuple | RemotingCommand:
+    """(group, queues, client id) of a LOCK/UNLOCK_BATCH_MQ body, or the
+    SYSTEM_ERROR answer for a body that does not parse."""
+    try:
+        obj = load_json(request.body)
+        return obj["consumerGroup"], _mq_set(obj), obj["clientId"]
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        return RemotingCommand.create_response(RC.SYSTEM_ERROR, f"{what} batch body invalid: {exc}")
+
+
 class ConsumerManageProcessor:
     def __init__(self, controller: Any) -> None:
         self.c = controller
@@ -83,24 +93,18 @@ class ConsumerManageProcessor:
         return RemotingCommand.create_response(RC.SUCCESS, header={"offset": str(offset)})
 
     def lock_batch_mq(self, request: RemotingCommand) -> RemotingCommand:
-        try:
-            obj = load_json(request.body)
-            mqs = _mq_set(obj)
-            group, client_id = obj["consumerGroup"], obj["clientId"]
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            return RemotingCommand.create_response(RC.SYSTEM_ERROR,
-                                                   f"lock batch body invalid: {exc}")
+        parsed = _lock_body(request, "lock")
+        if isinstance(parsed, RemotingCommand):
+            return parsed
+        group, mqs, client_id = parsed
         locked = self.lock_manager.try_lock_batch(group, mqs, client_id)
         body = orjson.dumps({"lockOKMQSet": [mq.to_json_obj() for mq in locked]})
         return RemotingCommand.create_response(RC.SUCCESS, body=body)
 
     def unlock_batch_mq(self, request: RemotingCommand) -> RemotingCommand:
-        try:
-            obj = load_json(request.body)
-            mqs = _mq_set(obj)
-            group, client_id = obj["consumerGroup"], obj["clientId"]
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            return RemotingCommand.create_response(RC.SYSTEM_ERROR,
-                                                   f"unlock batch body invalid: {exc}")
+        parsed = _lock_body(request, "unlock")
+        if isinstance(parsed, RemotingCommand):
+            return parsed
+        group, mqs, client_id = parsed
         self.lock_manager.unlock_batch(group, mqs, client_id)
         return RemotingCommand.create_response(RC.SUCCESS)
