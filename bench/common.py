@@ -109,6 +109,7 @@ class Cluster:
     broker: RmqProcess | None = None
     ns_port: int = 0
     port: int = 0
+    broker_start_s: float = 0.0  # process start until its port answers (store load + recovery)
 
     @property
     def namesrv_addr(self) -> str:
@@ -151,8 +152,10 @@ class Cluster:
         conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         self.broker = RmqProcess("rmq.broker.startup", ["-c", str(conf), "-n", self.namesrv_addr],
                                  self.workdir / "broker.out", env=env)
+        t0 = time.monotonic()
         try:
             self.broker.start(wait_for_port=self.port, timeout=timeout)
+            self.broker_start_s = time.monotonic() - t0
         except Exception:
             self.stop()
             raise
