@@ -1,0 +1,51 @@
+"""Consume-queue entry writes: the compiled cq_write (bare buffer protocol)
+and its twin write the same bytes into every kind of buffer the store hands
+them, and refuse the same bad positions."""
+
+from __future__ import annotations
+
+import mmap
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rmq._fast import compiled_or_none
+from rmq.store import consume_queue as cqm
+
+CQ = compiled_or_none("store_cq")
+WRITERS = [cqm._cq_write] + ([CQ.cq_write] if CQ is not None else [])
+
+
+@settings(max_examples=200, deadline=None)
+@given(pos=st.integers(0, 200), offset=st.integers(-(2**63), 2**63 - 1),
+       size=st.integers(-(2**31), 2**31 - 1), tags=st.integers(-(2**63), 2**63 - 1))
+def test_entry_bytes_identical_in_views_of_a_mapping(pos, offset, size, tags):
+    outs = []
+    for write in WRITERS:
+        with mmap.mmap(-1, 4096) as mm:
+            view = memoryview(mm)[100:400]  # a slice: positions count from its start
+            write(view, pos, offset, size, tags)
+            outs.append(bytes(mm[:]))
+            view.release()
+    assert all(o == outs[0] for o in outs)
+    assert cqm._ENTRY.unpack_from(outs[0], 100 + pos) == (offset, size, tags)
+
+
+@pytest.mark.parametrize("write", WRITERS)
+def test_positions_outside_the_buffer_are_refused(write):
+    buf = bytearray(60)
+    for pos in (-1, -20, 41, 60, 2**40):
+        with pytest.raises(ValueError):
+            write(buf, pos, 1, 2, 3)
+    assert buf == bytearray(60)
+    write(buf, 40, 1, 2, 3)  # the last slot that fits
+    assert cqm._ENTRY.unpack_from(buf, 40) == (1, 2, 3)
+
+
+@pytest.mark.parametrize("write", WRITERS)
+def test_read_only_buffers_are_refused(write):
+    with pytest.raises((TypeError, BufferError)):
+        write(bytes(40), 0, 1, 2, 3)
+    with pytest.raises((TypeError, BufferError)):
+        write(memoryview(bytearray(40)).toreadonly(), 0, 1, 2, 3)
