@@ -387,19 +387,14 @@ def all_items(work_dir: str) -> list[Item]:
 
 
 # --- timing --------------------------------------------------------------------------------
-def time_side(build: Callable[[int], Timed], repeat_s: float, repeats: int) -> float:
-    """Best ns per call: find a ``number`` filling ~``repeat_s`` per repeat, then
-    take the best of ``repeats`` repeats (fresh state each)."""
+def calibrate(build: Callable[[int], Timed], repeat_s: float) -> tuple[int, float]:
+    """A ``number`` of calls filling ~``repeat_s``, and the ns per call seen so far."""
     number = 1
     while True:
         t = _one(build(number), number)
         if t >= repeat_s / 4 or number >= 1 << 24:
-            break
+            return number, t / number * 1e9
         number = max(number * 2, min(1 << 24, int(number * repeat_s / max(t, 1e-7))))
-    best = t / number
-    for _ in range(repeats - 1):
-        best = min(best, _one(build(number), number) / number)
-    return best * 1e9
 
 
 def _one(timed: Timed, number: int) -> float:
@@ -408,14 +403,26 @@ def _one(timed: Timed, number: int) -> float:
     return timeit.Timer(timed.stmt, globals=timed.ns).timeit(number)
 
 
+def time_pair(sides: list[Callable[[int], Timed]], repeat_s: float, repeats: int) -> list[float]:
+    """Best ns per call of each side.  The sides' repeats alternate, so a burst
+    of load from other processes hits both rather than one."""
+    plan = [calibrate(build, repeat_s) for build in sides]
+    best = [ns for _, ns in plan]
+    for _ in range(repeats - 1):
+        for i, (build, (number, _ns)) in enumerate(zip(sides, plan, strict=True)):
+            best[i] = min(best[i], _one(build(number), number) / number * 1e9)
+    return best
+
+
 def measure(items: list[Item], repeat_s: float, repeats: int) -> list[dict]:
     rows = []
     for it in items:
+        sides = [it.twin] + ([it.compiled] if it.compiled is not None else [])
+        times = time_pair(sides, repeat_s, repeats)
         row = {"key": it.key, "op": it.op, "input": it.input, "note": it.note,
-               "twin_ns": time_side(it.twin, repeat_s, repeats), "compiled_ns": None,
-               "ratio": None, "meets_5x": None}
-        if it.compiled is not None:
-            row["compiled_ns"] = time_side(it.compiled, repeat_s, repeats)
+               "twin_ns": times[0], "compiled_ns": None, "ratio": None, "meets_5x": None}
+        if len(times) == 2:
+            row["compiled_ns"] = times[1]
             row["ratio"] = row["twin_ns"] / row["compiled_ns"]
             row["meets_5x"] = row["ratio"] >= AIM
         rows.append(row)
@@ -447,7 +454,7 @@ def document(rows: list[dict]) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="shorter repeats (smoke run)")
-    ap.add_argument("--repeats", type=int, default=5, help="best of N repeats (default 5)")
+    ap.add_argument("--repeats", type=int, default=7, help="best of N repeats (default 7)")
     ap.add_argument("--repeat-ms", type=float, default=25.0, help="time per repeat (default 25 ms)")
     ap.add_argument("--only", help="comma-separated words: items whose key contains one of them")
     ap.add_argument("--dir", help="where the mapped test files go (default: a temp dir)")

@@ -1,4 +1,4 @@
-# cython: language_level=3, boundscheck=False, wraparound=False
+# cython: language_level=3, boundscheck=False, wraparound=False, binding=False
 """Compiled twins of the consume-queue entry helpers in
 rmq/store/consume_queue.py (20-byte entries: long offset, int size, long tagsCode)."""
 

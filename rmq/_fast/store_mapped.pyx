@@ -1,4 +1,4 @@
-# cython: language_level=3, boundscheck=False, wraparound=False
+# cython: language_level=3, boundscheck=False, wraparound=False, binding=False
 """Compiled twins of the mapped-file helpers in rmq/store/mapped_file.py:
 msync of a range of a shared mapping with the GIL released, and the
 isOSPageCacheBusy rule (STORE_FORMAT.md 10.7)."""
