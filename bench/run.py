@@ -12,8 +12,9 @@ running the same build:
 * ``connections``    1,000 idle clients (one HEART_BEAT each): broker RSS / RssAnon
 * ``sync_flush_1k``  a second broker with ``flushDiskType=SYNC_FLUSH``, 1 KiB, 64 in flight
 
-Then it runs the other bench scripts (hot-path micro-benchmarks, name server,
-remoting, store, producer, consumer), which compare both builds themselves, and writes
+Then it runs the other bench scripts (hot-path micro-benchmarks, broker memory
+on a 10 GiB store with 1,000 clients, name server, remoting, store, producer,
+consumer), which compare both builds themselves, and writes
 ``bench/out/results.md`` and ``bench/out/results.json``: msgs/s, MB/s,
 avg/p50/p99/max RT, broker CPU µs per message (psutil, measured window only),
 broker RSS and RssAnon (/proc/<pid>/status) and the compiled/twin ratio of
@@ -90,6 +91,7 @@ TARGETS = (
 # (option, value or None for a flag), passed only when the script's --help has it
 SCRIPTS: dict[str, list[tuple[str, str | None]]] = {
     "micro": [("--quick", None)],
+    "memory": [("--quick", None)],
     "namesrv": [("--duration", "1"), ("--rounds", "1")],
     "remoting": [("--quick", None)],
     "store": [("--quick", None)],
@@ -331,6 +333,12 @@ def render(doc: dict) -> str:
         v = b.get("compiled", {}).get(scen, {}).get(key)
         scale = 1 / MiB if key.startswith("broker_Rss") else 1
         rows.append((text, None if v is None else v * scale, _met(v, op, target)))
+    mem = doc["scripts"].get("memory", {}).get("figures", {}).get("compiled", {})
+    if mem.get("mem_with_clients"):
+        anon = mem["mem_with_clients"]["RssAnon"]
+        gib = mem.get("store", {}).get("commitlog_bytes", 0) / (1 << 30)
+        rows.append((f"broker RssAnon, {gib:.1f} GiB store + {mem['clients']['connected']:,} "
+                     "clients (bench/memory.py): < 300 MiB", anon, anon < 300))
     lines.append(markdown_table(("aim", "measured", "met"), rows))
     lines.append("\n## Broker scenarios\n")
     rows = []
