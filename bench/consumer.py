@@ -120,12 +120,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.worker == "fill":
-        asyncio.run(fill(args))
-        print("{}")
-        return 0
-    if args.worker == "consume":
-        print(json.dumps(asyncio.run(consume(args))), flush=True)
+    if args.worker is not None:
+        import uvloop  # the client's loop, as every rmq entry point runs it
+
+        if args.worker == "fill":
+            uvloop.run(fill(args))
+            print("{}")
+        else:
+            print(json.dumps(uvloop.run(consume(args))), flush=True)
         return 0
     script = str(Path(__file__).resolve())
     modes = ["compiled", "twin"] if args.mode == "both" else [args.mode]
