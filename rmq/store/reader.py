@@ -12,8 +12,10 @@ caller releases (``GetMessageResult.release``).
 from __future__ import annotations
 
 import struct
+from array import array
 from collections.abc import Callable
 
+from rmq._fast import compiled
 from rmq.store import message_codec as codec
 from rmq.store.commit_log import _now_ms
 from rmq.store.config import BrokerRole
@@ -24,6 +26,124 @@ from rmq.store.results import GetMessageResult, GetMessageStatus, QueryMessageRe
 _INT = struct.Struct(">i")
 _CQ_ENTRY = struct.Struct(">qiq")
 
+DONE = 0
+NEED_FILE = 1
+_FOUND, _NO_MATCHED, _REMOVING = 0, 1, 2
+_SCAN_STATUS = {_FOUND: GetMessageStatus.FOUND, _NO_MATCHED: GetMessageStatus.NO_MATCHED_MESSAGE,
+                _REMOVING: GetMessageStatus.MESSAGE_WAS_REMOVING}
+
+
+class _QueueScan:
+    """The walk over a consume queue's entries for one ``getMessage``.
+
+    ``scan`` reads 20-byte entries (offset, size, tags code) from ``pos``:
+    fillers and entries before ``next_phy_file_start`` are skipped, the walk
+    stops when the batch is full (``isTheBatchFull`` of 4.9.8 with the
+    in-memory or on-disk limits by the entry's distance from ``max_phy``),
+    ``message_filter(tags_code)`` drops entries, and accepted records are
+    gathered into runs: records back to back in the commit log (and in the
+    queue) become one slice of the mapped file.  An entry outside the
+    readable part of the file the caller passed stops the walk with
+    NEED_FILE (``pending_offset``/``pending_size``); the caller finds the
+    file and resumes, or calls ``skip_missing``.  One Python pass per entry:
+    ``rmq._fast.store_read.QueueScan`` is its compiled twin (same attributes,
+    same runs byte for byte).
+    """
+
+    __slots__ = ("offset", "max_nums", "max_phy", "memory_limit", "mem_bytes", "mem_count",
+                 "disk_bytes", "disk_count", "max_bytes", "message_filter", "pos", "status",
+                 "count", "total", "max_phy_pulling", "next_phy_file_start", "pending_offset",
+                 "pending_size", "runs", "run_offsets", "run_counts", "_sizes")
+
+    def __init__(self, offset: int, max_nums: int, max_phy: int, memory_limit: int,
+                 mem_bytes: int, mem_count: int, disk_bytes: int, disk_count: int,
+                 max_bytes: int, message_filter: Callable[[int], bool] | None) -> None:
+        self.offset, self.max_nums, self.max_phy = offset, max_nums, max_phy
+        self.memory_limit, self.max_bytes = memory_limit, max_bytes
+        self.mem_bytes, self.mem_count = mem_bytes, mem_count
+        self.disk_bytes, self.disk_count = disk_bytes, disk_count
+        self.message_filter = message_filter
+        self.pos = 0
+        self.status = _NO_MATCHED
+        self.count = self.total = self.max_phy_pulling = 0
+        self.next_phy_file_start = -1
+        self.pending_offset = self.pending_size = 0
+        self.runs: list[memoryview] = []
+        self.run_offsets: list[int] = []
+        self.run_counts: list[int] = []
+        self._sizes = array("i")
+
+    def _full(self, size: int, off: int) -> bool:
+        if self.total == 0 or self.count == 0:
+            return False
+        if self.max_nums <= self.count:
+            return True
+        if self.max_phy - off > self.memory_limit:
+            limit_bytes, limit_count = self.disk_bytes, self.disk_count
+        else:
+            limit_bytes, limit_count = self.mem_bytes, self.mem_count
+        if 0 <= self.max_bytes < limit_bytes:
+            limit_bytes = self.max_bytes
+        return self.total + size > limit_bytes or self.count > limit_count - 1
+
+    def scan(self, cq, limit: int, file_view, file_start: int, readable_end: int) -> int:
+        limit = min(limit, len(cq))
+        limit -= limit % CQ_STORE_UNIT_SIZE
+        pos = self.pos
+        if pos < 0:
+            raise ValueError("negative scan position")
+        matches = self.message_filter
+        run_start, run_end, run_first, run_count = 0, -1, 0, 0
+        result = DONE
+        entries = _CQ_ENTRY.iter_unpack(memoryview(cq)[pos:limit]) if pos < limit else ()
+        for off, size, tags in entries:
+            self.max_phy_pulling = off
+            if size == FILLER_SIZE or 0 <= self.next_phy_file_start and off < self.next_phy_file_start:
+                pos += CQ_STORE_UNIT_SIZE
+                continue
+            if self._full(size, off):
+                break
+            if matches is not None and not matches(tags):
+                pos += CQ_STORE_UNIT_SIZE
+                continue
+            if not (file_view is not None and size >= 0 and off >= file_start
+                    and off + size <= readable_end):
+                self.pending_offset, self.pending_size = off, size
+                result = NEED_FILE
+                break
+            index = self.offset + pos // CQ_STORE_UNIT_SIZE
+            if off != run_end or index != run_first + run_count:
+                if run_end >= 0:
+                    self._close_run(file_view, file_start, run_start, run_end, run_first, run_count)
+                run_start, run_first, run_count = off, index, 0
+            run_end = off + size
+            run_count += 1
+            self._sizes.append(size)
+            self.count += 1
+            self.total += size
+            self.status = _FOUND
+            self.next_phy_file_start = -1
+            pos += CQ_STORE_UNIT_SIZE
+        if run_end >= 0:
+            self._close_run(file_view, file_start, run_start, run_end, run_first, run_count)
+        self.pos = pos
+        return result
+
+    def _close_run(self, file_view, file_start: int, start: int, end: int, first: int,
+                   n: int) -> None:
+        self.runs.append(file_view[start - file_start:end - file_start])
+        self.run_offsets.append(first)
+        self.run_counts.append(n)
+
+    def skip_missing(self, next_file_start: int) -> None:
+        if self.count == 0:
+            self.status = _REMOVING
+        self.next_phy_file_start = next_file_start
+        self.pos += CQ_STORE_UNIT_SIZE
+
+    def sizes(self) -> array:
+        return array("i", self._sizes)
+
 
 class MessageReaderMixin:
     """Read half of ``DefaultMessageStore`` (see the module docstring)."""
@@ -32,23 +152,6 @@ class MessageReaderMixin:
         if self.config.brokerRole is not BrokerRole.SLAVE or self.config.offsetCheckInSlave:
             return new
         return old
-
-    def _is_the_batch_full(self, size: int, max_nums: int, total: int, count: int, in_disk: bool,
-                           max_bytes: int | None) -> bool:
-        if total == 0 or count == 0:
-            return False
-        if max_nums <= count:
-            return True
-        cfg = self.config
-        if in_disk:
-            limit_bytes = cfg.maxTransferBytesOnMessageInDisk
-            limit_count = cfg.maxTransferCountOnMessageInDisk
-        else:
-            limit_bytes = cfg.maxTransferBytesOnMessageInMemory
-            limit_count = cfg.maxTransferCountOnMessageInMemory
-        if max_bytes is not None:
-            limit_bytes = min(limit_bytes, max_bytes)
-        return total + size > limit_bytes or count > limit_count - 1
 
     def get_message(
         self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
@@ -96,61 +199,43 @@ class MessageReaderMixin:
             result.next_begin_offset = self._next_offset_correction(offset, offset + per_file - offset % per_file)
             return
         view, _ = buf
-        status = GetMessageStatus.NO_MATCHED_MESSAGE
-        next_phy_file_start = -1
-        max_phy_pulling = 0
-        limit = min(len(view), max(16000, max_nums * CQ_STORE_UNIT_SIZE))
-        limit -= limit % CQ_STORE_UNIT_SIZE
-        buffers = result.message_buffers
-        queue_offsets = result.message_queue_offsets
-        commit_log = self.commit_log
+        cfg = self.config
         memory_limit = self._memory_limit
-        total = 0
-        i = 0
-        mf = None
-        mf_start = mf_end = 0
-        file_size = commit_log.file_size
+        scan = QueueScan(offset, max_nums, max_phy, memory_limit,
+                         cfg.maxTransferBytesOnMessageInMemory, cfg.maxTransferCountOnMessageInMemory,
+                         cfg.maxTransferBytesOnMessageInDisk, cfg.maxTransferCountOnMessageInDisk,
+                         -1 if max_bytes is None else max_bytes, message_filter)
+        limit = min(len(view), max(16000, max_nums * CQ_STORE_UNIT_SIZE))
+        commit_log = self.commit_log
+        file_view, file_start, readable_end = None, 0, 0
         try:
-            for off, size, tags in _CQ_ENTRY.iter_unpack(view[:limit]):
-                max_phy_pulling = off
-                if size == FILLER_SIZE or (next_phy_file_start >= 0 and off < next_phy_file_start):
-                    i += CQ_STORE_UNIT_SIZE
-                    continue
-                in_disk = max_phy - off > memory_limit
-                if self._is_the_batch_full(size, max_nums, total, len(buffers), in_disk, max_bytes):
-                    break
-                if message_filter is not None and not message_filter(tags):
-                    i += CQ_STORE_UNIT_SIZE
-                    continue
-                if mf_start <= off and off + size <= mf_end:
-                    mv = mf.select(off - mf_start, size)
+            while scan.scan(view, limit, file_view, file_start, readable_end) == NEED_FILE:
+                off, size = scan.pending_offset, scan.pending_size
+                if file_view is not None:
+                    file_view.release()  # the runs cut from it stay valid
+                    file_view = None
+                mf = commit_log.mfq.find_mapped_file_by_offset(off)
+                readable = mf.select(0) if mf is not None else None  # None once unmapped
+                start = mf.file_from_offset if mf is not None else 0
+                if readable is not None and size >= 0 and start <= off \
+                        and off + size <= start + len(readable):
+                    file_view, file_start, readable_end = readable, start, start + len(readable)
                 else:
-                    mf = commit_log.mfq.find_mapped_file_by_offset(off)
-                    mv = None
-                    if mf is not None:
-                        mf_start = mf.file_from_offset
-                        mf_end = mf_start + file_size
-                        mv = mf.select(off - mf_start, size)
-                    else:
-                        mf_start = mf_end = 0
-                if mv is None:
-                    if not buffers:
-                        status = GetMessageStatus.MESSAGE_WAS_REMOVING
-                    next_phy_file_start = commit_log.roll_next_file(off)
-                    i += CQ_STORE_UNIT_SIZE
-                    continue
-                buffers.append(mv)
-                queue_offsets.append(offset + i // CQ_STORE_UNIT_SIZE)
-                total += size
-                status = GetMessageStatus.FOUND
-                next_phy_file_start = -1
-                i += CQ_STORE_UNIT_SIZE
+                    if readable is not None:
+                        readable.release()
+                    scan.skip_missing(commit_log.roll_next_file(off))
         finally:
             view.release()
-        result.buffer_total_size = total
-        result.status = status
-        result.next_begin_offset = offset + i // CQ_STORE_UNIT_SIZE
-        result.suggest_pulling_from_slave = max_phy - max_phy_pulling > memory_limit
+            if file_view is not None:
+                file_view.release()
+        result.body_views = scan.runs
+        result.run_offsets = scan.run_offsets
+        result.run_counts = scan.run_counts
+        result.sizes = scan.sizes()
+        result.buffer_total_size = scan.total
+        result.status = _SCAN_STATUS[scan.status]
+        result.next_begin_offset = offset + scan.pos // CQ_STORE_UNIT_SIZE
+        result.suggest_pulling_from_slave = max_phy - scan.max_phy_pulling > memory_limit
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         cq = self._existing_cq(topic, queue_id)
@@ -248,3 +333,11 @@ class MessageReaderMixin:
                     return msg
         finally:
             res.release()
+
+
+# the twin by default; the compiled class replaces it when built
+QueueScan = _QueueScan
+
+_c = compiled("store_read")
+if _c is not None:
+    QueueScan = _c.QueueScan

@@ -116,27 +116,70 @@ class PutMessageResult:
 
 @dataclass(slots=True)
 class GetMessageResult:
-    """Messages found by ``get_message``: memoryviews into the mapped files."""
+    """Messages found by ``get_message``: memoryviews into the mapped files.
+
+    The records are held as *runs*: ``body_views`` are slices of the mapped
+    commit log, one per stretch of records lying back to back (a pull of
+    messages written together is a single slice), which is what a pull
+    response sends.  ``sizes`` are the records' sizes in order,
+    ``run_offsets`` the queue offset of each run's first record and
+    ``run_counts`` its number of records (records of a run have consecutive
+    queue offsets); the per-message views and queue offsets are derived from
+    them only when asked for.
+    """
 
     status: GetMessageStatus = GetMessageStatus.NO_MESSAGE_IN_QUEUE
     next_begin_offset: int = 0
     min_offset: int = 0
     max_offset: int = 0
-    message_buffers: list[memoryview] = field(default_factory=list)
-    message_queue_offsets: list[int] = field(default_factory=list)
+    body_views: list[memoryview] = field(default_factory=list)
+    run_offsets: list[int] = field(default_factory=list)
+    run_counts: list[int] = field(default_factory=list)
+    sizes: array = field(default_factory=lambda: array("i"))
     buffer_total_size: int = 0
     suggest_pulling_from_slave: bool = False
     msg_count4_commercial: int = 0
+    _buffers: list[memoryview] | None = None
 
     @property
     def message_count(self) -> int:
-        return len(self.message_buffers)
+        return len(self.sizes)
+
+    @property
+    def message_buffers(self) -> list[memoryview]:
+        """One view per record (cut out of the runs on first use)."""
+        if self._buffers is None:
+            out: list[memoryview] = []
+            sizes = iter(self.sizes)
+            for run, n in zip(self.body_views, self.run_counts, strict=True):
+                pos = 0
+                for _ in range(n):
+                    size = next(sizes)
+                    out.append(run[pos:pos + size])
+                    pos += size
+            self._buffers = out
+        return self._buffers
+
+    @property
+    def message_queue_offsets(self) -> list[int]:
+        """Queue offset of every record, in order."""
+        out: list[int] = []
+        for first, n in zip(self.run_offsets, self.run_counts, strict=True):
+            out.extend(range(first, first + n))
+        return out
 
     def release(self) -> None:
         """Drop the views so the mapped files can be unmapped when deleted."""
-        for mv in self.message_buffers:
+        if self._buffers is not None:
+            for mv in self._buffers:
+                mv.release()
+            self._buffers = None
+        for mv in self.body_views:
             mv.release()
-        self.message_buffers.clear()
+        self.body_views.clear()
+        self.run_offsets.clear()
+        self.run_counts.clear()
+        self.sizes = array("i")
 
 
 @dataclass(slots=True)

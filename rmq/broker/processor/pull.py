@@ -2,8 +2,8 @@
 (../shared/spec/PROTOCOL.md 3.3.5).
 
 The body of a SUCCESS is the list of memoryviews the store hands out (the
-records as they sit in the mapped commit log); the server writes them with
-``writelines`` without copying.  Tag filtering compares consume-queue tag
+records as they sit in the mapped commit log, one view per run of adjacent
+records); the server writes them with ``writelines`` without copying.  Tag filtering compares consume-queue tag
 codes with the hashes of the tags in the subscription *string* (the C++
 client's heartbeat codeSet is not usable).  Pulls that find nothing are held
 by the PullRequestHoldService (long polling) when the client allows it.
@@ -66,8 +66,22 @@ class PullHeader:
 
     @classmethod
     def parse(cls, ext: dict[str, str] | None) -> PullHeader:
-        ext = ext or {}
         h = cls()
+        try:  # one pass for a well-formed header; the checked pass names what is wrong
+            h.consumerGroup, h.topic = ext["consumerGroup"], ext["topic"]
+            h.queueId, h.queueOffset = int(ext["queueId"]), int(ext["queueOffset"])
+            h.maxMsgNums, h.sysFlag = int(ext["maxMsgNums"]), int(ext["sysFlag"])
+            h.commitOffset = int(ext["commitOffset"])
+            h.suspendTimeoutMillis = int(ext["suspendTimeoutMillis"])
+            h.subVersion = int(ext["subVersion"])
+        except (KeyError, ValueError, TypeError):
+            cls._check(h, ext or {})
+        h.subscription = ext.get("subscription")
+        h.expressionType = ext.get("expressionType")
+        return h
+
+    @staticmethod
+    def _check(h: PullHeader, ext: dict[str, str]) -> None:
         for name in ("consumerGroup", "topic"):
             value = ext.get(name)
             if value is None:
@@ -78,9 +92,6 @@ class PullHeader:
                 setattr(h, name, int(ext[name]))
             except (KeyError, ValueError):
                 raise RemotingCommandError(f"the custom field {name} is null") from None
-        h.subscription = ext.get("subscription")
-        h.expressionType = ext.get("expressionType")
-        return h
 
 
 def tag_filter(sub: SubscriptionData) -> Callable[[int], bool] | None:
@@ -110,6 +121,10 @@ class PullMessageProcessor:
         controller.services.append(self.hold)
         controller.message_arriving_listeners.append(self.hold.on_message_arriving)
         self._filters: dict[tuple[str, str, int], Callable[[int], bool] | None] = {}
+        # subscriptions carried by requests, parsed once per distinct text (a
+        # fresh parse per pull also gave every pull a new subVersion, so the
+        # filter cache keyed on it never hit)
+        self._request_subs: dict[tuple[str, str | None, str | None], SubscriptionData] = {}
 
     def process_request(self, channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
         return self.process(channel, request, True)
@@ -122,12 +137,19 @@ class PullMessageProcessor:
         """The subscription to filter with: from the request when it carries one,
         else from the group's heartbeat data (with its version checks)."""
         if has_sub:
-            try:
-                return None, build_subscription(h.topic, h.subscription,
-                                                h.expressionType or EXPRESSION_TAG)
-            except Exception:
-                return self._error(RC.SUBSCRIPTION_PARSE_FAILED,
-                                   "parse the consumer's subscription failed"), None
+            key = (h.topic, h.subscription, h.expressionType)
+            sub = self._request_subs.get(key)
+            if sub is None:
+                try:
+                    sub = build_subscription(h.topic, h.subscription,
+                                             h.expressionType or EXPRESSION_TAG)
+                except Exception:
+                    return self._error(RC.SUBSCRIPTION_PARSE_FAILED,
+                                       "parse the consumer's subscription failed"), None
+                if len(self._request_subs) > 4096:
+                    self._request_subs.clear()
+                self._request_subs[key] = sub
+            return None, sub
         info = self.c.consumer_manager.get_consumer_group_info(h.consumerGroup)
         if info is None:
             return self._error(RC.SUBSCRIPTION_NOT_EXIST,
@@ -217,8 +239,9 @@ class PullMessageProcessor:
         elif slave:
             code = RC.PULL_RETRY_IMMEDIATELY
         if code == RC.SUCCESS:
-            body = result.message_buffers
-            self.c.stats.inc_get(h.consumerGroup, h.topic, len(body), result.buffer_total_size)
+            body = result.body_views  # one view per run of adjacent records
+            self.c.stats.inc_get(h.consumerGroup, h.topic, result.message_count,
+                                 result.buffer_total_size)
         else:
             body = None
             result.release()
