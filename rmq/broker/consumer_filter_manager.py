@@ -2,10 +2,12 @@
 
 Mirrors RocketMQ's ``ConsumerFilterManager``: one FilterData per (topic,
 group) for subscriptions whose expression type is not TAG, registered from
-heartbeats, marked dead when the group unregisters, dropped when dead longer
-than filterDataCleanTimeSpan, persisted every 10 s and at shutdown.  rmq
-does not compute the bloom-filter bit maps (enableCalcFilterBitMap), so
-``bloomFilterData`` is only kept as read.
+heartbeats with the expression compiled once (``rmq.filter``), marked dead
+when the group unregisters, dropped when dead longer than
+filterDataCleanTimeSpan, persisted every 10 s and at shutdown.  An
+expression that does not compile is not registered (pulls then answer
+FILTER_DATA_NOT_EXIST).  rmq does not compute the bloom-filter bit maps
+(enableCalcFilterBitMap), so ``bloomFilterData`` is only kept as read.
 """
 
 from __future__ import annotations
@@ -13,12 +15,16 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rmq.broker.config import BrokerConfig
 from rmq.broker.config_manager import ConfigManager, dumps, parse_json
+from rmq.client.heartbeat import SubscriptionData
+from rmq.common.codes import ResponseCode as RC
 from rmq.common.logging import BROKER_LOGGER_NAME
+from rmq.filter import FILTERS, BooleanExpression, FilterError
+from rmq.filter.message_filter import RecordFilter, expression_filter, retry_filter, retry_group
 
 log = logging.getLogger(BROKER_LOGGER_NAME)
 
@@ -42,10 +48,15 @@ class ConsumerFilterData:
     deadTime: int = 0
     clientVersion: int = 0
     bloomFilterData: dict | None = None
+    compiled: BooleanExpression | None = field(default=None, compare=False)
 
     @property
     def dead(self) -> bool:
         return self.deadTime >= self.bornTime
+
+    def compile(self) -> None:
+        """Compile the expression (FilterError when it does not compile)."""
+        self.compiled = FILTERS.compile(self.expressionType, self.expression)
 
     def to_json_obj(self) -> dict[str, Any]:
         return {
@@ -88,20 +99,89 @@ class ConsumerFilterManager(ConfigManager):
         # topic -> group -> filter data
         self.filter_data_by_topic: dict[str, dict[str, ConsumerFilterData]] = {}
 
-    def register(self, topic: str, group: str, expression: str, expression_type: str,
-                 client_version: int) -> bool:
-        """Record a non-TAG subscription; returns True when something changed."""
+    @staticmethod
+    def build(topic: str, group: str, expression: str | None, expression_type: str | None,
+              client_version: int) -> ConsumerFilterData | None:
+        """Fresh filter data with its compiled expression; None for TAG
+        subscriptions and for expressions that do not compile."""
         if not expression_type or expression_type == TAG_TYPE:
+            return None
+        data = ConsumerFilterData(group, topic, expression, expression_type, _now_ms(), 0,
+                                  client_version)
+        try:
+            data.compile()
+        except FilterError as exc:
+            log.error("parse error: expr=%s, topic=%s, group=%s, error=%s", expression, topic,
+                      group, exc)
+            return None
+        return data
+
+    def register(self, topic: str, group: str, expression: str | None, expression_type: str,
+                 client_version: int) -> bool:
+        """Record a non-TAG subscription from a heartbeat; True when the filter
+        data changed or came back to life.  Older client versions are ignored,
+        a new expression replaces the old one (or removes it when it does not
+        compile, so that the client hears of the error)."""
+        if not expression_type or expression_type == TAG_TYPE or not expression:
             return False
         groups = self.filter_data_by_topic.setdefault(topic, {})
         old = groups.get(group)
-        if old is not None and not old.dead and old.clientVersion >= client_version \
-                and old.expression == expression:
+        if old is not None and client_version <= old.clientVersion:
+            if client_version == old.clientVersion and old.dead:
+                old.deadTime = 0
+                return True
             return False
-        now = _now_ms()
-        groups[group] = ConsumerFilterData(group, topic, expression, expression_type, now, 0,
-                                           client_version)
+        if old is not None and old.expression == expression \
+                and old.expressionType == expression_type:
+            old.clientVersion = client_version
+            old.deadTime = 0
+            return True
+        data = self.build(topic, group, expression, expression_type, client_version)
+        if data is None:
+            groups.pop(group, None)
+            if not groups:
+                del self.filter_data_by_topic[topic]
+            return False
+        groups[group] = data
+        log.info("Consumer filter registered: topic=%s, group=%s, expression=%s", topic, group,
+                 expression)
         return True
+
+    def pull_filter(self, topic: str, group: str, sub: SubscriptionData, from_request: bool,
+                    sub_version: int) -> tuple[tuple[int, str] | None, RecordFilter | None]:
+        """What a pull filters stored records with (the SQL92 part of 4.9.8's
+        PullMessageProcessor): ``(refusal, filter)`` where refusal is a
+        (response code, remark) and a None filter lets everything through.
+
+        A subscription carried by the request is compiled on the spot (cached
+        by expression); otherwise the group's filter data must exist and be at
+        least as new as the pull's subVersion.  With filterSupportRetry, the
+        records of ``%RETRY%group`` are matched with the group's selector of
+        their original topic."""
+        if self.broker_config.filterSupportRetry:
+            retry_of = retry_group(topic)
+            if retry_of is not None:
+                return None, retry_filter(retry_of, self.compiled_of)
+        if not sub.expression_type or sub.expression_type == TAG_TYPE:
+            return None, None
+        if from_request:
+            try:
+                return None, FILTERS.compile(sub.expression_type, sub.sub_string).matches
+            except FilterError:
+                return (RC.SUBSCRIPTION_PARSE_FAILED, "parse the consumer's subscription failed"), None
+        data = self.get(topic, group)
+        if data is None:
+            return (RC.FILTER_DATA_NOT_EXIST,
+                    "The broker's consumer filter data is not exist!Your expression may be wrong!"), None
+        if data.clientVersion < sub_version:
+            log.warning("The broker's consumer filter data is not latest, group: %s, topic: %s, "
+                        "serverV: %d, clientV: %d", group, topic, data.clientVersion, sub_version)
+            return (RC.FILTER_DATA_NOT_LATEST, "the consumer's consumer filter data not latest"), None
+        return None, expression_filter(data.compiled)
+
+    def compiled_of(self, topic: str, group: str) -> BooleanExpression | None:
+        data = self.get(topic, group)
+        return data.compiled if data is not None else None
 
     def unregister(self, group: str) -> None:
         """The group's last consumer left: mark its filters dead (kept for a while)."""
@@ -152,6 +232,10 @@ class ConsumerFilterManager(ConfigManager):
                 raise ValueError(f"groupFilterData of {topic} is not a JSON object")
             for group, raw in groups.items():
                 data = ConsumerFilterData.from_json_obj(raw)
+                try:
+                    data.compile()
+                except FilterError as exc:
+                    log.error("load filter data error, topic=%s, group=%s: %s", topic, group, exc)
                 if data.deadTime == 0:
                     data.deadTime = dead_at
                 loaded.setdefault(topic, {})[group] = data

@@ -21,6 +21,7 @@ from rmq.client.heartbeat import (
 )
 from rmq.client.instance import MQClientInstance, client_instance, subscribe_queues
 from rmq.client.message import MessageQueue
+from rmq.client.message_selector import MessageSelector
 from rmq.client.offset_store import (
     LocalFileOffsetStore,
     OffsetStore,
@@ -86,9 +87,15 @@ class ConsumerBase:
     def clustering(self) -> bool:
         return self.config.message_model is MessageModel.CLUSTERING
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        """Subscribe ``topic`` with a tag expression (``*`` or ``TagA || TagB``)."""
-        self.subscriptions[topic] = build_subscription(topic, expression)
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
+        """Subscribe ``topic`` with a tag expression (``*`` or ``TagA || TagB``)
+        or a selector (``MessageSelector.by_sql("a > 5")``, filtered by the
+        broker)."""
+        if isinstance(expression, MessageSelector):
+            self.subscriptions[topic] = build_subscription(topic, expression.expression,
+                                                           expression.expression_type)
+        else:
+            self.subscriptions[topic] = build_subscription(topic, expression)
 
     def _make_offset_store(self) -> OffsetStore:
         if self.clustering:

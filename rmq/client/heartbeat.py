@@ -90,11 +90,15 @@ class SubscriptionData:
 
 def build_subscription(topic: str, expression: str | None,
                        expression_type: str = EXPRESSION_TAG) -> SubscriptionData:
-    """``FilterAPI.build``: ``*``/empty means everything, else tags joined by ``||``."""
+    """``FilterAPI.build``: for TAG ``*``/empty means everything, else tags
+    joined by ``||``; any other type (SQL92) keeps the expression, which must
+    not be empty."""
     sub = SubscriptionData(topic=topic, sub_version=int(time.time() * 1000),
                            expression_type=expression_type)
     if expression_type != EXPRESSION_TAG:
-        sub.sub_string = expression or ""
+        if not expression:
+            raise ValueError(f"Expression can't be null! {expression_type}")
+        sub.sub_string = expression
         return sub
     if not expression or expression.strip() == SUB_ALL:
         sub.sub_string = SUB_ALL

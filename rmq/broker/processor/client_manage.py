@@ -21,6 +21,7 @@ from rmq.common import fastjson
 from rmq.common import message as mc
 from rmq.common import topics as T
 from rmq.common.codes import RequestCode, ResponseCode
+from rmq.filter import FILTERS, FilterError
 from rmq.remoting import Channel, RemotingCommand
 
 R = RequestCode
@@ -95,7 +96,9 @@ class ClientManageProcessor:
         return RemotingCommand.create_response(RC.SUCCESS, header={})
 
     def check_client_config(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
-        """TAG subscriptions are always fine; this broker has no SQL92 filter."""
+        """``checkClientConfig``: TAG subscriptions are always fine; others need
+        ``enablePropertyFilter`` and an expression that compiles (the compile
+        error is the remark of SUBSCRIPTION_PARSE_FAILED)."""
         try:
             obj = load_json(request.body)
             raw = obj.get("subscriptionData") if isinstance(obj, dict) else None
@@ -105,6 +108,15 @@ class ClientManageProcessor:
                                                    f"check client config body invalid: {exc}")
         if sub is None or sub.expression_type == EXPRESSION_TAG:
             return RemotingCommand.create_response(RC.SUCCESS)
-        return RemotingCommand.create_response(
-            RC.SYSTEM_ERROR,
-            f"The broker does not support consumer to filter message by {sub.expression_type}")
+        if not self.c.broker_config.enablePropertyFilter:
+            return RemotingCommand.create_response(
+                RC.SYSTEM_ERROR,
+                f"The broker does not support consumer to filter message by {sub.expression_type}")
+        try:
+            FILTERS.compile(sub.expression_type, sub.sub_string)
+        except FilterError as exc:
+            self.c.log.warning("Client %s@%s filter message, but failed to compile expression! "
+                               "sub=%s, error=%s", obj.get("clientId"), obj.get("group"),
+                               sub.sub_string, exc)
+            return RemotingCommand.create_response(RC.SUBSCRIPTION_PARSE_FAILED, str(exc))
+        return RemotingCommand.create_response(RC.SUCCESS)

@@ -28,6 +28,7 @@ from rmq.common import fastjson
 from rmq.common import message as mc
 from rmq.common import topics as T
 from rmq.common.codes import ResponseCode
+from rmq.filter.message_filter import filter_result
 from rmq.remoting import Channel, RemotingCommand
 from rmq.remoting.command import RPC_RESPONSE
 from rmq.remoting.exceptions import RemotingCommandError
@@ -208,12 +209,20 @@ class PullMessageProcessor:
         error, sub = self._subscription(channel, h, bool(flag & FLAG_SUBSCRIPTION), group_cfg)
         if error is not None:
             return error
+        record_filter = None  # SQL92 (and retry with filterSupportRetry): stored properties
+        if sub.expression_type != EXPRESSION_TAG or bc.filterSupportRetry:
+            refusal, record_filter = self.c.consumer_filter_manager.pull_filter(
+                h.topic, h.consumerGroup, sub, bool(flag & FLAG_SUBSCRIPTION), h.subVersion)
+            if refusal is not None:
+                return self._error(*refusal)
         if sub.expression_type != EXPRESSION_TAG and not bc.enablePropertyFilter:
             return self._error(RC.SYSTEM_ERROR, "The broker does not support consumer to "
                                f"filter message by {sub.expression_type}")
         matches = self._filter_for(h, sub)
         result = self.store.get_message(h.consumerGroup, h.topic, h.queueId, h.queueOffset,
                                          h.maxMsgNums, None, matches)
+        if record_filter is not None and result is not None:
+            filter_result(result, record_filter)
         response = self._respond(channel, request, h, group_cfg, result, allow_suspend,
                                  has_suspend, matches)
         if allow_suspend and flag & FLAG_COMMIT_OFFSET and not self.c.is_slave():
