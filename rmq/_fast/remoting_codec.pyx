@@ -5,19 +5,48 @@ Same functions, signatures and bytes as the pure-Python twin in
 ``rmq/remoting/codec.py`` (the frame and both header layouts are described at
 the top of that module).  Every length read from the network is checked
 against the buffer once before any byte behind it is touched.
+
+JSON headers are written and read by hand (``json_text.pxd`` holds the byte
+work): the writer emits exactly what orjson emits for the twin's object, the
+reader builds the values and the extFields dict straight from the bytes.
+Whatever either one does not handle -- unusual argument types, strings with
+lone surrogates, floats, exponents, escaped top-level keys, invalid JSON --
+goes to orjson and the twin's checks instead, so results and errors are the
+twin's by construction.
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_FromStringAndSize
-from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
+from cpython.ref cimport Py_INCREF, Py_XDECREF, PyObject
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
+
+from rmq._fast.json_text cimport (
+    JV_FAIL,
+    JV_FALSE,
+    JV_INT,
+    JV_NULL,
+    JV_STR,
+    JV_TRUE,
+    JStr,
+    json_literal,
+    json_scalar,
+    json_scan_string,
+    json_skip_value,
+    json_unescape,
+    json_utf8_valid,
+    json_write_int,
+    json_write_string,
+    json_ws,
+)
 
 import orjson
 
 
 cdef object _command_error = None
+cdef object _twin_encode = None
 
 
 cdef object RemotingCommandError():
@@ -31,8 +60,34 @@ cdef object RemotingCommandError():
     return _command_error
 
 
+cdef object twin_encode():
+    """rmq.remoting.codec.py_encode (imported on first use, as above): the
+    JSON encoder for arguments the hand-written writer leaves alone."""
+    global _twin_encode
+    if _twin_encode is None:
+        from rmq.remoting.codec import py_encode
+        _twin_encode = py_encode
+    return _twin_encode
+
+
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object s, Py_ssize_t* size) except NULL
+    # the same calls on borrowed references, errors left to the caller
+    const char* utf8_or_null "PyUnicode_AsUTF8AndSize"(PyObject* s, Py_ssize_t* size)
+    bint str_exact "PyUnicode_CheckExact"(PyObject* o)
+    bint int_like "PyLong_Check"(PyObject* o)
+    bint is_bool "PyBool_Check"(PyObject* o)
+    long long int_value "PyLong_AsLongLongAndOverflow"(PyObject* o, int* overflow)
+    bint dict_exact "PyDict_CheckExact"(PyObject* o)
+    bint bytes_exact "PyBytes_CheckExact"(PyObject* o)
+    char* bytes_data "PyBytes_AS_STRING"(PyObject* o)
+    Py_ssize_t bytes_size "PyBytes_GET_SIZE"(PyObject* o)
+    int dict_next "PyDict_Next"(object d, Py_ssize_t* pos, PyObject** k, PyObject** v)
+    int dict_set "PyDict_SetItem"(object d, object k, object v) except -1
+    object dict_presized "_PyDict_NewPresized"(Py_ssize_t n)
+    void PyErr_Clear()
+    object PyUnicode_New(Py_ssize_t size, uint32_t maxchar)
+    void* PyUnicode_DATA(object s)
 
 
 cdef tuple LANGUAGE_NAMES = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY",
@@ -41,8 +96,13 @@ cdef dict LANGUAGE_BY_NAME = {name: code for code, name in enumerate(LANGUAGE_NA
 cdef int N_LANGUAGES = 13
 cdef int LANGUAGE_OTHER = 7
 cdef int FIXED_SIZE = 17
-cdef char HEX[16]
-HEX[:] = [48, 49, 50, 51, 52, 53, 54, 55, 56, 57, 97, 98, 99, 100, 101, 102]
+# the language names as C strings, for the JSON writer and reader
+cdef tuple LANGUAGE_BYTES = tuple(name.encode() for name in LANGUAGE_NAMES)
+cdef const char* LANGUAGE_C[13]
+cdef Py_ssize_t LANGUAGE_LEN[13]
+for _i in range(13):
+    LANGUAGE_C[_i] = <const char*>(<bytes>LANGUAGE_BYTES[_i])
+    LANGUAGE_LEN[_i] = len(<bytes>LANGUAGE_BYTES[_i])
 
 
 # ---------------------------------------------------------------------------
@@ -100,7 +160,8 @@ cdef str text(const uint8_t* p, Py_ssize_t n):
 
 
 # ---------------------------------------------------------------------------
-# a growable output buffer (C memory, no Python objects while writing)
+# a growable output buffer for the ROCKETMQ writer (stringify may run Python
+# code in the middle of a header, so each header owns its buffer)
 
 cdef class _Writer:
     cdef bytearray buf
@@ -131,68 +192,6 @@ cdef class _Writer:
         self.reserve(k)
         memcpy(self.data + self.n, p, k)
         self.n += k
-        return 0
-
-    cdef inline int put_int(self, int64_t v) except -1:
-        cdef char tmp[24]
-        cdef int i = 24
-        cdef bint neg = v < 0
-        cdef uint32_t u
-        if neg:
-            v = -v
-        while True:
-            i -= 1
-            tmp[i] = <char>(48 + v % 10)
-            v //= 10
-            if v == 0:
-                break
-        if neg:
-            i -= 1
-            tmp[i] = 45
-        return self.put(&tmp[i], 24 - i)
-
-    cdef int put_json_string(self, object s) except -1:
-        """A JSON string with orjson's escapes (\\" \\\\ \\b \\f \\n \\r \\t, other
-        control characters as lower-case \\u00XX); everything else raw UTF-8."""
-        cdef Py_ssize_t n, i, start
-        cdef const uint8_t* p = <const uint8_t*>PyUnicode_AsUTF8AndSize(s, &n)
-        cdef uint8_t c
-        cdef char esc[6]
-        self.reserve(n + 2)
-        self.data[self.n] = 34
-        self.n += 1
-        start = 0
-        for i in range(n):
-            c = p[i]
-            if c >= 0x20 and c != 34 and c != 92:
-                continue
-            if i > start:
-                self.put(<const char*>p + start, i - start)
-            start = i + 1
-            esc[0] = 92
-            if c == 34 or c == 92:
-                esc[1] = c
-                self.put(esc, 2)
-            elif c == 8:
-                self.put(b"\\b", 2)
-            elif c == 12:
-                self.put(b"\\f", 2)
-            elif c == 10:
-                self.put(b"\\n", 2)
-            elif c == 13:
-                self.put(b"\\r", 2)
-            elif c == 9:
-                self.put(b"\\t", 2)
-            else:
-                esc[1] = 117
-                esc[2] = 48
-                esc[3] = 48
-                esc[4] = HEX[c >> 4]
-                esc[5] = HEX[c & 15]
-                self.put(esc, 6)
-        if n > start:
-            self.put(<const char*>p + start, n - start)
-        self.put(b'"', 1)
         return 0
 
 
@@ -228,51 +227,6 @@ cdef bytes finish(_Writer w, int stype, Py_ssize_t body_len):
     wr32(w.data, <uint32_t>(4 + hlen + body_len))
     wr32(w.data + 4, (<uint32_t>stype << 24) | <uint32_t>hlen)
     return PyBytes_FromStringAndSize(<char*>w.data, w.n)
-
-
-cdef bytes encode_json(int32_t code, object language, int32_t version, int32_t opaque,
-                       int32_t flag, object remark, object ext_fields, Py_ssize_t body_len):
-    cdef _Writer w = writer()
-    try:
-        return _encode_json(w, code, language, version, opaque, flag, remark, ext_fields,
-                            body_len)
-    finally:
-        release(w)
-
-
-cdef bytes _encode_json(_Writer w, int32_t code, object language, int32_t version,
-                        int32_t opaque, int32_t flag, object remark, object ext_fields,
-                        Py_ssize_t body_len):
-    cdef dict ext
-    cdef bint first = True
-    cdef long lang = language
-    w.n = 8
-    w.put(b'{"code":', 8)
-    w.put_int(code)
-    if ext_fields is not None:
-        ext = string_ext(<dict?>ext_fields)
-        w.put(b',"extFields":{', 14)
-        for k, v in ext.items():
-            if not first:
-                w.put(b",", 1)
-            first = False
-            w.put_json_string(k)
-            w.put(b":", 1)
-            w.put_json_string(v)
-        w.put(b"}", 1)
-    w.put(b',"flag":', 8)
-    w.put_int(flag)
-    w.put(b',"language":', 12)
-    w.put_json_string(LANGUAGE_NAMES[lang] if 0 <= lang < N_LANGUAGES else "OTHER")
-    w.put(b',"opaque":', 10)
-    w.put_int(opaque)
-    if remark is not None:
-        w.put(b',"remark":', 10)
-        w.put_json_string(remark)
-    w.put(b',"serializeTypeCurrentRPC":"JSON","version":', 44)
-    w.put_int(version)
-    w.put(b"}", 1)
-    return finish(w, 0, body_len)
 
 
 cdef bytes encode_rocketmq(int32_t code, object language, int32_t version, int32_t opaque,
@@ -329,22 +283,181 @@ cdef bytes _encode_rocketmq(_Writer w, int32_t code, object language, int32_t ve
     return finish(w, 1, body_len)
 
 
+# ---------------------------------------------------------------------------
+# JSON writer.  One C buffer for the module: nothing between the first write
+# and the final copy into bytes can run Python code (values are turned into
+# strings before writing starts), so no call can re-enter it half way.
+
+cdef uint8_t* OUT = NULL
+cdef Py_ssize_t OUT_CAP = 0
+cdef Py_ssize_t OUT_KEEP = 1 << 18     # a buffer grown past this is dropped after use
+cdef Py_ssize_t FIXED_ROOM = 256       # every fixed key, four int32s and the language
+
+
+cdef int out_reserve(Py_ssize_t need) except -1:
+    global OUT, OUT_CAP
+    if need <= OUT_CAP:
+        return 0
+    cdef Py_ssize_t cap = max(need, 2 * OUT_CAP, 4096)
+    cdef uint8_t* p = <uint8_t*>PyMem_Realloc(OUT, cap)
+    if p == NULL:
+        raise MemoryError()
+    OUT = p
+    OUT_CAP = cap
+    return 0
+
+
+cdef inline uint8_t* put(uint8_t* o, const char* s, Py_ssize_t n) noexcept nogil:
+    memcpy(o, s, n)
+    return o + n
+
+
+cdef inline bint int32_arg(object v, int64_t* out):
+    """An int (not a bool, which orjson writes as true/false) in int32 range."""
+    cdef int overflow = 0
+    cdef PyObject* p = <PyObject*>v
+    if not int_like(p) or is_bool(p):
+        return False
+    cdef long long x = int_value(p, &overflow)
+    if overflow or x < -2147483648 or x > 2147483647:
+        PyErr_Clear()
+        return False
+    out[0] = x
+    return True
+
+
+cdef inline int language_index(object language):
+    """The twin's LANGUAGE_NAMES index for an int language, -1 for others."""
+    cdef int overflow = 0
+    cdef PyObject* p = <PyObject*>language
+    if not int_like(p):
+        return -1
+    cdef long long x = int_value(p, &overflow)
+    if overflow:
+        PyErr_Clear()
+        return LANGUAGE_OTHER
+    return <int>x if 0 <= x < N_LANGUAGES else LANGUAGE_OTHER
+
+
+cdef bint all_str_values(dict ext):
+    """Every key and value an exact str (what the writer takes as it is)."""
+    cdef Py_ssize_t it = 0
+    cdef PyObject* k
+    cdef PyObject* v
+    while dict_next(ext, &it, &k, &v):
+        if not str_exact(v):
+            return False
+    return True
+
+
+cdef object encode_json(object code, object language, object version, object opaque,
+                        object flag, object remark, object ext_fields, Py_ssize_t body_len):
+    """The frame head the twin makes, or None when its arguments are not the
+    plain ones this writer takes (the twin then encodes them)."""
+    cdef int64_t c, v, q, f
+    cdef int lang = language_index(language)
+    cdef Py_ssize_t rn = 0, kn, vn, at, room, it = 0
+    cdef const char* rp = NULL
+    cdef const char* kp
+    cdef const char* vp
+    cdef PyObject* k
+    cdef PyObject* val
+    cdef uint8_t* o
+    cdef dict ext = None
+    cdef bint first = True
+    if lang < 0 or not (int32_arg(code, &c) and int32_arg(version, &v)
+                        and int32_arg(opaque, &q) and int32_arg(flag, &f)):
+        return None
+    if remark is not None:
+        if not str_exact(<PyObject*>remark):
+            return None
+        rp = utf8_or_null(<PyObject*>remark, &rn)
+        if rp == NULL:
+            PyErr_Clear()
+            return None
+    if ext_fields is not None:
+        if not dict_exact(<PyObject*>ext_fields):
+            return None
+        ext = <dict>ext_fields
+        if not all_str_values(ext):
+            ext = string_ext(ext)
+    room = FIXED_ROOM + 6 * rn
+    out_reserve(8 + room)
+    o = put(OUT + 8, '{"code":', 8)
+    o = json_write_int(o, c)
+    if ext is not None:
+        o = put(o, ',"extFields":{', 14)
+        while dict_next(ext, &it, &k, &val):
+            if not str_exact(k) or not str_exact(val):
+                return None
+            kp = utf8_or_null(k, &kn)
+            vp = utf8_or_null(val, &vn) if kp != NULL else NULL
+            if vp == NULL:
+                PyErr_Clear()
+                return None
+            at = o - OUT
+            out_reserve(at + 6 * (kn + vn) + 6 + room)
+            o = OUT + at
+            if not first:
+                o[0] = 44
+                o += 1
+            first = False
+            o = json_write_string(o, <const uint8_t*>kp, kn)
+            o[0] = 58
+            o = json_write_string(o + 1, <const uint8_t*>vp, vn)
+        o[0] = 125
+        o += 1
+    o = put(o, ',"flag":', 8)
+    o = json_write_int(o, f)
+    o = put(o, ',"language":"', 13)
+    o = put(o, LANGUAGE_C[lang], LANGUAGE_LEN[lang])
+    o = put(o, '","opaque":', 11)
+    o = json_write_int(o, q)
+    if rp != NULL:
+        o = put(o, ',"remark":', 10)
+        o = json_write_string(o, <const uint8_t*>rp, rn)
+    o = put(o, ',"serializeTypeCurrentRPC":"JSON","version":', 44)
+    o = json_write_int(o, v)
+    o[0] = 125
+    o += 1
+    return out_frame(o - OUT, body_len)
+
+
+cdef bytes out_frame(Py_ssize_t n, Py_ssize_t body_len):
+    """Fill the 8-byte prefix of the n bytes in OUT and copy them out."""
+    global OUT, OUT_CAP
+    cdef Py_ssize_t hlen = n - 8
+    if hlen > 0xFFFFFF or 4 + hlen + body_len > 2147483647:
+        raise RemotingCommandError()(f"header of {hlen} bytes is too long")
+    wr32(OUT, <uint32_t>(4 + hlen + body_len))
+    wr32(OUT + 4, <uint32_t>hlen)
+    cdef bytes head = PyBytes_FromStringAndSize(<char*>OUT, n)
+    if OUT_CAP > OUT_KEEP:
+        PyMem_Free(OUT)
+        OUT = NULL
+        OUT_CAP = 0
+    return head
+
+
 def encode(code, language, version, opaque, flag, remark, ext_fields, serialize_type,
            Py_ssize_t body_len):
     """Length prefix, header-length word and header of one frame."""
+    if serialize_type == 0:
+        head = encode_json(code, language, version, opaque, flag, remark, ext_fields, body_len)
+        if head is None:
+            return twin_encode()(code, language, version, opaque, flag, remark, ext_fields,
+                                 serialize_type, body_len)
+        return head
     check_int32("code", code)
     check_int32("version", version)
     check_int32("opaque", opaque)
     check_int32("flag", flag)
     if remark is not None and type(remark) is not str:
         remark = stringify(remark)
-    if serialize_type == 0:
-        return encode_json(code, language, version, opaque, flag, remark, ext_fields, body_len)
     if serialize_type == 1:
         return encode_rocketmq(code, language, version, opaque, flag, remark, ext_fields,
                                body_len)
     raise RemotingCommandError()(f"unknown serialize type {serialize_type}")
-
 
 # ---------------------------------------------------------------------------
 # decode
@@ -374,344 +487,366 @@ cdef object json_language(object value):
     raise RemotingCommandError()(f"bad language in JSON header: {value!r}")
 
 
-
 # ---------------------------------------------------------------------------
-# JSON header fast path
-#
-# A strict subset of JSON -- the shape every known client sends: one object,
-# plain keys, string / integer / true / false / null values, extFields one
-# level deep, the usual string escapes.  Anything else (floats, arrays, nested
-# objects under unknown keys, values of an unexpected type, out-of-range
-# numbers, invalid UTF-8, surrogate escapes, trailing bytes) returns None and
-# the caller falls back to orjson + the same checks as the twin, so both
-# paths give identical results by construction.
+# JSON reader.  Strings come from a direct-mapped cache when short and plain
+# ASCII (keys a..n, topics, groups, "0", "false": the same few texts in every
+# header), so most of them cost a hash and a compare, and keep their str hash
+# for the dict insert.
 
 cdef enum:
-    J_FAIL = -1
-    J_STR = 1
-    J_INT = 2
-    J_TRUE = 3
-    J_FALSE = 4
-    J_NULL = 5
+    CACHE_SLOTS = 1024
+    CACHE_MAX = 32
+
+cdef struct CachedText:
+    PyObject* text
+    Py_ssize_t n
+    uint8_t raw[CACHE_MAX]
+
+cdef CachedText TEXT_CACHE[CACHE_SLOTS]
+
+cdef enum:
+    K_UNKNOWN = 0
+    K_CODE = 1
+    K_FLAG = 2
+    K_OPAQUE = 3
+    K_VERSION = 4
+    K_LANGUAGE = 5
+    K_REMARK = 6
+    K_EXT = 7
+
+cdef str TRUE_TEXT = "true"
+cdef str FALSE_TEXT = "false"
 
 
-cdef struct JCur:
-    const uint8_t* p
-    const uint8_t* end
-    const uint8_t* s       # last string token (raw, between the quotes)
-    Py_ssize_t slen
-    bint sesc              # the string token contains escapes
-    int64_t ival           # last integer token
+cdef inline uint64_t load_short(const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    """Up to eight bytes as one word (byte by byte: a short memcpy into a
+    word stalls the load that follows it)."""
+    cdef uint64_t w = 0
+    cdef Py_ssize_t i
+    for i in range(n):
+        w |= (<uint64_t>p[i]) << (8 * i)
+    return w
 
 
-cdef inline void jws(JCur* c) noexcept nogil:
-    while c.p < c.end and (c.p[0] == 32 or c.p[0] == 10 or c.p[0] == 13 or c.p[0] == 9):
-        c.p += 1
+cdef inline uint64_t load8(const uint8_t* p) noexcept nogil:
+    cdef uint64_t w
+    memcpy(&w, p, 8)
+    return w
 
 
-cdef int jstring(JCur* c) noexcept nogil:
-    """At an opening quote: record the raw string, J_STR or J_FAIL."""
-    cdef const uint8_t* q = c.p + 1
-    cdef uint8_t ch
-    c.sesc = False
-    while q < c.end:
-        ch = q[0]
-        if ch == 34:
-            c.s = c.p + 1
-            c.slen = q - c.s
-            c.p = q + 1
-            return J_STR
-        if ch < 0x20:
-            return J_FAIL
-        if ch == 92:
-            c.sesc = True
-            q += 2
-            continue
-        q += 1
-    return J_FAIL
+cdef inline uint32_t text_slot(const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    """Cache slot of ``p[:n]`` (n <= CACHE_MAX): every byte takes part."""
+    cdef uint64_t a, b, h
+    if n < 8:
+        a = load_short(p, n)
+        b = 0
+    else:
+        a = load8(p)
+        b = load8(p + n - 8)
+        if n > 16:
+            a ^= load8(p + 8) * <uint64_t>0xD6E8FEB86659FD93ULL
+            if n > 24:
+                b ^= load8(p + 16) * <uint64_t>0xA0761D6478BD642FULL
+    h = (a * <uint64_t>0x9E3779B97F4A7C15ULL) ^ (b * <uint64_t>0xC2B2AE3D27D4EB4FULL) ^ <uint64_t>n
+    h ^= h >> 31
+    h *= <uint64_t>0xBF58476D1CE4E5B9ULL
+    return <uint32_t>(h >> 54)
 
 
-cdef int jvalue(JCur* c) noexcept nogil:
-    """One scalar value token; objects/arrays/floats give J_FAIL."""
-    cdef const uint8_t* q
-    cdef bint neg = False
-    cdef int digits = 0
-    cdef int64_t v = 0
-    if c.p >= c.end:
-        return J_FAIL
-    cdef uint8_t ch = c.p[0]
-    if ch == 34:
-        return jstring(c)
-    if ch == 116 and c.end - c.p >= 4 and memcmp(c.p, b"true", 4) == 0:
-        c.p += 4
-        return J_TRUE
-    if ch == 102 and c.end - c.p >= 5 and memcmp(c.p, b"false", 5) == 0:
-        c.p += 5
-        return J_FALSE
-    if ch == 110 and c.end - c.p >= 4 and memcmp(c.p, b"null", 4) == 0:
-        c.p += 4
-        return J_NULL
-    q = c.p
-    if q[0] == 45:
-        neg = True
-        q += 1
-    while q < c.end and 48 <= q[0] <= 57:
-        v = v * 10 + (q[0] - 48)
-        digits += 1
-        q += 1
-    if digits == 0 or digits > 18:
-        return J_FAIL
-    if digits > 1 and (q - digits)[0] == 48:  # leading zero: not JSON
-        return J_FAIL
-    if neg and v == 0:  # -0: let orjson decide
-        return J_FAIL
-    if q < c.end and (q[0] == 46 or q[0] == 101 or q[0] == 69):  # . e E: a float
-        return J_FAIL
-    c.ival = -v if neg else v
-    c.p = q
-    return J_INT
+cdef inline bint same_short(const uint8_t* a, const uint8_t* b, Py_ssize_t n) noexcept nogil:
+    """memcmp(a, b, n) == 0 for n <= CACHE_MAX, in words (no library call)."""
+    cdef Py_ssize_t i = 0
+    while n - i >= 8:
+        if load8(a + i) != load8(b + i):
+            return False
+        i += 8
+    return load_short(a + i, n - i) == load_short(b + i, n - i)
 
 
-cdef object jtext(JCur* c):
-    """The last string token as str, or None when it cannot be decoded here."""
-    cdef const uint8_t* q
-    cdef const uint8_t* e
-    cdef uint8_t* buf
-    cdef uint8_t* o
-    cdef uint32_t cp
-    cdef int i
-    cdef uint8_t h
-    if not c.sesc:
-        try:
-            return PyUnicode_DecodeUTF8(<const char*>c.s, c.slen, NULL)
-        except UnicodeDecodeError:
-            return None
-    buf = <uint8_t*>PyMem_Malloc(c.slen + 1)
-    if buf == NULL:
-        raise MemoryError()
+cdef inline object ascii_text(const uint8_t* p, Py_ssize_t n):
+    cdef object s = PyUnicode_New(n, 127)
+    memcpy(PyUnicode_DATA(s), p, n)
+    return s
+
+
+cdef object cached_ascii(const uint8_t* p, Py_ssize_t n):
+    """``p[:n]`` (ASCII, n <= CACHE_MAX) as str, shared with earlier calls."""
+    cdef CachedText* slot = &TEXT_CACHE[text_slot(p, n)]
+    if slot.text != NULL and slot.n == n and same_short(slot.raw, p, n):
+        return <object>slot.text
+    cdef object s = ascii_text(p, n)
+    cdef PyObject* old = slot.text
+    Py_INCREF(s)
+    slot.text = <PyObject*>s
+    slot.n = n
+    memcpy(slot.raw, p, n)
+    Py_XDECREF(old)
+    return s
+
+
+cdef object utf8_text(const uint8_t* p, Py_ssize_t n):
+    """Strict UTF-8 as str, None where orjson would object."""
     try:
-        q = c.s
-        e = c.s + c.slen
-        o = buf
-        while q < e:
-            if q[0] != 92:
-                o[0] = q[0]
-                o += 1
-                q += 1
-                continue
-            if q + 1 >= e:
-                return None
-            h = q[1]
-            q += 2
-            if h == 34 or h == 92 or h == 47:
-                o[0] = h
-            elif h == 98:
-                o[0] = 8
-            elif h == 102:
-                o[0] = 12
-            elif h == 110:
-                o[0] = 10
-            elif h == 114:
-                o[0] = 13
-            elif h == 116:
-                o[0] = 9
-            elif h == 117:
-                if e - q < 4:
-                    return None
-                cp = 0
-                for i in range(4):
-                    h = q[i]
-                    if 48 <= h <= 57:
-                        cp = cp * 16 + (h - 48)
-                    elif 97 <= h <= 102:
-                        cp = cp * 16 + (h - 87)
-                    elif 65 <= h <= 70:
-                        cp = cp * 16 + (h - 55)
-                    else:
-                        return None
-                q += 4
-                if 0xD800 <= cp <= 0xDFFF:
-                    return None
-                if cp < 0x80:
-                    o[0] = <uint8_t>cp
-                elif cp < 0x800:
-                    o[0] = <uint8_t>(0xC0 | (cp >> 6))
-                    o[1] = <uint8_t>(0x80 | (cp & 0x3F))
-                    o += 1
-                else:
-                    o[0] = <uint8_t>(0xE0 | (cp >> 12))
-                    o[1] = <uint8_t>(0x80 | ((cp >> 6) & 0x3F))
-                    o[2] = <uint8_t>(0x80 | (cp & 0x3F))
-                    o += 2
-            else:
-                return None
-            o += 1
-        try:
-            return PyUnicode_DecodeUTF8(<const char*>buf, o - buf, NULL)
-        except UnicodeDecodeError:
+        return PyUnicode_DecodeUTF8(<const char*>p, n, NULL)
+    except UnicodeDecodeError:
+        return None
+
+
+cdef object jtext(const JStr* t):
+    """A scanned JSON string as str, or None to leave the header to orjson."""
+    cdef uint8_t stack[256]
+    cdef uint8_t* buf
+    cdef Py_ssize_t k
+    cdef bint wide
+    if not t.esc:
+        if t.wide:
+            return utf8_text(t.s, t.n)
+        if t.n <= CACHE_MAX:
+            return cached_ascii(t.s, t.n)
+        return ascii_text(t.s, t.n)
+    buf = stack
+    if t.n > 256:
+        buf = <uint8_t*>PyMem_Malloc(t.n)
+        if buf == NULL:
+            raise MemoryError()
+    try:
+        k = json_unescape(t.s, t.n, buf, &wide)
+        if k < 0:
             return None
+        if wide:
+            return utf8_text(buf, k)
+        return ascii_text(buf, k)
     finally:
-        PyMem_Free(buf)
+        if buf != stack:
+            PyMem_Free(buf)
 
 
-cdef inline bint jkey(JCur* c, const char* name, Py_ssize_t n) noexcept nogil:
-    return not c.sesc and c.slen == n and memcmp(c.s, name, n) == 0
+cdef inline int header_key(const uint8_t* s, Py_ssize_t n) noexcept nogil:
+    if n == 4:
+        if memcmp(s, b"code", 4) == 0:
+            return K_CODE
+        if memcmp(s, b"flag", 4) == 0:
+            return K_FLAG
+    elif n == 6:
+        if memcmp(s, b"opaque", 6) == 0:
+            return K_OPAQUE
+        if memcmp(s, b"remark", 6) == 0:
+            return K_REMARK
+    elif n == 7:
+        if memcmp(s, b"version", 7) == 0:
+            return K_VERSION
+    elif n == 8:
+        if memcmp(s, b"language", 8) == 0:
+            return K_LANGUAGE
+    elif n == 9:
+        if memcmp(s, b"extFields", 9) == 0:
+            return K_EXT
+    return K_UNKNOWN
 
 
-cdef object jscalar_text(JCur* c, int kind):
-    """An extFields value as the twin stringifies it (None: skip, or fail)."""
-    if kind == J_STR:
-        return jtext(c)
-    if kind == J_INT:
-        return str(c.ival)
-    if kind == J_TRUE:
-        return "true"
-    if kind == J_FALSE:
-        return "false"
+cdef inline int language_of(const uint8_t* s, Py_ssize_t n) noexcept nogil:
+    cdef int i
+    for i in range(N_LANGUAGES):
+        if LANGUAGE_LEN[i] == n and memcmp(LANGUAGE_C[i], s, n) == 0:
+            return i
+    return LANGUAGE_OTHER
+
+
+cdef object scalar_text(const JStr* s, int kind, const uint8_t* start, const uint8_t* stop):
+    """An extFields or remark value as the twin stringifies it: strings as they
+    are, integers as their digits (JSON's integer text is Python's), booleans
+    lower-case; None to leave the header to orjson."""
+    if kind == JV_STR:
+        return jtext(s)
+    if kind == JV_INT:
+        return cached_ascii(start, stop - start)
+    if kind == JV_TRUE:
+        return TRUE_TEXT
+    if kind == JV_FALSE:
+        return FALSE_TEXT
     return None
 
 
-cdef object jext(JCur* c):
-    """extFields object -> dict, or None to fall back."""
-    cdef dict ext = {}
-    cdef int kind
-    c.p += 1
-    jws(c)
-    if c.p < c.end and c.p[0] == 125:
-        c.p += 1
-        return ext
-    while True:
-        jws(c)
-        if c.p >= c.end or c.p[0] != 34 or jstring(c) != J_STR:
-            return None
-        key = jtext(c)
-        if key is None:
-            return None
-        jws(c)
-        if c.p >= c.end or c.p[0] != 58:
-            return None
-        c.p += 1
-        jws(c)
-        kind = jvalue(c)
-        if kind == J_FAIL:
-            return None
-        if kind != J_NULL:
-            val = jscalar_text(c, kind)
-            if val is None:
-                return None
-            ext[key] = val
-        jws(c)
-        if c.p >= c.end:
-            return None
-        if c.p[0] == 44:
-            c.p += 1
-            continue
-        if c.p[0] == 125:
-            c.p += 1
-            return ext
+cdef struct JEntry:
+    JStr key
+    JStr value
+    const uint8_t* start     # the value's first and past-last bytes
+    const uint8_t* stop
+    int kind
+
+cdef enum:
+    EXT_BATCH = 32
+    EXT_FAIL = 0
+    EXT_MORE = 1
+    EXT_DONE = 2
+
+
+cdef const uint8_t* scan_ext(const uint8_t* p, const uint8_t* end, JEntry* out, int* count,
+                             int* state) noexcept nogil:
+    """Scan up to EXT_BATCH entries of an extFields object from ``p`` (after
+    its '{' or a ',') into ``out``: EXT_DONE at the closing brace, EXT_MORE
+    when the batch is full, EXT_FAIL for anything left to orjson."""
+    cdef int n = 0
+    cdef int64_t ival
+    state[0] = EXT_FAIL
+    while n < EXT_BATCH:
+        if p >= end or p[0] != 34:
+            return p
+        p = json_scan_string(p, end, &out[n].key)
+        if p == NULL:
+            return end
+        p = json_ws(p, end)
+        if p >= end or p[0] != 58:
+            return p
+        out[n].start = json_ws(p + 1, end)
+        p = json_scalar(out[n].start, end, &out[n].value, &out[n].kind, &ival)
+        if out[n].kind == JV_FAIL:
+            return p
+        out[n].stop = p
+        n += 1
+        count[0] = n
+        p = json_ws(p, end)
+        if p >= end:
+            return p
+        if p[0] == 125:
+            state[0] = EXT_DONE
+            return p + 1
+        if p[0] != 44:
+            return p
+        p = json_ws(p + 1, end)
+    state[0] = EXT_MORE
+    return p
+
+
+cdef object json_ext(const uint8_t** at, const uint8_t* end):
+    """The extFields object at ``at[0]`` (its '{'): the dict the twin ends up
+    with, or None.  Nulls are kept as placeholders and dropped at the end,
+    which is what the twin's orjson dict + string_ext amount to."""
+    cdef JEntry entries[EXT_BATCH]
+    cdef JEntry* e
+    cdef int count = 0, state, i
+    cdef bint nulls = False
+    cdef const uint8_t* p = json_ws(at[0] + 1, end)
+    if p < end and p[0] == 125:
+        at[0] = p + 1
+        return {}
+    p = scan_ext(p, end, entries, &count, &state)
+    if state == EXT_FAIL:
         return None
+    cdef object ext = dict_presized(count)
+    while True:
+        for i in range(count):
+            e = &entries[i]
+            key = jtext(&e.key)
+            if key is None:
+                return None
+            if e.kind == JV_NULL:
+                nulls = True
+                dict_set(ext, key, None)
+            else:
+                value = scalar_text(&e.value, e.kind, e.start, e.stop)
+                if value is None:
+                    return None
+                dict_set(ext, key, value)
+        if state == EXT_DONE:
+            break
+        p = scan_ext(p, end, entries, &count, &state)
+        if state == EXT_FAIL:
+            return None
+    at[0] = p
+    if nulls:
+        return {k: v for k, v in (<dict>ext).items() if v is not None}
+    return ext
 
 
-cdef object fast_json(const uint8_t* data, Py_ssize_t n):
-    """The seven header values, or None to fall back to orjson."""
-    cdef JCur c
-    cdef int kind
-    cdef int64_t code = 0, version = 0, opaque = 0, flag = 0
-    cdef int64_t* target
-    c.p = data
-    c.end = data + n
-    language = 0
+cdef object fast_json(const uint8_t* data, Py_ssize_t n, object tail_a, object tail_b):
+    """The seven header values followed by ``tail_a, tail_b``, or None to
+    leave the header to orjson."""
+    cdef const uint8_t* end = data + n
+    cdef const uint8_t* p = json_ws(data, end)
+    cdef const uint8_t* start
+    cdef JStr ks, vs
+    cdef int kind, key
+    cdef int64_t ival
+    cdef int64_t ints[5]
+    cdef int language = 0
     remark = None
     ext = None
-    jws(&c)
-    if c.p >= c.end or c.p[0] != 123:
+    ints[:] = [0, 0, 0, 0, 0]
+    if p >= end or p[0] != 123:
         return None
-    c.p += 1
-    jws(&c)
-    if c.p < c.end and c.p[0] == 125:
-        c.p += 1
+    p = json_ws(p + 1, end)
+    if p < end and p[0] == 125:
+        p += 1
     else:
         while True:
-            jws(&c)
-            if c.p >= c.end or c.p[0] != 34 or jstring(&c) != J_STR:
+            if p >= end or p[0] != 34:
                 return None
-            target = NULL
-            if jkey(&c, "code", 4):
-                target = &code
-            elif jkey(&c, "flag", 4):
-                target = &flag
-            elif jkey(&c, "opaque", 6):
-                target = &opaque
-            elif jkey(&c, "version", 7):
-                target = &version
-            is_ext = jkey(&c, "extFields", 9)
-            is_lang = jkey(&c, "language", 8)
-            is_remark = jkey(&c, "remark", 6)
-            if c.sesc:
+            p = json_scan_string(p, end, &ks)
+            if p == NULL or ks.esc:
                 return None
-            known = target != NULL or is_ext or is_lang or is_remark
-            if not known and jtext(&c) is None:  # orjson would reject the key
+            p = json_ws(p, end)
+            if p >= end or p[0] != 58:
                 return None
-            jws(&c)
-            if c.p >= c.end or c.p[0] != 58:
-                return None
-            c.p += 1
-            jws(&c)
-            if is_ext:
-                if c.p < c.end and c.p[0] == 123:
-                    ext = jext(&c)
+            start = json_ws(p + 1, end)
+            key = header_key(ks.s, ks.n)
+            if key == K_EXT:
+                if start < end and start[0] == 123:
+                    p = start
+                    ext = json_ext(&p, end)
                     if ext is None:
                         return None
-                elif jvalue(&c) == J_NULL:
-                    ext = None
                 else:
+                    p = json_literal(start, end, &kind)
+                    if kind != JV_NULL:
+                        return None
+                    ext = None
+            elif key == K_UNKNOWN:
+                if ks.wide and not json_utf8_valid(ks.s, ks.n):
+                    return None
+                p = json_skip_value(start, end, 1, &kind)
+                if kind == JV_FAIL:
                     return None
             else:
-                kind = jvalue(&c)
-                if kind == J_FAIL:
+                p = json_scalar(start, end, &vs, &kind, &ival)
+                if kind == JV_FAIL:
                     return None
-                if target != NULL:
-                    if kind == J_NULL:
-                        target[0] = 0
-                    elif kind != J_INT or not -2147483648 <= c.ival <= 2147483647:
-                        return None
+                if key <= K_VERSION:
+                    if kind == JV_NULL:
+                        ints[key] = 0
+                    elif kind == JV_INT and -2147483648 <= ival <= 2147483647:
+                        ints[key] = ival
                     else:
-                        target[0] = c.ival
-                elif is_lang:
-                    if kind == J_STR:
-                        name = jtext(&c)
-                        if name is None:
-                            return None
-                        language = LANGUAGE_BY_NAME.get(name, LANGUAGE_OTHER)
-                    elif kind == J_INT:
-                        language = c.ival if 0 <= c.ival < N_LANGUAGES else LANGUAGE_OTHER
-                    elif kind == J_NULL:
+                        return None
+                elif key == K_LANGUAGE:
+                    if kind == JV_STR and not vs.esc and not vs.wide:
+                        language = language_of(vs.s, vs.n)
+                    elif kind == JV_INT:
+                        language = <int>ival if 0 <= ival < N_LANGUAGES else LANGUAGE_OTHER
+                    elif kind == JV_NULL:
                         language = 0
                     else:
                         return None
-                elif is_remark:
-                    if kind == J_NULL:
-                        remark = None
-                    else:
-                        remark = jscalar_text(&c, kind)
-                        if remark is None:
-                            return None
-                elif kind == J_STR and jtext(&c) is None:  # ignored, but must be valid
-                    return None
-            jws(&c)
-            if c.p >= c.end:
+                elif kind == JV_NULL:
+                    remark = None
+                else:
+                    remark = scalar_text(&vs, kind, start, p)
+                    if remark is None:
+                        return None
+            p = json_ws(p, end)
+            if p >= end:
                 return None
-            if c.p[0] == 44:
-                c.p += 1
-                continue
-            if c.p[0] == 125:
-                c.p += 1
+            if p[0] == 44:
+                p = json_ws(p + 1, end)
+            elif p[0] == 125:
+                p += 1
                 break
-            return None
-    jws(&c)
-    if c.p != c.end:
+            else:
+                return None
+    if json_ws(p, end) != end:
         return None
-    return code, language, version, opaque, flag, remark, ext
+    return (ints[K_CODE], language, ints[K_VERSION], ints[K_OPAQUE], ints[K_FLAG], remark, ext,
+            tail_a, tail_b)
 
 cdef tuple decode_json(object raw):
     """orjson and the twin's checks: the path for headers fast_json declines."""
@@ -782,9 +917,11 @@ cdef tuple decode_rocketmq(const uint8_t* h, Py_ssize_t hlen):
     return code, language, version, opaque, flag, remark, ext
 
 
-cdef tuple decode_header(object buf, Py_ssize_t base, const uint8_t* f, Py_ssize_t n):
-    """The seven header values and (serialize type, body offset) of the frame
-    at ``f`` (= ``buf`` + ``base``)."""
+cdef tuple decode_header(object buf, Py_ssize_t base, const uint8_t* f, Py_ssize_t n,
+                         bint with_body):
+    """The frame at ``f`` (= ``buf`` + ``base``, n bytes after the length
+    prefix): the seven header values, then (serialize type, body offset), or
+    with ``with_body`` (body bytes or None, serialize type)."""
     if n < 4:
         raise RemotingCommandError()(f"frame too short: {n} bytes")
     cdef uint32_t mark = rd32(f)
@@ -792,26 +929,34 @@ cdef tuple decode_header(object buf, Py_ssize_t base, const uint8_t* f, Py_ssize
     cdef Py_ssize_t hlen = mark & 0xFFFFFF
     if hlen > n - 4:
         raise RemotingCommandError()(f"header length {hlen} exceeds frame length {n}")
-    if stype == 0:
-        fields = fast_json(f + 4, hlen)
-        if fields is None:
-            fields = decode_json(memoryview(buf)[base + 4:base + 4 + hlen])
-    elif stype == 1:
-        fields = decode_rocketmq(f + 4, hlen)
+    cdef Py_ssize_t off = 4 + hlen
+    if with_body:
+        tail_a = PyBytes_FromStringAndSize(<const char*>f + off, n - off) if off < n else None
+        tail_b = stype
     else:
-        raise RemotingCommandError()(f"unknown serialize type {stype}")
-    return fields, stype, 4 + hlen
+        tail_a = stype
+        tail_b = off
+    if stype == 0:
+        fields = fast_json(f + 4, hlen, tail_a, tail_b)
+        if fields is not None:
+            return <tuple>fields
+        return decode_json(memoryview(buf)[base + 4:base + 4 + hlen]) + (tail_a, tail_b)
+    if stype == 1:
+        return decode_rocketmq(f + 4, hlen) + (tail_a, tail_b)
+    raise RemotingCommandError()(f"unknown serialize type {stype}")
 
 
 def decode(frame):
     """Decode the header of one frame (the bytes after the length prefix)."""
     cdef Py_buffer view
+    cdef PyObject* p = <PyObject*>frame
+    if bytes_exact(p):
+        return decode_header(frame, 0, <const uint8_t*>bytes_data(p), bytes_size(p), False)
     PyObject_GetBuffer(frame, &view, PyBUF_SIMPLE)
     try:
-        fields, stype, off = decode_header(frame, 0, <const uint8_t*>view.buf, view.len)
+        return decode_header(frame, 0, <const uint8_t*>view.buf, view.len, False)
     finally:
         PyBuffer_Release(&view)
-    return (*fields, stype, off)
 
 
 cdef inline Py_ssize_t length_at(const uint8_t* b, Py_ssize_t pos, Py_ssize_t end,
@@ -843,7 +988,7 @@ def decode_frames(buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_frame):
     exactly as ``rmq.remoting.codec.py_decode_frames``."""
     cdef Py_buffer view
     cdef list frames = []
-    cdef Py_ssize_t length, off
+    cdef Py_ssize_t length
     cdef const uint8_t* b
     PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
     try:
@@ -855,10 +1000,7 @@ def decode_frames(buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_frame):
                 length = length_at(b, pos, end, max_frame)
                 if length < 0:
                     break
-                fields, stype, off = decode_header(buf, pos + 4, b + pos + 4, length)
-                body = (PyBytes_FromStringAndSize(<const char*>b + pos + 4 + off, length - off)
-                        if off < length else None)
-                frames.append((*fields, body, stype))
+                frames.append(decode_header(buf, pos + 4, b + pos + 4, length, True))
                 pos += 4 + length
         except Exception as e:
             if isinstance(e, RemotingCommandError()):

@@ -1,0 +1,471 @@
+# cython: language_level=3
+# Byte-level JSON pieces for the remoting header codec: string scanning and
+# escaping eight bytes at a time, escape decoding, UTF-8 validation, number
+# and value skipping.  Pure C (no Python objects, nogil), inline, so the codec
+# keeps only the object building.  Everything here is strict RFC 8259 / 3629;
+# whatever it cannot vouch for it reports as "not handled" and the codec asks
+# orjson instead, so accepting here never means accepting more than orjson.
+
+from libc.stdint cimport int64_t, uint8_t, uint32_t, uint64_t
+from libc.string cimport memcmp, memcpy
+
+cdef enum:
+    JV_FAIL = -1     # not handled here (bad JSON, or a form left to orjson)
+    JV_STR = 1
+    JV_INT = 2
+    JV_TRUE = 3
+    JV_FALSE = 4
+    JV_NULL = 5
+    JV_OTHER = 6     # a valid float, array or object (only from json_skip_value)
+
+cdef enum:
+    JSON_MAX_DEPTH = 64      # deeper unknown values are left to orjson
+    JSON_MAX_INT_DIGITS = 18
+
+
+cdef struct JStr:
+    const uint8_t* s     # first byte after the opening quote
+    Py_ssize_t n         # raw bytes up to the closing quote
+    bint esc             # holds backslash escapes
+    bint wide            # holds raw bytes >= 0x80
+
+
+cdef extern from *:
+    """
+    #include <stdint.h>
+    #include <string.h>
+    /* eight bytes as a word with the first byte lowest, whatever the host order */
+    static inline uint64_t rmq_json_load8(const uint8_t *p) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+        w = __builtin_bswap64(w);
+    #endif
+        return w;
+    }
+    /* index of the first byte flagged in a non-zero mask of high bits */
+    static inline int rmq_json_first(uint64_t m) { return __builtin_ctzll(m) >> 3; }
+    """
+    uint64_t json_load8 "rmq_json_load8"(const uint8_t* p) noexcept nogil
+    int json_first "rmq_json_first"(uint64_t m) noexcept nogil
+
+
+cdef enum:
+    JSON_ONES = 0x0101010101010101
+    JSON_HIGH = 0x8080808080808080
+
+
+cdef inline uint64_t json_escape8(uint64_t x) noexcept nogil:
+    """High bit set in the first byte of ``x`` that is '"', '\\' or below 0x20
+    (bits above it may be spurious; zero exactly when there is none)."""
+    cdef uint64_t ones = <uint64_t>JSON_ONES
+    cdef uint64_t q = x ^ (ones * 0x22)
+    cdef uint64_t b = x ^ (ones * 0x5C)
+    return (((x - ones * 0x20) & ~x) | ((q - ones) & ~q) | ((b - ones) & ~b)) & <uint64_t>JSON_HIGH
+
+
+cdef inline bint json_is_ws(uint8_t c) noexcept nogil:
+    return c == 32 or c == 10 or c == 13 or c == 9
+
+
+cdef inline const uint8_t* json_ws(const uint8_t* p, const uint8_t* end) noexcept nogil:
+    while p < end and json_is_ws(p[0]):
+        p += 1
+    return p
+
+
+cdef inline const uint8_t* json_scan_string(const uint8_t* p, const uint8_t* end,
+                                            JStr* out) noexcept nogil:
+    """``p`` at an opening quote: fill ``out`` and return the byte after the
+    closing quote, or NULL (unterminated, raw control character).  Jumps
+    eight bytes at a time to the next quote, backslash or control byte."""
+    cdef const uint8_t* q = p + 1
+    cdef uint64_t w, m, seen = 0
+    cdef uint8_t c
+    cdef int k
+    out.s = q
+    out.esc = False
+    while True:
+        if end - q >= 8:
+            w = json_load8(q)
+            m = json_escape8(w)
+            if m == 0:
+                seen |= w
+                q += 8
+                continue
+            k = json_first(m)
+            seen |= w & ((<uint64_t>1 << (8 * k)) - 1)
+            q += k
+        elif q >= end:
+            return NULL
+        c = q[0]
+        if c == 34:
+            out.n = q - out.s
+            out.wide = (seen & <uint64_t>JSON_HIGH) != 0
+            return q + 1
+        if c == 92:
+            if end - q < 2:
+                return NULL
+            out.esc = True
+            q += 2
+        elif c < 0x20:
+            return NULL
+        else:
+            seen |= c
+            q += 1
+
+
+cdef inline int json_hex4(const uint8_t* p) noexcept nogil:
+    cdef int v = 0, i, h
+    for i in range(4):
+        h = p[i]
+        if 48 <= h <= 57:
+            h -= 48
+        elif 97 <= h <= 102:
+            h -= 87
+        elif 65 <= h <= 70:
+            h -= 55
+        else:
+            return -1
+        v = (v << 4) | h
+    return v
+
+
+cdef inline int json_escape_at(const uint8_t* s, const uint8_t* e, uint32_t* cp) noexcept nogil:
+    """The escape sequence at ``s`` (a backslash): its code point in ``cp`` and
+    the bytes it takes, or -1 (unknown escape, bad hex, lone surrogate)."""
+    cdef int hi, lo
+    if e - s < 2:
+        return -1
+    cdef uint8_t h = s[1]
+    if h == 34 or h == 92 or h == 47:
+        cp[0] = h
+    elif h == 98:
+        cp[0] = 8
+    elif h == 102:
+        cp[0] = 12
+    elif h == 110:
+        cp[0] = 10
+    elif h == 114:
+        cp[0] = 13
+    elif h == 116:
+        cp[0] = 9
+    elif h == 117:
+        if e - s < 6:
+            return -1
+        hi = json_hex4(s + 2)
+        if hi < 0 or 0xDC00 <= hi <= 0xDFFF:
+            return -1
+        if hi < 0xD800 or hi > 0xDBFF:
+            cp[0] = <uint32_t>hi
+            return 6
+        if e - s < 12 or s[6] != 92 or s[7] != 117:
+            return -1
+        lo = json_hex4(s + 8)
+        if lo < 0xDC00 or lo > 0xDFFF:
+            return -1
+        cp[0] = 0x10000 + ((<uint32_t>(hi - 0xD800)) << 10) + <uint32_t>(lo - 0xDC00)
+        return 12
+    else:
+        return -1
+    return 2
+
+
+cdef inline Py_ssize_t json_unescape(const uint8_t* s, Py_ssize_t n, uint8_t* o,
+                                     bint* wide) noexcept nogil:
+    """Decode the escapes of a scanned string into ``o`` (room for ``n``
+    bytes: decoding never grows); the length written, or -1.  ``wide`` tells
+    whether the result holds bytes >= 0x80."""
+    cdef const uint8_t* e = s + n
+    cdef uint8_t* o0 = o
+    cdef uint32_t cp
+    cdef int k
+    cdef uint8_t c
+    cdef uint8_t hi = 0
+    while s < e:
+        c = s[0]
+        if c != 92:
+            hi |= c
+            o[0] = c
+            o += 1
+            s += 1
+            continue
+        k = json_escape_at(s, e, &cp)
+        if k < 0:
+            return -1
+        s += k
+        if cp < 0x80:
+            o[0] = <uint8_t>cp
+            o += 1
+        elif cp < 0x800:
+            o[0] = <uint8_t>(0xC0 | (cp >> 6))
+            o[1] = <uint8_t>(0x80 | (cp & 0x3F))
+            o += 2
+            hi = 0x80
+        elif cp < 0x10000:
+            o[0] = <uint8_t>(0xE0 | (cp >> 12))
+            o[1] = <uint8_t>(0x80 | ((cp >> 6) & 0x3F))
+            o[2] = <uint8_t>(0x80 | (cp & 0x3F))
+            o += 3
+            hi = 0x80
+        else:
+            o[0] = <uint8_t>(0xF0 | (cp >> 18))
+            o[1] = <uint8_t>(0x80 | ((cp >> 12) & 0x3F))
+            o[2] = <uint8_t>(0x80 | ((cp >> 6) & 0x3F))
+            o[3] = <uint8_t>(0x80 | (cp & 0x3F))
+            o += 4
+            hi = 0x80
+    wide[0] = (hi & 0x80) != 0
+    return o - o0
+
+
+cdef inline bint json_utf8_valid(const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    """Well-formed UTF-8 (RFC 3629: no overlong forms, surrogates or code
+    points past U+10FFFF), as orjson requires of every string."""
+    cdef const uint8_t* e = p + n
+    cdef uint8_t c, c1
+    cdef int k, i
+    while p < e:
+        c = p[0]
+        if c < 0x80:
+            p += 1
+            continue
+        if 0xC2 <= c <= 0xDF:
+            k = 1
+        elif 0xE0 <= c <= 0xEF:
+            k = 2
+        elif 0xF0 <= c <= 0xF4:
+            k = 3
+        else:
+            return False
+        if e - p <= k:
+            return False
+        c1 = p[1]
+        if ((c == 0xE0 and c1 < 0xA0) or (c == 0xED and c1 > 0x9F)
+                or (c == 0xF0 and c1 < 0x90) or (c == 0xF4 and c1 > 0x8F)):
+            return False
+        for i in range(1, k + 1):
+            if p[i] & 0xC0 != 0x80:
+                return False
+        p += k + 1
+    return True
+
+
+cdef inline bint json_string_valid(const JStr* s) noexcept nogil:
+    """A scanned string orjson would accept (escapes and UTF-8)."""
+    cdef const uint8_t* p = s.s
+    cdef const uint8_t* e = s.s + s.n
+    cdef uint32_t cp
+    cdef int k
+    if s.wide and not json_utf8_valid(s.s, s.n):
+        return False
+    if s.esc:
+        while p < e:
+            if p[0] != 92:
+                p += 1
+                continue
+            k = json_escape_at(p, e, &cp)
+            if k < 0:
+                return False
+            p += k
+    return True
+
+
+cdef inline const uint8_t* json_number(const uint8_t* p, const uint8_t* end, int* kind,
+                                       int64_t* ival) noexcept nogil:
+    """A JSON number at ``p``: JV_INT (at most 18 digits, not -0) with its
+    value, JV_OTHER for a plain fraction, else JV_FAIL (exponents, longer
+    integers and -0 are left to orjson, which may turn them into floats,
+    infinities or errors).  Returns the byte after the number."""
+    cdef bint neg = False
+    cdef int digits = 0
+    cdef int64_t v = 0
+    kind[0] = JV_FAIL
+    if p < end and p[0] == 45:
+        neg = True
+        p += 1
+    if p < end and p[0] == 48:
+        digits = 1
+        p += 1
+    else:
+        while p < end and 48 <= p[0] <= 57:
+            if digits == JSON_MAX_INT_DIGITS:
+                return p
+            v = v * 10 + (p[0] - 48)
+            digits += 1
+            p += 1
+    if digits == 0:
+        return p
+    if p < end and (p[0] == 101 or p[0] == 69):
+        return p
+    if p < end and p[0] == 46:
+        p += 1
+        digits = 0
+        while p < end and 48 <= p[0] <= 57:
+            digits += 1
+            p += 1
+        if digits == 0 or (p < end and (p[0] == 101 or p[0] == 69)):
+            return p
+        kind[0] = JV_OTHER
+        return p
+    if neg and v == 0:
+        return p
+    ival[0] = -v if neg else v
+    kind[0] = JV_INT
+    return p
+
+
+cdef inline const uint8_t* json_literal(const uint8_t* p, const uint8_t* end,
+                                        int* kind) noexcept nogil:
+    """true / false / null at ``p``."""
+    cdef Py_ssize_t left = end - p
+    if left >= 4 and memcmp(p, b"true", 4) == 0:
+        kind[0] = JV_TRUE
+        return p + 4
+    if left >= 5 and memcmp(p, b"false", 5) == 0:
+        kind[0] = JV_FALSE
+        return p + 5
+    if left >= 4 and memcmp(p, b"null", 4) == 0:
+        kind[0] = JV_NULL
+        return p + 4
+    kind[0] = JV_FAIL
+    return p
+
+
+cdef inline const uint8_t* json_scalar(const uint8_t* p, const uint8_t* end, JStr* s,
+                                       int* kind, int64_t* ival) noexcept nogil:
+    """One string, number or literal at ``p`` (its kind; JV_FAIL otherwise)."""
+    if p >= end:
+        kind[0] = JV_FAIL
+        return p
+    cdef uint8_t c = p[0]
+    if c == 34:
+        p = json_scan_string(p, end, s)
+        kind[0] = JV_STR if p != NULL else JV_FAIL
+        return p
+    if c == 45 or 48 <= c <= 57:
+        return json_number(p, end, kind, ival)
+    return json_literal(p, end, kind)
+
+
+cdef inline const uint8_t* json_skip_value(const uint8_t* p, const uint8_t* end, int depth,
+                                           int* kind) noexcept nogil:
+    """Validate and step over any JSON value at ``p`` (objects and arrays
+    nested up to JSON_MAX_DEPTH); its kind, JV_FAIL when orjson must judge."""
+    cdef JStr s
+    cdef int64_t ival
+    cdef int k
+    cdef uint8_t close
+    if p >= end or (p[0] != 123 and p[0] != 91):
+        p = json_scalar(p, end, &s, kind, &ival)
+        if kind[0] == JV_STR and not json_string_valid(&s):
+            kind[0] = JV_FAIL
+        return p
+    if depth >= JSON_MAX_DEPTH:
+        kind[0] = JV_FAIL
+        return p
+    kind[0] = JV_FAIL
+    close = 125 if p[0] == 123 else 93
+    p = json_ws(p + 1, end)
+    if p < end and p[0] == close:
+        kind[0] = JV_OTHER
+        return p + 1
+    while True:
+        if close == 125:
+            if p >= end or p[0] != 34:
+                return p
+            p = json_scan_string(p, end, &s)
+            if p == NULL or not json_string_valid(&s):
+                return end
+            p = json_ws(p, end)
+            if p >= end or p[0] != 58:
+                return p
+            p = json_ws(p + 1, end)
+        p = json_skip_value(p, end, depth + 1, &k)
+        if k == JV_FAIL:
+            return p
+        p = json_ws(p, end)
+        if p >= end:
+            return p
+        if p[0] == close:
+            kind[0] = JV_OTHER
+            return p + 1
+        if p[0] != 44:
+            return p
+        p = json_ws(p + 1, end)
+
+
+cdef inline uint8_t* json_write_int(uint8_t* o, int64_t v) noexcept nogil:
+    cdef uint8_t tmp[24]
+    cdef int i = 24
+    cdef uint64_t u = <uint64_t>(-v) if v < 0 else <uint64_t>v
+    while True:
+        i -= 1
+        tmp[i] = <uint8_t>(48 + u % 10)
+        u //= 10
+        if u == 0:
+            break
+    if v < 0:
+        i -= 1
+        tmp[i] = 45
+    memcpy(o, &tmp[i], 24 - i)
+    return o + (24 - i)
+
+
+cdef inline uint8_t* json_write_string(uint8_t* o, const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    """``p[:n]`` (UTF-8) as a JSON string the way orjson writes it: \\" \\\\ \\b
+    \\f \\n \\r \\t, other control characters as \\u00xx, the rest raw.
+    ``o`` needs room for 6 * n + 2 bytes."""
+    cdef const uint8_t* e = p + n
+    cdef const uint8_t* stop
+    cdef uint64_t w, m
+    cdef uint8_t c
+    cdef int k
+    o[0] = 34
+    o += 1
+    while p < e:
+        if e - p >= 8:
+            w = json_load8(p)
+            m = json_escape8(w)
+            if m == 0:
+                memcpy(o, p, 8)
+                o += 8
+                p += 8
+                continue
+            k = json_first(m)
+            memcpy(o, p, 8)  # the k plain bytes (room: 8 input bytes are left)
+            o += k
+            p += k
+            stop = p + 1
+        else:
+            stop = e
+        while p < stop:
+            c = p[0]
+            p += 1
+            if c >= 0x20 and c != 34 and c != 92:
+                o[0] = c
+                o += 1
+                continue
+            o[0] = 92
+            if c == 34 or c == 92:
+                o[1] = c
+            elif c == 8:
+                o[1] = 98
+            elif c == 12:
+                o[1] = 102
+            elif c == 10:
+                o[1] = 110
+            elif c == 13:
+                o[1] = 114
+            elif c == 9:
+                o[1] = 116
+            else:
+                o[1] = 117
+                o[2] = 48
+                o[3] = 48
+                o[4] = 48 + (c >> 4)
+                o[5] = 48 + (c & 15) if (c & 15) < 10 else 87 + (c & 15)
+                o += 4
+            o += 2
+    o[0] = 34
+    return o + 1
