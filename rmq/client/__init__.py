@@ -1,5 +1,5 @@
-"""rmq's RocketMQ client on asyncio: ``Producer``, ``PushConsumer``,
-``LitePullConsumer`` and ``MQAdmin``, speaking the 4.9.8 remoting protocol to
+"""rmq's RocketMQ client on asyncio: ``Producer``, ``TransactionProducer``,
+``PushConsumer``, ``LitePullConsumer`` and ``MQAdmin``, speaking the 4.9.8 remoting protocol to
 any compatible name server and broker.  See docs/client.md."""
 
 from rmq.client.admin import MQAdmin
@@ -25,12 +25,18 @@ from rmq.client.push_consumer import (
     PushConsumer,
 )
 from rmq.client.selector import select_by_hash, select_by_random
+from rmq.client.transaction_producer import (
+    LocalTransactionState,
+    TransactionListener,
+    TransactionProducer,
+    TransactionSendResult,
+)
 
 __all__ = [
     "AllocateMessageQueueAveragely", "AllocateMessageQueueAveragelyByCircle", "ClientConfig",
     "ConsumeContext", "ConsumeFromWhere", "ConsumeOrderlyStatus", "ConsumeStatus",
-    "ConsumerConfig", "LitePullConsumer", "MQAdmin", "MQBrokerError", "MQClientError", "Message",
+    "ConsumerConfig", "LitePullConsumer", "LocalTransactionState", "MQAdmin", "MQBrokerError", "MQClientError", "Message",
     "MessageExt", "MessageModel", "MessageQueue", "ProducerConfig", "Producer", "PullResult",
-    "PullStatus", "PushConsumer", "SendResult", "SendStatus", "select_by_hash",
-    "select_by_random",
+    "PullStatus", "PushConsumer", "SendResult", "SendStatus", "TransactionListener",
+    "TransactionProducer", "TransactionSendResult", "select_by_hash", "select_by_random",
 ]

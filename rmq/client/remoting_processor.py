@@ -1,8 +1,10 @@
 """Requests brokers send to clients (``ClientRemotingProcessor``).
 
-NOTIFY_CONSUMER_IDS_CHANGED and RESET_CONSUMER_CLIENT_OFFSET arrive oneway and
-get no answer; GET_CONSUMER_STATUS_FROM_CLIENT, GET_CONSUMER_RUNNING_INFO and
-CONSUME_MESSAGE_DIRECTLY are answered with the JSON bodies of 4.9.8.
+NOTIFY_CONSUMER_IDS_CHANGED, RESET_CONSUMER_CLIENT_OFFSET and
+CHECK_TRANSACTION_STATE arrive oneway and get no answer (a check is answered
+by the transactional producer's END_TRANSACTION); GET_CONSUMER_STATUS_FROM_CLIENT,
+GET_CONSUMER_RUNNING_INFO and CONSUME_MESSAGE_DIRECTLY are answered with the
+JSON bodies of 4.9.8.
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from rmq.broker.transaction.headers import CheckTransactionStateRequestHeader
 from rmq.client.api import loads
 from rmq.client.codec import decode_messages
 from rmq.client.message import MessageQueue
 from rmq.common.codes import RequestCode, ResponseCode
+from rmq.common.message import PROPERTY_PRODUCER_GROUP
 from rmq.common.protocol.headers_admin import (
     ConsumeMessageDirectlyResultRequestHeader,
     GetConsumerRunningInfoRequestHeader,
@@ -58,6 +62,7 @@ class ClientRemotingProcessor:
         RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT,
         RequestCode.GET_CONSUMER_RUNNING_INFO,
         RequestCode.CONSUME_MESSAGE_DIRECTLY,
+        RequestCode.CHECK_TRANSACTION_STATE,
     )
 
     def __init__(self, instance: MQClientInstance) -> None:
@@ -85,9 +90,35 @@ class ClientRemotingProcessor:
                 return self._running_info(request)
             if code == RequestCode.CONSUME_MESSAGE_DIRECTLY:
                 return await self._consume_directly(request)
+            if code == RequestCode.CHECK_TRANSACTION_STATE:
+                await self._check_transaction_state(channel, request)
+                return None
         except (RemotingCommandError, ValueError, KeyError) as e:
             return RemotingCommand.create_response(ResponseCode.SYSTEM_ERROR, str(e))
         return not_supported(code)
+
+    async def _check_transaction_state(self, channel, request: RemotingCommand) -> None:
+        """``checkTransactionState``: the body is the half message; the
+        producer of its PGROUP checks it and answers the broker that asked."""
+        header = request.decode_header(CheckTransactionStateRequestHeader)
+        try:
+            msgs = decode_messages(request.body or b"")
+        except ValueError as e:
+            log.warning("checkTransactionState, decode message failed: %s", e)
+            return
+        if not msgs:
+            log.warning("checkTransactionState, decode message failed: empty body")
+            return
+        msg = msgs[0]
+        group = msg.properties.get(PROPERTY_PRODUCER_GROUP)
+        if group is None:
+            log.warning("checkTransactionState, pick producer group failed")
+            return
+        check = getattr(self.instance.producers.get(group), "check_transaction_state", None)
+        if check is None:
+            log.debug("checkTransactionState, pick producer by group[%s] failed", group)
+            return
+        await check(channel.remote_addr, msg, header)
 
     async def _reset_offset(self, request: RemotingCommand) -> None:
         hdr = request.decode_header(ResetOffsetRequestHeader)
