@@ -17,7 +17,7 @@ from rmq.client.allocate import AllocateStrategy
 from rmq.client.config import ClientConfig, ConsumerConfig
 from rmq.client.consumer_base import ConsumerBase
 from rmq.client.exceptions import MQClientError
-from rmq.client.heartbeat import ConsumeType, build_subscription
+from rmq.client.heartbeat import ConsumeType, SubscriptionData, build_subscription
 from rmq.client.instance import MQClientInstance, subscribe_queues
 from rmq.client.message import MessageExt, MessageQueue, PullResult, PullStatus
 from rmq.client.offset_store import ReadOffsetType
@@ -37,6 +37,7 @@ class LitePullConsumer(ConsumerBase):
         self.positions: dict[MessageQueue, int] = {}
         self._next = 0
         self._running = False
+        self._pull_all: dict[str, SubscriptionData] = {}
 
     async def __aenter__(self) -> LitePullConsumer:
         await self.start()
@@ -117,9 +118,17 @@ class LitePullConsumer(ConsumerBase):
     async def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32,
                    expression: str | None = None, block_ms: int = 0) -> PullResult:
         """One PULL_MESSAGE (``block_ms`` > 0 lets the broker hold it that long)."""
-        addr = await self.instance.find_broker_addr_or_fetch(mq)
-        sub = (build_subscription(mq.topic, expression) if expression is not None
-               else self.subscriptions.get(mq.topic) or build_subscription(mq.topic, "*"))
+        addr = self.instance.find_broker_addr(mq.broker_name)  # known: no coroutine
+        if addr is None:
+            addr = await self.instance.find_broker_addr_or_fetch(mq)
+        if expression is not None:
+            sub = build_subscription(mq.topic, expression)
+        else:
+            sub = self.subscriptions.get(mq.topic)
+            if sub is None:  # one "*" subscription per topic, not a parse per pull
+                sub = self._pull_all.get(mq.topic)
+                if sub is None:
+                    sub = self._pull_all[mq.topic] = build_subscription(mq.topic, "*")
         sys_flag = h.PULL_FLAG_SUBSCRIPTION | h.PULL_FLAG_LITE_PULL
         if block_ms > 0:
             sys_flag |= h.PULL_FLAG_SUSPEND

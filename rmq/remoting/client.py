@@ -31,12 +31,41 @@ from rmq.remoting.tls import TlsConfig, client_context
 
 log = logging.getLogger("rmq.remoting")
 
+# Receive buffer of a client connection: pull responses are 32 KiB and more
+# (32 x 1 KiB records); room for several lets one read take what the socket
+# holds, and the room for the next ones is made in place (see _make_room).
+_CLIENT_BUFFER = 512 * 1024
+
 
 def _split_addr(addr: str) -> tuple[str, int]:
     host, sep, port = addr.rpartition(":")
     if not sep or not port.isdigit():
         raise RemotingConnectError(addr, "address is not host:port")
     return host.strip("[]"), int(port)
+
+
+class ClientProtocol(RemotingProtocol):
+    """``RemotingProtocol`` with the receive buffer of a client connection."""
+
+    __slots__ = ()
+
+    def __init__(self, service: RemotingService, max_frame: int) -> None:
+        super().__init__(service, max_frame)
+        self._buf = bytearray(_CLIENT_BUFFER)
+        self._view = memoryview(self._buf)
+
+    def _make_room(self) -> None:
+        """Move the incomplete frame's bytes to the front of the same buffer
+        when they fit in the half already consumed: no allocation, and the
+        buffer's pages stay mapped (a fresh 512 KiB buffer per move costs
+        page faults); otherwise the general move (which may grow it)."""
+        start, end = self._start, self._end
+        pending = end - start
+        if pending <= start and pending + _CLIENT_BUFFER // 4 <= len(self._buf):
+            self._view[:pending] = self._view[start:end]
+            self._start, self._end = 0, pending
+        else:
+            super()._make_room()
 
 
 class RemotingClient(RemotingService):
@@ -92,7 +121,7 @@ class RemotingClient(RemotingService):
     # ---- connections --------------------------------------------------------------
 
     def _protocol(self) -> RemotingProtocol:
-        return RemotingProtocol(self, self.config.frameMaxLength)
+        return ClientProtocol(self, self.config.frameMaxLength)
 
     async def _channel(self, addr: str) -> Channel:
         ch = self._table.get(addr)
