@@ -187,7 +187,7 @@ class MessageReaderMixin:
             result.next_begin_offset = self._next_offset_correction(offset, min_off if min_off == 0 else max_off)
         else:
             self._read_queue(cq, result, offset, max_msg_nums, max_total_msg_size, message_filter, max_phy)
-        self.stats.on_get(len(result.message_buffers), _now_ms() - begin)
+        self.stats.on_get(result.message_count, _now_ms() - begin)
         return result
 
     def _read_queue(self, cq: ConsumeQueue, result: GetMessageResult, offset: int, max_nums: int,
