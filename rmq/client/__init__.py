@@ -1,6 +1,6 @@
 """rmq's RocketMQ client on asyncio: ``Producer``, ``TransactionProducer``,
-``PushConsumer``, ``LitePullConsumer`` and ``MQAdmin``, speaking the 4.9.8 remoting protocol to
-any compatible name server and broker.  See docs/client.md."""
+``PushConsumer``, ``LitePullConsumer`` and ``MQAdmin``, speaking the 4.9.8
+remoting protocol to any compatible name server and broker.  See docs/client.md."""
 
 from rmq.client.admin import MQAdmin
 from rmq.client.allocate import AllocateMessageQueueAveragely, AllocateMessageQueueAveragelyByCircle
@@ -34,9 +34,9 @@ from rmq.client.transaction_producer import (
 
 __all__ = [
     "AllocateMessageQueueAveragely", "AllocateMessageQueueAveragelyByCircle", "ClientConfig",
-    "ConsumeContext", "ConsumeFromWhere", "ConsumeOrderlyStatus", "ConsumeStatus",
-    "ConsumerConfig", "LitePullConsumer", "LocalTransactionState", "MQAdmin", "MQBrokerError", "MQClientError", "Message",
-    "MessageExt", "MessageModel", "MessageQueue", "ProducerConfig", "Producer", "PullResult",
-    "PullStatus", "PushConsumer", "SendResult", "SendStatus", "TransactionListener",
+    "ConsumeContext", "ConsumeFromWhere", "ConsumeOrderlyStatus", "ConsumeStatus", "ConsumerConfig",
+    "LitePullConsumer", "LocalTransactionState", "MQAdmin", "MQBrokerError", "MQClientError",
+    "Message", "MessageExt", "MessageModel", "MessageQueue", "ProducerConfig", "Producer",
+    "PullResult", "PullStatus", "PushConsumer", "SendResult", "SendStatus", "TransactionListener",
     "TransactionProducer", "TransactionSendResult", "select_by_hash", "select_by_random",
 ]
