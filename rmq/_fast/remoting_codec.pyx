@@ -32,6 +32,7 @@ from rmq._fast.json_text cimport (
     JV_TRUE,
     JStr,
     json_literal,
+    json_load_short,
     json_scalar,
     json_scan_string,
     json_skip_value,
@@ -339,19 +340,9 @@ cdef inline int language_index(object language):
     return <int>x if 0 <= x < N_LANGUAGES else LANGUAGE_OTHER
 
 
-cdef bint all_str_values(dict ext):
-    """Every key and value an exact str (what the writer takes as it is)."""
-    cdef Py_ssize_t it = 0
-    cdef PyObject* k
-    cdef PyObject* v
-    while dict_next(ext, &it, &k, &v):
-        if not str_exact(v):
-            return False
-    return True
-
-
 cdef object encode_json(object code, object language, object version, object opaque,
-                        object flag, object remark, object ext_fields, Py_ssize_t body_len):
+                        object flag, object remark, object ext_fields, Py_ssize_t body_len,
+                        bint stringified=False):
     """The frame head the twin makes, or None when its arguments are not the
     plain ones this writer takes (the twin then encodes them)."""
     cdef int64_t c, v, q, f
@@ -379,16 +370,22 @@ cdef object encode_json(object code, object language, object version, object opa
         if not dict_exact(<PyObject*>ext_fields):
             return None
         ext = <dict>ext_fields
-        if not all_str_values(ext):
-            ext = string_ext(ext)
     room = FIXED_ROOM + 6 * rn
-    out_reserve(8 + room)
+    if 8 + room > OUT_CAP:
+        out_reserve(8 + room)
     o = put(OUT + 8, '{"code":', 8)
     o = json_write_int(o, c)
     if ext is not None:
         o = put(o, ',"extFields":{', 14)
         while dict_next(ext, &it, &k, &val):
-            if not str_exact(k) or not str_exact(val):
+            if not str_exact(val):
+                if stringified:
+                    return None
+                # the twin's string_ext, then the whole header again (it may
+                # run Python code, which may encode into OUT meanwhile)
+                return encode_json(code, language, version, opaque, flag, remark,
+                                   string_ext(ext), body_len, True)
+            if not str_exact(k):
                 return None
             kp = utf8_or_null(k, &kn)
             vp = utf8_or_null(val, &vn) if kp != NULL else NULL
@@ -396,8 +393,9 @@ cdef object encode_json(object code, object language, object version, object opa
                 PyErr_Clear()
                 return None
             at = o - OUT
-            out_reserve(at + 6 * (kn + vn) + 6 + room)
-            o = OUT + at
+            if at + 6 * (kn + vn) + 6 + room > OUT_CAP:
+                out_reserve(at + 6 * (kn + vn) + 6 + room)
+                o = OUT + at
             if not first:
                 o[0] = 44
                 o += 1
@@ -515,17 +513,11 @@ cdef enum:
     K_EXT = 7
 
 cdef str TRUE_TEXT = "true"
+cdef list ONE_CHAR_TEXTS = [chr(i) for i in range(128)]
+cdef PyObject* ONE_CHAR[128]
+for _i in range(128):
+    ONE_CHAR[_i] = <PyObject*>ONE_CHAR_TEXTS[_i]
 cdef str FALSE_TEXT = "false"
-
-
-cdef inline uint64_t load_short(const uint8_t* p, Py_ssize_t n) noexcept nogil:
-    """Up to eight bytes as one word (byte by byte: a short memcpy into a
-    word stalls the load that follows it)."""
-    cdef uint64_t w = 0
-    cdef Py_ssize_t i
-    for i in range(n):
-        w |= (<uint64_t>p[i]) << (8 * i)
-    return w
 
 
 cdef inline uint64_t load8(const uint8_t* p) noexcept nogil:
@@ -536,21 +528,17 @@ cdef inline uint64_t load8(const uint8_t* p) noexcept nogil:
 
 cdef inline uint32_t text_slot(const uint8_t* p, Py_ssize_t n) noexcept nogil:
     """Cache slot of ``p[:n]`` (n <= CACHE_MAX): every byte takes part."""
-    cdef uint64_t a, b, h
+    cdef uint64_t a
     if n < 8:
-        a = load_short(p, n)
-        b = 0
+        a = json_load_short(p, n)
     else:
-        a = load8(p)
-        b = load8(p + n - 8)
+        a = load8(p) ^ (load8(p + n - 8) * <uint64_t>0xC2B2AE3D27D4EB4FULL)
         if n > 16:
             a ^= load8(p + 8) * <uint64_t>0xD6E8FEB86659FD93ULL
             if n > 24:
-                b ^= load8(p + 16) * <uint64_t>0xA0761D6478BD642FULL
-    h = (a * <uint64_t>0x9E3779B97F4A7C15ULL) ^ (b * <uint64_t>0xC2B2AE3D27D4EB4FULL) ^ <uint64_t>n
-    h ^= h >> 31
-    h *= <uint64_t>0xBF58476D1CE4E5B9ULL
-    return <uint32_t>(h >> 54)
+                a ^= load8(p + 16) * <uint64_t>0xA0761D6478BD642FULL
+    # multiplicative hashing: the top bits of the product mix every input bit
+    return <uint32_t>(((a ^ <uint64_t>n) * <uint64_t>0x9E3779B97F4A7C15ULL) >> 54)
 
 
 cdef inline bint same_short(const uint8_t* a, const uint8_t* b, Py_ssize_t n) noexcept nogil:
@@ -560,7 +548,7 @@ cdef inline bint same_short(const uint8_t* a, const uint8_t* b, Py_ssize_t n) no
         if load8(a + i) != load8(b + i):
             return False
         i += 8
-    return load_short(a + i, n - i) == load_short(b + i, n - i)
+    return json_load_short(a + i, n - i) == json_load_short(b + i, n - i)
 
 
 cdef inline object ascii_text(const uint8_t* p, Py_ssize_t n):
@@ -569,11 +557,18 @@ cdef inline object ascii_text(const uint8_t* p, Py_ssize_t n):
     return s
 
 
-cdef object cached_ascii(const uint8_t* p, Py_ssize_t n):
+cdef inline object cached_ascii(const uint8_t* p, Py_ssize_t n):
     """``p[:n]`` (ASCII, n <= CACHE_MAX) as str, shared with earlier calls."""
+    if n == 1:
+        return <object>ONE_CHAR[p[0]]
     cdef CachedText* slot = &TEXT_CACHE[text_slot(p, n)]
     if slot.text != NULL and slot.n == n and same_short(slot.raw, p, n):
         return <object>slot.text
+    return cache_text(slot, p, n)
+
+
+cdef object cache_text(CachedText* slot, const uint8_t* p, Py_ssize_t n):
+    """A new str for ``p[:n]``, kept in ``slot`` (the text there is dropped)."""
     cdef object s = ascii_text(p, n)
     cdef PyObject* old = slot.text
     Py_INCREF(s)
@@ -592,8 +587,15 @@ cdef object utf8_text(const uint8_t* p, Py_ssize_t n):
         return None
 
 
-cdef object jtext(const JStr* t):
+cdef inline object jtext(const JStr* t):
     """A scanned JSON string as str, or None to leave the header to orjson."""
+    if not t.esc and not t.wide and t.n <= CACHE_MAX:
+        return cached_ascii(t.s, t.n)
+    return jtext_long(t)
+
+
+cdef object jtext_long(const JStr* t):
+    """jtext for escaped, non-ASCII or long strings."""
     cdef uint8_t stack[256]
     cdef uint8_t* buf
     cdef Py_ssize_t k
