@@ -103,13 +103,40 @@ def _index_get(buf, max_slots: int, max_index: int, khash: int, begin: int, end:
     return out
 
 
+def _index_keys(buf, max_slots: int, max_index: int, topic: str, phy_offset: int, store_ts: int,
+                uniq_key: str | None, keys: str | None, start: int) -> int:
+    """Index one message: ``topic#UNIQ_KEY``, then ``topic#token`` for every
+    non-empty space-separated KEYS token, skipping the first ``start`` keys.
+    -1 when done (nothing to do when the file already covers ``phy_offset``);
+    otherwise the number of the key that did not fit because the file is full
+    (the caller rolls to a new file and resumes there).  One call per message
+    so the compiled twin hashes ``topic#`` once and builds no strings."""
+    if len(buf) < index_file_size(max_slots, max_index) or max_slots <= 0:
+        raise ValueError("index buffer smaller than its layout")
+    end_phy, _sc, count = struct.unpack_from(">qii", buf, 24)
+    if max(count, 1) >= max_index:
+        return start
+    if phy_offset < end_phy:
+        return -1
+    todo = [uniq_key] if uniq_key else []
+    if keys:
+        todo.extend(k for k in keys.split(" ") if k)
+    for n in range(start, len(todo)):
+        khash = _key_hash(f"{topic}#{todo[n]}")
+        if not _index_put(buf, max_slots, max_index, khash, phy_offset, store_ts):
+            return n
+    return -1
+
+
 index_put = _index_put
 index_get = _index_get
+index_keys = _index_keys
 key_hash = _key_hash
 _c = compiled("store_index")
 if _c is not None:
     index_put = _c.index_put
     index_get = _c.index_get
+    index_keys = _c.index_keys
     key_hash = _c.key_hash
 
 
@@ -141,9 +168,6 @@ class IndexFile:
 
     def is_write_full(self) -> bool:
         return self.header()[5] >= self.max_index
-
-    def put_key(self, key: str, phy_offset: int, store_ts: int) -> bool:
-        return index_put(self.mf.view, self.max_slots, self.max_index, key_hash(key), phy_offset, store_ts)
 
     def select_phy_offset(self, key: str, max_num: int, begin: int, end: int) -> list[int]:
         return index_get(self.mf.view, self.max_slots, self.max_index, key_hash(key), begin, end, max_num)
@@ -248,22 +272,21 @@ class IndexService:
 
     def build_index(self, topic: str, phy_offset: int, store_ts: int, keys: str | None, uniq_key: str | None) -> bool:
         """Index one dispatched message (UNIQ_KEY first, then KEYS tokens)."""
-        f = self._last_writable()
+        files = self.files
+        f = files[-1] if files else self._last_writable()
         if f is None:
             return False
-        if phy_offset < f.end_phy_offset:
-            return True
-        todo = []
-        if uniq_key:
-            todo.append(uniq_key)
-        if keys:
-            todo.extend(k for k in keys.split(" ") if k)
-        for k in todo:
-            key = f"{topic}#{k}"
-            if not f.put_key(key, phy_offset, store_ts):
-                f = self._last_writable()
-                if f is None or not f.put_key(key, phy_offset, store_ts):
-                    return False
+        slots, entries = self.max_slots, self.max_index
+        at = index_keys(f.mf.view, slots, entries, topic, phy_offset, store_ts, uniq_key, keys, 0)
+        while at >= 0:  # the file is full: the rest goes into a new one
+            f = self._last_writable()
+            if f is None:
+                return False
+            resumed = index_keys(f.mf.view, slots, entries, topic, phy_offset, store_ts,
+                                 uniq_key, keys, at)
+            if resumed == at:  # not even one key fits in a fresh file
+                return False
+            at = resumed
         return True
 
     def query_offset(self, topic: str, key: str, max_num: int, begin: int, end: int) -> tuple[list[int], int, int]:
