@@ -23,6 +23,7 @@ compiled one is ``rmq._fast.store_put``; both write the same bytes.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -37,6 +38,8 @@ from rmq.store.message_codec import (
     _write_record,
 )
 from rmq.store.results import _host_hex
+
+log = logging.getLogger("store")
 
 _CQ_UNIT = 20
 
@@ -135,9 +138,13 @@ def _after_put(store: Any, cfg: Any, topic: str, queue_id: int, queue_offset: in
     if (keys or uniq) and cfg.messageIndexEnable:
         if not store.index_service.build_index(topic, phy, now, keys, uniq):
             store.running_flags.make_index_file_error()
-    store.stats.on_put(topic, 1, size, 0)
-    if store.message_arriving_listener is not None:
-        store._notify(topic, queue_id, queue_offset + 1, tags_code, now, props)
+    store.stats.on_put_one(topic, size)
+    listener = store.message_arriving_listener
+    if listener is not None:  # on the loop's thread: no hand-over needed (see _notify)
+        try:
+            listener(topic, queue_id, queue_offset + 1, tags_code, now, props)
+        except Exception:  # noqa: BLE001 - a listener bug must not fail the stored send
+            log.exception("message arriving listener failed")
     if cfg.flushDiskType is FlushDiskType.ASYNC_FLUSH and not cfg.flushCommitLogTimed:
         store.flush_service.wakeup()
 

@@ -53,6 +53,15 @@ class StoreStatsService(ServiceThread):
         if elapsed_ms > self.put_message_entire_time_max:
             self.put_message_entire_time_max = elapsed_ms
 
+    def on_put_one(self, topic: str, size: int) -> None:
+        """``on_put`` of one message stored in no measurable time (the
+        single-send path, once per message: no bucket search)."""
+        self.put_message_times_total += 1
+        self.put_message_size_total += size
+        self.topic_put_nums[topic] += 1
+        self.topic_put_size[topic] += size
+        self.put_latency[0] += 1
+
     def on_put_failed(self) -> None:
         self.put_message_failed_times += 1
 

@@ -134,8 +134,10 @@ class PullRequestHoldService:
 
     def on_message_arriving(self, topic: str, queue_id: int, logic_offset: int,
                             tags_code: int, *_rest: Any) -> None:
-        """The controller's message arriving listener (``NotifyMessageArrivingListener``)."""
-        if (topic, queue_id) in self.table:
+        """The controller's message arriving listener (``NotifyMessageArrivingListener``),
+        called for every stored message: with no pull held (a produce-only load)
+        it returns before building the key."""
+        if self.table and (topic, queue_id) in self.table:
             self.notify_message_arriving(topic, queue_id, logic_offset, tags_code)
 
     def _answer(self, pr: PullRequest) -> None:

@@ -1,0 +1,106 @@
+"""Per-message counters of the single-send path: BrokerStats counts puts
+through a pending table folded into its items (same sums and event counts as
+adding each put to the items), StoreStatsService.on_put_one equals
+on_put(topic, 1, size, 0), and the hold service ignores arrivals cheaply when
+no pull is held while still waking a held one."""
+
+from __future__ import annotations
+
+from rmq.broker.longpolling.pull_request_hold_service import PullRequest, PullRequestHoldService
+from rmq.broker.stats import BROKER_PUT_NUMS, TOPIC_PUT_NUMS, BrokerStats
+from rmq.store.stats import StoreStatsService
+
+
+def test_fold_puts_keeps_sums_and_event_counts():
+    stats = BrokerStats()
+    stats.cluster = "C"
+    for _ in range(5):
+        stats.inc_put("A")
+    stats.inc_put("B", 3)
+    assert stats.put_total == 8
+    stats.fold_puts(now_s=1005.0)
+    stats.inc_put("A", 2)
+    stats.fold_puts(now_s=1012.0)
+    stats.fold_puts(now_s=1013.0)  # nothing pending: no empty bucket events
+    a = stats.items[TOPIC_PUT_NUMS]["A"]
+    assert list(a._buckets) == [[1000, 5, 5], [1010, 2, 1]]
+    assert list(stats.items[TOPIC_PUT_NUMS]["B"]._buckets) == [[1000, 3, 1]]
+    broker = stats.items[BROKER_PUT_NUMS]["C"]
+    assert list(broker._buckets) == [[1000, 8, 6], [1010, 2, 1]]
+    assert a.snapshot(60, now_s=1015.0) == {"avgpt": 7 / 6, "sum": 7, "tps": 7 / 60}
+
+
+def test_reads_see_every_counted_put():
+    stats = BrokerStats()
+    stats.cluster = "C"
+    assert stats.get_stats_item(TOPIC_PUT_NUMS, "T") is None
+    stats.inc_put("T")
+    stats.inc_put("T", size=100)
+    assert stats.get_stats_item(TOPIC_PUT_NUMS, "T").snapshot(60)["sum"] == 2
+    assert stats.get_stats_item(BROKER_PUT_NUMS, "C").snapshot(60)["sum"] == 2
+    assert stats.get_stats_item("TOPIC_PUT_SIZE", "T").snapshot(60)["sum"] == 100
+
+
+def test_on_put_one_matches_on_put():
+    one, general = StoreStatsService(), StoreStatsService()
+    for size in (10, 2000, 1):
+        one.on_put_one("T", size)
+        general.on_put("T", 1, size, 0)
+    for field in ("put_message_times_total", "put_message_size_total", "put_latency",
+                  "topic_put_nums", "topic_put_size", "put_message_entire_time_max"):
+        assert getattr(one, field) == getattr(general, field), field
+
+
+class _Channel:
+    def __init__(self) -> None:
+        self.sent: list = []
+
+    def is_active(self) -> bool:
+        return True
+
+    def send_response(self, response) -> None:
+        self.sent.append(response)
+
+
+class _Store:
+    def __init__(self) -> None:
+        self.max_offset = 0
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        return self.max_offset
+
+
+class _Request:
+    opaque = 7
+    serialize_type = 0
+
+    def is_oneway(self) -> bool:
+        return False
+
+
+def test_hold_service_wakes_on_first_arrival_and_ignores_others():
+    store = _Store()
+    answered: list = []
+
+    def wakeup(channel, request):
+        answered.append(request)
+        return _Response()
+
+    class _Response:
+        opaque = 0
+        serialize_type = 0
+
+    hold = PullRequestHoldService(store, lambda: True, wakeup)
+    hold.on_message_arriving("T", 0, 1, 0)  # nothing held: ignored
+    assert answered == [] and hold.table == {}
+    channel = _Channel()
+    pr = PullRequest(_Request(), channel, 30_000, 2**62, 5, lambda code: code == 42)
+    hold.table[("T", 1)] = [pr]
+    hold.on_message_arriving("T", 0, 6, 42)  # another queue
+    hold.on_message_arriving("U", 1, 6, 42)  # another topic
+    hold.on_message_arriving("T", 1, 6, 41)  # filtered out
+    assert answered == [] and hold.table == {("T", 1): [pr]}
+    hold.on_message_arriving("T", 1, 6, 42)
+    assert len(answered) == 1 and hold.table == {}
+    assert channel.sent[0].opaque == 7
+
