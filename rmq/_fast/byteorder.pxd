@@ -5,9 +5,7 @@
 
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
 
-
-cdef extern from "zlib.h" nogil:
-    unsigned long crc32(unsigned long crc, const unsigned char *buf, unsigned int len)
+from rmq._fast.crc32 cimport masked_crc32
 
 
 cdef inline void put32(uint8_t *p, int32_t v) noexcept nogil:
@@ -36,10 +34,6 @@ cdef inline int16_t get16(const uint8_t *p) noexcept nogil:
 
 
 cdef inline int32_t masked_crc(const uint8_t *p, Py_ssize_t n) noexcept nogil:
-    cdef unsigned long c = crc32(0, NULL, 0)
-    while n > 0x40000000:
-        c = crc32(c, p, 0x40000000)
-        p += 0x40000000
-        n -= 0x40000000
-    c = crc32(c, p, <unsigned int>n)
-    return <int32_t>(c & 0x7FFFFFFF)
+    """BODYCRC as stored (STORE_FORMAT.md 2.7) by the carry-less-multiply CRC of
+    crc32_fast.h (zlib-identical, several times faster on 1-4 KiB bodies)."""
+    return masked_crc32(p, <size_t>n)

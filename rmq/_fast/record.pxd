@@ -1,9 +1,10 @@
 # cython: language_level=3
-# The commit-log record writer (STORE_FORMAT.md 2.2), shared by the store codec
-# and the single-send fast path; inline, so neither pays a call.
+# The commit-log record writer (STORE_FORMAT.md 2.2), shared by the store codec,
+# the single-send fast path and the batch put, and the property scan of a record
+# shared by the bulk dispatcher and the batch put; inline, so none pays a call.
 
-from libc.stdint cimport int32_t, int64_t, uint8_t
-from libc.string cimport memcpy
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
+from libc.string cimport memcmp, memcpy
 
 from rmq._fast.byteorder cimport masked_crc, put32, put64
 
@@ -58,3 +59,81 @@ cdef inline Py_ssize_t c_write_record(uint8_t *out, int32_t queue_id, int32_t fl
     if props_len:
         memcpy(p + 2, props, props_len)
     return size
+
+
+# --- the properties of a stored record (STORE_FORMAT.md 2.8) -------------------
+# What dispatch needs from a record's properties, found without a Python object:
+# shared by the bulk dispatcher and the batch put, inline.
+
+cdef struct Props:
+    Py_ssize_t tags_at, tags_len, keys_at, keys_len, uniq_at, uniq_len
+    bint delay
+    bint non_ascii
+
+
+cdef inline bint prop_name_is(const uint8_t *p, Py_ssize_t n, const char *name,
+                              Py_ssize_t ln) noexcept nogil:
+    return n == ln and memcmp(p, name, ln) == 0
+
+
+cdef inline void find_props(const uint8_t *props, Py_ssize_t n, Props *out) noexcept nogil:
+    """TAGS, KEYS, UNIQ_KEY (positions inside ``props``), whether DELAY is set and
+    whether any byte is non-ASCII; the segment rule of the reference parser
+    (a \\x01 neither first nor last), later duplicates win."""
+    cdef Py_ssize_t i = 0, seg, sep, seg_end
+    out.tags_at = out.keys_at = out.uniq_at = -1
+    out.tags_len = out.keys_len = out.uniq_len = 0
+    out.delay = False
+    out.non_ascii = False
+    while i <= n and n > 0:
+        seg = i
+        while i < n and props[i] != 2:
+            if props[i] >= 0x80:
+                out.non_ascii = True
+            i += 1
+        seg_end = i
+        sep = seg
+        while sep < seg_end and props[sep] != 1:
+            sep += 1
+        if sep > seg and sep < seg_end - 1:
+            if prop_name_is(props + seg, sep - seg, "TAGS", 4):
+                out.tags_at = sep + 1
+                out.tags_len = seg_end - sep - 1
+            elif prop_name_is(props + seg, sep - seg, "KEYS", 4):
+                out.keys_at = sep + 1
+                out.keys_len = seg_end - sep - 1
+            elif prop_name_is(props + seg, sep - seg, "UNIQ_KEY", 8):
+                out.uniq_at = sep + 1
+                out.uniq_len = seg_end - sep - 1
+            elif prop_name_is(props + seg, sep - seg, "DELAY", 5):
+                out.delay = True
+        i += 1
+
+
+cdef inline int32_t ascii_hash(int32_t h, const uint8_t *p, Py_ssize_t n) noexcept nogil:
+    """Java ``String.hashCode`` continued over ASCII bytes."""
+    cdef Py_ssize_t i
+    for i in range(n):
+        h = <int32_t>(<uint32_t>h * 31 + p[i])
+    return h
+
+
+cdef inline int32_t index_key_hash(int32_t topic_hash, const uint8_t *key, Py_ssize_t n) noexcept nogil:
+    """Index slot hash of ``topic#key`` (STORE_FORMAT.md 7.2) from the topic's hash."""
+    cdef int32_t h = ascii_hash(<int32_t>(<uint32_t>topic_hash * 31 + 35), key, n)  # '#'
+    if h == -2147483648:
+        return 0
+    return -h if h < 0 else h
+
+
+cdef inline Py_ssize_t count_keys(const uint8_t *p, Py_ssize_t n) noexcept nogil:
+    """Non-empty space-separated tokens of a KEYS value."""
+    cdef Py_ssize_t i = 0, c = 0
+    while i < n:
+        while i < n and p[i] == 32:
+            i += 1
+        if i < n:
+            c += 1
+        while i < n and p[i] != 32:
+            i += 1
+    return c

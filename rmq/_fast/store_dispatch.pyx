@@ -12,79 +12,12 @@ non-ASCII key, or does not fit into the consume queue / index file.
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
 from rmq._fast.byteorder cimport put32, put64, get32, get64, get16
 from rmq._fast.index_slot cimport index_put
+from rmq._fast.record cimport Props, ascii_hash, count_keys, find_props, index_key_hash
 from libc.string cimport memcmp
 
 
 cdef enum:
     MESSAGE_MAGIC = -626843481
-
-
-cdef struct Props:
-    Py_ssize_t tags_at, tags_len, keys_at, keys_len, uniq_at, uniq_len
-    bint delay
-    bint non_ascii
-
-
-cdef inline bint name_is(const uint8_t *p, Py_ssize_t n, const char *name, Py_ssize_t ln) noexcept nogil:
-    return n == ln and memcmp(p, name, ln) == 0
-
-
-cdef void find_props(const uint8_t *props, Py_ssize_t n, Props *out) noexcept nogil:
-    """Same segment rule as the reference parser; later duplicates win."""
-    cdef Py_ssize_t i = 0, seg, sep, seg_end
-    out.tags_at = out.keys_at = out.uniq_at = -1
-    out.tags_len = out.keys_len = out.uniq_len = 0
-    out.delay = False
-    out.non_ascii = False
-    while i <= n and n > 0:
-        seg = i
-        while i < n and props[i] != 2:
-            if props[i] >= 0x80:
-                out.non_ascii = True
-            i += 1
-        seg_end = i
-        sep = seg
-        while sep < seg_end and props[sep] != 1:
-            sep += 1
-        if sep > seg and sep < seg_end - 1:
-            if name_is(props + seg, sep - seg, "TAGS", 4):
-                out.tags_at = sep + 1
-                out.tags_len = seg_end - sep - 1
-            elif name_is(props + seg, sep - seg, "KEYS", 4):
-                out.keys_at = sep + 1
-                out.keys_len = seg_end - sep - 1
-            elif name_is(props + seg, sep - seg, "UNIQ_KEY", 8):
-                out.uniq_at = sep + 1
-                out.uniq_len = seg_end - sep - 1
-            elif name_is(props + seg, sep - seg, "DELAY", 5):
-                out.delay = True
-        i += 1
-
-
-cdef inline int32_t ascii_hash(int32_t h, const uint8_t *p, Py_ssize_t n) noexcept nogil:
-    cdef Py_ssize_t i
-    for i in range(n):
-        h = <int32_t>(<uint32_t>h * 31 + p[i])
-    return h
-
-
-cdef inline int32_t key_hash(int32_t topic_hash, const uint8_t *key, Py_ssize_t n) noexcept nogil:
-    cdef int32_t h = ascii_hash(<int32_t>(<uint32_t>topic_hash * 31 + 35), key, n)  # '#'
-    if h == -2147483648:
-        return 0
-    return -h if h < 0 else h
-
-
-cdef inline Py_ssize_t count_keys(const uint8_t *p, Py_ssize_t n) noexcept nogil:
-    cdef Py_ssize_t i = 0, c = 0
-    while i < n:
-        while i < n and p[i] == 32:
-            i += 1
-        if i < n:
-            c += 1
-        while i < n and p[i] != 32:
-            i += 1
-    return c
 
 
 def dispatch_run(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, const uint8_t[::1] topic,
@@ -162,7 +95,7 @@ def dispatch_run(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, const
                     if max(1, get32(ix + 36)) + ks > max_index:
                         break
                     if pr.uniq_at >= 0:
-                        index_put(ix, max_slots, max_index, key_hash(topic_hash, props + pr.uniq_at, pr.uniq_len), phy, store_ts)
+                        index_put(ix, max_slots, max_index, index_key_hash(topic_hash, props + pr.uniq_at, pr.uniq_len), phy, store_ts)
                     if pr.keys_at >= 0:
                         k = 0
                         while k < pr.keys_len:
@@ -173,7 +106,7 @@ def dispatch_run(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, const
                                 k += 1
                             if k > ks:
                                 index_put(ix, max_slots, max_index,
-                                          key_hash(topic_hash, props + pr.keys_at + ks, k - ks), phy, store_ts)
+                                          index_key_hash(topic_hash, props + pr.keys_at + ks, k - ks), phy, store_ts)
             if pr.tags_at >= 0:
                 tags_code = ascii_hash(0, props + pr.tags_at, pr.tags_len)
             else:

@@ -14,23 +14,130 @@ import struct
 import threading
 import time
 
+from rmq._fast import compiled
 from rmq.common import message as mc
 from rmq.common.message_id import socket_address_bytes
 from rmq.common.topics import SCHEDULE_TOPIC
 from rmq.store import message_codec as codec
 from rmq.store.allocate import AllocateMappedFileService
+from rmq.store.config import BrokerRole, FlushDiskType
+from rmq.store.dispatch import _CQ, _java_hash_ascii, _key_hash, _props, _signed
+from rmq.store.index import _index_put
 from rmq.store.mapped_file import MappedFile, MappedFileQueue, TransientStorePool
 from rmq.store.message import MessageExtBatch, MessageExtBrokerInner
-from rmq.store.results import AppendMessageResult, AppendMessageStatus
+from rmq.store.results import AppendMessageResult, AppendMessageStatus, _host_hex
 
 log = logging.getLogger("store")
 
 _LONG = struct.Struct(">q")
 _INT = struct.Struct(">i")
+_SHORT = struct.Struct(">h")
+_BATCH_INNER = struct.Struct(">iiiii")  # TOTALSIZE, MAGIC, BODYCRC, FLAG, BODY LENGTH
+_CQ_UNIT = 20
 
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+
+def _key_count(keys: bytes | None, uniq: bytes | None) -> int:
+    return (1 if uniq else 0) + (len([k for k in keys.split(b" ") if k]) if keys else 0)
+
+
+def _check_wire(wire, sys_flag: int, topic_len: int, batch_props: bytes) -> tuple[int, int, int] | None:
+    """(stored size, count, upper bound of index keys) of a batch body the
+    fast path takes, or None: malformed, DELAY or non-ASCII properties, a
+    joined property string over 32767 bytes."""
+    _t, bkeys, buniq, bdelay = _props(batch_props)
+    if bdelay or not batch_props.isascii():
+        return None
+    batch_keys = _key_count(bkeys, buniq)
+    mv = memoryview(wire)
+    n = len(mv)
+    pos = total = count = keys = 0
+    while pos < n:
+        if pos + 22 > n:
+            return None
+        inner_size, _magic, _crc, _flag, body_len = _BATCH_INNER.unpack_from(mv, pos)
+        if body_len < 0 or pos + 22 + body_len > n:
+            return None
+        (plen,) = _SHORT.unpack_from(mv, pos + 20 + body_len)
+        end = pos + 22 + body_len + plen
+        if plen < 0 or end > n or inner_size != end - pos:
+            return None
+        raw = bytes(mv[end - plen:end])
+        _t, ikeys, iuniq, delay = _props(raw)
+        if delay or not raw.isascii():
+            return None
+        joined = plen + (1 if plen and batch_props and raw[-1] != 2 else 0) + len(batch_props)
+        if joined > codec.MAX_PROPERTIES_LENGTH:
+            return None
+        keys += _key_count(ikeys, iuniq) + batch_keys
+        total += codec._record_size(sys_flag, body_len, topic_len, joined)
+        count += 1
+        pos = end
+    return total, count, keys
+
+
+def _append_batch(buf, pos: int, limit: int, wire, queue_id: int, sys_flag: int, born_ts: int,
+                  born_host: bytes, store_ts: int, store_host: bytes, reconsume: int, topic: bytes,
+                  batch_props: bytes, first_qoff: int, phy: int, cq_buf, cq_pos: int, index,
+                  max_slots: int, max_index: int, host_hex: str) -> tuple | None:
+    """Store a SEND_BATCH_MESSAGE body at ``buf[pos:]`` in one call: the records
+    (as ``write_batch``), their consume-queue entries at ``cq_buf[cq_pos:]``,
+    their index entries in ``index`` (the current index file's buffer, or None
+    when indexing is off) and the comma-joined offset message ids.  Returns
+    ``(total bytes, count, message ids, last tagsCode, last properties
+    position, last properties length)``, or None with nothing written when
+    the fast path does not take the batch (see ``_check_wire``), the records
+    would not end by ``limit``, or the consume-queue or index file lacks room
+    for all of it.  The compiled twin is ``rmq._fast.store_batch``."""
+    if len(born_host) != (20 if sys_flag & 0x10 else 8) or \
+            len(store_host) != (20 if sys_flag & 0x20 else 8):
+        raise ValueError("host field length does not match the sysFlag")
+    if not host_hex.isascii():
+        raise ValueError("host hex must be ASCII")
+    if len(topic) > codec.MAX_TOPIC_LENGTH or not topic.isascii():
+        return None
+    checked = _check_wire(wire, sys_flag, len(topic), batch_props)
+    if checked is None:
+        return None
+    total, count, keys = checked
+    if count == 0 or pos < 0 or pos + total > limit:
+        return None
+    if pos + total > len(buf):
+        raise ValueError("batch does not fit into the buffer")
+    if cq_pos < 0 or cq_pos + count * _CQ_UNIT > len(cq_buf):
+        return None
+    if index is not None:
+        if max_slots <= 0 or max_index <= 0 or len(index) < 40 + max_slots * 4 + max_index * 20:
+            raise ValueError("index buffer smaller than its layout")
+        if keys and max(1, _INT.unpack_from(index, 36)[0]) + keys > max_index:
+            return None
+    sizes = codec.new_sizes_array(count)
+    codec._write_batch(buf, pos, wire, queue_id, sys_flag, born_ts, born_host, store_ts,
+                       store_host, reconsume, topic, batch_props, first_qoff, phy, sizes)
+    topic_hash = _java_hash_ascii(0, topic)
+    props_at = 48 + len(born_host) + 8 + len(store_host) + 12  # BODY LENGTH field
+    ids = []
+    wpos = pos
+    tags_code = ppos = plen = 0
+    for i, size in enumerate(sizes):
+        rec_phy = phy + wpos - pos
+        (body_len,) = _INT.unpack_from(buf, wpos + props_at)
+        ppos = wpos + props_at + 4 + body_len + 1 + len(topic) + 2
+        plen = wpos + size - ppos
+        tags, kv, uniq, _delay = _props(bytes(buf[ppos:ppos + plen]))
+        tags_code = _signed(_java_hash_ascii(0, tags)) if tags else 0
+        _CQ.pack_into(cq_buf, cq_pos + i * _CQ_UNIT, rec_phy, size, tags_code)
+        if index is not None and (kv or uniq) and rec_phy >= _LONG.unpack_from(index, 24)[0]:
+            todo = ([uniq] if uniq else []) + ([k for k in kv.split(b" ") if k] if kv else [])
+            for k in todo:
+                _index_put(index, max_slots, max_index, _key_hash(topic_hash, k), rec_phy, store_ts)
+        ids.append(host_hex + (rec_phy & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "big").hex().upper())
+        wpos += size
+    return total, count, ",".join(ids), tags_code, ppos, plen
 
 
 class CommitLog:
@@ -211,6 +318,83 @@ class CommitLog:
             _now_ms() - now, self.store.store_host, sizes,
         )
 
+    def put_batch(self, topic: str, topic_b: bytes, queue_id: int, wire, batch_props: bytes,
+                  sys_flag: int, born_ts: int, born_host: bytes,
+                  reconsume: int) -> tuple[int, str, int, int] | None:
+        """The batch send fast path: store and dispatch a SEND_BATCH_MESSAGE body
+        in one ``append_batch`` call, or None with nothing done.
+
+        Taken when nothing unusual stands in the way (as ``put_single`` for
+        single sends): a writable master store without a transient store pool,
+        an existing consume queue whose current file has room for every entry,
+        the batch is the next thing to dispatch, it fits in the current
+        commit-log file, and the current index file (indexing on) has room.
+        Then it does what ``put_messages`` + ``do_reput`` would (queue offsets,
+        positions, checkpoint, stats, one arrival notification for the last
+        message, flush wake-up) and returns ``(first queue offset, message ids,
+        wrote offset, bytes)``.  ``batch_props`` is the batch-level property
+        string with CLUSTER, ``born_host`` the 8/20-byte host field.  Like
+        ``put_single`` it leaves out the ``begin_time_in_lock`` bracket: the
+        whole put runs on the loop's thread without blocking."""
+        store = self.store
+        cfg = self.config
+        if store._shutdown or cfg.brokerRole is BrokerRole.SLAVE or self.begin_time_in_lock or \
+                store.commit_service is not None or not store.running_flags.is_writeable() or \
+                topic == SCHEDULE_TOPIC:
+            return None
+        files = self.mfq.mapped_files
+        qs = store.consume_queue_table.get(topic)
+        cq = qs.get(queue_id) if qs is not None else None
+        cmf = cq._tail if cq is not None else None
+        if not files or cmf is None:
+            return None
+        index = None
+        if cfg.messageIndexEnable:
+            f = store.index_service.writable_file()
+            if f is None:
+                return None
+            index = f.mf.view
+        mf = files[-1]
+        sys_flag &= ~0x30
+        if len(born_host) == 20:
+            sys_flag |= mc.BORNHOST_V6_FLAG
+        if self.store_host_v6:
+            sys_flag |= mc.STOREHOSTADDRESS_V6_FLAG
+        key = (topic, queue_id)
+        with self.put_lock, store._reput_lock:
+            queue_offset = self.topic_queue_table.get(key, 0)
+            cpos = cmf.wrote_position
+            wrote = mf.wrote_position
+            phy = mf.file_from_offset + wrote
+            if cpos >= cq.file_size or cmf.file_from_offset + cpos != queue_offset * _CQ_UNIT or \
+                    store.reput_from_offset != phy or phy < cq.max_physic_offset:
+                return None
+            now = _now_ms()
+            r = append_batch(mf.target, wrote, self.file_size - 8, wire, queue_id, sys_flag,
+                             born_ts, born_host, now, self.store_host_field, reconsume, topic_b,
+                             batch_props, queue_offset, phy, cmf.view, cpos, index,
+                             cfg.maxHashSlotNum, cfg.maxIndexNum, _host_hex(store.store_host))
+            if r is None:
+                return None
+            total, count, ids, tags_code, ppos, plen = r
+            end = wrote + total
+            mf.wrote_position = end
+            if mf.write_buffer is None:
+                mf.committed_position = end
+            mf.store_timestamp = now
+            self.topic_queue_table[key] = queue_offset + count
+            cmf.wrote_position = cmf.committed_position = cpos + count * _CQ_UNIT
+            cq.max_physic_offset = phy + total
+            store.checkpoint.logics_msg_timestamp = now
+            store.reput_from_offset = phy + total
+            store.stats.on_put(topic, count, total, 0)
+            if store.message_arriving_listener is not None:
+                props = codec.string_to_message_properties(mf.target[ppos:ppos + plen])
+                store._notify(topic, queue_id, queue_offset + count, tags_code, now, props)
+        if cfg.flushDiskType is FlushDiskType.ASYNC_FLUSH and not cfg.flushCommitLogTimed:
+            store.flush_service.wakeup()
+        return queue_offset, ids, phy, total
+
     def append_data(self, start_offset: int, data) -> bool:
         """HA slave: append replicated bytes at exactly ``start_offset``
         (records may arrive split across calls; files roll at file size)."""
@@ -359,3 +543,9 @@ class CommitLog:
 
     def destroy(self) -> None:
         self.mfq.destroy()
+
+
+append_batch = _append_batch
+_c = compiled("store_batch")
+if _c is not None:
+    append_batch = _c.append_batch

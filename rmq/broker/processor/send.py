@@ -81,6 +81,7 @@ class SendMessageProcessor(SendSupport):
         controller.schedule_message_service = self.schedule
         controller.services.append(self.schedule)
         self._topic_bytes: dict[str, bytes] = {}
+        self._batch_props: dict[str | None, tuple[bytes, bool]] = {}
 
     def _put_is_immediate(self) -> bool:
         """ASYNC_FLUSH on a master (or slave, which refuses anyway) never waits."""
@@ -112,6 +113,11 @@ class SendMessageProcessor(SendSupport):
         if code in _SINGLE_CODES and self.c.store_config.brokerRole is not BrokerRole.SYNC_MASTER:
             response = self.send_fast(channel, request,
                                       V2_KEYS if code == R.SEND_MESSAGE_V2 else V1_KEYS)
+            if response is not None:
+                return response
+        if code == R.SEND_BATCH_MESSAGE and \
+                self.c.store_config.brokerRole is not BrokerRole.SYNC_MASTER:
+            response = self.send_batch_fast(channel, request)
             if response is not None:
                 return response
         if code == R.CONSUMER_SEND_MSG_BACK:
@@ -236,6 +242,70 @@ class SendMessageProcessor(SendSupport):
         return topic, queue_id, tc
 
     # ---- batch ------------------------------------------------------------------
+    def send_batch_fast(self, channel: Channel, request: RemotingCommand) -> Any:
+        """The common batch send in one store call (``CommitLog.put_batch``): an
+        existing ordinary topic (not a retry topic, not forbidden), a valid
+        queue, no transaction, a V2 header of plain numbers.  None when anything
+        is unusual or the store declines: nothing has been done and
+        ``send_batch`` handles it, with the same stored bytes and the same
+        answer for what the fast path takes.  Under SYNC_FLUSH (not
+        SYNC_MASTER) a waiting sender gets a loop future the group commit
+        completes, as ``send_fast`` does."""
+        f = parse_single(request.ext_fields, V2_KEYS)
+        if f is None:
+            return None
+        topic, queue_id, sys_flag, born_ts, _flag, text, reconsume = f
+        bc = self.bc
+        tc = self.topics.table.get(topic)
+        if tc is None or bc.startAcceptSendRequestTimeStamp or len(topic) > 127 or \
+                not bc.brokerPermission & mc.PERM_WRITE or sys_flag & mc.TRANSACTION_ROLLBACK_TYPE \
+                or topic.startswith(_RETRY_PREFIX) or topic in _NOT_ALLOWED:
+            return None
+        if queue_id < 0:
+            queue_id = random_queue_id(tc.writeQueueNums)
+        elif queue_id >= tc.writeQueueNums and queue_id >= tc.readQueueNums:
+            return None
+        if tc.topicFilterType == MULTI_TAG:
+            sys_flag |= mc.MULTI_TAGS_FLAG
+        batch_props = self._batch_props.get(text)
+        if batch_props is None:
+            batch_props = self._batch_properties(text)
+        topic_b = self._topic_bytes.get(topic)
+        if topic_b is None:
+            if len(self._topic_bytes) > 10000:
+                self._topic_bytes.clear()
+            topic_b = self._topic_bytes[topic] = topic.encode("utf-8")
+        store = self.store
+        cl = store.commit_log
+        r = cl.put_batch(topic, topic_b, queue_id, request.body or b"", batch_props[0], sys_flag,
+                         born_ts, cl._host_field(channel_host(channel)), reconsume)
+        if r is None:
+            return None
+        response = RemotingCommand(0, 0, 409, 0, RPC_RESPONSE, None, {
+            "msgId": r[1], "queueId": str(queue_id), "queueOffset": str(r[0]),
+            mc.PROPERTY_MSG_REGION: bc.regionId,
+            mc.PROPERTY_TRACE_SWITCH: "true" if bc.traceOn else "false"}, None, 0)
+        if self.c.store_config.flushDiskType is not FlushDiskType.SYNC_FLUSH:
+            return response
+        fut = asyncio.get_running_loop().create_future()
+        if wait_flush(store, r[2] + r[3], batch_props[1], (fut, response), _flushed):
+            return fut
+        return response
+
+    def _batch_properties(self, text: str | None) -> tuple[bytes, bool]:
+        """The batch-level property string as ``send_batch`` stores it (the
+        request's properties plus CLUSTER, HashMap order, WAIT kept) and
+        whether the sender waits for the flush; cached per request string
+        (senders repeat the same few)."""
+        props = string_to_message_properties(text)
+        props[_PROP_CLUSTER] = self.cluster
+        out = (message_properties_to_string(props).encode("utf-8"),
+               props.get(_PROP_WAIT) != "false")
+        if len(self._batch_props) > 1000:
+            self._batch_props.clear()
+        self._batch_props[text] = out
+        return out
+
     def send_batch(self, channel: Channel, request: RemotingCommand, h: SendHeader) -> Any:
         error, tc = self.pre_send(channel, h)
         if error is not None:
