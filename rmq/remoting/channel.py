@@ -153,12 +153,21 @@ class RemotingProtocol(asyncio.BufferedProtocol):
         return self._view[self._end:]
 
     def _make_room(self) -> None:
-        """Move pending bytes to the front, or grow when a frame needs more room."""
+        """Move pending bytes to the front, or grow when a frame needs more room.
+
+        The move is made in place: nothing outside keeps a view of the buffer
+        (``decode_frames`` copies every body out), so a connection streaming
+        large frames reuses one buffer instead of allocating (and zeroing) a
+        new one every few frames."""
         pending = self._end - self._start
         size = len(self._buf)
-        if pending + _MIN_FREE > size // 2:
-            size *= 2
-        buf = bytearray(size)
+        if pending + _MIN_FREE <= size // 2:
+            if self._start:
+                self._view[:pending] = self._view[self._start:self._end]
+                self._start = 0
+                self._end = pending
+            return
+        buf = bytearray(size * 2)
         buf[:pending] = self._view[self._start:self._end]
         self._buf = buf
         self._view = memoryview(buf)
