@@ -294,3 +294,53 @@ def test_put_batch_declines_without_side_effects(tmp_path):
         assert store.reput_from_offset == cl.get_max_offset() == phy + size
     finally:
         store.shutdown()
+
+
+# ---- a real broker: responses, pulls, long polling ----------------------------------
+@pytest.mark.timeout(90)
+async def test_broker_batches_fast_and_general(tmp_path):
+    import asyncio
+
+    from rmq.client.codec import decode_messages
+    from rmq.common.codes import RequestCode, ResponseCode
+    from rmq.common.message_id import decode_message_id
+    from tests.integration.test_messaging_raw import pull, send
+    from tests.integration.test_messaging_support import MessagingCluster
+
+    c = MessagingCluster(tmp_path)
+    c.start_broker()
+    try:
+        await c.create_topic("BT", 2)
+        offset = 0
+        for n, delay in ((3, False), (5, False), (4, True), (6, False)):
+            msgs = [Message("BT", b"m%d-%d" % (offset, i),
+                            properties={"UNIQ_KEY": f"{offset + i:032X}", "TAGS": "t",
+                                        **({"DELAY": "2"} if delay and i == 1 else {})})
+                    for i in range(n)]
+            r = await send(c, "BT", encode_batch(msgs), 1, "WAIT\x01true\x02",
+                           code=RequestCode.SEND_BATCH_MESSAGE, batch=True)
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            assert (r.ext_fields["queueId"], r.ext_fields["queueOffset"]) == ("1", str(offset))
+            ids = r.ext_fields["msgId"].split(",")
+            assert len(ids) == n
+            got = decode_messages(bytes((await pull(c, "BT", 1, offset, max_nums=n)).body))
+            assert [m.body for m in got] == [m.body for m in msgs]
+            assert [m.offset_msg_id for m in got] == ids
+            assert [decode_message_id(i)[1] for i in ids] == [m.commit_log_offset for m in got]
+            assert all(m.properties["CLUSTER"] and m.properties["WAIT"] == "true" for m in got)
+            offset += n
+        # a held pull wakes when a fast-path batch arrives (the queue exists already)
+        body = encode_batch([Message("BT", b"first", properties={"UNIQ_KEY": "AB"})] * 2)
+        assert (await send(c, "BT", body, 0, "", code=RequestCode.SEND_BATCH_MESSAGE,
+                           batch=True)).code == 0
+        held = asyncio.ensure_future(pull(c, "BT", 0, 2, sys_flag=2 | 4, suspend_ms=20000,
+                                          timeout_ms=30000))
+        await asyncio.sleep(0.5)
+        assert not held.done()
+        body = encode_batch([Message("BT", b"late", properties={"UNIQ_KEY": "CD"})] * 2)
+        r = await send(c, "BT", body, 0, "", code=RequestCode.SEND_BATCH_MESSAGE, batch=True)
+        assert r.code == 0 and r.ext_fields["queueOffset"] == "2"
+        r = await asyncio.wait_for(held, 10)
+        assert r.code == ResponseCode.SUCCESS and decode_messages(bytes(r.body))[0].body == b"late"
+    finally:
+        await c.close()
