@@ -32,6 +32,7 @@ import copy
 import importlib
 import inspect
 import logging
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -43,7 +44,7 @@ from rmq.broker.client_manager import (
     ConsumerManager,
     ProducerManager,
 )
-from rmq.broker.config_manager import ConfigLoadError
+from rmq.broker.config_manager import ConfigLoadError, ConfigManager, write_file_safely
 from rmq.broker.configuration import Configuration
 from rmq.broker.consumer_filter_manager import ConsumerFilterManager
 from rmq.broker.consumer_offset_manager import ConsumerOffsetManager
@@ -195,6 +196,7 @@ class BrokerController:
         self._tasks: list[ScheduledTask] = []
         self._background: set[asyncio.Task] = set()
         self._register_lock = asyncio.Lock()
+        self._persist_lock = threading.Lock()
         self._started = False
         self._shutdown_started = False
         self._shutdown_done = asyncio.Event()
@@ -371,9 +373,9 @@ class BrokerController:
         self._every("brokerStats", ms_until_next_morning() / 1000, lambda: 86400.0,
                     self.stats.record)
         self._every("persistConsumerOffset", 10, lambda: bc.flushConsumerOffsetInterval / 1000,
-                    self.consumer_offset_manager.persist)
+                    lambda: self._persist_off_loop(self.consumer_offset_manager))
         self._every("persistConsumerFilter", 10, lambda: 10.0,
-                    self.consumer_filter_manager.persist)
+                    lambda: self._persist_off_loop(self.consumer_filter_manager))
         self._every("protectBroker", 180, lambda: 180.0, self.protect_broker)
         self._every("printWaterMark", 10, lambda: 1.0, self.print_water_mark)
         self._every("foldPutStats", 1, lambda: 1.0, self.stats.fold_puts)
@@ -388,6 +390,27 @@ class BrokerController:
                         self.slave_synchronize.sync_all)
         else:
             self._every("printMasterAndSlaveDiff", 10, lambda: 60.0, self._log_slave_diff)
+
+    async def _persist_off_loop(self, manager: ConfigManager) -> None:
+        """A periodic persist: the text is encoded on the loop (a consistent
+        snapshot), the write and its fsync (2-12 ms on this kind of disk) run
+        in a worker thread so that they do not stall every request in flight.
+        A slave persists on the loop: its synchronization with the master
+        writes the same files there."""
+        if self.is_slave():
+            manager.persist()
+            return
+        text = manager.encode(pretty=True)
+        await asyncio.to_thread(self._write_config, text, manager.config_file_path())
+
+    def _write_config(self, text: str, path: str) -> None:
+        """One writer per process at a time (the shutdown persist waits here
+        for a periodic write still running); I/O errors are logged as Java does."""
+        with self._persist_lock:
+            try:
+                write_file_safely(text, path)
+            except OSError as exc:
+                log.error("persist file %s exception: %s", path, exc)
 
     def _log_dispatch_behind(self) -> None:
         log.info("dispatch behind commit log %d bytes", self.message_store.dispatch_behind_bytes())
@@ -550,8 +573,9 @@ class BrokerController:
         for task in list(self._background):
             task.cancel()
         await asyncio.gather(*self._background, return_exceptions=True)
-        self.consumer_offset_manager.persist()
-        self.consumer_filter_manager.persist()
+        with self._persist_lock:
+            self.consumer_offset_manager.persist()
+            self.consumer_filter_manager.persist()
         if self.message_store is not None:
             await maybe_await(self.message_store.shutdown())
         await self.outer_api.close()

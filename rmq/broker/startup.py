@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import dataclasses
 import enum
+import gc
 import ipaddress
 import logging
 import logging.handlers
@@ -330,6 +331,16 @@ def setup_logging(settings: BrokerSettings) -> str:
     return path
 
 
+def settle_gc() -> None:
+    """Collect once and freeze what initialization built (modules, configs,
+    tables, the loaded store) out of the collector's sight, before the broker
+    serves anyone: a later full collection walks only what was
+    allocated since, instead of pausing the loop ~15 ms or more over objects
+    that live as long as the process."""
+    gc.collect()
+    gc.freeze()
+
+
 async def serve(settings: BrokerSettings) -> int:
     """Initialize, start, and run the controller until SIGTERM/SIGINT."""
     from rmq.broker.controller import BrokerController
@@ -367,6 +378,7 @@ async def serve(settings: BrokerSettings) -> int:
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig.name)
+    settle_gc()
     try:
         await controller.start()
     except Exception as exc:  # any start failure: exit -1 with its reason

@@ -104,3 +104,16 @@ def test_hold_service_wakes_on_first_arrival_and_ignores_others():
     assert len(answered) == 1 and hold.table == {}
     assert channel.sent[0].opaque == 7
 
+
+def test_settle_gc_freezes_what_start_up_built():
+    import gc
+
+    from rmq.broker.startup import settle_gc
+
+    built = [{"table": i} for i in range(1000)]
+    try:
+        settle_gc()
+        assert gc.get_freeze_count() >= len(built)
+        assert not any(gc.is_tracked(o) and o in gc.get_objects(generation=2) for o in built[:3])
+    finally:
+        gc.unfreeze()
