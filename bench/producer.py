@@ -31,6 +31,7 @@ import asyncio
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -106,8 +107,11 @@ class BenchCluster:
             await client.close()
 
     def stop(self) -> None:
+        """Stop both processes and remove the store (a commit-log file is 1 GiB:
+        left behind, repeated runs fill the disk and the broker turns read-only)."""
         self.broker.stop()
         self.namesrv.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def run_worker(script: str, args: list[str], env: dict) -> dict:
