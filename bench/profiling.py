@@ -13,16 +13,27 @@ frames by own and by total samples (also printed).
 (``py-spy dump``), for a broker that looks stuck; find it by ``--pid`` or by
 the ``--port`` it listens on.
 
+``sched``: where the broker's and the load's wall time goes while the load
+runs (``--msg-rate`` caps it, e.g. at half the peak): per thread, CPU time
+run, time spent runnable but waiting for a CPU (the run queue), voluntary
+and involuntary context switches (``/proc/<pid>/task/*/schedstat`` and
+``status``), and the machine's CPU pressure.  A latency tail made of
+run-queue waits and involuntary switches of the event-loop thread comes from
+CPU contention, not from the broker's own code paths; background threads
+that run long would show up here too.
+
     .venv/bin/python bench/profiling.py [record] [--duration 10] [--twins] [--native]
         [--kind send|consume] [--size 1024] [--batch 1] [--inflight 64]
         [--flush SYNC_FLUSH] [--pid PID --namesrv HOST:PORT]
     .venv/bin/python bench/profiling.py dump (--pid PID | --port PORT) [--locals]
+    .venv/bin/python bench/profiling.py sched [--duration 5] [--msg-rate 20000]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
 import subprocess
 import sys
@@ -170,6 +181,91 @@ def cmd_record(args) -> int:
     return 0
 
 
+def thread_sched(pid: int) -> dict[str, tuple[str, int, int, int, int]]:
+    """tid -> (name, ns run, ns waiting for a CPU, voluntary, involuntary switches)."""
+    out = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        base = f"/proc/{pid}/task/{tid}"
+        try:
+            with open(f"{base}/comm") as f:
+                name = f.read().strip()
+            with open(f"{base}/schedstat") as f:
+                run, wait, _slices = (int(x) for x in f.read().split())
+            with open(f"{base}/status") as f:
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+        except (OSError, ValueError):
+            continue  # the thread ended meanwhile
+        out[tid] = (name, run, wait, int(fields["voluntary_ctxt_switches"]),
+                    int(fields["nonvoluntary_ctxt_switches"]))
+    return out
+
+
+def cpu_pressure_total_us() -> int | None:
+    """``some`` total of /proc/pressure/cpu (µs some task waited for a CPU)."""
+    try:
+        with open("/proc/pressure/cpu") as f:
+            return int(f.readline().rsplit("total=", 1)[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def sched_report(label: str, before: dict, after: dict, seconds: float) -> list[str]:
+    lines = []
+    for tid, (name, run, wait, vol, invol) in sorted(after.items()):
+        r0, w0, v0, n0 = before.get(tid, (name, 0, 0, 0, 0))[1:]
+        if run - r0 < 1_000_000:  # under 1 ms of CPU: idle helper threads
+            continue
+        lines.append(f"{label:<7} {name[:15]:<15} {tid:>7} {(run - r0) / 1e6 / seconds:9.1f} "
+                     f"{(wait - w0) / 1e6 / seconds:9.1f} {(vol - v0) / seconds:9.0f} "
+                     f"{(invol - n0) / seconds:9.0f}")
+    return lines
+
+
+def cmd_sched(args) -> int:
+    env = mode_env("twin" if args.twins else "compiled")
+    conf = {"flushDiskType": args.flush} if args.flush else {}
+    cluster = Cluster(env=env, broker_conf=conf).start()
+    try:
+        pid = cluster.broker_pid
+        asyncio.run(create_topic(cluster.broker_addr, cluster.namesrv_addr, args.topic, 8))
+        spec = LoadSpec("send", cluster.namesrv_addr, args.topic, seconds=args.duration + 1,
+                        warmup=args.warmup, size=args.size, batch=args.batch,
+                        inflight=args.inflight, rate=args.msg_rate, broker_pid=pid)
+        load = _start_load(spec, env)
+        try:
+            time.sleep(args.warmup + 0.5)
+            b0, l0, p0 = thread_sched(pid), thread_sched(load.pid), cpu_pressure_total_us()
+            t0 = time.monotonic()
+            time.sleep(args.duration)
+            b1, l1, p1 = thread_sched(pid), thread_sched(load.pid), cpu_pressure_total_us()
+            seconds = time.monotonic() - t0
+            stdout, stderr = load.communicate(timeout=args.duration + 120)
+        finally:
+            if load.poll() is None:
+                load.kill()
+                load.wait()
+    finally:
+        cluster.stop()
+    print(f"per second of wall time over {seconds:.1f} s (threads with >= 1 ms CPU):")
+    print(f"{'process':<7} {'thread':<15} {'tid':>7} {'run ms':>9} {'wait ms':>9} "
+          f"{'vol/s':>9} {'invol/s':>9}")
+    for line in sched_report("broker", b0, b1, seconds) + sched_report("load", l0, l1, seconds):
+        print(line)
+    if p0 is not None and p1 is not None:
+        print(f"cpu pressure (some task waiting for a CPU): {(p1 - p0) / 1e4 / seconds:.1f}% "
+              "of the time")
+    if load.returncode == 0 and stdout.strip():
+        print("load:", stdout.strip().splitlines()[-1])
+    else:
+        print(f"load failed:\n{stderr[-2000:]}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def pid_listening_on(port: int) -> int:
     import psutil
 
@@ -194,7 +290,7 @@ def cmd_dump(args) -> int:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("command", nargs="?", default="record", choices=("record", "dump"))
+    ap.add_argument("command", nargs="?", default="record", choices=("record", "dump", "sched"))
     ap.add_argument("--pid", type=int, help="a running broker (record: also give --namesrv)")
     ap.add_argument("--port", type=int, help="dump: the process listening on this port")
     ap.add_argument("--namesrv", help="record with --pid: the name server the load uses")
@@ -210,6 +306,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                     help="one frame per source line instead of per function")
     ap.add_argument("--locals", action="store_true", help="dump: show local variables")
     ap.add_argument("--kind", default="send", choices=("send", "consume"))
+    ap.add_argument("--msg-rate", type=float, default=0.0,
+                    help="sched: cap the load at this many msgs/s (default: as fast as it goes)")
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--inflight", type=int, default=64)
@@ -232,7 +330,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    return cmd_dump(args) if args.command == "dump" else cmd_record(args)
+    if args.command == "dump":
+        return cmd_dump(args)
+    return cmd_sched(args) if args.command == "sched" else cmd_record(args)
 
 
 if __name__ == "__main__":
