@@ -27,7 +27,16 @@ cdef struct JStr:
     const uint8_t* s     # first byte after the opening quote
     Py_ssize_t n         # raw bytes up to the closing quote
     bint esc             # holds backslash escapes
-    bint wide            # holds raw bytes >= 0x80
+    bint wide            # may hold raw bytes >= 0x80
+
+
+cdef struct JIndex:
+    # where the quotes, backslashes and control bytes of a JSON text are:
+    # bit i of bm[i >> 6] for byte i, found for the whole text in one pass,
+    # so scanning a string is a bit search instead of a byte search
+    const uint8_t* base
+    const uint64_t* bm
+    bint wide            # the text has a byte >= 0x80 somewhere
 
 
 cdef extern from *:
@@ -57,40 +66,31 @@ cdef extern from *:
         for (Py_ssize_t i = 0; i < n; i++) w |= (uint64_t)p[i] << (8 * i);
         return w;
     }
-    /* Of the sixteen bytes at p: the index of the first '"', '\\' or control
-       byte (16 when there is none), and in *wide whether a byte >= 0x80 comes
-       before it.  SSE2 where the compiler has it (every x86-64), else words. */
+    /* Bit j set for each of the sixteen bytes at p that is '"', '\\' or a
+       control byte; *wide set when one of them is >= 0x80.  SSE2 where the
+       compiler has it (every x86-64), else byte by byte. */
     #if defined(__SSE2__)
     #include <emmintrin.h>
-    static inline int rmq_json_skip16(const uint8_t *p, int *wide) {
+    static inline uint64_t rmq_json_mask16(const uint8_t *p, int *wide) {
         __m128i x = _mm_loadu_si128((const __m128i *)p);
         __m128i quote = _mm_cmpeq_epi8(x, _mm_set1_epi8(0x22));
         __m128i bslash = _mm_cmpeq_epi8(x, _mm_set1_epi8(0x5C));
         __m128i ctrl = _mm_cmpeq_epi8(_mm_max_epu8(x, _mm_set1_epi8(0x1F)), _mm_set1_epi8(0x1F));
-        unsigned m = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, bslash), ctrl));
-        unsigned hi = (unsigned)_mm_movemask_epi8(x);
-        if (m == 0) { *wide |= hi != 0; return 16; }
-        int k = __builtin_ctz(m);
-        *wide |= (hi & ((1u << k) - 1)) != 0;
-        return k;
+        *wide |= _mm_movemask_epi8(x);
+        return (uint64_t)(unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, bslash), ctrl));
     }
     #else
-    static inline int rmq_json_skip16(const uint8_t *p, int *wide) {
-        const uint64_t ones = 0x0101010101010101ULL, high = 0x8080808080808080ULL;
-        for (int half = 0; half < 2; half++) {
-            uint64_t x = rmq_json_load8(p + 8 * half);
-            uint64_t q = x ^ (ones * 0x22), b = x ^ (ones * 0x5C);
-            uint64_t m = (((x - ones * 0x20) & ~x) | ((q - ones) & ~q) | ((b - ones) & ~b)) & high;
-            if (m) {
-                int k = __builtin_ctzll(m) >> 3;
-                *wide |= (x & high & ((1ULL << (8 * k)) - 1)) != 0;
-                return 8 * half + k;
-            }
-            *wide |= (x & high) != 0;
+    static inline uint64_t rmq_json_mask16(const uint8_t *p, int *wide) {
+        uint64_t m = 0;
+        for (int j = 0; j < 16; j++) {
+            uint8_t c = p[j];
+            if (c == 0x22 || c == 0x5C || c < 0x20) m |= (uint64_t)1 << j;
+            *wide |= c >= 0x80;
         }
-        return 16;
+        return m;
     }
     #endif
+    static inline int rmq_json_ctz64(uint64_t m) { return __builtin_ctzll(m); }
     /* index of the first byte flagged in a non-zero mask of high bits */
     static inline int rmq_json_first(uint64_t m) { return __builtin_ctzll(m) >> 3; }
     """
@@ -98,7 +98,8 @@ cdef extern from *:
     void json_store8 "rmq_json_store8"(uint8_t* p, uint64_t w) noexcept nogil
     uint64_t json_load_short "rmq_json_load_short"(const uint8_t* p, Py_ssize_t n) noexcept nogil
     int json_first "rmq_json_first"(uint64_t m) noexcept nogil
-    int json_skip16 "rmq_json_skip16"(const uint8_t* p, int* wide) noexcept nogil
+    uint64_t json_mask16 "rmq_json_mask16"(const uint8_t* p, int* wide) noexcept nogil
+    int json_ctz64 "rmq_json_ctz64"(uint64_t m) noexcept nogil
 
 
 cdef enum:
@@ -125,51 +126,78 @@ cdef inline const uint8_t* json_ws(const uint8_t* p, const uint8_t* end) noexcep
     return p
 
 
-cdef inline const uint8_t* json_scan_string(const uint8_t* p, const uint8_t* end,
-                                            JStr* out) noexcept nogil:
-    """``p`` at an opening quote: fill ``out`` and return the byte after the
-    closing quote, or NULL (unterminated, raw control character).  Jumps
-    sixteen (then eight) bytes at a time to the next quote, backslash or
-    control byte."""
-    cdef const uint8_t* q = p + 1
-    cdef uint64_t w, m, seen = 0
+cdef inline Py_ssize_t json_index_words(Py_ssize_t n) noexcept nogil:
+    return (n + 63) >> 6
+
+
+cdef inline bint json_index(const uint8_t* p, Py_ssize_t n, uint64_t* bm) noexcept nogil:
+    """Fill ``bm`` (json_index_words(n) words) for ``p[:n]``; whether the text
+    has a byte >= 0x80."""
+    cdef Py_ssize_t i = 0, j, w = 0
+    cdef int wide = 0
+    cdef uint64_t m
     cdef uint8_t c
-    cdef int k, wide = 0
-    out.s = q
+    while n - i >= 64:
+        bm[w] = (json_mask16(p + i, &wide) | (json_mask16(p + i + 16, &wide) << 16)
+                 | (json_mask16(p + i + 32, &wide) << 32) | (json_mask16(p + i + 48, &wide) << 48))
+        i += 64
+        w += 1
+    if i < n:
+        m = 0
+        j = 0
+        while n - i - j >= 16:
+            m |= json_mask16(p + i + j, &wide) << j
+            j += 16
+        while i + j < n:
+            c = p[i + j]
+            if c == 34 or c == 92 or c < 0x20:
+                m |= (<uint64_t>1) << j
+            if c >= 0x80:
+                wide = 1
+            j += 1
+        bm[w] = m
+    return wide != 0
+
+
+cdef inline const uint8_t* json_scan_string(const JIndex* ix, const uint8_t* p,
+                                            const uint8_t* end, JStr* out) noexcept nogil:
+    """``p`` at an opening quote: fill ``out`` and return the byte after the
+    closing quote, or NULL (unterminated, raw control character).  Goes from
+    one flagged byte of the index to the next."""
+    cdef Py_ssize_t n = end - ix.base
+    cdef Py_ssize_t i = (p + 1) - ix.base
+    cdef Py_ssize_t w
+    cdef uint64_t bits
+    cdef uint8_t c
+    out.s = p + 1
     out.esc = False
-    while True:
-        if end - q >= 16:
-            k = json_skip16(q, &wide)
-            q += k
-            if k == 16:
-                continue
-        elif end - q >= 8:
-            w = json_load8(q)
-            m = json_escape8(w)
-            if m == 0:
-                seen |= w
-                q += 8
-                continue
-            k = json_first(m)
-            seen |= w & ((<uint64_t>1 << (8 * k)) - 1)
-            q += k
-        elif q >= end:
-            return NULL
-        c = q[0]
-        if c == 34:
-            out.n = q - out.s
-            out.wide = wide != 0 or (seen & <uint64_t>JSON_HIGH) != 0
-            return q + 1
-        if c == 92:
-            if end - q < 2:
+    out.wide = ix.wide
+    while i < n:
+        w = i >> 6
+        bits = ix.bm[w] & (<uint64_t>0xFFFFFFFFFFFFFFFFULL << (i & 63))
+        while bits == 0:
+            w += 1
+            if (w << 6) >= n:
                 return NULL
-            out.esc = True
-            q += 2
-        elif c < 0x20:
+            bits = ix.bm[w]
+        i = (w << 6) + json_ctz64(bits)
+        c = ix.base[i]
+        if c == 34:
+            out.n = (ix.base + i) - out.s
+            return ix.base + i + 1
+        if c != 92 or n - i < 2:
             return NULL
-        else:
-            seen |= c
-            q += 1
+        out.esc = True
+        i += 2
+    return NULL
+
+
+cdef inline bint json_ascii(const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        if p[i] >= 0x80:
+            return False
+    return True
 
 
 cdef inline int json_hex4(const uint8_t* p) noexcept nogil:
@@ -406,15 +434,15 @@ cdef inline const uint8_t* json_literal(const uint8_t* p, const uint8_t* end,
     return p
 
 
-cdef inline const uint8_t* json_scalar(const uint8_t* p, const uint8_t* end, JStr* s,
-                                       int* kind, int64_t* ival) noexcept nogil:
+cdef inline const uint8_t* json_scalar(const JIndex* ix, const uint8_t* p, const uint8_t* end,
+                                       JStr* s, int* kind, int64_t* ival) noexcept nogil:
     """One string, number or literal at ``p`` (its kind; JV_FAIL otherwise)."""
     if p >= end:
         kind[0] = JV_FAIL
         return p
     cdef uint8_t c = p[0]
     if c == 34:
-        p = json_scan_string(p, end, s)
+        p = json_scan_string(ix, p, end, s)
         kind[0] = JV_STR if p != NULL else JV_FAIL
         return p
     if c == 45 or 48 <= c <= 57:
@@ -422,7 +450,8 @@ cdef inline const uint8_t* json_scalar(const uint8_t* p, const uint8_t* end, JSt
     return json_literal(p, end, kind)
 
 
-cdef inline const uint8_t* json_skip_value(const uint8_t* p, const uint8_t* end, int depth,
+cdef inline const uint8_t* json_skip_value(const JIndex* ix, const uint8_t* p,
+                                           const uint8_t* end, int depth,
                                            int* kind) noexcept nogil:
     """Validate and step over any JSON value at ``p`` (objects and arrays
     nested up to JSON_MAX_DEPTH); its kind, JV_FAIL when orjson must judge."""
@@ -431,7 +460,7 @@ cdef inline const uint8_t* json_skip_value(const uint8_t* p, const uint8_t* end,
     cdef int k
     cdef uint8_t close
     if p >= end or (p[0] != 123 and p[0] != 91):
-        p = json_scalar(p, end, &s, kind, &ival)
+        p = json_scalar(ix, p, end, &s, kind, &ival)
         if kind[0] == JV_STR and not json_string_valid(&s):
             kind[0] = JV_FAIL
         return p
@@ -448,14 +477,14 @@ cdef inline const uint8_t* json_skip_value(const uint8_t* p, const uint8_t* end,
         if close == 125:
             if p >= end or p[0] != 34:
                 return p
-            p = json_scan_string(p, end, &s)
+            p = json_scan_string(ix, p, end, &s)
             if p == NULL or not json_string_valid(&s):
                 return end
             p = json_ws(p, end)
             if p >= end or p[0] != 58:
                 return p
             p = json_ws(p + 1, end)
-        p = json_skip_value(p, end, depth + 1, &k)
+        p = json_skip_value(ix, p, end, depth + 1, &k)
         if k == JV_FAIL:
             return p
         p = json_ws(p, end)

@@ -30,7 +30,11 @@ from rmq._fast.json_text cimport (
     JV_NULL,
     JV_STR,
     JV_TRUE,
+    JIndex,
     JStr,
+    json_ascii,
+    json_index,
+    json_index_words,
     json_literal,
     json_load_short,
     json_scalar,
@@ -87,6 +91,9 @@ cdef extern from "Python.h":
     int dict_set "PyDict_SetItem"(object d, object k, object v) except -1
     object dict_presized "_PyDict_NewPresized"(Py_ssize_t n)
     void PyErr_Clear()
+    bint is_compact_ascii "PyUnicode_IS_COMPACT_ASCII"(PyObject* o)
+    Py_ssize_t str_length "PyUnicode_GET_LENGTH"(PyObject* o)
+    void* ascii_data "PyUnicode_DATA"(PyObject* o)
     object PyUnicode_New(Py_ssize_t size, uint32_t maxchar)
     void* PyUnicode_DATA(object s)
 
@@ -313,6 +320,15 @@ cdef inline uint8_t* put(uint8_t* o, const char* s, Py_ssize_t n) noexcept nogil
     return o + n
 
 
+cdef inline const char* str_utf8(PyObject* s, Py_ssize_t* n) noexcept:
+    """The UTF-8 of an exact str (NULL with an error set when it has none, as
+    for lone surrogates); compact ASCII strs are their own UTF-8."""
+    if is_compact_ascii(s):
+        n[0] = str_length(s)
+        return <const char*>ascii_data(s)
+    return utf8_or_null(s, n)
+
+
 cdef inline bint int32_arg(object v, int64_t* out):
     """An int (not a bool, which orjson writes as true/false) in int32 range."""
     cdef int overflow = 0
@@ -387,8 +403,8 @@ cdef object encode_json(object code, object language, object version, object opa
                                    string_ext(ext), body_len, True)
             if not str_exact(k):
                 return None
-            kp = utf8_or_null(k, &kn)
-            vp = utf8_or_null(val, &vn) if kp != NULL else NULL
+            kp = str_utf8(k, &kn)
+            vp = str_utf8(val, &vn) if kp != NULL else NULL
             if vp == NULL:
                 PyErr_Clear()
                 return None
@@ -512,6 +528,23 @@ cdef enum:
     K_REMARK = 6
     K_EXT = 7
 
+cdef enum:
+    SMALL_INTS = 1024
+
+# ints 0..1023 made once: codes, versions, flags, languages and the header
+# offsets of ordinary frames are in this range, and each decode needs several
+cdef list SMALL_INT_OBJECTS = list(range(SMALL_INTS))
+cdef PyObject* SMALL_INT[SMALL_INTS]
+for _i in range(SMALL_INTS):
+    SMALL_INT[_i] = <PyObject*>SMALL_INT_OBJECTS[_i]
+
+
+cdef inline object int_object(int64_t v):
+    if 0 <= v < SMALL_INTS:
+        return <object>SMALL_INT[v]
+    return v
+
+
 cdef str TRUE_TEXT = "true"
 cdef list ONE_CHAR_TEXTS = [chr(i) for i in range(128)]
 cdef PyObject* ONE_CHAR[128]
@@ -589,7 +622,7 @@ cdef object utf8_text(const uint8_t* p, Py_ssize_t n):
 
 cdef inline object jtext(const JStr* t):
     """A scanned JSON string as str, or None to leave the header to orjson."""
-    if not t.esc and not t.wide and t.n <= CACHE_MAX:
+    if not t.esc and t.n <= CACHE_MAX and (not t.wide or json_ascii(t.s, t.n)):
         return cached_ascii(t.s, t.n)
     return jtext_long(t)
 
@@ -683,8 +716,8 @@ cdef enum:
     EXT_DONE = 2
 
 
-cdef const uint8_t* scan_ext(const uint8_t* p, const uint8_t* end, JEntry* out, int* count,
-                             int* state) noexcept nogil:
+cdef const uint8_t* scan_ext(const JIndex* ix, const uint8_t* p, const uint8_t* end,
+                             JEntry* out, int* count, int* state) noexcept nogil:
     """Scan up to EXT_BATCH entries of an extFields object from ``p`` (after
     its '{' or a ',') into ``out``: EXT_DONE at the closing brace, EXT_MORE
     when the batch is full, EXT_FAIL for anything left to orjson."""
@@ -694,16 +727,23 @@ cdef const uint8_t* scan_ext(const uint8_t* p, const uint8_t* end, JEntry* out, 
     while n < EXT_BATCH:
         if p >= end or p[0] != 34:
             return p
-        p = json_scan_string(p, end, &out[n].key)
+        p = json_scan_string(ix, p, end, &out[n].key)
         if p == NULL:
             return end
         p = json_ws(p, end)
         if p >= end or p[0] != 58:
             return p
-        out[n].start = json_ws(p + 1, end)
-        p = json_scalar(out[n].start, end, &out[n].value, &out[n].kind, &ival)
-        if out[n].kind == JV_FAIL:
-            return p
+        p = json_ws(p + 1, end)
+        out[n].start = p
+        if p < end and p[0] == 34:  # the usual string value, without the dispatch
+            p = json_scan_string(ix, p, end, &out[n].value)
+            if p == NULL:
+                return end
+            out[n].kind = JV_STR
+        else:
+            p = json_scalar(ix, p, end, &out[n].value, &out[n].kind, &ival)
+            if out[n].kind == JV_FAIL:
+                return p
         out[n].stop = p
         n += 1
         count[0] = n
@@ -720,7 +760,7 @@ cdef const uint8_t* scan_ext(const uint8_t* p, const uint8_t* end, JEntry* out, 
     return p
 
 
-cdef object json_ext(const uint8_t** at, const uint8_t* end):
+cdef object json_ext(const JIndex* ix, const uint8_t** at, const uint8_t* end):
     """The extFields object at ``at[0]`` (its '{'): the dict the twin ends up
     with, or None.  Nulls are kept as placeholders and dropped at the end,
     which is what the twin's orjson dict + string_ext amount to."""
@@ -732,7 +772,7 @@ cdef object json_ext(const uint8_t** at, const uint8_t* end):
     if p < end and p[0] == 125:
         at[0] = p + 1
         return {}
-    p = scan_ext(p, end, entries, &count, &state)
+    p = scan_ext(ix, p, end, entries, &count, &state)
     if state == EXT_FAIL:
         return None
     cdef object ext = dict_presized(count)
@@ -752,7 +792,7 @@ cdef object json_ext(const uint8_t** at, const uint8_t* end):
                 dict_set(ext, key, value)
         if state == EXT_DONE:
             break
-        p = scan_ext(p, end, entries, &count, &state)
+        p = scan_ext(ix, p, end, entries, &count, &state)
         if state == EXT_FAIL:
             return None
     at[0] = p
@@ -764,6 +804,27 @@ cdef object json_ext(const uint8_t** at, const uint8_t* end):
 cdef object fast_json(const uint8_t* data, Py_ssize_t n, object tail_a, object tail_b):
     """The seven header values followed by ``tail_a, tail_b``, or None to
     leave the header to orjson."""
+    cdef uint64_t stack[64]
+    cdef uint64_t* bm = stack
+    cdef JIndex ix
+    cdef Py_ssize_t words = json_index_words(n)
+    if words > 64:
+        bm = <uint64_t*>PyMem_Malloc(words * 8)
+        if bm == NULL:
+            raise MemoryError()
+    try:
+        ix.base = data
+        ix.bm = bm
+        ix.wide = json_index(data, n, bm)
+        return header_values(&ix, data, n, tail_a, tail_b)
+    finally:
+        if bm != stack:
+            PyMem_Free(bm)
+
+
+cdef object header_values(const JIndex* ix, const uint8_t* data, Py_ssize_t n, object tail_a,
+                          object tail_b):
+    """fast_json over an indexed text."""
     cdef const uint8_t* end = data + n
     cdef const uint8_t* p = json_ws(data, end)
     cdef const uint8_t* start
@@ -784,7 +845,7 @@ cdef object fast_json(const uint8_t* data, Py_ssize_t n, object tail_a, object t
         while True:
             if p >= end or p[0] != 34:
                 return None
-            p = json_scan_string(p, end, &ks)
+            p = json_scan_string(ix, p, end, &ks)
             if p == NULL or ks.esc:
                 return None
             p = json_ws(p, end)
@@ -795,7 +856,7 @@ cdef object fast_json(const uint8_t* data, Py_ssize_t n, object tail_a, object t
             if key == K_EXT:
                 if start < end and start[0] == 123:
                     p = start
-                    ext = json_ext(&p, end)
+                    ext = json_ext(ix, &p, end)
                     if ext is None:
                         return None
                 else:
@@ -806,11 +867,11 @@ cdef object fast_json(const uint8_t* data, Py_ssize_t n, object tail_a, object t
             elif key == K_UNKNOWN:
                 if ks.wide and not json_utf8_valid(ks.s, ks.n):
                     return None
-                p = json_skip_value(start, end, 1, &kind)
+                p = json_skip_value(ix, start, end, 1, &kind)
                 if kind == JV_FAIL:
                     return None
             else:
-                p = json_scalar(start, end, &vs, &kind, &ival)
+                p = json_scalar(ix, start, end, &vs, &kind, &ival)
                 if kind == JV_FAIL:
                     return None
                 if key <= K_VERSION:
@@ -821,7 +882,7 @@ cdef object fast_json(const uint8_t* data, Py_ssize_t n, object tail_a, object t
                     else:
                         return None
                 elif key == K_LANGUAGE:
-                    if kind == JV_STR and not vs.esc and not vs.wide:
+                    if kind == JV_STR and not vs.esc and (not vs.wide or json_ascii(vs.s, vs.n)):
                         language = language_of(vs.s, vs.n)
                     elif kind == JV_INT:
                         language = <int>ival if 0 <= ival < N_LANGUAGES else LANGUAGE_OTHER
@@ -847,7 +908,8 @@ cdef object fast_json(const uint8_t* data, Py_ssize_t n, object tail_a, object t
                 return None
     if json_ws(p, end) != end:
         return None
-    return (ints[K_CODE], language, ints[K_VERSION], ints[K_OPAQUE], ints[K_FLAG], remark, ext,
+    return (int_object(ints[K_CODE]), int_object(language), int_object(ints[K_VERSION]),
+            int_object(ints[K_OPAQUE]), int_object(ints[K_FLAG]), remark, ext,
             tail_a, tail_b)
 
 cdef tuple decode_json(object raw):
@@ -937,7 +999,7 @@ cdef tuple decode_header(object buf, Py_ssize_t base, const uint8_t* f, Py_ssize
         tail_b = stype
     else:
         tail_a = stype
-        tail_b = off
+        tail_b = int_object(off)
     if stype == 0:
         fields = fast_json(f + 4, hlen, tail_a, tail_b)
         if fields is not None:
