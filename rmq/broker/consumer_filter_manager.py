@@ -29,7 +29,7 @@ from rmq.filter.message_filter import RecordFilter, expression_filter, retry_fil
 log = logging.getLogger(BROKER_LOGGER_NAME)
 
 TAG_TYPE = "TAG"
-# On load, entries that never died are marked dead this long before the load
+# On load, every entry is marked dead this long before the load
 # (their consumers must heartbeat again to revive them).
 LOAD_DEAD_MARGIN_MS = 30_000
 
@@ -236,7 +236,8 @@ class ConsumerFilterManager(ConfigManager):
                     data.compile()
                 except FilterError as exc:
                     log.error("load filter data error, topic=%s, group=%s: %s", topic, group, exc)
-                if data.deadTime == 0:
-                    data.deadTime = dead_at
+                # every loaded entry is dead until its consumers heartbeat again
+                # (never earlier than its birth, or it would count as alive)
+                data.deadTime = max(dead_at, data.bornTime)
                 loaded.setdefault(topic, {})[group] = data
         self.filter_data_by_topic = loaded

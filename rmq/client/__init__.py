@@ -16,6 +16,7 @@ from rmq.client.message import (
     SendResult,
     SendStatus,
 )
+from rmq.client.message_selector import MessageSelector
 from rmq.client.producer import Producer
 from rmq.client.pull_consumer import LitePullConsumer
 from rmq.client.push_consumer import (
@@ -36,7 +37,8 @@ __all__ = [
     "AllocateMessageQueueAveragely", "AllocateMessageQueueAveragelyByCircle", "ClientConfig",
     "ConsumeContext", "ConsumeFromWhere", "ConsumeOrderlyStatus", "ConsumeStatus", "ConsumerConfig",
     "LitePullConsumer", "LocalTransactionState", "MQAdmin", "MQBrokerError", "MQClientError",
-    "Message", "MessageExt", "MessageModel", "MessageQueue", "ProducerConfig", "Producer",
+    "Message", "MessageExt", "MessageModel", "MessageQueue", "MessageSelector", "ProducerConfig",
+    "Producer",
     "PullResult", "PullStatus", "PushConsumer", "SendResult", "SendStatus", "TransactionListener",
     "TransactionProducer", "TransactionSendResult", "select_by_hash", "select_by_random",
 ]
