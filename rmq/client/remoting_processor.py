@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from rmq.broker.transaction.headers import CheckTransactionStateRequestHeader
 from rmq.client.api import loads
 from rmq.client.codec import decode_messages
 from rmq.client.message import MessageQueue
@@ -27,6 +26,7 @@ from rmq.common.protocol.headers_admin import (
     ResetOffsetRequestHeader,
 )
 from rmq.common.protocol.headers_broker import (
+    CheckTransactionStateRequestHeader,
     NotifyConsumerIdsChangedRequestHeader,
 )
 from rmq.remoting import RemotingClient, RemotingCommand

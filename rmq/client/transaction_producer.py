@@ -23,10 +23,6 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from rmq.broker.transaction.headers import (
-    CheckTransactionStateRequestHeader,
-    EndTransactionRequestHeader,
-)
 from rmq.client.config import ClientConfig, ProducerConfig
 from rmq.client.exceptions import MQClientError
 from rmq.client.instance import MQClientInstance
@@ -35,6 +31,10 @@ from rmq.client.producer import Producer
 from rmq.common import message as mc
 from rmq.common.codes import RequestCode
 from rmq.common.message_id import decode_message_id
+from rmq.common.protocol.headers_broker import (
+    CheckTransactionStateRequestHeader,
+    EndTransactionRequestHeader,
+)
 from rmq.remoting import RemotingCommand
 
 log = logging.getLogger("rmq.client")

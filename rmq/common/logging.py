@@ -25,6 +25,7 @@ STORE_LOGGER_NAME = "RocketmqStore"
 REMOTING_LOGGER_NAME = "RocketmqRemoting"
 STATS_LOGGER_NAME = "RocketmqStats"
 WATER_MARK_LOGGER_NAME = "RocketmqWaterMark"
+TRANSACTION_LOGGER_NAME = "RocketmqTransaction"
 
 LOG_FORMAT = "%(asctime)s %(levelname)-5s %(name)s - %(message)s"
 DEFAULT_MAX_BYTES = 128 * 1024 * 1024

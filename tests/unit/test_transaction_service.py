@@ -23,9 +23,9 @@ from rmq.broker.topic_config_manager import TopicConfigManager
 from rmq.broker.transaction import bridge as B
 from rmq.broker.transaction import service as S
 from rmq.broker.transaction.check_listener import TransactionalMessageCheckListener, check_request
-from rmq.broker.transaction.headers import EndTransactionRequestHeader
 from rmq.common import message as mc
 from rmq.common.codes import RequestCode, ResponseCode
+from rmq.common.protocol.headers_broker import EndTransactionRequestHeader
 from rmq.common.topics import TRANS_CHECK_MAX_TIME_TOPIC
 from rmq.remoting.config import NettyServerConfig
 from rmq.store import (

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from rmq.broker.transaction.headers import EndTransactionRequestHeader
 from rmq.broker.transaction.service import OperationResult
 from rmq.common import message as mc
 from rmq.common.codes import ResponseCode
+from rmq.common.protocol.headers_broker import EndTransactionRequestHeader
 from rmq.remoting import Channel, RemotingCommand
 from rmq.store import MessageExt, MessageExtBrokerInner, PutMessageResult, PutMessageStatus
 from rmq.store.message_codec import message_properties_to_string

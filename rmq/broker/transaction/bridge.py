@@ -21,6 +21,7 @@ from typing import Any
 
 from rmq.common import message as mc
 from rmq.common import topics as T
+from rmq.common.logging import TRANSACTION_LOGGER_NAME
 from rmq.common.message_id import create_uniq_id
 from rmq.store import (
     GetMessageStatus,
@@ -31,7 +32,6 @@ from rmq.store import (
 )
 from rmq.store.message_codec import decode_message, message_properties_to_string
 
-TRANSACTION_LOGGER_NAME = "RocketmqTransaction"  # LoggerName.TRANSACTION_LOGGER_NAME
 log = logging.getLogger(TRANSACTION_LOGGER_NAME)
 
 HALF_TOPIC = T.TRANS_HALF_TOPIC

@@ -17,10 +17,11 @@ import logging
 import random
 from typing import Any
 
-from rmq.broker.transaction.bridge import TRANSACTION_LOGGER_NAME, discard_message_inner
-from rmq.broker.transaction.headers import CheckTransactionStateRequestHeader
+from rmq.broker.transaction.bridge import discard_message_inner
 from rmq.common import message as mc
 from rmq.common.codes import RequestCode
+from rmq.common.logging import TRANSACTION_LOGGER_NAME
+from rmq.common.protocol.headers_broker import CheckTransactionStateRequestHeader
 from rmq.remoting import Channel, RemotingCommand
 from rmq.remoting.exceptions import RemotingError
 from rmq.store import MessageExt, PutMessageStatus

@@ -12,7 +12,7 @@ import logging
 import time
 from typing import Any
 
-from rmq.broker.transaction.bridge import TRANSACTION_LOGGER_NAME
+from rmq.common.logging import TRANSACTION_LOGGER_NAME
 from rmq.common.periodic import PeriodicService
 
 log = logging.getLogger(TRANSACTION_LOGGER_NAME)

@@ -28,7 +28,6 @@ from rmq.broker.transaction.bridge import (
     HALF_TOPIC,
     OP_TOPIC,
     REMOVE_TAG,
-    TRANSACTION_LOGGER_NAME,
     PullResult,
     PullStatus,
     TransactionalMessageBridge,
@@ -36,9 +35,10 @@ from rmq.broker.transaction.bridge import (
     renew_immunity_half_message_inner,
 )
 from rmq.broker.transaction.check_listener import TransactionalMessageCheckListener
-from rmq.broker.transaction.headers import EndTransactionRequestHeader
 from rmq.common import message as mc
 from rmq.common.codes import ResponseCode
+from rmq.common.logging import TRANSACTION_LOGGER_NAME
+from rmq.common.protocol.headers_broker import EndTransactionRequestHeader
 from rmq.store import MessageExt, MessageExtBrokerInner, PutMessageResult, PutMessageStatus
 
 log = logging.getLogger(TRANSACTION_LOGGER_NAME)

@@ -156,3 +156,26 @@ class QueryMessageResponseHeader(CommandHeader):
 @dataclass(slots=True)
 class ViewMessageRequestHeader(CommandHeader):
     offset: int = field_required()
+
+
+# END_TRANSACTION (37) and CHECK_TRANSACTION_STATE (39), PROTOCOL.md 3.2.5 / 3.2.6
+@dataclass(slots=True)
+class EndTransactionRequestHeader(CommandHeader):
+    producerGroup: str = field_required()
+    tranStateTableOffset: int = field_required()
+    commitLogOffset: int = field_required()
+    commitOrRollback: int = field_required()
+    fromTransactionCheck: bool = False
+    msgId: str = field_required()
+    transactionId: str | None = None
+    bname: str | None = None
+
+
+@dataclass(slots=True)
+class CheckTransactionStateRequestHeader(CommandHeader):
+    tranStateTableOffset: int = field_required()
+    commitLogOffset: int = field_required()
+    msgId: str | None = None
+    transactionId: str | None = None
+    offsetMsgId: str | None = None
+    bname: str | None = None
