@@ -12,6 +12,7 @@ default one notifies consumers and keeps filter data in step).
 from __future__ import annotations
 
 import enum
+import itertools
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -31,6 +32,7 @@ from rmq.remoting import Channel
 log = logging.getLogger(BROKER_LOGGER_NAME)
 
 CHANNEL_EXPIRED_TIMEOUT_MS = 1000 * 120
+GET_AVAILABLE_CHANNEL_RETRY_COUNT = 3
 SCAN_INTERVAL_S = 10.0
 
 
@@ -61,6 +63,23 @@ class ClientChannelInfo:
 class ProducerManager:
     def __init__(self) -> None:
         self.group_channel_table: dict[str, dict[Channel, ClientChannelInfo]] = {}
+        self._counter = itertools.count(1)
+
+    def get_available_channel(self, group: str | None) -> Channel | None:
+        """One live connection of producer group ``group`` (``getAvailableChannel``):
+        round-robin from a shared counter, trying a few; None when none is active.
+        The transaction back-check sends its CHECK_TRANSACTION_STATE there."""
+        table = self.group_channel_table.get(group) if group is not None else None
+        if not table:
+            return None
+        channels = list(table)
+        index = next(self._counter) % len(channels)
+        for _ in range(min(GET_AVAILABLE_CHANNEL_RETRY_COUNT, len(channels))):
+            channel = channels[index]
+            if channel.is_active():
+                return channel
+            index = (index + 1) % len(channels)
+        return None
 
     def register_producer(self, group: str, info: ClientChannelInfo) -> None:
         channels = self.group_channel_table.setdefault(group, {})

@@ -12,7 +12,6 @@ half message in stored-message format with its real topic and queue id
 
 from __future__ import annotations
 
-import itertools
 import logging
 import random
 from typing import Any
@@ -22,7 +21,7 @@ from rmq.common import message as mc
 from rmq.common.codes import RequestCode
 from rmq.common.logging import TRANSACTION_LOGGER_NAME
 from rmq.common.protocol.headers_broker import CheckTransactionStateRequestHeader
-from rmq.remoting import Channel, RemotingCommand
+from rmq.remoting import RemotingCommand
 from rmq.remoting.exceptions import RemotingError
 from rmq.store import MessageExt, PutMessageStatus
 from rmq.store.message_codec import encode_message
@@ -30,7 +29,6 @@ from rmq.store.message_codec import encode_message
 log = logging.getLogger(TRANSACTION_LOGGER_NAME)
 
 TCMT_QUEUE_NUMS = 1  # queues of TRANS_CHECK_MAX_TIME_TOPIC
-GET_AVAILABLE_CHANNEL_RETRY_COUNT = 3
 _RW = mc.PERM_READ | mc.PERM_WRITE
 
 
@@ -55,25 +53,6 @@ def check_request(msg: MessageExt) -> RemotingCommand:
 class TransactionalMessageCheckListener:
     def __init__(self, controller: Any) -> None:
         self.c = controller
-        self._counter = itertools.count(1)
-
-    def available_channel(self, group: str | None) -> Channel | None:
-        """One connection of producer group ``group``: round-robin from a
-        shared counter, trying a few; an active one, else None."""
-        if group is None:
-            return None
-        table = self.c.producer_manager.group_channel_table.get(group)
-        if not table:
-            log.warning("Check transaction failed, channel table is empty. groupId=%s", group)
-            return None
-        channels = list(table)
-        index = next(self._counter) % len(channels)
-        for _ in range(min(GET_AVAILABLE_CHANNEL_RETRY_COUNT, len(channels))):
-            channel = channels[index]
-            if channel.is_active():
-                return channel
-            index = (index + 1) % len(channels)
-        return None
 
     def resolve_half_msg(self, msg: MessageExt) -> None:
         """Ask a producer of the message's group to end it (oneway)."""
@@ -84,7 +63,7 @@ class TransactionalMessageCheckListener:
             log.error("Send check message error: bad %s in %s", mc.PROPERTY_REAL_QUEUE_ID,
                       msg.msg_id)
             return
-        channel = self.available_channel(group)
+        channel = self.c.producer_manager.get_available_channel(group)
         if channel is None:
             log.warning("Check transaction failed, channel is null. groupId=%s", group)
             return
