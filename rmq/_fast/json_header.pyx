@@ -69,6 +69,7 @@ cdef extern from "Python.h":
     int dict_next "PyDict_Next"(object d, Py_ssize_t* pos, PyObject** k, PyObject** v)
     int dict_set "PyDict_SetItem"(object d, object k, object v) except -1
     object dict_presized "_PyDict_NewPresized"(Py_ssize_t n)
+    object dict_copy "PyDict_Copy"(object d)
     void PyErr_Clear()
     object PyUnicode_New(Py_ssize_t size, uint32_t maxchar)
     void* PyUnicode_DATA(object s)
@@ -549,7 +550,14 @@ cdef object json_ext(const JIndex* ix, const uint8_t** at, const uint8_t* end):
     p = scan_ext(ix, p, end, entries, &count, &state)
     if state == EXT_FAIL:
         return None
-    cdef object ext = dict_presized(count)
+    cdef object ext
+    cdef int slot = template_slot(entries, count)
+    if state == EXT_DONE and TEMPLATE_N[slot] == count:
+        ext = from_template(slot, entries, count)
+        if ext is not NotImplemented:
+            at[0] = p
+            return ext
+    ext = dict_presized(count)
     while True:
         for i in range(count):
             e = &entries[i]
@@ -572,7 +580,79 @@ cdef object json_ext(const JIndex* ix, const uint8_t** at, const uint8_t* end):
     at[0] = p
     if nulls:
         return {k: v for k, v in (<dict>ext).items() if v is not None}
+    if state == EXT_DONE and len(<dict>ext) == count:
+        remember(slot, <dict>ext)
     return ext
+
+
+# Maps of the same shape come again and again (a producer's sends, a
+# consumer's pulls): the last one of each shape is kept, privately, as a
+# template.  A map whose keys are the template's, in the same order, is a
+# copy of the template (one allocation, no resizing, hashes in place) with
+# only the values that differ put in -- texts come from the cache, so an
+# unchanged value is the very same object.
+
+cdef enum:
+    TEMPLATES = 16
+
+cdef PyObject* TEMPLATE_DICT[TEMPLATES]          # owned; never changed once made
+cdef int TEMPLATE_N[TEMPLATES]
+cdef PyObject* TEMPLATE_KEYS[TEMPLATES][EXT_BATCH]    # borrowed from TEMPLATE_DICT
+cdef PyObject* TEMPLATE_VALUES[TEMPLATES][EXT_BATCH]
+
+
+cdef inline int template_slot(const JEntry* entries, int count) noexcept nogil:
+    """Slot of a map's shape: its size and its first key's first byte and length."""
+    if count == 0 or entries[0].key.n == 0:
+        return count & (TEMPLATES - 1)
+    return (count * 7 + entries[0].key.s[0] * 3 + <int>entries[0].key.n) & (TEMPLATES - 1)
+
+
+cdef object from_template(int slot, JEntry* entries, int count):
+    """The map from the template in ``slot`` (NotImplemented when its keys
+    are not the template's; None to leave the header to orjson)."""
+    cdef int i
+    cdef JEntry* e
+    cdef PyObject* keys[EXT_BATCH]
+    cdef PyObject* values[EXT_BATCH]
+    # the template and its entries as they are now: anything below that
+    # allocates may run a collection, whose finalizers may decode (and
+    # replace this template) meanwhile; the reference keeps these alive
+    cdef object template = <object>TEMPLATE_DICT[slot]
+    memcpy(keys, TEMPLATE_KEYS[slot], count * sizeof(PyObject*))
+    memcpy(values, TEMPLATE_VALUES[slot], count * sizeof(PyObject*))
+    cdef object ext = dict_copy(template)
+    for i in range(count):
+        e = &entries[i]
+        key = jtext(&e.key)
+        if key is None:
+            return None
+        if <PyObject*>key != keys[i] or e.kind == JV_NULL:
+            return NotImplemented
+        value = scalar_text(&e.value, e.kind, e.start, e.stop)
+        if value is None:
+            return None
+        if <PyObject*>value != values[i]:
+            dict_set(ext, key, value)
+    return ext
+
+
+cdef void remember(int slot, dict ext) except *:
+    """Make a private copy of ``ext`` the template of its shape."""
+    cdef dict template = ext.copy()
+    cdef PyObject* old = TEMPLATE_DICT[slot]
+    cdef Py_ssize_t it = 0
+    cdef PyObject* k
+    cdef PyObject* v
+    cdef int i = 0
+    Py_INCREF(template)
+    TEMPLATE_DICT[slot] = <PyObject*>template
+    while dict_next(template, &it, &k, &v):
+        TEMPLATE_KEYS[slot][i] = k
+        TEMPLATE_VALUES[slot][i] = v
+        i += 1
+    TEMPLATE_N[slot] = i
+    Py_XDECREF(old)
 
 
 cdef object fast_json(const uint8_t* data, Py_ssize_t n, object tail_a, object tail_b):

@@ -284,6 +284,33 @@ def test_reader_shared_texts_stay_right():
         assert fields == {value[::-1]: value, "n": str(i)}
 
 
+shape_keys = st.sampled_from([("a", "b", "c"), ("a", "c", "b"), ("a", "b", "d"), ("b", "a", "c"),
+                              ("a", "b"), ("topic", "queueId", "x" * 40), ("a", "b", "c", "a")])
+shape_values = st.sampled_from(['"v"', '"w"', '"0"', "0", "7", "true", "null", '"\u0001x"',
+                                '"' + "y" * 40 + '"', '"\u00e9"'])
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(shape_keys, st.lists(shape_values, min_size=4, max_size=4)),
+                min_size=1, max_size=12))
+def test_reader_maps_of_recurring_shapes(headers):
+    """Maps of the same keys again and again (the reader copies a private
+    template of each shape): values, order and independence from earlier
+    results (mutated here) all as if each were read alone."""
+    for keys, values in headers:
+        raw = "{" + ",".join(f'"{k}":{v}' for k, v in zip(keys, values, strict=False)) + "}"
+        frame = frame_of('{"code":1,"extFields":' + raw + "}")
+        got = both("decode", frame)
+        if got[0] == "ok":
+            ext = got[1][6]
+            assert list(ext) == list(codec.py_decode(frame)[6])
+            ext["mutated"] = "yes"
+            ext.pop(keys[0], None)
+    for keys, values in headers:
+        raw = "{" + ",".join(f'"{k}":{v}' for k, v in zip(keys, values, strict=False)) + "}"
+        both("decode", frame_of('{"extFields":' + raw + "}"))
+
+
 @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(json_object(members), min_size=1, max_size=4), st.binary(max_size=3))
 def test_decode_frames_matches_twin(objs, body):
