@@ -624,17 +624,30 @@ cdef object from_template(int slot, JEntry* entries, int count):
     cdef object ext = dict_copy(template)
     for i in range(count):
         e = &entries[i]
-        key = jtext(&e.key)
-        if key is None:
-            return None
-        if <PyObject*>key != keys[i] or e.kind == JV_NULL:
+        if e.kind == JV_NULL:
             return NotImplemented
+        if e.key.esc or not same_text(keys[i], e.key.s, e.key.n):
+            key = jtext(&e.key)
+            if key is None:
+                return None
+            if <PyObject*>key != keys[i] and key != <object>keys[i]:
+                return NotImplemented
+        if e.kind == JV_STR and not e.value.esc and same_text(values[i], e.value.s, e.value.n):
+            continue
+        if e.kind == JV_INT and same_text(values[i], e.start, e.stop - e.start):
+            continue
         value = scalar_text(&e.value, e.kind, e.start, e.stop)
         if value is None:
             return None
         if <PyObject*>value != values[i]:
-            dict_set(ext, key, value)
+            dict_set(ext, <object>keys[i], value)
     return ext
+
+
+cdef inline bint same_text(PyObject* s, const uint8_t* p, Py_ssize_t n) noexcept:
+    """``s`` (a str) is the ASCII text ``p[:n]``."""
+    return (is_compact_ascii(s) and str_length(s) == n
+            and memcmp(ascii_data(s), p, n) == 0)
 
 
 cdef void remember(int slot, dict ext) except *:

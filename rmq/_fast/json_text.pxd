@@ -63,7 +63,21 @@ cdef extern from *:
        memcpy into a word stalls the load that follows it) */
     static inline uint64_t rmq_json_load_short(const uint8_t *p, Py_ssize_t n) {
         uint64_t w = 0;
-        for (Py_ssize_t i = 0; i < n; i++) w |= (uint64_t)p[i] << (8 * i);
+        int at = 0;
+        if (n & 4) {
+            uint32_t v;
+            memcpy(&v, p, 4);
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+            v = __builtin_bswap32(v);
+    #endif
+            w = v;
+            at = 4;
+        }
+        if (n & 2) {
+            w |= ((uint64_t)p[at] | ((uint64_t)p[at + 1] << 8)) << (8 * at);
+            at += 2;
+        }
+        if (n & 1) w |= (uint64_t)p[at] << (8 * at);
         return w;
     }
     /* Bit j set for each of the sixteen bytes at p that is '"', '\\' or a
@@ -499,20 +513,24 @@ cdef inline const uint8_t* json_skip_value(const JIndex* ix, const uint8_t* p,
 
 
 cdef inline uint8_t* json_write_int(uint8_t* o, int64_t v) noexcept nogil:
-    cdef uint8_t tmp[24]
-    cdef int i = 24
+    """Decimal digits of ``v`` at ``o`` (room for 20 bytes)."""
     cdef uint64_t u = <uint64_t>(-v) if v < 0 else <uint64_t>v
+    cdef uint64_t t = u
+    cdef int digits = 1
+    if v < 0:
+        o[0] = 45
+        o += 1
+    while t >= 10:
+        t //= 10
+        digits += 1
+    cdef uint8_t* q = o + digits
     while True:
-        i -= 1
-        tmp[i] = <uint8_t>(48 + u % 10)
+        q -= 1
+        q[0] = <uint8_t>(48 + u % 10)
         u //= 10
         if u == 0:
             break
-    if v < 0:
-        i -= 1
-        tmp[i] = 45
-    memcpy(o, &tmp[i], 24 - i)
-    return o + (24 - i)
+    return o + digits
 
 
 cdef inline uint8_t* json_write_string(uint8_t* o, const uint8_t* p, Py_ssize_t n) noexcept nogil:

@@ -285,9 +285,11 @@ def test_reader_shared_texts_stay_right():
 
 
 shape_keys = st.sampled_from([("a", "b", "c"), ("a", "c", "b"), ("a", "b", "d"), ("b", "a", "c"),
-                              ("a", "b"), ("topic", "queueId", "x" * 40), ("a", "b", "c", "a")])
-shape_values = st.sampled_from(['"v"', '"w"', '"0"', "0", "7", "true", "null", '"\u0001x"',
-                                '"' + "y" * 40 + '"', '"\u00e9"'])
+                              ("a", "b"), ("topic", "queueId", "x" * 40), ("a", "b", "c", "a"),
+                              ("a", "\\u0062", "c"), ("é", "b", "c"), ("é", "\\u00e9", "c")])
+shape_values = st.sampled_from(['"v"', '"w"', '"0"', "0", "7", "true", '"true"', "null",
+                                r'"\u0001x"', '"' + "y" * 40 + '"', r'"\u00e9"', '"é"', r'"\u0076"',
+                                '"\u0001x"'])
 
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
