@@ -41,6 +41,25 @@ cdef extern from "Python.h":
 
 cdef const char *HEX = b"0123456789ABCDEF"
 
+cdef enum:
+    KEPT = 64  # records whose property scan the first pass keeps for the second
+
+
+cdef inline void join_props(Props *inner, const Props *batch, Py_ssize_t boff) noexcept nogil:
+    """The scan of ``inner [+ \\x02] + batch`` from the scans of both parts: the
+    segments of the joined string are the inner ones followed by the batch
+    ones (a trailing \\x02 of the inner string only ends an empty segment), so
+    a name present in the batch part wins, as a later duplicate does."""
+    if batch.tags_at >= 0:
+        inner.tags_at = boff + batch.tags_at
+        inner.tags_len = batch.tags_len
+    if batch.keys_at >= 0:
+        inner.keys_at = boff + batch.keys_at
+        inner.keys_len = batch.keys_len
+    if batch.uniq_at >= 0:
+        inner.uniq_at = boff + batch.uniq_at
+        inner.uniq_len = batch.uniq_len
+
 
 cdef inline bint is_ascii(const uint8_t *p, Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t i
@@ -58,9 +77,10 @@ cdef inline Py_ssize_t prop_keys(const uint8_t *props, Props *pr) noexcept nogil
 
 cdef Py_ssize_t check_wire(const uint8_t *w, Py_ssize_t n, int32_t sys_flag, Py_ssize_t tlen,
                            const uint8_t *bp, Py_ssize_t bpl, Py_ssize_t *count,
-                           Py_ssize_t *keys) noexcept nogil:
+                           Py_ssize_t *keys, Props *kept) noexcept nogil:
     """Stored size of the batch (count and an upper bound of the index keys
-    through the pointers), or -1 when the fast path does not take it."""
+    through the pointers), or -1 when the fast path does not take it.  The
+    property scans of the first ``KEPT`` records go to ``kept``."""
     cdef Props pr
     find_props(bp, bpl, &pr)
     if pr.delay or pr.non_ascii:
@@ -84,6 +104,8 @@ cdef Py_ssize_t check_wire(const uint8_t *w, Py_ssize_t n, int32_t sys_flag, Py_
         find_props(w + end - plen, plen, &pr)
         if pr.delay or pr.non_ascii:
             return -1
+        if count[0] < KEPT:
+            kept[count[0]] = pr
         joined = plen + (1 if plen > 0 and bpl > 0 and w[end - 1] != 2 else 0) + bpl
         if joined > 32767:
             return -1
@@ -101,7 +123,7 @@ cdef Py_ssize_t write_all(uint8_t *out, const uint8_t *w, Py_ssize_t n, int32_t 
                           const uint8_t *bp, Py_ssize_t bpl, int64_t first_qoff, int64_t phy,
                           uint8_t *cq, uint8_t *ix, int64_t max_slots, int64_t max_index,
                           char *ids, Py_ssize_t hex_len, int32_t *last_tags,
-                          Py_ssize_t *last_len) noexcept nogil:
+                          Py_ssize_t *last_len, const Props *kept) noexcept nogil:
     """Records, consume-queue entries, index entries and message ids of a batch
     ``check_wire`` accepted; returns the position of the last record's
     properties (relative to ``out``)."""
@@ -112,8 +134,9 @@ cdef Py_ssize_t write_all(uint8_t *out, const uint8_t *w, Py_ssize_t n, int32_t 
     cdef uint64_t u
     cdef uint8_t *p
     cdef bint sep
-    cdef Props pr
+    cdef Props pr, bpr
     cdef int j
+    find_props(bp, bpl, &bpr)
     while rpos < n:
         flag = get32(w + rpos + 12)
         body_len = get32(w + rpos + 16)
@@ -138,7 +161,11 @@ cdef Py_ssize_t write_all(uint8_t *out, const uint8_t *w, Py_ssize_t n, int32_t 
         if bpl:
             memcpy(p + joined - bpl, bp, bpl)
         # dispatch: what the reput scan would read back from this record
-        find_props(p, joined, &pr)
+        if i < KEPT:
+            pr = kept[i]
+        else:
+            find_props(p, plen, &pr)
+        join_props(&pr, &bpr, plen + (1 if sep else 0))
         tags_code = ascii_hash(0, p + pr.tags_at, pr.tags_len) if pr.tags_at >= 0 else 0
         put64(cq + i * 20, rec_phy)
         put32(cq + i * 20 + 8, <int32_t>size)
@@ -201,11 +228,12 @@ def append_batch(object buf, Py_ssize_t pos, Py_ssize_t limit, object wire, int 
     cdef int32_t last_tags = 0
     cdef uint8_t *ix = NULL
     cdef char *ids_p
+    cdef Props kept[KEPT]
     PyObject_GetBuffer(wire, &wv, PyBUF_SIMPLE)
     try:
         with nogil:
             total = check_wire(<const uint8_t *>wv.buf, wv.len, sys_flag, tlen, bp, bpl,
-                               &count, &keys)
+                               &count, &keys, kept)
         if total < 0 or count == 0 or pos < 0 or pos + total > limit:
             return None
         PyObject_GetBuffer(buf, &ov, PyBUF_WRITABLE)
@@ -235,7 +263,7 @@ def append_batch(object buf, Py_ssize_t pos, Py_ssize_t limit, object wire, int 
                             sys_flag, born_ts, bh, blen, store_ts, sh, slen,
                             reconsume, tp, tlen, bp, bpl, first_qoff, phy,
                             <uint8_t *>cv.buf + cq_pos, ix, max_slots, max_index, ids_p, hex_len,
-                            &last_tags, &last_len)
+                            &last_tags, &last_len, kept)
                 finally:
                     if ix != NULL:
                         PyBuffer_Release(&iv)

@@ -36,7 +36,7 @@ from rmq.store.results import _host_hex
 
 _C = compiled_or_none("store_batch")
 HOST = ("10.0.0.2", 10911)
-SLOTS, ENTRIES = 16, 64
+SLOTS, ENTRIES = 16, 400
 _INNER = struct.Struct(">iiiii")
 
 
@@ -65,14 +65,14 @@ _props = st.lists(_prop_part, max_size=5).map(lambda ps: b"\x02".join(ps)) | \
 _record = st.tuples(st.integers(-(2**31), 2**31 - 1), st.binary(max_size=300), _props)
 
 
-def _run(fn, wire, batch_props, *, pos=8, limit=20_000, buf_len=20_000, v6=(False, False),
+def _run(fn, wire, batch_props, *, pos=8, limit=20_000, buf_len=None, v6=(False, False),
          cq_pos=20, cq_len=2000, index=True, topic=b"TopicA", phy=1_000_000, qoff=7,
          index_buf=None):
     born = socket_address_bytes(("::1", 5) if v6[0] else ("10.1.2.3", 5))
     store_host = ("fe80::2", 7) if v6[1] else HOST
     store = socket_address_bytes(store_host)
     sys_flag = (0x10 if v6[0] else 0) | (0x20 if v6[1] else 0) | 0x2
-    buf, cq = bytearray(buf_len), bytearray(cq_len)
+    buf, cq = bytearray(max(20_000, limit) if buf_len is None else buf_len), bytearray(cq_len)
     ix = (index_buf if index_buf is not None else _index()) if index else None
     r = fn(buf, pos, limit, wire, 3, sys_flag, 1_700_000_000_000, born, 1_700_000_000_123,
            store, 2, topic, batch_props, qoff, phy, cq, cq_pos, ix, SLOTS, ENTRIES,
@@ -117,6 +117,17 @@ def test_append_batch_twin_equals_compiled(records, batch_props, pos, v6b, v6s, 
         off += size
     last = d[4]
     assert (r[0], r[1], r[3], r[4], r[5]) == (total, count, last[1], last[3], last[4])
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(_record, min_size=60, max_size=90), _props)
+def test_append_batch_long_batches(records, batch_props):
+    """Past the records whose property scan the compiled first pass keeps."""
+    records = [(f, b, p.replace(b"DELAY", b"D").replace("é".encode(), b"e"))
+               for f, b, p in records]
+    test_append_batch_twin_equals_compiled.hypothesis.inner_test(
+        records, batch_props.replace(b"DELAY", b"D").replace("é".encode(), b"e"), 0, False,
+        False, True, b"TopicA", 200_000)
 
 
 def test_append_batch_declines_and_bounds():
