@@ -219,21 +219,29 @@ class Producer:
         """One SEND_BATCH_MESSAGE for messages of one topic (no retry topics, no delay)."""
         if not msgs:
             raise MQClientError(-1, "the batch is empty")
+        msgs = list(msgs)
         topic = msgs[0].topic
+        # topic checks once for the batch; the same order of errors as per message
+        self._validate(msgs[0])
+        retry = is_retry_topic(topic)
+        max_size = self.config.max_message_size
         ids = []
         for m in msgs:
-            self._validate(m)
-            if m.topic != topic:
-                raise MQClientError(-1, "The topic of the messages in one batch should be the same")
-            if is_retry_topic(m.topic):
+            if m.topic != topic or not m.body or len(m.body) > max_size:
+                self._validate(m)
+                if m.topic != topic:
+                    raise MQClientError(-1, "The topic of the messages in one batch should be "
+                                            "the same")
+            if retry:
                 raise MQClientError(-1, "Retry Group is not supported for batching")
-            if PROPERTY_DELAY_TIME_LEVEL in m.properties:
+            props = m.properties
+            if PROPERTY_DELAY_TIME_LEVEL in props:
                 raise MQClientError(-1, "TimeDelayLevel is not supported for batching")
-            uid = m.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            uid = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
             if uid is None:
-                uid = m.properties[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = create_uniq_id()
+                uid = props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = create_uniq_id()
             ids.append(uid)
-        body = encode_batch(list(msgs))
+        body = encode_batch(msgs)
         if len(body) > self.config.max_message_size:
             raise MQClientError(ResponseCode.MESSAGE_ILLEGAL,
                                 f"the batch size over max value, MAX: {self.config.max_message_size}")
