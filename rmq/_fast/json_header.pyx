@@ -31,6 +31,7 @@ from rmq._fast.json_text cimport (
     json_index,
     json_index_words,
     json_literal,
+    json_number,
     json_load_short,
     json_scalar,
     json_scan_string,
@@ -683,10 +684,75 @@ cdef object fast_json(const uint8_t* data, Py_ssize_t n, object tail_a, object t
         ix.base = data
         ix.bm = bm
         ix.wide = json_index(data, n, bm)
-        return header_values(&ix, data, n, tail_a, tail_b)
+        fields = canonical_header(&ix, data, n, tail_a, tail_b)
+        if fields is NotImplemented:
+            return header_values(&ix, data, n, tail_a, tail_b)
+        return fields
     finally:
         if bm != stack:
             PyMem_Free(bm)
+
+
+cdef inline bint literal(const uint8_t** p, const uint8_t* end, const char* text,
+                         Py_ssize_t n) noexcept nogil:
+    """Step over ``text`` when it comes next."""
+    if end - p[0] < n or memcmp(p[0], text, n) != 0:
+        return False
+    p[0] += n
+    return True
+
+
+cdef inline bint int32_at(const uint8_t** p, const uint8_t* end, int64_t* out) noexcept nogil:
+    """An int32 number next (JSON integer text, nothing left to orjson)."""
+    cdef int kind
+    p[0] = json_number(p[0], end, &kind, out)
+    return kind == JV_INT and -2147483648 <= out[0] <= 2147483647
+
+
+cdef object canonical_header(const JIndex* ix, const uint8_t* data, Py_ssize_t n,
+                             object tail_a, object tail_b):
+    """The header as Java (fastjson), this codec and the C++ client write it:
+    keys in alphabetical order, no whitespace inside, integers, the language
+    by name, remark a plain string.  Read by stepping over the fixed text;
+    NotImplemented as soon as it differs (header_values then reads it in
+    general), None to leave it to orjson."""
+    cdef const uint8_t* end = data + n
+    cdef const uint8_t* p = data
+    cdef int64_t code, flag, opaque, version
+    cdef int language
+    cdef JStr s
+    ext = None
+    remark = None
+    if not literal(&p, end, '{"code":', 8) or not int32_at(&p, end, &code):
+        return NotImplemented
+    if literal(&p, end, ',"extFields":{', 14):
+        p -= 1
+        ext = json_ext(ix, &p, end)
+        if ext is None:
+            return None
+    if not literal(&p, end, ',"flag":', 8) or not int32_at(&p, end, &flag):
+        return NotImplemented
+    if not literal(&p, end, ',"language":"', 13):
+        return NotImplemented
+    p = json_scan_string(ix, p - 1, end, &s)
+    if p == NULL or s.esc or (s.wide and not json_ascii(s.s, s.n)):
+        return NotImplemented
+    language = language_of(s.s, s.n)
+    if not literal(&p, end, ',"opaque":', 10) or not int32_at(&p, end, &opaque):
+        return NotImplemented
+    if literal(&p, end, ',"remark":"', 11):
+        p = json_scan_string(ix, p - 1, end, &s)
+        if p == NULL:
+            return NotImplemented
+        remark = jtext(&s)
+        if remark is None:
+            return None
+    literal(&p, end, ',"serializeTypeCurrentRPC":"JSON"', 33)
+    if (not literal(&p, end, ',"version":', 11) or not int32_at(&p, end, &version)
+            or not literal(&p, end, '}', 1) or json_ws(p, end) != end):
+        return NotImplemented
+    return (int_object(code), int_object(language), int_object(version), int_object(opaque),
+            int_object(flag), remark, ext, tail_a, tail_b)
 
 
 cdef object header_values(const JIndex* ix, const uint8_t* data, Py_ssize_t n, object tail_a,

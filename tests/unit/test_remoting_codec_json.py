@@ -262,6 +262,21 @@ def test_reader_specific_forms():
         b'{"code":1}x', b"\xef\xbb\xbf{}", b'{"code":1}\n', b"\x0c{}",
         b'{"extFields":{"i":"UNIQ_KEY\\u00017F\\u0002WAIT\\u0001true"},"code":310}',
     ]
+    # the canonical order (Java, this codec, the C++ client) and near misses
+    canon = (b'{"code":310,"extFields":{"a":"g","d":4},"flag":2,"language":"CPP","opaque":-7,'
+             b'"remark":"r\\n\xc3\xa9","serializeTypeCurrentRPC":"JSON","version":409}')
+    cases += [canon, canon + b"\n", canon + b" x", canon.replace(b'"JSON"', b'"ROCKETMQ"'),
+              canon.replace(b',"serializeTypeCurrentRPC":"JSON"', b""),
+              canon.replace(b'"remark":"r\\n\xc3\xa9"', b'"remark":5'),
+              canon.replace(b'"remark":"r\\n\xc3\xa9"', b'"remark":null'),
+              canon.replace(b'"remark":"r\\n\xc3\xa9"', b'"remark":"\xed\xa0\x80"'),
+              canon.replace(b'"CPP"', b'"C\\u0050P"'), canon.replace(b'"CPP"', b'"\xc3\xa9"'),
+              canon.replace(b'"CPP"', b"1"), canon.replace(b"409", b"2147483648"),
+              canon.replace(b"310", b"0310"), canon.replace(b"-7", b"-0"),
+              canon.replace(b'{"a":"g","d":4}', b"null"), canon.replace(b'{"a":"g","d":4}', b"{}"),
+              canon.replace(b'{"a":"g","d":4}', b'{"a":1.5}'), canon.replace(b'"flag":2', b'"flag":2.0'),
+              canon.replace(b',"version":409}', b',"version":409,"code":1}'),
+              canon.replace(b'"extFields"', b'"extFields" ')]
     for raw in cases:
         both("decode", frame_of(raw))
 
