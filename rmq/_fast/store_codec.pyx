@@ -304,3 +304,68 @@ cdef object c_scan(const uint8_t *b, Py_ssize_t pos, Py_ssize_t limit, bint chec
         (<bytes>props[delay_at:delay_at + delay_len]).decode("utf-8", "replace") if delay_at >= 0 else None,
         (props - b), props_len, prepared,
     )
+
+
+cdef extern from "Python.h":
+    object PyUnicode_DecodeASCII(const char *s, Py_ssize_t size, const char *errors)
+    void *PyUnicode_DATA(object o)
+    int PyUnicode_IS_ASCII(object o)
+    Py_ssize_t PyUnicode_GET_LENGTH(object o)
+
+cdef object _props_twin = None
+
+
+cdef object props_twin():
+    """The twin's parser (imported on first use: message_codec imports this
+    module), for what this one leaves to it (non-ASCII text)."""
+    global _props_twin
+    if _props_twin is None:
+        from rmq.store.message_codec import _string_to_message_properties
+        _props_twin = _string_to_message_properties
+    return _props_twin
+
+
+cdef dict parse_ascii_props(const uint8_t *p, Py_ssize_t n):
+    cdef dict out = {}
+    cdef Py_ssize_t i = 0, seg, sep, seg_end
+    while i < n:
+        seg = i
+        while i < n and p[i] != 2:
+            i += 1
+        seg_end = i
+        sep = seg
+        while sep < seg_end and p[sep] != 1:
+            sep += 1
+        if seg < sep < seg_end - 1:
+            out[PyUnicode_DecodeASCII(<const char *>p + seg, sep - seg, NULL)] = \
+                PyUnicode_DecodeASCII(<const char *>p + sep + 1, seg_end - sep - 1, NULL)
+        i += 1
+    return out
+
+
+def string_to_message_properties(object text):
+    """Compiled ``string_to_message_properties`` of rmq/store/message_codec.py:
+    ASCII text (a str or any bytes-like object) is parsed here without an
+    intermediate string; anything else goes to the twin."""
+    cdef Py_buffer view
+    cdef bint ascii
+    cdef Py_ssize_t i
+    if text is None:
+        return {}
+    if type(text) is str:
+        if PyUnicode_IS_ASCII(text):
+            return parse_ascii_props(<const uint8_t *>PyUnicode_DATA(text),
+                                     PyUnicode_GET_LENGTH(text))
+        return props_twin()(text)
+    PyObject_GetBuffer(text, &view, PyBUF_SIMPLE)
+    try:
+        ascii = True
+        for i in range(view.len):
+            if (<const uint8_t *>view.buf)[i] >= 0x80:
+                ascii = False
+                break
+        if ascii:
+            return parse_ascii_props(<const uint8_t *>view.buf, view.len)
+    finally:
+        PyBuffer_Release(&view)
+    return props_twin()(text)

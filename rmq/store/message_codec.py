@@ -24,7 +24,8 @@ Record layout, big-endian, no padding::
 A blank record is ``int remaining-bytes-in-file, int BLANK_MAGIC``.
 
 The functions ``record_size``, ``write_record``, ``write_blank``,
-``batch_size``, ``write_batch`` and ``scan_record`` are the hot paths; the
+``batch_size``, ``write_batch``, ``scan_record`` and
+``string_to_message_properties`` are the hot paths; the
 pure-Python versions here are the twins of ``rmq._fast.store_codec`` and the
 compiled ones replace them at the bottom of the module.  Both produce the same
 bytes and the same tuples.
@@ -339,7 +340,7 @@ def _hashmap_order(keys: tuple[str, ...]) -> tuple[str, ...]:
                         key=lambda k: _java_key_hash(k) & mask))
 
 
-def string_to_message_properties(text: str | bytes | None) -> dict[str, str]:
+def _string_to_message_properties(text: str | bytes | None) -> dict[str, str]:
     """``MessageDecoder.string2messageProperties``: segments split on ``\\x02``,
     each used only if it has a ``\\x01`` that is neither first nor last; the
     value may contain further ``\\x01``; later duplicates win."""
@@ -479,6 +480,7 @@ batch_size = _batch_size
 write_batch = _write_batch
 scan_record = _scan_record
 send_properties = _send_properties
+string_to_message_properties = _string_to_message_properties
 
 _c = compiled("store_codec")
 if _c is not None:
@@ -488,6 +490,7 @@ if _c is not None:
     batch_size = _c.batch_size
     write_batch = _c.write_batch
     scan_record = _c.scan_record
+    string_to_message_properties = _c.string_to_message_properties
 
 _s = compiled("send_fast")
 if _s is not None:

@@ -243,3 +243,20 @@ def test_decode_rejects_garbage():
 def test_property_parsing_rules():
     assert codec.string_to_message_properties("a\x01b\x02\x01x\x02c\x01\x02d\x01e\x01f\x02a\x01z") == {
         "a": "z", "d": "e\x01f"}
+
+
+_PROP_TEXT = st.lists(st.sampled_from(["a", "b", "\x01", "\x02", "é", "KEYS", "x" * 40, "\x00"]),
+                      max_size=30).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_PROP_TEXT, st.sampled_from(["str", "bytes", "memoryview", "bytearray"]))
+def test_property_parsing_twin_equals_compiled(text, kind):
+    arg = text if kind == "str" else {"bytes": bytes, "bytearray": bytearray,
+                                      "memoryview": lambda b: memoryview(b)}[kind](text.encode())
+    want = codec._string_to_message_properties(arg)
+    assert want == codec._string_to_message_properties(text)
+    if C is not None:
+        got = C.string_to_message_properties(arg)
+        assert got == want and list(got) == list(want)  # same pairs, same insertion order
+    assert codec.string_to_message_properties(None) == {} == codec.string_to_message_properties(b"")
