@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -182,6 +183,21 @@ class ConsumerFilterManager(ConfigManager):
     def compiled_of(self, topic: str, group: str) -> BooleanExpression | None:
         data = self.get(topic, group)
         return data.compiled if data is not None else None
+
+    def register_group(self, group: str, subscriptions: Iterable[Any]) -> None:
+        """A group's heartbeat: register each subscription (objects with
+        topic, sub_string, expression_type, sub_version), then mark dead the
+        group's live filter data of topics it no longer subscribes to."""
+        topics = set()
+        for sub in subscriptions:
+            topics.add(sub.topic)
+            self.register(sub.topic, group, sub.sub_string, sub.expression_type, sub.sub_version)
+        now = _now_ms()
+        for topic, groups in self.filter_data_by_topic.items():
+            data = groups.get(group)
+            if data is not None and topic not in topics and not data.dead:
+                data.deadTime = now
+                log.info("Consumer filter changed: %s, make illegal topic dead: %s", group, topic)
 
     def unregister(self, group: str) -> None:
         """The group's last consumer left: mark its filters dead (kept for a while)."""

@@ -513,9 +513,7 @@ class BrokerController:
         elif event is ConsumerGroupEvent.UNREGISTER:
             self.consumer_filter_manager.unregister(group)
         elif event is ConsumerGroupEvent.REGISTER:
-            for sub in arg or ():
-                self.consumer_filter_manager.register(sub.topic, group, sub.sub_string,
-                                                      sub.expression_type, sub.sub_version)
+            self.consumer_filter_manager.register_group(group, arg or ())
 
     def notify_consumer_ids_changed(self, channel, group: str) -> None:
         """NOTIFY_CONSUMER_IDS_CHANGED (oneway) to one consumer connection."""

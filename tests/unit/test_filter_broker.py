@@ -44,6 +44,14 @@ def test_register_compiles_and_follows_versions(manager):
     assert manager.get("T", "g").compiled.matches({"b": "x"})
 
 
+def test_group_heartbeat_kills_filters_of_topics_no_longer_subscribed(manager):
+    subs = [build_subscription("T1", "a > 1", "SQL92"), build_subscription("T2", "b = 2", "SQL92")]
+    manager.register_group("g", subs)
+    assert not manager.get("T1", "g").dead and not manager.get("T2", "g").dead
+    manager.register_group("g", subs[:1])                              # T2 dropped
+    assert not manager.get("T1", "g").dead and manager.get("T2", "g").dead
+
+
 def test_expression_that_does_not_compile_is_not_registered(manager):
     assert not manager.register("T", "g", "a >", "SQL92", 1)
     assert manager.get("T", "g") is None and manager.filter_data_by_topic == {}
