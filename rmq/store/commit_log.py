@@ -390,7 +390,7 @@ class CommitLog:
             store.stats.on_put(topic, count, total, 0)
             if store.message_arriving_listener is not None:
                 props = codec.string_to_message_properties(mf.target[ppos:ppos + plen])
-                store._notify(topic, queue_id, queue_offset + count, tags_code, now, props)
+                store._notify(topic, queue_id, queue_offset + count, tags_code, now, props, count)
         if cfg.flushDiskType is FlushDiskType.ASYNC_FLUSH and not cfg.flushCommitLogTimed:
             store.flush_service.wakeup()
         return queue_offset, ids, phy, total

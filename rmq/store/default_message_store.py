@@ -50,7 +50,8 @@ from rmq.store.stats import StoreStatsService
 
 log = logging.getLogger("store")
 
-ArrivalListener = Callable[[str, int, int, int, int, dict], None]
+# (topic, queue id, next offset, tags code, store time, properties, messages)
+ArrivalListener = Callable[[str, int, int, int, int, dict, int], None]
 
 
 def _flushed(token: tuple, status: PutMessageStatus) -> None:

@@ -123,7 +123,7 @@ class ReputMixin:
             self.checkpoint.logics_msg_timestamp = store_ts
             if notify:
                 props = codec.string_to_message_properties(view[ppos: ppos + plen])
-                self._notify(topic, queue_id, qoff + 1, tags_code, store_ts, props)
+                self._notify(topic, queue_id, qoff + 1, tags_code, store_ts, props, count)
         return new_pos
 
     def _dispatch_put(self, msg: MessageExtBrokerInner, ar: AppendMessageResult) -> bool:
@@ -193,17 +193,20 @@ class ReputMixin:
             self._notify(topic, queue_id, queue_offset + 1, tags_code, store_ts, props)
 
     def _notify(self, topic: str, queue_id: int, next_offset: int, tags_code: int,
-                store_ts: int, props: dict) -> None:
+                store_ts: int, props: dict, nums: int = 1) -> None:
         """The arrival listener, on the loop's thread (directly when dispatch
-        runs there, which is the put path's case)."""
+        runs there, which is the put path's case).  One notice may stand for a
+        run of ``nums`` messages of the queue ending at ``next_offset`` (props
+        and tags code are the last one's): long polling needs only the last,
+        the put statistics count all."""
         listener = self.message_arriving_listener
         loop = self._loop
         if loop is not None and threading.get_ident() != self._loop_thread and loop.is_running():
             loop.call_soon_threadsafe(listener, topic, queue_id, next_offset, tags_code,
-                                      store_ts, props)
+                                      store_ts, props, nums)
             return
         try:
-            listener(topic, queue_id, next_offset, tags_code, store_ts, props)
+            listener(topic, queue_id, next_offset, tags_code, store_ts, props, nums)
         except Exception:  # noqa: BLE001 - a listener bug must not stop dispatch
             log.exception("message arriving listener failed")
 

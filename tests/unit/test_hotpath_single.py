@@ -156,7 +156,7 @@ def _requests(n: int, seed: int) -> list[tuple]:
 def _fill(root, fast: bool, reqs) -> tuple[list, DefaultMessageStore, int]:
     arrivals: list = []
     store = DefaultMessageStore(_config(root), HOST,
-                                message_arriving_listener=lambda *a: arrivals.append(a))
+                                message_arriving_listener=lambda *a: arrivals.append(a[:6]))
     assert store.load()
     store.start()
     taken = 0

@@ -197,7 +197,7 @@ def test_slave_refuses_writes_and_shutdown_store_refuses(tmp_path):
 async def test_async_put_sync_flush_and_arrival_listener(tmp_path):
     arrivals = []
     s = DefaultMessageStore(small_config(tmp_path, flushDiskType=FlushDiskType.SYNC_FLUSH), HOST,
-                            message_arriving_listener=lambda *a: arrivals.append(a))
+                            message_arriving_listener=lambda *a: arrivals.append(a[:6]))
     assert s.load()
     s.start()
     try:
