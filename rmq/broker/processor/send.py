@@ -25,6 +25,7 @@ from rmq.broker.processor.send_support import (
     parse_single,
     random_queue_id,
 )
+from rmq.broker.transaction.bridge import parse_half_message_inner
 from rmq.client.headers import ConsumerSendMsgBackRequestHeader
 from rmq.common import message as mc
 from rmq.common import topics as T
@@ -58,18 +59,6 @@ _PROP_TRAN = mc.PROPERTY_TRANSACTION_PREPARED
 _RETRY_PREFIX = T.RETRY_GROUP_TOPIC_PREFIX
 _NOT_ALLOWED = T.NOT_ALLOWED_SEND_TOPICS
 _SINGLE_CODES = (R.SEND_MESSAGE_V2, R.SEND_MESSAGE)
-
-
-def half_message(msg: MessageExtBrokerInner) -> None:
-    """``TransactionalMessageBridge.parseHalfMessageInner``: park a prepared
-    message in the half topic, queue 0, with its real topic/queue saved."""
-    props = msg.properties
-    props[mc.PROPERTY_REAL_TOPIC] = msg.topic
-    props[mc.PROPERTY_REAL_QUEUE_ID] = str(msg.queue_id)
-    msg.sys_flag = mc.reset_transaction_value(msg.sys_flag, mc.TRANSACTION_NOT_TYPE)
-    msg.topic = T.TRANS_HALF_TOPIC
-    msg.queue_id = 0
-    msg.properties_string = message_properties_to_string(props)
 
 
 class SendMessageProcessor(SendSupport):
@@ -214,7 +203,7 @@ class SendMessageProcessor(SendSupport):
             if self.bc.rejectTransactionMessage:
                 return self.response(RC.NO_PERMISSION, f"the broker[{self.bc.brokerIP1}] "
                                      "sending transaction message is forbidden")
-            half_message(msg)
+            parse_half_message_inner(msg)
         if self._put_is_immediate():
             return self.put_result_response(self.store.put_message(msg), queue_id)
         if self.c.store_config.brokerRole is not BrokerRole.SYNC_MASTER:
