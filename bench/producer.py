@@ -239,7 +239,11 @@ async def produce(args: argparse.Namespace) -> dict:
     send = sender_obj.send
 
     async def sender(i: int) -> None:
-        next_at = time.monotonic()
+        # senders start spread over one interval, so a rate-limited run is a
+        # steady stream of sends rather than bursts of all of them at once
+        next_at = time.monotonic() + i * interval / args.inflight
+        if interval:
+            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
         n = i
         while time.monotonic() < stop_at:
             begin = time.perf_counter()

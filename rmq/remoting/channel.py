@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("rmq.remoting")
 
 _INITIAL_BUFFER = 64 * 1024
+# queued parts (headers, inline frames, bodies) that make Channel.write send at once
+_FLUSH_PARTS = 32
 _MIN_FREE = 16 * 1024
 _INLINE_BODY = 16 * 1024  # bodies up to this size are joined to the header (one write)
 
@@ -82,6 +84,12 @@ class Channel:
         else:
             pending.append(head)
             pending.append(body)
+        if len(pending) >= _FLUSH_PARTS:
+            # a long turn of the loop (a read of many pipelined requests) starts
+            # sending before it ends, so the peer works on the first responses
+            # while the rest are made; the scheduled _flush sends the remainder
+            self._pending = []
+            self._transport.writelines(pending)
         self.last_active = time.monotonic()
 
     def _flush(self) -> None:
