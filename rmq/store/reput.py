@@ -156,6 +156,16 @@ class ReputMixin:
                         uniq: str | None, props: dict | None) -> None:
         """Consume-queue entry, index keys and arrival notification of one
         ordinary record (``_dispatch_put``'s half of ``_dispatch``)."""
+        self._put_cq_entry(topic, queue_id, queue_offset, phy, size, tags_code, store_ts)
+        if (keys or uniq) and self.config.messageIndexEnable:
+            self._build_index(topic, phy, store_ts, keys, uniq)
+        if props is not None:
+            self._notify(topic, queue_id, queue_offset + 1, tags_code, store_ts, props)
+
+    def _put_cq_entry(self, topic: str, queue_id: int, queue_offset: int, phy: int, size: int,
+                      tags_code: int, store_ts: int) -> None:
+        """The record's consume-queue entry; a queue that refuses it marks the
+        logics queues in error (the store stops taking puts, as 4.9.8)."""
         qs = self.consume_queue_table.get(topic)
         cq = qs.get(queue_id) if qs is not None else None
         if cq is None:
@@ -164,11 +174,11 @@ class ReputMixin:
             self.checkpoint.logics_msg_timestamp = store_ts
         else:
             self.running_flags.make_logics_queue_error()
-        if (keys or uniq) and self.config.messageIndexEnable:
-            if not self.index_service.build_index(topic, phy, store_ts, keys, uniq):
-                self.running_flags.make_index_file_error()
-        if props is not None:
-            self._notify(topic, queue_id, queue_offset + 1, tags_code, store_ts, props)
+
+    def _build_index(self, topic: str, phy: int, store_ts: int, keys: str | None,
+                     uniq: str | None) -> None:
+        if not self.index_service.build_index(topic, phy, store_ts, keys, uniq):
+            self.running_flags.make_index_file_error()
 
     def _dispatch(self, r: tuple, view) -> None:
         (_st, size, topic, queue_id, queue_offset, phy, sys_flag, store_ts, tags_code,
@@ -177,17 +187,9 @@ class ReputMixin:
         if tx == _TX_NOT or tx == _TX_COMMIT:
             if delay is not None and topic == SCHEDULE_TOPIC:
                 tags_code = self.commit_log.delay_tags_code(store_ts, delay)
-            qs = self.consume_queue_table.get(topic)
-            cq = qs.get(queue_id) if qs is not None else None
-            if cq is None:
-                cq = self.find_consume_queue(topic, queue_id)
-            if cq.put_message_position_info(phy, size, tags_code, queue_offset):
-                self.checkpoint.logics_msg_timestamp = store_ts
-            else:
-                self.running_flags.make_logics_queue_error()
+            self._put_cq_entry(topic, queue_id, queue_offset, phy, size, tags_code, store_ts)
         if (keys or uniq) and tx != _TX_ROLLBACK and self.config.messageIndexEnable:
-            if not self.index_service.build_index(topic, phy, store_ts, keys, uniq):
-                self.running_flags.make_index_file_error()
+            self._build_index(topic, phy, store_ts, keys, uniq)
         if view is not None and (tx == _TX_NOT or tx == _TX_COMMIT):
             props = codec.string_to_message_properties(view[props_pos: props_pos + props_len])
             self._notify(topic, queue_id, queue_offset + 1, tags_code, store_ts, props)

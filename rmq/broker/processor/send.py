@@ -118,6 +118,25 @@ class SendMessageProcessor(SendSupport):
         return self.send_message(channel, request, h)
 
     # ---- single message ---------------------------------------------------------
+    def _fast_target(self, topic: str, queue_id: int, sys_flag: int) -> tuple[int, int] | None:
+        """(queue id, sysFlag) a fast path stores to: an existing, writable,
+        ordinary topic (not a retry topic, not forbidden), no rolled-back
+        transaction bits, a valid queue (negative: a random one) and the
+        MULTI_TAGS bit of the topic; None sends the request the general way."""
+        bc = self.bc
+        tc = self.topics.table.get(topic)
+        if tc is None or bc.startAcceptSendRequestTimeStamp or \
+                not bc.brokerPermission & mc.PERM_WRITE or sys_flag & mc.TRANSACTION_ROLLBACK_TYPE \
+                or topic.startswith(_RETRY_PREFIX) or topic in _NOT_ALLOWED:
+            return None
+        if queue_id < 0:
+            queue_id = random_queue_id(tc.writeQueueNums)
+        elif queue_id >= tc.writeQueueNums and queue_id >= tc.readQueueNums:
+            return None
+        if tc.topicFilterType == MULTI_TAG:
+            sys_flag |= mc.MULTI_TAGS_FLAG
+        return queue_id, sys_flag
+
     def send_fast(self, channel: Channel, request: RemotingCommand,
                   keys: tuple[str, ...]) -> RemotingCommand | None:
         """The common single send in as few calls as possible: an existing,
@@ -131,18 +150,11 @@ class SendMessageProcessor(SendSupport):
         if f is None:
             return None
         topic, queue_id, sys_flag, born_ts, flag, text, reconsume = f
+        target = self._fast_target(topic, queue_id, sys_flag)
+        if target is None:
+            return None
+        queue_id, sys_flag = target
         bc = self.bc
-        tc = self.topics.table.get(topic)
-        if tc is None or bc.startAcceptSendRequestTimeStamp or \
-                not bc.brokerPermission & mc.PERM_WRITE or sys_flag & mc.TRANSACTION_ROLLBACK_TYPE \
-                or topic.startswith(_RETRY_PREFIX) or topic in _NOT_ALLOWED:
-            return None
-        if queue_id < 0:
-            queue_id = random_queue_id(tc.writeQueueNums)
-        elif queue_id >= tc.writeQueueNums and queue_id >= tc.readQueueNums:
-            return None
-        if tc.topicFilterType == MULTI_TAG:
-            sys_flag |= mc.MULTI_TAGS_FLAG
         props, stored, tags_code = send_properties(text, self.cluster)
         if _PROP_DELAY in props or _PROP_TRAN in props:
             return None
@@ -244,18 +256,11 @@ class SendMessageProcessor(SendSupport):
         if f is None:
             return None
         topic, queue_id, sys_flag, born_ts, _flag, text, reconsume = f
+        target = self._fast_target(topic, queue_id, sys_flag) if len(topic) <= 127 else None
+        if target is None:
+            return None
+        queue_id, sys_flag = target
         bc = self.bc
-        tc = self.topics.table.get(topic)
-        if tc is None or bc.startAcceptSendRequestTimeStamp or len(topic) > 127 or \
-                not bc.brokerPermission & mc.PERM_WRITE or sys_flag & mc.TRANSACTION_ROLLBACK_TYPE \
-                or topic.startswith(_RETRY_PREFIX) or topic in _NOT_ALLOWED:
-            return None
-        if queue_id < 0:
-            queue_id = random_queue_id(tc.writeQueueNums)
-        elif queue_id >= tc.writeQueueNums and queue_id >= tc.readQueueNums:
-            return None
-        if tc.topicFilterType == MULTI_TAG:
-            sys_flag |= mc.MULTI_TAGS_FLAG
         batch_props = self._batch_props.get(text)
         if batch_props is None:
             batch_props = self._batch_properties(text)
