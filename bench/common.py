@@ -1,6 +1,7 @@
 """Shared benchmark helpers: a throw-away name server + broker on free loopback
-ports, process CPU/memory sampling, latency statistics, load drivers built on
-``rmq.client``, and the Markdown/JSON result tables.
+ports, process CPU/memory sampling, latency statistics, load drivers (through
+``rmq.client``, or hand-built send requests that leave the SDK out), and the
+Markdown/JSON result tables.
 
 Every bench script may use it (``from bench.common import ...`` after putting
 the project root on ``sys.path``).  Nothing here keeps state between runs: each
@@ -10,6 +11,7 @@ the project root on ``sys.path``).  Nothing here keeps state between runs: each
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import math
 import os
@@ -242,7 +244,9 @@ class LoadSpec:
     broker_pid: int = 0  # sampled for CPU over the measured window when > 0
     group: str = "bench_consumer"
     pull_batch: int = 32
-    broker_addr: str = ""  # the connections load connects here directly
+    broker_addr: str = ""  # the connections load and raw sends connect here directly
+    raw: bool = False  # sends: hand-built requests on a bare RemotingClient, not the SDK
+    queues: int = 8  # raw sends: queue ids 0..queues-1 of ``topic`` in turn
 
 
 def _result(spec: LoadSpec, msgs: int, nbytes: int, failures: int, elapsed: float,
@@ -310,46 +314,135 @@ class _Window:
                        self.latencies, broker_cpu, client_cpu, self.errors)
 
 
-async def send_load(spec: LoadSpec) -> dict:
-    """``inflight`` concurrent senders of ``size``-byte messages (``batch`` > 1:
-    SEND_BATCH_MESSAGE of that many), optionally capped at ``rate`` msgs/s."""
+class RawRequests:
+    """SEND_MESSAGE_V2 (or SEND_BATCH_MESSAGE) requests built by hand: what a
+    client must send, nothing more, so a load of them measures the broker and
+    not the client SDK (no route lookups, no per-message id or header objects).
+
+    Every single message carries a distinct UNIQ_KEY and WAIT=true like the
+    SDK's; a batch body is encoded once and sent again and again, as a load
+    generator does (its messages have distinct UNIQ_KEYs within the batch)."""
+
+    def __init__(self, topic: str, body: bytes, batch: int = 1, queues: int = 8,
+                 group: str = "bench_producer", broker_name: str = "") -> None:
+        from rmq.client.codec import encode_batch
+        from rmq.client.message import Message
+
+        if batch < 1 or queues < 1:
+            raise ValueError(f"raw sends need batch >= 1 and queues >= 1 "
+                             f"(got batch={batch}, queues={queues})")
+        self.topic = topic
+        self.body = body
+        self.batch = batch
+        self.queues = queues
+        self.group = group
+        self.broker_name = broker_name
+        self.prefix = f"7F000001{os.getpid() & 0xFFFF:04X}{int(time.time()):08X}"
+        self.seq = 0
+        self.batch_body = encode_batch([
+            Message(topic, body, properties={"UNIQ_KEY": self._uniq(), "WAIT": "true"})
+            for _ in range(batch)]) if batch > 1 else b""
+
+    def _uniq(self) -> str:
+        self.seq += 1
+        return f"{self.prefix}{self.seq:012X}"
+
+    def request(self, n: int):
+        """The ``n``-th request (queue ``n % queues``), a fresh opaque each time."""
+        from rmq.client.headers import send_header_v2
+        from rmq.common.codes import RequestCode
+        from rmq.remoting import RemotingCommand
+
+        if self.batch == 1:
+            props = f"WAIT\x01true\x02UNIQ_KEY\x01{self._uniq()}\x02"
+            body, code = self.body, RequestCode.SEND_MESSAGE_V2
+        else:
+            props, body, code = "", self.batch_body, RequestCode.SEND_BATCH_MESSAGE
+        ext = send_header_v2(self.group, self.topic, "TBW102", 4, n % self.queues, 0,
+                             int(time.time() * 1000), 0, props, self.batch > 1,
+                             self.broker_name)
+        return RemotingCommand.create_request(code, ext, body)
+
+
+async def _sdk_sender(spec: LoadSpec, body: bytes):
+    """(send coroutine, close coroutine) of sends through ``rmq.client.Producer``."""
     from rmq.client import Message, Producer, ProducerConfig
 
-    body = os.urandom(spec.size)
     producer = Producer("bench_producer", spec.namesrv,
                         config=ProducerConfig(send_msg_timeout=10_000,
                                               compress_msg_body_over_howmuch=1 << 30))
     await producer.start()
+    try:
+        await producer.queues_of(spec.topic)
+    except BaseException:
+        await producer.shutdown()
+        raise
+
+    async def send(_n: int) -> None:
+        if spec.batch > 1:
+            await producer.send_batch([Message(spec.topic, body, tags="bench")
+                                       for _ in range(spec.batch)])
+        else:
+            await producer.send(Message(spec.topic, body, tags="bench"))
+
+    return send, producer.shutdown
+
+
+async def _raw_sender(spec: LoadSpec, body: bytes):
+    """(send coroutine, close coroutine) of ``RawRequests`` on a bare RemotingClient
+    straight to ``broker_addr``; a non-zero response code is a failure."""
+    from rmq.remoting import RemotingClient
+
+    if not spec.broker_addr:
+        raise ValueError("a raw send load needs broker_addr")
+    requests = RawRequests(spec.topic, body, spec.batch, spec.queues)
+    client = RemotingClient()
+
+    async def send(n: int) -> None:
+        resp = await client.invoke(spec.broker_addr, requests.request(n), 10_000)
+        if resp.code != 0:
+            raise RuntimeError(f"send failed: {resp.code} {resp.remark}")
+
+    return send, client.close
+
+
+async def send_load(spec: LoadSpec) -> dict:
+    """``inflight`` concurrent senders of ``size``-byte messages (``batch`` > 1:
+    SEND_BATCH_MESSAGE of that many), optionally capped at ``rate`` msgs/s;
+    through the client SDK, or with ``raw`` as hand-built requests."""
+    body = os.urandom(spec.size)
+    send, close = await (_raw_sender if spec.raw else _sdk_sender)(spec, body)
     window = _Window(spec)
     interval = spec.inflight * spec.batch / spec.rate if spec.rate > 0 else 0.0
+    start = time.perf_counter()
 
-    async def worker(stop: asyncio.Event) -> None:
+    async def worker(i: int, stop: asyncio.Event) -> None:
         perf = time.perf_counter
-        next_at = perf()
+        # senders start spread over one interval, so a rate-limited run is a
+        # steady stream of sends rather than bursts of all of them at once
+        next_at = start + i * interval / spec.inflight
+        n = i
         while not stop.is_set():
             if interval:
-                next_at += interval
                 delay = next_at - perf()
                 if delay > 0:
                     await asyncio.sleep(delay)
+                next_at += interval
             t0 = perf()
             try:
-                if spec.batch > 1:
-                    await producer.send_batch([Message(spec.topic, body, tags="bench")
-                                               for _ in range(spec.batch)])
-                else:
-                    await producer.send(Message(spec.topic, body, tags="bench"))
+                await send(n)
             except Exception as exc:  # noqa: BLE001 - counted and reported, the run goes on
                 window.fail(exc)
                 await asyncio.sleep(0.01)
                 continue
+            finally:
+                n += spec.inflight
             window.ok(spec.batch, spec.batch * spec.size, perf() - t0)
 
     try:
-        await producer.queues_of(spec.topic)
-        return await window.run([worker] * spec.inflight)
+        return await window.run([functools.partial(worker, i) for i in range(spec.inflight)])
     finally:
-        await producer.shutdown()
+        await close()
 
 
 async def consume_load(spec: LoadSpec) -> dict:

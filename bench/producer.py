@@ -42,8 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rmq.client.codec import encode_batch  # noqa: E402
-from rmq.client.headers import send_header_v2  # noqa: E402
+from bench.common import RawRequests  # noqa: E402
 from rmq.client.message import Message  # noqa: E402
 from rmq.common.codes import RequestCode  # noqa: E402
 from rmq.remoting import RemotingClient, RemotingCommand  # noqa: E402
@@ -151,44 +150,17 @@ def percentile(values: array, p: float) -> float:
 
 # ---- load ------------------------------------------------------------------------
 class RawSender:
-    """SEND_MESSAGE_V2 (or SEND_BATCH_MESSAGE) requests built by hand on one
-    ``RemotingClient``: what a client must send, nothing more.  Every single
-    message carries a distinct UNIQ_KEY and WAIT=true like the SDK's; a batch
-    body is encoded once and sent again and again, as a load generator does
-    (its messages have distinct UNIQ_KEYs within the batch), so that the
-    broker's work is what is measured."""
+    """``bench.common.RawRequests`` on one bare ``RemotingClient``: the broker's
+    work with as little client work as possible sharing the cores."""
 
     def __init__(self, args: argparse.Namespace) -> None:
-        from rmq.remoting import RemotingClient
-
         self.client = RemotingClient()
         self.addr = args.broker
-        self.topic = args.topic
-        self.queues = args.queues
-        self.body = b"x" * args.size
-        self.batch = args.batch
-        self.prefix = f"7F000001{os.getpid() & 0xFFFF:04X}{int(time.time()):08X}"
-        self.seq = 0
-        self.batch_body = encode_batch([
-            Message(self.topic, self.body, properties={"UNIQ_KEY": self._uniq(), "WAIT": "true"})
-            for _ in range(self.batch)]) if self.batch > 1 else b""
-
-    def _uniq(self) -> str:
-        self.seq += 1
-        return f"{self.prefix}{self.seq:012X}"
-
-    def request(self, queue_id: int) -> RemotingCommand:
-        if self.batch == 1:
-            props = f"WAIT\x01true\x02UNIQ_KEY\x01{self._uniq()}\x02"
-            body, code = self.body, RequestCode.SEND_MESSAGE_V2
-        else:
-            props, body, code = "", self.batch_body, RequestCode.SEND_BATCH_MESSAGE
-        ext = send_header_v2("bench_producer", self.topic, "TBW102", 4, queue_id, 0,
-                             int(time.time() * 1000), 0, props, self.batch > 1, "broker-a")
-        return RemotingCommand.create_request(code, ext, body)
+        self.requests = RawRequests(args.topic, b"x" * args.size, args.batch, args.queues,
+                                    broker_name="broker-a")
 
     async def send(self, n: int) -> None:
-        resp = await self.client.invoke(self.addr, self.request(n % self.queues), 3000)
+        resp = await self.client.invoke(self.addr, self.requests.request(n), 3000)
         if resp.code != 0:
             raise RuntimeError(f"send failed: {resp.code} {resp.remark}")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from bench import profiling as prof
 from bench import run as suite
 from bench.common import (
     Cluster,
+    RawRequests,
     current_mode,
     latency_summary,
     markdown_table,
@@ -23,6 +25,10 @@ from bench.common import (
     percentile,
     proc_status,
 )
+from rmq.client.codec import parse_properties
+from rmq.common.codes import RequestCode
+from rmq.common.protocol.headers_broker import SendMessageRequestHeaderV2
+from rmq.remoting import RemotingCommand
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -67,6 +73,62 @@ def test_script_figures_flattened_and_compared():
     assert rows["rps"] == (100.0, 25.0, 4.0)
     assert rows["levels.1.rps"] == (10.0, 5.0, 2.0)
     assert "ok" not in rows  # booleans are not figures
+
+
+def _batch_props(body: bytes) -> list[dict[str, str]]:
+    """Properties of every message of a SEND_BATCH_MESSAGE body."""
+    out, pos = [], 0
+    while pos < len(body):
+        total, _magic, _crc, _flag, body_len = struct.unpack_from(">iiiii", body, pos)
+        (props_len,) = struct.unpack_from(">h", body, pos + 20 + body_len)
+        start = pos + 22 + body_len
+        out.append(parse_properties(body[start:start + props_len].decode()))
+        pos += total
+    return out
+
+
+def test_raw_requests_single_sends():
+    raw = RawRequests("T", b"abc", batch=1, queues=3, broker_name="b1")
+    cmds = [RemotingCommand.decode(raw.request(n).encode()[4:]) for n in range(7)]
+    assert {c.code for c in cmds} == {RequestCode.SEND_MESSAGE_V2}
+    headers = [c.decode_header(SendMessageRequestHeaderV2) for c in cmds]
+    assert [h.e for h in headers] == [0, 1, 2, 0, 1, 2, 0]  # queue ids in turn
+    assert {(h.b, h.a, h.n, h.m) for h in headers} == {("T", "bench_producer", "b1", False)}
+    props = [parse_properties(h.i) for h in headers]
+    assert all(p["WAIT"] == "true" for p in props)
+    assert len({p["UNIQ_KEY"] for p in props}) == 7  # a distinct id per message
+    assert all(bytes(c.body) == b"abc" for c in cmds)
+    assert len({c.opaque for c in cmds}) == 7
+
+
+def test_raw_requests_batch_body_encoded_once():
+    raw = RawRequests("T", b"x" * 10, batch=4, queues=2)
+    first, second = (RemotingCommand.decode(raw.request(n).encode()[4:]) for n in range(2))
+    assert first.code == second.code == RequestCode.SEND_BATCH_MESSAGE
+    assert first.decode_header(SendMessageRequestHeaderV2).m is True
+    assert bytes(first.body) == bytes(second.body)
+    props = _batch_props(bytes(first.body))
+    assert len(props) == 4 and len({p["UNIQ_KEY"] for p in props}) == 4
+    with pytest.raises(ValueError):
+        RawRequests("T", b"x", batch=0)
+
+
+def test_targets_checked_on_raw_load_with_sdk_beside():
+    doc = {"date": "d", "commit": "c", "command": "bench/run.py", "machine": "m",
+           "loadavg_start": "0", "loadavg_end": "0", "modes": ["compiled"], "scripts": {},
+           "broker": {"compiled": {
+               "send_1k": {"msgs_per_s": 50_000.0},
+               "send_1k_sdk": {"msgs_per_s": 30_000.0},
+               "batch_32x1k": {"msgs_per_s": 250_000.0, "broker_cpu_us_per_msg": 2.5},
+               "batch_32x1k_sdk": {"msgs_per_s": 120_000.0, "broker_cpu_us_per_msg": 3.5}}}}
+    cells = [line.strip("| ").split(" | ")
+             for line in suite.render(doc).split("## Broker")[0].splitlines()
+             if line.startswith("| ") and ":" in line]
+    rows = {c[0].split(":")[0]: c for c in cells}
+    assert rows["sync 1 KiB, 64 in flight"][1:] == ["50,000", "yes", "30,000"]
+    assert rows["batches of 32 x 1 KiB"][1:] == ["250,000", "no", "120,000"]
+    assert rows["broker CPU per batched 1 KiB msg"][1:] == ["2.5", "yes", "3.5"]
+    assert rows["p99 RT at half the peak rate"][1:] == ["-", "-", "-"]
 
 
 def test_json_option_detection():
@@ -118,14 +180,15 @@ def test_run_py_quick_writes_results(tmp_path):
     mode = current_mode()
     stem = tmp_path / "results"
     cmd = [sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--seconds", "1",
-           "--warmup", "0.3", "--only", "send_1k,consume,connections", "--clients", "20",
+           "--warmup", "0.3", "--only", "send_1k,send_1k_sdk,consume,connections",
+           "--clients", "20",
            "--modes", mode, "--scripts", "remoting", "--out", str(stem)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=220, cwd=ROOT,
                          env=mode_env(mode))
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     doc = json.loads(stem.with_suffix(".json").read_text())
     res = doc["broker"][mode]
-    for scen in ("send_1k", "consume"):
+    for scen in ("send_1k", "send_1k_sdk", "consume"):
         assert res[scen]["msgs_per_s"] > 0 and res[scen]["failures"] == 0, res[scen]
         assert res[scen]["broker_cpu_us_per_msg"] > 0 and res[scen]["broker_RssAnon"] > 0
         assert res[scen]["p50_ms"] <= res[scen]["p99_ms"] <= res[scen]["max_ms"]
@@ -133,6 +196,7 @@ def test_run_py_quick_writes_results(tmp_path):
     assert doc["scripts"]["remoting"]["status"] == "ok"
     md = stem.with_suffix(".md").read_text()
     assert "| send_1k | msgs/s |" in md and "## Targets" in md and "### remoting: ok" in md
+    assert "| send_1k_sdk | msgs/s |" in md and "SDK load" in md
 
 
 @pytest.mark.timeout(180)
