@@ -52,8 +52,12 @@ _topics: dict[bytes, str] = {}  # raw topic -> text
 
 
 def properties_string(props: dict[str, str]) -> str:
-    """``name\\x01value`` pairs joined by ``\\x02`` (no trailing separator)."""
-    return "\x02".join([f"{k}\x01{v}" for k, v in props.items() if v is not None])
+    """``name\\x01value`` pairs joined by ``\\x02`` (no trailing separator);
+    None values are left out, other non-text values written with ``str``."""
+    try:  # all text (every send): joined in C
+        return "\x02".join(map("\x01".join, props.items()))
+    except TypeError:
+        return "\x02".join([f"{k}\x01{v}" for k, v in props.items() if v is not None])
 
 
 def decompress_body(body: bytes, sys_flag: int) -> bytes:
@@ -197,9 +201,11 @@ def _decode_messages(body, broker_name: str = "", min_offset: int | None = None,
     return out
 
 
-def encode_batch(msgs: list[Message]) -> bytes:
+def _encode_batch(msgs: list[Message]) -> bytes:
     """The SEND_BATCH_MESSAGE body of ``msgs`` (``MessageDecoder.encodeMessages``);
-    bodies are sent uncompressed, as Java does."""
+    bodies are sent uncompressed, as Java does.
+
+    Pure-Python twin of ``rmq._fast.client_codec.encode_batch``."""
     parts: list[bytes] = []
     append = parts.append
     pack_head, pack_short = _BATCH_HEAD.pack, _H.pack
@@ -215,7 +221,9 @@ def encode_batch(msgs: list[Message]) -> bytes:
 
 # the twin by default; the compiled module replaces it when built
 decode_messages = _decode_messages
+encode_batch = _encode_batch
 
 _c = compiled("client_codec")
 if _c is not None:
     decode_messages = _c.decode_messages
+    encode_batch = _c.encode_batch

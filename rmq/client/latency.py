@@ -36,30 +36,32 @@ class LatencyFaultTolerance:
 
     def __init__(self, clock=time.monotonic) -> None:
         self._clock = clock
-        self._items: dict[str, tuple[float, float]] = {}  # name -> (latency, start ts)
+        # name -> (latency, start ts); public so the send path can skip update()
+        # for a fast answer while nothing is quarantined (it would do nothing)
+        self.items: dict[str, tuple[float, float]] = {}
 
     def update(self, broker_name: str, latency_ms: float, isolation: bool) -> None:
         if not isolation and latency_ms < FAST_LATENCY:
             # no quarantine: an entry would say "available now", as no entry does
-            if broker_name in self._items:
-                del self._items[broker_name]
+            if broker_name in self.items:
+                del self.items[broker_name]
             return
         lat = ISOLATION_LATENCY if isolation else latency_ms
         duration = not_available_duration(lat)
-        self._items[broker_name] = (lat, self._clock() + duration / 1000.0)
+        self.items[broker_name] = (lat, self._clock() + duration / 1000.0)
 
     def is_available(self, broker_name: str) -> bool:
-        item = self._items.get(broker_name)
+        item = self.items.get(broker_name)
         return item is None or self._clock() >= item[1]
 
     def remove(self, broker_name: str) -> None:
-        self._items.pop(broker_name, None)
+        self.items.pop(broker_name, None)
 
     def pick_one_at_least(self) -> str | None:
         """The least bad broker when all are quarantined (lowest latency, earliest)."""
-        if not self._items:
+        if not self.items:
             return None
-        return min(self._items.items(), key=lambda kv: (kv[1][1], kv[1][0]))[0]
+        return min(self.items.items(), key=lambda kv: (kv[1][1], kv[1][0]))[0]
 
 
 class MQFaultStrategy:

@@ -22,7 +22,7 @@ from rmq.client.config import ClientConfig, ProducerConfig
 from rmq.client.exceptions import MQBrokerError, MQClientError
 from rmq.client.headers import send_header_v2
 from rmq.client.instance import MQClientInstance, client_instance, publish_queues
-from rmq.client.latency import MQFaultStrategy
+from rmq.client.latency import FAST_LATENCY, MQFaultStrategy
 from rmq.client.message import Message, MessageQueue, SendResult, SendStatus
 from rmq.client.selector import QueueSelector
 from rmq.common.codes import RequestCode, ResponseCode
@@ -34,9 +34,9 @@ from rmq.common.message import (
     PROPERTY_TRACE_SWITCH,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
 )
-from rmq.common.message_id import create_uniq_id
+from rmq.common.message_id import create_uniq_id, create_uniq_ids
 from rmq.common.route import TopicRouteData
-from rmq.common.topics import is_retry_topic, validate_topic
+from rmq.common.topics import MASTER_ID, is_retry_topic, validate_topic
 from rmq.remoting import RemotingCommand
 from rmq.remoting.exceptions import RemotingError
 
@@ -69,7 +69,9 @@ class Producer:
         self._counter = itertools.count()
         self._pending: set[asyncio.Future] = set()
         self._valid_topics: set[str] = set()  # validate_topic once per topic
-        self._headers: dict[tuple, dict[str, str]] = {}  # send header templates (_request)
+        # send header templates (_request): (mq, topic, batch) ->
+        # (create_topic_key, default_topic_queue_nums, fields fixed for that queue)
+        self._headers: dict[tuple, tuple[str, int, dict[str, str]]] = {}
 
     async def __aenter__(self) -> Producer:
         await self.start()
@@ -151,27 +153,22 @@ class Producer:
         if PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX not in props:
             props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = create_uniq_id()
         body = msg.body
-        sys_flag = 0
         if len(body) >= self.config.compress_msg_body_over_howmuch:
-            body = zlib.compress(body, self.config.compress_level)
-            sys_flag = COMPRESSED_FLAG | COMPRESSION_ZLIB_TYPE
-        return body, sys_flag, properties_string(props)
+            return (zlib.compress(body, self.config.compress_level),
+                    COMPRESSED_FLAG | COMPRESSION_ZLIB_TYPE, properties_string(props))
+        return body, 0, properties_string(props)
 
     def _request(self, mq: MessageQueue, topic: str, body: bytes, sys_flag: int, flag: int,
                  props: str, batch: bool) -> RemotingCommand:
         cfg = self.config
-        key = (mq, topic, batch, cfg.create_topic_key, cfg.default_topic_queue_nums)
-        template = self._headers.get(key)
-        if template is None:  # fields fixed per queue and topic, built once
-            if len(self._headers) > 4096:
-                self._headers.clear()
-            template = self._headers[key] = send_header_v2(
-                self.group, topic, cfg.create_topic_key, cfg.default_topic_queue_nums,
-                mq.queue_id, 0, 0, 0, "", batch, mq.broker_name)
-        ext = template.copy()  # same key order as send_header_v2: same header bytes
+        entry = self._headers.get((mq, topic, batch))
+        if (entry is None or entry[0] != cfg.create_topic_key
+                or entry[1] != cfg.default_topic_queue_nums):
+            entry = self._header_template(mq, topic, batch)
+        ext = entry[2].copy()  # same key order as send_header_v2: same header bytes
         if sys_flag:
             ext["f"] = str(sys_flag)
-        ext["g"] = str(int(time.time() * 1000))
+        ext["g"] = str(time.time_ns() // 1_000_000)
         if flag:
             ext["h"] = str(flag)
         ext["i"] = props
@@ -179,6 +176,19 @@ class Producer:
             RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2, None, body)
         req.ext_fields = ext  # already all strings: skip the per-field conversion
         return req
+
+    def _header_template(self, mq: MessageQueue, topic: str,
+                         batch: bool) -> tuple[str, int, dict[str, str]]:
+        """The send header's fields fixed per queue, topic and config, built once
+        (the config's two values are kept to notice a change)."""
+        cfg = self.config
+        if len(self._headers) > 4096:
+            self._headers.clear()
+        entry = self._headers[(mq, topic, batch)] = (
+            cfg.create_topic_key, cfg.default_topic_queue_nums,
+            send_header_v2(self.group, topic, cfg.create_topic_key, cfg.default_topic_queue_nums,
+                           mq.queue_id, 0, 0, 0, "", batch, mq.broker_name))
+        return entry
 
     def _addr(self, mq: MessageQueue) -> str:
         addr = self.instance.find_broker_addr(mq.broker_name, only_this=True)
@@ -208,7 +218,10 @@ class Producer:
                    selector: QueueSelector | None = None, arg: Any = None) -> SendResult:
         """Send and wait for the broker's answer.  ``mq`` or ``selector(queues,
         msg, arg)`` fixes the queue (no retry on another broker, as in Java)."""
-        self._validate(msg)
+        body = msg.body
+        if (msg.topic not in self._valid_topics or not body
+                or len(body) > self.config.max_message_size):
+            self._validate(msg)
         body, sys_flag, props = self._prepare(msg)
         return await self._send_with_retry(msg, body, sys_flag, props, False,
                                            msg.properties[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX],
@@ -223,24 +236,26 @@ class Producer:
         topic = msgs[0].topic
         # topic checks once for the batch; the same order of errors as per message
         self._validate(msgs[0])
-        retry = is_retry_topic(topic)
+        if is_retry_topic(topic):
+            raise MQClientError(-1, "Retry Group is not supported for batching")
         max_size = self.config.max_message_size
-        ids = []
+        uniq_key = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+        unstamped = []
         for m in msgs:
             if m.topic != topic or not m.body or len(m.body) > max_size:
                 self._validate(m)
                 if m.topic != topic:
                     raise MQClientError(-1, "The topic of the messages in one batch should be "
                                             "the same")
-            if retry:
-                raise MQClientError(-1, "Retry Group is not supported for batching")
             props = m.properties
             if PROPERTY_DELAY_TIME_LEVEL in props:
                 raise MQClientError(-1, "TimeDelayLevel is not supported for batching")
-            uid = props.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-            if uid is None:
-                uid = props[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX] = create_uniq_id()
-            ids.append(uid)
+            if uniq_key not in props:
+                unstamped.append(props)
+        if unstamped:  # one clock read and one counter range for the batch
+            for props, uid in zip(unstamped, create_uniq_ids(len(unstamped)), strict=True):
+                props[uniq_key] = uid
+        ids = [m.properties[uniq_key] for m in msgs]
         body = encode_batch(msgs)
         if len(body) > self.config.max_message_size:
             raise MQClientError(ResponseCode.MESSAGE_ILLEGAL,
@@ -259,6 +274,10 @@ class Producer:
         deadline = begin + timeout / 1000
         fixed = mq is not None or selector is not None
         times = 1 if fixed else 1 + self.config.retry_times_when_send_failed
+        topic = msg.topic
+        fault = self.fault
+        quarantine = fault.tolerance.items  # empty: a fast answer changes nothing
+        broker_addrs = self.instance.broker_addrs
         last_broker: str | None = None
         last_error: BaseException | None = None
         for attempt in range(times):
@@ -267,32 +286,37 @@ class Producer:
             left = int((deadline - begin) * 1000)
             if left <= 0:
                 break
-            queues = self.publish_info.get(msg.topic) or await self.queues_of(msg.topic)
+            queues = self.publish_info.get(topic) or await self.queues_of(topic)
             if mq is not None:
                 target = mq
             elif selector is not None:
                 target = selector(queues, msg, arg)
             else:
-                target = self.fault.select(queues, next(self._counter), last_broker)
+                target = fault.select(queues, next(self._counter), last_broker)
             last_broker = target.broker_name
             try:
-                addr = self._addr(target)
-                req = self._request(target, msg.topic, body, sys_flag, msg.flag, props, batch)
+                addrs = broker_addrs.get(last_broker)
+                addr = addrs.get(MASTER_ID) if addrs else None
+                if addr is None:
+                    addr = self._addr(target)
+                req = self._request(target, topic, body, sys_flag, msg.flag, props, batch)
                 resp = await self.instance.remoting.invoke(addr, req, left)
                 result = self._result(resp, target, msg_id, addr)
             except RemotingError as e:
-                self.fault.update(target.broker_name, (monotonic() - begin) * 1000, True)
+                fault.update(last_broker, (monotonic() - begin) * 1000, True)
                 last_error = e
-                await self.instance.update_route(msg.topic)
+                await self.instance.update_route(topic)
                 continue
             except MQBrokerError as e:
-                self.fault.update(target.broker_name, (monotonic() - begin) * 1000, True)
+                fault.update(last_broker, (monotonic() - begin) * 1000, True)
                 last_error = e
                 if e.code in _RETRY_CODES:
-                    await self.instance.update_route(msg.topic)
+                    await self.instance.update_route(topic)
                     continue
                 raise
-            self.fault.update(target.broker_name, (monotonic() - begin) * 1000, False)
+            latency = (monotonic() - begin) * 1000
+            if quarantine or latency >= FAST_LATENCY:
+                fault.update(last_broker, latency, False)
             return result
         if isinstance(last_error, MQClientError):
             raise last_error

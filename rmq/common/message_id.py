@@ -19,7 +19,6 @@ import os
 import random
 import socket
 import struct
-import threading
 import time
 
 _PORT_OFFSET = struct.Struct(">iq")
@@ -75,8 +74,17 @@ def _month_start_ms(now_ms: int) -> tuple[int, int]:
     return int(start.timestamp() * 1000), int(nxt.timestamp() * 1000)
 
 
+_HEX2 = [f"{i:02X}" for i in range(256)]  # the counter's two bytes by table: no formatting
+
+
 class MessageClientIDSetter:
-    """Generates UNIQ_KEY values in the 4.9.8 layout; one per process."""
+    """Generates UNIQ_KEY values in the 4.9.8 layout; one per process.
+
+    Every send stamps one, so the text up to the counter (prefix + time part)
+    is kept for the current millisecond and only the counter's four hex digits
+    are added per id.  No lock: ``next`` on an ``itertools.count`` is atomic
+    under the GIL and the cached state is swapped as one tuple, so ids stay
+    unique across threads."""
 
     def __init__(self, ip: bytes | None = None, pid: int | None = None) -> None:
         ip = ip if ip is not None else _local_ip_bytes()
@@ -84,35 +92,64 @@ class MessageClientIDSetter:
         loader_hash = random.getrandbits(31)
         self._prefix = (ip + struct.pack(">Hi", pid & 0xFFFF, loader_hash)).hex().upper()
         self._counter = itertools.count(random.getrandbits(15))
-        self._lock = threading.Lock()
-        self._start, self._next_start = _month_start_ms(int(time.time() * 1000))
+        self._month = _month_start_ms(time.time_ns() // 1_000_000)
+        self._head: tuple[int, str] = (-1, "")  # (ms, prefix + time part of that ms)
 
     @property
     def prefix(self) -> str:
         return self._prefix
 
+    def _head_of(self, now_ms: int) -> str:
+        """Prefix + time part for ``now_ms`` (remembered for the next id)."""
+        start, nxt = self._month
+        if now_ms >= nxt or now_ms < start:
+            start, nxt = self._month = _month_start_ms(now_ms)
+        head = f"{self._prefix}{(now_ms - start) & 0xFFFFFFFF:08X}"
+        self._head = (now_ms, head)
+        return head
+
     def create_uniq_id(self, now_ms: int | None = None) -> str:
-        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-        with self._lock:
-            if now_ms >= self._next_start or now_ms < self._start:
-                self._start, self._next_start = _month_start_ms(now_ms)
-            diff = (now_ms - self._start) & 0xFFFFFFFF
-            count = next(self._counter) & 0xFFFF
-        return self._prefix + f"{diff:08X}{count:04X}"
+        if now_ms is None:
+            now_ms = time.time_ns() // 1_000_000
+        ms, head = self._head
+        if ms != now_ms:
+            head = self._head_of(now_ms)
+        count = next(self._counter) & 0xFFFF
+        return head + _HEX2[count >> 8] + _HEX2[count & 0xFF]
+
+    def create_uniq_ids(self, n: int, now_ms: int | None = None) -> list[str]:
+        """``n`` ids for one batch: one clock read, ``n`` consecutive counter values."""
+        if now_ms is None:
+            now_ms = time.time_ns() // 1_000_000
+        ms, head = self._head
+        if ms != now_ms:
+            head = self._head_of(now_ms)
+        hex2 = _HEX2
+        return [head + hex2[(c >> 8) & 0xFF] + hex2[c & 0xFF]
+                for c in itertools.islice(self._counter, n)]
 
     def month_start_ms(self) -> int:
-        return self._start
+        return self._month[0]
 
 
 _default: MessageClientIDSetter | None = None
 
 
-def create_uniq_id() -> str:
-    """A fresh UNIQ_KEY from the process-wide generator."""
+def _generator() -> MessageClientIDSetter:
     global _default
     if _default is None:
         _default = MessageClientIDSetter()
-    return _default.create_uniq_id()
+    return _default
+
+
+def create_uniq_id() -> str:
+    """A fresh UNIQ_KEY from the process-wide generator."""
+    return (_default or _generator()).create_uniq_id()
+
+
+def create_uniq_ids(n: int) -> list[str]:
+    """``n`` fresh UNIQ_KEYs (a batch) from the process-wide generator."""
+    return (_default or _generator()).create_uniq_ids(n)
 
 
 def uniq_id_ip(uniq_id: str) -> str:
