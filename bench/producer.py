@@ -319,12 +319,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.raw and args.namesrv and not args.broker:
         raise SystemExit("--raw with -n needs --broker host:port")
     if args.worker:
-        if args.raw:  # the least client CPU per request
-            import uvloop
+        import uvloop  # as every rmq entry point and the suite's load process
 
-            print(json.dumps(uvloop.run(produce(args))), flush=True)
-        else:
-            print(json.dumps(asyncio.run(produce(args))), flush=True)
+        print(json.dumps(uvloop.run(produce(args))), flush=True)
         return 0
     script = str(Path(__file__).resolve())
     modes = ["compiled", "twin"] if args.mode == "both" else [args.mode]
