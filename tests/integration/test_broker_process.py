@@ -3,6 +3,7 @@ restart, SIGTERM/SIGKILL, start-up failures."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import socket
 
@@ -17,6 +18,15 @@ from tests.support.procs import RmqProcess, free_port
 R = RequestCode
 
 
+async def _wait_output(proc: RmqProcess, text: str, timeout: float = 15.0) -> None:
+    """Until ``text`` is in the process's output (bounded)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while text not in proc.output():
+        assert loop.time() < deadline, f"{text!r} not in output:\n{proc.output()[-2000:]}"
+        await asyncio.sleep(0.05)
+
+
 @pytest.fixture
 async def cluster(tmp_path):
     c = Cluster(tmp_path)
@@ -28,7 +38,8 @@ async def cluster(tmp_path):
 async def test_route_admin_codes_restart_and_sigterm(cluster):
     broker = cluster.start_broker()
     await cluster.wait_registered()
-    assert "boot success" in broker.output()
+    # registration runs inside start(); the boot line is printed right after it
+    await _wait_output(broker, "boot success")
     # the broker's own system topics are routed at once
     route = await cluster.route("broker-a")
     assert route.code == ResponseCode.SUCCESS
