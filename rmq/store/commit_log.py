@@ -13,6 +13,7 @@ import logging
 import struct
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from rmq._fast import compiled
 from rmq.common import message as mc
@@ -26,6 +27,9 @@ from rmq.store.index import _index_put
 from rmq.store.mapped_file import MappedFile, MappedFileQueue, TransientStorePool
 from rmq.store.message import MessageExtBatch, MessageExtBrokerInner
 from rmq.store.results import AppendMessageResult, AppendMessageStatus, _host_hex
+
+if TYPE_CHECKING:
+    from rmq.store.consume_queue import ConsumeQueue
 
 log = logging.getLogger("store")
 
@@ -318,6 +322,40 @@ class CommitLog:
             _now_ms() - now, self.store.store_host, sizes,
         )
 
+    def fast_put_target(self, topic: str, queue_id: int) -> tuple | None:
+        """(current commit-log file, consume queue, its tail file) for a
+        fast-path put, or None unless the store is a plainly writable master
+        (no transient pool, no put in progress) and the queue exists; the
+        SCHEDULE topic always goes the general way."""
+        store = self.store
+        if store._shutdown or self.config.brokerRole is BrokerRole.SLAVE or \
+                self.begin_time_in_lock or store.commit_service is not None or \
+                not store.running_flags.is_writeable() or topic == SCHEDULE_TOPIC:
+            return None
+        files = self.mfq.mapped_files
+        qs = store.consume_queue_table.get(topic)
+        cq = qs.get(queue_id) if qs is not None else None
+        cmf = cq._tail if cq is not None else None
+        if not files or cmf is None:
+            return None
+        return files[-1], cq, cmf
+
+    def fast_sys_flag(self, sys_flag: int, born_host: bytes) -> int:
+        """sysFlag with the born/store host IPv6 bits of this put."""
+        sys_flag &= ~(mc.BORNHOST_V6_FLAG | mc.STOREHOSTADDRESS_V6_FLAG)
+        if len(born_host) == 20:
+            sys_flag |= mc.BORNHOST_V6_FLAG
+        if self.store_host_v6:
+            sys_flag |= mc.STOREHOSTADDRESS_V6_FLAG
+        return sys_flag
+
+    def fast_slot_free(self, cq: ConsumeQueue, cmf: MappedFile, cpos: int, queue_offset: int, phy: int) -> bool:
+        """Under the put lock: the record at ``phy`` is the next one to
+        dispatch and its consume-queue entry goes right at the queue's tail
+        (so the fast path may write both at once)."""
+        return cpos < cq.file_size and cmf.file_from_offset + cpos == queue_offset * _CQ_UNIT \
+            and self.store.reput_from_offset == phy and phy >= cq.max_physic_offset
+
     def put_batch(self, topic: str, topic_b: bytes, queue_id: int, wire, batch_props: bytes,
                   sys_flag: int, born_ts: int, born_host: bytes,
                   reconsume: int) -> tuple[int, str, int, int] | None:
@@ -338,36 +376,24 @@ class CommitLog:
         whole put runs on the loop's thread without blocking."""
         store = self.store
         cfg = self.config
-        if store._shutdown or cfg.brokerRole is BrokerRole.SLAVE or self.begin_time_in_lock or \
-                store.commit_service is not None or not store.running_flags.is_writeable() or \
-                topic == SCHEDULE_TOPIC:
+        target = self.fast_put_target(topic, queue_id)
+        if target is None:
             return None
-        files = self.mfq.mapped_files
-        qs = store.consume_queue_table.get(topic)
-        cq = qs.get(queue_id) if qs is not None else None
-        cmf = cq._tail if cq is not None else None
-        if not files or cmf is None:
-            return None
+        mf, cq, cmf = target
         index = None
         if cfg.messageIndexEnable:
             f = store.index_service.writable_file()
             if f is None:
                 return None
             index = f.mf.view
-        mf = files[-1]
-        sys_flag &= ~0x30
-        if len(born_host) == 20:
-            sys_flag |= mc.BORNHOST_V6_FLAG
-        if self.store_host_v6:
-            sys_flag |= mc.STOREHOSTADDRESS_V6_FLAG
+        sys_flag = self.fast_sys_flag(sys_flag, born_host)
         key = (topic, queue_id)
         with self.put_lock, store._reput_lock:
             queue_offset = self.topic_queue_table.get(key, 0)
             cpos = cmf.wrote_position
             wrote = mf.wrote_position
             phy = mf.file_from_offset + wrote
-            if cpos >= cq.file_size or cmf.file_from_offset + cpos != queue_offset * _CQ_UNIT or \
-                    store.reput_from_offset != phy or phy < cq.max_physic_offset:
+            if not self.fast_slot_free(cq, cmf, cpos, queue_offset, phy):
                 return None
             now = _now_ms()
             r = append_batch(mf.target, wrote, self.file_size - 8, wire, queue_id, sys_flag,

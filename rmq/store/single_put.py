@@ -28,8 +28,7 @@ import time
 from typing import Any
 
 from rmq._fast import compiled
-from rmq.common.topics import SCHEDULE_TOPIC
-from rmq.store.config import BrokerRole, FlushDiskType
+from rmq.store.config import FlushDiskType
 from rmq.store.consume_queue import _cq_write
 from rmq.store.message_codec import (
     MAX_PROPERTIES_LENGTH,
@@ -80,32 +79,18 @@ def put_single(store: Any, topic: str, topic_b: bytes, queue_id: int, flag: int,
     field, ``topic_b`` the topic in UTF-8."""
     cfg = store.config
     cl = store.commit_log
-    if store._shutdown or cfg.brokerRole is BrokerRole.SLAVE or cl.begin_time_in_lock or \
-            store.commit_service is not None or not store.running_flags.is_writeable() or \
-            topic == SCHEDULE_TOPIC:
+    target = cl.fast_put_target(topic, queue_id)
+    if target is None:
         return None
-    files = cl.mfq.mapped_files
-    if not files:
-        return None
-    mf = files[-1]
-    qs = store.consume_queue_table.get(topic)
-    cq = qs.get(queue_id) if qs is not None else None
-    cmf = cq._tail if cq is not None else None
-    if cmf is None:
-        return None
-    sys_flag &= ~0x30
-    if len(born_host) == 20:
-        sys_flag |= 0x10
-    if cl.store_host_v6:
-        sys_flag |= 0x20
+    mf, cq, cmf = target
+    sys_flag = cl.fast_sys_flag(sys_flag, born_host)
     key = (topic, queue_id)
     with cl.put_lock, store._reput_lock:
         queue_offset = cl.topic_queue_table.get(key, 0)
         cpos = cmf.wrote_position
         wrote = mf.wrote_position
         phy = mf.file_from_offset + wrote
-        if cpos >= cq.file_size or cmf.file_from_offset + cpos != queue_offset * _CQ_UNIT or \
-                store.reput_from_offset != phy or phy < cq.max_physic_offset:
+        if not cl.fast_slot_free(cq, cmf, cpos, queue_offset, phy):
             return None
         now = time.time_ns() // 1_000_000
         r = append_single(mf.target, wrote, cl.file_size - 8, cfg.maxMessageSize, queue_id, flag,

@@ -154,21 +154,30 @@ class SendMessageProcessor(SendSupport):
         if target is None:
             return None
         queue_id, sys_flag = target
-        bc = self.bc
         props, stored, tags_code = send_properties(text, self.cluster)
         if _PROP_DELAY in props or _PROP_TRAN in props:
             return None
-        topic_b = self._topic_bytes.get(topic)
-        if topic_b is None:
-            if len(self._topic_bytes) > 10000:
-                self._topic_bytes.clear()
-            topic_b = self._topic_bytes[topic] = topic.encode("utf-8")
+        topic_b = self._topic_bytes.get(topic) or self._encode_topic(topic)
         store = self.store
         r = put_single(store, topic, topic_b, queue_id, flag, request.body or b"", props,
                        stored, tags_code, sys_flag, born_ts,
                        store.commit_log._host_field(channel_host(channel)), reconsume)
         if r is None:
             return None
+        return self._fast_response(queue_id, r, props.get(_PROP_WAIT) != "false")
+
+    def _encode_topic(self, topic: str) -> bytes:
+        """The topic's UTF-8 bytes, cached for the fast paths (bounded)."""
+        if len(self._topic_bytes) > 10000:
+            self._topic_bytes.clear()
+        topic_b = self._topic_bytes[topic] = topic.encode("utf-8")
+        return topic_b
+
+    def _fast_response(self, queue_id: int, r: tuple, wait: bool) -> Any:
+        """The SUCCESS answer of a fast-path put ``r`` = (queue offset, msg
+        id(s), wrote offset, wrote bytes); under SYNC_FLUSH a waiting sender
+        gets a loop future the group commit completes."""
+        bc = self.bc
         response = RemotingCommand(0, 0, 409, 0, RPC_RESPONSE, None, {
             "msgId": r[1], "queueId": str(queue_id), "queueOffset": str(r[0]),
             mc.PROPERTY_MSG_REGION: bc.regionId,
@@ -176,8 +185,7 @@ class SendMessageProcessor(SendSupport):
         if self.c.store_config.flushDiskType is not FlushDiskType.SYNC_FLUSH:
             return response
         fut = asyncio.get_running_loop().create_future()
-        if wait_flush(store, r[2] + r[3], props.get(_PROP_WAIT) != "false", (fut, response),
-                      _flushed):
+        if wait_flush(self.store, r[2] + r[3], wait, (fut, response), _flushed):
             return fut
         return response
 
@@ -260,31 +268,17 @@ class SendMessageProcessor(SendSupport):
         if target is None:
             return None
         queue_id, sys_flag = target
-        bc = self.bc
         batch_props = self._batch_props.get(text)
         if batch_props is None:
             batch_props = self._batch_properties(text)
-        topic_b = self._topic_bytes.get(topic)
-        if topic_b is None:
-            if len(self._topic_bytes) > 10000:
-                self._topic_bytes.clear()
-            topic_b = self._topic_bytes[topic] = topic.encode("utf-8")
+        topic_b = self._topic_bytes.get(topic) or self._encode_topic(topic)
         store = self.store
         cl = store.commit_log
         r = cl.put_batch(topic, topic_b, queue_id, request.body or b"", batch_props[0], sys_flag,
                          born_ts, cl._host_field(channel_host(channel)), reconsume)
         if r is None:
             return None
-        response = RemotingCommand(0, 0, 409, 0, RPC_RESPONSE, None, {
-            "msgId": r[1], "queueId": str(queue_id), "queueOffset": str(r[0]),
-            mc.PROPERTY_MSG_REGION: bc.regionId,
-            mc.PROPERTY_TRACE_SWITCH: "true" if bc.traceOn else "false"}, None, 0)
-        if self.c.store_config.flushDiskType is not FlushDiskType.SYNC_FLUSH:
-            return response
-        fut = asyncio.get_running_loop().create_future()
-        if wait_flush(store, r[2] + r[3], batch_props[1], (fut, response), _flushed):
-            return fut
-        return response
+        return self._fast_response(queue_id, r, batch_props[1])
 
     def _batch_properties(self, text: str | None) -> tuple[bytes, bool]:
         """The batch-level property string as ``send_batch`` stores it (the
