@@ -33,6 +33,7 @@ from rmq.store.message_codec import (
     string_to_message_properties,
 )
 from rmq.store.results import _host_hex
+from tests.support.store import commit_log_records
 
 _C = compiled_or_none("store_batch")
 HOST = ("10.0.0.2", 10911)
@@ -227,25 +228,6 @@ def _fill(root, fast: bool, batches) -> tuple[list, DefaultMessageStore, int]:
     return arrivals, store, taken
 
 
-def _records(store) -> list[bytes]:
-    """Every record of the commit log with its store timestamp zeroed."""
-    out = []
-    for mf in store.commit_log.mfq.mapped_files:
-        pos = 0
-        while pos + 8 <= mf.wrote_position:
-            size, magic = struct.unpack_from(">ii", mf.view, pos)
-            rec = bytearray(mf.view[pos:pos + (8 if magic != -626843481 else size)])
-            if magic == -626843481:
-                sys_flag = struct.unpack_from(">i", rec, 36)[0]
-                ts_at = 48 + (20 if sys_flag & 0x10 else 8)
-                rec[ts_at:ts_at + 8] = bytes(8)
-                pos += size
-            else:
-                pos = mf.wrote_position
-            out.append(bytes(rec))
-    return out
-
-
 @pytest.mark.timeout(90)
 def test_put_batch_equals_general_put(tmp_path):
     batches = _batches(300, 5)
@@ -255,7 +237,7 @@ def test_put_batch_equals_general_put(tmp_path):
     try:
         assert taken > 150  # first batch of a queue, rolls, full index files: the long way
         assert len(a.commit_log.mfq.mapped_files) > 3 and len(a.index_service.files) > 1
-        assert _records(a) == _records(b) and len(_records(a)) > total
+        assert commit_log_records(a) == commit_log_records(b) and len(commit_log_records(a)) > total
         assert a.reput_from_offset == a.commit_log.get_max_offset() == b.reput_from_offset
         assert a.commit_log.topic_queue_table == b.commit_log.topic_queue_table
         for qid, cq in b.consume_queue_table["T"].items():

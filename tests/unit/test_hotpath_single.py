@@ -29,6 +29,7 @@ from rmq.store import (
 from rmq.store.message_codec import _send_properties, decode_message
 from rmq.store.results import _host_hex
 from rmq.store.single_put import _append_single, put_single
+from tests.support.store import commit_log_records
 
 _C_SEND = compiled_or_none("send_fast")
 _C_PUT = compiled_or_none("store_put")
@@ -174,25 +175,6 @@ def _fill(root, fast: bool, reqs) -> tuple[list, DefaultMessageStore, int]:
     return arrivals, store, taken
 
 
-def _records(store) -> list[bytes]:
-    """Every record of the commit log with its store timestamp zeroed."""
-    out = []
-    for mf in store.commit_log.mfq.mapped_files:
-        pos = 0
-        while pos + 8 <= mf.wrote_position:
-            size, magic = struct.unpack_from(">ii", mf.view, pos)
-            rec = bytearray(mf.view[pos:pos + (8 if magic != -626843481 else size)])
-            if magic == -626843481:
-                sys_flag = struct.unpack_from(">i", rec, 36)[0]
-                ts_at = 48 + (20 if sys_flag & 0x10 else 8)
-                rec[ts_at:ts_at + 8] = bytes(8)
-                pos += size
-            else:
-                pos = mf.wrote_position
-            out.append(bytes(rec))
-    return out
-
-
 @pytest.mark.timeout(90)
 def test_put_single_equals_general_put(tmp_path):
     reqs = _requests(600, 9)
@@ -200,7 +182,7 @@ def test_put_single_equals_general_put(tmp_path):
     b_arr, b, _ = _fill(tmp_path / "general", False, reqs)
     try:
         assert taken > 500  # the first message of each queue and each file roll go the long way
-        assert _records(a) == _records(b) and len(_records(a)) > 600
+        assert commit_log_records(a) == commit_log_records(b) and len(commit_log_records(a)) > 600
         assert a.reput_from_offset == a.commit_log.get_max_offset() == b.reput_from_offset
         assert a.commit_log.topic_queue_table == b.commit_log.topic_queue_table
         for topic, qs in b.consume_queue_table.items():
