@@ -353,8 +353,9 @@ def send_items() -> list[Item]:
     def props(f, n):
         return Timed("f(text, 'DefaultCluster')", {"f": f, "text": V2_EXT["i"]})
 
-    items.append(Item("send_properties", "send_fast send_properties", "UNIQ_KEY, WAIT, TAGS",
-                      *_pair(codec._send_properties, _fn("send_fast", "send_properties"), props)))
+    items.append(Item("send_properties", "send_fast fast_send_properties", "UNIQ_KEY, WAIT, TAGS",
+                      *_pair(codec._fast_send_properties, _fn("send_fast", "fast_send_properties"),
+                             props)))
     host = socket_address_bytes(HOST)
     stored = codec._send_properties(V2_EXT["i"], "DefaultCluster")[1]
 

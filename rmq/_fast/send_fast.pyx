@@ -1,183 +1,236 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""Compiled twins of ``send_properties`` in rmq/store/message_codec.py and of
-``_parse_single`` in rmq/broker/processor/send_support.py (the header fields
-of the single-send fast path: plain ASCII numbers read with a C loop, anything
-else left to the general header parser).
+"""Compiled twins of ``_fast_send_properties`` in rmq/store/message_codec.py
+and of ``_parse_single`` in rmq/broker/processor/send_support.py (the header
+fields of the single-send fast path: plain ASCII numbers read with a C loop,
+anything else left to the general header parser).
 
-A SEND_MESSAGE(_V2) request's property string becomes, in one call, what the
-broker stores (STORE_FORMAT.md 3.2): the property map plus CLUSTER, the
-stored string in ``java.util.HashMap`` order without WAIT, and the tagsCode.
-Same inputs, same outputs as the twin.
+``fast_send_properties`` turns a SEND_MESSAGE(_V2) request's property string
+into what the single-send fast path needs, without building the property
+map: the stored string (STORE_FORMAT.md 3.2: java.util.HashMap order, WAIT
+left out, CLUSTER added), the tagsCode, ``isWaitStoreMsgOK``, whether DELAY
+or TRAN_MSG is present (the caller then takes the general path) and the KEYS
+and UNIQ_KEY values for the index.  Same inputs, same outputs as the twin.
 
 The common case (an ASCII string of at most MAX_SEGS segments, no key twice,
-no CLUSTER sent, an ASCII cluster name) is scanned with a C loop and the
-stored string is assembled by copying the request's own ``key\\x01value``
-segments in HashMap order; anything else takes the general path.  The
-HashMap order of a key sequence (as a permutation) and the code of a TAGS
-value are cached: senders repeat both.
+no CLUSTER sent, an ASCII cluster name) is one C scan: known keys are
+recognised by length and bytes, the stored string is assembled by copying
+the request's own ``key\\x01value`` segments in HashMap order, the tagsCode
+is Java's ``String.hashCode`` computed over the ASCII bytes.  The HashMap
+order of a key sequence (a permutation of the segments) comes from a small
+C table keyed by a hash of the key bytes and checked against a copy of
+them, so a repeated sequence creates no Python object; a new sequence asks
+the twin module's ``_hashmap_order`` once (one rule for both builds).
+Anything else goes to the twin itself.
 """
 
-from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
-from cpython.object cimport PyObject
-from libc.string cimport memcpy
-
-from rmq.common.message import tags_string_to_code
+from libc.stdlib cimport free, malloc
+from libc.string cimport memcmp, memcpy
 
 cdef extern from "Python.h":
     object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
     void *PyUnicode_DATA(object o)
     int PyUnicode_IS_ASCII(object o)
     Py_ssize_t PyUnicode_GET_LENGTH(object o)
-    object PyUnicode_FromStringAndSize(const char *u, Py_ssize_t size)
 
 DEF MAX_SEGS = 64
+DEF PERM_SLOTS = 256  # a power of two
 
-cdef str _CLUSTER = "CLUSTER"
-cdef str _WAIT = "WAIT"
-cdef str _TAGS = "TAGS"
-cdef dict _perm_cache = {}
-cdef dict _tags_cache = {}
+cdef extern from *:
+    """
+    #define RMQ_FNV_OFFSET 14695981039346656037ULL
+    #define RMQ_FNV_PRIME 1099511628211ULL
+    """
+    unsigned long long FNV_OFFSET "RMQ_FNV_OFFSET"  # FNV-1a, 64 bits
+    unsigned long long FNV_PRIME "RMQ_FNV_PRIME"
+
+
+ctypedef struct PermEntry:
+    unsigned long long hash      # FNV-1a of ``sig``
+    Py_ssize_t siglen
+    Py_ssize_t nsegs             # segments in the request (WAIT included)
+    Py_ssize_t nout              # stored segments, CLUSTER included
+    char *sig                    # the keys in request order, each followed by \x01
+    unsigned char perm[MAX_SEGS + 1]  # segment index per stored position; nsegs = CLUSTER
+
+
+cdef PermEntry _perms[PERM_SLOTS]
 cdef object _hashmap_order = None
+cdef object _general = None
 
 
-def bind(hashmap_order):
-    """The twin module's key-order function (one rule for both builds)."""
-    global _hashmap_order
+def bind(hashmap_order, general):
+    """The twin module's key-order rule and its whole function (the route for
+    anything unusual), so both builds follow one rule."""
+    global _hashmap_order, _general
     _hashmap_order = hashmap_order
+    _general = general
 
 
-cdef dict _parse(str text):
-    """``string2messageProperties``: segments split on \\x02, used only with a
-    \\x01 neither first nor last; later duplicates win."""
-    cdef dict out = {}
-    cdef str seg
-    cdef Py_ssize_t idx, n
-    for seg in text.split("\x02"):
-        n = len(seg)
-        idx = seg.find("\x01")
-        if 0 < idx < n - 1:
-            out[seg[:idx]] = seg[idx + 1:]
-    return out
+cdef inline object _ascii(const char *p, Py_ssize_t n):
+    """A str of ``n`` ASCII bytes (no decoding step)."""
+    s = PyUnicode_New(n, 127)
+    memcpy(PyUnicode_DATA(s), p, n)
+    return s
 
 
-cdef long long _tags_code(object tags) except? -1:
-    c = _tags_cache.get(tags)
-    if c is None:
-        c = tags_string_to_code(tags)
-        if len(_tags_cache) >= 4096:
-            _tags_cache.clear()
-        _tags_cache[tags] = c
-    return c
+cdef inline int _java_hash(const char *p, Py_ssize_t n) noexcept:
+    """``String.hashCode`` of an ASCII string (one UTF-16 unit per byte)."""
+    cdef unsigned int h = 0
+    cdef Py_ssize_t i
+    for i in range(n):
+        h = 31 * h + <unsigned char>p[i]
+    return <int>h
 
 
-cdef tuple _perm(tuple keys):
-    """Indices of ``keys`` in HashMap iteration order (cached per sequence)."""
-    perm = _perm_cache.get(keys)
-    if perm is None:
-        order = _hashmap_order(keys)
-        perm = tuple([keys.index(k) for k in order])
-        if len(_perm_cache) >= 4096:
-            _perm_cache.clear()
-        _perm_cache[keys] = perm
-    return <tuple>perm
+cdef inline bint _is_true(const char *p, Py_ssize_t n) noexcept:
+    """``Boolean.parseBoolean``: "true" in any letter case."""
+    return n == 4 and (p[0] | 0x20) == 116 and (p[1] | 0x20) == 114 and \
+        (p[2] | 0x20) == 117 and (p[3] | 0x20) == 101
 
 
-cdef tuple _general(object text, object cluster):
-    """Any input: the same steps as the twin."""
-    cdef dict props
-    if text is None or not text:
-        props = {}
-    elif type(text) is str:
-        props = _parse(<str>text)
-    else:
-        props = _parse(bytes(text).decode("utf-8", "replace"))
-    props[_CLUSTER] = cluster
-    wait = props.pop(_WAIT, None)
-    cdef tuple keys = tuple(props)
-    cdef tuple perm = _perm(keys)
-    cdef list parts = []
-    for j in perm:
-        k = keys[j]
-        v = props[k]
-        if v is not None:
-            parts.append(k + "\x01" + v)
-    stored = "\x02".join(parts)
-    if wait is not None:
-        props[_WAIT] = wait
-    tags = props.get(_TAGS)
-    return props, stored, _tags_code(tags) if tags else 0
+cdef bint _same_keys(PermEntry *e, unsigned long long h, Py_ssize_t siglen, const char *p,
+                     Py_ssize_t *starts, Py_ssize_t *klens, Py_ssize_t count) noexcept:
+    """Whether the cached entry is this request's key sequence."""
+    if e.sig == NULL or e.hash != h or e.siglen != siglen or e.nsegs != count:
+        return False
+    cdef Py_ssize_t j, off = 0
+    for j in range(count):
+        if memcmp(e.sig + off, p + starts[j], klens[j]) != 0 or e.sig[off + klens[j]] != 1:
+            return False
+        off += klens[j] + 1
+    return True
 
 
-def send_properties(text, cluster):
-    """(properties with CLUSTER and WAIT as sent, stored string, tagsCode)."""
+cdef bint _learn(PermEntry *e, unsigned long long h, Py_ssize_t siglen, const char *p,
+                 Py_ssize_t *starts, Py_ssize_t *klens, Py_ssize_t count,
+                 Py_ssize_t wait_seg) except -1:
+    """Fill ``e`` with the HashMap order of this key sequence; False when a
+    key comes twice (the general route handles "later wins")."""
+    keys = [_ascii(p + starts[j], klens[j]) for j in range(count)]
+    if len(set(keys)) != count:
+        return False
+    segs = [j for j in range(count) if j != wait_seg]
+    seq = tuple([keys[j] for j in segs]) + ("CLUSTER",)
+    segs.append(count)
+    order = _hashmap_order(seq)
+    cdef Py_ssize_t nout = len(order)
+    perm = [segs[seq.index(k)] for k in order]
+    cdef char *sig = <char *>malloc(siglen if siglen > 0 else 1)
+    if sig == NULL:
+        raise MemoryError()
+    cdef Py_ssize_t j, off = 0
+    for j in range(count):
+        memcpy(sig + off, p + starts[j], klens[j])
+        sig[off + klens[j]] = 1
+        off += klens[j] + 1
+    free(e.sig)
+    e.sig = sig
+    e.hash = h
+    e.siglen = siglen
+    e.nsegs = count
+    e.nout = nout
+    for j in range(nout):
+        e.perm[j] = <unsigned char>perm[j]
+    return True
+
+
+def fast_send_properties(text, cluster):
+    """(stored string, tagsCode, wait for the flush, DELAY or TRAN_MSG sent,
+    KEYS value or None, UNIQ_KEY value or None); see the module docstring."""
     if type(text) is not str or type(cluster) is not str or not PyUnicode_IS_ASCII(text) \
             or not PyUnicode_IS_ASCII(cluster):
         return _general(text, cluster)
     cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text)
     cdef const char *p = <const char *>PyUnicode_DATA(text)
-    cdef Py_ssize_t starts[MAX_SEGS + 1]
-    cdef Py_ssize_t lens[MAX_SEGS + 1]
-    cdef Py_ssize_t count = 0, start = 0, i, idx, slen, j
-    cdef Py_ssize_t wait_seg = -1
-    cdef dict props = {}
-    # scan: every valid segment's position, key and value into the map
+    cdef Py_ssize_t starts[MAX_SEGS]
+    cdef Py_ssize_t klens[MAX_SEGS]
+    cdef Py_ssize_t slens[MAX_SEGS]
+    cdef Py_ssize_t count = 0, start = 0, first = -1, i, j, k, slen, siglen = 0
+    cdef Py_ssize_t wait_seg = -1, tags_seg = -1, keys_seg = -1, uniq_seg = -1
+    cdef bint special = False
+    cdef unsigned long long h = FNV_OFFSET
+    cdef char c
+    cdef const char *q
+    # one scan: the valid segments (a \x01 neither first nor last), known keys
     i = 0
     while i <= n:
-        if i == n or p[i] == 2:
+        c = p[i] if i < n else 2
+        if c == 1 and first < 0:
+            first = i
+        elif c == 2:
             slen = i - start
-            idx = 0
-            while idx < slen and p[start + idx] != 1:
-                idx += 1
-            if 0 < idx < slen - 1:
+            k = first - start
+            if first > start and k < slen - 1:
                 if count == MAX_SEGS:
                     return _general(text, cluster)
-                key = PyUnicode_FromStringAndSize(p + start, idx)
-                if PyDict_GetItem(props, key) is not NULL or key == _CLUSTER:
-                    return _general(text, cluster)  # a key twice, or CLUSTER sent
-                PyDict_SetItem(props, key, PyUnicode_FromStringAndSize(p + start + idx + 1,
-                                                                       slen - idx - 1))
-                if key == _WAIT:
-                    wait_seg = count
+                q = p + start
+                if k == 4:
+                    if memcmp(q, b"TAGS", 4) == 0:
+                        tags_seg = count
+                    elif memcmp(q, b"KEYS", 4) == 0:
+                        keys_seg = count
+                    elif memcmp(q, b"WAIT", 4) == 0:
+                        wait_seg = count
+                elif k == 8:
+                    if memcmp(q, b"UNIQ_KEY", 8) == 0:
+                        uniq_seg = count
+                    elif memcmp(q, b"TRAN_MSG", 8) == 0:
+                        special = True
+                elif k == 5 and memcmp(q, b"DELAY", 5) == 0:
+                    special = True
+                elif k == 7 and memcmp(q, b"CLUSTER", 7) == 0:
+                    return _general(text, cluster)  # the sender's CLUSTER keeps its place
+                for j in range(k):
+                    h = (h ^ <unsigned char>q[j]) * FNV_PRIME
+                h = (h ^ 1) * FNV_PRIME
+                siglen += k + 1
                 starts[count] = start
-                lens[count] = slen
+                klens[count] = k
+                slens[count] = slen
                 count += 1
             start = i + 1
+            first = -1
         i += 1
-    wait = props.pop(_WAIT, None)
-    props[_CLUSTER] = cluster
-    # segments in map order (WAIT left out), CLUSTER's last
-    cdef Py_ssize_t m = 0
-    for j in range(count):
-        if j != wait_seg:
-            starts[m] = starts[j]
-            lens[m] = lens[j]
-            m += 1
+    # the stored order: from the table, or learnt once for a new key sequence
+    cdef PermEntry *e = &_perms[(h ^ (h >> 29)) & (PERM_SLOTS - 1)]
+    if not _same_keys(e, h, siglen, p, starts, klens, count):
+        if not _learn(e, h, siglen, p, starts, klens, count, wait_seg):
+            return _general(text, cluster)  # a key twice
+    cdef unsigned char perm[MAX_SEGS + 1]
+    cdef Py_ssize_t nout = e.nout
+    memcpy(perm, e.perm, nout)
+    # the stored string: the request's segments in that order, CLUSTER added
     cdef Py_ssize_t clen = PyUnicode_GET_LENGTH(cluster)
-    cdef tuple perm = _perm(tuple(props))
-    cdef Py_ssize_t total = m + 8 + clen  # m separators + "CLUSTER\x01" + value
-    for j in range(m):
-        total += lens[j]
+    cdef Py_ssize_t total = nout - 1 + 8 + clen
+    for j in range(nout):
+        if perm[j] != count:
+            total += slens[perm[j]]
     stored = PyUnicode_New(total, 127)
     cdef char *out = <char *>PyUnicode_DATA(stored)
-    cdef const char *cp = <const char *>PyUnicode_DATA(cluster)
     cdef Py_ssize_t pos = 0
-    cdef Py_ssize_t k, first = 1
-    for k in perm:
-        if not first:
+    for j in range(nout):
+        if j:
             out[pos] = 2
             pos += 1
-        first = 0
-        if k == m:
+        k = perm[j]
+        if k == count:
             memcpy(out + pos, b"CLUSTER\x01", 8)
-            memcpy(out + pos + 8, cp, clen)
+            memcpy(out + pos + 8, PyUnicode_DATA(cluster), clen)
             pos += 8 + clen
         else:
-            memcpy(out + pos, p + starts[k], lens[k])
-            pos += lens[k]
-    if wait is not None:
-        props[_WAIT] = wait
-    tags = props.get(_TAGS)
-    return props, stored, _tags_code(tags) if tags else 0
+            memcpy(out + pos, p + starts[k], slens[k])
+            pos += slens[k]
+    # the values the caller needs
+    cdef int code = 0
+    if tags_seg >= 0:
+        q = p + starts[tags_seg] + 5
+        code = _java_hash(q, slens[tags_seg] - 5)
+    cdef bint wait = True
+    if wait_seg >= 0:
+        wait = _is_true(p + starts[wait_seg] + 5, slens[wait_seg] - 5)
+    keys = None if keys_seg < 0 else _ascii(p + starts[keys_seg] + 5, slens[keys_seg] - 5)
+    uniq = None if uniq_seg < 0 else _ascii(p + starts[uniq_seg] + 9, slens[uniq_seg] - 9)
+    return stored, code, wait, special, keys, uniq
 
 
 cdef inline bint _strict_int(object text, long long *out) noexcept:

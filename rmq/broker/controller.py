@@ -526,13 +526,13 @@ class BrokerController:
             log.warning("notifyConsumerIdsChanged to %s failed: %s", channel.remote_addr, exc)
 
     def _on_message_arriving(self, topic: str, queue_id: int, next_offset: int, tags_code: int,
-                             store_ts: int, props: dict, nums: int = 1) -> None:
+                             store_ts: int, nums: int = 1) -> None:
         """The store's arrival listener: count the put (``nums`` messages in one
         event, as 4.9.8 counts a batch), tell long polling and the delay-level
         service (explicit arguments: called once per message or run)."""
         self.stats.inc_put(topic, nums)
         for listener in self.message_arriving_listeners:
-            listener(topic, queue_id, next_offset, tags_code, store_ts, props)
+            listener(topic, queue_id, next_offset, tags_code, store_ts)
 
     # ---- runtime config changes ------------------------------------------------------
     def on_broker_permission_changed(self) -> None:

@@ -402,7 +402,7 @@ class CommitLog:
                              cfg.maxHashSlotNum, cfg.maxIndexNum, _host_hex(store.store_host))
             if r is None:
                 return None
-            total, count, ids, tags_code, ppos, plen = r
+            total, count, ids, tags_code, _ppos, _plen = r
             end = wrote + total
             mf.wrote_position = end
             if mf.write_buffer is None:
@@ -415,8 +415,7 @@ class CommitLog:
             store.reput_from_offset = phy + total
             store.stats.on_put(topic, count, total, 0)
             if store.message_arriving_listener is not None:
-                props = codec.string_to_message_properties(mf.target[ppos:ppos + plen])
-                store._notify(topic, queue_id, queue_offset + count, tags_code, now, props, count)
+                store._notify(topic, queue_id, queue_offset + count, tags_code, now, count)
         if cfg.flushDiskType is FlushDiskType.ASYNC_FLUSH and not cfg.flushCommitLogTimed:
             store.flush_service.wakeup()
         return queue_offset, ids, phy, total

@@ -50,8 +50,8 @@ from rmq.store.stats import StoreStatsService
 
 log = logging.getLogger("store")
 
-# (topic, queue id, next offset, tags code, store time, properties, messages)
-ArrivalListener = Callable[[str, int, int, int, int, dict, int], None]
+# (topic, queue id, next offset, tags code, store time, messages)
+ArrivalListener = Callable[[str, int, int, int, int, int], None]
 
 
 def _flushed(token: tuple, status: PutMessageStatus) -> None:
@@ -201,7 +201,7 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
         self._recover_topic_queue_table()
 
     def _dispatch_recovered(self, r: tuple) -> None:
-        self._dispatch(r, None)
+        self._dispatch(r, False)
 
     def _recover_topic_queue_table(self) -> None:
         table: dict[tuple[str, int], int] = {}

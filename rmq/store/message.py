@@ -16,6 +16,13 @@ from rmq.common import message as mc
 Host = tuple[str, int]
 
 
+def wait_store_msg_ok(value: str | None) -> bool:
+    """4.9.8's ``isWaitStoreMsgOK`` of a WAIT property value: absent means the
+    sender waits, else ``Boolean.parseBoolean`` ("true" in any letter case;
+    "false", "FALSE", "yes", ... do not wait)."""
+    return value is None or value.lower() == "true"
+
+
 @dataclass(slots=True)
 class MessageExt:
     """A stored message as decoded from the commit log."""
@@ -74,8 +81,7 @@ class MessageExtBrokerInner:
         return self.properties.get(name)
 
     def is_wait_store_msg_ok(self) -> bool:
-        """``WAIT`` absent or anything but "false" means the sender waits."""
-        return self.properties.get(mc.PROPERTY_WAIT_STORE_MSG_OK) != "false"
+        return wait_store_msg_ok(self.properties.get(mc.PROPERTY_WAIT_STORE_MSG_OK))
 
     def delay_time_level(self) -> int:
         text = self.properties.get(mc.PROPERTY_DELAY_TIME_LEVEL)
@@ -103,4 +109,4 @@ class MessageExtBatch:
     flag: int = 0
 
     def is_wait_store_msg_ok(self) -> bool:
-        return self.properties.get(mc.PROPERTY_WAIT_STORE_MSG_OK) != "false"
+        return wait_store_msg_ok(self.properties.get(mc.PROPERTY_WAIT_STORE_MSG_OK))

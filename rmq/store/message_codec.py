@@ -27,7 +27,8 @@ The functions ``record_size``, ``write_record``, ``write_blank``,
 ``batch_size``, ``write_batch``, ``scan_record`` and
 ``string_to_message_properties`` are the hot paths; the
 pure-Python versions here are the twins of ``rmq._fast.store_codec`` and the
-compiled ones replace them at the bottom of the module.  Both produce the same
+compiled ones replace them at the bottom of the module (as
+``fast_send_properties``'s from ``rmq._fast.send_fast`` does).  Both produce the same
 bytes and the same tuples.
 """
 
@@ -41,7 +42,7 @@ from array import array
 
 from rmq._fast import compiled
 from rmq.common import message as mc
-from rmq.store.message import MessageExt
+from rmq.store.message import MessageExt, wait_store_msg_ok
 
 MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7
 BLANK_MAGIC_CODE = -875286124  # 0xCBD43194
@@ -371,6 +372,20 @@ def _send_properties(text: str | bytes | None, cluster: str) -> tuple[dict[str, 
     return props, stored, tags_code(tags) if tags else 0
 
 
+def _fast_send_properties(
+    text: str | bytes | None, cluster: str,
+) -> tuple[str, int, bool, bool, str | None, str | None]:
+    """What the single-send fast path needs of the request's properties, as
+    ``send_properties`` decides it: the stored string, the tagsCode, whether
+    the sender waits for the flush (``isWaitStoreMsgOK``), whether DELAY or
+    TRAN_MSG is present (those sends take the general path), and the KEYS
+    and UNIQ_KEY values for the index.  The compiled twin builds no map."""
+    props, stored, code = _send_properties(text, cluster)
+    return (stored, code, wait_store_msg_ok(props.get(mc.PROPERTY_WAIT_STORE_MSG_OK)),
+            mc.PROPERTY_DELAY_TIME_LEVEL in props or mc.PROPERTY_TRANSACTION_PREPARED in props,
+            props.get(mc.PROPERTY_KEYS), props.get(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
+
+
 # --- whole-message encode / decode (not on the hot path) ----------------------
 def _host_from(buf, p: int, v6: bool) -> tuple[tuple[str, int], int]:
     n = 16 if v6 else 4
@@ -480,6 +495,7 @@ batch_size = _batch_size
 write_batch = _write_batch
 scan_record = _scan_record
 send_properties = _send_properties
+fast_send_properties = _fast_send_properties
 string_to_message_properties = _string_to_message_properties
 
 _c = compiled("store_codec")
@@ -494,5 +510,5 @@ if _c is not None:
 
 _s = compiled("send_fast")
 if _s is not None:
-    _s.bind(_hashmap_order)
-    send_properties = _s.send_properties
+    _s.bind(_hashmap_order, _fast_send_properties)
+    fast_send_properties = _s.fast_send_properties

@@ -82,7 +82,7 @@ class ReputMixin:
             r = scan(view, pos, n, False)
             st = r[0]
             if st == codec.SCAN_MESSAGE:
-                dispatch(r, view if notify else None)
+                dispatch(r, notify)
                 pos += r[1]
                 if pos < n:
                     pos = self._dispatch_run(view, pos, n, r[2], r[3], notify)
@@ -119,11 +119,10 @@ class ReputMixin:
         if count:
             mf.wrote_position = mf.committed_position = cq_pos
             cq.max_physic_offset = max_phy
-            qoff, tags_code, store_ts, ppos, plen = last
+            qoff, tags_code, store_ts, _ppos, _plen = last
             self.checkpoint.logics_msg_timestamp = store_ts
             if notify:
-                props = codec.string_to_message_properties(view[ppos: ppos + plen])
-                self._notify(topic, queue_id, qoff + 1, tags_code, store_ts, props, count)
+                self._notify(topic, queue_id, qoff + 1, tags_code, store_ts, count)
         return new_pos
 
     def _dispatch_put(self, msg: MessageExtBrokerInner, ar: AppendMessageResult) -> bool:
@@ -147,20 +146,20 @@ class ReputMixin:
                 msg.topic, msg.queue_id, ar.logics_offset, phy, ar.wrote_bytes, tx,
                 ar.store_timestamp, codec.tags_code(tags) if tags else 0, props.get(mc.PROPERTY_KEYS),
                 props.get(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-                props if self.message_arriving_listener is not None else None)
+                self.message_arriving_listener is not None)
             self.reput_from_offset = phy + ar.wrote_bytes
         return True
 
     def _dispatch_entry(self, topic: str, queue_id: int, queue_offset: int, phy: int, size: int,
                         tx: int, store_ts: int, tags_code: int, keys: str | None,
-                        uniq: str | None, props: dict | None) -> None:
+                        uniq: str | None, notify: bool) -> None:
         """Consume-queue entry, index keys and arrival notification of one
         ordinary record (``_dispatch_put``'s half of ``_dispatch``)."""
         self._put_cq_entry(topic, queue_id, queue_offset, phy, size, tags_code, store_ts)
         if (keys or uniq) and self.config.messageIndexEnable:
             self._build_index(topic, phy, store_ts, keys, uniq)
-        if props is not None:
-            self._notify(topic, queue_id, queue_offset + 1, tags_code, store_ts, props)
+        if notify:
+            self._notify(topic, queue_id, queue_offset + 1, tags_code, store_ts)
 
     def _put_cq_entry(self, topic: str, queue_id: int, queue_offset: int, phy: int, size: int,
                       tags_code: int, store_ts: int) -> None:
@@ -180,9 +179,9 @@ class ReputMixin:
         if not self.index_service.build_index(topic, phy, store_ts, keys, uniq):
             self.running_flags.make_index_file_error()
 
-    def _dispatch(self, r: tuple, view) -> None:
+    def _dispatch(self, r: tuple, notify: bool) -> None:
         (_st, size, topic, queue_id, queue_offset, phy, sys_flag, store_ts, tags_code,
-         keys, uniq, delay, props_pos, props_len, _prepared) = r
+         keys, uniq, delay, _props_pos, _props_len, _prepared) = r
         tx = sys_flag & _TX_MASK
         if tx == _TX_NOT or tx == _TX_COMMIT:
             if delay is not None and topic == SCHEDULE_TOPIC:
@@ -190,25 +189,26 @@ class ReputMixin:
             self._put_cq_entry(topic, queue_id, queue_offset, phy, size, tags_code, store_ts)
         if (keys or uniq) and tx != _TX_ROLLBACK and self.config.messageIndexEnable:
             self._build_index(topic, phy, store_ts, keys, uniq)
-        if view is not None and (tx == _TX_NOT or tx == _TX_COMMIT):
-            props = codec.string_to_message_properties(view[props_pos: props_pos + props_len])
-            self._notify(topic, queue_id, queue_offset + 1, tags_code, store_ts, props)
+        if notify and (tx == _TX_NOT or tx == _TX_COMMIT):
+            self._notify(topic, queue_id, queue_offset + 1, tags_code, store_ts)
 
     def _notify(self, topic: str, queue_id: int, next_offset: int, tags_code: int,
-                store_ts: int, props: dict, nums: int = 1) -> None:
+                store_ts: int, nums: int = 1) -> None:
         """The arrival listener, on the loop's thread (directly when dispatch
         runs there, which is the put path's case).  One notice may stand for a
-        run of ``nums`` messages of the queue ending at ``next_offset`` (props
-        and tags code are the last one's): long polling needs only the last,
-        the put statistics count all."""
+        run of ``nums`` messages of the queue ending at ``next_offset`` (the
+        tags code is the last one's): long polling needs only the last, the
+        put statistics count all.  No property map is passed: no listener
+        reads one (long polling filters by tags code; a pull answers SQL92
+        filters itself), and building it per message cost the put path."""
         listener = self.message_arriving_listener
         loop = self._loop
         if loop is not None and threading.get_ident() != self._loop_thread and loop.is_running():
             loop.call_soon_threadsafe(listener, topic, queue_id, next_offset, tags_code,
-                                      store_ts, props, nums)
+                                      store_ts, nums)
             return
         try:
-            listener(topic, queue_id, next_offset, tags_code, store_ts, props, nums)
+            listener(topic, queue_id, next_offset, tags_code, store_ts, nums)
         except Exception:  # noqa: BLE001 - a listener bug must not stop dispatch
             log.exception("message arriving listener failed")
 

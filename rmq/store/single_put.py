@@ -70,13 +70,13 @@ def _append_single(buf, pos: int, limit: int, max_body: int, queue_id: int, flag
 
 
 def put_single(store: Any, topic: str, topic_b: bytes, queue_id: int, flag: int, body,
-               props: dict[str, str], stored: str, tags_code: int, sys_flag: int, born_ts: int,
-               born_host: bytes, reconsume: int) -> tuple[int, str, int, int] | None:
+               keys: str | None, uniq: str | None, stored: str, tags_code: int, sys_flag: int,
+               born_ts: int, born_host: bytes, reconsume: int) -> tuple[int, str, int, int] | None:
     """Store one ordinary message on the fast path, or None (nothing done).
 
-    ``stored`` is the property string to store, ``props`` the map (for the
-    index keys and the arrival listener), ``born_host`` the 8/20-byte host
-    field, ``topic_b`` the topic in UTF-8."""
+    ``stored`` is the property string to store, ``keys`` and ``uniq`` its
+    KEYS and UNIQ_KEY values (for the index; None when absent), ``born_host``
+    the 8/20-byte host field, ``topic_b`` the topic in UTF-8."""
     cfg = store.config
     cl = store.commit_log
     target = cl.fast_put_target(topic, queue_id)
@@ -110,16 +110,15 @@ def put_single(store: Any, topic: str, topic_b: bytes, queue_id: int, flag: int,
         cq.max_physic_offset = phy + size
         store.checkpoint.logics_msg_timestamp = now
         store.reput_from_offset = phy + size
-        _after_put(store, cfg, topic, queue_id, queue_offset, phy, size, now, tags_code, props)
+        _after_put(store, cfg, topic, queue_id, queue_offset, phy, size, now, tags_code, keys,
+                   uniq)
     return queue_offset, msg_id, phy, size
 
 
 def _after_put(store: Any, cfg: Any, topic: str, queue_id: int, queue_offset: int, phy: int,
-               size: int, now: int, tags_code: int, props: dict[str, str]) -> None:
+               size: int, now: int, tags_code: int, keys: str | None, uniq: str | None) -> None:
     """Index keys, stats, arrival notification and flush wake-up of a stored
     message, as the general put and its dispatch do them."""
-    keys = props.get("KEYS")
-    uniq = props.get("UNIQ_KEY")
     if (keys or uniq) and cfg.messageIndexEnable:
         if not store.index_service.build_index(topic, phy, now, keys, uniq):
             store.running_flags.make_index_file_error()
@@ -127,7 +126,7 @@ def _after_put(store: Any, cfg: Any, topic: str, queue_id: int, queue_offset: in
     listener = store.message_arriving_listener
     if listener is not None:  # on the loop's thread: no hand-over needed (see _notify)
         try:
-            listener(topic, queue_id, queue_offset + 1, tags_code, now, props, 1)
+            listener(topic, queue_id, queue_offset + 1, tags_code, now, 1)
         except Exception:  # noqa: BLE001 - a listener bug must not fail the stored send
             log.exception("message arriving listener failed")
     if cfg.flushDiskType is FlushDiskType.ASYNC_FLUSH and not cfg.flushCommitLogTimed:

@@ -26,7 +26,7 @@ from rmq.store import (
     MessageStoreConfig,
     PutMessageStatus,
 )
-from rmq.store.message_codec import _send_properties, decode_message
+from rmq.store.message_codec import _send_properties, decode_message, fast_send_properties
 from rmq.store.results import _host_hex
 from rmq.store.single_put import _append_single, put_single
 from tests.support.store import commit_log_records
@@ -157,15 +157,18 @@ def _requests(n: int, seed: int) -> list[tuple]:
 def _fill(root, fast: bool, reqs) -> tuple[list, DefaultMessageStore, int]:
     arrivals: list = []
     store = DefaultMessageStore(_config(root), HOST,
-                                message_arriving_listener=lambda *a: arrivals.append(a[:6]))
+                                message_arriving_listener=lambda *a: arrivals.append(a))
     assert store.load()
     store.start()
     taken = 0
     for topic, qid, flag, body, text, sys_flag, born_ts, host, reconsume in reqs:
         props, stored, tags_code = _send_properties(text, "DefaultCluster")
-        if fast:
-            r = put_single(store, topic, topic.encode(), qid, flag, body, props, stored, tags_code,
-                           sys_flag, born_ts, socket_address_bytes(host), reconsume)
+        if fast:  # what send_fast hands over: no property map
+            f_stored, f_code, _wait, special, keys, uniq = fast_send_properties(
+                text, "DefaultCluster")
+            assert not special and (f_stored, f_code) == (stored, tags_code)
+            r = put_single(store, topic, topic.encode(), qid, flag, body, keys, uniq, f_stored,
+                           f_code, sys_flag, born_ts, socket_address_bytes(host), reconsume)
             if r is not None:
                 taken += 1
                 continue
@@ -191,6 +194,8 @@ def test_put_single_equals_general_put(tmp_path):
                 assert n == a.get_max_offset_in_queue(topic, qid) > 0
                 assert [cq.read_entry(i) for i in range(n)] == \
                     [a.consume_queue_table[topic][qid].read_entry(i) for i in range(n)]
+        # (topic, queue, next offset, tags code, store time, messages): no property map
+        assert {len(x) for x in a_arr + b_arr} == {6}
         assert [x[:4] + x[5:] for x in a_arr] == [x[:4] + x[5:] for x in b_arr]
         assert a.stats.put_message_times_total == b.stats.put_message_times_total == 600
         assert a.stats.put_message_size_total == b.stats.put_message_size_total
@@ -216,14 +221,14 @@ def test_put_single_declines_without_side_effects(tmp_path):
     try:
         props, stored, code = _send_properties("TAGS\x01A", "C")
         born = socket_address_bytes(("10.0.0.1", 1))
-        args = ("T", b"T", 0, 0, b"x", props, stored, code, 0, 1, born, 0)
+        args = ("T", b"T", 0, 0, b"x", None, None, stored, code, 0, 1, born, 0)
         assert put_single(store, *args) is None  # no consume queue yet
         msg = MessageExtBrokerInner("T", 0, 0, b"x", props, stored, code, 0, 1, ("10.0.0.1", 1),
                                     HOST)
         assert store.put_message(msg).is_ok()
         before = store.commit_log.get_max_offset()
-        big = ("T", b"T", 0, 0, b"x" * (store.config.maxMessageSize + 1), props, stored, code, 0,
-               1, born, 0)
+        big = ("T", b"T", 0, 0, b"x" * (store.config.maxMessageSize + 1), None, None, stored,
+               code, 0, 1, born, 0)
         assert put_single(store, *big) is None
         store.running_flags.make_logics_queue_error()
         assert put_single(store, *args) is None
@@ -244,8 +249,8 @@ def test_put_single_queue_offsets_and_ids(tmp_path):
                                     HOST)
         assert store.put_message(msg).is_ok()
         for i in range(1, 5):
-            qoff, msg_id, phy, size = put_single(store, "Q", b"Q", 1, 0, b"b" * i, props, stored,
-                                                 code, mc.MULTI_TAGS_FLAG, 1, born, 0)
+            qoff, msg_id, phy, size = put_single(store, "Q", b"Q", 1, 0, b"b" * i, None, None,
+                                                 stored, code, mc.MULTI_TAGS_FLAG, 1, born, 0)
             assert qoff == i
             m = store.look_message_by_offset(phy)
             assert (m.msg_id, m.store_size, m.body, m.queue_offset) == (msg_id, size, b"b" * i, i)
@@ -271,8 +276,8 @@ async def test_wait_flush_under_sync_flush(tmp_path):
                                     HOST)
         assert store.put_message(msg).is_ok()
         born = socket_address_bytes(("10.0.0.1", 1))
-        _q, _id, phy, size = put_single(store, "S", b"S", 0, 0, b"b", props, stored, code, 0, 1,
-                                        born, 0)
+        _q, _id, phy, size = put_single(store, "S", b"S", 0, 0, b"b", None, None, stored, code,
+                                        0, 1, born, 0)
         fut = asyncio.get_running_loop().create_future()
         assert wait_flush(store, phy + size, True, fut, lambda f, st: f.set_result(st))
         assert (await asyncio.wait_for(fut, 10)) is PutMessageStatus.PUT_OK

@@ -197,7 +197,7 @@ def test_slave_refuses_writes_and_shutdown_store_refuses(tmp_path):
 async def test_async_put_sync_flush_and_arrival_listener(tmp_path):
     arrivals = []
     s = DefaultMessageStore(small_config(tmp_path, flushDiskType=FlushDiskType.SYNC_FLUSH), HOST,
-                            message_arriving_listener=lambda *a: arrivals.append(a[:6]))
+                            message_arriving_listener=lambda *a: arrivals.append(a))
     assert s.load()
     s.start()
     try:
@@ -206,9 +206,8 @@ async def test_async_put_sync_flush_and_arrival_listener(tmp_path):
             assert r.status is PutMessageStatus.PUT_OK
             assert s.commit_log.mfq.flushed_where >= r.append_result.wrote_offset + r.append_result.wrote_bytes
         assert len(arrivals) == 20
-        topic, qid, next_offset, tags_code, _ts, props = arrivals[3]
-        assert (topic, qid, next_offset, tags_code) == ("T", 0, 4, tags_string_to_code("A"))
-        assert props["UNIQ_KEY"] == f"{3:032X}"
+        topic, qid, next_offset, tags_code, _ts, nums = arrivals[3]
+        assert (topic, qid, next_offset, tags_code, nums) == ("T", 0, 4, tags_string_to_code("A"), 1)
     finally:
         s.shutdown()
 

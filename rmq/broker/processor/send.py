@@ -42,7 +42,9 @@ from rmq.store import (
     PutMessageResult,
     PutMessageStatus,
 )
+from rmq.store.message import wait_store_msg_ok
 from rmq.store.message_codec import (
+    fast_send_properties,
     message_properties_to_string,
     send_properties,
     string_to_message_properties,
@@ -54,8 +56,6 @@ R = RequestCode
 RC = ResponseCode
 _PROP_CLUSTER = mc.PROPERTY_CLUSTER
 _PROP_WAIT = mc.PROPERTY_WAIT_STORE_MSG_OK
-_PROP_DELAY = mc.PROPERTY_DELAY_TIME_LEVEL
-_PROP_TRAN = mc.PROPERTY_TRANSACTION_PREPARED
 _RETRY_PREFIX = T.RETRY_GROUP_TOPIC_PREFIX
 _NOT_ALLOWED = T.NOT_ALLOWED_SEND_TOPICS
 _SINGLE_CODES = (R.SEND_MESSAGE_V2, R.SEND_MESSAGE)
@@ -154,17 +154,18 @@ class SendMessageProcessor(SendSupport):
         if target is None:
             return None
         queue_id, sys_flag = target
-        props, stored, tags_code = send_properties(text, self.cluster)
-        if _PROP_DELAY in props or _PROP_TRAN in props:
+        stored, tags_code, wait, special, index_keys, uniq = fast_send_properties(
+            text, self.cluster)
+        if special:  # DELAY or TRAN_MSG
             return None
         topic_b = self._topic_bytes.get(topic) or self._encode_topic(topic)
         store = self.store
-        r = put_single(store, topic, topic_b, queue_id, flag, request.body or b"", props,
-                       stored, tags_code, sys_flag, born_ts,
+        r = put_single(store, topic, topic_b, queue_id, flag, request.body or b"", index_keys,
+                       uniq, stored, tags_code, sys_flag, born_ts,
                        store.commit_log._host_field(channel_host(channel)), reconsume)
         if r is None:
             return None
-        return self._fast_response(queue_id, r, props.get(_PROP_WAIT) != "false")
+        return self._fast_response(queue_id, r, wait)
 
     def _encode_topic(self, topic: str) -> bytes:
         """The topic's UTF-8 bytes, cached for the fast paths (bounded)."""
@@ -288,7 +289,7 @@ class SendMessageProcessor(SendSupport):
         props = string_to_message_properties(text)
         props[_PROP_CLUSTER] = self.cluster
         out = (message_properties_to_string(props).encode("utf-8"),
-               props.get(_PROP_WAIT) != "false")
+               wait_store_msg_ok(props.get(_PROP_WAIT)))
         if len(self._batch_props) > 1000:
             self._batch_props.clear()
         self._batch_props[text] = out
