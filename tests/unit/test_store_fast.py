@@ -47,6 +47,29 @@ def test_cq_entries_identical(entries, filler):
     assert all(o == outs[0] for o in outs)
 
 
+def test_cq_write_buffer_kinds_identical():
+    """A mapped file's memoryview (what the store passes), a bytearray, and the
+    same errors for read-only buffers and out-of-range positions."""
+    outs = []
+    for impl in _pairs(cqm, CQ, "cq_write"):
+        write = impl["cq_write"]
+        with mmap.mmap(-1, 4096) as mm:
+            view = memoryview(mm)
+            write(view, 40, 123456789, 1100, -77)
+            write(view[20:], 0, 1, 2, 3)
+            outs.append(bytes(mm[:80]))
+            view.release()
+        for ro in (b"\0" * 40, memoryview(b"\0" * 40), memoryview(bytearray(40)).toreadonly()):
+            with pytest.raises(TypeError):
+                write(ro, 0, 1, 2, 3)
+            with pytest.raises(ValueError):
+                write(ro, 21, 1, 2, 3)
+        with pytest.raises(ValueError):
+            write(memoryview(bytearray(40)), -1, 1, 2, 3)
+    assert all(o == outs[0] for o in outs)
+    assert outs[0][20:40] == bytes.fromhex("0000000000000001" "00000002" "0000000000000003")
+
+
 def test_index_put_get_identical_and_worked_example():
     slots, entries = 5_000_000, 20_000_000
     size = idx.index_file_size(slots, entries)
