@@ -53,6 +53,7 @@ class FlushRealTimeService(ServiceThread):
             mfq.flush(least)
             if mfq.store_timestamp > 0:
                 self.store.checkpoint.physic_msg_timestamp = mfq.store_timestamp
+            mfq.populate_ahead()
         for _ in range(10):
             if mfq.flush(0):
                 break
@@ -179,9 +180,11 @@ class GroupCommitService(ServiceThread):
             mfq.flush(0)
 
     def run(self) -> None:
+        mfq = self.store.commit_log.mfq
         while not self.stopped:
             self.wait_for_running(0.010)
             self._do_commit()
+            mfq.populate_ahead()
         time.sleep(0.010)
         self.on_wait_end()
         self._do_commit()

@@ -1,0 +1,109 @@
+"""Page cache filled ahead of a commit log's appends (``MappedFile.populate``,
+``MappedFileQueue.populate_ahead``, the allocator's first window): checked
+with mincore(2) on a second mapping of the same file, so what is seen is the
+page cache itself, not what this process has touched (rmq runs on Linux)."""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+
+import pytest
+
+from rmq.store import mapped_file as mfm
+from rmq.store.allocate import AllocateMappedFileService
+from rmq.store.mapped_file import OS_PAGE_SIZE, MappedFile, MappedFileQueue
+
+pytestmark = pytest.mark.timeout(60)
+
+MiB = 1024 * 1024
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+
+
+def _cached_pages(path: str, start: int, end: int) -> int:
+    """How many pages of ``[start, end)`` of the file are in the page cache
+    (mincore on a fresh mapping: mapping and asking touch no page)."""
+    fd = os.open(path, os.O_RDWR)
+    try:
+        with mmap.mmap(fd, os.fstat(fd).st_size) as mm:
+            anchor = ctypes.c_char.from_buffer(mm)
+            try:
+                pages = (end - start) // OS_PAGE_SIZE
+                vec = ctypes.create_string_buffer(pages)
+                if _libc.mincore(ctypes.addressof(anchor) + start, end - start, vec) != 0:
+                    raise OSError(ctypes.get_errno(), "mincore failed")
+                return sum(b & 1 for b in vec.raw)
+            finally:
+                del anchor
+    finally:
+        os.close(fd)
+
+
+def _fresh(tmp_path, size: int) -> str:
+    path = str(tmp_path / mfm.offset_to_file_name(0))
+    # a new sparse file has nothing in the page cache
+    with open(path, "wb") as f:
+        f.truncate(size)
+    return path
+
+
+def test_populate_fills_the_page_cache_from_the_append_position(tmp_path):
+    path = _fresh(tmp_path, 16 * MiB)
+    mf = MappedFile(path, 16 * MiB)
+    try:
+        assert _cached_pages(path, 0, 16 * MiB) == 0
+        mf.wrote_position = 4 * MiB + 100  # the page holding the append position counts
+        mf.populate(8 * MiB)
+        assert _cached_pages(path, 4 * MiB, 8 * MiB) == 4 * MiB // OS_PAGE_SIZE
+        assert _cached_pages(path, 0, 4 * MiB) == 0
+        assert _cached_pages(path, 8 * MiB, 16 * MiB) == 0
+        assert mf.populated_to == 8 * MiB
+        assert not mf.view[4 * MiB:8 * MiB].tobytes().strip(b"\0")  # nothing written
+        mf.populate(64 * MiB)  # capped at the file's end
+        assert mf.populated_to == 16 * MiB
+        assert _cached_pages(path, 8 * MiB, 16 * MiB) == 8 * MiB // OS_PAGE_SIZE
+    finally:
+        mf.close()
+
+
+def test_populate_ahead_follows_the_appends_by_twice_their_pace(tmp_path, monkeypatch):
+    monkeypatch.setattr(mfm, "POPULATE_AHEAD_MIN", 2 * MiB)
+    monkeypatch.setattr(mfm, "POPULATE_AHEAD_MAX", 12 * MiB)
+    d = tmp_path / "commitlog"
+    d.mkdir()
+    q = MappedFileQueue(str(d), 32 * MiB)
+    q.populate_ahead()  # no file yet: nothing to do
+    mf = q.get_last_mapped_file(0, need_create=True)
+    try:
+        q.populate_ahead()
+        assert mf.populated_to == 2 * MiB  # the minimum at first
+        mf.wrote_position = 3 * MiB  # 3 MiB appended since: 6 MiB ahead
+        q.populate_ahead()
+        assert mf.populated_to == 9 * MiB
+        mf.wrote_position = 13 * MiB  # 10 MiB appended: 20 MiB ahead, capped at 12
+        q.populate_ahead()
+        assert mf.populated_to == 25 * MiB
+        assert _cached_pages(mf.file_name, 13 * MiB, 25 * MiB) == 12 * MiB // OS_PAGE_SIZE
+    finally:
+        q.shutdown()
+
+
+def test_allocator_hands_out_files_with_their_first_window_cached(tmp_path, monkeypatch):
+    monkeypatch.setattr("rmq.store.allocate.POPULATE_AHEAD_MIN", 4 * MiB)
+    d = tmp_path / "commitlog"
+    d.mkdir()
+    alloc = AllocateMappedFileService()
+    first = str(d / mfm.offset_to_file_name(0))
+    second = str(d / mfm.offset_to_file_name(16 * MiB))
+    try:
+        mf = alloc.take(first, second, 16 * MiB, None)
+        nxt = alloc.take(second, str(d / mfm.offset_to_file_name(32 * MiB)), 16 * MiB, None)
+        for f in (mf, nxt):
+            assert f.populated_to == 4 * MiB
+            assert _cached_pages(f.file_name, 0, 4 * MiB) == 4 * MiB // OS_PAGE_SIZE
+            assert _cached_pages(f.file_name, 4 * MiB, 16 * MiB) == 0
+            f.close()
+    finally:
+        alloc.shutdown()
