@@ -23,11 +23,11 @@ log = logging.getLogger("store")
 
 OS_PAGE_SIZE = 4096
 
-# Page cache kept filled ahead of a commit log's appends: at least this much,
+# Pages populated ahead of a commit log's appends: at least this much,
 # twice what was appended since the last round when that is more, at most the
 # upper bound (see MappedFileQueue.populate_ahead).
 POPULATE_AHEAD_MIN = 64 * 1024 * 1024
-POPULATE_AHEAD_MAX = 512 * 1024 * 1024
+POPULATE_AHEAD_MAX = 256 * 1024 * 1024
 _WILLNEED = getattr(os, "POSIX_FADV_WILLNEED", None)
 _POPULATE_CHUNK = 256 * 1024  # within any device's cap on one WILLNEED call
 
@@ -63,21 +63,26 @@ def _create_sized(file_name: str, file_size: int) -> int:
     return fd
 
 
-def populate_page_cache(fd: int, start: int, end: int) -> None:
-    """Bring ``[start, end)`` of the file into the page cache without mapping
-    or dirtying it (POSIX_FADV_WILLNEED; the GIL is released in each call).
+def _populate(mm: mmap.mmap, fd: int, start: int, end: int) -> None:
+    """Bring ``[start, end)`` of the file into the page cache ahead of the
+    appends, leaving its bytes as they are.
 
     A store file is created sparse, so the first write to a region faults
     with a page-cache miss, and the kernel answers a fault miss with a
     synchronous readahead: it allocates and zero-fills up to ``read_ahead_kb``
     (8 MiB on many virtual disks) before the write goes on.  Done by the
     appender, that is a stall of the event loop every few MiB (measured: ~10
-    ms every 8 MiB).  Done here, on a flush thread, the appender's faults find
-    the pages cached and only map them.  The kernel caps one call at the
-    device's readahead or I/O size, hence the chunks.  Nothing is written to
-    disk; where the call does not exist the appender faults as before."""
+    ms every 8 MiB).  Done ahead on a flush thread, the appender's writes find
+    the pages there.  The compiled twin faults the range in writable with the
+    GIL released (MADV_POPULATE_WRITE); this one, which cannot release the GIL
+    around madvise, fills the page cache with POSIX_FADV_WILLNEED (the GIL is
+    released in each call; the kernel caps one call at the device's readahead
+    or I/O size, hence the chunks), and the appender's faults then only map
+    cached pages.  Nothing is written to disk either way."""
     if _WILLNEED is None:
         return
+    start -= start % OS_PAGE_SIZE
+    end = min(end, len(mm))
     while start < end:
         n = min(_POPULATE_CHUNK, end - start)
         os.posix_fadvise(fd, start, n, _WILLNEED)
@@ -85,10 +90,12 @@ def populate_page_cache(fd: int, start: int, end: int) -> None:
 
 
 sync_range = _sync_range
+populate_page_cache = _populate
 page_cache_busy = _page_cache_busy
 _c = compiled("store_mapped")
 if _c is not None:
     sync_range = _c.sync_range
+    populate_page_cache = _c.populate
     page_cache_busy = _c.page_cache_busy
 
 
@@ -193,17 +200,17 @@ class MappedFile:
         return self.flushed_position
 
     def populate(self, end: int) -> None:
-        """Fill the page cache from where appends are (or were last filled)
-        up to ``end`` (see ``populate_page_cache``); for one thread at a time:
-        the allocator before it hands the file out, then a flush thread."""
+        """Populate the file from where appends are (or were last populated)
+        up to ``end`` (see ``_populate``); for one thread at a time: the
+        allocator before it hands the file out, then a flush thread."""
         end = min(end, self.file_size)
         start = max(self.populated_to, self.wrote_position)
         start -= start % OS_PAGE_SIZE
         if end <= start or self._closed:
             return
         try:
-            populate_page_cache(self.fd, start, end)
-        except OSError as e:
+            populate_page_cache(self.mm, self.fd, start, end)
+        except (OSError, ValueError) as e:  # closed meanwhile, or refused: appends fault as usual
             log.debug("populating %s [%d, %d) failed: %s", self.file_name, start, end, e)
         self.populated_to = end
 
