@@ -8,6 +8,7 @@ BODYCRC of a stored record, the compiled twin of
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport uint32_t
 from rmq._fast.crc32 cimport masked_crc32, rmq_crc32, rmq_crc32_uses_clmul
 
@@ -27,7 +28,12 @@ def crc32(data, unsigned int value=0):
 
 
 def body_crc(data):
-    """BODYCRC as stored: CRC-32 of the body with the top bit cleared."""
+    """BODYCRC as stored: CRC-32 of the body with the top bit cleared.  A
+    ``bytes`` body (what a request carries) is read in place: for a 1 KiB
+    body the buffer request and release would be a fifth of the call."""
+    if type(data) is bytes:
+        return masked_crc32(<const unsigned char *>PyBytes_AS_STRING(data),
+                            <size_t>PyBytes_GET_SIZE(data))
     cdef Py_buffer pb
     PyObject_GetBuffer(data, &pb, PyBUF_SIMPLE)
     cdef int c = masked_crc32(<const unsigned char *>pb.buf, <size_t>pb.len)
