@@ -116,19 +116,18 @@ cdef Py_ssize_t check_wire(const uint8_t *w, Py_ssize_t n, int32_t sys_flag, Py_
     return total
 
 
-cdef Py_ssize_t write_all(uint8_t *out, const uint8_t *w, Py_ssize_t n, int32_t queue_id,
+cdef void write_all(uint8_t *out, const uint8_t *w, Py_ssize_t n, int32_t queue_id,
                           int32_t sys_flag, int64_t born_ts, const uint8_t *born, Py_ssize_t born_len,
                           int64_t store_ts, const uint8_t *store, Py_ssize_t store_len,
                           int32_t reconsume, const uint8_t *topic, Py_ssize_t tlen,
                           const uint8_t *bp, Py_ssize_t bpl, int64_t first_qoff, int64_t phy,
                           uint8_t *cq, uint8_t *ix, int64_t max_slots, int64_t max_index,
                           char *ids, Py_ssize_t hex_len, int32_t *last_tags,
-                          Py_ssize_t *last_len, const Props *kept) noexcept nogil:
+                          const Props *kept) noexcept nogil:
     """Records, consume-queue entries, index entries and message ids of a batch
-    ``check_wire`` accepted; returns the position of the last record's
-    properties (relative to ``out``)."""
+    ``check_wire`` accepted; ``last_tags`` gets the last record's tagsCode."""
     cdef int32_t topic_hash = ascii_hash(0, topic, tlen)
-    cdef Py_ssize_t rpos = 0, wpos = 0, i = 0, size, plen, joined = 0, k, ks, last_props = 0
+    cdef Py_ssize_t rpos = 0, wpos = 0, i = 0, size, plen, joined = 0, k, ks
     cdef int32_t flag, body_len, tags_code = 0
     cdef int64_t rec_phy
     cdef uint64_t u
@@ -153,7 +152,6 @@ cdef Py_ssize_t write_all(uint8_t *out, const uint8_t *w, Py_ssize_t n, int32_t 
         p[0] = (joined >> 8) & 0xFF
         p[1] = joined & 0xFF
         p += 2
-        last_props = p - out
         if plen:
             memcpy(p, w + rpos + 22 + body_len, plen)
         if sep:
@@ -197,8 +195,6 @@ cdef Py_ssize_t write_all(uint8_t *out, const uint8_t *w, Py_ssize_t n, int32_t 
         rpos += 22 + body_len + plen
         i += 1
     last_tags[0] = tags_code
-    last_len[0] = joined
-    return last_props
 
 
 def append_batch(object buf, Py_ssize_t pos, Py_ssize_t limit, object wire, int queue_id,
@@ -206,8 +202,8 @@ def append_batch(object buf, Py_ssize_t pos, Py_ssize_t limit, object wire, int 
                  bytes store_host, int reconsume, bytes topic, bytes batch_props,
                  long long first_qoff, long long phy, object cq_buf, Py_ssize_t cq_pos,
                  object index, long long max_slots, long long max_index, str host_hex):
-    """``(total bytes, count, message ids, last tagsCode, last properties
-    position, last properties length)``, or None (nothing written)."""
+    """``(total bytes, count, message ids, last tagsCode)``, or None (nothing
+    written)."""
     cdef Py_ssize_t blen = PyBytes_GET_SIZE(born_host)
     cdef Py_ssize_t slen = PyBytes_GET_SIZE(store_host)
     cdef Py_ssize_t tlen = PyBytes_GET_SIZE(topic)
@@ -224,7 +220,7 @@ def append_batch(object buf, Py_ssize_t pos, Py_ssize_t limit, object wire, int 
     if tlen > 127 or not is_ascii(tp, tlen):
         return None
     cdef Py_buffer wv, ov, cv, iv
-    cdef Py_ssize_t total, count = 0, keys = 0, last_props = 0, last_len = 0
+    cdef Py_ssize_t total, count = 0, keys = 0
     cdef int32_t last_tags = 0
     cdef uint8_t *ix = NULL
     cdef char *ids_p
@@ -258,12 +254,12 @@ def append_batch(object buf, Py_ssize_t pos, Py_ssize_t limit, object wire, int 
                     ids_p = <char *>PyUnicode_DATA(ids)
                     memcpy(ids_p, PyUnicode_DATA(host_hex), hex_len)
                     with nogil:
-                        last_props = write_all(
+                        write_all(
                             <uint8_t *>ov.buf + pos, <const uint8_t *>wv.buf, wv.len, queue_id,
                             sys_flag, born_ts, bh, blen, store_ts, sh, slen,
                             reconsume, tp, tlen, bp, bpl, first_qoff, phy,
                             <uint8_t *>cv.buf + cq_pos, ix, max_slots, max_index, ids_p, hex_len,
-                            &last_tags, &last_len, kept)
+                            &last_tags, kept)
                 finally:
                     if ix != NULL:
                         PyBuffer_Release(&iv)
@@ -273,4 +269,4 @@ def append_batch(object buf, Py_ssize_t pos, Py_ssize_t limit, object wire, int 
             PyBuffer_Release(&ov)
     finally:
         PyBuffer_Release(&wv)
-    return total, count, ids, last_tags, pos + last_props, last_len
+    return total, count, ids, last_tags

@@ -24,7 +24,7 @@ def dispatch_run(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, const
                  int queue_id, uint8_t[::1] cq, Py_ssize_t cq_pos, long long cq_base,
                  long long max_physic_offset, index, long long max_slots, long long max_index):
     """Returns ``(pos, cq_pos, count, max_physic_offset, last)`` where ``last``
-    is ``None`` or ``(queue_offset, tags_code, store_ts, props_pos, props_len)``
+    is ``None`` or ``(queue_offset, tags_code, store_ts)``
     of the last record dispatched.  ``index`` is the writable buffer of the
     current index file or None when indexing is off."""
     if pos < 0 or limit > buf.shape[0] or cq_pos < 0 or cq_pos > cq.shape[0] or cq_pos % 20:
@@ -51,7 +51,6 @@ def dispatch_run(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, const
     cdef Props pr
     cdef int64_t last_qoff = -1, last_ts = 0
     cdef int32_t last_tags = 0
-    cdef Py_ssize_t last_ppos = 0, last_plen = 0
     for k in range(tlen):
         if t[k] >= 0x80:
             return pos, cq_pos, 0, max_physic_offset, None
@@ -120,10 +119,8 @@ def dispatch_run(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, const
             last_qoff = qoff
             last_tags = tags_code
             last_ts = store_ts
-            last_ppos = props - b
-            last_plen = props_len
             pos += size
             count += 1
     if count == 0:
         return pos, cq_pos, 0, max_physic_offset, None
-    return pos, cq_pos, count, max_physic_offset, (last_qoff, last_tags, last_ts, last_ppos, last_plen)
+    return pos, cq_pos, count, max_physic_offset, (last_qoff, last_tags, last_ts)

@@ -92,8 +92,7 @@ def _append_batch(buf, pos: int, limit: int, wire, queue_id: int, sys_flag: int,
     (as ``write_batch``), their consume-queue entries at ``cq_buf[cq_pos:]``,
     their index entries in ``index`` (the current index file's buffer, or None
     when indexing is off) and the comma-joined offset message ids.  Returns
-    ``(total bytes, count, message ids, last tagsCode, last properties
-    position, last properties length)``, or None with nothing written when
+    ``(total bytes, count, message ids, last tagsCode)``, or None with nothing written when
     the fast path does not take the batch (see ``_check_wire``), the records
     would not end by ``limit``, or the consume-queue or index file lacks room
     for all of it.  The compiled twin is ``rmq._fast.store_batch``."""
@@ -126,7 +125,7 @@ def _append_batch(buf, pos: int, limit: int, wire, queue_id: int, sys_flag: int,
     props_at = 48 + len(born_host) + 8 + len(store_host) + 12  # BODY LENGTH field
     ids = []
     wpos = pos
-    tags_code = ppos = plen = 0
+    tags_code = 0
     for i, size in enumerate(sizes):
         rec_phy = phy + wpos - pos
         (body_len,) = _INT.unpack_from(buf, wpos + props_at)
@@ -141,7 +140,7 @@ def _append_batch(buf, pos: int, limit: int, wire, queue_id: int, sys_flag: int,
                 _index_put(index, max_slots, max_index, _key_hash(topic_hash, k), rec_phy, store_ts)
         ids.append(host_hex + (rec_phy & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "big").hex().upper())
         wpos += size
-    return total, count, ",".join(ids), tags_code, ppos, plen
+    return total, count, ",".join(ids), tags_code
 
 
 class CommitLog:
@@ -402,7 +401,7 @@ class CommitLog:
                              cfg.maxHashSlotNum, cfg.maxIndexNum, _host_hex(store.store_host))
             if r is None:
                 return None
-            total, count, ids, tags_code, _ppos, _plen = r
+            total, count, ids, tags_code = r
             end = wrote + total
             mf.wrote_position = end
             if mf.write_buffer is None:

@@ -64,7 +64,7 @@ def _props(props: bytes) -> tuple[bytes | None, bytes | None, bytes | None, bool
 def _dispatch_run(buf, pos: int, limit: int, topic: bytes, queue_id: int, cq, cq_pos: int, cq_base: int,
                   max_physic_offset: int, index, max_slots: int, max_index: int) -> tuple:
     """Returns ``(pos, cq_pos, count, max_physic_offset, last)``; ``last`` is
-    None or ``(queue_offset, tags_code, store_ts, props_pos, props_len)``."""
+    None or ``(queue_offset, tags_code, store_ts)``."""
     if pos < 0 or limit > len(buf) or cq_pos < 0 or cq_pos > len(cq) or cq_pos % 20:
         raise ValueError("bad dispatch range")
     if index is not None and (max_slots <= 0 or max_index <= 0 or len(index) < 40 + max_slots * 4 + max_index * 20):
@@ -116,7 +116,7 @@ def _dispatch_run(buf, pos: int, limit: int, topic: bytes, queue_id: int, cq, cq
         _CQ.pack_into(cq, cq_pos, phy, size, tags_code)
         cq_pos += 20
         max_physic_offset = phy + size
-        last = (qoff, tags_code, store_ts, ppos, props_len)
+        last = (qoff, tags_code, store_ts)
         pos += size
         count += 1
     return pos, cq_pos, count, max_physic_offset, last

@@ -119,7 +119,7 @@ class ReputMixin:
         if count:
             mf.wrote_position = mf.committed_position = cq_pos
             cq.max_physic_offset = max_phy
-            qoff, tags_code, store_ts, _ppos, _plen = last
+            qoff, tags_code, store_ts = last
             self.checkpoint.logics_msg_timestamp = store_ts
             if notify:
                 self._notify(topic, queue_id, qoff + 1, tags_code, store_ts, count)
