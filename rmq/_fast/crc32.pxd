@@ -8,7 +8,8 @@ from libc.stdint cimport int32_t, uint32_t
 
 cdef extern from "crc32_fast.h" nogil:
     uint32_t rmq_crc32(uint32_t crc, const unsigned char *p, size_t n)
-    int rmq_crc32_uses_clmul()
+    int rmq_crc32_path()
+    int rmq_crc32_set_path(int path)
 
 
 cdef inline int32_t masked_crc32(const unsigned char *p, size_t n) noexcept nogil:

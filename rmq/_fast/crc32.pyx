@@ -10,7 +10,10 @@ BODYCRC of a stored record, the compiled twin of
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport uint32_t
-from rmq._fast.crc32 cimport masked_crc32, rmq_crc32, rmq_crc32_uses_clmul
+from rmq._fast.crc32 cimport masked_crc32, rmq_crc32, rmq_crc32_path, rmq_crc32_set_path
+
+# the names of crc32_fast.h's RMQ_CRC32_PATH_* values, by value
+_PATHS = ("zlib", "clmul", "vpclmul")
 
 
 def crc32(data, unsigned int value=0):
@@ -41,6 +44,20 @@ def body_crc(data):
     return c
 
 
-def uses_clmul():
-    """True when this CPU takes the carry-less multiply path."""
-    return rmq_crc32_uses_clmul() != 0
+def path():
+    """The path this module takes for inputs long enough to fold: "vpclmul"
+    (512-bit folding), "clmul" (128-bit folding) or "zlib"."""
+    return _PATHS[rmq_crc32_path()]
+
+
+def _force_path(name):
+    """Make this module take path ``name`` ("zlib", "clmul", "vpclmul"), or
+    the best one this CPU allows again for None, so that tests can check
+    every path on one machine.  Other compiled modules keep their own
+    choice.  ValueError for an unknown name or a path this CPU cannot run."""
+    if name is not None and name not in _PATHS:
+        raise ValueError(f"unknown CRC-32 path {name!r}; expected one of {', '.join(_PATHS)} or None")
+    code = rmq_crc32_set_path(-1 if name is None else _PATHS.index(name))
+    if code < 0:
+        raise ValueError(f"this CPU cannot run the {name} CRC-32 path")
+    return _PATHS[code]
