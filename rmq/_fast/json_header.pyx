@@ -39,6 +39,7 @@ from rmq._fast.json_text cimport (
     json_unescape,
     json_utf8_valid,
     json_write_int,
+    json_write_short,
     json_write_string,
     json_ws,
 )
@@ -78,6 +79,67 @@ cdef extern from "Python.h":
     Py_ssize_t str_length "PyUnicode_GET_LENGTH"(PyObject* o)
     void* ascii_data "PyUnicode_DATA"(PyObject* o)
 
+
+cdef extern from *:
+    """
+    #include <stdint.h>
+    /* The entries of a dict whose combined table holds only str keys (what
+       a header's extFields is), read in place as (key, value) pairs in
+       insertion order, a NULL value marking a deleted one: PyDict_Next costs
+       a call per entry, most of the time of writing a small value.  The
+       layout is the one of CPython 3.11 to 3.13 (the entries follow the
+       index table, 1 << dk_log2_index_bytes bytes); NULL elsewhere, and for
+       split tables and other key kinds, and the caller then walks the dict
+       with PyDict_Next. */
+    typedef struct { PyObject *key; PyObject *value; } rmq_dict_pair;
+    static inline const rmq_dict_pair *rmq_dict_pairs(PyObject *d, Py_ssize_t *n) {
+    #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000 \
+        && !defined(Py_GIL_DISABLED) && !defined(PYPY_VERSION) && !defined(Py_LIMITED_API)
+        typedef struct {
+            Py_ssize_t refcnt;
+            uint8_t log2_size;
+            uint8_t log2_index_bytes;
+            uint8_t kind;               /* 1: str keys, combined table */
+            uint32_t version;
+            Py_ssize_t usable;
+            Py_ssize_t nentries;
+            char indices[];
+        } rmq_dict_keys;
+        PyDictObject *mp = (PyDictObject *)d;
+        const rmq_dict_keys *dk = (const rmq_dict_keys *)mp->ma_keys;
+        if (mp->ma_values == NULL && dk->kind == 1) {
+            *n = dk->nentries;
+            return (const rmq_dict_pair *)(dk->indices + ((size_t)1 << dk->log2_index_bytes));
+        }
+    #endif
+        *n = 0;
+        return NULL;
+    }
+    /* The value of an exact int of one digit (|v| < 2**30), read in place;
+       0 for anything else (PyLong_AsLongLongAndOverflow decides those). */
+    static inline int rmq_small_int(PyObject *o, long *v) {
+    #if PY_VERSION_HEX >= 0x030C0000 && !defined(PYPY_VERSION) && !defined(Py_LIMITED_API)
+        if (PyLong_CheckExact(o) && PyUnstable_Long_IsCompact((PyLongObject *)o)) {
+            *v = (long)PyUnstable_Long_CompactValue((PyLongObject *)o);
+            return 1;
+        }
+    #elif !defined(PYPY_VERSION) && !defined(Py_LIMITED_API)
+        if (PyLong_CheckExact(o)) {
+            Py_ssize_t size = Py_SIZE(o);
+            if (size >= -1 && size <= 1) {
+                *v = (long)size * (long)((PyLongObject *)o)->ob_digit[0];
+                return 1;
+            }
+        }
+    #endif
+        return 0;
+    }
+    """
+    ctypedef struct DictPair "rmq_dict_pair":
+        PyObject* key
+        PyObject* value
+    const DictPair* dict_pairs "rmq_dict_pairs"(PyObject* d, Py_ssize_t* n) noexcept
+    bint small_int "rmq_small_int"(PyObject* o, long* v) noexcept
 
 # LanguageCode names by code (the codec takes them from here)
 LANGUAGE_NAMES = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP",
@@ -153,10 +215,24 @@ cdef inline const char* str_utf8(PyObject* s, Py_ssize_t* n) noexcept:
     return utf8_or_null(s, n)
 
 
+cdef inline uint8_t* write_text(uint8_t* o, PyObject* s, const char* p,
+                                Py_ssize_t n) noexcept:
+    """The JSON string of ``s`` (its UTF-8 ``p[:n]``): the word-at-a-time
+    writer for compact ASCII strs, whose text has the object header in front
+    of it to read from (json_write_short)."""
+    if is_compact_ascii(s):
+        return json_write_short(o, <const uint8_t*>p, n)
+    return json_write_string(o, <const uint8_t*>p, n)
+
+
 cdef inline bint int32_arg(object v, int64_t* out):
     """An int (not a bool, which orjson writes as true/false) in int32 range."""
     cdef int overflow = 0
+    cdef long small
     cdef PyObject* p = <PyObject*>v
+    if small_int(p, &small):
+        out[0] = small
+        return True
     if not int_like(p) or is_bool(p):
         return False
     cdef long long x = int_value(p, &overflow)
@@ -170,7 +246,10 @@ cdef inline bint int32_arg(object v, int64_t* out):
 cdef inline int language_index(object language):
     """The twin's LANGUAGE_NAMES index for an int language, -1 for others."""
     cdef int overflow = 0
+    cdef long small
     cdef PyObject* p = <PyObject*>language
+    if small_int(p, &small):
+        return <int>small if 0 <= small < N_LANGUAGES else LANGUAGE_OTHER
     if not int_like(p):
         return -1
     cdef long long x = int_value(p, &overflow)
@@ -180,6 +259,69 @@ cdef inline int language_index(object language):
     return <int>x if 0 <= x < N_LANGUAGES else LANGUAGE_OTHER
 
 
+cdef enum:
+    EXT_NOT_PLAIN = -1     # a key or value the writer does not take
+    EXT_NOT_STR = -2       # a value to stringify first (the twin's string_ext)
+    ENTRY_SLACK = 22       # ',' ':' and the 16-byte overrun of json_write_short, rounded
+
+
+cdef inline Py_ssize_t write_entry(PyObject* k, PyObject* val, Py_ssize_t at, Py_ssize_t room,
+                                   uint8_t sep) except -3:
+    """``sep`` and the pair ``"k":"val"`` written into OUT at ``at``, keeping
+    ``room`` bytes free behind it: the offset after it, or EXT_NOT_PLAIN /
+    EXT_NOT_STR (nothing written or run)."""
+    cdef Py_ssize_t kn, vn
+    cdef const char* kp
+    cdef const char* vp
+    cdef uint8_t* o
+    if not str_exact(val):
+        return EXT_NOT_STR
+    if not str_exact(k):
+        return EXT_NOT_PLAIN
+    kp = str_utf8(k, &kn)
+    vp = str_utf8(val, &vn) if kp != NULL else NULL
+    if vp == NULL:
+        PyErr_Clear()
+        return EXT_NOT_PLAIN
+    if at + 6 * (kn + vn) + ENTRY_SLACK + room > OUT_CAP:
+        out_reserve(at + 6 * (kn + vn) + ENTRY_SLACK + room)
+    o = OUT + at
+    o[0] = sep
+    o = write_text(o + 1, k, kp, kn)
+    o[0] = 58
+    o = write_text(o + 1, val, vp, vn)
+    return o - OUT
+
+
+cdef Py_ssize_t write_ext(dict ext, Py_ssize_t at, Py_ssize_t room) except -3:
+    """The extFields object of ``ext`` written into OUT from ``at``, keeping
+    ``room`` bytes free behind it: the offset after its '}', or EXT_NOT_PLAIN /
+    EXT_NOT_STR (nothing run, so nothing can have re-entered OUT)."""
+    cdef Py_ssize_t it = 0, count, i
+    cdef PyObject* k
+    cdef PyObject* val
+    cdef uint8_t sep = 123       # '{' before the first entry, ',' before the others
+    cdef const DictPair* pairs = dict_pairs(<PyObject*>ext, &count)
+    if pairs != NULL:
+        for i in range(count):
+            if pairs[i].value != NULL:
+                at = write_entry(pairs[i].key, pairs[i].value, at, room, sep)
+                if at < 0:
+                    return at
+                sep = 44
+    else:
+        while dict_next(ext, &it, &k, &val):
+            at = write_entry(k, val, at, room, sep)
+            if at < 0:
+                return at
+            sep = 44
+    if sep == 123:
+        OUT[at] = 123
+        at += 1
+    OUT[at] = 125
+    return at + 1
+
+
 cdef object encode_json(object code, object language, object version, object opaque,
                         object flag, object remark, object ext_fields, Py_ssize_t body_len,
                         bint stringified=False):
@@ -187,15 +329,10 @@ cdef object encode_json(object code, object language, object version, object opa
     plain ones this writer takes (the twin then encodes them)."""
     cdef int64_t c, v, q, f
     cdef int lang = language_index(language)
-    cdef Py_ssize_t rn = 0, kn, vn, at, room, it = 0
+    cdef Py_ssize_t rn = 0, at, room
     cdef const char* rp = NULL
-    cdef const char* kp
-    cdef const char* vp
-    cdef PyObject* k
-    cdef PyObject* val
     cdef uint8_t* o
     cdef dict ext = None
-    cdef bint first = True
     if lang < 0 or not (int32_arg(code, &c) and int32_arg(version, &v)
                         and int32_arg(opaque, &q) and int32_arg(flag, &f)):
         return None
@@ -216,35 +353,18 @@ cdef object encode_json(object code, object language, object version, object opa
     o = put(OUT + 8, '{"code":', 8)
     o = json_write_int(o, c)
     if ext is not None:
-        o = put(o, ',"extFields":{', 14)
-        while dict_next(ext, &it, &k, &val):
-            if not str_exact(val):
-                if stringified:
-                    return None
-                # the twin's string_ext, then the whole header again (it may
-                # run Python code, which may encode into OUT meanwhile)
-                return encode_json(code, language, version, opaque, flag, remark,
-                                   string_ext(ext), body_len, True)
-            if not str_exact(k):
+        o = put(o, ',"extFields":', 13)
+        at = write_ext(ext, o - OUT, room)
+        if at == EXT_NOT_STR:
+            if stringified:
                 return None
-            kp = str_utf8(k, &kn)
-            vp = str_utf8(val, &vn) if kp != NULL else NULL
-            if vp == NULL:
-                PyErr_Clear()
-                return None
-            at = o - OUT
-            if at + 6 * (kn + vn) + 6 + room > OUT_CAP:
-                out_reserve(at + 6 * (kn + vn) + 6 + room)
-                o = OUT + at
-            if not first:
-                o[0] = 44
-                o += 1
-            first = False
-            o = json_write_string(o, <const uint8_t*>kp, kn)
-            o[0] = 58
-            o = json_write_string(o + 1, <const uint8_t*>vp, vn)
-        o[0] = 125
-        o += 1
+            # the twin's string_ext, then the whole header again (it may
+            # run Python code, which may encode into OUT meanwhile)
+            return encode_json(code, language, version, opaque, flag, remark,
+                               string_ext(ext), body_len, True)
+        if at == EXT_NOT_PLAIN:
+            return None
+        o = OUT + at
     o = put(o, ',"flag":', 8)
     o = json_write_int(o, f)
     o = put(o, ',"language":"', 13)
@@ -253,7 +373,7 @@ cdef object encode_json(object code, object language, object version, object opa
     o = json_write_int(o, q)
     if rp != NULL:
         o = put(o, ',"remark":', 10)
-        o = json_write_string(o, <const uint8_t*>rp, rn)
+        o = write_text(o, <PyObject*>remark, rp, rn)
     o = put(o, ',"serializeTypeCurrentRPC":"JSON","version":', 44)
     o = json_write_int(o, v)
     o[0] = 125

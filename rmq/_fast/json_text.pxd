@@ -533,68 +533,121 @@ cdef inline uint8_t* json_write_int(uint8_t* o, int64_t v) noexcept nogil:
     return o + digits
 
 
+cdef inline uint64_t json_tail_word(const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    """``p[:n]`` (1 <= n <= 8) as the low bytes of a word, the rest zero, from
+    one load of the eight bytes that end at ``p + n``: the ``8 - n`` bytes
+    before ``p`` must be readable memory (a compact str's object header is,
+    in front of its text)."""
+    return json_load8(p + n - 8) >> (64 - 8 * n)
+
+
+cdef inline uint64_t json_pad_above(Py_ssize_t n) noexcept nogil:
+    """'A' in bytes n..7 of a word (1 <= n <= 8; none for 8): fills the rest
+    of a json_tail_word with bytes that never need escaping."""
+    return ((<uint64_t>JSON_ONES * 0x41) << (8 * n - 8)) << 8
+
+
+cdef inline uint8_t* json_write_short(uint8_t* o, const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    """json_write_string for the text of a compact ASCII str: one of 1..16
+    bytes with nothing to escape goes as (at most) two words, with no
+    per-length branching or byte loop -- the keys and most values of a
+    header.  The bytes in front of ``p`` are read (see json_tail_word);
+    ``o`` needs room for 6 * n + 2 bytes and 16 more."""
+    cdef uint64_t lo, hi
+    if n == 0 or n > 16:
+        return json_write_string(o, p, n)
+    if n <= 8:
+        lo = json_tail_word(p, n)
+        if json_escape8(lo | json_pad_above(n)) != 0:
+            return json_write_string(o, p, n)
+        o[0] = 34
+        json_store8(o + 1, lo)
+    else:
+        lo = json_load8(p)
+        hi = json_tail_word(p + 8, n - 8)
+        if (json_escape8(lo) | json_escape8(hi | json_pad_above(n - 8))) != 0:
+            return json_write_string(o, p, n)
+        o[0] = 34
+        json_store8(o + 1, lo)
+        json_store8(o + 9, hi)
+    o[n + 1] = 34
+    return o + n + 2
+
+
+cdef inline uint8_t* json_write_escape(uint8_t* o, uint8_t c) noexcept nogil:
+    """The escape of one byte that needs it ('"', '\\', a control byte) the
+    way orjson writes it: \\" \\\\ \\b \\f \\n \\r \\t, the others as \\u00xx."""
+    o[0] = 92
+    if c == 34 or c == 92:
+        o[1] = c
+    elif c == 8:
+        o[1] = 98
+    elif c == 12:
+        o[1] = 102
+    elif c == 10:
+        o[1] = 110
+    elif c == 13:
+        o[1] = 114
+    elif c == 9:
+        o[1] = 116
+    else:
+        o[1] = 117
+        o[2] = 48
+        o[3] = 48
+        o[4] = 48 + (c >> 4)
+        o[5] = 48 + (c & 15) if (c & 15) < 10 else 87 + (c & 15)
+        return o + 6
+    return o + 2
+
+
 cdef inline uint8_t* json_write_string(uint8_t* o, const uint8_t* p, Py_ssize_t n) noexcept nogil:
     """``p[:n]`` (UTF-8) as a JSON string the way orjson writes it: \\" \\\\ \\b
     \\f \\n \\r \\t, other control characters as \\u00xx, the rest raw.
-    ``o`` needs room for 6 * n + 2 bytes."""
+    Sixteen bytes at a time while they last, then one word, then the last
+    few bytes as one word too (loaded overlapping the bytes before them when
+    the text has eight, so no per-length branching); each block is stored
+    whole and the output advanced past its plain bytes only.  ``o`` needs
+    room for 6 * n + 2 bytes and 16 more."""
     cdef const uint8_t* e = p + n
-    cdef const uint8_t* stop
+    cdef Py_ssize_t left
     cdef uint64_t w, m
-    cdef uint8_t c
+    cdef int wide = 0
     cdef int k
     o[0] = 34
     o += 1
-    while p < e:
-        if e - p >= 8:
+    while True:
+        left = e - p
+        if left >= 16:
+            m = json_mask16(p, &wide)
+            memcpy(o, p, 16)
+            if m == 0:
+                o += 16
+                p += 16
+                continue
+            k = json_ctz64(m)
+        elif left >= 8:
             w = json_load8(p)
             m = json_escape8(w)
+            json_store8(o, w)
             if m == 0:
-                memcpy(o, p, 8)
                 o += 8
                 p += 8
                 continue
             k = json_first(m)
-            memcpy(o, p, 8)  # the k plain bytes (room: 8 input bytes are left)
-            o += k
-            p += k
-            stop = p + 1
-        else:
-            # the last few bytes: one padded word, written whole (the
-            # output has room for 6 bytes per input byte)
-            k = e - p
-            w = json_load_short(p, k) | (<uint64_t>JSON_ONES * 0x41 << (8 * k))
-            if json_escape8(w) == 0:
-                json_store8(o, w)
-                o += k
-                break
-            stop = e
-        while p < stop:
-            c = p[0]
-            p += 1
-            if c >= 0x20 and c != 34 and c != 92:
-                o[0] = c
-                o += 1
-                continue
-            o[0] = 92
-            if c == 34 or c == 92:
-                o[1] = c
-            elif c == 8:
-                o[1] = 98
-            elif c == 12:
-                o[1] = 102
-            elif c == 10:
-                o[1] = 110
-            elif c == 13:
-                o[1] = 114
-            elif c == 9:
-                o[1] = 116
+        elif left > 0:
+            if n >= 8:
+                w = json_tail_word(p, left)
             else:
-                o[1] = 117
-                o[2] = 48
-                o[3] = 48
-                o[4] = 48 + (c >> 4)
-                o[5] = 48 + (c & 15) if (c & 15) < 10 else 87 + (c & 15)
-                o += 4
-            o += 2
+                w = json_load_short(p, left)
+            m = json_escape8(w | json_pad_above(left))
+            json_store8(o, w)
+            if m == 0:
+                o += left
+                break
+            k = json_first(m)
+        else:
+            break
+        o = json_write_escape(o + k, p[k])
+        p += k + 1
     o[0] = 34
     return o + 1

@@ -115,6 +115,82 @@ def test_writer_large_headers(size):
 
 
 # ---------------------------------------------------------------------------
+# writer fast paths: short ASCII texts as words, extFields entries read in
+# place, one-digit ints read in place
+
+
+SPECIALS = ['"', "\\", "\x00", "\x01", "\x08", "\n", "\x1f", "\x7f", "/", "\xe9", "\u2028",
+            "\U0001f600", "\ud800"]
+
+
+def test_writer_texts_of_every_short_length_and_escape_position():
+    """Keys, values and remarks of 0..40 characters with one character to
+    escape (or non-ASCII) at every position: each side of the one- and
+    two-word writer and of the sixteen-byte blocks."""
+    for n in range(41):
+        plain = "".join(chr(97 + i % 26) for i in range(n))
+        both("encode", 310, 0, 409, 1, 0, plain, {plain: plain, "k": plain}, 0, 0)
+        for at in range(n):
+            for c in SPECIALS:
+                text = plain[:at] + c + plain[at + 1:]
+                both("encode", 310, 0, 409, 1, 0, text, {text: "v", "k": text}, 0, 0)
+
+
+ascii_text = st.text(st.characters(max_codepoint=127), max_size=40)
+mixed_text = ascii_text | any_text | st.sampled_from(["", "0", "false", "TBW102"])
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(mixed_text, mixed_text, max_size=40), st.none() | mixed_text,
+       st.lists(mixed_text, max_size=8))
+def test_writer_many_fields_match_twin(ext, remark, deleted):
+    """Up to 40 entries of ASCII, control and non-ASCII texts, empty keys and
+    values, with some deleted again (holes in the table)."""
+    both("encode", 310, 0, 409, 123456, 0, remark, ext, 0, 0)
+    for key in deleted:
+        ext.pop(key, None)
+    if ext:
+        ext.pop(next(iter(ext)))
+    both("encode", 310, 0, 409, 123456, 0, remark, ext, 0, 0)
+
+
+class Holder:
+    pass
+
+
+def test_writer_dict_layouts():
+    """Tables the in-place reader takes and those left to PyDict_Next: split
+    (an instance's __dict__), holes from deletes, an emptied map, non-str
+    and str-subclass keys, re-inserted keys, a large table."""
+    obj = Holder()
+    obj.a, obj.b, obj.c = "x", "y\x01", "z"
+    ext = dict.fromkeys("abcdefghijklmnop", "v")
+    for key in "bdfhp":
+        del ext[key]
+    ext["b"] = "again"
+    emptied = {"a": "1"}
+    del emptied["a"]
+    big = {f"key{i}": f"value{i}" for i in range(3000)}
+    for i in range(0, 3000, 7):
+        del big[f"key{i}"]
+    for value in (vars(obj), ext, emptied, {}, {1: "x", "a": "b"}, {Text("k"): "v"},
+                  {"a": "b", Text("k"): "v"}, big):
+        both("encode", 105, 0, 409, 1, 0, None, value, 0, 0)
+
+
+def test_writer_int_arguments_around_one_digit():
+    """Values either side of the one-digit (2**30) bound of the in-place int
+    read, int subclasses and bools in every numeric place."""
+    values = [0, 1, -1, 2**30 - 1, 2**30, -(2**30) + 1, -(2**30), INT32_MAX, INT32_MIN,
+              INT32_MAX + 1, INT32_MIN - 1, 2**62, Lang.CPP, True, False, 12, 13, 20]
+    for v in values:
+        for at in range(5):
+            args = [310, 0, 409, 123456, 0]
+            args[at] = v
+            both("encode", *args, "r", {"a": "b"}, 0, 0)
+
+
+# ---------------------------------------------------------------------------
 # reader: JSON texts written with every freedom JSON allows
 
 
