@@ -38,6 +38,8 @@ from rmq._fast.json_text cimport (
     json_skip_value,
     json_unescape,
     json_utf8_valid,
+    json_put_words,
+    json_short_words,
     json_write_int,
     json_write_short,
     json_write_string,
@@ -262,14 +264,44 @@ cdef inline int language_index(object language):
 cdef enum:
     EXT_NOT_PLAIN = -1     # a key or value the writer does not take
     EXT_NOT_STR = -2       # a value to stringify first (the twin's string_ext)
-    ENTRY_SLACK = 22       # ',' ':' and the 16-byte overrun of json_write_short, rounded
+    ENTRY_SLACK = 22       # ',' ':' and the 16-byte overrun of the word writers, rounded
+    SHORT_ENTRY = 56       # the most a pair of short texts writes, overrun included
 
 
 cdef inline Py_ssize_t write_entry(PyObject* k, PyObject* val, Py_ssize_t at, Py_ssize_t room,
                                    uint8_t sep) except -3:
     """``sep`` and the pair ``"k":"val"`` written into OUT at ``at``, keeping
     ``room`` bytes free behind it: the offset after it, or EXT_NOT_PLAIN /
-    EXT_NOT_STR (nothing written or run)."""
+    EXT_NOT_STR (nothing written or run).  Keys and values of 1..16 ASCII
+    characters with nothing to escape (nearly every pair of a header) go
+    straight through as words."""
+    cdef Py_ssize_t kn, vn
+    cdef uint64_t klo, khi, vlo, vhi
+    cdef uint8_t* o
+    if (str_exact(k) and str_exact(val) and is_compact_ascii(k) and is_compact_ascii(val)
+            and at + SHORT_ENTRY + room <= OUT_CAP):
+        kn = str_length(k)
+        vn = str_length(val)
+        if (0 < kn <= 16 and 0 < vn <= 16
+                and json_short_words(<const uint8_t*>ascii_data(k), kn, &klo, &khi)
+                and json_short_words(<const uint8_t*>ascii_data(val), vn, &vlo, &vhi)):
+            o = OUT + at
+            o[0] = sep
+            o[1] = 34
+            o = json_put_words(o + 2, klo, khi, kn)
+            o[0] = 34
+            o[1] = 58
+            o[2] = 34
+            o = json_put_words(o + 3, vlo, vhi, vn)
+            o[0] = 34
+            return o + 1 - OUT
+    return write_entry_any(k, val, at, room, sep)
+
+
+cdef Py_ssize_t write_entry_any(PyObject* k, PyObject* val, Py_ssize_t at, Py_ssize_t room,
+                                uint8_t sep) except -3:
+    """write_entry for any pair (long, escaped or non-ASCII texts, values
+    to stringify, keys the writer leaves to the twin)."""
     cdef Py_ssize_t kn, vn
     cdef const char* kp
     cdef const char* vp

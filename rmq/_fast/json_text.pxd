@@ -547,31 +547,40 @@ cdef inline uint64_t json_pad_above(Py_ssize_t n) noexcept nogil:
     return ((<uint64_t>JSON_ONES * 0x41) << (8 * n - 8)) << 8
 
 
+cdef inline bint json_short_words(const uint8_t* p, Py_ssize_t n, uint64_t* lo,
+                                  uint64_t* hi) noexcept nogil:
+    """The text of a compact ASCII str of 1..16 bytes as two words (zeros
+    past its end): whether none of its bytes needs escaping.  The bytes in
+    front of ``p`` are read (see json_tail_word)."""
+    if n <= 8:
+        lo[0] = json_tail_word(p, n)
+        hi[0] = 0
+        return json_escape8(lo[0] | json_pad_above(n)) == 0
+    lo[0] = json_load8(p)
+    hi[0] = json_tail_word(p + 8, n - 8)
+    return (json_escape8(lo[0]) | json_escape8(hi[0] | json_pad_above(n - 8))) == 0
+
+
+cdef inline uint8_t* json_put_words(uint8_t* o, uint64_t lo, uint64_t hi,
+                                    Py_ssize_t n) noexcept nogil:
+    """The n bytes of json_short_words at ``o`` (16 bytes stored)."""
+    json_store8(o, lo)
+    json_store8(o + 8, hi)
+    return o + n
+
+
 cdef inline uint8_t* json_write_short(uint8_t* o, const uint8_t* p, Py_ssize_t n) noexcept nogil:
     """json_write_string for the text of a compact ASCII str: one of 1..16
-    bytes with nothing to escape goes as (at most) two words, with no
-    per-length branching or byte loop -- the keys and most values of a
-    header.  The bytes in front of ``p`` are read (see json_tail_word);
-    ``o`` needs room for 6 * n + 2 bytes and 16 more."""
+    bytes with nothing to escape goes as two words, with no byte loop.  The
+    bytes in front of ``p`` are read (see json_tail_word); ``o`` needs room
+    for 6 * n + 2 bytes and 16 more."""
     cdef uint64_t lo, hi
-    if n == 0 or n > 16:
+    if n == 0 or n > 16 or not json_short_words(p, n, &lo, &hi):
         return json_write_string(o, p, n)
-    if n <= 8:
-        lo = json_tail_word(p, n)
-        if json_escape8(lo | json_pad_above(n)) != 0:
-            return json_write_string(o, p, n)
-        o[0] = 34
-        json_store8(o + 1, lo)
-    else:
-        lo = json_load8(p)
-        hi = json_tail_word(p + 8, n - 8)
-        if (json_escape8(lo) | json_escape8(hi | json_pad_above(n - 8))) != 0:
-            return json_write_string(o, p, n)
-        o[0] = 34
-        json_store8(o + 1, lo)
-        json_store8(o + 9, hi)
-    o[n + 1] = 34
-    return o + n + 2
+    o[0] = 34
+    o = json_put_words(o + 1, lo, hi, n)
+    o[0] = 34
+    return o + 1
 
 
 cdef inline uint8_t* json_write_escape(uint8_t* o, uint8_t c) noexcept nogil:
@@ -603,11 +612,12 @@ cdef inline uint8_t* json_write_escape(uint8_t* o, uint8_t c) noexcept nogil:
 cdef inline uint8_t* json_write_string(uint8_t* o, const uint8_t* p, Py_ssize_t n) noexcept nogil:
     """``p[:n]`` (UTF-8) as a JSON string the way orjson writes it: \\" \\\\ \\b
     \\f \\n \\r \\t, other control characters as \\u00xx, the rest raw.
-    Sixteen bytes at a time while they last, then one word, then the last
-    few bytes as one word too (loaded overlapping the bytes before them when
-    the text has eight, so no per-length branching); each block is stored
-    whole and the output advanced past its plain bytes only.  ``o`` needs
-    room for 6 * n + 2 bytes and 16 more."""
+    Sixteen bytes at a time while they last; the last 1..15 of a text of
+    sixteen or more are flagged from the sixteen bytes that end the text
+    and stored as two words loaded from within it, those of a shorter text
+    a word at a time -- no byte loop either way.  Each block is stored whole
+    and the output advanced past its plain bytes only.  ``o`` needs room for
+    6 * n + 2 bytes and 16 more."""
     cdef const uint8_t* e = p + n
     cdef Py_ssize_t left
     cdef uint64_t w, m
@@ -625,6 +635,19 @@ cdef inline uint8_t* json_write_string(uint8_t* o, const uint8_t* p, Py_ssize_t 
                 p += 16
                 continue
             k = json_ctz64(m)
+        elif left == 0:
+            break
+        elif n >= 16:
+            m = json_mask16(e - 16, &wide) >> (16 - left)
+            if left > 8:
+                json_store8(o, json_load8(p))
+                json_store8(o + 8, json_tail_word(p + 8, left - 8))
+            else:
+                json_store8(o, json_tail_word(p, left))
+            if m == 0:
+                o += left
+                break
+            k = json_ctz64(m)
         elif left >= 8:
             w = json_load8(p)
             m = json_escape8(w)
@@ -634,19 +657,14 @@ cdef inline uint8_t* json_write_string(uint8_t* o, const uint8_t* p, Py_ssize_t 
                 p += 8
                 continue
             k = json_first(m)
-        elif left > 0:
-            if n >= 8:
-                w = json_tail_word(p, left)
-            else:
-                w = json_load_short(p, left)
+        else:
+            w = json_tail_word(p, left) if n >= 8 else json_load_short(p, left)
             m = json_escape8(w | json_pad_above(left))
             json_store8(o, w)
             if m == 0:
                 o += left
                 break
             k = json_first(m)
-        else:
-            break
         o = json_write_escape(o + k, p[k])
         p += k + 1
     o[0] = 34
