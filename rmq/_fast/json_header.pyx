@@ -38,8 +38,8 @@ from rmq._fast.json_text cimport (
     json_skip_value,
     json_unescape,
     json_utf8_valid,
-    json_put_words,
-    json_short_words,
+    json_page_has32,
+    json_plain32,
     json_write_int,
     json_write_short,
     json_write_string,
@@ -265,34 +265,42 @@ cdef enum:
     EXT_NOT_PLAIN = -1     # a key or value the writer does not take
     EXT_NOT_STR = -2       # a value to stringify first (the twin's string_ext)
     ENTRY_SLACK = 22       # ',' ':' and the 16-byte overrun of the word writers, rounded
-    SHORT_ENTRY = 56       # the most a pair of short texts writes, overrun included
+    SHORT_KEY = 16         # the longest key and value write_entry copies as blocks
+    SHORT_VALUE = 32
+    SHORT_ENTRY = 64       # the most such a pair writes, overrun included
 
 
 cdef inline Py_ssize_t write_entry(PyObject* k, PyObject* val, Py_ssize_t at, Py_ssize_t room,
                                    uint8_t sep) except -3:
     """``sep`` and the pair ``"k":"val"`` written into OUT at ``at``, keeping
     ``room`` bytes free behind it: the offset after it, or EXT_NOT_PLAIN /
-    EXT_NOT_STR (nothing written or run).  Keys and values of 1..16 ASCII
-    characters with nothing to escape (nearly every pair of a header) go
-    straight through as words."""
+    EXT_NOT_STR (nothing written or run).  A pair of short ASCII texts with
+    nothing to escape (nearly every pair of a header) is checked and copied
+    as sixteen-byte blocks, which may run past a text's end but not past its
+    memory page; the rest goes to write_entry_any."""
     cdef Py_ssize_t kn, vn
-    cdef uint64_t klo, khi, vlo, vhi
+    cdef const uint8_t* kp
+    cdef const uint8_t* vp
     cdef uint8_t* o
     if (str_exact(k) and str_exact(val) and is_compact_ascii(k) and is_compact_ascii(val)
             and at + SHORT_ENTRY + room <= OUT_CAP):
         kn = str_length(k)
         vn = str_length(val)
-        if (0 < kn <= 16 and 0 < vn <= 16
-                and json_short_words(<const uint8_t*>ascii_data(k), kn, &klo, &khi)
-                and json_short_words(<const uint8_t*>ascii_data(val), vn, &vlo, &vhi)):
+        kp = <const uint8_t*>ascii_data(k)
+        vp = <const uint8_t*>ascii_data(val)
+        if (0 < kn <= SHORT_KEY and 0 < vn <= SHORT_VALUE
+                and json_page_has32(kp) and json_page_has32(vp)
+                and json_plain32(kp, kn) and json_plain32(vp, vn)):
             o = OUT + at
             o[0] = sep
             o[1] = 34
-            o = json_put_words(o + 2, klo, khi, kn)
+            memcpy(o + 2, kp, 16)
+            o += 2 + kn
             o[0] = 34
             o[1] = 58
             o[2] = 34
-            o = json_put_words(o + 3, vlo, vhi, vn)
+            memcpy(o + 3, vp, 32)
+            o += 3 + vn
             o[0] = 34
             return o + 1 - OUT
     return write_entry_any(k, val, at, room, sep)
@@ -343,7 +351,7 @@ cdef Py_ssize_t write_ext(dict ext, Py_ssize_t at, Py_ssize_t room) except -3:
                 sep = 44
     else:
         while dict_next(ext, &it, &k, &val):
-            at = write_entry(k, val, at, room, sep)
+            at = write_entry_any(k, val, at, room, sep)
             if at < 0:
                 return at
             sep = 44

@@ -107,6 +107,20 @@ cdef extern from *:
     static inline int rmq_json_ctz64(uint64_t m) { return __builtin_ctzll(m); }
     /* index of the first byte flagged in a non-zero mask of high bits */
     static inline int rmq_json_first(uint64_t m) { return __builtin_ctzll(m) >> 3; }
+    /* Whether 32 bytes from p lie in p's memory page: reading them cannot
+       fault even where they run past the object p points into (pages are
+       mapped whole). */
+    static inline int rmq_json_page_has32(const uint8_t *p) {
+        return ((uintptr_t)p & 4095) <= 4096 - 32;
+    }
+    /* Whether none of the 1..32 bytes at p needs escaping, from sixteen-byte
+       blocks (the caller vouches for the bytes past them: rmq_json_page_has32). */
+    static inline int rmq_json_plain32(const uint8_t *p, Py_ssize_t n) {
+        int wide = 0;
+        uint64_t m = rmq_json_mask16(p, &wide);
+        if (n > 16) m |= rmq_json_mask16(p + 16, &wide) << 16;
+        return (m & (((uint64_t)1 << n) - 1)) == 0;
+    }
     """
     uint64_t json_load8 "rmq_json_load8"(const uint8_t* p) noexcept nogil
     void json_store8 "rmq_json_store8"(uint8_t* p, uint64_t w) noexcept nogil
@@ -114,6 +128,8 @@ cdef extern from *:
     int json_first "rmq_json_first"(uint64_t m) noexcept nogil
     uint64_t json_mask16 "rmq_json_mask16"(const uint8_t* p, int* wide) noexcept nogil
     int json_ctz64 "rmq_json_ctz64"(uint64_t m) noexcept nogil
+    bint json_page_has32 "rmq_json_page_has32"(const uint8_t* p) noexcept nogil
+    bint json_plain32 "rmq_json_plain32"(const uint8_t* p, Py_ssize_t n) noexcept nogil
 
 
 cdef enum:
