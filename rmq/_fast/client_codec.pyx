@@ -25,6 +25,7 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdio cimport snprintf
 from libc.string cimport memchr, memcmp, memcpy
+from rmq._fast.crc32 cimport masked_crc32
 
 import struct
 import zlib
@@ -36,9 +37,6 @@ from rmq.common.message import (
     PROPERTY_MIN_OFFSET,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
 )
-
-cdef extern from "zlib.h" nogil:
-    unsigned long crc32(unsigned long crc, const unsigned char *buf, unsigned int len)
 
 cdef extern from "arpa/inet.h" nogil:
     const char *inet_ntop(int af, const void *src, char *dst, int size)
@@ -265,8 +263,7 @@ def decode_messages(body, str broker_name="", min_offset=None, max_offset=None,
             if props_pos + props_len != end:
                 raise MessageDecodeError(f"bad message record at byte {pos} of {n}")
             if check_crc and body_len and (
-                    <int32_t>(crc32(0, b + body_pos, <unsigned int>body_len) & 0x7FFFFFFF)
-                    != _i32(r + 8)):
+                    masked_crc32(b + body_pos, <size_t>body_len) != _i32(r + 8)):
                 raise MessageDecodeError(f"body CRC mismatch at byte {pos} of {n}")
             m = PyType_GenericAlloc(<PyTypeObject *>_EXT_TYPE, 0)
             _put(m, S_TOPIC, _text(texts, &n_texts, keep, b + topic_pos + 1, topic_len))
