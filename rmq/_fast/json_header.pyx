@@ -31,15 +31,15 @@ from rmq._fast.json_text cimport (
     json_index,
     json_index_words,
     json_literal,
-    json_number,
     json_load_short,
+    json_number,
+    json_page_has32,
+    json_plain32,
     json_scalar,
     json_scan_string,
     json_skip_value,
     json_unescape,
     json_utf8_valid,
-    json_page_has32,
-    json_plain32,
     json_write_int,
     json_write_short,
     json_write_string,
@@ -217,16 +217,6 @@ cdef inline const char* str_utf8(PyObject* s, Py_ssize_t* n) noexcept:
     return utf8_or_null(s, n)
 
 
-cdef inline uint8_t* write_text(uint8_t* o, PyObject* s, const char* p,
-                                Py_ssize_t n) noexcept:
-    """The JSON string of ``s`` (its UTF-8 ``p[:n]``): the word-at-a-time
-    writer for compact ASCII strs, whose text has the object header in front
-    of it to read from (json_write_short)."""
-    if is_compact_ascii(s):
-        return json_write_short(o, <const uint8_t*>p, n)
-    return json_write_string(o, <const uint8_t*>p, n)
-
-
 cdef inline bint int32_arg(object v, int64_t* out):
     """An int (not a bool, which orjson writes as true/false) in int32 range."""
     cdef int overflow = 0
@@ -264,7 +254,7 @@ cdef inline int language_index(object language):
 cdef enum:
     EXT_NOT_PLAIN = -1     # a key or value the writer does not take
     EXT_NOT_STR = -2       # a value to stringify first (the twin's string_ext)
-    ENTRY_SLACK = 22       # ',' ':' and the 16-byte overrun of the word writers, rounded
+    ENTRY_SLACK = 38       # ',' ':' and json_write_short's overrun
     SHORT_KEY = 16         # the longest key and value write_entry copies as blocks
     SHORT_VALUE = 32
     SHORT_ENTRY = 64       # the most such a pair writes, overrun included
@@ -327,9 +317,9 @@ cdef Py_ssize_t write_entry_any(PyObject* k, PyObject* val, Py_ssize_t at, Py_ss
         out_reserve(at + 6 * (kn + vn) + ENTRY_SLACK + room)
     o = OUT + at
     o[0] = sep
-    o = write_text(o + 1, k, kp, kn)
+    o = json_write_short(o + 1, <const uint8_t*>kp, kn)
     o[0] = 58
-    o = write_text(o + 1, val, vp, vn)
+    o = json_write_short(o + 1, <const uint8_t*>vp, vn)
     return o - OUT
 
 
@@ -413,7 +403,7 @@ cdef object encode_json(object code, object language, object version, object opa
     o = json_write_int(o, q)
     if rp != NULL:
         o = put(o, ',"remark":', 10)
-        o = write_text(o, <PyObject*>remark, rp, rn)
+        o = json_write_short(o, <const uint8_t*>rp, rn)
     o = put(o, ',"serializeTypeCurrentRPC":"JSON","version":', 44)
     o = json_write_int(o, v)
     o[0] = 125

@@ -551,9 +551,9 @@ cdef inline uint8_t* json_write_int(uint8_t* o, int64_t v) noexcept nogil:
 
 cdef inline uint64_t json_tail_word(const uint8_t* p, Py_ssize_t n) noexcept nogil:
     """``p[:n]`` (1 <= n <= 8) as the low bytes of a word, the rest zero, from
-    one load of the eight bytes that end at ``p + n``: the ``8 - n`` bytes
-    before ``p`` must be readable memory (a compact str's object header is,
-    in front of its text)."""
+    one load of the eight bytes that end at ``p + n``: the last bytes of a
+    text of eight or more without a per-length load sequence (the ``8 - n``
+    bytes before ``p`` must be the text's too)."""
     return json_load8(p + n - 8) >> (64 - 8 * n)
 
 
@@ -563,40 +563,18 @@ cdef inline uint64_t json_pad_above(Py_ssize_t n) noexcept nogil:
     return ((<uint64_t>JSON_ONES * 0x41) << (8 * n - 8)) << 8
 
 
-cdef inline bint json_short_words(const uint8_t* p, Py_ssize_t n, uint64_t* lo,
-                                  uint64_t* hi) noexcept nogil:
-    """The text of a compact ASCII str of 1..16 bytes as two words (zeros
-    past its end): whether none of its bytes needs escaping.  The bytes in
-    front of ``p`` are read (see json_tail_word)."""
-    if n <= 8:
-        lo[0] = json_tail_word(p, n)
-        hi[0] = 0
-        return json_escape8(lo[0] | json_pad_above(n)) == 0
-    lo[0] = json_load8(p)
-    hi[0] = json_tail_word(p + 8, n - 8)
-    return (json_escape8(lo[0]) | json_escape8(hi[0] | json_pad_above(n - 8))) == 0
-
-
-cdef inline uint8_t* json_put_words(uint8_t* o, uint64_t lo, uint64_t hi,
-                                    Py_ssize_t n) noexcept nogil:
-    """The n bytes of json_short_words at ``o`` (16 bytes stored)."""
-    json_store8(o, lo)
-    json_store8(o + 8, hi)
-    return o + n
-
-
 cdef inline uint8_t* json_write_short(uint8_t* o, const uint8_t* p, Py_ssize_t n) noexcept nogil:
-    """json_write_string for the text of a compact ASCII str: one of 1..16
-    bytes with nothing to escape goes as two words, with no byte loop.  The
-    bytes in front of ``p`` are read (see json_tail_word); ``o`` needs room
-    for 6 * n + 2 bytes and 16 more."""
-    cdef uint64_t lo, hi
-    if n == 0 or n > 16 or not json_short_words(p, n, &lo, &hi):
-        return json_write_string(o, p, n)
-    o[0] = 34
-    o = json_put_words(o + 1, lo, hi, n)
-    o[0] = 34
-    return o + 1
+    """json_write_string for a text of 1..32 bytes with nothing to escape
+    (most keys and values of a header): checked and copied as sixteen-byte
+    blocks that may run past its end but not past its memory page.  ``p``
+    must be the start of readable memory of at least ``n`` bytes; ``o``
+    needs room for 6 * n + 2 bytes and 32 more."""
+    if 0 < n <= 32 and json_page_has32(p) and json_plain32(p, n):
+        o[0] = 34
+        memcpy(o + 1, p, 32)
+        o[n + 1] = 34
+        return o + n + 2
+    return json_write_string(o, p, n)
 
 
 cdef inline uint8_t* json_write_escape(uint8_t* o, uint8_t c) noexcept nogil:

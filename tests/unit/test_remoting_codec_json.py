@@ -115,8 +115,8 @@ def test_writer_large_headers(size):
 
 
 # ---------------------------------------------------------------------------
-# writer fast paths: short ASCII texts as words, extFields entries read in
-# place, one-digit ints read in place
+# writer fast paths: short texts as sixteen-byte blocks, extFields entries
+# read in place, one-digit ints read in place
 
 
 SPECIALS = ['"', "\\", "\x00", "\x01", "\x08", "\n", "\x1f", "\x7f", "/", "\xe9", "\u2028",
@@ -125,8 +125,9 @@ SPECIALS = ['"', "\\", "\x00", "\x01", "\x08", "\n", "\x1f", "\x7f", "/", "\xe9"
 
 def test_writer_texts_of_every_short_length_and_escape_position():
     """Keys, values and remarks of 0..40 characters with one character to
-    escape (or non-ASCII) at every position: each side of the one- and
-    two-word writer and of the sixteen-byte blocks."""
+    escape (or non-ASCII) at every position: each side of the block copy of
+    short texts (16-character keys, 32-character values) and of the
+    sixteen-byte steps and overlapping tail of longer ones."""
     for n in range(41):
         plain = "".join(chr(97 + i % 26) for i in range(n))
         both("encode", 310, 0, 409, 1, 0, plain, {plain: plain, "k": plain}, 0, 0)
