@@ -15,6 +15,9 @@ cdef extern from "fcntl.h" nogil:
     int posix_fadvise(int fd, long long offset, long long length, int advice)
     int POSIX_FADV_WILLNEED
 
+cdef extern from "sched.h" nogil:
+    int sched_yield()
+
 cdef extern from "errno.h":
     int errno
     int EINVAL
@@ -24,6 +27,7 @@ import os
 cdef enum:
     PAGE = 4096
     MADV_POPULATE_WRITE_ = 23  # Linux 5.14+; older kernels answer EINVAL
+    POPULATE_CHUNK = 1048576  # ~0.1-1 ms of kernel work between yields
     FADVISE_CHUNK = 262144  # the twin's _POPULATE_CHUNK
 
 
@@ -51,8 +55,11 @@ def populate(mm, int fd, Py_ssize_t start, Py_ssize_t end):
     thread (MADV_POPULATE_WRITE: the kernel's own write faults, which leave
     every byte as it is), so that appends there later neither fault nor stall
     the event loop; the same page cache work the appender's faults would do,
-    done here without the GIL.  Kernels without it get the twin's page-cache
-    fill (POSIX_FADV_WILLNEED in chunks)."""
+    done here without the GIL.  It goes a chunk at a time and yields the CPU
+    between chunks: zero-filling a round's pages is milliseconds of kernel
+    time, and an event loop woken meanwhile on the same core should not wait
+    for all of it.  Kernels without MADV_POPULATE_WRITE get the twin's page
+    cache fill (POSIX_FADV_WILLNEED in chunks)."""
     cdef const uint8_t[::1] view = mm
     cdef Py_ssize_t n = view.shape[0]
     if start < 0:
@@ -63,19 +70,24 @@ def populate(mm, int fd, Py_ssize_t start, Py_ssize_t end):
     if end <= start:
         return
     cdef uintptr_t base = <uintptr_t>&view[0]
-    cdef int rc, err = 0
-    cdef Py_ssize_t pos, step
+    cdef int err = 0
+    cdef bint fallback = False
+    cdef Py_ssize_t pos = start, step
     with nogil:
-        rc = madvise(<void *>(base + start), <size_t>(end - start), MADV_POPULATE_WRITE_)
-        if rc != 0:
-            err = errno
-        if rc != 0 and err == EINVAL:
-            err = 0
-            pos = start
-            while pos < end and err == 0:
-                step = end - pos if end - pos < FADVISE_CHUNK else FADVISE_CHUNK
+        while pos < end and err == 0:
+            step = FADVISE_CHUNK if fallback else POPULATE_CHUNK
+            if end - pos < step:
+                step = end - pos
+            if fallback:
                 err = posix_fadvise(fd, pos, step, POSIX_FADV_WILLNEED)
-                pos += step
+            elif madvise(<void *>(base + pos), <size_t>step, MADV_POPULATE_WRITE_) != 0:
+                err = errno
+                if err == EINVAL and pos == start:  # not known to this kernel
+                    err = 0
+                    fallback = True
+                    continue
+            pos += step
+            sched_yield()
     if err != 0:
         raise OSError(err, os.strerror(err))
 

@@ -1,8 +1,14 @@
 """AllocateMappedFileService: the next commit log file is created (and, with
 ``warmMapedFileEnable``, pre-faulted) on a thread before it is needed
-(STORE_FORMAT.md 10.5).  Either way its first POPULATE_AHEAD_MIN bytes are
-brought into the page cache there, so the first appends after a roll do not
-stall on page-cache misses (the flush thread keeps filling from then on)."""
+(STORE_FORMAT.md 10.5).
+
+The same thread populates commit-log pages ahead of the appends
+(``MappedFile.populate``): the first POPULATE_AHEAD_MIN bytes of every file
+it creates, then whatever the flush thread asks for each round, so neither
+the event loop nor a flush waits for it.  It keeps the normal priority: it
+takes the GIL between system calls, and a thread the scheduler favours less
+would make the event loop wait for the GIL hand-over.
+"""
 
 from __future__ import annotations
 
@@ -21,15 +27,33 @@ class AllocateMappedFileService:
     def __init__(self, warm: bool = False) -> None:
         self._warm = warm
         self._pending: dict[str, Future] = {}
-        self._executor: ThreadPoolExecutor | None = ThreadPoolExecutor(1, thread_name_prefix="AllocateMappedFileService")
+        self._populating: Future | None = None
+        self._executor: ThreadPoolExecutor | None = ThreadPoolExecutor(
+            1, thread_name_prefix="AllocateMappedFileService")
 
     def _make(self, path: str, size: int, pool: TransientStorePool | None) -> MappedFile:
+        """Create (and pre-fault or populate) a file on the service's thread."""
         mf = MappedFile(path, size, pool)
         if self._warm:
             mf.warm()
         else:
             mf.populate(POPULATE_AHEAD_MIN)
         return mf
+
+    def populate(self, mf: MappedFile, end: int) -> None:
+        """Populate ``mf`` up to ``end`` on the service's thread.  One request
+        at a time: one made while another runs is dropped (the flush thread
+        asks again next round), so requests never queue up behind each other."""
+        ex = self._executor
+        if ex is None or mf.populated_to >= min(end, mf.file_size):
+            return
+        running = self._populating
+        if running is not None and not running.done():
+            return
+        try:
+            self._populating = ex.submit(mf.populate, end)
+        except RuntimeError:  # shut down meanwhile
+            pass
 
     def take(self, path: str, next_path: str, size: int, pool: TransientStorePool | None) -> MappedFile:
         """The file for ``path`` (pre-created if it was asked for earlier);
@@ -42,7 +66,13 @@ class AllocateMappedFileService:
             except Exception as e:  # noqa: BLE001 - fall back to creating it here
                 log.warning("pre-allocation of %s failed: %s", path, e)
         if mf is None:
-            mf = self._make(path, size, pool)
+            # created here on the caller's thread (no file was prepared): the
+            # pages are populated on the service's thread, not here
+            mf = MappedFile(path, size, pool)
+            if self._warm:
+                mf.warm()
+            else:
+                self.populate(mf, POPULATE_AHEAD_MIN)
         elif pool is not None and mf.write_buffer is None:
             mf.attach_pool(pool)
         if self._executor is not None and next_path not in self._pending and not os.path.exists(next_path):

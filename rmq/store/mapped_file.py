@@ -201,8 +201,8 @@ class MappedFile:
 
     def populate(self, end: int) -> None:
         """Populate the file from where appends are (or were last populated)
-        up to ``end`` (see ``_populate``); for one thread at a time: the
-        allocator before it hands the file out, then a flush thread."""
+        up to ``end`` (see ``_populate``); called on one thread only, the
+        allocation service's (or the caller's for a queue without one)."""
         end = min(end, self.file_size)
         start = max(self.populated_to, self.wrote_position)
         start -= start % OS_PAGE_SIZE
@@ -312,6 +312,7 @@ class MappedFileQueue:
         self._lock = threading.Lock()
         self._hanged: list[MappedFile] = []
         self._populate_seen: int | None = None  # end of the appends at the last populate_ahead
+        self._populate_target = 0  # end offset populate_ahead asked for last
 
     # --- load ----------------------------------------------------------------------
     def load(self) -> bool:
@@ -444,7 +445,14 @@ class MappedFileQueue:
         end = mf.file_from_offset + wrote
         moved = end - self._populate_seen if self._populate_seen is not None else 0
         self._populate_seen = end
-        mf.populate(wrote + min(POPULATE_AHEAD_MAX, max(POPULATE_AHEAD_MIN, 2 * moved)))
+        target = wrote + min(POPULATE_AHEAD_MAX, max(POPULATE_AHEAD_MIN, 2 * moved))
+        # a request the allocator dropped (it was busy) is asked for again
+        target = max(target, self._populate_target - mf.file_from_offset)
+        self._populate_target = mf.file_from_offset + target
+        if self.allocator is not None:
+            self.allocator.populate(mf, target)  # on its thread
+        else:
+            mf.populate(target)
 
     def commit(self, least_pages: int) -> bool:
         mf = self.find_mapped_file_by_offset(self.committed_where, self.committed_where == 0)

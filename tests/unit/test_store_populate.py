@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import mmap
 import os
+import threading
 
 import pytest
 
@@ -112,6 +113,13 @@ def test_populate_ahead_follows_the_appends_by_twice_their_pace(tmp_path, monkey
         q.shutdown()
 
 
+def _settle(alloc: AllocateMappedFileService) -> None:
+    """Wait (bounded) for the service's populate job, if one runs."""
+    fut = alloc._populating
+    if fut is not None:
+        fut.result(10)
+
+
 def test_allocator_hands_out_files_with_their_first_window_cached(tmp_path, monkeypatch):
     monkeypatch.setattr("rmq.store.allocate.POPULATE_AHEAD_MIN", 4 * MiB)
     d = tmp_path / "commitlog"
@@ -120,11 +128,45 @@ def test_allocator_hands_out_files_with_their_first_window_cached(tmp_path, monk
     first = str(d / mfm.offset_to_file_name(0))
     second = str(d / mfm.offset_to_file_name(16 * MiB))
     try:
-        mf = alloc.take(first, second, 16 * MiB, None)
+        mf = alloc.take(first, second, 16 * MiB, None)  # made here, populated there
+        _settle(alloc)
         nxt = alloc.take(second, str(d / mfm.offset_to_file_name(32 * MiB)), 16 * MiB, None)
         for f in (mf, nxt):
             assert f.populated_to == 4 * MiB
             assert _cached_pages(f.file_name, 0, 4 * MiB) == 4 * MiB // OS_PAGE_SIZE
             f.close()
     finally:
+        alloc.shutdown()
+
+
+def test_queue_with_allocator_populates_on_its_thread(tmp_path, monkeypatch):
+    monkeypatch.setattr(mfm, "POPULATE_AHEAD_MIN", 2 * MiB)
+    monkeypatch.setattr("rmq.store.allocate.POPULATE_AHEAD_MIN", 2 * MiB)
+    d = tmp_path / "commitlog"
+    d.mkdir()
+    alloc = AllocateMappedFileService()
+    q = MappedFileQueue(str(d), 32 * MiB, allocator=alloc)
+    try:
+        mf = q.get_last_mapped_file(0, need_create=True)
+        _settle(alloc)
+        mf.wrote_position = 5 * MiB
+        q.populate_ahead()
+        _settle(alloc)
+        assert mf.populated_to == 7 * MiB
+        assert _cached_pages(mf.file_name, 5 * MiB, 7 * MiB) == 2 * MiB // OS_PAGE_SIZE
+        q.populate_ahead()  # nothing new to do: no job
+        assert alloc._populating.done()
+        # a request while a job runs is dropped, not queued
+        blocker = threading.Event()
+        alloc._populating = alloc._executor.submit(blocker.wait, 10)
+        mf.wrote_position = 9 * MiB
+        q.populate_ahead()
+        assert mf.populated_to == 7 * MiB
+        blocker.set()
+        _settle(alloc)
+        q.populate_ahead()
+        _settle(alloc)
+        assert mf.populated_to == 9 * MiB + 2 * 4 * MiB  # twice the 4 MiB appended since
+    finally:
+        q.shutdown()
         alloc.shutdown()
