@@ -246,7 +246,7 @@ class LoadSpec:
     group: str = "bench_consumer"
     pull_batch: int = 32
     broker_addr: str = ""  # the connections load and raw sends connect here directly
-    raw: bool = False  # sends: hand-built requests on a bare RemotingClient, not the SDK
+    raw: bool = False  # sends: hand-built request frames on one bare connection, not the SDK
     queues: int = 8  # raw sends: queue ids 0..queues-1 of ``topic`` in turn
 
 
@@ -323,13 +323,21 @@ class _Window:
 
 
 class RawRequests:
-    """SEND_MESSAGE_V2 (or SEND_BATCH_MESSAGE) requests built by hand: what a
-    client must send, nothing more, so a load of them measures the broker and
-    not the client SDK (no route lookups, no per-message id or header objects).
+    """SEND_MESSAGE_V2 (or SEND_BATCH_MESSAGE) request frames built by hand:
+    what a client must send, nothing more, so a load of them measures the
+    broker and not the client (no route lookups, no per-message id, header
+    or command objects).
 
-    Every single message carries a distinct UNIQ_KEY and WAIT=true like the
-    SDK's; a batch body is encoded once and sent again and again, as a load
-    generator does (its messages have distinct UNIQ_KEYs within the batch)."""
+    Each queue's frame is encoded once, with a ten-digit opaque, a 13-digit
+    bornTimestamp and (single sends) a UNIQ_KEY ending in twelve hex digits;
+    every request is a copy of it with those three patched in place, so the
+    wire bytes are those of a freshly encoded request.  Every single message
+    carries a distinct UNIQ_KEY and WAIT=true like the SDK's; a batch body is
+    encoded once and sent again and again, as a load generator does (its
+    messages have distinct UNIQ_KEYs within the batch)."""
+
+    OPAQUE_BASE = 1_000_000_000  # opaques stay ten digits for 1.1 billion requests
+    _TS = 1_700_000_000_000  # placeholder bornTimestamp (13 digits)
 
     def __init__(self, topic: str, body: bytes, batch: int = 1, queues: int = 8,
                  group: str = "bench_producer", broker_name: str = "") -> None:
@@ -340,36 +348,116 @@ class RawRequests:
             raise ValueError(f"raw sends need batch >= 1 and queues >= 1 "
                              f"(got batch={batch}, queues={queues})")
         self.topic = topic
-        self.body = body
         self.batch = batch
         self.queues = queues
-        self.group = group
-        self.broker_name = broker_name
         self.prefix = f"7F000001{os.getpid() & 0xFFFF:04X}{int(time.time()):08X}"
         self.seq = 0
-        self.batch_body = encode_batch([
-            Message(topic, body, properties={"UNIQ_KEY": self._uniq(), "WAIT": "true"})
-            for _ in range(batch)]) if batch > 1 else b""
+        self.opaque = self.OPAQUE_BASE
+        if batch > 1:
+            batch_body = encode_batch([
+                Message(topic, body, properties={"UNIQ_KEY": self._uniq(), "WAIT": "true"})
+                for _ in range(batch)])
+            self._templates = [self._template(q, group, broker_name, batch_body) for q in range(queues)]
+        else:
+            self._templates = [self._template(q, group, broker_name, body) for q in range(queues)]
 
     def _uniq(self) -> str:
         self.seq += 1
         return f"{self.prefix}{self.seq:012X}"
 
-    def request(self, n: int):
-        """The ``n``-th request (queue ``n % queues``), a fresh opaque each time."""
+    def _template(self, queue_id: int, group: str, broker_name: str, body: bytes) -> tuple:
+        """(frame, opaque at, timestamp at, UNIQ_KEY counter at or -1) of a queue."""
         from rmq.client.headers import send_header_v2
         from rmq.common.codes import RequestCode
         from rmq.remoting import RemotingCommand
 
-        if self.batch == 1:
-            props = f"WAIT\x01true\x02UNIQ_KEY\x01{self._uniq()}\x02"
-            body, code = self.body, RequestCode.SEND_MESSAGE_V2
-        else:
-            props, body, code = "", self.batch_body, RequestCode.SEND_BATCH_MESSAGE
-        ext = send_header_v2(self.group, self.topic, "TBW102", 4, n % self.queues, 0,
-                             int(time.time() * 1000), 0, props, self.batch > 1,
-                             self.broker_name)
-        return RemotingCommand.create_request(code, ext, body)
+        single = self.batch == 1
+        props = f"WAIT\x01true\x02UNIQ_KEY\x01{self.prefix}{0:012X}\x02" if single else ""
+        code = RequestCode.SEND_MESSAGE_V2 if single else RequestCode.SEND_BATCH_MESSAGE
+        ext = send_header_v2(group, self.topic, "TBW102", 4, queue_id, 0, self._TS, 0, props,
+                             not single, broker_name)
+        cmd = RemotingCommand(code, 0, 409, self.OPAQUE_BASE, 0, None, ext, body, 0)
+        frame = bytes(cmd.encode_header()) + body
+        head = frame[:len(frame) - len(body)]
+        uniq_at = head.index(self.prefix.encode()) + len(self.prefix) if single else -1
+        return (frame, head.index(b'"opaque":%d' % self.OPAQUE_BASE) + 9,
+                head.index(b'"%d"' % self._TS) + 1, uniq_at)
+
+    def frame(self, n: int) -> tuple[int, bytearray]:
+        """(opaque, frame) of the ``n``-th request (queue ``n % queues``)."""
+        frame, op_at, ts_at, uniq_at = self._templates[n % self.queues]
+        self.opaque = opaque = self.opaque + 1
+        out = bytearray(frame)
+        out[op_at:op_at + 10] = b"%d" % opaque
+        out[ts_at:ts_at + 13] = b"%d" % (time.time_ns() // 1_000_000)
+        if uniq_at >= 0:
+            self.seq += 1
+            out[uniq_at:uniq_at + 12] = b"%012X" % self.seq
+        return opaque, out
+
+
+class RawConnection(asyncio.Protocol):
+    """One TCP connection for ``RawRequests`` frames: the frames written in
+    one turn of the loop go out in one write, responses are matched to their
+    requests by opaque.  A lost connection fails whatever is outstanding."""
+
+    def __init__(self) -> None:
+        self._transport: asyncio.Transport | None = None
+        self._buf = bytearray()
+        self._out: list[bytearray] = []
+        self._pending: dict[int, asyncio.Future] = {}
+        self._loop = asyncio.get_running_loop()
+
+    @classmethod
+    async def open(cls, addr: str) -> RawConnection:
+        host, _, port = addr.rpartition(":")
+        _t, conn = await asyncio.get_running_loop().create_connection(cls, host, int(port))
+        return conn
+
+    def connection_made(self, transport) -> None:
+        self._transport = transport
+
+    def connection_lost(self, exc) -> None:
+        pending, self._pending = self._pending, {}
+        for fut in pending.values():
+            if not fut.done():
+                fut.set_exception(ConnectionError(f"connection lost: {exc}"))
+
+    def data_received(self, data: bytes) -> None:
+        from rmq.remoting import RemotingCommand
+
+        buf = self._buf
+        buf += data
+        pos, n = 0, len(buf)
+        while n - pos >= 4:
+            size = int.from_bytes(buf[pos:pos + 4], "big")
+            if n - pos - 4 < size:
+                break
+            resp = RemotingCommand.decode(bytes(buf[pos + 4:pos + 4 + size]))
+            pos += 4 + size
+            fut = self._pending.pop(resp.opaque, None)
+            if fut is not None and not fut.done():
+                fut.set_result(resp)
+        del buf[:pos]
+
+    async def send(self, opaque: int, frame: bytearray):
+        """Write ``frame`` and wait for the response to ``opaque``."""
+        if self._transport is None or self._transport.is_closing():
+            raise ConnectionError("connection closed")
+        fut = self._pending[opaque] = self._loop.create_future()
+        if not self._out:
+            self._loop.call_soon(self._flush)
+        self._out.append(frame)
+        return await fut
+
+    def _flush(self) -> None:
+        out, self._out = self._out, []
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.writelines(out)
+
+    async def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
 
 
 async def _sdk_sender(spec: LoadSpec, body: bytes):
@@ -397,21 +485,20 @@ async def _sdk_sender(spec: LoadSpec, body: bytes):
 
 
 async def _raw_sender(spec: LoadSpec, body: bytes):
-    """(send coroutine, close coroutine) of ``RawRequests`` on a bare RemotingClient
-    straight to ``broker_addr``; a non-zero response code is a failure."""
-    from rmq.remoting import RemotingClient
-
+    """(send coroutine, close coroutine) of ``RawRequests`` on one
+    ``RawConnection`` straight to ``broker_addr``; a non-zero response code is
+    a failure."""
     if not spec.broker_addr:
         raise ValueError("a raw send load needs broker_addr")
     requests = RawRequests(spec.topic, body, spec.batch, spec.queues)
-    client = RemotingClient()
+    conn = await RawConnection.open(spec.broker_addr)
 
     async def send(n: int) -> None:
-        resp = await client.invoke(spec.broker_addr, requests.request(n), 10_000)
+        resp = await conn.send(*requests.frame(n))
         if resp.code != 0:
             raise RuntimeError(f"send failed: {resp.code} {resp.remark}")
 
-    return send, client.close
+    return send, conn.close
 
 
 async def send_load(spec: LoadSpec) -> dict:

@@ -6,9 +6,9 @@ synchronous sends outstanding through ``rmq.client.Producer`` for
 failures, then the totals with the broker's CPU per message (psutil on the
 broker pid) and the client's own CPU per message.
 
-``--raw`` sends plain SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE requests through a
-bare ``RemotingClient`` (no client SDK: no route lookups, no per-message id
-or header objects) so that the broker's CPU per message is measured with as
+``--raw`` sends plain SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE request frames on
+one bare connection (``RawRequests``/``RawConnection`` of bench/common.py: no
+client SDK, no route lookups, no per-message id, header or command objects) so that the broker's CPU per message is measured with as
 little client work as possible sharing the cores.  ``--flush SYNC_FLUSH``
 starts the broker with that flush disk type (group commit).
 
@@ -42,7 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.common import RawRequests  # noqa: E402
+from bench.common import RawConnection, RawRequests  # noqa: E402
 from rmq.client.message import Message  # noqa: E402
 from rmq.common.codes import RequestCode  # noqa: E402
 from rmq.remoting import RemotingClient, RemotingCommand  # noqa: E402
@@ -150,22 +150,25 @@ def percentile(values: array, p: float) -> float:
 
 # ---- load ------------------------------------------------------------------------
 class RawSender:
-    """``bench.common.RawRequests`` on one bare ``RemotingClient``: the broker's
-    work with as little client work as possible sharing the cores."""
+    """``bench.common.RawRequests`` on one ``RawConnection``: the broker's work
+    with as little client work as possible sharing the cores."""
 
     def __init__(self, args: argparse.Namespace) -> None:
-        self.client = RemotingClient()
         self.addr = args.broker
+        self.conn: RawConnection | None = None
         self.requests = RawRequests(args.topic, b"x" * args.size, args.batch, args.queues,
                                     broker_name="broker-a")
 
     async def send(self, n: int) -> None:
-        resp = await self.client.invoke(self.addr, self.requests.request(n), 3000)
+        if self.conn is None:
+            self.conn = await RawConnection.open(self.addr)
+        resp = await self.conn.send(*self.requests.frame(n))
         if resp.code != 0:
             raise RuntimeError(f"send failed: {resp.code} {resp.remark}")
 
     async def close(self) -> None:
-        await self.client.close()
+        if self.conn is not None:
+            await self.conn.close()
 
 
 class SdkSender:

@@ -4,8 +4,8 @@ For each build — compiled extensions, then the pure-Python twins
 (``RMQ_NO_EXTENSIONS=1``) — it starts a name server and a broker on free
 loopback ports with a fresh store and drives them from a separate load process
 running the same build.  The send scenarios without a suffix send raw
-requests (hand-built SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE on a bare
-RemotingClient, ``bench.common.RawRequests``), so that the client costs little
+requests (hand-built SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE frames on one bare
+connection, ``bench.common.RawRequests``/``RawConnection``), so that the client costs little
 of the two cores and the figures are the broker's capacity; the ``_sdk`` ones
 send through ``rmq.client.Producer``, what an application sees:
 

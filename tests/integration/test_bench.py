@@ -9,6 +9,7 @@ import os
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -89,7 +90,13 @@ def _batch_props(body: bytes) -> list[dict[str, str]]:
 
 def test_raw_requests_single_sends():
     raw = RawRequests("T", b"abc", batch=1, queues=3, broker_name="b1")
-    cmds = [RemotingCommand.decode(raw.request(n).encode()[4:]) for n in range(7)]
+    frames = [raw.frame(n) for n in range(7)]
+    for _opaque, frame in frames:  # the length prefix covers the frame
+        assert int.from_bytes(frame[:4], "big") == len(frame) - 4
+    cmds = [RemotingCommand.decode(bytes(frame[4:])) for _opaque, frame in frames]
+    assert [c.opaque for c in cmds] == [opaque for opaque, _frame in frames]
+    now_ms = time.time() * 1000
+    assert all(abs(int(h) - now_ms) < 60_000 for h in (c.ext_fields["g"] for c in cmds))
     assert {c.code for c in cmds} == {RequestCode.SEND_MESSAGE_V2}
     headers = [c.decode_header(SendMessageRequestHeaderV2) for c in cmds]
     assert [h.e for h in headers] == [0, 1, 2, 0, 1, 2, 0]  # queue ids in turn
@@ -103,7 +110,7 @@ def test_raw_requests_single_sends():
 
 def test_raw_requests_batch_body_encoded_once():
     raw = RawRequests("T", b"x" * 10, batch=4, queues=2)
-    first, second = (RemotingCommand.decode(raw.request(n).encode()[4:]) for n in range(2))
+    first, second = (RemotingCommand.decode(bytes(raw.frame(n)[1][4:])) for n in range(2))
     assert first.code == second.code == RequestCode.SEND_BATCH_MESSAGE
     assert first.decode_header(SendMessageRequestHeaderV2).m is True
     assert bytes(first.body) == bytes(second.body)
