@@ -402,6 +402,9 @@ class RawConnection(asyncio.Protocol):
     requests by opaque.  A lost connection fails whatever is outstanding."""
 
     def __init__(self) -> None:
+        from rmq.remoting import RemotingCommand
+
+        self._decode = RemotingCommand.decode
         self._transport: asyncio.Transport | None = None
         self._buf = bytearray()
         self._out: list[bytearray] = []
@@ -424,8 +427,6 @@ class RawConnection(asyncio.Protocol):
                 fut.set_exception(ConnectionError(f"connection lost: {exc}"))
 
     def data_received(self, data: bytes) -> None:
-        from rmq.remoting import RemotingCommand
-
         buf = self._buf
         buf += data
         pos, n = 0, len(buf)
@@ -433,7 +434,7 @@ class RawConnection(asyncio.Protocol):
             size = int.from_bytes(buf[pos:pos + 4], "big")
             if n - pos - 4 < size:
                 break
-            resp = RemotingCommand.decode(bytes(buf[pos + 4:pos + 4 + size]))
+            resp = self._decode(bytes(buf[pos + 4:pos + 4 + size]))
             pos += 4 + size
             fut = self._pending.pop(resp.opaque, None)
             if fut is not None and not fut.done():

@@ -23,8 +23,10 @@ the twin module's ``_hashmap_order`` once (one rule for both builds).
 Anything else goes to the twin itself.
 """
 
+from libc.stdint cimport uint8_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcmp, memcpy
+from rmq._fast.record cimport ascii_hash
 
 cdef extern from "Python.h":
     object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
@@ -71,15 +73,6 @@ cdef inline object _ascii(const char *p, Py_ssize_t n):
     s = PyUnicode_New(n, 127)
     memcpy(PyUnicode_DATA(s), p, n)
     return s
-
-
-cdef inline int _java_hash(const char *p, Py_ssize_t n) noexcept:
-    """``String.hashCode`` of an ASCII string (one UTF-16 unit per byte)."""
-    cdef unsigned int h = 0
-    cdef Py_ssize_t i
-    for i in range(n):
-        h = 31 * h + <unsigned char>p[i]
-    return <int>h
 
 
 cdef inline bint _is_true(const char *p, Py_ssize_t n) noexcept:
@@ -224,7 +217,7 @@ def fast_send_properties(text, cluster):
     cdef int code = 0
     if tags_seg >= 0:
         q = p + starts[tags_seg] + 5
-        code = _java_hash(q, slens[tags_seg] - 5)
+        code = ascii_hash(0, <const uint8_t *>q, slens[tags_seg] - 5)
     cdef bint wait = True
     if wait_seg >= 0:
         wait = _is_true(p + starts[wait_seg] + 5, slens[wait_seg] - 5)

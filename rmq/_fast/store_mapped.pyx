@@ -31,17 +31,24 @@ cdef enum:
     FADVISE_CHUNK = 262144  # the twin's _POPULATE_CHUNK
 
 
+cdef inline bint _page_range(Py_ssize_t n, Py_ssize_t *start, Py_ssize_t *end) noexcept:
+    """Clamp ``[start, end)`` to a mapping of ``n`` bytes and start it on a
+    page; False when nothing is left."""
+    if start[0] < 0:
+        start[0] = 0
+    if end[0] > n:
+        end[0] = n
+    if end[0] <= start[0]:
+        return False
+    start[0] -= start[0] % PAGE
+    return True
+
+
 def sync_range(mm, int fd, Py_ssize_t start, Py_ssize_t end):
     """Force ``[start, end)`` of the mapping ``mm`` to disk (msync, page aligned)."""
     cdef const uint8_t[::1] view = mm
-    cdef Py_ssize_t n = view.shape[0]
-    if start < 0:
-        start = 0
-    if end > n:
-        end = n
-    if end <= start:
+    if not _page_range(view.shape[0], &start, &end):
         return
-    start -= start % PAGE
     cdef uintptr_t base = <uintptr_t>&view[0]
     cdef int rc
     with nogil:
@@ -61,13 +68,7 @@ def populate(mm, int fd, Py_ssize_t start, Py_ssize_t end):
     for all of it.  Kernels without MADV_POPULATE_WRITE get the twin's page
     cache fill (POSIX_FADV_WILLNEED in chunks)."""
     cdef const uint8_t[::1] view = mm
-    cdef Py_ssize_t n = view.shape[0]
-    if start < 0:
-        start = 0
-    if end > n:
-        end = n
-    start -= start % PAGE
-    if end <= start:
+    if not _page_range(view.shape[0], &start, &end):
         return
     cdef uintptr_t base = <uintptr_t>&view[0]
     cdef int err = 0

@@ -31,13 +31,17 @@ class AllocateMappedFileService:
         self._executor: ThreadPoolExecutor | None = ThreadPoolExecutor(
             1, thread_name_prefix="AllocateMappedFileService")
 
-    def _make(self, path: str, size: int, pool: TransientStorePool | None) -> MappedFile:
-        """Create (and pre-fault or populate) a file on the service's thread."""
+    def _make(self, path: str, size: int, pool: TransientStorePool | None,
+              here: bool = True) -> MappedFile:
+        """Create a file and pre-fault or populate it: here on the service's
+        thread, or (``here`` False, a caller's thread) as a job for it."""
         mf = MappedFile(path, size, pool)
         if self._warm:
             mf.warm()
-        else:
+        elif here:
             mf.populate(POPULATE_AHEAD_MIN)
+        else:
+            self.populate(mf, POPULATE_AHEAD_MIN)
         return mf
 
     def populate(self, mf: MappedFile, end: int) -> None:
@@ -65,14 +69,8 @@ class AllocateMappedFileService:
                 mf = fut.result(WAIT_TIMEOUT_S)
             except Exception as e:  # noqa: BLE001 - fall back to creating it here
                 log.warning("pre-allocation of %s failed: %s", path, e)
-        if mf is None:
-            # created here on the caller's thread (no file was prepared): the
-            # pages are populated on the service's thread, not here
-            mf = MappedFile(path, size, pool)
-            if self._warm:
-                mf.warm()
-            else:
-                self.populate(mf, POPULATE_AHEAD_MIN)
+        if mf is None:  # none was prepared: made here, populated on the service's thread
+            mf = self._make(path, size, pool, here=False)
         elif pool is not None and mf.write_buffer is None:
             mf.attach_pool(pool)
         if self._executor is not None and next_path not in self._pending and not os.path.exists(next_path):

@@ -79,10 +79,11 @@ def _populate(mm: mmap.mmap, fd: int, start: int, end: int) -> None:
     released in each call; the kernel caps one call at the device's readahead
     or I/O size, hence the chunks), and the appender's faults then only map
     cached pages.  Nothing is written to disk either way."""
-    if _WILLNEED is None:
+    end = min(end, len(mm))
+    start = max(start, 0)
+    if _WILLNEED is None or end <= start:
         return
     start -= start % OS_PAGE_SIZE
-    end = min(end, len(mm))
     while start < end:
         n = min(_POPULATE_CHUNK, end - start)
         os.posix_fadvise(fd, start, n, _WILLNEED)
