@@ -448,22 +448,39 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
         return None
 
     async def _complete(self, result: PutMessageResult, wait: bool) -> PutMessageResult:
-        if self.config.flushDiskType is FlushDiskType.SYNC_FLUSH and result.is_ok():
+        """Wait for what the put asks: the group commit (SYNC_FLUSH) and the
+        slave's acknowledgement (SYNC_MASTER) at the same time, as 4.9.8
+        combines its flush and replica futures; a failed replica wait's status
+        wins over a failed flush's."""
+        if not result.is_ok():
+            return result
+        replica = self._replica_wait(result) if wait else PutMessageStatus.PUT_OK
+        if self.config.flushDiskType is FlushDiskType.SYNC_FLUSH:
             if wait:
                 fut = self._loop.create_future()
                 self._then(result, wait, fut.set_result)
                 result = await fut
             else:
                 self.flush_service.wakeup()
-        if result.is_ok() and wait and self.config.brokerRole is BrokerRole.SYNC_MASTER:
-            ar = result.append_result
-            end = ar.wrote_offset + ar.wrote_bytes
-            ha = self.ha_service
-            if ha is None or not ha.is_slave_ok(end):
-                result.status = PutMessageStatus.SLAVE_NOT_AVAILABLE
-            elif not await ha.wait_transfer(end, self.config.slaveTimeout):
-                result.status = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+        if isinstance(replica, asyncio.Future):
+            acked = await replica
+            replica = PutMessageStatus.PUT_OK if acked else PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+        if replica is not PutMessageStatus.PUT_OK:
+            result.status = replica
         return result
+
+    def _replica_wait(self, result: PutMessageResult) -> PutMessageStatus | asyncio.Future:
+        """Start the slave wait of a SYNC_MASTER put: PUT_OK when none is due,
+        SLAVE_NOT_AVAILABLE without a slave close enough, else the future of
+        the wait (True once a slave acknowledged the put's end)."""
+        if self.config.brokerRole is not BrokerRole.SYNC_MASTER:
+            return PutMessageStatus.PUT_OK
+        ar = result.append_result
+        end = ar.wrote_offset + ar.wrote_bytes
+        ha = self.ha_service
+        if ha is None or not ha.is_slave_ok(end):
+            return PutMessageStatus.SLAVE_NOT_AVAILABLE
+        return ha.wait_transfer(end, self.config.slaveTimeout)
 
     # ======================================================================
     # status

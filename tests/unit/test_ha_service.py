@@ -8,6 +8,7 @@ import time
 import pytest
 
 from rmq.store import BrokerRole, DefaultMessageStore, MessageStoreConfig, PutMessageStatus
+from rmq.store.config import FlushDiskType
 from rmq.store.ha import HAService
 from rmq.store.ha.codec import FrameReader, encode_report
 from rmq.store.message import MessageExtBrokerInner
@@ -165,6 +166,48 @@ async def test_sync_master_put_waits_for_the_slave(tmp_path):
         writer.write(encode_report(master.store.get_max_phy_offset() + 100))
         while await asyncio.wait_for(reader.read(65536), 5):
             pass
+        writer.close()
+    finally:
+        await master.stop()
+
+
+@pytest.mark.timeout(30)
+async def test_sync_flush_sync_master_put_waits_for_disk_and_slave_together(tmp_path):
+    """SYNC_FLUSH + SYNC_MASTER: the group commit and the slave wait run side
+    by side; the put is answered when both are done, and a failed slave wait's
+    status is the answer while the message is still flushed."""
+    cfg = config(tmp_path / "m", BrokerRole.SYNC_MASTER, flushDiskType=FlushDiskType.SYNC_FLUSH,
+                 slaveTimeout=400)
+    master = await Node(cfg).start()
+    try:
+        r = await master.store.async_put_message(message(0))
+        assert r.status is PutMessageStatus.SLAVE_NOT_AVAILABLE
+        end = r.append_result.wrote_offset + r.append_result.wrote_bytes
+        assert master.store.commit_log.mfq.flushed_where >= end
+        reader, writer = await asyncio.open_connection("127.0.0.1", cfg.haListenPort)
+        writer.write(encode_report(master.store.get_max_phy_offset()))
+        await writer.drain()
+        deadline = time.monotonic() + 5
+        while not master.ha.connections:
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.01)
+        # a slave that does not acknowledge: FLUSH_SLAVE_TIMEOUT after about
+        # slaveTimeout, flushed meanwhile
+        begin = time.monotonic()
+        r = await master.store.async_put_message(message(1))
+        assert r.status is PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+        assert 0.3 < time.monotonic() - begin < 5
+        end = r.append_result.wrote_offset + r.append_result.wrote_bytes
+        assert master.store.commit_log.mfq.flushed_where >= end
+        # acknowledged: PUT_OK, once both are done
+        put = asyncio.ensure_future(master.store.async_put_message(message(2)))
+        await asyncio.sleep(0.05)
+        assert not put.done()
+        writer.write(encode_report(master.store.get_max_phy_offset()))
+        r = await put
+        assert r.status is PutMessageStatus.PUT_OK
+        end = r.append_result.wrote_offset + r.append_result.wrote_bytes
+        assert master.store.commit_log.mfq.flushed_where >= end
         writer.close()
     finally:
         await master.stop()
