@@ -132,6 +132,19 @@ async def test_new_slave_starts_at_the_masters_last_file(tmp_path):
         await master.stop()
 
 
+async def raw_slave(master: Node, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A bare HA connection that reports the master's max offset and is
+    registered by the master; the test decides when it acknowledges."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(encode_report(master.store.get_max_phy_offset()))
+    await writer.drain()
+    deadline = time.monotonic() + 5
+    while not master.ha.connections:
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.01)
+    return reader, writer
+
+
 @pytest.mark.timeout(30)
 async def test_sync_master_put_waits_for_the_slave(tmp_path):
     cfg = config(tmp_path / "m", BrokerRole.SYNC_MASTER, slaveTimeout=300)
@@ -140,13 +153,7 @@ async def test_sync_master_put_waits_for_the_slave(tmp_path):
         r = await master.store.async_put_message(message(0))
         assert r.status is PutMessageStatus.SLAVE_NOT_AVAILABLE
         # a raw slave that reads but never acknowledges: FLUSH_SLAVE_TIMEOUT
-        reader, writer = await asyncio.open_connection("127.0.0.1", cfg.haListenPort)
-        writer.write(encode_report(master.store.get_max_phy_offset()))
-        await writer.drain()
-        deadline = time.monotonic() + 5
-        while not master.ha.connections:
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.01)
+        reader, writer = await raw_slave(master, cfg.haListenPort)
         r = await master.store.async_put_message(message(1))
         assert r.status is PutMessageStatus.FLUSH_SLAVE_TIMEOUT
         # the frames it got start where it asked and line up
@@ -184,13 +191,7 @@ async def test_sync_flush_sync_master_put_waits_for_disk_and_slave_together(tmp_
         assert r.status is PutMessageStatus.SLAVE_NOT_AVAILABLE
         end = r.append_result.wrote_offset + r.append_result.wrote_bytes
         assert master.store.commit_log.mfq.flushed_where >= end
-        reader, writer = await asyncio.open_connection("127.0.0.1", cfg.haListenPort)
-        writer.write(encode_report(master.store.get_max_phy_offset()))
-        await writer.drain()
-        deadline = time.monotonic() + 5
-        while not master.ha.connections:
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.01)
+        reader, writer = await raw_slave(master, cfg.haListenPort)
         # a slave that does not acknowledge: FLUSH_SLAVE_TIMEOUT after about
         # slaveTimeout, flushed meanwhile
         begin = time.monotonic()
