@@ -222,3 +222,15 @@ def test_runtime_info_keys(store):
     assert info["putMessageTimesTotal"] == "1"
     assert len(info["putTps"].split()) == 3
     assert store.is_os_page_cache_busy() is False and store.lock_time_mills() == 0
+
+
+def test_page_cache_busy_follows_the_put_lock_time(store):
+    """Busy only while a put has held the lock longer than
+    osPageCacheBusyTimeOutMills (1000 ms by default)."""
+    now = time.time_ns() // 1_000_000
+    store.commit_log.begin_time_in_lock = now - 5000
+    assert store.is_os_page_cache_busy() is True
+    store.commit_log.begin_time_in_lock = now - 200
+    assert store.is_os_page_cache_busy() is False
+    store.commit_log.begin_time_in_lock = 0
+    assert store.is_os_page_cache_busy() is False

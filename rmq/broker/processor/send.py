@@ -95,7 +95,7 @@ class SendMessageProcessor(SendSupport):
         return fut
 
     def reject_request(self) -> bool:
-        return bool(self.store.is_os_page_cache_busy())
+        return self.store.is_os_page_cache_busy()
 
     def process_request(self, channel: Channel, request: RemotingCommand) -> Any:
         code = request.code
