@@ -33,7 +33,7 @@ from typing import Any
 
 from rmq.common import fastjson
 from rmq.common.data_version import DataVersion
-from rmq.common.message import PERM_READ, PERM_WRITE
+from rmq.common.message import PERM_READ, PERM_WRITE, perm_to_string
 
 SINGLE_TAG = "SINGLE_TAG"
 MULTI_TAG = "MULTI_TAG"
@@ -89,6 +89,13 @@ class TopicConfig:
     topicFilterType: str = SINGLE_TAG
     topicSysFlag: int = 0
     order: bool = False
+
+    def __str__(self) -> str:
+        """Java's ``TopicConfig.toString``: remarks quote it (an illegal queue id)."""
+        return (f"TopicConfig [topicName={self.topicName}, readQueueNums={self.readQueueNums}, "
+                f"writeQueueNums={self.writeQueueNums}, perm={perm_to_string(self.perm)}, "
+                f"topicFilterType={self.topicFilterType}, topicSysFlag={self.topicSysFlag}, "
+                f"order={'true' if self.order else 'false'}]")
 
     def to_json_obj(self) -> dict[str, Any]:
         return {

@@ -7,7 +7,9 @@ field (``RemotingCommand.decodeCommandCustomHeader``):
 * a missing ``@CFNotNull`` field -> ``RemotingCommandException("the custom field
   <name> is null")``, which the dispatcher answers with SYSTEM_ERROR;
 * a value that does not parse (``"abc"`` for an Integer) is only logged in Java:
-  the field keeps its default;
+  an optional field keeps its default.  A required one would stay null and
+  fail later with a NullPointerException (SYSTEM_ERROR); here it fails at once,
+  with a remark that names the field and the value;
 * booleans follow ``Boolean.parseBoolean`` (only "true", any case, is true);
 * unknown keys are ignored.
 
@@ -150,6 +152,10 @@ class CommandHeader:
             try:
                 value = spec.parse(text)
             except ValueError:
+                if spec.required:
+                    raise RemotingCommandError(
+                        f"the custom field {spec.name} is not a valid value: {text[:64]!r}"
+                    ) from None
                 continue
             setattr(obj, spec.name, value)
         return obj

@@ -82,6 +82,7 @@ async def test_send_checks_and_answers(cluster):
     # queue id out of range, forbidden topic, invalid topic, message too large
     r = await send(c, "TopicS", b"x", 9)
     assert r.code == RC.SYSTEM_ERROR and "queueId[9] is illegal" in r.remark
+    assert "TopicConfig [topicName=TopicS, readQueueNums=" in r.remark  # Java's toString
     r = await send(c, "SCHEDULE_TOPIC_XXXX", b"x")
     assert r.code == RC.NO_PERMISSION
     r = await send(c, "bad topic!", b"x")

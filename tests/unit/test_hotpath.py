@@ -160,10 +160,19 @@ def test_send_header_fast_path_and_errors():
     for letter, name in (("d", "d"), ("e", "e"), ("g", "g"), ("h", "h")):
         with pytest.raises(RemotingCommandError, match=f"the custom field {name} is null"):
             parse_send_header(_v2(**{letter: None}), V2_KEYS)
-        with pytest.raises(RemotingCommandError, match=f"the custom field {name} is null"):
+        with pytest.raises(RemotingCommandError,
+                           match=f"the custom field {name} is not a valid value: 'x1'"):
             parse_send_header(_v2(**{letter: "x1"}), V2_KEYS)
+    # outside Java's Integer (Long for bornTimestamp) range: NumberFormatException in 4.9.8
+    for letter, text in (("e", "2147483648"), ("f", "-2147483649"), ("h", "4294967296"),
+                         ("d", "99999999999"), ("g", "9223372036854775808")):
+        with pytest.raises(RemotingCommandError, match=f"the custom field {letter} is not a valid"):
+            parse_send_header(_v2(**{letter: text}), V2_KEYS)
+    h = parse_send_header(_v2(e="2147483647", g="-9223372036854775808"), V2_KEYS)
+    assert (h.queueId, h.bornTimestamp) == (2**31 - 1, -(2**63))
     h = parse_send_header(_v2(j="zz", l=None), V2_KEYS)
     assert h.reconsumeTimes is None and h.maxReconsumeTimes is None
+    assert parse_send_header(_v2(j="2147483648"), V2_KEYS).reconsumeTimes is None
 
 
 def test_batch_msg_ids_equal_create_message_id():

@@ -103,6 +103,13 @@ def test_missing_required_field_names_it():
         cmd.decode_header(SampleHeader)
 
 
+def test_required_field_that_does_not_parse_names_it():
+    """Java would leave it null and fail later with an NPE: one clear error now."""
+    cmd = RemotingCommand.create_request(1, {"topic": "T", "queueId": "x1"})
+    with pytest.raises(RemotingCommandError, match="the custom field queueId is not a valid value: 'x1'"):
+        cmd.decode_header(SampleHeader)
+
+
 def test_request_opaques_are_fresh_and_response_flags():
     a, b = RemotingCommand.create_request(1), RemotingCommand.create_request(1)
     assert b.opaque > a.opaque >= 0

@@ -31,7 +31,9 @@ DLQ_NUMS_PER_GROUP = 1
 V1_KEYS = ("producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId",
            "sysFlag", "bornTimestamp", "flag", "properties", "reconsumeTimes", "unitMode",
            "maxReconsumeTimes", "batch", "bname")
-_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+# Java's Integer and Long ranges: the header's int fields and bornTimestamp
+_INT_RANGE = range(-(2**31), 2**31)
+_LONG_RANGE = range(-(2**63), 2**63)
 V2_KEYS = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n")
 
 
@@ -43,30 +45,44 @@ class SendHeader:
                  "unitMode", "maxReconsumeTimes", "batch", "bname")
 
 
-def _int_or_none(text: str | None) -> int | None:
+# (index in the keys, range) of the five required numbers
+_REQUIRED_NUMBERS = ((3, _INT_RANGE), (4, _INT_RANGE), (5, _INT_RANGE), (6, _LONG_RANGE),
+                     (7, _INT_RANGE))
+
+
+def _int_or_none(text: str | None, valid: range = _INT_RANGE) -> int | None:
+    """``Integer.parseInt`` of an optional field: None when absent, not a
+    number or outside Java's range (a V1 header leaves such a field null)."""
     if text is None:
         return None
     try:
-        return int(text)
+        value = int(text)
     except ValueError:
         return None
+    return value if value in valid else None
 
 
 def _required_ints(get, keys: tuple[str, ...]) -> list[int]:
-    """The five required numbers, naming the first one missing or unparsable."""
+    """The five required numbers, naming the first one missing, unparsable or
+    out of Java's range (4.9.8 answers those with SYSTEM_ERROR too, from a
+    NumberFormatException or a NullPointerException later on)."""
     nums = []
-    for i in (3, 4, 5, 6, 7):
-        v = _int_or_none(get(keys[i]))
-        if v is None:
+    for i, valid in _REQUIRED_NUMBERS:
+        text = get(keys[i])
+        if text is None:
             raise RemotingCommandError(f"the custom field {keys[i]} is null")
+        v = _int_or_none(text, valid)
+        if v is None:
+            raise RemotingCommandError(
+                f"the custom field {keys[i]} is not a valid value: {text[:64]!r}")
         nums.append(v)
     return nums
 
 
 def parse_send_header(ext: dict[str, str] | None, keys: tuple[str, ...]) -> SendHeader:
-    """Java decoding rules: a missing required field is an error; an
-    unparsable number keeps its default (null, i.e. missing for required ones);
-    booleans are ``Boolean.parseBoolean``."""
+    """Java decoding rules: a missing required field is an error, and so is a
+    required number that does not parse or is outside Java's range; such an
+    optional number stays None; booleans are ``Boolean.parseBoolean``."""
     if ext is None:
         raise RemotingCommandError(f"the custom field {keys[0]} is null")
     get = ext.get
@@ -76,13 +92,17 @@ def parse_send_header(ext: dict[str, str] | None, keys: tuple[str, ...]) -> Send
         missing = keys[0] if g is None else keys[1] if t is None else keys[2]
         raise RemotingCommandError(f"the custom field {missing} is null")
     h.producerGroup, h.topic, h.defaultTopic = g, t, dt
-    try:  # the common case: all five present and numeric
+    try:  # the common case: all five present, numeric and in range
         h.defaultTopicQueueNums = int(get(keys[3]))
         h.queueId = int(get(keys[4]))
         h.sysFlag = int(get(keys[5]))
         h.bornTimestamp = int(get(keys[6]))
         h.flag = int(get(keys[7]))
+        ok = h.defaultTopicQueueNums in _INT_RANGE and h.queueId in _INT_RANGE and \
+            h.sysFlag in _INT_RANGE and h.bornTimestamp in _LONG_RANGE and h.flag in _INT_RANGE
     except (TypeError, ValueError):
+        ok = False
+    if not ok:
         h.defaultTopicQueueNums, h.queueId, h.sysFlag, h.bornTimestamp, h.flag = \
             _required_ints(get, keys)
     h.properties = get(keys[8])
@@ -122,7 +142,7 @@ def _parse_single(ext: dict[str, str] | None, keys: tuple[str, ...]) -> tuple | 
     nums = []
     for i in (3, 4, 5, 6, 7):
         v = _strict_int(get(keys[i]))
-        if v is None or (i != 6 and not _INT_MIN <= v <= _INT_MAX):
+        if v is None or (i != 6 and v not in _INT_RANGE):
             return None
         nums.append(v)
     props = get(keys[8])
@@ -132,7 +152,7 @@ def _parse_single(ext: dict[str, str] | None, keys: tuple[str, ...]) -> tuple | 
     reconsume = 0
     if rt is not None:
         reconsume = _strict_int(rt)
-        if reconsume is None or not _INT_MIN <= reconsume <= _INT_MAX:
+        if reconsume is None or reconsume not in _INT_RANGE:
             return None
     return topic, nums[1], nums[2], nums[3], nums[4], props, reconsume
 
