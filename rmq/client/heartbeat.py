@@ -46,6 +46,16 @@ def parse_enum(cls: type[enum.IntEnum], value) -> enum.IntEnum:
     return cls(int(value))
 
 
+def text_field(obj: dict, key: str) -> str:
+    """A field that must be a JSON string: a group or topic name the broker
+    keys its tables with (a ValueError naming it otherwise, where 4.9.8
+    fails later with a NullPointerException)."""
+    value = obj[key]
+    if not isinstance(value, str):
+        raise ValueError(f"{key} is not a string: {value!r}")
+    return value
+
+
 @dataclass(slots=True)
 class SubscriptionData:
     """One topic subscription: the expression, its tags and their hash codes."""
@@ -71,10 +81,14 @@ class SubscriptionData:
 
     @classmethod
     def from_json_obj(cls, obj: dict) -> SubscriptionData:
+        sub_string = obj.get("subString") or SUB_ALL
+        tags = list(obj.get("tagsSet") or [])
+        if not isinstance(sub_string, str) or not all(isinstance(t, str) for t in tags):
+            raise ValueError(f"subString or tagsSet is not text: {sub_string!r}, {tags!r}")
         return cls(
-            topic=obj["topic"],
-            sub_string=obj.get("subString") or SUB_ALL,
-            tags_set=list(obj.get("tagsSet") or []),
+            topic=text_field(obj, "topic"),
+            sub_string=sub_string,
+            tags_set=tags,
             code_set=[int(c) for c in obj.get("codeSet") or []],
             sub_version=int(obj.get("subVersion") or 0),
             expression_type=obj.get("expressionType") or EXPRESSION_TAG,
@@ -136,7 +150,7 @@ class ConsumerData:
     @classmethod
     def from_json_obj(cls, obj: dict) -> ConsumerData:
         return cls(
-            group_name=obj["groupName"],
+            group_name=text_field(obj, "groupName"),
             consume_type=parse_enum(ConsumeType, obj.get("consumeType", 1)),
             message_model=parse_enum(MessageModel, obj.get("messageModel", 1)),
             consume_from_where=parse_enum(ConsumeFromWhere, obj.get("consumeFromWhere", 0)),
@@ -163,7 +177,7 @@ class HeartbeatData:
     def decode(cls, body: bytes) -> HeartbeatData:
         obj = orjson.loads(body)
         return cls(
-            client_id=obj["clientID"],
-            producer_groups=[p["groupName"] for p in obj.get("producerDataSet") or []],
+            client_id=text_field(obj, "clientID"),
+            producer_groups=[text_field(p, "groupName") for p in obj.get("producerDataSet") or []],
             consumers=[ConsumerData.from_json_obj(c) for c in obj.get("consumerDataSet") or []],
         )

@@ -1,6 +1,8 @@
 """Bad headers and bodies against a real broker: every request code with junk
-fields, and the broker's own request headers with one or two fields made
-wrong (missing, not a number, outside Java's range, odd topics and groups).
+fields; the broker's own request headers with one or two fields made wrong
+(missing, not a number, outside Java's range, odd topics and groups); and
+sends, batches, pulls and heartbeats whose properties, batch records, filter
+expressions and heartbeat JSON are odd or broken.
 
 Each request must get an answer (4.9.8 answers them too, mostly with
 SYSTEM_ERROR and a remark), no answer may be an unexpected Python error
@@ -11,8 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import random
 import re
+import struct
 
 import pytest
 
@@ -136,6 +140,74 @@ def mutated_requests(rnd: random.Random, rounds: int) -> list[RemotingCommand]:
     return out
 
 
+PROPERTIES = [
+    "TAGS\x01a\x02", "UNIQ_KEY\x01\x02", "DELAY\x01-1\x02", "DELAY\x0199999999999\x02",
+    "DELAY\x01x\x02", "TRAN_MSG\x01true\x02", "TRAN_MSG\x01true\x02PGROUP\x01\x02",
+    "KEYS\x01" + "a " * 200 + "\x02", "\x01\x01\x02\x02", "WAIT\x01\x02", "MAX_OFFSET\x01x\x02",
+    "REAL_TOPIC\x01\x02REAL_QID\x01x\x02", "RETRY_TOPIC\x01%RETRY%g\x02",
+    "CLUSTER\x01other\x02MSG_TYPE\x01reply\x02REPLY_TO_CLIENT\x01c\x02",
+    "\u4e2d\x01\u6587\x02", "a" * 40000, "TAGS\x01" + "t" * 300 + "\x02"]
+EXPRESSIONS = ["a > 1", "a between 1 and", "TAGS in ('a')", "((((", "a = 'x' and b is not null",
+               "1 = 1", "a > 99999999999999999999999", "a LIKE '%'", "", "NOT", "a in ()",
+               "a = 1.5e400", "*", "a || b", "||"]
+
+
+def _batch_body(rnd: random.Random) -> bytes:
+    """SEND_BATCH_MESSAGE records with wrong sizes, magic codes, property
+    lengths and truncations among the well-formed ones."""
+    out = b""
+    for _ in range(rnd.randrange(0, 4)):
+        body = rnd.randbytes(rnd.randrange(0, 40))
+        props = rnd.choice([b"", b"TAGS\x01a\x02", b"\x01\x02", b"KEYS\x01" + b"k" * 300,
+                            b"\xff\xfe", b"WAIT\x01true"])
+        size = 20 + len(body) + 2 + len(props)
+        size = rnd.choice([size, size, 0, -1, 2**31 - 1, size + 7, 3])
+        rec = struct.pack(">iiiii", size, rnd.choice([0, -626843481]), rnd.randrange(2**31),
+                          rnd.choice([0, 1, -1]), len(body)) + body + \
+            struct.pack(">h", rnd.choice([len(props), -1, 32767])) + props
+        if rnd.random() < 0.2:
+            rec = rec[:rnd.randrange(len(rec) + 1)]
+        out += rec
+    return out
+
+
+def _heartbeat(rnd: random.Random) -> bytes:
+    sub = {"topic": rnd.choice([TOPIC, None, 5]), "subString": rnd.choice(EXPRESSIONS),
+           "expressionType": rnd.choice(["SQL92", "TAG"]), "tagsSet": rnd.choice([[], ["a"], [1]]),
+           "codeSet": [], "subVersion": 1}
+    consumer = {"groupName": rnd.choice(["g", None, 7]), "consumeType": "CONSUME_PASSIVELY",
+                "messageModel": "CLUSTERING", "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                "subscriptionDataSet": rnd.choice([[sub], "x"]), "unitMode": False}
+    return json.dumps({
+        "clientID": rnd.choice(["c1", 5, None, ""]),
+        "producerDataSet": rnd.choice([[{"groupName": "p"}], [{}], "x", [None]]),
+        "consumerDataSet": rnd.choice([[consumer], [{"groupName": "g", "consumeType": 7}], []]),
+    }).encode()
+
+
+def body_requests(rnd: random.Random, rounds: int) -> list[RemotingCommand]:
+    """Sends, batches, pulls and heartbeats with odd bodies and expressions."""
+    send = {"a": "g", "b": TOPIC, "c": "TBW102", "d": "4", "e": "0", "f": "0",
+            "g": "1700000000000", "h": "0", "j": "0", "k": "false", "m": "false"}
+    out = []
+    for _ in range(rounds):
+        ext = dict(send, i=rnd.choice(PROPERTIES), f=rnd.choice(["0", "4", "8", "12", "1", "64"]))
+        out.append(RemotingCommand.create_request(R.SEND_MESSAGE_V2, ext,
+                                                  rnd.choice([b"x", b"", bytes(5000)])))
+        ext = dict(send, i=rnd.choice(PROPERTIES), m="true")
+        out.append(RemotingCommand.create_request(R.SEND_BATCH_MESSAGE, ext, _batch_body(rnd)))
+        out.append(RemotingCommand.create_request(R.PULL_MESSAGE, {
+            "consumerGroup": "g", "topic": TOPIC, "queueId": str(rnd.randrange(-1, 5)),
+            "queueOffset": rnd.choice(["0", "-5", "999999999"]),
+            "maxMsgNums": rnd.choice(["0", "-1", "32", "100000"]),
+            "sysFlag": rnd.choice(["0", "4", "5", "8", "15"]), "commitOffset": "0",
+            "suspendTimeoutMillis": "0", "subscription": rnd.choice(EXPRESSIONS),
+            "subVersion": rnd.choice(["0", "-1"]),
+            "expressionType": rnd.choice(["SQL92", "TAG", "sql92", "x"])}))
+        out.append(RemotingCommand.create_request(R.HEART_BEAT, None, _heartbeat(rnd)))
+    return out
+
+
 async def send_plain(c: Cluster, body: bytes) -> RemotingCommand:
     ext = {"a": "fuzz", "b": KEEP, "c": "TBW102", "d": "4", "e": "0", "f": "0",
            "g": "1700000000000", "h": "0", "i": "WAIT\x01true\x02", "j": "0", "k": "false",
@@ -170,7 +242,7 @@ async def test_bad_requests_get_answers_and_lose_nothing(cluster):
     assert before.code == ResponseCode.SUCCESS, before.remark
 
     rnd = random.Random(20261121)
-    requests = junk_requests(rnd, 4) + mutated_requests(rnd, 25)
+    requests = junk_requests(rnd, 4) + mutated_requests(rnd, 25) + body_requests(rnd, 150)
     rnd.shuffle(requests)
     leaked, codes = [], set()
     for start in range(0, len(requests), 32):  # 32 in flight at a time
