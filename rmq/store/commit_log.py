@@ -22,7 +22,7 @@ from rmq.common.topics import SCHEDULE_TOPIC
 from rmq.store import message_codec as codec
 from rmq.store.allocate import AllocateMappedFileService
 from rmq.store.config import BrokerRole, FlushDiskType
-from rmq.store.dispatch import _CQ, _java_hash_ascii, _key_hash, _props, _signed
+from rmq.store.dispatch import _CQ, _java_hash_ascii, _key_hash, _signed
 from rmq.store.index import _index_put
 from rmq.store.mapped_file import MappedFile, MappedFileQueue, TransientStorePool
 from rmq.store.message import MessageExtBatch, MessageExtBrokerInner
@@ -53,8 +53,8 @@ def _check_wire(wire, sys_flag: int, topic_len: int, batch_props: bytes) -> tupl
     """(stored size, count, upper bound of index keys) of a batch body the
     fast path takes, or None: malformed, DELAY or non-ASCII properties, a
     joined property string over 32767 bytes."""
-    _t, bkeys, buniq, bdelay = _props(batch_props)
-    if bdelay or not batch_props.isascii():
+    _t, bkeys, buniq, bdelay = codec._find_props(batch_props)
+    if bdelay is not None or not batch_props.isascii():
         return None
     batch_keys = _key_count(bkeys, buniq)
     mv = memoryview(wire)
@@ -71,8 +71,8 @@ def _check_wire(wire, sys_flag: int, topic_len: int, batch_props: bytes) -> tupl
         if plen < 0 or end > n or inner_size != end - pos:
             return None
         raw = bytes(mv[end - plen:end])
-        _t, ikeys, iuniq, delay = _props(raw)
-        if delay or not raw.isascii():
+        _t, ikeys, iuniq, delay = codec._find_props(raw)
+        if delay is not None or not raw.isascii():
             return None
         joined = plen + (1 if plen and batch_props and raw[-1] != 2 else 0) + len(batch_props)
         if joined > codec.MAX_PROPERTIES_LENGTH:
@@ -131,7 +131,7 @@ def _append_batch(buf, pos: int, limit: int, wire, queue_id: int, sys_flag: int,
         (body_len,) = _INT.unpack_from(buf, wpos + props_at)
         ppos = wpos + props_at + 4 + body_len + 1 + len(topic) + 2
         plen = wpos + size - ppos
-        tags, kv, uniq, _delay = _props(bytes(buf[ppos:ppos + plen]))
+        tags, kv, uniq, _delay = codec._find_props(bytes(buf[ppos:ppos + plen]))
         tags_code = _signed(_java_hash_ascii(0, tags)) if tags else 0
         _CQ.pack_into(cq_buf, cq_pos + i * _CQ_UNIT, rec_phy, size, tags_code)
         if index is not None and (kv or uniq) and rec_phy >= _LONG.unpack_from(index, 24)[0]:

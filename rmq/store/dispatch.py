@@ -18,6 +18,7 @@ import struct
 
 from rmq._fast import compiled
 from rmq.store.index import _index_put
+from rmq.store.message_codec import _find_props
 
 MESSAGE_MAGIC_CODE = -626843481
 _HEAD = struct.Struct(">iiiiiqqi")  # size, magic, crc, qid, flag, qoff, phy, sysflag
@@ -40,25 +41,6 @@ def _signed(h: int) -> int:
 def _key_hash(topic_hash: int, key: bytes) -> int:
     h = _signed(_java_hash_ascii((topic_hash * 31 + 35) & 0xFFFFFFFF, key))
     return 0 if h == -2147483648 else abs(h)
-
-
-def _props(props: bytes) -> tuple[bytes | None, bytes | None, bytes | None, bool]:
-    tags = keys = uniq = None
-    delay = False
-    for seg in props.split(b"\x02"):
-        idx = seg.find(b"\x01")
-        if idx <= 0 or idx == len(seg) - 1:
-            continue
-        name = seg[:idx]
-        if name == b"TAGS":
-            tags = seg[idx + 1 :]
-        elif name == b"KEYS":
-            keys = seg[idx + 1 :]
-        elif name == b"UNIQ_KEY":
-            uniq = seg[idx + 1 :]
-        elif name == b"DELAY":
-            delay = True
-    return tags, keys, uniq, delay
 
 
 def _dispatch_run(buf, pos: int, limit: int, topic: bytes, queue_id: int, cq, cq_pos: int, cq_base: int,
@@ -100,8 +82,8 @@ def _dispatch_run(buf, pos: int, limit: int, topic: bytes, queue_id: int, cq, cq
         if props_len < 0 or ppos + props_len != pos + size:
             break
         raw = bytes(buf[ppos : ppos + props_len])
-        tags, keys, uniq, delay = _props(raw)
-        if delay or any(c >= 0x80 for c in raw):
+        tags, keys, uniq, delay = _find_props(raw)
+        if delay is not None or any(c >= 0x80 for c in raw):
             break
         if index is not None and (keys or uniq):
             (end_phy,) = _LONG.unpack_from(index, 24)
