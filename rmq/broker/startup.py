@@ -256,6 +256,34 @@ def validate(settings: BrokerSettings) -> None:
                           f"listenPort {port} out of range: the fast port (listenPort-2) and the "
                           f"HA port (listenPort+1) must be valid ports too")
     store.haListenPort = port + 1
+    check_store_sizes(store)
+
+
+# the smallest commit-log file rmq maps: one page
+MIN_COMMIT_LOG_FILE = 4096
+
+
+def check_store_sizes(store: Any) -> None:
+    """File and index sizes the store cannot work with are refused at start:
+    4.9.8 starts with them and then fails every put (a division by zero for
+    an empty consume-queue file, a full or slotless index file, commit-log
+    files too small for any message)."""
+    from rmq.store.consume_queue import CQ_STORE_UNIT_SIZE
+
+    if store.mappedFileSizeCommitLog < MIN_COMMIT_LOG_FILE:
+        raise StartupExit(EXIT_INVALID,
+                          f"mappedFileSizeCommitLog {store.mappedFileSizeCommitLog} is too small: "
+                          f"a commit log file is at least {MIN_COMMIT_LOG_FILE} bytes")
+    if store.consume_queue_file_size() < CQ_STORE_UNIT_SIZE:
+        raise StartupExit(EXIT_INVALID,
+                          f"mappedFileSizeConsumeQueue {store.mappedFileSizeConsumeQueue} is too "
+                          f"small: a consume queue file holds at least one {CQ_STORE_UNIT_SIZE}-byte "
+                          f"entry")
+    for name in ("maxHashSlotNum", "maxIndexNum"):
+        if getattr(store, name) < 1:
+            raise StartupExit(EXIT_INVALID,
+                              f"{name} {getattr(store, name)} is too small: an index file needs "
+                              f"at least one hash slot and one entry")
 
 
 def format_config(settings: BrokerSettings, important_only: bool) -> str:

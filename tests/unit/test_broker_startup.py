@@ -95,6 +95,11 @@ def test_slave_keeps_positive_broker_id(tmp_path):
     ("listenPort=10911 \n", "listenPort"),
     ("brokerRole=BOSS\n", "BOSS"),
     ("namesrvAddr=nohostport\n", "The Name Server Address[nohostport] illegal"),
+    ("mappedFileSizeCommitLog=0\n", "mappedFileSizeCommitLog 0 is too small"),
+    ("mappedFileSizeCommitLog=4095\n", "mappedFileSizeCommitLog 4095 is too small"),
+    ("mappedFileSizeConsumeQueue=-1\n", "mappedFileSizeConsumeQueue -1 is too small"),
+    ("maxHashSlotNum=0\n", "maxHashSlotNum 0 is too small"),
+    ("maxIndexNum=-1\n", "maxIndexNum -1 is too small"),
 ])
 def test_invalid_settings_exit_253(tmp_path, text, needle):
     conf = write_conf(tmp_path, text)
