@@ -257,6 +257,7 @@ def validate(settings: BrokerSettings) -> None:
                           f"HA port (listenPort+1) must be valid ports too")
     store.haListenPort = port + 1
     check_store_sizes(store)
+    check_request_queues(broker)
 
 
 # the smallest commit-log file rmq maps: one page
@@ -284,6 +285,19 @@ def check_store_sizes(store: Any) -> None:
             raise StartupExit(EXIT_INVALID,
                               f"{name} {getattr(store, name)} is too small: an index file needs "
                               f"at least one hash slot and one entry")
+
+
+def check_request_queues(broker: BrokerConfig) -> None:
+    """Every request queue needs room for one request and one worker: 4.9.8
+    fails at start too, when its thread pools refuse a size or capacity under
+    one."""
+    from rmq.broker.controller import QUEUE_CAPACITIES, QUEUE_WORKERS
+
+    names = [p for p in QUEUE_CAPACITIES.values() if p] + list(QUEUE_WORKERS.values())
+    for name in names:
+        value = getattr(broker, name)
+        if value < 1:
+            raise StartupExit(EXIT_INVALID, f"{name} {value} is too small: at least 1")
 
 
 def format_config(settings: BrokerSettings, important_only: bool) -> str:

@@ -100,6 +100,8 @@ def test_slave_keeps_positive_broker_id(tmp_path):
     ("mappedFileSizeConsumeQueue=-1\n", "mappedFileSizeConsumeQueue -1 is too small"),
     ("maxHashSlotNum=0\n", "maxHashSlotNum 0 is too small"),
     ("maxIndexNum=-1\n", "maxIndexNum -1 is too small"),
+    ("sendThreadPoolQueueCapacity=0\n", "sendThreadPoolQueueCapacity 0 is too small"),
+    ("pullMessageThreadPoolNums=-1\n", "pullMessageThreadPoolNums -1 is too small"),
 ])
 def test_invalid_settings_exit_253(tmp_path, text, needle):
     conf = write_conf(tmp_path, text)
