@@ -11,6 +11,7 @@ levels, ``rmq.store.schedule``): it is registered in ``controller.services``.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from rmq.broker.processor.send_support import (
@@ -225,14 +226,23 @@ class SendMessageProcessor(SendSupport):
                 return self.response(RC.NO_PERMISSION, f"the broker[{self.bc.brokerIP1}] "
                                      "sending transaction message is forbidden")
             parse_half_message_inner(msg)
-        if self._put_is_immediate():
-            return self.put_result_response(self.store.put_message(msg), queue_id)
-        if self.c.store_config.brokerRole is not BrokerRole.SYNC_MASTER:
-            return self._put_then(self.store.put_message_then, msg, queue_id)
-        return self._put_async(msg, queue_id)
+        store = self.store
+        return self._put(msg, queue_id, store.put_message, store.put_message_then,
+                         store.async_put_message)
 
-    async def _put_async(self, msg: MessageExtBrokerInner, queue_id: int) -> RemotingCommand:
-        return self.put_result_response(await self.store.async_put_message(msg), queue_id)
+    def _put(self, item: Any, queue_id: int, put: Callable, put_then: Callable,
+             async_put: Callable) -> Any:
+        """Store a message or a batch the way the role and flush mode allow: at
+        once, through a loop callback (SYNC_FLUSH), or in a coroutine that also
+        waits for the slave (SYNC_MASTER)."""
+        if self._put_is_immediate():
+            return self.put_result_response(put(item), queue_id)
+        if self.c.store_config.brokerRole is not BrokerRole.SYNC_MASTER:
+            return self._put_then(put_then, item, queue_id)
+        return self._put_async(async_put, item, queue_id)
+
+    async def _put_async(self, async_put: Callable, item: Any, queue_id: int) -> RemotingCommand:
+        return self.put_result_response(await async_put(item), queue_id)
 
     def _retry_or_dlq(self, request: RemotingCommand, h: SendHeader, topic: str,
                       queue_id: int) -> Any:
@@ -317,14 +327,9 @@ class SendMessageProcessor(SendSupport):
             h.topic, queue_id, request.body or b"", props, message_properties_to_string(props),
             sys_flag, h.bornTimestamp, channel_host(channel), self.store.store_host,
             h.reconsumeTimes or 0, h.flag)
-        if self._put_is_immediate():
-            return self.put_result_response(self.store.put_messages(batch), queue_id)
-        if self.c.store_config.brokerRole is not BrokerRole.SYNC_MASTER:
-            return self._put_then(self.store.put_messages_then, batch, queue_id)
-        return self._put_batch_async(batch, queue_id)
-
-    async def _put_batch_async(self, batch: MessageExtBatch, queue_id: int) -> RemotingCommand:
-        return self.put_result_response(await self.store.async_put_messages(batch), queue_id)
+        store = self.store
+        return self._put(batch, queue_id, store.put_messages, store.put_messages_then,
+                         store.async_put_messages)
 
     # ---- send back ----------------------------------------------------------------
     def consumer_send_msg_back(self, channel: Channel, request: RemotingCommand) -> Any:
