@@ -118,6 +118,22 @@ cdef inline int32_t ascii_hash(int32_t h, const uint8_t *p, Py_ssize_t n) noexce
     return h
 
 
+cdef inline int32_t utf16_hash(int32_t h, str s):
+    """Java ``String.hashCode`` continued over ``s``'s UTF-16 code units (a
+    code point past U+FFFF counts as its surrogate pair)."""
+    cdef Py_UCS4 ch
+    cdef uint32_t cp
+    for ch in s:
+        cp = ch
+        if cp > 0xFFFF:
+            cp -= 0x10000
+            h = <int32_t>(<uint32_t>h * 31 + (0xD800 + (cp >> 10)))
+            h = <int32_t>(<uint32_t>h * 31 + (0xDC00 + (cp & 0x3FF)))
+        else:
+            h = <int32_t>(<uint32_t>h * 31 + cp)
+    return h
+
+
 cdef inline int32_t index_key_hash(int32_t topic_hash, const uint8_t *key, Py_ssize_t n) noexcept nogil:
     """Index slot hash of ``topic#key`` (STORE_FORMAT.md 7.2) from the topic's hash."""
     cdef int32_t h = ascii_hash(<int32_t>(<uint32_t>topic_hash * 31 + 35), key, n)  # '#'

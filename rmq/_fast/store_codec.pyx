@@ -10,7 +10,7 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyOb
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
 from rmq._fast.byteorder cimport put32, put64, get32, get64, get16, masked_crc
-from rmq._fast.record cimport c_record_size, c_write_record
+from rmq._fast.record cimport ascii_hash, c_record_size, c_write_record, utf16_hash
 from libc.string cimport memcpy
 
 
@@ -188,21 +188,8 @@ cdef object java_hash_utf8(const uint8_t *p, Py_ssize_t n):
             ascii = False
             break
     if ascii:
-        for i in range(n):
-            h = <int32_t>(<uint32_t>h * 31 + p[i])
-        return h
-    cdef str s = (<bytes>p[:n]).decode("utf-8", "replace")
-    cdef Py_UCS4 ch
-    cdef uint32_t cp
-    for ch in s:
-        cp = ch
-        if cp > 0xFFFF:
-            cp -= 0x10000
-            h = <int32_t>(<uint32_t>h * 31 + (0xD800 + (cp >> 10)))
-            h = <int32_t>(<uint32_t>h * 31 + (0xDC00 + (cp & 0x3FF)))
-        else:
-            h = <int32_t>(<uint32_t>h * 31 + cp)
-    return h
+        return ascii_hash(h, p, n)
+    return utf16_hash(h, (<bytes>p[:n]).decode("utf-8", "replace"))
 
 
 cdef inline bint name_is(const uint8_t *p, Py_ssize_t n, const char *name, Py_ssize_t ln) noexcept nogil:

@@ -6,6 +6,7 @@ from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 from rmq._fast.byteorder cimport get32, get64
 from rmq._fast.index_slot cimport index_put as c_index_put
+from rmq._fast.record cimport utf16_hash
 
 
 cdef extern from "Python.h":
@@ -62,17 +63,7 @@ def index_get(const uint8_t[::1] buf, long long max_slots, long long max_index, 
 
 def key_hash(str key):
     """abs(String.hashCode(key)) over UTF-16 code units; 0 for Integer.MIN_VALUE."""
-    cdef int32_t h = 0
-    cdef Py_UCS4 ch
-    cdef uint32_t cp
-    for ch in key:
-        cp = ch
-        if cp > 0xFFFF:
-            cp -= 0x10000
-            h = <int32_t>(<uint32_t>h * 31 + (0xD800 + (cp >> 10)))
-            h = <int32_t>(<uint32_t>h * 31 + (0xDC00 + (cp & 0x3FF)))
-        else:
-            h = <int32_t>(<uint32_t>h * 31 + cp)
+    cdef int32_t h = utf16_hash(0, key)
     if h == -2147483648:
         return 0
     return -h if h < 0 else h
