@@ -7,6 +7,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 from libc.string cimport memcmp, memcpy
 
 from rmq._fast.byteorder cimport masked_crc, put32, put64
+from rmq._fast.index_slot cimport index_put
 
 
 cdef enum:
@@ -153,3 +154,32 @@ cdef inline Py_ssize_t count_keys(const uint8_t *p, Py_ssize_t n) noexcept nogil
         while i < n and p[i] != 32:
             i += 1
     return c
+
+
+
+cdef inline Py_ssize_t prop_keys(const uint8_t *props, Props *pr) noexcept nogil:
+    """Index keys a property string holds: UNIQ_KEY plus the KEYS tokens."""
+    return (1 if pr.uniq_at >= 0 else 0) + (count_keys(props + pr.keys_at, pr.keys_len)
+                                             if pr.keys_at >= 0 else 0)
+
+
+cdef inline void index_prop_keys(uint8_t *ix, int64_t max_slots, int64_t max_index,
+                                 int32_t topic_hash, const uint8_t *props, Props *pr, int64_t phy,
+                                 int64_t store_ts) noexcept nogil:
+    """Index a record under its UNIQ_KEY, then under each non-empty KEYS token
+    (buildIndex's order); the caller has checked the file has room."""
+    cdef Py_ssize_t k = 0, ks
+    if pr.uniq_at >= 0:
+        index_put(ix, max_slots, max_index,
+                  index_key_hash(topic_hash, props + pr.uniq_at, pr.uniq_len), phy, store_ts)
+    if pr.keys_at < 0:
+        return
+    while k < pr.keys_len:
+        while k < pr.keys_len and props[pr.keys_at + k] == 32:
+            k += 1
+        ks = k
+        while k < pr.keys_len and props[pr.keys_at + k] != 32:
+            k += 1
+        if k > ks:
+            index_put(ix, max_slots, max_index,
+                      index_key_hash(topic_hash, props + pr.keys_at + ks, k - ks), phy, store_ts)

@@ -21,15 +21,14 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.string cimport memcpy
 from rmq._fast.byteorder cimport get16, get32, get64, put32, put64
-from rmq._fast.index_slot cimport index_put
 from rmq._fast.record cimport (
     Props,
     ascii_hash,
     c_record_size,
     c_write_record,
-    count_keys,
     find_props,
-    index_key_hash,
+    index_prop_keys,
+    prop_keys,
 )
 
 
@@ -67,12 +66,6 @@ cdef inline bint is_ascii(const uint8_t *p, Py_ssize_t n) noexcept nogil:
         if p[i] >= 0x80:
             return False
     return True
-
-
-cdef inline Py_ssize_t prop_keys(const uint8_t *props, Props *pr) noexcept nogil:
-    """Index keys a property string holds: UNIQ_KEY plus the KEYS tokens."""
-    return (1 if pr.uniq_at >= 0 else 0) + (count_keys(props + pr.keys_at, pr.keys_len)
-                                             if pr.keys_at >= 0 else 0)
 
 
 cdef Py_ssize_t check_wire(const uint8_t *w, Py_ssize_t n, int32_t sys_flag, Py_ssize_t tlen,
@@ -127,7 +120,7 @@ cdef void write_all(uint8_t *out, const uint8_t *w, Py_ssize_t n, int32_t queue_
     """Records, consume-queue entries, index entries and message ids of a batch
     ``check_wire`` accepted; ``last_tags`` gets the last record's tagsCode."""
     cdef int32_t topic_hash = ascii_hash(0, topic, tlen)
-    cdef Py_ssize_t rpos = 0, wpos = 0, i = 0, size, plen, joined = 0, k, ks
+    cdef Py_ssize_t rpos = 0, wpos = 0, i = 0, size, plen, joined = 0
     cdef int32_t flag, body_len, tags_code = 0
     cdef int64_t rec_phy
     cdef uint64_t u
@@ -169,19 +162,7 @@ cdef void write_all(uint8_t *out, const uint8_t *w, Py_ssize_t n, int32_t queue_
         put32(cq + i * 20 + 8, <int32_t>size)
         put64(cq + i * 20 + 12, <int64_t>tags_code)
         if ix != NULL and (pr.keys_at >= 0 or pr.uniq_at >= 0) and rec_phy >= get64(ix + 24):
-            if pr.uniq_at >= 0:
-                index_put(ix, max_slots, max_index,
-                          index_key_hash(topic_hash, p + pr.uniq_at, pr.uniq_len), rec_phy, store_ts)
-            k = 0
-            while k < pr.keys_len:
-                while k < pr.keys_len and p[pr.keys_at + k] == 32:
-                    k += 1
-                ks = k
-                while k < pr.keys_len and p[pr.keys_at + k] != 32:
-                    k += 1
-                if k > ks:
-                    index_put(ix, max_slots, max_index,
-                              index_key_hash(topic_hash, p + pr.keys_at + ks, k - ks), rec_phy, store_ts)
+            index_prop_keys(ix, max_slots, max_index, topic_hash, p, &pr, rec_phy, store_ts)
         # offset message id: store host hex (already in place) + 16 hex digits
         if i:
             (ids - 1)[0] = 44  # ','

@@ -11,8 +11,7 @@ non-ASCII key, or does not fit into the consume queue / index file.
 
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
 from rmq._fast.byteorder cimport put32, put64, get32, get64, get16
-from rmq._fast.index_slot cimport index_put
-from rmq._fast.record cimport Props, ascii_hash, count_keys, find_props, index_key_hash
+from rmq._fast.record cimport Props, ascii_hash, find_props, index_prop_keys, prop_keys
 from libc.string cimport memcmp
 
 
@@ -42,7 +41,7 @@ def dispatch_run(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, const
     cdef uint8_t *c = &cq[0] if cq.shape[0] else NULL
     cdef Py_ssize_t cq_len = cq.shape[0]
     cdef int32_t topic_hash = ascii_hash(0, t, tlen)
-    cdef Py_ssize_t count = 0, size, body_len, topic_len, props_len, k, ks
+    cdef Py_ssize_t count = 0, size, body_len, topic_len, props_len
     cdef const uint8_t *r
     cdef const uint8_t *p
     cdef const uint8_t *props
@@ -90,22 +89,9 @@ def dispatch_run(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, const
                 break
             if ix != NULL and (pr.keys_at >= 0 or pr.uniq_at >= 0):
                 if phy >= get64(ix + 24):  # not indexed yet (endPhyOffset rule)
-                    ks = (1 if pr.uniq_at >= 0 else 0) + (count_keys(props + pr.keys_at, pr.keys_len) if pr.keys_at >= 0 else 0)
-                    if max(1, get32(ix + 36)) + ks > max_index:
+                    if max(1, get32(ix + 36)) + prop_keys(props, &pr) > max_index:
                         break
-                    if pr.uniq_at >= 0:
-                        index_put(ix, max_slots, max_index, index_key_hash(topic_hash, props + pr.uniq_at, pr.uniq_len), phy, store_ts)
-                    if pr.keys_at >= 0:
-                        k = 0
-                        while k < pr.keys_len:
-                            while k < pr.keys_len and props[pr.keys_at + k] == 32:
-                                k += 1
-                            ks = k
-                            while k < pr.keys_len and props[pr.keys_at + k] != 32:
-                                k += 1
-                            if k > ks:
-                                index_put(ix, max_slots, max_index,
-                                          index_key_hash(topic_hash, props + pr.keys_at + ks, k - ks), phy, store_ts)
+                    index_prop_keys(ix, max_slots, max_index, topic_hash, props, &pr, phy, store_ts)
             if pr.tags_at >= 0:
                 tags_code = ascii_hash(0, props + pr.tags_at, pr.tags_len)
             else:
