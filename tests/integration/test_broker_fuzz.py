@@ -11,11 +11,8 @@ messages, the one sent before the storm included."""
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
 import json
 import random
-import re
 import struct
 
 import pytest
@@ -25,6 +22,14 @@ from rmq.common.protocol import headers_admin as A
 from rmq.common.protocol import headers_broker as B
 from rmq.remoting import RemotingCommand
 from tests.integration.test_broker_support import Cluster
+from tests.support.fuzz import (
+    NUMBERS,
+    ODD,
+    field_names,
+    junk_requests,
+    mutated_requests,
+    storm,
+)
 
 R = RequestCode
 TOPIC = "FuzzTopic"
@@ -70,74 +75,7 @@ HEADERS = {
 }
 NAMES = [TOPIC, "g", "%RETRY%g", "%DLQ%g", "TBW102", "SCHEDULE_TOPIC_XXXX",
          "RMQ_SYS_TRANS_HALF_TOPIC", "broker-a", "DefaultCluster", "", "a" * 300, "t/x", "\u4e2d"]
-NUMBERS = ["0", "1", "3", "-1", "16", "2147483647", "-2147483648", "2147483648", "4294967296",
-           "9223372036854775807", "-9223372036854775808", "99999999999999999999", "x", "",
-           "1.0", " 1"]
-JUNK = NAMES + NUMBERS + [
-    "true", "null", "UNIQ_KEY\x01abc\x02TAGS\x01t\x02WAIT\x01false\x02", "DELAY\x0199\x02",
-    "TRAN_MSG\x01true\x02PGROUP\x01g\x02", "\x01\x02\x01", "TAGS\x01\x02",
-    "0A00000100002A9F0000000000000000", "zz", "00" * 16]
-BODIES = [None, b"", b"{}", b"[]", b"null", b'{"a":1}', b"\x00" * 16, b"garbage{",
-          b'{"clientID":"x","producerDataSet":[{}],"consumerDataSet":[{"groupName":"g"}]}',
-          b'{"mqSet":[{"topic":"t","brokerName":"b","queueId":-5}],"consumerGroup":"g"}',
-          b"listenPort=1\nbrokerName=\n", bytes(range(200))]
-# a Python error escaping a processor ("TypeError: ... , func(file:line)");
-# header errors are RemotingCommandError, and domain errors are plain remarks
-LEAKED = re.compile(r"^(?!RemotingCommandError)[A-Za-z_.]*(Error|Exception): ")
-
-
-def _all_field_names() -> list[str]:
-    names = set()
-    for module in (A, B):
-        for cls in vars(module).values():
-            if isinstance(cls, type) and dataclasses.is_dataclass(cls):
-                names.update(f.name for f in dataclasses.fields(cls))
-    return sorted(names)
-
-
-def junk_requests(rnd: random.Random, rounds: int) -> list[RemotingCommand]:
-    """Every request code with random known field names set to junk."""
-    names = _all_field_names()
-    codes = sorted(int(c) for c in RequestCode if c not in NO_ANSWER)
-    out = []
-    for _ in range(rounds):
-        for code in codes:
-            ext = {n: rnd.choice(JUNK) for n in rnd.sample(names, rnd.randrange(0, 12))}
-            out.append(RemotingCommand.create_request(code, ext, rnd.choice(BODIES)))
-    return out
-
-
-def _plausible(rnd: random.Random, cls: type) -> dict[str, str]:
-    ext = {}
-    for f in dataclasses.fields(cls):
-        kind = str(f.type)
-        if "int" in kind:
-            ext[f.name] = rnd.choice(["0", "1", "3"])
-        elif "bool" in kind:
-            ext[f.name] = rnd.choice(["true", "false"])
-        else:
-            ext[f.name] = rnd.choice(NAMES[:4])
-    return ext
-
-
-def mutated_requests(rnd: random.Random, rounds: int) -> list[RemotingCommand]:
-    """The broker's headers filled plausibly, then one or two fields dropped or
-    replaced with junk."""
-    out = []
-    for _ in range(rounds):
-        for code, cls in HEADERS.items():
-            ext = _plausible(rnd, cls)
-            for _ in range(rnd.randrange(1, 3)):
-                if not ext:
-                    break
-                name = rnd.choice(list(ext))
-                if rnd.random() < 0.2:
-                    del ext[name]
-                else:
-                    ext[name] = rnd.choice(JUNK)
-            body = rnd.choice([None, b"", b"hello", bytes(rnd.randrange(256) for _ in range(64))])
-            out.append(RemotingCommand.create_request(int(code), ext, body))
-    return out
+JUNK = NAMES + NUMBERS + ODD
 
 
 PROPERTIES = [
@@ -242,17 +180,11 @@ async def test_bad_requests_get_answers_and_lose_nothing(cluster):
     assert before.code == ResponseCode.SUCCESS, before.remark
 
     rnd = random.Random(20261121)
-    requests = junk_requests(rnd, 4) + mutated_requests(rnd, 25) + body_requests(rnd, 150)
+    codes = [int(code) for code in RequestCode if code not in NO_ANSWER]
+    requests = junk_requests(rnd, 4, codes, field_names(A, B), JUNK) + \
+        mutated_requests(rnd, 25, HEADERS, NAMES[:4], JUNK) + body_requests(rnd, 150)
     rnd.shuffle(requests)
-    leaked, codes = [], set()
-    for start in range(0, len(requests), 32):  # 32 in flight at a time
-        chunk = requests[start:start + 32]
-        answers = await asyncio.gather(
-            *(c.client.invoke(c.addr, req, 5000) for req in chunk))
-        for req, resp in zip(chunk, answers, strict=True):
-            codes.add(resp.code)
-            if resp.remark and LEAKED.match(resp.remark):
-                leaked.append((req.code, req.ext_fields, resp.remark))
+    leaked, codes = await storm(c.client, c.addr, requests)
     assert not leaked, leaked[:5]
     assert ResponseCode.SYSTEM_ERROR in codes and ResponseCode.SUCCESS in codes
 
