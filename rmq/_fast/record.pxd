@@ -156,7 +156,6 @@ cdef inline Py_ssize_t count_keys(const uint8_t *p, Py_ssize_t n) noexcept nogil
     return c
 
 
-
 cdef inline Py_ssize_t prop_keys(const uint8_t *props, Props *pr) noexcept nogil:
     """Index keys a property string holds: UNIQ_KEY plus the KEYS tokens."""
     return (1 if pr.uniq_at >= 0 else 0) + (count_keys(props + pr.keys_at, pr.keys_len)

@@ -103,10 +103,8 @@ class RequestQueue:
     def submit(self, run: Run, channel: Channel, request: RemotingCommand) -> Any:
         """Run ``request`` now when a worker is free and nobody waits; else queue it
         and return an awaitable of its response."""
-        if not self._waiting and self.busy < self.workers:
-            active = self.before_run_active  # _delayed, inline: asked for every request
-            if active is None or not active():
-                return run(channel, request)
+        if not self._waiting and self.busy < self.workers and not self._delayed():
+            return run(channel, request)
         loop = asyncio.get_running_loop()
         w = _Waiting(channel, request, run, loop.create_future())
         self._waiting[id(w)] = w

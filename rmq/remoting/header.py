@@ -44,6 +44,12 @@ def field_required() -> Any:
     return dataclasses.field(default=None, metadata={_REQUIRED: True})
 
 
+def invalid_value(name: str, text: str) -> RemotingCommandError:
+    """The error of a required field whose value does not parse (or is out
+    of range): names the field and shows the value."""
+    return RemotingCommandError(f"the custom field {name} is not a valid value: {text[:64]!r}")
+
+
 def _parse_int(text: str) -> int:
     """``Long.parseLong``: optional sign and ASCII digits only, no spaces."""
     if _INT_RE.match(text) is None:
@@ -153,9 +159,7 @@ class CommandHeader:
                 value = spec.parse(text)
             except ValueError:
                 if spec.required:
-                    raise RemotingCommandError(
-                        f"the custom field {spec.name} is not a valid value: {text[:64]!r}"
-                    ) from None
+                    raise invalid_value(spec.name, text) from None
                 continue
             setattr(obj, spec.name, value)
         return obj

@@ -145,6 +145,20 @@ async def raw_slave(master: Node, port: int) -> tuple[asyncio.StreamReader, asyn
     return reader, writer
 
 
+async def acknowledged_put(master: Node, writer: asyncio.StreamWriter, msg):
+    """A put that still waits until the raw slave acknowledges the master's end."""
+    put = asyncio.ensure_future(master.store.async_put_message(msg))
+    await asyncio.sleep(0.05)
+    assert not put.done()
+    writer.write(encode_report(master.store.get_max_phy_offset()))
+    return await put
+
+
+def assert_flushed(master: Node, r) -> None:
+    ar = r.append_result
+    assert master.store.commit_log.mfq.flushed_where >= ar.wrote_offset + ar.wrote_bytes
+
+
 @pytest.mark.timeout(30)
 async def test_sync_master_put_waits_for_the_slave(tmp_path):
     cfg = config(tmp_path / "m", BrokerRole.SYNC_MASTER, slaveTimeout=300)
@@ -163,11 +177,7 @@ async def test_sync_master_put_waits_for_the_slave(tmp_path):
             got += frames.feed(await asyncio.wait_for(reader.read(65536), 5))
         assert got[0][0] == r.append_result.wrote_offset
         # acknowledging makes the next put succeed
-        put = asyncio.ensure_future(master.store.async_put_message(message(2)))
-        await asyncio.sleep(0.05)
-        assert not put.done()
-        writer.write(encode_report(master.store.get_max_phy_offset()))
-        r = await put
+        r = await acknowledged_put(master, writer, message(2))
         assert r.status is PutMessageStatus.PUT_OK
         # a report beyond the master's max offset ends the connection
         writer.write(encode_report(master.store.get_max_phy_offset() + 100))
@@ -189,8 +199,7 @@ async def test_sync_flush_sync_master_put_waits_for_disk_and_slave_together(tmp_
     try:
         r = await master.store.async_put_message(message(0))
         assert r.status is PutMessageStatus.SLAVE_NOT_AVAILABLE
-        end = r.append_result.wrote_offset + r.append_result.wrote_bytes
-        assert master.store.commit_log.mfq.flushed_where >= end
+        assert_flushed(master, r)
         reader, writer = await raw_slave(master, cfg.haListenPort)
         # a slave that does not acknowledge: FLUSH_SLAVE_TIMEOUT after about
         # slaveTimeout, flushed meanwhile
@@ -198,17 +207,11 @@ async def test_sync_flush_sync_master_put_waits_for_disk_and_slave_together(tmp_
         r = await master.store.async_put_message(message(1))
         assert r.status is PutMessageStatus.FLUSH_SLAVE_TIMEOUT
         assert 0.3 < time.monotonic() - begin < 5
-        end = r.append_result.wrote_offset + r.append_result.wrote_bytes
-        assert master.store.commit_log.mfq.flushed_where >= end
+        assert_flushed(master, r)
         # acknowledged: PUT_OK, once both are done
-        put = asyncio.ensure_future(master.store.async_put_message(message(2)))
-        await asyncio.sleep(0.05)
-        assert not put.done()
-        writer.write(encode_report(master.store.get_max_phy_offset()))
-        r = await put
+        r = await acknowledged_put(master, writer, message(2))
         assert r.status is PutMessageStatus.PUT_OK
-        end = r.append_result.wrote_offset + r.append_result.wrote_bytes
-        assert master.store.commit_log.mfq.flushed_where >= end
+        assert_flushed(master, r)
         writer.close()
     finally:
         await master.stop()

@@ -20,6 +20,7 @@ from rmq.common.topic_config import TopicConfig
 from rmq.remoting import Channel, RemotingCommand
 from rmq.remoting.command import RPC_RESPONSE
 from rmq.remoting.exceptions import RemotingCommandError
+from rmq.remoting.header import invalid_value
 from rmq.store import PutMessageResult, PutMessageStatus
 
 RC = ResponseCode
@@ -73,8 +74,7 @@ def _required_ints(get, keys: tuple[str, ...]) -> list[int]:
             raise RemotingCommandError(f"the custom field {keys[i]} is null")
         v = _int_or_none(text, valid)
         if v is None:
-            raise RemotingCommandError(
-                f"the custom field {keys[i]} is not a valid value: {text[:64]!r}")
+            raise invalid_value(keys[i], text)
         nums.append(v)
     return nums
 
@@ -92,19 +92,8 @@ def parse_send_header(ext: dict[str, str] | None, keys: tuple[str, ...]) -> Send
         missing = keys[0] if g is None else keys[1] if t is None else keys[2]
         raise RemotingCommandError(f"the custom field {missing} is null")
     h.producerGroup, h.topic, h.defaultTopic = g, t, dt
-    try:  # the common case: all five present, numeric and in range
-        h.defaultTopicQueueNums = int(get(keys[3]))
-        h.queueId = int(get(keys[4]))
-        h.sysFlag = int(get(keys[5]))
-        h.bornTimestamp = int(get(keys[6]))
-        h.flag = int(get(keys[7]))
-        ok = h.defaultTopicQueueNums in _INT_RANGE and h.queueId in _INT_RANGE and \
-            h.sysFlag in _INT_RANGE and h.bornTimestamp in _LONG_RANGE and h.flag in _INT_RANGE
-    except (TypeError, ValueError):
-        ok = False
-    if not ok:
-        h.defaultTopicQueueNums, h.queueId, h.sysFlag, h.bornTimestamp, h.flag = \
-            _required_ints(get, keys)
+    h.defaultTopicQueueNums, h.queueId, h.sysFlag, h.bornTimestamp, h.flag = \
+        _required_ints(get, keys)
     h.properties = get(keys[8])
     h.reconsumeTimes = _int_or_none(get(keys[9]))
     u = get(keys[10])
