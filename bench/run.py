@@ -61,6 +61,7 @@ from bench.common import (  # noqa: E402
     proc_status,
     write_results,
 )
+from bench.micro import kernel_bound, verdict  # noqa: E402
 
 TOPIC = "BenchTopic"
 # the consume scenario re-reads a backlog of its own, written just before it
@@ -340,13 +341,16 @@ def _met(value: float | None, op: str, target: float) -> bool | None:
 
 
 def micro_table(items: list[dict]) -> str:
-    """bench/micro.py's rows: ns per call of each side, twin ÷ compiled, the 5x aim."""
+    """bench/micro.py's rows: ns per call of each side, twin ÷ compiled, the 5x
+    aim (or the kernel floor that rules it out)."""
     rows = [(it["op"], it["input"], it["twin_ns"], it.get("compiled_ns"), it.get("ratio"),
-             it.get("meets_5x")) for it in items]
+             verdict(it)) for it in items]
     met = sum(1 for it in items if it.get("meets_5x"))
+    bound = kernel_bound(items)
     return (markdown_table(("operation", "input", "twin ns/op", "compiled ns/op",
                             "twin/compiled", "meets 5x"), rows)
-            + f"\n{met} of {len(items)} hot-path items at >= 5x (one process, best of N).\n")
+            + f"\n{met} of {len(items) - len(bound)} code-bound hot-path items at >= 5x "
+            f"(one process, best of N); kernel-bound: {', '.join(bound) or 'none'}.\n")
 
 
 def render(doc: dict) -> str:

@@ -496,8 +496,7 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
         put the lock's begin time is 0 and the rule's difference is the whole
         clock, never busy: that common case skips the clock read."""
         begin = self.commit_log.begin_time_in_lock
-        return begin != 0 and page_cache_busy(begin, _now_ms(),
-                                              self.config.osPageCacheBusyTimeOutMills)
+        return begin != 0 and page_cache_busy(begin, self.config.osPageCacheBusyTimeOutMills)
 
     def lock_time_mills(self) -> int:
         begin = self.commit_log.begin_time_in_lock

@@ -240,3 +240,28 @@ def test_last_json_of_script_output():
     assert suite.last_json('starting\n{"a": 1}\n') == {"a": 1}
     with pytest.raises(ValueError):
         suite.last_json("no json at all")
+
+
+def test_micro_floor_marks_kernel_bound_items(tmp_path):
+    """bench/micro.py times a flush item's bare kernel work beside both builds;
+    an item whose twin is within 5x of that floor is reported kernel-bound,
+    not yes/no, and the other items keep their yes/no."""
+    from bench import micro
+
+    out = tmp_path / "micro.json"
+    assert micro.main(["--quick", "--only", "page_cache_busy,msync_128b", "--dir", str(tmp_path),
+                       "--json", str(out)]) == 0
+    rows = {r["key"]: r for r in json.loads(out.read_text())["items"]}
+    flush, busy = rows["mmap_append_msync_128b"], rows["page_cache_busy"]
+    assert flush["floor_ns"] > 0 and flush["ceiling"] == pytest.approx(flush["twin_ns"] / flush["floor_ns"])
+    assert busy["floor_ns"] is None and busy["ceiling"] is None
+    for row in (flush, busy):
+        if row["compiled_ns"] is not None:
+            assert row["ratio"] == pytest.approx(row["twin_ns"] / row["compiled_ns"])
+    bound = micro.kernel_bound([flush, busy])
+    assert bound == (["mmap_append_msync_128b"] if flush["ceiling"] < micro.AIM else [])
+    if bound:
+        assert flush["meets_5x"] is None and micro.verdict(flush).startswith("kernel-bound (floor ")
+    assert micro.verdict(busy) in ("yes", "no", "-")
+    table = suite.micro_table([flush, busy])
+    assert table.count("\n| ") == 2 and f"of {2 - len(bound)} code-bound hot-path items" in table

@@ -6,6 +6,7 @@ from __future__ import annotations
 import mmap
 import os
 import random
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -134,10 +135,13 @@ def test_sync_range_flushes_written_data(tmp_path, impl):
 
 @pytest.mark.parametrize("impl", [mfm._page_cache_busy] + ([MAPPED.page_cache_busy] if MAPPED else []))
 def test_page_cache_busy_rule(impl):
-    assert impl(0, 1700000000000, 1000) is False  # idle: beginTimeInLock = 0
-    assert impl(1000, 1500, 1000) is False
-    assert impl(1000, 2001, 1000) is True
-    assert impl(1000, 1000 + 10_000_000, 1000) is False
+    now = time.time_ns() // 1_000_000
+    assert impl(0, 1000) is False  # idle: beginTimeInLock = 0, the difference is the whole clock
+    assert impl(now - 200, 1000) is False
+    assert impl(now - 1500, 1000) is True
+    assert impl(now - 9_999_000, 1000) is True
+    assert impl(now - 10_000_500, 1000) is False
+    assert impl(now + 60_000, 1000) is False  # a clock stepped back
 
 
 @settings(max_examples=200, deadline=None)
