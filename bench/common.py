@@ -542,10 +542,12 @@ async def send_load(spec: LoadSpec) -> dict:
 
 
 async def consume_load(spec: LoadSpec) -> dict:
-    """Pull every queue of ``topic`` with ``inflight`` pulls outstanding
-    (``pull_batch`` messages each), from offset 0; a queue read to its end
-    starts again at 0, so the backlog is consumed from the page cache over and
-    over for the whole measured window (``passes`` counts the wrap-arounds)."""
+    """Pull every queue of ``topic`` from offset 0, ``pull_batch`` messages a
+    pull; a queue read to its end starts again at 0, so the backlog is consumed
+    from the page cache over and over for the whole measured window
+    (``passes`` counts the wrap-arounds).  Like a RocketMQ consumer, at most one
+    pull per queue is outstanding, so ``min(inflight, queues)`` lanes pull at
+    once, each going round its own share of the queues."""
     from rmq.client import LitePullConsumer, PullStatus
 
     consumer = LitePullConsumer(spec.group, spec.namesrv, auto_commit=False)
@@ -556,22 +558,17 @@ async def consume_load(spec: LoadSpec) -> dict:
         raise RuntimeError(f"no readable queues of {spec.topic} in its route")
     consumer.assign(queues)
     window = _Window(spec)
-    positions = {mq: 0 for mq in queues}
-    busy: set = set()
+    lanes = max(1, min(spec.inflight, len(queues)))
     passes = 0
-    turn = iter(range(1 << 62))
 
-    async def worker(stop: asyncio.Event) -> None:
+    async def lane(own: list, stop: asyncio.Event) -> None:
         nonlocal passes
         perf = time.perf_counter
+        positions = dict.fromkeys(own, 0)
+        turn = 0
         while not stop.is_set():
-            # one pull per queue at a time keeps the offsets consistent
-            free = [mq for mq in queues if mq not in busy]
-            if not free:
-                await asyncio.sleep(0.001)
-                continue
-            mq = free[next(turn) % len(free)]
-            busy.add(mq)
+            mq = own[turn % len(own)]
+            turn += 1
             t0 = perf()
             try:
                 result = await consumer.pull(mq, positions[mq], spec.pull_batch)
@@ -579,8 +576,6 @@ async def consume_load(spec: LoadSpec) -> dict:
                 window.fail(exc)
                 await asyncio.sleep(0.01)
                 continue
-            finally:
-                busy.discard(mq)
             if result.status is PullStatus.FOUND:
                 positions[mq] = result.next_begin_offset
                 window.ok(len(result.messages), sum(len(m.body) for m in result.messages),
@@ -592,8 +587,9 @@ async def consume_load(spec: LoadSpec) -> dict:
                 positions[mq] = result.next_begin_offset
 
     try:
-        result = await window.run([worker] * spec.inflight)
+        result = await window.run([functools.partial(lane, queues[i::lanes]) for i in range(lanes)])
         result["passes"] = passes
+        result["lanes"] = lanes
         return result
     finally:
         await consumer.shutdown()

@@ -86,8 +86,11 @@ def top_frames(raw: Path, limit: int = 25) -> str:
 
 def record(pid: int, out_dir: Path, duration: float, rate: int, formats: list[str],
            native: bool, idle: bool, lines: bool = False) -> list[Path]:
-    """One ``py-spy record`` per output format, all at once and non-blocking (the
-    broker is never paused), so every file covers the same window."""
+    """One ``py-spy record`` per output format.  Python frames only: all at once
+    and non-blocking (the broker is never paused), so every file covers the
+    same window.  With ``native``: py-spy must stop the process to unwind its
+    C stacks, and only one tracer can attach at a time, so the formats are
+    recorded one after another (consecutive windows; see load_seconds)."""
     exe = py_spy()
     suffix = {"flamegraph": "flame.svg", "raw": "profile.raw",
               "speedscope": "profile.speedscope.json"}
@@ -95,23 +98,34 @@ def record(pid: int, out_dir: Path, duration: float, rate: int, formats: list[st
     for fmt in formats:
         path = out_dir / suffix[fmt]
         cmd = [exe, "record", "--pid", str(pid), "--duration", str(int(duration)),
-               "--rate", str(rate), "--format", fmt, "--output", str(path), "--nonblocking"]
-        if native:
-            cmd.append("--native")
+               "--rate", str(rate), "--format", fmt, "--output", str(path)]
+        cmd.append("--native" if native else "--nonblocking")
         if idle:
             cmd.append("--idle")
         if not lines:
             cmd.append("--function")  # one frame per function, not per line
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                      text=True))
+        procs.append((fmt, subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                                            stderr=subprocess.STDOUT, text=True)))
         paths.append(path)
-    for proc, fmt in zip(procs, formats, strict=True):
-        out, _ = proc.communicate(timeout=duration + 120)
-        if proc.returncode != 0:
-            raise SystemExit(f"py-spy record ({fmt}) failed with {proc.returncode}:\n{out[-2000:]}"
-                             "\n(py-spy needs ptrace: run as root or with CAP_SYS_PTRACE, or set "
-                             "kernel.yama.ptrace_scope=0)")
+        if native:
+            _finish_record(*procs.pop(), duration)
+    for fmt, proc in procs:
+        _finish_record(fmt, proc, duration)
     return paths
+
+
+def load_seconds(duration: float, formats: list[str], native: bool) -> float:
+    """How long the load must run after the warm-up: one recording window, or
+    one per format when native recording takes them in turn."""
+    return duration * (len(formats) if native else 1) + 2
+
+
+def _finish_record(fmt: str, proc: subprocess.Popen, duration: float) -> None:
+    out, _ = proc.communicate(timeout=duration + 120)
+    if proc.returncode != 0:
+        raise SystemExit(f"py-spy record ({fmt}) failed with {proc.returncode}:\n{out[-2000:]}"
+                         "\n(py-spy needs ptrace: run as root or with CAP_SYS_PTRACE, or set "
+                         "kernel.yama.ptrace_scope=0)")
 
 
 def _start_load(spec: LoadSpec, env: dict) -> subprocess.Popen:
@@ -139,12 +153,13 @@ def cmd_record(args) -> int:
             cluster = Cluster(env=env, broker_conf=conf).start()
             pid, namesrv = cluster.broker_pid, cluster.namesrv_addr
             asyncio.run(create_topic(cluster.broker_addr, namesrv, args.topic, 8))
+        seconds = load_seconds(args.duration, args.formats, args.native)
         if args.kind == "consume" and cluster is not None:
             print("writing a backlog to consume ...", flush=True)
-            fill = LoadSpec("send", namesrv, args.topic, seconds=args.duration, warmup=0.5,
+            fill = LoadSpec("send", namesrv, args.topic, seconds=seconds, warmup=0.5,
                             size=args.size, batch=32, inflight=8)
-            _start_load(fill, env).communicate(timeout=args.duration + 120)
-        spec = LoadSpec(args.kind, namesrv, args.topic, seconds=args.duration + 2,
+            _start_load(fill, env).communicate(timeout=seconds + 120)
+        spec = LoadSpec(args.kind, namesrv, args.topic, seconds=seconds,
                         warmup=args.warmup, size=args.size, batch=args.batch,
                         inflight=args.inflight, broker_pid=pid)
         build = "twins (RMQ_NO_EXTENSIONS=1)" if args.twins else "compiled"
@@ -158,7 +173,7 @@ def cmd_record(args) -> int:
             print(f"recording {args.duration:g} s at {args.rate} Hz ...", flush=True)
             paths = record(pid, out_dir, args.duration, args.rate, args.formats, args.native,
                            args.idle, args.lines)
-            stdout, stderr = load.communicate(timeout=args.duration + 120)
+            stdout, stderr = load.communicate(timeout=seconds + 120)
         finally:
             if load.poll() is None:
                 load.kill()
@@ -243,7 +258,7 @@ def cmd_sched(args) -> int:
             time.sleep(args.duration)
             b1, l1, p1 = thread_sched(pid), thread_sched(load.pid), cpu_pressure_total_us()
             seconds = time.monotonic() - t0
-            stdout, stderr = load.communicate(timeout=args.duration + 120)
+            stdout, stderr = load.communicate(timeout=seconds + 120)
         finally:
             if load.poll() is None:
                 load.kill()
