@@ -378,7 +378,7 @@ class BrokerController:
                     lambda: self._persist_off_loop(self.consumer_filter_manager))
         self._every("protectBroker", 180, lambda: 180.0, self.protect_broker)
         self._every("printWaterMark", 10, lambda: 1.0, self.print_water_mark)
-        self._every("foldPutStats", 1, lambda: 1.0, self.stats.fold_puts)
+        self._every("foldStats", 1, lambda: 1.0, self.stats.fold)
         self._every("dispatchBehind", 10, lambda: 60.0, self._log_dispatch_behind)
         if bc.namesrvAddr:
             self._every("updateNameServerAddr", 10, lambda: 120.0,

@@ -2,12 +2,12 @@
 the broker core reads).
 
 Puts are counted by the controller as the store dispatches each new message
-(``inc_put``: the total at once, the per-topic and per-cluster items through
-a pending table that ``fold_puts`` adds into them every second and before
-every read -- one dict update per message instead of two bucket updates; Java
-samples its own items every 10 s, so the minute/hour/day figures keep their
-precision); the pull processor counts what it delivers (``inc_get``) and
-the disk fall-behind sizes.  The controller records the totals every morning
+(``inc_put``), gets by the pull processor for every pull it answers
+(``inc_get``): the totals at once, the named items through pending tables
+that ``fold`` adds into them every second and before every read -- one dict
+update per event instead of several bucket updates; Java samples its own
+items every 10 s, so the minute/hour/day figures keep their precision.  The
+pull processor also records the disk fall-behind sizes.  The controller records the totals every morning
 (``record``), reports them in GET_BROKER_RUNTIME_INFO
 (msgPutTotalYesterdayMorning ... msgGetTotalTodayNow) and uses the
 fall-behind sizes in protectBroker.  The named ``StatsItem``s
@@ -101,7 +101,8 @@ class BrokerStats:
         self._topic_put: dict[str, StatsItem] = {}  # TOPIC_PUT_NUMS items by topic
         self._broker_put: StatsItem | None = None
         self._put_pending: dict[str, list[int]] = {}  # topic -> [value, times] not yet folded
-        self.group_get: dict[str, int] = {}
+        # (topic, group) -> [messages, bytes, pulls] not yet folded
+        self._get_pending: dict[tuple[str, str], list[int]] = {}
         # "group@topic@queueId" -> bytes the consumer is behind on disk
         self.fall_behind: dict[str, int] = {}
         # group -> (monotonic second, messages) of the last TPS_WINDOW_S seconds
@@ -119,7 +120,7 @@ class BrokerStats:
 
     def get_stats_item(self, name: str, key: str) -> StatsItem | None:
         """The item, or None when nothing was ever counted under it."""
-        self.fold_puts()
+        self.fold()
         return self.items.get(name, {}).get(key)
 
     def inc_put(self, topic: str, nums: int = 1, size: int = 0) -> None:
@@ -134,14 +135,19 @@ class BrokerStats:
         if size:
             self._item(TOPIC_PUT_SIZE, topic).add(size)
 
-    def fold_puts(self, now_s: float | None = None) -> None:
-        """Add the pending put counts to TOPIC_PUT_NUMS and BROKER_PUT_NUMS."""
-        pending = self._put_pending
-        if not pending:
-            return
-        self._put_pending = {}
+    def fold(self, now_s: float | None = None) -> None:
+        """Add the pending counts to their items (and the gets to the groups'
+        TPS windows), in the bucket of ``now_s``."""
         now = time.monotonic() if now_s is None else now_s
-        start = int(now) // BUCKET_S * BUCKET_S
+        if self._put_pending:
+            self._fold_puts(int(now) // BUCKET_S * BUCKET_S)
+        if self._get_pending:
+            self._fold_gets(now)
+
+    def _fold_puts(self, start: int) -> None:
+        """TOPIC_PUT_NUMS by topic and BROKER_PUT_NUMS."""
+        pending = self._put_pending
+        self._put_pending = {}
         value = times = 0
         for topic, (v, n) in pending.items():
             item = self._topic_put.get(topic)
@@ -156,20 +162,38 @@ class BrokerStats:
         broker.add_at(start, value, times)
 
     def inc_get(self, group: str, topic: str, nums: int, size: int = 0) -> None:
+        """One answered pull of ``nums`` messages, ``size`` bytes."""
         self.get_total += nums
-        self._item(GROUP_GET_NUMS, f"{topic}@{group}").add(nums)
-        if size:
-            self._item(GROUP_GET_SIZE, f"{topic}@{group}").add(size)
-        self._item(BROKER_GET_NUMS, self.cluster).add(nums)
-        key = f"{topic}@{group}"
-        self.group_get[key] = self.group_get.get(key, 0) + nums
-        window = self._group_gets.setdefault(group, deque())
-        now = int(time.monotonic())
-        if window and window[-1][0] == now:
-            window[-1] = (now, window[-1][1] + nums)
+        pending = self._get_pending.get((topic, group))
+        if pending is None:
+            self._get_pending[(topic, group)] = [nums, size, 1]
         else:
-            window.append((now, nums))
-        self._prune(window, now)
+            pending[0] += nums
+            pending[1] += size
+            pending[2] += 1
+
+    def _fold_gets(self, now: float) -> None:
+        """GROUP_GET_NUMS / GROUP_GET_SIZE by ``topic@group``, BROKER_GET_NUMS,
+        and each group's TPS window (in the second of the fold)."""
+        pending = self._get_pending
+        self._get_pending = {}
+        start = int(now) // BUCKET_S * BUCKET_S
+        second = int(now)
+        value = times = 0
+        for (topic, group), (nums, size, pulls) in pending.items():
+            key = f"{topic}@{group}"
+            self._item(GROUP_GET_NUMS, key).add_at(start, nums, pulls)
+            if size:
+                self._item(GROUP_GET_SIZE, key).add_at(start, size, pulls)
+            value += nums
+            times += pulls
+            window = self._group_gets.setdefault(group, deque())
+            if window and window[-1][0] == second:
+                window[-1] = (second, window[-1][1] + nums)
+            else:
+                window.append((second, nums))
+            self._prune(window, second)
+        self._item(BROKER_GET_NUMS, self.cluster).add_at(start, value, times)
 
     @staticmethod
     def _prune(window: deque[tuple[int, int]], now: int) -> None:
@@ -178,6 +202,7 @@ class BrokerStats:
 
     def group_get_tps(self, group: str) -> float:
         """Messages per second delivered to ``group`` over the last minute."""
+        self.fold()
         window = self._group_gets.get(group)
         if not window:
             return 0.0
