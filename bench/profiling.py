@@ -59,28 +59,42 @@ def py_spy() -> str:
     return found
 
 
-def top_frames(raw: Path, limit: int = 25) -> str:
-    """Hottest frames of a collapsed-stack file: by own samples (the frame was
-    on top) and by total samples (the frame was anywhere on the stack)."""
+# a frame on every stack of the event-loop thread (asyncio.run's runner)
+LOOP_FRAME = "Runner.run (asyncio/runners.py"
+
+
+def _tally(stacks: list[tuple[list[str], int]], limit: int) -> list[str]:
     own: Counter[str] = Counter()
     total: Counter[str] = Counter()
     samples = 0
-    for line in raw.read_text(errors="replace").splitlines():
-        stack, _, count = line.rpartition(" ")
-        if not stack or not count.isdigit():
-            continue
-        n = int(count)
-        frames = stack.split(";")
+    for frames, n in stacks:
         samples += n
         own[frames[-1]] += n
         for frame in set(frames):
             total[frame] += n
-    if not samples:
-        return "no samples (was the process busy? try --idle)\n"
     out = [f"{samples} samples\n", f"by own samples (top {limit}):"]
     out += [f"{100 * n / samples:6.1f}%  {f}" for f, n in own.most_common(limit)]
     out += ["", f"by total samples (top {limit}):"]
     out += [f"{100 * n / samples:6.1f}%  {f}" for f, n in total.most_common(limit)]
+    return out
+
+
+def top_frames(raw: Path, limit: int = 25) -> str:
+    """Hottest frames of a collapsed-stack file: by own samples (the frame was
+    on top) and by total samples (the frame was anywhere on the stack); then
+    the same for the event-loop thread alone, when the threads are mixed (a
+    --native or --idle recording also samples threads parked in a wait)."""
+    stacks = []
+    for line in raw.read_text(errors="replace").splitlines():
+        stack, _, count = line.rpartition(" ")
+        if stack and count.isdigit():
+            stacks.append((stack.split(";"), int(count)))
+    if not stacks:
+        return "no samples (was the process busy? try --idle)\n"
+    out = _tally(stacks, limit)
+    loop = [(frames, n) for frames, n in stacks if any(f.startswith(LOOP_FRAME) for f in frames)]
+    if loop and len(loop) < len(stacks):
+        out += ["", "", "event-loop thread only:"] + _tally(loop, limit)
     return "\n".join(out) + "\n"
 
 

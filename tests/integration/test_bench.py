@@ -176,9 +176,17 @@ def test_top_frames_own_and_total(tmp_path):
     assert "50 samples" in own
     assert own.index("60.0%  send (b.py)") < own.index("20.0%  pull (b.py)")
     assert "100.0%  loop (a.py)" in total  # counted once per stack, even when recursive
+    assert "event-loop thread only" not in text
     empty = tmp_path / "e.raw"
     empty.write_text("")
     assert "no samples" in prof.top_frames(empty)
+    mixed = tmp_path / "m.raw"
+    mixed.write_text("main (x.py);Runner.run (asyncio/runners.py:86);send (b.py) 30\n"
+                     "main (x.py);Runner.run (asyncio/runners.py:86);epoll_pwait (libc.so.6) 10\n"
+                     "Thread.run (threading.py:971);wait (libc.so.6) 60\n")
+    whole, loop = prof.top_frames(mixed, limit=5).split("event-loop thread only:")
+    assert "60.0%  wait (libc.so.6)" in whole and "100 samples" in whole
+    assert "40 samples" in loop and "75.0%  send (b.py)" in loop and "  wait (libc" not in loop
 
 
 # --- real processes ---------------------------------------------------------------
