@@ -241,6 +241,27 @@ def test_profile_record_and_dump(tmp_path):
     assert bad.returncode != 0 and "dump needs --pid or --port" in bad.stderr
 
 
+@pytest.mark.timeout(170)
+def test_profile_native_consume_records_formats_in_turn(tmp_path):
+    """--native stops the broker for its samples: the formats are recorded one
+    after another while the consume load runs on, and the loop thread gets
+    its own table beside the parked threads."""
+    mode = current_mode()
+    out_dir = tmp_path / "native"
+    cmd = [sys.executable, str(ROOT / "bench" / "profiling.py"), "--native", "--kind", "consume",
+           "--duration", "1", "--warmup", "0.5", "--formats", "flamegraph,raw", "--out",
+           str(out_dir)] + (["--twins"] if mode == "twin" else [])
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=160, cwd=ROOT,
+                         env=mode_env(mode))
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert (out_dir / "flame.svg").read_text().lstrip().startswith("<?xml")
+    top = (out_dir / "top.txt").read_text()
+    assert "by own samples" in top and "event-loop thread only:" in top
+    load = json.loads((out_dir / "load.json").read_text())
+    assert load["kind"] == "consume" and load["msgs"] > 0 and load["failures"] == 0
+    assert load["elapsed_s"] >= 3.0  # two 1 s windows + 2 s: the load outlasted both
+
+
 def test_last_json_of_script_output():
     assert suite.last_json('{"a": 1}') == {"a": 1}
     assert suite.last_json('progress\n{"compiled": {"x": 2},\n "twin": {"x": 1}\n}\n') == {
