@@ -57,3 +57,26 @@ def test_expected_errors_and_shutdown_races(tmp_path):
     ])
     found = problems(tmp_path, LogCheck(expected=("No route info of this topic: T1",)))
     assert len(found) == 1 and "no consumer for this group" in found[0]
+
+
+def test_recovery_extends_the_last_restart_window(tmp_path):
+    """A timeout logged while the clients are still recovering from a restart
+    (after the broker is back, before the test saw them work again) is
+    accepted once the test marks the recovery; one after recovery + grace is not."""
+    from tests.interop.harness import Cluster
+
+    cluster = Cluster(tmp_path / "cluster")
+    cluster.recovered()  # no restart yet: nothing to extend
+    assert cluster.restarts == []
+    began = datetime.now() - timedelta(seconds=120)
+    cluster.restarts.append((began, began + timedelta(seconds=2)))
+    late, after = began + timedelta(seconds=70), datetime.now() + timedelta(seconds=50)
+    write_log(tmp_path, [
+        f"[{stamp(late)}](error):GetTransport of:127.0.0.1:1 get timed_mutex timeout[C:297]",
+        f"[{stamp(after)}](error):GetTransport of:127.0.0.1:1 get timed_mutex timeout[C:298]",
+    ])
+    assert len(problems(tmp_path, LogCheck(windows=list(cluster.restarts)))) == 2
+    cluster.recovered()
+    assert cluster.restarts[0][0] == began and cluster.restarts[0][1] >= late
+    found = problems(tmp_path, LogCheck(windows=list(cluster.restarts)))
+    assert len(found) == 1 and "C:298" in found[0]
