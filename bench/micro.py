@@ -453,7 +453,7 @@ def measure(items: list[Item], repeat_s: float, repeats: int) -> list[dict]:
         if it.floor is not None:
             row["floor_ns"] = times[-1]
             row["ceiling"] = row["twin_ns"] / row["floor_ns"]
-            if row["ceiling"] < AIM:
+            if _is_kernel_bound(row):
                 row["meets_5x"] = None  # no build can: the kernel's time is the figure
         rows.append(row)
         print(_line(row), flush=True)
@@ -468,15 +468,19 @@ def _ns(v: float | None) -> str:
     return "-" if v is None else f"{v:,.0f}" if v >= 100 else f"{v:.1f}"
 
 
+def _is_kernel_bound(r: dict) -> bool:
+    return r.get("ceiling") is not None and r["ceiling"] < AIM
+
+
 def verdict(r: dict) -> str:
     """yes / no against the 5x aim, "kernel-bound" when the floor rules it out."""
-    if r.get("ceiling") is not None and r["ceiling"] < AIM:
+    if _is_kernel_bound(r):
         return f"kernel-bound (floor {_ns(r['floor_ns'])} ns, ceiling {r['ceiling']:.2f}x)"
     return "-" if r["meets_5x"] is None else ("yes" if r["meets_5x"] else "no")
 
 
 def kernel_bound(rows: list[dict]) -> list[str]:
-    return [r["key"] for r in rows if r.get("ceiling") is not None and r["ceiling"] < AIM]
+    return [r["key"] for r in rows if _is_kernel_bound(r)]
 
 
 def _line(r: dict) -> str:

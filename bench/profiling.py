@@ -118,11 +118,12 @@ def record(pid: int, out_dir: Path, duration: float, rate: int, formats: list[st
             cmd.append("--idle")
         if not lines:
             cmd.append("--function")  # one frame per function, not per line
-        procs.append((fmt, subprocess.Popen(cmd, stdout=subprocess.PIPE,
-                                            stderr=subprocess.STDOUT, text=True)))
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         paths.append(path)
         if native:
-            _finish_record(*procs.pop(), duration)
+            _finish_record(fmt, proc, duration)
+        else:
+            procs.append((fmt, proc))
     for fmt, proc in procs:
         _finish_record(fmt, proc, duration)
     return paths
@@ -272,7 +273,7 @@ def cmd_sched(args) -> int:
             time.sleep(args.duration)
             b1, l1, p1 = thread_sched(pid), thread_sched(load.pid), cpu_pressure_total_us()
             seconds = time.monotonic() - t0
-            stdout, stderr = load.communicate(timeout=seconds + 120)
+            stdout, stderr = load.communicate(timeout=args.duration + 120)
         finally:
             if load.poll() is None:
                 load.kill()

@@ -7,10 +7,10 @@ Puts are counted by the controller as the store dispatches each new message
 that ``fold`` adds into them every second and before every read -- one dict
 update per event instead of several bucket updates; Java samples its own
 items every 10 s, so the minute/hour/day figures keep their precision.  The
-pull processor also records the disk fall-behind sizes.  The controller records the totals every morning
-(``record``), reports them in GET_BROKER_RUNTIME_INFO
-(msgPutTotalYesterdayMorning ... msgGetTotalTodayNow) and uses the
-fall-behind sizes in protectBroker.  The named ``StatsItem``s
+pull processor also records the disk fall-behind sizes.  The controller
+records the totals every morning (``record``), reports them in
+GET_BROKER_RUNTIME_INFO (msgPutTotalYesterdayMorning ... msgGetTotalTodayNow)
+and uses the fall-behind sizes in protectBroker.  The named ``StatsItem``s
 (TOPIC_PUT_NUMS by topic, GROUP_GET_NUMS by ``topic@group``, BROKER_PUT_NUMS
 by cluster, ...) answer VIEW_BROKER_STATS_DATA with minute/hour/day
 snapshots.
@@ -138,11 +138,12 @@ class BrokerStats:
     def fold(self, now_s: float | None = None) -> None:
         """Add the pending counts to their items (and the gets to the groups'
         TPS windows), in the bucket of ``now_s``."""
-        now = time.monotonic() if now_s is None else now_s
+        second = int(time.monotonic() if now_s is None else now_s)
+        start = second // BUCKET_S * BUCKET_S
         if self._put_pending:
-            self._fold_puts(int(now) // BUCKET_S * BUCKET_S)
+            self._fold_puts(start)
         if self._get_pending:
-            self._fold_gets(now)
+            self._fold_gets(start, second)
 
     def _fold_puts(self, start: int) -> None:
         """TOPIC_PUT_NUMS by topic and BROKER_PUT_NUMS."""
@@ -172,13 +173,11 @@ class BrokerStats:
             pending[1] += size
             pending[2] += 1
 
-    def _fold_gets(self, now: float) -> None:
+    def _fold_gets(self, start: int, second: int) -> None:
         """GROUP_GET_NUMS / GROUP_GET_SIZE by ``topic@group``, BROKER_GET_NUMS,
         and each group's TPS window (in the second of the fold)."""
         pending = self._get_pending
         self._get_pending = {}
-        start = int(now) // BUCKET_S * BUCKET_S
-        second = int(now)
         value = times = 0
         for (topic, group), (nums, size, pulls) in pending.items():
             key = f"{topic}@{group}"
