@@ -14,7 +14,14 @@ import socket
 import subprocess
 import sys
 import time
+from collections import deque
 from pathlib import Path
+
+# Ranges free_port handed out lately.  A test often draws several ranges
+# before it starts anything (a master and a slave broker): each is free when
+# drawn, so without this memory two of them could overlap and the second
+# server would fail to bind.
+_GIVEN: deque[range] = deque(maxlen=64)
 
 
 def _ephemeral_range() -> tuple[int, int]:
@@ -26,6 +33,8 @@ def _ephemeral_range() -> tuple[int, int]:
 
 
 def _all_free(base: int, span: int) -> bool:
+    if any(base < r.stop and r.start < base + span for r in _GIVEN):
+        return False
     for p in range(base, base + span):
         with socket.socket() as t:
             try:
@@ -36,7 +45,8 @@ def _all_free(base: int, span: int) -> bool:
 
 
 def free_port(count: int = 1, span: int = 1) -> int:
-    """A loopback port ``p`` such that ``p .. p+span-1`` are all free now.
+    """A loopback port ``p`` such that ``p .. p+span-1`` are all free now and
+    overlap no range this process was given lately.
 
     ``span`` lets a broker test reserve listenPort-2 .. listenPort+1 at once.
     Ports are drawn below the kernel's ephemeral range: a port from that range
@@ -50,14 +60,19 @@ def free_port(count: int = 1, span: int = 1) -> int:
         for _ in range(500):
             base = rng.randrange(floor, low - span)
             if _all_free(base, span):
-                return base
+                return _give(base, span)
     for _ in range(200):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             base = s.getsockname()[1]
         if base + span <= 65535 and _all_free(base, span):
-            return base
+            return _give(base, span)
     raise RuntimeError("no free port range found")
+
+
+def _give(base: int, span: int) -> int:
+    _GIVEN.append(range(base, base + span))
+    return base
 
 
 def wait_port(port: int, host: str = "127.0.0.1", timeout: float = 20.0, proc=None) -> None:
