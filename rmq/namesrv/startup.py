@@ -102,10 +102,8 @@ async def serve(controller: NamesrvController) -> int:
     """Run until SIGTERM/SIGINT, then shut down gracefully."""
     try:
         await controller.start()
-    except OSError as exc:
-        cfg = controller.netty_config
-        msg = (f"rmq-namesrv: cannot listen on {cfg.bindAddress}:{cfg.listenPort}: "
-               f"{exc.strerror or exc}")
+    except OSError as exc:  # the server's listen_error names the address
+        msg = f"rmq-namesrv: {exc.strerror or exc}"
         log.error(msg)
         print(msg, file=sys.stderr)
         return EXIT_START

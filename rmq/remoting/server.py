@@ -19,6 +19,7 @@ import logging
 import socket
 import ssl
 
+from rmq.common.net import listen_error
 from rmq.remoting.abstract import ChannelEventListener, RemotingService
 from rmq.remoting.channel import Channel, RemotingProtocol
 from rmq.remoting.command import RemotingCommand
@@ -60,6 +61,9 @@ class RemotingServer(RemotingService):
             sock.bind((cfg.bindAddress, cfg.listenPort))
             sock.listen(cfg.serverSocketBacklog)
             sock.setblocking(False)
+        except OSError as exc:
+            sock.close()
+            raise listen_error(exc, cfg.bindAddress, cfg.listenPort) from None
         except BaseException:
             sock.close()
             raise

@@ -155,6 +155,7 @@ async def test_second_broker_on_same_store_and_port_in_use(cluster):
                            env={"ROCKETMQ_HOME": str(cluster.tmp)}).start()
         assert third.wait(30) == 255
         assert "broker start failed" in third.output()
+        assert f"cannot listen on 0.0.0.0:{busy_port}: " in third.output()
         assert not (cluster.tmp / "store-busy" / "abort").exists()
     finally:
         taken.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 import time
 
 import pytest
@@ -245,3 +246,17 @@ async def test_master_heartbeats_and_drops_a_silent_slave(tmp_path):
         assert not master.ha.is_slave_ok(end)
     finally:
         await master.stop()
+
+
+@pytest.mark.timeout(30)
+async def test_master_ha_port_in_use_names_the_address(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        node = Node(config(tmp_path, BrokerRole.ASYNC_MASTER, haListenPort=port))
+        try:
+            with pytest.raises(OSError, match=f"cannot listen on 127.0.0.1:{port}: "):
+                await node.start()
+        finally:
+            node.store.shutdown()

@@ -18,6 +18,7 @@ import logging
 from typing import Any
 
 from rmq.common.logging import STORE_LOGGER_NAME
+from rmq.common.net import listen_error
 from rmq.store.config import BrokerRole
 from rmq.store.ha.group_transfer import GroupTransferService
 from rmq.store.ha.ha_client import HAClient
@@ -54,8 +55,11 @@ class HAService:
         self.group_transfer = GroupTransferService(self._loop)
         if self.is_master:
             port = self.store.config.haListenPort
-            self._server = await asyncio.start_server(
-                self._on_slave, self.bind_address, port, reuse_address=True)
+            try:
+                self._server = await asyncio.start_server(
+                    self._on_slave, self.bind_address, port, reuse_address=True)
+            except OSError as exc:
+                raise listen_error(exc, self.bind_address, port) from None
             log.info("HAService: listening for slaves on %s:%d", self.bind_address, port)
         else:
             await self.ha_client.start()
