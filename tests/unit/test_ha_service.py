@@ -82,10 +82,7 @@ async def test_slave_copies_the_commit_log_and_dispatches(tmp_path):
     slave = await Node(config(tmp_path / "s", BrokerRole.SLAVE)).start()
     try:
         slave.ha.update_master_address(f"127.0.0.1:{master.store.config.haListenPort}")
-        deadline = time.monotonic() + 5
-        while not master.ha.connections:  # connected before the master has data
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.01)
+        await streaming(master)  # from offset 0: the slave asked before the master had data
         for i in range(200):  # about 2.5 files
             assert master.store.put_message(message(i, i % 2)).is_ok()
         master.ha.wakeup()
@@ -133,16 +130,24 @@ async def test_new_slave_starts_at_the_masters_last_file(tmp_path):
         await master.stop()
 
 
+async def streaming(master: Node, timeout: float = 5.0) -> None:
+    """Until the master has read a slave's first report and chosen where to
+    stream from.  Accepting the connection comes earlier: a put made between
+    the two would make the slave a new slave of a master with data, streamed
+    from the start of the master's last file."""
+    deadline = time.monotonic() + timeout
+    while not any(c.next_transfer_from_where >= 0 for c in master.ha.connections):
+        assert time.monotonic() < deadline
+        await asyncio.sleep(0.01)
+
+
 async def raw_slave(master: Node, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """A bare HA connection that reports the master's max offset and is
     registered by the master; the test decides when it acknowledges."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(encode_report(master.store.get_max_phy_offset()))
     await writer.drain()
-    deadline = time.monotonic() + 5
-    while not master.ha.connections:
-        assert time.monotonic() < deadline
-        await asyncio.sleep(0.01)
+    await streaming(master)
     return reader, writer
 
 
