@@ -25,6 +25,7 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.stdio cimport snprintf
 from libc.string cimport memchr, memcmp, memcpy
+from rmq._fast.byteorder cimport get16, get32, get64, put32
 from rmq._fast.crc32 cimport masked_crc32
 
 import struct
@@ -102,18 +103,6 @@ cdef inline void _put(object obj, Py_ssize_t offset, object value):
     (<PyObject **>((<char *><PyObject *>obj) + offset))[0] = <PyObject *>value
 
 
-cdef inline int32_t _i32(const uint8_t *p) noexcept nogil:
-    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3])
-
-
-cdef inline int64_t _i64(const uint8_t *p) noexcept nogil:
-    return <int64_t>((<uint64_t><uint32_t>_i32(p) << 32) | <uint32_t>_i32(p + 4))
-
-
-cdef inline int16_t _i16(const uint8_t *p) noexcept nogil:
-    return <int16_t>((p[0] << 8) | p[1])
-
-
 cdef object _text(Entry *tab, int *count, list keep, const uint8_t *p, Py_ssize_t n):
     """UTF-8 text of ``p[:n]`` (errors replaced), shared with earlier equal bytes."""
     cdef int i
@@ -138,10 +127,10 @@ cdef str _host_text(const uint8_t *p, bint v6):
     if v6:
         if inet_ntop(AF_INET6, p, ip, sizeof(ip)) == NULL:
             raise MessageDecodeError("unprintable IPv6 host")
-        k = snprintf(out, sizeof(out), "%s:%d", ip, <int>_i32(p + 16))
+        k = snprintf(out, sizeof(out), "%s:%d", ip, <int>get32(p + 16))
     else:
         k = snprintf(out, sizeof(out), "%u.%u.%u.%u:%d", p[0], p[1], p[2], p[3],
-                     <int>_i32(p + 4))
+                     <int>get32(p + 4))
     return out[:k].decode("ascii")
 
 
@@ -241,17 +230,17 @@ def decode_messages(body, str broker_name="", min_offset=None, max_offset=None,
             r = b + pos
             if pos + 48 > n:
                 raise MessageDecodeError(f"bad message record at byte {pos} of {n}")
-            size = _i32(r)
+            size = get32(r)
             end = pos + size
-            if _i32(r + 4) != MESSAGE_MAGIC or size < 91 or end > n:
+            if get32(r + 4) != MESSAGE_MAGIC or size < 91 or end > n:
                 raise MessageDecodeError(f"bad message record at byte {pos} of {n}")
-            sys_flag = _i32(r + 36)
+            sys_flag = get32(r + 36)
             born_end = pos + (68 if sys_flag & 0x10 else 56)
             store_end = born_end + 8 + (20 if sys_flag & 0x20 else 8)
             body_pos = store_end + 16
             if body_pos + 3 > end:
                 raise MessageDecodeError(f"bad message record at byte {pos} of {n}")
-            body_len = _i32(b + store_end + 12)
+            body_len = get32(b + store_end + 12)
             topic_pos = body_pos + body_len
             if body_len < 0 or topic_pos + 3 > end:
                 raise MessageDecodeError(f"bad message record at byte {pos} of {n}")
@@ -259,28 +248,28 @@ def decode_messages(body, str broker_name="", min_offset=None, max_offset=None,
             props_pos = topic_pos + 3 + topic_len
             if topic_len > 127 or props_pos > end:
                 raise MessageDecodeError(f"bad message record at byte {pos} of {n}")
-            props_len = _i16(b + props_pos - 2)
+            props_len = get16(b + props_pos - 2)
             if props_pos + props_len != end:
                 raise MessageDecodeError(f"bad message record at byte {pos} of {n}")
             if check_crc and body_len and (
-                    masked_crc32(b + body_pos, <size_t>body_len) != _i32(r + 8)):
+                    masked_crc32(b + body_pos, <size_t>body_len) != get32(r + 8)):
                 raise MessageDecodeError(f"body CRC mismatch at byte {pos} of {n}")
             m = PyType_GenericAlloc(<PyTypeObject *>_EXT_TYPE, 0)
             _put(m, S_TOPIC, _text(texts, &n_texts, keep, b + topic_pos + 1, topic_len))
-            _put(m, S_QUEUE_ID, _i32(r + 12))
-            _put(m, S_QUEUE_OFFSET, _i64(r + 20))
-            _put(m, S_COMMIT_LOG_OFFSET, _i64(r + 28))
+            _put(m, S_QUEUE_ID, get32(r + 12))
+            _put(m, S_QUEUE_OFFSET, get64(r + 20))
+            _put(m, S_COMMIT_LOG_OFFSET, get64(r + 28))
             _put(m, S_SYS_FLAG, sys_flag)
-            _put(m, S_STORE_TIMESTAMP, _i64(b + born_end))
+            _put(m, S_STORE_TIMESTAMP, get64(b + born_end))
             _put(m, S_STORE_SIZE, size)
-            _put(m, S_BODY_CRC, _i32(r + 8))
-            _put(m, S_FLAG, _i32(r + 16))
-            _put(m, S_BORN_TIMESTAMP, _i64(r + 40))
+            _put(m, S_BODY_CRC, get32(r + 8))
+            _put(m, S_FLAG, get32(r + 16))
+            _put(m, S_BORN_TIMESTAMP, get64(r + 40))
             _put(m, S_BORN_HOST, _host(hosts, &n_hosts, keep, r + 48, sys_flag & 0x10))
             _put(m, S_STORE_HOST, _host(hosts, &n_hosts, keep, b + born_end + 8,
                                         sys_flag & 0x20))
-            _put(m, S_RECONSUME_TIMES, _i32(b + store_end))
-            _put(m, S_PREPARED, _i64(b + store_end + 4))
+            _put(m, S_RECONSUME_TIMES, get32(b + store_end))
+            _put(m, S_PREPARED, get64(b + store_end + 4))
             raw = PyBytes_FromStringAndSize(<const char *>(b + body_pos), body_len)
             _put(m, S_BODY, _inflate(raw, sys_flag) if sys_flag & 1 else raw)
             if props_len:
@@ -290,7 +279,7 @@ def decode_messages(body, str broker_name="", min_offset=None, max_offset=None,
             for k, v in extra:
                 PyDict_SetItem(props, k, v)
             _put(m, S_PROPERTIES, props)
-            offset_id = _offset_id(b + born_end + 8, store_end - born_end - 8, _i64(r + 28))
+            offset_id = _offset_id(b + born_end + 8, store_end - born_end - 8, get64(r + 28))
             _put(m, S_OFFSET_MSG_ID, offset_id)
             uniq = PyDict_GetItem(props, _UNIQ_KEY)
             _put(m, S_MSG_ID, <object>uniq if uniq != NULL else offset_id)
@@ -315,13 +304,6 @@ cdef str _props_text(object props):
         return "\x02".join(map("\x01".join, props.items()))
     except TypeError:
         return "\x02".join([f"{k}\x01{v}" for k, v in props.items() if v is not None])
-
-
-cdef inline void _w32(char *p, int64_t v) noexcept nogil:
-    p[0] = <char>((v >> 24) & 0xFF)
-    p[1] = <char>((v >> 16) & 0xFF)
-    p[2] = <char>((v >> 8) & 0xFF)
-    p[3] = <char>(v & 0xFF)
 
 
 def encode_batch(msgs):
@@ -358,11 +340,11 @@ def encode_batch(msgs):
         blen = len(<bytes>body)
         plen = len(<bytes>props)
         flag = f
-        _w32(out + pos, BATCH_HEAD + 2 + blen + plen)
-        _w32(out + pos + 4, 0)
-        _w32(out + pos + 8, 0)
-        _w32(out + pos + 12, flag)
-        _w32(out + pos + 16, blen)
+        put32(<uint8_t *>out + pos, BATCH_HEAD + 2 + blen + plen)
+        put32(<uint8_t *>out + pos + 4, 0)
+        put32(<uint8_t *>out + pos + 8, 0)
+        put32(<uint8_t *>out + pos + 12, flag)
+        put32(<uint8_t *>out + pos + 16, blen)
         pos += BATCH_HEAD
         memcpy(out + pos, <const char *>(<bytes>body), blen)
         pos += blen

@@ -17,6 +17,7 @@ from cpython.ref cimport PyObject
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, uint8_t, uint32_t
 from libc.string cimport memcpy
+from rmq._fast.byteorder cimport get32, put16, put32
 
 from rmq._fast.json_header cimport (
     LANGUAGE_OTHER,
@@ -72,22 +73,6 @@ cdef int FIXED_SIZE = 17
 
 # ---------------------------------------------------------------------------
 # helpers shared by both serializations
-
-cdef inline uint32_t rd32(const uint8_t* p) noexcept nogil:
-    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3]
-
-
-cdef inline void wr32(uint8_t* p, uint32_t v) noexcept nogil:
-    p[0] = <uint8_t>(v >> 24)
-    p[1] = <uint8_t>(v >> 16)
-    p[2] = <uint8_t>(v >> 8)
-    p[3] = <uint8_t>v
-
-
-cdef inline void wr16(uint8_t* p, uint32_t v) noexcept nogil:
-    p[0] = <uint8_t>(v >> 8)
-    p[1] = <uint8_t>v
-
 
 cdef inline int check_int32(str name, object value) except -1:
     if not -2147483648 <= value <= 2147483647:
@@ -167,8 +152,8 @@ cdef bytes finish(_Writer w, int stype, Py_ssize_t body_len):
     cdef Py_ssize_t hlen = w.n - 8
     if hlen > 0xFFFFFF or 4 + hlen + body_len > 2147483647:
         raise RemotingCommandError()(f"header of {hlen} bytes is too long")
-    wr32(w.data, <uint32_t>(4 + hlen + body_len))
-    wr32(w.data + 4, (<uint32_t>stype << 24) | <uint32_t>hlen)
+    put32(w.data, <uint32_t>(4 + hlen + body_len))
+    put32(w.data + 4, (<uint32_t>stype << 24) | <uint32_t>hlen)
     return PyBytes_FromStringAndSize(<char*>w.data, w.n)
 
 
@@ -194,12 +179,12 @@ cdef bytes _encode_rocketmq(_Writer w, int32_t code, object language, int32_t ve
         rp = PyUnicode_AsUTF8AndSize(remark, &rn)
     w.reserve(8 + FIXED_SIZE + rn + 4)
     cdef uint8_t* p = w.data + 8
-    wr16(p, <uint32_t>code & 0xFFFF)
+    put16(p, <uint32_t>code & 0xFFFF)
     p[2] = <uint8_t>(lang & 0xFF)
-    wr16(p + 3, <uint32_t>version & 0xFFFF)
-    wr32(p + 5, <uint32_t>opaque)
-    wr32(p + 9, <uint32_t>flag)
-    wr32(p + 13, <uint32_t>rn)
+    put16(p + 3, <uint32_t>version & 0xFFFF)
+    put32(p + 5, <uint32_t>opaque)
+    put32(p + 9, <uint32_t>flag)
+    put32(p + 13, <uint32_t>rn)
     w.n = 8 + FIXED_SIZE
     if rn:
         w.put(rp, rn)
@@ -216,13 +201,13 @@ cdef bytes _encode_rocketmq(_Writer w, int32_t code, object language, int32_t ve
                 raise RemotingCommandError()(f"extFields key of {kn} bytes is too long")
             vp = PyUnicode_AsUTF8AndSize(v, &vn)
             w.reserve(6 + kn + vn)
-            wr16(w.data + w.n, <uint32_t>kn)
+            put16(w.data + w.n, <uint32_t>kn)
             memcpy(w.data + w.n + 2, kp, kn)
             w.n += 2 + kn
-            wr32(w.data + w.n, <uint32_t>vn)
+            put32(w.data + w.n, <uint32_t>vn)
             memcpy(w.data + w.n + 4, vp, vn)
             w.n += 4 + vn
-    wr32(w.data + ext_at, <uint32_t>(w.n - ext_at - 4))
+    put32(w.data + ext_at, <uint32_t>(w.n - ext_at - 4))
     return finish(w, 1, body_len)
 
 def encode(code, language, version, opaque, flag, remark, ext_fields, serialize_type,
@@ -304,15 +289,15 @@ cdef tuple decode_rocketmq(const uint8_t* h, Py_ssize_t hlen):
     cdef int16_t code = <int16_t>((h[0] << 8) | h[1])
     language = h[2]
     cdef int16_t version = <int16_t>((h[3] << 8) | h[4])
-    cdef int32_t opaque = <int32_t>rd32(h + 5)
-    cdef int32_t flag = <int32_t>rd32(h + 9)
-    rlen = <int32_t>rd32(h + 13)
+    cdef int32_t opaque = get32(h + 5)
+    cdef int32_t flag = get32(h + 9)
+    rlen = get32(h + 13)
     p = FIXED_SIZE
     if rlen < 0 or p + rlen + 4 > hlen:
         raise RemotingCommandError()(f"bad remark length {rlen}")
     remark = text(h + p, rlen) if rlen else None
     p += rlen
-    elen = <int32_t>rd32(h + p)
+    elen = get32(h + p)
     p += 4
     if elen < 0 or p + elen > hlen:
         raise RemotingCommandError()(f"bad extFields length {elen}")
@@ -329,7 +314,7 @@ cdef tuple decode_rocketmq(const uint8_t* h, Py_ssize_t hlen):
                 raise RemotingCommandError()(f"bad extFields key length {klen}")
             key = text(h + p, klen)
             p += klen
-            vlen = <int32_t>rd32(h + p)
+            vlen = get32(h + p)
             p += 4
             if vlen < 0 or p + vlen > end:
                 raise RemotingCommandError()(f"bad extFields value length {vlen}")
@@ -348,7 +333,7 @@ cdef tuple decode_header(object buf, Py_ssize_t base, const uint8_t* f, Py_ssize
     with ``with_body`` (body bytes or None, serialize type)."""
     if n < 4:
         raise RemotingCommandError()(f"frame too short: {n} bytes")
-    cdef uint32_t mark = rd32(f)
+    cdef uint32_t mark = <uint32_t>get32(f)
     cdef int stype = mark >> 24
     cdef Py_ssize_t hlen = mark & 0xFFFFFF
     if hlen > n - 4:
@@ -387,7 +372,7 @@ cdef inline Py_ssize_t length_at(const uint8_t* b, Py_ssize_t pos, Py_ssize_t en
                                  Py_ssize_t max_frame) except -2:
     if end - pos < 4:
         return -1
-    cdef int32_t length = <int32_t>rd32(b + pos)
+    cdef int32_t length = get32(b + pos)
     if length < 4 or length > max_frame:
         raise RemotingCommandError()(f"frame length {length} out of range [4, {max_frame}]")
     if end - pos - 4 < length:
