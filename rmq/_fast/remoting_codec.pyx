@@ -17,7 +17,7 @@ from cpython.ref cimport PyObject
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, uint8_t, uint32_t
 from libc.string cimport memcpy
-from rmq._fast.byteorder cimport get32, put16, put32
+from rmq._fast.byteorder cimport get16, get32, put16, put32
 
 from rmq._fast.json_header cimport (
     LANGUAGE_OTHER,
@@ -286,9 +286,9 @@ cdef tuple decode_rocketmq(const uint8_t* h, Py_ssize_t hlen):
     cdef int language
     if hlen < FIXED_SIZE + 4:
         raise RemotingCommandError()(f"ROCKETMQ header too short: {hlen}")
-    cdef int16_t code = <int16_t>((h[0] << 8) | h[1])
+    cdef int16_t code = get16(h)
     language = h[2]
-    cdef int16_t version = <int16_t>((h[3] << 8) | h[4])
+    cdef int16_t version = get16(h + 3)
     cdef int32_t opaque = get32(h + 5)
     cdef int32_t flag = get32(h + 9)
     rlen = get32(h + 13)
@@ -308,7 +308,7 @@ cdef tuple decode_rocketmq(const uint8_t* h, Py_ssize_t hlen):
         while p < end:
             if p + 2 > end:
                 raise RemotingCommandError()("truncated extFields key length")
-            klen = <int16_t>((h[p] << 8) | h[p + 1])
+            klen = get16(h + p)
             p += 2
             if klen < 0 or p + klen + 4 > end:
                 raise RemotingCommandError()(f"bad extFields key length {klen}")
