@@ -1,7 +1,7 @@
 # cython: language_level=3
 # Big-endian field access and the masked CRC32 of stored records, shared by the
-# compiled modules (store, remoting frames, client decoding).  Inline, so each caller gets them without a call;
-# declared once here instead of in every module.
+# compiled modules (store, remoting frames, client decoding).  Inline, so each
+# caller gets them without a call; declared once here instead of in every module.
 
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 

@@ -5,6 +5,7 @@ the appends, both with the GIL released, and the isOSPageCacheBusy rule
 (STORE_FORMAT.md 10.7)."""
 
 from libc.stdint cimport uint8_t, uintptr_t
+from posix.time cimport CLOCK_REALTIME_COARSE, clock_gettime, timespec
 
 cdef extern from "sys/mman.h" nogil:
     int msync(void *addr, size_t length, int flags)
@@ -14,14 +15,6 @@ cdef extern from "sys/mman.h" nogil:
 cdef extern from "fcntl.h" nogil:
     int posix_fadvise(int fd, long long offset, long long length, int advice)
     int POSIX_FADV_WILLNEED
-
-cdef extern from "time.h" nogil:
-    ctypedef long time_t
-    struct timespec:
-        time_t tv_sec
-        long tv_nsec
-    int clock_gettime(int clk_id, timespec *tp)
-    int CLOCK_REALTIME_COARSE
 
 cdef extern from "sched.h" nogil:
     int sched_yield()
