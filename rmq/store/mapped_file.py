@@ -225,9 +225,16 @@ class MappedFile:
     # --- reads ---------------------------------------------------------------
     def select(self, pos: int, size: int | None = None) -> memoryview | None:
         """A zero-copy view of ``size`` bytes at ``pos`` (to the readable end
-        when ``size`` is None); None when out of range or unmapped."""
+        when ``size`` is None); None when out of range or unmapped.  Without a
+        size nothing readable at ``pos`` is None too, never an empty view: a
+        dispatch loop waiting for a commit must see "nothing yet" and stop."""
         read_pos = self.read_position()
-        end = read_pos if size is None else pos + size
+        if size is None:
+            if pos >= read_pos:
+                return None
+            end = read_pos
+        else:
+            end = pos + size
         if pos < 0 or end > read_pos or pos > end:
             return None
         try:

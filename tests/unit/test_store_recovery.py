@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import time
 
 import pytest
@@ -196,6 +197,41 @@ def test_transient_store_pool_commits_before_readers_see_data(tmp_path):
     s = _reopen(tmp_path)
     assert _all_offsets(s, 0) == list(range(200))
     s.shutdown()
+
+
+def test_dispatch_stops_at_a_partly_committed_file_of_the_transient_pool(tmp_path):
+    """A transient-pool file committed only in part while appends already went
+    on into the next file: dispatch must stop at its committed end and wait for
+    the next commit (it used to spin there for ever, on the commit thread, so
+    nothing was committed again)."""
+    s = DefaultMessageStore(small_config(tmp_path, transientStorePoolEnable=True, transientStorePoolSize=3,
+                                         commitIntervalCommitLog=600_000), HOST)
+    assert s.load()
+    s.start()
+    try:
+        mfq = s.commit_log.mfq
+        for i in range(20):
+            assert s.put_message(make_msg(i)).is_ok()
+        mfq.commit(0)  # the commit thread sleeps: commit a first part by hand
+        committed = mfq.mapped_files[0].committed_position
+        assert 0 < committed < FILE and len(mfq.mapped_files) == 1
+        i = 20
+        while len(mfq.mapped_files) < 2:
+            assert s.put_message(make_msg(i)).is_ok()
+            i += 1
+        assert mfq.mapped_files[0].committed_position == committed  # still partly committed
+        assert mfq.mapped_files[0].select(committed) is None
+        worker = threading.Thread(target=s.do_reput, daemon=True)
+        worker.start()
+        worker.join(5)
+        assert not worker.is_alive(), "dispatch spun at the committed end of the first file"
+        assert s.reput_from_offset == committed and s.get_max_offset_in_queue("T", 0) == 20
+        while not mfq.commit(0):
+            pass
+        s.do_reput()
+        assert _all_offsets(s, 0) == list(range(i))
+    finally:
+        s.shutdown()
 
 
 def test_ha_hooks_copy_a_master_into_a_slave(tmp_path):
