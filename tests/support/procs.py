@@ -101,7 +101,11 @@ class RmqProcess:
         self.cwd = cwd
         self.proc: subprocess.Popen | None = None
 
-    def start(self, wait_for_port: int | None = None, timeout: float = 30.0) -> RmqProcess:
+    def start(self, wait_for_port: int | tuple[int, ...] | None = None,
+              timeout: float = 30.0) -> RmqProcess:
+        """Spawn the process; with ``wait_for_port``, return once each given
+        port accepts connections (a broker opens its main port a moment before
+        its fast port)."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
@@ -111,8 +115,10 @@ class RmqProcess:
         )
         log.close()
         if wait_for_port is not None:
+            ports = (wait_for_port,) if isinstance(wait_for_port, int) else wait_for_port
             try:
-                wait_port(wait_for_port, timeout=timeout, proc=self.proc)
+                for port in ports:
+                    wait_port(port, timeout=timeout, proc=self.proc)
             except Exception:
                 self.kill()
                 raise RuntimeError(f"{self.module} did not start:\n{self.output()}") from None
