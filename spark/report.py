@@ -73,6 +73,13 @@ def _p99(hist: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*keys, "p99Size"])
 
 
+def _counts(col: pd.Series) -> pd.Series:
+    """A count column after an outer or left merge: missing rows count 0.
+    Through the nullable Int64 dtype, so an empty (object) column converts
+    without pandas' silent-downcasting path."""
+    return col.astype("Int64").fillna(0).astype("int64")
+
+
 def _iso(ms) -> str | None:
     if ms is None or (isinstance(ms, float) and math.isnan(ms)) or pd.isna(ms):
         return None
@@ -105,7 +112,7 @@ def queue_figures(scan: ScanResult) -> pd.DataFrame:
     if known:
         q = q.merge(pd.DataFrame(known, columns=keys), on=keys, how="outer")
     for c in ("entries", "messages", "bytes", "expiredEntries"):
-        q[c] = q[c].fillna(0).astype("int64")
+        q[c] = _counts(q[c])
     q["avgSize"] = np.where(q["messages"] > 0, q["bytes"] / q["messages"].where(q["messages"] > 0, 1), np.nan)
     if len(scan.size_hist):
         q = q.merge(_p99(scan.size_hist, keys), on=keys, how="left")
@@ -114,7 +121,7 @@ def queue_figures(scan: ScanResult) -> pd.DataFrame:
     cl_cols = ["records", "firstStoreTime", "lastStoreTime", "firstBornTime", "lastBornTime", "maxReconsumeTimes"]
     cl = scan.cl_queues[keys + cl_cols] if len(scan.cl_queues) else pd.DataFrame(columns=keys + cl_cols)
     q = q.merge(cl, on=keys, how="left")
-    q["records"] = q["records"].fillna(0).astype("int64")
+    q["records"] = _counts(q["records"])
     q["consistent"] = q["records"] == q["messages"]
     q["firstStoreTimeUtc"] = q["firstStoreTime"].map(_iso)
     q["lastStoreTimeUtc"] = q["lastStoreTime"].map(_iso)
@@ -172,12 +179,12 @@ def group_figures(scan: ScanResult, queues: pd.DataFrame) -> tuple[pd.DataFrame,
     keys = ["broker", "topic", "queueId"]
     off = scan.offsets.copy()
     lq = off.merge(queues[keys + ["maxOffset"]], on=keys, how="left")
-    lq["maxOffset"] = lq["maxOffset"].fillna(0).astype("int64")
+    lq["maxOffset"] = _counts(lq["maxOffset"])
     lq["lagMessages"] = (lq["maxOffset"] - lq["offset"]).clip(lower=0).astype("int64")
     lag = scan.lag if len(scan.lag) else pd.DataFrame(columns=["broker", "topic", "group", "queueId", "lagBytes"])
     lq = lq.merge(lag[["broker", "topic", "group", "queueId", "lagBytes"]],
                   on=["broker", "topic", "group", "queueId"], how="left")
-    lq["lagBytes"] = lq["lagBytes"].fillna(0).astype("int64")
+    lq["lagBytes"] = _counts(lq["lagBytes"])
     lq["progress"] = lq["offset"] - lq["previousOffset"]
     lq = lq.sort_values(["broker", "group", "topic", "queueId"]).reset_index(drop=True)
 
