@@ -229,13 +229,8 @@ class MappedFile:
         size nothing readable at ``pos`` is None too, never an empty view: a
         dispatch loop waiting for a commit must see "nothing yet" and stop."""
         read_pos = self.read_position()
-        if size is None:
-            if pos >= read_pos:
-                return None
-            end = read_pos
-        else:
-            end = pos + size
-        if pos < 0 or end > read_pos or pos > end:
+        end = read_pos if size is None else pos + size
+        if pos < 0 or end > read_pos or pos > end or (size is None and pos == end):
             return None
         try:
             return self.view[pos:end]
