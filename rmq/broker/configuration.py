@@ -21,10 +21,10 @@ import logging
 import os
 from typing import Any
 
-from rmq.broker.config_manager import write_file_safely
+from rmq.common.config_manager import write_file_safely
 from rmq.common.data_version import DataVersion
 from rmq.common.logging import BROKER_LOGGER_NAME
-from rmq.common.properties import ConfigError, apply_properties, format_properties
+from rmq.common.properties import ConfigError, apply_properties, format_properties, java_text
 
 log = logging.getLogger(BROKER_LOGGER_NAME)
 
@@ -64,7 +64,6 @@ class Configuration:
     def all_configs(self) -> dict[str, str]:
         """The file's keys overlaid with every field of the four config objects
         and then with the start-only values waiting for the next start."""
-        from rmq.broker.startup import java_text
 
         props = dict(self.settings.file_properties)
         for obj in self.settings.objects():
@@ -119,7 +118,6 @@ class Configuration:
         return invalid, probes
 
     def _keep_for_next_start(self, probes: list[Any], props: dict[str, str]) -> None:
-        from rmq.broker.startup import java_text
 
         deferred = sorted(k for k in props if k in START_ONLY_KEYS)
         for key in deferred:

@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rmq.broker.config import BrokerConfig
-from rmq.broker.config_manager import ConfigManager, dumps, parse_json
 from rmq.client.heartbeat import SubscriptionData
 from rmq.common.codes import ResponseCode as RC
+from rmq.common.config_manager import ConfigManager, dumps, parse_json
 from rmq.common.logging import BROKER_LOGGER_NAME
 from rmq.filter import FILTERS, BooleanExpression, FilterError
 from rmq.filter.message_filter import RecordFilter, expression_filter, retry_filter, retry_group

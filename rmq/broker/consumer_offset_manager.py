@@ -20,7 +20,7 @@ import logging
 import os
 from typing import Any
 
-from rmq.broker.config_manager import ConfigManager, dumps, parse_json
+from rmq.common.config_manager import ConfigManager, dumps, parse_json
 from rmq.common.logging import BROKER_LOGGER_NAME
 
 log = logging.getLogger(BROKER_LOGGER_NAME)

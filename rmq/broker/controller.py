@@ -44,7 +44,6 @@ from rmq.broker.client_manager import (
     ConsumerManager,
     ProducerManager,
 )
-from rmq.broker.config_manager import ConfigLoadError, ConfigManager, write_file_safely
 from rmq.broker.configuration import Configuration
 from rmq.broker.consumer_filter_manager import ConsumerFilterManager
 from rmq.broker.consumer_offset_manager import ConsumerOffsetManager
@@ -55,6 +54,7 @@ from rmq.broker.stats import BrokerStats, ms_until_next_morning
 from rmq.broker.subscription_group_manager import SubscriptionGroupManager
 from rmq.broker.topic_config_manager import TopicConfigManager
 from rmq.common.codes import RequestCode
+from rmq.common.config_manager import ConfigLoadError, ConfigManager, write_file_safely
 from rmq.common.data_version import DataVersion
 from rmq.common.logging import BROKER_LOGGER_NAME, WATER_MARK_LOGGER_NAME
 from rmq.common.message import is_readable, is_writeable

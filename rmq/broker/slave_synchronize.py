@@ -20,11 +20,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from rmq.broker.config_manager import write_file_safely
 from rmq.broker.consumer_offset_manager import offset_table_from_json
 from rmq.broker.subscription_group_manager import SubscriptionGroupConfig
 from rmq.common import fastjson
 from rmq.common.codes import RequestCode, ResponseCode
+from rmq.common.config_manager import write_file_safely
 from rmq.common.data_version import DataVersion
 from rmq.common.logging import BROKER_LOGGER_NAME
 from rmq.common.topic_config import TopicConfigSerializeWrapper

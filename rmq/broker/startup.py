@@ -46,6 +46,7 @@ from rmq.common.logging import (
 from rmq.common.properties import (
     ConfigError,
     apply_properties,
+    java_text,
     load_properties,
     unknown_keys,
 )
@@ -161,17 +162,6 @@ def default_settings() -> BrokerSettings:
 def enum_name(value: Any) -> str:
     """The Java enum constant name of a setting (works for enums and strings)."""
     return value.name if isinstance(value, enum.Enum) else str(value)
-
-
-def java_text(value: Any) -> str:
-    """A value as ``MixAll.printObjectProperties`` shows it (null as empty)."""
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, enum.Enum):
-        return value.name
-    return str(value)
 
 
 def apply_file(settings: BrokerSettings, path: str) -> None:

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from rmq.broker.config import BrokerConfig
-from rmq.broker.config_manager import ConfigManager, dumps, parse_json
 from rmq.common import topics as T
+from rmq.common.config_manager import ConfigManager, dumps, parse_json
 from rmq.common.data_version import DataVersion
 from rmq.common.logging import BROKER_LOGGER_NAME
 

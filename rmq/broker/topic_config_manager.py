@@ -16,8 +16,8 @@ import os
 from collections.abc import Callable
 
 from rmq.broker.config import BrokerConfig
-from rmq.broker.config_manager import ConfigManager, dumps, parse_json
 from rmq.common import topics as T
+from rmq.common.config_manager import ConfigManager, dumps, parse_json
 from rmq.common.data_version import DataVersion
 from rmq.common.logging import BROKER_LOGGER_NAME
 from rmq.common.message import PERM_INHERIT, PERM_READ, PERM_WRITE, is_inherited

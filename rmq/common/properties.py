@@ -13,6 +13,7 @@ choose to refuse them).
 from __future__ import annotations
 
 import dataclasses
+import enum
 import os
 import re
 from collections.abc import Iterable
@@ -184,3 +185,14 @@ def unknown_keys(props: dict[str, str], *objs: Any) -> list[str]:
     for obj in objs:
         known.update(f.name for f in dataclasses.fields(obj))
     return [k for k in props if k not in known]
+
+
+def java_text(value: Any) -> str:
+    """A value as ``MixAll.printObjectProperties`` shows it (null as empty)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, enum.Enum):
+        return value.name
+    return str(value)

@@ -14,8 +14,8 @@ from enum import IntEnum
 from typing import TypeVar
 
 from rmq.common.codes import CURRENT_VERSION, LanguageCode
+from rmq.common.protocol.header import CommandHeader
 from rmq.remoting import codec
-from rmq.remoting.header import CommandHeader
 
 H = TypeVar("H", bound=CommandHeader)
 

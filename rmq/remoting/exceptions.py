@@ -6,13 +6,15 @@ from a slow one (timeout) from a bad frame or header (command error).
 
 from __future__ import annotations
 
+from rmq.common.exceptions import RemotingCommandError, RemotingError
 
-class RemotingError(Exception):
-    """Base of every remoting failure."""
-
-
-class RemotingCommandError(RemotingError):
-    """A frame or custom header that cannot be decoded (``RemotingCommandException``)."""
+__all__ = [
+    "RemotingCommandError",
+    "RemotingConnectError",
+    "RemotingError",
+    "RemotingSendRequestError",
+    "RemotingTimeoutError",
+]
 
 
 class RemotingConnectError(RemotingError):

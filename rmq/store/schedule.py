@@ -23,9 +23,9 @@ import os
 import time
 from typing import Any
 
-from rmq.broker.config_manager import ConfigManager, parse_json, pretty_dumps
 from rmq.common import fastjson
 from rmq.common import message as mc
+from rmq.common.config_manager import ConfigManager, parse_json, pretty_dumps
 from rmq.common.topics import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
 from rmq.store.config import BrokerRole, FlushDiskType
 from rmq.store.message import MessageExtBrokerInner

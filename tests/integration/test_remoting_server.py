@@ -14,9 +14,9 @@ import pytest
 import uvloop
 
 from rmq.common.codes import ResponseCode
+from rmq.common.protocol.header import CommandHeader, field_required
 from rmq.remoting import RemotingClient, RemotingCommand, RemotingServer, SerializeType
 from rmq.remoting.config import NettyServerConfig
-from rmq.remoting.header import CommandHeader, field_required
 
 pytestmark = pytest.mark.timeout(30)
 

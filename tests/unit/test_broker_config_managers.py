@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from rmq.broker.config import BrokerConfig
-from rmq.broker.config_manager import ConfigLoadError, pretty_dumps
 from rmq.broker.consumer_filter_manager import ConsumerFilterManager
 from rmq.broker.consumer_offset_manager import ConsumerOffsetManager
 from rmq.broker.subscription_group_manager import SubscriptionGroupManager
 from rmq.broker.topic_config_manager import TopicConfigManager
 from rmq.common import fastjson
+from rmq.common.config_manager import ConfigLoadError, pretty_dumps
 from rmq.common.topic_config import TopicConfig
 
 

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import pytest
 
+from rmq.common.protocol.header import CommandHeader, field_required
 from rmq.remoting import RemotingCommand, SerializeType
 from rmq.remoting.exceptions import RemotingCommandError
-from rmq.remoting.header import CommandHeader, field_required
 
 # PROTOCOL.md 1.3: GET_ROUTEINFO_BY_TOPIC from a 4.9.8 Java client, opaque 1.
 JAVA_ROUTE_REQUEST = (

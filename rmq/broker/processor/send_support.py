@@ -16,11 +16,11 @@ from rmq._fast import compiled
 from rmq.common import message as mc
 from rmq.common import topics as T
 from rmq.common.codes import ResponseCode
+from rmq.common.protocol.header import invalid_value
 from rmq.common.topic_config import TopicConfig
 from rmq.remoting import Channel, RemotingCommand
 from rmq.remoting.command import RPC_RESPONSE
 from rmq.remoting.exceptions import RemotingCommandError
-from rmq.remoting.header import invalid_value
 from rmq.store import PutMessageResult, PutMessageStatus
 
 RC = ResponseCode

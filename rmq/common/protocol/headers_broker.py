@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rmq.remoting.header import CommandHeader, field_required
+from rmq.common.protocol.header import CommandHeader, field_required
 
 
 @dataclass(slots=True)

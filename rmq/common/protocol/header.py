@@ -32,7 +32,7 @@ import types
 import typing
 from typing import Any, Self
 
-from rmq.remoting.exceptions import RemotingCommandError
+from rmq.common.exceptions import RemotingCommandError
 
 _REQUIRED = "rmq_required"
 _INT_RE = re.compile(r"[+-]?[0-9]+\Z", re.ASCII)
