@@ -237,3 +237,61 @@ async def test_sync_master_waits_for_the_slave(tmp_path):
         assert r.code == RC.SLAVE_NOT_AVAILABLE, (r.code, r.remark)
     finally:
         await pair.close()
+
+
+async def pull_all(pair: Pair, port: int, queue_id: int, group: str = "cg") -> tuple[list, RemotingCommand]:
+    """Every message of one queue pulled from ``port``, and the last response's header."""
+    got, offset = [], 0
+    while True:
+        r = await pair.call(port, R.PULL_MESSAGE, pull_header(
+            group, TOPIC, queue_id, offset, 32, PULL_FLAG_SUBSCRIPTION, 0, 0, "*", 0, "TAG",
+            "broker-a"))
+        if r.code != RC.SUCCESS:
+            return got, r
+        got.extend(decode_messages(r.body))
+        offset = int(r.ext_fields["nextBeginOffset"])
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("slave_read", [False, True])
+async def test_slave_serves_pulls_after_the_master_dies(tmp_path, slave_read):
+    """2m-2s-sync defaults: the master is SIGKILLed and the slave still answers
+    every pull with the messages it holds (4.9.8: the status switch overrides the
+    slave's PULL_RETRY_IMMEDIATELY); slaveReadEnable only changes the suggested
+    broker id."""
+    extra = "slaveReadEnable=true\n" if slave_read else ""
+    pair = Pair(tmp_path, "brokerRole=SYNC_MASTER\n" + extra, extra)
+    try:
+        pair.start(pair.master)
+        pair.start(pair.slave)
+        await pair.create_topic()
+        deadline = time.monotonic() + 20
+        while (r := await pair.send(b"first", 0)).code != RC.SUCCESS:
+            assert r.code == RC.SLAVE_NOT_AVAILABLE, (r.code, r.remark)
+            assert time.monotonic() < deadline, "the slave never connected"
+            await asyncio.sleep(0.2)
+        sent = [b"first"]
+        for i in range(40):
+            body = f"sync{i}".encode()
+            r = await pair.send(body, 0)
+            assert r.code == RC.SUCCESS, (r.code, r.remark)
+            sent.append(body)
+        # the topic reaches the slave through SlaveSynchronize
+        deadline = time.monotonic() + 30
+        while (r := await pair.call(pair.sport, R.PULL_MESSAGE, pull_header(
+                "cg", TOPIC, 0, 0, 1, PULL_FLAG_SUBSCRIPTION, 0, 0, "*", 0, "TAG",
+                "broker-a"))).code == RC.TOPIC_NOT_EXIST:
+            assert time.monotonic() < deadline, "the topic never reached the slave"
+            await asyncio.sleep(0.3)
+        pair.master.kill()
+
+        got, last = await pull_all(pair, pair.sport, 0)
+        assert [m.body for m in got] == sent
+        assert last.code == RC.PULL_NOT_FOUND, (last.code, last.remark)
+        # without slaveReadEnable the client is sent back to the master (id 0);
+        # with it, to the group's brokerId (0 by default)
+        assert last.ext_fields["suggestWhichBrokerId"] == "0"
+        empty, r = await pull_all(pair, pair.sport, 1)
+        assert empty == [] and r.code == RC.PULL_NOT_FOUND
+    finally:
+        await pair.close()

@@ -241,12 +241,14 @@ class PullMessageProcessor:
         code = _STATUS_CODES.get(status)
         if code is None:  # NO_MATCHED_LOGIC_QUEUE / NO_MESSAGE_IN_QUEUE
             code = RC.PULL_OFFSET_MOVED if h.queueOffset != 0 else RC.PULL_NOT_FOUND
+        # 4.9.8 sets PULL_RETRY_IMMEDIATELY on a slave without slaveReadEnable, but the
+        # switch on the store status that follows always overrides it: a slave serves
+        # every pull, and slaveReadEnable only decides which broker the client is told
+        # to pull from next (the master unless it is on).
         suggest = 0
         if bc.slaveReadEnable:
             suggest = (group_cfg.whichBrokerWhenConsumeSlowly if result.suggest_pulling_from_slave
                        else group_cfg.brokerId)
-        elif slave:
-            code = RC.PULL_RETRY_IMMEDIATELY
         if code == RC.SUCCESS:
             body = result.body_views  # one view per run of adjacent records
             self.c.stats.inc_get(h.consumerGroup, h.topic, result.message_count,
