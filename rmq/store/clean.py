@@ -67,8 +67,11 @@ class CleanCommitLogService:
             self.clean_immediately = True
         elif physic > cfg.diskSpaceCleanForciblyRatio:
             self.clean_immediately = True
-        elif not flags.get_and_make_disk_ok():
+        elif flags.is_disk_full() and self.store.reserve_tails():
+            flags.get_and_make_disk_ok()
             log.info("physic disk space OK %.2f, so mark disk ok", physic)
+            # records whose consume-queue or index file did not fit are dispatched now
+            self.store.on_committed()
         if physic < 0 or physic > ratio:
             full = True
         logic = disk_used_ratio(os.path.join(cfg.storePathRootDir, "consumequeue"))

@@ -38,7 +38,7 @@ from rmq.store.index import IndexService
 from rmq.store.mapped_file import page_cache_busy
 from rmq.store.message import MessageExtBatch, MessageExtBrokerInner
 from rmq.store.reader import MessageReaderMixin
-from rmq.store.reput import ReputMixin
+from rmq.store.reput import DispatchStalled, ReputMixin
 from rmq.store.results import (
     AppendMessageResult,
     AppendMessageStatus,
@@ -109,6 +109,8 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = -1  # ident of the thread running _loop
         self._lock_fd: int | None = None
+        self._refusals = 0  # puts refused in a row because the store is not writable
+        self._recovery_stalled_at = -1  # a record recovery could not dispatch (disk full)
         self._shutdown = True
         self._loaded = False
         self._memory_limit = psutil.virtual_memory().total * config.accessMessageInMemoryMaxRatio // 100
@@ -162,6 +164,8 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
             ok = self.index_service.load(last_exit_ok)
         if ok:
             self._recover(last_exit_ok)
+            if not self.reserve_tails():
+                self.mark_no_space("store")
             self._loaded = True
         else:
             self._release_lock()
@@ -201,7 +205,26 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
         self._recover_topic_queue_table()
 
     def _dispatch_recovered(self, r: tuple) -> None:
-        self._dispatch(r, False)
+        """Dispatch one record found by abnormal recovery.  After a record whose
+        consume-queue or index file did not fit, nothing more is dispatched
+        here: ``start`` resumes from that record once there is room."""
+        if self._recovery_stalled_at >= 0:
+            return
+        try:
+            self._dispatch(r, False)
+        except DispatchStalled:
+            self._recovery_stalled_at = r[5]
+
+    def reserve_tails(self) -> bool:
+        """Reserve the blocks of the files appends go on into (the last file of
+        the commit log, of every consume queue and of the index); False when
+        the disk has no room for one of them."""
+        ok = self.commit_log.mfq.reserve_last()
+        for cq in self.all_consume_queues():
+            ok = cq.mfq.reserve_last() and ok
+        if self.index_service is not None:
+            ok = self.index_service.reserve_last() and ok
+        return ok
 
     def _recover_topic_queue_table(self) -> None:
         table: dict[tuple[str, int], int] = {}
@@ -224,6 +247,8 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
         for cq in self.all_consume_queues():
             max_phy = max(max_phy, cq.max_physic_offset)
         self.reput_from_offset = max(max_phy, 0, self.commit_log.get_min_offset())
+        if self._recovery_stalled_at >= 0:
+            self.reput_from_offset = min(self.reput_from_offset, self._recovery_stalled_at)
         self._shutdown = False
         self.do_reput()
         self._recover_topic_queue_table()
@@ -328,9 +353,13 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
         if self.config.brokerRole is BrokerRole.SLAVE:
             return PutMessageStatus.SERVICE_NOT_AVAILABLE
         if not self.running_flags.is_writeable():
-            log.warning("the message store is not writable. It may be caused by one of the following reasons: "
-                        "the broker's disk is full, write to logic queue error, write to index file error, etc")
+            if self._refusals % 50000 == 0:  # once in 50,000 refusals, as 4.9.8 prints it
+                log.warning("the message store is not writable. It may be caused by one of the following "
+                            "reasons: the broker's disk is full, write to logic queue error, write to "
+                            "index file error, etc")
+            self._refusals += 1
             return PutMessageStatus.SERVICE_NOT_AVAILABLE
+        self._refusals = 0
         if self.commit_log.begin_time_in_lock and self.is_os_page_cache_busy():
             return PutMessageStatus.OS_PAGECACHE_BUSY
         return PutMessageStatus.PUT_OK
@@ -355,6 +384,8 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
         result = self.commit_log.put_messages(msg) if batch else self.commit_log.put_message(msg)
         if not result.is_ok():
             self.stats.on_put_failed()
+            if self.commit_log.mfq.no_space:
+                self.mark_no_space("commit log")
             return PutMessageResult(_APPEND_TO_PUT[result.status], result)
         # elapsed = the time spent under the put lock (one loop writes: no waiting for it)
         self.stats.on_put(msg.topic, result.msg_num, result.wrote_bytes, result.page_cache_rt)
@@ -501,6 +532,13 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
     def lock_time_mills(self) -> int:
         begin = self.commit_log.begin_time_in_lock
         return _now_ms() - begin if begin > 0 else 0
+
+    def disk_util(self) -> str:
+        """The used ratios of the commit log (the emptiest of its paths), consume
+        queue and index disks, as 4.9.8's send refusal quotes them."""
+        physic = min((disk_used_ratio(d) for d in self.config.commit_log_dirs()), default=1.0)
+        return (f"CL: {physic:5.2f} CQ: {disk_used_ratio(self._path('consumequeue')):5.2f} "
+                f"INDEX: {disk_used_ratio(self._path('index')):5.2f}")
 
     def get_runtime_info(self) -> dict[str, str]:
         info = self.stats.runtime_info()

@@ -27,7 +27,7 @@ import time
 
 from rmq._fast import compiled
 from rmq.common.message import java_string_hash
-from rmq.store.mapped_file import MappedFile, sync_range
+from rmq.store.mapped_file import NO_ROOM, MappedFile, sync_range
 
 log = logging.getLogger("store")
 
@@ -210,6 +210,11 @@ class IndexService:
         self._hanged: list[IndexFile] = []
         # lowest commit log offset covered by index files dropped at an abnormal load
         self.dropped_begin_phy_offset = -1
+        # the last index file creation failed for want of disk space
+        self.no_space = False
+        # (phy offset, next key) of a build cut short by a failed file creation:
+        # dispatch retries the record, and the keys already written are not added twice
+        self._unfinished: tuple[int, int] | None = None
 
     def load(self, last_exit_ok: bool) -> bool:
         if not os.path.isdir(self.store_path):
@@ -234,6 +239,14 @@ class IndexService:
         self.files = files
         return True
 
+    def reserve_last(self) -> bool:
+        """Reserve the blocks of the newest index file (see MappedFileQueue.reserve_last)."""
+        files = self.files
+        if files and not files[-1].mf.reserve():
+            self.no_space = True
+            return False
+        return True
+
     def writable_file(self) -> IndexFile | None:
         """The current index file if it has room (no file is created here)."""
         files = self.files
@@ -256,7 +269,9 @@ class IndexService:
             f = IndexFile(path, self.max_slots, self.max_index)
         except OSError as e:
             log.error("create index file %s failed: %s", path, e)
+            self.no_space = e.errno in NO_ROOM
             return None
+        self.no_space = False
         f.init_header(end_phy, end_ts)
         with self._lock:
             self.files = self.files + [f]
@@ -271,16 +286,24 @@ class IndexService:
         self.checkpoint.flush()
 
     def build_index(self, topic: str, phy_offset: int, store_ts: int, keys: str | None, uniq_key: str | None) -> bool:
-        """Index one dispatched message (UNIQ_KEY first, then KEYS tokens)."""
+        """Index one dispatched message (UNIQ_KEY first, then KEYS tokens).
+        False when no index file could be made; a retry of the same message
+        resumes at the first key not yet written."""
+        at = 0
+        unfinished, self._unfinished = self._unfinished, None
+        if unfinished is not None and unfinished[0] == phy_offset:
+            at = unfinished[1]
         files = self.files
         f = files[-1] if files else self._last_writable()
         if f is None:
+            self._unfinished = (phy_offset, at)
             return False
         slots, entries = self.max_slots, self.max_index
-        at = index_keys(f.mf.view, slots, entries, topic, phy_offset, store_ts, uniq_key, keys, 0)
+        at = index_keys(f.mf.view, slots, entries, topic, phy_offset, store_ts, uniq_key, keys, at)
         while at >= 0:  # the file is full: the rest goes into a new one
             f = self._last_writable()
             if f is None:
+                self._unfinished = (phy_offset, at)
                 return False
             resumed = index_keys(f.mf.view, slots, entries, topic, phy_offset, store_ts,
                                  uniq_key, keys, at)

@@ -11,6 +11,8 @@ consistent list without a lock.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
 import mmap
 import os
@@ -56,16 +58,28 @@ def _page_cache_busy(begin_ms: int, timeout_ms: int) -> bool:
     return diff < 10_000_000 and diff > timeout_ms
 
 
+# the errors of a file that the disk cannot hold: no space, quota, file size limit
+NO_ROOM = frozenset((errno.ENOSPC, errno.EDQUOT, errno.EFBIG))
+
+
 def _create_sized(file_name: str, file_size: int) -> int:
     """Create a file at its full size under a temporary name and rename it, so
-    a crash never leaves a store file of the wrong length behind."""
+    a crash never leaves a store file of the wrong length behind.
+
+    The blocks are reserved (``posix_fallocate``) before the file is named: a
+    sparse file on a full disk maps fine, and the first write into a page the
+    file system cannot back then kills the process with SIGBUS.  Reserved, a
+    full disk is an ENOSPC here, with no file left behind."""
     tmp = file_name + ".tmp"
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         os.ftruncate(fd, file_size)
+        os.posix_fallocate(fd, 0, file_size)
         os.rename(tmp, file_name)
     except BaseException:
         os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
         raise
     return fd
 
@@ -144,6 +158,18 @@ class MappedFile:
         self._closed = False
         self._pool = pool
         self.write_buffer = pool.borrow() if pool is not None else None
+
+    def reserve(self) -> bool:
+        """Reserve the file's blocks on disk (quick when they already are);
+        False when the disk has no room for them."""
+        try:
+            os.posix_fallocate(self.fd, 0, self.file_size)
+        except OSError as e:
+            if e.errno not in NO_ROOM:
+                raise
+            log.error("reserve the blocks of %s failed: %s", self.file_name, e)
+            return False
+        return True
 
     def attach_pool(self, pool: TransientStorePool) -> None:
         """Borrow a write buffer for a file created without one."""
@@ -323,6 +349,8 @@ class MappedFileQueue:
         self._hanged: list[MappedFile] = []
         self._populate_seen: int | None = None  # end of the appends at the last populate_ahead
         self._populate_target = 0  # end offset populate_ahead asked for last
+        # the last file creation failed for want of disk space (cleared by the next one made)
+        self.no_space = False
 
     # --- load ----------------------------------------------------------------------
     def load(self) -> bool:
@@ -350,6 +378,17 @@ class MappedFileQueue:
             mf.set_positions(self.mapped_file_size)
             files.append(mf)
         self.mapped_files = files
+        return True
+
+    def reserve_last(self) -> bool:
+        """Reserve the blocks of the last file, where appends go on.  Files made
+        by rmq are reserved when created; one written sparse by an older broker
+        is not, and a write into a hole the disk cannot fill is a SIGBUS.
+        False (and ``no_space``) when the disk has no room for it."""
+        files = self.mapped_files
+        if files and not files[-1].reserve():
+            self.no_space = True
+            return False
         return True
 
     # --- file lookup ---------------------------------------------------------------
@@ -382,7 +421,9 @@ class MappedFileQueue:
                 mf = MappedFile(path, self.mapped_file_size)
         except OSError as e:
             log.error("create mapped file %s failed: %s", path, e)
+            self.no_space = e.errno in NO_ROOM
             return None
+        self.no_space = False
         if not self.mapped_files:
             mf.first_create_in_queue = True
         with self._lock:

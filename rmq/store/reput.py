@@ -33,8 +33,22 @@ _TX_COMMIT = mc.TRANSACTION_COMMIT_TYPE
 _TX_ROLLBACK = mc.TRANSACTION_ROLLBACK_TYPE
 
 
+class DispatchStalled(Exception):
+    """A consume-queue or index file could not be made for want of disk space.
+    The record stays undispatched (``reput_from_offset`` does not pass it) and
+    is dispatched again once there is room; its entries are idempotent."""
+
+
 class ReputMixin:
     """Dispatch half of ``DefaultMessageStore`` (see the module docstring)."""
+
+    def mark_no_space(self, what: str) -> None:
+        """A new file of ``what`` did not fit on the disk: mark the disk full,
+        so puts are refused until the clean service sees room again (4.9.8
+        only learns it from the used ratio, every 10 s; a full disk under a
+        sparse file then ends the JVM with SIGBUS)."""
+        if self.running_flags.get_and_make_disk_full():
+            log.error("no space left on device for a new %s file, so mark disk full", what)
 
     def on_committed(self) -> None:
         """Called by the commit thread: dispatch on the loop when there is one."""
@@ -82,7 +96,10 @@ class ReputMixin:
             r = scan(view, pos, n, False)
             st = r[0]
             if st == codec.SCAN_MESSAGE:
-                dispatch(r, notify)
+                try:
+                    dispatch(r, notify)
+                except DispatchStalled:
+                    return pos, False
                 pos += r[1]
                 if pos < n:
                     pos = self._dispatch_run(view, pos, n, r[2], r[3], notify)
@@ -142,11 +159,14 @@ class ReputMixin:
                 return False
             props = msg.properties
             tags = props.get(mc.PROPERTY_TAGS)
-            self._dispatch_entry(
-                msg.topic, msg.queue_id, ar.logics_offset, phy, ar.wrote_bytes, tx,
-                ar.store_timestamp, codec.tags_code(tags) if tags else 0, props.get(mc.PROPERTY_KEYS),
-                props.get(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-                self.message_arriving_listener is not None)
+            try:
+                self._dispatch_entry(
+                    msg.topic, msg.queue_id, ar.logics_offset, phy, ar.wrote_bytes, tx,
+                    ar.store_timestamp, codec.tags_code(tags) if tags else 0,
+                    props.get(mc.PROPERTY_KEYS), props.get(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+                    self.message_arriving_listener is not None)
+            except DispatchStalled:
+                return False
             self.reput_from_offset = phy + ar.wrote_bytes
         return True
 
@@ -171,12 +191,18 @@ class ReputMixin:
             cq = self.find_consume_queue(topic, queue_id)
         if cq.put_message_position_info(phy, size, tags_code, queue_offset):
             self.checkpoint.logics_msg_timestamp = store_ts
+        elif cq.mfq.no_space:
+            self.mark_no_space("consume queue")
+            raise DispatchStalled
         else:
             self.running_flags.make_logics_queue_error()
 
     def _build_index(self, topic: str, phy: int, store_ts: int, keys: str | None,
                      uniq: str | None) -> None:
         if not self.index_service.build_index(topic, phy, store_ts, keys, uniq):
+            if self.index_service.no_space:
+                self.mark_no_space("index")
+                raise DispatchStalled
             self.running_flags.make_index_file_error()
 
     def _dispatch(self, r: tuple, notify: bool) -> None:

@@ -121,7 +121,12 @@ def _after_put(store: Any, cfg: Any, topic: str, queue_id: int, queue_offset: in
     message, as the general put and its dispatch do them."""
     if (keys or uniq) and cfg.messageIndexEnable:
         if not store.index_service.build_index(topic, phy, now, keys, uniq):
-            store.running_flags.make_index_file_error()
+            if store.index_service.no_space:
+                # dispatched again (the consume-queue entry is idempotent) once there is room
+                store.mark_no_space("index")
+                store.reput_from_offset = phy
+            else:
+                store.running_flags.make_index_file_error()
     store.stats.on_put_one(topic, size)
     listener = store.message_arriving_listener
     if listener is not None:  # on the loop's thread: no hand-over needed (see _notify)

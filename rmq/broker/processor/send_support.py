@@ -281,8 +281,8 @@ class SendSupport:
         if status is S.SERVICE_NOT_AVAILABLE:
             return RC.SERVICE_NOT_AVAILABLE, (
                 "service not available now. It may be caused by one of the following reasons: "
-                "the broker's disk is full, messages are put to the slave, message store has "
-                "been shut down, etc.")
+                f"the broker's disk is full [{self.c.message_store.disk_util()}], messages are "
+                "put to the slave, message store has been shut down, etc.")
         if status is S.OS_PAGECACHE_BUSY:
             return RC.SYSTEM_ERROR, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"
         if status is S.UNKNOWN_ERROR:
