@@ -46,9 +46,9 @@ from rmq.common.logging import (
 from rmq.common.properties import (
     ConfigError,
     apply_properties,
+    check_unknown_keys,
     java_text,
     load_properties,
-    unknown_keys,
 )
 
 EXIT_PARSE = 1
@@ -125,6 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-p", "--printConfigItem", action="store_true", help="Print all config item")
     p.add_argument("-m", "--printImportantConfig", action="store_true",
                    help="Print important config item")
+    p.add_argument("--strict", action="store_true",
+                   help="Refuse config keys that no setting declares (default: warn)")
     p.add_argument("-h", "--help", action="store_true", help="Print help")
     return p
 
@@ -164,12 +166,13 @@ def enum_name(value: Any) -> str:
     return value.name if isinstance(value, enum.Enum) else str(value)
 
 
-def apply_file(settings: BrokerSettings, path: str) -> None:
+def apply_file(settings: BrokerSettings, path: str, strict: bool = False) -> None:
     """Apply a properties file to the four config objects, as 4.9.8 does.
 
     A value that cannot be converted for a known key is refused (4.9.8 keeps
     the default silently; rmq names the key so a typo cannot go unnoticed).
-    Unknown keys are kept for re-writing and reported on stderr.
+    Unknown keys are kept for re-writing and reported on stderr, or refused
+    in strict mode (``--strict`` or ``strictConfig=true``).
     """
     props = load_properties(path)
     invalid: list[str] = []
@@ -184,9 +187,12 @@ def apply_file(settings: BrokerSettings, path: str) -> None:
         settings.store.normalize()
     except ConfigError as exc:
         raise StartupExit(EXIT_INVALID, f"config file {path}: {exc}") from None
-    for key in unknown_keys(props, *settings.objects()):
-        if key not in KNOWN_EXTRA_KEYS:
-            print(f"config file {path}: unknown key {key} ignored", file=sys.stderr)
+    try:
+        warnings = check_unknown_keys(path, props, settings.objects(), strict, KNOWN_EXTRA_KEYS)
+    except ConfigError as exc:
+        raise StartupExit(EXIT_INVALID, str(exc)) from None
+    for warning in warnings:
+        print(warning, file=sys.stderr)
     settings.config_file = path
     settings.file_properties = props
 
@@ -312,7 +318,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, BrokerSettings]:
     settings = default_settings()
     if args.configFile:
         try:
-            apply_file(settings, args.configFile)
+            apply_file(settings, args.configFile, args.strict)
         except ConfigError as exc:
             raise StartupExit(EXIT_START, str(exc)) from None
     if args.namesrvAddr is not None:

@@ -187,6 +187,25 @@ def unknown_keys(props: dict[str, str], *objs: Any) -> list[str]:
     return [k for k in props if k not in known]
 
 
+STRICT_CONFIG_KEY = "strictConfig"
+
+
+def check_unknown_keys(path: str, props: dict[str, str], objs: Iterable[Any], strict: bool,
+                       extra: Iterable[str] = ()) -> list[str]:
+    """Keys of a config file that no setting declares.  4.9.8 ignores them, so
+    by default they come back as warnings (one line each) for the caller to
+    print; in strict mode (``strict``, or ``strictConfig=true`` in the file) a
+    typo refuses the start with a ConfigError naming every unknown key."""
+    allowed = set(extra) | {STRICT_CONFIG_KEY}
+    unknown = [k for k in unknown_keys(props, *objs) if k not in allowed]
+    if not unknown:
+        return []
+    if strict or props.get(STRICT_CONFIG_KEY, "").strip().lower() == "true":
+        raise ConfigError(f"unknown setting(s) in {path}: {', '.join(sorted(unknown))} "
+                          f"(strict mode refuses keys no setting declares)")
+    return [f"config file {path}: unknown key {key} ignored" for key in unknown]
+
+
 def java_text(value: Any) -> str:
     """A value as ``MixAll.printObjectProperties`` shows it (null as empty)."""
     if value is None:

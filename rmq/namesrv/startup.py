@@ -1,11 +1,13 @@
 """``rmq-namesrv``: start the name server (``NamesrvStartup`` of 4.9.8).
 
-    rmq-namesrv [-c FILE] [-p] [-n ADDR] [-h]
+    rmq-namesrv [-c FILE] [-p] [-n ADDR] [--strict] [-h]
 
 ``-c`` reads a properties file applied to NamesrvConfig and NettyServerConfig
 (its path becomes configStorePath); ``-p`` prints every effective setting and
 exits 0; ``-n`` is accepted and ignored, as in Java.  The listen port defaults
-to 9876.  Unlike Java, an unknown or unparsable setting is refused.
+to 9876.  An unknown key is ignored with a warning, as Java ignores it;
+``--strict`` (or ``strictConfig=true`` in the file) refuses it.  Unlike Java,
+an unparsable value is always refused.
 
 Exit status: 0 after a clean shutdown (SIGTERM / SIGINT) or ``-p`` / ``-h``;
 1 for a bad command line or config; 253 (Java's -3) when initialisation fails
@@ -27,9 +29,9 @@ from rmq.common.logging import NAMESRV_LOGGER_NAME, configure_logging, shutdown_
 from rmq.common.properties import (
     ConfigError,
     apply_properties,
+    check_unknown_keys,
     config_fields,
     load_properties,
-    unknown_keys,
 )
 from rmq.namesrv.config import NamesrvConfig
 from rmq.namesrv.controller import NamesrvController
@@ -58,10 +60,13 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print all config items and exit")
     parser.add_argument("-n", "--namesrvAddr", metavar="ADDR",
                         help="accepted for compatibility, has no effect")
+    parser.add_argument("--strict", action="store_true",
+                        help="refuse config keys that no setting declares (default: warn)")
     return parser
 
 
-def load_config(config_file: str | None) -> tuple[NamesrvConfig, NettyServerConfig]:
+def load_config(config_file: str | None, strict: bool = False
+                ) -> tuple[NamesrvConfig, NettyServerConfig]:
     """Both settings objects from defaults and ``config_file``; ConfigError
     (one line) for anything wrong."""
     namesrv_config = NamesrvConfig()
@@ -69,9 +74,9 @@ def load_config(config_file: str | None) -> tuple[NamesrvConfig, NettyServerConf
     netty_config.listenPort = DEFAULT_LISTEN_PORT
     if config_file:
         props = load_properties(config_file)
-        unknown = unknown_keys(props, namesrv_config, netty_config)
-        if unknown:
-            raise ConfigError(f"unknown setting(s) in {config_file}: {', '.join(sorted(unknown))}")
+        for warning in check_unknown_keys(config_file, props, (namesrv_config, netty_config),
+                                          strict):
+            print(warning, file=sys.stderr)
         invalid: set[str] = set()
         for obj in (namesrv_config, netty_config):
             invalid.update(apply_properties(obj, props)[1])
@@ -132,7 +137,7 @@ async def serve(controller: NamesrvController) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        namesrv_config, netty_config = load_config(args.configFile)
+        namesrv_config, netty_config = load_config(args.configFile, args.strict)
     except ConfigError as exc:
         print(f"rmq-namesrv: {exc}", file=sys.stderr)
         return EXIT_CONFIG

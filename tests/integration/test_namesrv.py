@@ -413,7 +413,7 @@ def test_print_config_and_help(tmp_path):
 
 
 @pytest.mark.parametrize("content,needle", [
-    ("listenPortt=1\n", "unknown setting(s)"),
+    ("strictConfig=true\nlistenPortt=1\n", "unknown setting(s)"),
     ("listenPort=ninety\n", "bad value(s)"),
     ("scanNotActiveBrokerIntervalMillis=0\n", "must be > 0"),
     ("listenPort=70000\n", "out of range"),
@@ -424,6 +424,16 @@ def test_bad_config_file_is_refused(tmp_path, content, needle):
     res = run_cli(MODULE, ["-c", str(conf)])
     assert res.returncode == 1
     assert needle in res.stderr and len(res.stderr.strip().splitlines()) == 1
+
+
+def test_unknown_key_warns_and_strict_mode_refuses_it(tmp_path):
+    conf = tmp_path / "typo.conf"
+    conf.write_text("listenPortt=1\n")
+    res = run_cli(MODULE, ["-c", str(conf), "-p"])
+    assert res.returncode == 0, res.stderr
+    assert f"config file {conf}: unknown key listenPortt ignored" in res.stderr
+    res = run_cli(MODULE, ["-c", str(conf), "--strict", "-p"])
+    assert res.returncode == 1 and "unknown setting(s)" in res.stderr
 
 
 def test_missing_config_file_and_bad_option(tmp_path):

@@ -111,6 +111,18 @@ def test_invalid_settings_exit_253(tmp_path, text, needle):
     assert needle in info.value.message
 
 
+def test_unknown_key_warns_as_4_9_8_ignores_it_and_strict_mode_refuses_it(tmp_path, capsys):
+    conf = write_conf(tmp_path, "brokerNmae=typo\n")
+    parse(["-c", conf])
+    assert f"config file {conf}: unknown key brokerNmae ignored" in capsys.readouterr().err
+    for argv, text in ((["--strict"], ""), ([], "strictConfig=true\n")):
+        conf = write_conf(tmp_path, text + "brokerNmae=typo\n")
+        with pytest.raises(StartupExit) as info:
+            parse(["-c", conf, *argv])
+        assert info.value.code == 253
+        assert "unknown setting(s)" in info.value.message and "brokerNmae" in info.value.message
+
+
 def test_missing_config_file_exits_255(tmp_path):
     with pytest.raises(StartupExit) as info:
         parse(["-c", str(tmp_path / "nope.conf")])
