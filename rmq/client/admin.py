@@ -161,8 +161,17 @@ class MQAdmin:
     async def consumer_progress(self, group: str, topic: str | None = None) -> list[dict]:
         """Per queue: broker offset, consumer offset, lag (``consumerProgress``)."""
         route_topic = topic or f"%RETRY%{group}"
+        try:
+            addrs = await self._group_brokers(route_topic)
+        except MQBrokerError as e:
+            if topic is not None or e.code != ResponseCode.TOPIC_NOT_EXIST:
+                raise
+            # every group that ever consumed has a retry topic on its brokers
+            raise MQClientError(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                f"no such consumer group {group}: no broker holds offsets for it "
+                                f"(its retry topic {route_topic} has no route)") from None
         rows = []
-        for addr in await self._group_brokers(route_topic):
+        for addr in addrs:
             resp = await self.api.call(addr, RC.GET_CONSUME_STATS, GetConsumeStatsRequestHeader(
                 consumerGroup=group, topic=topic))
             for mq, st in _mq_table(loads(resp.body).get("offsetTable")):

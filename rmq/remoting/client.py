@@ -116,6 +116,8 @@ class RemotingClient(RemotingService):
                 continue
             self._namesrv_chosen = addr
             return ch
+        if len(self._namesrv) == 1 and last is not None:
+            raise last  # already names the address; wrapping it would say it twice
         raise RemotingConnectError(",".join(self._namesrv), last)
 
     # ---- connections --------------------------------------------------------------

@@ -1,7 +1,7 @@
-"""``rmq-admin``: the everyday subset of RocketMQ's ``mqadmin`` with the same
-command names and flags (``-n`` name servers, ``-t`` topic, ``-g`` group,
-``-b`` broker, ``-c`` cluster ...).  Output is a readable table, or JSON with
-``--json``; any failure is one line on stderr and exit code 1.
+"""``rmq-admin``: RocketMQ's ``mqadmin`` with the same command names and flags.
+
+The parser's description (``DESCRIPTION``) is the plain-text form of this for
+``--help``; tables print times the way mqadmin does, JSON keeps milliseconds.
 """
 
 from __future__ import annotations
@@ -23,7 +23,27 @@ from rmq.client.message import Message, MessageExt, MessageQueue
 from rmq.common.message import perm_to_string
 from rmq.remoting.exceptions import RemotingError
 
+DESCRIPTION = (
+    "RocketMQ's mqadmin with the same command names and flags (-n name servers, -t topic, "
+    "-g group, -b broker, -c cluster ...). Output is a readable table, or JSON with --json; "
+    "any failure is one line on stderr and exit code 1. 'rmq-admin COMMAND -h' shows a "
+    "command's options.")
+
 # --- output -------------------------------------------------------------------------
+# columns holding epoch milliseconds: tables show them as mqadmin does (local time)
+TIME_COLUMNS = frozenset({"bornTimestamp", "storeTimestamp", "lastTimestamp", "timestamp",
+                          "bootTimestamp", "beginTimestamp", "endTimestamp"})
+
+
+def human_time(ms: int) -> str:
+    """``UtilAll.timeMillisToHumanString2``: yyyy-MM-dd HH:mm:ss,SSS in local time;
+    N/A for none (0 or negative)."""
+    if not isinstance(ms, int) or isinstance(ms, bool) or ms <= 0:
+        return "N/A"
+    t = datetime.fromtimestamp(ms / 1000)
+    return f"{t:%Y-%m-%d %H:%M:%S},{ms % 1000:03d}"
+
+
 JSON_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS  # broker ids are int keys
 
 
@@ -35,8 +55,11 @@ class Output:
     table: str
 
 
-def cell(value) -> str:
-    """Table text of a value: Java's lower-case booleans, compact JSON for containers."""
+def cell(value, column: str = "") -> str:
+    """Table text of a value: Java's lower-case booleans, compact JSON for containers,
+    readable times in the time columns."""
+    if column in TIME_COLUMNS and isinstance(value, int):
+        return human_time(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     if value is None:
@@ -51,7 +74,7 @@ def format_table(rows: list[dict], columns: list[str] | None = None) -> str:
     if not rows:
         return "(none)"
     columns = columns or list(rows[0])
-    cells = [[cell(r.get(c, "")) for c in columns] for r in rows]
+    cells = [[cell(r.get(c, ""), c) for c in columns] for r in rows]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]
     lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()
@@ -73,7 +96,7 @@ def message_dict(m: MessageExt, body: bool = True) -> dict:
 
 def format_message(m: MessageExt) -> str:
     d = message_dict(m)
-    return "\n".join(f"{k + ':':<18}{cell(v)}" for k, v in d.items())
+    return "\n".join(f"{k + ':':<18}{cell(v, k)}" for k, v in d.items())
 
 
 MESSAGE_COLUMNS = ["msgId", "queueId", "queueOffset", "tags", "keys", "storeTimestamp"]
@@ -463,12 +486,12 @@ def render(result, as_json: bool) -> str:
         return format_table(result)
     if isinstance(result, dict):
         width = max((len(str(k)) for k in result), default=0)
-        return "\n".join(f"{str(k):<{width}}  {cell(v)}" for k, v in result.items())
+        return "\n".join(f"{str(k):<{width}}  {cell(v, str(k))}" for k, v in result.items())
     return str(result)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rmq-admin", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="rmq-admin", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", metavar="command")
     for name, (help_text, add_args, _fn) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text)

@@ -5,6 +5,7 @@ producer): table output and --json, and the cluster state each change leaves."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 
 import orjson
@@ -162,6 +163,9 @@ async def test_cluster_and_broker_commands(known):
     assert config["fileReservedTime"] == "96" and config["maxMessageSize"] == "2097152"
     err = await k.admin("brokerStatus", "-b", "127.0.0.1:1", ok=False)
     assert "127.0.0.1:1" in err
+    # an unreachable name server: named once, in one line
+    res = await asyncio.to_thread(run_cli, "rmq.tools.admin", ["clusterList", "-n", "127.0.0.1:1"])
+    assert res.returncode == 1 and res.stderr.count("connect to 127.0.0.1:1 failed") == 1
 
 
 async def test_subscription_group_commands(known):
@@ -214,6 +218,12 @@ async def test_connection_and_progress_commands(known):
     assert out.splitlines()[0].split() == ["topic", "brokerName", "queueId", "brokerOffset",
                                            "consumerOffset", "diff", "lastTimestamp"]
     assert sum(1 for line in out.splitlines() if line.startswith(TOPIC)) == 4
+    # the last consume time as mqadmin prints it, not epoch milliseconds
+    times = [line.split("  ")[-1].strip() for line in out.splitlines()[1:]]
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}|N/A", t) for t in times)
+    assert any(t != "N/A" for t in times)
+    err = await k.admin("consumerProgress", "-g", "noSuchGroup", ok=False)
+    assert "no such consumer group noSuchGroup" in err
 
 
 async def test_message_query_commands(known):
@@ -224,6 +234,7 @@ async def test_message_query_commands(known):
     assert lines["msgId"].strip() == first.msg_id and lines["body"].strip() == "body0"
     assert lines["brokerName"].strip() == "broker-a" and lines["keys"].strip() == "key0"
     assert orjson.loads(lines["properties"].strip())["TAGS"] == "TagB"
+    assert re.fullmatch(r" *\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}", lines["storeTimestamp"])
     viewed = await k.json("queryMsgById", "-i", first.offset_msg_id)
     assert viewed["offsetMsgId"] == first.offset_msg_id and viewed["queueId"] == \
         first.message_queue.queue_id
