@@ -21,10 +21,16 @@ evenly between the two.
 
 rmq.client runs on asyncio and locust on gevent: each locust process runs one
 asyncio loop in a real OS thread (not a gevent greenlet), shared by all its
-users; a user hands a coroutine to that loop and waits on a gevent
-``AsyncResult``, which the loop thread sets (gevent makes that safe across
-threads).  The producer and consumer are shut down and the thread joined when
-the test stops.
+users.  A user hands a coroutine to that loop and waits on a gevent *async
+watcher* that the loop thread fires when the coroutine is done: the watcher
+is the hub's own cross-thread wake-up, and an active one keeps the hub from
+deciding that every greenlet waits for ever (``LoopExit``), which is what a
+plain ``AsyncResult`` set from another thread led to under load.  The
+producer and consumer are shut down and the thread joined when the test stops.
+
+The topic does not have to exist: when the name server has no route for it,
+the first user creates it (``--rmq-queues`` queues, on every master of every
+cluster) and waits for the route, as ``rmq-admin updateTopic`` would.
 """
 
 from __future__ import annotations
@@ -37,7 +43,6 @@ import time
 from pathlib import Path
 
 import gevent
-import gevent.event
 from gevent.monkey import get_original
 from locust import User, constant, events, task
 
@@ -68,6 +73,8 @@ def _options(parser) -> None:
     group.add_argument("--rmq-pull-batch", type=int, default=int(env("RMQ_PULL_BATCH", "32")))
     group.add_argument("--rmq-from", choices=("last", "first"), default=env("RMQ_FROM", "last"),
                        help="consumers start at the queues' end (last) or beginning (first)")
+    group.add_argument("--rmq-queues", type=int, default=int(env("RMQ_QUEUES", "8")),
+                       help="queues per broker when the topic has to be created")
 
 
 class AsyncBridge:
@@ -104,39 +111,43 @@ class AsyncBridge:
     def call(self, coro, timeout: float = CALL_TIMEOUT):
         """Run ``coro`` on the loop; block this greenlet (only) until it finishes.
 
-        The task is created by the loop thread and its done-callback sets a
-        gevent AsyncResult (safe to set from another thread); no
+        The loop thread creates the task; its done-callback fires an async
+        watcher of this greenlet's hub (``send`` is the one thread-safe call
+        of a gevent loop), and the greenlet waits on that watcher.  No
         concurrent.futures objects, whose locks gevent has patched."""
         self.start()
-        result = gevent.event.AsyncResult()
+        hub = gevent.get_hub()
+        watcher = hub.loop.async_()
         task_box: list[asyncio.Task] = []
-
-        def done(task: asyncio.Task) -> None:
-            if task.cancelled():
-                result.set_exception(TimeoutError("cancelled"))
-            elif task.exception() is not None:
-                result.set_exception(task.exception())
-            else:
-                result.set(task.result())
 
         def submit() -> None:
             task = self.loop.create_task(coro)
             task_box.append(task)
-            task.add_done_callback(done)
+            task.add_done_callback(lambda _t: watcher.send())
 
-        self.loop.call_soon_threadsafe(submit)
         try:
-            return result.get(timeout=timeout)
-        except gevent.Timeout:
+            self.loop.call_soon_threadsafe(submit)
+            with gevent.Timeout(timeout, TimeoutError(f"no answer within {timeout:g} s")):
+                hub.wait(watcher)
+        except TimeoutError:
             if task_box:
                 self.loop.call_soon_threadsafe(task_box[0].cancel)
-            raise TimeoutError(f"no answer within {timeout:g} s") from None
+            raise
+        finally:
+            watcher.close()
+        task = task_box[0]
+        if task.cancelled():
+            raise TimeoutError("cancelled")
+        return task.result()
 
     async def _init(self, kind: str, opts):
-        """The process-wide producer or consumer, created once on the loop."""
+        """The process-wide producer or consumer, created once on the loop
+        (after the topic, which is created when it has no route)."""
         if self._init_lock is None:
             self._init_lock = asyncio.Lock()
         async with self._init_lock:
+            if self.producer is None and self.consumer is None:
+                await ensure_topic(opts.rmq_namesrv, opts.rmq_topic, opts.rmq_queues)
             if kind == "producer" and self.producer is None:
                 from rmq.client import Producer, ProducerConfig
 
@@ -173,6 +184,36 @@ class AsyncBridge:
         self.stopped.acquire(True, 5)  # the thread has left run_forever
         self.loop = None
         self._init_lock = None
+
+
+async def ensure_topic(namesrv: str, topic: str, queues: int, timeout: float = 30.0) -> None:
+    """Create ``topic`` on every master of every cluster unless the name
+    server already routes it, then wait until it does."""
+    from rmq.client.admin import MQAdmin
+    from rmq.client.exceptions import MQClientError
+
+    async with MQAdmin(namesrv) as admin:
+        try:
+            await admin.topic_route(topic)
+            return
+        except MQClientError:
+            pass
+        info = await admin.cluster_info()
+        masters = [addr for cluster in sorted(info.clusterAddrTable)
+                   for addr in await admin.master_addrs(cluster)]
+        if not masters:
+            raise MQClientError(-1, f"no broker is registered with {namesrv}")
+        for addr in masters:
+            await admin.create_topic(addr, topic, queues, queues)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                await admin.topic_route(topic)
+                return
+            except MQClientError:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.2)
 
 
 class ConsumerState:

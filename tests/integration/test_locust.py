@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -65,3 +67,39 @@ def test_batch_producer_only(cluster, tmp_path):
     assert int(rows["SEND_BATCH"]["Failure Count"]) == 0
     assert float(rows["SEND_BATCH"]["Average Content Size"]) == 400
     assert "PULL" not in rows and "SEND" not in rows
+
+
+def readme_command() -> list[str]:
+    """The locust command of README.md, as a user would paste it."""
+    text = (ROOT / "README.md").read_text()
+    m = re.search(r"^ *(\.venv/bin/locust -f bench/locustfile\.py(?:[^\n]*\\\n)*[^\n]*)$",
+                  text, re.MULTILINE)
+    assert m, "README.md shows no locust command"
+    return shlex.split(m.group(1).replace("\\\n", " "))
+
+
+@pytest.mark.compiled_only  # exercises the locustfile, not the broker's twins
+@pytest.mark.timeout(180)
+def test_readme_command_runs_60_s_on_a_fresh_broker(tmp_path):
+    """The README's command, unchanged but for the addresses, for its full 60 s
+    against a broker that has no BenchTopic yet: exit 0, no failures."""
+    argv = readme_command()
+    assert argv[argv.index("-t") + 1] == "60s" and "BenchTopic" in argv
+    c = Cluster(env=mode_env(current_mode()), workdir=tmp_path / "cluster")
+    c.start()
+    try:
+        argv[0] = LOCUST
+        argv[argv.index("--rmq-namesrv") + 1] = c.namesrv_addr
+        stem = tmp_path / "readme"
+        argv[argv.index("--csv") + 1] = str(stem)
+        out = subprocess.run(argv + ["--only-summary"], capture_output=True, text=True,
+                             timeout=150, cwd=ROOT, env=c.env)
+    finally:
+        c.stop()
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-5000:]
+    with open(f"{stem}_stats.csv", newline="") as f:
+        rows = {r["Type"] or "Aggregated": r for r in csv.DictReader(f)}
+    with open(f"{stem}_failures.csv", newline="") as f:
+        assert list(csv.DictReader(f)) == []
+    assert int(rows["SEND"]["Request Count"]) > 0 and int(rows["PULL"]["Request Count"]) > 0
+    assert int(rows["Aggregated"]["Failure Count"]) == 0
