@@ -32,6 +32,7 @@ from typing import Any, NoReturn
 
 from rmq.broker.config import IMPORTANT_FIELDS as BROKER_IMPORTANT
 from rmq.broker.config import BrokerConfig
+from rmq.broker.configuration import runtime_overrides_path
 from rmq.common import systemd
 from rmq.common.logging import (
     DEFAULT_BACKUP_COUNT,
@@ -193,8 +194,19 @@ def apply_file(settings: BrokerSettings, path: str, strict: bool = False) -> Non
         raise StartupExit(EXIT_INVALID, str(exc)) from None
     for warning in warnings:
         print(warning, file=sys.stderr)
-    settings.config_file = path
-    settings.file_properties = props
+    if settings.config_file is None:
+        settings.config_file = path
+    settings.file_properties.update(props)
+
+
+def apply_runtime_overrides(settings: BrokerSettings, strict: bool) -> None:
+    """Settings changed with updateBrokerConfig while the ``-c`` file was
+    read-only (see rmq.broker.configuration): applied over it."""
+    path = runtime_overrides_path(settings.store.storePathRootDir)
+    if os.path.exists(path):
+        apply_file(settings, path, strict)
+        print(f"runtime settings from {path} applied over {settings.config_file}",
+              file=sys.stderr)
 
 
 def check_namesrv_addr(addr: str) -> bool:
@@ -319,6 +331,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, BrokerSettings]:
     if args.configFile:
         try:
             apply_file(settings, args.configFile, args.strict)
+            apply_runtime_overrides(settings, args.strict)
         except ConfigError as exc:
             raise StartupExit(EXIT_START, str(exc)) from None
     if args.namesrvAddr is not None:

@@ -5,7 +5,10 @@ the next start applies them."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -88,4 +91,52 @@ async def test_start_only_settings_wait_for_the_next_start(cluster):
         r = await send(cluster, i)
         assert r.code == ResponseCode.SUCCESS, r.remark
     assert await max_offset(cluster) == before + 3
-    assert "written to" in (cluster.tmp / "logs" / "rocketmqlogs" / "broker.log").read_text()
+    assert "flushDiskType=SYNC_FLUSH saved" in \
+        (cluster.tmp / "logs" / "rocketmqlogs" / "broker.log").read_text()
+
+
+def read_only_dir(path: Path, files: dict[str, str]) -> None:
+    """A directory holding ``files`` that the broker cannot write to: a read-only
+    tmpfs as root (as a unit's ProtectSystem makes /etc), else plain modes."""
+    path.mkdir()
+    if os.geteuid() == 0:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(path)], check=True)
+    for name, text in files.items():
+        (path / name).write_text(text)
+    if os.geteuid() == 0:
+        subprocess.run(["mount", "-o", "remount,ro", str(path)], check=True)
+    else:
+        path.chmod(0o555)
+
+
+@pytest.mark.timeout(90)
+async def test_update_with_a_read_only_config_file_survives_a_restart(cluster):
+    etc = cluster.tmp / "etc-rmq"
+    read_only_dir(etc, {"broker.conf": Path(cluster.conf).read_text()})
+    original = (etc / "broker.conf").read_text()
+    cluster.conf = str(etc / "broker.conf")
+    try:
+        cluster.start_broker()
+        await cluster.wait_registered()
+        r = await cluster.call(R.UPDATE_BROKER_CONFIG, body=b"fileReservedTime=96\n")
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        assert (await broker_config(cluster))["fileReservedTime"] == "96"
+        assert (etc / "broker.conf").read_text() == original
+        overrides = cluster.tmp / "store" / "config" / "brokerRuntime.properties"
+        assert load_properties(str(overrides)) == {"fileReservedTime": "96"}
+
+        cluster.broker.stop()
+        cluster.start_broker()
+        await cluster.wait_registered()
+        assert (await broker_config(cluster))["fileReservedTime"] == "96"
+
+        # nowhere to save it: refused, and the running value is unchanged
+        overrides.unlink()
+        overrides.mkdir()
+        r = await cluster.call(R.UPDATE_BROKER_CONFIG, body=b"fileReservedTime=24\n")
+        assert r.code == ResponseCode.SYSTEM_ERROR and "nothing changed" in r.remark
+        assert (await broker_config(cluster))["fileReservedTime"] == "96"
+    finally:
+        cluster.broker.kill()
+        if os.geteuid() == 0:
+            subprocess.run(["umount", "-l", str(etc)], check=False)

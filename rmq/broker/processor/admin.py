@@ -21,7 +21,7 @@ from rmq.broker.subscription_group_manager import SubscriptionGroupConfig
 from rmq.common import fastjson
 from rmq.common.codes import CURRENT_VERSION, RequestCode, ResponseCode
 from rmq.common.logging import BROKER_LOGGER_NAME
-from rmq.common.properties import parse_properties
+from rmq.common.properties import ConfigError, parse_properties
 from rmq.common.protocol.headers_admin import (
     CreateAccessConfigRequestHeader,
     CreateTopicRequestHeader,
@@ -208,7 +208,10 @@ class AdminBrokerProcessor(HandlerTableProcessor):
             return _error(ResponseCode.SYSTEM_ERROR, "string2Properties error")
         if set(props) & self.c.broker_config.black_list():
             return _error(ResponseCode.NO_PERMISSION, "Can not update config in black list.")
-        invalid = self.c.configuration.update(props)
+        try:
+            invalid = self.c.configuration.update(props)
+        except ConfigError as e:
+            return _error(ResponseCode.SYSTEM_ERROR, str(e))
         if invalid:
             return _error(ResponseCode.SYSTEM_ERROR,
                           f"string2Properties error: cannot parse {', '.join(invalid)}")
