@@ -484,7 +484,14 @@ class BrokerController:
     async def _apply_register_result(self, result, check_order_config: bool) -> None:
         if self.update_master_ha_periodically and result.ha_server_addr:
             await self._update_ha_master(result.ha_server_addr)
+        changed = result.master_addr != self.master_addr
         self.master_addr = result.master_addr
+        if changed and result.master_addr and self.is_slave():
+            self.log.info("the master of %s is now %s", self.broker_config.brokerName,
+                          result.master_addr)
+        if changed and result.master_addr and self.is_slave() and self._started:
+            # a new master (or the first one): its metadata now, not at the next round
+            self._spawn(self.slave_synchronize.sync_all())
         if check_order_config:
             self.topic_config_manager.update_order_topic_config(result.kv_table)
 

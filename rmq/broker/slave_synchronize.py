@@ -1,8 +1,9 @@
 """SlaveSynchronize: a slave copies its master's metadata (PROTOCOL.md 7.6).
 
-Every 10 s (first run 3 s after start) a slave whose name-server registration
-reported a master address other than its own asks that master, 3 s timeout
-each, no header, no body:
+Every 10 s (first run 3 s after start), and at once when a registration
+answer names a new master, a slave whose name-server registration reported a
+master address other than its own asks that master, 3 s timeout each, no
+header, no body:
 
 1. GET_ALL_TOPIC_CONFIG on the master's fast (VIP) port: when the data version
    differs, the whole topic table and the data version are replaced;
