@@ -76,7 +76,8 @@ def _message(spec: dict) -> Message:
 
 
 def op_produce(spec: dict) -> dict:
-    """Send each message in its mode; a failure is recorded, not raised."""
+    """Send each message in its mode; a failure is recorded, not raised.
+    ``pause_ms`` spaces the sends (a producer running across a broker kill)."""
     producer = Producer(spec.get("group", "interop_pg"), timeout=spec.get("timeout_ms", 5000))
     producer.set_namesrv_addr(spec["namesrv"])
     producer.start()
@@ -84,6 +85,7 @@ def op_produce(spec: dict) -> dict:
     try:
         for m in spec["messages"]:
             _wait_for_file(m.get("wait_for"), spec.get("max_s", 60))
+            time.sleep(spec.get("pause_ms", 0) / 1000)
             msg = _message(m)
             mode = m.get("mode", "sync")
             try:

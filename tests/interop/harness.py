@@ -139,14 +139,15 @@ class Cluster:
         return list(json.loads(bytes(r.body))["consumerIdList"])
 
     @staticmethod
-    def request(addr: str, code: int, header: dict[str, str]) -> RemotingCommand:
+    def request(addr: str, code: int, header: dict[str, str],
+                body: bytes | None = None) -> RemotingCommand:
         """One request through rmq's own remoting client (a fresh connection)."""
 
         async def invoke() -> RemotingCommand:
             client = RemotingClient()
             try:
-                return await client.invoke(addr, RemotingCommand.create_request(code, header),
-                                           3000)
+                return await client.invoke(
+                    addr, RemotingCommand.create_request(code, header, body), 3000)
             finally:
                 await client.close()
 
