@@ -43,6 +43,7 @@ import time
 from pathlib import Path
 
 import gevent
+import gevent.hub
 from gevent.monkey import get_original
 from locust import User, constant, events, task
 
@@ -113,27 +114,37 @@ class AsyncBridge:
 
         The loop thread creates the task; its done-callback fires an async
         watcher of this greenlet's hub (``send`` is the one thread-safe call
-        of a gevent loop), and the greenlet waits on that watcher.  No
-        concurrent.futures objects, whose locks gevent has patched."""
+        of a gevent loop), which switches back to this greenlet.  The watcher
+        is started before the task exists: libev drops a ``send`` made before
+        ``start``.  No concurrent.futures objects, whose locks gevent has
+        patched."""
         self.start()
         hub = gevent.get_hub()
         watcher = hub.loop.async_()
+        waiter = gevent.hub.Waiter()
+        watcher.start(waiter.switch, None)
         task_box: list[asyncio.Task] = []
+
+        def finished(task: asyncio.Task) -> None:
+            if not task.cancelled():
+                task.exception()  # retrieved here; raised by the waiting greenlet
+            watcher.send()
 
         def submit() -> None:
             task = self.loop.create_task(coro)
             task_box.append(task)
-            task.add_done_callback(lambda _t: watcher.send())
+            task.add_done_callback(finished)
 
         try:
             self.loop.call_soon_threadsafe(submit)
             with gevent.Timeout(timeout, TimeoutError(f"no answer within {timeout:g} s")):
-                hub.wait(watcher)
+                waiter.get()
         except TimeoutError:
             if task_box:
                 self.loop.call_soon_threadsafe(task_box[0].cancel)
             raise
         finally:
+            watcher.stop()
             watcher.close()
         task = task_box[0]
         if task.cancelled():
