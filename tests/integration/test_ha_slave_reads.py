@@ -141,6 +141,18 @@ async def test_slave_answers_every_status_as_4_9_8(tmp_path):
         code, remark, suggest, nxt = answer(await t.pull(slow, 3, 7))
         assert (code, nxt) == (RC.PULL_OFFSET_MOVED, 0)
 
+        # queries: by key (the slave's own index of what it replicated) and by offset
+        key = "k-" + "m00003" * 40  # send_many's key: k- and the body
+        for port in (plain, slow):
+            r = await t.call(port, R.QUERY_MESSAGE, {
+                "topic": TOPIC, "key": key, "maxNum": "32", "beginTimestamp": "0",
+                "endTimestamp": str(int(time.time() * 1000) + 60_000)})
+            assert r.code == RC.SUCCESS, (port, r.code, r.remark)
+            found = decode_messages(r.body)
+            assert [m.body[:6] for m in found] == [b"m00003"]
+            r = await t.call(port, R.VIEW_MESSAGE_BY_ID, {"offset": str(found[0].commit_log_offset)})
+            assert r.code == RC.SUCCESS and decode_messages(r.body)[0].keys == key
+
         # a slave never takes the commit offset a pull carries
         await t.pull(plain, 1, 0, FLAG_COMMIT_OFFSET, commit=4)
         r = await t.call(plain, R.QUERY_CONSUMER_OFFSET,
