@@ -16,6 +16,7 @@ store directory that does not exist; 1 any other failure.
 from __future__ import annotations
 
 import argparse
+import os
 import posixpath
 import re
 import sys
@@ -71,6 +72,13 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def local_path(uri: str) -> str | None:
+    """The local path of ``uri`` (no scheme, or file:), None for other file systems."""
+    if uri.startswith("file:"):
+        return "/" + uri[len("file:"):].lstrip("/")
+    return None if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", uri) else uri
+
+
 def brokers_from_args(args) -> list:
     from spark.job import BrokerInput
 
@@ -81,7 +89,8 @@ def brokers_from_args(args) -> list:
             raise ValueError(f"--broker wants NAME=PATH, got {item!r}")
         out.append(BrokerInput(name, path))
     for path in args.stores:
-        out.append(BrokerInput(posixpath.basename(path.rstrip("/")) or path, path))
+        out.append(BrokerInput(posixpath.basename(path.rstrip("/")) or path, path,
+                               named_by="directory"))
     names = [b.name for b in out]
     dup = {n for n in names if names.count(n) > 1}
     if dup:
@@ -102,6 +111,11 @@ def main(argv: list[str] | None = None) -> int:
         extra = dict(kv.split("=", 1) for kv in args.conf)
     except ValueError as e:
         print(f"rmq-capacity: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    missing = [p for p in [b.root for b in brokers] + [c for c in confs.values() if c]
+               if local_path(p) is not None and not os.path.exists(local_path(p))]
+    if missing:  # before Spark starts: a typo should not cost a JVM start-up
+        print(f"rmq-capacity: not found: {', '.join(missing)}", file=sys.stderr)
         return EXIT_USAGE
     from spark import report
     from spark.job import HadoopFs, make_session
@@ -129,12 +143,12 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_report(spark, brokers, conf_uris, opts, out_dir: str, say, reader: str = "auto") -> dict:
     """Scan, compute and write; the tables are returned for callers (tests, bench)."""
-    from spark import report
+    from spark import report, report_html
     from spark.job import run_scan
 
     scan = run_scan(spark, brokers, say, conf_uris, reader)
     tables = report.build(scan, opts)
-    report.write(tables, report.charts(tables, opts), out_dir, opts)
+    report_html.write(scan, tables, report.summary(scan, tables, opts), out_dir)
     return tables
 
 

@@ -22,6 +22,7 @@ import pandas as pd
 import pyarrow as pa
 
 from rmq.common import fastjson
+from rmq.common import topics as systopics
 from rmq.common.properties import apply_properties, parse_properties
 from spark import storefmt
 
@@ -48,15 +49,24 @@ class StoreSettings:
         return max(10, min(95, self.diskMaxUsedSpaceRatio)) / 100.0
 
 
+DEFAULT_SOURCE = "4.9.8 default"
+
+
 @dataclass(slots=True)
 class BrokerInput:
-    """One broker: its name, store root URI and settings."""
+    """One broker: its name, store root URI and settings.  ``sources`` says
+    where each setting the report uses came from (a file, the store files
+    themselves, or 4.9.8's default); ``named_by`` where the name came from."""
 
     name: str
     root: str
     settings: StoreSettings = field(default_factory=StoreSettings)
-    conf_keys: set[str] = field(default_factory=set)
+    sources: dict[str, str] = field(default_factory=dict)
     disk_size: int | None = None
+    named_by: str = "--broker"
+
+    def source(self, key: str) -> str:
+        return self.sources.get(key, DEFAULT_SOURCE)
 
 
 @dataclass(slots=True)
@@ -152,12 +162,60 @@ def classify(broker: BrokerInput, files: list[tuple[str, int, int]], cl_dirs: li
 
 
 def load_settings(fs: HadoopFs, broker: BrokerInput, conf_uri: str | None) -> None:
-    """Apply a broker.conf to the broker's settings (unknown keys are ignored)."""
-    if not conf_uri:
+    """The broker's settings, each from the last of: 4.9.8's default, the
+    store's config/broker.properties, ``conf_uri`` (--broker-conf), the
+    store's config/brokerRuntime.properties (what updateBrokerConfig saved
+    when the broker's own file was read-only: the broker applies it over
+    that file at start).  Unknown keys are ignored."""
+    config = broker.root.rstrip("/") + "/config/"
+    candidates = [(config + "broker.properties", "store config/broker.properties"),
+                  (conf_uri, f"--broker-conf {conf_uri}"),
+                  (config + "brokerRuntime.properties", "store config/brokerRuntime.properties")]
+    known = {f.name for f in dataclasses.fields(StoreSettings)}
+    for uri, source in candidates:
+        if not uri or not fs.exists(uri):
+            continue
+        props = parse_properties(fs.read(uri).decode("utf-8", "replace"))
+        apply_properties(broker.settings, props)
+        broker.sources.update((k, source) for k in known & set(props))
+
+
+def infer_file_sizes(broker: BrokerInput, files: list[StoreFile]) -> None:
+    """File sizes no file set: the length of the store's own files (every
+    commit log file, and every consume queue file, has the configured size)."""
+    for kind, key in (("commitlog", "mappedFileSizeCommitLog"),
+                      ("consumequeue", "mappedFileSizeConsumeQueue")):
+        lengths = {f.length for f in files if f.kind == kind}
+        if key not in broker.sources and len(lengths) == 1:
+            setattr(broker.settings, key, lengths.pop())
+            broker.sources[key] = f"length of the {kind} files"
+
+
+def name_from_store(fs: HadoopFs, broker: BrokerInput) -> None:
+    """A broker given as a bare directory takes its brokerName from the store:
+    a config file that sets it, else topics.json, where the broker keeps a
+    topic of its own name (1 read and 1 write queue, the inherit permission
+    bit set; its cluster's topic has 16 queues)."""
+    if broker.named_by != "directory":
         return
-    props = parse_properties(fs.read(conf_uri).decode("utf-8", "replace"))
-    apply_properties(broker.settings, props)
-    broker.conf_keys = {f.name for f in dataclasses.fields(StoreSettings)} & set(props)
+    if broker.settings.brokerName:
+        broker.name, broker.named_by = broker.settings.brokerName, broker.source("brokerName")
+        return
+    for name in ("topics.json", "topics.json.bak"):
+        uri = broker.root.rstrip("/") + "/config/" + name
+        if not fs.exists(uri):
+            continue
+        try:
+            table = fastjson.loads(fs.read(uri).decode("utf-8", "replace")).get("topicConfigTable")
+        except (ValueError, AttributeError):
+            continue
+        own = [t for t, c in (table or {}).items()
+               if isinstance(c, dict) and int(c.get("perm", 0)) & 1 and
+               int(c.get("readQueueNums", 0)) == 1 and int(c.get("writeQueueNums", 0)) == 1 and
+               not systopics.is_system_topic(t)]
+        if len(own) == 1:
+            broker.name, broker.named_by = own[0], f"config/{name}"
+        return
 
 
 def commitlog_dirs(fs: HadoopFs, broker: BrokerInput) -> list[str]:
@@ -288,17 +346,18 @@ def run_scan(spark, brokers: list[BrokerInput], progress: Progress, conf_uris: d
     index_rows = []
     for b in brokers:
         b.root = fs.qualify(b.root)
-        conf = conf_uris.get(b.name)
-        default_conf = b.root.rstrip("/") + "/config/broker.properties"
-        if conf is None and fs.exists(default_conf):
-            conf = default_conf
-        load_settings(fs, b, conf)
+        load_settings(fs, b, conf_uris.get(b.name))
+        dir_name = b.name
+        name_from_store(fs, b)
+        if b.name != dir_name and sum(x.name == b.name for x in brokers) > 1:
+            b.name, b.named_by = dir_name, "directory (its brokerName is not unique here)"
         cl_dirs = commitlog_dirs(fs, b)
         listed = fs.list_files(b.root)
         for d in cl_dirs:
             if not d.startswith(b.root.rstrip("/") + "/"):
                 listed += fs.list_files(d)
         files = classify(b, listed, cl_dirs)
+        infer_file_sizes(b, files)
         all_files += files
         configs[b.name] = read_configs(fs, b, files, issues)
         for f in files:
@@ -410,7 +469,14 @@ def make_session(master: str = "local[*]", app_name: str = "rmq-capacity", extra
     # an explicit PYSPARK_PYTHON (cluster deployments) wins.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
-    builder = (SparkSession.builder.master(master).appName(app_name)
+    builder = SparkSession.builder.master(master).appName(app_name)
+    if master.startswith("local"):
+        # a local run serves nobody else: keep the driver (and the JVM's own
+        # address lookup, which reads SPARK_LOCAL_IP) off the network
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = (builder.config("spark.driver.host", "127.0.0.1")
+                   .config("spark.driver.bindAddress", "127.0.0.1"))
+    builder = (builder
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false")
                .config("spark.sql.shuffle.partitions", "8")

@@ -19,11 +19,7 @@ a single definition that the tests check against the generator's ground truth:
 
 from __future__ import annotations
 
-import base64
-import html
-import io
 import math
-import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,6 +27,7 @@ import pandas as pd
 
 from rmq.common import topics as systopics
 from spark.job import ScanResult, StoreSettings
+from spark.units import duration, when
 
 HOUR_MS = 3_600_000
 DAY_MS = 86_400_000
@@ -47,7 +44,6 @@ BUILTIN_GROUPS = {
 class Options:
     retention_hours: float | None = None
     target_queue_rate: float = 1000.0
-    top_topics: int = 5
 
 
 def percentile_from_hist(values: np.ndarray, counts: np.ndarray, q: float) -> float:
@@ -143,7 +139,8 @@ def throughput(scan: ScanResult) -> tuple[pd.DataFrame, pd.DataFrame]:
     return m, h.sort_values(["broker", "topic", "hour"]).reset_index(drop=True)
 
 
-def topic_figures(queues: pd.DataFrame, hours: pd.DataFrame, scan: ScanResult) -> pd.DataFrame:
+def topic_figures(queues: pd.DataFrame, hours: pd.DataFrame, minutes: pd.DataFrame,
+                  scan: ScanResult) -> pd.DataFrame:
     keys = ["broker", "topic"]
     agg = queues.groupby(keys, as_index=False).agg(
         queues=("queueId", "count"), messages=("messages", "sum"), bytes=("bytes", "sum"),
@@ -170,9 +167,25 @@ def topic_figures(queues: pd.DataFrame, hours: pd.DataFrame, scan: ScanResult) -
         for c in ("peakHour", "peakHourMessages", "peakHourBytes", "peakHourUtc", "peakMessagesPerSec",
                   "peakBytesPerSec"):
             agg[c] = np.nan
+    agg = agg.merge(minute_peaks(minutes), on=keys, how="left")
     agg["firstStoreTimeUtc"] = agg["firstStoreTime"].map(_iso)
     agg["lastStoreTimeUtc"] = agg["lastStoreTime"].map(_iso)
     return agg.sort_values(keys).reset_index(drop=True)
+
+
+def minute_peaks(minutes: pd.DataFrame) -> pd.DataFrame:
+    """Per topic the busiest minute: its start and its rates.  Queue advice
+    rests on it, not on an hour's average (an hour that holds a burst, or
+    only a few minutes of data, averages the peak away)."""
+    cols = ["broker", "topic", "peakMinute", "peakMinuteMessagesPerSec", "peakMinuteBytesPerSec"]
+    if not len(minutes):
+        return pd.DataFrame(columns=cols)
+    idx = minutes.groupby(["broker", "topic"])["messages"].idxmax()
+    peak = minutes.loc[idx, ["broker", "topic", "minute", "messages", "bytes"]]
+    return pd.DataFrame({"broker": peak["broker"], "topic": peak["topic"],
+                         "peakMinute": peak["minute"] * 60_000,
+                         "peakMinuteMessagesPerSec": peak["messages"] / 60.0,
+                         "peakMinuteBytesPerSec": peak["bytes"] / 60.0})
 
 
 def group_figures(scan: ScanResult, queues: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -218,7 +231,75 @@ def group_figures(scan: ScanResult, queues: pd.DataFrame) -> tuple[pd.DataFrame,
     return groups, lq
 
 
-def disk_figures(scan: ScanResult, queues: pd.DataFrame, hours: pd.DataFrame, opts: Options) -> tuple[pd.DataFrame, pd.DataFrame]:
+def growth_rates(minutes: pd.DataFrame, first: float, last: float, days: bool = False) -> np.ndarray:
+    """Disk growth per day (record bytes + 20 consume-queue bytes a message) of
+    each hour (or day) with data, its bytes divided by the part of it that the
+    data window covers: a window of six minutes is six minutes of traffic,
+    not an hour of it."""
+    if not len(minutes):
+        return np.array([])
+    unit = DAY_MS if days else HOUR_MS
+    g = minutes.assign(b=minutes["minute"] * 60_000 // unit).groupby("b")[["messages", "bytes"]].sum()
+    begin = g.index.to_numpy(dtype=np.int64) * unit
+    cover = np.minimum(begin + unit, last) - np.maximum(begin, first)
+    cover = np.clip(cover, 60_000, unit).astype(float)
+    return (g["bytes"] + CQ_UNIT * g["messages"]).to_numpy(dtype=float) / (cover / DAY_MS)
+
+
+def _band(minutes: pd.DataFrame, first: float, last: float) -> tuple[float, float] | None:
+    """The spread of daily growth: 10th-90th percentile of the per-day rates
+    with three days of data or more, else of the per-hour ones."""
+    rates = growth_rates(minutes, first, last, days=(last - first) >= 3 * DAY_MS)
+    if len(rates) < 2:
+        return None
+    return float(np.percentile(rates, 10)), float(np.percentile(rates, 90))
+
+
+def _days_until(limit: float | None, used: int, steady: float | None, per_day: float | None):
+    """Days until ``limit``: None without a disk size or a growth figure, inf
+    when the store levels off below it (retention deletes as fast as it grows)."""
+    if limit is None or not per_day or steady is None:
+        return None
+    if steady <= limit:
+        return math.inf
+    return max(0.0, (limit - used) / per_day)
+
+
+@dataclass(slots=True)
+class _Footprint:
+    """What a broker's store holds besides the commit log data."""
+
+    settings: StoreSettings
+    queues: int
+    index_file: int
+    msgs_per_hour: float | None
+    msgs: int
+
+    def fixed(self, hold_h: float) -> float:
+        """Two commit log files (the one being written and the one made ahead),
+        every queue's consume queue file, the index files of ``hold_h`` hours
+        of messages."""
+        s = self.settings
+        in_window = self.msgs_per_hour * hold_h if self.msgs_per_hour else self.msgs
+        index_files = max(1, math.ceil(in_window / max(1, s.maxIndexNum - 1)))
+        cq_file = -(-s.mappedFileSizeConsumeQueue // CQ_UNIT) * CQ_UNIT
+        return 2 * s.mappedFileSizeCommitLog + self.queues * cq_file + index_files * self.index_file
+
+    def level(self, per_day: float | None, hold_h: float) -> float | None:
+        """Bytes held once ``hold_h`` hours of data are kept."""
+        return None if per_day is None else per_day / 24.0 * hold_h + self.fixed(hold_h)
+
+
+def disk_figures(scan: ScanResult, queues: pd.DataFrame, opts: Options
+                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per broker: what is stored, how fast it grows (observed: over the whole
+    window; peak: the busiest hour, scaled to the part of it the window covers;
+    low/high: the spread of the hourly or daily rates) and where that leads.
+    The store keeps ``fileReservedTime`` hours of commit log and deletes what
+    expired at the next ``deleteWhen`` (once a day), so it levels off at
+    growth x (fileReservedTime + 24 h) plus the files it always holds; the
+    days until ``diskMaxUsedSpaceRatio`` count to that level (inf: it levels
+    off below the limit)."""
     files = scan.files
     rows, daily_rows = [], []
     for b in scan.brokers:
@@ -231,41 +312,47 @@ def disk_figures(scan: ScanResult, queues: pd.DataFrame, hours: pd.DataFrame, op
         first, last = q["firstStoreTime"].min(), q["lastStoreTime"].max()
         span_ms = float(last - first) if pd.notna(first) and pd.notna(last) else 0.0
         growth_day = (data + CQ_UNIT * msgs) / (span_ms / DAY_MS) if span_ms > 0 else None
-        h = hours[hours["broker"] == b.name].groupby("hour")[["messages", "bytes"]].sum() if len(hours) else None
-        peak_day = float(((h["bytes"] + CQ_UNIT * h["messages"]).max()) * 24) if h is not None and len(h) else None
         m = scan.minutes[scan.minutes["broker"] == b.name] if len(scan.minutes) else scan.minutes
+        peak_day = band = None
+        if growth_day is not None and len(m):
+            peak_day = max(float(growth_rates(m, first, last).max()), growth_day)
+            band = _band(m, first, last)
         if len(m):
             d = m.assign(day=m["minute"] // 1440).groupby("day")[["messages", "bytes"]].sum()
             for day, r in d.iterrows():
                 daily_rows.append((b.name, _iso(day * DAY_MS)[:10], int(r["messages"]), int(r["bytes"]),
                                    int(r["bytes"] + CQ_UNIT * r["messages"])))
         ratio = s.max_used_ratio()
+        limit = ratio * b.disk_size if b.disk_size else None
         retention = opts.retention_hours if opts.retention_hours is not None else float(s.fileReservedTime)
         n_queues = int((q["entries"] > 0).sum())
         index_file = 40 + s.maxHashSlotNum * 4 + s.maxIndexNum * 20
         idx_lengths = f[f["kind"] == "index"]["length"] if len(f) else []
         if len(idx_lengths):
             index_file = int(max(idx_lengths))
-        cq_file = -(-s.mappedFileSizeConsumeQueue // CQ_UNIT) * CQ_UNIT
-
-        msgs_in_window = msgs / (span_ms / HOUR_MS) * retention if span_ms > 0 else msgs
-        index_files = max(1, math.ceil(msgs_in_window / max(1, s.maxIndexNum - 1)))
-        fixed = 2 * s.mappedFileSizeCommitLog + n_queues * cq_file + index_files * index_file
-        needed = {k: None if v is None else (v / 24.0 * retention + fixed) / ratio
+        footprint = _Footprint(s, n_queues, index_file,
+                               msgs / (span_ms / HOUR_MS) if span_ms > 0 else None, msgs)
+        level = footprint.level
+        held = s.fileReservedTime + 24.0
+        steady = {k: level(v, held) for k, v in (("observed", growth_day), ("peak", peak_day))}
+        needed = {k: None if v is None else level(v, retention + 24.0) / ratio
                   for k, v in (("observed", growth_day), ("peak", peak_day))}
-        until = {k: None if b.disk_size is None or not v else max(0.0, (ratio * b.disk_size - used) / v)
-                 for k, v in (("observed", growth_day), ("peak", peak_day))}
         rows.append({
             "broker": b.name, "commitlogFileBytes": int(by_kind.get("commitlog", 0)),
             "consumequeueFileBytes": int(by_kind.get("consumequeue", 0)),
             "indexFileBytes": int(by_kind.get("index", 0)), "storeFileBytes": used,
             "messages": msgs, "messageBytes": data,
+            "firstStoreTime": first, "lastStoreTime": last,
             "firstStoreTimeUtc": _iso(first), "lastStoreTimeUtc": _iso(last),
+            "windowHours": span_ms / HOUR_MS, "shortWindow": span_ms < DAY_MS,
             "retentionHeldHours": span_ms / HOUR_MS, "fileReservedTime": s.fileReservedTime,
             "retentionBelowReserved": span_ms / HOUR_MS < s.fileReservedTime,
             "bytesPerDayObserved": growth_day, "bytesPerDayPeak": peak_day,
+            "bytesPerDayLow": band[0] if band else None, "bytesPerDayHigh": band[1] if band else None,
+            "steadyBytesObserved": steady["observed"], "steadyBytesPeak": steady["peak"],
             "diskSize": b.disk_size, "diskMaxUsedSpaceRatio": ratio,
-            "daysUntilRatioObserved": until["observed"], "daysUntilRatioPeak": until["peak"],
+            "daysUntilRatioObserved": _days_until(limit, used, steady["observed"], growth_day),
+            "daysUntilRatioPeak": _days_until(limit, used, steady["peak"], peak_day),
             "retentionHours": retention, "diskNeededObserved": needed["observed"],
             "diskNeededPeak": needed["peak"],
         })
@@ -273,35 +360,104 @@ def disk_figures(scan: ScanResult, queues: pd.DataFrame, hours: pd.DataFrame, op
     return pd.DataFrame(rows), daily
 
 
-def recommendations(topics: pd.DataFrame, disk: pd.DataFrame, opts: Options) -> pd.DataFrame:
+SKEWED = 2.0  # busiest queue over the mean queue of a topic that calls for a rebalance
+
+
+def groups_at_risk(groups: pd.DataFrame, topics: pd.DataFrame, disk: pd.DataFrame) -> pd.DataFrame:
+    """Adds each group's fill rate (messages/s its topics got over the window)
+    and whether it is at risk: stalled with a backlog, or draining slower
+    than its topics fill."""
+    span = dict(zip(disk["broker"], disk["windowHours"] * 3600.0, strict=True)) if len(disk) else {}
+    msgs = {(r.broker, r.topic): r.messages for r in topics.itertuples()}
+    fill, risk = [], []
+    for r in groups.itertuples():
+        secs = span.get(r.broker) or 0.0
+        n = sum(msgs.get((r.broker, t), 0) for t in r.topics.split(",") if t)
+        rate = n / secs if secs > 0 else None
+        fill.append(rate)
+        if r.status == "stalled":
+            risk.append(f"stalled with {r.lagMessages:,} messages behind")
+        elif r.status == "consuming" and rate and r.consumeRatePerSec is not None and \
+                r.consumeRatePerSec < rate:
+            risk.append(f"drains {r.consumeRatePerSec:,.1f} msg/s, its topics fill {rate:,.1f} msg/s")
+        else:
+            risk.append("")
+    return groups.assign(fillRatePerSec=fill, risk=risk, atRisk=[bool(x) for x in risk])
+
+
+def recommendations(topics: pd.DataFrame, groups: pd.DataFrame, disk: pd.DataFrame,
+                    opts: Options) -> pd.DataFrame:
+    """What to change, each with the figure that calls for it: queue counts
+    from the busiest minute (never cut on less than a day of data), skewed
+    queues, the disk for the retention asked for, idle and lagging groups."""
     rows = []
+    short = {r.broker: bool(r.shortWindow) for r in disk.itertuples()}
     for r in topics.itertuples():
-        if not r.messages:
+        if not r.messages or systopics.is_system_topic(r.topic):
             continue
-        peak = float(r.peakMessagesPerSec) if pd.notna(r.peakMessagesPerSec) else 0.0
+        peak = float(r.peakMinuteMessagesPerSec) if pd.notna(r.peakMinuteMessagesPerSec) else 0.0
         need = max(1, math.ceil(peak / opts.target_queue_rate))
-        rows.append((r.broker, "queues", r.topic, float(r.queues), float(need),
-                     f"peak-hour rate {peak:.2f} msg/s / target {opts.target_queue_rate:g} msg/s per queue"))
+        basis = (f"busiest minute {_iso(r.peakMinute)}: {peak:,.1f} msg/s; target "
+                 f"{opts.target_queue_rate:,g} msg/s a queue")
+        if need > r.queues:
+            rows.append((r.broker, "queues", r.topic, float(r.queues), float(need),
+                         f"raise {r.topic} from {r.queues} to {need} queues", basis))
+        elif need < r.queues and not short.get(r.broker, True):
+            rows.append((r.broker, "queues", r.topic, float(r.queues), float(need),
+                         f"{r.topic} could do with {need} queues instead of {r.queues}", basis))
+        if r.queues > 1 and r.messages >= 100 and pd.notna(r.queueSkew) and r.queueSkew >= SKEWED:
+            rows.append((r.broker, "rebalance", r.topic, float(r.queueSkew), 1.0,
+                         f"rebalance {r.topic}: its busiest queue holds {r.queueSkew:.1f}x the mean",
+                         "producers choosing queues by a skewed key, or a queue selector"))
+    for r in groups.itertuples():
+        if r.status == "no offsets":
+            rows.append((r.broker, "idle-group", r.group, math.nan, math.nan,
+                         f"delete idle group {r.group}",
+                         "subscription group with no committed offsets"))
+        elif r.atRisk:
+            rows.append((r.broker, "lagging-group", r.group, float(r.lagMessages), 0.0,
+                         f"add consumers to {r.group}", r.risk))
     for r in disk.itertuples():
         if r.diskNeededPeak is None or pd.isna(r.diskNeededPeak):
             continue
         gib = math.ceil(r.diskNeededPeak / 2**30)
-        rows.append((r.broker, "disk", "", float(r.diskSize) if r.diskSize else math.nan, float(gib * 2**30),
-                     f"{r.retentionHours:g} h at the peak-hour growth, + 2 commit log files, consume queue "
-                     f"and index files, kept under diskMaxUsedSpaceRatio {r.diskMaxUsedSpaceRatio:.0%}"))
-    return pd.DataFrame(rows, columns=["broker", "kind", "topic", "current", "recommended", "basis"])
+        current = float(r.diskSize) if r.diskSize else math.nan
+        if not r.diskSize or gib * 2**30 > r.diskSize:
+            rows.append((r.broker, "disk", "", current, float(gib * 2**30),
+                         f"{gib:,} GiB of disk for {r.retentionHours:g} h of retention",
+                         f"peak growth {r.bytesPerDayPeak / 2**30:,.2f} GiB/day kept "
+                         f"{r.retentionHours:g} h + a day until deleteWhen, two commit log files, "
+                         f"consume queue and index files, under diskMaxUsedSpaceRatio "
+                         f"{r.diskMaxUsedSpaceRatio:.0%}"))
+    return pd.DataFrame(rows, columns=["broker", "kind", "target", "current", "recommended",
+                                       "action", "basis"])
+
+
+SETTINGS_USED = ("fileReservedTime", "diskMaxUsedSpaceRatio", "deleteWhen", "mappedFileSizeCommitLog",
+                 "mappedFileSizeConsumeQueue", "maxHashSlotNum", "maxIndexNum",
+                 "flushConsumerOffsetInterval")
+
+
+def settings_table(scan: ScanResult) -> pd.DataFrame:
+    """Every broker setting the figures rest on, its value and where it came from."""
+    rows = [(b.name, key, str(getattr(b.settings, key)), b.source(key))
+            for b in scan.brokers for key in SETTINGS_USED]
+    return pd.DataFrame(rows, columns=["broker", "setting", "value", "source"])
 
 
 def build(scan: ScanResult, opts: Options) -> dict[str, pd.DataFrame]:
     """Every report table, by name."""
     queues = queue_figures(scan)
     minutes, hours = throughput(scan)
-    topics = topic_figures(queues, hours, scan)
+    topics = topic_figures(queues, hours, minutes, scan)
     groups, lag_queues = group_figures(scan, queues)
-    disk, daily = disk_figures(scan, queues, hours, opts)
+    disk, daily = disk_figures(scan, queues, opts)
+    groups = groups_at_risk(groups, topics, disk)
     brokers = queues.groupby("broker", as_index=False).agg(
         topics=("topic", "nunique"), queues=("queueId", "count"), messages=("messages", "sum"),
         bytes=("bytes", "sum"), firstStoreTime=("firstStoreTime", "min"), lastStoreTime=("lastStoreTime", "max"))
+    named = pd.DataFrame([(b.name, b.named_by) for b in scan.brokers], columns=["broker", "namedBy"])
+    brokers = named.merge(brokers, on="broker", how="left")
     issues = pd.DataFrame(scan.issues, columns=["broker", "issue"])
     for r in queues[~queues["consistent"] & (queues["messages"] > 0)].itertuples():
         issues.loc[len(issues)] = (r.broker, f"{r.topic}/{r.queueId}: {r.messages} consume queue entries on "
@@ -309,114 +465,115 @@ def build(scan: ScanResult, opts: Options) -> dict[str, pd.DataFrame]:
     return {
         "brokers": brokers, "topics": topics, "queues": queues, "throughput_minute": minutes,
         "throughput_hour": hours, "groups": groups, "group_queues": lag_queues, "disk": disk,
-        "disk_daily": daily, "recommendations": recommendations(topics, disk, opts),
+        "disk_daily": daily, "recommendations": recommendations(topics, groups, disk, opts),
+        "settings": settings_table(scan),
         "index_files": scan.index_headers, "files": scan.files, "issues": issues,
     }
 
 
-# --------------------------------------------------------------------------- output
-def _png(fig) -> bytes:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-    return buf.getvalue()
+# --------------------------------------------------------------------------- summary
+KEY_SETTINGS = ("fileReservedTime", "diskMaxUsedSpaceRatio", "deleteWhen")
 
 
-def charts(tables: dict[str, pd.DataFrame], opts: Options) -> dict[str, bytes]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    out = {}
-    topics, minutes, hours = tables["topics"], tables["throughput_minute"], tables["throughput_hour"]
-    fig, ax = plt.subplots(figsize=(9, 4))
-    top = topics.sort_values("messages", ascending=False).head(opts.top_topics)
-    span_h = len(hours["hour"].unique()) if len(hours) else 0
-    for r in top.itertuples():
-        if span_h > 6:
-            s = hours[(hours["broker"] == r.broker) & (hours["topic"] == r.topic)]
-            ax.plot(s["hourUtc"], s["messagesPerSec"], label=f"{r.broker}/{r.topic}")
-        else:
-            s = minutes[(minutes["broker"] == r.broker) & (minutes["topic"] == r.topic)]
-            ax.plot(s["minuteUtc"], s["messages"] / 60.0, label=f"{r.broker}/{r.topic}")
-    ax.set_title(f"Throughput of the top {opts.top_topics} topics ({'hourly' if span_h > 6 else 'per minute'})")
-    ax.set_ylabel("messages / s")
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7)
-    fig.autofmt_xdate()
-    out["throughput"] = _png(fig)
-    plt.close(fig)
-
-    groups = tables["groups"]
-    fig, ax = plt.subplots(figsize=(9, max(2.5, 0.35 * len(groups) + 1)))
-    labels = [f"{r.broker}/{r.group}" for r in groups.itertuples()]
-    ax.barh(labels, groups["lagMessages"].astype(float))
-    ax.set_title("Consumer lag per group (messages)")
-    out["lag"] = _png(fig)
-    plt.close(fig)
-
-    disk = tables["disk"]
-    fig, ax = plt.subplots(figsize=(9, 4))
-    days = np.arange(0, 91)
-    for r in disk.itertuples():
-        for label, per_day, style in (("observed", r.bytesPerDayObserved, "-"), ("peak", r.bytesPerDayPeak, "--")):
-            if per_day is not None and pd.notna(per_day):
-                ax.plot(days, (r.storeFileBytes + per_day * days) / 2**30, style, label=f"{r.broker} {label} growth")
-        if r.diskSize:
-            ax.axhline(r.diskSize * r.diskMaxUsedSpaceRatio / 2**30, color="red", lw=0.8,
-                       label=f"{r.broker} diskMaxUsedSpaceRatio")
-    ax.set_xlabel("days from the last store time")
-    ax.set_ylabel("GiB (no cleanup)")
-    ax.set_title("Disk projection")
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=7)
-    out["disk"] = _png(fig)
-    plt.close(fig)
-    return out
+def _days(value) -> float | str | None:
+    """A days-until figure for JSON: None unknown, "never" when the store levels off."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return "never" if math.isinf(value) else float(value)
 
 
-_SECTIONS = [
-    ("Brokers", "brokers", None), ("Topics", "topics", "throughput"), ("Queues", "queues", None),
-    ("Consumer groups", "groups", "lag"), ("Lag per queue", "group_queues", None),
-    ("Disk", "disk", "disk"), ("Bytes per day", "disk_daily", None),
-    ("Recommendations", "recommendations", None), ("Index files", "index_files", None),
-    ("Problems found in the store files", "issues", None),
-]
+def _num(value) -> float | None:
+    return None if value is None or pd.isna(value) else float(value)
 
 
-def write(tables: dict[str, pd.DataFrame], pngs: dict[str, bytes], out_dir: str, opts: Options,
-          max_rows: int = 200) -> str:
-    """Write report.html, tables/*.parquet|csv and charts/*.png; returns the HTML path."""
-    os.makedirs(os.path.join(out_dir, "tables"), exist_ok=True)
-    os.makedirs(os.path.join(out_dir, "charts"), exist_ok=True)
-    for name, df in tables.items():
-        clean = df.copy()
-        for c in clean.columns:
-            if clean[c].dtype == object:
-                clean[c] = clean[c].map(lambda v: None if v is None or (isinstance(v, float) and math.isnan(v)) else v)
-        clean.to_parquet(os.path.join(out_dir, "tables", f"{name}.parquet"), index=False)
-        clean.to_csv(os.path.join(out_dir, "tables", f"{name}.csv"), index=False)
-    for name, data in pngs.items():
-        with open(os.path.join(out_dir, "charts", f"{name}.png"), "wb") as fh:
-            fh.write(data)
-    parts = ["<!doctype html><html><head><meta charset='utf-8'><title>rmq capacity report</title>",
-             "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;font-size:12px}"
-             "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}</style></head><body>",
-             "<h1>rmq capacity report</h1>", "<h2>Assumptions</h2><ul>"]
-    for line in (__doc__ or "").split("* ")[1:]:
-        parts.append(f"<li>{html.escape(' '.join(line.split()))}</li>")
-    parts.append(f"<li>Target per-queue rate {opts.target_queue_rate:g} msg/s; requested retention "
-                 f"{'fileReservedTime' if opts.retention_hours is None else f'{opts.retention_hours:g} h'}.</li></ul>")
-    for title, name, chart in _SECTIONS:
-        df = tables[name]
-        parts.append(f"<h2>{html.escape(title)}</h2>")
-        if chart:
-            parts.append(f"<img alt='{chart}' src='data:image/png;base64,{base64.b64encode(pngs[chart]).decode()}'>")
-        more = f" (first {max_rows} of {len(df)}; all rows in tables/{name}.csv)" if len(df) > max_rows else ""
-        parts.append(f"<p>{len(df)} rows{more}</p>")
-        parts.append(df.head(max_rows).to_html(index=False, na_rep="", float_format=lambda v: f"{v:,.2f}"))
-    parts.append("</body></html>")
-    path = os.path.join(out_dir, "report.html")
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write("\n".join(parts))
-    return path
+def _peak(minutes: pd.DataFrame) -> dict:
+    """The busiest minute of ``minutes`` (summed over its topics)."""
+    if not len(minutes):
+        return {"messagesPerSec": None, "bytesPerSec": None, "time": None}
+    per = minutes.groupby("minute")[["messages", "bytes"]].sum()
+    minute = int(per["messages"].idxmax())
+    return {"messagesPerSec": float(per.loc[minute, "messages"]) / 60.0,
+            "bytesPerSec": float(per.loc[minute, "bytes"]) / 60.0, "time": _iso(minute * 60_000)}
+
+
+def broker_summary(b, tables: dict[str, pd.DataFrame]) -> dict:
+    """The headline figures of one broker, its warnings and what to change."""
+    name = b.name
+    disk = tables["disk"].set_index("broker").loc[name]
+    topics = tables["topics"][tables["topics"]["broker"] == name]
+    queues = tables["queues"][tables["queues"]["broker"] == name]
+    groups = tables["groups"][tables["groups"]["broker"] == name]
+    recs = tables["recommendations"][tables["recommendations"]["broker"] == name]
+    minutes = tables["throughput_minute"]
+    minutes = minutes[minutes["broker"] == name] if len(minutes) else minutes
+    warnings = []
+    if disk["messages"] and disk["shortWindow"]:
+        warnings.append(f"only {duration(disk['windowHours'] * 3600)} of data "
+                        f"({when(disk['firstStoreTime'])} to {when(disk['lastStoreTime'])}): rates and "
+                        f"growth are extrapolated from it, and no daily cycle is in it")
+    if not b.disk_size:
+        warnings.append(f"days until the disk fills need its size: --disk-size {name}=SIZE (e.g. 500G)")
+    for key in KEY_SETTINGS:
+        if b.source(key).startswith("4.9.8 default"):
+            warnings.append(f"{key}={getattr(b.settings, key)} assumed (4.9.8's default): no config in "
+                            f"the store sets it; --broker-conf {name}=FILE gives the broker's own")
+    if b.named_by == "directory":
+        warnings.append("named after its directory: no brokerName found in the store's config")
+    issues = tables["issues"][tables["issues"]["broker"] == name]
+    if len(issues):
+        warnings.append(f"{len(issues)} problem(s) found in the store files (see Problems)")
+    busiest_topic = topics.sort_values("messages", ascending=False).head(1)
+    busiest_queue = queues.sort_values("messages", ascending=False).head(1)
+    return {
+        "name": name, "namedBy": b.named_by,
+        "window": {"start": disk["firstStoreTimeUtc"], "end": disk["lastStoreTimeUtc"],
+                   "hours": float(disk["windowHours"]), "short": bool(disk["shortWindow"])},
+        "messages": int(disk["messages"]), "messageBytes": int(disk["messageBytes"]),
+        "storeBytes": int(disk["storeFileBytes"]), "diskSize": b.disk_size,
+        "diskMaxUsedSpaceRatio": float(disk["diskMaxUsedSpaceRatio"]),
+        "growthBytesPerDay": {k: _num(disk[f"bytesPerDay{k.title()}"])
+                              for k in ("observed", "peak", "low", "high")},
+        "steadyBytes": {"observed": _num(disk["steadyBytesObserved"]),
+                        "peak": _num(disk["steadyBytesPeak"])},
+        "daysUntilFull": {"observed": _days(disk["daysUntilRatioObserved"]),
+                          "peak": _days(disk["daysUntilRatioPeak"])},
+        "peak": _peak(minutes),
+        "busiestTopic": None if busiest_topic.empty else {
+            "topic": busiest_topic.iloc[0]["topic"], "messages": int(busiest_topic.iloc[0]["messages"])},
+        "busiestQueue": None if busiest_queue.empty or not busiest_queue.iloc[0]["messages"] else {
+            "topic": busiest_queue.iloc[0]["topic"], "queueId": int(busiest_queue.iloc[0]["queueId"]),
+            "messages": int(busiest_queue.iloc[0]["messages"])},
+        "groupsAtRisk": [{"group": r.group, "risk": r.risk} for r in groups.itertuples() if r.atRisk],
+        "recommendations": [{"kind": r.kind, "target": r.target, "action": r.action, "basis": r.basis}
+                            for r in recs.itertuples()],
+        "warnings": warnings,
+        "settings": {key: {"value": str(getattr(b.settings, key)), "source": b.source(key)}
+                     for key in SETTINGS_USED},
+    }
+
+
+def summary(scan: ScanResult, tables: dict[str, pd.DataFrame], opts: Options) -> dict:
+    """The headline figures for the fleet and each broker (report.html's top
+    and summary.json): what a planner reads first, and what alerting checks."""
+    brokers = [broker_summary(b, tables) for b in scan.brokers]
+    known = [(b["daysUntilFull"]["peak"], b["name"]) for b in brokers
+             if isinstance(b["daysUntilFull"]["peak"], float)]
+    soonest = min(known) if known else None
+    starts = [b["window"]["start"] for b in brokers if b["window"]["start"]]
+    ends = [b["window"]["end"] for b in brokers if b["window"]["end"]]
+    return {
+        "generated": pd.Timestamp.now(tz="UTC").isoformat(timespec="seconds"),
+        "options": {"targetQueueRate": opts.target_queue_rate, "retentionHours": opts.retention_hours},
+        "fleet": {
+            "brokers": len(brokers), "messages": sum(b["messages"] for b in brokers),
+            "messageBytes": sum(b["messageBytes"] for b in brokers),
+            "storeBytes": sum(b["storeBytes"] for b in brokers),
+            "windowStart": min(starts) if starts else None, "windowEnd": max(ends) if ends else None,
+            "peak": _peak(tables["throughput_minute"]),
+            "soonestFull": None if soonest is None else {"broker": soonest[1], "daysAtPeak": soonest[0]},
+            "groupsAtRisk": sum(len(b["groupsAtRisk"]) for b in brokers),
+            "recommendations": sum(len(b["recommendations"]) for b in brokers),
+            "brokersWithWarnings": sum(1 for b in brokers if b["warnings"]),
+        },
+        "brokers": brokers,
+    }

@@ -154,32 +154,48 @@ def test_disk_figures_and_recommendations(two_brokers, stores):
         row = disk.loc[name]
         on_disk = sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(base / name) for f in fs)
         assert row["storeFileBytes"] == on_disk
-        span_ms = m["storeTimestamp"].max() - m["storeTimestamp"].min()
+        first, last = m["storeTimestamp"].min(), m["storeTimestamp"].max()
+        span_ms = last - first
         growth = (m["size"].sum() + 20 * len(m)) / (span_ms / 86_400_000)
         assert row["bytesPerDayObserved"] == pytest.approx(growth)
-        hourly = m.groupby(m["storeTimestamp"] // 3_600_000)["size"].agg(["size", "sum"])
-        peak = float((hourly["sum"] + 20 * hourly["size"]).max() * 24)
+        # the busiest hour, its bytes over the part of it the data covers
+        hour = m["storeTimestamp"] // 3_600_000
+        hourly = m.groupby(hour)["size"].agg(["size", "sum"])
+        begin = hourly.index.to_numpy() * 3_600_000
+        cover = np.clip(np.minimum(begin + 3_600_000, last) - np.maximum(begin, first), 60_000, 3_600_000)
+        peak = max(float(((hourly["sum"] + 20 * hourly["size"]) / (cover / 86_400_000)).max()), growth)
         assert row["bytesPerDayPeak"] == pytest.approx(peak)
+        assert row["bytesPerDayPeak"] >= row["bytesPerDayObserved"]
+        assert row["bytesPerDayLow"] <= row["bytesPerDayHigh"]
         assert row["retentionHeldHours"] == pytest.approx(span_ms / 3_600_000)
         assert row["fileReservedTime"] == spec.file_reserved_time
-        assert bool(row["retentionBelowReserved"])
-        assert row["daysUntilRatioObserved"] == pytest.approx((0.75 * DISK - on_disk) / growth)
-        assert row["daysUntilRatioPeak"] == pytest.approx((0.75 * DISK - on_disk) / peak)
-        msgs_12h = len(m) / (span_ms / 3_600_000) * 12
+        assert bool(row["retentionBelowReserved"]) and bool(row["shortWindow"])
         index_file = 40 + spec.index_slots * 4 + spec.index_entries * 20
-        fixed = (2 * spec.commitlog_file_size + sum(t.queues for t in spec.topics) * spec.cq_file_size
-                 + math.ceil(msgs_12h / (spec.index_entries - 1)) * index_file)
-        assert row["diskNeededPeak"] == pytest.approx((peak / 24 * 12 + fixed) / 0.75)
+
+        def level(per_day, hold_h, m=m, span_ms=span_ms, spec=spec, index_file=index_file):
+            msgs = len(m) / (span_ms / 3_600_000) * hold_h
+            fixed = (2 * spec.commitlog_file_size + sum(t.queues for t in spec.topics) * spec.cq_file_size
+                     + math.ceil(msgs / (spec.index_entries - 1)) * index_file)
+            return per_day / 24 * hold_h + fixed
+
+        # the store levels off at fileReservedTime + the day until deleteWhen: far below 75% of 1 GiB
+        assert row["steadyBytesPeak"] == pytest.approx(level(peak, spec.file_reserved_time + 24))
+        assert row["steadyBytesPeak"] < 0.75 * DISK
+        assert math.isinf(row["daysUntilRatioObserved"]) and math.isinf(row["daysUntilRatioPeak"])
+        assert row["diskNeededPeak"] == pytest.approx(level(peak, 12 + 24) / 0.75)
         daily = tables["disk_daily"]
         assert daily[daily["broker"] == name]["messageBytes"].sum() == m["size"].sum()
         for t in spec.topics:
             tm = m[m["topic"] == t.name]
-            peak_rate = tm.groupby(tm["storeTimestamp"] // 3_600_000).size().max() / 3600
-            r = rec[(rec["broker"] == name) & (rec["kind"] == "queues") & (rec["topic"] == t.name)].iloc[0]
-            assert r["recommended"] == max(1, math.ceil(peak_rate / TARGET_RATE))
-            assert r["current"] == t.queues
-        d = rec[(rec["broker"] == name) & (rec["kind"] == "disk")].iloc[0]
-        assert d["recommended"] == math.ceil(row["diskNeededPeak"] / 2**30) * 2**30
+            peak_rate = tm.groupby(tm["storeTimestamp"] // 60_000).size().max() / 60
+            need = max(1, math.ceil(peak_rate / TARGET_RATE))
+            got = rec[(rec["broker"] == name) & (rec["kind"] == "queues") & (rec["target"] == t.name)]
+            if need > t.queues:  # raised from the busiest minute
+                assert got.iloc[0]["recommended"] == need and got.iloc[0]["current"] == t.queues
+            else:  # fewer queues are never advised on less than a day of data
+                assert got.empty
+        d = rec[(rec["broker"] == name) & (rec["kind"] == "disk")]
+        assert d.empty  # 1 GiB is enough for 12 h at the peak growth
 
 
 def test_index_headers_and_report_files(two_brokers):
@@ -192,13 +208,16 @@ def test_index_headers_and_report_files(two_brokers):
         assert mine["endTimestamp"].max() == truth.messages["storeTimestamp"].max()
     assert tables["issues"].empty
     html = (out / "report.html").read_text()
-    for needle in ("data:image/png;base64,", "Consumer groups", "Disk", "Recommendations", "broker-b"):
+    for needle in ("id='summary'", "Consumer groups", "Until diskMaxUsedSpaceRatio", "Recommendations", "broker-b"):
         assert needle in html
-    for name in ("queues", "topics", "groups", "disk", "throughput_hour", "recommendations"):
+    for name in ("queues", "topics", "groups", "disk", "throughput_hour", "recommendations", "settings"):
         assert pd.read_parquet(out / "tables" / f"{name}.parquet").shape == tables[name].shape
         assert (out / "tables" / f"{name}.csv").stat().st_size > 0
-    for chart in ("throughput", "lag", "disk"):
-        assert (out / "charts" / f"{chart}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for broker in truths:
+        for chart in ("throughput", "lag", "disk"):
+            png = out / "charts" / f"{broker.replace('-', '_')}-{chart}.png"
+            assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+            assert f"src='charts/{png.name}'" in html
 
 
 def test_binaryfile_reader_gives_the_same_tables(two_brokers, spark_session, stores, tmp_path):
