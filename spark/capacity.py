@@ -35,12 +35,14 @@ def parse_size(text: str) -> int:
     return int(float(m.group(1)) * (1024 ** ("KMGTP".index(unit) + 1) if unit else 1))
 
 
-def _named(values: list[str], names: list[str], what: str) -> dict[str | None, str]:
-    """'NAME=VALUE' or a bare VALUE (applies to every broker) -> {name|None: value}."""
+def _named(values: list[str], names: list[str], what: str, later: bool = False) -> dict[str | None, str]:
+    """'NAME=VALUE' or a bare VALUE (applies to every broker) -> {name|None: value}.
+    ``later``: names not known yet are kept, for the brokerName a store
+    directory turns out to have (checked once the stores are read)."""
     out: dict[str | None, str] = {}
     for v in values:
         name, sep, rest = v.partition("=")
-        if sep and name in names:
+        if sep and (name in names or (later and not ("/" in name or ":" in name))):
             out[name] = rest
         elif sep and not ("/" in name or ":" in name):
             raise ValueError(f"{what}: unknown broker {name!r}")
@@ -107,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("no store directory given")
         names = [b.name for b in brokers]
         confs = _named(args.broker_conf, names, "--broker-conf")
-        sizes = {k: parse_size(v) for k, v in _named(args.disk_size, names, "--disk-size").items()}
+        by_dir = any(b.named_by == "directory" for b in brokers)
+        sizes = {k: parse_size(v) for k, v in _named(args.disk_size, names, "--disk-size", by_dir).items()}
         extra = dict(kv.split("=", 1) for kv in args.conf)
     except ValueError as e:
         print(f"rmq-capacity: {e}", file=sys.stderr)
@@ -129,24 +132,30 @@ def main(argv: list[str] | None = None) -> int:
             if not fs.is_dir(b.root):
                 print(f"rmq-capacity: store directory not found: {b.root}", file=sys.stderr)
                 return EXIT_USAGE
-            b.disk_size = sizes.get(b.name, sizes.get(None))
         conf_uris = {b.name: confs.get(b.name, confs.get(None)) for b in brokers}
         opts = report.Options(args.retention_hours, args.target_queue_rate)
-        tables = run_report(spark, brokers, conf_uris, opts, args.out, say, args.reader)
+        tables = run_report(spark, brokers, conf_uris, opts, args.out, say, args.reader, sizes)
     finally:
         spark.stop()
+    unused = set(sizes) - {None} - set(names) - {b.name for b in brokers}
+    if unused:
+        print(f"rmq-capacity: --disk-size: unknown broker {', '.join(sorted(unused))} "
+              f"(brokers: {', '.join(b.name for b in brokers)})", file=sys.stderr)
+        return EXIT_USAGE
     n_issues = len(tables["issues"])
     say(f"report written to {args.out}/report.html in {time.monotonic() - t0:.1f}s"
         + (f"; {n_issues} problem(s) found in the store files" if n_issues else ""))
     return EXIT_ISSUES if n_issues else EXIT_OK
 
 
-def run_report(spark, brokers, conf_uris, opts, out_dir: str, say, reader: str = "auto") -> dict:
-    """Scan, compute and write; the tables are returned for callers (tests, bench)."""
+def run_report(spark, brokers, conf_uris, opts, out_dir: str, say, reader: str = "auto",
+               disk_sizes: dict[str | None, int] | None = None) -> dict:
+    """Scan, compute and write; the tables are returned for callers (tests, bench).
+    ``disk_sizes``: by broker (directory or brokerName) or None for every broker."""
     from spark import report, report_html
     from spark.job import run_scan
 
-    scan = run_scan(spark, brokers, say, conf_uris, reader)
+    scan = run_scan(spark, brokers, say, conf_uris, reader, disk_sizes or {})
     tables = report.build(scan, opts)
     report_html.write(scan, tables, report.summary(scan, tables, opts), out_dir)
     return tables

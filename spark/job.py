@@ -336,7 +336,7 @@ def offsets_table(brokers: list[BrokerInput], configs: dict[str, dict[str, objec
 
 
 def run_scan(spark, brokers: list[BrokerInput], progress: Progress, conf_uris: dict[str, str | None],
-             reader: str = "auto") -> ScanResult:
+             reader: str = "auto", disk_sizes: dict[str | None, int] | None = None) -> ScanResult:
     """List, decode and aggregate every broker's store."""
     t0 = time.monotonic()
     fs = HadoopFs(spark)
@@ -351,6 +351,9 @@ def run_scan(spark, brokers: list[BrokerInput], progress: Progress, conf_uris: d
         name_from_store(fs, b)
         if b.name != dir_name and sum(x.name == b.name for x in brokers) > 1:
             b.name, b.named_by = dir_name, "directory (its brokerName is not unique here)"
+        if b.disk_size is None:
+            b.disk_size = next((v for k, v in (disk_sizes or {}).items() if k in (b.name, dir_name)),
+                               (disk_sizes or {}).get(None))
         cl_dirs = commitlog_dirs(fs, b)
         listed = fs.list_files(b.root)
         for d in cl_dirs:

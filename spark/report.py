@@ -27,7 +27,7 @@ import pandas as pd
 
 from rmq.common import topics as systopics
 from spark.job import ScanResult, StoreSettings
-from spark.units import duration, when
+from spark.units import duration, setting, when
 
 HOUR_MS = 3_600_000
 DAY_MS = 86_400_000
@@ -440,9 +440,9 @@ SETTINGS_USED = ("fileReservedTime", "diskMaxUsedSpaceRatio", "deleteWhen", "map
 
 def settings_table(scan: ScanResult) -> pd.DataFrame:
     """Every broker setting the figures rest on, its value and where it came from."""
-    rows = [(b.name, key, str(getattr(b.settings, key)), b.source(key))
-            for b in scan.brokers for key in SETTINGS_USED]
-    return pd.DataFrame(rows, columns=["broker", "setting", "value", "source"])
+    rows = [(b.name, key, str(getattr(b.settings, key)), setting(key, getattr(b.settings, key)),
+             b.source(key)) for b in scan.brokers for key in SETTINGS_USED]
+    return pd.DataFrame(rows, columns=["broker", "setting", "value", "reads", "source"])
 
 
 def build(scan: ScanResult, opts: Options) -> dict[str, pd.DataFrame]:

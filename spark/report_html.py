@@ -50,7 +50,9 @@ def table(df: pd.DataFrame, columns: Sequence[Column], caption: str = "",
             raw = row[col]
             key = raw if isinstance(raw, (int, float, np.integer, np.floating)) and not pd.isna(raw) \
                 else str(raw)
-            cells.append(f"<td data-v='{esc(key)}'>{esc(fmt(raw))}</td>")
+            text = fmt(raw)
+            short = " class='n'" if len(text) <= 12 else ""  # "1,234.5 MiB" stays on one line
+            cells.append(f"<td{short} data-v='{esc(key)}'>{esc(text)}</td>")
         cls = " class='more'" if i >= SHOWN_ROWS else ""
         body.append(f"<tr{cls}>{''.join(cells)}</tr>")
     more = ""
@@ -193,9 +195,10 @@ ul.warn li{color:#8a4b00}ul.todo li{font-weight:500}
 table{border-collapse:collapse;width:100%;font-size:13px;table-layout:auto}
 caption{text-align:left;padding:4px 8px;color:#5b6470;font-size:12px}
 th{position:sticky;top:0;background:#eef1f4;cursor:pointer;text-align:left;padding:4px 8px;
-   border-bottom:1px solid #c9ced5;white-space:nowrap}
+   border-bottom:1px solid #c9ced5}
 th.asc::after{content:" \\25B2"}th.desc::after{content:" \\25BC"}
 td{padding:3px 8px;border-bottom:1px solid #eceff2;overflow-wrap:anywhere}
+td.n{white-space:nowrap}
 table.folded tr.more{display:none}
 button.unfold{margin:4px 8px;font-size:12px}
 details.broker{background:#fff;border:1px solid #dde1e6;border-radius:6px;margin:10px 0;padding:4px 14px}
@@ -373,7 +376,7 @@ def broker_section(b: dict, scan: ScanResult, tables: dict[str, pd.DataFrame], o
         ("Status", "status", str),
     ], "Consumer groups by lag", "groups"))
     parts.append("<h3>Settings the figures rest on</h3>")
-    parts.append(table(mine("settings"), [("Setting", "setting", str), ("Value", "value", str),
+    parts.append(table(mine("settings"), [("Setting", "setting", str), ("Value", "reads", str),
                                           ("Source", "source", str)], "", "settings"))
     issues = mine("issues")
     if len(issues):
@@ -384,7 +387,8 @@ def broker_section(b: dict, scan: ScanResult, tables: dict[str, pd.DataFrame], o
 
 
 def render(scan: ScanResult, tables: dict[str, pd.DataFrame], summary: dict, out_dir: str) -> str:
-    fleet_recs = [f"{b['name']}: {r['action']}" for b in summary["brokers"] for r in b["recommendations"]]
+    fleet_recs = [f"{b['name']}: {r['action']} ({r['basis']})" for b in summary["brokers"]
+                  for r in b["recommendations"]]
     fold = len(summary["brokers"]) > FOLD_BROKERS
     opts = summary["options"]
     retention = "fileReservedTime" if opts["retentionHours"] is None else f"{opts['retentionHours']:g} h"

@@ -71,3 +71,22 @@ def duration(seconds) -> str:
     if seconds < 7200:
         return f"{seconds / 60:,.0f} min"
     return f"{seconds / 3600:,.1f} h" if seconds < 172800 else f"{seconds / 86400:,.1f} days"
+
+
+_SETTING_UNITS = {
+    "fileReservedTime": lambda v: f"{float(v):g} h",
+    "diskMaxUsedSpaceRatio": lambda v: f"{float(v):g} %",
+    "deleteWhen": lambda v: f"at {v} h (local time of the broker)",
+    "mappedFileSizeCommitLog": size, "mappedFileSizeConsumeQueue": size,
+    "maxHashSlotNum": count, "maxIndexNum": count,
+    "flushConsumerOffsetInterval": lambda v: duration(float(v) / 1000),
+}
+
+
+def setting(key: str, value) -> str:
+    """A broker setting as people read it (the raw value stays in the table)."""
+    shown = _SETTING_UNITS.get(key)
+    try:
+        return shown(value) if shown else str(value)
+    except (TypeError, ValueError):
+        return str(value)
