@@ -297,7 +297,16 @@ def test_cli_exit_status_and_output(damaged, stores, tmp_path):
     assert sorted(brokers["broker"]) == ["damaged", "good"]
     missing = subprocess.run([sys.executable, "-m", "spark.capacity", "--master", "local[1]",
                               str(tmp_path / "nowhere")], capture_output=True, text=True, timeout=120, env=env)
-    assert missing.returncode == 2 and "not found" in missing.stderr
+    # checked before Spark starts: no JVM start-up for a typo
+    assert missing.returncode == 2 and f"rmq-capacity: not found: {tmp_path / 'nowhere'}" in missing.stderr
+    assert "Spark" not in missing.stderr
     usage = subprocess.run([sys.executable, "-m", "spark.capacity", "--broker", "x"],
                            capture_output=True, text=True, timeout=60, env=env)
     assert usage.returncode == 2 and "NAME=PATH" in usage.stderr
+
+
+def test_a_local_run_stays_on_loopback(spark_session):
+    conf = spark_session.sparkContext.getConf()
+    assert conf.get("spark.driver.host") == "127.0.0.1"
+    assert conf.get("spark.driver.bindAddress") == "127.0.0.1"
+    assert os.environ["SPARK_LOCAL_IP"] == "127.0.0.1"
