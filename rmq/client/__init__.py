@@ -25,6 +25,7 @@ from rmq.client.push_consumer import (
     ConsumeStatus,
     PushConsumer,
 )
+from rmq.client.request_reply import RequestTimeoutError, create_reply_message
 from rmq.client.selector import select_by_hash, select_by_random
 from rmq.client.transaction_producer import (
     LocalTransactionState,
@@ -39,6 +40,7 @@ __all__ = [
     "LitePullConsumer", "LocalTransactionState", "MQAdmin", "MQBrokerError", "MQClientError",
     "Message", "MessageExt", "MessageModel", "MessageQueue", "MessageSelector", "ProducerConfig",
     "Producer",
-    "PullResult", "PullStatus", "PushConsumer", "SendResult", "SendStatus", "TransactionListener",
-    "TransactionProducer", "TransactionSendResult", "select_by_hash", "select_by_random",
+    "PullResult", "PullStatus", "PushConsumer", "RequestTimeoutError", "SendResult", "SendStatus",
+    "TransactionListener", "TransactionProducer", "TransactionSendResult", "create_reply_message",
+    "select_by_hash", "select_by_random",
 ]

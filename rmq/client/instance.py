@@ -21,6 +21,7 @@ from rmq.client.exceptions import MQClientError
 from rmq.client.heartbeat import ConsumerData, HeartbeatData
 from rmq.client.message import MessageQueue
 from rmq.client.remoting_processor import ClientRemotingProcessor
+from rmq.client.request_reply import RequestFutures
 from rmq.common.message import is_readable, is_writeable
 from rmq.common.route import TopicRouteData
 from rmq.common.topics import MASTER_ID
@@ -110,6 +111,7 @@ class MQClientInstance:
         self._route_lock = asyncio.Lock()
         self.started = False
         self.processor = ClientRemotingProcessor(self)
+        self.requests = RequestFutures()  # request() calls waiting for their reply
         self.processor.register(self.remoting)
 
     # --- lifecycle ---------------------------------------------------------------

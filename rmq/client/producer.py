@@ -23,7 +23,14 @@ from rmq.client.exceptions import MQBrokerError, MQClientError
 from rmq.client.headers import send_header_v2
 from rmq.client.instance import MQClientInstance, client_instance, publish_queues
 from rmq.client.latency import FAST_LATENCY, MQFaultStrategy
-from rmq.client.message import Message, MessageQueue, SendResult, SendStatus
+from rmq.client.message import Message, MessageExt, MessageQueue, SendResult, SendStatus
+from rmq.client.request_reply import (
+    REQUEST_TIMEOUT_EXCEPTION,
+    RequestCallback,
+    RequestTimeoutError,
+    is_reply,
+    stamp_request,
+)
 from rmq.client.selector import QueueSelector
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.common.message import (
@@ -159,7 +166,7 @@ class Producer:
         return body, 0, properties_string(props)
 
     def _request(self, mq: MessageQueue, topic: str, body: bytes, sys_flag: int, flag: int,
-                 props: str, batch: bool) -> RemotingCommand:
+                 props: str, batch: bool, code: int = RequestCode.SEND_MESSAGE_V2) -> RemotingCommand:
         cfg = self.config
         entry = self._headers.get((mq, topic, batch))
         if (entry is None or entry[0] != cfg.create_topic_key
@@ -172,8 +179,7 @@ class Producer:
         if flag:
             ext["h"] = str(flag)
         ext["i"] = props
-        req = RemotingCommand.create_request(
-            RequestCode.SEND_BATCH_MESSAGE if batch else RequestCode.SEND_MESSAGE_V2, None, body)
+        req = RemotingCommand.create_request(RequestCode.SEND_BATCH_MESSAGE if batch else code, None, body)
         req.ext_fields = ext  # already all strings: skip the per-field conversion
         return req
 
@@ -223,9 +229,10 @@ class Producer:
                 or len(body) > self.config.max_message_size):
             self._validate(msg)
         body, sys_flag, props = self._prepare(msg)
+        code = RequestCode.SEND_REPLY_MESSAGE_V2 if is_reply(msg) else RequestCode.SEND_MESSAGE_V2
         return await self._send_with_retry(msg, body, sys_flag, props, False,
                                            msg.properties[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX],
-                                           timeout_ms, mq, selector, arg)
+                                           timeout_ms, mq, selector, arg, code)
 
     async def send_batch(self, msgs: Sequence[Message], timeout_ms: int | None = None,
                          mq: MessageQueue | None = None) -> SendResult:
@@ -267,7 +274,7 @@ class Producer:
     async def _send_with_retry(self, msg: Message, body: bytes, sys_flag: int, props: str,
                                batch: bool, msg_id: str, timeout_ms: int | None,
                                mq: MessageQueue | None, selector: QueueSelector | None,
-                               arg: Any) -> SendResult:
+                               arg: Any, code: int = RequestCode.SEND_MESSAGE_V2) -> SendResult:
         timeout = timeout_ms or self.config.send_msg_timeout
         monotonic = time.monotonic
         begin = monotonic()
@@ -299,7 +306,7 @@ class Producer:
                 addr = addrs.get(MASTER_ID) if addrs else None
                 if addr is None:
                     addr = self._addr(target)
-                req = self._request(target, topic, body, sys_flag, msg.flag, props, batch)
+                req = self._request(target, topic, body, sys_flag, msg.flag, props, batch, code)
                 resp = await self.instance.remoting.invoke(addr, req, left)
                 result = self._result(resp, target, msg_id, addr)
             except RemotingError as e:
@@ -356,9 +363,55 @@ class Producer:
         if mq is None:
             mq = (selector(queues, msg, arg) if selector is not None
                   else self.fault.select(queues, next(self._counter), None))
-        req = self._request(mq, msg.topic, body, sys_flag, msg.flag, props, False)
+        code = RequestCode.SEND_REPLY_MESSAGE_V2 if is_reply(msg) else RequestCode.SEND_MESSAGE_V2
+        req = self._request(mq, msg.topic, body, sys_flag, msg.flag, props, False, code)
         await self.instance.remoting.invoke_oneway(self._addr(mq), req,
                                                    self.config.send_msg_timeout)
+
+    # --- request / reply -------------------------------------------------------------
+    async def request(self, msg: Message, timeout_ms: int = 3000, mq: MessageQueue | None = None,
+                      selector: QueueSelector | None = None, arg: Any = None) -> MessageExt:
+        """Send ``msg`` as a request and wait for its reply (``request``): the
+        responder answers with ``create_reply_message``.  RequestTimeoutError
+        when the send worked but no reply came within ``timeout_ms``."""
+        begin = time.monotonic()
+        correlation_id = stamp_request(msg, self.instance.client_id, timeout_ms)
+        requests = self.instance.requests
+        reply = requests.add(correlation_id)
+        try:
+            if msg.topic not in self.instance.routes:  # the broker must know us to push the reply
+                await self.queues_of(msg.topic)
+                await self.instance.heartbeat_all()
+            try:
+                await self.send(msg, timeout_ms, mq, selector, arg)
+            except (MQClientError, RemotingError) as e:
+                raise MQClientError(-1, f"send request message to <{msg.topic}> fail: {e}") from e
+            left = timeout_ms / 1000 - (time.monotonic() - begin)
+            try:
+                return await asyncio.wait_for(reply, max(left, 0.001))
+            except TimeoutError:
+                raise RequestTimeoutError(
+                    REQUEST_TIMEOUT_EXCEPTION, f"send request message to <{msg.topic}> OK, but wait "
+                                               f"reply message timeout, {timeout_ms} ms.") from None
+        finally:
+            requests.discard(correlation_id)
+
+    def request_async(self, msg: Message, callback: RequestCallback | None = None,
+                      timeout_ms: int = 3000, mq: MessageQueue | None = None,
+                      selector: QueueSelector | None = None, arg: Any = None) -> asyncio.Future:
+        """``request`` without waiting: a future of the reply, and
+        ``callback(reply, error)`` when it completes."""
+        fut = asyncio.ensure_future(self.request(msg, timeout_ms, mq, selector, arg))
+        self._pending.add(fut)
+
+        def done(f: asyncio.Future) -> None:
+            self._pending.discard(f)
+            error = asyncio.CancelledError() if f.cancelled() else f.exception()
+            if callback is not None:
+                callback(None if error else f.result(), error)
+
+        fut.add_done_callback(done)
+        return fut
 
     async def fetch_publish_queues(self, topic: str) -> list[MessageQueue]:
         """The queues a selector chooses from (``fetchPublishMessageQueues``)."""

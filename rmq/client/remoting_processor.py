@@ -4,7 +4,8 @@ NOTIFY_CONSUMER_IDS_CHANGED, RESET_CONSUMER_CLIENT_OFFSET and
 CHECK_TRANSACTION_STATE arrive oneway and get no answer (a check is answered
 by the transactional producer's END_TRANSACTION); GET_CONSUMER_STATUS_FROM_CLIENT,
 GET_CONSUMER_RUNNING_INFO and CONSUME_MESSAGE_DIRECTLY are answered with the
-JSON bodies of 4.9.8.
+JSON bodies of 4.9.8; PUSH_REPLY_MESSAGE_TO_CLIENT completes a waiting
+``Producer.request`` and is answered SUCCESS.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import orjson
 from rmq.client.api import loads
 from rmq.client.codec import decode_messages
 from rmq.client.message import MessageQueue
+from rmq.client.request_reply import reply_message
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.common.message import PROPERTY_PRODUCER_GROUP
 from rmq.common.protocol.headers_admin import (
@@ -28,6 +30,7 @@ from rmq.common.protocol.headers_admin import (
 from rmq.common.protocol.headers_broker import (
     CheckTransactionStateRequestHeader,
     NotifyConsumerIdsChangedRequestHeader,
+    ReplyMessageRequestHeader,
 )
 from rmq.remoting import RemotingClient, RemotingCommand
 from rmq.remoting.exceptions import RemotingCommandError
@@ -63,6 +66,7 @@ class ClientRemotingProcessor:
         RequestCode.GET_CONSUMER_RUNNING_INFO,
         RequestCode.CONSUME_MESSAGE_DIRECTLY,
         RequestCode.CHECK_TRANSACTION_STATE,
+        RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT,
     )
 
     def __init__(self, instance: MQClientInstance) -> None:
@@ -93,6 +97,10 @@ class ClientRemotingProcessor:
             if code == RequestCode.CHECK_TRANSACTION_STATE:
                 await self._check_transaction_state(channel, request)
                 return None
+            if code == RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT:
+                header = request.decode_header(ReplyMessageRequestHeader)
+                self.instance.requests.on_reply(reply_message(header, request.body))
+                return RemotingCommand.create_response(ResponseCode.SUCCESS)
         except (RemotingCommandError, ValueError, KeyError) as e:
             return RemotingCommand.create_response(ResponseCode.SYSTEM_ERROR, str(e))
         return not_supported(code)

@@ -179,3 +179,22 @@ class CheckTransactionStateRequestHeader(CommandHeader):
     transactionId: str | None = None
     offsetMsgId: str | None = None
     bname: str | None = None
+
+
+# PUSH_REPLY_MESSAGE_TO_CLIENT (326): the broker hands a reply to the requester
+@dataclass(slots=True)
+class ReplyMessageRequestHeader(CommandHeader):
+    producerGroup: str = field_required()
+    topic: str = field_required()
+    defaultTopic: str = field_required()
+    defaultTopicQueueNums: int = field_required()
+    queueId: int = field_required()
+    sysFlag: int = field_required()
+    bornTimestamp: int = field_required()
+    flag: int = field_required()
+    properties: str | None = None
+    reconsumeTimes: int | None = None
+    unitMode: bool = False
+    bornHost: str = field_required()
+    storeHost: str = field_required()
+    storeTimestamp: int = field_required()
