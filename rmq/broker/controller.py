@@ -32,6 +32,7 @@ import copy
 import importlib
 import inspect
 import logging
+import sys
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -189,6 +190,7 @@ class BrokerController:
         self.remoting_server: RemotingServer | None = None
         self.fast_remoting_server: RemotingServer | None = None
         self.admin_processor: Any = None
+        self.access_validator: Any = None  # plain ACL (aclEnable=true)
         self.message_arriving_listeners: list[Callable[..., None]] = []
         self.services: list[Any] = []
         self.master_addr: str | None = None
@@ -250,6 +252,8 @@ class BrokerController:
         self._initial_transaction()
         self._create_servers()
         self.register_processors()
+        if not self._initial_acl():
+            return False
         if self.broker_config.namesrvAddr:
             self.outer_api.update_name_server_address_list(self.broker_config.namesrvAddr)
             log.info("Set user specified name server address: %s",
@@ -309,6 +313,29 @@ class BrokerController:
         fast.listenPort = self.server_config.listenPort - 2
         self.fast_remoting_server = RemotingServer(fast, self.client_housekeeping,
                                                    name="broker-fast")
+
+    def _initial_acl(self) -> bool:
+        """``initialAcl``: with aclEnable, plain ACL checks every request on both
+        ports and its files are watched.  Rules that do not load stop the start
+        (4.9.8 would carry on with ACL silently off)."""
+        bc = self.broker_config
+        if not bc.aclEnable:
+            log.info("The broker does not enable acl")
+            return True
+        from rmq.acl import AclException
+        from rmq.acl.validator import PlainAccessValidator
+
+        try:
+            self.access_validator = PlainAccessValidator(bc.rocketmqHome, bc.aclPlainFile)
+        except AclException as exc:
+            log.error("plain ACL rules cannot be loaded: %s", exc)
+            print(f"broker initialize failed: ACL: {exc}", file=sys.stderr, flush=True)
+            return False
+        for server in (self.remoting_server, self.fast_remoting_server):
+            server.register_rpc_hook(self.access_validator)
+        self.services.append(self.access_validator)
+        log.info("plain ACL enabled: %s", ", ".join(self.access_validator.manager.file_list()))
+        return True
 
     def register_processors(self) -> None:
         """Admin processor as default on both ports; messaging processors by code."""
