@@ -172,6 +172,10 @@ def read_yaml(path: str) -> Any:
             return yaml.load(f, Loader=_Loader)  # noqa: S506 - a safe loader
     except FileNotFoundError:
         return None
+    except yaml.MarkedYAMLError as e:
+        where = e.problem_mark
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
+        raise AclException(f"{path} is not valid YAML: {e.problem}{at}") from None
     except (yaml.YAMLError, UnicodeDecodeError) as e:
         raise AclException(f"{path} is not valid YAML: {' '.join(str(e).split())}") from None
     except OSError as e:

@@ -76,7 +76,7 @@ class AclAdmin:
     async def examine_broker_cluster_acl_version_info(self, addr: str) -> ClusterAclVersionInfo:
         resp = await self.api.call(addr, RC.GET_BROKER_CLUSTER_ACL_INFO)
         h = resp.decode_header(GetBrokerAclConfigResponseHeader)
-        versions = loads(h.allAclFileVersion) if h.allAclFileVersion else {}
+        versions = loads(h.allAclFileVersion.encode()) if h.allAclFileVersion else {}
         return ClusterAclVersionInfo(
             h.clusterName, h.brokerName, h.brokerAddr, DataVersion.decode(h.version),
             {path: DataVersion.from_json_obj(v) for path, v in versions.items()})

@@ -182,10 +182,12 @@ async def get_access_config(admin: MQAdmin, ns: argparse.Namespace):
     for addr in await _masters(admin, ns):
         config = await admin.acl.examine_broker_cluster_acl_config(addr)
         for pattern in config.global_white_addrs:
-            rows.append({"broker": addr, "rule": "globalWhiteRemoteAddress",
-                         "whiteRemoteAddress": pattern})
+            rows.append(_rule_row(addr, "globalWhiteRemoteAddress", {"whiteRemoteAddress": pattern}))
         for account in config.plain_access_configs:
-            values = account.to_json_obj()
-            rows.append({"broker": addr, "rule": "account",
-                         **{c: values.get(c, "") for c in ACCOUNT_COLUMNS}})
+            rows.append(_rule_row(addr, "account", account.to_json_obj()))
     return rows
+
+
+def _rule_row(addr: str, rule: str, values: dict) -> dict:
+    """Every row has every column (a table shows the first row's columns)."""
+    return {"broker": addr, "rule": rule, **{c: values.get(c, "") for c in ACCOUNT_COLUMNS}}
