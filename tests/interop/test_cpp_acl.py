@@ -13,7 +13,7 @@ import pytest
 from rmq.acl import AclClientRPCHook, SessionCredentials
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.remoting import RemotingClient, RemotingCommand
-from tests.interop.harness import Cluster, CppRunner, PushGroup
+from tests.interop.harness import Cluster, CppRunner, OnsRunner, PushGroup, ensure_node_clients
 from tests.interop.messages import text_message
 
 pytestmark = pytest.mark.timeout(150)
@@ -135,3 +135,42 @@ def test_wrong_secret_missing_permission_and_unsigned_address_are_refused(acl):
     assert cpp.log_problems(expected=(
         REFUSAL, "send error", "send failed of times", "could not find property mq",
         "No route info of this topic", "unregisterClient fail")) == []
+
+
+def test_ali_ons_signs_with_access_key_id_and_secret(acl):
+    """ali-ons (npm) with ``accessKeyId``/``accessKeySecret``: produces and
+    consumes; a wrong secret and a missing permission surface as the
+    broker's SYSTEM_ERROR with the AclException remark."""
+    c, _cpp = acl
+    ensure_node_clients()
+    ons = OnsRunner(c.tmp / "ons", c)
+    ons.tmp.mkdir()
+    try:
+        create_topic(c, "TopicCppAcl")
+        create_topic(c, "TopicCppSubOnly")
+        keys = [f"ons-{i}" for i in range(4)]
+        sent = ons.run({"op": "produce", "credentials": USER,
+                        "messages": [text_message("TopicCppAcl", k) for k in keys]})
+        assert sent["ok"] and all(r["ok"] for r in sent["results"]), sent
+        group = PushGroup(ons, "cgCppAcl", "TopicCppAcl", credentials=USER)
+        got = group.wait_for(lambda rs: {r["keys"] for r in rs} >= set(keys), timeout=60)
+        assert all(r["ok"] for r in group.stop())
+        assert {r["keys"] for r in got} == set(keys)
+        # a wrong secret: the producer's start (its heartbeat) already fails
+        res = ons.run({"op": "produce", "credentials": dict(USER, secret_key="notTheSecret"),
+                       "messages": [text_message("TopicCppAcl", "refused")]})
+        assert not res["ok"], res
+        assert res["error"].startswith(
+            f"MQClientException: {REFUSAL}Check signature failed for accessKey=cppUser01"), res
+        # a missing permission: ali-ons retries a SYSTEM_ERROR send, then gives up
+        # with its own text; the broker's log shows why
+        res = ons.run({"op": "produce", "credentials": USER,
+                       "messages": [text_message("TopicCppSubOnly", "refused")]})
+        assert res["ok"], res
+        (outcome,) = res["results"]
+        assert not outcome["ok"], outcome
+        assert "times, still failed" in outcome["error"] and "TopicCppSubOnly" in outcome["error"]
+        log = (c.tmp / "logs" / "rocketmqlogs" / "broker.log").read_text()
+        assert "refused: No default permission for topic:TopicCppSubOnly" in log
+    finally:
+        ons.close()
