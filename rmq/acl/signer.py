@@ -19,8 +19,8 @@ either form.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
-import hmac
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -40,10 +40,23 @@ UNSIGNED = frozenset({SIGNATURE, UNIQUE_MSG_QUERY_FLAG})
 def java_sorted(keys: Iterable[str]) -> list[str]:
     """Keys in ``TreeMap<String, ...>`` order: by UTF-16 code units (the same as
     code points unless a key holds characters beyond the BMP)."""
-    keys = list(keys)
-    if all(k.isascii() for k in keys):
-        return sorted(keys)
-    return sorted(keys, key=lambda k: k.encode("utf-16-be"))
+    ordered = sorted(keys)
+    if "".join(ordered).isascii():
+        return ordered
+    return sorted(ordered, key=lambda k: k.encode("utf-16-be"))
+
+
+@functools.lru_cache(maxsize=1024)
+def _hmac_pads(secret_key: str) -> tuple:
+    """HMAC-SHA1 (RFC 2104) with the key's inner and outer pads hashed once:
+    each signature then copies two SHA-1 states instead of setting up a new
+    HMAC (half the cost on the broker's send path)."""
+    key = secret_key.encode("utf-8")
+    if len(key) > 64:
+        key = hashlib.sha1(key).digest()
+    key = key.ljust(64, b"\0")
+    return (hashlib.sha1(bytes(b ^ 0x36 for b in key)),
+            hashlib.sha1(bytes(b ^ 0x5C for b in key)))
 
 
 def _body_parts(body) -> Iterable:
@@ -56,10 +69,14 @@ def cal_signature(ext_fields: Mapping[str, str], body, secret_key: str,
                   unsigned: frozenset[str] = UNSIGNED) -> str:
     """The signature of a request's extFields (all values str) and body."""
     text = "".join([ext_fields[k] for k in java_sorted(ext_fields) if k not in unsigned])
-    mac = hmac.new(secret_key.encode("utf-8"), text.encode("utf-8"), hashlib.sha1)
+    inner_pad, outer_pad = _hmac_pads(secret_key)
+    inner = inner_pad.copy()
+    inner.update(text.encode("utf-8"))
     for part in _body_parts(body):
-        mac.update(part)
-    return base64.b64encode(mac.digest()).decode("ascii")
+        inner.update(part)
+    outer = outer_pad.copy()
+    outer.update(inner.digest())
+    return base64.b64encode(outer.digest()).decode("ascii")
 
 
 @dataclass(slots=True)
