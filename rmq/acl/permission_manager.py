@@ -66,10 +66,12 @@ class PlainPermissionManager:
         return C.list_acl_files(self.acl_dir, self.default_file)
 
     def _ensure_default_file(self) -> None:
-        """``assureAclConfigFilesExist``: an empty default file when there is none."""
+        """``assureAclConfigFilesExist``: an empty default file (and its directory)
+        when there is none."""
         if os.path.exists(self.default_file):
             return
         try:
+            os.makedirs(os.path.dirname(self.default_file), exist_ok=True)
             with open(self.default_file, "x"):
                 pass
         except FileExistsError:

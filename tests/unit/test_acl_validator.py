@@ -196,8 +196,7 @@ def test_refusal_names_the_same_resource_as_java(validator):
 
 # ---- loading and reload ----------------------------------------------------------------
 def test_missing_default_file_is_created_empty_and_denies_everything(tmp_path):
-    (tmp_path / "conf").mkdir()
-    v = PlainAccessValidator(str(tmp_path))
+    v = PlainAccessValidator(str(tmp_path))  # conf/ is created too
     assert (tmp_path / "conf" / "plain_acl.yml").read_text() == ""
     assert refusal(v, signed(R.GET_MAX_OFFSET, {"t": "x"})) == "No acl config for RocketMQ"
     assert v.manager.data_version_map() == {}
@@ -375,3 +374,28 @@ def test_rules_listing_and_versions(home, validator):
     versions = validator.manager.data_version_map()
     assert list(versions) == [os.path.join(str(home), "conf", "plain_acl.yml")]
     assert versions[list(versions)[0]].counter == 0
+
+
+def test_the_worked_example_of_docs_security_md_does_what_the_page_says(tmp_path):
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "security.md").read_text()
+    example = doc.split("```yaml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "plain_acl.yml").write_text(example)
+    v = PlainAccessValidator(str(tmp_path))
+    order = ("orderService", "change-me-1")
+    assert refusal(v, signed(R.SEND_MESSAGE, {"topic": "orders"}, b"x", *order)) is None
+    assert refusal(v, signed(R.SEND_MESSAGE, {"topic": "payments"}, b"x", *order)) == \
+        "No default permission for topic:payments"
+    assert refusal(v, signed(R.PULL_MESSAGE, {"topic": "payments", "consumerGroup": "order-svc"},
+                             None, *order)) is None
+    assert refusal(v, signed(R.SEND_MESSAGE, {"topic": "orders"}, b"x", "reportingJob",
+                             "change-me-2")) == "No default permission for topic:orders"
+    create = {"topic": "t", "defaultTopic": "TBW102"}
+    assert refusal(v, signed(R.UPDATE_AND_CREATE_TOPIC, create, None, "opsAdmin01",
+                             "change-me-3")) is None
+    assert refusal(v, signed(R.UPDATE_AND_CREATE_TOPIC, create, None, "opsAdmin01", "wrong"),
+                   "10.20.0.7:1") is None
+    assert refusal(v, RemotingCommand.create_request(R.UPDATE_AND_CREATE_TOPIC, create),
+                   "192.168.0.2:1") is None
+    # and the sample rules shipped in conf/ load
+    assert PlainAccessValidator(str(Path(__file__).resolve().parents[2])).manager.file_list()
