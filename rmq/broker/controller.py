@@ -154,8 +154,11 @@ class BrokerController:
         self.log = log
         root = self.store_config.storePathRootDir
         self.topic_config_manager = TopicConfigManager(bc, root, self._register_after_new_topic)
-        self.consumer_offset_manager = ConsumerOffsetManager(root)
+        lmq = self.store_config.enableLmq
+        self.topic_config_manager.lmq = lmq
+        self.consumer_offset_manager = ConsumerOffsetManager(root, lmq)
         self.subscription_group_manager = SubscriptionGroupManager(bc, root)
+        self.subscription_group_manager.lmq = lmq
         self.consumer_filter_manager = ConsumerFilterManager(bc, root)
         self.producer_manager = ProducerManager()
         self.consumer_manager = ConsumerManager(self._on_consumer_ids_changed)
