@@ -60,6 +60,7 @@ from rmq.common.data_version import DataVersion
 from rmq.common.logging import BROKER_LOGGER_NAME, WATER_MARK_LOGGER_NAME
 from rmq.common.message import is_readable, is_writeable
 from rmq.common.periodic import ScheduledTask
+from rmq.common.top_addressing import DEFAULT_DOMAIN, DEFAULT_SUBGROUP, fetch_ns_addr, ws_addr
 from rmq.common.topic_config import TopicConfig, TopicConfigSerializeWrapper
 from rmq.remoting import RemotingCommand, RemotingServer
 
@@ -155,8 +156,11 @@ class BrokerController:
         self.log = log
         root = self.store_config.storePathRootDir
         self.topic_config_manager = TopicConfigManager(bc, root, self._register_after_new_topic)
-        self.consumer_offset_manager = ConsumerOffsetManager(root)
+        lmq = self.store_config.enableLmq
+        self.topic_config_manager.lmq = lmq
+        self.consumer_offset_manager = ConsumerOffsetManager(root, lmq)
         self.subscription_group_manager = SubscriptionGroupManager(bc, root)
+        self.subscription_group_manager.lmq = lmq
         self.consumer_filter_manager = ConsumerFilterManager(bc, root)
         self.producer_manager = ProducerManager()
         self.consumer_manager = ConsumerManager(self._on_consumer_ids_changed)
@@ -410,6 +414,8 @@ class BrokerController:
         if bc.namesrvAddr:
             self._every("updateNameServerAddr", 10, lambda: 120.0,
                         lambda: self.outer_api.update_name_server_address_list(bc.namesrvAddr))
+        elif bc.fetchNamesrvAddrByAddressServer:
+            self._every("fetchNameServerAddr", 10, lambda: 120.0, self.fetch_name_server_addr)
         self._every("registerBrokerAll", 10, lambda: bc.register_period_ms() / 1000,
                     lambda: self.register_broker_all(True, False, bc.forceRegister))
         if self.is_slave():
@@ -417,6 +423,21 @@ class BrokerController:
                         self.slave_synchronize.sync_all)
         else:
             self._every("printMasterAndSlaveDiff", 10, lambda: 60.0, self._log_slave_diff)
+
+    async def fetch_name_server_addr(self) -> None:
+        """fetchNamesrvAddrByAddressServer (no namesrvAddr set): ask the address
+        server every 2 minutes, 10 s after start, and use what it answers."""
+        props = self.settings.file_properties
+        url = ws_addr(props.get("rmqAddressServerDomain", DEFAULT_DOMAIN),
+                      props.get("rmqAddressServerSubGroup", DEFAULT_SUBGROUP))
+        addrs = await asyncio.to_thread(fetch_ns_addr, url)
+        if not addrs:
+            return
+        before = self.outer_api.name_server_addresses
+        self.outer_api.update_name_server_address_list(addrs)
+        if self.outer_api.name_server_addresses != before:  # register with them at once
+            bc = self.broker_config
+            await self.register_broker_all(True, False, bc.forceRegister)
 
     async def _persist_off_loop(self, manager: ConfigManager) -> None:
         """A periodic persist: the text is encoded on the loop (a consistent

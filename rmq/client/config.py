@@ -80,6 +80,8 @@ class ProducerConfig:
     retry_another_broker_when_not_store_ok: bool = False
     max_message_size: int = 4 * 1024 * 1024
     send_latency_fault_enable: bool = True
+    enable_msg_trace: bool = False  # Pub / EndTransaction trace records (docs/client.md)
+    customized_trace_topic: str | None = None  # default RMQ_SYS_TRACE_TOPIC
 
 
 @dataclass(slots=True)
@@ -102,3 +104,6 @@ class ConsumerConfig:
     rebalance_interval: int = 20000
     lock_interval: int = 20000
     offset_store_dir: str | None = None  # broadcasting; default ~/.rocketmq_offsets
+    consume_timeout: int = 15  # minutes; a longer listener call is traced as TIME_OUT
+    enable_msg_trace: bool = False  # SubBefore / SubAfter trace records
+    customized_trace_topic: str | None = None

@@ -32,6 +32,7 @@ from rmq.client.request_reply import (
     stamp_request,
 )
 from rmq.client.selector import QueueSelector
+from rmq.client.trace import AsyncTraceDispatcher, pub_context, trace_producer_settings
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.common.message import (
     COMPRESSED_FLAG,
@@ -79,6 +80,7 @@ class Producer:
         # send header templates (_request): (mq, topic, batch) ->
         # (create_topic_key, default_topic_queue_nums, fields fixed for that queue)
         self._headers: dict[tuple, tuple[str, int, dict[str, str]]] = {}
+        self.tracer: AsyncTraceDispatcher | None = None
 
     async def __aenter__(self) -> Producer:
         await self.start()
@@ -90,11 +92,19 @@ class Producer:
     async def start(self) -> None:
         self.instance.register_producer(self)
         await self.instance.start()
+        if self.config.enable_msg_trace and self.tracer is None:
+            name, pcfg, ccfg = trace_producer_settings(self.group, "PRODUCER", self.instance.config)
+            self.tracer = AsyncTraceDispatcher(Producer(name, config=pcfg, client_config=ccfg),
+                                               self.config.customized_trace_topic)
+            await self.tracer.start()
 
     async def shutdown(self) -> None:
         """Waits for in-flight async sends, unregisters and closes connections."""
         if self._pending:
             await asyncio.wait(list(self._pending), timeout=self.config.send_msg_timeout / 1000)
+        if self.tracer is not None:
+            await self.tracer.shutdown()
+            self.tracer = None
         self.instance.producers.pop(self.group, None)
         if self._own_instance:
             await self.instance.shutdown()
@@ -230,9 +240,25 @@ class Producer:
             self._validate(msg)
         body, sys_flag, props = self._prepare(msg)
         code = RequestCode.SEND_REPLY_MESSAGE_V2 if is_reply(msg) else RequestCode.SEND_MESSAGE_V2
-        return await self._send_with_retry(msg, body, sys_flag, props, False,
-                                           msg.properties[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX],
-                                           timeout_ms, mq, selector, arg, code)
+        if self.tracer is None:
+            return await self._send_with_retry(msg, body, sys_flag, props, False,
+                                               msg.properties[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX],
+                                               timeout_ms, mq, selector, arg, code)
+        begin = time.time_ns() // 1_000_000
+        result = await self._send_with_retry(msg, body, sys_flag, props, False,
+                                             msg.properties[PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX],
+                                             timeout_ms, mq, selector, arg, code)
+        self._trace_pub(msg, len(body), result, begin)
+        return result
+
+    def _trace_pub(self, msg: Message, body_length: int, result: SendResult, begin_ms: int) -> None:
+        """A Pub trace record for a send (not for the trace topic itself; not
+        when the broker turned tracing off)."""
+        tracer = self.tracer
+        if tracer is None or msg.topic.startswith(tracer.topic) or not result.trace_on:
+            return
+        addr = self.instance.find_broker_addr(result.message_queue.broker_name) or ""
+        tracer.append(pub_context(self.group, msg, body_length, addr, result, begin_ms))
 
     async def send_batch(self, msgs: Sequence[Message], timeout_ms: int | None = None,
                          mq: MessageQueue | None = None) -> SendResult:
@@ -268,8 +294,11 @@ class Producer:
             raise MQClientError(ResponseCode.MESSAGE_ILLEGAL,
                                 f"the batch size over max value, MAX: {self.config.max_message_size}")
         head = Message(topic, body, flag=0)
-        return await self._send_with_retry(head, body, 0, "", True, ",".join(ids), timeout_ms,
-                                           mq, None, None)
+        begin = time.time_ns() // 1_000_000
+        result = await self._send_with_retry(head, body, 0, "", True, ",".join(ids), timeout_ms,
+                                             mq, None, None)
+        self._trace_pub(head, len(body), result, begin)
+        return result
 
     async def _send_with_retry(self, msg: Message, body: bytes, sys_flag: int, props: str,
                                batch: bool, msg_id: str, timeout_ms: int | None,

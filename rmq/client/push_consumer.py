@@ -25,6 +25,8 @@ from rmq.client.consumer_base import ConsumerBase
 from rmq.client.instance import MQClientInstance
 from rmq.client.message import MessageExt, MessageQueue, PullStatus
 from rmq.client.process_queue import ProcessQueue
+from rmq.client.producer import Producer
+from rmq.client.trace import AsyncTraceDispatcher, trace_producer_settings, traced_listener
 from rmq.common.message import PROPERTY_RETRY_TOPIC
 from rmq.common.topics import retry_topic
 
@@ -74,6 +76,7 @@ class PushConsumer(ConsumerBase):
         self._rebalance_lock = asyncio.Lock()
         self.stats = {"ok": 0, "failed": 0, "pulls": 0}
         self._retry_topic = retry_topic(group)
+        self.tracer: AsyncTraceDispatcher | None = None
 
     def register_listener(self, listener: Listener, orderly: bool = False) -> None:
         self.listener = listener
@@ -91,6 +94,8 @@ class PushConsumer(ConsumerBase):
             raise ValueError("register a listener before start()")
         if not self.subscriptions:
             raise ValueError("subscribe to at least one topic before start()")
+        if self.config.enable_msg_trace and self.tracer is None:
+            await self._start_trace()
         self._is_async = inspect.iscoroutinefunction(self.listener)
         self._sem = asyncio.Semaphore(self.config.consume_concurrently_max)
         self._running = True
@@ -98,6 +103,17 @@ class PushConsumer(ConsumerBase):
         if self.orderly and self.clustering:
             self._lock_task = asyncio.get_running_loop().create_task(self._lock_service())
         await self.do_rebalance()
+
+    async def _start_trace(self) -> None:
+        """SubBefore / SubAfter records around every listener call."""
+        name, pcfg, ccfg = trace_producer_settings(self.group, "CONSUMER", self.instance.config)
+        self.tracer = AsyncTraceDispatcher(Producer(name, config=pcfg, client_config=ccfg),
+                                           self.config.customized_trace_topic)
+        await self.tracer.start()
+        ok = (ConsumeOrderlyStatus.SUCCESS,) if self.orderly \
+            else (ConsumeStatus.CONSUME_SUCCESS,)
+        self.listener = traced_listener(self.listener, self.tracer, self.group, ok,
+                                        self.config.consume_timeout * 60_000)
 
     async def shutdown(self) -> None:
         """Stop pulling, let running listeners finish (bounded), commit offsets
@@ -115,6 +131,9 @@ class PushConsumer(ConsumerBase):
             await self._unlock(list(self.pqs), oneway=False)
         for pq in self.pqs.values():
             pq.dropped = True
+        if self.tracer is not None:
+            await self.tracer.shutdown()
+            self.tracer = None
         self.instance.consumers.pop(self.group, None)
         if self._own_instance:
             await self.instance.shutdown()

@@ -28,6 +28,7 @@ from rmq.client.exceptions import MQClientError
 from rmq.client.instance import MQClientInstance
 from rmq.client.message import Message, MessageExt, SendResult, SendStatus
 from rmq.client.producer import Producer
+from rmq.client.trace import end_transaction_context
 from rmq.common import message as mc
 from rmq.common.codes import RequestCode
 from rmq.common.message_id import decode_message_id
@@ -131,7 +132,7 @@ class TransactionProducer(Producer):
         else:  # stored, but not as safely as asked: give up the transaction
             state = LocalTransactionState.ROLLBACK_MESSAGE
         try:
-            await self.end_transaction(sent, state, local_error)
+            await self.end_transaction(sent, state, local_error, msg)
         except Exception as exc:
             log.warning("local transaction execute %s, but end broker transaction failed: %s",
                         state.name, exc)
@@ -140,7 +141,8 @@ class TransactionProducer(Producer):
                                      sent.trace_on, state)
 
     async def end_transaction(self, sent: SendResult, state: LocalTransactionState,
-                              local_error: BaseException | None = None) -> None:
+                              local_error: BaseException | None = None,
+                              msg: Message | None = None) -> None:
         """END_TRANSACTION (oneway) for the half message of ``sent`` to the
         master of the broker that stored it."""
         _, commit_log_offset = decode_message_id(sent.offset_msg_id or sent.msg_id)
@@ -156,7 +158,18 @@ class TransactionProducer(Producer):
         if local_error is not None:
             request.remark = ("executeLocalTransactionBranch exception: "
                               f"{type(local_error).__name__}: {local_error}")
+        if msg is not None:
+            self._trace_end(msg, sent.msg_id, addr, state, False)
         await self.instance.remoting.invoke_oneway(addr, request, self.config.send_msg_timeout)
+
+    def _trace_end(self, msg: Message, msg_id: str, addr: str, state: LocalTransactionState,
+                   from_check: bool) -> None:
+        """An EndTransaction trace record (the transaction id is the UNIQ_KEY)."""
+        if self.tracer is None or msg.topic.startswith(self.tracer.topic):
+            return
+        self.tracer.append(end_transaction_context(
+            self.group, msg, addr, self.instance.client_id, msg_id,
+            msg.properties.get(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), state.name, from_check))
 
     async def check_transaction_state(self, addr: str, msg: MessageExt,
                                       check: CheckTransactionStateRequestHeader) -> None:
@@ -185,6 +198,7 @@ class TransactionProducer(Producer):
             transactionId=check.transactionId, bname=check.bname)
         request = RemotingCommand.create_request(RequestCode.END_TRANSACTION, header)
         request.remark = remark
+        self._trace_end(msg, header.msgId, addr, state, True)
         try:
             await self.instance.remoting.invoke_oneway(addr, request, CHECK_END_TIMEOUT_MS)
         except Exception as exc:

@@ -20,7 +20,9 @@ import orjson
 from rmq.client.admin import MQAdmin
 from rmq.client.exceptions import MQClientError
 from rmq.client.message import Message, MessageExt, MessageQueue
+from rmq.client.trace import trace_views
 from rmq.common.message import perm_to_string
+from rmq.common.topics import TRACE_TOPIC
 from rmq.remoting.exceptions import RemotingError
 from rmq.tools.admin_acl import ACL_COMMANDS, credential_options, tool_credentials
 
@@ -331,6 +333,39 @@ async def query_msg_by_key(admin, ns):
                                      parse_time(ns.beginTimestamp, 0),
                                      parse_time(ns.endTimestamp, int(time.time() * 1000) + 60000))
     return message_list(msgs, body=False)
+
+
+@command("queryMsgTraceById", "the trace records of a message (producers and consumer groups)", lambda p: (
+    p.add_argument("-i", "--msgId", required=True),
+    p.add_argument("-t", "--traceTopic", default=TRACE_TOPIC)))
+async def query_msg_trace_by_id(admin, ns):
+    msgs = await admin.query_message(ns.traceTopic, ns.msgId.strip(), 64, 0, int(time.time() * 1000))
+    views = [v for m in msgs for v in trace_views(ns.msgId.strip(), m)]
+    return Output(views, format_trace(views))
+
+
+def format_trace(views: list[dict]) -> str:
+    """mqadmin's layout: a block per Pub record, then one per consumer group
+    with its SubAfter records (times in local time, to the second)."""
+    line = "%-10s %-20s %-20s %-20s %-10s %-10s"
+
+    def row(kind: str, v: dict) -> str:
+        when = datetime.fromtimestamp(v["timeStamp"] / 1000).strftime("%Y-%m-%d %H:%M:%S")
+        return line % (kind, v["groupName"], v["clientHost"], when, f"{v['costTime']}ms", v["status"])
+
+    out: list[str] = []
+    groups: dict[str, list[dict]] = {}
+    for v in views:
+        if v["msgType"] == "Pub":
+            out += [line % ("#Type", "#ProducerGroup", "#ClientHost", "#SendTime", "#CostTimes", "#Status"),
+                    row("Pub", v), ""]
+        elif v["msgType"] == "SubAfter":
+            groups.setdefault(v["groupName"], []).append(v)
+    for group_views in groups.values():
+        out.append(line % ("#Type", "#ConsumerGroup", "#ClientHost", "#ConsumerTime", "#CostTimes", "#Status"))
+        out += [row("Sub", v) for v in group_views]
+        out.append("")
+    return "\n".join(out) if out else "(no trace records)"
 
 
 @command("queryMsgByUniqueKey", "a message by its client id (UNIQ_KEY)", lambda p: (

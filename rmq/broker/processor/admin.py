@@ -44,6 +44,7 @@ from rmq.common.topic_config import TOPIC_FILTER_TYPES, TopicConfig
 from rmq.common.topics import is_system_topic, validate_topic
 from rmq.remoting import Channel, RemotingCommand
 from rmq.remoting.handler_table import HandlerTableProcessor
+from rmq.store.multi_dispatch import is_lmq
 
 log = logging.getLogger(BROKER_LOGGER_NAME)
 
@@ -154,6 +155,9 @@ class AdminBrokerProcessor(HandlerTableProcessor):
         bad = self._check_topic(h.topic)
         if bad:
             return bad
+        if is_lmq(h.topic):  # an LMQ has no topic config: its consume queue goes
+            self.c.message_store.clean_unused_lmq_topic(h.topic)
+            return _ok()
         self.c.topic_config_manager.delete_topic_config(h.topic)
         self.c.consumer_offset_manager.clean_offset_by_topic(h.topic)
         self.c.message_store.delete_topics({h.topic})
