@@ -103,21 +103,23 @@ def _heartbeat_needs(resource: PlainAccessResource, body: Any) -> None:
                 resource.need(sub.get("topic"), P.SUB)
 
 
+def _send_needs(resource: PlainAccessResource, topic: str | None, group: str | None) -> None:
+    """A send needs PUB on its topic; a send to a retry topic (a consumer's
+    message back) SUB on the group named in the header (SEND_MESSAGE has no
+    ``group`` field, so such a send needs nothing there: 4.9.8's mapping)."""
+    if topic is not None and is_retry_topic(topic):
+        resource.need(retry_topic(group), P.SUB)
+    else:
+        resource.need(topic, P.PUB)
+
+
 def _needs(resource: PlainAccessResource, request: RemotingCommand) -> None:
     ext = request.ext_fields
     code = request.code
     if code == R.SEND_MESSAGE:
-        topic = ext.get("topic")
-        if topic is not None and is_retry_topic(topic):
-            resource.need(retry_topic(ext.get("group")), P.SUB)
-        else:
-            resource.need(topic, P.PUB)
-    elif code == R.SEND_MESSAGE_V2:
-        topic = ext.get("b")
-        if topic is not None and is_retry_topic(topic):
-            resource.need(retry_topic(ext.get("a")), P.SUB)
-        else:
-            resource.need(topic, P.PUB)
+        _send_needs(resource, ext.get("topic"), ext.get("group"))
+    elif code == R.SEND_MESSAGE_V2:  # the compact header: b = topic, a = producer group
+        _send_needs(resource, ext.get("b"), ext.get("a"))
     elif code == R.CONSUMER_SEND_MSG_BACK:
         resource.need(retry_topic(ext.get("group")), P.SUB)
     elif code == R.PULL_MESSAGE:
