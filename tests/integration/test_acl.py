@@ -16,7 +16,14 @@ import pytest
 import yaml
 
 from rmq.acl import AclClientRPCHook, SessionCredentials
-from rmq.client import ClientConfig, ConsumeStatus, Message, Producer, PushConsumer
+from rmq.client import (
+    ClientConfig,
+    ConsumeStatus,
+    Message,
+    Producer,
+    ProducerConfig,
+    PushConsumer,
+)
 from rmq.client.exceptions import MQBrokerError
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.remoting import RemotingClient, RemotingCommand
@@ -60,7 +67,7 @@ def is_refusal(r: RemotingCommand, message: str) -> bool:
 def acl_cluster(tmp_path: Path, rules: str = RULES) -> Cluster:
     (tmp_path / "conf").mkdir(exist_ok=True)
     (tmp_path / "conf" / "plain_acl.yml").write_text(rules)
-    c = Cluster(tmp_path, "aclEnable=true\nautoCreateTopicEnable=false\n")
+    c = Cluster(tmp_path, "aclEnable=true\nautoCreateTopicEnable=false\ntraceTopicEnable=true\n")
     c.start_broker()
     return c
 
@@ -153,7 +160,8 @@ async def test_signed_clients_produce_and_consume_within_their_permissions(clust
     consumer.register_listener(listener)
     await consumer.start()
     try:
-        async with Producer("pgAcl", client_config=config()) as producer:
+        traced = ProducerConfig(enable_msg_trace=True)
+        async with Producer("pgAcl", config=traced, client_config=config()) as producer:
             for i in range(3):
                 res = await producer.send(Message("TopicAcl", f"m{i}".encode()))
                 assert res.status.name == "SEND_OK"
@@ -163,6 +171,21 @@ async def test_signed_clients_produce_and_consume_within_their_permissions(clust
             assert REFUSED + "No default permission for topic:TopicSubOnly" in str(info.value)
         await wait_for(lambda: asyncio.sleep(0, len(received) >= 3), 30)
         assert sorted(received) == [b"m0", b"m1", b"m2"]
+        # the trace records went out signed with the producer's keys (the account
+        # has no permission on RMQ_SYS_TRACE_TOPIC: trace sends are never refused)
+        admin = signer("rocketmq2", "12345678")
+        try:
+            async def traced_records() -> int:
+                total = 0
+                for q in range(8):
+                    r = await call(admin, c.addr, R.GET_MAX_OFFSET,
+                                   {"topic": "RMQ_SYS_TRACE_TOPIC", "queueId": q})
+                    total += int(r.ext_fields["offset"]) if r.code == RC.SUCCESS else 0
+                return total
+
+            await wait_for(lambda: _positive(traced_records()), 30)
+        finally:
+            await admin.close()
         async with Producer("pgAclBad", client_config=config("wrong___")) as producer:
             with pytest.raises(MQBrokerError) as info:
                 await producer.send(Message("TopicAcl", b"x"))
@@ -227,6 +250,10 @@ async def test_edited_added_and_broken_files_apply_within_a_second(cluster, tmp_
         await wait_for(lambda: _not(accepted()), 10)
     finally:
         await newbie.close()
+
+
+async def _positive(awaitable) -> bool:
+    return await awaitable > 0
 
 
 async def _ok(awaitable) -> bool:

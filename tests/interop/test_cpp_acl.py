@@ -162,6 +162,10 @@ def test_ali_ons_signs_with_access_key_id_and_secret(acl):
         assert not res["ok"], res
         assert res["error"].startswith(
             f"MQClientException: {REFUSAL}Check signature failed for accessKey=cppUser01"), res
+        # no credentials, from an address no rule white-lists: refused the same way
+        res = ons.run({"op": "produce", "messages": [text_message("TopicCppAcl", "bare")]})
+        assert not res["ok"], res
+        assert res["error"].startswith(f"MQClientException: {REFUSAL}No accessKey is configured")
         # a missing permission: ali-ons retries a SYSTEM_ERROR send, then gives up
         # with its own text; the broker's log shows why
         res = ons.run({"op": "produce", "credentials": USER,
