@@ -12,7 +12,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime
 
 import orjson
@@ -25,6 +25,12 @@ from rmq.common.message import perm_to_string
 from rmq.common.topics import TRACE_TOPIC
 from rmq.remoting.exceptions import RemotingError
 from rmq.tools.admin_acl import ACL_COMMANDS, credential_options, tool_credentials
+from rmq.tools.admin_base import JSON_OPTIONS, Output, cell, format_table, parse_time
+from rmq.tools.admin_base import broker_target as _target
+from rmq.tools.admin_base import parse_bool as _bool
+from rmq.tools.admin_base import target_addrs as _addrs
+from rmq.tools.admin_namesrv import NAMESRV_COMMANDS
+from rmq.tools.admin_topic import TOPIC_COMMANDS
 
 DESCRIPTION = (
     "RocketMQ's mqadmin with the same command names and flags (-n name servers, -t topic, "
@@ -33,58 +39,6 @@ DESCRIPTION = (
     "command's options.")
 
 # --- output -------------------------------------------------------------------------
-# columns holding epoch milliseconds: tables show them as mqadmin does (local time)
-TIME_COLUMNS = frozenset({"bornTimestamp", "storeTimestamp", "lastTimestamp", "timestamp",
-                          "bootTimestamp", "beginTimestamp", "endTimestamp"})
-
-
-def human_time(ms: int) -> str:
-    """``UtilAll.timeMillisToHumanString2``: yyyy-MM-dd HH:mm:ss,SSS in local time;
-    N/A for none (0 or negative)."""
-    if not isinstance(ms, int) or isinstance(ms, bool) or ms <= 0:
-        return "N/A"
-    t = datetime.fromtimestamp(ms / 1000)
-    return f"{t:%Y-%m-%d %H:%M:%S},{ms % 1000:03d}"
-
-
-JSON_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS  # broker ids are int keys
-
-
-@dataclass(slots=True)
-class Output:
-    """A result whose table form is not a plain rendering of its JSON form."""
-
-    data: object
-    table: str
-
-
-def cell(value, column: str = "") -> str:
-    """Table text of a value: Java's lower-case booleans, compact JSON for containers,
-    readable times in the time columns."""
-    if column in TIME_COLUMNS and isinstance(value, int):
-        return human_time(value)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return ""
-    if isinstance(value, (dict, list)):
-        return orjson.dumps(value, option=JSON_OPTIONS).decode()
-    return str(value)
-
-
-def format_table(rows: list[dict], columns: list[str] | None = None) -> str:
-    """Left-aligned columns separated by two spaces, headed by the column names."""
-    if not rows:
-        return "(none)"
-    columns = columns or list(rows[0])
-    cells = [[cell(r.get(c, ""), c) for c in columns] for r in rows]
-    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip()
-              for row in cells]
-    return "\n".join(lines)
-
-
 def message_dict(m: MessageExt, body: bool = True) -> dict:
     d = {"topic": m.topic, "msgId": m.msg_id, "offsetMsgId": m.offset_msg_id,
          "brokerName": m.broker_name, "queueId": m.queue_id, "queueOffset": m.queue_offset,
@@ -117,24 +71,6 @@ def sections(*parts: tuple[str, str]) -> str:
     return "\n\n".join(f"{title}\n{text}" for title, text in parts)
 
 
-def parse_time(text: str | None, default: int) -> int:
-    """Milliseconds, ``now``, or mqadmin's ``yyyy-MM-dd#HH:mm:ss:SSS``."""
-    if text is None:
-        return default
-    if text == "now":
-        return int(time.time() * 1000)
-    if text.lstrip("-").isdigit():
-        return int(text)
-    try:
-        return int(datetime.strptime(text, "%Y-%m-%d#%H:%M:%S:%f").timestamp() * 1000)
-    except ValueError:
-        raise MQClientError(-1, f"bad time {text!r}: use ms, now or yyyy-MM-dd#HH:mm:ss:SSS") from None
-
-
-def _bool(text: str) -> bool:
-    return text.lower() == "true"
-
-
 # --- commands --------------------------------------------------------------------------
 Handler = Callable[[MQAdmin, argparse.Namespace], "asyncio.Future"]
 COMMANDS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None], Handler]] = {}
@@ -145,16 +81,6 @@ def command(name: str, help_text: str, args: Callable[[argparse.ArgumentParser],
         COMMANDS[name] = (help_text, args, fn)
         return fn
     return deco
-
-
-def _target(p: argparse.ArgumentParser, required: bool = True) -> None:
-    g = p.add_mutually_exclusive_group(required=required)
-    g.add_argument("-b", "--brokerAddr", help="broker address ip:port")
-    g.add_argument("-c", "--clusterName", help="every master of this cluster")
-
-
-async def _addrs(admin: MQAdmin, ns: argparse.Namespace) -> list[str]:
-    return [ns.brokerAddr] if ns.brokerAddr else await admin.master_addrs(ns.clusterName)
 
 
 def _progress(done: int, total: int, what: str) -> None:
@@ -502,6 +428,8 @@ async def wipe_write_perm(admin, ns):
 
 
 COMMANDS.update(ACL_COMMANDS)
+for _table in (NAMESRV_COMMANDS, TOPIC_COMMANDS):
+    COMMANDS.update(_table)
 
 
 # --- rendering ---------------------------------------------------------------------------
@@ -529,8 +457,15 @@ def render(result, as_json: bool) -> str:
     return str(result)
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A bad argument is one line on stderr (exit 2), not the usage block."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message} (-h for help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rmq-admin", description=DESCRIPTION)
+    parser = OneLineParser(prog="rmq-admin", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", metavar="command")
     for name, (help_text, add_args, _fn) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text)
@@ -568,9 +503,14 @@ def main(argv: list[str] | None = None) -> int:
         result = asyncio.run(run(ns))
     except (MQClientError, RemotingError, ValueError, OSError) as e:
         return fail(ns.command, str(e))
+    except KeyboardInterrupt:  # commands that run until stopped
+        return 130
     except Exception as e:  # an answer this tool did not expect: still one line
         return fail(ns.command, f"{type(e).__name__}: {e}")
-    print(render(result, ns.json))
+    if result is not None:  # None: the command printed as it went
+        print(render(result, ns.json))
+    if isinstance(result, Output) and result.error:
+        return fail(ns.command, result.error)
     return 0
 
 
