@@ -29,6 +29,7 @@ from rmq.tools.admin_base import JSON_OPTIONS, Output, cell, format_table, parse
 from rmq.tools.admin_base import broker_target as _target
 from rmq.tools.admin_base import parse_bool as _bool
 from rmq.tools.admin_base import target_addrs as _addrs
+from rmq.tools.admin_broker import BROKER_COMMANDS
 from rmq.tools.admin_namesrv import NAMESRV_COMMANDS
 from rmq.tools.admin_topic import TOPIC_COMMANDS
 
@@ -428,7 +429,7 @@ async def wipe_write_perm(admin, ns):
 
 
 COMMANDS.update(ACL_COMMANDS)
-for _table in (NAMESRV_COMMANDS, TOPIC_COMMANDS):
+for _table in (NAMESRV_COMMANDS, TOPIC_COMMANDS, BROKER_COMMANDS):
     COMMANDS.update(_table)
 
 

@@ -9,15 +9,19 @@ them: ``python -m rmq.tools.admin`` runs that module as ``__main__``).
 from __future__ import annotations
 
 import argparse
+import os
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 import orjson
 
 from rmq.client.admin import MQAdmin
 from rmq.client.exceptions import MQClientError
+from rmq.client.message import MessageQueue, SendResult
+from rmq.client.producer import Producer
 
 # columns holding epoch milliseconds: tables show them as mqadmin does (local time)
 TIME_COLUMNS = frozenset({"bornTimestamp", "storeTimestamp", "lastTimestamp", "timestamp",
@@ -132,3 +136,39 @@ class CommandTable(dict[str, Entry]):
             self[name] = (help_text, args, fn)
             return fn
         return deco
+
+
+# --- Java toString forms mqadmin prints -------------------------------------------
+def mq_text(mq: MessageQueue) -> str:
+    """``MessageQueue.toString``."""
+    return f"MessageQueue [topic={mq.topic}, brokerName={mq.broker_name}, queueId={mq.queue_id}]"
+
+
+def send_result_text(r: SendResult) -> str:
+    """``SendResult.toString``."""
+    return (f"SendResult [sendStatus={r.status.value}, msgId={r.msg_id}, "
+            f"offsetMsgId={r.offset_msg_id}, messageQueue={mq_text(r.message_queue)}, "
+            f"queueOffset={r.queue_offset}]")
+
+
+def send_result_dict(r: SendResult) -> dict:
+    return {"sendStatus": r.status.value, "msgId": r.msg_id, "offsetMsgId": r.offset_msg_id,
+            "messageQueue": r.message_queue.to_json_obj(), "queueOffset": r.queue_offset}
+
+
+# --- clients the tools start ------------------------------------------------------
+@asynccontextmanager
+async def tool_producer(admin: MQAdmin, group: str) -> AsyncIterator[Producer]:
+    """A producer on the tool's name servers and credentials, shut down after."""
+    config = replace(admin.config, instance_name=f"{group}_{os.getpid()}_{time.time_ns()}")
+    producer = Producer(group, client_config=config)
+    await producer.start()
+    try:
+        yield producer
+    finally:
+        await producer.shutdown()
+
+
+def emit(line: str) -> None:
+    """One line of a command that prints as it goes (a long or endless run)."""
+    print(line, flush=True)
