@@ -88,7 +88,7 @@ async def test_producer_lists_live_producers(cluster):
 
 
 async def test_send_msg_status(cluster):
-    c, ns = cluster, cluster.namesrv_addr
+    ns = cluster.namesrv_addr
     out = await admin_ok(ns, "sendMsgStatus", "-b", "broker-a", "-s", "30", "-c", "3")
     lines = out.splitlines()
     assert len(lines) == 3
@@ -116,7 +116,7 @@ async def test_check_msg_send_rt(cluster):
     await c.create_topic("TopicAdmRT", queues=2)
     out = await admin_ok(ns, "checkMsgSendRT", "-t", "TopicAdmRT", "-a", "4", "-s", "64")
     lines = out.splitlines()
-    assert lines[0] == "%-32s  %-4s  %-20s    %s" % ("#Broker Name", "#QID", "#Send Result", "#RT")
+    assert lines[0] == f"{'#Broker Name':<32}  {'#QID':<4}  {'#Send Result':<20}    #RT"
     rows = [line.split() for line in lines[1:5]]
     assert [r[:3] for r in rows] == [["broker-a", "0", "true"], ["broker-a", "1", "true"]] * 2
     assert re.fullmatch(r"Avg RT: \d+\.\d\d", lines[5])
