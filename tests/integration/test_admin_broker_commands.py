@@ -126,7 +126,7 @@ async def test_check_msg_send_rt(cluster):
 
 
 async def test_cluster_rt(cluster):
-    c, ns = cluster, cluster.namesrv_addr
+    ns = cluster.namesrv_addr
     out = await admin_ok(ns, "clusterRT", "-a", "3", "-s", "16", "--rounds", "1")
     head, row = out.splitlines()
     assert head.split() == ["#Cluster", "Name", "#Broker", "Name", "#RT", "#successCount",
