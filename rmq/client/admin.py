@@ -40,7 +40,7 @@ from rmq.remoting import RemotingClient
 from rmq.remoting.exceptions import RemotingError
 
 
-def _mq_table(obj: dict) -> list[tuple[MessageQueue, object]]:
+def mq_table(obj: dict) -> list[tuple[MessageQueue, object]]:
     """A MessageQueue-keyed map (keys are compact JSON after fastjson parsing)."""
     out = [(MessageQueue.from_json_obj(orjson.loads(k)), v) for k, v in (obj or {}).items()]
     return sorted(out, key=lambda kv: kv[0])
@@ -135,7 +135,7 @@ class MQAdmin:
                 continue
             resp = await self.api.call(addr, RC.GET_TOPIC_STATS_INFO,
                                        GetTopicStatsInfoRequestHeader(topic=topic))
-            for mq, st in _mq_table(loads(resp.body).get("offsetTable")):
+            for mq, st in mq_table(loads(resp.body).get("offsetTable")):
                 rows.append({"brokerName": mq.broker_name, "queueId": mq.queue_id,
                              "minOffset": st.get("minOffset", 0),
                              "maxOffset": st.get("maxOffset", 0),
@@ -169,8 +169,10 @@ class MQAdmin:
         return [bd.brokerAddrs[MASTER_ID] for bd in route.brokerDatas
                 if MASTER_ID in bd.brokerAddrs]
 
-    async def consumer_progress(self, group: str, topic: str | None = None) -> list[dict]:
-        """Per queue: broker offset, consumer offset, lag (``consumerProgress``)."""
+    async def consume_stats(self, group: str, topic: str | None = None
+                            ) -> list[tuple[MessageQueue, dict]]:
+        """Per queue {brokerOffset, consumerOffset, lastTimestamp}, sorted, from
+        every broker of the group's retry topic (``examineConsumeStats``)."""
         route_topic = topic or f"%RETRY%{group}"
         try:
             addrs = await self._group_brokers(route_topic)
@@ -181,15 +183,21 @@ class MQAdmin:
             raise MQClientError(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                                 f"no such consumer group {group}: no broker holds offsets for it "
                                 f"(its retry topic {route_topic} has no route)") from None
-        rows = []
+        table: list[tuple[MessageQueue, dict]] = []
         for addr in addrs:
             resp = await self.api.call(addr, RC.GET_CONSUME_STATS, GetConsumeStatsRequestHeader(
                 consumerGroup=group, topic=topic))
-            for mq, st in _mq_table(loads(resp.body).get("offsetTable")):
-                b, c = int(st.get("brokerOffset", 0)), int(st.get("consumerOffset", 0))
-                rows.append({"topic": mq.topic, "brokerName": mq.broker_name,
-                             "queueId": mq.queue_id, "brokerOffset": b, "consumerOffset": c,
-                             "diff": b - c, "lastTimestamp": st.get("lastTimestamp", 0)})
+            table.extend(mq_table(loads(resp.body).get("offsetTable")))
+        return sorted(table, key=lambda kv: kv[0])
+
+    async def consumer_progress(self, group: str, topic: str | None = None) -> list[dict]:
+        """Per queue: broker offset, consumer offset, lag (``consumerProgress``)."""
+        rows = []
+        for mq, st in await self.consume_stats(group, topic):
+            b, c = int(st.get("brokerOffset", 0)), int(st.get("consumerOffset", 0))
+            rows.append({"topic": mq.topic, "brokerName": mq.broker_name,
+                         "queueId": mq.queue_id, "brokerOffset": b, "consumerOffset": c,
+                         "diff": b - c, "lastTimestamp": st.get("lastTimestamp", 0)})
         return rows
 
     async def consumer_connection(self, group: str) -> dict:
@@ -215,7 +223,7 @@ class MQAdmin:
             resp = await self.api.call(
                 addr, RC.INVOKE_BROKER_TO_RESET_OFFSET, ResetOffsetRequestHeader(
                     topic=topic, group=group, timestamp=timestamp_ms, isForce=force))
-            for mq, off in _mq_table(loads(resp.body).get("offsetTable")):
+            for mq, off in mq_table(loads(resp.body).get("offsetTable")):
                 rows.append({"brokerName": mq.broker_name, "queueId": mq.queue_id,
                              "offset": int(off)})
         return rows

@@ -99,14 +99,21 @@ class ProcessQueue:
         self.in_order.clear()
 
     def info(self, commit_offset: int) -> dict:
+        """``ProcessQueueInfo``: its times are epoch milliseconds (the queue keeps
+        monotonic seconds; a lock never taken stays 0)."""
         offs = list(self.msgs)
+        skew = time.time() - time.monotonic()
+
+        def epoch_ms(ts: float) -> int:
+            return int((ts + skew) * 1000) if ts else 0
+
         return {
             "cachedMsgCount": len(offs), "cachedMsgMaxOffset": max(offs) if offs else 0,
             "cachedMsgMinOffset": min(offs) if offs else 0,
             "cachedMsgSizeInMiB": self.msg_size // (1024 * 1024), "commitOffset": commit_offset,
-            "droped": self.dropped, "lastConsumeTimestamp": int(self.last_consume_ts * 1000),
-            "lastLockTimestamp": int(self.last_lock_ts * 1000),
-            "lastPullTimestamp": int(self.last_pull_ts * 1000), "locked": self.locked,
+            "droped": self.dropped, "lastConsumeTimestamp": epoch_ms(self.last_consume_ts),
+            "lastLockTimestamp": epoch_ms(self.last_lock_ts),
+            "lastPullTimestamp": epoch_ms(self.last_pull_ts), "locked": self.locked,
             "transactionMsgCount": 0, "transactionMsgMaxOffset": 0, "transactionMsgMinOffset": 0,
             "tryUnlockTimes": 0,
         }

@@ -10,7 +10,11 @@ JSON bodies of 4.9.8; PUSH_REPLY_MESSAGE_TO_CLIENT completes a waiting
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import sys
+import threading
+import traceback
 from typing import TYPE_CHECKING
 
 import orjson
@@ -54,6 +58,22 @@ def parse_offset_table(body) -> dict[MessageQueue, int]:
     for key, off in table.items():
         out[MessageQueue.from_json_obj(orjson.loads(key))] = int(off)
     return out
+
+
+def stack_dump() -> str:
+    """What ``jstackEnable`` asks for (Java's ``UtilAll.jstack``): the stack
+    of every thread and of every task on this event loop."""
+    frames = sys._current_frames()
+    out = []
+    for t in threading.enumerate():
+        frame = frames.get(t.ident) if t.ident is not None else None
+        out.append(f"Thread: {t.name} {'DAEMON' if t.daemon else ''}".rstrip() + "\n")
+        out += ["    " + line for line in traceback.format_stack(frame)] if frame else []
+    for task in asyncio.all_tasks():
+        out.append(f"Task: {task.get_name()}\n")
+        for frame in task.get_stack():
+            out += ["    " + line for line in traceback.format_stack(frame, limit=1)]
+    return "".join(out)
 
 
 class ClientRemotingProcessor:
@@ -152,7 +172,10 @@ class ClientRemotingProcessor:
             return RemotingCommand.create_response(
                 ResponseCode.SYSTEM_ERROR,
                 f"The Consumer Group <{hdr.consumerGroup}> not exist in this consumer")
-        body = orjson.dumps(consumer.running_info(), option=orjson.OPT_SORT_KEYS)
+        info = consumer.running_info()
+        if hdr.jstackEnable:
+            info["jstack"] = stack_dump()
+        body = orjson.dumps(info, option=orjson.OPT_SORT_KEYS)
         return RemotingCommand.create_response(ResponseCode.SUCCESS, None, None, body)
 
     async def _consume_directly(self, request: RemotingCommand) -> RemotingCommand:

@@ -30,7 +30,9 @@ from rmq.tools.admin_base import broker_target as _target
 from rmq.tools.admin_base import parse_bool as _bool
 from rmq.tools.admin_base import target_addrs as _addrs
 from rmq.tools.admin_broker import BROKER_COMMANDS
+from rmq.tools.admin_consumer import CONSUMER_COMMANDS
 from rmq.tools.admin_namesrv import NAMESRV_COMMANDS
+from rmq.tools.admin_offset import OFFSET_COMMANDS, reset_offset
 from rmq.tools.admin_topic import TOPIC_COMMANDS
 
 DESCRIPTION = (
@@ -397,8 +399,10 @@ async def send_message(admin, ns):
     p.add_argument("-s", "--timestamp", required=True),
     p.add_argument("-f", "--force", type=_bool, default=True)))
 async def reset_offset_by_time(admin, ns):
-    return await admin.reset_offset_by_time(ns.group, ns.topic, parse_time(ns.timestamp, 0),
-                                            ns.force)
+    """With no consumer of the group online the tool writes the offsets itself."""
+    rows, _offline = await reset_offset(admin, ns.group, ns.topic, parse_time(ns.timestamp, 0),
+                                        ns.force)
+    return rows
 
 
 @command("getNamesrvConfig", "settings of every name server", lambda p: None)
@@ -429,7 +433,8 @@ async def wipe_write_perm(admin, ns):
 
 
 COMMANDS.update(ACL_COMMANDS)
-for _table in (NAMESRV_COMMANDS, TOPIC_COMMANDS, BROKER_COMMANDS):
+for _table in (NAMESRV_COMMANDS, TOPIC_COMMANDS, BROKER_COMMANDS, OFFSET_COMMANDS,
+               CONSUMER_COMMANDS):
     COMMANDS.update(_table)
 
 

@@ -5,11 +5,13 @@ one-line stderr, exit status)."""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import orjson
-
-from tests.support.procs import run_cli
 
 ADMIN = "rmq.tools.admin"
 
@@ -21,16 +23,21 @@ class AdminRun:
     err: str
 
 
-async def admin_run(ns: str | None, *args: str, timeout: float = 60.0) -> AdminRun:
+def _argv(ns: str | None, args: tuple[str, ...]) -> list[str]:
+    return [sys.executable, "-m", ADMIN, args[0], *(["-n", ns] if ns else []), *args[1:]]
+
+
+async def admin_run(ns: str | None, *args: str, timeout: float = 60.0,
+                    cwd: str | None = None) -> AdminRun:
     """``rmq-admin args[0] -n ns args[1:]`` in a thread, so the test's event loop
     (and the clients on it) keeps serving meanwhile."""
-    argv = [args[0], *(["-n", ns] if ns else []), *args[1:]]
-    res = await asyncio.to_thread(run_cli, ADMIN, argv, timeout)
+    res = await asyncio.to_thread(subprocess.run, _argv(ns, args), capture_output=True,
+                                  text=True, timeout=timeout, cwd=cwd, env=dict(os.environ))
     return AdminRun(res.returncode, res.stdout, res.stderr)
 
 
-async def admin_ok(ns: str, *args: str, timeout: float = 60.0) -> str:
-    r = await admin_run(ns, *args, timeout=timeout)
+async def admin_ok(ns: str, *args: str, timeout: float = 60.0, cwd: str | None = None) -> str:
+    r = await admin_run(ns, *args, timeout=timeout, cwd=cwd)
     assert r.rc == 0 and r.err == "", f"{args}: rc={r.rc} {r.err}"
     return r.out
 
@@ -46,3 +53,33 @@ async def admin_fails(ns: str | None, *args: str, rc: int = 1) -> str:
     lines = r.err.strip().splitlines()
     assert len(lines) == 1, r.err
     return lines[0]
+
+
+async def admin_until(ns: str, args: tuple[str, ...], done: Callable[[list[str]], bool],
+                      timeout: float = 60.0, on_line: Callable[[str], object] | None = None
+                      ) -> list[str]:
+    """Run a command that prints as it goes (until stopped) and read its lines
+    until ``done(lines)``; then stop it (SIGINT, as Ctrl-C) and return them."""
+    proc = await asyncio.create_subprocess_exec(*_argv(ns, args), stdout=subprocess.PIPE,
+                                                stderr=subprocess.PIPE)
+    lines: list[str] = []
+    try:
+        async with asyncio.timeout(timeout):
+            while not done(lines):
+                raw = await proc.stdout.readline()
+                if not raw:
+                    err = (await proc.stderr.read()).decode()
+                    raise AssertionError(f"{args} ended: {lines} {err}")
+                lines.append(raw.decode().rstrip("\n"))
+                if on_line is not None:
+                    await on_line(lines[-1])
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(2)
+            try:
+                async with asyncio.timeout(15):
+                    await proc.wait()
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+    return lines
