@@ -25,12 +25,21 @@ from rmq.common.message import perm_to_string
 from rmq.common.topics import TRACE_TOPIC
 from rmq.remoting.exceptions import RemotingError
 from rmq.tools.admin_acl import ACL_COMMANDS, credential_options, tool_credentials
-from rmq.tools.admin_base import JSON_OPTIONS, Output, cell, format_table, parse_time
+from rmq.tools.admin_base import (
+    JSON_OPTIONS,
+    Output,
+    cell,
+    format_message,
+    format_table,
+    message_dict,
+    parse_time,
+)
 from rmq.tools.admin_base import broker_target as _target
 from rmq.tools.admin_base import parse_bool as _bool
 from rmq.tools.admin_base import target_addrs as _addrs
 from rmq.tools.admin_broker import BROKER_COMMANDS
 from rmq.tools.admin_consumer import CONSUMER_COMMANDS
+from rmq.tools.admin_message import MESSAGE_COMMANDS
 from rmq.tools.admin_namesrv import NAMESRV_COMMANDS
 from rmq.tools.admin_offset import OFFSET_COMMANDS, reset_offset
 from rmq.tools.admin_topic import TOPIC_COMMANDS
@@ -42,23 +51,6 @@ DESCRIPTION = (
     "command's options.")
 
 # --- output -------------------------------------------------------------------------
-def message_dict(m: MessageExt, body: bool = True) -> dict:
-    d = {"topic": m.topic, "msgId": m.msg_id, "offsetMsgId": m.offset_msg_id,
-         "brokerName": m.broker_name, "queueId": m.queue_id, "queueOffset": m.queue_offset,
-         "commitLogOffset": m.commit_log_offset, "tags": m.tags or "", "keys": m.keys or "",
-         "reconsumeTimes": m.reconsume_times, "bornHost": m.born_host, "storeHost": m.store_host,
-         "bornTimestamp": m.born_timestamp, "storeTimestamp": m.store_timestamp,
-         "sysFlag": m.sys_flag, "properties": m.properties}
-    if body:
-        d["body"] = m.body.decode("utf-8", "replace")
-    return d
-
-
-def format_message(m: MessageExt) -> str:
-    d = message_dict(m)
-    return "\n".join(f"{k + ':':<18}{cell(v, k)}" for k, v in d.items())
-
-
 MESSAGE_COLUMNS = ["msgId", "queueId", "queueOffset", "tags", "keys", "storeTimestamp"]
 
 
@@ -247,12 +239,6 @@ async def producer_connection(admin, ns):
                                      ["clientId", "clientAddr", "language", "version"]))
 
 
-@command("queryMsgById", "a message by its offset message id", lambda p: p.add_argument(
-    "-i", "--msgId", required=True))
-async def query_msg_by_id(admin, ns):
-    return await admin.view_message(ns.msgId)
-
-
 @command("queryMsgByKey", "messages by key", lambda p: (
     p.add_argument("-t", "--topic", required=True), p.add_argument("-k", "--msgKey", required=True),
     p.add_argument("-b", "--beginTimestamp"), p.add_argument("-e", "--endTimestamp"),
@@ -434,7 +420,7 @@ async def wipe_write_perm(admin, ns):
 
 COMMANDS.update(ACL_COMMANDS)
 for _table in (NAMESRV_COMMANDS, TOPIC_COMMANDS, BROKER_COMMANDS, OFFSET_COMMANDS,
-               CONSUMER_COMMANDS):
+               CONSUMER_COMMANDS, MESSAGE_COMMANDS):
     COMMANDS.update(_table)
 
 

@@ -20,7 +20,7 @@ import orjson
 
 from rmq.client.admin import MQAdmin
 from rmq.client.exceptions import MQClientError
-from rmq.client.message import MessageQueue, SendResult
+from rmq.client.message import MessageExt, MessageQueue, SendResult
 from rmq.client.producer import Producer
 
 # columns holding epoch milliseconds: tables show them as mqadmin does (local time)
@@ -84,8 +84,30 @@ def format_table(rows: list[dict], columns: list[str] | None = None) -> str:
     return "\n".join(lines)
 
 
+def message_dict(m: MessageExt, body: bool = True) -> dict:
+    d = {"topic": m.topic, "msgId": m.msg_id, "offsetMsgId": m.offset_msg_id,
+         "brokerName": m.broker_name, "queueId": m.queue_id, "queueOffset": m.queue_offset,
+         "commitLogOffset": m.commit_log_offset, "tags": m.tags or "", "keys": m.keys or "",
+         "reconsumeTimes": m.reconsume_times, "bornHost": m.born_host, "storeHost": m.store_host,
+         "bornTimestamp": m.born_timestamp, "storeTimestamp": m.store_timestamp,
+         "sysFlag": m.sys_flag, "properties": m.properties}
+    if body:
+        d["body"] = m.body.decode("utf-8", "replace")
+    return d
+
+
+def format_message(m: MessageExt) -> str:
+    d = message_dict(m)
+    return "\n".join(f"{k + ':':<18}{cell(v, k)}" for k, v in d.items())
+
+
 def java_bool(value: bool) -> str:
     return "true" if value else "false"
+
+
+def java_str(value) -> str:
+    """How Java's string concatenation shows a value: null for none."""
+    return "null" if value is None else java_bool(value) if isinstance(value, bool) else str(value)
 
 
 def parse_time(text: str | None, default: int) -> int:
@@ -158,9 +180,11 @@ def send_result_dict(r: SendResult) -> dict:
 
 # --- clients the tools start ------------------------------------------------------
 @asynccontextmanager
-async def tool_producer(admin: MQAdmin, group: str) -> AsyncIterator[Producer]:
+async def tool_producer(admin: MQAdmin, group: str,
+                        unit_name: str | None = None) -> AsyncIterator[Producer]:
     """A producer on the tool's name servers and credentials, shut down after."""
-    config = replace(admin.config, instance_name=f"{group}_{os.getpid()}_{time.time_ns()}")
+    config = replace(admin.config, instance_name=f"{group}_{os.getpid()}_{time.time_ns()}",
+                     unit_name=unit_name)
     producer = Producer(group, client_config=config)
     await producer.start()
     try:
