@@ -39,6 +39,7 @@ from rmq.tools.admin_base import parse_bool as _bool
 from rmq.tools.admin_base import target_addrs as _addrs
 from rmq.tools.admin_broker import BROKER_COMMANDS
 from rmq.tools.admin_consumer import CONSUMER_COMMANDS
+from rmq.tools.admin_export import EXPORT_COMMANDS
 from rmq.tools.admin_message import MESSAGE_COMMANDS
 from rmq.tools.admin_namesrv import NAMESRV_COMMANDS
 from rmq.tools.admin_offset import OFFSET_COMMANDS, reset_offset
@@ -420,7 +421,7 @@ async def wipe_write_perm(admin, ns):
 
 COMMANDS.update(ACL_COMMANDS)
 for _table in (NAMESRV_COMMANDS, TOPIC_COMMANDS, BROKER_COMMANDS, OFFSET_COMMANDS,
-               CONSUMER_COMMANDS, MESSAGE_COMMANDS):
+               CONSUMER_COMMANDS, MESSAGE_COMMANDS, EXPORT_COMMANDS):
     COMMANDS.update(_table)
 
 

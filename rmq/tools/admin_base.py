@@ -9,6 +9,7 @@ them: ``python -m rmq.tools.admin`` runs that module as ``__main__``).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 from collections.abc import AsyncIterator, Callable
@@ -99,6 +100,15 @@ def message_dict(m: MessageExt, body: bool = True) -> dict:
 def format_message(m: MessageExt) -> str:
     d = message_dict(m)
     return "\n".join(f"{k + ':':<18}{cell(v, k)}" for k, v in d.items())
+
+
+def pretty_json(obj) -> str:
+    """fastjson's pretty form: tab indents, no space after the colon."""
+    return json.dumps(obj, indent="\t", separators=(",", ":"), sort_keys=True, ensure_ascii=False)
+
+
+def time_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def java_bool(value: bool) -> str:

@@ -26,7 +26,7 @@ from rmq.common.protocol.headers_admin import (
     GetConsumerConnectionListRequestHeader,
     GetConsumerRunningInfoRequestHeader,
 )
-from rmq.common.topics import MASTER_ID, OFFSET_MOVED_EVENT
+from rmq.common.topics import MASTER_ID, MONITOR_CONSUMER_GROUP, OFFSET_MOVED_EVENT
 from rmq.remoting.exceptions import RemotingError
 from rmq.tools.admin_base import CommandTable, Output, compact_time, emit, java_bool, mq_text
 
@@ -275,7 +275,7 @@ class MonitorService:
         self.admin = admin
         self.as_json = as_json
         self.events = PushConsumer(
-            "MONITOR_CONSUMER", listener=self._offset_moved,
+            MONITOR_CONSUMER_GROUP, listener=self._offset_moved,
             config=ConsumerConfig(consume_concurrently_max=1),
             client_config=replace(admin.config,
                                   instance_name=f"MonitorService_{os.getpid()}_{time.time_ns()}"))

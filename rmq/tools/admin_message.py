@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import codecs
-import json
 from collections import Counter
 
 from rmq.client.admin import MQAdmin
@@ -31,6 +30,7 @@ from rmq.tools.admin_base import (
     message_dict,
     parse_bool,
     parse_time,
+    pretty_json,
     send_result_dict,
     send_result_text,
     tool_producer,
@@ -198,11 +198,6 @@ def consume_queue_data_text(d: dict) -> str:
             f"physicSize={text('physicSize')}, tagsCode={text('tagsCode')}, "
             f"extendDataJson='{text('extendDataJson')}', bitMap='{text('bitMap')}', "
             f"eval={java_bool(bool(d.get('eval')))}, msg='{text('msg')}'}}")
-
-
-def pretty_json(obj) -> str:
-    """fastjson's pretty form: tab indents, no space after the colon."""
-    return json.dumps(obj, indent="\t", separators=(",", ":"), sort_keys=True, ensure_ascii=False)
 
 
 @MESSAGE_COMMANDS.command("queryCq", "Query cq command.", lambda p: (
