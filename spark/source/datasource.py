@@ -87,6 +87,8 @@ class RmqBatchReader(DataSourceReader):
                                self.o.max_messages_per_partition, self.o.max_bytes_per_partition))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if partition.value is None:  # Spark's stand-in when there is nothing to read
+            return iter(())
         if isinstance(partition, live.LiveRange):
             return live.read_range(partition, self.o)
         return store.read_range(partition, self.o.fail_on_data_loss)

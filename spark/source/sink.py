@@ -1,8 +1,8 @@
 """``df.write.format("rmq")`` and ``writeStream.format("rmq")``: rows become messages.
 
 Columns (any other column is ignored): ``body`` (binary or string, required,
-never empty), ``topic`` (string; or the ``topic`` option for rows without
-one), ``tags`` (string), ``keys`` (string, space-separated, or an array of
+never empty), ``topic`` (string; the ``topic`` option, when given, wins over
+it, as in Spark's Kafka sink), ``tags`` (string), ``keys`` (string, space-separated, or an array of
 strings) and ``properties`` (map of strings: user properties; the names the
 client and broker own, such as UNIQ_KEY, are dropped so that a row read from
 rmq can be sent again as a new message).
@@ -75,12 +75,12 @@ class SentCount(WriterCommitMessage):
     requests: int
 
 
-def to_messages(batch: pa.RecordBatch, default_topic: str | None) -> list[Message]:
+def to_messages(batch: pa.RecordBatch, topic_option: str | None) -> list[Message]:
     """The batch's rows as messages; a row that cannot be one raises ValueError."""
     cols = {name: batch.column(name).to_pylist() for name in batch.schema.names if name in COLUMN_TYPES}
     out = []
     for i, body in enumerate(cols["body"]):
-        topic = cols["topic"][i] if "topic" in cols and cols["topic"][i] else default_topic
+        topic = topic_option or (cols["topic"][i] if "topic" in cols else None)
         err = validate_topic(topic)
         if err:
             raise ValueError(f"rmq: row {i} of a batch: topic {topic!r}: {err}")

@@ -117,7 +117,7 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             end = {mq: max(begin.get(mq, 0), min(off, self.until.get(mq, begin.get(mq, 0))))
                    for mq, off in end.items()}
         if isinstance(limit, ReadMaxRows):
-            end = limit_rows(begin, end, limit.maxRows)
+            end = limit_rows(begin, end, limit.max_rows)
         return nest(end)
 
     def getDefaultReadLimit(self) -> ReadLimit:
