@@ -73,6 +73,7 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: SourceOptions) -> None:
         self.o = options
         self.until: Offsets | None = None  # Trigger.AvailableNow: the offsets at its start
+        self.committed: Offsets | None = None  # what the group's offsets on the brokers say
 
     # --- offsets -----------------------------------------------------------------
     def initialOffset(self) -> dict:
@@ -111,7 +112,15 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return out
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        """The end of the next batch.  Spark asks once the batch that ended at
+        ``start`` is complete, also after the last batch of
+        ``Trigger.AvailableNow`` (it calls ``commit`` later, and not for that
+        one): with a ``group``, ``start`` becomes the group's consumer offsets
+        here (``rmq-admin consumerProgress -g GROUP -t TOPIC`` shows the lag)."""
         begin = flatten(start)
+        if self.o.commit_offsets and begin != self.committed:
+            run(self._commit(begin))
+            self.committed = begin
         end = run(self._latest(begin))
         if self.until is not None:
             end = {mq: max(begin.get(mq, 0), min(off, self.until.get(mq, begin.get(mq, 0))))
@@ -137,12 +146,6 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: live.LiveRange) -> Iterator[pa.RecordBatch]:
         return live.read_range(partition, self.o)
-
-    def commit(self, end: dict) -> None:
-        """With a ``group``, the processed offsets become the group's consumer
-        offsets on the brokers (``rmq-admin consumerProgress`` shows the lag)."""
-        if self.o.commit_offsets:
-            run(self._commit(flatten(end)))
 
     async def _commit(self, offsets: Offsets) -> None:
         async with Cluster(self.o.namesrv, self.o.group, self.o.request_timeout_ms) as c:
