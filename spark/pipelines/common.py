@@ -28,9 +28,11 @@ def stream_parser(prog: str, description: str) -> argparse.ArgumentParser:
 
 
 def session(app: str, master: str | None):
-    """A session for a job: ``master`` when given, else the one spark-submit set."""
-    from pyspark import SparkConf
+    """A session for a job: ``master`` when given, else the one spark-submit set
+    (the JVM's ``spark.master``; a plain ``python`` run gets ``local[*]``)."""
+    from pyspark import SparkConf, SparkContext
 
+    SparkContext._ensure_initialized()  # the JVM first: its properties hold spark-submit's settings
     spark = make_session(master or SparkConf().get("spark.master", "local[*]"), app)
     register(spark)
     return spark
