@@ -57,3 +57,14 @@ def start(writer, args: argparse.Namespace):
     else:
         writer = writer.trigger(processingTime=f"{float(args.trigger)} seconds")
     return writer.start()
+
+
+def main(parser: argparse.ArgumentParser, run, app: str, argv: list[str] | None) -> int:
+    """Parse the command line, run the job until its query ends, stop the session."""
+    args = parser.parse_args(argv)
+    spark = session(app, args.master)
+    try:
+        run(spark, args).awaitTermination()
+    finally:
+        spark.stop()
+    return 0

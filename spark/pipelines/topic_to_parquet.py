@@ -14,7 +14,8 @@ import sys
 
 from pyspark.sql import functions as F
 
-from spark.pipelines.common import session, source, start, stream_parser
+from spark.pipelines import common
+from spark.pipelines.common import source, start, stream_parser
 
 
 def parser():
@@ -31,13 +32,7 @@ def run(spark, args):
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    spark = session("rmq-topic-to-parquet", args.master)
-    try:
-        run(spark, args).awaitTermination()
-    finally:
-        spark.stop()
-    return 0
+    return common.main(parser(), run, "rmq-topic-to-parquet", argv)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,6 +82,17 @@ class Broker:
                 await admin.create_topic(f"127.0.0.1:{self.port}", topic, queues, queues)
         asyncio.run(go())
         self.wait_route(topic)
+
+
+@contextmanager
+def running_broker(tmp: Path) -> Iterator[Broker]:
+    """A started :class:`Broker`, always stopped at the end."""
+    b = Broker(tmp)
+    try:
+        b.start()
+        yield b
+    finally:
+        b.close()
 
 
 @dataclass(frozen=True)

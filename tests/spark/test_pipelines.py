@@ -18,8 +18,7 @@ import pyspark
 import pytest
 
 from spark.pipelines import topic_to_parquet, windowed_counts
-from spark.source import register
-from tests.spark.source_support import Broker, produce, wait_for
+from tests.spark.source_support import produce, running_broker, wait_for
 from tests.support.procs import free_port, wait_port
 
 pytestmark = pytest.mark.timeout(300)
@@ -29,21 +28,16 @@ SPARK_HOME = Path(pyspark.__file__).parent
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    b = Broker(tmp_path_factory.mktemp("pipelines"))
-    try:
-        b.start()
+    with running_broker(tmp_path_factory.mktemp("pipelines")) as b:
         yield b
-    finally:
-        b.close()
 
 
 def parquet_rows(out: Path) -> list[dict]:
     return ds.dataset(str(out), format="parquet", partitioning="hive").to_table().to_pylist()
 
 
-def test_topic_to_parquet_partitions_by_date_and_topic(spark_session, cluster, tmp_path):
+def test_topic_to_parquet_partitions_by_date_and_topic(spark, cluster, tmp_path):
     b = cluster
-    register(spark_session)
     b.create_topic("PipeA", 2)
     b.create_topic("PipeB", 2)
     sent = produce(b.namesrv_addr, "PipeA", 120) + produce(b.namesrv_addr, "PipeB", 60)
@@ -51,26 +45,25 @@ def test_topic_to_parquet_partitions_by_date_and_topic(spark_session, cluster, t
     args = topic_to_parquet.parser().parse_args([
         "--namesrv", b.namesrv_addr, "--topic", "PipeA,PipeB", "--out", str(out),
         "--checkpoint", str(tmp_path / "ckpt")])
-    assert topic_to_parquet.run(spark_session, args).awaitTermination(120)
+    assert topic_to_parquet.run(spark, args).awaitTermination(120)
     rows = parquet_rows(out)
     assert sorted((r["topic"], r["msgId"]) for r in rows) == sorted((s.topic, s.msg_id) for s in sent)
     assert all(str(r["date"]) == r["storeTimestamp"].date().isoformat() for r in rows)
     assert {p.name for p in out.glob("date=*/*")} == {"topic=PipeA", "topic=PipeB"}
 
 
-def test_windowed_counts_reach_the_output_topic(spark_session, cluster, tmp_path):
+def test_windowed_counts_reach_the_output_topic(spark, cluster, tmp_path):
     b = cluster
-    register(spark_session)
     b.create_topic("PipeIn", 2)
     b.create_topic("PipeCounts", 2)
     sent = produce(b.namesrv_addr, "PipeIn", 90)
     args = windowed_counts.parser().parse_args([
         "--namesrv", b.namesrv_addr, "--topic", "PipeIn", "--out-topic", "PipeCounts",
         "--window", "1 minute", "--checkpoint", str(tmp_path / "ckpt")])
-    assert windowed_counts.run(spark_session, args).awaitTermination(120)
+    assert windowed_counts.run(spark, args).awaitTermination(120)
     b.wait_route("PipeCounts")
     latest = {}
-    counted = (spark_session.read.format("rmq").option("namesrv", b.namesrv_addr)
+    counted = (spark.read.format("rmq").option("namesrv", b.namesrv_addr)
                .option("topic", "PipeCounts").load().collect())
     for m in sorted(counted, key=lambda m: (m.storeTimestamp, m.queueOffset)):
         latest[m.keys] = json.loads(m.body)

@@ -13,11 +13,11 @@ import pytest
 from pyspark.errors import AnalysisException, PythonException
 from pyspark.sql import functions as F
 
-from spark.source import register, store
+from spark.source import store
 from spark.source.filters import Bounds
 from spark.source.live import plan as live_plan
 from spark.source.options import source_options
-from tests.spark.source_support import Broker, consume, produce, wait_for
+from tests.spark.source_support import consume, produce, running_broker, wait_for
 from tests.support.procs import free_port
 
 pytestmark = pytest.mark.timeout(240)
@@ -28,9 +28,7 @@ def key(r):
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """A broker holding SrcA (4 queues: 400 messages, a pause, 200 more) and SrcB (2 queues, 150)."""
-    b = Broker(tmp_path_factory.mktemp("batch"))
-    try:
-        b.start()
+    with running_broker(tmp_path_factory.mktemp("batch")) as b:
         b.create_topic("SrcA", 4)
         b.create_topic("SrcB", 2)
         first = produce(b.namesrv_addr, "SrcA", 400)
@@ -38,14 +36,6 @@ def cluster(tmp_path_factory):
         second = produce(b.namesrv_addr, "SrcA", 200, 400)
         other = produce(b.namesrv_addr, "SrcB", 150)
         yield b, first, second, other
-    finally:
-        b.close()
-
-
-@pytest.fixture(scope="module")
-def spark(spark_session):
-    register(spark_session)
-    return spark_session
 
 
 def live(spark, b, topic="SrcA,SrcB", **options):

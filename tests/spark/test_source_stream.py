@@ -14,11 +14,10 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from rmq.client.message import MessageQueue
-from spark.source import register
 from spark.source.cluster import DataLossError, pulled
 from spark.source.options import source_options
 from spark.source.stream import RmqStreamReader, flatten
-from tests.spark.source_support import Broker, consume, produce, wait_for
+from tests.spark.source_support import consume, produce, running_broker, wait_for
 from tests.support.procs import run_cli
 
 pytestmark = pytest.mark.timeout(300)
@@ -26,18 +25,8 @@ pytestmark = pytest.mark.timeout(300)
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    b = Broker(tmp_path_factory.mktemp("stream"))
-    try:
-        b.start()
+    with running_broker(tmp_path_factory.mktemp("stream")) as b:
         yield b
-    finally:
-        b.close()
-
-
-@pytest.fixture(scope="module")
-def spark(spark_session):
-    register(spark_session)
-    return spark_session
 
 
 def stream(spark, b, topic, **options):
