@@ -10,8 +10,10 @@ record's milliseconds); the rest keeps RocketMQ's types.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
+import numpy as np
 import pyarrow as pa
 
 from rmq.client.message import MessageExt
@@ -61,10 +63,20 @@ def to_batch(msgs: Sequence[MessageExt], broker_name: str) -> pa.RecordBatch:
         pa.array([p.get(PROPERTY_KEYS) for p in props], pa.string()),
         pa.array([m.msg_id for m in msgs], pa.string()),
         pa.array([m.reconsume_times for m in msgs], pa.int32()),
-        pa.array([list(p.items()) for p in props], ARROW_SCHEMA.field("properties").type),
+        _map_array(props),
         pa.array([m.body for m in msgs], pa.binary()),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+
+
+def _map_array(maps: list[dict[str, str]]) -> pa.MapArray:
+    """The dicts as one Arrow map column, built from flat keys and values (a
+    list of item lists per row converts several times slower)."""
+    offsets = np.zeros(len(maps) + 1, np.int32)
+    np.cumsum(np.fromiter(map(len, maps), np.int32, len(maps)), out=offsets[1:])
+    keys = pa.array(list(itertools.chain.from_iterable(maps)), pa.string())
+    values = pa.array(list(itertools.chain.from_iterable(m.values() for m in maps)), pa.string())
+    return pa.MapArray.from_arrays(pa.array(offsets), keys, values)
 
 
 def drop_pull_properties(msgs: Sequence[MessageExt]) -> None:
