@@ -187,6 +187,9 @@ class BrokerConfig:
     transactionCheckMax: int = 15
     transactionCheckInterval: int = 60000
     aclEnable: bool = False
+    # rmq: the plain ACL file, relative to rocketmqHome or absolute (4.9.8's
+    # -Drocketmq.acl.plain.file); conf/acl/**.yml is read as well
+    aclPlainFile: str = "conf/plain_acl.yml"
     storeReplyMessageEnable: bool = True
     enableDetailStat: bool = True
     autoDeleteUnusedStats: bool = False

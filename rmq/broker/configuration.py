@@ -56,8 +56,8 @@ START_ONLY_KEYS = frozenset({
     "mappedFileSizeConsumeQueueExt", "bitMapLengthConsumeQueueExt", "maxHashSlotNum",
     "maxIndexNum", "brokerRole", "flushDiskType", "transientStorePoolEnable",
     "transientStorePoolSize", "haListenPort", "messageDelayLevel",
-    # refused at start when true (no plain ACL in rmq)
-    "aclEnable",
+    # plain ACL: its hook and rule files are set up at start-up, as in 4.9.8
+    "aclEnable", "aclPlainFile",
 })
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from rmq.common.config_manager import ConfigManager, dumps, parse_json
 from rmq.common.logging import BROKER_LOGGER_NAME
+from rmq.store.multi_dispatch import is_lmq
 
 log = logging.getLogger(BROKER_LOGGER_NAME)
 
@@ -47,9 +48,16 @@ def offset_table_from_json(obj: Any) -> dict[str, dict[int, int]]:
 
 
 class ConsumerOffsetManager(ConfigManager):
-    def __init__(self, store_root: str) -> None:
+    """Committed offsets by ``topic@group`` and queue.  With ``lmq``
+    (enableLmq, 4.9.8's LmqConsumerOffsetManager) a %LMQ% group keeps one
+    offset per topic whatever the queue, and the whole table lives in
+    config/lmqConsumerOffset.json."""
+
+    def __init__(self, store_root: str, lmq: bool = False) -> None:
         self.store_root = store_root
         self.offset_table: dict[str, dict[int, int]] = {}
+        self.lmq = lmq
+        self.lmq_offset_table: dict[str, int] = {}
 
     @staticmethod
     def key(topic: str, group: str) -> str:
@@ -57,6 +65,9 @@ class ConsumerOffsetManager(ConfigManager):
 
     def commit_offset(self, client_host: str, group: str, topic: str, queue_id: int,
                       offset: int) -> None:
+        if self.lmq and is_lmq(group):
+            self.lmq_offset_table[self.key(topic, group)] = offset
+            return
         queues = self.offset_table.setdefault(self.key(topic, group), {})
         prev = queues.get(queue_id)
         queues[queue_id] = offset
@@ -67,12 +78,17 @@ class ConsumerOffsetManager(ConfigManager):
 
     def query_offset(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset, -1 when the group never committed this queue."""
+        if self.lmq and is_lmq(group):
+            return self.lmq_offset_table.get(self.key(topic, group), -1)
         queues = self.offset_table.get(self.key(topic, group))
         if queues is None:
             return -1
         return queues.get(queue_id, -1)
 
     def query_offset_all(self, group: str, topic: str) -> dict[int, int]:
+        if self.lmq and is_lmq(group):
+            offset = self.lmq_offset_table.get(self.key(topic, group))
+            return {} if offset is None else {0: offset}
         return dict(self.offset_table.get(self.key(topic, group), {}))
 
     def _topic_group_pairs(self) -> list[tuple[str, str]]:
@@ -108,14 +124,24 @@ class ConsumerOffsetManager(ConfigManager):
             self.offset_table[self.key(topic, dest_group)] = dict(queues)
 
     def wrapper_json_obj(self) -> dict[str, Any]:
+        if self.lmq:
+            return {"lmqOffsetTable": self.lmq_offset_table, "offsetTable": self.offset_table}
         return {"offsetTable": self.offset_table}
 
     # ---- ConfigManager --------------------------------------------------
     def config_file_path(self) -> str:
+        if self.lmq:
+            return os.path.join(self.store_root, "config", "lmqConsumerOffset.json")
         return consumer_offset_path(self.store_root)
 
     def encode(self, pretty: bool = False) -> str:
         return dumps(self.wrapper_json_obj(), pretty)
 
     def decode(self, text: str) -> None:
-        self.offset_table = offset_table_from_json(parse_json(text).get("offsetTable"))
+        obj = parse_json(text)
+        self.offset_table = offset_table_from_json(obj.get("offsetTable"))
+        if self.lmq:
+            lmq = obj.get("lmqOffsetTable") or {}
+            if not isinstance(lmq, dict):
+                raise ValueError("lmqOffsetTable is not a JSON object")
+            self.lmq_offset_table = {str(k): int(v) for k, v in lmq.items()}

@@ -32,6 +32,7 @@ import copy
 import importlib
 import inspect
 import logging
+import sys
 import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -59,6 +60,7 @@ from rmq.common.data_version import DataVersion
 from rmq.common.logging import BROKER_LOGGER_NAME, WATER_MARK_LOGGER_NAME
 from rmq.common.message import is_readable, is_writeable
 from rmq.common.periodic import ScheduledTask
+from rmq.common.top_addressing import DEFAULT_DOMAIN, DEFAULT_SUBGROUP, fetch_ns_addr, ws_addr
 from rmq.common.topic_config import TopicConfig, TopicConfigSerializeWrapper
 from rmq.remoting import RemotingCommand, RemotingServer
 
@@ -154,8 +156,11 @@ class BrokerController:
         self.log = log
         root = self.store_config.storePathRootDir
         self.topic_config_manager = TopicConfigManager(bc, root, self._register_after_new_topic)
-        self.consumer_offset_manager = ConsumerOffsetManager(root)
+        lmq = self.store_config.enableLmq
+        self.topic_config_manager.lmq = lmq
+        self.consumer_offset_manager = ConsumerOffsetManager(root, lmq)
         self.subscription_group_manager = SubscriptionGroupManager(bc, root)
+        self.subscription_group_manager.lmq = lmq
         self.consumer_filter_manager = ConsumerFilterManager(bc, root)
         self.producer_manager = ProducerManager()
         self.consumer_manager = ConsumerManager(self._on_consumer_ids_changed)
@@ -189,6 +194,7 @@ class BrokerController:
         self.remoting_server: RemotingServer | None = None
         self.fast_remoting_server: RemotingServer | None = None
         self.admin_processor: Any = None
+        self.access_validator: Any = None  # plain ACL (aclEnable=true)
         self.message_arriving_listeners: list[Callable[..., None]] = []
         self.services: list[Any] = []
         self.master_addr: str | None = None
@@ -250,6 +256,8 @@ class BrokerController:
         self._initial_transaction()
         self._create_servers()
         self.register_processors()
+        if not self._initial_acl():
+            return False
         if self.broker_config.namesrvAddr:
             self.outer_api.update_name_server_address_list(self.broker_config.namesrvAddr)
             log.info("Set user specified name server address: %s",
@@ -309,6 +317,29 @@ class BrokerController:
         fast.listenPort = self.server_config.listenPort - 2
         self.fast_remoting_server = RemotingServer(fast, self.client_housekeeping,
                                                    name="broker-fast")
+
+    def _initial_acl(self) -> bool:
+        """``initialAcl``: with aclEnable, plain ACL checks every request on both
+        ports and its files are watched.  Rules that do not load stop the start
+        (4.9.8 would carry on with ACL silently off)."""
+        bc = self.broker_config
+        if not bc.aclEnable:
+            log.info("The broker does not enable acl")
+            return True
+        from rmq.acl import AclException
+        from rmq.acl.validator import PlainAccessValidator
+
+        try:
+            self.access_validator = PlainAccessValidator(bc.rocketmqHome, bc.aclPlainFile)
+        except AclException as exc:
+            log.error("plain ACL rules cannot be loaded: %s", exc)
+            print(f"broker initialize failed: ACL: {exc}", file=sys.stderr, flush=True)
+            return False
+        for server in (self.remoting_server, self.fast_remoting_server):
+            server.register_rpc_hook(self.access_validator)
+        self.services.append(self.access_validator)
+        log.info("plain ACL enabled: %s", ", ".join(self.access_validator.manager.file_list()))
+        return True
 
     def register_processors(self) -> None:
         """Admin processor as default on both ports; messaging processors by code."""
@@ -383,6 +414,8 @@ class BrokerController:
         if bc.namesrvAddr:
             self._every("updateNameServerAddr", 10, lambda: 120.0,
                         lambda: self.outer_api.update_name_server_address_list(bc.namesrvAddr))
+        elif bc.fetchNamesrvAddrByAddressServer:
+            self._every("fetchNameServerAddr", 10, lambda: 120.0, self.fetch_name_server_addr)
         self._every("registerBrokerAll", 10, lambda: bc.register_period_ms() / 1000,
                     lambda: self.register_broker_all(True, False, bc.forceRegister))
         if self.is_slave():
@@ -390,6 +423,21 @@ class BrokerController:
                         self.slave_synchronize.sync_all)
         else:
             self._every("printMasterAndSlaveDiff", 10, lambda: 60.0, self._log_slave_diff)
+
+    async def fetch_name_server_addr(self) -> None:
+        """fetchNamesrvAddrByAddressServer (no namesrvAddr set): ask the address
+        server every 2 minutes, 10 s after start, and use what it answers."""
+        props = self.settings.file_properties
+        url = ws_addr(props.get("rmqAddressServerDomain", DEFAULT_DOMAIN),
+                      props.get("rmqAddressServerSubGroup", DEFAULT_SUBGROUP))
+        addrs = await asyncio.to_thread(fetch_ns_addr, url)
+        if not addrs:
+            return
+        before = self.outer_api.name_server_addresses
+        self.outer_api.update_name_server_address_list(addrs)
+        if self.outer_api.name_server_addresses != before:  # register with them at once
+            bc = self.broker_config
+            await self.register_broker_all(True, False, bc.forceRegister)
 
     async def _persist_off_loop(self, manager: ConfigManager) -> None:
         """A periodic persist: the text is encoded on the loop (a consistent

@@ -254,10 +254,6 @@ def validate(settings: BrokerSettings) -> None:
                           "enableDLegerCommitLog=true is not supported by rmq: DLedger "
                           "(dLegerGroup/dLegerPeers/dLegerSelfId) commit logs are out of scope; "
                           "use master/slave replication (brokerRole) instead")
-    if settings.broker.aclEnable:
-        raise StartupExit(EXIT_INVALID,
-                          "aclEnable=true is not supported by rmq: plain ACL (plain_acl.yml "
-                          "access keys) is out of scope; remove aclEnable or set it to false")
     port = settings.server.listenPort
     if not 3 <= port <= 65534:
         raise StartupExit(EXIT_INVALID,

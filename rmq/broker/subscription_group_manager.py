@@ -18,6 +18,7 @@ from rmq.common import topics as T
 from rmq.common.config_manager import ConfigManager, dumps, parse_json
 from rmq.common.data_version import DataVersion
 from rmq.common.logging import BROKER_LOGGER_NAME
+from rmq.store.multi_dispatch import is_lmq
 
 log = logging.getLogger(BROKER_LOGGER_NAME)
 
@@ -113,12 +114,15 @@ class SubscriptionGroupManager(ConfigManager):
             g: SubscriptionGroupConfig(g) for g in DEFAULT_GROUPS
         }
         self.data_version = DataVersion()
+        self.lmq = False  # enableLmq
 
     def find_subscription_group_config(self, group: str) -> SubscriptionGroupConfig | None:
         """The group's config, created on first use when auto-create allows it."""
         cfg = self.table.get(group)
         if cfg is not None:
             return cfg
+        if self.lmq and is_lmq(group):  # LMQ groups exist without being stored
+            return SubscriptionGroupConfig(group)
         if not (self.broker_config.autoCreateSubscriptionGroup
                 or group.startswith(T.CID_RMQ_SYS_PREFIX)):
             return None
@@ -132,6 +136,8 @@ class SubscriptionGroupManager(ConfigManager):
         return group in self.table
 
     def update_subscription_group_config(self, cfg: SubscriptionGroupConfig) -> None:
+        if self.lmq and is_lmq(cfg.groupName):
+            return
         old = self.table.get(cfg.groupName)
         self.table[cfg.groupName] = cfg
         if old is not None:

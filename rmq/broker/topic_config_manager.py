@@ -22,6 +22,7 @@ from rmq.common.data_version import DataVersion
 from rmq.common.logging import BROKER_LOGGER_NAME
 from rmq.common.message import PERM_INHERIT, PERM_READ, PERM_WRITE, is_inherited
 from rmq.common.topic_config import TopicConfig, TopicConfigSerializeWrapper
+from rmq.store.multi_dispatch import is_lmq
 
 log = logging.getLogger(BROKER_LOGGER_NAME)
 
@@ -50,6 +51,7 @@ class TopicConfigManager(ConfigManager):
         self.table: dict[str, TopicConfig] = {}
         self.data_version = DataVersion()
         self.system_topics: set[str] = set()
+        self.lmq = False  # enableLmq: every %LMQ% topic exists, with one queue
         self._create_system_topics()
 
     # ---- start-up -------------------------------------------------------
@@ -76,7 +78,10 @@ class TopicConfigManager(ConfigManager):
 
     # ---- queries --------------------------------------------------------
     def select_topic_config(self, topic: str) -> TopicConfig | None:
-        return self.table.get(topic)
+        tc = self.table.get(topic)
+        if tc is None and self.lmq and is_lmq(topic):
+            return TopicConfig(topic, 1, 1, PERM_READ | PERM_WRITE)
+        return tc
 
     def is_order_topic(self, topic: str) -> bool:
         tc = self.table.get(topic)
@@ -150,6 +155,8 @@ class TopicConfigManager(ConfigManager):
             self.on_new_topic()
 
     def update_topic_config(self, tc: TopicConfig) -> None:
+        if self.lmq and is_lmq(tc.topicName):
+            return
         old = self.table.get(tc.topicName)
         self.table[tc.topicName] = tc
         if old is not None:

@@ -12,10 +12,13 @@ import time
 
 import orjson
 
+from rmq.acl.signer import SessionCredentials
 from rmq.client import headers as h
+from rmq.client.acl_admin import AclAdmin
 from rmq.client.api import MQClientAPI, loads
 from rmq.client.config import ClientConfig
 from rmq.client.exceptions import MQBrokerError, MQClientError
+from rmq.client.instance import sign_with
 from rmq.client.message import MessageExt, MessageQueue
 from rmq.common.codes import RequestCode as RC
 from rmq.common.codes import ResponseCode
@@ -44,11 +47,19 @@ def _mq_table(obj: dict) -> list[tuple[MessageQueue, object]]:
 
 
 class MQAdmin:
-    def __init__(self, namesrv_addr: str, timeout_ms: int = 5000) -> None:
+    def __init__(self, namesrv_addr: str, timeout_ms: int = 5000,
+                 credentials: SessionCredentials | None = None) -> None:
+        """``credentials``: sign every request (brokers with plain ACL)."""
         self.config = ClientConfig(namesrv_addr=namesrv_addr)
+        if credentials is not None:
+            self.config.access_key = credentials.access_key
+            self.config.secret_key = credentials.secret_key
+            self.config.security_token = credentials.security_token
         self.remoting = RemotingClient()
+        sign_with(self.remoting, self.config.credentials())
         self.remoting.update_namesrv_address_list(self.config.namesrv_list())
         self.api = MQClientAPI(self.remoting, timeout_ms)
+        self.acl = AclAdmin(self.api)
 
     async def close(self) -> None:
         await self.remoting.close()

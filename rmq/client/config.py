@@ -9,6 +9,7 @@ import socket
 import time
 from dataclasses import dataclass, field
 
+from rmq.acl.signer import SessionCredentials
 from rmq.client.heartbeat import ConsumeFromWhere, MessageModel
 from rmq.common.topics import AUTO_CREATE_TOPIC_KEY_TOPIC
 
@@ -41,6 +42,16 @@ class ClientConfig:
     heartbeat_broker_interval: int = 30000
     persist_consumer_offset_interval: int = 5000
     mq_client_api_timeout: int = 3000
+    # plain ACL: with both keys every request is signed (Java: AclClientRPCHook)
+    access_key: str | None = None
+    secret_key: str | None = None
+    security_token: str | None = None
+
+    def credentials(self) -> SessionCredentials | None:
+        """The session credentials to sign with, or None (not signing)."""
+        if not self.access_key or self.secret_key is None:
+            return None
+        return SessionCredentials(self.access_key, self.secret_key, self.security_token)
 
     def namesrv_list(self) -> list[str]:
         return [a.strip() for a in self.namesrv_addr.replace(",", ";").split(";") if a.strip()]

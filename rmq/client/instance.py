@@ -15,6 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
+from rmq.acl.signer import AclClientRPCHook, SessionCredentials
 from rmq.client.api import MQClientAPI
 from rmq.client.config import ClientConfig
 from rmq.client.exceptions import MQClientError
@@ -79,6 +80,12 @@ def subscribe_queues(topic: str, route: TopicRouteData) -> list[MessageQueue]:
     return sorted(out)
 
 
+def sign_with(remoting: RemotingClient, credentials: SessionCredentials | None) -> None:
+    """Sign every request of ``remoting`` with ``credentials`` (plain ACL), if any."""
+    if credentials is not None:
+        remoting.register_rpc_hook(AclClientRPCHook(credentials))
+
+
 def client_instance(namesrv_addr: str | None, client_config: ClientConfig | None,
                     instance: MQClientInstance | None) -> tuple[MQClientInstance, bool]:
     """The instance a producer or consumer runs on and whether it owns it (and so
@@ -99,6 +106,7 @@ class MQClientInstance:
         self.config = config
         self.client_id = config.build_client_id()
         self.remoting = RemotingClient(netty)
+        sign_with(self.remoting, config.credentials())
         self.remoting.update_namesrv_address_list(config.namesrv_list())
         self.api = MQClientAPI(self.remoting, config.mq_client_api_timeout)
         self.routes: dict[str, TopicRouteData] = {}

@@ -266,7 +266,11 @@ def trace_producer_settings(group: str, kind: str,
     """Group, producer and client settings of the producer that sends a traced
     producer's or consumer's records (``kind``: PRODUCER or CONSUMER)."""
     config = ClientConfig(namesrv_addr=client_config.namesrv_addr, client_ip=client_config.client_ip,
-                          instance_name=f"{TRACE_INSTANCE_NAME}_{client_config.namesrv_addr}")
+                          instance_name=f"{TRACE_INSTANCE_NAME}_{client_config.namesrv_addr}",
+                          # signed as the traced client (4.9.8 hands its RPCHook over)
+                          access_key=client_config.access_key,
+                          secret_key=client_config.secret_key,
+                          security_token=client_config.security_token)
     name = f"{GROUP_NAME_PREFIX}-{group}-{kind}-{next(_COUNTER)}"
     return name, ProducerConfig(producer_group=name, send_msg_timeout=5000, max_message_size=MAX_MSG_SIZE), config
 

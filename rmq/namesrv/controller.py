@@ -59,6 +59,7 @@ class NamesrvController:
         self.housekeeping = BrokerHousekeepingService(self.route_info_manager)
         self.configuration = Configuration(namesrv_config, netty_config)
         self.remoting_server: RemotingServer | None = None
+        self.processor: DefaultRequestProcessor | None = None
         self._timers: list[ScheduledTask] = []
 
     def initialize(self) -> None:
@@ -70,7 +71,8 @@ class NamesrvController:
         server = RemotingServer(self.netty_config, self.housekeeping, name="namesrv")
         # Java queues name-server requests without bound; every handler here is
         # synchronous, so nothing is ever in flight to bound.
-        server.register_default_processor(DefaultRequestProcessor(self))
+        self.processor = DefaultRequestProcessor(self)
+        server.register_default_processor(self.processor)
         await server.start()
         self.remoting_server = server
         scan_ms = self.namesrv_config.scanNotActiveBrokerIntervalMillis
@@ -102,3 +104,5 @@ class NamesrvController:
         if self.remoting_server is not None:
             await self.remoting_server.stop(grace_seconds)
             self.remoting_server = None
+        if self.processor is not None:
+            await self.processor.close()

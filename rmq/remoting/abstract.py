@@ -15,6 +15,10 @@
   removes its entry.
 * Connection bookkeeping: the channel set, idle close, and the listener events
   brokers and name servers use for housekeeping.
+* RPC hooks (``RPCHook``): run before every request a processor sees and after
+  its response; a hook that raises refuses the request with SYSTEM_ERROR and
+  the exception as the remark (how 4.9.8's ACL answers), the connection stays
+  open.  The remoting layer knows nothing of what a hook checks.
 """
 
 from __future__ import annotations
@@ -59,6 +63,16 @@ class Processor(Protocol):
                         ) -> RemotingCommand | None | Awaitable[RemotingCommand | None]: ...
 
 
+class RPCHook(Protocol):
+    """RocketMQ's ``RPCHook``: called with the peer address (``host:port``, or
+    None for "a name server" on the client side) around requests."""
+
+    def do_before_request(self, remote_addr: str | None, request: RemotingCommand) -> None: ...
+
+    def do_after_response(self, remote_addr: str | None, request: RemotingCommand,
+                          response: RemotingCommand | None) -> None: ...
+
+
 class ChannelEventListener(Protocol):
     """Connection events; every method is optional (``ChannelEventListener``)."""
 
@@ -90,8 +104,9 @@ class _Entry:
 
 
 def exception_remark(exc: BaseException) -> str:
-    """``RemotingHelper.exceptionSimpleDesc``: the exception and where it came from."""
-    text = f"{type(exc).__name__}: {exc}"
+    """``RemotingHelper.exceptionSimpleDesc``: the exception and where it came from
+    (an exception class may name itself as Java would with ``JAVA_NAME``)."""
+    text = f"{getattr(type(exc), 'JAVA_NAME', type(exc).__name__)}: {exc}"
     frames = traceback.extract_tb(exc.__traceback__)
     if frames:
         f = frames[-1]
@@ -117,6 +132,7 @@ class RemotingService:
         self._channels: set[Channel] = set()
         self._idle_seconds = idle_seconds
         self._idle_task: asyncio.Task | None = None
+        self._rpc_hooks: list[RPCHook] = []
 
     # ---- processor table ------------------------------------------------
 
@@ -140,6 +156,30 @@ class RemotingService:
         """Processor for every code without its own entry."""
         self._default = _Entry(processor, Admission("default", limit))
 
+    # ---- RPC hooks ----------------------------------------------------------
+
+    def register_rpc_hook(self, hook: RPCHook) -> None:
+        """Run ``hook`` around every request from now on (``registerRPCHook``)."""
+        if hook not in self._rpc_hooks:
+            self._rpc_hooks.append(hook)
+
+    def _before_hooks(self, remote_addr: str | None, request: RemotingCommand) -> None:
+        for hook in self._rpc_hooks:
+            hook.do_before_request(remote_addr, request)
+
+    def _after_hooks(self, remote_addr: str | None, request: RemotingCommand,
+                     response: RemotingCommand | None) -> None:
+        for hook in self._rpc_hooks:
+            hook.do_after_response(remote_addr, request, response)
+
+    def _hook_refused(self, channel: Channel, cmd: RemotingCommand, exc: Exception) -> None:
+        """A before-hook raised: one log line (a refusal is not a bug, and a
+        flood of them must not flood the log with tracebacks) and SYSTEM_ERROR."""
+        log.warning("%s: request code %d from %s refused: %s", self.name, cmd.code,
+                    channel.remote_addr, exc)
+        if not cmd.flag & RPC_ONEWAY:
+            self._reply(channel, cmd, ResponseCode.SYSTEM_ERROR, exception_remark(exc))
+
     # ---- inbound ----------------------------------------------------------
 
     def _on_request(self, channel: Channel, cmd: RemotingCommand) -> None:
@@ -157,6 +197,12 @@ class RemotingService:
             if not cmd.flag & RPC_ONEWAY:
                 self._reply(channel, cmd, ResponseCode.SYSTEM_BUSY, REMARK_OVERLOAD)
             return
+        if self._rpc_hooks:
+            try:
+                self._before_hooks(channel.remote_addr, cmd)
+            except Exception as e:  # noqa: BLE001 - a refusal (ACL) or a hook bug alike
+                self._hook_refused(channel, cmd, e)
+                return
         try:
             result = entry.process(channel, cmd)
         except Exception as e:  # noqa: BLE001 - any processor failure becomes SYSTEM_ERROR
@@ -210,6 +256,11 @@ class RemotingService:
                 response: RemotingCommand) -> None:
         """Stamp the request's opaque and serialize type on the processor's
         response and write it, unless the request was oneway."""
+        if self._rpc_hooks:
+            try:
+                self._after_hooks(channel.remote_addr, request, response)
+            except Exception:  # noqa: BLE001 - the response still goes out
+                log.exception("%s: rpc hook failed after code %d", self.name, request.code)
         if request.flag & RPC_ONEWAY:
             return
         response.opaque = request.opaque

@@ -7,6 +7,8 @@ to the next address of the list when it fails (connect error inside the same
 call; send error or timeout close the connection so the next call rotates).
 Requests the server sends on these connections go to the processors
 registered here.  ``NettyClientConfig.useTLS`` (``tls.enable``) turns on TLS.
+Registered RPC hooks (e.g. the ACL signer) see every request before it is
+written and, for ``invoke``, its response.
 """
 
 from __future__ import annotations
@@ -190,6 +192,15 @@ class RemotingClient(RemotingService):
     async def invoke(self, addr: str | None, request: RemotingCommand,
                      timeout_ms: int = 3000) -> RemotingCommand:
         """Send ``request`` and wait for the response (``invokeSync``)."""
+        if self._rpc_hooks:
+            self._before_hooks(addr, request)
+            response = await self._invoke(addr, request, timeout_ms)
+            self._after_hooks(addr, request, response)
+            return response
+        return await self._invoke(addr, request, timeout_ms)
+
+    async def _invoke(self, addr: str | None, request: RemotingCommand,
+                      timeout_ms: int) -> RemotingCommand:
         ch = self._table.get(addr) if addr is not None else None
         if ch is not None and ch.is_active():  # the common case: no connect, no awaits
             target, left = addr, timeout_ms
@@ -212,6 +223,8 @@ class RemotingClient(RemotingService):
     async def invoke_oneway(self, addr: str | None, request: RemotingCommand,
                             timeout_ms: int = 3000) -> None:
         """Send without waiting for (or receiving) a response."""
+        if self._rpc_hooks:
+            self._before_hooks(addr, request)
         target, ch = await self._resolve(addr)
         request.mark_oneway()
         try:
@@ -224,6 +237,8 @@ class RemotingClient(RemotingService):
                         callback: ResponseCallback) -> None:
         """Send without awaiting; ``callback(response, None)`` or
         ``callback(None, error)`` runs exactly once on the loop."""
+        if self._rpc_hooks:
+            self._before_hooks(addr, request)
         ch = self._table.get(addr) if addr is not None else None
         if ch is not None and ch.is_active():
             try:

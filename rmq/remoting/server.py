@@ -9,7 +9,9 @@ With ``tls.server.mode=disabled`` the loop's own server accepts connections
 (a ClientHello then fails the frame-length check and closes the connection).
 Otherwise rmq accepts itself, peeks at the first byte of each connection and
 hands the socket to the loop as TLS (0x16) or plaintext, as 4.9.8's
-``HandshakeHandler`` does; enforcing mode closes plaintext connections.
+``HandshakeHandler`` does; enforcing mode closes plaintext connections.  With
+its own certificate (test mode off) the server watches the certificate files
+and loads a rotated certificate for new connections (``tls_watch``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from rmq.remoting.channel import Channel, RemotingProtocol
 from rmq.remoting.command import RemotingCommand
 from rmq.remoting.config import NettyServerConfig
 from rmq.remoting.tls import TLS_HANDSHAKE_BYTE, TlsConfig, TlsMode, server_context
+from rmq.remoting.tls_watch import CertificateWatch
 
 log = logging.getLogger("rmq.remoting")
 
@@ -43,6 +46,7 @@ class RemotingServer(RemotingService):
         self._listen: socket.socket | None = None
         self._ssl: ssl.SSLContext | None = None
         self._ssl_lock = asyncio.Lock()
+        self._cert_watch: CertificateWatch | None = None
         self._port = 0
 
     def _protocol(self) -> RemotingProtocol:
@@ -80,6 +84,9 @@ class RemotingServer(RemotingService):
             self._listen = sock
             self._accept_task = loop.create_task(self._accept_loop(sock))
         self._start_idle_scan()
+        if CertificateWatch.wanted(self.tls):
+            self._cert_watch = CertificateWatch(self.name, self.tls, self.reload_ssl_context)
+            await self._cert_watch.start()
         log.info("%s: listening on %s:%d (tls %s)", self.name, self.config.bindAddress,
                  self._port, self.tls.serverMode.value)
 
@@ -149,6 +156,22 @@ class RemotingServer(RemotingService):
                 self._ssl = await loop.run_in_executor(None, server_context, self.tls)
             return self._ssl
 
+    async def reload_ssl_context(self) -> bool:
+        """``loadSslContext``: build the context from the files again (off the
+        loop) and use it for new connections; on failure keep the old one
+        (and return False)."""
+        loop = asyncio.get_running_loop()
+        try:
+            ctx = await loop.run_in_executor(None, server_context, self.tls)
+        except (OSError, ValueError) as e:  # ssl.SSLError is an OSError
+            log.error("%s: failed to create the SSL context, the previous one stays: %s",
+                      self.name, e)
+            return False
+        async with self._ssl_lock:
+            self._ssl = ctx
+        log.info("%s: SSL context reloaded", self.name)
+        return True
+
     @property
     def port(self) -> int:
         return self._port
@@ -182,6 +205,9 @@ class RemotingServer(RemotingService):
         for task in list(self._tasks):
             task.cancel()
         await self._stop_idle_scan()
+        if self._cert_watch is not None:
+            await self._cert_watch.shutdown()
+            self._cert_watch = None
         for channel in list(self._channels):
             channel.close()
         if self._server is not None:

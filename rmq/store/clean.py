@@ -100,7 +100,7 @@ class CleanCommitLogService:
                      self.manual_delete_file_several_times, at_once)
             deleted = self.store.commit_log.mfq.delete_expired_file_by_time(
                 cfg.fileReservedTime * 3600 * 1000, cfg.deleteCommitLogFilesInterval, at_once)
-        self.store.commit_log.mfq.retry_hanged()
+        self.store.commit_log.mfq.retry_hanged(cfg.destroyMapedFileIntervalForcibly)
         return deleted
 
 
@@ -116,7 +116,7 @@ class CleanConsumeQueueService:
             for cq in self.store.all_consume_queues():
                 if cq.delete_expired_file(min_offset) and self.store.config.deleteConsumeQueueFilesInterval > 0:
                     time.sleep(self.store.config.deleteConsumeQueueFilesInterval / 1000)
-                cq.mfq.retry_hanged()
+                cq.mfq.retry_hanged(self.store.config.destroyMapedFileIntervalForcibly)
             self.store.index_service.delete_expired_file(min_offset)
 
 

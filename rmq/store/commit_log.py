@@ -26,6 +26,7 @@ from rmq.store.dispatch import _CQ, _java_hash_ascii, _key_hash, _signed
 from rmq.store.index import _index_put
 from rmq.store.mapped_file import MappedFile, MappedFileQueue, TransientStorePool
 from rmq.store.message import MessageExtBatch, MessageExtBrokerInner
+from rmq.store.multi_dispatch import MultiDispatch
 from rmq.store.results import AppendMessageResult, AppendMessageStatus, _host_hex
 
 if TYPE_CHECKING:
@@ -161,6 +162,7 @@ class CommitLog:
         self.store_host_field = socket_address_bytes(store.store_host)
         self.store_host_v6 = len(self.store_host_field) == 20
         self._host_cache: dict[tuple[str, int], bytes] = {}
+        self.multi = MultiDispatch(cfg.enableMultiDispatch, cfg.enableLmq)
         self.delay_table = cfg.delay_level_table()
         self.max_delay_level = max(self.delay_table) if self.delay_table else 0
 
@@ -240,10 +242,20 @@ class CommitLog:
             return AppendMessageResult(AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
         key = (msg.topic, msg.queue_id)
         counts = tx in (mc.TRANSACTION_NOT_TYPE, mc.TRANSACTION_COMMIT_TYPE)
+        queues = self.multi.queues_of(msg.properties) if self.multi.enabled else None
         with self.put_lock:
             now = _now_ms()
             self.begin_time_in_lock = now
             try:
+                if queues is not None:  # the extra queues' offsets go into the record
+                    multi_keys, msg.properties_string = self.multi.wrap(
+                        msg.properties, msg.queue_id, queues, self.topic_queue_table)
+                    props = msg.properties_string.encode("utf-8")
+                    if len(props) > codec.MAX_PROPERTIES_LENGTH:
+                        return AppendMessageResult(AppendMessageStatus.PROPERTIES_SIZE_EXCEEDED)
+                    size = codec.record_size(sys_flag, len(body), len(topic), len(props))
+                    if size > self.config.maxMessageSize + 65536 or size + 8 > self.file_size:
+                        return AppendMessageResult(AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
                 mf = self._writable_file()
                 if mf is not None and size + 8 > self.file_size - mf.wrote_position:
                     mf = self._end_file(mf)
@@ -263,6 +275,8 @@ class CommitLog:
                 mf.store_timestamp = now
                 if counts:
                     self.topic_queue_table[key] = queue_offset + 1
+                if queues is not None:
+                    self.multi.advance(multi_keys, msg.properties, self.topic_queue_table)
             finally:
                 self.begin_time_in_lock = 0
         msg.store_timestamp = now

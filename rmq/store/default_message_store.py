@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 import psutil
 
+from rmq.common import message as mc
 from rmq.common.topics import SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC, is_retry_topic
 from rmq.store import message_codec as codec
 from rmq.store.checkpoint import StoreCheckpoint
@@ -37,6 +38,7 @@ from rmq.store.flush import (
 from rmq.store.index import IndexService
 from rmq.store.mapped_file import page_cache_busy
 from rmq.store.message import MessageExtBatch, MessageExtBrokerInner
+from rmq.store.multi_dispatch import is_lmq
 from rmq.store.reader import MessageReaderMixin
 from rmq.store.reput import DispatchStalled, ReputMixin
 from rmq.store.results import (
@@ -93,6 +95,7 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
         self.stats = StoreStatsService()
         self.commit_log = CommitLog(self)
         self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
+        self.lmq_consume_queue_num = 0  # LMQ topics with a consume queue (maxLmqConsumeQueueNum)
         self.checkpoint: StoreCheckpoint | None = None
         self.index_service: IndexService | None = None
         self.reput_from_offset = 0
@@ -186,6 +189,8 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
                 cq = ConsumeQueue(topic, int(qdir), root, self.config.consume_queue_file_size(), self.checkpoint)
                 if not cq.load():
                     return False
+                if topic not in self.consume_queue_table and is_lmq(topic):
+                    self.lmq_consume_queue_num += 1
                 self.consume_queue_table.setdefault(topic, {})[int(qdir)] = cq
         return True
 
@@ -315,6 +320,7 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
             cq.destroy()
         with self._cq_lock:
             self.consume_queue_table = {}
+            self.lmq_consume_queue_num = 0
 
     def truncate_dirty_logic_files(self, phy_offset: int) -> None:
         for cq in self.all_consume_queues():
@@ -331,6 +337,8 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
         cq = qs.get(queue_id) if qs is not None else None
         if cq is None:
             with self._cq_lock:
+                if topic not in self.consume_queue_table and is_lmq(topic):
+                    self.lmq_consume_queue_num += 1
                 qs = self.consume_queue_table.setdefault(topic, {})
                 cq = qs.get(queue_id)
                 if cq is None:
@@ -378,6 +386,9 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
         status = self._check_store_status()
         if status is PutMessageStatus.PUT_OK:
             status = self._check_message(msg.topic, msg.properties_string)
+        if status is PutMessageStatus.PUT_OK and not batch and self.lmq_queue_num_exceeded() and \
+                msg.properties.get(mc.PROPERTY_INNER_MULTI_DISPATCH, "").strip():
+            status = PutMessageStatus.LMQ_CONSUME_QUEUE_NUM_EXCEEDED
         if status is not PutMessageStatus.PUT_OK:
             self.stats.on_put_failed()
             return PutMessageResult(status)
@@ -583,9 +594,21 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
     def clean_unused_topic(self, topics: set[str]) -> int:
         """Destroy consume queues of topics no longer configured."""
         victims = {t for t in self.consume_queue_table
-                   if t not in topics and t not in (SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC) and not is_retry_topic(t)}
+                   if t not in topics and t not in (SCHEDULE_TOPIC, TRANS_OP_HALF_TOPIC) and not is_retry_topic(t)
+                   and not is_lmq(t)}
         self.delete_topics(victims)
         return len(victims)
+
+    def clean_unused_lmq_topic(self, topic: str) -> None:
+        """DELETE_TOPIC of an LMQ: its consume queue goes (LMQs have no topic config)."""
+        if self.delete_topics({topic}):
+            self.lmq_consume_queue_num -= 1
+            log.info("cleanUnusedLmqTopic: %s, topic destroyed", topic)
+
+    def lmq_queue_num_exceeded(self) -> bool:
+        cfg = self.config
+        return cfg.enableLmq and cfg.enableMultiDispatch and \
+            self.lmq_consume_queue_num > cfg.maxLmqConsumeQueueNum
 
     def delete_topics(self, topics: set[str]) -> int:
         n = 0

@@ -128,7 +128,7 @@ class MappedFile:
     __slots__ = (
         "file_name", "file_from_offset", "file_size", "fd", "mm", "view", "wrote_position",
         "committed_position", "flushed_position", "write_buffer", "store_timestamp",
-        "first_create_in_queue", "populated_to", "_closed", "_pool",
+        "first_create_in_queue", "populated_to", "_closed", "_pool", "deleted_at",
     )
 
     def __init__(self, file_name: str, file_size: int, pool: TransientStorePool | None = None) -> None:
@@ -156,6 +156,7 @@ class MappedFile:
         self.first_create_in_queue = False
         self.populated_to = 0
         self._closed = False
+        self.deleted_at = 0.0  # monotonic time of destroy(): a hanged file is watched from then
         self._pool = pool
         self.write_buffer = pool.borrow() if pool is not None else None
 
@@ -302,6 +303,7 @@ class MappedFile:
             os.unlink(self.file_name)
         except FileNotFoundError:
             pass
+        self.deleted_at = self.deleted_at or time.monotonic()
         return self.close()
 
     @property
@@ -347,6 +349,7 @@ class MappedFileQueue:
         self.pool: TransientStorePool | None = None
         self._lock = threading.Lock()
         self._hanged: list[MappedFile] = []
+        self._reported: set[MappedFile] = set()
         self._populate_seen: int | None = None  # end of the appends at the last populate_ahead
         self._populate_target = 0  # end offset populate_ahead asked for last
         # the last file creation failed for want of disk space (cleared by the next one made)
@@ -548,10 +551,28 @@ class MappedFileQueue:
         if not mf.destroy():
             self._hanged.append(mf)
 
-    def retry_hanged(self) -> int:
-        """Unmap deleted files whose readers have gone; returns how many are left."""
-        self._hanged = [mf for mf in self._hanged if not mf.close()]
-        return len(self._hanged)
+    def retry_hanged(self, interval_forcibly_ms: int = 120_000) -> int:
+        """Unmap deleted files whose readers have gone; returns how many are left.
+
+        4.9.8 unmaps a file still in use once ``destroyMapedFileIntervalForcibly``
+        has passed since its deletion; rmq never unmaps under a reader's view (a
+        read through it would crash the process), so a file held that long is
+        reported, once: its blocks stay allocated until the reader lets go."""
+        now = time.monotonic()
+        left = []
+        for mf in self._hanged:
+            if mf.close():
+                continue
+            left.append(mf)
+            if mf.deleted_at and now - mf.deleted_at >= interval_forcibly_ms / 1000 and \
+                    mf not in self._reported:
+                self._reported.add(mf)
+                log.warning("%s was deleted %.0f s ago but a reader still maps it: its %d bytes stay "
+                            "on disk until the reader lets go", mf.file_name, now - mf.deleted_at,
+                            mf.file_size)
+        self._hanged = left
+        self._reported &= set(left)
+        return len(left)
 
     def delete_expired_file_by_time(
         self, expired_ms: int, delete_interval_ms: int, clean_immediately: bool, max_files: int = 10

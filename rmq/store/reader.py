@@ -11,6 +11,7 @@ caller releases (``GetMessageResult.release``).
 
 from __future__ import annotations
 
+import logging
 import struct
 from array import array
 from collections.abc import Callable
@@ -21,7 +22,10 @@ from rmq.store.commit_log import _now_ms
 from rmq.store.config import BrokerRole
 from rmq.store.consume_queue import CQ_STORE_UNIT_SIZE, FILLER_SIZE, ConsumeQueue
 from rmq.store.message import MessageExt
+from rmq.store.multi_dispatch import is_lmq
 from rmq.store.results import GetMessageResult, GetMessageStatus, QueryMessageResult
+
+log = logging.getLogger("store")
 
 _INT = struct.Struct(">i")
 _CQ_ENTRY = struct.Struct(">qiq")
@@ -160,6 +164,10 @@ class MessageReaderMixin:
         """Messages of topic/queue from logical ``offset`` (``getMessage`` of
         4.9.8); None when the store is shut down or not readable."""
         if self._shutdown or not self.running_flags.is_readable():
+            return None
+        if is_lmq(topic) and self.lmq_queue_num_exceeded():
+            log.warning("message store is not available, broker config enableLmq and enableMultiDispatch, "
+                        "lmq consumeQueue num exceed maxLmqConsumeQueueNum config num")
             return None
         begin = _now_ms()
         result = GetMessageResult()

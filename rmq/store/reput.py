@@ -101,7 +101,7 @@ class ReputMixin:
                 except DispatchStalled:
                     return pos, False
                 pos += r[1]
-                if pos < n:
+                if pos < n and not self.commit_log.multi.enabled:  # a run may hold multi-dispatch records
                     pos = self._dispatch_run(view, pos, n, r[2], r[3], notify)
             elif st == codec.SCAN_BLANK:
                 return pos, True
@@ -160,11 +160,15 @@ class ReputMixin:
             props = msg.properties
             tags = props.get(mc.PROPERTY_TAGS)
             try:
+                tags_code = codec.tags_code(tags) if tags else 0
+                notify = self.message_arriving_listener is not None
                 self._dispatch_entry(
                     msg.topic, msg.queue_id, ar.logics_offset, phy, ar.wrote_bytes, tx,
-                    ar.store_timestamp, codec.tags_code(tags) if tags else 0,
-                    props.get(mc.PROPERTY_KEYS), props.get(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-                    self.message_arriving_listener is not None)
+                    ar.store_timestamp, tags_code, props.get(mc.PROPERTY_KEYS),
+                    props.get(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), notify)
+                if self.commit_log.multi.enabled:
+                    self._dispatch_extra(props, msg.queue_id, phy, ar.wrote_bytes, tags_code,
+                                         ar.store_timestamp, notify)
             except DispatchStalled:
                 return False
             self.reput_from_offset = phy + ar.wrote_bytes
@@ -217,6 +221,21 @@ class ReputMixin:
             self._build_index(topic, phy, store_ts, keys, uniq)
         if notify and (tx == _TX_NOT or tx == _TX_COMMIT):
             self._notify(topic, queue_id, queue_offset + 1, tags_code, store_ts)
+        if self.commit_log.multi.enabled and r[13] and (tx == _TX_NOT or tx == _TX_COMMIT):
+            record = self.commit_log.get_message(phy, size)
+            if record is not None:  # the properties are the record's last bytes
+                text = bytes(record[size - r[13]:size])
+                if b"INNER_MULTI_DISPATCH" in text:
+                    props = codec.string_to_message_properties(text.decode("utf-8", "replace"))
+                    self._dispatch_extra(props, queue_id, phy, size, tags_code, store_ts, notify)
+
+    def _dispatch_extra(self, props: dict[str, str], queue_id: int, phy: int, size: int, tags_code: int,
+                        store_ts: int, notify: bool) -> None:
+        """The entries of a multi-dispatched record in its extra queues (LMQs)."""
+        for name, qid, offset in self.commit_log.multi.entries(props, queue_id):
+            self._put_cq_entry(name, qid, offset, phy, size, tags_code, store_ts)
+            if notify:
+                self._notify(name, qid, offset + 1, tags_code, store_ts)
 
     def _notify(self, topic: str, queue_id: int, next_offset: int, tags_code: int,
                 store_ts: int, nums: int = 1) -> None:

@@ -13,6 +13,15 @@ offset moves on.  Offsets persist in ``config/delayOffset.json`` every
 A level's task sleeps until its head entry is due, or until a message arrives
 in its queue when the queue is exhausted (arrival notification, with a 1 s
 re-check), instead of polling every 100 ms as Java does.
+
+With ``enableScheduleAsyncDeliver`` (4.9.8's asynchronous delivery) a level
+does not wait for each re-store (under SYNC_FLUSH or SYNC_MASTER, its flush or
+replication) before the next: up to ``scheduleAsyncDeliverMaxPendingLimit``
+puts are in flight, and a second task per level moves the level's offset on
+in queue order as they complete.  A failed put is tried again with a growing
+pause (100 ms more each time, at most 60 s); once the head has failed more
+than ``scheduleAsyncDeliverMaxResendNum2Blocked`` times, no new delivery of the
+level starts until it gets through.
 """
 
 from __future__ import annotations
@@ -21,6 +30,8 @@ import asyncio
 import logging
 import os
 import time
+from collections import deque
+from dataclasses import dataclass
 from typing import Any
 
 from rmq.common import fastjson
@@ -37,6 +48,17 @@ log = logging.getLogger("store")
 FIRST_DELAY_S = 1.0
 RETRY_AFTER_FAILURE_S = 0.1
 IDLE_RECHECK_S = 1.0
+
+
+@dataclass(slots=True)
+class _InFlight:
+    """One asynchronous re-store of a level (``PutResultProcess``)."""
+
+    offset: int  # the entry's offset in the level's queue
+    phy: int
+    size: int
+    task: asyncio.Future
+    resends: int = 0
 
 
 def _now_ms() -> int:
@@ -58,6 +80,8 @@ class ScheduleMessageService(ConfigManager):
         self.delay_table = self.store_config.delay_level_table()
         self.max_level = max(self.delay_table) if self.delay_table else 0
         self._events: dict[int, asyncio.Event] = {}
+        self._in_flight: dict[int, deque[_InFlight]] = {}  # async delivery, per level
+        self._read_pos: dict[int, int] = {}  # async delivery: the next entry to start
         self._tasks: list[asyncio.Task] = []
         self._started = False
         controller.message_arriving_listeners.append(self.on_message_arriving)
@@ -93,6 +117,10 @@ class ScheduleMessageService(ConfigManager):
             self._events[level] = asyncio.Event()
             self._tasks.append(loop.create_task(self._deliver_level(level),
                                                 name=f"schedule-level-{level}"))
+            if self.store_config.enableScheduleAsyncDeliver:
+                self._in_flight[level] = deque()
+                self._tasks.append(loop.create_task(self._handle_put_results(level),
+                                                    name=f"schedule-results-{level}"))
         self._tasks.append(loop.create_task(self._persist_periodically(), name="delayOffset"))
 
     async def shutdown(self) -> None:
@@ -100,6 +128,11 @@ class ScheduleMessageService(ConfigManager):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
+        for pending in self._in_flight.values():  # the offsets stay before them: delivered again
+            for p in pending:
+                p.task.cancel()
+            pending.clear()
+        self._read_pos.clear()
         if self._started:
             self.persist()
         self._started = False
@@ -141,8 +174,17 @@ class ScheduleMessageService(ConfigManager):
 
     def _has_more(self, level: int) -> bool:
         store = self.c.message_store
-        return self.offset_table.get(level, 0) < store.get_max_offset_in_queue(
-            SCHEDULE_TOPIC, level - 1)
+        return self._position(level) < store.get_max_offset_in_queue(SCHEDULE_TOPIC, level - 1)
+
+    def _position(self, level: int) -> int:
+        """The next entry to deliver: the saved offset, or past the puts in flight."""
+        return self._read_pos.get(level, self.offset_table.get(level, 0))
+
+    def _set_position(self, level: int, offset: int) -> None:
+        if level in self._in_flight:
+            self._read_pos[level] = offset
+        else:
+            self.offset_table[level] = offset
 
     async def _deliver_due(self, level: int) -> float | None:
         """Deliver every due entry of the level; the seconds to wait for the
@@ -151,25 +193,72 @@ class ScheduleMessageService(ConfigManager):
         cq = store._existing_cq(SCHEDULE_TOPIC, level - 1)
         if cq is None:
             return None
-        offset = max(self.offset_table.get(level, 0), cq.get_min_offset_in_queue())
+        offset = max(self._position(level), cq.get_min_offset_in_queue())
         level_ms = self.delay_table[level]
+        in_flight = self._in_flight.get(level)
         while True:
             entry = cq.read_entry(offset)
             if entry is None:
-                self.offset_table[level] = offset
+                self._set_position(level, offset)
                 return None
             phy, size, deliver_ts = entry
             now = _now_ms()
             if deliver_ts > now + level_ms:  # clock moved back: deliver now
                 deliver_ts = now
             if deliver_ts > now:
-                self.offset_table[level] = offset
+                self._set_position(level, offset)
                 return (deliver_ts - now) / 1000
-            if not await self._deliver_one(phy, size):
+            if in_flight is not None:
+                if not self._start_async(level, in_flight, offset, phy, size):
+                    self._set_position(level, offset)
+                    return RETRY_AFTER_FAILURE_S
+            elif not await self._deliver_one(phy, size):
                 self.offset_table[level] = offset
                 return RETRY_AFTER_FAILURE_S
             offset += 1
-            self.offset_table[level] = offset
+            self._set_position(level, offset)
+
+    def _start_async(self, level: int, in_flight: deque[_InFlight], offset: int, phy: int,
+                     size: int) -> bool:
+        """Start one asynchronous re-store; False under flow control or while
+        the level is blocked by a head that keeps failing."""
+        cfg = self.store_config
+        if len(in_flight) > cfg.scheduleAsyncDeliverMaxPendingLimit:
+            log.warning("Asynchronous deliver triggers flow control, currentPendingNum=%d, maxPendingLimit=%d",
+                        len(in_flight), cfg.scheduleAsyncDeliverMaxPendingLimit)
+            return False
+        if in_flight and in_flight[0].resends > cfg.scheduleAsyncDeliverMaxResendNum2Blocked:
+            log.warning("Asynchronous deliver block: level %d, offset %d failed %d times", level,
+                        in_flight[0].offset, in_flight[0].resends)
+            return False
+        task = asyncio.get_running_loop().create_task(self._deliver_one(phy, size))
+        in_flight.append(_InFlight(offset, phy, size, task))
+        return True
+
+    async def _handle_put_results(self, level: int) -> None:
+        """``HandlePutResultTask``: the level's offset follows the completed
+        puts in queue order; a failed one is tried again, a little later each time."""
+        in_flight = self._in_flight[level]
+        while True:
+            if not in_flight:
+                await asyncio.sleep(0.01)
+                continue
+            head = in_flight[0]
+            try:
+                ok = await asyncio.shield(head.task)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("asynchronous delivery of level %d offset %d failed", level, head.offset)
+                ok = False
+            if ok:
+                in_flight.popleft()
+                self.offset_table[level] = head.offset + 1
+                continue
+            await asyncio.sleep(min(head.resends * 0.1, 60.0))
+            head.resends += 1
+            log.info("Resend message, level %d offset %d, resend %d", level, head.offset, head.resends)
+            head.task = asyncio.get_running_loop().create_task(self._deliver_one(head.phy, head.size))
 
     async def _deliver_one(self, phy: int, size: int) -> bool:
         """Re-store one parked message under its real topic; True when done

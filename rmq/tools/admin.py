@@ -12,7 +12,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 import orjson
@@ -24,6 +24,7 @@ from rmq.client.trace import trace_views
 from rmq.common.message import perm_to_string
 from rmq.common.topics import TRACE_TOPIC
 from rmq.remoting.exceptions import RemotingError
+from rmq.tools.admin_acl import ACL_COMMANDS, credential_options, tool_credentials
 
 DESCRIPTION = (
     "RocketMQ's mqadmin with the same command names and flags (-n name servers, -t topic, "
@@ -393,7 +394,7 @@ async def _consume(admin: MQAdmin, topic: str, count: int, begin: int, end: int,
     from rmq.client.pull_consumer import LitePullConsumer
 
     out: list[MessageExt] = []
-    consumer = LitePullConsumer("TOOLS_CONSUMER", admin.config.namesrv_addr)
+    consumer = LitePullConsumer("TOOLS_CONSUMER", client_config=replace(admin.config))
     consumer.instance.config.client_ip = "127.0.0.1"
     try:
         mqs = [mq for mq in await consumer.fetch_queues(topic)
@@ -447,7 +448,7 @@ async def consume_message(admin, ns):
 async def send_message(admin, ns):
     from rmq.client.producer import Producer
 
-    producer = Producer(f"PID_ADMIN_{os.getpid()}", admin.config.namesrv_addr)
+    producer = Producer(f"PID_ADMIN_{os.getpid()}", client_config=replace(admin.config))
     await producer.start()
     try:
         msg = Message(ns.topic, ns.body.encode("utf-8"), tags=ns.tags, keys=ns.key)
@@ -500,6 +501,9 @@ async def wipe_write_perm(admin, ns):
     return [{"namesrv": k, "wipeTopicCount": v} for k, v in counts.items()]
 
 
+COMMANDS.update(ACL_COMMANDS)
+
+
 # --- rendering ---------------------------------------------------------------------------
 def to_jsonable(result):
     if isinstance(result, MessageExt):
@@ -533,12 +537,14 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("-n", "--namesrvAddr", default=os.environ.get("NAMESRV_ADDR"),
                        help="name server address list, eg: 192.168.0.1:9876;192.168.0.2:9876")
         p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+        credential_options(p)
         add_args(p)
     return parser
 
 
 async def run(ns: argparse.Namespace):
-    async with MQAdmin(ns.namesrvAddr) as admin:
+    credentials = tool_credentials(ns.signAccessKey, ns.signSecretKey)
+    async with MQAdmin(ns.namesrvAddr, credentials=credentials) as admin:
         return await COMMANDS[ns.command][2](admin, ns)
 
 

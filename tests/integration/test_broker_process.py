@@ -174,3 +174,18 @@ async def test_sigkill_leaves_abort_file_for_abnormal_recovery(cluster):
     log = (cluster.tmp / "logs" / "rocketmqlogs" / "store.log").read_text()
     assert log.count("last shutdown normally") == 1  # the first, fresh start
     assert "last shutdown abnormally" in log
+
+
+@pytest.mark.timeout(60)
+def test_isolate_log_enable_gives_each_broker_its_log_directory(tmp_path):
+    port = free_port(span=4) + 2
+    conf = broker_conf(tmp_path, port, "isolateLogEnable=true\nbrokerId=0\n", name="broker-iso")
+    broker = RmqProcess("rmq.broker.startup", ["-c", conf], tmp_path / "iso.out",
+                        env={"ROCKETMQ_HOME": str(tmp_path)}).start(wait_for_port=port)
+    try:
+        logs = tmp_path / "logs" / "rocketmqlogs"
+        assert "boot success" in (logs / "broker-iso_0" / "broker.log").read_text()
+        assert (logs / "broker-iso_0" / "store.log").exists()
+        assert not (logs / "broker.log").exists()
+    finally:
+        broker.kill()

@@ -18,6 +18,7 @@ from rmq.client import (
     PushConsumer,
 )
 from rmq.client.codec import decode_messages
+from rmq.common import fastjson
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.remoting.exceptions import RemotingError
 from tests.integration.test_messaging_raw import props, pull, send
@@ -86,6 +87,36 @@ async def test_delay_levels_on_time_and_across_restart(tmp_path):
         await asyncio.sleep(2.5)
         p = await pull(c, "TopicD", 0, 2)
         assert p.code == RC.PULL_NOT_FOUND  # nothing delivered twice
+    finally:
+        await c.close()
+
+
+@pytest.mark.timeout(90)
+async def test_asynchronous_delayed_delivery_under_sync_flush(tmp_path):
+    """enableScheduleAsyncDeliver: many re-stores in flight, each waiting for
+    its group commit; every message delivered once, in order, and the saved
+    level offset is past them all."""
+    c = MessagingCluster(tmp_path, DELAYS + "flushDiskType=SYNC_FLUSH\nenableScheduleAsyncDeliver=true\n"
+                                            "scheduleAsyncDeliverMaxPendingLimit=16\n")
+    try:
+        c.start_broker()
+        await create_topic(c, "TopicA", 1)
+        bodies = [b"async-%03d" % i for i in range(120)]
+        for body in bodies:
+            assert (await send(c, "TopicA", body, 0, props(DELAY="1"))).code == RC.SUCCESS
+        got: list = []
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 20
+        while len(got) < len(bodies):
+            assert loop.time() < deadline, f"only {len(got)} delivered"
+            _, msgs = await poll_queue(c, "TopicA", 0, len(got), 10)
+            got.extend(msgs)
+        assert [m.body for m in got] == bodies
+        await asyncio.sleep(1.5)
+        assert (await pull(c, "TopicA", 0, len(bodies))).code == RC.PULL_NOT_FOUND  # once each
+        c.broker.stop()
+        offsets = fastjson.loads((tmp_path / "store-broker-a" / "config" / "delayOffset.json").read_bytes())
+        assert {int(k): v for k, v in offsets["offsetTable"].items()}[1] == len(bodies)
     finally:
         await c.close()
 

@@ -13,7 +13,8 @@ directly where the wrapper loses information: binary bodies (``SetMessageBody`` 
 inside the ctypes callback, so RECONSUME_LATER never reaches the library) and pull
 results (the wrapper hides statuses and offsets).
 
-Ops:
+Ops (each may carry "credentials": {"access_key","secret_key","channel"}: the
+client's session credentials, so that it signs its requests for plain ACL):
   produce  {"messages": [{"topic","tags","keys","props","body"|"body_hex","mode","arg",
                          "wait_for"}]}   (a message with wait_for waits for that file)
   push     {"group","topic","expression","out","stop","max_s","fail_first_keys","fail_dir",
@@ -80,6 +81,10 @@ def op_produce(spec: dict) -> dict:
     ``pause_ms`` spaces the sends (a producer running across a broker kill)."""
     producer = Producer(spec.get("group", "interop_pg"), timeout=spec.get("timeout_ms", 5000))
     producer.set_namesrv_addr(spec["namesrv"])
+    if spec.get("credentials"):
+        cred = spec["credentials"]
+        producer.set_session_credentials(cred["access_key"], cred["secret_key"],
+                                         cred.get("channel", "ALIYUN"))
     producer.start()
     results = []
     try:
@@ -162,6 +167,11 @@ def op_push(spec: dict) -> dict:
     handle = dll.CreatePushConsumer(group.encode())
     _check(dll.SetPushConsumerNameServerAddress(handle, spec["namesrv"].encode()), "namesrv")
     _check(dll.SetPushConsumerMessageModel(handle, MessageModel.CLUSTERING), "model")
+    if spec.get("credentials"):
+        cred = spec["credentials"]
+        _check(dll.SetPushConsumerSessionCredentials(
+            handle, cred["access_key"].encode(), cred["secret_key"].encode(),
+            cred.get("channel", "ALIYUN").encode()), "credentials")
     if spec.get("instance"):
         _check(dll.SetPushConsumerInstanceName(handle, spec["instance"].encode()), "instance")
     _check(dll.SetPushConsumerThreadCount(handle, spec.get("threads", 2)), "threads")

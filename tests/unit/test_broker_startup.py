@@ -91,7 +91,6 @@ def test_slave_keeps_positive_broker_id(tmp_path):
 @pytest.mark.parametrize("text,needle", [
     ("brokerRole=SLAVE\nbrokerId=0\n", "Slave's brokerId must be > 0"),
     ("enableDLegerCommitLog=true\ndLegerGroup=g\n", "enableDLegerCommitLog=true is not supported"),
-    ("aclEnable=true\n", "aclEnable=true is not supported"),
     ("listenPort=10911 \n", "listenPort"),
     ("brokerRole=BOSS\n", "BOSS"),
     ("namesrvAddr=nohostport\n", "The Name Server Address[nohostport] illegal"),
@@ -168,9 +167,6 @@ def test_cli_exit_codes(tmp_path):
     conf = write_conf(tmp_path, "brokerRole=SLAVE\n")
     slave = run_cli(MODULE, ["-c", conf])
     assert slave.returncode == 253 and "Slave's brokerId must be > 0" in slave.stderr
-    acl = run_cli(MODULE, ["-c", write_conf(tmp_path, "aclEnable=TRUE\n")])
-    assert acl.returncode == 253
-    assert acl.stderr.strip().splitlines() == [
-        "aclEnable=true is not supported by rmq: plain ACL (plain_acl.yml access keys) is out "
-        "of scope; remove aclEnable or set it to false"]
+    acl = run_cli(MODULE, ["-c", write_conf(tmp_path, "aclEnable=TRUE\n"), "-p"])
+    assert acl.returncode == 0 and "aclEnable=true" in acl.stdout
     assert run_cli(MODULE, ["-c", write_conf(tmp_path, "aclEnable=false\n"), "-p"]).returncode == 0

@@ -16,6 +16,7 @@ import shutil
 from typing import Any
 
 from rmq.broker.configuration import START_ONLY_KEYS
+from rmq.broker.processor.admin_acl import AdminAclSupport
 from rmq.broker.processor.admin_consumer import AdminConsumerSupport, language_name
 from rmq.broker.subscription_group_manager import SubscriptionGroupConfig
 from rmq.common import fastjson
@@ -23,9 +24,7 @@ from rmq.common.codes import CURRENT_VERSION, RequestCode, ResponseCode
 from rmq.common.logging import BROKER_LOGGER_NAME
 from rmq.common.properties import ConfigError, parse_properties
 from rmq.common.protocol.headers_admin import (
-    CreateAccessConfigRequestHeader,
     CreateTopicRequestHeader,
-    DeleteAccessConfigRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
     DeleteTopicRequestHeader,
     GetBrokerConfigResponseHeader,
@@ -34,7 +33,6 @@ from rmq.common.protocol.headers_admin import (
     GetProducerConnectionListRequestHeader,
     GetTopicStatsInfoRequestHeader,
     QueryTopicConsumeByWhoRequestHeader,
-    UpdateGlobalWhiteAddrsConfigRequestHeader,
 )
 from rmq.common.protocol.headers_broker import (
     GetEarliestMsgStoretimeResponseHeader,
@@ -46,6 +44,7 @@ from rmq.common.topic_config import TOPIC_FILTER_TYPES, TopicConfig
 from rmq.common.topics import is_system_topic, validate_topic
 from rmq.remoting import Channel, RemotingCommand
 from rmq.remoting.handler_table import HandlerTableProcessor
+from rmq.store.multi_dispatch import is_lmq
 
 log = logging.getLogger(BROKER_LOGGER_NAME)
 
@@ -113,36 +112,7 @@ class AdminBrokerProcessor(HandlerTableProcessor):
             R.CLEAN_UNUSED_TOPIC: self.clean_unused_topic,
         }
         self.handlers.update(AdminConsumerSupport(controller, mq_key).handlers())
-        self.handlers.update({
-            R.UPDATE_AND_CREATE_ACL_CONFIG: self.acl_disabled(
-                CreateAccessConfigRequestHeader, ResponseCode.UPDATE_AND_CREATE_ACL_CONFIG_FAILED),
-            R.DELETE_ACL_CONFIG: self.acl_disabled(
-                DeleteAccessConfigRequestHeader, ResponseCode.DELETE_ACL_CONFIG_FAILED),
-            R.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: self.acl_disabled(
-                UpdateGlobalWhiteAddrsConfigRequestHeader,
-                ResponseCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED),
-            R.GET_BROKER_CLUSTER_ACL_INFO: self.get_broker_acl_config_version,
-        })
-
-    # ---- ACL (plain ACL is not part of rmq: answered as 4.9.8 with aclEnable=false) ----
-    @staticmethod
-    def acl_disabled(header: type, failed_code: int):
-        """4.9.8 without ACL has no access validator: the header is still checked
-        (a missing field is SYSTEM_ERROR), then the update fails with no remark."""
-
-        def handle(channel: Channel, request: RemotingCommand) -> RemotingCommand:
-            request.decode_header(header)
-            log.error("ACL request %d from %s: the broker does not enable acl", request.code,
-                      channel.remote_addr)
-            return RemotingCommand.create_response(failed_code)
-
-        return handle
-
-    def get_broker_acl_config_version(self, channel: Channel, request: RemotingCommand) -> None:
-        """4.9.8 without ACL logs the failure and sends no response at all."""
-        log.error("Failed to generate a proper getBrokerAclConfigVersion response: the broker "
-                  "does not enable acl (from %s)", channel.remote_addr)
-        return None
+        self.handlers.update(AdminAclSupport(controller).handlers())
 
     # ---- topics ---------------------------------------------------------------
     def _refuse_on_slave(self) -> RemotingCommand | None:
@@ -185,6 +155,9 @@ class AdminBrokerProcessor(HandlerTableProcessor):
         bad = self._check_topic(h.topic)
         if bad:
             return bad
+        if is_lmq(h.topic):  # an LMQ has no topic config: its consume queue goes
+            self.c.message_store.clean_unused_lmq_topic(h.topic)
+            return _ok()
         self.c.topic_config_manager.delete_topic_config(h.topic)
         self.c.consumer_offset_manager.clean_offset_by_topic(h.topic)
         self.c.message_store.delete_topics({h.topic})

@@ -195,7 +195,7 @@ class PullMessageProcessor:
                                "subscription group no permission, " + h.consumerGroup)
         flag = h.sysFlag
         has_suspend = bool(flag & FLAG_SUSPEND)
-        tc = self.c.topic_config_manager.table.get(h.topic)
+        tc = self.c.topic_config_manager.select_topic_config(h.topic)
         if tc is None:
             return self._error(RC.TOPIC_NOT_EXIST,
                                f"topic[{h.topic}] not exist, apply first please! {FAQ_SUFFIX}")

@@ -159,6 +159,8 @@ class SendMessageProcessor(SendSupport):
             text, self.cluster)
         if special:  # DELAY or TRAN_MSG
             return None
+        if self.store.commit_log.multi.enabled and mc.PROPERTY_INNER_MULTI_DISPATCH in text:
+            return None  # extra queues: the general put records their offsets
         topic_b = self._topic_bytes.get(topic) or self._encode_topic(topic)
         store = self.store
         r = put_single(store, topic, topic_b, queue_id, flag, request.body or b"", index_keys,

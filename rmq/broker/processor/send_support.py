@@ -285,6 +285,10 @@ class SendSupport:
                 "put to the slave, message store has been shut down, etc.")
         if status is S.OS_PAGECACHE_BUSY:
             return RC.SYSTEM_ERROR, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"
+        if status is S.LMQ_CONSUME_QUEUE_NUM_EXCEEDED:
+            return RC.SYSTEM_ERROR, (
+                "[LMQ_CONSUME_QUEUE_NUM_EXCEEDED]broker config enableLmq and enableMultiDispatch, lmq "
+                "consumeQueue num exceed maxLmqConsumeQueueNum config num, default limit 2w.")
         if status is S.UNKNOWN_ERROR:
             return RC.SYSTEM_ERROR, "UNKNOWN_ERROR"
         return RC.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"

@@ -136,6 +136,18 @@ class UpdateGlobalWhiteAddrsConfigRequestHeader(CommandHeader):
     aclFileFullPath: str = field_required()
 
 
+@dataclass(slots=True)
+class GetBrokerAclConfigResponseHeader(CommandHeader):
+    """GET_BROKER_CLUSTER_ACL_INFO: ``version`` is the default file's DataVersion
+    JSON, ``allAclFileVersion`` a JSON map of file path -> DataVersion."""
+
+    version: str = field_required()
+    allAclFileVersion: str | None = None
+    brokerName: str = field_required()
+    brokerAddr: str = field_required()
+    clusterName: str = field_required()
+
+
 # --- calls into clients (Broker2Client) and the admin requests that trigger them ---
 @dataclass(slots=True)
 class ResetOffsetRequestHeader(CommandHeader):

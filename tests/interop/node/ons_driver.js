@@ -4,7 +4,8 @@
 // object from the last stdout line.  Every warning and error the client logs, and
 // every 'error' event, is returned in `problems` so the test can fail on them.
 //
-// Ops:
+// Ops (each may carry "credentials": {"access_key","secret_key"}: ali-ons then signs
+// every request for plain ACL, as accessKeyId/accessKeySecret):
 //   produce {"messages": [{"topic","tags","keys","props","body_hex"}]}
 //   push    {"group","topic","expression","out","stop","max_s","fail_first_keys","fail_dir"}
 
@@ -36,8 +37,10 @@ const logger = {
 
 function options(extra) {
   // httpclient is only used to look up name servers over HTTP, never with nameSrv
+  const credentials = spec.credentials ?
+    { accessKeyId: spec.credentials.access_key, accessKeySecret: spec.credentials.secret_key } : {};
   return Object.assign({ nameSrv: spec.namesrv, httpclient: {}, logger,
-    instanceName: spec.instance || `ons-${process.pid}` }, extra);
+    instanceName: spec.instance || `ons-${process.pid}` }, credentials, extra);
 }
 
 function describe(msg) {
