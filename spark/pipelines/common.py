@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import re
+import sys
 
 from spark.job import make_session
 from spark.source import register
@@ -19,12 +21,30 @@ def stream_parser(prog: str, description: str) -> argparse.ArgumentParser:
                         "only for a new checkpoint")
     p.add_argument("--group", help="consumer group whose offsets follow the job (rmq-admin "
                                    "consumerProgress shows its lag)")
-    p.add_argument("--max-per-trigger", type=int, help="at most this many messages per micro-batch")
-    p.add_argument("--trigger", default="available-now",
+    p.add_argument("--max-per-trigger", type=_positive_int,
+                   help="at most this many messages per micro-batch")
+    p.add_argument("--trigger", default="available-now", type=_trigger,
                    help="available-now (read what is there, then stop; default) or a processing "
                         "interval in seconds (run until stopped)")
     p.add_argument("--master", help="Spark master (default: spark-submit's, else local[*])")
     return p
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"a positive integer, got {text!r}")
+    return int(text)
+
+
+def _trigger(text: str) -> str:
+    if text != "available-now":
+        try:
+            if float(text) <= 0:
+                raise ValueError
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"available-now or a number of seconds above 0, got {text!r}") from None
+    return text
 
 
 def session(app: str, master: str | None):
@@ -65,6 +85,17 @@ def main(parser: argparse.ArgumentParser, run, app: str, argv: list[str] | None)
     spark = session(app, args.master)
     try:
         run(spark, args).awaitTermination()
+    except Exception as e:  # the query failed: its cause on one line, not Spark's whole report
+        print(f"{parser.prog}: {cause(e)}", file=sys.stderr)
+        return 1
     finally:
         spark.stop()
     return 0
+
+
+def cause(error: BaseException) -> str:
+    """The line that says what went wrong: the data source's own ``rmq: ...``
+    message when Spark's report carries one, else the report's first line."""
+    text = str(error)
+    found = re.findall(r"(rmq: [^\n]*)", text)
+    return found[-1] if found else text.strip().splitlines()[0] if text.strip() else repr(error)

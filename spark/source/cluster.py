@@ -21,10 +21,11 @@ from collections.abc import AsyncIterator, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from rmq.client.config import ClientConfig
-from rmq.client.exceptions import MQClientError
+from rmq.client.exceptions import MQBrokerError, MQClientError
 from rmq.client.instance import subscribe_queues
 from rmq.client.message import MessageExt, MessageQueue, PullStatus
 from rmq.client.pull_consumer import LitePullConsumer
+from rmq.common.codes import ResponseCode
 from rmq.common.exceptions import RemotingError
 
 log = logging.getLogger("rmq.spark")
@@ -78,6 +79,7 @@ class Cluster:
         self.consumer = LitePullConsumer(group, client_config=config, auto_commit=False)
         self.instance = self.consumer.instance
         self.group = group
+        self.namesrv = namesrv
 
     async def __aenter__(self) -> Cluster:
         return self
@@ -85,11 +87,22 @@ class Cluster:
     async def __aexit__(self, *exc) -> None:
         await self.instance.shutdown()
 
-    async def queues(self, topic: str) -> list[MessageQueue]:
+    async def queues(self, topic: str, strict: bool = False) -> list[MessageQueue]:
         """The readable queues the name server routes for ``topic`` now ([] when
-        it knows none: the topic does not exist, or no broker of it is up)."""
+        it knows none: the topic does not exist, or no broker of it is up).
+        ``strict``: a name server that does not answer is an error, not []."""
         route = await self.instance.update_route(topic)
-        return subscribe_queues(topic, route) if route is not None else []
+        if route is not None:
+            return subscribe_queues(topic, route)
+        if strict:
+            try:
+                await self.instance.api.get_topic_route(topic)
+            except MQBrokerError as e:
+                if e.code != ResponseCode.TOPIC_NOT_EXIST:
+                    raise RuntimeError(f"rmq: the name server refused the route of {topic}: {e}") from e
+            except TRANSIENT as e:
+                raise RuntimeError(f"rmq: no name server of {self.namesrv} answers: {e}") from e
+        return []
 
     async def _offset(self, mq: MessageQueue, name: str) -> int:
         addr = await self.instance.find_broker_addr_or_fetch(mq)

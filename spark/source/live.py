@@ -47,7 +47,7 @@ async def _plan(o: SourceOptions, bounds: Bounds) -> list[LiveRange]:
         for topic in o.topics:
             if bounds.topics is not None and topic not in bounds.topics:
                 continue
-            mqs = await c.queues(topic)
+            mqs = await c.queues(topic, strict=True)
             if not mqs:
                 raise RuntimeError(f"rmq: no broker at {o.namesrv} serves topic {topic}")
             mqs = [mq for mq in mqs if bounds.wants(topic, mq.broker_name, mq.queue_id)]

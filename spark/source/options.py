@@ -161,7 +161,7 @@ def sink_options(options: Mapping[str, str]) -> SinkOptions:
         raise OptionError("rmq: writing needs the namesrv option")
     topics = _topics(options.get("topic"))
     if len(topics) > 1:
-        raise OptionError("rmq: a sink takes one default topic, got " + ",".join(topics))
+        raise OptionError("rmq: a sink writes to one topic option, got " + ",".join(topics))
     o = SinkOptions(namesrv=namesrv, topic=topics[0] if topics else None)
     o.group = (options.get("producerGroup") or o.group).strip()
     o.batch_size = _int(options, "batchSize", o.batch_size)

@@ -84,7 +84,7 @@ class RmqStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         out: Offsets = {}
         async with Cluster(o.namesrv, o.group, o.request_timeout_ms) as c:
             for topic in o.topics:
-                mqs = await c.queues(topic)
+                mqs = await c.queues(topic, strict=True)
                 if not mqs:
                     continue  # not created yet: its queues are new when they appear
                 lows, highs = await c.offsets(mqs, "min"), await c.offsets(mqs, "max")

@@ -29,15 +29,20 @@ def wait_for(predicate, timeout: float, what: str, step: float = 0.1):
 
 
 class Broker:
-    """rmq-namesrv + one rmq-broker (``broker-a``), the broker restartable."""
+    """rmq-namesrv + one rmq-broker (``broker-a``), the broker restartable;
+    with ``joining``, another broker (``name``) of that broker's name server."""
 
-    def __init__(self, tmp: Path, extra: str = "") -> None:
+    def __init__(self, tmp: Path, name: str = "broker-a", joining: Broker | None = None) -> None:
         self.tmp = tmp
-        self.ns_port = free_port()
-        self.namesrv = start_namesrv(tmp, self.ns_port)
+        if joining is None:
+            self.ns_port = free_port()
+            self.namesrv: RmqProcess | None = start_namesrv(tmp, self.ns_port)
+        else:
+            self.ns_port, self.namesrv = joining.ns_port, None
         self.port = free_port(span=4) + 2
-        self.conf = broker_conf(tmp, self.port, "brokerClusterName=DefaultCluster\n" + extra)
-        self.store_dir = str(tmp / "store")
+        store = "store" if joining is None else f"store-{name}"
+        self.conf = broker_conf(tmp, self.port, "brokerClusterName=DefaultCluster\n", name, store)
+        self.store_dir = str(tmp / store)
         self.broker: RmqProcess | None = None
         self.runs = 0
 
@@ -48,7 +53,7 @@ class Broker:
     def start(self) -> None:
         self.runs += 1
         self.broker = RmqProcess("rmq.broker.startup", ["-c", self.conf, "-n", self.namesrv_addr],
-                                 self.tmp / f"broker-{self.runs}.out",
+                                 self.tmp / f"broker-{self.port}-{self.runs}.out",
                                  env={"ROCKETMQ_HOME": str(self.tmp)})
         self.broker.start(wait_for_port=(self.port, self.port - 2))
         self.wait_route("TBW102")
@@ -60,7 +65,8 @@ class Broker:
     def close(self) -> None:
         if self.broker is not None:
             self.broker.kill()
-        self.namesrv.kill()
+        if self.namesrv is not None:
+            self.namesrv.kill()
 
     def route(self, topic: str):
         async def go():
@@ -85,9 +91,9 @@ class Broker:
 
 
 @contextmanager
-def running_broker(tmp: Path) -> Iterator[Broker]:
+def running_broker(tmp: Path, name: str = "broker-a", joining: Broker | None = None) -> Iterator[Broker]:
     """A started :class:`Broker`, always stopped at the end."""
-    b = Broker(tmp)
+    b = Broker(tmp, name, joining)
     try:
         b.start()
         yield b
@@ -107,6 +113,7 @@ class Sent:
     props: tuple[tuple[str, str], ...]
     queue_id: int
     queue_offset: int
+    broker: str = "broker-a"
 
 
 def body_of(topic: str, i: int) -> bytes:
@@ -125,7 +132,7 @@ def produce(namesrv: str, topic: str, n: int, start: int = 0) -> list[Sent]:
                 m = Message(topic, body_of(topic, i), tags=f"T{i % 3}", keys=f"k{i}", properties=props)
                 r = await p.send(m)
                 out.append(Sent(topic, r.msg_id, m.body, m.tags, m.keys, tuple(sorted(props.items())),
-                                r.message_queue.queue_id, r.queue_offset))
+                                r.message_queue.queue_id, r.queue_offset, r.message_queue.broker_name))
         return out
     return asyncio.run(go())
 

@@ -18,6 +18,7 @@ import pyspark
 import pytest
 
 from spark.pipelines import topic_to_parquet, windowed_counts
+from spark.pipelines.common import cause
 from tests.spark.source_support import produce, running_broker, wait_for
 from tests.support.procs import free_port, wait_port
 
@@ -149,3 +150,16 @@ def test_topic_to_parquet_runs_under_spark_submit_on_a_standalone_cluster(cluste
     rows = parquet_rows(out)
     assert sorted(r["msgId"] for r in rows) == sorted(s.msg_id for s in sent)
     assert {r["topic"] for r in rows} == {"PipeSubmit"}
+
+
+def test_pipeline_failures_are_one_line_and_a_nonzero_exit(spark, tmp_path):
+    nobody = f"127.0.0.1:{free_port()}"
+    argv = ["--namesrv", nobody, "--topic", "T", "--out", str(tmp_path / "out"),
+            "--checkpoint", str(tmp_path / "ckpt")]
+    bad = subprocess.run([sys.executable, "-m", "spark.pipelines.topic_to_parquet", *argv, "--trigger",
+                          "soon"], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert bad.returncode == 2 and "--trigger: available-now or a number of seconds" in bad.stderr
+    query = topic_to_parquet.run(spark, topic_to_parquet.parser().parse_args(argv))
+    with pytest.raises(Exception) as failed:  # what main() reports on one line, exit status 1
+        query.awaitTermination(60)
+    assert cause(failed.value).startswith(f"rmq: no name server of {nobody} answers")

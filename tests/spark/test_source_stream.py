@@ -146,6 +146,15 @@ def test_offsets_start_where_asked_and_follow_new_queues(cluster):
     assert set(end) == set(range(6))
     assert sum(end.values()) == 260 and sum(1 for s in late if s.queue_id >= 4) == end[4] + end[5]
 
+    with running_broker(b.tmp, "broker-b", joining=b) as other:  # a broker joins the topic
+        other.create_topic("StrC", 2)
+        joined = produce(b.namesrv_addr, "StrC", 40, 260)
+        grown = flatten(fresh.latestOffset(start, ReadAllAvailable()))
+        on_b = {mq.queue_id: off for mq, off in grown.items() if mq.broker_name == "broker-b"}
+        assert on_b == {q: sum(1 for s in joined if s.broker == "broker-b" and s.queue_id == q)
+                        for q in (0, 1)}
+        assert sum(grown.values()) == 300
+
 
 def test_pulls_wait_for_a_restarting_broker(cluster):
     """A range read while its broker is down goes on once the broker is back."""
