@@ -69,9 +69,7 @@ class Store:
     """One broker's store as listed: its commit log and consume queue files."""
 
     broker: str
-    root: str
     cl: list[tuple[int, str]]
-    cl_file_size: int
     cq_file_size: int
     queues: list[QueueFiles] = field(default_factory=list)
 
@@ -116,7 +114,7 @@ def _open_store(fs: ArrowFs, path: str) -> Store:
         if f.kind == "consumequeue":
             by_queue.setdefault((f.topic, f.queue_id), []).append((f.start, f.path))
     queues = [QueueFiles(t, q, sorted(v)) for (t, q), v in sorted(by_queue.items())]
-    return Store(b.name, root, cl, b.settings.mappedFileSizeCommitLog, _cq_file_size(b.settings), queues)
+    return Store(b.name, cl, _cq_file_size(b.settings), queues)
 
 
 # --------------------------------------------------------------------------- planning
