@@ -13,6 +13,7 @@ comes back to the driver is small: per queue, per size, per minute.
 from __future__ import annotations
 
 import dataclasses
+import os
 import posixpath
 import time
 from collections.abc import Callable, Iterator
@@ -230,20 +231,87 @@ def _norm(path: str) -> str:
     return "file:/" + path[len("file:///"):] if path.startswith("file:///") else path
 
 
-def read_file(uri: str):
-    """Executor-side read of a whole store file through Arrow's file systems.
+def open_input(uri: str):
+    """A random-access file (``read_at``) through Arrow's file systems.
 
     Local files (``file:`` URIs) are memory-mapped (zero copy, page cache);
     ``hdfs://`` (libhdfs, i.e. Hadoop's own client), ``s3://``/``s3a://``,
     ``gs://`` and ``abfs://`` go through ``pyarrow.fs``.
     """
+    if uri.startswith("file:"):
+        return pa.memory_map("/" + uri[len("file:"):].lstrip("/"), "r")
+    fs, path = _arrow_fs(uri)
+    return fs.open_input_file(path)
+
+
+def _arrow_fs(uri: str):
     import pyarrow.fs as pafs
 
-    if uri.startswith("file:"):
-        return pa.memory_map("/" + uri[len("file:"):].lstrip("/"), "r").read_buffer()
-    fs, path = pafs.FileSystem.from_uri("s3://" + uri[len("s3a://"):] if uri.startswith("s3a://") else uri)
-    with fs.open_input_file(path) as fh:
+    return pafs.FileSystem.from_uri("s3://" + uri[len("s3a://"):] if uri.startswith("s3a://") else uri)
+
+
+def read_file(uri: str):
+    """Executor-side read of a whole store file (see :func:`open_input`)."""
+    with open_input(uri) as fh:
         return fh.read_buffer()
+
+
+class ArrowFs:
+    """:class:`HadoopFs`'s interface over ``pyarrow.fs``, for code that runs
+    without the session's JVM (the planners of the ``rmq`` data source run in
+    Python workers).  Local paths come back as ``file:/...`` URIs like
+    Hadoop's; other URIs keep their scheme and authority."""
+
+    def qualify(self, uri: str) -> str:
+        if uri.startswith("file:"):
+            return "file:/" + uri[len("file:"):].lstrip("/")
+        if "://" in uri:
+            return uri.rstrip("/") or uri
+        return "file:" + posixpath.normpath(os.path.abspath(uri))
+
+    def _split(self, uri: str):
+        """(file system, path inside it, prefix that turns such a path back into a URI)."""
+        uri = self.qualify(uri)
+        if uri.startswith("file:"):
+            import pyarrow.fs as pafs
+
+            return pafs.LocalFileSystem(), uri[len("file:"):], "file:"
+        fs, path = _arrow_fs(uri)
+        prefix = uri[: len(uri) - len(path)] if uri.endswith(path) else uri.split("://")[0] + "://"
+        return fs, path, prefix
+
+    def _info(self, uri: str):
+        fs, path, _ = self._split(uri)
+        return fs.get_file_info(path)
+
+    def exists(self, uri: str) -> bool:
+        import pyarrow.fs as pafs
+
+        return self._info(uri).type != pafs.FileType.NotFound
+
+    def is_dir(self, uri: str) -> bool:
+        import pyarrow.fs as pafs
+
+        return self._info(uri).type == pafs.FileType.Directory
+
+    def list_files(self, uri: str) -> list[tuple[str, int, int]]:
+        """(URI, length, mtime ms) of every file below ``uri``."""
+        import pyarrow.fs as pafs
+
+        fs, path, prefix = self._split(uri)
+        if fs.get_file_info(path).type != pafs.FileType.Directory:
+            return []
+        out = []
+        for info in fs.get_file_info(pafs.FileSelector(path, recursive=True)):
+            if info.type == pafs.FileType.File:
+                mtime = int(info.mtime.timestamp() * 1000) if info.mtime else 0
+                out.append((prefix + info.path, int(info.size), mtime))
+        return out
+
+    def read(self, uri: str, limit: int | None = None) -> bytes:
+        fs, path, _ = self._split(uri)
+        with fs.open_input_stream(path) as fh:
+            return fh.read(limit) if limit is not None else fh.read()
 
 
 ARROW_SCHEMES = ("file:", "hdfs://", "viewfs://", "s3://", "s3a://", "gs://", "abfs://", "abfss://")

@@ -13,3 +13,12 @@ def spark_session():
                            extra={"spark.sql.shuffle.partitions": "4", "spark.driver.memory": "1g"})
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark(spark_session):
+    """The session with the ``rmq`` data source registered."""
+    from spark.source import register
+
+    register(spark_session)
+    return spark_session
