@@ -159,12 +159,15 @@ async def send_msg_status(admin: MQAdmin, ns: argparse.Namespace) -> None:
                  if ns.json else f"rt={rt}ms, SendResult={send_result_text(r)}")
 
 
-@BROKER_COMMANDS.command("checkMsgSendRT", "check message send response time", lambda p: (
-    p.add_argument("-t", "--topic", required=True, help="topic name"),
+def _amount_and_size(p: argparse.ArgumentParser) -> None:
     p.add_argument("-a", "--amount", type=_positive, default=100,
-                   help="message amount | default 100"),
+                   help="message amount | default 100")
     p.add_argument("-s", "--size", type=_positive, default=128,
-                   help="message size | default 128 Byte")))
+                   help="message size | default 128 Byte")
+
+
+@BROKER_COMMANDS.command("checkMsgSendRT", "check message send response time", lambda p: (
+    p.add_argument("-t", "--topic", required=True, help="topic name"), _amount_and_size(p)))
 async def check_msg_send_rt(admin: MQAdmin, ns: argparse.Namespace) -> None:
     """Message i goes to queue i mod n; the first send (connection set-up) is
     left out of the average, as mqadmin does.  A failed send is a row with
@@ -201,10 +204,7 @@ async def check_msg_send_rt(admin: MQAdmin, ns: argparse.Namespace) -> None:
 
 
 def _cluster_rt_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-a", "--amount", type=_positive, default=100,
-                   help="message amount | default 100")
-    p.add_argument("-s", "--size", type=_positive, default=128,
-                   help="message size | default 128 Byte")
+    _amount_and_size(p)
     p.add_argument("-c", "--cluster", help="cluster name | default display all cluster")
     p.add_argument("-p", "--printLog", default="false", help="print as tlog | default false")
     p.add_argument("-m", "--machineRoom", default="noname",

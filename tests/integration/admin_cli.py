@@ -8,10 +8,14 @@ import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import orjson
+
+from rmq.client import ConsumeFromWhere, ConsumerConfig, ConsumeStatus, PushConsumer
+from tests.integration.test_messaging_support import MessagingCluster, wait_until
 
 ADMIN = "rmq.tools.admin"
 
@@ -56,8 +60,8 @@ async def admin_fails(ns: str | None, *args: str, rc: int = 1) -> str:
 
 
 async def admin_until(ns: str, args: tuple[str, ...], done: Callable[[list[str]], bool],
-                      timeout: float = 60.0, on_line: Callable[[str], object] | None = None
-                      ) -> list[str]:
+                      timeout: float = 60.0,
+                      on_line: Callable[[str], Awaitable[None]] | None = None) -> list[str]:
     """Run a command that prints as it goes (until stopped) and read its lines
     until ``done(lines)``; then stop it (SIGINT, as Ctrl-C) and return them."""
     proc = await asyncio.create_subprocess_exec(*_argv(ns, args), stdout=subprocess.PIPE,
@@ -83,3 +87,26 @@ async def admin_until(ns: str, args: tuple[str, ...], done: Callable[[list[str]]
                 proc.kill()
                 await proc.wait()
     return lines
+
+
+@asynccontextmanager
+async def recording_consumer(c: MessagingCluster, group: str, topic: str, expression: str = "*",
+                             wait_for: int = 0) -> AsyncIterator[tuple[PushConsumer, list]]:
+    """A push consumer from the first offset whose listener records every
+    message; started, and on entry holding ``wait_for`` messages."""
+    received: list = []
+
+    def listener(msgs, ctx):
+        received.extend(msgs)
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer(group, listener=listener, config=ConsumerConfig(
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET),
+        client_config=c.client_config(f"{group}-consumer"))
+    consumer.subscribe(topic, expression)
+    await consumer.start()
+    try:
+        await wait_until(lambda: len(received) >= wait_for, 30)
+        yield consumer, received
+    finally:
+        await consumer.shutdown()

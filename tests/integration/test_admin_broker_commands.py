@@ -16,6 +16,7 @@ import pytest_asyncio
 from rmq.client import Message, Producer
 from tests.integration.admin_cli import admin_fails, admin_json, admin_ok, admin_run
 from tests.integration.test_messaging_support import MessagingCluster, wait_until
+from tests.support.messaging import running_cluster
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(150)]
 OLD, NEW, GONE = "TopicAdmOld", "TopicAdmNew", "TopicAdmGone"
@@ -26,13 +27,8 @@ STORE = (f"fileReservedTime=0\ncleanResourceInterval=1000\n"
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def cluster(tmp_path_factory):
-    c = MessagingCluster(tmp_path_factory.mktemp("admin-broker"), extra=STORE)
-    try:
-        c.start_broker()
-        await c.wait_routable()
+    async with running_cluster(tmp_path_factory.mktemp("admin-broker"), STORE) as c:
         yield c
-    finally:
-        await c.close()
 
 
 def cq_dir(c: MessagingCluster, topic: str):

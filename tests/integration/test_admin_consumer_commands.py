@@ -12,33 +12,26 @@ import orjson
 import pytest
 import pytest_asyncio
 
-from rmq.client import (
-    ConsumeFromWhere,
-    ConsumerConfig,
-    ConsumeStatus,
-    Message,
-    Producer,
-    PushConsumer,
-)
+from rmq.client import Message, Producer, PushConsumer
 from tests.integration.admin_cli import (
     admin_fails,
     admin_json,
     admin_ok,
     admin_run,
     admin_until,
+    recording_consumer,
 )
 from tests.integration.test_messaging_support import MessagingCluster, wait_until
+from tests.support.messaging import running_cluster
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)]
 TOPIC, GROUP = "TopicAdmCons", "cgAdmCons"
 
 
 class Live:
-    def __init__(self, c: MessagingCluster) -> None:
-        self.c = c
-        self.received: list = []
-        self.producer: Producer | None = None
-        self.consumer: PushConsumer | None = None
+    def __init__(self, c: MessagingCluster, producer: Producer, consumer: PushConsumer,
+                 received: list) -> None:
+        self.c, self.producer, self.consumer, self.received = c, producer, consumer, received
 
     @property
     def ns(self) -> str:
@@ -51,34 +44,14 @@ class Live:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def live(tmp_path_factory):
-    c = MessagingCluster(tmp_path_factory.mktemp("admin-consumer"))
-    k = Live(c)
-    try:
-        c.start_broker()
-        await c.wait_routable()
+    async with running_cluster(tmp_path_factory.mktemp("admin-consumer")) as c:
         await c.create_topic(TOPIC, queues=4)
-        k.producer = Producer("pgAdmCons", client_config=c.client_config("cons-p"))
-        await k.producer.start()
-        await k.send(8)
-
-        def listener(msgs, ctx):
-            k.received.extend(msgs)
-            return ConsumeStatus.CONSUME_SUCCESS
-
-        k.consumer = PushConsumer(GROUP, listener=listener, config=ConsumerConfig(
-            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET),
-            client_config=c.client_config("cons-c"))
-        k.consumer.subscribe(TOPIC, "TagA || TagB")
-        await k.consumer.start()
-        await wait_until(lambda: len(k.received) >= 8, 20)
-        await k.consumer.persist_offsets(oneway=False)
-        yield k
-    finally:
-        if k.consumer is not None:
-            await k.consumer.shutdown()
-        if k.producer is not None:
-            await k.producer.shutdown()
-        await c.close()
+        async with Producer("pgAdmCons", client_config=c.client_config("cons-p")) as p:
+            for i in range(8):
+                await p.send(Message(TOPIC, b"m%d" % i, tags="TagA"))
+            async with recording_consumer(c, GROUP, TOPIC, "TagA || TagB", 8) as (consumer, got):
+                await consumer.persist_offsets(oneway=False)
+                yield Live(c, p, consumer, got)
 
 
 async def offsets(k: Live, group: str) -> list[tuple[int, int, int]]:

@@ -8,9 +8,9 @@ import orjson
 import pytest
 import pytest_asyncio
 
-from rmq.client import ConsumeStatus, Message, Producer, PushConsumer
-from tests.integration.admin_cli import admin_fails, admin_json, admin_ok
-from tests.integration.test_messaging_support import MessagingCluster, wait_until
+from rmq.client import Message, Producer
+from tests.integration.admin_cli import admin_fails, admin_json, admin_ok, recording_consumer
+from tests.support.messaging import running_cluster
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)]
 TOPIC, GROUP = "TopicAdmExport", "cgAdmExport"
@@ -18,28 +18,14 @@ TOPIC, GROUP = "TopicAdmExport", "cgAdmExport"
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def cluster(tmp_path_factory):
-    c = MessagingCluster(tmp_path_factory.mktemp("admin-export"))
-    consumer = None
-    try:
-        c.start_broker()
-        await c.wait_routable()
+    async with running_cluster(tmp_path_factory.mktemp("admin-export")) as c:
         await c.create_topic(TOPIC, queues=3)
-        got: list = []
-        consumer = PushConsumer(GROUP, listener=lambda msgs, ctx: (
-            got.extend(msgs), ConsumeStatus.CONSUME_SUCCESS)[1],
-            client_config=c.client_config("export-c"))
-        consumer.subscribe(TOPIC, "*")
-        await consumer.start()
         async with Producer("pgAdmExport", client_config=c.client_config("export-p")) as p:
             for i in range(3):
                 await p.send(Message(TOPIC, b"now%d" % i))
             await p.send(Message(TOPIC, b"later", delay_level=1))  # through SCHEDULE_TOPIC
-        await wait_until(lambda: len(got) >= 4, 30)
-        yield c
-    finally:
-        if consumer is not None:
-            await consumer.shutdown()
-        await c.close()
+        async with recording_consumer(c, GROUP, TOPIC, "*", 4):
+            yield c
 
 
 def read(path) -> tuple[str, dict]:

@@ -10,27 +10,19 @@ import time
 import pytest
 import pytest_asyncio
 
-from rmq.client import (
-    ConsumeFromWhere,
-    ConsumerConfig,
-    ConsumeStatus,
-    Message,
-    Producer,
-    PushConsumer,
-)
-from tests.integration.admin_cli import admin_fails, admin_json, admin_ok
+from rmq.client import Message, Producer, PushConsumer
+from tests.integration.admin_cli import admin_fails, admin_json, admin_ok, recording_consumer
 from tests.integration.test_messaging_support import MessagingCluster, wait_until
+from tests.support.messaging import running_cluster
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)]
 TOPIC, GROUP = "TopicAdmMsg", "cgAdmMsg"
 
 
 class Live:
-    def __init__(self, c: MessagingCluster) -> None:
-        self.c = c
-        self.received: list = []
-        self.sent: list = []
-        self.consumer: PushConsumer | None = None
+    def __init__(self, c: MessagingCluster, sent: list, consumer: PushConsumer,
+                 received: list) -> None:
+        self.c, self.sent, self.consumer, self.received = c, sent, consumer, received
 
     @property
     def ns(self) -> str:
@@ -39,34 +31,17 @@ class Live:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def live(tmp_path_factory):
-    c = MessagingCluster(tmp_path_factory.mktemp("admin-message"))
-    k = Live(c)
-    try:
-        c.start_broker()
-        await c.wait_routable()
+    async with running_cluster(tmp_path_factory.mktemp("admin-message")) as c:
         await c.create_topic(TOPIC, queues=2)
+        sent = []
         async with Producer("pgAdmMsg", client_config=c.client_config("msg-p")) as p:
             for i in range(6):
-                k.sent.append(await p.send(
+                sent.append(await p.send(
                     Message(TOPIC, f"body{i}".encode(), tags="TagA" if i % 3 else "TagB",
                             keys=f"k{i}")))
                 time.sleep(0.01)  # distinct store times
-
-        def listener(msgs, ctx):
-            k.received.extend(msgs)
-            return ConsumeStatus.CONSUME_SUCCESS
-
-        k.consumer = PushConsumer(GROUP, listener=listener, config=ConsumerConfig(
-            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET),
-            client_config=c.client_config("msg-c"))
-        k.consumer.subscribe(TOPIC, "*")
-        await k.consumer.start()
-        await wait_until(lambda: len(k.received) >= 6, 20)
-        yield k
-    finally:
-        if k.consumer is not None:
-            await k.consumer.shutdown()
-        await c.close()
+        async with recording_consumer(c, GROUP, TOPIC, "*", 6) as (consumer, got):
+            yield Live(c, sent, consumer, got)
 
 
 async def test_query_msg_by_id_modes(live):

@@ -14,6 +14,7 @@ import pytest_asyncio
 from rmq.common.codes import RequestCode
 from tests.integration.admin_cli import admin_fails, admin_json, admin_ok, admin_run
 from tests.integration.test_messaging_support import MessagingCluster
+from tests.support.messaging import running_cluster
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)]
 TOPIC = "TopicAdmTopic"
@@ -21,14 +22,9 @@ TOPIC = "TopicAdmTopic"
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def cluster(tmp_path_factory):
-    c = MessagingCluster(tmp_path_factory.mktemp("admin-topic"))
-    try:
-        c.start_broker()
-        await c.wait_routable()
+    async with running_cluster(tmp_path_factory.mktemp("admin-topic")) as c:
         await c.create_topic(TOPIC, queues=4)
         yield c
-    finally:
-        await c.close()
 
 
 async def route_perm(c: MessagingCluster, topic: str) -> int:
