@@ -1,0 +1,63 @@
+"""rmq-admin's command table: every mqadmin 4.9.8 command name is there, each
+answers -h, and a bad argument is one line on stderr with exit status 2."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import pytest
+
+from rmq.tools.admin import COMMANDS, build_parser
+
+# MQAdminStartup.initCommand of 4.9.8, in its order
+MQADMIN_COMMANDS = (
+    "updateTopic", "deleteTopic", "updateSubGroup", "deleteSubGroup", "updateBrokerConfig",
+    "updateTopicPerm", "topicRoute", "topicStatus", "topicClusterList", "brokerStatus",
+    "queryMsgById", "queryMsgByKey", "queryMsgByUniqueKey", "queryMsgByOffset",
+    "queryMsgTraceById", "printMsg", "printMsgByQueue", "sendMsgStatus", "brokerConsumeStats",
+    "producerConnection", "consumerConnection", "consumerProgress", "consumerStatus",
+    "cloneGroupOffset", "producer", "clusterList", "topicList", "updateKvConfig",
+    "deleteKvConfig", "wipeWritePerm", "addWritePerm", "resetOffsetByTime",
+    "skipAccumulatedMessage", "updateOrderConf", "cleanExpiredCQ", "deleteExpiredCommitLog",
+    "cleanUnusedTopic", "startMonitoring", "statsAll", "allocateMQ", "checkMsgSendRT",
+    "clusterRT", "getNamesrvConfig", "updateNamesrvConfig", "getBrokerConfig",
+    "getConsumerConfig", "queryCq", "sendMessage", "consumeMessage", "updateAclConfig",
+    "deleteAccessConfig", "clusterAclConfigVersion", "updateGlobalWhiteAddr",
+    "exportMetadata", "exportConfigs", "exportMetrics")
+# served with the broker statistics (brokerConsumeStats, statsAll), added separately
+PENDING = {"brokerConsumeStats", "statsAll"}
+
+
+def test_every_mqadmin_command_is_registered():
+    assert len(MQADMIN_COMMANDS) == 56
+    missing = [n for n in MQADMIN_COMMANDS if n not in COMMANDS and n not in PENDING]
+    assert missing == []
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_help(name):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as info:
+        build_parser().parse_args([name, "-h"])
+    assert info.value.code == 0
+    text = out.getvalue()
+    assert text.startswith(f"usage: rmq-admin {name} ") and "--namesrvAddr" in text
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["updateTopicPerm", "-t", "T", "-c", "C"], "-p/--perm"),
+    (["updateTopicPerm", "-t", "T", "-c", "C", "-p", "7"], "perm must be 2 (W), 4 (R) or 6 (RW)"),
+    (["cleanUnusedTopic", "-b", "a:1", "-c", "C"], "not allowed with argument"),
+    (["updateOrderConf", "-t", "T", "-m", "post"], "invalid choice"),
+    (["checkMsgSendRT", "-t", "T", "-a", "zero"], "must be a whole number >= 1"),
+    (["queryCq", "-t", "T", "-q", "x", "-i", "0"], "invalid int value"),
+    (["exportConfigs"], "-c/--clusterName"),
+])
+def test_bad_argument_is_one_line(argv, needle):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as info:
+        build_parser().parse_args(argv)
+    assert info.value.code == 2
+    lines = err.getvalue().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"rmq-admin {argv[0]}: ") and needle in lines[0]
