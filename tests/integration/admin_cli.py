@@ -46,8 +46,8 @@ async def admin_ok(ns: str, *args: str, timeout: float = 60.0, cwd: str | None =
     return r.out
 
 
-async def admin_json(ns: str, *args: str, timeout: float = 60.0):
-    return orjson.loads(await admin_ok(ns, *args, "--json", timeout=timeout))
+async def admin_json(ns: str, *args: str, timeout: float = 60.0, cwd: str | None = None):
+    return orjson.loads(await admin_ok(ns, *args, "--json", timeout=timeout, cwd=cwd))
 
 
 async def admin_fails(ns: str | None, *args: str, rc: int = 1) -> str:

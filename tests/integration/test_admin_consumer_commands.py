@@ -123,7 +123,7 @@ async def test_consumer_status(live, tmp_path):
     assert "#Consumer RT&TPS#" in info and "#Consumer jstack#" not in info
     dumped = await admin_ok(k.ns, "consumerStatus", "-g", GROUP, "-i", cid, "-s")
     assert "#Consumer jstack#\nThread: MainThread" in dumped
-    data = await admin_json(k.ns, "consumerStatus", "-g", GROUP)
+    data = await admin_json(k.ns, "consumerStatus", "-g", GROUP, cwd=str(tmp_path))
     assert data["sameSubscription"] is True and list(data["clients"]) == [cid]
     assert data["clients"][cid]["properties"]["PROP_CONSUME_TYPE"] == "CONSUME_PASSIVELY"
     by_broker = await admin_ok(k.ns, "consumerStatus", "-g", GROUP, "-b", k.c.addr,
