@@ -22,6 +22,7 @@ from rmq.client.api import loads
 from rmq.client.exceptions import MQClientError
 from rmq.client.message import Message
 from rmq.common.codes import RequestCode
+from rmq.remoting.exceptions import RemotingError
 from rmq.tools.admin_base import (
     CommandTable,
     Output,
@@ -190,7 +191,7 @@ async def check_msg_send_rt(admin: MQAdmin, ns: argparse.Namespace) -> None:
             try:
                 await p.send(msg, selector=by_index, arg=i)
                 ok = True
-            except MQClientError:
+            except (MQClientError, RemotingError):
                 ok = False
             rt = _ms_since(start)
             elapsed += rt if i else 0
@@ -224,7 +225,7 @@ async def _broker_rt(p, name: str, body: bytes, amount: int) -> tuple[float, int
         try:
             await p.send(Message(name, body))
             ok += 1
-        except MQClientError:
+        except (MQClientError, RemotingError):
             failed += 1
         elapsed += _ms_since(start) if i else 0
     return (elapsed / (amount - 1) if amount > 1 else float("nan")), ok, failed
