@@ -63,6 +63,7 @@ from rmq.common.periodic import ScheduledTask
 from rmq.common.top_addressing import DEFAULT_DOMAIN, DEFAULT_SUBGROUP, fetch_ns_addr, ws_addr
 from rmq.common.topic_config import TopicConfig, TopicConfigSerializeWrapper
 from rmq.remoting import RemotingCommand, RemotingServer
+from rmq.remoting.connection_limit import ConnectionLimiter
 
 log = logging.getLogger(BROKER_LOGGER_NAME)
 watermark_log = logging.getLogger(WATER_MARK_LOGGER_NAME)
@@ -311,12 +312,14 @@ class BrokerController:
         self.transactional_message_check_service = TransactionalMessageCheckService(self)
 
     def _create_servers(self) -> None:
-        self.remoting_server = RemotingServer(self.server_config, self.client_housekeeping,
-                                              name="broker")
-        fast = copy.copy(self.server_config)
-        fast.listenPort = self.server_config.listenPort - 2
+        cfg = self.server_config
+        limiter = ConnectionLimiter(cfg.serverMaxConnections, cfg.serverMaxConnectionsPerAddress)
+        self.remoting_server = RemotingServer(cfg, self.client_housekeeping, name="broker",
+                                              limiter=limiter)
+        fast = copy.copy(cfg)
+        fast.listenPort = cfg.listenPort - 2
         self.fast_remoting_server = RemotingServer(fast, self.client_housekeeping,
-                                                   name="broker-fast")
+                                                   name="broker-fast", limiter=limiter)
 
     def _initial_acl(self) -> bool:
         """``initialAcl``: with aclEnable, plain ACL checks every request on both

@@ -26,10 +26,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("rmq.remoting")
 
-_INITIAL_BUFFER = 64 * 1024
+# Receive buffer: a connection starts small (thousands of idle clients must
+# cost little), grows to _BUSY_BUFFER once a read fills all the room it was
+# offered (pipelined traffic: fewer, larger reads), beyond that only for a
+# frame that needs it, and goes back to _INITIAL_BUFFER after a small read
+# that leaves nothing pending.
+_INITIAL_BUFFER = 4 * 1024
+_BUSY_BUFFER = 64 * 1024
+_MIN_FREE = 16 * 1024  # room offered to a read, at most half the buffer
 # queued parts (headers, inline frames, bodies) that make Channel.write send at once
 _FLUSH_PARTS = 32
-_MIN_FREE = 16 * 1024
 _INLINE_BODY = 16 * 1024  # bodies up to this size are joined to the header (one write)
 
 
@@ -131,7 +137,8 @@ class Channel:
 class RemotingProtocol(asyncio.BufferedProtocol):
     """Frames one connection and passes commands to its service."""
 
-    __slots__ = ("_service", "_max_frame", "_buf", "_view", "_start", "_end", "channel")
+    __slots__ = ("_service", "_max_frame", "_buf", "_view", "_start", "_end", "_offered",
+                 "channel")
 
     def __init__(self, service: RemotingService, max_frame: int) -> None:
         self._service = service
@@ -140,6 +147,7 @@ class RemotingProtocol(asyncio.BufferedProtocol):
         self._view = memoryview(self._buf)
         self._start = 0
         self._end = 0
+        self._offered = 0  # room handed to the last read
         self.channel: Channel | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -156,8 +164,12 @@ class RemotingProtocol(asyncio.BufferedProtocol):
         return False
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if len(self._buf) - self._end < _MIN_FREE:
+        size = len(self._buf)
+        if self._offered < 0:
+            self._resize(max(size, _BUSY_BUFFER))  # the last read filled its room
+        elif size - self._end < min(_MIN_FREE, size // 2):
             self._make_room()
+        self._offered = len(self._buf) - self._end
         return self._view[self._end:]
 
     def _make_room(self) -> None:
@@ -169,13 +181,18 @@ class RemotingProtocol(asyncio.BufferedProtocol):
         new one every few frames."""
         pending = self._end - self._start
         size = len(self._buf)
-        if pending + _MIN_FREE <= size // 2:
+        if pending + min(_MIN_FREE, size // 2) <= size // 2:
             if self._start:
                 self._view[:pending] = self._view[self._start:self._end]
                 self._start = 0
                 self._end = pending
             return
-        buf = bytearray(size * 2)
+        self._resize(size * 2)
+
+    def _resize(self, size: int) -> None:
+        """A new buffer of ``size`` bytes holding the pending bytes at its front."""
+        pending = self._end - self._start
+        buf = bytearray(size)
         buf[:pending] = self._view[self._start:self._end]
         self._buf = buf
         self._view = memoryview(buf)
@@ -183,8 +200,12 @@ class RemotingProtocol(asyncio.BufferedProtocol):
         self._end = pending
 
     def buffer_updated(self, nbytes: int) -> None:
+        if nbytes == self._offered and len(self._buf) < _BUSY_BUFFER:
+            self._offered = -1  # more is waiting: the next read gets a busy connection's room
         self._end += nbytes
         channel = self.channel
+        if channel._closed:  # refused or aborted: nothing of it is read
+            return
         channel.last_active = time.monotonic()
         service = self._service
         frames, pos, error = codec.decode_frames(self._view, self._start, self._end,
@@ -203,5 +224,7 @@ class RemotingProtocol(asyncio.BufferedProtocol):
             service._frame_error(channel, error)
         elif pos == self._end:
             self._start = self._end = 0
+            if nbytes <= _INITIAL_BUFFER // 2 and len(self._buf) > _INITIAL_BUFFER:
+                self._resize(_INITIAL_BUFFER)  # a quiet connection gives its room back
         else:
             self._start = pos

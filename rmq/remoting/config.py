@@ -54,6 +54,9 @@ class NettyServerConfig:
     # rmq additions (not broker.conf keys in 4.9.8, but the same knobs):
     bindAddress: str = "0.0.0.0"
     frameMaxLength: int = field(default_factory=_frame_max_length)
+    # connections a process accepts in all and from one remote IP (0: no bound)
+    serverMaxConnections: int = 0
+    serverMaxConnectionsPerAddress: int = 0
 
 
 @dataclass(slots=True)

@@ -26,6 +26,7 @@ from rmq.remoting.abstract import ChannelEventListener, RemotingService
 from rmq.remoting.channel import Channel, RemotingProtocol
 from rmq.remoting.command import RemotingCommand
 from rmq.remoting.config import NettyServerConfig
+from rmq.remoting.connection_limit import ConnectionLimiter, remote_host
 from rmq.remoting.tls import TLS_HANDSHAKE_BYTE, TlsConfig, TlsMode, server_context
 from rmq.remoting.tls_watch import CertificateWatch
 
@@ -36,9 +37,13 @@ class RemotingServer(RemotingService):
     """Serves the remoting protocol on ``config.bindAddress:config.listenPort``."""
 
     def __init__(self, config: NettyServerConfig, listener: ChannelEventListener | None = None,
-                 name: str = "remoting", tls: TlsConfig | None = None) -> None:
+                 name: str = "remoting", tls: TlsConfig | None = None,
+                 limiter: ConnectionLimiter | None = None) -> None:
         super().__init__(name, listener, config.serverChannelMaxIdleTimeSeconds)
         self.config = config
+        # shared by servers of one process (the broker's two ports) when given
+        self.limiter = limiter if limiter is not None else ConnectionLimiter(
+            config.serverMaxConnections, config.serverMaxConnectionsPerAddress)
         self.tls = tls if tls is not None else TlsConfig.from_environ()
         self._server: asyncio.AbstractServer | None = None
         self._accept_task: asyncio.Task | None = None
@@ -171,6 +176,24 @@ class RemotingServer(RemotingService):
             self._ssl = ctx
         log.info("%s: SSL context reloaded", self.name)
         return True
+
+    def _channel_connected(self, channel: Channel) -> None:
+        limiter = self.limiter
+        if limiter.enabled:
+            host = remote_host(channel.remote_addr)
+            reason = limiter.admit(host)
+            if reason is not None:
+                limiter.log_refusal(self.name, channel.remote_addr, reason)
+                channel.abort()
+                return
+            channel.attrs["_limited_host"] = host
+        super()._channel_connected(channel)
+
+    def _channel_closed(self, channel: Channel, exc: BaseException | None) -> None:
+        host = channel.attrs.pop("_limited_host", None)
+        if host is not None:
+            self.limiter.release(host)
+        super()._channel_closed(channel, exc)
 
     @property
     def port(self) -> int:
