@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 EXTRAS ?= test,bench,spark,dev
 PYTEST_ARGS ?=
 
-.PHONY: run test lint bench soak ext install clean
+.PHONY: run test lint bench soak fuzz ext install clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -43,7 +43,14 @@ soak: ext
 	$(VENV)/bin/pytest -m soak $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check rmq tests bench spark
+	$(VENV)/bin/ruff check rmq tests bench spark fuzz
+
+# coverage-guided fuzzing of every decoder of outside input, FUZZ_SECONDS per target
+FUZZ_SECONDS ?= 60
+FUZZ_JOBS ?= 1
+fuzz: ext
+	$(PIP) install -q "atheris>=2.3"
+	$(PY) -m fuzz.run --seconds $(FUZZ_SECONDS) --jobs $(FUZZ_JOBS)
 
 bench: ext
 	$(PY) bench/run.py

@@ -165,31 +165,42 @@ class AclFileRules:
     data_version: DataVersion | None = None
 
 
-def read_yaml(path: str) -> Any:
-    """The file's YAML document; None when the file does not exist or is empty."""
+def load_yaml(stream: Any, path: str) -> Any:
+    """The YAML document of ``stream`` (text or an open file); AclException
+    naming ``path`` for anything that does not parse."""
     try:
-        with open(path, encoding="utf-8") as f:
-            return yaml.load(f, Loader=_Loader)  # noqa: S506 - a safe loader
-    except FileNotFoundError:
-        return None
+        return yaml.load(stream, Loader=_Loader)  # noqa: S506 - a safe loader
     except yaml.MarkedYAMLError as e:
         where = e.problem_mark
         at = f" at line {where.line + 1}, column {where.column + 1}" if where else ""
         raise AclException(f"{path} is not valid YAML: {e.problem}{at}") from None
     except (yaml.YAMLError, UnicodeDecodeError) as e:
         raise AclException(f"{path} is not valid YAML: {' '.join(str(e).split())}") from None
+
+
+def read_yaml(path: str) -> Any:
+    """The file's YAML document; None when the file does not exist or is empty."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return load_yaml(f, path)
+    except FileNotFoundError:
+        return None
     except OSError as e:
         raise AclException(f"{path} cannot be read: {e.strerror or e}") from None
 
 
-def read_mapping(path: str) -> dict | None:
-    """The file as a mapping (None: no data); AclException for anything else."""
-    data = read_yaml(path)
+def mapping_of(data: Any, path: str) -> dict | None:
+    """A file's document as a mapping (None: no data); AclException otherwise."""
     if data is None:
         return None
     if not isinstance(data, dict):
         raise AclException(f"{path} does not hold a mapping at its top level")
     return data
+
+
+def read_mapping(path: str) -> dict | None:
+    """The file as a mapping (None: no data); AclException for anything else."""
+    return mapping_of(read_yaml(path), path)
 
 
 def data_version_of(data: dict) -> DataVersion:

@@ -161,14 +161,21 @@ _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r"
             "t": "\t", "'": "'"}
 
 
+# Objects and arrays nested deeper than this are refused (FastjsonError) rather
+# than exhausting the interpreter's recursion limit; no RocketMQ body nests
+# more than a handful of levels.
+MAX_DEPTH = 200
+
+
 class _Parser:
     """Recursive-descent reader for fastjson's lenient syntax."""
 
-    __slots__ = ("text", "pos")
+    __slots__ = ("text", "pos", "depth")
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.pos = 0
+        self.depth = 0
 
     def fail(self, what: str) -> FastjsonError:
         return FastjsonError(f"{what} at offset {self.pos}")
@@ -187,10 +194,13 @@ class _Parser:
 
     def value(self) -> Any:
         c = self.peek()
-        if c == "{":
-            return self.obj()
-        if c == "[":
-            return self.array()
+        if c == "{" or c == "[":
+            self.depth += 1
+            if self.depth > MAX_DEPTH:
+                raise self.fail(f"objects and arrays nested deeper than {MAX_DEPTH}")
+            result = self.obj() if c == "{" else self.array()
+            self.depth -= 1
+            return result
         if c in "\"'":
             return self.string()
         word = self.bare()

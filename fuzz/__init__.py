@@ -1,0 +1,1 @@
+"""Coverage-guided fuzzing of every decoder that reads outside input (atheris)."""
