@@ -43,6 +43,7 @@ from rmq.tools.admin_export import EXPORT_COMMANDS
 from rmq.tools.admin_message import MESSAGE_COMMANDS
 from rmq.tools.admin_namesrv import NAMESRV_COMMANDS
 from rmq.tools.admin_offset import OFFSET_COMMANDS, reset_offset
+from rmq.tools.admin_stats import STATS_COMMANDS
 from rmq.tools.admin_topic import TOPIC_COMMANDS
 
 DESCRIPTION = (
@@ -421,7 +422,7 @@ async def wipe_write_perm(admin, ns):
 
 COMMANDS.update(ACL_COMMANDS)
 for _table in (NAMESRV_COMMANDS, TOPIC_COMMANDS, BROKER_COMMANDS, OFFSET_COMMANDS,
-               CONSUMER_COMMANDS, MESSAGE_COMMANDS, EXPORT_COMMANDS):
+               CONSUMER_COMMANDS, MESSAGE_COMMANDS, EXPORT_COMMANDS, STATS_COMMANDS):
     COMMANDS.update(_table)
 
 
