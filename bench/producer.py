@@ -324,6 +324,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         import uvloop  # as every rmq entry point and the suite's load process
 
+        if os.environ.get("RMQ_LOAD_CPU"):  # bench/compare.py keeps the load off the broker's core
+            os.sched_setaffinity(0, {int(os.environ["RMQ_LOAD_CPU"])})
         print(json.dumps(uvloop.run(produce(args))), flush=True)
         return 0
     script = str(Path(__file__).resolve())

@@ -294,3 +294,30 @@ def test_micro_floor_marks_kernel_bound_items(tmp_path):
     assert micro.verdict(busy) in ("yes", "no", "-")
     table = suite.micro_table([flush, busy])
     assert table.count("\n| ") == 2 and f"of {2 - len(bound)} code-bound hot-path items" in table
+
+
+@pytest.mark.timeout(180)
+def test_compare_runs_the_same_load_against_a_reference(tmp_path):
+    """bench/compare.py with a second rmq as the reference: one row per in-flight
+    count with both brokers' rates and CPU per message."""
+    from bench.producer import BenchCluster
+
+    ref = BenchCluster(False).start()
+    try:
+        out = subprocess.run(
+            [sys.executable, str(ROOT / "bench" / "compare.py"), "--ref-namesrv", ref.namesrv_addr,
+             "--ref-broker", ref.broker_addr, "--ref-pid", str(ref.broker.pid),
+             "--inflight", "2", "--duration", "1", "--topic", "CmpTopic"],
+            capture_output=True, text=True, timeout=150, cwd=ROOT)
+    finally:
+        ref.stop()
+    assert out.returncode == 0, out.stderr[-2000:]
+    row = [line for line in out.stdout.splitlines() if line.startswith("| 2 |")]
+    assert len(row) == 1
+    cells = [c.strip() for c in row[0].strip("|").split("|")]
+    assert int(cells[1].replace(",", "")) > 0 and int(cells[2].replace(",", "")) > 0
+    assert cells[3].endswith("µs") and cells[4].endswith("µs")
+    bad = subprocess.run([sys.executable, str(ROOT / "bench" / "compare.py"), "--ref-namesrv",
+                          "x:1", "--ref-broker", "x:2", "--inflight", "0"],
+                         capture_output=True, text=True, timeout=30, cwd=ROOT)
+    assert bad.returncode == 2 and "--inflight" in bad.stderr
