@@ -230,6 +230,8 @@ cdef object c_scan(const uint8_t *b, Py_ssize_t pos, Py_ssize_t limit, bint chec
     cdef int64_t queue_offset = get64(r + 20)
     cdef int64_t phy_offset = get64(r + 28)
     cdef int32_t sys_flag = get32(r + 36)
+    if size < 91 + (12 if sys_flag & 0x10 else 0) + (12 if sys_flag & 0x20 else 0):
+        return (SCAN_SIZE_MISMATCH, size) + _NOT_A_MESSAGE[2:]  # too short for its host fields
     cdef const uint8_t *p = r + 48 + (20 if sys_flag & 0x10 else 8)
     cdef int64_t store_ts = get64(p)
     p += 8 + (20 if sys_flag & 0x20 else 8)

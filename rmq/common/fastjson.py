@@ -161,6 +161,17 @@ _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r"
             "t": "\t", "'": "'"}
 
 
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+
+
+def _hex_value(digits: str, count: int) -> int | None:
+    """The value of exactly ``count`` hex digits (int() would also take a sign,
+    spaces or underscores), or None."""
+    if len(digits) != count or not _HEX_DIGITS.issuperset(digits):
+        return None
+    return int(digits, 16)
+
+
 # Objects and arrays nested deeper than this are refused (FastjsonError) rather
 # than exhausting the interpreter's recursion limit; no RocketMQ body nests
 # more than a handful of levels.
@@ -256,25 +267,20 @@ class _Parser:
         c = text[self.pos]
         self.pos += 1
         if c == "u":
-            hexdigits = text[self.pos : self.pos + 4]
-            try:
-                code = int(hexdigits, 16)
-            except ValueError:
-                raise self.fail("bad \\u escape") from None
-            if len(hexdigits) != 4:
+            code = _hex_value(text[self.pos : self.pos + 4], 4)
+            if code is None:
                 raise self.fail("bad \\u escape")
             self.pos += 4
             if 0xD800 <= code < 0xDC00 and text[self.pos : self.pos + 2] == "\\u":
-                low = int(text[self.pos + 2 : self.pos + 6] or "0", 16)
+                low = _hex_value(text[self.pos + 2 : self.pos + 6], 4) or 0
                 if 0xDC00 <= low < 0xE000:
                     self.pos += 6
                     return chr(0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00))
             return chr(code)
         if c == "x":  # fastjson also reads \xNN
-            try:
-                code = int(text[self.pos : self.pos + 2], 16)
-            except ValueError:
-                raise self.fail("bad \\x escape") from None
+            code = _hex_value(text[self.pos : self.pos + 2], 2)
+            if code is None:
+                raise self.fail("bad \\x escape")
             self.pos += 2
             return chr(code)
         return _ESCAPES.get(c, c)

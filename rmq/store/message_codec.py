@@ -263,6 +263,8 @@ def _scan_record(buf, pos: int, limit: int, check_crc: bool) -> tuple:
     if magic != MESSAGE_MAGIC_CODE or size < 91 or pos + size > limit:
         return _NOT_A_MESSAGE
     (_s, _m, crc, queue_id, _flag, queue_offset, phy_offset, sys_flag, _born_ts) = _HEAD.unpack_from(buf, pos)
+    if size < 91 + (12 if sys_flag & 0x10 else 0) + (12 if sys_flag & 0x20 else 0):
+        return (SCAN_SIZE_MISMATCH, size) + _NOT_A_MESSAGE[2:]  # too short for its host fields
     p = pos + 48 + (20 if sys_flag & 0x10 else 8)
     (store_ts,) = _LONG.unpack_from(buf, p)
     p += 8 + (20 if sys_flag & 0x20 else 8)

@@ -60,3 +60,35 @@ def test_fastjson_refuses_deep_nesting():
     with pytest.raises(ValueError, match="nested deeper"):
         fastjson.loads(deep)
     assert fastjson.loads("{a:" * 50 + "1" + "}" * 50)
+
+
+@pytest.mark.parametrize("escape", ["\\x-1", "\\u-001", "\\u 01a", "\\u+01a", "\\x_1",
+                                    "\\ud800\\u-001"])
+def test_fastjson_escapes_need_hex_digits(escape):
+    from rmq.common import fastjson
+
+    text = "{a:'" + escape + "'}"
+    if escape.startswith("\\ud800"):  # a high surrogate followed by a bad escape: kept alone
+        with pytest.raises(ValueError, match="bad"):
+            fastjson.loads(text)
+        return
+    with pytest.raises(fastjson.FastjsonError, match="bad"):
+        fastjson.loads(text)
+
+
+def test_scan_record_too_short_for_its_ipv6_hosts():
+    """A record whose size fits IPv4 hosts but whose sysFlag says IPv6: a
+    corrupt record to both scanners (the compiled one read past its end)."""
+    import struct
+
+    from rmq._fast import compiled_or_none
+    from rmq.store import message_codec as mc
+
+    for flags in (0x10, 0x20, 0x30):
+        rec = bytearray(struct.pack(">iiiiiqqi", 100, mc.MESSAGE_MAGIC_CODE, 0, 0, 0, 0, 0, flags))
+        rec += bytes(100 - len(rec))
+        want = (mc.SCAN_SIZE_MISMATCH, 100)
+        assert mc._scan_record(rec, 0, len(rec), False)[:2] == want
+        c = compiled_or_none("store_codec")
+        if c is not None:
+            assert c.scan_record(rec, 0, len(rec), False)[:2] == want
