@@ -133,12 +133,39 @@ _ORDERING = (">", ">=", "<", "<=")
 _PRIMARY_STARTS = (STRING, DECIMAL, FLOAT, "TRUE", "FALSE", "NULL", ID, "(")
 
 
+# Selectors deeper than this (operators applied to the results of operators:
+# a chain of 150 ORs is 150 deep), or with more parentheses and unary operators
+# open within each other than MAX_NESTING, are refused with a FilterError:
+# compiling, printing and evaluating them recurse once per level.
+MAX_DEPTH = 200
+MAX_NESTING = 60
+
+
 class SelectorParser:
     """Recursive descent over the token list; one instance per parse."""
 
     def __init__(self, text: str) -> None:
         self.tokens = tokenize(text)
         self.i = 0
+        self._depths: dict[int, int] = {}  # id(node) -> depth of its subtree
+        self._nesting = 0  # parentheses and unary operators open around the parse position
+
+    def _node(self, node: Expression, *children: Expression) -> Expression:
+        """Record the depth of a node made of ``children``; too deep is an error."""
+        depth = 1 + max((self._depths.get(id(c), 1) for c in children), default=0)
+        if depth > MAX_DEPTH:
+            self._too_deep()
+        self._depths[id(node)] = depth
+        return node
+
+    def _enter(self) -> None:
+        self._nesting += 1
+        if self._nesting > MAX_NESTING:
+            self._too_deep(f"more than {MAX_NESTING} parentheses and unary operators nested")
+
+    def _too_deep(self, what: str = f"nested deeper than {MAX_DEPTH} operators") -> NoReturn:
+        tok = self.tokens[self.i]
+        raise FilterError(f"Expression {what} at line {tok.line}, column {tok.column}")
 
     # token helpers
     def _peek(self, ahead: int = 0) -> str:
@@ -172,14 +199,16 @@ class SelectorParser:
         left = self._and()
         while self._peek() == "OR":
             self._next()
-            left = E.create_or(left, self._and())
+            right = self._and()
+            left = self._node(E.create_or(left, right), left, right)
         return left
 
     def _and(self) -> Expression:
         left = self._equality()
         while self._peek() == "AND":
             self._next()
-            left = E.create_and(left, self._equality())
+            right = self._equality()
+            left = self._node(E.create_and(left, right), left, right)
         return left
 
     def _equality(self) -> Expression:
@@ -188,17 +217,20 @@ class SelectorParser:
             kind = self._peek()
             if kind == "=":
                 self._next()
-                left = E.create_equal(left, self._comparison())
+                right = self._comparison()
+                left = self._node(E.create_equal(left, right), left, right)
             elif kind == "<>":
                 self._next()
-                left = E.create_not_equal(left, self._comparison())
+                right = self._comparison()
+                left = self._node(E.create_not_equal(left, right), left, right)
             elif kind == "IS":
                 self._next()
                 negated = self._peek() == "NOT"
                 if negated:
                     self._next()
                 self._expect("NULL")
-                left = E.create_is_not_null(left) if negated else E.create_is_null(left)
+                left = self._node(E.create_is_not_null(left) if negated else E.create_is_null(left),
+                                  left)
             else:
                 return left
 
@@ -212,16 +244,18 @@ class SelectorParser:
                 kind = self._peek()
             if kind in _ORDERING:
                 self._next()
-                left = E.create_ordering(left, self._unary(), kind)
+                right = self._unary()
+                left = self._node(E.create_ordering(left, right, kind), left, right)
             elif kind == "BETWEEN":
                 self._next()
                 low = self._unary()
                 self._expect("AND")
                 high = self._unary()
-                left = (E.create_not_between if negated else E.create_between)(left, low, high)
+                left = self._node((E.create_not_between if negated else E.create_between)(
+                    left, low, high), left, low, high)
             elif kind == "IN":
                 self._next()
-                left = E.create_in(left, self._string_list(), negated)
+                left = self._node(E.create_in(left, self._string_list(), negated), left)
             else:
                 return left
 
@@ -236,16 +270,16 @@ class SelectorParser:
 
     def _unary(self) -> Expression:
         kind = self._peek()
+        if kind not in ("+", "-", "NOT"):
+            return self._primary()
+        self._next()
+        self._enter()
+        operand = self._unary()
+        self._nesting -= 1
         if kind == "+":
-            self._next()
-            return self._unary()
-        if kind == "-":
-            self._next()
-            return E.create_negate(self._unary())
-        if kind == "NOT":
-            self._next()
-            return E.create_not(self._unary())
-        return self._primary()
+            return operand
+        made = E.create_negate(operand) if kind == "-" else E.create_not(operand)
+        return self._node(made, operand)
 
     def _primary(self) -> Expression:
         kind = self._peek()
@@ -267,8 +301,10 @@ class SelectorParser:
         if kind == ID:
             return E.PropertyExpression(tok.image)
         if kind == "(":
+            self._enter()
             inner = self._or()
             self._expect(")")
+            self._nesting -= 1
             return inner
         raise AssertionError(kind)  # _PRIMARY_STARTS lists every case above
 

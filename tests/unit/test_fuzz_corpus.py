@@ -92,3 +92,24 @@ def test_scan_record_too_short_for_its_ipv6_hosts():
         c = compiled_or_none("store_codec")
         if c is not None:
             assert c.scan_record(rec, 0, len(rec), False)[:2] == want
+
+
+@pytest.mark.parametrize("text", ["(" * 61 + "a > 1" + ")" * 61, "NOT " * 61 + "a > 1",
+                                  "a = 1" + " = TRUE" * 200,
+                                  " OR ".join(f"a = {i}" for i in range(201))])
+def test_sql92_refuses_selectors_nested_too_deep(text):
+    """Found by fuzzing: a chain of 300 '=' compiled, then printing its error hit
+    the recursion limit; deep selectors are now a FilterError."""
+    from rmq.filter.expression import FilterError
+    from rmq.filter.parser import parse
+
+    with pytest.raises(FilterError, match="Expression"):
+        parse(text)
+
+
+def test_sql92_long_but_shallow_selectors_still_compile():
+    from rmq.filter.parser import parse
+
+    expr = parse(" OR ".join(f"a = {i}" for i in range(150)))
+    assert expr.matches({"a": 149}) and not expr.matches({"a": 150})
+    assert parse("(" * 60 + "a > 1" + ")" * 60).matches({"a": 2})
