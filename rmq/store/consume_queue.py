@@ -20,6 +20,7 @@ import os
 import struct
 
 from rmq._fast import compiled
+from rmq.store.consume_queue_ext import ConsumeQueueExt, CqExtUnit, is_ext_addr
 from rmq.store.mapped_file import MappedFile, MappedFileQueue
 
 log = logging.getLogger("store")
@@ -70,11 +71,14 @@ if _c is not None:
 class ConsumeQueue:
     """One topic/queue's consume queue files."""
 
-    def __init__(self, topic: str, queue_id: int, root: str, file_size: int, checkpoint=None) -> None:
+    def __init__(self, topic: str, queue_id: int, root: str, file_size: int, checkpoint=None,
+                 ext: ConsumeQueueExt | None = None) -> None:
         self.topic = topic
         self.queue_id = queue_id
         self.file_size = file_size
         self.mfq = MappedFileQueue(os.path.join(root, topic, str(queue_id)), file_size)
+        # enableConsumeQueueExt: tags codes (and SQL92 bitmaps) in the ext files
+        self.ext = ext
         self.max_physic_offset = -1
         self.min_logic_offset = 0
         self.checkpoint = checkpoint
@@ -82,7 +86,10 @@ class ConsumeQueue:
 
     # --- load / recover ----------------------------------------------------------
     def load(self) -> bool:
-        return self.mfq.load()
+        ok = self.mfq.load()
+        if self.ext is not None:
+            ok = self.ext.load() and ok
+        return ok
 
     def recover(self) -> None:
         self._tail = None
@@ -113,6 +120,28 @@ class ConsumeQueue:
         self.mfq.flushed_where = process
         self.mfq.committed_where = process
         self.mfq.truncate_dirty_files(process)
+        self._truncate_ext_tail()
+
+    def _ext_addr_near(self, last: bool) -> int | None:
+        """The ext address of the last (or first) entry that has one."""
+        files = self.mfq.mapped_files if last else self.mfq.mapped_files[:1]
+        for mf in reversed(files) if last else files:
+            end = mf.read_position()
+            positions = range(end - 20, -1, -20) if last else range(0, end, 20)
+            for pos in positions:
+                off, size, tags = _ENTRY.unpack_from(mf.view, pos)
+                if size > 0 and size != FILLER_SIZE and is_ext_addr(tags):
+                    return tags
+        return None
+
+    def _truncate_ext_tail(self) -> None:
+        """Units past the last kept entry's go (they belong to dropped entries)."""
+        if self.ext is None:
+            return
+        self.ext.recover()
+        addr = self._ext_addr_near(last=True)
+        if addr is not None:
+            self.ext.truncate_by_max_address(addr)
 
     def get_last_offset(self) -> int:
         """Physical end (offset + size) of the last real entry, -1 if none."""
@@ -156,6 +185,7 @@ class ConsumeQueue:
             break
         if not self.mfq.mapped_files:
             self.max_physic_offset = -1
+        self._truncate_ext_tail()
 
     # --- offsets -----------------------------------------------------------------------
     def get_min_offset_in_queue(self) -> int:
@@ -182,12 +212,22 @@ class ConsumeQueue:
         self.min_logic_offset = mf.file_from_offset + end
 
     # --- writes ------------------------------------------------------------------------
-    def put_message_position_info(self, offset: int, size: int, tags_code: int, cq_offset: int) -> bool:
+    def put_message_position_info(self, offset: int, size: int, tags_code: int, cq_offset: int,
+                                  store_ts: int = 0, bitmap: bytes | None = None) -> bool:
         """Append one entry for logical offset ``cq_offset`` (idempotent: entries
         already covered by ``max_physic_offset`` or below the write position are
-        ignored, STORE_FORMAT.md 5.5)."""
+        ignored, STORE_FORMAT.md 5.5).  With an ext file the tags code, store
+        time and bitmap go there and the entry holds the unit's address (the
+        plain tags code when the unit cannot be stored, as 4.9.8)."""
         if offset + size <= self.max_physic_offset:
             return True
+        if self.ext is not None:
+            addr = self.ext.put(CqExtUnit(tags_code, store_ts, bitmap or b""))
+            if is_ext_addr(addr):
+                tags_code = addr
+            else:
+                log.warning("save consume queue extend failed, only the tags code is kept: "
+                            "%s-%d offset %d", self.topic, self.queue_id, cq_offset)
         expect = cq_offset * CQ_STORE_UNIT_SIZE
         mf = self._tail
         if mf is not None:
@@ -291,7 +331,10 @@ class ConsumeQueue:
 
     # --- flush / clean ------------------------------------------------------------------
     def flush(self, least_pages: int) -> bool:
-        return self.mfq.flush(least_pages)
+        ok = self.mfq.flush(least_pages)
+        if self.ext is not None:
+            ok = self.ext.flush(least_pages) and ok
+        return ok
 
     def delete_expired_file(self, phy_min_offset: int) -> int:
         def last_entry_offset(mf: MappedFile, pos: int) -> int | None:
@@ -303,6 +346,10 @@ class ConsumeQueue:
 
         n = self.mfq.delete_expired_file_by_offset(phy_min_offset, CQ_STORE_UNIT_SIZE, last_entry_offset)
         self.correct_min_offset(phy_min_offset)
+        if self.ext is not None:
+            first = self._ext_addr_near(last=False)
+            if first is not None:
+                self.ext.truncate_by_min_address(first)
         return n
 
     def destroy(self) -> None:
@@ -310,6 +357,8 @@ class ConsumeQueue:
         self.max_physic_offset = -1
         self.min_logic_offset = 0
         self.mfq.destroy()
+        if self.ext is not None:
+            self.ext.destroy()
         try:
             os.rmdir(os.path.dirname(self.mfq.store_paths[0]))
         except OSError:
@@ -317,3 +366,5 @@ class ConsumeQueue:
 
     def shutdown(self) -> None:
         self.mfq.shutdown()
+        if self.ext is not None:
+            self.ext.shutdown()

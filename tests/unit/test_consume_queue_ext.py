@@ -64,3 +64,35 @@ def test_unit_too_big_is_not_stored(tmp_path):
     assert ext.put(CqExtUnit(1, 1, bytes(60))) == FAILED
     assert ext.put(CqExtUnit(1, 1, bytes(8))) == decorate(0)
     ext.shutdown()
+
+
+def test_consume_queue_keeps_ext_addresses(tmp_path):
+    """Entries hold unit addresses; recovery and truncation keep ext and queue in step."""
+    from rmq.store.consume_queue import ConsumeQueue
+
+    def make():
+        ext = ConsumeQueueExt("T", 0, str(tmp_path / "ext"), 120)
+        return ConsumeQueue("T", 0, str(tmp_path / "cq"), 200, ext=ext)
+
+    cq = make()
+    for i in range(12):
+        assert cq.put_message_position_info(100 * i, 100, 7000 + i, i, store_ts=5000 + i,
+                                            bitmap=bytes([i]))
+    entries = [cq.read_entry(i) for i in range(12)]
+    assert all(is_ext_addr(tags) for _off, _size, tags in entries)
+    units = [cq.ext.get(tags) for _o, _s, tags in entries]
+    assert [(u.tags_code, u.store_timestamp, u.bitmap) for u in units] == \
+        [(7000 + i, 5000 + i, bytes([i])) for i in range(12)]
+    cq.shutdown()
+
+    cq = make()
+    assert cq.load()
+    cq.recover()
+    assert cq.ext.get(cq.read_entry(11)[2]).tags_code == 7011
+    cq.truncate_dirty_logic_files(800)  # drops entries 8..11 and their units
+    assert cq.get_max_offset_in_queue() == 8
+    last = cq.read_entry(7)[2]
+    assert cq.ext.max_address() == decorate(undecorate(last) + 21)
+    assert cq.put_message_position_info(800, 100, 9999, 8, store_ts=1)
+    assert cq.ext.get(cq.read_entry(8)[2]).tags_code == 9999
+    cq.shutdown()
