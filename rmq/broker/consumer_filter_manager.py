@@ -6,8 +6,15 @@ heartbeats with the expression compiled once (``rmq.filter``), marked dead
 when the group unregisters, dropped when dead longer than
 filterDataCleanTimeSpan, persisted every 10 s and at shutdown.  An
 expression that does not compile is not registered (pulls then answer
-FILTER_DATA_NOT_EXIST).  rmq does not compute the bloom-filter bit maps
-(enableCalcFilterBitMap), so ``bloomFilterData`` is only kept as read.
+FILTER_DATA_NOT_EXIST).
+
+Each filter data gets the bloom-filter bits of ``"<group>#<topic>"``
+(maxErrorRateOfBloomFilter, expectConsumerNumUseFilter); with
+enableCalcFilterBitMap, ``calc_bitmap`` gives the store each dispatched
+message's bitmap of the groups whose expression it matches
+(``CommitLogDispatcherCalcBitMap``), which the consume queue's ext units keep
+and pulls check (``consume_queue_filter``).  A file written with another
+bloom filter is ignored on load, as its bitmaps would mean nothing.
 """
 
 from __future__ import annotations
@@ -25,7 +32,14 @@ from rmq.common.codes import ResponseCode as RC
 from rmq.common.config_manager import ConfigManager, dumps, parse_json
 from rmq.common.logging import BROKER_LOGGER_NAME
 from rmq.filter import FILTERS, BooleanExpression, FilterError
-from rmq.filter.message_filter import RecordFilter, expression_filter, retry_filter, retry_group
+from rmq.filter.bloom import BloomFilter, BloomFilterData
+from rmq.filter.message_filter import (
+    BitmapFilter,
+    RecordFilter,
+    expression_filter,
+    retry_filter,
+    retry_group,
+)
 
 log = logging.getLogger(BROKER_LOGGER_NAME)
 
@@ -48,7 +62,7 @@ class ConsumerFilterData:
     bornTime: int = 0
     deadTime: int = 0
     clientVersion: int = 0
-    bloomFilterData: dict | None = None
+    bloomFilterData: BloomFilterData | None = None
     compiled: BooleanExpression | None = field(default=None, compare=False)
 
     @property
@@ -61,7 +75,8 @@ class ConsumerFilterData:
 
     def to_json_obj(self) -> dict[str, Any]:
         return {
-            "bloomFilterData": self.bloomFilterData,
+            "bloomFilterData": (self.bloomFilterData.to_json_obj()
+                                if self.bloomFilterData is not None else None),
             "bornTime": self.bornTime,
             "clientVersion": self.clientVersion,
             "consumerGroup": self.consumerGroup,
@@ -76,7 +91,7 @@ class ConsumerFilterData:
     def from_json_obj(cls, obj: Any) -> ConsumerFilterData:
         if not isinstance(obj, dict):
             raise ValueError("filter data is not a JSON object")
-        bloom = obj.get("bloomFilterData")
+        bloom = BloomFilterData.from_json_obj(obj.get("bloomFilterData"))
         return cls(
             consumerGroup=str(obj.get("consumerGroup") or ""),
             topic=str(obj.get("topic") or ""),
@@ -85,7 +100,7 @@ class ConsumerFilterData:
             bornTime=int(obj.get("bornTime") or 0),
             deadTime=int(obj.get("deadTime") or 0),
             clientVersion=int(obj.get("clientVersion") or 0),
-            bloomFilterData=bloom if isinstance(bloom, dict) else None,
+            bloomFilterData=bloom,
         )
 
 
@@ -97,6 +112,8 @@ class ConsumerFilterManager(ConfigManager):
     def __init__(self, broker_config: BrokerConfig, store_root: str) -> None:
         self.broker_config = broker_config
         self.store_root = store_root
+        self.bloom = BloomFilter(broker_config.maxErrorRateOfBloomFilter,
+                                 broker_config.expectConsumerNumUseFilter)
         # topic -> group -> filter data
         self.filter_data_by_topic: dict[str, dict[str, ConsumerFilterData]] = {}
 
@@ -132,8 +149,9 @@ class ConsumerFilterManager(ConfigManager):
                 old.deadTime = 0
                 return True
             return False
+        bloom = self.bloom.generate(f"{group}#{topic}")
         if old is not None and old.expression == expression \
-                and old.expressionType == expression_type:
+                and old.expressionType == expression_type and old.bloomFilterData == bloom:
             old.clientVersion = client_version
             old.deadTime = 0
             return True
@@ -143,6 +161,7 @@ class ConsumerFilterManager(ConfigManager):
             if not groups:
                 del self.filter_data_by_topic[topic]
             return False
+        data.bloomFilterData = bloom
         groups[group] = data
         log.info("Consumer filter registered: topic=%s, group=%s, expression=%s", topic, group,
                  expression)
@@ -179,6 +198,38 @@ class ConsumerFilterManager(ConfigManager):
                         "serverV: %d, clientV: %d", group, topic, data.clientVersion, sub_version)
             return (RC.FILTER_DATA_NOT_LATEST, "the consumer's consumer filter data not latest"), None
         return None, expression_filter(data.compiled)
+
+    def consume_queue_filter(self, topic: str, group: str, sub: SubscriptionData,
+                             from_request: bool) -> BitmapFilter | None:
+        """The bitmap filter of a SQL92 pull over a consume queue with ext
+        units: only for the group's registered filter data (a subscription
+        carried by the request has no bloom bits, as in 4.9.8)."""
+        if from_request or not sub.expression_type or sub.expression_type == TAG_TYPE:
+            return None
+        data = self.get(topic, group)
+        if data is None or data.expression is None or data.compiled is None \
+                or data.bloomFilterData is None:
+            return None
+        return BitmapFilter(self.bloom, data.bloomFilterData, data.bornTime)
+
+    def calc_bitmap(self, topic: str, properties: dict[str, str]) -> bytes | None:
+        """``CommitLogDispatcherCalcBitMap``: the bloom bits of every group of the
+        topic whose expression the message matches (None when
+        enableCalcFilterBitMap is off or the topic has no filter data)."""
+        if not self.broker_config.enableCalcFilterBitMap:
+            return None
+        groups = self.filter_data_by_topic.get(topic)
+        if not groups:
+            return None
+        bits = bytearray(self.bloom.byte_length)
+        for data in list(groups.values()):
+            if data.compiled is None or data.bloomFilterData is None:
+                log.error("[BUG] Consumer in filter manager has no compiled expression or bloom "
+                          "data! topic=%s, group=%s", topic, data.consumerGroup)
+                continue
+            if data.compiled.matches(properties):
+                self.bloom.hash_to(data.bloomFilterData, bits)
+        return bytes(bits)
 
     def compiled_of(self, topic: str, group: str) -> BooleanExpression | None:
         data = self.get(topic, group)
@@ -240,6 +291,7 @@ class ConsumerFilterManager(ConfigManager):
             raise ValueError("filterDataByTopic is not a JSON object")
         loaded: dict[str, dict[str, ConsumerFilterData]] = {}
         dead_at = _now_ms() - LOAD_DEAD_MARGIN_MS
+        bloom_changed = False
         for topic, entry in by_topic.items():
             if not isinstance(entry, dict):
                 raise ValueError(f"filter data of {topic} is not a JSON object")
@@ -252,8 +304,13 @@ class ConsumerFilterManager(ConfigManager):
                     data.compile()
                 except FilterError as exc:
                     log.error("load filter data error, topic=%s, group=%s: %s", topic, group, exc)
+                if not self.bloom.is_valid(data.bloomFilterData):
+                    bloom_changed = True
                 # every loaded entry is dead until its consumers heartbeat again
                 # (never earlier than its birth, or it would count as alive)
                 data.deadTime = max(dead_at, data.bornTime)
                 loaded.setdefault(topic, {})[group] = data
+        if bloom_changed:
+            log.info("Bloom filter is changed! So ignore all filter data persisted!")
+            return
         self.filter_data_by_topic = loaded

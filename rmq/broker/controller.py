@@ -163,6 +163,8 @@ class BrokerController:
         self.subscription_group_manager = SubscriptionGroupManager(bc, root)
         self.subscription_group_manager.lmq = lmq
         self.consumer_filter_manager = ConsumerFilterManager(bc, root)
+        # the ext units' bitmaps are as long as the bloom filter (4.9.8 sets it here)
+        self.store_config.bitMapLengthConsumeQueueExt = self.consumer_filter_manager.bloom.m
         self.producer_manager = ProducerManager()
         self.consumer_manager = ConsumerManager(self._on_consumer_ids_changed)
         self.client_housekeeping = ClientHousekeepingService(self.producer_manager,
@@ -279,6 +281,8 @@ class BrokerController:
             store_host=(self.broker_config.brokerIP1, self.server_config.listenPort),
             broker_cluster_name=self.broker_config.brokerClusterName,
             message_arriving_listener=self._on_message_arriving)
+        # CommitLogDispatcherCalcBitMap (it checks enableCalcFilterBitMap per message)
+        self.message_store.bitmap_calculator = self.consumer_filter_manager.calc_bitmap
         ok = await maybe_await(self.message_store.load())
         if ok is False:
             log.error("message store load failed")

@@ -4,9 +4,13 @@ and ``ExpressionForRetryMessageFilter`` of 4.9.8).
 A pull's records are matched on their stored properties: only the property
 string of each record is decoded (``MessageDecoder.decodeProperties``), the
 selector is evaluated over it, and records that do not match are dropped.
-rmq does not compute consume-queue bloom filter bit maps, so the
-consume-queue side of a SQL92 subscription lets everything through (as 4.9.8
-does without bit maps) and this is the only filtering step.
+
+With ``enableConsumeQueueExt`` and ``enableCalcFilterBitMap`` the consume
+queue's ext units carry each message's bloom-filter bitmap of the groups it
+matched when it was dispatched; ``BitmapFilter`` (the SQL92 half of
+``ExpressionMessageFilter.isMatchedByConsumeQueue``) then skips entries whose
+bitmap lacks the group's bits before any record is read.  A bloom filter may
+say yes wrongly, never no, so the commit-log step still runs on what it keeps.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from collections.abc import Callable
 
 from rmq.common.message import PROPERTY_RETRY_TOPIC
 from rmq.common.topics import RETRY_GROUP_TOPIC_PREFIX
+from rmq.filter.bloom import BloomFilter, BloomFilterData
 from rmq.filter.expression import BooleanExpression
 from rmq.store.message_codec import MESSAGE_MAGIC_CODE, string_to_message_properties
 from rmq.store.results import GetMessageResult, GetMessageStatus
@@ -53,6 +58,31 @@ def record_properties(record: memoryview) -> dict[str, str] | None:
     if props_len < 0 or p + props_len != size:
         return None
     return string_to_message_properties(record[p:p + props_len])
+
+
+class BitmapFilter:
+    """The consume-queue filter of a SQL92 subscription with bitmaps: called
+    with a tags code it matches (nothing to go on); ``matches_unit`` decides on
+    an entry's ext unit as 4.9.8 does: everything matches without a unit, for
+    a message stored before the group's filter data was born, or with a bitmap
+    of another length; otherwise the group's bloom bits must all be set."""
+
+    __slots__ = ("bloom", "data", "born_time", "valid")
+
+    def __init__(self, bloom: BloomFilter, data: BloomFilterData, born_time: int) -> None:
+        self.bloom, self.data, self.born_time = bloom, data, born_time
+        self.valid = bloom.is_valid(data)
+
+    def __call__(self, tags_code: int) -> bool:
+        return True
+
+    def matches_unit(self, tags_code: int | None, unit) -> bool:
+        if unit is None or unit.store_timestamp <= self.born_time:
+            return True
+        bits = unit.bitmap
+        if not bits or not self.valid or len(bits) * 8 != self.data.bit_num:
+            return True
+        return self.bloom.is_hit(self.data, bits)
 
 
 def expression_filter(compiled: BooleanExpression | None) -> RecordFilter | None:

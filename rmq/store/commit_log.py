@@ -339,7 +339,8 @@ class CommitLog:
         """(current commit-log file, consume queue, its tail file) for a
         fast-path put, or None unless the store is a plainly writable master
         (no transient pool, no put in progress) and the queue exists; the
-        SCHEDULE topic always goes the general way."""
+        SCHEDULE topic and queues with ext files (their entries hold ext
+        addresses) always go the general way."""
         store = self.store
         if store._shutdown or self.config.brokerRole is BrokerRole.SLAVE or \
                 self.begin_time_in_lock or store.commit_service is not None or \
@@ -349,7 +350,7 @@ class CommitLog:
         qs = store.consume_queue_table.get(topic)
         cq = qs.get(queue_id) if qs is not None else None
         cmf = cq._tail if cq is not None else None
-        if not files or cmf is None:
+        if not files or cmf is None or cq.ext is not None:
             return None
         return files[-1], cq, cmf
 

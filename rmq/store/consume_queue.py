@@ -299,6 +299,15 @@ class ConsumeQueue:
         except ValueError:
             return None
 
+    def resolve_tags(self, tags: int) -> int | None:
+        """The tags code of an entry's third field: the field itself, or its
+        ext unit's tags code when it is an ext address (None when that unit
+        cannot be read)."""
+        if not is_ext_addr(tags) or self.ext is None:
+            return tags
+        unit = self.ext.get(tags)
+        return unit.tags_code if unit is not None else None
+
     def get_offset_in_queue_by_time(self, timestamp: int, store_time_of) -> int:
         """Queue offset whose store time is nearest ``timestamp`` (the first exact
         match when one exists); binary search over the live entries."""

@@ -28,6 +28,7 @@ from rmq.store.clean import CleanService, disk_used_ratio
 from rmq.store.commit_log import CommitLog, _now_ms
 from rmq.store.config import BrokerRole, FlushDiskType, MessageStoreConfig
 from rmq.store.consume_queue import ConsumeQueue
+from rmq.store.consume_queue_ext import ConsumeQueueExt
 from rmq.store.flush import (
     CommitRealTimeService,
     FlushConsumeQueueService,
@@ -99,6 +100,10 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
         self.checkpoint: StoreCheckpoint | None = None
         self.index_service: IndexService | None = None
         self.reput_from_offset = 0
+        # CommitLogDispatcherCalcBitMap: (topic, properties) -> the SQL92 bloom
+        # bitmap of a dispatched message, or None; set by the broker when
+        # enableCalcFilterBitMap is on (only used with the ext files)
+        self.bitmap_calculator: Callable[[str, dict[str, str]], bytes | None] | None = None
         self.ha_service = None  # set by the HA module: is_slave_ok(offset), async wait_transfer(offset, ms)
         self.flush_service = (
             GroupCommitService(self) if config.flushDiskType is FlushDiskType.SYNC_FLUSH else FlushRealTimeService(self)
@@ -186,7 +191,7 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
             for qdir in sorted(os.listdir(tdir)):
                 if not qdir.isdigit():
                     continue
-                cq = ConsumeQueue(topic, int(qdir), root, self.config.consume_queue_file_size(), self.checkpoint)
+                cq = self._new_consume_queue(topic, int(qdir))
                 if not cq.load():
                     return False
                 if topic not in self.consume_queue_table and is_lmq(topic):
@@ -342,10 +347,20 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
                 qs = self.consume_queue_table.setdefault(topic, {})
                 cq = qs.get(queue_id)
                 if cq is None:
-                    cq = ConsumeQueue(topic, queue_id, self._path("consumequeue"),
-                                      self.config.consume_queue_file_size(), self.checkpoint)
+                    cq = self._new_consume_queue(topic, queue_id)
                     qs[queue_id] = cq
         return cq
+
+    def _new_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        """A queue's ConsumeQueue, with its ext files under ``consumequeue_ext/``
+        when enableConsumeQueueExt is on (4.9.8 decides per store, not per topic)."""
+        cfg = self.config
+        ext = None
+        if cfg.enableConsumeQueueExt:
+            ext = ConsumeQueueExt(topic, queue_id, self._path("consumequeue_ext"),
+                                  cfg.mappedFileSizeConsumeQueueExt)
+        return ConsumeQueue(topic, queue_id, self._path("consumequeue"),
+                            cfg.consume_queue_file_size(), self.checkpoint, ext)
 
     def _existing_cq(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         qs = self.consume_queue_table.get(topic)

@@ -21,6 +21,7 @@ from rmq.store import message_codec as codec
 from rmq.store.commit_log import _now_ms
 from rmq.store.config import BrokerRole
 from rmq.store.consume_queue import CQ_STORE_UNIT_SIZE, FILLER_SIZE, ConsumeQueue
+from rmq.store.consume_queue_ext import is_ext_addr
 from rmq.store.message import MessageExt
 from rmq.store.multi_dispatch import is_lmq
 from rmq.store.results import GetMessageResult, GetMessageStatus, QueryMessageResult
@@ -149,6 +150,30 @@ class _QueueScan:
         return array("i", self._sizes)
 
 
+def ext_resolving_filter(cq: ConsumeQueue, message_filter: Callable[[int], bool]
+                         ) -> Callable[[int], bool]:
+    """The consume-queue filter of a queue with ext files: an entry's tags field
+    may be an ext address, which is resolved to its unit first (as 4.9.8's
+    ``getMessage``).  A filter with a ``matches_unit(tags_code, unit)`` method
+    (the SQL92 bitmap filter) is given the unit; a plain one the unit's tags
+    code.  A unit that cannot be read is logged and matches everything: the
+    commit-log side filters it later."""
+    ext = cq.ext
+    by_unit = getattr(message_filter, "matches_unit", None)
+
+    def matches(tags: int) -> bool:
+        if not is_ext_addr(tags):
+            return by_unit(tags, None) if by_unit is not None else message_filter(tags)
+        unit = ext.get(tags)
+        if unit is None:
+            log.error("[BUG] can't find consume queue extend file content!addr=%d, %s-%d", tags,
+                      cq.topic, cq.queue_id)
+            return by_unit(None, None) if by_unit is not None else True
+        return by_unit(unit.tags_code, unit) if by_unit is not None else message_filter(unit.tags_code)
+
+    return matches
+
+
 class MessageReaderMixin:
     """Read half of ``DefaultMessageStore`` (see the module docstring)."""
 
@@ -209,6 +234,8 @@ class MessageReaderMixin:
         view, _ = buf
         cfg = self.config
         memory_limit = self._memory_limit
+        if cq.ext is not None and message_filter is not None:
+            message_filter = ext_resolving_filter(cq, message_filter)
         scan = QueueScan(offset, max_nums, max_phy, memory_limit,
                          cfg.maxTransferBytesOnMessageInMemory, cfg.maxTransferCountOnMessageInMemory,
                          cfg.maxTransferBytesOnMessageInDisk, cfg.maxTransferCountOnMessageInDisk,

@@ -101,7 +101,7 @@ class ReputMixin:
                 except DispatchStalled:
                     return pos, False
                 pos += r[1]
-                if pos < n and not self.commit_log.multi.enabled:  # a run may hold multi-dispatch records
+                if pos < n and self._bulk_dispatch:
                     pos = self._dispatch_run(view, pos, n, r[2], r[3], notify)
             elif st == codec.SCAN_BLANK:
                 return pos, True
@@ -111,6 +111,13 @@ class ReputMixin:
             else:
                 break
         return pos, False
+
+    @property
+    def _bulk_dispatch(self) -> bool:
+        """Whether runs of one queue's records may be dispatched in bulk: not
+        when a run may hold multi-dispatch records, nor when entries go through
+        the ext files (tags codes, store times and bitmaps per message)."""
+        return not self.commit_log.multi.enabled and not self.config.enableConsumeQueueExt
 
     def _dispatch_run(self, view, pos: int, n: int, topic: str, queue_id: int, notify: bool) -> int:
         """Dispatch the following records of the same topic/queue in bulk
@@ -162,13 +169,14 @@ class ReputMixin:
             try:
                 tags_code = codec.tags_code(tags) if tags else 0
                 notify = self.message_arriving_listener is not None
+                bitmap = self._bitmap(msg.topic, props)
                 self._dispatch_entry(
                     msg.topic, msg.queue_id, ar.logics_offset, phy, ar.wrote_bytes, tx,
                     ar.store_timestamp, tags_code, props.get(mc.PROPERTY_KEYS),
-                    props.get(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), notify)
+                    props.get(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), notify, bitmap)
                 if self.commit_log.multi.enabled:
                     self._dispatch_extra(props, msg.queue_id, phy, ar.wrote_bytes, tags_code,
-                                         ar.store_timestamp, notify)
+                                         ar.store_timestamp, notify, bitmap)
             except DispatchStalled:
                 return False
             self.reput_from_offset = phy + ar.wrote_bytes
@@ -176,24 +184,25 @@ class ReputMixin:
 
     def _dispatch_entry(self, topic: str, queue_id: int, queue_offset: int, phy: int, size: int,
                         tx: int, store_ts: int, tags_code: int, keys: str | None,
-                        uniq: str | None, notify: bool) -> None:
+                        uniq: str | None, notify: bool, bitmap: bytes | None = None) -> None:
         """Consume-queue entry, index keys and arrival notification of one
         ordinary record (``_dispatch_put``'s half of ``_dispatch``)."""
-        self._put_cq_entry(topic, queue_id, queue_offset, phy, size, tags_code, store_ts)
+        self._put_cq_entry(topic, queue_id, queue_offset, phy, size, tags_code, store_ts, bitmap)
         if (keys or uniq) and self.config.messageIndexEnable:
             self._build_index(topic, phy, store_ts, keys, uniq)
         if notify:
             self._notify(topic, queue_id, queue_offset + 1, tags_code, store_ts)
 
     def _put_cq_entry(self, topic: str, queue_id: int, queue_offset: int, phy: int, size: int,
-                      tags_code: int, store_ts: int) -> None:
-        """The record's consume-queue entry; a queue that refuses it marks the
-        logics queues in error (the store stops taking puts, as 4.9.8)."""
+                      tags_code: int, store_ts: int, bitmap: bytes | None = None) -> None:
+        """The record's consume-queue entry (with its ext unit when the queue
+        has ext files); a queue that refuses it marks the logics queues in
+        error (the store stops taking puts, as 4.9.8)."""
         qs = self.consume_queue_table.get(topic)
         cq = qs.get(queue_id) if qs is not None else None
         if cq is None:
             cq = self.find_consume_queue(topic, queue_id)
-        if cq.put_message_position_info(phy, size, tags_code, queue_offset):
+        if cq.put_message_position_info(phy, size, tags_code, queue_offset, store_ts, bitmap):
             self.checkpoint.logics_msg_timestamp = store_ts
         elif cq.mfq.no_space:
             self.mark_no_space("consume queue")
@@ -211,12 +220,15 @@ class ReputMixin:
 
     def _dispatch(self, r: tuple, notify: bool) -> None:
         (_st, size, topic, queue_id, queue_offset, phy, sys_flag, store_ts, tags_code,
-         keys, uniq, delay, _props_pos, _props_len, _prepared) = r
+         keys, uniq, delay, _props_pos, props_len, _prepared) = r
         tx = sys_flag & _TX_MASK
+        bitmap = None
         if tx == _TX_NOT or tx == _TX_COMMIT:
             if delay is not None and topic == SCHEDULE_TOPIC:
                 tags_code = self.commit_log.delay_tags_code(store_ts, delay)
-            self._put_cq_entry(topic, queue_id, queue_offset, phy, size, tags_code, store_ts)
+            if props_len and self.bitmap_calculator is not None and self.config.enableConsumeQueueExt:
+                bitmap = self._bitmap(topic, self._record_properties(phy, size, props_len))
+            self._put_cq_entry(topic, queue_id, queue_offset, phy, size, tags_code, store_ts, bitmap)
         if (keys or uniq) and tx != _TX_ROLLBACK and self.config.messageIndexEnable:
             self._build_index(topic, phy, store_ts, keys, uniq)
         if notify and (tx == _TX_NOT or tx == _TX_COMMIT):
@@ -227,13 +239,30 @@ class ReputMixin:
                 text = bytes(record[size - r[13]:size])
                 if b"INNER_MULTI_DISPATCH" in text:
                     props = codec.string_to_message_properties(text.decode("utf-8", "replace"))
-                    self._dispatch_extra(props, queue_id, phy, size, tags_code, store_ts, notify)
+                    self._dispatch_extra(props, queue_id, phy, size, tags_code, store_ts, notify,
+                                         bitmap)
+
+    def _record_properties(self, phy: int, size: int, props_len: int) -> dict[str, str]:
+        """The property map of the stored record at ``phy`` (its last bytes)."""
+        record = self.commit_log.get_message(phy, size)
+        if record is None:
+            return {}
+        text = bytes(record[size - props_len:size])
+        return codec.string_to_message_properties(text.decode("utf-8", "replace"))
+
+    def _bitmap(self, topic: str, props: dict[str, str]) -> bytes | None:
+        """The SQL92 bitmap of a message (``CommitLogDispatcherCalcBitMap``):
+        only computed when the store keeps ext units to put it in."""
+        calc = self.bitmap_calculator
+        if calc is None or not self.config.enableConsumeQueueExt:
+            return None
+        return calc(topic, props)
 
     def _dispatch_extra(self, props: dict[str, str], queue_id: int, phy: int, size: int, tags_code: int,
-                        store_ts: int, notify: bool) -> None:
+                        store_ts: int, notify: bool, bitmap: bytes | None = None) -> None:
         """The entries of a multi-dispatched record in its extra queues (LMQs)."""
         for name, qid, offset in self.commit_log.multi.entries(props, queue_id):
-            self._put_cq_entry(name, qid, offset, phy, size, tags_code, store_ts)
+            self._put_cq_entry(name, qid, offset, phy, size, tags_code, store_ts, bitmap)
             if notify:
                 self._notify(name, qid, offset + 1, tags_code, store_ts)
 

@@ -201,7 +201,7 @@ class ScheduleMessageService(ConfigManager):
             if entry is None:
                 self._set_position(level, offset)
                 return None
-            phy, size, deliver_ts = entry
+            phy, size, deliver_ts = self._deliver_time(cq, level, entry)
             now = _now_ms()
             if deliver_ts > now + level_ms:  # clock moved back: deliver now
                 deliver_ts = now
@@ -217,6 +217,19 @@ class ScheduleMessageService(ConfigManager):
                 return RETRY_AFTER_FAILURE_S
             offset += 1
             self._set_position(level, offset)
+
+    def _deliver_time(self, cq, level: int, entry: tuple[int, int, int]) -> tuple[int, int, int]:
+        """An entry's delivery time: its tags code, read from its ext unit with
+        enableConsumeQueueExt; from the record's store time and the level when
+        that unit cannot be read (as 4.9.8)."""
+        phy, size, tags = entry
+        code = cq.resolve_tags(tags)
+        if code is None:
+            log.error("[BUG] can't find consume queue extend file content!addr=%d, level=%d", tags,
+                      level)
+            store_ts = self.c.message_store.commit_log.pickup_store_timestamp(phy, size)
+            code = store_ts + self.delay_table[level]
+        return phy, size, code
 
     def _start_async(self, level: int, in_flight: deque[_InFlight], offset: int, phy: int,
                      size: int) -> bool:

@@ -18,11 +18,14 @@ consumer restarts before it persisted the pushed offsets.
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
+from rmq.broker.processor.pull import tag_filter
 from rmq.common import fastjson
 from rmq.common import message as mc
 from rmq.common import topics as T
@@ -42,9 +45,11 @@ from rmq.common.protocol.headers_admin import (
     ResumeCheckHalfMessageRequestHeader,
     ViewBrokerStatsDataRequestHeader,
 )
+from rmq.filter.message_filter import BitmapFilter
 from rmq.remoting import Channel, RemotingCommand
 from rmq.remoting.exceptions import RemotingTimeoutError
 from rmq.store import MessageExtBrokerInner
+from rmq.store.consume_queue_ext import CqExtUnit, is_ext_addr
 from rmq.store.message_codec import message_properties_to_string
 
 log = logging.getLogger(BROKER_LOGGER_NAME)
@@ -57,6 +62,35 @@ CALL_CLIENT_TIMEOUT_MS = 10_000
 CONSUMER_STATUS_TIMEOUT_MS = 5_000
 LONG_MAX = (1 << 63) - 1
 CQ_UNIT = 20
+
+
+def _unit_matcher(sub, bitmap: BitmapFilter | None) -> Callable[[int, CqExtUnit], bool]:
+    """``ExpressionMessageFilter.isMatchedByConsumeQueue`` over an ext unit, for
+    queryCq's ``eval``: tags for TAG subscriptions, the bloom bits for SQL92."""
+    tags = tag_filter(sub)
+    if tags is not None:
+        return lambda code, _unit: tags(code)
+    if bitmap is not None:
+        return bitmap.matches_unit
+    return lambda _code, _unit: True
+
+
+def _describe_ext_unit(one: dict[str, Any], unit: CqExtUnit | None,
+                       matcher: Callable[[int, CqExtUnit], bool] | None) -> None:
+    """The ext unit fields of a QUERY_CONSUME_QUEUE entry (``ConsumeQueueData``):
+    the unit as JSON, its bitmap as BitsArray prints it (highest bit first), and
+    whether the group's filter lets it through."""
+    if unit is None:
+        one["msg"] = f"Cq extend not exist!addr: {one['tagsCode']}"
+        return
+    ext: dict[str, Any] = {"msgStoreTime": unit.store_timestamp, "size": unit.size,
+                           "tagsCode": unit.tags_code}
+    if unit.bitmap:
+        ext["filterBitMap"] = base64.b64encode(unit.bitmap).decode()
+        one["bitMap"] = "".join(format(b, "08b") for b in reversed(unit.bitmap))
+    one["extendDataJson"] = fastjson.dumps(ext).decode()
+    if matcher is not None:
+        one["eval"] = bool(matcher(unit.tags_code, unit))
 
 
 def _ok(body: bytes | None = None) -> RemotingCommand:
@@ -390,15 +424,19 @@ class AdminConsumerSupport:
             return _error(RC.SYSTEM_ERROR, f"{h.queueId}@{h.topic} is not exist!")
         body: dict[str, Any] = {"maxQueueIndex": cq.get_max_offset_in_queue(),
                                 "minQueueIndex": cq.get_min_offset_in_queue()}
+        unit_filter = None
         if h.consumerGroup is not None:
             sub = self.c.consumer_manager.find_subscription_data(h.consumerGroup, h.topic)
             if sub is None:
                 body["filterData"] = f"{h.consumerGroup}@{h.topic} is not online!"
             else:
                 body["subscriptionData"] = sub.to_json_obj()
-                data = self.c.consumer_filter_manager.get(h.topic, h.consumerGroup)
+                cfm = self.c.consumer_filter_manager
+                data = cfm.get(h.topic, h.consumerGroup)
                 body["filterData"] = fastjson.dumps(
                     data.to_json_obj() if data is not None else None).decode()
+                unit_filter = _unit_matcher(sub, cfm.consume_queue_filter(
+                    h.topic, h.consumerGroup, sub, False))
         response = _ok()
         if cq.read_entry(h.index) is None:
             response.remark = f"Index {h.index} of {h.queueId}@{h.topic} is not exist!"
@@ -409,8 +447,12 @@ class AdminConsumerSupport:
             if entry is None:
                 break
             phy, size, tags = entry
-            entries.append({"eval": False, "physicOffset": phy, "physicSize": size,
-                            "tagsCode": tags})
+            one: dict[str, Any] = {"eval": False, "physicOffset": phy, "physicSize": size,
+                                   "tagsCode": tags}
+            if is_ext_addr(tags):
+                _describe_ext_unit(one, cq.ext.get(tags) if cq.ext is not None else None,
+                                   unit_filter)
+            entries.append(one)
         body["queueData"] = entries
         response.body = fastjson.dumps(body)
         return response

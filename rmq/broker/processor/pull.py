@@ -219,6 +219,10 @@ class PullMessageProcessor:
             return self._error(RC.SYSTEM_ERROR, "The broker does not support consumer to "
                                f"filter message by {sub.expression_type}")
         matches = self._filter_for(h, sub)
+        if matches is None and self.store.config.enableConsumeQueueExt \
+                and sub.expression_type != EXPRESSION_TAG:  # SQL92 bitmaps in the ext units
+            matches = self.c.consumer_filter_manager.consume_queue_filter(
+                h.topic, h.consumerGroup, sub, bool(flag & FLAG_SUBSCRIPTION))
         result = self.store.get_message(h.consumerGroup, h.topic, h.queueId, h.queueOffset,
                                          h.maxMsgNums, None, matches)
         if record_filter is not None and result is not None:
