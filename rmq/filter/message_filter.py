@@ -67,11 +67,13 @@ class BitmapFilter:
     a message stored before the group's filter data was born, or with a bitmap
     of another length; otherwise the group's bloom bits must all be set."""
 
-    __slots__ = ("bloom", "data", "born_time", "valid")
+    __slots__ = ("bloom", "data", "born_time", "valid", "_masks")
 
     def __init__(self, bloom: BloomFilter, data: BloomFilterData, born_time: int) -> None:
         self.bloom, self.data, self.born_time = bloom, data, born_time
         self.valid = bloom.is_valid(data)
+        # (byte, mask) of each of the group's bits: one test per bit per entry
+        self._masks = tuple((p >> 3, 1 << (p & 7)) for p in data.bit_pos)
 
     def __call__(self, tags_code: int) -> bool:
         return True
@@ -82,7 +84,10 @@ class BitmapFilter:
         bits = unit.bitmap
         if not bits or not self.valid or len(bits) * 8 != self.data.bit_num:
             return True
-        return self.bloom.is_hit(self.data, bits)
+        for index, mask in self._masks:
+            if not bits[index] & mask:
+                return False
+        return True
 
 
 def expression_filter(compiled: BooleanExpression | None) -> RecordFilter | None:
