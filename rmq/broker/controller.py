@@ -34,6 +34,7 @@ import inspect
 import logging
 import sys
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -171,8 +172,7 @@ class BrokerController:
                                                              self.consumer_manager)
         self.outer_api = BrokerOuterAPI(self.client_config)
         self.slave_synchronize = slave_sync.SlaveSynchronize(self)
-        self.stats = BrokerStats()
-        self.stats.cluster = bc.brokerClusterName
+        self.stats = BrokerStats(bc.brokerClusterName, bc.enableDetailStat)
         self.configuration = Configuration(settings)
         self.put_delay = PutDelay(lambda: self.broker_config.rmqTestPutDelayMillis,
                                   lambda: self.store_config.osPageCacheBusyTimeOutMills)
@@ -417,6 +417,16 @@ class BrokerController:
         self._every("protectBroker", 180, lambda: 180.0, self.protect_broker)
         self._every("printWaterMark", 10, lambda: 1.0, self.print_water_mark)
         self._every("foldStats", 1, lambda: 1.0, self.stats.fold)
+        # stats.log as 4.9.8's StatsItemSets print it: at each minute, hour and
+        # (2 s before) midnight, the moment items every 5 minutes
+        now = time.time()
+        self._every("statsAtMinutes", 60 - now % 60, lambda: 60.0,
+                    lambda: self.stats.print_window("Minute"))
+        self._every("statsAtHour", 3600 - now % 3600, lambda: 3600.0,
+                    lambda: self.stats.print_window("Hour"))
+        self._every("statsAtDay", max(0.0, ms_until_next_morning() / 1000 - 2), lambda: 86400.0,
+                    lambda: self.stats.print_window("Day"))
+        self._every("statsMoments", 60 - now % 60, lambda: 300.0, self.stats.print_moments)
         self._every("dispatchBehind", 10, lambda: 60.0, self._log_dispatch_behind)
         if bc.namesrvAddr:
             self._every("updateNameServerAddr", 10, lambda: 120.0,
@@ -588,11 +598,11 @@ class BrokerController:
             log.warning("notifyConsumerIdsChanged to %s failed: %s", channel.remote_addr, exc)
 
     def _on_message_arriving(self, topic: str, queue_id: int, next_offset: int, tags_code: int,
-                             store_ts: int, nums: int = 1) -> None:
-        """The store's arrival listener: count the put (``nums`` messages in one
-        event, as 4.9.8 counts a batch), tell long polling and the delay-level
+                             store_ts: int, nums: int = 1, size: int = 0) -> None:
+        """The store's arrival listener: count the put (``nums`` messages of
+        ``size`` bytes in one event, as 4.9.8 counts a batch), tell long polling and the delay-level
         service (explicit arguments: called once per message or run)."""
-        self.stats.inc_put(topic, nums)
+        self.stats.inc_put(topic, queue_id, nums, size)
         for listener in self.message_arriving_listeners:
             listener(topic, queue_id, next_offset, tags_code, store_ts)
 

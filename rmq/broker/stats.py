@@ -1,19 +1,27 @@
-"""Broker statistics (RocketMQ ``BrokerStats`` and the parts of ``BrokerStatsManager``
-the broker core reads).
+"""Broker statistics: RocketMQ 4.9.8's ``BrokerStats`` (daily totals) and
+``BrokerStatsManager`` (every named statistics item, stats.log).
 
 Puts are counted by the controller as the store dispatches each new message
 (``inc_put``), gets by the pull processor for every pull it answers
 (``inc_get``): the totals at once, the named items through pending tables
 that ``fold`` adds into them every second and before every read -- one dict
 update per event instead of several bucket updates; Java samples its own
-items every 10 s, so the minute/hour/day figures keep their precision.  The
-pull processor also records the disk fall-behind sizes.  The controller
-records the totals every morning (``record``), reports them in
-GET_BROKER_RUNTIME_INFO (msgPutTotalYesterdayMorning ... msgGetTotalTodayNow)
-and uses the fall-behind sizes in protectBroker.  The named ``StatsItem``s
-(TOPIC_PUT_NUMS by topic, GROUP_GET_NUMS by ``topic@group``, BROKER_PUT_NUMS
-by cluster, ...) answer VIEW_BROKER_STATS_DATA with minute/hour/day
-snapshots.
+items every 10 s, so the minute/hour/day figures keep their precision.
+
+The items and their keys are 4.9.8's: TOPIC_PUT_NUMS / TOPIC_PUT_SIZE by
+topic, QUEUE_PUT_NUMS / QUEUE_PUT_SIZE by ``topic@queueId`` and
+QUEUE_GET_NUMS / QUEUE_GET_SIZE by ``topic@queueId@group`` (with
+enableDetailStat), GROUP_GET_NUMS / GROUP_GET_SIZE / SNDBCK_PUT_NUMS by
+``topic@group``, GROUP_GET_LATENCY by ``queueId@topic@group`` (``topic@group``
+without detail), BROKER_PUT_NUMS / BROKER_GET_NUMS by cluster, the disk items
+(GROUP_GET_FROM_DISK_* by ``topic@group``, BROKER_GET_FROM_DISK_* by cluster)
+and the moment items GROUP_GET_FALL_SIZE / GROUP_GET_FALL_TIME by
+``queueId@topic@group``.  4.9.8 declares the disk items but never counts them;
+rmq counts a pull whose first message was beyond the memory a pull may read
+from (the pull that ``suggestPullingFromSlave`` names).  The COMMERCIAL_*
+items are known names that only 4.9.8's commercial hooks fill; here as there
+they stay empty.  Every item answers VIEW_BROKER_STATS_DATA with
+minute/hour/day snapshots and prints 4.9.8's stats.log lines.
 """
 
 from __future__ import annotations
@@ -27,16 +35,45 @@ from rmq.common.logging import STATS_LOGGER_NAME
 
 log = logging.getLogger(STATS_LOGGER_NAME)
 
-TPS_WINDOW_S = 60
 BUCKET_S = 10
 DAY_S = 86400
 
+QUEUE_PUT_NUMS = "QUEUE_PUT_NUMS"
+QUEUE_PUT_SIZE = "QUEUE_PUT_SIZE"
+QUEUE_GET_NUMS = "QUEUE_GET_NUMS"
+QUEUE_GET_SIZE = "QUEUE_GET_SIZE"
 TOPIC_PUT_NUMS = "TOPIC_PUT_NUMS"
 TOPIC_PUT_SIZE = "TOPIC_PUT_SIZE"
 GROUP_GET_NUMS = "GROUP_GET_NUMS"
 GROUP_GET_SIZE = "GROUP_GET_SIZE"
+SNDBCK_PUT_NUMS = "SNDBCK_PUT_NUMS"
 BROKER_PUT_NUMS = "BROKER_PUT_NUMS"
 BROKER_GET_NUMS = "BROKER_GET_NUMS"
+GROUP_GET_FROM_DISK_NUMS = "GROUP_GET_FROM_DISK_NUMS"
+GROUP_GET_FROM_DISK_SIZE = "GROUP_GET_FROM_DISK_SIZE"
+BROKER_GET_FROM_DISK_NUMS = "BROKER_GET_FROM_DISK_NUMS"
+BROKER_GET_FROM_DISK_SIZE = "BROKER_GET_FROM_DISK_SIZE"
+GROUP_GET_LATENCY = "GROUP_GET_LATENCY"
+GROUP_GET_FALL_SIZE = "GROUP_GET_FALL_SIZE"
+GROUP_GET_FALL_TIME = "GROUP_GET_FALL_TIME"
+COMMERCIAL_SEND_TIMES = "COMMERCIAL_SEND_TIMES"
+COMMERCIAL_SNDBCK_TIMES = "COMMERCIAL_SNDBCK_TIMES"
+COMMERCIAL_RCV_TIMES = "COMMERCIAL_RCV_TIMES"
+COMMERCIAL_RCV_EPOLLS = "COMMERCIAL_RCV_EPOLLS"
+COMMERCIAL_SEND_SIZE = "COMMERCIAL_SEND_SIZE"
+COMMERCIAL_RCV_SIZE = "COMMERCIAL_RCV_SIZE"
+COMMERCIAL_PERM_FAILURES = "COMMERCIAL_PERM_FAILURES"
+
+# the StatsItemSets of 4.9.8's BrokerStatsManager, in its order (QUEUE_* only with detail)
+QUEUE_ITEMS = (QUEUE_PUT_NUMS, QUEUE_PUT_SIZE, QUEUE_GET_NUMS, QUEUE_GET_SIZE)
+ITEM_NAMES = QUEUE_ITEMS + (
+    TOPIC_PUT_NUMS, TOPIC_PUT_SIZE, GROUP_GET_NUMS, GROUP_GET_SIZE, GROUP_GET_LATENCY,
+    SNDBCK_PUT_NUMS, BROKER_PUT_NUMS, BROKER_GET_NUMS, GROUP_GET_FROM_DISK_NUMS,
+    GROUP_GET_FROM_DISK_SIZE, BROKER_GET_FROM_DISK_NUMS, BROKER_GET_FROM_DISK_SIZE,
+    COMMERCIAL_SEND_TIMES, COMMERCIAL_RCV_TIMES, COMMERCIAL_SEND_SIZE, COMMERCIAL_RCV_SIZE,
+    COMMERCIAL_RCV_EPOLLS, COMMERCIAL_SNDBCK_TIMES, COMMERCIAL_PERM_FAILURES)
+MOMENT_NAMES = (GROUP_GET_FALL_SIZE, GROUP_GET_FALL_TIME)
+_WINDOWS = (("Minute", 60), ("Hour", 3600), ("Day", DAY_S))
 
 
 class StatsItem:
@@ -82,6 +119,22 @@ class StatsItem:
         return {"statsDay": self.snapshot(DAY_S, now_s), "statsHour": self.snapshot(3600, now_s),
                 "statsMinute": self.snapshot(60, now_s)}
 
+    def times(self, window_s: int, now_s: float | None = None) -> int:
+        now = time.monotonic() if now_s is None else now_s
+        return sum(n for start, _v, n in self._buckets if start > now - window_s)
+
+    def log_line(self, name: str, key: str, window: str, rt: bool = False,
+                 now_s: float | None = None) -> str:
+        """4.9.8's stats.log line of the item over the last minute/hour/day
+        (``printAtMinutes`` ...; latency items print TIMES and AVGRT)."""
+        seconds = dict(_WINDOWS)[window]
+        ss = self.snapshot(seconds, now_s)
+        if rt:
+            detail = f"TIMES: {self.times(seconds, now_s)} AVGRT: {ss['avgpt']:.2f}"
+        else:
+            detail = f"SUM: {ss['sum']} TPS: {ss['tps']:.2f} AVGPT: {ss['avgpt']:.2f}"
+        return f"[{name}] [{key}] Stats In One {window}, {detail}"
+
 
 def ms_until_next_morning(now: dt.datetime | None = None) -> int:
     """``UtilAll.computeNextMorningTimeMillis`` minus now: local midnight ahead."""
@@ -91,25 +144,29 @@ def ms_until_next_morning(now: dt.datetime | None = None) -> int:
 
 
 class BrokerStats:
-    def __init__(self) -> None:
+    """Daily totals and every named item (see the module docstring)."""
+
+    def __init__(self, cluster: str = "", detail: bool = True) -> None:
+        self.cluster = cluster
+        self.detail = detail  # enableDetailStat: the QUEUE_* items, latency per queue
         self.put_total = 0
         self.get_total = 0
         self.put_today_morning = 0
         self.put_yesterday_morning = 0
         self.get_today_morning = 0
         self.get_yesterday_morning = 0
-        self._topic_put: dict[str, StatsItem] = {}  # TOPIC_PUT_NUMS items by topic
-        self._broker_put: StatsItem | None = None
-        self._put_pending: dict[str, list[int]] = {}  # topic -> [value, times] not yet folded
-        # (topic, group) -> [messages, bytes, pulls] not yet folded
-        self._get_pending: dict[tuple[str, str], list[int]] = {}
-        # "group@topic@queueId" -> bytes the consumer is behind on disk
-        self.fall_behind: dict[str, int] = {}
-        # group -> (monotonic second, messages) of the last TPS_WINDOW_S seconds
-        self._group_gets: dict[str, deque[tuple[int, int]]] = {}
-        # stats name -> key -> item
+        # stats name -> key -> item (the names of ITEM_NAMES, made on first use)
         self.items: dict[str, dict[str, StatsItem]] = {}
-        self.cluster = ""
+        # GROUP_GET_FALL_SIZE / _TIME: "queueId@topic@group" -> last value
+        self.moments: dict[str, dict[str, int]] = {name: {} for name in MOMENT_NAMES}
+        # (topic, queueId) -> [messages, events, bytes] not yet folded
+        self._put_pending: dict[tuple[str, int], list[int]] = {}
+        # (topic, group, queueId) -> [messages, bytes, pulls, latency ms, disk msgs, disk bytes]
+        self._get_pending: dict[tuple[str, str, int], list[int]] = {}
+
+    @property
+    def fall_behind(self) -> dict[str, int]:
+        return self.moments[GROUP_GET_FALL_SIZE]
 
     def _item(self, name: str, key: str) -> StatsItem:
         table = self.items.setdefault(name, {})
@@ -123,97 +180,162 @@ class BrokerStats:
         self.fold()
         return self.items.get(name, {}).get(key)
 
-    def inc_put(self, topic: str, nums: int = 1, size: int = 0) -> None:
-        """One put event of ``nums`` messages (called once per stored message)."""
+    # ---- counting ------------------------------------------------------------------
+    def inc_put(self, topic: str, queue_id: int = 0, nums: int = 1, size: int = 0) -> None:
+        """One put event of ``nums`` messages, ``size`` bytes in the commit log."""
         self.put_total += nums
-        pending = self._put_pending.get(topic)
+        pending = self._put_pending.get((topic, queue_id))
         if pending is None:
-            self._put_pending[topic] = [nums, 1]
+            self._put_pending[(topic, queue_id)] = [nums, 1, size]
         else:
             pending[0] += nums
             pending[1] += 1
-        if size:
-            self._item(TOPIC_PUT_SIZE, topic).add(size)
+            pending[2] += size
 
+    def inc_get(self, group: str, topic: str, queue_id: int, nums: int, size: int = 0,
+                latency_ms: int = 0, from_disk: bool = False) -> None:
+        """One answered pull of ``nums`` messages, ``size`` bytes, ``latency_ms``
+        spent in the broker; ``from_disk`` when its messages were beyond memory."""
+        self.get_total += nums
+        key = (topic, group, queue_id)
+        pending = self._get_pending.get(key)
+        if pending is None:
+            pending = self._get_pending[key] = [0, 0, 0, 0, 0, 0]
+        pending[0] += nums
+        pending[1] += size
+        pending[2] += 1
+        pending[3] += latency_ms
+        if from_disk:
+            pending[4] += nums
+            pending[5] += size
+
+    def inc_send_back(self, group: str, topic: str) -> None:
+        """A consumer sent a message back (CONSUMER_SEND_MSG_BACK)."""
+        self._item(SNDBCK_PUT_NUMS, f"{topic}@{group}").add(1)
+
+    def inc_queue_get(self, group: str, topic: str, queue_id: int, nums: int, size: int) -> None:
+        """QUEUE_GET_NUMS / _SIZE of a queue read by the broker itself (4.9.8:
+        the schedule service delivering a delay level)."""
+        if self.detail:
+            key = f"{topic}@{queue_id}@{group}"
+            self._item(QUEUE_GET_NUMS, key).add(nums)
+            self._item(QUEUE_GET_SIZE, key).add(size)
+
+    def record_disk_fall_behind_size(self, group: str, topic: str, queue_id: int,
+                                     fall_behind: int) -> None:
+        self.moments[GROUP_GET_FALL_SIZE][f"{queue_id}@{topic}@{group}"] = fall_behind
+
+    def record_disk_fall_behind_time(self, group: str, topic: str, queue_id: int,
+                                     fall_behind_ms: int) -> None:
+        self.moments[GROUP_GET_FALL_TIME][f"{queue_id}@{topic}@{group}"] = fall_behind_ms
+
+    def groups_falling_behind(self, threshold: int) -> set[str]:
+        return {key.split("@", 2)[2] for key, size in self.fall_behind.items() if size > threshold}
+
+    # ---- folding -------------------------------------------------------------------
     def fold(self, now_s: float | None = None) -> None:
-        """Add the pending counts to their items (and the gets to the groups'
-        TPS windows), in the bucket of ``now_s``."""
+        """Add the pending counts to their items, in the bucket of ``now_s``."""
         second = int(time.monotonic() if now_s is None else now_s)
         start = second // BUCKET_S * BUCKET_S
         if self._put_pending:
             self._fold_puts(start)
         if self._get_pending:
-            self._fold_gets(start, second)
+            self._fold_gets(start)
 
     def _fold_puts(self, start: int) -> None:
-        """TOPIC_PUT_NUMS by topic and BROKER_PUT_NUMS."""
         pending = self._put_pending
         self._put_pending = {}
-        value = times = 0
-        for topic, (v, n) in pending.items():
-            item = self._topic_put.get(topic)
-            if item is None:
-                item = self._topic_put[topic] = self._item(TOPIC_PUT_NUMS, topic)
-            item.add_at(start, v, n)
-            value += v
-            times += n
-        broker = self._broker_put
-        if broker is None:
-            broker = self._broker_put = self._item(BROKER_PUT_NUMS, self.cluster)
-        broker.add_at(start, value, times)
+        total = 0
+        topics: dict[str, list[int]] = {}
+        item = self._item
+        for (topic, qid), (nums, times, size) in pending.items():
+            total += nums
+            t = topics.get(topic)
+            if t is None:
+                topics[topic] = [nums, times, size]
+            else:
+                t[0] += nums
+                t[1] += times
+                t[2] += size
+            if self.detail:
+                key = f"{topic}@{qid}"
+                item(QUEUE_PUT_NUMS, key).add_at(start, nums, times)
+                item(QUEUE_PUT_SIZE, key).add_at(start, size, times)
+        for topic, (nums, times, size) in topics.items():
+            item(TOPIC_PUT_NUMS, topic).add_at(start, nums, times)
+            item(TOPIC_PUT_SIZE, topic).add_at(start, size, times)
+        item(BROKER_PUT_NUMS, self.cluster).add_at(start, total, 0)  # 4.9.8 adds the value only
 
-    def inc_get(self, group: str, topic: str, nums: int, size: int = 0) -> None:
-        """One answered pull of ``nums`` messages, ``size`` bytes."""
-        self.get_total += nums
-        pending = self._get_pending.get((topic, group))
-        if pending is None:
-            self._get_pending[(topic, group)] = [nums, size, 1]
-        else:
-            pending[0] += nums
-            pending[1] += size
-            pending[2] += 1
-
-    def _fold_gets(self, start: int, second: int) -> None:
-        """GROUP_GET_NUMS / GROUP_GET_SIZE by ``topic@group``, BROKER_GET_NUMS,
-        and each group's TPS window (in the second of the fold)."""
+    def _fold_gets(self, start: int) -> None:
         pending = self._get_pending
         self._get_pending = {}
-        value = times = 0
-        for (topic, group), (nums, size, pulls) in pending.items():
+        total = disk_nums = disk_size = 0
+        item = self._item
+        for (topic, group, qid), (nums, size, pulls, latency, d_nums, d_size) in pending.items():
             key = f"{topic}@{group}"
-            self._item(GROUP_GET_NUMS, key).add_at(start, nums, pulls)
-            if size:
-                self._item(GROUP_GET_SIZE, key).add_at(start, size, pulls)
-            value += nums
-            times += pulls
-            window = self._group_gets.setdefault(group, deque())
-            if window and window[-1][0] == second:
-                window[-1] = (second, window[-1][1] + nums)
-            else:
-                window.append((second, nums))
-            self._prune(window, second)
-        self._item(BROKER_GET_NUMS, self.cluster).add_at(start, value, times)
+            item(GROUP_GET_NUMS, key).add_at(start, nums, pulls)
+            item(GROUP_GET_SIZE, key).add_at(start, size, pulls)
+            item(GROUP_GET_LATENCY, f"{qid}@{key}" if self.detail else key).add_at(
+                start, latency, pulls)
+            if self.detail:
+                qkey = f"{topic}@{qid}@{group}"
+                item(QUEUE_GET_NUMS, qkey).add_at(start, nums, pulls)
+                item(QUEUE_GET_SIZE, qkey).add_at(start, size, pulls)
+            if d_nums:
+                item(GROUP_GET_FROM_DISK_NUMS, key).add_at(start, d_nums, pulls)
+                item(GROUP_GET_FROM_DISK_SIZE, key).add_at(start, d_size, pulls)
+                disk_nums += d_nums
+                disk_size += d_size
+            total += nums
+        item(BROKER_GET_NUMS, self.cluster).add_at(start, total, 0)
+        if disk_nums:
+            item(BROKER_GET_FROM_DISK_NUMS, self.cluster).add_at(start, disk_nums, 0)
+            item(BROKER_GET_FROM_DISK_SIZE, self.cluster).add_at(start, disk_size, 0)
 
-    @staticmethod
-    def _prune(window: deque[tuple[int, int]], now: int) -> None:
-        while window and window[0][0] <= now - TPS_WINDOW_S:
-            window.popleft()
+    # ---- reading -------------------------------------------------------------------
+    def tps_group_get_nums(self, group: str, topic: str) -> float:
+        """``tpsGroupGetNums``: messages per second pulled by ``group`` from
+        ``topic`` over the last minute."""
+        item = self.get_stats_item(GROUP_GET_NUMS, f"{topic}@{group}")
+        return item.snapshot(60)["tps"] if item is not None else 0.0
 
-    def group_get_tps(self, group: str) -> float:
-        """Messages per second delivered to ``group`` over the last minute."""
+    # ---- deletions -----------------------------------------------------------------
+    def on_topic_deleted(self, topic: str) -> None:
+        """Forget a deleted topic's items (``onTopicDeleted``): the topic's own,
+        those keyed ``topic@...`` and those with ``@topic@`` inside."""
         self.fold()
-        window = self._group_gets.get(group)
-        if not window:
-            return 0.0
-        self._prune(window, int(time.monotonic()))
-        return sum(n for _, n in window) / TPS_WINDOW_S
+        prefix, infix = topic + "@", "@" + topic + "@"
+        for name, table in self.items.items():
+            if name in (BROKER_PUT_NUMS, BROKER_GET_NUMS, BROKER_GET_FROM_DISK_NUMS,
+                        BROKER_GET_FROM_DISK_SIZE):
+                continue
+            for key in [k for k in table if k == topic or k.startswith(prefix) or infix in k]:
+                del table[key]
+        for table in self.moments.values():
+            for key in [k for k in table if infix in k]:
+                del table[key]
 
-    def record_disk_fall_behind_size(self, group: str, topic: str, queue_id: int,
-                                     fall_behind: int) -> None:
-        self.fall_behind[f"{queue_id}@{topic}@{group}"] = fall_behind
+    def on_group_deleted(self, group: str) -> None:
+        """Forget a deleted group's items (``onGroupDeleted``: keys ending in @group)."""
+        self.fold()
+        suffix = "@" + group
+        for table in list(self.items.values()) + list(self.moments.values()):
+            for key in [k for k in table if k.endswith(suffix)]:
+                del table[key]
 
-    def groups_falling_behind(self, threshold: int) -> set[str]:
-        return {key.split("@", 2)[2] for key, size in self.fall_behind.items() if size > threshold}
+    # ---- stats.log -----------------------------------------------------------------
+    def print_window(self, window: str) -> None:
+        """Every item's line of ``window`` (Minute, Hour or Day) into stats.log."""
+        self.fold()
+        for name in ITEM_NAMES:
+            for key, item in list(self.items.get(name, {}).items()):
+                log.info("%s", item.log_line(name, key, window, rt=name == GROUP_GET_LATENCY))
+
+    def print_moments(self) -> None:
+        """The moment items' lines (4.9.8: every 5 minutes)."""
+        for name in MOMENT_NAMES:
+            for key, value in list(self.moments[name].items()):
+                log.info("[%s] [%s] Stats Every 5 Minutes, Value: %d", name, key, value)
 
     def record(self) -> None:
         """The daily snapshot (run at local midnight)."""
@@ -225,3 +347,4 @@ class BrokerStats:
                  self.put_today_morning - self.put_yesterday_morning)
         log.info("yesterday get message total: %d",
                  self.get_today_morning - self.get_yesterday_morning)
+

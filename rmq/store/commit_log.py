@@ -429,7 +429,7 @@ class CommitLog:
             store.reput_from_offset = phy + total
             store.stats.on_put(topic, count, total, 0)
             if store.message_arriving_listener is not None:
-                store._notify(topic, queue_id, queue_offset + count, tags_code, now, count)
+                store._notify(topic, queue_id, queue_offset + count, tags_code, now, count, total)
         if cfg.flushDiskType is FlushDiskType.ASYNC_FLUSH and not cfg.flushCommitLogTimed:
             store.flush_service.wakeup()
         return queue_offset, ids, phy, total

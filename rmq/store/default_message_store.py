@@ -54,7 +54,8 @@ from rmq.store.stats import StoreStatsService
 log = logging.getLogger("store")
 
 # (topic, queue id, next offset, tags code, store time, messages)
-ArrivalListener = Callable[[str, int, int, int, int, int], None]
+# (topic, queueId, next offset, tags code, store time, messages, bytes)
+ArrivalListener = Callable[[str, int, int, int, int, int, int], None]
 
 
 def _flushed(token: tuple, status: PutMessageStatus) -> None:

@@ -270,7 +270,8 @@ class MessageReaderMixin:
         result.buffer_total_size = scan.total
         result.status = _SCAN_STATUS[scan.status]
         result.next_begin_offset = offset + scan.pos // CQ_STORE_UNIT_SIZE
-        result.suggest_pulling_from_slave = max_phy - scan.max_phy_pulling > memory_limit
+        result.disk_fall_behind = max_phy - scan.max_phy_pulling
+        result.suggest_pulling_from_slave = result.disk_fall_behind > memory_limit
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         cq = self._existing_cq(topic, queue_id)

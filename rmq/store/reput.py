@@ -146,7 +146,7 @@ class ReputMixin:
             qoff, tags_code, store_ts = last
             self.checkpoint.logics_msg_timestamp = store_ts
             if notify:
-                self._notify(topic, queue_id, qoff + 1, tags_code, store_ts, count)
+                self._notify(topic, queue_id, qoff + 1, tags_code, store_ts, count, new_pos - pos)
         return new_pos
 
     def _dispatch_put(self, msg: MessageExtBrokerInner, ar: AppendMessageResult) -> bool:
@@ -191,7 +191,7 @@ class ReputMixin:
         if (keys or uniq) and self.config.messageIndexEnable:
             self._build_index(topic, phy, store_ts, keys, uniq)
         if notify:
-            self._notify(topic, queue_id, queue_offset + 1, tags_code, store_ts)
+            self._notify(topic, queue_id, queue_offset + 1, tags_code, store_ts, 1, size)
 
     def _put_cq_entry(self, topic: str, queue_id: int, queue_offset: int, phy: int, size: int,
                       tags_code: int, store_ts: int, bitmap: bytes | None = None) -> None:
@@ -232,7 +232,7 @@ class ReputMixin:
         if (keys or uniq) and tx != _TX_ROLLBACK and self.config.messageIndexEnable:
             self._build_index(topic, phy, store_ts, keys, uniq)
         if notify and (tx == _TX_NOT or tx == _TX_COMMIT):
-            self._notify(topic, queue_id, queue_offset + 1, tags_code, store_ts)
+            self._notify(topic, queue_id, queue_offset + 1, tags_code, store_ts, 1, size)
         if self.commit_log.multi.enabled and r[13] and (tx == _TX_NOT or tx == _TX_COMMIT):
             record = self.commit_log.get_message(phy, size)
             if record is not None:  # the properties are the record's last bytes
@@ -264,10 +264,10 @@ class ReputMixin:
         for name, qid, offset in self.commit_log.multi.entries(props, queue_id):
             self._put_cq_entry(name, qid, offset, phy, size, tags_code, store_ts, bitmap)
             if notify:
-                self._notify(name, qid, offset + 1, tags_code, store_ts)
+                self._notify(name, qid, offset + 1, tags_code, store_ts, 1, size)
 
     def _notify(self, topic: str, queue_id: int, next_offset: int, tags_code: int,
-                store_ts: int, nums: int = 1) -> None:
+                store_ts: int, nums: int = 1, size: int = 0) -> None:
         """The arrival listener, on the loop's thread (directly when dispatch
         runs there, which is the put path's case).  One notice may stand for a
         run of ``nums`` messages of the queue ending at ``next_offset`` (the
@@ -279,10 +279,10 @@ class ReputMixin:
         loop = self._loop
         if loop is not None and threading.get_ident() != self._loop_thread and loop.is_running():
             loop.call_soon_threadsafe(listener, topic, queue_id, next_offset, tags_code,
-                                      store_ts, nums)
+                                      store_ts, nums, size)
             return
         try:
-            listener(topic, queue_id, next_offset, tags_code, store_ts, nums)
+            listener(topic, queue_id, next_offset, tags_code, store_ts, nums, size)
         except Exception:  # noqa: BLE001 - a listener bug must not stop dispatch
             log.exception("message arriving listener failed")
 

@@ -138,6 +138,9 @@ class GetMessageResult:
     sizes: array = field(default_factory=lambda: array("i"))
     buffer_total_size: int = 0
     suggest_pulling_from_slave: bool = False
+    # bytes of commit log after the last entry the pull read (-1: none read);
+    # GROUP_GET_FALL_SIZE of 4.9.8's diskFallRecorded
+    disk_fall_behind: int = -1
     msg_count4_commercial: int = 0
     _buffers: list[memoryview] | None = None
 

@@ -37,7 +37,7 @@ from typing import Any
 from rmq.common import fastjson
 from rmq.common import message as mc
 from rmq.common.config_manager import ConfigManager, parse_json, pretty_dumps
-from rmq.common.topics import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
+from rmq.common.topics import SCHEDULE_CONSUMER_GROUP, SCHEDULE_TOPIC, TRANS_HALF_TOPIC
 from rmq.store.config import BrokerRole, FlushDiskType
 from rmq.store.message import MessageExtBrokerInner
 from rmq.store.message_codec import decode_message, message_properties_to_string
@@ -172,6 +172,14 @@ class ScheduleMessageService(ConfigManager):
             else:
                 await asyncio.sleep(wait_s)
 
+    def running_stats(self) -> dict[str, str]:
+        """``scheduleMessageOffset_<level>``: "delivered offset,max offset" of
+        each level's queue (GET_BROKER_RUNTIME_INFO on a master)."""
+        store = self.c.message_store
+        return {f"scheduleMessageOffset_{level}":
+                f"{offset},{store.get_max_offset_in_queue(SCHEDULE_TOPIC, level - 1)}"
+                for level, offset in sorted(self.offset_table.items())}
+
     def _has_more(self, level: int) -> bool:
         store = self.c.message_store
         return self._position(level) < store.get_max_offset_in_queue(SCHEDULE_TOPIC, level - 1)
@@ -298,6 +306,10 @@ class ScheduleMessageService(ConfigManager):
         else:
             result = store.put_message(msg)
         if result is not None and result.status is PutMessageStatus.PUT_OK:
+            stats = getattr(self.c, "stats", None)
+            if stats is not None:  # QUEUE_GET_* of the delay level's queue, as 4.9.8
+                stats.inc_queue_get(SCHEDULE_CONSUMER_GROUP, SCHEDULE_TOPIC, old.queue_id,
+                                    result.append_result.msg_num, result.append_result.wrote_bytes)
             return True
         log.error("ScheduleMessageService, a message time up, but reput it failed, topic: %s "
                   "msgId %s", msg.topic, old.msg_id)

@@ -131,7 +131,7 @@ def _after_put(store: Any, cfg: Any, topic: str, queue_id: int, queue_offset: in
     listener = store.message_arriving_listener
     if listener is not None:  # on the loop's thread: no hand-over needed (see _notify)
         try:
-            listener(topic, queue_id, queue_offset + 1, tags_code, now, 1)
+            listener(topic, queue_id, queue_offset + 1, tags_code, now, 1, size)
         except Exception:  # noqa: BLE001 - a listener bug must not fail the stored send
             log.exception("message arriving listener failed")
     if cfg.flushDiskType is FlushDiskType.ASYNC_FLUSH and not cfg.flushCommitLogTimed:

@@ -250,6 +250,8 @@ def test_put_batch_equals_general_put(tmp_path):
         assert all(x[:4] in b_last for x in a_arr)
         # every message counted once by the arrivals (what the broker's put stats add up)
         assert sum(x[5] for x in a_arr) == sum(x[5] for x in b_arr) == total
+        assert sum(x[6] for x in a_arr) == sum(x[6] for x in b_arr)  # bytes of the records
+        assert 0 < sum(x[6] for x in a_arr) <= a.get_max_phy_offset()  # (not the file-end blanks)
         assert a.stats.put_message_times_total == b.stats.put_message_times_total == total
         assert a.stats.put_message_size_total == b.stats.put_message_size_total
         assert a.stats.topic_put_nums == b.stats.topic_put_nums

@@ -85,9 +85,9 @@ def test_direct_dispatch_equals_reput_scan(tmp_path):
             else:
                 assert ea[key] == eb[key]
         assert len(ea[("T", 0)]) > 50
-        # arrivals: same topic/queue/next offset/tags code/message count
-        strip = [(t, q, o, c, n) for t, q, o, c, _ts, n in a_arr if t != SCHEDULE_TOPIC]
-        ref = [(t, q, o, c, n) for t, q, o, c, _ts, n in b_arr if t != SCHEDULE_TOPIC]
+        # arrivals: same topic/queue/next offset/tags code/message count/bytes
+        strip = [(t, q, o, c, n, z) for t, q, o, c, _ts, n, z in a_arr if t != SCHEDULE_TOPIC]
+        ref = [(t, q, o, c, n, z) for t, q, o, c, _ts, n, z in b_arr if t != SCHEDULE_TOPIC]
         assert strip == ref and len(strip) > 200
         # index: every key and unique key found the same way
         now = int(time.time() * 1000) + 60_000

@@ -208,8 +208,9 @@ async def test_async_put_sync_flush_and_arrival_listener(tmp_path):
             assert r.status is PutMessageStatus.PUT_OK
             assert s.commit_log.mfq.flushed_where >= r.append_result.wrote_offset + r.append_result.wrote_bytes
         assert len(arrivals) == 20
-        topic, qid, next_offset, tags_code, _ts, nums = arrivals[3]
+        topic, qid, next_offset, tags_code, _ts, nums, size = arrivals[3]
         assert (topic, qid, next_offset, tags_code, nums) == ("T", 0, 4, tags_string_to_code("A"), 1)
+        assert sum(a[6] for a in arrivals) == s.get_max_phy_offset()  # every record's bytes once
     finally:
         s.shutdown()
 

@@ -161,6 +161,7 @@ class AdminBrokerProcessor(HandlerTableProcessor):
         self.c.topic_config_manager.delete_topic_config(h.topic)
         self.c.consumer_offset_manager.clean_offset_by_topic(h.topic)
         self.c.message_store.delete_topics({h.topic})
+        self.c.stats.on_topic_deleted(h.topic)
         return _ok()
 
     def get_all_topic_config(self, channel: Channel, request: RemotingCommand):
@@ -238,6 +239,11 @@ class AdminBrokerProcessor(HandlerTableProcessor):
             "remainHowManyDataToFlush":
                 human_readable_bytes(store.remain_how_many_data_to_flush()),
         })
+        if c.store_config.transientStorePoolEnable:
+            info["remainHowManyDataToCommit"] = human_readable_bytes(
+                store.commit_log.mfq.remain_how_many_data_to_commit())
+        if not c.is_slave():
+            info.update(c.schedule_message_service.running_stats())
         return {k: (("true" if v else "false") if isinstance(v, bool) else str(v))
                 for k, v in info.items()}
 
@@ -312,6 +318,7 @@ class AdminBrokerProcessor(HandlerTableProcessor):
         self.c.subscription_group_manager.delete_subscription_group_config(h.groupName)
         if h.removeOffset:
             self.c.consumer_offset_manager.remove_offset(h.groupName)
+        self.c.stats.on_group_deleted(h.groupName)
         return _ok()
 
     # ---- statistics -------------------------------------------------------------
@@ -342,6 +349,7 @@ class AdminBrokerProcessor(HandlerTableProcessor):
         topics = {h.topic} if h.topic else c.consumer_offset_manager.which_topic_by_consumer(group)
         online = c.consumer_manager.get_consumer_group_info(group)
         table: dict[str, Any] = {}
+        tps = 0.0
         for topic in sorted(topics):
             tc = c.topic_config_manager.select_topic_config(topic)
             if tc is None:
@@ -350,6 +358,7 @@ class AdminBrokerProcessor(HandlerTableProcessor):
             if online is not None and online.subscription_table and \
                     topic not in online.subscription_table:
                 continue
+            tps += c.stats.tps_group_get_nums(group, topic)
             for qid in range(tc.readQueueNums):
                 broker_offset = max(0, c.message_store.get_max_offset_in_queue(topic, qid))
                 consumer_offset = max(0, c.consumer_offset_manager.query_offset(group, topic, qid))
@@ -357,7 +366,6 @@ class AdminBrokerProcessor(HandlerTableProcessor):
                 table[mq_key(topic, c.broker_config.brokerName, qid)] = {
                     "brokerOffset": broker_offset, "consumerOffset": consumer_offset,
                     "lastTimestamp": last}
-        tps = c.stats.group_get_tps(group)
         return _ok(fastjson.dumps({"consumeTps": tps, "offsetTable": table}))
 
     @staticmethod

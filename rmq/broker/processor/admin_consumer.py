@@ -394,7 +394,7 @@ class AdminConsumerSupport:
                     continue
                 table, diff = self._offset_table(group, topic, tc.writeQueueNums)
                 total_diff += diff
-                per_topic.append({"consumeTps": c.stats.group_get_tps(group),
+                per_topic.append({"consumeTps": c.stats.tps_group_get_nums(group, topic),
                                   "offsetTable": table})
             stats_list.append({group: per_topic})
         body = {"brokerAddr": c.broker_addr(), "consumeStatsList": stats_list,

@@ -11,6 +11,7 @@ by the PullRequestHoldService (long polling) when the client allows it.
 
 from __future__ import annotations
 
+import struct
 import time
 from collections.abc import Callable
 from typing import Any
@@ -110,6 +111,22 @@ def tag_filter(sub: SubscriptionData) -> Callable[[int], bool] | None:
     return matches
 
 
+_INT = struct.Struct(">i")
+_LONG = struct.Struct(">q")
+
+
+def last_store_timestamp(result) -> int:
+    """STORETIMESTAMP of a found result's last record (-1 when unreadable)."""
+    if not result.body_views or not result.sizes:
+        return -1
+    view = result.body_views[-1]
+    start = len(view) - result.sizes[-1]
+    if start < 0 or len(view) - start < 80:
+        return -1
+    (sys_flag,) = _INT.unpack_from(view, start + 36)
+    return _LONG.unpack_from(view, start + (68 if sys_flag & mc.BORNHOST_V6_FLAG else 56))[0]
+
+
 class PullMessageProcessor:
     def __init__(self, controller: Any) -> None:
         self.c = controller
@@ -180,6 +197,7 @@ class PullMessageProcessor:
 
     def process(self, channel: Channel, request: RemotingCommand,
                 allow_suspend: bool) -> RemotingCommand | None:
+        begin_ns = time.monotonic_ns()
         h = PullHeader.parse(request.ext_fields)
         bc = self.bc
         if not mc.is_readable(bc.brokerPermission):
@@ -225,10 +243,14 @@ class PullMessageProcessor:
                 h.topic, h.consumerGroup, sub, bool(flag & FLAG_SUBSCRIPTION))
         result = self.store.get_message(h.consumerGroup, h.topic, h.queueId, h.queueOffset,
                                          h.maxMsgNums, None, matches)
+        if result is not None and result.disk_fall_behind >= 0 \
+                and self.c.store_config.diskFallRecorded:
+            self.c.stats.record_disk_fall_behind_size(h.consumerGroup, h.topic, h.queueId,
+                                                      result.disk_fall_behind)
         if record_filter is not None and result is not None:
             filter_result(result, record_filter)
         response = self._respond(channel, request, h, group_cfg, result, allow_suspend,
-                                 has_suspend, matches)
+                                 has_suspend, matches, begin_ns)
         if allow_suspend and flag & FLAG_COMMIT_OFFSET and not self.c.is_slave():
             self.c.consumer_offset_manager.commit_offset(
                 channel.remote_addr, h.consumerGroup, h.topic, h.queueId, h.commitOffset)
@@ -236,7 +258,7 @@ class PullMessageProcessor:
 
     def _respond(self, channel: Channel, request: RemotingCommand, h: PullHeader, group_cfg,
                  result, allow_suspend: bool, has_suspend: bool,
-                 matches: Callable[[int], bool] | None) -> RemotingCommand | None:
+                 matches: Callable[[int], bool] | None, begin_ns: int) -> RemotingCommand | None:
         if result is None:
             return self._error(RC.SYSTEM_ERROR, "store getMessage return null")
         bc = self.bc
@@ -255,8 +277,7 @@ class PullMessageProcessor:
                        else group_cfg.brokerId)
         if code == RC.SUCCESS:
             body = result.body_views  # one view per run of adjacent records
-            self.c.stats.inc_get(h.consumerGroup, h.topic, result.message_count,
-                                 result.buffer_total_size)
+            self._count_get(h, result, begin_ns)
         else:
             body = None
             result.release()
@@ -277,6 +298,19 @@ class PullMessageProcessor:
                "nextBeginOffset": str(result.next_begin_offset),
                "minOffset": str(result.min_offset), "maxOffset": str(result.max_offset)}
         return RemotingCommand(code, 0, 409, 0, RPC_RESPONSE, status.name, ext, body, 0)
+
+    def _count_get(self, h: PullHeader, result, begin_ns: int) -> None:
+        """The statistics of a pull that found messages: GROUP_GET_* with the
+        time spent (GROUP_GET_LATENCY), from disk or not, and how far behind
+        the newest message the last one sent is (GROUP_GET_FALL_TIME)."""
+        stats = self.c.stats
+        stats.inc_get(h.consumerGroup, h.topic, h.queueId, result.message_count,
+                      result.buffer_total_size, (time.monotonic_ns() - begin_ns) // 1_000_000,
+                      result.suggest_pulling_from_slave)
+        store_ts = last_store_timestamp(result)
+        if store_ts >= 0:
+            stats.record_disk_fall_behind_time(h.consumerGroup, h.topic, h.queueId,
+                                               time.time_ns() // 1_000_000 - store_ts)
 
     def _offset_moved_event(self, h: PullHeader, new_offset: int) -> None:
         """``generateOffsetMovedEvent``: a record in OFFSET_MOVED_EVENT, tagged

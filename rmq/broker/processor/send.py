@@ -383,11 +383,13 @@ class SendMessageProcessor(SendSupport):
             new_topic, queue_id, old.flag, old.body, props, message_properties_to_string(props),
             mc.tags_string_to_code(tags) if tags else 0, old.sys_flag, old.born_timestamp,
             old.born_host, old.store_host, 0, old.reconsume_times + 1)
-        return self._put_back(msg)
+        return self._put_back(msg, h.group, props[mc.PROPERTY_RETRY_TOPIC])
 
-    async def _put_back(self, msg: MessageExtBrokerInner) -> RemotingCommand:
+    async def _put_back(self, msg: MessageExtBrokerInner, group: str, back_topic: str
+                        ) -> RemotingCommand:
         result = await self.store.async_put_message(msg)
         if result is not None and result.status.name == "PUT_OK":
+            self.c.stats.inc_send_back(group, back_topic)  # SNDBCK_PUT_NUMS, the original topic
             return RemotingCommand.create_response(RC.SUCCESS)
         remark = result.status.name if result is not None else "putMessageResult is null"
         return RemotingCommand.create_response(RC.SYSTEM_ERROR, remark)
