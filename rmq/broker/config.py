@@ -192,6 +192,11 @@ class BrokerConfig:
     aclPlainFile: str = "conf/plain_acl.yml"
     storeReplyMessageEnable: bool = True
     enableDetailStat: bool = True
+    # RocketMQ 5's metrics exporter settings: PROM serves Prometheus text on
+    # metricsPromExporterHost:metricsPromExporterPort (rmq.broker.metrics)
+    metricsExporterType: str = "DISABLE"
+    metricsPromExporterHost: str = ""
+    metricsPromExporterPort: int = 5557
     autoDeleteUnusedStats: bool = False
     isolateLogEnable: bool = False
     configBlackList: str = "configBlackList;brokerConfigPath"

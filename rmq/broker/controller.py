@@ -261,6 +261,8 @@ class BrokerController:
         self.register_processors()
         if not self._initial_acl():
             return False
+        if not self._initial_metrics():
+            return False
         if self.broker_config.namesrvAddr:
             self.outer_api.update_name_server_address_list(self.broker_config.namesrvAddr)
             log.info("Set user specified name server address: %s",
@@ -346,6 +348,32 @@ class BrokerController:
             server.register_rpc_hook(self.access_validator)
         self.services.append(self.access_validator)
         log.info("plain ACL enabled: %s", ", ".join(self.access_validator.manager.file_list()))
+        return True
+
+    def _initial_metrics(self) -> bool:
+        """``metricsExporterType=PROM``: a Prometheus endpoint on the loop
+        (``rmq.broker.metrics``); an exporter type rmq does not serve stops the
+        start with a one-line error."""
+        from rmq.common.metrics_http import exporter_enabled, exporter_type_error
+
+        bc = self.broker_config
+        error = exporter_type_error(bc.metricsExporterType)
+        if error is not None:
+            print(f"broker initialize failed: {error}", file=sys.stderr, flush=True)
+            return False
+        if not exporter_enabled(bc.metricsExporterType):
+            return True
+        from prometheus_client import CollectorRegistry
+
+        from rmq.broker.metrics import BrokerCollector
+        from rmq.common.metrics_http import MetricsHttpServer
+
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(BrokerCollector(self))
+        self.stats.size_histograms = {}
+        self.metrics_server = MetricsHttpServer(registry, bc.metricsPromExporterHost,
+                                                bc.metricsPromExporterPort)
+        self.services.append(self.metrics_server)
         return True
 
     def register_processors(self) -> None:

@@ -74,6 +74,8 @@ ITEM_NAMES = QUEUE_ITEMS + (
     COMMERCIAL_RCV_EPOLLS, COMMERCIAL_SNDBCK_TIMES, COMMERCIAL_PERM_FAILURES)
 MOMENT_NAMES = (GROUP_GET_FALL_SIZE, GROUP_GET_FALL_TIME)
 _WINDOWS = (("Minute", 60), ("Hour", 3600), ("Day", DAY_S))
+# rocketmq_message_size buckets of RocketMQ 5 (bytes): 1 KiB, 4 KiB, 512 KiB, 1, 2, 4 MiB
+SIZE_BUCKETS = (1024, 4096, 512 * 1024, 1024 * 1024, 2 * 1024 * 1024, 4 * 1024 * 1024)
 
 
 class StatsItem:
@@ -163,6 +165,14 @@ class BrokerStats:
         self._put_pending: dict[tuple[str, int], list[int]] = {}
         # (topic, group, queueId) -> [messages, bytes, pulls, latency ms, disk msgs, disk bytes]
         self._get_pending: dict[tuple[str, str, int], list[int]] = {}
+        # monotonic totals for the Prometheus counters (folded like the items)
+        self.in_totals: dict[str, list[int]] = {}  # topic -> [messages, bytes]
+        self.out_totals: dict[tuple[str, str], list[int]] = {}  # (topic, group) -> same
+        self.dlq_totals: dict[tuple[str, str], int] = {}  # (original topic, group) -> messages
+        self.end_tx_totals: dict[tuple[str, bool], int] = {}  # (topic, committed) -> messages
+        # topic -> messages per SIZE_BUCKETS bucket (+ one above), then the byte sum;
+        # kept only while a metrics exporter reads them
+        self.size_histograms: dict[str, list[int]] | None = None
 
     @property
     def fall_behind(self) -> dict[str, int]:
@@ -184,6 +194,8 @@ class BrokerStats:
     def inc_put(self, topic: str, queue_id: int = 0, nums: int = 1, size: int = 0) -> None:
         """One put event of ``nums`` messages, ``size`` bytes in the commit log."""
         self.put_total += nums
+        if self.size_histograms is not None:
+            self._observe_size(topic, nums, size)
         pending = self._put_pending.get((topic, queue_id))
         if pending is None:
             self._put_pending[(topic, queue_id)] = [nums, 1, size]
@@ -191,6 +203,29 @@ class BrokerStats:
             pending[0] += nums
             pending[1] += 1
             pending[2] += size
+
+    def _observe_size(self, topic: str, nums: int, size: int) -> None:
+        """rocketmq_message_size: an event's messages by their mean size."""
+        hist = self.size_histograms.get(topic)
+        if hist is None:
+            hist = self.size_histograms[topic] = [0] * (len(SIZE_BUCKETS) + 2)
+        mean = size // nums if nums else 0
+        index = 0
+        for bound in SIZE_BUCKETS:
+            if mean <= bound:
+                break
+            index += 1
+        hist[index] += nums
+        hist[-1] += size
+
+    def inc_dlq(self, group: str, topic: str) -> None:
+        """A message a consumer sent back went to its group's DLQ."""
+        key = (topic, group)
+        self.dlq_totals[key] = self.dlq_totals.get(key, 0) + 1
+
+    def inc_end_transaction(self, topic: str, committed: bool) -> None:
+        key = (topic, committed)
+        self.end_tx_totals[key] = self.end_tx_totals.get(key, 0) + 1
 
     def inc_get(self, group: str, topic: str, queue_id: int, nums: int, size: int = 0,
                 latency_ms: int = 0, from_disk: bool = False) -> None:
@@ -261,9 +296,16 @@ class BrokerStats:
                 key = f"{topic}@{qid}"
                 item(QUEUE_PUT_NUMS, key).add_at(start, nums, times)
                 item(QUEUE_PUT_SIZE, key).add_at(start, size, times)
+        totals = self.in_totals
         for topic, (nums, times, size) in topics.items():
             item(TOPIC_PUT_NUMS, topic).add_at(start, nums, times)
             item(TOPIC_PUT_SIZE, topic).add_at(start, size, times)
+            t = totals.get(topic)
+            if t is None:
+                totals[topic] = [nums, size]
+            else:
+                t[0] += nums
+                t[1] += size
         item(BROKER_PUT_NUMS, self.cluster).add_at(start, total, 0)  # 4.9.8 adds the value only
 
     def _fold_gets(self, start: int) -> None:
@@ -272,6 +314,12 @@ class BrokerStats:
         total = disk_nums = disk_size = 0
         item = self._item
         for (topic, group, qid), (nums, size, pulls, latency, d_nums, d_size) in pending.items():
+            out = self.out_totals.get((topic, group))
+            if out is None:
+                self.out_totals[(topic, group)] = [nums, size]
+            else:
+                out[0] += nums
+                out[1] += size
             key = f"{topic}@{group}"
             item(GROUP_GET_NUMS, key).add_at(start, nums, pulls)
             item(GROUP_GET_SIZE, key).add_at(start, size, pulls)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rmq.common.logging import default_log_dir
+from rmq.common.metrics_http import exporter_type_error
 
 ROCKETMQ_HOME_ENV = "ROCKETMQ_HOME"
 ROCKETMQ_HOME_PROPERTY = "rocketmq.home.dir"
@@ -47,6 +48,10 @@ class NamesrvConfig:
     # rmq additions: broker liveness (Java: 120 s expiry, scan every 10 s)
     brokerChannelExpiredMillis: int = 120_000
     scanNotActiveBrokerIntervalMillis: int = 10_000
+    # rmq addition: a Prometheus endpoint as the broker's (RocketMQ 5 setting names)
+    metricsExporterType: str = "DISABLE"
+    metricsPromExporterHost: str = ""
+    metricsPromExporterPort: int = 5557
     # rmq addition: where namesrv.log goes ("" = <rocketmqHome>/logs/rocketmqlogs)
     logDir: str = ""
 
@@ -67,4 +72,7 @@ class NamesrvConfig:
             problems.append("scanNotActiveBrokerIntervalMillis must be > 0")
         if not self.kvConfigPath:
             problems.append("kvConfigPath must not be empty")
+        exporter = exporter_type_error(self.metricsExporterType)
+        if exporter is not None:
+            problems.append(exporter)
         return problems

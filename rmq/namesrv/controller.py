@@ -13,8 +13,14 @@ from __future__ import annotations
 
 import logging
 
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
 from rmq.common.logging import NAMESRV_LOGGER_NAME
+from rmq.common.metrics_http import MetricsHttpServer, exporter_enabled
 from rmq.common.periodic import ScheduledTask
+from rmq.common.route import BrokerData
 from rmq.namesrv.config import NamesrvConfig
 from rmq.namesrv.configuration import Configuration
 from rmq.namesrv.kv_config import KVConfigManager
@@ -50,6 +56,40 @@ class BrokerHousekeepingService:
         self.route.on_channel_destroy(remote_addr, channel)
 
 
+_NO_BROKER = BrokerData("", "")
+
+
+class NamesrvCollector(Collector):
+    """The name server's Prometheus gauges (rmq's own: RocketMQ 5's name
+    server exports none): live brokers per cluster, topics routed, and
+    connections, labelled ``node_type="namesrv"`` and ``node_id`` host:port."""
+
+    def __init__(self, controller: NamesrvController) -> None:
+        self.c = controller
+
+    def collect(self):
+        route = self.c.route_info_manager
+        base = ("namesrv", f"{self.c.netty_config.listenPort}")
+        labels = ("node_type", "node_id")
+        brokers = GaugeMetricFamily("rocketmq_namesrv_live_brokers",
+                                    "brokers registered and alive", labels=(*labels, "cluster"))
+        live = set(route.broker_live_table)
+        for cluster, names in list(route.cluster_addr_table.items()):
+            count = sum(1 for name in names
+                        for addr in route.broker_addr_table.get(name, _NO_BROKER).brokerAddrs.values()
+                        if addr in live)
+            brokers.add_metric((*base, cluster), count)
+        yield brokers
+        topics = GaugeMetricFamily("rocketmq_topic_number", "topics routed", labels=labels)
+        topics.add_metric(base, len(route.topic_queue_table))
+        yield topics
+        server = self.c.remoting_server
+        conns = GaugeMetricFamily("rocketmq_namesrv_connections", "client and broker connections",
+                                  labels=labels)
+        conns.add_metric(base, len(server.channels) if server is not None else 0)
+        yield conns
+
+
 class NamesrvController:
     def __init__(self, namesrv_config: NamesrvConfig, netty_config: NettyServerConfig) -> None:
         self.namesrv_config = namesrv_config
@@ -61,6 +101,7 @@ class NamesrvController:
         self.remoting_server: RemotingServer | None = None
         self.processor: DefaultRequestProcessor | None = None
         self._timers: list[ScheduledTask] = []
+        self.metrics_server: MetricsHttpServer | None = None
 
     def initialize(self) -> None:
         """Load persisted state; raises ConfigError on an unreadable KV file."""
@@ -86,6 +127,13 @@ class NamesrvController:
         ]
         for timer in self._timers:
             await timer.start()
+        cfg = self.namesrv_config
+        if exporter_enabled(cfg.metricsExporterType):
+            registry = CollectorRegistry(auto_describe=False)
+            registry.register(NamesrvCollector(self))
+            self.metrics_server = MetricsHttpServer(registry, cfg.metricsPromExporterHost,
+                                                    cfg.metricsPromExporterPort)
+            await self.metrics_server.start()
 
     def _scan_not_active_broker(self) -> None:
         removed = self.route_info_manager.scan_not_active_broker(
@@ -98,6 +146,8 @@ class NamesrvController:
         return self.remoting_server.port if self.remoting_server is not None else 0
 
     async def shutdown(self, grace_seconds: float = 5.0) -> None:
+        if self.metrics_server is not None:
+            await self.metrics_server.shutdown()
         for timer in self._timers:
             await timer.shutdown()
         self._timers = []

@@ -133,12 +133,15 @@ class EndTransactionProcessor:
         checked = check_prepare_message(half, h)
         if checked.code != RC.SUCCESS:
             return checked
+        topic = half.properties.get(mc.PROPERTY_REAL_TOPIC, half.topic)
         if h.commitOrRollback == mc.TRANSACTION_ROLLBACK_TYPE:
             await service.delete_prepare_message(half)
+            self.c.stats.inc_end_transaction(topic, False)
             return checked
         final = end_message_transaction(half, h)
         response = send_final_response(await self.c.message_store.async_put_message(final),
                                        self.c.store_config.maxMessageSize)
         if response.code == RC.SUCCESS:
             await service.delete_prepare_message(half)
+            self.c.stats.inc_end_transaction(topic, True)
         return response

@@ -390,6 +390,8 @@ class SendMessageProcessor(SendSupport):
         result = await self.store.async_put_message(msg)
         if result is not None and result.status.name == "PUT_OK":
             self.c.stats.inc_send_back(group, back_topic)  # SNDBCK_PUT_NUMS, the original topic
+            if T.is_dlq_topic(msg.topic):
+                self.c.stats.inc_dlq(group, back_topic)
             return RemotingCommand.create_response(RC.SUCCESS)
         remark = result.status.name if result is not None else "putMessageResult is null"
         return RemotingCommand.create_response(RC.SYSTEM_ERROR, remark)
