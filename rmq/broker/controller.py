@@ -52,7 +52,7 @@ from rmq.broker.consumer_offset_manager import ConsumerOffsetManager
 from rmq.broker.fast_failure import BrokerFastFailure, QueuedProcessor, RequestQueue
 from rmq.broker.outer_api import BrokerIdentity, BrokerOuterAPI
 from rmq.broker.put_delay import PutDelay
-from rmq.broker.stats import BrokerStats, ms_until_next_morning
+from rmq.broker.stats import BrokerStats, ExecutionTimes, ms_until_next_morning
 from rmq.broker.subscription_group_manager import SubscriptionGroupManager
 from rmq.broker.topic_config_manager import TopicConfigManager
 from rmq.common.codes import RequestCode
@@ -173,6 +173,10 @@ class BrokerController:
         self.outer_api = BrokerOuterAPI(self.client_config)
         self.slave_synchronize = slave_sync.SlaveSynchronize(self)
         self.stats = BrokerStats(bc.brokerClusterName, bc.enableDetailStat)
+        # kept while the metrics exporter is on (_initial_metrics)
+        self.rpc_latency: Any = None
+        self.topic_create_times: ExecutionTimes | None = None
+        self.group_create_times: ExecutionTimes | None = None
         self.configuration = Configuration(settings)
         self.put_delay = PutDelay(lambda: self.broker_config.rmqTestPutDelayMillis,
                                   lambda: self.store_config.osPageCacheBusyTimeOutMills)
@@ -367,7 +371,15 @@ class BrokerController:
 
         from rmq.broker.metrics import BrokerCollector
         from rmq.common.metrics_http import MetricsHttpServer
+        from rmq.remoting.rpc_latency import RpcLatency
 
+        self.rpc_latency = RpcLatency()
+        self.topic_create_times = ExecutionTimes(("invocation_status", "is_system"))
+        self.group_create_times = ExecutionTimes(("invocation_status",))
+        for holder in (self.remoting_server, self.fast_remoting_server,
+                       getattr(self, "pull_request_hold_service", None)):
+            if holder is not None:
+                holder.rpc_latency = self.rpc_latency
         registry = CollectorRegistry(auto_describe=False)
         registry.register(BrokerCollector(self))
         self.stats.size_histograms = {}

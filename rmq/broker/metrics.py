@@ -23,16 +23,13 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client.core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    HistogramMetricFamily,
-)
 from prometheus_client.registry import Collector
 
 from rmq.broker.processor.admin_consumer import language_name, version_desc
-from rmq.broker.stats import SIZE_BUCKETS
+from rmq.broker.stats import CREATE_BUCKETS_MS, SIZE_BUCKETS, ExecutionTimes
 from rmq.common import topics as T
+from rmq.common.metrics_text import RowFamily
+from rmq.remoting.rpc_latency import latency_family
 from rmq.store.clean import disk_used_ratio
 
 _BASE = ("cluster", "node_type", "node_id")
@@ -67,13 +64,21 @@ class BrokerCollector(Collector):
         yield from self._consumers()
         yield from self._broker()
         yield from self._storage()
+        latency = self.c.rpc_latency
+        if latency is not None:
+            yield latency_family(latency, _BASE, self.base)
+        for name, times in (("rocketmq_topic_create_execution_time", self.c.topic_create_times),
+                            ("rocketmq_consumer_group_create_execution_time",
+                             self.c.group_create_times)):
+            if times is not None:
+                yield _execution_family(name, times, self.base)
 
     # ---- counters and the size histogram ----------------------------------------
     def _traffic(self, stats) -> Iterator:
         base = self.base
         labels = (*_BASE, "topic", "message_type", "is_system")
-        msgs_in = CounterMetricFamily("rocketmq_messages_in", "messages put", labels=labels)
-        bytes_in = CounterMetricFamily("rocketmq_throughput_in", "bytes put", labels=labels)
+        msgs_in = _counter("rocketmq_messages_in", "messages put", labels)
+        bytes_in = _counter("rocketmq_throughput_in", "bytes put", labels)
         for topic, (nums, size) in list(stats.in_totals.items()):
             values = (*base, topic, "normal", _bool(T.is_system_topic(topic)))
             msgs_in.add_metric(values, nums)
@@ -81,8 +86,8 @@ class BrokerCollector(Collector):
         yield msgs_in
         yield bytes_in
         labels = (*_BASE, "topic", "consumer_group", "is_retry", "is_system")
-        msgs_out = CounterMetricFamily("rocketmq_messages_out", "messages pulled", labels=labels)
-        bytes_out = CounterMetricFamily("rocketmq_throughput_out", "bytes pulled", labels=labels)
+        msgs_out = _counter("rocketmq_messages_out", "messages pulled", labels)
+        bytes_out = _counter("rocketmq_throughput_out", "bytes pulled", labels)
         for (topic, group), (nums, size) in list(stats.out_totals.items()):
             values = (*base, topic, group, _bool(topic.startswith(T.RETRY_GROUP_TOPIC_PREFIX)),
                       _bool(T.is_system_topic(topic) or _is_system_group(group)))
@@ -90,22 +95,20 @@ class BrokerCollector(Collector):
             bytes_out.add_metric(values, size)
         yield msgs_out
         yield bytes_out
-        dlq = CounterMetricFamily("rocketmq_send_to_dlq_messages", "messages sent to a DLQ",
-                                  labels=(*_BASE, "topic", "consumer_group", "is_system"))
+        dlq = RowFamily("rocketmq_send_to_dlq_messages", "messages sent to a DLQ",
+                        "counter", (*_BASE, "topic", "consumer_group", "is_system"))
         for (topic, group), n in list(stats.dlq_totals.items()):
             dlq.add_metric((*base, topic, group, _bool(_is_system_group(group))), n)
         yield dlq
         labels = (*_BASE, "topic")
-        commits = CounterMetricFamily("rocketmq_commit_messages", "transactions committed",
-                                      labels=labels)
-        rollbacks = CounterMetricFamily("rocketmq_rollback_messages",
-                                        "transactions rolled back", labels=labels)
+        commits = _counter("rocketmq_commit_messages", "transactions committed", labels)
+        rollbacks = _counter("rocketmq_rollback_messages", "transactions rolled back", labels)
         for (topic, committed), n in list(stats.end_tx_totals.items()):
             (commits if committed else rollbacks).add_metric((*base, topic), n)
         yield commits
         yield rollbacks
-        sizes = HistogramMetricFamily("rocketmq_message_size", "size of messages put",
-                                      labels=(*_BASE, "topic", "message_type"))
+        sizes = RowFamily("rocketmq_message_size", "size of messages put",
+                          "histogram", (*_BASE, "topic", "message_type"))
         for topic, hist in list((stats.size_histograms or {}).items()):
             running, buckets = 0, []
             for bound, n in zip(SIZE_BUCKETS, hist, strict=False):
@@ -113,7 +116,7 @@ class BrokerCollector(Collector):
                 buckets.append((str(float(bound)), running))
             running += hist[len(SIZE_BUCKETS)]
             buckets.append(("+Inf", running))
-            sizes.add_metric((*base, topic, "normal"), buckets, hist[-1])
+            sizes.add_histogram((*base, topic, "normal"), buckets, hist[-1])
         yield sizes
 
     # ---- clients ------------------------------------------------------------------
@@ -124,14 +127,14 @@ class BrokerCollector(Collector):
             for info in list(channels.values()):
                 key = (_language(info.language), _version(info.version))
                 producers[key] = producers.get(key, 0) + 1
-        g = GaugeMetricFamily("rocketmq_producer_connections", "producer connections",
-                              labels=(*_BASE, "language", "version"))
+        g = RowFamily("rocketmq_producer_connections", "producer connections",
+                      "gauge", (*_BASE, "language", "version"))
         for key, n in producers.items():
             g.add_metric((*base, *key), n)
         yield g
-        g = GaugeMetricFamily("rocketmq_consumer_connections", "consumer connections",
-                              labels=(*_BASE, "consumer_group", "language", "version",
-                                      "consume_mode", "is_system"))
+        g = RowFamily("rocketmq_consumer_connections", "consumer connections",
+                      "gauge", (*_BASE, "consumer_group", "language", "version",
+                                "consume_mode", "is_system"))
         for group, info in list(self.c.consumer_manager.consumer_table.items()):
             counts: dict[tuple, int] = {}
             for ci in list(info.channel_info_table.values()):
@@ -149,16 +152,13 @@ class BrokerCollector(Collector):
         store = c.message_store
         now = int(time.time() * 1000)
         labels = (*_BASE, "topic", "consumer_group", "is_retry", "is_system")
-        lag = GaugeMetricFamily("rocketmq_consumer_lag_messages", "messages not yet consumed",
-                                labels=labels)
-        lag_ms = GaugeMetricFamily("rocketmq_consumer_lag_latency",
-                                   "age of the oldest unconsumed message (ms)", labels=labels)
-        inflight = GaugeMetricFamily("rocketmq_consumer_inflight_messages",
-                                     "messages pulled but not committed", labels=labels)
-        ready = GaugeMetricFamily("rocketmq_consumer_ready_messages",
-                                  "messages ready to be pulled", labels=labels)
-        queueing = GaugeMetricFamily("rocketmq_consumer_queueing_latency",
-                                     "age of the oldest ready message (ms)", labels=labels)
+        families = (RowFamily(name, doc, "gauge", labels) for name, doc in (
+            ("rocketmq_consumer_lag_messages", "messages not yet consumed"),
+            ("rocketmq_consumer_lag_latency", "age of the oldest unconsumed message (ms)"),
+            ("rocketmq_consumer_inflight_messages", "messages pulled but not committed"),
+            ("rocketmq_consumer_ready_messages", "messages ready to be pulled"),
+            ("rocketmq_consumer_queueing_latency", "age of the oldest ready message (ms)")))
+        lag, lag_ms, inflight, ready, queueing = families
         com = c.consumer_offset_manager
         for key, queues in list(com.offset_table.items()):
             topic, sep, group = key.partition("@")
@@ -184,8 +184,8 @@ class BrokerCollector(Collector):
     # ---- the broker and its store ----------------------------------------------------
     def _broker(self) -> Iterator:
         c, base = self.c, self.base
-        g = GaugeMetricFamily("rocketmq_processor_watermark", "requests waiting per processor",
-                              labels=(*_BASE, "processor"))
+        g = RowFamily("rocketmq_processor_watermark", "requests waiting per processor",
+                      "gauge", (*_BASE, "processor"))
         for name, queue in list(c.request_queues.items()):
             g.add_metric((*base, name), len(queue))
         yield g
@@ -199,8 +199,8 @@ class BrokerCollector(Collector):
         half = store.get_max_offset_in_queue(T.TRANS_HALF_TOPIC, 0)
         done = max(0, c.consumer_offset_manager.query_offset(T.TRANS_SYS_CONSUMER_GROUP,
                                                              T.TRANS_HALF_TOPIC, 0))
-        g = GaugeMetricFamily("rocketmq_half_messages", "half messages not yet resolved",
-                              labels=(*_BASE, "topic"))
+        g = RowFamily("rocketmq_half_messages", "half messages not yet resolved",
+                      "gauge", (*_BASE, "topic"))
         g.add_metric((*base, T.TRANS_HALF_TOPIC), max(0, half - done))
         yield g
 
@@ -222,13 +222,29 @@ class BrokerCollector(Collector):
                  reserve),
                 ("rocketmq_storage_disk_ratio", "used ratio of the commit log's disk",
                  min((disk_used_ratio(d) for d in dirs), default=0.0))):
-            g = GaugeMetricFamily(name, doc, labels=labels)
+            g = RowFamily(name, doc, "gauge", labels)
             g.add_metric(values, value)
             yield g
 
 
-def _gauge(name: str, doc: str, base: tuple, value: float) -> GaugeMetricFamily:
-    g = GaugeMetricFamily(name, doc, labels=_BASE)
+def _execution_family(name: str, times: ExecutionTimes, base: tuple) -> RowFamily:
+    family = RowFamily(name, "creation time (ms)", "histogram", (*_BASE, *times.labels))
+    bounds = [str(float(b)) for b in CREATE_BUCKETS_MS] + ["+Inf"]
+    for values, row in list(times.rows.items()):
+        running, buckets = 0, []
+        for le, n in zip(bounds, row, strict=False):
+            running += n
+            buckets.append((le, running))
+        family.add_histogram((*base, *values), buckets, row[-1])
+    return family
+
+
+def _counter(name: str, doc: str, labels: tuple) -> RowFamily:
+    return RowFamily(name, doc, "counter", labels)
+
+
+def _gauge(name: str, doc: str, base: tuple, value: float) -> RowFamily:
+    g = RowFamily(name, doc, "gauge", _BASE)
     g.add_metric(base, value)
     return g
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
+from bisect import bisect_left
 from collections import deque
 
 from rmq.common.logging import STATS_LOGGER_NAME
@@ -76,6 +77,7 @@ MOMENT_NAMES = (GROUP_GET_FALL_SIZE, GROUP_GET_FALL_TIME)
 _WINDOWS = (("Minute", 60), ("Hour", 3600), ("Day", DAY_S))
 # rocketmq_message_size buckets of RocketMQ 5 (bytes): 1 KiB, 4 KiB, 512 KiB, 1, 2, 4 MiB
 SIZE_BUCKETS = (1024, 4096, 512 * 1024, 1024 * 1024, 2 * 1024 * 1024, 4 * 1024 * 1024)
+SMALLEST_BUCKET = SIZE_BUCKETS[0]
 
 
 class StatsItem:
@@ -161,7 +163,8 @@ class BrokerStats:
         self.items: dict[str, dict[str, StatsItem]] = {}
         # GROUP_GET_FALL_SIZE / _TIME: "queueId@topic@group" -> last value
         self.moments: dict[str, dict[str, int]] = {name: {} for name in MOMENT_NAMES}
-        # (topic, queueId) -> [messages, events, bytes] not yet folded
+        # (topic, queueId) -> [messages, events, bytes] not yet folded, then, while
+        # size_histograms are kept, messages per size bucket (folded into them)
         self._put_pending: dict[tuple[str, int], list[int]] = {}
         # (topic, group, queueId) -> [messages, bytes, pulls, latency ms, disk msgs, disk bytes]
         self._get_pending: dict[tuple[str, str, int], list[int]] = {}
@@ -194,29 +197,16 @@ class BrokerStats:
     def inc_put(self, topic: str, queue_id: int = 0, nums: int = 1, size: int = 0) -> None:
         """One put event of ``nums`` messages, ``size`` bytes in the commit log."""
         self.put_total += nums
-        if self.size_histograms is not None:
-            self._observe_size(topic, nums, size)
         pending = self._put_pending.get((topic, queue_id))
         if pending is None:
-            self._put_pending[(topic, queue_id)] = [nums, 1, size]
-        else:
-            pending[0] += nums
-            pending[1] += 1
-            pending[2] += size
-
-    def _observe_size(self, topic: str, nums: int, size: int) -> None:
-        """rocketmq_message_size: an event's messages by their mean size."""
-        hist = self.size_histograms.get(topic)
-        if hist is None:
-            hist = self.size_histograms[topic] = [0] * (len(SIZE_BUCKETS) + 2)
-        mean = size // nums if nums else 0
-        index = 0
-        for bound in SIZE_BUCKETS:
-            if mean <= bound:
-                break
-            index += 1
-        hist[index] += nums
-        hist[-1] += size
+            pending = self._put_pending[(topic, queue_id)] = \
+                [0] * (3 if self.size_histograms is None else 4 + len(SIZE_BUCKETS))
+        pending[0] += nums
+        pending[1] += 1
+        pending[2] += size
+        if len(pending) > 3:  # rocketmq_message_size: the event's messages by mean size
+            mean = size // nums if nums else 0
+            pending[3 if mean <= SMALLEST_BUCKET else 3 + bisect_left(SIZE_BUCKETS, mean)] += nums
 
     def inc_dlq(self, group: str, topic: str) -> None:
         """A message a consumer sent back went to its group's DLQ."""
@@ -283,8 +273,17 @@ class BrokerStats:
         total = 0
         topics: dict[str, list[int]] = {}
         item = self._item
-        for (topic, qid), (nums, times, size) in pending.items():
+        histograms = self.size_histograms
+        for (topic, qid), row in pending.items():
+            nums, times, size = row[0], row[1], row[2]
             total += nums
+            if histograms is not None and len(row) > 3:
+                hist = histograms.get(topic)
+                if hist is None:
+                    hist = histograms[topic] = [0] * (len(SIZE_BUCKETS) + 2)
+                for i in range(len(SIZE_BUCKETS) + 1):
+                    hist[i] += row[3 + i]
+                hist[-1] += size
             t = topics.get(topic)
             if t is None:
                 topics[topic] = [nums, times, size]
@@ -396,3 +395,24 @@ class BrokerStats:
         log.info("yesterday get message total: %d",
                  self.get_today_morning - self.get_yesterday_morning)
 
+
+
+CREATE_BUCKETS_MS = (10, 100, 1000, 3000, 5000)
+
+
+class ExecutionTimes:
+    """How long topic or group creations took (5.3's
+    ``rocketmq_topic_create_execution_time`` and
+    ``rocketmq_consumer_group_create_execution_time``): rows of bucket counts
+    (10, 100, 1000, 3000, 5000 ms, then above) and the sum, by label values."""
+
+    def __init__(self, labels: tuple[str, ...]) -> None:
+        self.labels = labels
+        self.rows: dict[tuple[str, ...], list[int]] = {}
+
+    def record(self, values: tuple[str, ...], elapsed_ms: int) -> None:
+        row = self.rows.get(values)
+        if row is None:
+            row = self.rows[values] = [0] * (len(CREATE_BUCKETS_MS) + 2)
+        row[bisect_left(CREATE_BUCKETS_MS, elapsed_ms)] += 1
+        row[-1] += elapsed_ms

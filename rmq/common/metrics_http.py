@@ -6,7 +6,8 @@ serves the same text format from the loop that owns the counters: a scrape
 reads them in the thread that writes them, so no lock sits on the send and
 pull paths, and there is no extra process or thread.  The text is made by
 ``prometheus_client`` from a registry of collectors that read the process's
-own statistics when scraped (nothing is counted twice).
+own statistics when scraped (nothing is counted twice), and written by
+``metrics_text.render``, which gives prometheus_client's bytes faster.
 """
 
 from __future__ import annotations
@@ -14,7 +15,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
+
+from rmq.common.metrics_text import render
 
 log = logging.getLogger("rmq.metrics")
 
@@ -73,7 +76,7 @@ class MetricsHttpServer:
         else:
             try:
                 status, ctype, body = b"200 OK", CONTENT_TYPE_LATEST.encode(), \
-                    generate_latest(self.registry)
+                    render(self.registry)
             except Exception as exc:  # noqa: BLE001 - a collector bug: say so, keep serving
                 log.exception("metrics collection failed")
                 status, ctype, body = b"500 Internal Server Error", b"text/plain", \

@@ -28,6 +28,7 @@ from rmq.namesrv.processor import DefaultRequestProcessor
 from rmq.namesrv.route_info import RouteInfoManager
 from rmq.remoting import Channel, RemotingServer
 from rmq.remoting.config import NettyServerConfig
+from rmq.remoting.rpc_latency import RpcLatency, latency_family
 
 log = logging.getLogger(NAMESRV_LOGGER_NAME)
 
@@ -88,6 +89,8 @@ class NamesrvCollector(Collector):
                                   labels=labels)
         conns.add_metric(base, len(server.channels) if server is not None else 0)
         yield conns
+        if server is not None and server.rpc_latency is not None:
+            yield latency_family(server.rpc_latency, labels, base)
 
 
 class NamesrvController:
@@ -129,6 +132,7 @@ class NamesrvController:
             await timer.start()
         cfg = self.namesrv_config
         if exporter_enabled(cfg.metricsExporterType):
+            server.rpc_latency = RpcLatency()
             registry = CollectorRegistry(auto_describe=False)
             registry.register(NamesrvCollector(self))
             self.metrics_server = MetricsHttpServer(registry, cfg.metricsPromExporterHost,

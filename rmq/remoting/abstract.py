@@ -31,6 +31,7 @@ import time
 import traceback
 from collections.abc import Awaitable, Callable
 from functools import partial
+from time import perf_counter
 from typing import Protocol, runtime_checkable
 
 from rmq.common.codes import ResponseCode
@@ -42,6 +43,13 @@ from rmq.remoting.exceptions import (
     RemotingTimeoutError,
 )
 from rmq.remoting.handler_table import not_supported_remark
+from rmq.remoting.rpc_latency import (
+    ONEWAY,
+    PROCESS_REQUEST_FAILED,
+    SUCCESS,
+    WRITE_CHANNEL_FAILED,
+    RpcLatency,
+)
 
 log = logging.getLogger("rmq.remoting")
 
@@ -133,6 +141,8 @@ class RemotingService:
         self._idle_seconds = idle_seconds
         self._idle_task: asyncio.Task | None = None
         self._rpc_hooks: list[RPCHook] = []
+        # rocketmq_rpc_latency, kept only while a metrics exporter is on
+        self.rpc_latency: RpcLatency | None = None
 
     # ---- processor table ------------------------------------------------
 
@@ -183,19 +193,20 @@ class RemotingService:
     # ---- inbound ----------------------------------------------------------
 
     def _on_request(self, channel: Channel, cmd: RemotingCommand) -> None:
+        start = 0.0 if self.rpc_latency is None else perf_counter()
         entry = self._processors.get(cmd.code, self._default)
         if entry is None:
             self._reply(channel, cmd, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                        not_supported_remark(cmd.code))
+                        not_supported_remark(cmd.code), start)
             return
         reject = entry.reject
         if reject is not None and reject():
-            self._reply(channel, cmd, ResponseCode.SYSTEM_BUSY, REMARK_REJECT)
+            self._reply(channel, cmd, ResponseCode.SYSTEM_BUSY, REMARK_REJECT, start)
             return
         adm = entry.admission
         if adm.in_flight >= adm.limit:
             if not cmd.flag & RPC_ONEWAY:
-                self._reply(channel, cmd, ResponseCode.SYSTEM_BUSY, REMARK_OVERLOAD)
+                self._reply(channel, cmd, ResponseCode.SYSTEM_BUSY, REMARK_OVERLOAD, start)
             return
         if self._rpc_hooks:
             try:
@@ -206,88 +217,106 @@ class RemotingService:
         try:
             result = entry.process(channel, cmd)
         except Exception as e:  # noqa: BLE001 - any processor failure becomes SYSTEM_ERROR
-            self._processor_failed(channel, cmd, e)
+            self._processor_failed(channel, cmd, e, start)
             return
         if result is None:
             return
         if type(result) is RemotingCommand:
-            self._finish(channel, cmd, result)
+            self._finish(channel, cmd, result, start)
         elif isinstance(result, asyncio.Future):  # completed by someone else: no task needed
             adm.in_flight += 1
             self._tasks.add(result)
-            result.add_done_callback(partial(self._future_done, channel, cmd, adm))
+            result.add_done_callback(partial(self._future_done, channel, cmd, adm, start))
         elif inspect.isawaitable(result):
             adm.in_flight += 1
             task = asyncio.get_running_loop().create_task(
-                self._await_result(channel, cmd, result, adm))
+                self._await_result(channel, cmd, result, adm, start))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
         else:
             self._processor_failed(channel, cmd, TypeError(
-                f"processor returned {type(result).__name__}, not a RemotingCommand"))
+                f"processor returned {type(result).__name__}, not a RemotingCommand"), start)
 
     async def _await_result(self, channel: Channel, cmd: RemotingCommand,
-                            awaitable: Awaitable, adm: Admission) -> None:
+                            awaitable: Awaitable, adm: Admission, start: float) -> None:
         try:
             result = await awaitable
         except Exception as e:  # noqa: BLE001
-            self._processor_failed(channel, cmd, e)
+            self._processor_failed(channel, cmd, e, start)
             return
         finally:
             adm.in_flight -= 1
         if result is not None:
-            self._finish(channel, cmd, result)
+            self._finish(channel, cmd, result, start)
 
     def _future_done(self, channel: Channel, cmd: RemotingCommand, adm: Admission,
-                     fut: asyncio.Future) -> None:
+                     start: float, fut: asyncio.Future) -> None:
         adm.in_flight -= 1
         self._tasks.discard(fut)
         if fut.cancelled():
             return
         exc = fut.exception()
         if exc is not None:
-            self._processor_failed(channel, cmd, exc)
+            self._processor_failed(channel, cmd, exc, start)
             return
         result = fut.result()
         if result is not None:
-            self._finish(channel, cmd, result)
+            self._finish(channel, cmd, result, start)
 
     def _finish(self, channel: Channel, request: RemotingCommand,
-                response: RemotingCommand) -> None:
+                response: RemotingCommand, start: float = 0.0) -> None:
         """Stamp the request's opaque and serialize type on the processor's
-        response and write it, unless the request was oneway."""
+        response and write it, unless the request was oneway; ``start`` (the
+        arrival, when latency is recorded) times it for rocketmq_rpc_latency."""
         if self._rpc_hooks:
             try:
                 self._after_hooks(channel.remote_addr, request, response)
             except Exception:  # noqa: BLE001 - the response still goes out
                 log.exception("%s: rpc hook failed after code %d", self.name, request.code)
         if request.flag & RPC_ONEWAY:
+            if start:
+                self.rpc_latency.record_since(start, request.code, response.code, ONEWAY)
             return
         response.opaque = request.opaque
         response.flag |= RPC_RESPONSE
         response.serialize_type = request.serialize_type
+        outcome = SUCCESS
         try:
             channel.write(response)
         except RemotingSendRequestError:
+            outcome = WRITE_CHANNEL_FAILED
             log.debug("%s: response to %s lost, channel closed", self.name, channel.remote_addr)
         except Exception as e:  # noqa: BLE001 - an unencodable response must not kill the loop
             log.error("%s: cannot encode response to code %d: %s", self.name, request.code, e)
-            self._reply(channel, request, ResponseCode.SYSTEM_ERROR, exception_remark(e))
+            self._reply(channel, request, ResponseCode.SYSTEM_ERROR, exception_remark(e), start)
+            return
+        if start:
+            self.rpc_latency.record_since(start, request.code, response.code, outcome)
+
+    def _record(self, request: RemotingCommand, response_code: int | None, outcome: int,
+                start: float) -> None:
+        self.rpc_latency.record_since(start, request.code, response_code, outcome)
 
     def _processor_failed(self, channel: Channel, cmd: RemotingCommand,
-                          exc: Exception) -> None:
+                          exc: Exception, start: float = 0.0) -> None:
         log.error("%s: process request code %d from %s failed", self.name, cmd.code,
                   channel.remote_addr, exc_info=exc)
         if not cmd.flag & RPC_ONEWAY:
             self._reply(channel, cmd, ResponseCode.SYSTEM_ERROR, exception_remark(exc))
+        if start:
+            self._record(cmd, None, PROCESS_REQUEST_FAILED, start)
 
-    def _reply(self, channel: Channel, request: RemotingCommand, code: int, remark: str) -> None:
+    def _reply(self, channel: Channel, request: RemotingCommand, code: int, remark: str,
+               start: float = 0.0) -> None:
         response = RemotingCommand(code, 0, 409, request.opaque, RPC_RESPONSE, remark, None, None,
                                    request.serialize_type)
+        outcome = SUCCESS
         try:
             channel.write(response)
         except RemotingSendRequestError:
-            pass
+            outcome = WRITE_CHANNEL_FAILED
+        if start:
+            self._record(request, code, outcome, start)
 
     def _on_response(self, cmd: RemotingCommand) -> None:
         entry = self._responses.pop(cmd.opaque, None)

@@ -7,16 +7,21 @@ start-up with one line."""
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
 from prometheus_client.parser import text_string_to_metric_families
 
 from rmq.client import Message, Producer
+from rmq.common.codes import RequestCode
+from rmq.remoting import RemotingClient, RemotingCommand
 from tests.integration.admin_cli import recording_consumer
 from tests.support.messaging import running_cluster
 from tests.support.procs import free_port
@@ -102,6 +107,59 @@ async def test_scrape_has_rocketmq_5_metrics(cluster):
     assert one("rocketmq_storage_size:gauge").value > 0
     assert {s.labels["processor"] for s in got["rocketmq_processor_watermark:gauge"]} >= \
         {"send", "pull"}
+    # rocketmq_rpc_latency: every request timed under 5.3's code names and buckets
+    latency = got["rocketmq_rpc_latency:histogram"]
+    sends = [s for s in latency if s.labels.get("request_code") == "send_message_v2"
+             and s.labels["response_code"] == "success" and s.labels["result"] == "success"]
+    counts = {s.name.rsplit("_", 1)[1]: s.value for s in sends if "le" not in s.labels}
+    assert counts["count"] == SENT + 1 and counts["sum"] >= 0
+    les = [s.labels["le"] for s in sends if s.name.endswith("_bucket")]
+    assert les == ["1.0", "3.0", "5.0", "7.0", "10.0", "100.0", "1000.0", "2000.0", "3000.0",
+                   "+Inf"]
+    assert all(s.labels["protocol_type"] == "remoting" and s.labels["is_long_polling"] == "false"
+               for s in sends)
+    codes = {s.labels["request_code"] for s in latency}
+    assert {"pull_message", "heart_beat", "update_and_create_topic"} <= codes, codes
+    created = [s for s in got["rocketmq_topic_create_execution_time:histogram"]
+               if s.name.endswith("_count")]
+    assert [(s.labels["invocation_status"], s.labels["is_system"], s.value)
+            for s in created] == [("success", "false", 1)]
+
+
+DASHBOARD = Path(__file__).resolve().parents[2] / "contrib" / "grafana" / "rmq-broker.json"
+
+
+def dashboard_metrics() -> dict[str, set[str]]:
+    """metric family -> the labels the Grafana dashboard's queries group or filter by."""
+    used: dict[str, set[str]] = {}
+    for panel in json.loads(DASHBOARD.read_text())["panels"]:
+        for target in panel["targets"]:
+            expr = target["expr"]
+            groups = set()
+            for by in re.findall(r"by \(([^)]*)\)", expr):
+                groups |= {label.strip() for label in by.split(",")} - {"le"}
+            for name, selector in re.findall(r"(rocketmq_\w+)(?:\{([^}]*)\})?", expr):
+                family = re.sub(r"_(bucket|count|sum|total)$", "", name)
+                labels = set(re.findall(r"(\w+)=~?\"", selector or ""))
+                used.setdefault(family, set()).update(groups | labels)
+    return used
+
+
+async def test_grafana_dashboard_queries_what_is_exported(cluster):
+    """Every metric and label contrib/grafana/rmq-broker.json asks for is one the
+    broker (or, for rocketmq_namesrv_*, the name server) exports."""
+    _, _, text = await scrape()
+    labels: dict[str, set[str]] = {}
+    for family in text_string_to_metric_families(text):
+        labels[family.name] = {k for sample in family.samples for k in sample.labels}
+    used = dashboard_metrics()
+    assert len(used) >= 20
+    for family, wanted in used.items():
+        if family.startswith("rocketmq_namesrv_"):
+            continue  # checked against the name server below
+        assert family in labels, family
+        if labels[family]:  # a family with no series yet (no producer now) has no labels
+            assert wanted <= labels[family], (family, wanted - labels[family])
 
 
 async def test_other_paths_and_methods(cluster):
@@ -144,10 +202,24 @@ async def test_name_server_endpoint(cluster, tmp_path):
                         raise
                 time.sleep(0.05)
             raise AssertionError("no metrics endpoint")
+        await asyncio.to_thread(get)  # open: now one remoting request to be timed
+        client = RemotingClient()
+        try:
+            response = await client.invoke(f"127.0.0.1:{ns_port}", RemotingCommand.create_request(
+                RequestCode.GET_BROKER_CLUSTER_INFO), 5000)
+            assert response.code == 0
+        finally:
+            await client.close()
         got = samples(await asyncio.to_thread(get))
         assert [s.value for s in got["rocketmq_topic_number:gauge"]] == [0]
         assert got["rocketmq_namesrv_connections:gauge"][0].labels == \
             {"node_type": "namesrv", "node_id": str(ns_port)}
         assert "rocketmq_namesrv_live_brokers:gauge" in got
+        assert {s.labels["request_code"] for s in got["rocketmq_rpc_latency:histogram"]} >= \
+            {"get_broker_cluster_info"}
+        for family, wanted in dashboard_metrics().items():
+            if family.startswith("rocketmq_namesrv_"):
+                exported = {k for s in got[family + ":gauge"] for k in s.labels}
+                assert wanted <= exported | {"cluster"}, (family, wanted - exported)
     finally:
         ns.kill()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import time
 from typing import Any
 
 from rmq.broker.configuration import START_ONLY_KEYS
@@ -128,7 +129,27 @@ class AdminBrokerProcessor(HandlerTableProcessor):
                           f"The topic[{topic}] is conflict with system topic.")
         return None
 
+    @staticmethod
+    def _creation_timed(times, values: tuple[str, ...], response: RemotingCommand,
+                        start: float) -> RemotingCommand:
+        """Record a creation's time (while the metrics exporter keeps them)."""
+        if times is not None:
+            status = "success" if response.code == ResponseCode.SUCCESS else "failure"
+            times.record((status, *values), int((time.perf_counter() - start) * 1000))
+        return response
+
     async def update_and_create_topic(self, channel: Channel, request: RemotingCommand):
+        start = time.perf_counter()
+        topic = (request.ext_fields or {}).get("topic", "")
+        system = ("true" if is_system_topic(topic) else "false",)
+        response = _error(ResponseCode.SYSTEM_ERROR, "")  # what a raise is answered with
+        try:
+            response = await self._update_and_create_topic(channel, request)
+        finally:
+            self._creation_timed(self.c.topic_create_times, system, response, start)
+        return response
+
+    async def _update_and_create_topic(self, channel: Channel, request: RemotingCommand):
         refused = self._refuse_on_slave()
         if refused:
             return refused
@@ -295,6 +316,12 @@ class AdminBrokerProcessor(HandlerTableProcessor):
 
     # ---- subscription groups ------------------------------------------------------
     def update_and_create_subscription_group(self, channel: Channel, request: RemotingCommand):
+        start = time.perf_counter()
+        return self._creation_timed(self.c.group_create_times, (),
+                                    self._update_and_create_subscription_group(channel, request),
+                                    start)
+
+    def _update_and_create_subscription_group(self, channel: Channel, request: RemotingCommand):
         refused = self._refuse_on_slave()
         if refused:
             return refused
