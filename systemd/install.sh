@@ -37,7 +37,7 @@ say "virtual environment $dest$prefix"
 say "units, account, directories and documentation"
 install -d "$dest/etc/systemd/system" "$dest/usr/lib/sysusers.d" "$dest/usr/lib/tmpfiles.d" \
   "$dest/usr/share/doc/rmq" "$dest/etc/rmq"
-for unit in rmq-namesrv.service rmq-broker@.service; do
+for unit in rmq-namesrv.service rmq-broker@.service rmq-dashboard.service; do
   sed "s#/opt/rmq/#$prefix/#g" "$here/$unit" > "$dest/etc/systemd/system/$unit"
   chmod 644 "$dest/etc/systemd/system/$unit"
 done

@@ -58,7 +58,7 @@ def direct_result_text(r: dict) -> str:
             f"spentTimeMills={r.get('spentTimeMills', 0)}]")
 
 
-async def _consume_directly(admin: MQAdmin, group: str, client_id: str, msg_id: str) -> dict:
+async def consume_directly(admin: MQAdmin, group: str, client_id: str, msg_id: str) -> dict:
     """CONSUME_MESSAGE_DIRECTLY to the broker that stores the message, which
     hands it to that consumer's listener (``consumeMessageDirectly``)."""
     (ip, port), _ = decode_message_id(msg_id)
@@ -91,7 +91,7 @@ async def query_msg_by_id(admin: MQAdmin, ns: argparse.Namespace):
     if not ids:
         raise MQClientError(-1, "no message id given")
     if ns.consumerGroup and ns.clientId:
-        results = [await _consume_directly(admin, ns.consumerGroup.strip(), ns.clientId.strip(), i)
+        results = [await consume_directly(admin, ns.consumerGroup.strip(), ns.clientId.strip(), i)
                    for i in ids]
         return Output(results, "\n".join(direct_result_text(r) for r in results))
     if ns.sendMessage is not None:
@@ -139,11 +139,12 @@ def _print_by_queue_args(p: argparse.ArgumentParser) -> None:
                    help="calculate by tag. eg: true | false(default)")
 
 
-async def _read_queue(admin: MQAdmin, mq: MessageQueue, begin: str | None, end: str | None,
-                      expression: str) -> list[MessageExt]:
+async def read_queue(admin: MQAdmin, mq: MessageQueue, begin: str | None, end: str | None,
+                     expression: str, limit: int | None = None) -> list[MessageExt]:
     """From the offset at ``begin`` (or the queue's start) up to the one at
     ``end`` (or its end), 32 at a time, until a pull finds nothing more
-    (mqadmin prints the whole last batch, past ``end``)."""
+    (mqadmin prints the whole last batch, past ``end``) or ``limit`` messages
+    are read (the dashboard's bound)."""
     consumer = LitePullConsumer("TOOLS_CONSUMER", client_config=admin.config)
     try:
         await consumer.fetch_queues(mq.topic)
@@ -160,6 +161,9 @@ async def _read_queue(admin: MQAdmin, mq: MessageQueue, begin: str | None, end: 
                 break
             out.extend(m for m in res.messages if m.queue_offset < high)
             offset = res.next_begin_offset
+            if limit is not None and len(out) >= limit:
+                del out[limit:]
+                break
         return out
     finally:
         await consumer.instance.remoting.close()
@@ -172,7 +176,7 @@ async def print_msg_by_queue(admin: MQAdmin, ns: argparse.Namespace) -> Output:
     except LookupError:
         raise MQClientError(-1, f"unknown charset {ns.charsetName!r}") from None
     mq = MessageQueue(ns.topic.strip(), ns.brokerName.strip(), ns.queueId)
-    msgs = await _read_queue(admin, mq, ns.beginTimestamp, ns.endTimestamp,
+    msgs = await read_queue(admin, mq, ns.beginTimestamp, ns.endTimestamp,
                              ns.subExpression.strip())
     lines, data = [], {}
     if ns.printMsg:

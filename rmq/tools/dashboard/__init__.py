@@ -1,0 +1,1 @@
+"""rmq-dashboard: a web console for rmq clusters (``rmq.tools.dashboard.app``)."""
