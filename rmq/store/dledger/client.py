@@ -1,0 +1,98 @@
+"""A DLedger client (0.3.1.2's ``DLedgerClient``): METADATA, APPEND to the
+leader (found and followed on NOT_LEADER) and GET of one entry."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+
+from rmq.common import fastjson
+from rmq.common.codes import ResponseCode
+from rmq.remoting import RemotingClient, RemotingCommand
+from rmq.remoting.exceptions import RemotingConnectError, RemotingError
+from rmq.store.dledger.config import parse_peers
+from rmq.store.dledger.entry import Entry
+from rmq.store.dledger.protocol import Code, DLedgerError, RequestCode, base
+
+_NOT_APPENDED = (Code.NOT_LEADER, Code.LEADER_TRANSFERRING, Code.LEADER_PENDING_FULL)
+
+
+class DLedgerClient:
+    def __init__(self, group: str, peers: str, timeout_ms: int = 3000) -> None:
+        self.group = group
+        self.peers = parse_peers(peers)
+        self.timeout_ms = timeout_ms
+        self.leader: str | None = None
+        self.remoting = RemotingClient()
+
+    async def close(self) -> None:
+        await self.remoting.close()
+
+    async def call(self, peer: str, code: int, body: dict) -> dict:
+        request = RemotingCommand.create_request(int(code), None, fastjson.dumps(body))
+        response = await self.remoting.invoke(self.peers[peer], request, self.timeout_ms)
+        if response.code != ResponseCode.SUCCESS:
+            raise DLedgerError(Code.NETWORK_ERROR, f"{peer}: {response.code} {response.remark}")
+        return fastjson.loads(bytes(response.body))
+
+    async def metadata(self, peer: str) -> dict:
+        return await self.call(peer, RequestCode.METADATA,
+                               base(self.group, "dledger-client", peer, None, -1))
+
+    async def find_leader(self) -> str | None:
+        for peer in self.peers:
+            try:
+                leader = (await self.metadata(peer)).get("leaderId")
+            except (DLedgerError, RemotingError, OSError, TimeoutError):
+                continue
+            if leader:
+                self.leader = leader
+                return leader
+        return None
+
+    async def append(self, body: bytes, retry_s: float = 10.0) -> dict:
+        """Append through the leader.  Retried (for up to ``retry_s``) only where
+        the body surely was not appended: no leader known, the connection
+        refused, or an answer of NOT_LEADER, LEADER_TRANSFERRING or
+        LEADER_PENDING_FULL.  A timeout, a connection lost after sending, or
+        WAIT_QUORUM_ACK_TIMEOUT / TERM_CHANGED leave it unknown: DLedgerError,
+        and the caller decides (a retry could store it twice).  Returns the
+        committed append's response (``index``, ``term``, ``pos``)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + retry_s
+        last: Exception | None = None
+        while loop.time() < deadline:
+            leader = self.leader or await self.find_leader()
+            if leader is None:
+                await asyncio.sleep(0.1)
+                continue
+            req = base(self.group, "dledger-client", leader, None, -1)
+            req["body"] = base64.b64encode(body).decode()
+            try:
+                resp = await self.call(leader, RequestCode.APPEND, req)
+            except RemotingConnectError as exc:
+                last, self.leader = exc, None
+                await asyncio.sleep(0.1)
+                continue
+            except (RemotingError, OSError, TimeoutError) as exc:
+                self.leader = None
+                raise DLedgerError(Code.NETWORK_ERROR, f"append via {leader} unknown: {exc}") \
+                    from exc
+            code = resp.get("code")
+            if code == Code.SUCCESS:
+                return resp
+            if code not in _NOT_APPENDED:
+                raise DLedgerError(Code(code) if code in Code._value2member_map_ else Code.UNKNOWN,
+                                   f"append via {leader}")
+            last = DLedgerError(Code(code), f"append via {leader}")
+            self.leader = resp.get("leaderId") if resp.get("leaderId") != leader else None
+            await asyncio.sleep(0.05)
+        raise DLedgerError(Code.LEADER_NOT_READY, f"no leader took the append: {last}")
+
+    async def get(self, peer: str, index: int) -> Entry | None:
+        req = base(self.group, "dledger-client", peer, None, -1)
+        req["beginIndex"] = index
+        resp = await self.call(peer, RequestCode.GET, req)
+        if resp.get("code") != Code.SUCCESS or not resp.get("entries"):
+            return None
+        return Entry.from_json_obj(resp["entries"][0])

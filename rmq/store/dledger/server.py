@@ -1,0 +1,298 @@
+"""DLedgerServer: one member of a DLedger group on the event loop.
+
+It listens on its own address from the peer list (RocketMQ remoting, DLedger's
+request codes and JSON bodies), talks to the others with a remoting client,
+and runs the elector, the pusher and a 10 ms flush / 3 s checkpoint timer.
+``append`` is the leader's write: it resolves once a quorum holds the entry.
+``role_handlers`` and ``commit_listeners`` let the broker follow leadership
+and the committed index.  The preferred leader takes leadership over through
+LEADERSHIP_TRANSFER once it has caught up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import time
+from collections.abc import Callable
+
+from rmq.common import fastjson
+from rmq.common.codes import ResponseCode
+from rmq.remoting import RemotingClient, RemotingCommand, RemotingServer
+from rmq.remoting.config import NettyServerConfig
+from rmq.store.dledger.config import DLedgerConfig
+from rmq.store.dledger.elector import LeaderElector
+from rmq.store.dledger.entry import Entry
+from rmq.store.dledger.member_state import MemberState, Role
+from rmq.store.dledger.mmap_store import DLedgerMmapFileStore
+from rmq.store.dledger.protocol import Code, DLedgerError, RequestCode, base, reply_to
+from rmq.store.dledger.pusher import EntryPusher
+
+log = logging.getLogger("rmq.dledger")
+
+RPC_TIMEOUT_MS = 3000
+FLUSH_S = 0.01
+CHECKPOINT_S = 3.0
+PREFERRED_CHECK_S = 1.0
+
+
+class DLedgerServer:
+    def __init__(self, config: DLedgerConfig) -> None:
+        config.validate()
+        self.config = config
+        self.member_state = MemberState(config)
+        self.store = DLedgerMmapFileStore(config, self.member_state)
+        self.client = RemotingClient()
+        self.remoting: RemotingServer | None = None
+        self.elector = LeaderElector(self)
+        self.pusher = EntryPusher(self)
+        self.commit_listeners: list[Callable[[int], None]] = []
+        self.elector.role_handlers.append(self._on_role)
+        self.elector.role_handlers.append(self._take_leadership_check)
+        self._take_leadership: tuple[int, asyncio.Future] | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._last_checkpoint = time.monotonic()
+
+    # ---- lifecycle -----------------------------------------------------------------
+    async def start(self) -> None:
+        self.store.startup()
+        port = int(self.config.self_addr.rsplit(":", 1)[1])
+        self.remoting = RemotingServer(NettyServerConfig(listenPort=port), None, name="dledger")
+        self.remoting.register_default_processor(_Processor(self))
+        await self.remoting.start()
+        self.pusher.start()
+        self.elector.start()
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._flush_forever(), name="dledgerFlush"),
+                       loop.create_task(self._preferred_forever(), name="dledgerPreferred")]
+        log.info("dledger %s of group %s on %s, peers %s", self.config.self_id,
+                 self.config.group, self.config.self_addr, self.config.peers)
+
+    async def shutdown(self) -> None:
+        await self.elector.shutdown()
+        await self.pusher.shutdown()
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.remoting is not None:
+            await self.remoting.stop(1.0)
+        await self.client.close()
+        self.store.shutdown()
+
+    async def _flush_forever(self) -> None:
+        while True:
+            await asyncio.sleep(FLUSH_S)
+            self.store.flush()
+            if time.monotonic() - self._last_checkpoint > CHECKPOINT_S:
+                self._last_checkpoint = time.monotonic()
+                self.store.persist_checkpoint()
+
+    # ---- peers ------------------------------------------------------------------------
+    async def call(self, peer: str, code: int, body: dict,
+                   timeout_ms: int = RPC_TIMEOUT_MS) -> dict:
+        """One DLedger request to ``peer``; its JSON answer."""
+        request = RemotingCommand.create_request(int(code), None, fastjson.dumps(body))
+        response = await self.client.invoke(self.member_state.peer_map[peer], request, timeout_ms)
+        if response.code != ResponseCode.SUCCESS or not response.body:
+            raise DLedgerError(Code.NETWORK_ERROR, f"{peer} answered {response.code} "
+                               f"{response.remark or ''}")
+        return fastjson.loads(bytes(response.body))
+
+    def spawn_call(self, peer: str, code: int, body: dict) -> asyncio.Task:
+        """``call`` as a task whose failure is read even when nobody awaits it
+        (a heartbeat or vote answered after the quorum was reached)."""
+        task = asyncio.ensure_future(self.call(peer, code, body))
+        task.add_done_callback(_read_failure)
+        return task
+
+    # ---- the leader's write ------------------------------------------------------------
+    async def append(self, body: bytes) -> Entry:
+        """Append ``body`` as leader; resolves with the entry once committed.
+        DLedgerError(NOT_LEADER, LEADER_PENDING_FULL, WAIT_QUORUM_ACK_TIMEOUT...)."""
+        if self.pusher.pending_full():
+            raise DLedgerError(Code.LEADER_PENDING_FULL)
+        entry = self.store.append_as_leader(body)
+        return await self.pusher.wait_ack(entry)
+
+    def on_committed(self, index: int) -> None:
+        for listener in self.commit_listeners:
+            listener(index)
+
+    def _on_role(self, term: int, role: Role) -> None:
+        self.pusher.on_role_change()
+
+    # ---- request handlers ---------------------------------------------------------------
+    def _check_target(self, req: dict) -> Code | None:
+        if req.get("remoteId") != self.member_state.self_id:
+            return Code.UNKNOWN_MEMBER
+        if req.get("group") != self.member_state.group:
+            return Code.UNKNOWN_GROUP
+        return None
+
+    async def handle(self, code: int, req: dict) -> dict:
+        ms = self.member_state
+        if code == RequestCode.HEART_BEAT:
+            return self.elector.handle_heartbeat(req)
+        if code == RequestCode.VOTE:
+            return self.elector.handle_vote(req)
+        wrong = self._check_target(req) if code != RequestCode.METADATA else None
+        if wrong is not None:
+            return reply_to(req, wrong, ms.curr_term, leaderId=ms.leader_id)
+        if code == RequestCode.PUSH:
+            result = self.pusher.handler.handle(req)
+            return await result if isinstance(result, asyncio.Future) else result
+        if code == RequestCode.METADATA:
+            return {"code": int(Code.SUCCESS), "group": ms.group, "leaderId": ms.leader_id,
+                    "peers": ms.peer_map, "term": ms.curr_term}
+        if code == RequestCode.APPEND:
+            return await self._handle_append(req)
+        if code == RequestCode.GET:
+            return self._handle_get(req)
+        if code == RequestCode.LEADERSHIP_TRANSFER:
+            return await self._handle_leadership_transfer(req)
+        return reply_to(req, Code.UNSUPPORTED)
+
+    async def _handle_append(self, req: dict) -> dict:
+        ms = self.member_state
+        try:
+            entry = await self.append(base64.b64decode(req.get("body") or b""))
+        except DLedgerError as exc:
+            return reply_to(req, exc.code, ms.curr_term, leaderId=ms.leader_id)
+        return reply_to(req, Code.SUCCESS, entry.term, leaderId=ms.self_id, index=entry.index,
+                        pos=entry.pos)
+
+    def _handle_get(self, req: dict) -> dict:
+        try:
+            entry = self.store.get(int(req.get("beginIndex", -1)))
+        except DLedgerError as exc:
+            return reply_to(req, exc.code, self.member_state.curr_term)
+        return reply_to(req, Code.SUCCESS, self.member_state.curr_term,
+                        entries=[entry.to_json_obj()])
+
+    # ---- leadership transfer -------------------------------------------------------------
+    async def _handle_leadership_transfer(self, req: dict) -> dict:
+        ms = self.member_state
+        term = int(req.get("term", -1))
+        transfer_id, transferee = req.get("transferId"), req.get("transfereeId")
+        if transfer_id == ms.self_id:  # the leader, asked to hand over
+            if not ms.is_peer(transferee):
+                return reply_to(req, Code.UNKNOWN_MEMBER, ms.curr_term)
+            if term != ms.curr_term:
+                return reply_to(req, Code.INCONSISTENT_TERM, ms.curr_term)
+            if not ms.is_leader():
+                return reply_to(req, Code.NOT_LEADER, ms.curr_term)
+            if ms.transferee is not None:
+                return reply_to(req, Code.LEADER_TRANSFERRING, ms.curr_term)
+            behind = self.store.ledger_end_index - self.pusher.water_mark(term, transferee)
+            if behind >= self.config.max_leadership_transfer_wait_index:
+                return reply_to(req, Code.FALL_BEHIND_TOO_MUCH, ms.curr_term)
+            ms.transferee = transferee
+            take = base(ms.group, ms.self_id, transferee, ms.leader_id, term)
+            take.update(takeLeadershipLedgerIndex=ms.ledger_end_index, transferId=ms.self_id,
+                        transfereeId=transferee)
+            try:
+                resp = await self.call(transferee, RequestCode.LEADERSHIP_TRANSFER, take,
+                                       self.config.leadership_transfer_wait_timeout + 5000)
+            except (DLedgerError, OSError, TimeoutError) as exc:
+                resp = reply_to(req, Code.NETWORK_ERROR, ms.curr_term)
+                log.warning("leadership transfer to %s failed: %s", transferee, exc)
+            if resp.get("code") != Code.SUCCESS or ms.transferee is not None:
+                ms.transferee = None
+            return resp
+        if transferee == ms.self_id:  # the preferred node, told to take over
+            if transfer_id != ms.leader_id:
+                return reply_to(req, Code.INCONSISTENT_LEADER, ms.curr_term)
+            deadline = time.monotonic() + self.config.leadership_transfer_wait_timeout / 1000
+            while int(req.get("takeLeadershipLedgerIndex", -1)) > ms.ledger_end_index:
+                if time.monotonic() > deadline:
+                    return reply_to(req, Code.TAKE_LEADERSHIP_FAILED, ms.curr_term)
+                await asyncio.sleep(0.01)
+            if term != ms.curr_term:
+                return reply_to(req, Code.INCONSISTENT_TERM, ms.curr_term)
+            target = term + 1
+            ms.term_to_take_leadership = target
+            fut = asyncio.get_running_loop().create_future()
+            self._take_leadership = (target, fut)
+            self.elector.change_to_candidate(target)
+            self.elector.need_increase_term = True
+            code, at = await fut
+            return reply_to(req, code, at)
+        return reply_to(req, Code.UNEXPECTED_ARGUMENT, ms.curr_term)
+
+    def _take_leadership_check(self, term: int, role: Role) -> None:
+        """Answer a take-over once its term is decided (``TakeLeadershipTask``)."""
+        if self._take_leadership is None:
+            return
+        target, fut = self._take_leadership
+        if term > target:
+            result = (Code.EXPIRED_TERM, term)
+        elif term == target:
+            if role is Role.LEADER:
+                result = (Code.SUCCESS, term)
+            elif role is Role.FOLLOWER:
+                result = (Code.TAKE_LEADERSHIP_FAILED, term)
+            else:
+                return
+        else:
+            result = (Code.TAKE_LEADERSHIP_FAILED if role is Role.FOLLOWER
+                      else Code.INTERNAL_ERROR, term)
+        if not fut.done():
+            fut.set_result(result)
+        self.member_state.term_to_take_leadership = -1
+        self._take_leadership = None
+
+    async def _preferred_forever(self) -> None:
+        while True:
+            await asyncio.sleep(PREFERRED_CHECK_S)
+            try:
+                await self._check_preferred_leader()
+            except Exception:  # noqa: BLE001 - retried next second
+                log.exception("preferred leader check failed")
+
+    async def _check_preferred_leader(self) -> None:
+        ms, config = self.member_state, self.config
+        if not ms.is_leader() or not config.preferred_leader_ids or ms.transferee is not None:
+            return
+        preferred = [p for p in config.preferred_leader_ids.split(";") if p]
+        if ms.self_id in preferred:
+            return
+        live = [p for p in preferred if ms.is_peer(p) and ms.peers_live.get(p)]
+        if not live:
+            return
+        behind = {p: self.store.ledger_end_index - self.pusher.water_mark(ms.curr_term, p)
+                  for p in live}
+        target = min(live, key=behind.__getitem__)
+        if behind[target] >= config.max_leadership_transfer_wait_index:
+            return
+        req = base(ms.group, ms.self_id, ms.self_id, ms.self_id, ms.curr_term)
+        req.update(transferId=ms.self_id, transfereeId=target)
+        log.info("handing leadership to preferred leader %s (%d behind)", target, behind[target])
+        await self._handle_leadership_transfer(req)
+
+
+def _read_failure(task: asyncio.Task) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+class _Processor:
+    """Remoting processor: DLedger JSON in, DLedger JSON out (a SUCCESS command)."""
+
+    def __init__(self, server: DLedgerServer) -> None:
+        self.server = server
+
+    async def process_request(self, channel, request: RemotingCommand) -> RemotingCommand:
+        if request.code not in RequestCode._value2member_map_:
+            return RemotingCommand.create_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                                                   f"code {request.code} is not a DLedger request")
+        try:
+            req = fastjson.loads(bytes(request.body or b"{}"))
+            if not isinstance(req, dict):
+                raise ValueError("not a JSON object")
+        except ValueError as exc:
+            return RemotingCommand.create_response(ResponseCode.SYSTEM_ERROR,
+                                                   f"bad DLedger request body: {exc}")
+        resp = await self.server.handle(request.code, req)
+        return RemotingCommand.create_response(ResponseCode.SUCCESS, None, None,
+                                               fastjson.dumps(resp))

@@ -1,0 +1,167 @@
+"""The DLedger entry layout, the file store (append, read, recovery, index
+rebuild, truncation, blanks at file ends) and the settings checks."""
+
+from __future__ import annotations
+
+import os
+import struct
+
+import pytest
+
+from rmq.store.dledger.config import DLedgerConfig, DLedgerConfigError, parse_peers
+from rmq.store.dledger.entry import (
+    BLANK_MAGIC,
+    BODY_OFFSET,
+    INDEX_UNIT_SIZE,
+    Entry,
+    decode_index,
+    encode_index,
+)
+from rmq.store.dledger.member_state import MemberState, Role
+from rmq.store.dledger.mmap_store import DLedgerMmapFileStore
+from rmq.store.dledger.protocol import Code, DLedgerError
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def test_entry_layout_is_dledgers():
+    entry = Entry(index=7, term=3, body=b"hello", pos=4096, channel=0, chain_crc=11, body_crc=22)
+    raw = entry.encode()
+    assert len(raw) == BODY_OFFSET + 5 == entry.size
+    assert raw[:BODY_OFFSET] == struct.pack(">iiqqqiiii", 1, 53, 7, 3, 4096, 0, 11, 22, 5)
+    assert Entry.decode(raw).same(entry)
+    assert Entry.from_json_obj(entry.to_json_obj()).same(entry)
+    assert entry.to_json_obj()["body"] == "aGVsbG8="  # fastjson writes byte[] as base64
+    unit = encode_index(4096, 53, 1, 7, 3)
+    assert len(unit) == INDEX_UNIT_SIZE and decode_index(unit) == (1, 4096, 53, 7, 3)
+    with pytest.raises(ValueError):
+        Entry.decode(raw[:-1])
+
+
+def test_peer_list_checks():
+    assert parse_peers("n0-127.0.0.1:1;n1-localhost:2") == {"n0": "127.0.0.1:1",
+                                                             "n1": "localhost:2"}
+    for bad, message in (("n0-127.0.0.1:1;n0-127.0.0.1:2", "listed twice"),
+                         ("n0127.0.0.1:1", "bad DLedger peer"), ("", "empty")):
+        with pytest.raises(DLedgerConfigError, match=message):
+            parse_peers(bad)
+    config = DLedgerConfig(self_id="n2", peers="n0-127.0.0.1:1;n1-127.0.0.1:2")
+    with pytest.raises(DLedgerConfigError, match="dLegerSelfId n2 is not in dLegerPeers"):
+        config.validate()
+
+
+def _store(tmp_path, role: Role = Role.LEADER, data_size: int = 4096,
+           term: int = 1) -> DLedgerMmapFileStore:
+    config = DLedgerConfig(group="g", self_id="n0", peers="n0-127.0.0.1:1;n1-127.0.0.1:2",
+                           store_base_dir=str(tmp_path), mapped_file_size_for_entry_data=data_size,
+                           mapped_file_size_for_entry_index=INDEX_UNIT_SIZE * 64)
+    config.validate()
+    ms = MemberState(config)
+    ms.curr_term = term
+    ms.role = role
+    ms.leader_id = "n0" if role is Role.LEADER else "n1"
+    store = DLedgerMmapFileStore(config, ms)
+    store.startup()
+    return store
+
+
+def test_append_read_and_recover_across_files(tmp_path):
+    store = _store(tmp_path)
+    bodies = [os.urandom(100 + i * 37 % 900) for i in range(60)]
+    entries = [store.append_as_leader(b) for b in bodies]
+    assert [e.index for e in entries] == list(range(60))
+    assert len(store.data.mapped_files) > 5  # 4 KiB files: blanks closed each of them
+    for e in entries:
+        assert store.get(e.index).body == bodies[e.index]
+        assert e.pos // 4096 == (e.pos + e.size - 1) // 4096  # never split over two files
+    closing = [e for e, nxt in zip(entries, entries[1:], strict=False)
+               if nxt.pos // 4096 != e.pos // 4096 and (e.pos + e.size) % 4096]
+    assert closing, "no file was closed with a blank"
+    end = closing[0].pos + closing[0].size
+    holder = store.data.find_mapped_file_by_offset(end)
+    assert struct.unpack_from(">ii", holder.view, end % 4096) == (BLANK_MAGIC, 4096 - end % 4096)
+    store.update_committed_index(1, 40)
+    store.shutdown()
+    again = _store(tmp_path, Role.FOLLOWER)
+    assert (again.ledger_begin_index, again.ledger_end_index, again.ledger_end_term) == (0, 59, 1)
+    assert again.committed_index == 40
+    assert [again.get(i).body for i in range(60)] == bodies
+    again.shutdown()
+
+
+def test_recovery_rebuilds_a_lost_index_and_cuts_a_torn_record(tmp_path):
+    store = _store(tmp_path, data_size=1 << 20)
+    for i in range(20):
+        store.append_as_leader(f"entry {i}".encode() * 20)
+    last = store.get(19)
+    store.shutdown()
+    for name in os.listdir(tmp_path / "dledger-n0" / "index"):
+        os.unlink(tmp_path / "dledger-n0" / "index" / name)
+    data_file = tmp_path / "dledger-n0" / "data" / ("0" * 20)
+    with open(data_file, "r+b") as f:  # the last record torn: half its body gone
+        f.seek(last.pos + BODY_OFFSET + 10)
+        f.write(b"\0" * 4)
+        f.seek(last.pos + 4)
+        f.write(struct.pack(">i", 0))
+    again = _store(tmp_path, data_size=1 << 20)
+    assert again.ledger_end_index == 18
+    assert again.get(5).body == b"entry 5" * 20
+    assert again.append_as_leader(b"next").index == 19  # appends go on where it was cut
+    again.shutdown()
+
+
+def test_follower_truncation_replaces_a_divergent_tail(tmp_path):
+    leader = _store(tmp_path / "a", term=2)
+    for i in range(10):
+        leader.append_as_leader(f"common {i}".encode())
+    follower = _store(tmp_path / "b", Role.FOLLOWER, term=1)
+    follower.member_state.curr_term = 2
+    for i in range(7):
+        follower.append_as_follower(leader.get(i), 2, "n1")
+    follower.member_state.role = Role.LEADER  # an old leadership wrote a tail of its own
+    follower.member_state.leader_id = "n0"
+    follower.append_as_leader(b"divergent one")
+    follower.append_as_leader(b"divergent two")
+    follower.member_state.role = Role.FOLLOWER
+    follower.member_state.leader_id = "n1"
+    assert not follower.get(7).same(leader.get(7))
+    assert follower.truncate(leader.get(7), 2, "n1") == 7
+    assert follower.ledger_end_index == 7 and follower.get(7).same(leader.get(7))
+    for i in range(8, 10):
+        follower.append_as_follower(leader.get(i), 2, "n1")
+    assert [follower.get(i).body for i in range(10)] == [leader.get(i).body for i in range(10)]
+    with pytest.raises(DLedgerError) as err:
+        follower.append_as_follower(leader.get(9), 2, "n1")
+    assert err.value.code is Code.INCONSISTENT_INDEX
+    follower.shutdown()
+    again = _store(tmp_path / "b", Role.FOLLOWER, term=2)  # the cut tail stays cut
+    assert again.ledger_end_index == 9 and again.get(8).body == b"common 8"
+    again.shutdown()
+    leader.shutdown()
+
+
+def test_an_empty_follower_restarts_at_the_leaders_begin(tmp_path):
+    leader = _store(tmp_path / "a", data_size=1 << 16)
+    for _ in range(5):
+        leader.append_as_leader(b"x" * 100)
+    follower = _store(tmp_path / "b", Role.FOLLOWER, data_size=1 << 16)
+    assert follower.truncate(leader.get(3), 1, "n1") == 3  # a leader whose log starts at 3
+    assert (follower.ledger_begin_index, follower.ledger_end_index) == (3, 3)
+    follower.append_as_follower(leader.get(4), 1, "n1")
+    assert follower.get(4).same(leader.get(4))
+    with pytest.raises(DLedgerError) as err:
+        follower.get(2)
+    assert err.value.code is Code.INDEX_LESS_THAN_LOCAL_BEGIN
+    follower.shutdown()
+    leader.shutdown()
+
+
+def test_term_and_vote_survive_a_restart(tmp_path):
+    config = DLedgerConfig(self_id="n0", peers="n0-127.0.0.1:1", store_base_dir=str(tmp_path))
+    config.validate()
+    ms = MemberState(config)
+    assert ms.next_term() == 1
+    ms.set_vote_for("n0")
+    again = MemberState(config)
+    assert (again.curr_term, again.vote_for) == (1, "n0")
+    assert (tmp_path / "dledger-n0" / "currterm").read_text() == "currTerm=1\nvoteLeader=n0\n"
