@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import base64
 
-from rmq.common import fastjson
+import orjson
+
 from rmq.common.codes import ResponseCode
 from rmq.remoting import RemotingClient, RemotingCommand
 from rmq.remoting.exceptions import RemotingConnectError, RemotingError
@@ -29,11 +30,11 @@ class DLedgerClient:
         await self.remoting.close()
 
     async def call(self, peer: str, code: int, body: dict) -> dict:
-        request = RemotingCommand.create_request(int(code), None, fastjson.dumps(body))
+        request = RemotingCommand.create_request(int(code), None, orjson.dumps(body))
         response = await self.remoting.invoke(self.peers[peer], request, self.timeout_ms)
         if response.code != ResponseCode.SUCCESS:
             raise DLedgerError(Code.NETWORK_ERROR, f"{peer}: {response.code} {response.remark}")
-        return fastjson.loads(bytes(response.body))
+        return orjson.loads(bytes(response.body))
 
     async def metadata(self, peer: str) -> dict:
         return await self.call(peer, RequestCode.METADATA,

@@ -78,6 +78,11 @@ class DLedgerMmapFileStore:
         self.data.flush(0)
         self.index.flush(0)
 
+    def dirty(self) -> bool:
+        """Written bytes not yet flushed."""
+        return self.data.remain_how_many_data_to_flush() > 0 or \
+            self.index.remain_how_many_data_to_flush() > 0
+
     # ---- raw file access ----------------------------------------------------------
     @staticmethod
     def _pre_append(queue: MappedFileQueue, length: int, use_blank: bool) -> int:

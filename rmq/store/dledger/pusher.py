@@ -47,6 +47,42 @@ def _now_ms() -> float:
     return time.monotonic() * 1000
 
 
+class Wakeup:
+    """An event to sleep on with a timeout, without a task per wait (what
+    ``asyncio.wait_for(event.wait(), t)`` would cost every round)."""
+
+    __slots__ = ("_future", "_pending")
+
+    def __init__(self) -> None:
+        self._future: asyncio.Future | None = None
+        self._pending = False  # set while nobody waited: the next wait returns at once
+
+    def set(self) -> None:
+        fut = self._future
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+        else:
+            self._pending = True
+
+    async def wait(self, timeout: float) -> None:
+        if self._pending:
+            self._pending = False
+            return
+        loop = asyncio.get_running_loop()
+        fut = self._future = loop.create_future()
+        handle = loop.call_later(timeout, _wake, fut)
+        try:
+            await fut
+        finally:
+            handle.cancel()
+            self._future = None
+
+
+def _wake(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
 class AppendWaiter:
     """An append waiting for its quorum: a future and a deadline."""
 
@@ -172,7 +208,7 @@ class PeerDispatcher:
         self.compare_index = -1
         self.pending: dict[int, float] = {}  # first index of a push in flight -> sent at
         self.last_push_commit = 0.0
-        self.wake = asyncio.Event()
+        self.wake = Wakeup()
         self.task: asyncio.Task | None = None
 
     def start(self) -> None:
@@ -187,11 +223,7 @@ class PeerDispatcher:
                         self._do_append()
                     else:
                         await self._do_compare()
-                self.wake.clear()
-                try:
-                    await asyncio.wait_for(self.wake.wait(), IDLE_S)
-                except TimeoutError:
-                    pass
+                await self.wake.wait(IDLE_S)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - a failed peer: compare again later
