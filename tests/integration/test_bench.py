@@ -326,8 +326,8 @@ def test_compare_runs_the_same_load_against_a_reference(tmp_path):
 @pytest.mark.timeout(120)
 def test_small_benches_run(tmp_path):
     """bench/metrics_cost.py, bench/sql92_bitmap.py and bench/dledger_bench.py at
-    small sizes: they run
-    and print their figures (the figures themselves go in bench/RESULTS.md)."""
+    small sizes: they run and print their figures (the figures themselves go in
+    bench/RESULTS.md)."""
     for script, args, expect in (
             ("metrics_cost.py", ["--messages", "20000", "--series", "200"], "scrape of 200"),
             ("sql92_bitmap.py", ["--messages", "2000", "--match", "5", "--groups", "2"],
