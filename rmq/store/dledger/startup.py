@@ -61,7 +61,9 @@ def main(argv: list[str] | None = None) -> int:
     config = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     try:
-        asyncio.run(serve(config))
+        import uvloop  # the broker's loop: its transports write and read in C
+
+        uvloop.run(serve(config))
     except (DLedgerConfigError, DLedgerError, OSError) as exc:
         print(f"dledger: {exc}", file=sys.stderr)
         return 1
