@@ -10,7 +10,7 @@ import os
 from enum import Enum
 
 from rmq.common.config_manager import write_file_safely
-from rmq.common.properties import parse_properties
+from rmq.common.properties import ConfigError, load_properties
 from rmq.store.dledger.config import DLedgerConfig
 
 log = logging.getLogger("rmq.dledger")
@@ -49,9 +49,8 @@ class MemberState:
 
     def _load_term(self) -> None:
         try:
-            with open(self.term_file, encoding="utf-8") as f:
-                props = parse_properties(f.read())
-        except FileNotFoundError:
+            props = load_properties(self.term_file)
+        except ConfigError:  # none yet (or unreadable: DLedger starts from term 0 too)
             return
         if props.get("currTerm", "").strip().lstrip("-").isdigit():
             self.curr_term = int(props["currTerm"])

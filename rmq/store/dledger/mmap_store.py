@@ -22,7 +22,7 @@ import os
 from collections.abc import Callable
 
 from rmq.common.config_manager import write_file_safely
-from rmq.common.properties import parse_properties
+from rmq.common.properties import ConfigError, load_properties
 from rmq.store.dledger.config import DLedgerConfig
 from rmq.store.dledger.entry import (
     BLANK_MAGIC,
@@ -268,9 +268,8 @@ class DLedgerMmapFileStore:
 
     def _load_checkpoint(self) -> None:
         try:
-            with open(self.checkpoint_file, encoding="utf-8") as f:
-                props = parse_properties(f.read())
-        except FileNotFoundError:
+            props = load_properties(self.checkpoint_file)
+        except ConfigError:  # none yet: nothing known to be committed
             return
         text = props.get("committedIndex", "").strip()
         if text.lstrip("-").isdigit():
