@@ -4,6 +4,10 @@ Reads the files read-only (no lock, works on a live or a copied store):
 commit log files (names, sizes, every record with its CRC, queue offsets per
 topic/queue), consume queues (every entry must point at a record of the same
 topic, queue, size and queue offset), index headers, checkpoint and abort.
+A store whose commit log is DLedger's (4.9.8 with ``enableDLegerCommitLog``:
+``dledger-<selfId>/data`` and ``/index``) is read entry by entry instead: each
+entry header and index unit is checked and the message inside each body is
+read as a commit-log record at ``entry pos + 48``.
 Exit status: 0 valid, 1 corruption found, 2 not a store / bad arguments.
 """
 
@@ -18,8 +22,17 @@ import sys
 from dataclasses import dataclass, field
 
 from rmq.common import message as mc
+from rmq.common.properties import ConfigError, load_properties
 from rmq.store import message_codec as codec
 from rmq.store.consume_queue import FILLER_SIZE
+from rmq.store.dledger.entry import (
+    BLANK_MAGIC,
+    BODY_OFFSET,
+    INDEX_UNIT_SIZE,
+    MAGIC,
+    Entry,
+    decode_index,
+)
 
 _ENTRY = struct.Struct(">qiq")
 _CHECKPOINT = struct.Struct(">qqq")
@@ -38,6 +51,7 @@ class Report:
     index_files: list[dict] = field(default_factory=list)
     checkpoint: dict | None = None
     abort_present: bool = False
+    dledger: dict | None = None  # selfId, entries, indexes, terms and committed index
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -66,6 +80,28 @@ def _bad_record(rep: Report, view, start: int, pos: int, r: tuple, fsize: int) -
     else:
         rep.warnings.append(f"{what} at physical offset {start + pos} at the end of the data "
                             "(a write cut short by a crash; recovery ends the log there)")
+
+
+def _account(rep: Report, records: dict[int, tuple], next_qoff: dict[tuple[str, int], int],
+             r: tuple, at: int) -> None:
+    """Count one scanned message found at physical offset ``at``: its queue
+    offset must follow the previous one of its queue."""
+    _, size, topic, qid, qoff, phy, sys_flag = r[:7]
+    if phy != at:
+        rep.errors.append(f"record at {at} says physical offset {phy}")
+    tx = sys_flag & mc.TRANSACTION_ROLLBACK_TYPE
+    if tx in (mc.TRANSACTION_NOT_TYPE, mc.TRANSACTION_COMMIT_TYPE):
+        key = (topic, qid)
+        expect = next_qoff.get(key)
+        if expect is not None and qoff != expect:
+            rep.errors.append(f"{topic}/{qid}: queue offset {qoff} at {phy}, expected {expect}")
+        next_qoff[key] = qoff + 1
+        q = rep.queues.setdefault(f"{topic}/{qid}", {"messages": 0, "bytes": 0, "first": qoff})
+        q["messages"] += 1
+        q["bytes"] += size
+        q["last"] = qoff
+        records[phy] = (topic, qid, qoff, size)
+    rep.messages += 1
 
 
 def _scan_commit_log(root: str, rep: Report, check_crc: bool) -> dict[int, tuple]:
@@ -102,23 +138,8 @@ def _scan_commit_log(root: str, rep: Report, check_crc: bool) -> dict[int, tuple
                 r = codec.scan_record(view, pos, fsize, check_crc)
                 st = r[0]
                 if st == codec.SCAN_MESSAGE:
-                    _, size, topic, qid, qoff, phy, sys_flag = r[:7]
-                    if phy != start + pos:
-                        rep.errors.append(f"record at {start + pos} says physical offset {phy}")
-                    tx = sys_flag & mc.TRANSACTION_ROLLBACK_TYPE
-                    if tx in (mc.TRANSACTION_NOT_TYPE, mc.TRANSACTION_COMMIT_TYPE):
-                        key = (topic, qid)
-                        expect = next_qoff.get(key)
-                        if expect is not None and qoff != expect:
-                            rep.errors.append(f"{topic}/{qid}: queue offset {qoff} at {phy}, expected {expect}")
-                        next_qoff[key] = qoff + 1
-                        q = rep.queues.setdefault(f"{topic}/{qid}", {"messages": 0, "bytes": 0, "first": qoff})
-                        q["messages"] += 1
-                        q["bytes"] += size
-                        q["last"] = qoff
-                        records[phy] = (topic, qid, qoff, size)
-                    rep.messages += 1
-                    pos += size
+                    _account(rep, records, next_qoff, r, start + pos)
+                    pos += r[1]
                 elif st == codec.SCAN_BLANK:
                     if r[1] != fsize - pos:
                         rep.errors.append(f"blank record at {start + pos} has length {r[1]}, expected {fsize - pos}")
@@ -135,6 +156,117 @@ def _scan_commit_log(root: str, rep: Report, check_crc: bool) -> dict[int, tuple
             mm.close()
     rep.max_offset = end_offset
     return records
+
+
+def _dledger_dir(root: str) -> str | None:
+    """The ``dledger-<selfId>`` directory of a DLedger store, if any."""
+    found = sorted(n for n in os.listdir(root) if n.startswith("dledger-")
+                   and os.path.isdir(os.path.join(root, n, "data")))
+    return os.path.join(root, found[0]) if found else None
+
+
+def _scan_dledger(ddir: str, rep: Report, check_crc: bool) -> dict[int, tuple]:
+    """Walk every DLedger entry and the message in it; phy -> (topic, queue, qoff, size)."""
+    data = os.path.join(ddir, "data")
+    names = _numbered(data)
+    rep.commit_log_files = names
+    info: dict = {"selfId": os.path.basename(ddir)[len("dledger-"):], "entries": 0,
+                  "beginIndex": -1, "endIndex": -1, "lastTerm": -1}
+    rep.dledger = info
+    records: dict[int, tuple] = {}
+    _read_dledger_meta(ddir, info)
+    if not names:
+        return records
+    fsize = rep.commit_log_file_size = os.path.getsize(os.path.join(data, names[0]))
+    rep.min_offset = rep.max_offset = int(names[0])
+    units = _index_units(os.path.join(ddir, "index"))
+    next_qoff: dict[tuple[str, int], int] = {}
+    for name in names:
+        start = int(name)
+        mm = _map(os.path.join(data, name))
+        view = memoryview(mm) if mm is not None else memoryview(b"")
+        try:
+            pos = 0
+            while pos + 8 <= len(view):
+                if int.from_bytes(view[pos:pos + 4], "big", signed=True) == BLANK_MAGIC:
+                    pos = fsize
+                    break
+                try:
+                    entry = Entry.decode(view, pos)
+                except ValueError:
+                    break
+                if entry.size <= BODY_OFFSET or entry.magic != MAGIC:
+                    break
+                _check_entry(rep, info, units, entry, start + pos)
+                r = codec.scan_record(view, pos + BODY_OFFSET, pos + entry.size, check_crc)
+                if r[0] == codec.SCAN_MESSAGE and r[1] == entry.size - BODY_OFFSET:
+                    _account(rep, records, next_qoff, r, start + pos + BODY_OFFSET)
+                else:
+                    rep.errors.append(f"entry {entry.index} at {start + pos} holds no whole message")
+                pos += entry.size
+            rep.max_offset = start + pos
+            if pos < fsize and name != names[-1]:
+                rep.errors.append(f"DLedger data file {name} ends at {pos} without a blank")
+        finally:
+            view.release()
+            if mm is not None:
+                mm.close()
+    if info["endIndex"] >= 0 and units is not None and len(units) > info["endIndex"] + 1:
+        rep.warnings.append(f"DLedger index has {len(units) - info['endIndex'] - 1} unit(s) past "
+                            "the last entry (recovery truncates them)")
+    return records
+
+
+def _check_entry(rep: Report, info: dict, units: list | None, entry: Entry, at: int) -> None:
+    if entry.pos != at:
+        rep.errors.append(f"DLedger entry {entry.index} at {at} says pos {entry.pos}")
+    if info["endIndex"] >= 0 and entry.index != info["endIndex"] + 1:
+        rep.errors.append(f"DLedger entry {entry.index} at {at} follows {info['endIndex']}")
+    if entry.term < info["lastTerm"]:
+        rep.errors.append(f"DLedger entry {entry.index} has term {entry.term} after "
+                          f"{info['lastTerm']}")
+    if units is not None:
+        k = entry.index - units[0][3] if units else -1
+        unit = units[k] if 0 <= k < len(units) else None
+        if unit != (entry.magic, at, entry.size, entry.index, entry.term):
+            rep.errors.append(f"DLedger index unit of entry {entry.index} is {unit}")
+    if info["beginIndex"] < 0:
+        info["beginIndex"] = entry.index
+    info["endIndex"], info["lastTerm"] = entry.index, entry.term
+    info["entries"] += 1
+
+
+def _index_units(d: str) -> list[tuple] | None:
+    """Every written DLedger index unit, in order (None without an index)."""
+    names = _numbered(d)
+    if not names:
+        return None
+    units: list[tuple] = []
+    for name in names:
+        mm = _map(os.path.join(d, name))
+        if mm is None:
+            continue
+        try:
+            for k in range(0, len(mm) - INDEX_UNIT_SIZE + 1, INDEX_UNIT_SIZE):
+                unit = decode_index(mm, k)
+                if unit[0] != MAGIC:
+                    return units
+                units.append(unit)
+        finally:
+            mm.close()
+    return units
+
+
+def _read_dledger_meta(ddir: str, info: dict) -> None:
+    for file, keys in (("checkpoint", ("committedIndex", "endIndex")),
+                       ("currterm", ("currTerm", "voteLeader"))):
+        try:
+            props = load_properties(os.path.join(ddir, file))
+        except ConfigError:
+            continue
+        for key in keys:
+            if key in props:
+                info[key if key != "endIndex" else "checkpointEndIndex"] = props[key]
 
 
 def _scan_consume_queues(root: str, rep: Report, records: dict[int, tuple]) -> None:
@@ -212,7 +344,9 @@ def _read_meta(root: str, rep: Report) -> None:
 
 def inspect_store(root: str, check_crc: bool = True) -> Report:
     rep = Report()
-    records = _scan_commit_log(root, rep, check_crc)
+    ddir = _dledger_dir(root)
+    records = _scan_dledger(ddir, rep, check_crc) if ddir is not None and \
+        not _numbered(os.path.join(root, "commitlog")) else _scan_commit_log(root, rep, check_crc)
     _scan_consume_queues(root, rep, records)
     _read_meta(root, rep)
     return rep
@@ -222,6 +356,8 @@ def _print(rep: Report, out) -> None:
     w = out.write
     w(f"commit log: {len(rep.commit_log_files)} file(s) of {rep.commit_log_file_size} bytes, "
       f"offsets [{rep.min_offset}, {rep.max_offset}), {rep.messages} record(s)\n")
+    if rep.dledger is not None:
+        w("DLedger: " + ", ".join(f"{k}={v}" for k, v in rep.dledger.items()) + "\n")
     if rep.checkpoint:
         w("checkpoint: " + ", ".join(f"{k}={v}" for k, v in rep.checkpoint.items()) + "\n")
     w(f"abort file: {'present (last shutdown was not clean)' if rep.abort_present else 'absent'}\n")
@@ -251,8 +387,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"not a directory: {args.store_dir}", file=sys.stderr)
         return 2
     if not os.path.isdir(os.path.join(args.store_dir, "commitlog")) and \
-            not os.path.isdir(os.path.join(args.store_dir, "consumequeue")):
-        print(f"not a store directory (no commitlog/ or consumequeue/): {args.store_dir}", file=sys.stderr)
+            not os.path.isdir(os.path.join(args.store_dir, "consumequeue")) and \
+            _dledger_dir(args.store_dir) is None:
+        print(f"not a store directory (no commitlog/, consumequeue/ or dledger-*/): {args.store_dir}",
+              file=sys.stderr)
         return 2
     rep = inspect_store(args.store_dir, not args.no_crc)
     if args.json:

@@ -1,5 +1,6 @@
 """The DLedger entry layout, the file store (append, read, recovery, index
-rebuild, truncation, blanks at file ends) and the settings checks."""
+rebuild, truncation, blanks at file ends), the settings checks, and the store
+inspector on a DLedger store holding commit-log records."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import struct
 
 import pytest
 
+from rmq.common.message_id import socket_address_bytes
+from rmq.store import message_codec as codec
 from rmq.store.dledger.config import DLedgerConfig, DLedgerConfigError, parse_peers
 from rmq.store.dledger.entry import (
     BLANK_MAGIC,
@@ -20,6 +23,8 @@ from rmq.store.dledger.entry import (
 from rmq.store.dledger.member_state import MemberState, Role
 from rmq.store.dledger.mmap_store import DLedgerMmapFileStore
 from rmq.store.dledger.protocol import Code, DLedgerError
+from rmq.store.inspect import inspect_store
+from rmq.store.inspect import main as inspect_main
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -165,3 +170,46 @@ def test_term_and_vote_survive_a_restart(tmp_path):
     again = MemberState(config)
     assert (again.curr_term, again.vote_for) == (1, "n0")
     assert (tmp_path / "dledger-n0" / "currterm").read_text() == "currTerm=1\nvoteLeader=n0\n"
+
+
+PHY_IN_RECORD = 4 + 4 + 4 + 4 + 4 + 8  # PHYSICALOFFSET's place in a commit-log record
+
+
+def _message_store(tmp_path, count: int) -> list[int]:
+    """A DLedger store holding commit-log records as 4.9.8's DLedgerCommitLog
+    writes them (each record's PHYSICALOFFSET = entry pos + 48); their offsets."""
+    store = _store(tmp_path, data_size=64 * 1024)
+    store.append_hooks.append(lambda entry, record, body_at: record.__setitem__(
+        slice(body_at + PHY_IN_RECORD, body_at + PHY_IN_RECORD + 8),
+        struct.pack(">q", entry.pos + body_at)))
+    host = socket_address_bytes(("127.0.0.1", 10911))
+    offsets = []
+    for i in range(count):
+        props = codec.message_properties_to_string({"TAGS": "TagA"}).encode()
+        body = f"message {i}".encode() * 40
+        record = bytearray(codec.record_size(0, len(body), len(b"TopicD"), len(props)))
+        codec.write_record(record, 0, i % 2, 0, i // 2, 0, 0, 1_700_000_000_000, host,
+                           1_700_000_000_001, host, 0, 0, body, b"TopicD", props)
+        offsets.append(store.append_as_leader(bytes(record)).pos + BODY_OFFSET)
+    store.update_committed_index(1, count - 1)
+    store.shutdown()
+    return offsets
+
+
+def test_the_inspector_reads_a_dledger_store(tmp_path, capsys):
+    offsets = _message_store(tmp_path, 300)
+    assert len(os.listdir(tmp_path / "dledger-n0" / "data")) > 1  # blanks were crossed
+    report = inspect_store(str(tmp_path))
+    assert report.errors == [] and report.messages == 300
+    assert report.queues["TopicD/0"]["messages"] == 150 and report.queues["TopicD/1"]["last"] == 149
+    assert report.dledger["entries"] == 300 and report.dledger["endIndex"] == 299
+    assert report.dledger["committedIndex"] == "299"
+    assert inspect_main([str(tmp_path)]) == 0
+    assert "DLedger: selfId=n0, entries=300" in capsys.readouterr().out
+    data_file = tmp_path / "dledger-n0" / "data" / ("0" * 20)
+    with open(data_file, "r+b") as f:  # the 6th message's queue offset is changed
+        f.seek(offsets[5] + 4 + 4 + 4 + 4 + 4)
+        f.write(struct.pack(">q", 77))
+    report = inspect_store(str(tmp_path), check_crc=False)
+    assert any("queue offset 77" in e for e in report.errors), report.errors
+    assert inspect_main([str(tmp_path), "--no-crc"]) == 1
