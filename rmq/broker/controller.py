@@ -259,7 +259,10 @@ class BrokerController:
             return False
         if not await self._create_store():
             return False
-        self._create_ha_service()
+        if self.store_config.enableDLegerCommitLog:
+            self._initial_dledger()
+        else:
+            self._create_ha_service()
         self._initial_transaction()
         self._create_servers()
         self.register_processors()
@@ -271,7 +274,7 @@ class BrokerController:
             self.outer_api.update_name_server_address_list(self.broker_config.namesrvAddr)
             log.info("Set user specified name server address: %s",
                      self.broker_config.namesrvAddr)
-        if self.is_slave():
+        if self.is_slave() and self.ha_service is not None:
             ha = self.store_config.haMasterAddress
             if ha and len(ha) >= 6:
                 await self._update_ha_master(ha)
@@ -296,6 +299,18 @@ class BrokerController:
                   "(see store.log)", flush=True)
             return False
         return True
+
+    def _initial_dledger(self) -> None:
+        """The commit log is a DLedger group's: no HA service; the broker is a
+        slave until the group makes it leader (DLedgerRoleChangeHandler), and
+        the group's endpoint starts and stops with the other services."""
+        from rmq.broker.dledger_role_change import DLedgerRoleChangeHandler, DLedgerService
+        from rmq.store.config import BrokerRole
+
+        self.store_config.brokerRole = BrokerRole.SLAVE
+        commit_log = self.message_store.commit_log
+        self.dledger_role_change = DLedgerRoleChangeHandler(self, commit_log)
+        self.services.append(DLedgerService(commit_log.server))
 
     def _create_ha_service(self) -> None:
         """Commit-log replication on the loop: a master serves slaves on

@@ -67,8 +67,8 @@ class SlaveSynchronize:
 
     async def sync_all(self) -> None:
         master = self.master_addr
-        if not master or master == self.c.broker_addr():
-            return
+        if not master or master == self.c.broker_addr() or not self.c.is_slave():
+            return  # no master known, or this broker became one (DLedger)
         for step in (self.sync_topic_config, self.sync_consumer_offset,
                      self.sync_delay_offset, self.sync_subscription_group_config):
             try:

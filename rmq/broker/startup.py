@@ -86,15 +86,9 @@ STORE_IMPORTANT = frozenset(
     }
 )
 
-# DLedger settings: rmq has no DLedger commit log, a broker asking for one is refused.
-DLEDGER_SWITCH = "enableDLegerCommitLog"
 # 4.9.8 keys that are not config-object fields but are read from the file
-# (address-server system properties, the DLedger settings rmq refuses).
-KNOWN_EXTRA_KEYS = frozenset({
-    "rmqAddressServerDomain", "rmqAddressServerSubGroup", DLEDGER_SWITCH,
-    "dLegerGroup", "dLegerPeers", "dLegerSelfId", "preferredLeaderId", "enableBatchPush",
-    "storePathDLedgerCommitLog",
-})
+# (address-server system properties).
+KNOWN_EXTRA_KEYS = frozenset({"rmqAddressServerDomain", "rmqAddressServerSubGroup"})
 
 USAGE_NAME = "mqbroker"
 
@@ -249,11 +243,11 @@ def validate(settings: BrokerSettings) -> None:
     else:
         raise StartupExit(EXIT_INVALID,
                           f"brokerRole {role} is not one of ASYNC_MASTER, SYNC_MASTER, SLAVE")
-    if settings.file_properties.get(DLEDGER_SWITCH, "").lower() == "true":
-        raise StartupExit(EXIT_INVALID,
-                          "enableDLegerCommitLog=true is not supported by rmq: DLedger "
-                          "(dLegerGroup/dLegerPeers/dLegerSelfId) commit logs are out of scope; "
-                          "use master/slave replication (brokerRole) instead")
+    if store.enableDLegerCommitLog:
+        check_dledger(store)
+        broker.brokerId = -1  # master or slave as the group decides (BrokerStartup)
+    else:
+        check_no_dledger_store(store)
     port = settings.server.listenPort
     if not 3 <= port <= 65534:
         raise StartupExit(EXIT_INVALID,
@@ -262,6 +256,33 @@ def validate(settings: BrokerSettings) -> None:
     store.haListenPort = port + 1
     check_store_sizes(store)
     check_request_queues(broker)
+
+
+def check_dledger(store: Any) -> None:
+    """A DLedger broker: a group that can work, and no commit log of the
+    other mode under its store (nothing is read or overwritten then)."""
+    from rmq.store.dledger.config import DLedgerConfigError
+    from rmq.store.dledger_commit_log import dledger_config
+
+    try:
+        dledger_config(store)
+    except DLedgerConfigError as exc:
+        raise StartupExit(EXIT_INVALID, str(exc)) from None
+    for d in store.commit_log_dirs():
+        if os.path.isdir(d) and any(n.isdigit() for n in os.listdir(d)):
+            raise StartupExit(EXIT_INVALID,
+                              f"enableDLegerCommitLog=true but {d} holds a commit log written "
+                              "without DLedger: use a new storePathRootDir")
+
+
+def check_no_dledger_store(store: Any) -> None:
+    root = store.storePathRootDir
+    if os.path.isdir(root):
+        found = sorted(n for n in os.listdir(root) if n.startswith("dledger-"))
+        if found:
+            raise StartupExit(EXIT_INVALID,
+                              f"{os.path.join(root, found[0])} holds a DLedger commit log: "
+                              "set enableDLegerCommitLog=true or use a new storePathRootDir")
 
 
 # the smallest commit-log file rmq maps: one page

@@ -112,6 +112,14 @@ class MessageStoreConfig:
     enableLmq: bool = False
     enableMultiDispatch: bool = False
     maxLmqConsumeQueueNum: int = 20000
+    # the DLedger commit log (rmq/store/dledger_commit_log.py)
+    enableDLegerCommitLog: bool = False
+    dLegerGroup: str | None = None
+    dLegerPeers: str | None = None
+    dLegerSelfId: str | None = None
+    preferredLeaderId: str | None = None
+    enableBatchPush: bool = False
+    storePathDLedgerCommitLog: str | None = None
 
     # --- derived values (the getters of the Java class) ---------------------
     def commit_log_dirs(self) -> list[str]:

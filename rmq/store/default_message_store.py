@@ -95,7 +95,12 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
         self.root = config.storePathRootDir
         self.running_flags = RunningFlags()
         self.stats = StoreStatsService()
-        self.commit_log = CommitLog(self)
+        if config.enableDLegerCommitLog:
+            from rmq.store.dledger_commit_log import DLedgerCommitLog
+
+            self.commit_log = DLedgerCommitLog(self)
+        else:
+            self.commit_log = CommitLog(self)
         self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
         self.lmq_consume_queue_num = 0  # LMQ topics with a consume queue (maxLmqConsumeQueueNum)
         self.checkpoint: StoreCheckpoint | None = None
@@ -236,6 +241,11 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
         if self.index_service is not None:
             ok = self.index_service.reserve_last() and ok
         return ok
+
+    def recover_topic_queue_table(self) -> None:
+        """The next queue offset of every queue from its consume queue (a DLedger
+        leader does this before taking writes)."""
+        self._recover_topic_queue_table()
 
     def _recover_topic_queue_table(self) -> None:
         table: dict[tuple[str, int], int] = {}
@@ -409,6 +419,10 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
             self.stats.on_put_failed()
             return PutMessageResult(status)
         result = self.commit_log.put_messages(msg) if batch else self.commit_log.put_message(msg)
+        dledger = self.config.enableDLegerCommitLog
+        quorum = None
+        if dledger:
+            quorum, self.commit_log.pending = self.commit_log.pending, None
         if not result.is_ok():
             self.stats.on_put_failed()
             if self.commit_log.mfq.no_space:
@@ -417,6 +431,8 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
         # elapsed = the time spent under the put lock (one loop writes: no waiting for it)
         self.stats.on_put(msg.topic, result.msg_num, result.wrote_bytes, result.page_cache_rt)
         cfg = self.config
+        if dledger:  # dispatched once committed (the group's commit listener)
+            return PutMessageResult(PutMessageStatus.PUT_OK, result, quorum)
         if self.commit_service is None:
             if batch or not self._dispatch_put(msg, result):
                 self.do_reput()
@@ -511,6 +527,9 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
         combines its flush and replica futures; a failed replica wait's status
         wins over a failed flush's."""
         if not result.is_ok():
+            return result
+        if self.config.enableDLegerCommitLog:  # acknowledged by a quorum of the group
+            result.status = await self.commit_log.committed(result.quorum)
             return result
         replica = self._replica_wait(result) if wait else PutMessageStatus.PUT_OK
         if self.config.flushDiskType is FlushDiskType.SYNC_FLUSH:

@@ -109,6 +109,7 @@ class AppendMessageResult:
 class PutMessageResult:
     status: PutMessageStatus
     append_result: AppendMessageResult | None = None
+    quorum: object = None  # DLedger: the future of the put's quorum acknowledgement
 
     def is_ok(self) -> bool:
         return self.append_result is not None and self.append_result.is_ok()

@@ -90,7 +90,12 @@ def test_slave_keeps_positive_broker_id(tmp_path):
 
 @pytest.mark.parametrize("text,needle", [
     ("brokerRole=SLAVE\nbrokerId=0\n", "Slave's brokerId must be > 0"),
-    ("enableDLegerCommitLog=true\ndLegerGroup=g\n", "enableDLegerCommitLog=true is not supported"),
+    ("enableDLegerCommitLog=true\ndLegerGroup=g\n", "dLegerPeers is empty"),
+    ("enableDLegerCommitLog=true\ndLegerGroup=g\ndLegerSelfId=n3\n"
+     "dLegerPeers=n0-127.0.0.1:40911;n1-127.0.0.1:40912\n",
+     "dLegerSelfId n3 is not in dLegerPeers n0-127.0.0.1:40911;n1-127.0.0.1:40912"),
+    ("enableDLegerCommitLog=true\ndLegerGroup=g\ndLegerSelfId=n0\n"
+     "dLegerPeers=n0-127.0.0.1:40911;n0-127.0.0.1:40912\n", "DLedger peer id n0 is listed twice"),
     ("listenPort=10911 \n", "listenPort"),
     ("brokerRole=BOSS\n", "BOSS"),
     ("namesrvAddr=nohostport\n", "The Name Server Address[nohostport] illegal"),

@@ -74,10 +74,17 @@ class SendMessageProcessor(SendSupport):
         self._batch_props: dict[str | None, tuple[bytes, bool]] = {}
 
     def _put_is_immediate(self) -> bool:
-        """ASYNC_FLUSH on a master (or slave, which refuses anyway) never waits."""
+        """ASYNC_FLUSH on a master (or slave, which refuses anyway) never waits;
+        a DLedger put always waits for its quorum."""
         sc = self.c.store_config
         return sc.flushDiskType is not FlushDiskType.SYNC_FLUSH and \
-            sc.brokerRole is not BrokerRole.SYNC_MASTER
+            sc.brokerRole is not BrokerRole.SYNC_MASTER and not sc.enableDLegerCommitLog
+
+    def _fast_path(self) -> bool:
+        """Whether the compiled put paths may take a send: not when it must wait
+        for a slave (SYNC_MASTER) or a quorum (DLedger)."""
+        sc = self.c.store_config
+        return sc.brokerRole is not BrokerRole.SYNC_MASTER and not sc.enableDLegerCommitLog
 
     def _put_then(self, put, msg, queue_id: int) -> Any:
         """SYNC_FLUSH on a master: the response now when the put failed, else a
@@ -100,13 +107,12 @@ class SendMessageProcessor(SendSupport):
 
     def process_request(self, channel: Channel, request: RemotingCommand) -> Any:
         code = request.code
-        if code in _SINGLE_CODES and self.c.store_config.brokerRole is not BrokerRole.SYNC_MASTER:
+        if code in _SINGLE_CODES and self._fast_path():
             response = self.send_fast(channel, request,
                                       V2_KEYS if code == R.SEND_MESSAGE_V2 else V1_KEYS)
             if response is not None:
                 return response
-        if code == R.SEND_BATCH_MESSAGE and \
-                self.c.store_config.brokerRole is not BrokerRole.SYNC_MASTER:
+        if code == R.SEND_BATCH_MESSAGE and self._fast_path():
             response = self.send_batch_fast(channel, request)
             if response is not None:
                 return response
@@ -239,7 +245,8 @@ class SendMessageProcessor(SendSupport):
         waits for the slave (SYNC_MASTER)."""
         if self._put_is_immediate():
             return self.put_result_response(put(item), queue_id)
-        if self.c.store_config.brokerRole is not BrokerRole.SYNC_MASTER:
+        if self.c.store_config.brokerRole is not BrokerRole.SYNC_MASTER and \
+                not self.c.store_config.enableDLegerCommitLog:
             return self._put_then(put_then, item, queue_id)
         return self._put_async(async_put, item, queue_id)
 

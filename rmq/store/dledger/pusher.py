@@ -145,7 +145,9 @@ class EntryPusher:
     def _check_quorum(self) -> None:
         """Commit the median water mark and complete the appends it covers."""
         term = self.ms.curr_term
-        marks = sorted(self._marks(term).values(), reverse=True)
+        own = self._marks(term)
+        own[self.ms.self_id] = max(own[self.ms.self_id], self.store.ledger_end_index)
+        marks = sorted(own.values(), reverse=True)
         quorum_index = marks[len(marks) // 2]
         self.store.update_committed_index(term, quorum_index)
         waiting = self.waiters.get(term)
@@ -174,8 +176,13 @@ class EntryPusher:
         return waiter.future
 
     async def _expire_waiters(self) -> None:
+        """Every 50 ms: fail appends past their wait, and (as the ack checker's
+        leak check does) count the leader's own log, so that entries a new
+        leader inherited commit without waiting for a new append."""
         while True:
             await asyncio.sleep(0.05)
+            if self.ms.is_leader():
+                self._check_quorum()
             now = _now_ms()
             for term, by_index in list(self.waiters.items()):
                 for index in [i for i, w in by_index.items() if w.deadline < now]:

@@ -39,8 +39,11 @@ PREFERRED_CHECK_S = 1.0
 
 
 class DLedgerServer:
-    def __init__(self, config: DLedgerConfig) -> None:
+    def __init__(self, config: DLedgerConfig, own_store: bool = True) -> None:
+        """``own_store``: start and stop the entry files here (False when a
+        commit log loads and closes them with the rest of a message store)."""
         config.validate()
+        self.own_store = own_store
         self.config = config
         self.member_state = MemberState(config)
         self.store = DLedgerMmapFileStore(config, self.member_state)
@@ -57,7 +60,8 @@ class DLedgerServer:
 
     # ---- lifecycle -----------------------------------------------------------------
     async def start(self) -> None:
-        self.store.startup()
+        if self.own_store:
+            self.store.startup()
         port = int(self.config.self_addr.rsplit(":", 1)[1])
         self.remoting = RemotingServer(NettyServerConfig(listenPort=port), None, name="dledger")
         self.remoting.register_default_processor(_Processor(self))
@@ -79,7 +83,8 @@ class DLedgerServer:
         if self.remoting is not None:
             await self.remoting.stop(1.0)
         await self.client.close()
-        self.store.shutdown()
+        if self.own_store:
+            self.store.shutdown()
 
     async def _flush_forever(self) -> None:
         """Flush every 10 ms (``flushFileInterval``) off the loop: msync waits

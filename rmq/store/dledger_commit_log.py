@@ -1,0 +1,242 @@
+"""DLedgerCommitLog: the commit log on a DLedger group (4.9.8's
+``DLedgerCommitLog``, with ``enableDLegerCommitLog=true``).
+
+Each message is one DLedger entry whose body is the ordinary commit-log
+record; the record's physical offset is where its body lies in the DLedger
+data files (``entry pos + 48``), written into the record by an append hook, so
+consume queues, the index and pulls work on those files as on a commit log.
+Only the leader appends; a put is acknowledged once a quorum holds it, and
+consume queues are built from committed entries only (``get_max_offset`` is
+the committed position; the reput skips each 48-byte entry header).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+
+from rmq.common import message as mc
+from rmq.store import message_codec as codec
+from rmq.store.commit_log import CommitLog, _now_ms
+from rmq.store.dledger.config import DLedgerConfig
+from rmq.store.dledger.entry import BLANK_MAGIC, BODY_OFFSET, Entry
+from rmq.store.dledger.protocol import Code, DLedgerError
+from rmq.store.dledger.server import DLedgerServer
+from rmq.store.message import MessageExtBatch, MessageExtBrokerInner
+from rmq.store.results import AppendMessageResult, AppendMessageStatus, PutMessageStatus
+
+log = logging.getLogger("store")
+
+PHY_IN_RECORD = 4 + 4 + 4 + 4 + 4 + 8  # PHYSICALOFFSET's place in a record
+_LONG = struct.Struct(">q")
+
+# DLedger's answer -> the put status 4.9.8 reports for it
+_STATUS = {
+    Code.INCONSISTENT_LEADER: PutMessageStatus.SERVICE_NOT_AVAILABLE,
+    Code.NOT_LEADER: PutMessageStatus.SERVICE_NOT_AVAILABLE,
+    Code.LEADER_NOT_READY: PutMessageStatus.SERVICE_NOT_AVAILABLE,
+    Code.DISK_FULL: PutMessageStatus.SERVICE_NOT_AVAILABLE,
+    Code.WAIT_QUORUM_ACK_TIMEOUT: PutMessageStatus.OS_PAGECACHE_BUSY,
+    Code.LEADER_PENDING_FULL: PutMessageStatus.OS_PAGECACHE_BUSY,
+}
+
+
+def dledger_config(cfg) -> DLedgerConfig:
+    """The group's settings from MessageStoreConfig, as 4.9.8 derives them."""
+    config = DLedgerConfig(
+        group=cfg.dLegerGroup or "", self_id=cfg.dLegerSelfId or "", peers=cfg.dLegerPeers or "",
+        store_base_dir=cfg.storePathRootDir, data_store_path=cfg.storePathDLedgerCommitLog,
+        mapped_file_size_for_entry_data=cfg.mappedFileSizeCommitLog,
+        preferred_leader_ids=cfg.preferredLeaderId or None,
+        enable_batch_push=cfg.enableBatchPush)
+    config.validate()
+    return config
+
+
+def _patch_phy(entry: Entry, record: bytearray, body_at: int) -> None:
+    """The append hook: the record's PHYSICALOFFSET is where its body lies."""
+    _LONG.pack_into(record, body_at + PHY_IN_RECORD, entry.pos + body_at)
+
+
+class DLedgerCommitLog(CommitLog):
+    dledger_framing = True
+
+    def __init__(self, store) -> None:
+        super().__init__(store)
+        self.server = DLedgerServer(dledger_config(store.config), own_store=False)
+        self.server.commit_listeners.append(lambda _index: store.do_reput())
+        self.dledger = self.server.store
+        self.dledger.append_hooks.append(_patch_phy)
+        self.mfq = self.dledger.data  # readers, flushes and cleaning see the entry files
+        self.file_size = self.mfq.mapped_file_size
+        self.pending: asyncio.Future | None = None  # the quorum wait of the last put
+
+    # --- offsets ----------------------------------------------------------------------
+    def load(self) -> bool:
+        try:
+            self.dledger.startup()
+        except DLedgerError as exc:
+            log.error("load the DLedger commit log failed: %s", exc)
+            return False
+        return True
+
+    def get_max_offset(self) -> int:
+        """Readable = committed: consume queues only see what a quorum holds."""
+        if self.dledger.committed_pos > 0:
+            return self.dledger.committed_pos
+        return max(0, self.get_min_offset())
+
+    def get_data(self, offset: int, return_first_on_not_found: bool = False):
+        limit = self.dledger.committed_pos
+        if offset >= limit:
+            return None
+        data = super().get_data(offset, return_first_on_not_found)
+        if data is None:
+            return None
+        view, start = data
+        if start + len(view) > limit:
+            view = view[:limit - start]
+        return view, start
+
+    def recover_normally(self, max_phy_of_cq: int) -> int:
+        return self._recover(max_phy_of_cq)
+
+    def recover_abnormally(self, max_phy_of_cq: int, min_ts: int, dispatch,
+                           rebuild_from: int = -1) -> int:
+        return self._recover(max_phy_of_cq)
+
+    def _recover(self, max_phy_of_cq: int) -> int:
+        """The entry files recovered themselves at load; consume queues past
+        their end are cut, and the reput rebuilds from the committed entries."""
+        end = self.mfq.get_max_wrote_position()
+        if max_phy_of_cq >= end:
+            self.store.truncate_dirty_logic_files(end)
+        return end
+
+    # --- appends (the leader only) -----------------------------------------------------
+    def _append_records(self, records: list[bytes]) -> Entry:
+        """Append each record as an entry; the quorum wait of the last one
+        (they commit in order) is left in ``pending``."""
+        entry = None
+        for record in records:
+            entry = self.dledger.append_as_leader(record)
+        self.pending = self.server.pusher.wait_ack(entry)
+        return entry
+
+    def _status_of(self, exc: DLedgerError) -> AppendMessageResult:
+        log.warning("DLedger append refused: %s", exc)
+        return AppendMessageResult(AppendMessageStatus.UNKNOWN_ERROR)
+
+    def put_message(self, msg: MessageExtBrokerInner) -> AppendMessageResult:
+        tx = msg.sys_flag & mc.TRANSACTION_ROLLBACK_TYPE
+        if tx in (mc.TRANSACTION_NOT_TYPE, mc.TRANSACTION_COMMIT_TYPE) and \
+                mc.PROPERTY_DELAY_TIME_LEVEL in msg.properties:
+            self._redirect_delay(msg)
+        topic = msg.topic.encode("utf-8")
+        props = msg.properties_string.encode("utf-8")
+        body = msg.body
+        if len(props) > codec.MAX_PROPERTIES_LENGTH:
+            return AppendMessageResult(AppendMessageStatus.PROPERTIES_SIZE_EXCEEDED)
+        born = self._host_field(msg.born_host)
+        sys_flag = msg.sys_flag & ~0x30
+        if len(born) == 20:
+            sys_flag |= mc.BORNHOST_V6_FLAG
+        if self.store_host_v6:
+            sys_flag |= mc.STOREHOSTADDRESS_V6_FLAG
+        size = codec.record_size(sys_flag, len(body), len(topic), len(props))
+        if len(body) > self.config.maxMessageSize or \
+                size + BODY_OFFSET + 8 > self.file_size:
+            return AppendMessageResult(AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
+        key = (msg.topic, msg.queue_id)
+        counts = tx in (mc.TRANSACTION_NOT_TYPE, mc.TRANSACTION_COMMIT_TYPE)
+        now = _now_ms()
+        self.begin_time_in_lock = now
+        try:
+            queue_offset = self.topic_queue_table.get(key, 0) if counts else 0
+            record = bytearray(size)
+            codec.write_record(
+                record, 0, msg.queue_id, msg.flag, queue_offset, 0, sys_flag,
+                msg.born_timestamp, born, now, self.store_host_field, msg.reconsume_times,
+                msg.prepared_transaction_offset, body, topic, props)
+            try:
+                entry = self._append_records([bytes(record)])
+            except DLedgerError as exc:
+                return self._status_of(exc)
+            if counts:
+                self.topic_queue_table[key] = queue_offset + 1
+        finally:
+            self.begin_time_in_lock = 0
+        msg.store_timestamp = now
+        msg.sys_flag = sys_flag
+        return AppendMessageResult(AppendMessageStatus.PUT_OK, entry.pos + BODY_OFFSET, size, now,
+                                   queue_offset, 1, _now_ms() - now, self.store.store_host)
+
+    def put_messages(self, batch: MessageExtBatch) -> AppendMessageResult:
+        """A batch is one entry per message (4.9.8 appends them one by one too);
+        the answer's offset is the first message's."""
+        topic = batch.topic.encode("utf-8")
+        batch_props = batch.properties_string.encode("utf-8")
+        born = self._host_field(batch.born_host)
+        sys_flag = batch.sys_flag & ~0x30
+        if len(born) == 20:
+            sys_flag |= mc.BORNHOST_V6_FLAG
+        if self.store_host_v6:
+            sys_flag |= mc.STOREHOSTADDRESS_V6_FLAG
+        try:
+            total, count = codec.batch_size(batch.body, sys_flag, len(topic), len(batch_props))
+        except ValueError as e:
+            log.warning("bad batch body: %s", e)
+            return AppendMessageResult(AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
+        if count == 0 or total + BODY_OFFSET * count + 8 > self.file_size:
+            return AppendMessageResult(AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
+        sizes = codec.new_sizes_array(count)
+        key = (batch.topic, batch.queue_id)
+        now = _now_ms()
+        self.begin_time_in_lock = now
+        try:
+            queue_offset = self.topic_queue_table.get(key, 0)
+            buf = bytearray(total)
+            codec.write_batch(buf, 0, batch.body, batch.queue_id, sys_flag, batch.born_timestamp,
+                              born, now, self.store_host_field, batch.reconsume_times, topic,
+                              batch_props, queue_offset, 0, sizes)
+            records, at = [], 0
+            for n in sizes:
+                records.append(bytes(buf[at:at + n]))
+                at += n
+            try:
+                first = self.dledger.ledger_end_index + 1
+                self._append_records(records)
+            except DLedgerError as exc:
+                return self._status_of(exc)
+            self.topic_queue_table[key] = queue_offset + count
+        finally:
+            self.begin_time_in_lock = 0
+        start = self.dledger.get(first).pos + BODY_OFFSET
+        return AppendMessageResult(AppendMessageStatus.PUT_OK, start, total, now, queue_offset,
+                                   count, _now_ms() - now, self.store.store_host)
+
+    async def committed(self, future: asyncio.Future | None) -> PutMessageStatus:
+        """PUT_OK once a quorum holds the put, else 4.9.8's status for the failure."""
+        if future is None:
+            return PutMessageStatus.PUT_OK
+        try:
+            await future
+        except DLedgerError as exc:
+            return _STATUS.get(exc.code, PutMessageStatus.UNKNOWN_ERROR)
+        return PutMessageStatus.PUT_OK
+
+    # --- not used with DLedger -----------------------------------------------------------
+    def fast_put_target(self, topic: str, queue_id: int) -> tuple | None:
+        return None
+
+    def append_data(self, start_offset: int, data) -> bool:
+        return False  # no HA stream: DLedger replicates
+
+    def blank_at(self, view, pos: int) -> bool:
+        """Whether an entry-file blank starts at ``pos``."""
+        return int.from_bytes(view[pos:pos + 4], "big", signed=True) == BLANK_MAGIC
+
+    def shutdown(self) -> None:
+        self.allocator.shutdown()
+        self.dledger.shutdown()
