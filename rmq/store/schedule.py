@@ -133,7 +133,6 @@ class ScheduleMessageService(ConfigManager):
                 p.task.cancel()
             pending.clear()
         self._read_pos.clear()
-        self._started = False  # a DLedger broker starts it again when it becomes master
         if self._started:
             self.persist()
         self._started = False
