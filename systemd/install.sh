@@ -59,6 +59,18 @@ if [ -f "$conf/broker.conf" ] && [ ! -e "$dest/etc/rmq/broker-a.conf" ]; then
   chmod 644 "$dest/etc/rmq/broker-a.conf"
 fi
 
+# the three-node DLedger group of conf/dledger, as instances dledger-n0..n2
+for node in n0 n1 n2; do
+  if [ -f "$conf/dledger/broker-$node.conf" ] && [ ! -e "$dest/etc/rmq/dledger-$node.conf" ]; then
+    { cat "$conf/dledger/broker-$node.conf"
+      printf '\n# ---- set by systemd/install.sh ------------------------------------------\n'
+      printf 'storePathRootDir=/var/lib/rmq/store-dledger-%s\n' "$node"
+      printf 'storePathCommitLog=/var/lib/rmq/store-dledger-%s/commitlog\n' "$node"
+    } > "$dest/etc/rmq/dledger-$node.conf"
+    chmod 644 "$dest/etc/rmq/dledger-$node.conf"
+  fi
+done
+
 if [ -n "$dest" ]; then
   say "staged in $dest (nothing activated)"
   exit 0
@@ -70,3 +82,4 @@ if [ -d /run/systemd/system ]; then
 fi
 say "done: put broker configs in /etc/rmq (e.g. broker-a.conf), then"
 say "  systemctl enable --now rmq-namesrv rmq-broker@broker-a"
+say "or a DLedger group: systemctl enable --now rmq-broker@dledger-n0 rmq-broker@dledger-n1 rmq-broker@dledger-n2"

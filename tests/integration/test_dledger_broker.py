@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -17,6 +18,7 @@ import pytest_asyncio
 from rmq.client import Message, Producer
 from rmq.client.admin import MQAdmin
 from rmq.client.exceptions import MQClientError
+from rmq.common.properties import load_properties
 from rmq.store.inspect import inspect_store
 from tests.integration.admin_cli import recording_consumer
 from tests.integration.test_broker_support import broker_conf, start_namesrv
@@ -154,3 +156,37 @@ async def test_inspector_reads_a_broker_dledger_store(brokers):
     report = inspect_store(str(brokers.tmp / "store-n1"))
     assert report.dledger is not None and report.dledger["entries"] > 0
     assert not [e for e in report.errors if "DLedger" in e], report.errors
+
+
+async def test_the_shipped_group_is_consistent():
+    """conf/dledger: one broker name and peer list, distinct ids and ports, and
+    each file passes the broker's own checks (``-p`` prints it)."""
+    root = Path(__file__).resolve().parents[2] / "conf" / "dledger"
+    props = {}
+    for node in IDS:
+        path = root / f"broker-{node}.conf"
+        props[node] = load_properties(path)
+        out = run_cli("rmq.broker.startup", ["-c", str(path), "-p"],
+                      env={"ROCKETMQ_HOME": str(root)})
+        assert out.returncode == 0, out.stderr
+    assert len({p["dLegerPeers"] for p in props.values()}) == 1
+    assert len({p["brokerName"] for p in props.values()}) == 1
+    assert [p["dLegerSelfId"] for p in props.values()] == list(IDS)
+    assert len({p["listenPort"] for p in props.values()}) == 3
+
+
+async def test_a_store_of_the_other_mode_is_refused(tmp_path):
+    port = free_port(span=4) + 2
+    plain = broker_conf(tmp_path, port, store="plain")
+    (tmp_path / "plain" / "commitlog").mkdir(parents=True)
+    (tmp_path / "plain" / "commitlog" / ("0" * 20)).write_bytes(b"\0" * 16)
+    raft = broker_conf(tmp_path, port, "enableDLegerCommitLog=true\ndLegerGroup=g\n"
+                       "dLegerSelfId=n0\ndLegerPeers=n0-127.0.0.1:40911\n", store="plain")
+    out = run_cli("rmq.broker.startup", ["-c", raft], env={"ROCKETMQ_HOME": str(tmp_path)})
+    assert out.returncode != 0 and "holds a commit log written without DLedger" in \
+        out.stdout + out.stderr
+    (tmp_path / "raft" / "dledger-n0" / "data").mkdir(parents=True)
+    plain = broker_conf(tmp_path, port, store="raft")
+    out = run_cli("rmq.broker.startup", ["-c", plain], env={"ROCKETMQ_HOME": str(tmp_path)})
+    assert out.returncode != 0 and "holds a DLedger commit log" in out.stdout + out.stderr
+    assert (tmp_path / "plain" / "commitlog" / ("0" * 20)).read_bytes() == b"\0" * 16

@@ -96,6 +96,14 @@ def test_install_script_stages_the_service(tmp_path):
                              capture_output=True, text=True, timeout=60, env=env)
     assert printed.returncode == 0, printed.stderr
     assert "namesrvAddr=127.0.0.1:9876" in printed.stdout.splitlines()
+    for node in ("n0", "n1", "n2"):  # the DLedger group's instances
+        conf = stage / "etc" / "rmq" / f"dledger-{node}.conf"
+        printed = subprocess.run([str(stage / "opt/rmq/bin/rmq-broker"), "-c", str(conf), "-p"],
+                                 capture_output=True, text=True, timeout=60, env=env)
+        assert printed.returncode == 0, printed.stderr
+        lines = printed.stdout.splitlines()
+        assert f"dLegerSelfId={node}" in lines and "enableDLegerCommitLog=true" in lines
+        assert f"storePathRootDir=/var/lib/rmq/store-dledger-{node}" in lines
 
 
 @pytest.mark.timeout(90)
