@@ -49,7 +49,11 @@ def dledger_config(cfg) -> DLedgerConfig:
         store_base_dir=cfg.storePathRootDir, data_store_path=cfg.storePathDLedgerCommitLog,
         mapped_file_size_for_entry_data=cfg.mappedFileSizeCommitLog,
         preferred_leader_ids=cfg.preferredLeaderId or None,
-        enable_batch_push=cfg.enableBatchPush)
+        enable_batch_push=cfg.enableBatchPush,
+        # the broker's flush service flushes the entry files as it flushes a commit
+        # log (flushIntervalCommitLog); the group's own loop then only needs to keep
+        # the index and checkpoint in step, at the same pace
+        flush_file_interval_ms=max(10, cfg.flushIntervalCommitLog))
     config.validate()
     return config
 

@@ -54,6 +54,7 @@ class DLedgerConfig:
     max_take_leadership_vote_interval_ms: int = 100
     leadership_transfer_wait_timeout: int = 1000
     enable_batch_push: bool = False
+    flush_file_interval_ms: int = 10  # flushFileInterval
     max_batch_push_size: int = 4 * 1024
     peer_map: dict[str, str] = field(default_factory=dict)
 

@@ -149,6 +149,7 @@ class EntryPusher:
         own[self.ms.self_id] = max(own[self.ms.self_id], self.store.ledger_end_index)
         marks = sorted(own.values(), reverse=True)
         quorum_index = marks[len(marks) // 2]
+        before = self.store.committed_index
         self.store.update_committed_index(term, quorum_index)
         waiting = self.waiters.get(term)
         if waiting:
@@ -156,7 +157,8 @@ class EntryPusher:
                 w = waiting.pop(index)
                 if not w.future.done():
                     w.future.set_result(w.entry)
-        self.server.on_committed(self.store.committed_index)
+        if self.store.committed_index != before:
+            self.server.on_committed(self.store.committed_index)
 
     # ---- appends on the leader ------------------------------------------------
     def pending_full(self) -> bool:
@@ -457,8 +459,10 @@ class FollowerHandler:
         except DLedgerError as exc:
             log.info("append %d refused: %s", entries[0].index, exc)
             return self._response(req, Code.INCONSISTENT_STATE)
+        before = store.committed_index
         store.update_committed_index(term, int(req.get("commitIndex", -1)))
-        self.pusher.server.on_committed(store.committed_index)
+        if store.committed_index != before:
+            self.pusher.server.on_committed(store.committed_index)
         return self._response(req, Code.SUCCESS)
 
     def _drain(self) -> None:

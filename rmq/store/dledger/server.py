@@ -33,7 +33,6 @@ from rmq.store.dledger.pusher import EntryPusher
 log = logging.getLogger("rmq.dledger")
 
 RPC_TIMEOUT_MS = 3000
-FLUSH_S = 0.01
 CHECKPOINT_S = 3.0
 PREFERRED_CHECK_S = 1.0
 
@@ -87,10 +86,10 @@ class DLedgerServer:
             self.store.shutdown()
 
     async def _flush_forever(self) -> None:
-        """Flush every 10 ms (``flushFileInterval``) off the loop: msync waits
+        """Flush every ``flushFileInterval`` (10 ms) off the loop: msync waits
         for the disk, and the loop must keep answering peers meanwhile."""
         while True:
-            await asyncio.sleep(FLUSH_S)
+            await asyncio.sleep(self.config.flush_file_interval_ms / 1000)
             if self.store.dirty():
                 await asyncio.to_thread(self.store.flush)
             if time.monotonic() - self._last_checkpoint > CHECKPOINT_S:
