@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from typing import Any
 
 from rmq.common.logging import BROKER_LOGGER_NAME
@@ -24,19 +25,33 @@ from rmq.store.dledger.member_state import Role
 
 log = logging.getLogger(BROKER_LOGGER_NAME)
 
+QUORUM_WAIT_S = 30.0
 CATCH_UP_POLL_S = 0.05
 CATCH_UP_MAX_S = 60.0
 
 
 class DLedgerService:
     """The group's endpoint among the broker's services (started after the
-    store, stopped before it)."""
+    store, stopped before it).  The start waits until the group has a leader:
+    a broker that cannot reach a quorum of its peers within
+    ``RMQ_DLEDGER_QUORUM_WAIT_S`` seconds (30) fails its start with one line
+    rather than run as a member that can never take or serve a message."""
 
     def __init__(self, server: Any) -> None:
         self.server = server
 
     async def start(self) -> None:
         await self.server.start()
+        wait_s = float(os.environ.get("RMQ_DLEDGER_QUORUM_WAIT_S", QUORUM_WAIT_S))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        while self.server.member_state.leader_id is None:
+            if loop.time() > deadline:
+                config = self.server.config
+                raise RuntimeError(
+                    f"DLedger group {config.group}: no leader within {wait_s:.0f} s, a quorum "
+                    f"of {config.peers} is not reachable from {config.self_id}")
+            await asyncio.sleep(0.1)
 
     async def shutdown(self) -> None:
         await self.server.shutdown()

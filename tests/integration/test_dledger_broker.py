@@ -190,3 +190,16 @@ async def test_a_store_of_the_other_mode_is_refused(tmp_path):
     out = run_cli("rmq.broker.startup", ["-c", plain], env={"ROCKETMQ_HOME": str(tmp_path)})
     assert out.returncode != 0 and "holds a DLedger commit log" in out.stdout + out.stderr
     assert (tmp_path / "plain" / "commitlog" / ("0" * 20)).read_bytes() == b"\0" * 16
+
+
+async def test_an_unreachable_quorum_stops_the_start(tmp_path):
+    port = free_port(span=4) + 2
+    dead = [free_port(), free_port()]
+    conf = broker_conf(tmp_path, port, "enableDLegerCommitLog=true\ndLegerGroup=g\n"
+                       f"dLegerSelfId=n0\ndLegerPeers=n0-127.0.0.1:{free_port()};"
+                       f"n1-127.0.0.1:{dead[0]};n2-127.0.0.1:{dead[1]}\n")
+    out = run_cli("rmq.broker.startup", ["-c", conf], timeout=60,
+                  env={"ROCKETMQ_HOME": str(tmp_path), "RMQ_DLEDGER_QUORUM_WAIT_S": "3"})
+    assert out.returncode != 0
+    assert "broker start failed: DLedger group g: no leader within 3 s, a quorum of " \
+        "n0-127.0.0.1:" in out.stderr
