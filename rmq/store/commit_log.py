@@ -217,8 +217,20 @@ class CommitLog:
             mf.committed_position = self.file_size
         return self.mfq.get_last_mapped_file(0, need_create=True)
 
-    def put_message(self, msg: MessageExtBrokerInner) -> AppendMessageResult:
-        """Append one message; the result says where (or why not)."""
+    def _sys_flag(self, flag: int, born: bytes) -> int:
+        """sysFlag as stored: the host-kind bits of this born host and store host."""
+        sys_flag = flag & ~0x30
+        if len(born) == 20:
+            sys_flag |= mc.BORNHOST_V6_FLAG
+        if self.store_host_v6:
+            sys_flag |= mc.STOREHOSTADDRESS_V6_FLAG
+        return sys_flag
+
+    def _prepare(self, msg: MessageExtBrokerInner,
+                 overhead: int = 0) -> tuple[bytes, bytes, bytes, int, int] | AppendMessageResult:
+        """Delay redirection and the checks before a record is written:
+        (topic, properties, born host field, sysFlag, record size), or the
+        result refusing it.  ``overhead``: what a file holds around a record."""
         tx = msg.sys_flag & mc.TRANSACTION_ROLLBACK_TYPE
         if tx in (mc.TRANSACTION_NOT_TYPE, mc.TRANSACTION_COMMIT_TYPE) and \
                 mc.PROPERTY_DELAY_TIME_LEVEL in msg.properties:
@@ -229,17 +241,23 @@ class CommitLog:
         if len(props) > codec.MAX_PROPERTIES_LENGTH:
             return AppendMessageResult(AppendMessageStatus.PROPERTIES_SIZE_EXCEEDED)
         born = self._host_field(msg.born_host)
-        sys_flag = msg.sys_flag & ~0x30
-        if len(born) == 20:
-            sys_flag |= mc.BORNHOST_V6_FLAG
-        if self.store_host_v6:
-            sys_flag |= mc.STOREHOSTADDRESS_V6_FLAG
+        sys_flag = self._sys_flag(msg.sys_flag, born)
         size = codec.record_size(sys_flag, len(body), len(topic), len(props))
         if len(body) > self.config.maxMessageSize or size > self.config.maxMessageSize + 65536 \
-                or size + 8 > self.file_size:
+                or size + 8 + overhead > self.file_size:
             log.warning("message size exceeded, msg total size: %d, msg body size: %d, maxMessageSize: %d",
                         size, len(body), self.config.maxMessageSize)
             return AppendMessageResult(AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
+        return topic, props, born, sys_flag, size
+
+    def put_message(self, msg: MessageExtBrokerInner) -> AppendMessageResult:
+        """Append one message; the result says where (or why not)."""
+        prepared = self._prepare(msg)
+        if type(prepared) is AppendMessageResult:
+            return prepared
+        topic, props, born, sys_flag, size = prepared
+        body = msg.body
+        tx = msg.sys_flag & mc.TRANSACTION_ROLLBACK_TYPE
         key = (msg.topic, msg.queue_id)
         counts = tx in (mc.TRANSACTION_NOT_TYPE, mc.TRANSACTION_COMMIT_TYPE)
         queues = self.multi.queues_of(msg.properties) if self.multi.enabled else None
@@ -292,11 +310,7 @@ class CommitLog:
         topic = batch.topic.encode("utf-8")
         batch_props = batch.properties_string.encode("utf-8")
         born = self._host_field(batch.born_host)
-        sys_flag = batch.sys_flag & ~0x30
-        if len(born) == 20:
-            sys_flag |= mc.BORNHOST_V6_FLAG
-        if self.store_host_v6:
-            sys_flag |= mc.STOREHOSTADDRESS_V6_FLAG
+        sys_flag = self._sys_flag(batch.sys_flag, born)
         try:
             total, count = codec.batch_size(batch.body, sys_flag, len(topic), len(batch_props))
         except ValueError as e:

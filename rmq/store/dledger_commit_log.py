@@ -133,25 +133,12 @@ class DLedgerCommitLog(CommitLog):
         return AppendMessageResult(AppendMessageStatus.UNKNOWN_ERROR)
 
     def put_message(self, msg: MessageExtBrokerInner) -> AppendMessageResult:
-        tx = msg.sys_flag & mc.TRANSACTION_ROLLBACK_TYPE
-        if tx in (mc.TRANSACTION_NOT_TYPE, mc.TRANSACTION_COMMIT_TYPE) and \
-                mc.PROPERTY_DELAY_TIME_LEVEL in msg.properties:
-            self._redirect_delay(msg)
-        topic = msg.topic.encode("utf-8")
-        props = msg.properties_string.encode("utf-8")
+        prepared = self._prepare(msg, BODY_OFFSET)
+        if type(prepared) is AppendMessageResult:
+            return prepared
+        topic, props, born, sys_flag, size = prepared
         body = msg.body
-        if len(props) > codec.MAX_PROPERTIES_LENGTH:
-            return AppendMessageResult(AppendMessageStatus.PROPERTIES_SIZE_EXCEEDED)
-        born = self._host_field(msg.born_host)
-        sys_flag = msg.sys_flag & ~0x30
-        if len(born) == 20:
-            sys_flag |= mc.BORNHOST_V6_FLAG
-        if self.store_host_v6:
-            sys_flag |= mc.STOREHOSTADDRESS_V6_FLAG
-        size = codec.record_size(sys_flag, len(body), len(topic), len(props))
-        if len(body) > self.config.maxMessageSize or \
-                size + BODY_OFFSET + 8 > self.file_size:
-            return AppendMessageResult(AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
+        tx = msg.sys_flag & mc.TRANSACTION_ROLLBACK_TYPE
         key = (msg.topic, msg.queue_id)
         counts = tx in (mc.TRANSACTION_NOT_TYPE, mc.TRANSACTION_COMMIT_TYPE)
         now = _now_ms()
@@ -182,11 +169,7 @@ class DLedgerCommitLog(CommitLog):
         topic = batch.topic.encode("utf-8")
         batch_props = batch.properties_string.encode("utf-8")
         born = self._host_field(batch.born_host)
-        sys_flag = batch.sys_flag & ~0x30
-        if len(born) == 20:
-            sys_flag |= mc.BORNHOST_V6_FLAG
-        if self.store_host_v6:
-            sys_flag |= mc.STOREHOSTADDRESS_V6_FLAG
+        sys_flag = self._sys_flag(batch.sys_flag, born)
         try:
             total, count = codec.batch_size(batch.body, sys_flag, len(topic), len(batch_props))
         except ValueError as e:
