@@ -337,3 +337,14 @@ def test_small_benches_run(tmp_path):
                              capture_output=True, text=True, timeout=100, cwd=ROOT)
         assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
         assert expect in out.stdout
+
+
+@pytest.mark.timeout(180)
+def test_dledger_broker_bench_runs():
+    """bench/dledger_broker.py, one second per broker setup: it prints all three rows."""
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "dledger_broker.py"),
+                          "--duration", "1", "--inflight", "4"],
+                         capture_output=True, text=True, timeout=170, cwd=ROOT)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    for row in ("single master", "3-node DLedger group", "with enableBatchPush"):
+        assert row in out.stdout
