@@ -268,6 +268,9 @@ def check_dledger(store: Any) -> None:
         dledger_config(store)
     except DLedgerConfigError as exc:
         raise StartupExit(EXIT_INVALID, str(exc)) from None
+    if store.enableMultiDispatch or store.enableLmq:
+        raise StartupExit(EXIT_INVALID, "enableMultiDispatch/enableLmq are not supported with "
+                          "enableDLegerCommitLog=true in rmq")
     for d in store.commit_log_dirs():
         if os.path.isdir(d) and any(n.isdigit() for n in os.listdir(d)):
             raise StartupExit(EXIT_INVALID,

@@ -96,6 +96,9 @@ def test_slave_keeps_positive_broker_id(tmp_path):
      "dLegerSelfId n3 is not in dLegerPeers n0-127.0.0.1:40911;n1-127.0.0.1:40912"),
     ("enableDLegerCommitLog=true\ndLegerGroup=g\ndLegerSelfId=n0\n"
      "dLegerPeers=n0-127.0.0.1:40911;n0-127.0.0.1:40912\n", "DLedger peer id n0 is listed twice"),
+    ("enableDLegerCommitLog=true\ndLegerGroup=g\ndLegerSelfId=n0\n"
+     "dLegerPeers=n0-127.0.0.1:40911\nenableLmq=true\nenableMultiDispatch=true\n",
+     "enableMultiDispatch/enableLmq are not supported with enableDLegerCommitLog=true"),
     ("listenPort=10911 \n", "listenPort"),
     ("brokerRole=BOSS\n", "BOSS"),
     ("namesrvAddr=nohostport\n", "The Name Server Address[nohostport] illegal"),
