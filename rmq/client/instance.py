@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
@@ -115,6 +116,7 @@ class MQClientInstance:
         self.producers: dict[str, ProducerLike] = {}
         self.consumers: dict[str, ConsumerLike] = {}
         self._tasks: list[asyncio.Task] = []
+        self._last_heartbeat_soon = 0.0
         self._rebalance_wakeup = asyncio.Event()
         self._route_lock = asyncio.Lock()
         self.started = False
@@ -272,6 +274,18 @@ class MQClientInstance:
                     self.broker_versions[addr] = await self.api.heartbeat(addr, data)
                 except Exception as e:
                     log.info("heartbeat to %s (%s) failed: %s", name, addr, e)
+
+    def heartbeat_soon(self) -> None:
+        """Heartbeat every broker now (at most once a second): a broker that
+        restarted knows none of this client's groups until it hears one, and
+        answers their pulls SUBSCRIPTION_NOT_EXIST until then (the periodic
+        heartbeat could be 30 s away)."""
+        now = time.monotonic()
+        if now - self._last_heartbeat_soon < 1.0:
+            return
+        self._last_heartbeat_soon = now
+        self._tasks = [t for t in self._tasks if not t.done()]
+        self._spawn(self.heartbeat_all())
 
     async def persist_all_offsets(self) -> None:
         for c in list(self.consumers.values()):

@@ -22,16 +22,20 @@ from rmq.client import headers as h
 from rmq.client.allocate import AllocateStrategy
 from rmq.client.config import ClientConfig, ConsumerConfig
 from rmq.client.consumer_base import ConsumerBase
+from rmq.client.exceptions import MQBrokerError
 from rmq.client.instance import MQClientInstance
 from rmq.client.message import MessageExt, MessageQueue, PullStatus
 from rmq.client.process_queue import ProcessQueue
 from rmq.client.producer import Producer
 from rmq.client.trace import AsyncTraceDispatcher, trace_producer_settings, traced_listener
+from rmq.common.codes import ResponseCode
 from rmq.common.message import PROPERTY_RETRY_TOPIC
 from rmq.common.topics import retry_topic
 
 log = logging.getLogger("rmq.client")
 PULL_DELAY_ON_ERROR = 3.0
+# pull answers of a broker that does not know the group (it restarted): heartbeat at once
+_GROUP_UNKNOWN = (ResponseCode.SUBSCRIPTION_NOT_EXIST, ResponseCode.SUBSCRIPTION_NOT_LATEST)
 LOCK_STALE_SECONDS = 30.0
 
 
@@ -279,6 +283,8 @@ class PushConsumer(ConsumerBase):
             except Exception as e:
                 if self._running and not pq.dropped:
                     log.info("pull %s from %s failed: %s", mq, addr, e)
+                    if isinstance(e, MQBrokerError) and e.code in _GROUP_UNKNOWN:
+                        self.instance.heartbeat_soon()  # a restarted broker: register again
                     await asyncio.sleep(PULL_DELAY_ON_ERROR)
                 continue
             self.stats["pulls"] += 1

@@ -25,6 +25,7 @@ from rmq.client import (
     PushConsumer,
     select_by_hash,
 )
+from rmq.client.exceptions import MQClientError
 from rmq.common.codes import RequestCode, ResponseCode
 from tests.integration.test_messaging_support import MessagingCluster, wait_until
 from tests.support.messaging import running_cluster
@@ -353,3 +354,32 @@ async def test_consume_from_where_for_new_groups(tmp_path):
         assert set(d.bodies("time")) == {b"m%d" % i for i in range(5, 12)}
     finally:
         await c.close()
+
+
+async def test_consumption_resumes_soon_after_the_broker_restarts(tmp_path):
+    """A broker killed and restarted knows no consumer group until it hears a
+    heartbeat, and answers pulls SUBSCRIPTION_NOT_EXIST until then: the push
+    consumer heartbeats at once instead of waiting for its 30 s period."""
+    from tests.integration.admin_cli import recording_consumer
+
+    async with running_cluster(tmp_path) as c:
+        await c.create_topic("TopicRestart", queues=1)
+        async with recording_consumer(c, "cgRestart", "TopicRestart", "*", 0) as (_, got), \
+                Producer("pgRestart", client_config=c.client_config("restart-p")) as p:
+            await asyncio.sleep(1.0)
+            await p.send(Message("TopicRestart", b"before"))
+            await wait_until(lambda: len(got) == 1, 10)
+            c.broker.kill()
+            c.start_broker()
+            await c.wait_routable("TopicRestart")
+            deadline = time.monotonic() + 20
+            while True:
+                try:
+                    await p.send(Message("TopicRestart", b"after"))
+                    break
+                except MQClientError:
+                    assert time.monotonic() < deadline
+                    await asyncio.sleep(0.2)
+            sent = time.monotonic()
+            await wait_until(lambda: len(got) == 2, 12)
+            assert time.monotonic() - sent < 12

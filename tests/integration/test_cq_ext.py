@@ -92,10 +92,7 @@ async def test_filtering_with_bitmaps_survives_a_crash(cluster):
         await cluster.wait_routable(TOPIC)
         await send_range(cluster, range(40, 60))
         await send_range(cluster, range(12, 14))
-        # after the restart the push consumers take up to ~30 s to receive again
-        # (their held pulls come back at the suspend timeout instead of on arrival;
-        # under investigation), so the budget is 60 s
-        await wait_until(lambda: len(sql_seen) >= 12 and len(tag_seen) >= 31, 60)
+        await wait_until(lambda: len(sql_seen) >= 12 and len(tag_seen) >= 31, 30)
         await asyncio.sleep(0.5)
         assert sorted(set(sql_seen)) == list(range(10, 20))
         assert sorted(sql_seen).count(12) >= 2 and sorted(sql_seen).count(13) >= 2
