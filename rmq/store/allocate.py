@@ -16,11 +16,13 @@ import logging
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from rmq.common.threads import set_native_thread_name
 from rmq.store.mapped_file import POPULATE_AHEAD_MIN, MappedFile, TransientStorePool
 
 log = logging.getLogger("store")
 
 WAIT_TIMEOUT_S = 5.0
+THREAD_NAME = "AllocateMappedFileService"
 
 
 class AllocateMappedFileService:
@@ -29,7 +31,8 @@ class AllocateMappedFileService:
         self._pending: dict[str, Future] = {}
         self._populating: Future | None = None
         self._executor: ThreadPoolExecutor | None = ThreadPoolExecutor(
-            1, thread_name_prefix="AllocateMappedFileService")
+            1, thread_name_prefix=THREAD_NAME, initializer=set_native_thread_name,
+            initargs=(THREAD_NAME,))
 
     def _make(self, path: str, size: int, pool: TransientStorePool | None,
               here: bool = True) -> MappedFile:

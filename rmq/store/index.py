@@ -27,11 +27,14 @@ import time
 
 from rmq._fast import compiled
 from rmq.common.message import java_string_hash
+from rmq.common.threads import set_native_thread_name
 from rmq.store.mapped_file import NO_ROOM, MappedFile, sync_range
 
 log = logging.getLogger("store")
 
 HEADER_SIZE = 40
+# the thread that forces a full index file (and the checkpoint) to disk
+FLUSH_THREAD_NAME = "IndexFileFlush"
 SLOT_SIZE = 4
 ENTRY_SIZE = 20
 _HEADER = struct.Struct(">qqqqii")
@@ -276,11 +279,13 @@ class IndexService:
         with self._lock:
             self.files = self.files + [f]
         if last is not None:
-            threading.Thread(target=self._flush_full, args=(last,), name="IndexFileFlush", daemon=True).start()
+            threading.Thread(target=self._flush_full, args=(last,), name=FLUSH_THREAD_NAME,
+                             daemon=True).start()
         return f
 
     def _flush_full(self, f: IndexFile) -> None:
         """A full file is forced and its end time recorded in the checkpoint."""
+        set_native_thread_name(FLUSH_THREAD_NAME)
         f.flush()
         self.checkpoint.index_msg_timestamp = f.end_timestamp
         self.checkpoint.flush()

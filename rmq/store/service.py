@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 import threading
 
+from rmq.common.threads import set_native_thread_name
+
 log = logging.getLogger("store")
 
 
@@ -23,6 +25,9 @@ class ServiceThread:
             self._thread.start()
 
     def _main(self) -> None:
+        # named for the kernel too: top -H, perf and the benchmarks' per-thread
+        # CPU tell the services apart only by it
+        set_native_thread_name(self.name)
         try:
             self.run()
         except Exception:  # noqa: BLE001 - a service must log, not vanish silently
