@@ -17,6 +17,7 @@ import json
 import math
 import os
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -29,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.support.procs import RmqProcess, free_port  # noqa: E402
+from tests.support.procs import RmqProcess, affinity_setter, free_port  # noqa: E402
 
 OUT_DIR = ROOT / "bench" / "out"
 MODES = ("compiled", "twin")
@@ -98,11 +99,102 @@ class CpuWindow:
         return self.seconds
 
 
+# Pinning (bench/run.py by default): the broker and its name server on one
+# core, the load generator on the other, so neither steals the other's CPU
+# and the broker's figures are those of one core.
+BROKER_CPUS = frozenset({0})
+LOAD_CPU = 1
+
+
+def can_pin() -> bool:
+    """True when this machine has the two CPUs the pinning uses and this
+    process may run on both (nothing is pinned otherwise)."""
+    if not hasattr(os, "sched_setaffinity") or (os.cpu_count() or 1) < 2:
+        return False
+    return {*BROKER_CPUS, LOAD_CPU} <= os.sched_getaffinity(0)
+
+
+def thread_cpu_ticks(pid: int) -> dict[int, tuple[str, int]]:
+    """{tid: (kernel name, utime + stime in clock ticks)} of every thread of ``pid``.
+
+    Read from /proc/<pid>/task/*/stat; a thread that ends while it is read is
+    left out."""
+    out: dict[int, tuple[str, int]] = {}
+    base = f"/proc/{pid}/task"
+    for entry in os.listdir(base):
+        try:
+            with open(f"{base}/{entry}/stat", "rb") as f:
+                raw = f.read()
+        except OSError:
+            continue
+        # "tid (comm) state ppid ...": comm may hold spaces and parentheses
+        head, _, rest = raw.rpartition(b")")
+        comm = head.partition(b"(")[2].decode(errors="replace")
+        fields = rest.split()
+        out[int(entry)] = (comm, int(fields[11]) + int(fields[12]))  # utime, stime
+    return out
+
+
+@functools.cache
+def _known_thread_names() -> tuple[str, ...]:
+    """The full names the broker's threads give themselves; the kernel keeps
+    only the first 15 bytes of each."""
+    from rmq.store import allocate, clean, flush, index, stats  # noqa: F401 - subclasses
+    from rmq.store.service import ServiceThread
+
+    names = {allocate.THREAD_NAME, index.FLUSH_THREAD_NAME}
+    todo = [ServiceThread]
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        names.add(cls.name)
+    return tuple(sorted(names))
+
+
+def thread_label(pid: int, tid: int, comm: str) -> str:
+    """"loop" for the process's first thread (the event loop), else the
+    thread's own name: a 15-byte kernel name is widened back to the one full
+    name of the broker's threads it starts (FlushRealTimeSe ->
+    FlushRealTimeService)."""
+    if tid == pid:
+        return "loop"
+    if len(comm.encode()) >= 15:
+        full = [n for n in _known_thread_names() if n.startswith(comm)]
+        if len(full) == 1:
+            return full[0]
+    return comm
+
+
+@dataclass(slots=True)
+class ThreadCpuWindow:
+    """CPU seconds of each thread of a process over a measured window, summed
+    by thread name (see ``thread_label``)."""
+
+    pid: int
+    start: dict[int, tuple[str, int]] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def begin(self) -> None:
+        self.start = thread_cpu_ticks(self.pid)
+
+    def end(self) -> dict[str, float]:
+        tick = os.sysconf("SC_CLK_TCK")
+        out: dict[str, float] = {}
+        for tid, (comm, ticks) in thread_cpu_ticks(self.pid).items():
+            before = self.start.get(tid)
+            used = ticks - (before[1] if before is not None else 0)
+            name = thread_label(self.pid, tid, comm)
+            out[name] = out.get(name, 0.0) + used / tick
+        self.seconds = out
+        return out
+
+
 @dataclass
 class Cluster:
     """One ``rmq-namesrv`` and one ``rmq-broker`` on free loopback ports with a
     fresh store; ``broker_conf`` adds/overrides broker properties
-    (e.g. ``{"flushDiskType": "SYNC_FLUSH"}``)."""
+    (e.g. ``{"flushDiskType": "SYNC_FLUSH"}``); ``pin`` restricts both
+    processes (every thread they start) to ``BROKER_CPUS`` when ``can_pin()``."""
 
     env: dict[str, str] = field(default_factory=lambda: mode_env("compiled"))
     broker_conf: dict[str, str] = field(default_factory=dict)
@@ -113,6 +205,8 @@ class Cluster:
     ns_port: int = 0
     port: int = 0
     broker_start_s: float = 0.0  # process start until its port answers (store load + recovery)
+    pin: bool = False
+    pinned: bool = False  # pin was asked for and the machine allowed it
 
     @property
     def namesrv_addr(self) -> str:
@@ -138,12 +232,14 @@ class Cluster:
             self.workdir = Path(tempfile.mkdtemp(prefix="cluster-", dir=OUT_DIR))
         self.workdir.mkdir(parents=True, exist_ok=True)
         env = dict(self.env, ROCKETMQ_HOME=str(self.workdir))
+        self.pinned = self.pin and can_pin()
+        cpus = set(BROKER_CPUS) if self.pinned else None
         self.ns_port = free_port()
         ns_conf = self.workdir / "namesrv.conf"
         ns_conf.write_text(f"listenPort={self.ns_port}\nbindAddress=127.0.0.1\n"
                            f"kvConfigPath={self.workdir}/kv.json\n")
         self.namesrv = RmqProcess("rmq.namesrv.startup", ["-c", str(ns_conf)],
-                                  self.workdir / "namesrv.out", env=env)
+                                  self.workdir / "namesrv.out", env=env, cpus=cpus)
         self.namesrv.start(wait_for_port=self.ns_port, timeout=timeout)
         self.port = free_port(span=4) + 2  # listenPort-2 (fast) .. listenPort+1 (HA)
         props = {"brokerName": "broker-bench", "brokerClusterName": "BenchCluster",
@@ -154,7 +250,7 @@ class Cluster:
         conf = self.workdir / "broker.conf"
         conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         self.broker = RmqProcess("rmq.broker.startup", ["-c", str(conf), "-n", self.namesrv_addr],
-                                 self.workdir / "broker.out", env=env)
+                                 self.workdir / "broker.out", env=env, cpus=cpus)
         t0 = time.monotonic()
         try:
             self.broker.start(wait_for_port=self.port, timeout=timeout)
@@ -231,7 +327,7 @@ def latency_summary(seconds: Iterable[float]) -> dict[str, float]:
 # --- load drivers (run inside a load subprocess, on its own uvloop) ----------------
 @dataclass(slots=True)
 class LoadSpec:
-    """What one load run does; ``kind`` is "send", "consume" or "connections"."""
+    """What one load run does; ``kind`` is "send", "consume", "e2e" or "connections"."""
 
     kind: str
     namesrv: str
@@ -246,13 +342,14 @@ class LoadSpec:
     group: str = "bench_consumer"
     pull_batch: int = 32
     broker_addr: str = ""  # the connections load and raw sends connect here directly
-    raw: bool = False  # sends: hand-built request frames on one bare connection, not the SDK
-    queues: int = 8  # raw sends: queue ids 0..queues-1 of ``topic`` in turn
+    raw: bool = False  # hand-built request frames on one bare connection, not the SDK
+    queues: int = 8  # raw loads: queue ids 0..queues-1 of ``topic``
+    suspend_ms: int = 15_000  # e2e: how long the broker may hold a caught-up pull
 
 
 def _result(spec: LoadSpec, msgs: int, nbytes: int, failures: int, elapsed: float,
             latencies: list[float], broker_cpu: float, client_cpu: float,
-            errors: dict[str, int]) -> dict:
+            errors: dict[str, int], threads: dict[str, float] | None = None) -> dict:
     out = {"kind": spec.kind, "msgs": msgs, "bytes": nbytes, "failures": failures,
            "elapsed_s": elapsed, "msgs_per_s": msgs / elapsed if elapsed else 0.0,
            "mb_per_s": nbytes / elapsed / 1e6 if elapsed else 0.0,
@@ -263,6 +360,11 @@ def _result(spec: LoadSpec, msgs: int, nbytes: int, failures: int, elapsed: floa
         out["broker_cpu_us_per_msg"] = 1e6 * broker_cpu / msgs if msgs else 0.0
         out["broker_cpu_util"] = broker_cpu / elapsed if elapsed else 0.0
         out.update({f"broker_{k}": v for k, v in proc_status(spec.broker_pid).items()})
+    if threads is not None:
+        per_msg = {name: 1e6 * sec / msgs if msgs else 0.0
+                   for name, sec in sorted(threads.items(), key=lambda kv: -kv[1])}
+        out["broker_threads_us_per_msg"] = per_msg
+        out["broker_loop_cpu_us_per_msg"] = per_msg.get("loop", 0.0)
     return out
 
 
@@ -276,8 +378,12 @@ class _Window:
         self.latencies: list[float] = []
         self.errors: dict[str, int] = {}
         self.broker = CpuWindow(spec.broker_pid) if spec.broker_pid else None
+        self.threads = ThreadCpuWindow(spec.broker_pid) if spec.broker_pid else None
         self.client = CpuWindow(os.getpid())
         self.t0 = 0.0
+        # the window in time.time_ns(), for loads that stamp their messages
+        # (until it starts and ends, nothing is inside it)
+        self.t0_ns = self.t1_ns = sys.maxsize
 
     def ok(self, msgs: int, nbytes: int, latency: float) -> None:
         if self.measuring:
@@ -305,13 +411,18 @@ class _Window:
             await asyncio.sleep(self.spec.warmup)
             if self.broker:
                 self.broker.begin()
+            if self.threads:
+                self.threads.begin()
             self.client.begin()
             self.t0 = time.perf_counter()
+            self.t0_ns = time.time_ns()
             self.measuring = True
             await asyncio.sleep(self.spec.seconds)
             self.measuring = False
+            self.t1_ns = time.time_ns()
             elapsed = time.perf_counter() - self.t0
             broker_cpu = self.broker.end() if self.broker else 0.0
+            threads = self.threads.end() if self.threads else None
             client_cpu = self.client.end()
         finally:
             stop.set()
@@ -319,7 +430,7 @@ class _Window:
             for t in tasks:
                 t.cancel()
         return _result(self.spec, self.msgs, self.bytes, self.failures, elapsed,
-                       self.latencies, broker_cpu, client_cpu, self.errors)
+                       self.latencies, broker_cpu, client_cpu, self.errors, threads)
 
 
 class RawRequests:
@@ -334,22 +445,31 @@ class RawRequests:
     wire bytes are those of a freshly encoded request.  Every single message
     carries a distinct UNIQ_KEY and WAIT=true like the SDK's; a batch body is
     encoded once and sent again and again, as a load generator does (its
-    messages have distinct UNIQ_KEYs within the batch)."""
+    messages have distinct UNIQ_KEYs within the batch).
+
+    ``stamp`` (single sends): the first 8 bytes of every body are the send's
+    ``time.time_ns()``, big-endian (``last_stamp``), so a consumer can tell
+    how long each message took from producer to consumer."""
 
     OPAQUE_BASE = 1_000_000_000  # opaques stay ten digits for 1.1 billion requests
     _TS = 1_700_000_000_000  # placeholder bornTimestamp (13 digits)
 
     def __init__(self, topic: str, body: bytes, batch: int = 1, queues: int = 8,
-                 group: str = "bench_producer", broker_name: str = "") -> None:
+                 group: str = "bench_producer", broker_name: str = "",
+                 stamp: bool = False) -> None:
         from rmq.client.codec import encode_batch
         from rmq.client.message import Message
 
         if batch < 1 or queues < 1:
             raise ValueError(f"raw sends need batch >= 1 and queues >= 1 "
                              f"(got batch={batch}, queues={queues})")
+        if stamp and (batch != 1 or len(body) < 8):
+            raise ValueError("stamped bodies need single sends of at least 8 bytes")
         self.topic = topic
         self.batch = batch
         self.queues = queues
+        self.stamp = stamp
+        self.last_stamp = 0
         self.prefix = f"7F000001{os.getpid() & 0xFFFF:04X}{int(time.time()):08X}"
         self.seq = 0
         self.opaque = self.OPAQUE_BASE
@@ -381,19 +501,73 @@ class RawRequests:
         head = frame[:len(frame) - len(body)]
         uniq_at = head.index(self.prefix.encode()) + len(self.prefix) if single else -1
         return (frame, head.index(b'"opaque":%d' % self.OPAQUE_BASE) + 9,
-                head.index(b'"%d"' % self._TS) + 1, uniq_at)
+                head.index(b'"%d"' % self._TS) + 1, uniq_at, len(head))
 
     def frame(self, n: int) -> tuple[int, bytearray]:
         """(opaque, frame) of the ``n``-th request (queue ``n % queues``)."""
-        frame, op_at, ts_at, uniq_at = self._templates[n % self.queues]
+        frame, op_at, ts_at, uniq_at, body_at = self._templates[n % self.queues]
         self.opaque = opaque = self.opaque + 1
         out = bytearray(frame)
         out[op_at:op_at + 10] = b"%d" % opaque
-        out[ts_at:ts_at + 13] = b"%d" % (time.time_ns() // 1_000_000)
+        now = time.time_ns()
+        out[ts_at:ts_at + 13] = b"%d" % (now // 1_000_000)
         if uniq_at >= 0:
             self.seq += 1
             out[uniq_at:uniq_at + 12] = b"%012X" % self.seq
+        if self.stamp:
+            self.last_stamp = now
+            out[body_at:body_at + 8] = now.to_bytes(8, "big")
         return opaque, out
+
+
+class RawPulls:
+    """PULL_MESSAGE request frames built by hand, the pull side of
+    ``RawRequests``: the header of each queue is encoded once and every pull
+    is that header with its queue offset and opaque filled in.
+
+    The request carries its subscription ("*", sysFlag SUBSCRIPTION as a lite
+    pull consumer sends it), so the broker needs no heartbeat of the group;
+    ``suspend_ms`` > 0 adds sysFlag SUSPEND and suspendTimeoutMillis, the long
+    polling of a push consumer: a pull that finds nothing new is held by the
+    broker until a message arrives or the time is up."""
+
+    OPAQUE_BASE = RawRequests.OPAQUE_BASE
+    _OFFSET = "QUEUEOFFSET"  # placeholder of the queue offset in the header template
+
+    def __init__(self, topic: str, group: str = "bench_consumer", queues: int = 8,
+                 max_nums: int = 32, suspend_ms: int = 0, broker_name: str = "") -> None:
+        from rmq.client import headers as h
+        from rmq.common.codes import RequestCode
+        from rmq.remoting import RemotingCommand
+
+        flag = h.PULL_FLAG_SUBSCRIPTION | (h.PULL_FLAG_SUSPEND if suspend_ms > 0 else 0)
+        self.opaque = self.OPAQUE_BASE
+        self._formats: list[tuple[bytes, bool]] = []
+        for q in range(queues):
+            ext = h.pull_header(group, topic, q, 0, max_nums, flag, 0, suspend_ms, "*", 0,
+                                "TAG", broker_name)
+            ext["queueOffset"] = self._OFFSET
+            cmd = RemotingCommand(RequestCode.PULL_MESSAGE, 0, 409, self.OPAQUE_BASE, 0, None,
+                                  ext, None, 0)
+            head = bytes(cmd.encode_header())
+            if head[4] != 0:  # the top byte of the header-length word: JSON
+                raise ValueError("pull templates expect a JSON header")
+            text = head[8:].replace(b"%", b"%%")
+            opaque = b'"opaque":%d' % self.OPAQUE_BASE
+            offset_first = text.index(self._OFFSET.encode()) < text.index(opaque)
+            text = text.replace(self._OFFSET.encode(), b"%d").replace(opaque, b'"opaque":%d')
+            self._formats.append((text, offset_first))
+
+    def frame(self, queue_id: int, offset: int) -> tuple[int, bytes]:
+        """(opaque, frame) of a pull of ``queue_id`` from ``offset``."""
+        text, offset_first = self._formats[queue_id]
+        self.opaque = opaque = self.opaque + 1
+        header = text % ((offset, opaque) if offset_first else (opaque, offset))
+        n = len(header)
+        return opaque, b"".join((_LENGTHS.pack(n + 4, n), header))
+
+
+_LENGTHS = struct.Struct(">II")  # frame length, header length (serialize type 0: JSON)
 
 
 class RawConnection(asyncio.Protocol):
@@ -427,19 +601,27 @@ class RawConnection(asyncio.Protocol):
                 fut.set_exception(ConnectionError(f"connection lost: {exc}"))
 
     def data_received(self, data: bytes) -> None:
+        # frames are decoded where they lie (``data`` itself when nothing was
+        # left over): large pull responses are copied once, into the body
         buf = self._buf
-        buf += data
-        pos, n = 0, len(buf)
-        while n - pos >= 4:
-            size = int.from_bytes(buf[pos:pos + 4], "big")
-            if n - pos - 4 < size:
-                break
-            resp = self._decode(bytes(buf[pos + 4:pos + 4 + size]))
-            pos += 4 + size
-            fut = self._pending.pop(resp.opaque, None)
-            if fut is not None and not fut.done():
-                fut.set_result(resp)
-        del buf[:pos]
+        if buf:
+            buf += data
+            data = buf
+        pos, n = 0, len(data)
+        with memoryview(data) as view:
+            while n - pos >= 4:
+                size = int.from_bytes(view[pos:pos + 4], "big")
+                if n - pos - 4 < size:
+                    break
+                resp = self._decode(view[pos + 4:pos + 4 + size])
+                pos += 4 + size
+                fut = self._pending.pop(resp.opaque, None)
+                if fut is not None and not fut.done():
+                    fut.set_result(resp)
+        if data is buf:
+            del buf[:pos]
+        elif pos < n:
+            buf += data[pos:]
 
     async def send(self, opaque: int, frame: bytearray):
         """Write ``frame`` and wait for the response to ``opaque``."""
@@ -509,6 +691,16 @@ async def send_load(spec: LoadSpec) -> dict:
     body = os.urandom(spec.size)
     send, close = await (_raw_sender if spec.raw else _sdk_sender)(spec, body)
     window = _Window(spec)
+    try:
+        return await window.run(_senders(spec, window, send))
+    finally:
+        await close()
+
+
+def _senders(spec: LoadSpec, window: _Window, send) -> list:
+    """``inflight`` sender workers for ``window.run``, each awaiting
+    ``send(n)`` in turn (``n`` = its own request numbers), together capped at
+    ``rate`` messages/s when it is set."""
     interval = spec.inflight * spec.batch / spec.rate if spec.rate > 0 else 0.0
     start = time.perf_counter()
 
@@ -535,13 +727,174 @@ async def send_load(spec: LoadSpec) -> dict:
                 n += spec.inflight
             window.ok(spec.batch, spec.batch * spec.size, perf() - t0)
 
-    try:
-        return await window.run([functools.partial(worker, i) for i in range(spec.inflight)])
-    finally:
-        await close()
+    return [functools.partial(worker, i) for i in range(spec.inflight)]
 
 
 async def consume_load(spec: LoadSpec) -> dict:
+    """The consume load: hand-built pulls with ``raw``, else through the SDK."""
+    return await (_raw_consume_load if spec.raw else _sdk_consume_load)(spec)
+
+
+_PULL_FOUND, _PULL_NOT_FOUND = 0, 19  # ResponseCode.SUCCESS, PULL_NOT_FOUND
+
+
+def _pull_decoder():
+    """The client's decoder of a pull response body (the compiled one when built)."""
+    from rmq.client.codec import decode_messages
+
+    return decode_messages
+
+
+async def _raw_consume_load(spec: LoadSpec) -> dict:
+    """Pull every queue of ``topic`` from offset 0 with ``RawPulls`` on one
+    ``RawConnection`` straight to ``broker_addr``, ``pull_batch`` messages a
+    pull, every message of every response decoded with the client's decoder
+    and counted: a consumer that really sees each message and does little
+    else.  One pull per queue is outstanding; a queue read to its end starts
+    again at 0 (``passes``), so the backlog is re-read from the page cache for
+    the whole window."""
+    if not spec.broker_addr:
+        raise ValueError("a raw consume load needs broker_addr")
+    decode = _pull_decoder()
+    pulls = RawPulls(spec.topic, spec.group, spec.queues, spec.pull_batch)
+    conn = await RawConnection.open(spec.broker_addr)
+    window = _Window(spec)
+    passes = 0
+
+    async def lane(queue_id: int, stop: asyncio.Event) -> None:
+        nonlocal passes
+        perf = time.perf_counter
+        offset = 0
+        while not stop.is_set():
+            t0 = perf()
+            try:
+                resp = await conn.send(*pulls.frame(queue_id, offset))
+                if resp.code == _PULL_FOUND:
+                    msgs = decode(resp.body) if resp.body else []
+                    window.ok(len(msgs), sum([len(m.body) for m in msgs]), perf() - t0)
+                    offset = int(resp.ext_fields["nextBeginOffset"])
+                elif resp.code == _PULL_NOT_FOUND:
+                    offset = 0
+                    passes += 1
+                else:
+                    raise RuntimeError(f"pull failed: {resp.code} {resp.remark}")
+            except Exception as exc:  # noqa: BLE001 - counted and reported
+                window.fail(exc)
+                await asyncio.sleep(0.01)
+
+    try:
+        result = await window.run([functools.partial(lane, q) for q in range(spec.queues)])
+        result["passes"] = passes
+        result["lanes"] = spec.queues
+        return result
+    finally:
+        await conn.close()
+
+
+async def _max_offsets(conn: RawConnection, topic: str, queues: int) -> list[int]:
+    """GET_MAX_OFFSET of queues 0..queues-1 of ``topic``."""
+    from rmq.common.codes import RequestCode
+    from rmq.remoting import RemotingCommand
+
+    out = []
+    for q in range(queues):
+        req = RemotingCommand.create_request(RequestCode.GET_MAX_OFFSET,
+                                             {"topic": topic, "queueId": str(q)})
+        resp = await conn.send(req.opaque, req.encode())
+        if resp.code != 0:
+            raise RuntimeError(f"GET_MAX_OFFSET of {topic}:{q} failed: {resp.code} {resp.remark}")
+        out.append(int(resp.ext_fields["offset"]))
+    return out
+
+
+async def e2e_load(spec: LoadSpec) -> dict:
+    """Produce-to-consume latency: raw sends (``RawRequests`` with stamped
+    bodies, ``inflight`` at a time, capped at ``rate`` msgs/s) and, in this
+    same process on a connection of its own, a consumer long-polling every
+    queue (``RawPulls`` with ``suspend_ms``, one pull per queue outstanding)
+    that starts caught up, at the queues' max offsets, so the broker holds its
+    pulls and answers them as messages arrive.  For each received message sent
+    inside the measured window: receive time - send time, both
+    ``time.time_ns()``.  After the window the sends stop and the consumer gets
+    up to 5 s to receive the rest; ``e2e_lost`` counts what never came."""
+    if not spec.broker_addr:
+        raise ValueError("the e2e load needs broker_addr")
+    decode = _pull_decoder()
+    requests = RawRequests(spec.topic, os.urandom(max(spec.size, 8)), 1, spec.queues,
+                           stamp=True)
+    sender = await RawConnection.open(spec.broker_addr)
+    puller = await RawConnection.open(spec.broker_addr)
+    window = _Window(spec)
+    pulls = RawPulls(spec.topic, spec.group, spec.queues, spec.pull_batch, spec.suspend_ms)
+    e2e: list[int] = []  # ns, messages stamped inside the window
+    counts = {"sent": 0, "pulls": 0, "caught_up": 0, "found": 0}
+    consumer_stop = asyncio.Event()
+
+    async def pull_lane(queue_id: int, offset: int) -> None:
+        seen_max = offset
+        while not consumer_stop.is_set():
+            measuring = window.measuring
+            if measuring:
+                counts["pulls"] += 1
+                counts["caught_up"] += offset >= seen_max  # the broker holds this one
+            try:
+                resp = await puller.send(*pulls.frame(queue_id, offset))
+                code = resp.code
+                if code == _PULL_FOUND:
+                    msgs = decode(resp.body) if resp.body else []
+                    now = time.time_ns()
+                    t0, t1 = window.t0_ns, window.t1_ns
+                    for m in msgs:
+                        stamp = int.from_bytes(m.body[:8], "big")
+                        if t0 <= stamp < t1:
+                            e2e.append(now - stamp)
+                    counts["found"] += measuring
+                elif code not in (_PULL_NOT_FOUND, 20, 21):  # held until timeout / moved
+                    raise RuntimeError(f"pull failed: {code} {resp.remark}")
+                ext = resp.ext_fields
+                offset = int(ext["nextBeginOffset"])
+                seen_max = int(ext["maxOffset"])
+            except Exception as exc:  # noqa: BLE001 - counted and reported
+                if consumer_stop.is_set():
+                    return
+                window.fail(exc)
+                await asyncio.sleep(0.01)
+
+    async def send(n: int) -> None:
+        opaque, frame = requests.frame(n)
+        stamp = requests.last_stamp
+        resp = await sender.send(opaque, frame)
+        if resp.code != 0:
+            raise RuntimeError(f"send failed: {resp.code} {resp.remark}")
+        if window.t0_ns <= stamp < window.t1_ns:
+            counts["sent"] += 1
+
+    lanes = []
+    try:
+        starts = await _max_offsets(puller, spec.topic, spec.queues)
+        lanes = [asyncio.ensure_future(pull_lane(q, off)) for q, off in enumerate(starts)]
+        result = await window.run(_senders(spec, window, send))
+        deadline = time.monotonic() + 5.0
+        while len(e2e) < counts["sent"] and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+    finally:
+        consumer_stop.set()
+        await sender.close()
+        await puller.close()
+        if lanes:
+            await asyncio.wait(lanes, timeout=5)
+            for t in lanes:
+                t.cancel()
+    summary = latency_summary(ns / 1e9 for ns in e2e)
+    result.update({f"e2e_{k}": v for k, v in summary.items()})
+    result.update({"e2e_sent": counts["sent"], "e2e_received": len(e2e),
+                   "e2e_lost": max(0, counts["sent"] - len(e2e)), "e2e_pulls": counts["pulls"],
+                   "e2e_msgs_per_pull": counts["found"] and len(e2e) / counts["found"],
+                   "e2e_caught_up_pulls": counts["pulls"] and counts["caught_up"] / counts["pulls"]})
+    return result
+
+
+async def _sdk_consume_load(spec: LoadSpec) -> dict:
     """Pull every queue of ``topic`` from offset 0, ``pull_batch`` messages a
     pull; a queue read to its end starts again at 0, so the backlog is consumed
     from the page cache over and over for the whole measured window
@@ -644,21 +997,26 @@ def run_load(spec: LoadSpec) -> dict:
     """Run one load spec on a fresh uvloop loop in this process."""
     import uvloop
 
-    drivers = {"send": send_load, "consume": consume_load, "connections": connections_load}
+    drivers = {"send": send_load, "consume": consume_load, "e2e": e2e_load,
+               "connections": connections_load}
     if spec.kind not in drivers:
         raise ValueError(f"unknown load kind {spec.kind!r} (expected one of {sorted(drivers)})")
     driver = drivers[spec.kind]
     return uvloop.run(driver(spec))
 
 
-def load_in_subprocess(spec: LoadSpec, env: dict[str, str], timeout: float | None = None) -> dict:
+def load_in_subprocess(spec: LoadSpec, env: dict[str, str], timeout: float | None = None,
+                       cpu: int | None = None) -> dict:
     """Run ``spec`` in a child interpreter with ``env`` (compiled or twin client)
-    so that client and broker are separate processes, as in production."""
+    so that client and broker are separate processes, as in production;
+    ``cpu`` pins the child to that CPU (when ``can_pin()``)."""
     from dataclasses import asdict
 
     cmd = [sys.executable, str(ROOT / "bench" / "common.py"), "--load", json.dumps(asdict(spec))]
     limit = timeout or spec.warmup + spec.seconds + 90
-    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=limit, cwd=ROOT)
+    cpus = {cpu} if cpu is not None and can_pin() else None
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=limit, cwd=ROOT,
+                         preexec_fn=affinity_setter(cpus))
     if out.returncode != 0:
         raise RuntimeError(f"load {spec.kind} failed (exit {out.returncode}):\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])

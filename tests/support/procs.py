@@ -7,6 +7,7 @@ its output in a log file for failure reports, and always stops it.
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import signal
@@ -89,16 +90,26 @@ def wait_port(port: int, host: str = "127.0.0.1", timeout: float = 20.0, proc=No
     raise TimeoutError(f"nothing listening on {host}:{port} after {timeout}s")
 
 
+def affinity_setter(cpus: set[int] | None):
+    """A ``preexec_fn`` restricting the child to ``cpus`` (None: no restriction)."""
+    if not cpus:
+        return None
+    return functools.partial(os.sched_setaffinity, 0, set(cpus))
+
+
 class RmqProcess:
     """One rmq process (``module`` run with ``-m``) with its output captured."""
 
     def __init__(self, module: str, args: list[str], log_path: Path, env: dict | None = None,
-                 cwd: str | None = None) -> None:
+                 cwd: str | None = None, cpus: set[int] | None = None) -> None:
         self.module = module
         self.args = list(args)
         self.log_path = Path(log_path)
         self.env = dict(os.environ, **(env or {}))
         self.cwd = cwd
+        # CPU affinity set in the child before exec, so every thread it ever
+        # starts inherits it (benchmarks pin the broker to one core)
+        self.cpus = set(cpus) if cpus else None
         self.proc: subprocess.Popen | None = None
 
     def start(self, wait_for_port: int | tuple[int, ...] | None = None,
@@ -111,7 +122,7 @@ class RmqProcess:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", self.module, *self.args],
             stdout=log, stderr=subprocess.STDOUT, env=self.env, cwd=self.cwd,
-            start_new_session=True,
+            start_new_session=True, preexec_fn=affinity_setter(self.cpus),
         )
         log.close()
         if wait_for_port is not None:
