@@ -3,21 +3,35 @@
 For each build — compiled extensions, then the pure-Python twins
 (``RMQ_NO_EXTENSIONS=1``) — it starts a name server and a broker on free
 loopback ports with a fresh store and drives them from a separate load process
-running the same build.  The send scenarios without a suffix send raw
-requests (hand-built SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE frames on one bare
-connection, ``bench.common.RawRequests``/``RawConnection``), so that the client costs little
-of the two cores and the figures are the broker's capacity; the ``_sdk`` ones
-send through ``rmq.client.Producer``, what an application sees:
+running the same build.  The scenarios without a suffix send and pull raw
+requests (hand-built SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE / PULL_MESSAGE frames
+on one bare connection, ``bench.common.RawRequests``/``RawPulls``/``RawConnection``),
+so that the client costs little of the two cores and the figures are the
+broker's capacity; the ``_sdk`` ones go through ``rmq.client``, what an
+application sees:
 
 * ``send_1k``          single-message sync sends, 1 KiB, 64 in flight (async flush)
+* ``send_1k_1``        the same with one in flight: the round trip of a lone request
 * ``send_1k_half``     the same capped at half the rate ``send_1k`` reached (latency at half load)
-* ``send_1k_20k``      the same capped at 20,000 msgs/s, half the 40,000 aim (the p99 aim's rate)
+* ``send_1k_20k``      the same capped at 20,000 msgs/s
 * ``batch_32x1k``      SEND_BATCH_MESSAGE of 32 x 1 KiB, 16 in flight
 * ``send_1k_sdk``      as ``send_1k`` through the client SDK
 * ``batch_32x1k_sdk``  batches of 32 x 1 KiB through the client SDK, 8 in flight
-* ``consume``          pulls of a backlog written for it (2 s of batches), from the page cache, re-read in a loop
+* ``consume``          raw pulls (32 a pull, one per queue outstanding, every message
+                       decoded) of a backlog written for it (2 s of batches), from the
+                       page cache, re-read in a loop
+* ``consume_sdk``      the same backlog through the SDK's LitePullConsumer
+* ``e2e_20k``          produce-to-consume latency: raw sends at 20,000 msgs/s whose body
+                       starts with the send time, and a long-polling consumer (caught up,
+                       its pulls held by the broker) in the same load process
 * ``connections``      1,000 idle clients (one HEART_BEAT each): broker RSS / RssAnon
 * ``sync_flush_1k``    a second broker with ``flushDiskType=SYNC_FLUSH``, raw 1 KiB, 64 in flight
+
+On a machine with two CPUs or more the broker and its name server run on CPU 0
+and the load process on CPU 1 (``--no-pin``: wherever the scheduler puts them),
+so that the broker's CPU per message is one core's and the load never takes
+it; the broker's CPU is also reported per thread (``/proc/<pid>/task``, by the
+names the threads give themselves, "loop" for the event loop).
 
 Then it runs the other bench scripts (hot-path micro-benchmarks, broker memory
 on a 10 GiB store with 1,000 clients, name server, remoting, store, producer,
@@ -28,7 +42,7 @@ broker RSS and RssAnon (/proc/<pid>/status) and the compiled/twin ratio of
 every figure.  Everything is on loopback and bounded in time.
 
     .venv/bin/python bench/run.py [--quick] [--seconds 10] [--only send_1k,consume]
-                                  [--modes compiled,twin] [--skip-scripts]
+                                  [--modes compiled,twin] [--skip-scripts] [--no-pin]
 """
 
 from __future__ import annotations
@@ -49,10 +63,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bench.common import (  # noqa: E402
+    BROKER_CPUS,
+    LOAD_CPU,
     MODES,
     OUT_DIR,
     Cluster,
     LoadSpec,
+    can_pin,
     create_topic,
     git_commit,
     load_in_subprocess,
@@ -69,15 +86,19 @@ TOPIC = "BenchTopic"
 # every send scenario together is many GiB, more than the cache keeps hot)
 CONSUME_TOPIC = "BenchConsumeTopic"
 BACKLOG_SECONDS = 2.0
-SCENARIOS = ("send_1k", "send_1k_half", "send_1k_20k", "batch_32x1k", "send_1k_sdk",
-             "batch_32x1k_sdk", "consume", "connections", "sync_flush_1k")
-# the latency aim's rate: half the 40,000 msgs/s single-send aim
+# the e2e scenario's own topic: its consumer reads nothing but stamped messages
+E2E_TOPIC = "BenchE2ETopic"
+SCENARIOS = ("send_1k", "send_1k_1", "send_1k_half", "send_1k_20k", "batch_32x1k",
+             "send_1k_sdk", "batch_32x1k_sdk", "consume", "consume_sdk", "e2e_20k",
+             "connections", "sync_flush_1k")
+# the rate of the latency aims (send_1k_20k, e2e_20k)
 LATENCY_RATE = 20_000
 # the SDK-load counterpart of a raw-load scenario, shown beside its target as information
-SDK_OF = {"send_1k": "send_1k_sdk", "batch_32x1k": "batch_32x1k_sdk"}
+SDK_OF = {"send_1k": "send_1k_sdk", "batch_32x1k": "batch_32x1k_sdk", "consume": "consume_sdk"}
 MiB = 1 << 20
 
-# (figure key in a load result, label, scale) in table order
+# (figure key in a load result, label, scale) in table order; a key ending in
+# _ms is shown with three decimals (µs precision)
 FIGURES = (
     ("msgs_per_s", "msgs/s", 1),
     ("mb_per_s", "MB/s", 1),
@@ -85,7 +106,17 @@ FIGURES = (
     ("p50_ms", "p50 RT ms", 1),
     ("p99_ms", "p99 RT ms", 1),
     ("max_ms", "max RT ms", 1),
+    ("e2e_sent", "e2e sent in window", 1),
+    ("e2e_received", "e2e received of them", 1),
+    ("e2e_lost", "e2e never received", 1),
+    ("e2e_avg_ms", "e2e avg ms", 1),
+    ("e2e_p50_ms", "e2e p50 ms", 1),
+    ("e2e_p99_ms", "e2e p99 ms", 1),
+    ("e2e_max_ms", "e2e max ms", 1),
+    ("e2e_caught_up_pulls", "e2e pulls held (sent caught up), share", 1),
+    ("e2e_msgs_per_pull", "e2e msgs per pull", 1),
     ("broker_cpu_us_per_msg", "broker CPU µs/msg", 1),
+    ("broker_loop_cpu_us_per_msg", "broker loop thread µs/msg", 1),
     ("broker_cpu_util", "broker CPU cores busy", 1),
     ("client_cpu_us_per_msg", "client CPU µs/msg", 1),
     ("broker_VmRSS", "broker RSS MiB", 1 / MiB),
@@ -93,16 +124,39 @@ FIGURES = (
     ("connections", "connected clients", 1),
     ("failures", "failures", 1),
 )
+# per-thread broker CPU rows: "broker thread <name> µs/msg"
+THREADS_KEY = "broker_threads_us_per_msg"
 
-# the issue's aims, checked on the raw-load scenarios (the broker's capacity):
+
+class Ratio(float):
+    """A target relative to another scenario: ``self`` x that scenario's figure."""
+
+    scenario: str
+
+    def __new__(cls, factor: float, scenario: str) -> Ratio:
+        out = super().__new__(cls, factor)
+        out.scenario = scenario
+        return out
+
+
+# the issue's aims (compiled build, broker on one core, load on the other),
+# checked on the raw-load scenarios, the broker's capacity:
 # (scenario, figure key, comparison, value, text)
 TARGETS = (
-    ("send_1k", "msgs_per_s", ">=", 40_000, "sync 1 KiB, 64 in flight: >= 40,000 msgs/s"),
-    ("send_1k_20k", "p99_ms", "<", 2.0, "p99 RT at half the 40,000 aim (20,000 msgs/s): < 2 ms"),
-    ("batch_32x1k", "msgs_per_s", ">=", 300_000, "batches of 32 x 1 KiB: >= 300,000 msgs/s"),
-    ("batch_32x1k", "broker_cpu_us_per_msg", "<", 3.0, "broker CPU per batched 1 KiB msg: < 3 µs"),
-    ("consume", "msgs_per_s", ">=", 500_000, "consumption from page cache: >= 500,000 msgs/s"),
-    ("sync_flush_1k", "msgs_per_s", ">=", 10_000, "SYNC_FLUSH, 64 in flight: >= 10,000 msgs/s"),
+    ("send_1k", "broker_cpu_us_per_msg", "<=", 7.0,
+     "single 1 KiB sends, 64 in flight: broker CPU <= 7 µs/msg"),
+    ("send_1k_1", "avg_ms", "<=", 0.060,
+     "single 1 KiB sends, one in flight: avg round trip <= 0.060 ms"),
+    ("batch_32x1k", "broker_cpu_us_per_msg", "<=", 1.5,
+     "batches of 32 x 1 KiB: broker CPU <= 1.5 µs/msg"),
+    ("consume", "msgs_per_s", ">=", 1_000_000,
+     "pull from page cache, one consumer: >= 1,000,000 msgs/s"),
+    ("e2e_20k", "e2e_p50_ms", "<", 1.0,
+     "produce-to-consume, long polling, 20,000 msgs/s: p50 < 1 ms"),
+    ("e2e_20k", "e2e_p99_ms", "<", 2.0,
+     "produce-to-consume, long polling, 20,000 msgs/s: p99 < 2 ms"),
+    ("sync_flush_1k", "msgs_per_s", ">=", Ratio(0.5, "send_1k"),
+     "SYNC_FLUSH (group commit), 64 in flight: >= 0.5 x send_1k msgs/s"),
     ("connections", "broker_RssAnon", "<", 300 * MiB, "broker RssAnon with the clients: < 300 MiB"),
 )
 
@@ -131,19 +185,31 @@ def _log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
-def _run(name: str, spec: LoadSpec, env: dict, results: dict) -> dict | None:
+def _load_cpu(cluster: Cluster) -> int | None:
+    """The CPU of the load process: the other one when the broker is pinned."""
+    return LOAD_CPU if cluster.pinned else None
+
+
+def _run(name: str, spec: LoadSpec, env: dict, results: dict, cluster: Cluster) -> dict | None:
     """One load; a failing scenario is recorded, the suite goes on."""
     _log(f"  {name} ...")
     try:
-        res = load_in_subprocess(spec, env)
+        res = load_in_subprocess(spec, env, cpu=_load_cpu(cluster))
     except Exception as exc:  # noqa: BLE001 - reported in the table
         results[name] = {"error": str(exc)[-2000:]}
         _log(f"  {name} failed: {str(exc).splitlines()[0]}")
         return None
+    res["pinned"] = cluster.pinned
     results[name] = res
     if "msgs_per_s" in res:
-        _log(f"  {name}: {res['msgs_per_s']:,.0f} msgs/s, p99 {res['p99_ms']:.2f} ms, "
-             f"broker {res.get('broker_cpu_us_per_msg', 0):.1f} µs/msg, failures {res['failures']}")
+        _log(f"  {name}: {res['msgs_per_s']:,.0f} msgs/s, avg {res['avg_ms']:.3f} ms, "
+             f"p99 {res['p99_ms']:.3f} ms, broker {res.get('broker_cpu_us_per_msg', 0):.1f} "
+             f"µs/msg (loop {res.get('broker_loop_cpu_us_per_msg', 0):.1f}), "
+             f"failures {res['failures']}")
+        if "e2e_p50_ms" in res:
+            _log(f"  {name}: produce-to-consume p50 {res['e2e_p50_ms']:.3f} ms, p99 "
+                 f"{res['e2e_p99_ms']:.3f} ms, {res['e2e_received']:,} of {res['e2e_sent']:,} "
+                 "received")
     else:
         _log(f"  {name}: {res.get('connections')} clients, RssAnon "
              f"{res.get('broker_RssAnon', 0) / MiB:.0f} MiB")
@@ -157,46 +223,55 @@ def broker_scenarios(args, mode: str, results: dict) -> None:
     wanted = set(args.only)
     async_ones = [s for s in SCENARIOS if s in wanted and s != "sync_flush_1k"]
     if async_ones:
-        with Cluster(env=env, broker_conf=dict(args.broker_conf)) as cluster:
+        with Cluster(env=env, broker_conf=dict(args.broker_conf), pin=args.pin) as cluster:
             asyncio.run(create_topic(cluster.broker_addr, cluster.namesrv_addr, TOPIC, 8))
             results["_broker_start"] = {f"broker_{k}": v
                                         for k, v in proc_status(cluster.broker_pid).items()}
+            results["_pinned"] = cluster.pinned
+
+            def run(name: str, kind: str, **kw) -> dict | None:
+                return _run(name, _spec(args, kind, cluster, **kw), env, results, cluster)
+
             peak = None
             if "send_1k" in wanted or "send_1k_half" in wanted:
-                peak = _run("send_1k", _spec(args, "send", cluster, inflight=64, raw=True),
-                            env, results)
+                peak = run("send_1k", "send", inflight=64, raw=True)
+            if "send_1k_1" in wanted:
+                run("send_1k_1", "send", inflight=1, raw=True)
             if "send_1k_half" in wanted and peak and peak["msgs_per_s"] > 0:
-                _run("send_1k_half", _spec(args, "send", cluster, inflight=64, raw=True,
-                                           rate=peak["msgs_per_s"] / 2), env, results)
+                run("send_1k_half", "send", inflight=64, raw=True, rate=peak["msgs_per_s"] / 2)
             if "send_1k_20k" in wanted:
-                _run("send_1k_20k", _spec(args, "send", cluster, inflight=64, raw=True,
-                                          rate=LATENCY_RATE), env, results)
+                run("send_1k_20k", "send", inflight=64, raw=True, rate=LATENCY_RATE)
             if "batch_32x1k" in wanted:
-                _run("batch_32x1k", _spec(args, "send", cluster, inflight=16, batch=32,
-                                          raw=True), env, results)
+                run("batch_32x1k", "send", inflight=16, batch=32, raw=True)
             if "send_1k_sdk" in wanted:
-                _run("send_1k_sdk", _spec(args, "send", cluster, inflight=64), env, results)
+                run("send_1k_sdk", "send", inflight=64)
             if "batch_32x1k_sdk" in wanted:
-                _run("batch_32x1k_sdk", _spec(args, "send", cluster, inflight=8, batch=32), env,
-                     results)
-            if "consume" in wanted:
+                run("batch_32x1k_sdk", "send", inflight=8, batch=32)
+            if "consume" in wanted or "consume_sdk" in wanted:
                 asyncio.run(create_topic(cluster.broker_addr, cluster.namesrv_addr,
                                          CONSUME_TOPIC, 8))
                 load_in_subprocess(_spec(args, "send", cluster, topic=CONSUME_TOPIC,
                                          inflight=16, batch=32, raw=True, broker_pid=0,
-                                         warmup=0.0, seconds=BACKLOG_SECONDS), env)
-                _run("consume", _spec(args, "consume", cluster, topic=CONSUME_TOPIC,
-                                      inflight=8), env, results)
+                                         warmup=0.0, seconds=BACKLOG_SECONDS), env,
+                                   cpu=_load_cpu(cluster))
+            if "consume" in wanted:
+                run("consume", "consume", topic=CONSUME_TOPIC, inflight=8, raw=True)
+            if "consume_sdk" in wanted:
+                run("consume_sdk", "consume", topic=CONSUME_TOPIC, inflight=8)
+            if "e2e_20k" in wanted:
+                asyncio.run(create_topic(cluster.broker_addr, cluster.namesrv_addr,
+                                         E2E_TOPIC, 8))
+                run("e2e_20k", "e2e", topic=E2E_TOPIC, inflight=64, raw=True,
+                    rate=LATENCY_RATE)
             if "connections" in wanted:
-                _run("connections", _spec(args, "connections", cluster,
-                                          inflight=args.clients, seconds=1.0), env, results)
+                run("connections", "connections", inflight=args.clients, seconds=1.0)
             results["_store_bytes"] = _dir_size(cluster.store_dir / "commitlog")
     if "sync_flush_1k" in wanted:
         conf = {**dict(args.broker_conf), "flushDiskType": "SYNC_FLUSH"}
-        with Cluster(env=env, broker_conf=conf) as cluster:
+        with Cluster(env=env, broker_conf=conf, pin=args.pin) as cluster:
             asyncio.run(create_topic(cluster.broker_addr, cluster.namesrv_addr, TOPIC, 8))
             _run("sync_flush_1k", _spec(args, "send", cluster, inflight=64, raw=True), env,
-                 results)
+                 results, cluster)
 
 
 def _dir_size(path: Path) -> int:
@@ -337,7 +412,66 @@ def script_rows(figures: dict) -> list[tuple]:
 def _met(value: float | None, op: str, target: float) -> bool | None:
     if value is None:
         return None
-    return value >= target if op == ">=" else value < target
+    if op == ">=":
+        return value >= target
+    return value <= target if op == "<=" else value < target
+
+
+def _ms(value: float | None) -> str | None:
+    """A time in ms with three decimals: the round trips are tens of µs."""
+    return None if value is None else f"{value:.3f}"
+
+
+def target_rows(comp: dict) -> list[tuple]:
+    """(aim, measured, met, SDK load) of every target on the compiled figures;
+    a ``Ratio`` target is measured as the ratio of the two scenarios' figures."""
+    rows = []
+    for scen, key, op, target, text in TARGETS:
+        v = comp.get(scen, {}).get(key)
+        sdk = comp.get(SDK_OF[scen], {}).get(key) if scen in SDK_OF else None
+        if isinstance(target, Ratio):
+            base = comp.get(target.scenario, {}).get(key)
+            ratio = v / base if v is not None and base else None
+            shown = None if ratio is None else f"{ratio:.2f}x ({v:,.0f} / {base:,.0f})"
+            rows.append((text, shown, _met(ratio, op, float(target)), None))
+            continue
+        scale = 1 / MiB if key.startswith("broker_Rss") else 1
+        if key.endswith("_ms"):
+            rows.append((text, _ms(v), _met(v, op, target), _ms(sdk)))
+        else:
+            rows.append((text, None if v is None else v * scale, _met(v, op, target),
+                         None if sdk is None else sdk * scale))
+    return rows
+
+
+def scenario_rows(scen: str, per_mode: dict[str, dict | None]) -> list[tuple]:
+    """(scenario, figure, compiled, twin, compiled/twin) rows of one scenario:
+    its figures, then the broker's CPU per message of each of its threads that
+    used any in the window (the JSON has them all)."""
+    rows = []
+    for m, res in per_mode.items():
+        if res and "error" in res:
+            rows.append((scen, f"ERROR ({m})", res["error"].splitlines()[0][:150], None, None))
+    for key, label, scale in FIGURES:
+        vals = {m: (r or {}).get(key) for m, r in per_mode.items()}
+        if all(v is None for v in vals.values()):
+            continue
+        c = None if vals.get("compiled") is None else vals["compiled"] * scale
+        t = None if vals.get("twin") is None else vals["twin"] * scale
+        ratio = c / t if c is not None and t else None
+        if key.endswith("_ms"):
+            c, t = _ms(c), _ms(t)
+        rows.append((scen, label, c, t, ratio))
+    threads = {m: (r or {}).get(THREADS_KEY) or {} for m, r in per_mode.items()}
+    names = sorted({n for per in threads.values() for n in per},
+                   key=lambda n: -max(per.get(n, 0.0) for per in threads.values()))
+    for name in names:
+        c, t = threads.get("compiled", {}).get(name), threads.get("twin", {}).get(name)
+        if not c and not t:
+            continue
+        rows.append((scen, f"broker thread {name} µs/msg", c, t,
+                     c / t if c is not None and t else None))
+    return rows
 
 
 def micro_table(items: list[dict]) -> str:
@@ -355,21 +489,20 @@ def micro_table(items: list[dict]) -> str:
 
 def render(doc: dict) -> str:
     b = doc["broker"]
+    pinned = doc.get("pinned")
+    pin_text = (f"broker and name server pinned to CPU {','.join(map(str, pinned['broker_cpus']))}, "
+                f"load process to CPU {pinned['load_cpu']}" if pinned
+                else "nothing pinned (client and broker share the CPUs as the scheduler likes)")
     lines = [f"# rmq benchmark — {doc['date']}, commit {doc['commit']}\n",
              f"Command: `{doc['command']}`  ",
              f"Machine: {doc['machine']}; client and broker share it "
              f"(load average at start {doc['loadavg_start']}, at end {doc['loadavg_end']}; "
              "other work on the machine lowers every figure).  ",
+             f"Pinning: {pin_text}.  ",
              "compiled/twin = compiled figure ÷ twin figure (`RMQ_NO_EXTENSIONS=1`).\n",
-             "## Targets (compiled build; the send aims are checked on the raw load, "
+             "## Targets (compiled build; the aims are checked on the raw load, "
              "the broker's capacity; the SDK load's figure beside them is information)\n"]
-    rows = []
-    comp = b.get("compiled", {})
-    for scen, key, op, target, text in TARGETS:
-        v = comp.get(scen, {}).get(key)
-        sdk = comp.get(SDK_OF[scen], {}).get(key) if scen in SDK_OF else None
-        scale = 1 / MiB if key.startswith("broker_Rss") else 1
-        rows.append((text, None if v is None else v * scale, _met(v, op, target), sdk))
+    rows = target_rows(b.get("compiled", {}))
     mem = doc["scripts"].get("memory", {}).get("figures", {}).get("compiled", {})
     if mem.get("mem_with_clients"):
         anon = mem["mem_with_clients"]["RssAnon"]
@@ -381,18 +514,8 @@ def render(doc: dict) -> str:
     rows = []
     for scen in SCENARIOS:
         per_mode = {m: b.get(m, {}).get(scen) for m in doc["modes"]}
-        if not any(per_mode.values()):
-            continue
-        for m, res in per_mode.items():
-            if res and "error" in res:
-                rows.append((scen, f"ERROR ({m})", res["error"].splitlines()[0][:150], None, None))
-        for key, label, scale in FIGURES:
-            vals = {m: (r or {}).get(key) for m, r in per_mode.items()}
-            if all(v is None for v in vals.values()):
-                continue
-            c = None if vals.get("compiled") is None else vals["compiled"] * scale
-            t = None if vals.get("twin") is None else vals["twin"] * scale
-            rows.append((scen, label, c, t, c / t if c is not None and t else None))
+        if any(per_mode.values()):
+            rows += scenario_rows(scen, per_mode)
     lines.append(markdown_table(("scenario", "figure", "compiled", "twin", "compiled/twin"), rows))
     for m in doc["modes"]:
         if b.get(m, {}).get("_error"):
@@ -433,6 +556,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--only", help=f"comma-separated scenarios of {','.join(SCENARIOS)}")
     ap.add_argument("--modes", default=",".join(MODES), help="compiled,twin (default both)")
     ap.add_argument("--skip-scripts", action="store_true", help="broker scenarios only")
+    ap.add_argument("--no-pin", dest="pin", action="store_false",
+                    help="do not pin the broker to CPU 0 and the load to CPU 1 "
+                         "(pinned by default on a machine with 2 CPUs or more)")
     ap.add_argument("--scripts", default=",".join(SCRIPTS),
                     help="which other bench scripts to run (default all)")
     ap.add_argument("--broker-conf", action="append", default=[], metavar="KEY=VALUE",
@@ -467,7 +593,9 @@ def main(argv: list[str] | None = None) -> int:
                  "machine": f"{os.cpu_count()} CPUs, {platform.machine()}, "
                             f"Python {platform.python_version()}",
                  "loadavg_start": " ".join(f"{x:.2f}" for x in os.getloadavg()),
-                 "modes": args.modes, "seconds": args.seconds, "broker": {}, "scripts": {}}
+                 "modes": args.modes, "seconds": args.seconds, "broker": {}, "scripts": {},
+                 "pinned": ({"broker_cpus": sorted(BROKER_CPUS), "load_cpu": LOAD_CPU}
+                            if args.pin and can_pin() else None)}
     for mode in args.modes:
         _log(f"broker scenarios, {mode} build")
         results = doc["broker"][mode] = {}

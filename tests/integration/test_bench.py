@@ -4,11 +4,13 @@ bench/common.py, bench/run.py and bench/profiling.py."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import struct
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -17,18 +19,26 @@ import pytest
 from bench import profiling as prof
 from bench import run as suite
 from bench.common import (
+    BROKER_CPUS,
     Cluster,
+    RawConnection,
+    RawPulls,
     RawRequests,
+    ThreadCpuWindow,
+    can_pin,
     current_mode,
     latency_summary,
     markdown_table,
     mode_env,
     percentile,
     proc_status,
+    thread_cpu_ticks,
+    thread_label,
 )
 from rmq.client.codec import parse_properties
 from rmq.common.codes import RequestCode
 from rmq.common.protocol.headers_broker import SendMessageRequestHeaderV2
+from rmq.common.threads import set_native_thread_name
 from rmq.remoting import RemotingCommand
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -123,19 +133,128 @@ def test_raw_requests_batch_body_encoded_once():
 def test_targets_checked_on_raw_load_with_sdk_beside():
     doc = {"date": "d", "commit": "c", "command": "bench/run.py", "machine": "m",
            "loadavg_start": "0", "loadavg_end": "0", "modes": ["compiled"], "scripts": {},
+           "pinned": {"broker_cpus": [0], "load_cpu": 1},
            "broker": {"compiled": {
-               "send_1k": {"msgs_per_s": 50_000.0},
-               "send_1k_sdk": {"msgs_per_s": 30_000.0},
-               "batch_32x1k": {"msgs_per_s": 250_000.0, "broker_cpu_us_per_msg": 2.5},
-               "batch_32x1k_sdk": {"msgs_per_s": 120_000.0, "broker_cpu_us_per_msg": 3.5}}}}
-    cells = [line.strip("| ").split(" | ")
-             for line in suite.render(doc).split("## Broker")[0].splitlines()
+               "send_1k": {"msgs_per_s": 50_000.0, "broker_cpu_us_per_msg": 6.5},
+               "send_1k_sdk": {"msgs_per_s": 30_000.0, "broker_cpu_us_per_msg": 9.0},
+               "send_1k_1": {"avg_ms": 0.0614},
+               "batch_32x1k": {"msgs_per_s": 250_000.0, "broker_cpu_us_per_msg": 1.5},
+               "consume": {"msgs_per_s": 900_000.0},
+               "consume_sdk": {"msgs_per_s": 600_000.0},
+               "e2e_20k": {"e2e_p50_ms": 0.8, "e2e_p99_ms": 2.0},
+               "sync_flush_1k": {"msgs_per_s": 26_000.0}}}}
+    md = suite.render(doc)
+    assert "Pinning: broker and name server pinned to CPU 0, load process to CPU 1" in md
+    cells = [line.strip("| ").split(" | ") for line in md.split("## Broker")[0].splitlines()
              if line.startswith("| ") and ":" in line]
-    rows = {c[0].split(":")[0]: c for c in cells}
-    assert rows["sync 1 KiB, 64 in flight"][1:] == ["50,000", "yes", "30,000"]
-    assert rows["batches of 32 x 1 KiB"][1:] == ["250,000", "no", "120,000"]
-    assert rows["broker CPU per batched 1 KiB msg"][1:] == ["2.5", "yes", "3.5"]
-    assert rows["p99 RT at half the 40,000 aim (20,000 msgs/s)"][1:] == ["-", "-", "-"]
+    rows = {c[0]: c[1:] for c in cells}
+    assert rows["single 1 KiB sends, 64 in flight: broker CPU <= 7 µs/msg"] == [
+        "6.5", "yes", "9"]
+    assert rows["single 1 KiB sends, one in flight: avg round trip <= 0.060 ms"] == [
+        "0.061", "no", "-"]  # µs precision
+    assert rows["batches of 32 x 1 KiB: broker CPU <= 1.5 µs/msg"][:2] == ["1.5", "yes"]
+    assert rows["pull from page cache, one consumer: >= 1,000,000 msgs/s"] == [
+        "900,000", "no", "600,000"]
+    assert rows["produce-to-consume, long polling, 20,000 msgs/s: p50 < 1 ms"][:2] == [
+        "0.800", "yes"]
+    assert rows["produce-to-consume, long polling, 20,000 msgs/s: p99 < 2 ms"][:2] == [
+        "2.000", "no"]
+    assert rows["SYNC_FLUSH (group commit), 64 in flight: >= 0.5 x send_1k msgs/s"][:2] == [
+        "0.52x (26,000 / 50,000)", "yes"]
+    assert rows["broker RssAnon with the clients: < 300 MiB"] == ["-", "-", "-"]
+    doc["pinned"] = None
+    assert "Pinning: nothing pinned" in suite.render(doc)
+
+
+def test_scenario_rows_list_each_broker_thread():
+    res = {"compiled": {"msgs_per_s": 100.0, "avg_ms": 0.05123,
+                        "broker_threads_us_per_msg": {"loop": 5.0, "FlushRealTimeService": 1.0,
+                                                      "StoreStatsService": 0.0}},
+           "twin": {"msgs_per_s": 50.0, "avg_ms": 0.1,
+                    "broker_threads_us_per_msg": {"loop": 10.0, "StoreStatsService": 0.0}}}
+    rows = {r[1]: r[2:] for r in suite.scenario_rows("send_1k", res)}
+    assert rows["avg RT ms"] == ("0.051", "0.100", pytest.approx(0.5123))
+    assert rows["broker thread loop µs/msg"] == (5.0, 10.0, 0.5)
+    assert rows["broker thread FlushRealTimeService µs/msg"] == (1.0, None, None)
+    assert "broker thread StoreStatsService µs/msg" not in rows  # idle in every build
+    names = [r[1] for r in suite.scenario_rows("send_1k", res)]
+    assert names.index("broker thread loop µs/msg") < names.index(
+        "broker thread FlushRealTimeService µs/msg")
+
+
+def test_thread_cpu_by_native_name():
+    """A thread that names itself and burns CPU shows up under its full name;
+    the first thread of the process is "loop"."""
+    pid = os.getpid()
+    assert thread_label(pid, pid, "python") == "loop"
+    assert thread_label(pid, pid + 1, "FlushRealTimeSe") == "FlushRealTimeService"
+    assert thread_label(pid, pid + 1, "AllocateMappedF") == "AllocateMappedFileService"
+    assert thread_label(pid, pid + 1, "libuv-worker") == "libuv-worker"
+    window = ThreadCpuWindow(pid)
+    window.begin()
+    stop = threading.Event()
+
+    def burn() -> None:
+        set_native_thread_name("GroupCommitService")
+        while not stop.is_set():
+            sum(range(1000))
+
+    t = threading.Thread(target=burn)
+    t.start()
+    time.sleep(0.3)
+    names = {name for name, _ticks in thread_cpu_ticks(pid).values()}
+    seconds = window.end()
+    stop.set()
+    t.join(10)
+    assert "GroupCommitServ" in names
+    assert seconds["GroupCommitService"] > 0.05 and "loop" in seconds
+
+
+def test_raw_pulls_frames():
+    pulls = RawPulls("T", "g", queues=2, max_nums=16, suspend_ms=15_000)
+    for queue_id, offset in ((0, 0), (1, 12_345_678_901)):
+        opaque, frame = pulls.frame(queue_id, offset)
+        assert int.from_bytes(frame[:4], "big") == len(frame) - 4
+        cmd = RemotingCommand.decode(frame[4:])
+        assert cmd.code == RequestCode.PULL_MESSAGE and cmd.opaque == opaque
+        ext = cmd.ext_fields
+        assert (ext["queueId"], ext["queueOffset"]) == (str(queue_id), str(offset))
+        assert (ext["topic"], ext["consumerGroup"], ext["maxMsgNums"]) == ("T", "g", "16")
+        assert ext["subscription"] == "*" and ext["suspendTimeoutMillis"] == "15000"
+        assert int(ext["sysFlag"]) == 0x2 | 0x4  # SUSPEND | SUBSCRIPTION
+    plain = RemotingCommand.decode(RawPulls("T").frame(0, 5)[1][4:]).ext_fields
+    assert plain["sysFlag"] == "4" and plain["suspendTimeoutMillis"] == "0"
+
+
+def test_raw_requests_stamp_the_body():
+    raw = RawRequests("T", b"x" * 64, stamp=True)
+    before = time.time_ns()
+    _opaque, frame = raw.frame(0)
+    body = RemotingCommand.decode(bytes(frame[4:])).body
+    assert before <= raw.last_stamp <= time.time_ns()
+    assert int.from_bytes(body[:8], "big") == raw.last_stamp and body[8:] == b"x" * 56
+    with pytest.raises(ValueError):
+        RawRequests("T", b"x" * 64, batch=2, stamp=True)
+
+
+def test_raw_connection_decodes_split_and_joined_frames():
+    async def main() -> list[int]:
+        conn = RawConnection()
+        frames = [RemotingCommand(0, 0, 409, op, 1, None, {"k": "v"}, b"b" * 5000, 0).encode()
+                  for op in (1, 2, 3)]
+        futs = [conn._loop.create_future() for _ in frames]
+        conn._pending = dict(zip((1, 2, 3), futs, strict=True))
+        wire = b"".join(frames)
+        for cut in (3, len(frames[0]) + 10, len(wire) - 1):  # mid-length, mid-frame, last byte
+            conn.data_received(wire[:cut])
+            wire = wire[cut:]
+        conn.data_received(wire)
+        assert not conn._buf
+        resps = [await f for f in futs]
+        assert all(r.body == b"b" * 5000 for r in resps)
+        return [r.opaque for r in resps]
+
+    assert asyncio.run(main()) == [1, 2, 3]
 
 
 def test_json_option_detection():
@@ -161,6 +280,7 @@ def test_parse_remoting_output():
 def test_run_arguments_validated():
     args = suite.parse_args(["--quick", "--only", "send_1k", "--broker-conf", "a=b=c"])
     assert args.seconds == 2.0 and args.only == ["send_1k"] and args.broker_conf == [("a", "b=c")]
+    assert args.pin and not suite.parse_args(["--no-pin"]).pin
     for bad in (["--only", "nope"], ["--modes", "fast"], ["--broker-conf", "novalue"]):
         with pytest.raises(SystemExit):
             suite.parse_args(bad)
@@ -195,7 +315,8 @@ def test_run_py_quick_writes_results(tmp_path):
     mode = current_mode()
     stem = tmp_path / "results"
     cmd = [sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--seconds", "1",
-           "--warmup", "0.3", "--only", "send_1k,send_1k_sdk,consume,connections",
+           "--warmup", "0.3", "--only",
+           "send_1k,send_1k_1,send_1k_sdk,consume,consume_sdk,e2e_20k,connections",
            "--clients", "20",
            "--modes", mode, "--scripts", "remoting", "--out", str(stem)]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=220, cwd=ROOT,
@@ -203,15 +324,42 @@ def test_run_py_quick_writes_results(tmp_path):
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     doc = json.loads(stem.with_suffix(".json").read_text())
     res = doc["broker"][mode]
-    for scen in ("send_1k", "send_1k_sdk", "consume"):
+    assert (doc["pinned"] is not None) == can_pin() == res["_pinned"]
+    for scen in ("send_1k", "send_1k_1", "send_1k_sdk", "consume", "consume_sdk", "e2e_20k"):
         assert res[scen]["msgs_per_s"] > 0 and res[scen]["failures"] == 0, res[scen]
         assert res[scen]["broker_cpu_us_per_msg"] > 0 and res[scen]["broker_RssAnon"] > 0
         assert res[scen]["p50_ms"] <= res[scen]["p99_ms"] <= res[scen]["max_ms"]
+        threads = res[scen]["broker_threads_us_per_msg"]
+        assert threads["loop"] == res[scen]["broker_loop_cpu_us_per_msg"] > 0
+        assert "FlushRealTimeService" in threads and "AllocateMappedFileService" in threads
+    assert res["send_1k_1"]["requests"] == res["send_1k_1"]["msgs"]  # one at a time
+    e2e = res["e2e_20k"]
+    assert 0 < e2e["e2e_received"] == e2e["e2e_sent"] and e2e["e2e_lost"] == 0, e2e
+    assert 0 < e2e["e2e_p50_ms"] <= e2e["e2e_p99_ms"] <= e2e["e2e_max_ms"]
+    assert e2e["e2e_caught_up_pulls"] > 0.5  # the consumer kept up: its pulls were held
+    assert res["consume"]["passes"] > 0 and res["consume"]["lanes"] == 8
     assert res["connections"]["connections"] == 20 and res["connections"]["failures"] == 0
     assert doc["scripts"]["remoting"]["status"] == "ok"
     md = stem.with_suffix(".md").read_text()
     assert "| send_1k | msgs/s |" in md and "## Targets" in md and "### remoting: ok" in md
     assert "| send_1k_sdk | msgs/s |" in md and "SDK load" in md
+    assert "| send_1k | broker thread loop µs/msg |" in md and "| e2e_20k | e2e p99 ms |" in md
+
+
+@pytest.mark.timeout(60)
+def test_cluster_pinned_to_one_cpu(tmp_path):
+    """Cluster(pin=True): the name server and the broker, every thread of
+    them, run on BROKER_CPUS only; the broker's threads carry their names."""
+    mode = current_mode()
+    with Cluster(env=mode_env(mode), workdir=tmp_path / "pinned", pin=True) as cluster:
+        assert cluster.pinned == can_pin()
+        pids = (cluster.broker_pid, cluster.namesrv.pid)
+        tids = [(pid, int(t)) for pid in pids for t in os.listdir(f"/proc/{pid}/task")]
+        if cluster.pinned:
+            assert all(os.sched_getaffinity(tid) == set(BROKER_CPUS) for _pid, tid in tids)
+        labels = {thread_label(cluster.broker_pid, tid, comm)
+                  for tid, (comm, _t) in thread_cpu_ticks(cluster.broker_pid).items()}
+        assert {"loop", "FlushRealTimeService", "StoreStatsService"} <= labels, labels
 
 
 @pytest.mark.timeout(180)
