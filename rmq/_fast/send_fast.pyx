@@ -23,7 +23,7 @@ the twin module's ``_hashmap_order`` once (one rule for both builds).
 Anything else goes to the twin itself.
 """
 
-from libc.stdint cimport uint8_t
+from libc.stdint cimport int32_t, uint8_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcmp, memcpy
 from rmq._fast.record cimport ascii_hash
@@ -127,14 +127,12 @@ cdef bint _learn(PermEntry *e, unsigned long long h, Py_ssize_t siglen, const ch
     return True
 
 
-def fast_send_properties(text, cluster):
-    """(stored string, tagsCode, wait for the flush, DELAY or TRAN_MSG sent,
-    KEYS value or None, UNIQ_KEY value or None); see the module docstring."""
-    if type(text) is not str or type(cluster) is not str or not PyUnicode_IS_ASCII(text) \
-            or not PyUnicode_IS_ASCII(cluster):
-        return _general(text, cluster)
-    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text)
-    cdef const char *p = <const char *>PyUnicode_DATA(text)
+cdef Py_ssize_t send_props(const char *p, Py_ssize_t n, const char *cluster, Py_ssize_t clen,
+                           char *out, SendProps *r) except -2:
+    """The stored string of the ASCII properties ``p[:n]`` written at ``out``
+    (room for ``n + clen + 9`` bytes) and the rest of ``r``; its length, or
+    -1 for what the general route decides (too many segments, CLUSTER sent,
+    a key twice)."""
     cdef Py_ssize_t starts[MAX_SEGS]
     cdef Py_ssize_t klens[MAX_SEGS]
     cdef Py_ssize_t slens[MAX_SEGS]
@@ -155,7 +153,7 @@ def fast_send_properties(text, cluster):
             k = first - start
             if first > start and k < slen - 1:
                 if count == MAX_SEGS:
-                    return _general(text, cluster)
+                    return -1
                 q = p + start
                 if k == 4:
                     if memcmp(q, b"TAGS", 4) == 0:
@@ -172,7 +170,7 @@ def fast_send_properties(text, cluster):
                 elif k == 5 and memcmp(q, b"DELAY", 5) == 0:
                     special = True
                 elif k == 7 and memcmp(q, b"CLUSTER", 7) == 0:
-                    return _general(text, cluster)  # the sender's CLUSTER keeps its place
+                    return -1  # the sender's CLUSTER keeps its place
                 for j in range(k):
                     h = (h ^ <unsigned char>q[j]) * FNV_PRIME
                 h = (h ^ 1) * FNV_PRIME
@@ -188,18 +186,11 @@ def fast_send_properties(text, cluster):
     cdef PermEntry *e = &_perms[(h ^ (h >> 29)) & (PERM_SLOTS - 1)]
     if not _same_keys(e, h, siglen, p, starts, klens, count):
         if not _learn(e, h, siglen, p, starts, klens, count, wait_seg):
-            return _general(text, cluster)  # a key twice
+            return -1  # a key twice
     cdef unsigned char perm[MAX_SEGS + 1]
     cdef Py_ssize_t nout = e.nout
     memcpy(perm, e.perm, nout)
     # the stored string: the request's segments in that order, CLUSTER added
-    cdef Py_ssize_t clen = PyUnicode_GET_LENGTH(cluster)
-    cdef Py_ssize_t total = nout - 1 + 8 + clen
-    for j in range(nout):
-        if perm[j] != count:
-            total += slens[perm[j]]
-    stored = PyUnicode_New(total, 127)
-    cdef char *out = <char *>PyUnicode_DATA(stored)
     cdef Py_ssize_t pos = 0
     for j in range(nout):
         if j:
@@ -208,22 +199,55 @@ def fast_send_properties(text, cluster):
         k = perm[j]
         if k == count:
             memcpy(out + pos, b"CLUSTER\x01", 8)
-            memcpy(out + pos + 8, PyUnicode_DATA(cluster), clen)
+            memcpy(out + pos + 8, cluster, clen)
             pos += 8 + clen
         else:
             memcpy(out + pos, p + starts[k], slens[k])
             pos += slens[k]
     # the values the caller needs
-    cdef int code = 0
+    r.tags_code = 0
     if tags_seg >= 0:
         q = p + starts[tags_seg] + 5
-        code = ascii_hash(0, <const uint8_t *>q, slens[tags_seg] - 5)
-    cdef bint wait = True
+        r.tags_code = ascii_hash(0, <const uint8_t *>q, slens[tags_seg] - 5)
+    r.wait = True
     if wait_seg >= 0:
-        wait = _is_true(p + starts[wait_seg] + 5, slens[wait_seg] - 5)
-    keys = None if keys_seg < 0 else _ascii(p + starts[keys_seg] + 5, slens[keys_seg] - 5)
-    uniq = None if uniq_seg < 0 else _ascii(p + starts[uniq_seg] + 9, slens[uniq_seg] - 9)
-    return stored, code, wait, special, keys, uniq
+        r.wait = _is_true(p + starts[wait_seg] + 5, slens[wait_seg] - 5)
+    r.special = special
+    r.keys_at = r.uniq_at = -1
+    r.keys_len = r.uniq_len = 0
+    if keys_seg >= 0:
+        r.keys_at = starts[keys_seg] + 5
+        r.keys_len = slens[keys_seg] - 5
+    if uniq_seg >= 0:
+        r.uniq_at = starts[uniq_seg] + 9
+        r.uniq_len = slens[uniq_seg] - 9
+    return pos
+
+
+def fast_send_properties(text, cluster):
+    """(stored string, tagsCode, wait for the flush, DELAY or TRAN_MSG sent,
+    KEYS value or None, UNIQ_KEY value or None); see the module docstring."""
+    if type(text) is not str or type(cluster) is not str or not PyUnicode_IS_ASCII(text) \
+            or not PyUnicode_IS_ASCII(cluster):
+        return _general(text, cluster)
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text)
+    cdef Py_ssize_t clen = PyUnicode_GET_LENGTH(cluster)
+    cdef const char *p = <const char *>PyUnicode_DATA(text)
+    cdef SendProps r
+    cdef char *out = <char *>malloc(n + clen + 9)
+    if out == NULL:
+        raise MemoryError()
+    cdef Py_ssize_t total
+    try:
+        total = send_props(p, n, <const char *>PyUnicode_DATA(cluster), clen, out, &r)
+        if total < 0:
+            return _general(text, cluster)
+        stored = _ascii(out, total)
+    finally:
+        free(out)
+    keys = None if r.keys_at < 0 else _ascii(p + r.keys_at, r.keys_len)
+    uniq = None if r.uniq_at < 0 else _ascii(p + r.uniq_at, r.uniq_len)
+    return stored, r.tags_code, r.wait, r.special, keys, uniq
 
 
 cdef inline bint _strict_int(object text, long long *out) noexcept:

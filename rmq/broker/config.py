@@ -203,6 +203,10 @@ class BrokerConfig:
     # rmq only, for tests (not in 4.9.8): every send first holds a simulated
     # commit-log lock this long (rmq.broker.put_delay); 0 = off
     rmqTestPutDelayMillis: int = 0
+    # rmq only (not in 4.9.8): plain single sends are served straight from the
+    # receive buffer (rmq.broker.send_lane); false sends every request through
+    # the processor table.  Read at start-up.
+    rmqSendLaneEnable: bool = True
 
     def register_period_ms(self) -> int:
         """The effective re-registration period: clamped to 10-60 s as 4.9.8 does."""

@@ -201,6 +201,7 @@ class BrokerController:
         self.remoting_server: RemotingServer | None = None
         self.fast_remoting_server: RemotingServer | None = None
         self.admin_processor: Any = None
+        self.send_lane_support: Any = None  # rmq.broker.send_lane, while the lane is on
         self.access_validator: Any = None  # plain ACL (aclEnable=true)
         self.message_arriving_listeners: list[Callable[..., None]] = []
         self.services: list[Any] = []
@@ -423,10 +424,23 @@ class BrokerController:
                 if spec.fast_port:
                     self.fast_remoting_server.register_processor(code, wrapped, queue.capacity,
                                                                  pool=spec.queue)
+        send = built.get(("send", "SendMessageProcessor"))
+        if send is not None and self.broker_config.rmqSendLaneEnable:
+            self._install_send_lane(send)
         self.admin_processor = AdminBrokerProcessor(self)
         admin = QueuedProcessor(self.admin_processor, self.request_queues["admin"])
         self.remoting_server.register_default_processor(admin)
         self.fast_remoting_server.register_default_processor(admin)
+
+    def _install_send_lane(self, send: Any) -> None:
+        """Plain single sends are served straight from the receive buffer on
+        both ports (``rmq.broker.send_lane``); the lane itself declines
+        whatever the moment or the request rules out."""
+        from rmq.broker.send_lane import SendLaneSupport, make_send_lane
+
+        self.send_lane_support = SendLaneSupport(send)
+        for server in (self.remoting_server, self.fast_remoting_server):
+            server.lane = make_send_lane(self.send_lane_support, server.config.frameMaxLength)
 
     def _build_processor(self, spec: ProcessorSpec) -> Any:
         name = f"rmq.broker.processor.{spec.module}"
@@ -653,11 +667,12 @@ class BrokerController:
             log.warning("notifyConsumerIdsChanged to %s failed: %s", channel.remote_addr, exc)
 
     def _on_message_arriving(self, topic: str, queue_id: int, next_offset: int, tags_code: int,
-                             store_ts: int, nums: int = 1, size: int = 0) -> None:
+                             store_ts: int, nums: int = 1, size: int = 0, events: int = 1) -> None:
         """The store's arrival listener: count the put (``nums`` messages of
-        ``size`` bytes in one event, as 4.9.8 counts a batch), tell long polling and the delay-level
-        service (explicit arguments: called once per message or run)."""
-        self.stats.inc_put(topic, queue_id, nums, size)
+        ``size`` bytes in ``events`` requests: a batch is one, as 4.9.8 counts
+        it), tell long polling and the delay-level service (explicit
+        arguments: called once per message or run)."""
+        self.stats.inc_put(topic, queue_id, nums, size, events)
         for listener in self.message_arriving_listeners:
             listener(topic, queue_id, next_offset, tags_code, store_ts)
 

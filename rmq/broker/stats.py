@@ -194,15 +194,17 @@ class BrokerStats:
         return self.items.get(name, {}).get(key)
 
     # ---- counting ------------------------------------------------------------------
-    def inc_put(self, topic: str, queue_id: int = 0, nums: int = 1, size: int = 0) -> None:
-        """One put event of ``nums`` messages, ``size`` bytes in the commit log."""
+    def inc_put(self, topic: str, queue_id: int = 0, nums: int = 1, size: int = 0,
+                events: int = 1) -> None:
+        """``events`` put requests (one batch, or several single sends served
+        in one read) of ``nums`` messages, ``size`` bytes in the commit log."""
         self.put_total += nums
         pending = self._put_pending.get((topic, queue_id))
         if pending is None:
             pending = self._put_pending[(topic, queue_id)] = \
                 [0] * (3 if self.size_histograms is None else 4 + len(SIZE_BUCKETS))
         pending[0] += nums
-        pending[1] += 1
+        pending[1] += events
         pending[2] += size
         if len(pending) > 3:  # rocketmq_message_size: the event's messages by mean size
             mean = size // nums if nums else 0

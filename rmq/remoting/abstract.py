@@ -81,6 +81,13 @@ class RPCHook(Protocol):
                           response: RemotingCommand | None) -> None: ...
 
 
+class FrameLane(Protocol):
+    """Serves recognised frames straight from a receive buffer (see ``RemotingService.lane``)."""
+
+    def serve(self, channel: Channel, buf: memoryview, pos: int, end: int
+              ) -> tuple[int, bytes | None]: ...
+
+
 class ChannelEventListener(Protocol):
     """Connection events; every method is optional (``ChannelEventListener``)."""
 
@@ -143,6 +150,13 @@ class RemotingService:
         self._rpc_hooks: list[RPCHook] = []
         # rocketmq_rpc_latency, kept only while a metrics exporter is on
         self.rpc_latency: RpcLatency | None = None
+        # A frame lane: ``lane.serve(channel, buf, pos, end) -> (pos, frames)``
+        # serves the leading frames of a read it recognises straight from the
+        # receive buffer (returning the position of the first one it leaves
+        # and the response frames to write); the rest are dispatched as usual.
+        # Not consulted while RPC hooks or request timing are on: a lane
+        # answers without them.
+        self.lane: FrameLane | None = None
 
     # ---- processor table ------------------------------------------------
 

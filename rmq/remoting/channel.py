@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from rmq.remoting import codec
 from rmq.remoting.command import RPC_RESPONSE, RemotingCommand
-from rmq.remoting.exceptions import RemotingSendRequestError
+from rmq.remoting.exceptions import RemotingCommandError, RemotingSendRequestError
 
 if TYPE_CHECKING:
     from rmq.remoting.abstract import RemotingService
@@ -98,6 +98,18 @@ class Channel:
             self._transport.writelines(pending)
         self.last_active = time.monotonic()
 
+    def write_bytes(self, frames: bytes) -> None:
+        """Queue already encoded frames (a frame lane's responses); dropped when
+        the channel is gone, as a response to a departed peer is."""
+        if self._closed or self._transport.is_closing():
+            return
+        pending = self._pending
+        if pending is None:
+            pending = self._pending = []
+            self._loop.call_soon(self._flush)
+        pending.append(frames)
+        self.last_active = time.monotonic()
+
     def _flush(self) -> None:
         pending, self._pending = self._pending, None
         if not pending or self._transport.is_closing():
@@ -138,7 +150,7 @@ class RemotingProtocol(asyncio.BufferedProtocol):
     """Frames one connection and passes commands to its service."""
 
     __slots__ = ("_service", "_max_frame", "_buf", "_view", "_start", "_end", "_offered",
-                 "channel")
+                 "channel", "_lane_used")
 
     def __init__(self, service: RemotingService, max_frame: int) -> None:
         self._service = service
@@ -149,6 +161,7 @@ class RemotingProtocol(asyncio.BufferedProtocol):
         self._end = 0
         self._offered = 0  # room handed to the last read
         self.channel: Channel | None = None
+        self._lane_used = False  # the service's lane has served a frame of this connection
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.channel = Channel(transport)
@@ -199,6 +212,52 @@ class RemotingProtocol(asyncio.BufferedProtocol):
         self._start = 0
         self._end = pending
 
+    @staticmethod
+    def _dispatch(frames: list, channel: Channel, service: RemotingService) -> bool:
+        """Hand decoded frames to the service; False once the channel closed."""
+        cmd_cls = RemotingCommand
+        for fields in frames:
+            cmd = cmd_cls(*fields)
+            if cmd.flag & RPC_RESPONSE:
+                service._on_response(cmd)
+            else:
+                service._on_request(channel, cmd)
+            if channel._closed:
+                return False
+        return True
+
+    def _lane_turns(self, lane, channel: Channel, service: RemotingService) -> bool:
+        """Let the service's lane serve the runs of frames it takes, each frame
+        between two runs going the general way.  On a connection the lane has
+        never served, a read it does not start is left to the general way
+        whole (a consumer's connection pays one lane call per read).  False
+        once the channel closed."""
+        view, end, max_frame = self._view, self._end, self._max_frame
+        while True:
+            start = self._start
+            pos, out = lane.serve(channel, view, start, end)
+            if out is not None:
+                channel.write_bytes(out)
+            self._start = pos
+            if pos != start:
+                self._lane_used = True
+            elif not self._lane_used:
+                return True
+            if pos >= end:
+                return True
+            try:
+                length = codec.frame_length(view, pos, end, max_frame)
+            except RemotingCommandError:
+                return True  # the general decode reports it
+            if length < 0:
+                return True
+            frames, next_pos, error = codec.decode_frames(view, pos, pos + 4 + length, max_frame)
+            if error is not None:
+                return True
+            self._start = next_pos
+            if not self._dispatch(frames, channel, service):
+                return False
+
     def buffer_updated(self, nbytes: int) -> None:
         if nbytes == self._offered and len(self._buf) < _BUSY_BUFFER:
             self._offered = -1  # more is waiting: the next read gets a busy connection's room
@@ -208,17 +267,14 @@ class RemotingProtocol(asyncio.BufferedProtocol):
             return
         channel.last_active = time.monotonic()
         service = self._service
+        lane = service.lane
+        if lane is not None and not service._rpc_hooks and service.rpc_latency is None:
+            if not self._lane_turns(lane, channel, service):
+                return
         frames, pos, error = codec.decode_frames(self._view, self._start, self._end,
                                                  self._max_frame)
-        cmd_cls = RemotingCommand
-        for fields in frames:
-            cmd = cmd_cls(*fields)
-            if cmd.flag & RPC_RESPONSE:
-                service._on_response(cmd)
-            else:
-                service._on_request(channel, cmd)
-            if channel._closed:
-                return
+        if not self._dispatch(frames, channel, service):
+            return
         if error is not None:
             self._start = self._end = 0
             service._frame_error(channel, error)

@@ -1,0 +1,707 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Compiled twin of ``SendLane`` in rmq/broker/send_lane.py: the plain single
+sends at the start of a read, from the receive buffer to the response bytes
+in one call.
+
+For each frame it reads the JSON header without building a Python object
+(the extFields values it needs are located in the header text and decoded
+into scratch buffers), checks what the twin checks, and writes the
+commit-log record, the consume-queue entry, the index keys and the response
+frame straight into their buffers.  Python is asked only once per read
+(``SendLaneSupport.begin`` / ``end``) and the first time a read meets a topic
+or a queue.  Whatever this reader does not take for certain -- escapes in
+keys or numbers, floats, non-ASCII topics or properties, headers of more
+than 4 KiB or ``MAX_EXT`` entries -- ends the lane's turn, and the general
+path, which decides everything, serves the frame; so the stored bytes and
+responses are the general path's in every case.
+"""
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
+from libc.string cimport memcmp, memcpy
+from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
+
+from rmq._fast.byteorder cimport get32, get64, put32, put64
+from rmq._fast.index_slot cimport index_put
+from rmq._fast.json_text cimport (
+    JV_FAIL,
+    JV_FALSE,
+    JV_INT,
+    JV_NULL,
+    JV_OTHER,
+    JV_STR,
+    JV_TRUE,
+    JIndex,
+    JStr,
+    json_index,
+    json_index_words,
+    json_literal,
+    json_number,
+    json_scalar,
+    json_scan_string,
+    json_skip_value,
+    json_string_valid,
+    json_unescape,
+    json_utf8_valid,
+    json_write_int,
+    json_ws,
+)
+from rmq._fast.record cimport ascii_hash, c_record_size, c_write_record, count_keys, index_key_hash
+from rmq._fast.send_fast cimport SendProps, send_props
+
+cdef extern from "Python.h":
+    object PyUnicode_New(Py_ssize_t size, Py_ssize_t maxchar)
+    void *PyUnicode_DATA(object o)
+
+cdef enum:
+    NF = 14              # send header fields: V1 names / V2 letters "a".."n"
+    MAX_HEADER = 4096    # longer JSON headers go the general way
+    HEADER_WORDS = 64    # MAX_HEADER / 64: the header's index bitmap
+    CQ_UNIT = 20
+    SEND_V1 = 10
+    SEND_V2 = 310
+    RPC_RESPONSE = 1
+    RPC_ONEWAY = 2
+    MULTI_TAGS_FLAG = 0x2
+    TX_BITS = 0xC
+    MAX_TOPIC = 127
+    MAX_PROPS = 32767
+    RESPONSE_ROOM = 160  # a response without the tail and the host hex
+
+cdef const char *HEX = b"0123456789ABCDEF"
+cdef const char *V1_NAMES[NF]
+V1_NAMES[:] = [b"producerGroup", b"topic", b"defaultTopic", b"defaultTopicQueueNums",
+               b"queueId", b"sysFlag", b"bornTimestamp", b"flag", b"properties",
+               b"reconsumeTimes", b"unitMode", b"maxReconsumeTimes", b"batch", b"bname"]
+cdef Py_ssize_t V1_LENS[NF]
+V1_LENS[:] = [13, 5, 12, 21, 7, 7, 13, 4, 10, 14, 8, 17, 5, 5]
+
+
+cdef struct Field:
+    int kind             # JV_STR / JV_INT / JV_TRUE / JV_FALSE, 0 when absent
+    JStr s               # the string (JV_STR)
+    const uint8_t* start # the value's text (JV_INT: its digits)
+    const uint8_t* stop
+
+
+cdef struct Head:
+    int64_t code, flag, opaque
+    Field v1[NF]
+    Field v2[NF]
+    const uint8_t* body
+    Py_ssize_t body_len
+    Py_ssize_t frame_end
+
+
+cdef inline int field_of_v1(const uint8_t* s, Py_ssize_t n) noexcept nogil:
+    cdef int i
+    for i in range(NF):
+        if V1_LENS[i] == n and memcmp(V1_NAMES[i], s, n) == 0:
+            return i
+    return -1
+
+
+cdef inline bint header_int(int kind, int64_t v, int64_t* out) noexcept nogil:
+    """code/flag/opaque/version: an int32, or null (0), as the general reader takes them."""
+    if kind == JV_NULL:
+        out[0] = 0
+        return True
+    if kind == JV_INT and -2147483648 <= v <= 2147483647:
+        out[0] = v
+        return True
+    return False
+
+
+cdef const uint8_t* scan_ext(const JIndex* ix, const uint8_t* p, const uint8_t* end,
+                             Head* h) noexcept nogil:
+    """The extFields object at ``p`` (its '{') into ``h``; the byte after it,
+    or NULL for anything the lane leaves to the general path."""
+    cdef JStr k
+    cdef Field f
+    cdef Field* slot
+    cdef int64_t ival
+    cdef int idx
+    p = json_ws(p + 1, end)
+    if p < end and p[0] == 125:
+        return p + 1
+    while True:
+        if p >= end or p[0] != 34:
+            return NULL
+        p = json_scan_string(ix, p, end, &k)
+        if p == NULL or k.esc or not json_string_valid(&k):
+            return NULL
+        p = json_ws(p, end)
+        if p >= end or p[0] != 58:
+            return NULL
+        p = json_ws(p + 1, end)
+        f.start = p
+        p = json_scalar(ix, p, end, &f.s, &f.kind, &ival)
+        if f.kind == JV_FAIL:
+            return NULL
+        if f.kind == JV_STR and not json_string_valid(&f.s):
+            return NULL
+        f.stop = p
+        slot = NULL
+        if k.n == 1 and 97 <= k.s[0] <= 110:
+            slot = &h.v2[k.s[0] - 97]
+        else:
+            idx = field_of_v1(k.s, k.n)
+            if idx >= 0:
+                slot = &h.v1[idx]
+        if slot != NULL:
+            if f.kind == JV_OTHER:
+                return NULL  # a fraction: its text is not what the general path stores
+            slot[0] = f
+            if f.kind == JV_NULL:
+                slot.kind = 0  # null: absent, and a later key wins
+        p = json_ws(p, end)
+        if p >= end:
+            return NULL
+        if p[0] == 125:
+            return p + 1
+        if p[0] != 44:
+            return NULL
+        p = json_ws(p + 1, end)
+
+
+cdef bint parse_head(const uint8_t* b, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_frame,
+                     Head* h) noexcept nogil:
+    """The complete send request with a JSON header at ``b[pos:end]`` into
+    ``h``; False for anything else (incomplete, another code, a response, a
+    header this reader leaves to the general path)."""
+    if end - pos < 8:
+        return False
+    cdef int32_t length = get32(b + pos)
+    if length < 4 or length > max_frame or end - pos - 4 < length:
+        return False
+    cdef int32_t mark = get32(b + pos + 4)
+    cdef Py_ssize_t hlen = mark & 0xFFFFFF
+    if (mark >> 24) != 0 or hlen > length - 4 or hlen > MAX_HEADER or hlen == 0:
+        return False
+    cdef const uint8_t* data = b + pos + 8
+    cdef const uint8_t* end_h = data + hlen
+    cdef uint64_t bm[HEADER_WORDS]
+    cdef JIndex ix
+    cdef JStr k, s
+    cdef int kind, i
+    cdef int64_t ival
+    cdef bint has_ext = False, has_code = False
+    ix.base = data
+    ix.bm = bm
+    ix.wide = json_index(data, hlen, bm)
+    for i in range(NF):
+        h.v1[i].kind = 0
+        h.v2[i].kind = 0
+    h.code = h.flag = h.opaque = 0
+    cdef const uint8_t* p = json_ws(data, end_h)
+    if p >= end_h or p[0] != 123:
+        return False
+    p = json_ws(p + 1, end_h)
+    if p < end_h and p[0] == 125:
+        return False
+    while True:
+        if p >= end_h or p[0] != 34:
+            return False
+        p = json_scan_string(&ix, p, end_h, &k)
+        if p == NULL or k.esc or not json_string_valid(&k):
+            return False
+        p = json_ws(p, end_h)
+        if p >= end_h or p[0] != 58:
+            return False
+        p = json_ws(p + 1, end_h)
+        if k.n == 9 and memcmp(k.s, b"extFields", 9) == 0:
+            if p >= end_h or p[0] != 123:
+                return False
+            p = scan_ext(&ix, p, end_h, h)
+            if p == NULL:
+                return False
+            has_ext = True
+        elif (k.n == 4 and (memcmp(k.s, b"code", 4) == 0 or memcmp(k.s, b"flag", 4) == 0)) \
+                or (k.n == 6 and memcmp(k.s, b"opaque", 6) == 0) \
+                or (k.n == 7 and memcmp(k.s, b"version", 7) == 0):
+            p = json_scalar(&ix, p, end_h, &s, &kind, &ival)
+            if k.s[0] == 99:
+                if not header_int(kind, ival, &h.code):
+                    return False
+                has_code = True
+            elif k.s[0] == 102:
+                if not header_int(kind, ival, &h.flag):
+                    return False
+            elif k.s[0] == 111:
+                if not header_int(kind, ival, &h.opaque):
+                    return False
+            elif not header_int(kind, ival, &ival):
+                return False
+        elif k.n == 8 and memcmp(k.s, b"language", 8) == 0:
+            p = json_scalar(&ix, p, end_h, &s, &kind, &ival)
+            if kind == JV_STR:
+                if s.esc or not json_string_valid(&s):
+                    return False
+            elif kind != JV_INT and kind != JV_NULL:
+                return False
+        else:  # remark, serializeTypeCurrentRPC, anything else: checked, not used
+            p = json_skip_value(&ix, p, end_h, 1, &kind)
+            if kind == JV_FAIL:
+                return False
+        p = json_ws(p, end_h)
+        if p >= end_h:
+            return False
+        if p[0] == 125:
+            p += 1
+            break
+        if p[0] != 44:
+            return False
+        p = json_ws(p + 1, end_h)
+    if json_ws(p, end_h) != end_h or not has_ext or not has_code:
+        return False
+    if (h.code != SEND_V2 and h.code != SEND_V1) or h.flag & RPC_RESPONSE:
+        return False
+    h.body = end_h
+    h.body_len = length - 4 - hlen
+    h.frame_end = pos + 4 + length
+    return True
+
+
+cdef inline bint strict_int(Field* f, int64_t* out) noexcept nogil:
+    """An ASCII ``-?[0-9]{1,18}`` value (string or integer) into ``out``."""
+    cdef const uint8_t* p
+    cdef Py_ssize_t n, i = 0
+    cdef bint neg = False
+    cdef int64_t v = 0
+    if f.kind == JV_STR:
+        if f.s.esc:
+            return False
+        p = f.s.s
+        n = f.s.n
+    elif f.kind == JV_INT:
+        p = f.start
+        n = f.stop - f.start
+    else:
+        return False
+    if n > 0 and p[0] == 45:
+        neg = True
+        i = 1
+    if n - i < 1 or n - i > 18:
+        return False
+    while i < n:
+        if p[i] < 48 or p[i] > 57:
+            return False
+        v = v * 10 + (p[i] - 48)
+        i += 1
+    out[0] = -v if neg else v
+    return True
+
+
+cdef inline bint int32_range(int64_t v) noexcept nogil:
+    return -2147483648 <= v <= 2147483647
+
+
+cdef inline bint plain_text(Field* f, const uint8_t** p, Py_ssize_t* n) noexcept nogil:
+    """The ASCII text of a value without escapes (a string or an integer)."""
+    if f.kind == JV_STR:
+        if f.s.esc or f.s.wide:
+            return False
+        p[0] = f.s.s
+        n[0] = f.s.n
+        return True
+    if f.kind == JV_INT:
+        p[0] = f.start
+        n[0] = f.stop - f.start
+        return True
+    return False
+
+
+cdef inline int64_t now_ms() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
+
+
+cdef class CTopic:
+    """A topic as this read uses it."""
+    cdef bytes name_b
+    cdef str name
+    cdef int wq, rq
+    cdef bint multi
+    cdef int32_t hash
+    cdef list queues
+
+
+cdef class CQueue:
+    """A consume queue this read stores into (the support's LaneQueue, with its
+    tail file's buffer held for the read)."""
+    cdef object lq
+    cdef Py_buffer buf
+    cdef bint held
+    cdef int64_t cpos, cfrom, csize, qoff, maxphy, nums, size, tags, store_ts
+    cdef object each
+
+    cdef void release(self) noexcept:
+        if self.held:
+            PyBuffer_Release(&self.buf)
+            self.held = False
+
+    def __dealloc__(self):
+        self.release()
+
+
+cdef class Out:
+    """A growing byte buffer of response frames."""
+    cdef uint8_t* data
+    cdef Py_ssize_t n, cap
+
+    def __dealloc__(self):
+        PyMem_Free(self.data)
+
+    cdef int reserve(self, Py_ssize_t more) except -1:
+        cdef Py_ssize_t cap
+        cdef uint8_t* d
+        if self.n + more <= self.cap:
+            return 0
+        cap = max(self.cap * 2, self.n + more, 4096)
+        d = <uint8_t*>PyMem_Realloc(self.data, cap)
+        if d == NULL:
+            raise MemoryError()
+        self.data = d
+        self.cap = cap
+        return 0
+
+    cdef object take(self):
+        if self.n == 0:
+            return None
+        out = PyBytes_FromStringAndSize(<char*>self.data, self.n)
+        self.n = 0
+        return out
+
+
+cdef class SendLane:
+    """See the module docstring; same constructor and ``serve`` as the twin."""
+    cdef readonly object support
+    cdef Py_ssize_t max_frame
+    cdef uint8_t* scratch       # unescaped properties, then the stored string
+    cdef Py_ssize_t scratch_cap
+
+    def __init__(self, support, Py_ssize_t max_frame):
+        self.support = support
+        self.max_frame = max_frame
+
+    def __dealloc__(self):
+        PyMem_Free(self.scratch)
+
+    cdef int room(self, Py_ssize_t need) except -1:
+        cdef uint8_t* d
+        if need > self.scratch_cap:
+            d = <uint8_t*>PyMem_Realloc(self.scratch, need)
+            if d == NULL:
+                raise MemoryError()
+            self.scratch = d
+            self.scratch_cap = need
+        return 0
+
+    def serve(self, channel, buf, Py_ssize_t pos, Py_ssize_t end):
+        """Serve the plain sends at the start of ``buf[pos:end]``: (position of
+        the first frame left to the general path, response frames or None)."""
+        cdef Py_buffer view
+        cdef Head h
+        PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+        try:
+            if pos < 0 or end > view.len or pos > end:
+                raise ValueError("pos/end outside the buffer")
+            if not parse_head(<const uint8_t*>view.buf, pos, end, self.max_frame, &h):
+                return pos, None
+            ctx = self.support.begin(channel)
+            if ctx is None:
+                return pos, None
+            return self.run(channel, ctx, <const uint8_t*>view.buf, pos, end, &h)
+        finally:
+            PyBuffer_Release(&view)
+
+    cdef object run(self, channel, tuple ctx, const uint8_t* b, Py_ssize_t pos, Py_ssize_t end,
+                    Head* h):
+        cdef Py_buffer tv, iv
+        cdef bint t_held = False, i_held = False
+        cdef int64_t wrote = ctx[2]
+        cdef int64_t start_wrote = wrote
+        cdef int64_t store_ts = 0, wait_end = 0
+        cdef list touched = []
+        cdef dict topics = {}
+        cdef Out out = Out()
+        cdef Out held = Out()
+        cdef CQueue q
+        cdef int r
+        support = self.support
+        try:
+            try:
+                PyObject_GetBuffer(ctx[1], &tv, PyBUF_WRITABLE)
+                t_held = True
+                if ctx[6] is not None:
+                    PyObject_GetBuffer(ctx[6], &iv, PyBUF_WRITABLE)
+                    i_held = True
+                if ctx[4] > tv.len:
+                    raise ValueError("commit-log buffer smaller than its file")
+                while True:
+                    r = self.one(channel, ctx, h, &tv, &iv if i_held else NULL, &wrote,
+                                 &store_ts, &wait_end, topics, touched, out, held)
+                    if r == 0:
+                        break
+                    pos = h.frame_end
+                    if not parse_head(b, pos, end, self.max_frame, h):
+                        break
+            except Exception as exc:  # noqa: BLE001 - what is stored stays; the rest goes the general way
+                support.failed(exc)
+        finally:
+            lqs = []
+            for q in touched:
+                q.release()
+                lq = q.lq
+                lq.cpos = q.cpos
+                lq.qoff = q.qoff
+                lq.maxphy = q.maxphy
+                lq.nums = q.nums
+                lq.size = q.size
+                lq.tags = q.tags
+                lq.store_ts = q.store_ts
+                lqs.append(lq)
+            if i_held:
+                PyBuffer_Release(&iv)
+            if t_held:
+                PyBuffer_Release(&tv)
+            support.end(ctx, wrote, store_ts, lqs, channel, held.take(), wait_end)
+        return pos, out.take()
+
+    cdef CTopic topic_of(self, const uint8_t* p, Py_ssize_t n, dict topics):
+        """The read's view of a topic (None: the lane does not store into it)."""
+        key = PyBytes_FromStringAndSize(<const char*>p, n)
+        t = topics.get(key, False)
+        if t is not False:
+            return t
+        name = PyUnicode_New(n, 127)
+        memcpy(PyUnicode_DATA(name), p, n)
+        found = self.support.topic(name)
+        cdef CTopic ct = None
+        if found is not None:
+            ct = CTopic()
+            ct.name_b = key
+            ct.name = name
+            ct.wq, ct.rq, ct.multi = found
+            ct.hash = ascii_hash(0, p, n)
+            ct.queues = []
+        topics[key] = ct
+        return ct
+
+    cdef CQueue queue_of(self, CTopic t, int qid, list touched):
+        """The read's view of a consume queue (None: not taken)."""
+        while len(t.queues) <= qid:
+            t.queues.append(False)
+        q = t.queues[qid]
+        if q is not False:
+            return q
+        lq = self.support.queue(t.name, qid)
+        cdef CQueue cq = None
+        if lq is not None:
+            cq = CQueue()
+            cq.lq = lq
+            PyObject_GetBuffer(lq.cmf.view, &cq.buf, PyBUF_WRITABLE)
+            cq.held = True
+            cq.cpos, cq.cfrom, cq.csize = lq.cpos, lq.cfrom, lq.csize
+            cq.qoff, cq.maxphy = lq.qoff, lq.maxphy
+            cq.nums = cq.size = cq.tags = cq.store_ts = 0
+            cq.each = lq.each
+            if cq.csize > cq.buf.len:
+                cq.csize = cq.buf.len
+            touched.append(cq)
+        t.queues[qid] = cq
+        return cq
+
+    cdef int one(self, channel, tuple ctx, Head* h, Py_buffer* tv, Py_buffer* iv,
+                 int64_t* wrote, int64_t* store_ts, int64_t* wait_end, dict topics,
+                 list touched, Out out, Out held) except -1:
+        """Store and answer the send in ``h``: 1, or 0 (nothing done) to leave
+        it to the general path."""
+        cdef Field* f = &h.v1[0]
+        if h.code == SEND_V2:
+            f = &h.v2[0]
+        cdef int64_t nums[5]
+        cdef int64_t reconsume = 0
+        cdef int i
+        if f[0].kind == 0 or f[1].kind == 0 or f[2].kind == 0:
+            return 0
+        for i in range(5):
+            if not strict_int(&f[3 + i], &nums[i]) or (i != 3 and not int32_range(nums[i])):
+                return 0
+        if f[9].kind and (not strict_int(&f[9], &reconsume) or not int32_range(reconsume)):
+            return 0
+        cdef int64_t qid = nums[1], sys_flag = nums[2], born_ts = nums[3], mflag = nums[4]
+        if qid < 0 or sys_flag & TX_BITS:
+            return 0
+        cdef const uint8_t* tp
+        cdef Py_ssize_t tlen
+        if not plain_text(&f[1], &tp, &tlen) or tlen == 0 or tlen > MAX_TOPIC:
+            return 0
+        cdef CTopic t = self.topic_of(tp, tlen, topics)
+        if t is None or (qid >= t.wq and qid >= t.rq):
+            return 0
+        # the properties, unescaped, then the stored string after them
+        cdef bytes cluster = ctx[12]
+        cdef Py_ssize_t clen = PyBytes_GET_SIZE(cluster)
+        cdef Py_ssize_t n = 0, plen
+        cdef bint wide = False
+        cdef const uint8_t* text = <const uint8_t*>b""
+        cdef SendProps sp
+        f = &f[8]
+        if f.kind == JV_STR:
+            self.room(2 * f.s.n + clen + 16)
+            if f.s.esc:
+                n = json_unescape(f.s.s, f.s.n, self.scratch, &wide)
+                if n < 0:
+                    return 0
+            else:
+                n = f.s.n
+                memcpy(self.scratch, f.s.s, n)
+                wide = f.s.wide and not _ascii(self.scratch, n)
+            if wide:
+                return 0
+            text = self.scratch
+        elif f.kind != 0:
+            if not plain_text(f, &text, &n):
+                return 0
+            self.room(2 * n + clen + 16)
+            memcpy(self.scratch, text, n)
+            text = self.scratch
+        else:
+            self.room(clen + 16)
+        cdef uint8_t* stored = self.scratch + n
+        plen = send_props(<const char*>text, n, PyBytes_AS_STRING(cluster), clen,
+                          <char*>stored, &sp)
+        if plen < 0 or sp.special or plen > MAX_PROPS:
+            return 0
+        cdef CQueue q = self.queue_of(t, <int>qid, touched)
+        if q is None:
+            return 0
+        # the record's place and size
+        cdef bytes born = ctx[9]
+        cdef bytes store_host = ctx[10]
+        cdef Py_ssize_t born_len = PyBytes_GET_SIZE(born), store_len = PyBytes_GET_SIZE(store_host)
+        sys_flag = (sys_flag & ~0x30) | (0x10 if born_len == 20 else 0) | \
+            (0x20 if store_len == 20 else 0)
+        if t.multi:
+            sys_flag |= MULTI_TAGS_FLAG
+        cdef int64_t max_body = ctx[5]
+        cdef Py_ssize_t size = c_record_size(<int32_t>sys_flag, h.body_len, tlen, plen)
+        cdef int64_t file_from = ctx[3]
+        cdef int64_t limit = ctx[4]
+        cdef int64_t phy = file_from + wrote[0]
+        if h.body_len > max_body or size > max_body + 65536 or wrote[0] + size > limit:
+            return 0
+        if q.cpos >= q.csize or q.cpos + CQ_UNIT > q.buf.len or \
+                q.cfrom + q.cpos != q.qoff * CQ_UNIT or phy < q.maxphy:
+            return 0
+        cdef uint8_t* ix = NULL
+        cdef int64_t slots = ctx[7], entries = ctx[8]
+        cdef int32_t count
+        cdef Py_ssize_t nkeys = (1 if sp.uniq_at >= 0 else 0) + \
+            (count_keys(text + sp.keys_at, sp.keys_len) if sp.keys_at >= 0 else 0)
+        if iv != NULL:
+            if iv.len < 40 + slots * 4 + entries * 20:
+                raise ValueError("index buffer smaller than its layout")
+            ix = <uint8_t*>iv.buf
+            count = get32(ix + 36)
+            if (count if count > 0 else 1) + nkeys > entries:
+                return 0
+        # everything that can fail is done before the first byte is written
+        cdef bytes host_hex = ctx[11]
+        cdef bytes tail = ctx[13]
+        cdef bint answer = not h.flag & RPC_ONEWAY
+        cdef bint wait = ctx[14] and sp.wait
+        cdef Out dest = held if wait else out
+        if answer:
+            dest.reserve(RESPONSE_ROOM + PyBytes_GET_SIZE(host_hex) + PyBytes_GET_SIZE(tail))
+        cdef int64_t now = now_ms()
+        if q.each is not None:
+            q.each.append((q.qoff + 1, sp.tags_code, now, size))
+        c_write_record(<uint8_t*>tv.buf + wrote[0], <int32_t>qid, <int32_t>mflag, q.qoff, phy,
+                       <int32_t>sys_flag, born_ts, <const uint8_t*>PyBytes_AS_STRING(born),
+                       born_len, now, <const uint8_t*>PyBytes_AS_STRING(store_host), store_len,
+                       <int32_t>reconsume, 0, h.body, h.body_len, tp, tlen, stored, plen)
+        cdef uint8_t* e = <uint8_t*>q.buf.buf + q.cpos
+        put64(e, phy)
+        put32(e + 8, <int32_t>size)
+        put64(e + 12, sp.tags_code)
+        if ix != NULL and nkeys and phy >= get64(ix + 24):
+            index_keys(ix, slots, entries, t.hash, text, &sp, phy, now)
+        wrote[0] += size
+        q.cpos += CQ_UNIT
+        q.qoff += 1
+        q.maxphy = phy + size
+        q.nums += 1
+        q.size += size
+        q.tags = sp.tags_code
+        q.store_ts = store_ts[0] = now
+        if answer:
+            respond(dest, host_hex, phy, qid, q.qoff - 1, h.opaque, tail)
+            if wait:
+                wait_end[0] = file_from + wrote[0]
+        return 1
+
+
+cdef inline bint _ascii(const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    for i in range(n):
+        if p[i] >= 0x80:
+            return False
+    return True
+
+
+cdef inline void index_keys(uint8_t* ix, int64_t slots, int64_t entries, int32_t topic_hash,
+                            const uint8_t* text, SendProps* sp, int64_t phy,
+                            int64_t now) noexcept nogil:
+    """UNIQ_KEY, then every non-empty KEYS token (buildIndex's order); the
+    caller has checked the file has room for all of them."""
+    cdef Py_ssize_t k = 0, ks
+    cdef const uint8_t* keys
+    if sp.uniq_at >= 0:
+        index_put(ix, slots, entries, index_key_hash(topic_hash, text + sp.uniq_at, sp.uniq_len),
+                  phy, now)
+    if sp.keys_at < 0:
+        return
+    keys = text + sp.keys_at
+    while k < sp.keys_len:
+        while k < sp.keys_len and keys[k] == 32:
+            k += 1
+        ks = k
+        while k < sp.keys_len and keys[k] != 32:
+            k += 1
+        if k > ks:
+            index_put(ix, slots, entries, index_key_hash(topic_hash, keys + ks, k - ks), phy, now)
+
+
+cdef void respond(Out o, bytes host_hex, int64_t phy, int64_t qid, int64_t qoff, int64_t opaque,
+                  bytes tail) noexcept:
+    """The SUCCESS response frame of a stored send (the caller reserved room)."""
+    cdef uint8_t* start = o.data + o.n
+    cdef uint8_t* p = start + 8
+    cdef Py_ssize_t hl = PyBytes_GET_SIZE(host_hex)
+    cdef uint64_t u = <uint64_t>phy
+    cdef int i
+    memcpy(p, b'{"code":0,"extFields":{"msgId":"', 32)
+    p += 32
+    memcpy(p, PyBytes_AS_STRING(host_hex), hl)
+    p += hl
+    for i in range(16):
+        p[15 - i] = HEX[u & 0xF]
+        u >>= 4
+    p += 16
+    memcpy(p, b'","queueId":"', 13)
+    p = json_write_int(p + 13, qid)
+    memcpy(p, b'","queueOffset":"', 17)
+    p = json_write_int(p + 17, qoff)
+    memcpy(p, PyBytes_AS_STRING(tail), PyBytes_GET_SIZE(tail))
+    p = json_write_int(p + PyBytes_GET_SIZE(tail), opaque)
+    memcpy(p, b',"serializeTypeCurrentRPC":"JSON","version":409}', 48)
+    p += 48
+    cdef Py_ssize_t hlen = p - start - 8
+    put32(start, <int32_t>(hlen + 4))
+    put32(start + 4, <int32_t>hlen)
+    o.n += p - start

@@ -1,0 +1,248 @@
+"""The send lane stores and answers exactly what the general path does.
+
+One stream of requests -- plain sends in both header spellings and several
+JSON shapes, oneway sends, sends the lane must leave to the general path
+(transactional, unknown topic, bad queue, non-ASCII properties,
+ROCKETMQ headers), and other requests between them -- is written in a few
+large writes to a real broker three times: with the compiled lane, with the
+twin lane (``RMQ_NO_EXTENSIONS=1``) and with the lane off
+(``rmqSendLaneEnable=false``).  The responses, the commit-log records (store
+timestamps aside), the consume queues and the index entries must be the same
+bytes each time; small store files make the stream cross commit-log,
+consume-queue and index file ends, where the lane hands over to the general
+path and takes over again."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import re
+import struct
+from pathlib import Path
+
+import orjson
+import pytest
+
+from rmq.client.headers import send_header_v2
+from rmq.common.codes import RequestCode
+from rmq.remoting.command import RemotingCommand
+from rmq.store.index import index_file_size
+from tests.integration.test_broker_support import broker_conf
+from tests.support.procs import RmqProcess, free_port
+from tests.support.store import BORNHOST_V6_FLAG, MESSAGE_MAGIC
+
+R = RequestCode
+TOPIC = "LaneTopic"
+
+
+def _props(**kw: str) -> str:
+    return "\x02".join(f"{k}\x01{v}" for k, v in kw.items())
+
+
+def _frame(code: int, ext: dict, body: bytes, opaque: int, flag: int = 0,
+           stype: int = 0) -> bytes:
+    return RemotingCommand(code, 0, 409, opaque, flag, None, ext, body, stype).encode()
+
+
+def _cpp_frame(ext: dict, body: bytes, opaque: int) -> bytes:
+    """SEND_MESSAGE as the C++ client writes it: V1 names, numbers unquoted,
+    its key order, remark "", a trailing newline, credentials fields."""
+    head = orjson.dumps({"code": 10, "extFields": ext, "flag": 0, "language": "CPP",
+                         "opaque": opaque, "remark": "", "version": 63}) + b"\n"
+    return struct.pack(">ii", 4 + len(head) + len(body), len(head)) + head + body
+
+
+def _odd_json_frame(ext: dict, body: bytes, opaque: int) -> bytes:
+    """SEND_MESSAGE_V2 with another key order, whitespace and unknown keys."""
+    head = (b' { "version" : 409 , "opaque":%d,"serializeTypeCurrentRPC":"JSON", "extFields":'
+            % opaque + orjson.dumps(ext) + b', "x":[1,{"y":null}],"code":310,"flag":0 }\t')
+    return struct.pack(">ii", 4 + len(head) + len(body), len(head)) + head + body
+
+
+def _stream(seed: int) -> tuple[list[bytes], set[int]]:
+    """The request frames and the opaques that expect no answer."""
+    rnd = random.Random(seed)
+    frames: list[bytes] = []
+    oneway: set[int] = set()
+    op = 0
+    for i in range(1500):
+        op += 1
+        body = os.urandom(rnd.choice([0, 10, 300, 1024, 3000]))
+        kw = {"UNIQ_KEY": f"7F00000100002A9F0000{i:012X}", "WAIT": rnd.choice(["true", "false"])}
+        if rnd.random() < 0.7:
+            kw["TAGS"] = rnd.choice(["TagA", "TagB", 'q"uote', "back\\slash"])
+        if rnd.random() < 0.9:
+            kw["KEYS"] = rnd.choice([f"k{i} a{i} b{i}", f"k{i} shared", f" k{i}  x{i % 7} y{i} "])
+        roll = rnd.random()
+        if roll < 0.03:
+            kw["TRAN_MSG"] = "true"
+        elif roll < 0.04:
+            kw["TAGS"] = "café"
+        elif roll < 0.05:
+            kw["CLUSTER"] = "Mine"
+        items = list(kw.items())
+        rnd.shuffle(items)
+        props = _props(**dict(items))
+        topic = TOPIC if rnd.random() > 0.02 else f"Auto{i % 3}"
+        queue = rnd.randrange(4) if rnd.random() > 0.01 else 9
+        ext = send_header_v2("pg", topic, "TBW102", 4, queue, rnd.choice([0, 0, 1]),
+                             1_700_000_000_000 + i, rnd.randrange(3), props, False, "broker-a")
+        kind = rnd.random()
+        if kind < 0.6:
+            flag = 2 if rnd.random() < 0.05 else 0
+            if flag:
+                oneway.add(op)
+            frames.append(_frame(R.SEND_MESSAGE_V2, ext, body, op, flag))
+        elif kind < 0.8:
+            v1 = {"producerGroup": "pg", "topic": topic, "defaultTopic": "TBW102",
+                  "defaultTopicQueueNums": 4, "queueId": queue, "sysFlag": 0,
+                  "bornTimestamp": str(1_700_000_000_000 + i), "flag": 0, "properties": props,
+                  "reconsumeTimes": "0", "unitMode": "0", "batch": "0", "AccessKey": "",
+                  "OnsChannel": "ALIYUN", "Signature": "c2lnbmF0dXJl"}
+            frames.append(_cpp_frame(v1, body, op))
+        elif kind < 0.97:
+            frames.append(_odd_json_frame(ext, body, op))
+        else:
+            frames.append(_frame(R.SEND_MESSAGE_V2, ext, body, op, 0, 1))  # ROCKETMQ header
+        if rnd.random() < 0.02:
+            op += 1
+            frames.append(_frame(R.GET_MAX_OFFSET, {"topic": TOPIC, "queueId": "1"}, b"", op))
+    return frames, oneway
+
+
+class _Reader(asyncio.Protocol):
+    def __init__(self, want: int) -> None:
+        self.buf = bytearray()
+        self.frames: dict[int, bytes] = {}
+        self.want = want
+        self.done = asyncio.get_running_loop().create_future()
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        while len(self.buf) >= 4:
+            n = int.from_bytes(self.buf[:4], "big")
+            if len(self.buf) < 4 + n:
+                break
+            frame = bytes(self.buf[:4 + n])
+            del self.buf[:4 + n]
+            opaque = RemotingCommand.decode(frame[4:]).opaque
+            self.frames[opaque] = frame
+            if len(self.frames) >= self.want and not self.done.done():
+                self.done.set_result(None)
+
+    def connection_lost(self, exc) -> None:
+        if not self.done.done():
+            self.done.set_exception(ConnectionError(f"closed: {exc}"))
+
+
+async def _run(tmp: Path, port: int, mode: str, frames: list[bytes], want: int,
+               extra: str) -> tuple[dict, Path, int]:
+    store = tmp / mode
+    conf = broker_conf(tmp, port, f"rmqSendLaneEnable={'false' if mode == 'general' else 'true'}\n"
+                       f"autoCreateTopicEnable=true\n{extra}", store=mode)
+    env = {"ROCKETMQ_HOME": str(tmp / f"home-{mode}")}
+    if mode == "twin":
+        env["RMQ_NO_EXTENSIONS"] = "1"
+    proc = RmqProcess("rmq.broker.startup", ["-c", conf], tmp / f"broker-{mode}.out", env=env)
+    proc.start(wait_for_port=port)
+    try:
+        loop = asyncio.get_running_loop()
+        admin = RemotingCommand.create_request(R.UPDATE_AND_CREATE_TOPIC, {
+            "topic": TOPIC, "defaultTopic": "TBW102", "readQueueNums": "4",
+            "writeQueueNums": "4", "perm": "6", "topicFilterType": "SINGLE_TAG"})
+        admin.opaque = 0
+        reader = _Reader(want + 1)
+        transport, _ = await loop.create_connection(lambda: reader, "127.0.0.1", port)
+        transport.write(admin.encode())
+        await asyncio.sleep(0.3)
+        for i in range(0, len(frames), 200):  # a few large writes: runs of frames per read
+            transport.write(b"".join(frames[i:i + 200]))
+            await asyncio.sleep(0.05)
+        await asyncio.wait_for(reader.done, 60)
+        info = RemotingCommand.create_request(R.GET_BROKER_RUNTIME_INFO)
+        info.opaque = 10**9
+        reader.want += 1
+        reader.done = loop.create_future()
+        transport.write(info.encode())
+        await asyncio.wait_for(reader.done, 10)
+        table = orjson.loads(RemotingCommand.decode(reader.frames.pop(10**9)[4:]).body)["table"]
+        served = int(table["rmqSendLaneServed"])
+        transport.close()
+    finally:
+        assert proc.stop() == 0, proc.output()
+    return reader.frames, store, served
+
+
+def _answer(frame: bytes) -> bytes:
+    """A response frame; a refusal's remark without the client's port (it
+    names the connection)."""
+    cmd = RemotingCommand.decode(frame[4:])
+    if cmd.code == 0 or not cmd.remark:
+        return frame
+    return b"%d:%s" % (cmd.code, re.sub(r"127\.0\.0\.1:\d+", "ADDR", cmd.remark).encode())
+
+
+def _records(store: Path) -> list[bytes]:
+    out = []
+    for path in sorted((store / "commitlog").iterdir()):
+        data = path.read_bytes()
+        pos = 0
+        while pos + 8 <= len(data):
+            size, magic = struct.unpack_from(">ii", data, pos)
+            if magic != MESSAGE_MAGIC:
+                break
+            rec = bytearray(data[pos:pos + size])
+            sys_flag = struct.unpack_from(">i", rec, 36)[0]
+            ts_at = 48 + (20 if sys_flag & BORNHOST_V6_FLAG else 8)
+            rec[48:ts_at + 8] = bytes(ts_at + 8 - 48)  # born host (the client's port), store time
+            out.append(bytes(rec))
+            pos += size
+    return out
+
+
+def _queues(store: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(store)): p.read_bytes().rstrip(b"\0")
+            for p in sorted((store / "consumequeue").rglob("*")) if p.is_file()}
+
+
+def _index(store: Path, slots: int, entries: int) -> list[tuple]:
+    """Every index file's slots and entries, time differences aside."""
+    out = []
+    for path in sorted((store / "index").iterdir()):
+        data = path.read_bytes()
+        assert len(data) == index_file_size(slots, entries)
+        count = struct.unpack_from(">i", data, 36)[0]
+        base = 40 + slots * 4
+        out.append((data[40:base], [struct.unpack_from(">iqxxxxi", data, base + 20 * i)
+                                    for i in range(1, count)]))
+    return out
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("flush", ["ASYNC_FLUSH", "SYNC_FLUSH"])
+async def test_lane_twin_and_general_path_store_and_answer_the_same(tmp_path, flush):
+    frames, oneway = _stream(23)
+    want = len(frames) - len(oneway)
+    port = free_port(span=4) + 2
+    extra = f"flushDiskType={flush}\n"
+    results = {}
+    for mode in ("lane", "twin", "general"):
+        results[mode] = await _run(tmp_path, port, mode, frames, want, extra)
+    base_frames, base_store, served = results["general"]
+    assert served == 0
+    base = (_records(base_store), _queues(base_store), _index(base_store, 1000, 4000))
+    assert len(base[0]) > 1300 and len(base[1]) > 8 and len(base[2]) > 1
+    assert len(list((base_store / "commitlog").iterdir())) >= 2
+    codes = {RemotingCommand.decode(f[4:]).code for f in base_frames.values()}
+    assert codes >= {0, 1}  # stored, and the general path's refusals among them
+    for mode in ("lane", "twin"):
+        got_frames, store, served = results[mode]
+        assert served > 0.85 * len(base[0]), (mode, served)  # what the lane left: see _stream
+        assert got_frames.keys() == base_frames.keys()
+        diff = [op for op in base_frames
+                if _answer(got_frames[op]) != _answer(base_frames[op])]
+        assert not diff, (mode, diff[:3], got_frames[diff[0]], base_frames[diff[0]])
+        assert _records(store) == base[0], mode
+        assert _queues(store) == base[1], mode
+        assert _index(store, 1000, 4000) == base[2], mode
