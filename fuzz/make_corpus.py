@@ -12,6 +12,8 @@ import hashlib
 import zlib
 from pathlib import Path
 
+import orjson
+
 from rmq.client.codec import encode_batch
 from rmq.client.heartbeat import (
     ConsumeFromWhere,
@@ -61,6 +63,20 @@ def _frames() -> list[bytes]:
             encoded.append(cmd.encode())
         out.extend(encoded)
         out.append(b"".join(encoded))
+    return out
+
+
+def _send_frames() -> list[bytes]:
+    """Send requests as the send lane reads them: V2 and V1 spellings, and the
+    C++ client's V1 header (numbers unquoted, remark "", a trailing newline)."""
+    out = [cmd.encode() for cmd in _commands()[:2]]
+    cpp = {**SEND_HEADER, "queueId": 1, "sysFlag": 0, "flag": 0, "AccessKey": "",
+           "OnsChannel": "ALIYUN"}
+    head = orjson.dumps({"code": 10, "extFields": cpp, "flag": 0, "language": "CPP",
+                         "opaque": 0, "remark": "", "version": 63}) + b"\n"
+    out.append(len(head).to_bytes(4, "big") + head + b"body")
+    out[-1] = (len(out[-1])).to_bytes(4, "big") + out[-1]
+    out.append(b"".join(out))
     return out
 
 
@@ -153,6 +169,7 @@ def seeds() -> dict[str, list[bytes]]:
         "sql92": [s.encode() for s in SQL],
         "properties": [p.encode() for p in PROPERTIES],
         "plain_acl": [p.encode() for p in PLAIN_ACL],
+        "send_head": _send_frames(),
     }
 
 

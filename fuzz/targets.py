@@ -23,6 +23,7 @@ from rmq._fast import compiled_or_none
 from rmq.acl.errors import AclException
 from rmq.acl.plain_config import load_yaml, mapping_of, parse_rules
 from rmq.broker.processor.client_manage import decode_heartbeat
+from rmq.broker.send_lane import send_head as lane_send_head
 from rmq.common.exceptions import RemotingCommandError
 from rmq.common.properties import parse_properties
 from rmq.common.topic_config import RegisterBodyError, RegisterBrokerBody
@@ -33,6 +34,7 @@ from rmq.store import message_codec as mcodec
 
 C_REMOTING = compiled_or_none("remoting_codec")
 C_STORE = compiled_or_none("store_codec")
+C_SEND_LANE = compiled_or_none("send_lane")
 
 MAX_FRAME = 1 << 20
 _HOST = bytes([127, 0, 0, 1, 0, 0, 0x2A, 0x9F])
@@ -163,7 +165,19 @@ def plain_acl(data: bytes) -> None:
         pass
 
 
+def send_head(data: bytes) -> None:
+    """A send request as the send lane reads it from a receive buffer: where
+    the compiled lane takes a frame, it must read what the general reader
+    reads (the lane may leave more frames to the general path)."""
+    if C_SEND_LANE is None:
+        return
+    view = memoryview(bytearray(data))
+    comp = C_SEND_LANE.send_head(view, 0, len(data), MAX_FRAME)
+    if comp is not None:
+        _same("send_head", lane_send_head(view, 0, len(data), MAX_FRAME), comp)
+
+
 TARGETS: dict[str, Callable[[bytes], None]] = {
     f.__name__: f for f in (frames, header_json, header_rocketmq, stored_message, batch,
-                            heartbeat, register_broker, sql92, properties, plain_acl)
+                            heartbeat, register_broker, sql92, properties, plain_acl, send_head)
 }

@@ -705,3 +705,50 @@ cdef void respond(Out o, bytes host_hex, int64_t phy, int64_t qid, int64_t qoff,
     put32(start, <int32_t>(hlen + 4))
     put32(start + 4, <int32_t>hlen)
     o.n += p - start
+
+
+cdef object field_text(Field* f):
+    """A header value as the general reader makes it (None when absent)."""
+    cdef uint8_t* tmp
+    cdef Py_ssize_t n
+    cdef bint wide
+    if f.kind == 0:
+        return None
+    if f.kind == JV_TRUE:
+        return "true"
+    if f.kind == JV_FALSE:
+        return "false"
+    if f.kind == JV_INT:
+        return (<bytes>PyBytes_FromStringAndSize(<const char*>f.start, f.stop - f.start)).decode()
+    tmp = <uint8_t*>PyMem_Malloc(f.s.n + 1)
+    if tmp == NULL:
+        raise MemoryError()
+    try:
+        n = json_unescape(f.s.s, f.s.n, tmp, &wide) if f.s.esc else f.s.n
+        if not f.s.esc:
+            memcpy(tmp, f.s.s, n)
+        return (<bytes>PyBytes_FromStringAndSize(<const char*>tmp, n)).decode()
+    finally:
+        PyMem_Free(tmp)
+
+
+def send_head(buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_frame):
+    """The send request at ``buf[pos:end]`` as the lane reads it: (code, flag,
+    opaque, the fourteen header fields of its spelling as texts or None,
+    body length, end of the frame), or None for what the lane leaves to the
+    general path.  For tests and fuzzing: whatever it returns, the general
+    reader must read the same."""
+    cdef Py_buffer view
+    cdef Head h
+    cdef Field* f
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        if pos < 0 or end > view.len or pos > end:
+            raise ValueError("pos/end outside the buffer")
+        if not parse_head(<const uint8_t*>view.buf, pos, end, max_frame, &h):
+            return None
+        f = &h.v2[0] if h.code == SEND_V2 else &h.v1[0]
+        return (h.code, h.flag, h.opaque, tuple([field_text(&f[i]) for i in range(NF)]),
+                h.body_len, h.frame_end)
+    finally:
+        PyBuffer_Release(&view)

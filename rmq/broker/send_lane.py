@@ -300,6 +300,19 @@ def _index_keys(keys: str | None, uniq: str | None) -> int:
     return (1 if uniq else 0) + (sum(1 for t in keys.split(" ") if t) if keys else 0)
 
 
+def send_head(buf, pos: int, end: int, max_frame: int) -> tuple | None:
+    """The general reader's view of a send request (twin of the compiled
+    ``send_head``, which may leave more to the general path but must read
+    the same where it does not): (code, flag, opaque, the fourteen header
+    fields of its spelling, body length, end of the frame), or None."""
+    frame = SendLane(None, max_frame)._frame(buf, pos, end)
+    if frame is None:
+        return None
+    code, flag, opaque, ext, body, frame_end = frame
+    keys = V2_KEYS if code == SEND_V2 else V1_KEYS
+    return code, flag, opaque, tuple((ext or {}).get(k) for k in keys), len(body), frame_end
+
+
 class SendLane:
     """Pure-Python twin of ``rmq._fast.send_lane.SendLane``."""
 

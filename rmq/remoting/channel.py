@@ -99,15 +99,18 @@ class Channel:
         self.last_active = time.monotonic()
 
     def write_bytes(self, frames: bytes) -> None:
-        """Queue already encoded frames (a frame lane's responses); dropped when
-        the channel is gone, as a response to a departed peer is."""
+        """Write already encoded frames (a frame lane's answers to a whole read):
+        at once when nothing else is queued -- they are a batch already, and
+        waiting for the end of the loop's turn only adds latency -- else after
+        what is queued.  Dropped when the channel is gone, as a response to a
+        departed peer is."""
         if self._closed or self._transport.is_closing():
             return
         pending = self._pending
         if pending is None:
-            pending = self._pending = []
-            self._loop.call_soon(self._flush)
-        pending.append(frames)
+            self._transport.write(frames)
+        else:
+            pending.append(frames)
         self.last_active = time.monotonic()
 
     def _flush(self) -> None:

@@ -1,0 +1,122 @@
+"""The compiled send lane reads a request header exactly as the general
+reader does, or leaves it to the general path: for every header it takes,
+``send_head`` (compiled) equals the twin's reading (codec.decode + the
+field names of the request's spelling)."""
+
+from __future__ import annotations
+
+import random
+import struct
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rmq._fast import compiled_or_none
+from rmq.broker.processor.send_support import V1_KEYS, V2_KEYS
+from rmq.broker.send_lane import send_head
+
+_C = compiled_or_none("send_lane")
+MAX = 1 << 20
+
+pytestmark = pytest.mark.skipif(_C is None, reason="the compiled send lane is not built")
+
+_value = st.one_of(
+    st.text(max_size=20),
+    st.text(alphabet="\x01\x02\"\\/é\u2028\U0001F600ab", max_size=12),
+    st.integers(-(2**62), 2**62),
+    st.booleans(),
+    st.none(),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.just([1, {"x": None}]),
+)
+
+
+def _frame(header: bytes, body: bytes = b"body", stype: int = 0) -> bytes:
+    return struct.pack(">ii", 4 + len(header) + len(body), (stype << 24) | len(header)) \
+        + header + body
+
+
+@st.composite
+def _header(draw) -> bytes:
+    code = draw(st.sampled_from([10, 310, 310, 320, 11]))
+    keys = V2_KEYS if code == 310 else V1_KEYS
+    ext = {}
+    for k in keys:
+        if draw(st.integers(0, 5)):
+            ext[k] = draw(_value)
+    for k in draw(st.lists(st.sampled_from(["AccessKey", "x", "é", "Signature"]), max_size=3)):
+        ext[k] = draw(_value)
+    top = {"code": code, "extFields": ext,
+           "flag": draw(st.sampled_from([0, 0, 1, 2, None, "0"])),
+           "language": draw(st.sampled_from(["JAVA", "CPP", 7, None])),
+           "opaque": draw(st.integers(-(2**31), 2**31 - 1)),
+           "remark": draw(st.sampled_from([None, "", "r", 5])),
+           "serializeTypeCurrentRPC": "JSON", "version": draw(st.sampled_from([409, 63]))}
+    items = list(top.items())
+    draw(st.randoms()).shuffle(items)
+    text = orjson.dumps(dict(items))
+    if draw(st.booleans()):
+        text = text.replace(b",", b" , ").replace(b":", b": ") + b"\n"
+    return text
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_header(), st.binary(max_size=40))
+def test_compiled_head_reads_what_the_general_reader_reads(header, body):
+    buf = memoryview(bytearray(b"\0\0" + _frame(header, body) + b"tail"))
+    got = _C.send_head(buf, 2, len(buf) - 4, MAX)
+    if got is not None:
+        assert got == send_head(buf, 2, len(buf) - 4, MAX)
+
+
+def test_plain_headers_are_taken():
+    ext = {"a": "g", "b": "T", "c": "TBW102", "d": "4", "e": "1", "f": "0", "g": "17", "h": "0",
+           "i": "TAGS\x01A\x02WAIT\x01true", "j": "0", "k": "false", "m": "false", "n": "b"}
+    head = orjson.dumps({"code": 310, "extFields": ext, "flag": 0, "language": "JAVA",
+                         "opaque": 5, "serializeTypeCurrentRPC": "JSON", "version": 409})
+    buf = _frame(head, b"xyz")
+    want = (310, 0, 5, tuple(ext.get(k) for k in V2_KEYS), 3, len(buf))
+    assert _C.send_head(buf, 0, len(buf), MAX) == want == send_head(buf, 0, len(buf), MAX)
+    v1 = {"producerGroup": "g", "topic": "T", "defaultTopic": "TBW102",
+          "defaultTopicQueueNums": 4, "queueId": 1, "sysFlag": 0, "bornTimestamp": "17",
+          "flag": 0, "properties": "", "AccessKey": "", "Signature": "c2ln"}
+    cpp = orjson.dumps({"code": 10, "extFields": v1, "flag": 0, "language": "CPP",
+                        "opaque": 0, "remark": "", "version": 63}) + b"\n"
+    buf = _frame(cpp)
+    got = _C.send_head(buf, 0, len(buf), MAX)
+    assert got is not None and got[3][4] == "1" and got == send_head(buf, 0, len(buf), MAX)
+
+
+def test_what_is_left_to_the_general_path():
+    ext = {"a": "g", "b": "T"}
+    good = {"code": 310, "extFields": ext, "flag": 0, "opaque": 1}
+    frame = _frame(orjson.dumps(good))
+    assert _C.send_head(frame, 0, len(frame), MAX) is not None
+    for bad in ({**good, "code": 11}, {**good, "flag": 1}, {**good, "extFields": None},
+                {**good, "extFields": {**ext, "e": 1.5}}, {**good, "opaque": 2**31}):
+        frame = _frame(orjson.dumps(bad))
+        assert _C.send_head(frame, 0, len(frame), MAX) is None, bad
+    frame = _frame(orjson.dumps(good))
+    assert _C.send_head(frame, 0, len(frame) - 1, MAX) is None  # incomplete
+    assert _C.send_head(frame, 0, len(frame), 10) is None  # over the frame limit
+    rocketmq = _frame(orjson.dumps(good), stype=1)
+    assert _C.send_head(rocketmq, 0, len(rocketmq), MAX) is None
+    escaped = _frame(orjson.dumps(good).replace(b'"b"', b'"\\u0062"'))
+    assert _C.send_head(escaped, 0, len(escaped), MAX) is None
+    with pytest.raises(ValueError):
+        _C.send_head(frame, 0, len(frame) + 1, MAX)
+
+
+def test_random_bytes_never_crash():
+    rnd = random.Random(5)
+    head = orjson.dumps({"code": 310, "extFields": {"a": "g", "b": "T\u00e9"}, "flag": 0})
+    frame = bytearray(_frame(head))
+    for _ in range(3000):
+        mutated = bytearray(frame)
+        for _ in range(rnd.randrange(1, 4)):
+            mutated[rnd.randrange(len(mutated))] = rnd.randrange(256)
+        got = _C.send_head(mutated, 0, len(mutated), MAX)
+        if got is not None:
+            assert got == send_head(mutated, 0, len(mutated), MAX)
