@@ -14,6 +14,8 @@ from rmq.remoting.command import RemotingCommand
 
 
 class _Service:
+    lane = None  # no frame lane: every frame is dispatched
+
     def __init__(self) -> None:
         self.got: list[RemotingCommand] = []
         self.errors: list = []

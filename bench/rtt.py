@@ -1,0 +1,179 @@
+"""Round trip of one request in flight: rmq beside the machine's floor.
+
+    .venv/bin/python bench/rtt.py [--count 20000] [--size 1024] [--no-pin] [--json]
+
+Two measurements with the same client, a blocking socket that writes one
+frame and reads one answer (no event loop on the client side, so the figure
+is the server's and the machine's, not a client's):
+
+* ``floor``: an echo server of a few lines (blocking socket, reads a frame,
+  answers a response-sized frame) -- what loopback TCP and two process
+  wake-ups cost on this machine with nothing in between;
+* ``rmq``: an rmq broker (compiled build, ASYNC_FLUSH, fresh store) answering
+  SEND_MESSAGE_V2 requests of ``--size`` bytes, the frames bench/common.py's
+  RawRequests builds.
+
+Server on CPU 0 and client on CPU 1 unless ``--no-pin``.  Prints avg, p50,
+p99 round trip in µs for both, the difference, and the broker's CPU per
+message (its event-loop thread and the whole process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.common import (  # noqa: E402
+    Cluster,
+    RawRequests,
+    ThreadCpuWindow,
+    create_topic,
+    latency_summary,
+    mode_env,
+)
+
+RESPONSE_SIZE = 260  # about an rmq SEND_MESSAGE_V2 answer
+
+
+def _pin(cpu: int, enabled: bool) -> None:
+    if enabled and (os.cpu_count() or 1) >= 2:
+        os.sched_setaffinity(0, {cpu})
+
+
+def _read_frame(sock: socket.socket, buf: bytearray) -> bytes:
+    """One length-prefixed frame from ``sock`` (``buf`` keeps what follows)."""
+    while True:
+        if len(buf) >= 4:
+            n = int.from_bytes(buf[:4], "big")
+            if len(buf) >= 4 + n:
+                frame = bytes(buf[:4 + n])
+                del buf[:4 + n]
+                return frame
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("peer closed")
+        buf += chunk
+
+
+def echo_server(port: int, pin: bool) -> None:
+    """The floor's server: answer every frame with a response-sized frame,
+    one connection after another."""
+    _pin(0, pin)
+    lsock = socket.create_server(("127.0.0.1", port))
+    answer = struct.pack(">i", RESPONSE_SIZE - 4) + bytes(RESPONSE_SIZE - 4)
+    while True:
+        conn, _ = lsock.accept()
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        buf = bytearray()
+        try:
+            while True:
+                _read_frame(conn, buf)
+                conn.sendall(answer)
+        except (ConnectionError, OSError):
+            conn.close()
+
+
+def ping(port: int, frames, count: int) -> list[float]:
+    """``count`` round trips of ``frames(i)`` -> one answer each, in seconds."""
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    buf = bytearray()
+    out = []
+    clock = time.perf_counter
+    try:
+        for i in range(count):
+            frame = frames(i)
+            t = clock()
+            sock.sendall(frame)
+            _read_frame(sock, buf)
+            out.append(clock() - t)
+    finally:
+        sock.close()
+    return out
+
+
+def _pings(port: int, args) -> list[float]:
+    """A warm-up, then the measured round trips."""
+    request = RawRequests("BenchTopic", b"x" * args.size)
+    ping(port, lambda i: request.frame(i)[1], args.count // 10 + 1)
+    return ping(port, lambda i: request.frame(i)[1], args.count)
+
+
+def measure_floor(args) -> dict:
+    from tests.support.procs import free_port, wait_port
+
+    port = free_port()
+    server = subprocess.Popen([sys.executable, __file__, "--echo-server", str(port)]
+                              + (["--no-pin"] if args.no_pin else []), cwd=ROOT)
+    try:
+        wait_port(port)
+        return latency_summary(_pings(port, args))
+    finally:
+        server.kill()
+        server.wait()
+
+
+def measure_rmq(args) -> dict:
+    with Cluster(env=mode_env("compiled"), pin=not args.no_pin) as cluster:
+        asyncio.run(create_topic(cluster.broker_addr, cluster.namesrv_addr, "BenchTopic", 8))
+        window = ThreadCpuWindow(cluster.broker_pid)
+        request = RawRequests("BenchTopic", b"x" * args.size)
+        ping(cluster.port, lambda i: request.frame(i)[1], args.count // 10 + 1)
+        window.begin()
+        rts = ping(cluster.port, lambda i: request.frame(i)[1], args.count)
+        spent = window.end()
+    out = latency_summary(rts)
+    out["broker_cpu_us_per_msg"] = 1e6 * sum(spent.values()) / args.count
+    out["broker_loop_cpu_us_per_msg"] = 1e6 * spent.get("loop", 0.0) / args.count
+    out["broker_threads_us_per_msg"] = {name: 1e6 * sec / args.count
+                                        for name, sec in sorted(spent.items()) if sec > 0}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--count", type=int, default=20000, help="round trips per measurement")
+    ap.add_argument("--size", type=int, default=1024, help="message body bytes")
+    ap.add_argument("--no-pin", action="store_true", help="leave CPU placement to the kernel")
+    ap.add_argument("--json", action="store_true", help="print the figures as JSON")
+    ap.add_argument("--echo-server", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.echo_server:
+        echo_server(args.echo_server, not args.no_pin)
+        return 0
+    _pin(1, not args.no_pin)
+    floor = measure_floor(args)
+    rmq = measure_rmq(args)
+    doc = {"floor": floor, "rmq": rmq, "count": args.count, "size": args.size,
+           "pinned": not args.no_pin}
+    if args.json:
+        print(json.dumps(doc))
+        return 0
+    print(f"one request in flight, {args.size} B bodies, {args.count} round trips, "
+          f"{'pinned' if not args.no_pin else 'not pinned'}")
+    print(f"{'':8} {'avg µs':>8} {'p50 µs':>8} {'p99 µs':>8}")
+    for name, r in (("floor", floor), ("rmq", rmq)):
+        print(f"{name:8} {r['avg_ms'] * 1000:8.1f} {r['p50_ms'] * 1000:8.1f} "
+              f"{r['p99_ms'] * 1000:8.1f}")
+    print(f"rmq - floor: {(rmq['avg_ms'] - floor['avg_ms']) * 1000:.1f} µs avg; broker CPU "
+          f"{rmq['broker_cpu_us_per_msg']:.1f} µs/msg (event loop "
+          f"{rmq['broker_loop_cpu_us_per_msg']:.1f})")
+    for name, us in rmq["broker_threads_us_per_msg"].items():
+        print(f"    {name:28} {us:6.1f} µs/msg")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
