@@ -684,11 +684,78 @@ async def _raw_sender(spec: LoadSpec, body: bytes):
     return send, conn.close
 
 
+def _read_frame(sock, buf: bytearray) -> bytes:
+    """One length-prefixed frame (without its length) from a blocking socket;
+    ``buf`` keeps what arrived after it."""
+    while True:
+        if len(buf) >= 4:
+            n = int.from_bytes(buf[:4], "big")
+            if len(buf) >= 4 + n:
+                frame = bytes(buf[4:4 + n])
+                del buf[:4 + n]
+                return frame
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError("the broker closed the connection")
+        buf += chunk
+
+
+async def _lone_raw_load(spec: LoadSpec, body: bytes) -> dict:
+    """One raw request in flight, sent and answered on a blocking socket in a
+    thread: no event loop between the client's write and its read, so the
+    round trip is the broker's and the machine's, not the load generator's."""
+    import socket
+    import threading
+
+    from rmq.remoting import RemotingCommand
+
+    host, _, port = spec.broker_addr.rpartition(":")
+    sock = socket.create_connection((host, int(port)))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    requests = RawRequests(spec.topic, body, spec.batch, spec.queues)
+    window = _Window(spec)
+    stopped = threading.Event()
+
+    def pings() -> None:
+        buf = bytearray()
+        perf = time.perf_counter
+        n = 0
+        while not stopped.is_set():
+            frame = requests.frame(n)[1]
+            n += 1
+            t0 = perf()
+            sock.sendall(frame)
+            answer = _read_frame(sock, buf)
+            took = perf() - t0
+            if answer.startswith(b'{"code":0,', 4):  # SUCCESS, without decoding the rest
+                window.ok(spec.batch, spec.batch * spec.size, took)
+                continue
+            resp = RemotingCommand.decode(answer)
+            if resp.code == 0:
+                window.ok(spec.batch, spec.batch * spec.size, took)
+            else:
+                window.fail(RuntimeError(f"send failed: {resp.code} {resp.remark}"))
+
+    async def worker(stop: asyncio.Event) -> None:
+        done = asyncio.ensure_future(asyncio.to_thread(pings))
+        await stop.wait()
+        stopped.set()
+        await done
+
+    try:
+        return await window.run([worker])
+    finally:
+        sock.close()
+
+
 async def send_load(spec: LoadSpec) -> dict:
     """``inflight`` concurrent senders of ``size``-byte messages (``batch`` > 1:
     SEND_BATCH_MESSAGE of that many), optionally capped at ``rate`` msgs/s;
-    through the client SDK, or with ``raw`` as hand-built requests."""
+    through the client SDK, or with ``raw`` as hand-built requests (one raw
+    request in flight without a rate: ``_lone_raw_load``)."""
     body = os.urandom(spec.size)
+    if spec.raw and spec.inflight == 1 and not spec.rate:
+        return await _lone_raw_load(spec, body)
     send, close = await (_raw_sender if spec.raw else _sdk_sender)(spec, body)
     window = _Window(spec)
     try:

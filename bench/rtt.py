@@ -6,9 +6,9 @@ Two measurements with the same client, a blocking socket that writes one
 frame and reads one answer (no event loop on the client side, so the figure
 is the server's and the machine's, not a client's):
 
-* ``floor``: an echo server of a few lines (blocking socket, reads a frame,
-  answers a response-sized frame) -- what loopback TCP and two process
-  wake-ups cost on this machine with nothing in between;
+* ``floor``: an echo server of a few lines on uvloop (reads a frame, answers
+  a response-sized frame) -- what loopback TCP, two process wake-ups and an
+  event loop cost on this machine with nothing in between;
 * ``rmq``: an rmq broker (compiled build, ASYNC_FLUSH, fresh store) answering
   SEND_MESSAGE_V2 requests of ``--size`` bytes, the frames bench/common.py's
   RawRequests builds.
@@ -68,21 +68,33 @@ def _read_frame(sock: socket.socket, buf: bytearray) -> bytes:
 
 
 def echo_server(port: int, pin: bool) -> None:
-    """The floor's server: answer every frame with a response-sized frame,
-    one connection after another."""
+    """The floor's server: on uvloop, as the broker, answer every frame with a
+    response-sized frame."""
+    import uvloop
+
     _pin(0, pin)
-    lsock = socket.create_server(("127.0.0.1", port))
     answer = struct.pack(">i", RESPONSE_SIZE - 4) + bytes(RESPONSE_SIZE - 4)
-    while True:
-        conn, _ = lsock.accept()
-        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        buf = bytearray()
-        try:
-            while True:
-                _read_frame(conn, buf)
-                conn.sendall(answer)
-        except (ConnectionError, OSError):
-            conn.close()
+
+    class Echo(asyncio.Protocol):
+        def connection_made(self, transport) -> None:
+            self.transport = transport
+            self.buf = bytearray()
+
+        def data_received(self, data: bytes) -> None:
+            buf = self.buf
+            buf += data
+            while len(buf) >= 4:
+                n = int.from_bytes(buf[:4], "big")
+                if len(buf) < 4 + n:
+                    break
+                del buf[:4 + n]
+                self.transport.write(answer)
+
+    async def serve() -> None:
+        server = await asyncio.get_running_loop().create_server(Echo, "127.0.0.1", port)
+        await server.serve_forever()
+
+    uvloop.run(serve())
 
 
 def ping(port: int, frames, count: int) -> list[float]:
@@ -105,10 +117,17 @@ def ping(port: int, frames, count: int) -> list[float]:
 
 
 def _pings(port: int, args) -> list[float]:
-    """A warm-up, then the measured round trips."""
+    """A warm-up, then the measured round trips, from CPU 1 (the server is
+    pinned first: a process pinned before it starts a cluster keeps the
+    cluster from pinning itself)."""
     request = RawRequests("BenchTopic", b"x" * args.size)
     ping(port, lambda i: request.frame(i)[1], args.count // 10 + 1)
-    return ping(port, lambda i: request.frame(i)[1], args.count)
+    cpus = os.sched_getaffinity(0)
+    _pin(1, not args.no_pin)
+    try:
+        return ping(port, lambda i: request.frame(i)[1], args.count)
+    finally:
+        os.sched_setaffinity(0, cpus)
 
 
 def measure_floor(args) -> dict:
@@ -129,15 +148,14 @@ def measure_rmq(args) -> dict:
     with Cluster(env=mode_env("compiled"), pin=not args.no_pin) as cluster:
         asyncio.run(create_topic(cluster.broker_addr, cluster.namesrv_addr, "BenchTopic", 8))
         window = ThreadCpuWindow(cluster.broker_pid)
-        request = RawRequests("BenchTopic", b"x" * args.size)
-        ping(cluster.port, lambda i: request.frame(i)[1], args.count // 10 + 1)
         window.begin()
-        rts = ping(cluster.port, lambda i: request.frame(i)[1], args.count)
+        rts = _pings(cluster.port, args)
         spent = window.end()
     out = latency_summary(rts)
-    out["broker_cpu_us_per_msg"] = 1e6 * sum(spent.values()) / args.count
-    out["broker_loop_cpu_us_per_msg"] = 1e6 * spent.get("loop", 0.0) / args.count
-    out["broker_threads_us_per_msg"] = {name: 1e6 * sec / args.count
+    n = args.count + args.count // 10 + 1  # the warm-up's round trips are in the window too
+    out["broker_cpu_us_per_msg"] = 1e6 * sum(spent.values()) / n
+    out["broker_loop_cpu_us_per_msg"] = 1e6 * spent.get("loop", 0.0) / n
+    out["broker_threads_us_per_msg"] = {name: 1e6 * sec / n
                                         for name, sec in sorted(spent.items()) if sec > 0}
     return out
 
@@ -153,7 +171,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.echo_server:
         echo_server(args.echo_server, not args.no_pin)
         return 0
-    _pin(1, not args.no_pin)
     floor = measure_floor(args)
     rmq = measure_rmq(args)
     doc = {"floor": floor, "rmq": rmq, "count": args.count, "size": args.size,

@@ -153,13 +153,18 @@ class GroupCommitService(ServiceThread):
         with self._lock:
             self._write, self._read = self._read, self._write
 
-    def _do_commit(self) -> None:
+    def _do_commit(self) -> bool:
+        """One round: a flush up to what is written, the loop's waiters it
+        covered answered at once (waiters that came during the flush are the
+        next round's, which starts without sleeping), then the thread-side
+        requests.  False when loop waiters are left and the flush moved
+        nothing (the next round then waits instead of spinning)."""
         mfq = self.store.commit_log.mfq
+        moved = True
         if self.requested > mfq.flushed_where:
-            for _ in range(2):
-                mfq.flush(0)
-                if mfq.flushed_where >= self.requested:
-                    break
+            before = mfq.flushed_where
+            mfq.flush(0)
+            moved = mfq.flushed_where != before
         self._answer_loop()
         reqs = self._read
         if reqs:
@@ -178,12 +183,18 @@ class GroupCommitService(ServiceThread):
             self._read = []
         else:
             mfq.flush(0)
+        return moved
 
     def run(self) -> None:
         mfq = self.store.commit_log.mfq
+        more = False
         while not self.stopped:
-            self.wait_for_running(0.010)
-            self._do_commit()
+            if more and self.requested > mfq.flushed_where:
+                self._wake.clear()  # waiters came during the last flush: no sleep
+                self.on_wait_end()
+            else:
+                self.wait_for_running(0.010)
+            more = self._do_commit()
             mfq.populate_ahead()
         time.sleep(0.010)
         self.on_wait_end()
