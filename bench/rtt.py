@@ -145,7 +145,8 @@ def measure_floor(args) -> dict:
 
 
 def measure_rmq(args) -> dict:
-    with Cluster(env=mode_env("compiled"), pin=not args.no_pin) as cluster:
+    conf = {"rmqBusyPollMicros": str(args.busy_poll)} if args.busy_poll else {}
+    with Cluster(env=mode_env("compiled"), pin=not args.no_pin, broker_conf=conf) as cluster:
         asyncio.run(create_topic(cluster.broker_addr, cluster.namesrv_addr, "BenchTopic", 8))
         window = ThreadCpuWindow(cluster.broker_pid)
         window.begin()
@@ -165,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--count", type=int, default=20000, help="round trips per measurement")
     ap.add_argument("--size", type=int, default=1024, help="message body bytes")
     ap.add_argument("--no-pin", action="store_true", help="leave CPU placement to the kernel")
+    ap.add_argument("--busy-poll", type=int, default=0, metavar="US",
+                    help="the broker's rmqBusyPollMicros (default 0: off)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
     ap.add_argument("--echo-server", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)

@@ -456,6 +456,11 @@ class BrokerController:
 
     # ---- start --------------------------------------------------------------------
     async def start(self) -> None:
+        if self.broker_config.rmqBusyPollMicros > 0:
+            from rmq.remoting.busy_poll import BusyPoll
+
+            poller = BusyPoll(asyncio.get_running_loop(), self.broker_config.rmqBusyPollMicros)
+            self.remoting_server.busy_poll = self.fast_remoting_server.busy_poll = poller
         await maybe_await(self.message_store.start())
         await self.remoting_server.start()
         await self.fast_remoting_server.start()

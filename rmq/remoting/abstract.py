@@ -32,7 +32,7 @@ import traceback
 from collections.abc import Awaitable, Callable
 from functools import partial
 from time import perf_counter
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from rmq.common.codes import ResponseCode
 from rmq.common.periodic import cancel_and_wait
@@ -157,6 +157,8 @@ class RemotingService:
         # Not consulted while RPC hooks or request timing are on: a lane
         # answers without them.
         self.lane: FrameLane | None = None
+        # rmq.remoting.busy_poll.BusyPoll: touched on every read when set
+        self.busy_poll: Any = None
 
     # ---- processor table ------------------------------------------------
 

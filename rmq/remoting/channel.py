@@ -270,6 +270,8 @@ class RemotingProtocol(asyncio.BufferedProtocol):
             return
         channel.last_active = time.monotonic()
         service = self._service
+        if service.busy_poll is not None:
+            service.busy_poll.touch()
         lane = service.lane
         if lane is not None and not service._rpc_hooks and service.rpc_latency is None:
             if not self._lane_turns(lane, channel, service):
