@@ -38,7 +38,7 @@ cdef class RpcLatency:
         return {key: (<_Row>row).as_list() for key, row in self._rows.items()}
 
     cpdef record(self, long request_code, object response_code, bint long_polling,
-                 int result, long long elapsed_ms):
+                 int result, long long elapsed_ms, long long count=1):
         cdef long long response = _NO_RESPONSE if response_code is None \
             else (<long long>response_code) & 0xFFFF
         cdef long long key = (request_code << 24) | (response << 8) \
@@ -56,8 +56,8 @@ cdef class RpcLatency:
             self._last_row = row
         while i < _NB and elapsed_ms > _BOUNDS[i]:
             i += 1
-        row.counts[i] += 1
-        row.counts[_NB + 1] += elapsed_ms
+        row.counts[i] += count
+        row.counts[_NB + 1] += elapsed_ms * count
 
     cpdef record_since(self, double start, long request_code, object response_code,
                        int result):

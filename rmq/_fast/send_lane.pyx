@@ -382,6 +382,7 @@ cdef class SendLane:
     cdef Py_ssize_t max_frame
     cdef uint8_t* scratch       # unescaped properties, then the stored string
     cdef Py_ssize_t scratch_cap
+    cdef long long counts[4]    # the last serve's requests: [V1, V1 oneway, V2, V2 oneway]
 
     def __init__(self, support, Py_ssize_t max_frame):
         self.support = support
@@ -405,6 +406,7 @@ cdef class SendLane:
         the first frame left to the general path, response frames or None)."""
         cdef Py_buffer view
         cdef Head h
+        self.counts[0] = self.counts[1] = self.counts[2] = self.counts[3] = 0
         PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
         try:
             if pos < 0 or end > view.len or pos > end:
@@ -470,6 +472,11 @@ cdef class SendLane:
                 PyBuffer_Release(&tv)
             support.end(ctx, wrote, store_ts, lqs, channel, held.take(), wait_end)
         return pos, out.take()
+
+    def served(self):
+        """(request code, oneway, count) of what the last ``serve`` took."""
+        return [(SEND_V2 if i >= 2 else SEND_V1, bool(i & 1), self.counts[i])
+                for i in range(4) if self.counts[i]]
 
     cdef CTopic topic_of(self, const uint8_t* p, Py_ssize_t n, dict topics):
         """The read's view of a topic (None: the lane does not store into it)."""
@@ -643,6 +650,7 @@ cdef class SendLane:
             respond(dest, host_hex, phy, qid, q.qoff - 1, h.opaque, tail)
             if wait:
                 wait_end[0] = file_from + wrote[0]
+        self.counts[(2 if h.code == SEND_V2 else 0) + (0 if answer else 1)] += 1
         return 1
 
 

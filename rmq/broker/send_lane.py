@@ -319,6 +319,11 @@ class SendLane:
     def __init__(self, support: SendLaneSupport, max_frame: int) -> None:
         self.support = support
         self.max_frame = max_frame
+        self._counts: dict[tuple[int, bool], int] = {}
+
+    def served(self) -> list[tuple[int, bool, int]]:
+        """(request code, oneway, count) of what the last ``serve`` took."""
+        return [(code, oneway, n) for (code, oneway), n in sorted(self._counts.items())]
 
     def _frame(self, buf, pos: int, end: int) -> tuple | None:
         """(code, flag, opaque, extFields, body, frame end) of the complete
@@ -343,6 +348,7 @@ class SendLane:
         """Serve the plain sends at the start of ``buf[pos:end]``; returns the
         position of the first frame left to the general path and the
         response frames to write now (None when there are none)."""
+        self._counts = {}
         first = self._frame(buf, pos, end)
         if first is None:
             return pos, None
@@ -425,6 +431,8 @@ class SendLane:
                         wait_end = file_from + wrote
                     else:
                         out.append(response)
+                key = (code, bool(flag & RPC_ONEWAY))
+                self._counts[key] = self._counts.get(key, 0) + 1
                 pos = frame_end
                 frame = self._frame(buf, pos, end)
         finally:

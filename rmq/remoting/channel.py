@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from time import perf_counter
 from typing import TYPE_CHECKING
 
 from rmq.remoting import codec
@@ -236,6 +237,7 @@ class RemotingProtocol(asyncio.BufferedProtocol):
         whole (a consumer's connection pays one lane call per read).  False
         once the channel closed."""
         view, end, max_frame = self._view, self._end, self._max_frame
+        arrived = 0.0 if service.rpc_latency is None else perf_counter()
         while True:
             start = self._start
             pos, out = lane.serve(channel, view, start, end)
@@ -244,6 +246,8 @@ class RemotingProtocol(asyncio.BufferedProtocol):
             self._start = pos
             if pos != start:
                 self._lane_used = True
+                if arrived:
+                    service._lane_served(lane.served(), arrived)
             elif not self._lane_used:
                 return True
             if pos >= end:
@@ -273,7 +277,7 @@ class RemotingProtocol(asyncio.BufferedProtocol):
         if service.busy_poll is not None:
             service.busy_poll.touch()
         lane = service.lane
-        if lane is not None and not service._rpc_hooks and service.rpc_latency is None:
+        if lane is not None and not service._rpc_hooks:
             if not self._lane_turns(lane, channel, service):
                 return
         frames, pos, error = codec.decode_frames(self._view, self._start, self._end,

@@ -66,16 +66,17 @@ class _RpcLatency:
         self.rows: dict[int, list[int]] = {}
 
     def record(self, request_code: int, response_code: int | None, long_polling: bool,
-               result: int, elapsed_ms: int) -> None:
-        """``result`` is SUCCESS, ONEWAY, WRITE_CHANNEL_FAILED or PROCESS_REQUEST_FAILED."""
+               result: int, elapsed_ms: int, count: int = 1) -> None:
+        """``result`` is SUCCESS, ONEWAY, WRITE_CHANNEL_FAILED or PROCESS_REQUEST_FAILED;
+        ``count`` like requests that each took ``elapsed_ms``."""
         key = ((request_code << 24) | ((_NO_RESPONSE if response_code is None
                                         else response_code & 0xFFFF) << 8)
                | (long_polling << 3) | result)
         row = self.rows.get(key)
         if row is None:
             row = self.rows[key] = [0] * (len(BUCKETS_MS) + 2)
-        row[0 if elapsed_ms <= 1 else bisect_left(BUCKETS_MS, elapsed_ms)] += 1
-        row[-1] += elapsed_ms
+        row[0 if elapsed_ms <= 1 else bisect_left(BUCKETS_MS, elapsed_ms)] += count
+        row[-1] += elapsed_ms * count
 
     def record_since(self, start: float, request_code: int, response_code: int | None,
                      result: int) -> None:
