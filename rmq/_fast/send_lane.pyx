@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Compiled twin of ``SendLane`` in rmq/broker/send_lane.py: the plain single
-sends at the start of a read, from the receive buffer to the response bytes
-in one call.
+"""Compiled twin of ``SendLane`` in rmq/broker/send_lane.py: the plain sends
+(single and batch) at the start of a read, from the receive buffer to the
+response bytes in one call.
 
 For each frame it reads the JSON header without building a Python object
 (the extFields values it needs are located in the header text and decoded
@@ -20,7 +20,7 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyOb
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memcmp, memcpy, memset
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
 from rmq._fast.byteorder cimport get32, get64, put32, put64
@@ -48,8 +48,16 @@ from rmq._fast.json_text cimport (
     json_write_int,
     json_ws,
 )
-from rmq._fast.record cimport ascii_hash, c_record_size, c_write_record, count_keys, index_key_hash
+from rmq._fast.record cimport (
+    Props,
+    ascii_hash,
+    c_record_size,
+    c_write_record,
+    count_keys,
+    index_key_hash,
+)
 from rmq._fast.send_fast cimport SendProps, send_props
+from rmq._fast.store_batch cimport KEPT, check_wire, write_all
 
 cdef extern from "Python.h":
     object PyUnicode_New(Py_ssize_t size, Py_ssize_t maxchar)
@@ -62,6 +70,7 @@ cdef enum:
     CQ_UNIT = 20
     SEND_V1 = 10
     SEND_V2 = 310
+    SEND_BATCH = 320
     RPC_RESPONSE = 1
     RPC_ONEWAY = 2
     MULTI_TAGS_FLAG = 0x2
@@ -84,6 +93,13 @@ cdef struct Field:
     JStr s               # the string (JV_STR)
     const uint8_t* start # the value's text (JV_INT: its digits)
     const uint8_t* stop
+
+
+cdef struct SendFields:
+    int64_t qid, sys_flag, born_ts, mflag, reconsume
+    const uint8_t* tp        # the topic's ASCII bytes, in the header
+    Py_ssize_t tlen
+    Field* props             # the properties field
 
 
 cdef struct Head:
@@ -256,7 +272,8 @@ cdef bint parse_head(const uint8_t* b, Py_ssize_t pos, Py_ssize_t end, Py_ssize_
         p = json_ws(p + 1, end_h)
     if json_ws(p, end_h) != end_h or not has_ext or not has_code:
         return False
-    if (h.code != SEND_V2 and h.code != SEND_V1) or h.flag & RPC_RESPONSE:
+    if (h.code != SEND_V2 and h.code != SEND_V1 and h.code != SEND_BATCH) or \
+            h.flag & RPC_RESPONSE:
         return False
     h.body = end_h
     h.body_len = length - 4 - hlen
@@ -335,7 +352,7 @@ cdef class CQueue:
     cdef object lq
     cdef Py_buffer buf
     cdef bint held
-    cdef int64_t cpos, cfrom, csize, qoff, maxphy, nums, size, tags, store_ts
+    cdef int64_t cpos, cfrom, csize, qoff, maxphy, nums, events, size, tags, store_ts
     cdef object each
 
     cdef void release(self) noexcept:
@@ -382,11 +399,14 @@ cdef class SendLane:
     cdef Py_ssize_t max_frame
     cdef uint8_t* scratch       # unescaped properties, then the stored string
     cdef Py_ssize_t scratch_cap
-    cdef long long counts[4]    # the last serve's requests: [V1, V1 oneway, V2, V2 oneway]
+    cdef long long counts[6]    # the last serve's requests: V1, V2, batch; each answered, oneway
+    cdef bint index_full        # set by index_of
+    cdef dict batch_props       # a batch's property text -> (stored batch-level string, wait)
 
     def __init__(self, support, Py_ssize_t max_frame):
         self.support = support
         self.max_frame = max_frame
+        self.batch_props = {}
 
     def __dealloc__(self):
         PyMem_Free(self.scratch)
@@ -406,7 +426,7 @@ cdef class SendLane:
         the first frame left to the general path, response frames or None)."""
         cdef Py_buffer view
         cdef Head h
-        self.counts[0] = self.counts[1] = self.counts[2] = self.counts[3] = 0
+        memset(self.counts, 0, sizeof(self.counts))
         PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
         try:
             if pos < 0 or end > view.len or pos > end:
@@ -462,6 +482,7 @@ cdef class SendLane:
                 lq.qoff = q.qoff
                 lq.maxphy = q.maxphy
                 lq.nums = q.nums
+                lq.events = q.events
                 lq.size = q.size
                 lq.tags = q.tags
                 lq.store_ts = q.store_ts
@@ -475,8 +496,8 @@ cdef class SendLane:
 
     def served(self):
         """(request code, oneway, count) of what the last ``serve`` took."""
-        return [(SEND_V2 if i >= 2 else SEND_V1, bool(i & 1), self.counts[i])
-                for i in range(4) if self.counts[i]]
+        return [((SEND_V1, SEND_V2, SEND_BATCH)[i >> 1], bool(i & 1), self.counts[i])
+                for i in range(6) if self.counts[i]]
 
     cdef CTopic topic_of(self, const uint8_t* p, Py_ssize_t n, dict topics):
         """The read's view of a topic (None: the lane does not store into it)."""
@@ -514,7 +535,7 @@ cdef class SendLane:
             cq.held = True
             cq.cpos, cq.cfrom, cq.csize = lq.cpos, lq.cfrom, lq.csize
             cq.qoff, cq.maxphy = lq.qoff, lq.maxphy
-            cq.nums = cq.size = cq.tags = cq.store_ts = 0
+            cq.nums = cq.events = cq.size = cq.tags = cq.store_ts = 0
             cq.each = lq.each
             if cq.csize > cq.buf.len:
                 cq.csize = cq.buf.len
@@ -522,101 +543,132 @@ cdef class SendLane:
         t.queues[qid] = cq
         return cq
 
+    cdef CTopic fields(self, Head* h, SendFields* s, dict topics):
+        """The header's numbers and topic (into ``s``) and the topic's view, or
+        None when the general path decides (a field missing or not a plain
+        number, a transaction, a negative or invalid queue, a topic the lane
+        does not store into)."""
+        cdef Field* f = &h.v1[0]
+        if h.code != SEND_V1:
+            f = &h.v2[0]
+        cdef int64_t nums[5]
+        cdef int i
+        s.reconsume = 0
+        if f[0].kind == 0 or f[1].kind == 0 or f[2].kind == 0:
+            return None
+        for i in range(5):
+            if not strict_int(&f[3 + i], &nums[i]) or (i != 3 and not int32_range(nums[i])):
+                return None
+        if f[9].kind and (not strict_int(&f[9], &s.reconsume) or not int32_range(s.reconsume)):
+            return None
+        s.qid, s.sys_flag, s.born_ts, s.mflag = nums[1], nums[2], nums[3], nums[4]
+        s.props = &f[8]
+        if s.qid < 0 or s.sys_flag & TX_BITS:
+            return None
+        if not plain_text(&f[1], &s.tp, &s.tlen) or s.tlen == 0 or s.tlen > MAX_TOPIC:
+            return None
+        cdef CTopic t = self.topic_of(s.tp, s.tlen, topics)
+        if t is None or (s.qid >= t.wq and s.qid >= t.rq):
+            return None
+        return t
+
+    cdef Py_ssize_t props_text(self, Field* f, Py_ssize_t extra) except -2:
+        """The properties' ASCII text, unescaped, at the start of the scratch
+        buffer (with ``extra`` bytes of room after it); its length, or -1 when
+        it is not ASCII or does not decode."""
+        cdef Py_ssize_t n = 0
+        cdef bint wide = False
+        cdef const uint8_t* text
+        if f.kind == JV_STR:
+            self.room(f.s.n + extra)
+            if f.s.esc:
+                n = json_unescape(f.s.s, f.s.n, self.scratch, &wide)
+                if n < 0:
+                    return -1
+            else:
+                n = f.s.n
+                memcpy(self.scratch, f.s.s, n)
+                wide = f.s.wide and not _ascii(self.scratch, n)
+            return -1 if wide else n
+        if f.kind != 0:
+            if not plain_text(f, &text, &n):
+                return -1
+            self.room(n + extra)
+            memcpy(self.scratch, text, n)
+            return n
+        self.room(extra)
+        return 0
+
+    cdef int32_t sys_flag_of(self, tuple ctx, SendFields* s, CTopic t) noexcept:
+        """sysFlag as stored: the host-kind bits of the born and store hosts,
+        MULTI_TAGS for a topic filtered that way."""
+        cdef int64_t flag = (s.sys_flag & ~0x30) | \
+            (0x10 if PyBytes_GET_SIZE(ctx[9]) == 20 else 0) | \
+            (0x20 if PyBytes_GET_SIZE(ctx[10]) == 20 else 0)
+        if t.multi:
+            flag |= MULTI_TAGS_FLAG
+        return <int32_t>flag
+
+    cdef uint8_t* index_of(self, Py_buffer* iv, tuple ctx, Py_ssize_t nkeys) except? NULL:
+        """The index buffer (NULL with indexing off); ``index_full`` says
+        whether ``nkeys`` more entries would not fit into it."""
+        cdef int64_t slots = ctx[7], entries = ctx[8]
+        cdef int32_t used
+        if iv == NULL:
+            return NULL
+        if iv.len < 40 + slots * 4 + entries * 20:
+            raise ValueError("index buffer smaller than its layout")
+        used = get32(<uint8_t*>iv.buf + 36)
+        self.index_full = (used if used > 0 else 1) + nkeys > entries
+        return <uint8_t*>iv.buf
+
     cdef int one(self, channel, tuple ctx, Head* h, Py_buffer* tv, Py_buffer* iv,
                  int64_t* wrote, int64_t* store_ts, int64_t* wait_end, dict topics,
                  list touched, Out out, Out held) except -1:
         """Store and answer the send in ``h``: 1, or 0 (nothing done) to leave
         it to the general path."""
-        cdef Field* f = &h.v1[0]
-        if h.code == SEND_V2:
-            f = &h.v2[0]
-        cdef int64_t nums[5]
-        cdef int64_t reconsume = 0
-        cdef int i
-        if f[0].kind == 0 or f[1].kind == 0 or f[2].kind == 0:
-            return 0
-        for i in range(5):
-            if not strict_int(&f[3 + i], &nums[i]) or (i != 3 and not int32_range(nums[i])):
-                return 0
-        if f[9].kind and (not strict_int(&f[9], &reconsume) or not int32_range(reconsume)):
-            return 0
-        cdef int64_t qid = nums[1], sys_flag = nums[2], born_ts = nums[3], mflag = nums[4]
-        if qid < 0 or sys_flag & TX_BITS:
-            return 0
-        cdef const uint8_t* tp
-        cdef Py_ssize_t tlen
-        if not plain_text(&f[1], &tp, &tlen) or tlen == 0 or tlen > MAX_TOPIC:
-            return 0
-        cdef CTopic t = self.topic_of(tp, tlen, topics)
-        if t is None or (qid >= t.wq and qid >= t.rq):
+        if h.code == SEND_BATCH:
+            return self.one_batch(channel, ctx, h, tv, iv, wrote, store_ts, wait_end, topics,
+                                  touched, out, held)
+        cdef SendFields s
+        cdef CTopic t = self.fields(h, &s, topics)
+        if t is None:
             return 0
         # the properties, unescaped, then the stored string after them
         cdef bytes cluster = ctx[12]
         cdef Py_ssize_t clen = PyBytes_GET_SIZE(cluster)
-        cdef Py_ssize_t n = 0, plen
-        cdef bint wide = False
-        cdef const uint8_t* text = <const uint8_t*>b""
+        cdef Py_ssize_t plen
         cdef SendProps sp
-        f = &f[8]
-        if f.kind == JV_STR:
-            self.room(2 * f.s.n + clen + 16)
-            if f.s.esc:
-                n = json_unescape(f.s.s, f.s.n, self.scratch, &wide)
-                if n < 0:
-                    return 0
-            else:
-                n = f.s.n
-                memcpy(self.scratch, f.s.s, n)
-                wide = f.s.wide and not _ascii(self.scratch, n)
-            if wide:
-                return 0
-            text = self.scratch
-        elif f.kind != 0:
-            if not plain_text(f, &text, &n):
-                return 0
-            self.room(2 * n + clen + 16)
-            memcpy(self.scratch, text, n)
-            text = self.scratch
-        else:
-            self.room(clen + 16)
+        cdef Py_ssize_t n = self.props_text(s.props, s.props.s.n + clen + 16
+                                            if s.props.kind == JV_STR else 64 + clen)
+        if n < 0:
+            return 0
+        self.room(2 * n + clen + 16)
+        cdef const uint8_t* text = self.scratch
         cdef uint8_t* stored = self.scratch + n
         plen = send_props(<const char*>text, n, PyBytes_AS_STRING(cluster), clen,
                           <char*>stored, &sp)
         if plen < 0 or sp.special or plen > MAX_PROPS:
             return 0
-        cdef CQueue q = self.queue_of(t, <int>qid, touched)
+        cdef CQueue q = self.queue_of(t, <int>s.qid, touched)
         if q is None:
             return 0
         # the record's place and size
-        cdef bytes born = ctx[9]
-        cdef bytes store_host = ctx[10]
-        cdef Py_ssize_t born_len = PyBytes_GET_SIZE(born), store_len = PyBytes_GET_SIZE(store_host)
-        sys_flag = (sys_flag & ~0x30) | (0x10 if born_len == 20 else 0) | \
-            (0x20 if store_len == 20 else 0)
-        if t.multi:
-            sys_flag |= MULTI_TAGS_FLAG
+        cdef int32_t sys_flag = self.sys_flag_of(ctx, &s, t)
         cdef int64_t max_body = ctx[5]
-        cdef Py_ssize_t size = c_record_size(<int32_t>sys_flag, h.body_len, tlen, plen)
+        cdef Py_ssize_t size = c_record_size(sys_flag, h.body_len, s.tlen, plen)
         cdef int64_t file_from = ctx[3]
-        cdef int64_t limit = ctx[4]
         cdef int64_t phy = file_from + wrote[0]
-        if h.body_len > max_body or size > max_body + 65536 or wrote[0] + size > limit:
+        if h.body_len > max_body or size > max_body + 65536 or wrote[0] + size > ctx[4]:
             return 0
         if q.cpos >= q.csize or q.cpos + CQ_UNIT > q.buf.len or \
                 q.cfrom + q.cpos != q.qoff * CQ_UNIT or phy < q.maxphy:
             return 0
-        cdef uint8_t* ix = NULL
-        cdef int64_t slots = ctx[7], entries = ctx[8]
-        cdef int32_t count
         cdef Py_ssize_t nkeys = (1 if sp.uniq_at >= 0 else 0) + \
             (count_keys(text + sp.keys_at, sp.keys_len) if sp.keys_at >= 0 else 0)
-        if iv != NULL:
-            if iv.len < 40 + slots * 4 + entries * 20:
-                raise ValueError("index buffer smaller than its layout")
-            ix = <uint8_t*>iv.buf
-            count = get32(ix + 36)
-            if (count if count > 0 else 1) + nkeys > entries:
-                return 0
+        cdef uint8_t* ix = self.index_of(iv, ctx, nkeys)
+        if ix != NULL and self.index_full:
+            return 0
         # everything that can fail is done before the first byte is written
         cdef bytes host_hex = ctx[11]
         cdef bytes tail = ctx[13]
@@ -627,30 +679,120 @@ cdef class SendLane:
             dest.reserve(RESPONSE_ROOM + PyBytes_GET_SIZE(host_hex) + PyBytes_GET_SIZE(tail))
         cdef int64_t now = now_ms()
         if q.each is not None:
-            q.each.append((q.qoff + 1, sp.tags_code, now, size))
-        c_write_record(<uint8_t*>tv.buf + wrote[0], <int32_t>qid, <int32_t>mflag, q.qoff, phy,
-                       <int32_t>sys_flag, born_ts, <const uint8_t*>PyBytes_AS_STRING(born),
-                       born_len, now, <const uint8_t*>PyBytes_AS_STRING(store_host), store_len,
-                       <int32_t>reconsume, 0, h.body, h.body_len, tp, tlen, stored, plen)
+            q.each.append((q.qoff + 1, sp.tags_code, now, 1, size))
+        c_write_record(<uint8_t*>tv.buf + wrote[0], <int32_t>s.qid, <int32_t>s.mflag, q.qoff,
+                       phy, sys_flag, s.born_ts, <const uint8_t*>PyBytes_AS_STRING(ctx[9]),
+                       PyBytes_GET_SIZE(ctx[9]), now,
+                       <const uint8_t*>PyBytes_AS_STRING(ctx[10]), PyBytes_GET_SIZE(ctx[10]),
+                       <int32_t>s.reconsume, 0, h.body, h.body_len, s.tp, s.tlen, stored, plen)
         cdef uint8_t* e = <uint8_t*>q.buf.buf + q.cpos
         put64(e, phy)
         put32(e + 8, <int32_t>size)
         put64(e + 12, sp.tags_code)
         if ix != NULL and nkeys and phy >= get64(ix + 24):
-            index_keys(ix, slots, entries, t.hash, text, &sp, phy, now)
+            index_keys(ix, ctx[7], ctx[8], t.hash, text, &sp, phy, now)
         wrote[0] += size
         q.cpos += CQ_UNIT
         q.qoff += 1
         q.maxphy = phy + size
         q.nums += 1
+        q.events += 1
         q.size += size
         q.tags = sp.tags_code
         q.store_ts = store_ts[0] = now
         if answer:
-            respond(dest, host_hex, phy, qid, q.qoff - 1, h.opaque, tail)
+            p = respond_head(dest, host_hex)
+            put_hex16(p, phy)
+            respond_tail(dest, p + 16, s.qid, q.qoff - 1, h.opaque, tail)
             if wait:
                 wait_end[0] = file_from + wrote[0]
         self.counts[(2 if h.code == SEND_V2 else 0) + (0 if answer else 1)] += 1
+        return 1
+
+    cdef int one_batch(self, channel, tuple ctx, Head* h, Py_buffer* tv, Py_buffer* iv,
+                       int64_t* wrote, int64_t* store_ts, int64_t* wait_end, dict topics,
+                       list touched, Out out, Out held) except -1:
+        """SEND_BATCH_MESSAGE: every inner message stored as its own record
+        (store_batch's two passes), the comma-joined message ids answered;
+        1, or 0 (nothing done) to leave it to the general path."""
+        cdef SendFields s
+        cdef CTopic t = self.fields(h, &s, topics)
+        if t is None:
+            return 0
+        cdef Py_ssize_t n = self.props_text(s.props, 0)
+        if n < 0:
+            return 0
+        key = PyBytes_FromStringAndSize(<const char*>self.scratch, n)
+        found = self.batch_props.get(key)
+        if found is None:
+            found = self.support.batch_properties(key.decode())
+            if len(self.batch_props) > 1000:
+                self.batch_props.clear()
+            self.batch_props[key] = found
+        cdef bytes props = found[0]
+        cdef bint wait_flag = found[1]
+        cdef const uint8_t* bp = <const uint8_t*>PyBytes_AS_STRING(props)
+        cdef Py_ssize_t bpl = PyBytes_GET_SIZE(props)
+        cdef CQueue q = self.queue_of(t, <int>s.qid, touched)
+        if q is None:
+            return 0
+        cdef int32_t sys_flag = self.sys_flag_of(ctx, &s, t)
+        cdef Props kept[KEPT]
+        cdef Py_ssize_t count = 0, nkeys = 0
+        cdef Py_ssize_t total = check_wire(h.body, h.body_len, sys_flag, s.tlen, bp, bpl,
+                                           &count, &nkeys, kept)
+        cdef int64_t file_from = ctx[3]
+        cdef int64_t phy = file_from + wrote[0]
+        if total < 0 or count == 0 or wrote[0] + total > ctx[4]:
+            return 0
+        if q.cpos >= q.csize or q.cpos + count * CQ_UNIT > q.buf.len or \
+                q.cfrom + q.cpos != q.qoff * CQ_UNIT or phy < q.maxphy:
+            return 0
+        cdef uint8_t* ix = self.index_of(iv, ctx, nkeys)
+        if ix != NULL and nkeys and self.index_full:
+            return 0
+        # everything that can fail is done before the first byte is written
+        cdef bytes host_hex = ctx[11]
+        cdef bytes tail = ctx[13]
+        cdef Py_ssize_t hl = PyBytes_GET_SIZE(host_hex)
+        cdef Py_ssize_t ids_len = count * (hl + 17) - 1
+        cdef bint answer = not h.flag & RPC_ONEWAY
+        cdef bint wait = ctx[14] and wait_flag
+        cdef Out dest = held if wait else out
+        cdef uint8_t* ids
+        if answer:
+            dest.reserve(RESPONSE_ROOM + ids_len + PyBytes_GET_SIZE(tail))
+            ids = respond_head(dest, None)
+        else:
+            self.room(ids_len + 1)
+            ids = self.scratch
+        cdef int64_t now = now_ms()
+        if q.each is not None:
+            q.each.append(None)  # filled in below: the append may fail, the writes may not
+        memcpy(ids, PyBytes_AS_STRING(host_hex), hl)
+        cdef int32_t last_tags = 0
+        write_all(<uint8_t*>tv.buf + wrote[0], h.body, h.body_len, <int32_t>s.qid, sys_flag,
+                  s.born_ts, <const uint8_t*>PyBytes_AS_STRING(ctx[9]), PyBytes_GET_SIZE(ctx[9]),
+                  now, <const uint8_t*>PyBytes_AS_STRING(ctx[10]), PyBytes_GET_SIZE(ctx[10]),
+                  <int32_t>s.reconsume, s.tp, s.tlen, bp, bpl, q.qoff, phy,
+                  <uint8_t*>q.buf.buf + q.cpos, ix, ctx[7], ctx[8], <char*>ids, hl,
+                  &last_tags, kept)
+        wrote[0] += total
+        q.cpos += count * CQ_UNIT
+        q.qoff += count
+        q.maxphy = phy + total
+        q.nums += count
+        q.events += 1
+        q.size += total
+        q.tags = last_tags
+        q.store_ts = store_ts[0] = now
+        if q.each is not None:  # (no negative index: wraparound is off)
+            q.each[len(q.each) - 1] = (q.qoff, last_tags, now, count, total)
+        if answer:
+            respond_tail(dest, ids + ids_len, s.qid, q.qoff - count, h.opaque, tail)
+            if wait:
+                wait_end[0] = file_from + wrote[0]
+        self.counts[4 + (0 if answer else 1)] += 1
         return 1
 
 
@@ -685,22 +827,34 @@ cdef inline void index_keys(uint8_t* ix, int64_t slots, int64_t entries, int32_t
             index_put(ix, slots, entries, index_key_hash(topic_hash, keys + ks, k - ks), phy, now)
 
 
-cdef void respond(Out o, bytes host_hex, int64_t phy, int64_t qid, int64_t qoff, int64_t opaque,
-                  bytes tail) noexcept:
-    """The SUCCESS response frame of a stored send (the caller reserved room)."""
-    cdef uint8_t* start = o.data + o.n
-    cdef uint8_t* p = start + 8
-    cdef Py_ssize_t hl = PyBytes_GET_SIZE(host_hex)
-    cdef uint64_t u = <uint64_t>phy
-    cdef int i
+cdef uint8_t* respond_head(Out o, bytes host_hex) noexcept:
+    """Start a SUCCESS response frame at the end of ``o`` (room reserved):
+    the frame's 8-byte prefix is left for ``respond_tail``; returns where the
+    msgId value goes (after ``host_hex`` when given)."""
+    cdef uint8_t* p = o.data + o.n + 8
     memcpy(p, b'{"code":0,"extFields":{"msgId":"', 32)
     p += 32
-    memcpy(p, PyBytes_AS_STRING(host_hex), hl)
-    p += hl
+    if host_hex is not None:
+        memcpy(p, PyBytes_AS_STRING(host_hex), PyBytes_GET_SIZE(host_hex))
+        p += PyBytes_GET_SIZE(host_hex)
+    return p
+
+
+cdef inline void put_hex16(uint8_t* p, int64_t v) noexcept nogil:
+    """``v`` as 16 upper-case hex digits (two's complement)."""
+    cdef uint64_t u = <uint64_t>v
+    cdef int i
     for i in range(16):
         p[15 - i] = HEX[u & 0xF]
         u >>= 4
-    p += 16
+
+
+cdef void respond_tail(Out o, uint8_t* p, int64_t qid, int64_t qoff, int64_t opaque,
+                       bytes tail) noexcept:
+    """Finish the frame ``respond_head`` started, the msgId value ending at
+    ``p``: queueId, queueOffset, the fixed tail and the opaque, then the
+    frame's prefix."""
+    cdef uint8_t* start = o.data + o.n
     memcpy(p, b'","queueId":"', 13)
     p = json_write_int(p + 13, qid)
     memcpy(p, b'","queueOffset":"', 17)
@@ -755,7 +909,7 @@ def send_head(buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_frame):
             raise ValueError("pos/end outside the buffer")
         if not parse_head(<const uint8_t*>view.buf, pos, end, max_frame, &h):
             return None
-        f = &h.v2[0] if h.code == SEND_V2 else &h.v1[0]
+        f = &h.v1[0] if h.code == SEND_V1 else &h.v2[0]
         return (h.code, h.flag, h.opaque, tuple([field_text(&f[i]) for i in range(NF)]),
                 h.body_len, h.frame_end)
     finally:

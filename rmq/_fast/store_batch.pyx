@@ -40,10 +40,6 @@ cdef extern from "Python.h":
 
 cdef const char *HEX = b"0123456789ABCDEF"
 
-cdef enum:
-    KEPT = 64  # records whose property scan the first pass keeps for the second
-
-
 cdef inline void join_props(Props *inner, const Props *batch, Py_ssize_t boff) noexcept nogil:
     """The scan of ``inner [+ \\x02] + batch`` from the scans of both parts: the
     segments of the joined string are the inner ones followed by the batch
@@ -110,13 +106,13 @@ cdef Py_ssize_t check_wire(const uint8_t *w, Py_ssize_t n, int32_t sys_flag, Py_
 
 
 cdef void write_all(uint8_t *out, const uint8_t *w, Py_ssize_t n, int32_t queue_id,
-                          int32_t sys_flag, int64_t born_ts, const uint8_t *born, Py_ssize_t born_len,
-                          int64_t store_ts, const uint8_t *store, Py_ssize_t store_len,
-                          int32_t reconsume, const uint8_t *topic, Py_ssize_t tlen,
-                          const uint8_t *bp, Py_ssize_t bpl, int64_t first_qoff, int64_t phy,
-                          uint8_t *cq, uint8_t *ix, int64_t max_slots, int64_t max_index,
-                          char *ids, Py_ssize_t hex_len, int32_t *last_tags,
-                          const Props *kept) noexcept nogil:
+                    int32_t sys_flag, int64_t born_ts, const uint8_t *born, Py_ssize_t born_len,
+                    int64_t store_ts, const uint8_t *store, Py_ssize_t store_len,
+                    int32_t reconsume, const uint8_t *topic, Py_ssize_t tlen,
+                    const uint8_t *bp, Py_ssize_t bpl, int64_t first_qoff, int64_t phy,
+                    uint8_t *cq, uint8_t *ix, int64_t max_slots, int64_t max_index,
+                    char *ids, Py_ssize_t hex_len, int32_t *last_tags,
+                    const Props *kept) noexcept nogil:
     """Records, consume-queue entries, index entries and message ids of a batch
     ``check_wire`` accepted; ``last_tags`` gets the last record's tagsCode."""
     cdef int32_t topic_hash = ascii_hash(0, topic, tlen)

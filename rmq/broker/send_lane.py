@@ -45,6 +45,7 @@ from rmq.remoting import codec
 from rmq.remoting.command import RPC_ONEWAY, RPC_RESPONSE, RemotingCommand
 from rmq.remoting.exceptions import RemotingCommandError
 from rmq.store import BrokerRole, FlushDiskType
+from rmq.store.commit_log import _append_batch, _check_wire
 from rmq.store.consume_queue import _cq_write
 from rmq.store.index import index_keys
 from rmq.store.message_codec import _fast_send_properties, _record_size, _write_record
@@ -54,6 +55,7 @@ log = logging.getLogger("rmq.broker")
 
 SEND_V2 = int(RequestCode.SEND_MESSAGE_V2)
 SEND_V1 = int(RequestCode.SEND_MESSAGE)
+SEND_BATCH = int(RequestCode.SEND_BATCH_MESSAGE)
 CQ_UNIT = 20
 MAX_SEGS = 64  # more property segments than this go the general way
 _MAX_TOPIC = 127
@@ -62,13 +64,14 @@ _MAX_PROPS = 32767
 
 class LaneQueue:
     """One consume queue a read stores into: its tail as loaded at the start
-    (``cq``, ``cmf``, ``cpos``, ``qoff``, ``maxphy``) and what the read adds.
-    ``each`` lists (next offset, tagsCode, store time, size) per message when
-    the arrival listeners must hear of every one (a pull is held on the queue,
-    or the size histogram is kept)."""
+    (``cq``, ``cmf``, ``cpos``, ``qoff``, ``maxphy``) and what the read adds:
+    ``nums`` messages of ``size`` bytes in ``events`` requests (a batch is
+    one).  ``each`` lists (next offset, tagsCode, store time, messages, size)
+    per request when the arrival listeners must hear of every one (a pull is
+    held on the queue, or the size histogram is kept)."""
 
     __slots__ = ("topic", "queue_id", "cq", "cmf", "cpos", "cfrom", "csize", "qoff", "maxphy",
-                 "nums", "size", "tags", "store_ts", "each")
+                 "nums", "events", "size", "tags", "store_ts", "each")
 
     def __init__(self, topic: str, queue_id: int, cq: Any, cmf: Any, qoff: int,
                  exact: bool) -> None:
@@ -82,10 +85,17 @@ class LaneQueue:
         self.qoff = qoff
         self.maxphy = cq.max_physic_offset
         self.nums = 0
+        self.events = 0
         self.size = 0
         self.tags = 0
         self.store_ts = 0
         self.each: list | None = [] if exact else None
+
+    def slot_free(self, phy: int, nums: int) -> bool:
+        """Room for ``nums`` entries in the queue's current file, and the record
+        at ``phy`` is the queue's next (``fast_slot_free``'s rule)."""
+        return self.cpos < self.csize and self.cpos + nums * CQ_UNIT <= len(self.cmf.view) and \
+            self.cfrom + self.cpos == self.qoff * CQ_UNIT and phy >= self.maxphy
 
 
 class SendLaneSupport:
@@ -170,6 +180,11 @@ class SendLaneSupport:
             self._tails[key] = tail
         return tail
 
+    def batch_properties(self, text: str) -> tuple[bytes, bool]:
+        """A batch's property string as stored (the request's properties plus
+        CLUSTER, WAIT kept) and whether its sender waits for the flush."""
+        return self.processor._batch_properties(text or None)
+
     def topic(self, topic: str) -> tuple[int, int, bool] | None:
         """(writeQueueNums, readQueueNums, MULTI_TAG filter) of an existing
         ordinary topic the lane may store into, else None."""
@@ -241,16 +256,16 @@ class SendLaneSupport:
         for q in queues:
             if not q.nums:
                 continue
-            stats.on_puts(q.topic, q.nums, q.size)
+            stats.on_puts(q.topic, q.nums, q.size, q.events)
             if listener is None:
                 continue
             try:
                 if q.each is None:
                     listener(q.topic, q.queue_id, q.qoff, q.tags, q.store_ts, q.nums, q.size,
-                             q.nums)
+                             q.events)
                 else:
-                    for next_offset, tags, store_ts, size in q.each:
-                        listener(q.topic, q.queue_id, next_offset, tags, store_ts, 1, size)
+                    for next_offset, tags, store_ts, nums, size in q.each:
+                        listener(q.topic, q.queue_id, next_offset, tags, store_ts, nums, size)
             except Exception:  # noqa: BLE001 - a listener bug must not fail stored sends
                 log.exception("message arriving listener failed")
 
@@ -309,7 +324,7 @@ def send_head(buf, pos: int, end: int, max_frame: int) -> tuple | None:
     if frame is None:
         return None
     code, flag, opaque, ext, body, frame_end = frame
-    keys = V2_KEYS if code == SEND_V2 else V1_KEYS
+    keys = V1_KEYS if code == SEND_V1 else V2_KEYS
     return code, flag, opaque, tuple((ext or {}).get(k) for k in keys), len(body), frame_end
 
 
@@ -340,7 +355,7 @@ class SendLane:
             code, _lang, _ver, opaque, flag, _remark, ext, _st, off = codec.decode(frame)
         except RemotingCommandError:
             return None
-        if (code != SEND_V2 and code != SEND_V1) or flag & RPC_RESPONSE:
+        if (code != SEND_V2 and code != SEND_V1 and code != SEND_BATCH) or flag & RPC_RESPONSE:
             return None
         return code, flag, opaque, ext, bytes(frame[off:]), pos + 4 + length
 
@@ -349,96 +364,173 @@ class SendLane:
         position of the first frame left to the general path and the
         response frames to write now (None when there are none)."""
         self._counts = {}
-        first = self._frame(buf, pos, end)
-        if first is None:
+        frame = self._frame(buf, pos, end)
+        if frame is None:
             return pos, None
-        support = self.support
-        ctx = support.begin(channel)
+        ctx = self.support.begin(channel)
         if ctx is None:
             return pos, None
-        (mf, target, wrote, file_from, limit, max_body, index, slots, entries, born,
-         store_host, host_hex, cluster, tail, sync) = ctx
-        queues: dict[tuple[str, int], LaneQueue] = {}
-        topics: dict[str, tuple | None] = {}
-        out: list[bytes] = []
-        held: list[bytes] = []
-        wait_end = 0
-        store_ts = 0
-        store_v6 = len(store_host) == 20
-        born_v6 = len(born) == 20
+        read = _Read(ctx)
         try:
-            frame = first
             while frame is not None:
-                code, flag, opaque, ext, body, frame_end = frame
-                f = _parse_single(ext, V2_KEYS if code == SEND_V2 else V1_KEYS)
-                if f is None:
+                one = self._one_batch if frame[0] == SEND_BATCH else self._one
+                if not one(read, frame):
                     break
-                topic, queue_id, sys_flag, born_ts, mflag, text, reconsume = f
-                if queue_id < 0 or sys_flag & mc.TRANSACTION_ROLLBACK_TYPE or \
-                        not topic.isascii() or len(topic) > _MAX_TOPIC:
-                    break
-                if topic not in topics:
-                    topics[topic] = support.topic(topic)
-                tc = topics[topic]
-                if tc is None or (queue_id >= tc[0] and queue_id >= tc[1]):
-                    break
-                props = _props(text or "", cluster.decode())
-                if props is None:
-                    break
-                stored, tags, wait, special, keys, uniq = props
-                if special or len(stored) > _MAX_PROPS:
-                    break
-                q = queues.get((topic, queue_id))
-                if q is None:
-                    q = support.queue(topic, queue_id)
-                    if q is None:
-                        break
-                    queues[(topic, queue_id)] = q
-                sys_flag = (sys_flag & ~0x30) | (0x10 if born_v6 else 0) | (0x20 if store_v6 else 0)
-                if tc[2]:
-                    sys_flag |= mc.MULTI_TAGS_FLAG
-                topic_b = topic.encode()
-                props_b = stored.encode()
-                size = _record_size(sys_flag, len(body), len(topic_b), len(props_b))
-                phy = file_from + wrote
-                if len(body) > max_body or size > max_body + 65536 or wrote + size > limit:
-                    break
-                if q.cpos >= q.csize or q.cfrom + q.cpos != q.qoff * CQ_UNIT or phy < q.maxphy:
-                    break
-                if index is not None and max(1, int.from_bytes(index[36:40], "big", signed=True)) + \
-                        _index_keys(keys, uniq) > entries:
-                    break
-                now = _now_ms()
-                _write_record(target, wrote, queue_id, mflag, q.qoff, phy, sys_flag, born_ts,
-                              born, now, store_host, reconsume, 0, body, topic_b, props_b)
-                _cq_write(q.cmf.view, q.cpos, phy, size, tags)
-                if index is not None and (keys or uniq):
-                    index_keys(index, slots, entries, topic, phy, now, uniq, keys, 0)
-                wrote += size
-                q.cpos += CQ_UNIT
-                q.qoff += 1
-                q.maxphy = phy + size
-                q.nums += 1
-                q.size += size
-                q.tags = tags
-                q.store_ts = store_ts = now
-                if q.each is not None:
-                    q.each.append((q.qoff, tags, now, size))
-                if not flag & RPC_ONEWAY:
-                    response = _response(host_hex, phy, queue_id, q.qoff - 1, opaque, tail)
-                    if sync and wait:
-                        held.append(response)
-                        wait_end = file_from + wrote
-                    else:
-                        out.append(response)
-                key = (code, bool(flag & RPC_ONEWAY))
+                key = (frame[0], bool(frame[1] & RPC_ONEWAY))
                 self._counts[key] = self._counts.get(key, 0) + 1
-                pos = frame_end
+                pos = frame[5]
                 frame = self._frame(buf, pos, end)
         finally:
-            support.end(ctx, wrote, store_ts, list(queues.values()), channel,
-                        b"".join(held) if held else None, wait_end)
-        return pos, b"".join(out) if out else None
+            self.support.end(ctx, read.wrote, read.store_ts, list(read.queues.values()), channel,
+                             b"".join(read.held) if read.held else None, read.wait_end)
+        return pos, b"".join(read.out) if read.out else None
+
+    def _target(self, read: _Read, frame: tuple) -> tuple | None:
+        """The header's fields, the topic's (writeQueueNums, readQueueNums,
+        MULTI_TAG) and the queue's LaneQueue, or None (general path)."""
+        f = _parse_single(frame[3], V1_KEYS if frame[0] == SEND_V1 else V2_KEYS)
+        if f is None:
+            return None
+        topic, queue_id, sys_flag = f[0], f[1], f[2]
+        if queue_id < 0 or sys_flag & mc.TRANSACTION_ROLLBACK_TYPE or not topic.isascii() \
+                or not 0 < len(topic) <= _MAX_TOPIC:
+            return None
+        if topic not in read.topics:
+            read.topics[topic] = self.support.topic(topic)
+        tc = read.topics[topic]
+        if tc is None or (queue_id >= tc[0] and queue_id >= tc[1]):
+            return None
+        return f, tc
+
+    def _queue(self, read: _Read, topic: str, queue_id: int) -> LaneQueue | None:
+        q = read.queues.get((topic, queue_id))
+        if q is None:
+            q = self.support.queue(topic, queue_id)
+            if q is not None:
+                read.queues[(topic, queue_id)] = q
+        return q
+
+    def _one(self, read: _Read, frame: tuple) -> bool:
+        """Store and answer one single send; False (nothing done) to leave it
+        to the general path."""
+        target = self._target(read, frame)
+        if target is None:
+            return False
+        (topic, queue_id, sys_flag, born_ts, mflag, text, reconsume), tc = target
+        props = _props(text or "", read.cluster)
+        if props is None:
+            return False
+        stored, tags, wait, special, keys, uniq = props
+        if special or len(stored) > _MAX_PROPS:
+            return False
+        q = self._queue(read, topic, queue_id)
+        if q is None:
+            return False
+        sys_flag = read.sys_flag(sys_flag, tc)
+        topic_b, props_b, body = topic.encode(), stored.encode(), frame[4]
+        size = _record_size(sys_flag, len(body), len(topic_b), len(props_b))
+        phy = read.file_from + read.wrote
+        if len(body) > read.max_body or size > read.max_body + 65536 or \
+                read.wrote + size > read.limit or not q.slot_free(phy, 1) or \
+                read.index_full(_index_keys(keys, uniq)):
+            return False
+        now = _now_ms()
+        _write_record(read.target, read.wrote, queue_id, mflag, q.qoff, phy, sys_flag, born_ts,
+                      read.born, now, read.store_host, reconsume, 0, body, topic_b, props_b)
+        _cq_write(q.cmf.view, q.cpos, phy, size, tags)
+        if read.index is not None and (keys or uniq):
+            index_keys(read.index, read.slots, read.entries, topic, phy, now, uniq, keys, 0)
+        read.stored(q, 1, size, tags, now)
+        read.answer(frame, wait, _response(read.host_hex, phy, queue_id, q.qoff - 1, frame[2],
+                                           read.tail))
+        return True
+
+    def _one_batch(self, read: _Read, frame: tuple) -> bool:
+        """Store and answer one SEND_BATCH_MESSAGE; False (nothing done) to
+        leave it to the general path."""
+        target = self._target(read, frame)
+        if target is None:
+            return False
+        (topic, queue_id, sys_flag, born_ts, _mflag, text, reconsume), tc = target
+        text = text or ""
+        if not text.isascii():
+            return False
+        batch_props, wait = self.support.batch_properties(text)
+        q = self._queue(read, topic, queue_id)
+        if q is None:
+            return False
+        sys_flag = read.sys_flag(sys_flag, tc)
+        topic_b, body = topic.encode(), frame[4]
+        checked = _check_wire(body, sys_flag, len(topic_b), batch_props)
+        phy = read.file_from + read.wrote
+        if checked is None or not checked[1] or read.wrote + checked[0] > read.limit or \
+                not q.slot_free(phy, checked[1]) or (checked[2] and read.index_full(checked[2])):
+            return False
+        now = _now_ms()
+        r = _append_batch(read.target, read.wrote, read.limit, body, queue_id, sys_flag, born_ts,
+                          read.born, now, read.store_host, reconsume, topic_b, batch_props,
+                          q.qoff, phy, q.cmf.view, q.cpos, read.index, read.slots, read.entries,
+                          read.host_hex.decode())
+        if r is None:
+            return False
+        total, count, ids, last_tags = r
+        read.stored(q, count, total, last_tags, now)
+        read.answer(frame, wait, _response_ids(ids.encode(), queue_id, q.qoff - count, frame[2],
+                                               read.tail))
+        return True
+
+
+class _Read:
+    """One read's context (``SendLaneSupport.begin``) and what it stores."""
+
+    def __init__(self, ctx: tuple) -> None:
+        (self.mf, self.target, self.wrote, self.file_from, self.limit, self.max_body, self.index,
+         self.slots, self.entries, self.born, self.store_host, self.host_hex, cluster, self.tail,
+         self.sync) = ctx
+        self.cluster = cluster.decode()
+        self.queues: dict[tuple[str, int], LaneQueue] = {}
+        self.topics: dict[str, tuple | None] = {}
+        self.out: list[bytes] = []
+        self.held: list[bytes] = []
+        self.wait_end = 0
+        self.store_ts = 0
+
+    def sys_flag(self, sys_flag: int, tc: tuple) -> int:
+        """sysFlag as stored: the hosts' kind bits, MULTI_TAGS for such a topic."""
+        sys_flag = (sys_flag & ~0x30) | (0x10 if len(self.born) == 20 else 0) | \
+            (0x20 if len(self.store_host) == 20 else 0)
+        return sys_flag | mc.MULTI_TAGS_FLAG if tc[2] else sys_flag
+
+    def index_full(self, keys: int) -> bool:
+        """Whether ``keys`` more entries would not fit into the index file."""
+        if self.index is None:
+            return False
+        used = int.from_bytes(self.index[36:40], "big", signed=True)
+        return max(1, used) + keys > self.entries
+
+    def stored(self, q: LaneQueue, nums: int, size: int, tags: int, now: int) -> None:
+        """Positions and counts after ``nums`` records of ``size`` bytes."""
+        self.wrote += size
+        q.cpos += nums * CQ_UNIT
+        q.qoff += nums
+        q.maxphy = self.file_from + self.wrote
+        q.nums += nums
+        q.events += 1
+        q.size += size
+        q.tags = tags
+        q.store_ts = self.store_ts = now
+        if q.each is not None:
+            q.each.append((q.qoff, tags, now, nums, size))
+
+    def answer(self, frame: tuple, wait: bool, response: bytes) -> None:
+        """Queue the response (held for the flush when the sender waits for it)."""
+        if frame[1] & RPC_ONEWAY:
+            return
+        if self.sync and wait:
+            self.held.append(response)
+            self.wait_end = self.file_from + self.wrote
+        else:
+            self.out.append(response)
 
 
 def _now_ms() -> int:
@@ -449,8 +541,15 @@ def _response(host_hex: bytes, phy: int, queue_id: int, queue_offset: int, opaqu
               tail: bytes) -> bytes:
     """The SUCCESS response frame of a stored send, as the general path
     encodes it (extFields msgId, queueId, queueOffset, MSG_REGION, TRACE_ON)."""
-    head = (b'{"code":0,"extFields":{"msgId":"' + host_hex
-            + (phy & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "big").hex().upper().encode()
+    return _response_ids(host_hex + (phy & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "big").hex().upper()
+                         .encode(), queue_id, queue_offset, opaque, tail)
+
+
+def _response_ids(msg_ids: bytes, queue_id: int, queue_offset: int, opaque: int,
+                  tail: bytes) -> bytes:
+    """A SUCCESS response frame with ``msg_ids`` (one id, or a batch's
+    comma-joined ids) and the first queue offset."""
+    head = (b'{"code":0,"extFields":{"msgId":"' + msg_ids
             + b'","queueId":"%d","queueOffset":"%d' % (queue_id, queue_offset) + tail
             + b'%d,"serializeTypeCurrentRPC":"JSON","version":409}' % opaque)
     return (len(head) + 4).to_bytes(4, "big") + len(head).to_bytes(4, "big") + head

@@ -1,7 +1,7 @@
 """The send lane stores and answers exactly what the general path does.
 
 One stream of requests -- plain sends in both header spellings and several
-JSON shapes, oneway sends, sends the lane must leave to the general path
+JSON shapes, batches, oneway sends, sends the lane must leave to the general path
 (transactional, unknown topic, bad queue, non-ASCII properties,
 ROCKETMQ headers), and other requests between them -- is written in a few
 large writes to a real broker three times: with the compiled lane, with the
@@ -24,7 +24,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from rmq.client.codec import encode_batch
 from rmq.client.headers import send_header_v2
+from rmq.client.message import Message
 from rmq.common.codes import RequestCode
 from rmq.remoting.command import RemotingCommand
 from rmq.store.index import index_file_size
@@ -89,7 +91,18 @@ def _stream(seed: int) -> tuple[list[bytes], set[int]]:
         ext = send_header_v2("pg", topic, "TBW102", 4, queue, rnd.choice([0, 0, 1]),
                              1_700_000_000_000 + i, rnd.randrange(3), props, False, "broker-a")
         kind = rnd.random()
-        if kind < 0.6:
+        if kind < 0.1:  # a batch of a few messages, keys and tags of their own
+            inner = [Message(topic, os.urandom(rnd.choice([0, 200, 1024])),
+                             properties={"UNIQ_KEY": f"B{i:08d}{j:04d}", "KEYS": f"b{i} c{j}",
+                                         "TAGS": rnd.choice(["TagA", "TagB"])})
+                     for j in range(rnd.randrange(1, 12))]
+            ext["m"] = "true"
+            ext["i"] = rnd.choice(["", "WAIT\x01true", "WAIT\x01false\x02KEYS\x01all"])
+            flag = 2 if rnd.random() < 0.05 else 0
+            if flag:
+                oneway.add(op)
+            frames.append(_frame(R.SEND_BATCH_MESSAGE, ext, encode_batch(inner), op, flag))
+        elif kind < 0.6:
             flag = 2 if rnd.random() < 0.05 else 0
             if flag:
                 oneway.add(op)
@@ -168,6 +181,11 @@ async def _run(tmp: Path, port: int, mode: str, frames: list[bytes], want: int,
         await asyncio.wait_for(reader.done, 10)
         table = orjson.loads(RemotingCommand.decode(reader.frames.pop(10**9)[4:]).body)["table"]
         served = int(table["rmqSendLaneServed"])
+        # the put statistics: messages, bytes, and puts (a batch is one) by latency bucket
+        puts = sum(int(part.rpartition(":")[2])
+                   for part in table["putMessageDistributeTime"].split())
+        reader.frames["stats"] = (table["msgPutTotalTodayNow"], table["putMessageTimesTotal"],
+                                  table["putMessageSizeTotal"], puts)
         transport.close()
     finally:
         assert proc.stop() == 0, proc.output()
@@ -231,6 +249,7 @@ async def test_lane_twin_and_general_path_store_and_answer_the_same(tmp_path, fl
         results[mode] = await _run(tmp_path, port, mode, frames, want, extra)
     base_frames, base_store, served = results["general"]
     assert served == 0
+    base_stats = base_frames.pop("stats")
     base = (_records(base_store), _queues(base_store), _index(base_store, 1000, 4000))
     assert len(base[0]) > 1300 and len(base[1]) > 8 and len(base[2]) > 1
     assert len(list((base_store / "commitlog").iterdir())) >= 2
@@ -238,6 +257,7 @@ async def test_lane_twin_and_general_path_store_and_answer_the_same(tmp_path, fl
     assert codes >= {0, 1}  # stored, and the general path's refusals among them
     for mode in ("lane", "twin"):
         got_frames, store, served = results[mode]
+        assert got_frames.pop("stats") == base_stats, mode
         assert served > 0.85 * len(base[0]), (mode, served)  # what the lane left: see _stream
         assert got_frames.keys() == base_frames.keys()
         diff = [op for op in base_frames
