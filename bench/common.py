@@ -684,7 +684,7 @@ async def _raw_sender(spec: LoadSpec, body: bytes):
     return send, conn.close
 
 
-def _read_frame(sock, buf: bytearray) -> bytes:
+def read_frame(sock, buf: bytearray) -> bytes:
     """One length-prefixed frame (without its length) from a blocking socket;
     ``buf`` keeps what arrived after it."""
     while True:
@@ -725,7 +725,7 @@ async def _lone_raw_load(spec: LoadSpec, body: bytes) -> dict:
             n += 1
             t0 = perf()
             sock.sendall(frame)
-            answer = _read_frame(sock, buf)
+            answer = read_frame(sock, buf)
             took = perf() - t0
             if answer.startswith(b'{"code":0,', 4):  # SUCCESS, without decoding the rest
                 window.ok(spec.batch, spec.batch * spec.size, took)

@@ -42,6 +42,7 @@ from bench.common import (  # noqa: E402
     create_topic,
     latency_summary,
     mode_env,
+    read_frame,
 )
 
 RESPONSE_SIZE = 260  # about an rmq SEND_MESSAGE_V2 answer
@@ -50,21 +51,6 @@ RESPONSE_SIZE = 260  # about an rmq SEND_MESSAGE_V2 answer
 def _pin(cpu: int, enabled: bool) -> None:
     if enabled and (os.cpu_count() or 1) >= 2:
         os.sched_setaffinity(0, {cpu})
-
-
-def _read_frame(sock: socket.socket, buf: bytearray) -> bytes:
-    """One length-prefixed frame from ``sock`` (``buf`` keeps what follows)."""
-    while True:
-        if len(buf) >= 4:
-            n = int.from_bytes(buf[:4], "big")
-            if len(buf) >= 4 + n:
-                frame = bytes(buf[:4 + n])
-                del buf[:4 + n]
-                return frame
-        chunk = sock.recv(65536)
-        if not chunk:
-            raise ConnectionError("peer closed")
-        buf += chunk
 
 
 def echo_server(port: int, pin: bool) -> None:
@@ -109,7 +95,7 @@ def ping(port: int, frames, count: int) -> list[float]:
             frame = frames(i)
             t = clock()
             sock.sendall(frame)
-            _read_frame(sock, buf)
+            read_frame(sock, buf)
             out.append(clock() - t)
     finally:
         sock.close()

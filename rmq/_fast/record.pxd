@@ -111,6 +111,16 @@ cdef inline void find_props(const uint8_t *props, Py_ssize_t n, Props *out) noex
         i += 1
 
 
+cdef inline bint is_ascii(const uint8_t *p, Py_ssize_t n) noexcept nogil:
+    """No byte of ``p[:n]`` is >= 0x80 (topics and property strings the
+    compiled put paths take)."""
+    cdef Py_ssize_t i
+    for i in range(n):
+        if p[i] >= 0x80:
+            return False
+    return True
+
+
 cdef inline int32_t ascii_hash(int32_t h, const uint8_t *p, Py_ssize_t n) noexcept nogil:
     """Java ``String.hashCode`` continued over ASCII bytes."""
     cdef Py_ssize_t i

@@ -23,7 +23,7 @@ the twin module's ``_hashmap_order`` once (one rule for both builds).
 Anything else goes to the twin itself.
 """
 
-from libc.stdint cimport int32_t, uint8_t
+from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcmp, memcpy
 from rmq._fast.record cimport ascii_hash
@@ -254,27 +254,8 @@ cdef inline bint _strict_int(object text, long long *out) noexcept:
     """An ASCII ``-?[0-9]{1,18}`` str into ``out``; False for anything else."""
     if type(text) is not str or not PyUnicode_IS_ASCII(text):
         return False
-    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(text)
-    cdef const char *p = <const char *>PyUnicode_DATA(text)
-    cdef Py_ssize_t i = 0
-    cdef bint neg = False
-    cdef long long v = 0
-    if n > 0 and p[0] == 45:  # '-'
-        neg = True
-        i = 1
-    if n - i < 1 or n - i > 18:
-        return False
-    while i < n:
-        if p[i] < 48 or p[i] > 57:
-            return False
-        v = v * 10 + (p[i] - 48)
-        i += 1
-    out[0] = -v if neg else v
-    return True
-
-
-cdef inline bint _java_int(long long v) noexcept:
-    return -2147483648 <= v <= 2147483647
+    return ascii_int(<const char *>PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text),
+                     <int64_t *>out)
 
 
 def parse_single(ext, tuple keys):
@@ -290,13 +271,13 @@ def parse_single(ext, tuple keys):
     for i in range(5):
         if not _strict_int(d.get(keys[3 + i]), &nums[i]):
             return None
-        if i != 3 and not _java_int(nums[i]):
+        if i != 3 and not java_int(nums[i]):
             return None
     props = d.get(keys[8])
     if props is not None and type(props) is not str:
         return None
     rt = d.get(keys[9])
     cdef long long reconsume = 0
-    if rt is not None and (not _strict_int(rt, &reconsume) or not _java_int(reconsume)):
+    if rt is not None and (not _strict_int(rt, &reconsume) or not java_int(reconsume)):
         return None
     return topic, nums[1], nums[2], nums[3], nums[4], props, reconsume

@@ -55,8 +55,9 @@ from rmq._fast.record cimport (
     c_write_record,
     count_keys,
     index_key_hash,
+    is_ascii,
 )
-from rmq._fast.send_fast cimport SendProps, send_props
+from rmq._fast.send_fast cimport SendProps, ascii_int, java_int, send_props
 from rmq._fast.store_batch cimport KEPT, check_wire, write_all
 
 cdef extern from "Python.h":
@@ -282,37 +283,12 @@ cdef bint parse_head(const uint8_t* b, Py_ssize_t pos, Py_ssize_t end, Py_ssize_
 
 
 cdef inline bint strict_int(Field* f, int64_t* out) noexcept nogil:
-    """An ASCII ``-?[0-9]{1,18}`` value (string or integer) into ``out``."""
-    cdef const uint8_t* p
-    cdef Py_ssize_t n, i = 0
-    cdef bint neg = False
-    cdef int64_t v = 0
+    """A plain number value (a string without escapes or an integer) into ``out``."""
     if f.kind == JV_STR:
-        if f.s.esc:
-            return False
-        p = f.s.s
-        n = f.s.n
-    elif f.kind == JV_INT:
-        p = f.start
-        n = f.stop - f.start
-    else:
-        return False
-    if n > 0 and p[0] == 45:
-        neg = True
-        i = 1
-    if n - i < 1 or n - i > 18:
-        return False
-    while i < n:
-        if p[i] < 48 or p[i] > 57:
-            return False
-        v = v * 10 + (p[i] - 48)
-        i += 1
-    out[0] = -v if neg else v
-    return True
-
-
-cdef inline bint int32_range(int64_t v) noexcept nogil:
-    return -2147483648 <= v <= 2147483647
+        return not f.s.esc and ascii_int(<const char*>f.s.s, f.s.n, out)
+    if f.kind == JV_INT:
+        return ascii_int(<const char*>f.start, f.stop - f.start, out)
+    return False
 
 
 cdef inline bint plain_text(Field* f, const uint8_t** p, Py_ssize_t* n) noexcept nogil:
@@ -557,9 +533,9 @@ cdef class SendLane:
         if f[0].kind == 0 or f[1].kind == 0 or f[2].kind == 0:
             return None
         for i in range(5):
-            if not strict_int(&f[3 + i], &nums[i]) or (i != 3 and not int32_range(nums[i])):
+            if not strict_int(&f[3 + i], &nums[i]) or (i != 3 and not java_int(nums[i])):
                 return None
-        if f[9].kind and (not strict_int(&f[9], &s.reconsume) or not int32_range(s.reconsume)):
+        if f[9].kind and (not strict_int(&f[9], &s.reconsume) or not java_int(s.reconsume)):
             return None
         s.qid, s.sys_flag, s.born_ts, s.mflag = nums[1], nums[2], nums[3], nums[4]
         s.props = &f[8]
@@ -588,7 +564,7 @@ cdef class SendLane:
             else:
                 n = f.s.n
                 memcpy(self.scratch, f.s.s, n)
-                wide = f.s.wide and not _ascii(self.scratch, n)
+                wide = f.s.wide and not is_ascii(self.scratch, n)
             return -1 if wide else n
         if f.kind != 0:
             if not plain_text(f, &text, &n):
@@ -794,14 +770,6 @@ cdef class SendLane:
                 wait_end[0] = file_from + wrote[0]
         self.counts[4 + (0 if answer else 1)] += 1
         return 1
-
-
-cdef inline bint _ascii(const uint8_t* p, Py_ssize_t n) noexcept nogil:
-    cdef Py_ssize_t i
-    for i in range(n):
-        if p[i] >= 0x80:
-            return False
-    return True
 
 
 cdef inline void index_keys(uint8_t* ix, int64_t slots, int64_t entries, int32_t topic_hash,

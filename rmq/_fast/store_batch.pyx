@@ -24,6 +24,7 @@ from rmq._fast.byteorder cimport get16, get32, get64, put32, put64
 from rmq._fast.record cimport (
     Props,
     ascii_hash,
+    is_ascii,
     c_record_size,
     c_write_record,
     find_props,
@@ -54,14 +55,6 @@ cdef inline void join_props(Props *inner, const Props *batch, Py_ssize_t boff) n
     if batch.uniq_at >= 0:
         inner.uniq_at = boff + batch.uniq_at
         inner.uniq_len = batch.uniq_len
-
-
-cdef inline bint is_ascii(const uint8_t *p, Py_ssize_t n) noexcept nogil:
-    cdef Py_ssize_t i
-    for i in range(n):
-        if p[i] >= 0x80:
-            return False
-    return True
 
 
 cdef Py_ssize_t check_wire(const uint8_t *w, Py_ssize_t n, int32_t sys_flag, Py_ssize_t tlen,
