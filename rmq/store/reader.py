@@ -188,20 +188,38 @@ class MessageReaderMixin:
     ) -> GetMessageResult | None:
         """Messages of topic/queue from logical ``offset`` (``getMessage`` of
         4.9.8); None when the store is shut down or not readable."""
+        begin = _now_ms()
+        result = self.read_messages(group, topic, queue_id, offset, max_msg_nums,
+                                    max_total_msg_size, message_filter)
+        if result is not None:
+            self.count_get(result, begin)
+        return result
+
+    def count_get(self, result: GetMessageResult, begin_ms: int) -> None:
+        """The store's statistics of one ``getMessage`` that began at
+        ``begin_ms`` (found / missed, messages handed out, slowest read)."""
+        self.stats.on_get(result.message_count, _now_ms() - begin_ms)
+
+    def read_messages(
+        self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
+        max_total_msg_size: int | None = None, message_filter: Callable[[int], bool] | None = None,
+    ) -> GetMessageResult | None:
+        """``get_message`` without counting it: a reader that may discard what
+        it read and let ``get_message`` read it again (the broker's pull lane
+        takes only found reads) counts the reads it keeps with ``count_get``,
+        so the statistics see every getMessage exactly once."""
         if self._shutdown or not self.running_flags.is_readable():
             return None
         if is_lmq(topic) and self.lmq_queue_num_exceeded():
             log.warning("message store is not available, broker config enableLmq and enableMultiDispatch, "
                         "lmq consumeQueue num exceed maxLmqConsumeQueueNum config num")
             return None
-        begin = _now_ms()
         result = GetMessageResult()
         max_phy = self.commit_log.get_max_offset()
         cq = self._existing_cq(topic, queue_id)
         if cq is None:
             result.status = GetMessageStatus.NO_MATCHED_LOGIC_QUEUE
             result.next_begin_offset = self._next_offset_correction(offset, 0)
-            self.stats.on_get(0, _now_ms() - begin)
             return result
         min_off = cq.get_min_offset_in_queue()
         max_off = cq.get_max_offset_in_queue()
@@ -220,7 +238,6 @@ class MessageReaderMixin:
             result.next_begin_offset = self._next_offset_correction(offset, min_off if min_off == 0 else max_off)
         else:
             self._read_queue(cq, result, offset, max_msg_nums, max_total_msg_size, message_filter, max_phy)
-        self.stats.on_get(result.message_count, _now_ms() - begin)
         return result
 
     def _read_queue(self, cq: ConsumeQueue, result: GetMessageResult, offset: int, max_nums: int,
