@@ -100,10 +100,16 @@ class RequestQueue:
         return active is not None and active()
 
     # ---- submission and workers ------------------------------------------------
+    def runs_at_once(self) -> bool:
+        """Whether a request submitted now runs at once (a free worker, nobody
+        waiting, no simulated delay): a lane serving requests of this pool
+        straight from the receive buffer takes one only then."""
+        return not self._waiting and self.busy < self.workers and not self._delayed()
+
     def submit(self, run: Run, channel: Channel, request: RemotingCommand) -> Any:
         """Run ``request`` now when a worker is free and nobody waits; else queue it
         and return an awaitable of its response."""
-        if not self._waiting and self.busy < self.workers and not self._delayed():
+        if self.runs_at_once():
             return run(channel, request)
         loop = asyncio.get_running_loop()
         w = _Waiting(channel, request, run, loop.create_future())

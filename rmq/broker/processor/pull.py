@@ -67,6 +67,18 @@ class PullHeader:
                  "expressionType")
 
     @classmethod
+    def make(cls, group: str, topic: str, queue_id: int, queue_offset: int, max_nums: int,
+             sys_flag: int, commit_offset: int, suspend_ms: int, subscription: str | None,
+             sub_version: int, expression_type: str | None) -> PullHeader:
+        """A header from values already read (the pull lane reads them in C)."""
+        h = cls()
+        h.consumerGroup, h.topic, h.queueId, h.queueOffset = group, topic, queue_id, queue_offset
+        h.maxMsgNums, h.sysFlag, h.commitOffset = max_nums, sys_flag, commit_offset
+        h.suspendTimeoutMillis, h.subscription, h.subVersion = suspend_ms, subscription, sub_version
+        h.expressionType = expression_type
+        return h
+
+    @classmethod
     def parse(cls, ext: dict[str, str] | None) -> PullHeader:
         h = cls()
         try:  # one pass for a well-formed header; the checked pass names what is wrong
@@ -199,62 +211,94 @@ class PullMessageProcessor:
                 allow_suspend: bool) -> RemotingCommand | None:
         begin_ns = time.monotonic_ns()
         h = PullHeader.parse(request.ext_fields)
+        error, group_cfg, record_filter, matches = self.admit(channel, h)
+        if error is not None:
+            return error
+        result = self.store.get_message(h.consumerGroup, h.topic, h.queueId, h.queueOffset,
+                                         h.maxMsgNums, None, matches)
+        if result is not None:
+            self.record_fall_size(h, result)
+        if record_filter is not None and result is not None:
+            filter_result(result, record_filter)
+        response = self._respond(channel, request, h, group_cfg, result, allow_suspend,
+                                 bool(h.sysFlag & FLAG_SUSPEND), matches, begin_ns)
+        if allow_suspend:
+            self.commit_offset(channel, h)
+        return response
+
+    def admit(self, channel: Channel, h: PullHeader) -> tuple:
+        """The checks of a pull before the store is read, in 4.9.8's order:
+        ``(error response or None, group config, record filter, consume-queue
+        filter)``; the record filter (SQL92, or retry topics with
+        filterSupportRetry) drops records the consume queue cannot judge."""
         bc = self.bc
         if not mc.is_readable(bc.brokerPermission):
             return self._error(RC.NO_PERMISSION,
-                               f"the broker[{bc.brokerIP1}] pulling message is forbidden")
+                               f"the broker[{bc.brokerIP1}] pulling message is forbidden"), \
+                None, None, None
         group_cfg = self.c.subscription_group_manager.find_subscription_group_config(
             h.consumerGroup)
         if group_cfg is None:
             return self._error(RC.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group "
-                               f"[{h.consumerGroup}] does not exist, {FAQ_SUFFIX}")
+                               f"[{h.consumerGroup}] does not exist, {FAQ_SUFFIX}"), \
+                None, None, None
         if not group_cfg.consumeEnable:
-            return self._error(RC.NO_PERMISSION,
-                               "subscription group no permission, " + h.consumerGroup)
+            return self._error(RC.NO_PERMISSION, "subscription group no permission, "
+                               + h.consumerGroup), None, None, None
         flag = h.sysFlag
-        has_suspend = bool(flag & FLAG_SUSPEND)
         tc = self.c.topic_config_manager.select_topic_config(h.topic)
         if tc is None:
-            return self._error(RC.TOPIC_NOT_EXIST,
-                               f"topic[{h.topic}] not exist, apply first please! {FAQ_SUFFIX}")
+            return self._error(RC.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist, apply first "
+                               f"please! {FAQ_SUFFIX}"), None, None, None
         if not mc.is_readable(tc.perm):
             return self._error(RC.NO_PERMISSION,
-                               f"the topic[{h.topic}] pulling message is forbidden")
+                               f"the topic[{h.topic}] pulling message is forbidden"), \
+                None, None, None
         if h.queueId < 0 or h.queueId >= tc.readQueueNums:
             return self._error(RC.SYSTEM_ERROR, f"queueId[{h.queueId}] is illegal, topic:"
                                f"[{h.topic}] topicConfig.readQueueNums:[{tc.readQueueNums}] "
-                               f"consumer:[{channel.remote_addr}]")
+                               f"consumer:[{channel.remote_addr}]"), None, None, None
         error, sub = self._subscription(channel, h, bool(flag & FLAG_SUBSCRIPTION), group_cfg)
         if error is not None:
-            return error
+            return error, None, None, None
         record_filter = None  # SQL92 (and retry with filterSupportRetry): stored properties
         if sub.expression_type != EXPRESSION_TAG or bc.filterSupportRetry:
             refusal, record_filter = self.c.consumer_filter_manager.pull_filter(
                 h.topic, h.consumerGroup, sub, bool(flag & FLAG_SUBSCRIPTION), h.subVersion)
             if refusal is not None:
-                return self._error(*refusal)
+                return self._error(*refusal), None, None, None
         if sub.expression_type != EXPRESSION_TAG and not bc.enablePropertyFilter:
             return self._error(RC.SYSTEM_ERROR, "The broker does not support consumer to "
-                               f"filter message by {sub.expression_type}")
+                               f"filter message by {sub.expression_type}"), None, None, None
         matches = self._filter_for(h, sub)
         if matches is None and self.store.config.enableConsumeQueueExt \
                 and sub.expression_type != EXPRESSION_TAG:  # SQL92 bitmaps in the ext units
             matches = self.c.consumer_filter_manager.consume_queue_filter(
                 h.topic, h.consumerGroup, sub, bool(flag & FLAG_SUBSCRIPTION))
-        result = self.store.get_message(h.consumerGroup, h.topic, h.queueId, h.queueOffset,
-                                         h.maxMsgNums, None, matches)
-        if result is not None and result.disk_fall_behind >= 0 \
-                and self.c.store_config.diskFallRecorded:
+        return None, group_cfg, record_filter, matches
+
+    def record_fall_size(self, h: PullHeader, result) -> None:
+        """GROUP_GET_FALL_SIZE (diskFallRecorded): how far the read lags the
+        commit log's end."""
+        if result.disk_fall_behind >= 0 and self.c.store_config.diskFallRecorded:
             self.c.stats.record_disk_fall_behind_size(h.consumerGroup, h.topic, h.queueId,
                                                       result.disk_fall_behind)
-        if record_filter is not None and result is not None:
-            filter_result(result, record_filter)
-        response = self._respond(channel, request, h, group_cfg, result, allow_suspend,
-                                 has_suspend, matches, begin_ns)
-        if allow_suspend and flag & FLAG_COMMIT_OFFSET and not self.c.is_slave():
+
+    def commit_offset(self, channel: Channel, h: PullHeader) -> None:
+        """The consumer offset the pull carries (sysFlag COMMIT_OFFSET), on a
+        master: a request the broker runs itself (a held pull's re-run) does
+        not commit it again."""
+        if h.sysFlag & FLAG_COMMIT_OFFSET and not self.c.is_slave():
             self.c.consumer_offset_manager.commit_offset(
                 channel.remote_addr, h.consumerGroup, h.topic, h.queueId, h.commitOffset)
-        return response
+
+    def suggest_broker(self, group_cfg, result) -> int:
+        """suggestWhichBrokerId: with slaveReadEnable the slave when the read
+        was beyond memory (consuming slowly), else the group's broker; 0 without."""
+        if not self.bc.slaveReadEnable:
+            return 0
+        return (group_cfg.whichBrokerWhenConsumeSlowly if result.suggest_pulling_from_slave
+                else group_cfg.brokerId)
 
     def _respond(self, channel: Channel, request: RemotingCommand, h: PullHeader, group_cfg,
                  result, allow_suspend: bool, has_suspend: bool,
@@ -271,13 +315,10 @@ class PullMessageProcessor:
         # switch on the store status that follows always overrides it: a slave serves
         # every pull, and slaveReadEnable only decides which broker the client is told
         # to pull from next (the master unless it is on).
-        suggest = 0
-        if bc.slaveReadEnable:
-            suggest = (group_cfg.whichBrokerWhenConsumeSlowly if result.suggest_pulling_from_slave
-                       else group_cfg.brokerId)
+        suggest = self.suggest_broker(group_cfg, result)
         if code == RC.SUCCESS:
             body = result.body_views  # one view per run of adjacent records
-            self._count_get(h, result, begin_ns)
+            self.count_found(h, result, begin_ns)
         else:
             body = None
             result.release()
@@ -299,7 +340,7 @@ class PullMessageProcessor:
                "minOffset": str(result.min_offset), "maxOffset": str(result.max_offset)}
         return RemotingCommand(code, 0, 409, 0, RPC_RESPONSE, status.name, ext, body, 0)
 
-    def _count_get(self, h: PullHeader, result, begin_ns: int) -> None:
+    def count_found(self, h: PullHeader, result, begin_ns: int) -> None:
         """The statistics of a pull that found messages: GROUP_GET_* with the
         time spent (GROUP_GET_LATENCY), from disk or not, and how far behind
         the newest message the last one sent is (GROUP_GET_FALL_TIME)."""
