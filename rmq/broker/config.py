@@ -207,6 +207,10 @@ class BrokerConfig:
     # receive buffer (rmq.broker.send_lane); false sends every request through
     # the processor table.  Read at start-up.
     rmqSendLaneEnable: bool = True
+    # rmq only (not in 4.9.8): pulls that find messages are served straight
+    # from the receive buffer, each answered at once (rmq.broker.pull_lane);
+    # false sends every pull through the processor table.  Read at start-up.
+    rmqPullLaneEnable: bool = True
     # rmq only (not in 4.9.8): after each read the event loop keeps polling
     # for this many microseconds instead of sleeping (rmq.remoting.busy_poll):
     # lower round trips for a CPU spent spinning; 0 = off.  Read at start-up.

@@ -202,6 +202,7 @@ class BrokerController:
         self.fast_remoting_server: RemotingServer | None = None
         self.admin_processor: Any = None
         self.send_lane_support: Any = None  # rmq.broker.send_lane, while the lane is on
+        self.pull_lane_support: Any = None  # rmq.broker.pull_lane, while the lane is on
         self.access_validator: Any = None  # plain ACL (aclEnable=true)
         self.message_arriving_listeners: list[Callable[..., None]] = []
         self.services: list[Any] = []
@@ -427,6 +428,9 @@ class BrokerController:
         send = built.get(("send", "SendMessageProcessor"))
         if send is not None and self.broker_config.rmqSendLaneEnable:
             self._install_send_lane(send)
+        pull = built.get(("pull", "PullMessageProcessor"))
+        if pull is not None and self.broker_config.rmqPullLaneEnable:
+            self._install_pull_lane(pull)
         self.admin_processor = AdminBrokerProcessor(self)
         admin = QueuedProcessor(self.admin_processor, self.request_queues["admin"])
         self.remoting_server.register_default_processor(admin)
@@ -441,6 +445,18 @@ class BrokerController:
         self.send_lane_support = SendLaneSupport(send)
         for server in (self.remoting_server, self.fast_remoting_server):
             server.lane = make_send_lane(self.send_lane_support, server.config.frameMaxLength)
+
+    def _install_pull_lane(self, pull: Any) -> None:
+        """Pulls that find messages are served straight from the receive
+        buffer on the main port, where PULL_MESSAGE is served
+        (``rmq.broker.pull_lane``), beside the send lane when it is on."""
+        from rmq.broker.lanes import join_lanes
+        from rmq.broker.pull_lane import PullLaneSupport, make_pull_lane
+
+        server = self.remoting_server
+        self.pull_lane_support = PullLaneSupport(pull)
+        lane = make_pull_lane(self.pull_lane_support, server.config.frameMaxLength)
+        server.lane = join_lanes(server.lane, lane)
 
     def _build_processor(self, spec: ProcessorSpec) -> Any:
         name = f"rmq.broker.processor.{spec.module}"

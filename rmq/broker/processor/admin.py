@@ -261,6 +261,8 @@ class AdminBrokerProcessor(HandlerTableProcessor):
                 human_readable_bytes(store.remain_how_many_data_to_flush()),
             # rmq only: single sends stored by the send lane (rmqSendLaneEnable)
             "rmqSendLaneServed": c.send_lane_support.served if c.send_lane_support else 0,
+            # rmq only: pulls answered by the pull lane (rmqPullLaneEnable)
+            "rmqPullLaneServed": c.pull_lane_support.served if c.pull_lane_support else 0,
         })
         if c.store_config.transientStorePoolEnable:
             info["remainHowManyDataToCommit"] = human_readable_bytes(

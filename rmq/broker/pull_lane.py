@@ -1,0 +1,224 @@
+"""The pull lane: PULL_MESSAGE requests that find messages, served straight
+from a connection's receive buffer, each answered with one write.
+
+A consumer's connection carries runs of pulls.  The general path turns each
+into a ``RemotingCommand`` (the JSON header decoded into a dict), runs it
+through the dispatcher, the pull queue and the processor, and queues the
+response (header encoded from another dict, the records as views of the
+mapped commit log) until the end of the loop's turn, so the answers to all
+the pulls of one read leave together, after the last one is made.  The lane
+reads the header's values where they lie, runs the processor's own checks
+(``PullMessageProcessor.admit``), reads the store, and writes each answer at
+once as one frame (header and records copied together): the consumer starts
+on the first answer while the broker makes the next, and it is handed whole
+frames.  Copying the records costs less than it seems: the kernel's copy
+into the socket then reads them from the CPU cache instead of memory.
+
+The lane takes only what it answers exactly as the general path would: a
+JSON header it reads for certain, a request the pull queue would run at
+once, checks that pass, no record filter (SQL92, filterSupportRetry), and a
+read that FOUND messages -- a read that finds nothing is dropped uncounted
+(``read_messages``) and the general path reads again, answers, holds the
+pull (long polling) or reports the moved offset.  What the lane answers has
+the general path's bytes (the header pieces are cut from what the general
+encoder writes, ``FoundHeader``) and statistics: the store's getMessage
+counts, GROUP_GET_* with their latency, the fall-behind moments, the offset
+commit.  The first frame the lane does not take ends its turn; that frame
+goes the general way, then the lane tries again.
+
+``PullLane`` here is the pure-Python twin of ``rmq._fast.pull_lane.PullLane``
+(same constructor, same ``serve``); both share ``PullLaneSupport`` for
+everything between the header and the answer.  ``make_pull_lane`` picks
+the compiled one when built.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import time
+from typing import Any
+
+from rmq._fast import compiled
+from rmq.broker.processor.pull import PullHeader
+from rmq.common.codes import CURRENT_VERSION, RequestCode, ResponseCode
+from rmq.remoting import codec
+from rmq.remoting.command import RPC_ONEWAY, RPC_RESPONSE
+from rmq.remoting.exceptions import RemotingCommandError
+from rmq.store.results import GetMessageStatus
+
+log = logging.getLogger("rmq.broker")
+
+PULL = int(RequestCode.PULL_MESSAGE)
+FOUND = GetMessageStatus.FOUND
+_PREFIX = struct.Struct(">ii")
+
+# placeholders of the five numbers of a FOUND response header: the four
+# extFields values (strings) and the opaque (an int)
+_EXT_MARKS = ("-9000000000000000001", "-9000000000000000002", "-9000000000000000003",
+              "-9000000000000000004")
+_OPAQUE_MARK = -2147480001
+
+
+class FoundHeader:
+    """The JSON header of a FOUND pull response -- SUCCESS, remark FOUND,
+    extFields suggestWhichBrokerId, nextBeginOffset, minOffset, maxOffset,
+    the request's opaque -- as pieces of text with the five numbers between
+    them.  The pieces are cut from what the general encoder writes for
+    placeholder values, so the lane's header is the general path's whatever
+    key order or spacing the encoder uses; ``ok`` is False (and the lane
+    stays off) if rendering does not reproduce the encoder for sample values."""
+
+    def __init__(self) -> None:
+        frame = self._encode(*_EXT_MARKS, _OPAQUE_MARK)
+        header = frame[8:]
+        marks = [s.encode() for s in _EXT_MARKS] + [str(_OPAQUE_MARK).encode()]
+        self.pieces: list[bytes] = []
+        self.order: list[int] = []  # which number (0-3 extFields, 4 opaque) follows piece i
+        self.ok = all(header.count(m) == 1 for m in marks)
+        if self.ok:
+            at = sorted((header.index(m), i) for i, m in enumerate(marks))
+            pos = 0
+            for start, i in at:
+                self.pieces.append(header[pos:start])
+                self.order.append(i)
+                pos = start + len(marks[i])
+            self.pieces.append(header[pos:])
+            self.ok = all(self.render(*v, 0) == self._encode(*map(str, v[:4]), v[4])
+                          for v in ((0, 0, 0, 0, 0), (1, 32, 0, 12416, 1000000001),
+                                    (-1, 2**63 - 1, -(2**63), 7, -(2**31)),
+                                    (3, 123456789, 98765, 123456790, 2**31 - 1)))
+
+    @staticmethod
+    def _encode(suggest: str, next_begin: str, min_offset: str, max_offset: str,
+                opaque: int) -> bytes:
+        ext = {"suggestWhichBrokerId": suggest, "nextBeginOffset": next_begin,
+               "minOffset": min_offset, "maxOffset": max_offset}
+        return codec.encode(ResponseCode.SUCCESS, 0, CURRENT_VERSION, opaque, RPC_RESPONSE,
+                            FOUND.name, ext, 0, 0)
+
+    def render(self, suggest: int, next_begin: int, min_offset: int, max_offset: int,
+               opaque: int, body_len: int) -> bytes:
+        """Length prefix, header-length word and header of a response whose
+        records take ``body_len`` bytes."""
+        values = (suggest, next_begin, min_offset, max_offset, opaque)
+        parts = [self.pieces[0]]
+        for i, which in enumerate(self.order):
+            parts.append(str(values[which]).encode())
+            parts.append(self.pieces[i + 1])
+        head = b"".join(parts)
+        return _PREFIX.pack(4 + len(head) + body_len, len(head)) + head
+
+
+class PullLaneSupport:
+    """What both lanes (compiled and twin) do between reading a pull's header
+    and writing its answer; built once per broker from its pull processor."""
+
+    def __init__(self, processor: Any) -> None:
+        self.processor = processor
+        self.store = processor.store
+        self.queue = processor.c.request_queues["pull"]
+        self.head = FoundHeader()
+        self.served = 0  # pulls the lane answered (GET_BROKER_RUNTIME_INFO rmqPullLaneServed)
+        if not self.head.ok:
+            log.warning("the pull lane is off: the response encoder's output cannot be "
+                        "rendered from pieces")
+
+    def take(self, channel: Any, h: PullHeader) -> tuple | None:
+        """Answer the pull ``h`` if it finds messages: every check and
+        statistic of the general path, the offset commit, and
+        ``(record views, suggestWhichBrokerId, nextBeginOffset, minOffset,
+        maxOffset, bytes)`` for the response; None (nothing done that the
+        general path would see) for anything else."""
+        begin_ns = time.monotonic_ns()
+        if not self.queue.runs_at_once():
+            return None  # requests wait in the pull queue: this one waits behind them
+        p = self.processor
+        store = self.store
+        try:
+            error, group_cfg, record_filter, matches = p.admit(channel, h)
+            if error is not None or record_filter is not None:
+                return None
+            begin_ms = time.time_ns() // 1_000_000
+            result = store.read_messages(h.consumerGroup, h.topic, h.queueId, h.queueOffset,
+                                         h.maxMsgNums, None, matches)
+        except Exception:  # noqa: BLE001 - the general path meets it again and answers it
+            return None
+        if result is None or result.status is not FOUND:
+            if result is not None:
+                result.release()
+            return None
+        store.count_get(result, begin_ms)
+        p.record_fall_size(h, result)
+        suggest = p.suggest_broker(group_cfg, result)
+        p.count_found(h, result, begin_ns)
+        p.commit_offset(channel, h)
+        self.served += 1
+        return (result.body_views, suggest, result.next_begin_offset, result.min_offset,
+                result.max_offset, result.buffer_total_size)
+
+
+def read_pull(frame) -> tuple[int, PullHeader] | None:
+    """``(opaque, header)`` of a PULL_MESSAGE request frame (the bytes after
+    the length prefix) with a JSON header and no body, read by the general
+    decoder; None for any other frame or a header the general path would
+    refuse."""
+    if len(frame) < 4 or frame[0] != 0:
+        return None  # not a JSON header
+    try:
+        code, _lang, _ver, opaque, flag, _remark, ext, _st, off = codec.decode(frame)
+        if code != PULL or flag & (RPC_RESPONSE | RPC_ONEWAY) or off != len(frame) \
+                or ext is None:
+            return None
+        return opaque, PullHeader.parse(ext)
+    except RemotingCommandError:
+        return None
+
+
+class PullLane:
+    """Pure-Python twin of ``rmq._fast.pull_lane.PullLane`` (see the module docstring)."""
+
+    def __init__(self, support: PullLaneSupport, max_frame: int) -> None:
+        self.support = support
+        self.max_frame = max_frame
+        self._taken = 0
+
+    def served(self) -> list[tuple[int, bool, int]]:
+        """(request code, oneway, count) of what the last ``serve`` took."""
+        return [(PULL, False, self._taken)] if self._taken else []
+
+    def serve(self, channel: Any, buf, pos: int, end: int) -> tuple[int, bytes | None]:
+        """Serve the pulls at the start of ``buf[pos:end]`` that find messages,
+        each answered at once; returns the position of the first frame left to
+        the general path (and None: nothing is left for the caller to write)."""
+        self._taken = 0
+        support = self.support
+        head = support.head
+        while end - pos >= 4:
+            length = int.from_bytes(buf[pos:pos + 4], "big", signed=True)
+            if length < 4 or length > self.max_frame or end - pos - 4 < length:
+                break
+            pull = read_pull(buf[pos + 4:pos + 4 + length])
+            if pull is None:
+                break
+            opaque, h = pull
+            taken = support.take(channel, h)
+            if taken is None:
+                break
+            views, suggest, next_begin, min_offset, max_offset, size = taken
+            channel.write_bytes(b"".join([
+                head.render(suggest, next_begin, min_offset, max_offset, opaque, size),
+                *views]))
+            pos += 4 + length
+            self._taken += 1
+        return pos, None
+
+
+def make_pull_lane(support: PullLaneSupport, max_frame: int) -> Any:
+    """A pull lane for a server reading frames up to ``max_frame`` bytes:
+    compiled when built, else the twin; None when the response header cannot
+    be rendered (``FoundHeader.ok``)."""
+    if not support.head.ok:
+        return None
+    c = compiled("pull_lane")
+    return (PullLane if c is None else c.PullLane)(support, max_frame)
