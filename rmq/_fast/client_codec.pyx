@@ -11,9 +11,13 @@ against the buffer before any field is read.  Why it is fast:
 * strings that repeat within a body (topic, hosts, property names and short
   values such as TAGS, WAIT, CLUSTER) are made once per call and shared, so
   their hashes are computed once too;
+* numbers that repeat from one record to the next (size, CRC, flag, system
+  flag, born and store times of a batch, ...) are made into ints once and
+  shared while they repeat;
 * ``MessageExt`` objects are allocated without ``__init__`` and their slots
   are filled through the slot offsets of the class (what ``m.x = v`` does,
-  minus the attribute lookup), every slot written exactly once.
+  minus the attribute lookup), every slot written exactly once; the offset
+  message id is written straight into its string.
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
@@ -24,7 +28,7 @@ from cpython.ref cimport Py_INCREF
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.stdio cimport snprintf
-from libc.string cimport memchr, memcmp, memcpy
+from libc.string cimport memchr, memcmp, memcpy, memset
 from rmq._fast.byteorder cimport get16, get32, get64, put32
 from rmq._fast.crc32 cimport masked_crc32
 
@@ -51,12 +55,25 @@ cdef extern from "Python.h":
     ctypedef struct PyMemberDescrObject:
         PyMemberDef *d_member
     object PyType_GenericAlloc(PyTypeObject *tp, Py_ssize_t nitems)
+    object PyUnicode_New(Py_ssize_t size, Py_ssize_t maxchar)
+    void *PyUnicode_DATA(object o)
 
 cdef enum:
     MESSAGE_MAGIC = -626843481
     CACHE_SIZE = 32
     HOST_CACHE_SIZE = 8
     SHORT_VALUE = 20  # longer property values (UNIQ_KEY, ...) are rarely repeated
+    # numbers kept while they repeat from record to record (``Repeat``)
+    R_QUEUE_ID = 0
+    R_SYS_FLAG = 1
+    R_STORE_TS = 2
+    R_SIZE = 3
+    R_CRC = 4
+    R_FLAG = 5
+    R_BORN_TS = 6
+    R_RECONSUME = 7
+    R_PREPARED = 8
+    R_COUNT = 9
 
 cdef const char *HEX_DIGITS = b"0123456789ABCDEF"
 
@@ -151,11 +168,13 @@ cdef object _host(Entry *tab, int *count, list keep, const uint8_t *p, bint v6):
 
 
 cdef str _offset_id(const uint8_t *host, Py_ssize_t host_len, int64_t phy):
-    """Offset message id: STOREHOST field then PHYSICALOFFSET, upper-case hex."""
-    cdef char out[72]
+    """Offset message id: STOREHOST field then PHYSICALOFFSET, upper-case hex,
+    written into the string itself (an ASCII str stores one byte per char)."""
     cdef const char *hexd = HEX_DIGITS
     cdef Py_ssize_t i, k = 0
     cdef uint64_t v = <uint64_t>phy
+    cdef object s = PyUnicode_New(2 * host_len + 16, 127)
+    cdef char *out = <char *>PyUnicode_DATA(s)
     for i in range(host_len):
         out[k] = hexd[host[i] >> 4]
         out[k + 1] = hexd[host[i] & 15]
@@ -163,8 +182,23 @@ cdef str _offset_id(const uint8_t *host, Py_ssize_t host_len, int64_t phy):
     for i in range(15, -1, -1):
         out[k + i] = hexd[v & 15]
         v >>= 4
-    k += 16
-    return out[:k].decode("ascii")
+    return s
+
+
+cdef struct Repeat:
+    int64_t value  # what ``obj`` holds
+    PyObject *obj  # owned by the call's ``keep`` list; NULL until the first value
+
+
+cdef inline object _int(Repeat *r, int64_t value, list keep):
+    """``value`` as an int, the same object as the previous record's when equal."""
+    if r.obj != NULL and r.value == value:
+        return <object>r.obj
+    cdef object o = value
+    keep.append(o)
+    r.value = value
+    r.obj = <PyObject *>o
+    return o
 
 
 cdef dict _properties(Entry *tab, int *count, list keep, const uint8_t *p, Py_ssize_t n):
@@ -214,6 +248,7 @@ def decode_messages(body, str broker_name="", min_offset=None, max_offset=None,
     cdef Entry texts[CACHE_SIZE]
     cdef Entry hosts[HOST_CACHE_SIZE]
     cdef int n_texts = 0, n_hosts = 0
+    cdef Repeat rep[R_COUNT]
     cdef list keep = []
     cdef list out = []
     cdef dict props
@@ -222,6 +257,7 @@ def decode_messages(body, str broker_name="", min_offset=None, max_offset=None,
         extra.append((PROPERTY_MIN_OFFSET, str(min_offset)))
     if max_offset is not None:
         extra.append((PROPERTY_MAX_OFFSET, str(max_offset)))
+    memset(rep, 0, sizeof(rep))
     PyObject_GetBuffer(body, &view, PyBUF_SIMPLE)
     try:
         b = <const uint8_t *>view.buf
@@ -256,20 +292,20 @@ def decode_messages(body, str broker_name="", min_offset=None, max_offset=None,
                 raise MessageDecodeError(f"body CRC mismatch at byte {pos} of {n}")
             m = PyType_GenericAlloc(<PyTypeObject *>_EXT_TYPE, 0)
             _put(m, S_TOPIC, _text(texts, &n_texts, keep, b + topic_pos + 1, topic_len))
-            _put(m, S_QUEUE_ID, get32(r + 12))
+            _put(m, S_QUEUE_ID, _int(&rep[R_QUEUE_ID], get32(r + 12), keep))
             _put(m, S_QUEUE_OFFSET, get64(r + 20))
             _put(m, S_COMMIT_LOG_OFFSET, get64(r + 28))
-            _put(m, S_SYS_FLAG, sys_flag)
-            _put(m, S_STORE_TIMESTAMP, get64(b + born_end))
-            _put(m, S_STORE_SIZE, size)
-            _put(m, S_BODY_CRC, get32(r + 8))
-            _put(m, S_FLAG, get32(r + 16))
-            _put(m, S_BORN_TIMESTAMP, get64(r + 40))
+            _put(m, S_SYS_FLAG, _int(&rep[R_SYS_FLAG], sys_flag, keep))
+            _put(m, S_STORE_TIMESTAMP, _int(&rep[R_STORE_TS], get64(b + born_end), keep))
+            _put(m, S_STORE_SIZE, _int(&rep[R_SIZE], size, keep))
+            _put(m, S_BODY_CRC, _int(&rep[R_CRC], get32(r + 8), keep))
+            _put(m, S_FLAG, _int(&rep[R_FLAG], get32(r + 16), keep))
+            _put(m, S_BORN_TIMESTAMP, _int(&rep[R_BORN_TS], get64(r + 40), keep))
             _put(m, S_BORN_HOST, _host(hosts, &n_hosts, keep, r + 48, sys_flag & 0x10))
             _put(m, S_STORE_HOST, _host(hosts, &n_hosts, keep, b + born_end + 8,
                                         sys_flag & 0x20))
-            _put(m, S_RECONSUME_TIMES, get32(b + store_end))
-            _put(m, S_PREPARED, get64(b + store_end + 4))
+            _put(m, S_RECONSUME_TIMES, _int(&rep[R_RECONSUME], get32(b + store_end), keep))
+            _put(m, S_PREPARED, _int(&rep[R_PREPARED], get64(b + store_end + 4), keep))
             raw = PyBytes_FromStringAndSize(<const char *>(b + body_pos), body_len)
             _put(m, S_BODY, _inflate(raw, sys_flag) if sys_flag & 1 else raw)
             if props_len:
