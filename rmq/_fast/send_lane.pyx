@@ -313,21 +313,26 @@ cdef inline int64_t now_ms() noexcept nogil:
 
 
 cdef class CTopic:
-    """A topic as this read uses it."""
+    """A topic the lane stores into, kept between reads; its settings are
+    asked for again in every read that uses it (``read``)."""
     cdef bytes name_b
     cdef str name
     cdef int wq, rq
-    cdef bint multi
+    cdef bint multi, ok
     cdef int32_t hash
-    cdef list queues
+    cdef list queues            # CQueue or None by queue id
+    cdef long long read
 
 
 cdef class CQueue:
-    """A consume queue this read stores into (the support's LaneQueue, with its
-    tail file's buffer held for the read)."""
-    cdef object lq
+    """A consume queue the lane stores into, kept between reads: checked
+    against the store's tables and reloaded in every read that uses it
+    (``read``), its tail file's buffer held for that read."""
+    cdef object cq, cmf
+    cdef tuple key              # (topic, queue id): the offset and held-pull tables' key
     cdef Py_buffer buf
-    cdef bint held
+    cdef bint held, ok
+    cdef long long read
     cdef int64_t cpos, cfrom, csize, qoff, maxphy, nums, events, size, tags, store_ts
     cdef object each
 
@@ -378,11 +383,18 @@ cdef class SendLane:
     cdef long long counts[6]    # the last serve's requests: V1, V2, batch; each answered, oneway
     cdef bint index_full        # set by index_of
     cdef dict batch_props       # a batch's property text -> (stored batch-level string, wait)
+    cdef dict topic_cache       # topic bytes -> CTopic
+    cdef CTopic last_topic
+    cdef long long read_id      # the read being served
+    # the read's tables (SendLaneSupport.begin): consume queues, queue offsets, held pulls
+    cdef object cq_table, tq_table, hold_table
+    cdef bint histograms
 
     def __init__(self, support, Py_ssize_t max_frame):
         self.support = support
         self.max_frame = max_frame
         self.batch_props = {}
+        self.topic_cache = {}
 
     def __dealloc__(self):
         PyMem_Free(self.scratch)
@@ -424,12 +436,13 @@ cdef class SendLane:
         cdef int64_t start_wrote = wrote
         cdef int64_t store_ts = 0, wait_end = 0
         cdef list touched = []
-        cdef dict topics = {}
         cdef Out out = Out()
         cdef Out held = Out()
         cdef CQueue q
         cdef int r
         support = self.support
+        self.read_id += 1
+        self.cq_table, self.tq_table, self.hold_table, self.histograms = ctx[15:19]
         try:
             try:
                 PyObject_GetBuffer(ctx[1], &tv, PyBUF_WRITABLE)
@@ -441,7 +454,7 @@ cdef class SendLane:
                     raise ValueError("commit-log buffer smaller than its file")
                 while True:
                     r = self.one(channel, ctx, h, &tv, &iv if i_held else NULL, &wrote,
-                                 &store_ts, &wait_end, topics, touched, out, held)
+                                 &store_ts, &wait_end, touched, out, held)
                     if r == 0:
                         break
                     pos = h.frame_end
@@ -450,76 +463,101 @@ cdef class SendLane:
             except Exception as exc:  # noqa: BLE001 - what is stored stays; the rest goes the general way
                 support.failed(exc)
         finally:
-            lqs = []
-            for q in touched:
-                q.release()
-                lq = q.lq
-                lq.cpos = q.cpos
-                lq.qoff = q.qoff
-                lq.maxphy = q.maxphy
-                lq.nums = q.nums
-                lq.events = q.events
-                lq.size = q.size
-                lq.tags = q.tags
-                lq.store_ts = q.store_ts
-                lqs.append(lq)
             if i_held:
                 PyBuffer_Release(&iv)
             if t_held:
                 PyBuffer_Release(&tv)
-            support.end(ctx, wrote, store_ts, lqs, channel, held.take(), wait_end)
+            runs = []
+            try:
+                for q in touched:
+                    q.release()
+                    if q.nums:
+                        runs.append(self.publish(q))
+                    q.each = None
+            finally:
+                support.end(ctx, wrote, store_ts, runs, channel, held.take(), wait_end)
         return pos, out.take()
+
+    cdef tuple publish(self, CQueue q):
+        """Bring a queue's tail and offset up to date (under the put locks,
+        as ``LaneQueue.publish``); the run ``SendLaneSupport.end`` notifies of."""
+        q.cmf.wrote_position = q.cpos
+        q.cmf.committed_position = q.cpos
+        q.cq.max_physic_offset = q.maxphy
+        self.tq_table[q.key] = q.qoff
+        return (q.key[0], q.key[1], q.qoff, q.tags, q.store_ts, q.nums, q.size, q.events, q.each)
 
     def served(self):
         """(request code, oneway, count) of what the last ``serve`` took."""
         return [((SEND_V1, SEND_V2, SEND_BATCH)[i >> 1], bool(i & 1), self.counts[i])
                 for i in range(6) if self.counts[i]]
 
-    cdef CTopic topic_of(self, const uint8_t* p, Py_ssize_t n, dict topics):
-        """The read's view of a topic (None: the lane does not store into it)."""
-        key = PyBytes_FromStringAndSize(<const char*>p, n)
-        t = topics.get(key, False)
-        if t is not False:
-            return t
-        name = PyUnicode_New(n, 127)
-        memcpy(PyUnicode_DATA(name), p, n)
-        found = self.support.topic(name)
-        cdef CTopic ct = None
-        if found is not None:
-            ct = CTopic()
-            ct.name_b = key
-            ct.name = name
-            ct.wq, ct.rq, ct.multi = found
-            ct.hash = ascii_hash(0, p, n)
-            ct.queues = []
-        topics[key] = ct
-        return ct
+    cdef CTopic topic_of(self, const uint8_t* p, Py_ssize_t n):
+        """The topic ``p[:n]`` as the lane keeps it, its settings asked for
+        once per read; None when the lane does not store into it now."""
+        cdef CTopic t = self.last_topic
+        if t is None or PyBytes_GET_SIZE(t.name_b) != n or \
+                memcmp(PyBytes_AS_STRING(t.name_b), p, n) != 0:
+            key = PyBytes_FromStringAndSize(<const char*>p, n)
+            t = self.topic_cache.get(key)
+            if t is None:
+                if len(self.topic_cache) >= 4096:
+                    self.topic_cache.clear()
+                t = CTopic()
+                t.name_b = key
+                t.name = PyUnicode_New(n, 127)
+                memcpy(PyUnicode_DATA(t.name), p, n)
+                t.hash = ascii_hash(0, p, n)
+                t.queues = []
+                self.topic_cache[key] = t
+            self.last_topic = t
+        if t.read != self.read_id:
+            t.read = self.read_id
+            found = self.support.topic(t.name)
+            t.ok = found is not None
+            if t.ok:
+                t.wq, t.rq, t.multi = found
+        return t if t.ok else None
 
     cdef CQueue queue_of(self, CTopic t, int qid, list touched):
-        """The read's view of a consume queue (None: not taken)."""
+        """A queue the read stores into, checked against the store's tables
+        and its tail reloaded once per read (the general path may have moved
+        it since); None when the lane does not store into it now."""
         while len(t.queues) <= qid:
-            t.queues.append(False)
-        q = t.queues[qid]
-        if q is not False:
-            return q
-        lq = self.support.queue(t.name, qid)
-        cdef CQueue cq = None
-        if lq is not None:
-            cq = CQueue()
-            cq.lq = lq
-            PyObject_GetBuffer(lq.cmf.view, &cq.buf, PyBUF_WRITABLE)
-            cq.held = True
-            cq.cpos, cq.cfrom, cq.csize = lq.cpos, lq.cfrom, lq.csize
-            cq.qoff, cq.maxphy = lq.qoff, lq.maxphy
-            cq.nums = cq.events = cq.size = cq.tags = cq.store_ts = 0
-            cq.each = lq.each
-            if cq.csize > cq.buf.len:
-                cq.csize = cq.buf.len
-            touched.append(cq)
-        t.queues[qid] = cq
-        return cq
+            t.queues.append(None)
+        cdef CQueue q = t.queues[qid]
+        if q is None:
+            q = CQueue()
+            q.key = (t.name, qid)
+            t.queues[qid] = q
+        elif q.read == self.read_id:
+            return q if q.ok else None
+        q.read = self.read_id
+        q.ok = False
+        qs = self.cq_table.get(t.name)
+        current = qs.get(qid) if qs is not None else None
+        if current is None or current is not q.cq or current._tail is not q.cmf or \
+                current.ext is not None:
+            lq = self.support.queue(t.name, qid)
+            if lq is None:
+                return None
+            q.cq, q.cmf = lq.cq, lq.cmf
+        cmf = q.cmf
+        q.cpos, q.cfrom, q.csize = cmf.wrote_position, cmf.file_from_offset, q.cq.file_size
+        q.qoff = self.tq_table.get(q.key, 0)
+        q.maxphy = q.cq.max_physic_offset
+        hold = self.hold_table
+        q.each = [] if self.histograms or (hold and q.key in hold) else None
+        PyObject_GetBuffer(cmf.view, &q.buf, PyBUF_WRITABLE)
+        q.held = True
+        if q.csize > q.buf.len:
+            q.csize = q.buf.len
+        q.nums = q.events = q.size = q.tags = q.store_ts = 0
+        q.ok = True
+        touched.append(q)
+        return q
 
-    cdef CTopic fields(self, Head* h, SendFields* s, dict topics):
+    cdef CTopic fields(self, Head* h, SendFields* s):
         """The header's numbers and topic (into ``s``) and the topic's view, or
         None when the general path decides (a field missing or not a plain
         number, a transaction, a negative or invalid queue, a topic the lane
@@ -543,7 +581,7 @@ cdef class SendLane:
             return None
         if not plain_text(&f[1], &s.tp, &s.tlen) or s.tlen == 0 or s.tlen > MAX_TOPIC:
             return None
-        cdef CTopic t = self.topic_of(s.tp, s.tlen, topics)
+        cdef CTopic t = self.topic_of(s.tp, s.tlen)
         if t is None or (s.qid >= t.wq and s.qid >= t.rq):
             return None
         return t
@@ -599,15 +637,15 @@ cdef class SendLane:
         return <uint8_t*>iv.buf
 
     cdef int one(self, channel, tuple ctx, Head* h, Py_buffer* tv, Py_buffer* iv,
-                 int64_t* wrote, int64_t* store_ts, int64_t* wait_end, dict topics,
+                 int64_t* wrote, int64_t* store_ts, int64_t* wait_end,
                  list touched, Out out, Out held) except -1:
         """Store and answer the send in ``h``: 1, or 0 (nothing done) to leave
         it to the general path."""
         if h.code == SEND_BATCH:
-            return self.one_batch(channel, ctx, h, tv, iv, wrote, store_ts, wait_end, topics,
-                                  touched, out, held)
+            return self.one_batch(channel, ctx, h, tv, iv, wrote, store_ts, wait_end, touched,
+                                  out, held)
         cdef SendFields s
-        cdef CTopic t = self.fields(h, &s, topics)
+        cdef CTopic t = self.fields(h, &s)
         if t is None:
             return 0
         # the properties, unescaped, then the stored string after them
@@ -686,13 +724,13 @@ cdef class SendLane:
         return 1
 
     cdef int one_batch(self, channel, tuple ctx, Head* h, Py_buffer* tv, Py_buffer* iv,
-                       int64_t* wrote, int64_t* store_ts, int64_t* wait_end, dict topics,
+                       int64_t* wrote, int64_t* store_ts, int64_t* wait_end,
                        list touched, Out out, Out held) except -1:
         """SEND_BATCH_MESSAGE: every inner message stored as its own record
         (store_batch's two passes), the comma-joined message ids answered;
         1, or 0 (nothing done) to leave it to the general path."""
         cdef SendFields s
-        cdef CTopic t = self.fields(h, &s, topics)
+        cdef CTopic t = self.fields(h, &s)
         if t is None:
             return 0
         cdef Py_ssize_t n = self.props_text(s.props, 0)

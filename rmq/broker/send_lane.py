@@ -91,6 +91,15 @@ class LaneQueue:
         self.store_ts = 0
         self.each: list | None = [] if exact else None
 
+    def publish(self, table: dict) -> tuple:
+        """Bring the queue's tail and offset up to date (under the put locks);
+        the run ``SendLaneSupport.end`` notifies of."""
+        table[(self.topic, self.queue_id)] = self.qoff
+        self.cmf.wrote_position = self.cmf.committed_position = self.cpos
+        self.cq.max_physic_offset = self.maxphy
+        return (self.topic, self.queue_id, self.qoff, self.tags, self.store_ts, self.nums,
+                self.size, self.events, self.each)
+
     def slot_free(self, phy: int, nums: int) -> bool:
         """Room for ``nums`` entries in the queue's current file, and the record
         at ``phy`` is the queue's next (``fast_slot_free``'s rule)."""
@@ -112,6 +121,8 @@ class SendLaneSupport:
         self.cfg = self.store.config
         self.topics = processor.topics
         self.send_queue = self.c.request_queues.get("send")
+        # long polling's held pulls (the pull processor is made before the lane)
+        self.hold = getattr(self.c, "pull_request_hold_service", None)
         self._tails: dict[tuple[str, bool], bytes] = {}
         self.served = 0  # messages the lanes stored (GET_BROKER_RUNTIME_INFO rmqSendLaneServed)
 
@@ -123,7 +134,9 @@ class SendLaneSupport:
         start offset, last position a record may end at, maxMessageSize,
         index buffer or None, index slots, index entries, born host field,
         store host field, host hex of message ids, cluster name, response
-        tail, SYNC_FLUSH)."""
+        tail, SYNC_FLUSH, and for the queues: the consume-queue table, the
+        queue-offset table, the held pulls' table (None without long
+        polling), whether the size histogram is kept)."""
         store, cl, cfg, bc = self.store, self.cl, self.cfg, self.bc
         queue = self.send_queue
         if queue is not None and (len(queue) or queue.busy >= queue.workers or queue._delayed()):
@@ -156,10 +169,14 @@ class SendLaneSupport:
             return None
         cl.put_lock.acquire()
         store._reput_lock.acquire()
+        hold = self.hold
         return (mf, mf.target, wrote, mf.file_from_offset, cl.file_size - 8, cfg.maxMessageSize,
                 index, slots, entries, cl._host_field(channel_host(channel)),
                 cl.store_host_field, _host_hex(store.store_host).encode(), cluster.encode(),
-                self.tail(), cfg.flushDiskType is FlushDiskType.SYNC_FLUSH)
+                self.tail(), cfg.flushDiskType is FlushDiskType.SYNC_FLUSH,
+                store.consume_queue_table, cl.topic_queue_table,
+                hold.table if hold is not None else None,
+                self.c.stats.size_histograms is not None)
 
     def failed(self, exc: BaseException) -> None:
         """The lane stopped on an unexpected error: what it stored stands, the
@@ -202,17 +219,20 @@ class SendLaneSupport:
         cq = qs.get(queue_id) if qs is not None else None
         if cq is None or cq.ext is not None or cq._tail is None:
             return None
-        hold = getattr(self.c, "pull_request_hold_service", None)
+        hold = self.hold
         exact = self.c.stats.size_histograms is not None or (
             hold is not None and bool(hold.table) and (topic, queue_id) in hold.table)
         return LaneQueue(topic, queue_id, cq, cq._tail,
                          self.cl.topic_queue_table.get((topic, queue_id), 0), exact)
 
-    def end(self, ctx: tuple, wrote: int, store_ts: int, queues: list[LaneQueue],
+    def end(self, ctx: tuple, wrote: int, store_ts: int, runs: list[tuple],
             channel: Any, waiting: bytes | None, wait_end: int) -> None:
-        """Publish what the read stored and release the put locks: positions,
-        queue offsets, checkpoint and dispatch position under the locks; then
-        statistics, arrival notices, the flush wake-up and the flush waiter."""
+        """Publish what the read stored and release the put locks (the lane
+        has brought its queues' tails and offsets up to date, ``runs``):
+        positions, checkpoint and dispatch position under the locks; then
+        statistics, arrival notices, the flush wake-up and the flush waiter.
+        A run is (topic, queue id, next queue offset, last tagsCode, last
+        store time, messages, bytes, puts, each put or None)."""
         store = self.store
         mf = ctx[0]
         stored = wrote != ctx[2]
@@ -221,12 +241,6 @@ class SendLaneSupport:
                 mf.wrote_position = wrote
                 mf.committed_position = wrote
                 mf.store_timestamp = store_ts
-                table = self.cl.topic_queue_table
-                for q in queues:
-                    if q.nums:
-                        table[(q.topic, q.queue_id)] = q.qoff
-                        q.cmf.wrote_position = q.cmf.committed_position = q.cpos
-                        q.cq.max_physic_offset = q.maxphy
                 store.checkpoint.logics_msg_timestamp = store_ts
                 store.reput_from_offset = ctx[3] + wrote
         finally:
@@ -234,8 +248,8 @@ class SendLaneSupport:
             self.cl.put_lock.release()
         if not stored:
             return
-        self.served += sum(q.nums for q in queues)
-        self._notify(queues)
+        self.served += sum(run[5] for run in runs)
+        self._notify(runs)
         cfg = self.cfg
         if cfg.flushDiskType is FlushDiskType.ASYNC_FLUSH:
             if not cfg.flushCommitLogTimed:
@@ -249,23 +263,21 @@ class SendLaneSupport:
             store.flush_service.wait_on_loop(loop, wait_end, cfg.syncFlushTimeout,
                                              (channel, waiting), _flushed)
 
-    def _notify(self, queues: list[LaneQueue]) -> None:
+    def _notify(self, runs: list[tuple]) -> None:
         """Statistics and arrival notices of the read's messages, per queue."""
         stats = self.store.stats
         listener = self.store.message_arriving_listener
-        for q in queues:
-            if not q.nums:
-                continue
-            stats.on_puts(q.topic, q.nums, q.size, q.events)
+        for topic, queue_id, qoff, tags, store_ts, nums, size, events, each in runs:
+            stats.on_puts(topic, nums, size, events)
             if listener is None:
                 continue
             try:
-                if q.each is None:
-                    listener(q.topic, q.queue_id, q.qoff, q.tags, q.store_ts, q.nums, q.size,
-                             q.events)
+                if each is None:
+                    listener(topic, queue_id, qoff, tags, store_ts, nums, size, events)
                 else:
-                    for next_offset, tags, store_ts, nums, size in q.each:
-                        listener(q.topic, q.queue_id, next_offset, tags, store_ts, nums, size)
+                    for next_offset, last_tags, last_ts, put_nums, put_size in each:
+                        listener(topic, queue_id, next_offset, last_tags, last_ts, put_nums,
+                                 put_size)
             except Exception:  # noqa: BLE001 - a listener bug must not fail stored sends
                 log.exception("message arriving listener failed")
 
@@ -381,8 +393,14 @@ class SendLane:
                 pos = frame[5]
                 frame = self._frame(buf, pos, end)
         finally:
-            self.support.end(ctx, read.wrote, read.store_ts, list(read.queues.values()), channel,
-                             b"".join(read.held) if read.held else None, read.wait_end)
+            runs: list[tuple] = []
+            try:
+                for q in read.queues.values():
+                    if q.nums:
+                        runs.append(q.publish(ctx[16]))
+            finally:
+                self.support.end(ctx, read.wrote, read.store_ts, runs, channel,
+                                 b"".join(read.held) if read.held else None, read.wait_end)
         return pos, b"".join(read.out) if read.out else None
 
     def _target(self, read: _Read, frame: tuple) -> tuple | None:
@@ -486,7 +504,7 @@ class _Read:
     def __init__(self, ctx: tuple) -> None:
         (self.mf, self.target, self.wrote, self.file_from, self.limit, self.max_body, self.index,
          self.slots, self.entries, self.born, self.store_host, self.host_hex, cluster, self.tail,
-         self.sync) = ctx
+         self.sync) = ctx[:15]
         self.cluster = cluster.decode()
         self.queues: dict[tuple[str, int], LaneQueue] = {}
         self.topics: dict[str, tuple | None] = {}
