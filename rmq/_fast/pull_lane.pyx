@@ -1,13 +1,15 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """Compiled twin of ``PullLane`` in rmq/broker/pull_lane.py: the pulls at the
-start of a read that find messages, each answered with one write.
+start of a read that find messages, the first answered at once and the others
+together when the read is done.
 
 For each frame it reads the JSON header in place -- no dict, no
 ``RemotingCommand`` -- into the values a pull needs, hands them to
 ``PullLaneSupport.take`` (the processor's checks, the store read and every
-statistic, in Python, shared with the twin), and writes the answer as one
-bytes object: the header from ``FoundHeader``'s pieces with the five numbers
-printed between them, then the records copied out of the mapped commit log.
+statistic, in Python, shared with the twin), and renders the answer: the
+header from ``FoundHeader``'s pieces with the five numbers printed between
+them, then the records copied out of the mapped commit log; the answers held
+for the end of the read are rendered into one buffer.
 
 The reader takes a strict subset of JSON it can vouch for: an object of the
 remoting header's own keys, strings of printable ASCII without escapes,
@@ -352,6 +354,7 @@ cdef class PullLane:
     cdef int _order[5]
     cdef Py_ssize_t _fixed      # bytes of the pieces together
     cdef int _taken
+    cdef list _held             # answers after the first, written together at the end
     cdef _Name _group, _topic, _subscription, _expression
 
     def __init__(self, support, Py_ssize_t max_frame):
@@ -367,6 +370,7 @@ cdef class PullLane:
             self._order[i] = head.order[i]
         self._fixed = sum(len(p) for p in self._pieces)
         self._taken = 0
+        self._held = []
         self._group = _Name()
         self._topic = _Name()
         self._subscription = _Name()
@@ -377,9 +381,10 @@ cdef class PullLane:
         return [(PULL, False, self._taken)] if self._taken else []
 
     def serve(self, channel, buf, Py_ssize_t pos, Py_ssize_t end):
-        """Serve the pulls at the start of ``buf[pos:end]`` that find messages,
-        each answered at once; returns the position of the first frame left to
-        the general path (and None: nothing is left for the caller to write)."""
+        """Serve the pulls at the start of ``buf[pos:end]`` that find messages:
+        the first answer written at once, the others together when the turn
+        ends; returns the position of the first frame left to the general path
+        (and None: nothing is left for the caller to write)."""
         cdef Py_buffer pb
         cdef const uint8_t *p
         cdef const uint8_t *frame
@@ -388,6 +393,7 @@ cdef class PullLane:
         cdef int64_t vals[NF]
         cdef int i
         self._taken = 0
+        self._held = []
         PyObject_GetBuffer(buf, &pb, PyBUF_SIMPLE)
         try:
             p = <const uint8_t *>pb.buf
@@ -421,6 +427,9 @@ cdef class PullLane:
                 break
         finally:
             PyBuffer_Release(&pb)
+            if self._held:
+                held, self._held = self._held, []
+                channel.write_bytes(self._frames(held))
         return pos, None
 
     cdef bint _answer(self, channel, Req *r, int64_t *vals) except -1:
@@ -436,22 +445,23 @@ cdef class PullLane:
         taken = self._take(channel, h)
         if taken is None:
             return False
-        views, suggest, next_begin, min_offset, max_offset, size = taken
-        channel.write_bytes(self._frame(views, suggest, next_begin, min_offset, max_offset,
-                                        r.opaque, size))
+        answer = (taken, r.opaque)
+        if self._taken == 0:
+            channel.write_bytes(self._frames([answer]))
+        else:
+            self._held.append(answer)
         return True
 
-    cdef bytes _frame(self, list views, int64_t suggest, int64_t next_begin,
-                      int64_t min_offset, int64_t max_offset, int64_t opaque,
-                      Py_ssize_t size):
-        """Length prefix, header and the records of ``views`` (``size`` bytes)."""
+    cdef Py_ssize_t _head(self, tuple answer, char *out) except -1:
+        """The length prefix and header of one answer into ``out`` (NULL: only
+        measure); the bytes they take."""
         cdef char digits[5][24]
         cdef Py_ssize_t lens[5]
         cdef int64_t values[5]
-        cdef Py_ssize_t hlen = self._fixed, at, n
-        cdef Py_buffer vb
-        cdef char *out
+        cdef Py_ssize_t hlen = self._fixed, at = 8, n, size
         cdef int i
+        taken, opaque = answer
+        _views, suggest, next_begin, min_offset, max_offset, size = taken
         values[0] = suggest
         values[1] = next_begin
         values[2] = min_offset
@@ -460,11 +470,10 @@ cdef class PullLane:
         for i in range(5):
             lens[i] = put_int(digits[i], values[i])
             hlen += lens[i]
-        result = PyBytes_FromStringAndSize(NULL, 8 + hlen + size)
-        out = PyBytes_AS_STRING(result)
+        if out == NULL:
+            return 8 + hlen
         put32(<uint8_t *>out, <int32_t>(4 + hlen + size))
         put32(<uint8_t *>out + 4, <int32_t>hlen)
-        at = 8
         for i in range(6):
             piece = <bytes>self._pieces[i]
             n = len(piece)
@@ -473,15 +482,32 @@ cdef class PullLane:
             if i < 5:
                 memcpy(out + at, digits[self._order[i]], lens[self._order[i]])
                 at += lens[self._order[i]]
-        for view in views:
-            PyObject_GetBuffer(view, &vb, PyBUF_SIMPLE)
-            try:
-                if vb.len > 8 + hlen + size - at:
-                    raise ValueError("the records are longer than the read said")
-                memcpy(out + at, vb.buf, vb.len)
-                at += vb.len
-            finally:
-                PyBuffer_Release(&vb)
-        if at != 8 + hlen + size:
-            raise ValueError("the records are shorter than the read said")
+        return at
+
+    cdef bytes _frames(self, list answers):
+        """The response frames of ``answers`` back to back: each its header
+        and its records (``(views, suggest, nextBeginOffset, minOffset,
+        maxOffset, size)`` as ``take`` gave them, and the request's opaque)."""
+        cdef Py_ssize_t total = 0, at = 0, end, size
+        cdef Py_buffer vb
+        cdef char *out
+        for answer in answers:
+            total += self._head(<tuple>answer, NULL) + <Py_ssize_t>(answer[0][5])
+        result = PyBytes_FromStringAndSize(NULL, total)
+        out = PyBytes_AS_STRING(result)
+        for answer in answers:
+            size = answer[0][5]
+            at += self._head(<tuple>answer, out + at)
+            end = at + size
+            for view in <list>(answer[0][0]):
+                PyObject_GetBuffer(view, &vb, PyBUF_SIMPLE)
+                try:
+                    if vb.len > end - at:
+                        raise ValueError("the records are longer than the read said")
+                    memcpy(out + at, vb.buf, vb.len)
+                    at += vb.len
+                finally:
+                    PyBuffer_Release(&vb)
+            if at != end:
+                raise ValueError("the records are shorter than the read said")
         return result

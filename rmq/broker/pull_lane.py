@@ -1,18 +1,22 @@
 """The pull lane: PULL_MESSAGE requests that find messages, served straight
-from a connection's receive buffer, each answered with one write.
+from a connection's receive buffer.
 
 A consumer's connection carries runs of pulls.  The general path turns each
 into a ``RemotingCommand`` (the JSON header decoded into a dict), runs it
 through the dispatcher, the pull queue and the processor, and queues the
 response (header encoded from another dict, the records as views of the
 mapped commit log) until the end of the loop's turn, so the answers to all
-the pulls of one read leave together, after the last one is made.  The lane
-reads the header's values where they lie, runs the processor's own checks
-(``PullMessageProcessor.admit``), reads the store, and writes each answer at
-once as one frame (header and records copied together): the consumer starts
-on the first answer while the broker makes the next, and it is handed whole
-frames.  Copying the records costs less than it seems: the kernel's copy
-into the socket then reads them from the CPU cache instead of memory.
+the pulls of one read leave together, after the last one is made, and the
+consumer waits for all of them.  The lane reads the header's values where
+they lie, runs the processor's own checks (``PullMessageProcessor.admit``),
+reads the store, and writes the first answer of a read at once -- the
+consumer starts on it while the broker makes the others -- and the others
+together when the read is done: fewer writes (and reads on the consumer's
+side, which on loopback also do the other side's TCP work) than one write
+per answer, measured faster than either one write per answer or one per
+read.  Each answer is a frame with its records copied behind the header;
+copying costs less than it seems, as the kernel's copy into the socket then
+reads the records from the CPU cache instead of memory.
 
 The lane takes only what it answers exactly as the general path would: a
 JSON header it reads for certain, a request the pull queue would run at
@@ -188,29 +192,38 @@ class PullLane:
         return [(PULL, False, self._taken)] if self._taken else []
 
     def serve(self, channel: Any, buf, pos: int, end: int) -> tuple[int, bytes | None]:
-        """Serve the pulls at the start of ``buf[pos:end]`` that find messages,
-        each answered at once; returns the position of the first frame left to
-        the general path (and None: nothing is left for the caller to write)."""
+        """Serve the pulls at the start of ``buf[pos:end]`` that find messages:
+        the first answer written at once, the others together when the turn
+        ends; returns the position of the first frame left to the general path
+        (and None: nothing is left for the caller to write)."""
         self._taken = 0
         support = self.support
         head = support.head
-        while end - pos >= 4:
-            length = int.from_bytes(buf[pos:pos + 4], "big", signed=True)
-            if length < 4 or length > self.max_frame or end - pos - 4 < length:
-                break
-            pull = read_pull(buf[pos + 4:pos + 4 + length])
-            if pull is None:
-                break
-            opaque, h = pull
-            taken = support.take(channel, h)
-            if taken is None:
-                break
-            views, suggest, next_begin, min_offset, max_offset, size = taken
-            channel.write_bytes(b"".join([
-                head.render(suggest, next_begin, min_offset, max_offset, opaque, size),
-                *views]))
-            pos += 4 + length
-            self._taken += 1
+        held: list[bytes] = []
+        try:
+            while end - pos >= 4:
+                length = int.from_bytes(buf[pos:pos + 4], "big", signed=True)
+                if length < 4 or length > self.max_frame or end - pos - 4 < length:
+                    break
+                pull = read_pull(buf[pos + 4:pos + 4 + length])
+                if pull is None:
+                    break
+                opaque, h = pull
+                taken = support.take(channel, h)
+                if taken is None:
+                    break
+                views, suggest, next_begin, min_offset, max_offset, size = taken
+                answer = [head.render(suggest, next_begin, min_offset, max_offset, opaque, size),
+                          *views]
+                if self._taken == 0:
+                    channel.write_bytes(b"".join(answer))
+                else:
+                    held.extend(answer)
+                pos += 4 + length
+                self._taken += 1
+        finally:
+            if held:
+                channel.write_bytes(b"".join(held))
         return pos, None
 
 
