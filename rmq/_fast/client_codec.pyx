@@ -11,6 +11,9 @@ against the buffer before any field is read.  Why it is fast:
 * strings that repeat within a body (topic, hosts, property names and short
   values such as TAGS, WAIT, CLUSTER) are made once per call and shared, so
   their hashes are computed once too;
+* a record whose properties have an earlier record's keys in the same order
+  (the records of a batch) gets a copy of that record's dict with the values
+  that differ set again: no hashing or probing per key;
 * numbers that repeat from one record to the next (size, CRC, flag, system
   flag, born and store times of a batch, ...) are made into ints once and
   shared while they repeat;
@@ -22,7 +25,7 @@ against the buffer before any field is read.  Why it is fast:
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_FromStringAndSize
-from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
+from cpython.dict cimport PyDict_Copy, PyDict_GetItem, PyDict_SetItem
 from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF
 from cpython.unicode cimport PyUnicode_DecodeUTF8
@@ -63,6 +66,7 @@ cdef enum:
     CACHE_SIZE = 32
     HOST_CACHE_SIZE = 8
     SHORT_VALUE = 20  # longer property values (UNIQ_KEY, ...) are rarely repeated
+    MAX_SEGS = 16     # records with more properties are not templates (``Shape``)
     # numbers kept while they repeat from record to record (``Repeat``)
     R_QUEUE_ID = 0
     R_SYS_FLAG = 1
@@ -201,14 +205,36 @@ cdef inline object _int(Repeat *r, int64_t value, list keep):
     return o
 
 
-cdef dict _properties(Entry *tab, int *count, list keep, const uint8_t *p, Py_ssize_t n):
+cdef struct Shape:
+    # the properties of an earlier record of the call, as a template: its
+    # segments (pointers into the body) and each segment's key object (held by
+    # the template dict); n < 0 when there is no template
+    int n
+    const uint8_t *k[MAX_SEGS]
+    Py_ssize_t kn[MAX_SEGS]
+    const uint8_t *v[MAX_SEGS]
+    Py_ssize_t vn[MAX_SEGS]
+    PyObject *key[MAX_SEGS]
+
+
+cdef inline object _value(Entry *tab, int *count, list keep, const uint8_t *p, Py_ssize_t n):
+    if n <= SHORT_VALUE:
+        return _text(tab, count, keep, p, n)
+    return PyUnicode_DecodeUTF8(<const char *>p, n, "replace")
+
+
+cdef dict _properties(Entry *tab, int *count, list keep, const uint8_t *p, Py_ssize_t n,
+                      Shape *sh):
     """``string2messageProperties`` on raw bytes: the separators are ASCII, so
-    splitting before decoding gives the same texts as decoding first."""
+    splitting before decoding gives the same texts as decoding first.  When
+    every segment is a pair with distinct keys (and few), ``sh`` keeps them as
+    the template of the records that follow."""
     cdef dict props = {}
     cdef const uint8_t *end = p + n
     cdef const uint8_t *seg_end
     cdef const uint8_t *kv
-    cdef Py_ssize_t vn
+    cdef int segs = 0
+    cdef bint plain = True
     while p < end:
         seg_end = <const uint8_t *>memchr(p, 2, end - p)
         if seg_end == NULL:
@@ -216,13 +242,63 @@ cdef dict _properties(Entry *tab, int *count, list keep, const uint8_t *p, Py_ss
         kv = <const uint8_t *>memchr(p, 1, seg_end - p)
         if kv != NULL and kv > p and kv < seg_end - 1:
             key = _text(tab, count, keep, p, kv - p)
-            vn = seg_end - kv - 1
-            if vn <= SHORT_VALUE:
-                value = _text(tab, count, keep, kv + 1, vn)
-            else:
-                value = PyUnicode_DecodeUTF8(<const char *>(kv + 1), vn, "replace")
-            PyDict_SetItem(props, key, value)
+            PyDict_SetItem(props, key, _value(tab, count, keep, kv + 1, seg_end - kv - 1))
+            if segs < MAX_SEGS:
+                sh.k[segs] = p
+                sh.kn[segs] = kv - p
+                sh.v[segs] = kv + 1
+                sh.vn[segs] = seg_end - kv - 1
+                sh.key[segs] = <PyObject *>key
+            segs += 1
+        else:
+            plain = False
         p = seg_end + 1
+    sh.n = segs if plain and segs <= MAX_SEGS and len(props) == segs else -1
+    return props
+
+
+cdef object _properties_like(Entry *tab, int *count, list keep, const uint8_t *p,
+                             Py_ssize_t n, Shape *sh, dict template):
+    """The properties of a record whose keys are the template's, in the same
+    order, each segment a pair: a copy of the template dict (no hashing or
+    probing of its keys) with the values that differ set again; None for any
+    other record."""
+    cdef const uint8_t *end = p + n
+    cdef const uint8_t *seg_end
+    cdef const uint8_t *kv
+    cdef int i = 0, nch = 0, j
+    cdef int changed[MAX_SEGS]
+    cdef const uint8_t *cv[MAX_SEGS]
+    cdef Py_ssize_t cn[MAX_SEGS]
+    cdef Py_ssize_t kn, vn
+    if sh.n <= 0:
+        return None
+    while p < end:
+        if i >= sh.n:
+            return None
+        seg_end = <const uint8_t *>memchr(p, 2, end - p)
+        if seg_end == NULL:
+            seg_end = end
+        kv = <const uint8_t *>memchr(p, 1, seg_end - p)
+        if kv == NULL or kv == p or kv >= seg_end - 1:
+            return None
+        kn = kv - p
+        if kn != sh.kn[i] or memcmp(p, sh.k[i], kn) != 0:
+            return None
+        vn = seg_end - kv - 1
+        if vn != sh.vn[i] or memcmp(kv + 1, sh.v[i], vn) != 0:
+            changed[nch] = i
+            cv[nch] = kv + 1
+            cn[nch] = vn
+            nch += 1
+        i += 1
+        p = seg_end + 1
+    if i != sh.n:
+        return None
+    props = PyDict_Copy(template)
+    for j in range(nch):
+        PyDict_SetItem(props, <object>sh.key[changed[j]],
+                       _value(tab, count, keep, cv[j], cn[j]))
     return props
 
 
@@ -249,6 +325,8 @@ def decode_messages(body, str broker_name="", min_offset=None, max_offset=None,
     cdef Entry hosts[HOST_CACHE_SIZE]
     cdef int n_texts = 0, n_hosts = 0
     cdef Repeat rep[R_COUNT]
+    cdef Shape shape
+    cdef dict template = None
     cdef list keep = []
     cdef list out = []
     cdef dict props
@@ -258,6 +336,7 @@ def decode_messages(body, str broker_name="", min_offset=None, max_offset=None,
     if max_offset is not None:
         extra.append((PROPERTY_MAX_OFFSET, str(max_offset)))
     memset(rep, 0, sizeof(rep))
+    shape.n = -1
     PyObject_GetBuffer(body, &view, PyBUF_SIMPLE)
     try:
         b = <const uint8_t *>view.buf
@@ -309,11 +388,21 @@ def decode_messages(body, str broker_name="", min_offset=None, max_offset=None,
             raw = PyBytes_FromStringAndSize(<const char *>(b + body_pos), body_len)
             _put(m, S_BODY, _inflate(raw, sys_flag) if sys_flag & 1 else raw)
             if props_len:
-                props = _properties(texts, &n_texts, keep, b + props_pos, props_len)
+                like = _properties_like(texts, &n_texts, keep, b + props_pos, props_len, &shape,
+                                        template)
+                if like is not None:
+                    props = <dict>like  # the template's extras are this record's too
+                else:
+                    props = _properties(texts, &n_texts, keep, b + props_pos, props_len, &shape)
+                    for k, v in extra:
+                        if shape.n > 0 and k in props:
+                            shape.n = -1  # a property named as an extra: no template
+                        PyDict_SetItem(props, k, v)
+                    template = props if shape.n > 0 else None
             else:
                 props = {}
-            for k, v in extra:
-                PyDict_SetItem(props, k, v)
+                for k, v in extra:
+                    PyDict_SetItem(props, k, v)
             _put(m, S_PROPERTIES, props)
             offset_id = _offset_id(b + born_end + 8, store_end - born_end - 8, get64(r + 28))
             _put(m, S_OFFSET_MSG_ID, offset_id)
