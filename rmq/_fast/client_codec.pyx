@@ -118,7 +118,7 @@ cdef object _EXT_TYPE = MessageExt
 cdef str _UNIQ_KEY = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 
 
-cdef inline void _put(object obj, Py_ssize_t offset, object value):
+cdef inline void _put(object obj, Py_ssize_t offset, object value) noexcept:
     """Fill a slot of a freshly allocated object (its slots start NULL)."""
     Py_INCREF(value)
     (<PyObject **>((<char *><PyObject *>obj) + offset))[0] = <PyObject *>value
