@@ -1,6 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Compiled twin of ``rmq.store.reader.QueueScan``: the walk over the
-consume-queue entries of one ``getMessage``.
+"""Compiled twins of ``rmq.store.reader.QueueScan`` -- the walk over the
+consume-queue entries of one ``getMessage`` -- and of ``read_queue``, which
+drives it (looks the commit-log files up and fills the result).
 
 One call reads the 20-byte entries (offset, size, tags code) in C, applies
 the filler / next-file skips, the batch limits of 4.9.8 and the tag filter,
@@ -21,6 +22,8 @@ from libc.string cimport memcpy
 from rmq._fast.byteorder cimport get32, get64
 
 from array import array as _py_array
+
+from rmq.store.results import GetMessageStatus
 
 cdef enum:
     UNIT = 20
@@ -121,6 +124,10 @@ cdef class QueueScan:
         commit-log offset ``file_start``, readable up to ``readable_end``).
         DONE, or NEED_FILE with ``pending_offset``/``pending_size`` set and
         ``pos`` on that entry."""
+        return self._scan(cq, limit, file_view, file_start, readable_end)
+
+    cdef int _scan(self, cq, Py_ssize_t limit, file_view, long long file_start,
+                   long long readable_end) except -1:
         cdef Py_buffer pb
         cdef const uint8_t *p
         cdef Py_ssize_t pos = self.pos
@@ -203,3 +210,71 @@ cdef class QueueScan:
         if self.count:
             memcpy(out.data.as_voidptr, self._sizes, self.count * sizeof(int32_t))
         return out
+
+
+cdef object _FOUND_NULL = GetMessageStatus.OFFSET_FOUND_NULL
+cdef tuple _SCAN_STATUS = (GetMessageStatus.FOUND, GetMessageStatus.NO_MATCHED_MESSAGE,
+                           GetMessageStatus.MESSAGE_WAS_REMOVING)
+
+
+def read_queue(reader, cq, result, long long offset, int max_nums, max_bytes, message_filter,
+               long long max_phy):
+    """Compiled twin of ``rmq.store.reader.read_queue`` (the same steps, the
+    scan called in C, the numbers typed)."""
+    cdef QueueScan scan
+    cdef long long memory_limit, file_start = 0, readable_end = 0, off, start, fall
+    cdef int size
+    cdef Py_ssize_t limit, n
+    buf = cq.get_index_buffer(offset)
+    if buf is None:
+        result.status = _FOUND_NULL
+        per_file = cq.file_size // UNIT
+        result.next_begin_offset = reader._next_offset_correction(
+            offset, offset + per_file - offset % per_file)
+        return
+    view = (<tuple>buf)[0]
+    cfg = reader.config
+    memory_limit = reader._memory_limit
+    scan = QueueScan(offset, max_nums, max_phy, memory_limit,
+                     cfg.maxTransferBytesOnMessageInMemory, cfg.maxTransferCountOnMessageInMemory,
+                     cfg.maxTransferBytesOnMessageInDisk, cfg.maxTransferCountOnMessageInDisk,
+                     -1 if max_bytes is None else max_bytes, message_filter)
+    limit = max(16000, <Py_ssize_t>max_nums * UNIT)
+    n = len(view)
+    if n < limit:
+        limit = n
+    commit_log = reader.commit_log
+    file_view = None
+    try:
+        while scan._scan(view, limit, file_view, file_start, readable_end) == NEED_FILE:
+            off = scan.pending_offset
+            size = scan.pending_size
+            if file_view is not None:
+                file_view.release()  # the runs cut from it stay valid
+                file_view = None
+            mf = commit_log.mfq.find_mapped_file_by_offset(off)
+            readable = mf.select(0) if mf is not None else None  # None once unmapped
+            start = mf.file_from_offset if mf is not None else 0
+            if readable is not None and size >= 0 and start <= off \
+                    and off + size <= start + len(readable):
+                file_view = readable
+                file_start = start
+                readable_end = start + len(readable)
+            else:
+                if readable is not None:
+                    readable.release()
+                scan.skip_missing(commit_log.roll_next_file(off))
+    finally:
+        view.release()
+        if file_view is not None:
+            file_view.release()
+    result.body_views = scan.runs
+    result.run_offsets = scan.run_offsets
+    result.run_counts = scan.run_counts
+    result.sizes = scan.sizes()
+    result.buffer_total_size = scan.total
+    result.status = _SCAN_STATUS[scan.status]
+    result.next_begin_offset = offset + scan.pos // UNIT
+    fall = max_phy - scan.max_phy_pulling
+    result.disk_fall_behind = fall
+    result.suggest_pulling_from_slave = fall > memory_limit

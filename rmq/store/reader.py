@@ -174,6 +174,61 @@ def ext_resolving_filter(cq: ConsumeQueue, message_filter: Callable[[int], bool]
     return matches
 
 
+def _read_queue(reader, cq: ConsumeQueue, result: GetMessageResult, offset: int, max_nums: int,
+                max_bytes: int | None, message_filter, max_phy: int) -> None:
+    """The FOUND / NO_MATCHED / REMOVING / FOUND_NULL part of ``getMessage``:
+    walk ``cq`` from ``offset`` (a ``QueueScan``), looking the commit-log
+    file of each run up once, into ``result``.  ``message_filter`` already
+    resolves ext addresses.  Pure-Python twin of
+    ``rmq._fast.store_read.read_queue``."""
+    buf = cq.get_index_buffer(offset)
+    if buf is None:
+        result.status = GetMessageStatus.OFFSET_FOUND_NULL
+        per_file = cq.file_size // CQ_STORE_UNIT_SIZE
+        result.next_begin_offset = reader._next_offset_correction(
+            offset, offset + per_file - offset % per_file)
+        return
+    view, _ = buf
+    cfg = reader.config
+    memory_limit = reader._memory_limit
+    scan = QueueScan(offset, max_nums, max_phy, memory_limit,
+                     cfg.maxTransferBytesOnMessageInMemory, cfg.maxTransferCountOnMessageInMemory,
+                     cfg.maxTransferBytesOnMessageInDisk, cfg.maxTransferCountOnMessageInDisk,
+                     -1 if max_bytes is None else max_bytes, message_filter)
+    limit = min(len(view), max(16000, max_nums * CQ_STORE_UNIT_SIZE))
+    commit_log = reader.commit_log
+    file_view, file_start, readable_end = None, 0, 0
+    try:
+        while scan.scan(view, limit, file_view, file_start, readable_end) == NEED_FILE:
+            off, size = scan.pending_offset, scan.pending_size
+            if file_view is not None:
+                file_view.release()  # the runs cut from it stay valid
+                file_view = None
+            mf = commit_log.mfq.find_mapped_file_by_offset(off)
+            readable = mf.select(0) if mf is not None else None  # None once unmapped
+            start = mf.file_from_offset if mf is not None else 0
+            if readable is not None and size >= 0 and start <= off \
+                    and off + size <= start + len(readable):
+                file_view, file_start, readable_end = readable, start, start + len(readable)
+            else:
+                if readable is not None:
+                    readable.release()
+                scan.skip_missing(commit_log.roll_next_file(off))
+    finally:
+        view.release()
+        if file_view is not None:
+            file_view.release()
+    result.body_views = scan.runs
+    result.run_offsets = scan.run_offsets
+    result.run_counts = scan.run_counts
+    result.sizes = scan.sizes()
+    result.buffer_total_size = scan.total
+    result.status = _SCAN_STATUS[scan.status]
+    result.next_begin_offset = offset + scan.pos // CQ_STORE_UNIT_SIZE
+    result.disk_fall_behind = max_phy - scan.max_phy_pulling
+    result.suggest_pulling_from_slave = result.disk_fall_behind > memory_limit
+
+
 class MessageReaderMixin:
     """Read half of ``DefaultMessageStore`` (see the module docstring)."""
 
@@ -237,58 +292,11 @@ class MessageReaderMixin:
             result.status = GetMessageStatus.OFFSET_OVERFLOW_BADLY
             result.next_begin_offset = self._next_offset_correction(offset, min_off if min_off == 0 else max_off)
         else:
-            self._read_queue(cq, result, offset, max_msg_nums, max_total_msg_size, message_filter, max_phy)
+            if cq.ext is not None and message_filter is not None:
+                message_filter = ext_resolving_filter(cq, message_filter)
+            read_queue(self, cq, result, offset, max_msg_nums, max_total_msg_size, message_filter,
+                       max_phy)
         return result
-
-    def _read_queue(self, cq: ConsumeQueue, result: GetMessageResult, offset: int, max_nums: int,
-                    max_bytes: int | None, message_filter, max_phy: int) -> None:
-        buf = cq.get_index_buffer(offset)
-        if buf is None:
-            result.status = GetMessageStatus.OFFSET_FOUND_NULL
-            per_file = cq.file_size // CQ_STORE_UNIT_SIZE
-            result.next_begin_offset = self._next_offset_correction(offset, offset + per_file - offset % per_file)
-            return
-        view, _ = buf
-        cfg = self.config
-        memory_limit = self._memory_limit
-        if cq.ext is not None and message_filter is not None:
-            message_filter = ext_resolving_filter(cq, message_filter)
-        scan = QueueScan(offset, max_nums, max_phy, memory_limit,
-                         cfg.maxTransferBytesOnMessageInMemory, cfg.maxTransferCountOnMessageInMemory,
-                         cfg.maxTransferBytesOnMessageInDisk, cfg.maxTransferCountOnMessageInDisk,
-                         -1 if max_bytes is None else max_bytes, message_filter)
-        limit = min(len(view), max(16000, max_nums * CQ_STORE_UNIT_SIZE))
-        commit_log = self.commit_log
-        file_view, file_start, readable_end = None, 0, 0
-        try:
-            while scan.scan(view, limit, file_view, file_start, readable_end) == NEED_FILE:
-                off, size = scan.pending_offset, scan.pending_size
-                if file_view is not None:
-                    file_view.release()  # the runs cut from it stay valid
-                    file_view = None
-                mf = commit_log.mfq.find_mapped_file_by_offset(off)
-                readable = mf.select(0) if mf is not None else None  # None once unmapped
-                start = mf.file_from_offset if mf is not None else 0
-                if readable is not None and size >= 0 and start <= off \
-                        and off + size <= start + len(readable):
-                    file_view, file_start, readable_end = readable, start, start + len(readable)
-                else:
-                    if readable is not None:
-                        readable.release()
-                    scan.skip_missing(commit_log.roll_next_file(off))
-        finally:
-            view.release()
-            if file_view is not None:
-                file_view.release()
-        result.body_views = scan.runs
-        result.run_offsets = scan.run_offsets
-        result.run_counts = scan.run_counts
-        result.sizes = scan.sizes()
-        result.buffer_total_size = scan.total
-        result.status = _SCAN_STATUS[scan.status]
-        result.next_begin_offset = offset + scan.pos // CQ_STORE_UNIT_SIZE
-        result.disk_fall_behind = max_phy - scan.max_phy_pulling
-        result.suggest_pulling_from_slave = result.disk_fall_behind > memory_limit
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
         cq = self._existing_cq(topic, queue_id)
@@ -388,9 +396,11 @@ class MessageReaderMixin:
             res.release()
 
 
-# the twin by default; the compiled class replaces it when built
+# the twins by default; the compiled ones replace them when built
 QueueScan = _QueueScan
+read_queue = _read_queue
 
 _c = compiled("store_read")
 if _c is not None:
     QueueScan = _c.QueueScan
+    read_queue = _c.read_queue

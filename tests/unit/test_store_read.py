@@ -157,3 +157,45 @@ def test_store_pull_runs(tmp_path):
         assert g.message_count == 0 and g.body_views == []
     finally:
         store.shutdown()
+
+
+def _read(fn, store, queue_id: int, offset: int, max_nums: int, message_filter) -> tuple:
+    """Everything ``read_queue`` (``fn``) leaves in a fresh result."""
+    from rmq.store.results import GetMessageResult
+
+    cq = store._existing_cq("T", queue_id)
+    r = GetMessageResult()
+    fn(store, cq, r, offset, max_nums, None, message_filter, store.commit_log.get_max_offset())
+    return (r.status, r.next_begin_offset, [bytes(v) for v in r.body_views], r.run_offsets,
+            r.run_counts, list(r.sizes), r.buffer_total_size, r.disk_fall_behind,
+            r.suggest_pulling_from_slave)
+
+
+@pytest.mark.compiled_only
+def test_compiled_read_queue_matches_twin(tmp_path):
+    """The driver of the walk, compiled and twin, on a real store whose small
+    commit-log and consume-queue files make reads cross file ends: found,
+    filtered down or out, beyond the queue's files."""
+    from tests.unit.test_store_basic import HOST, make_msg, small_config
+
+    assert FAST is not None
+    store = DefaultMessageStore(small_config(tmp_path, accessMessageInMemoryMaxRatio=1), HOST)
+    assert store.load()
+    store.start()
+    try:
+        for i in range(300):
+            store.put_message(make_msg(i, qid=i % 3 if i < 200 else 0, body=bytes(i % 200)))
+        seen = set()
+        for queue_id in range(3):
+            top = store.get_max_offset_in_queue("T", queue_id)
+            for offset in (0, 1, 7, 31, 63, 64, 65, top - 1, top - 5, top + 64 * 3):
+                for max_nums in (1, 5, 32, 64):
+                    for filt in (None, lambda t: t % 2 == 0, lambda t: False):
+                        got = _read(FAST.read_queue, store, queue_id, offset, max_nums, filt)
+                        assert got == _read(reader._read_queue, store, queue_id, offset,
+                                            max_nums, filt)
+                        seen.add(got[0])
+        assert seen >= {GetMessageStatus.FOUND, GetMessageStatus.NO_MATCHED_MESSAGE,
+                        GetMessageStatus.OFFSET_FOUND_NULL}
+    finally:
+        store.shutdown()
