@@ -3,9 +3,10 @@
 Starts a real ``rmq-namesrv`` on a free loopback port, registers 4 brokers
 sharing 1,000 topics, then drives GET_ROUTEINFO_BY_TOPIC (version 409, standard
 JSON) from one client with ``--inflight`` requests outstanding for
-``--duration`` seconds; then times REGISTER_BROKER of one broker with 10,000
-topics: the first one (every topic new) and then ``--rounds`` more with plain
-and with compressed bodies (a new DataVersion every time, so the topic data is
+``--duration`` seconds (route_server_cpu_us: the name server's CPU per
+lookup); then times REGISTER_BROKER of one broker with 10,000 topics: the
+first one (every topic new) and then ``--rounds`` more with plain and with
+compressed bodies (a new DataVersion every time, so the topic data is
 decoded and applied again).  It runs once with the compiled extensions and once with
 the pure-Python twins (a subprocess with RMQ_NO_EXTENSIONS=1, both the name
 server and the client), and prints both with the compiled/twin ratio.
@@ -56,7 +57,15 @@ def register_request(name: str, addr: str, topics: list[str], counter: int,
     return RemotingCommand.create_request(RequestCode.REGISTER_BROKER, header, body)
 
 
-async def route_load(addr: str, duration: float, inflight: int) -> dict:
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU of process ``pid`` so far."""
+    import psutil
+
+    t = psutil.Process(pid).cpu_times()
+    return t.user + t.system
+
+
+async def route_load(addr: str, duration: float, inflight: int, server_pid: int) -> dict:
     client = RemotingClient()
     topics = [f"BenchTopic{i}" for i in range(ROUTE_TOPICS)]
     for b in range(BROKERS):
@@ -83,12 +92,13 @@ async def route_load(addr: str, duration: float, inflight: int) -> dict:
                 failures += 1
             i += inflight
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _cpu_seconds(server_pid)
     await asyncio.gather(*(worker(s) for s in range(inflight)))
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, _cpu_seconds(server_pid) - cpu
     await client.close()
     latencies.sort()
     return {"route_rps": count / elapsed, "route_failures": failures,
+            "route_server_cpu_us": 1e6 * cpu / max(1, count + failures),
             "route_avg_ms": 1000 * sum(latencies) / max(1, len(latencies)),
             "route_p99_ms": 1000 * latencies[int(len(latencies) * 0.99) - 1] if latencies else 0}
 
@@ -128,7 +138,7 @@ def worker(args) -> dict:
         try:
             import uvloop
             addr = f"127.0.0.1:{port}"
-            result = uvloop.run(route_load(addr, args.duration, args.inflight))
+            result = uvloop.run(route_load(addr, args.duration, args.inflight, proc.pid))
             result.update(uvloop.run(register_cost(addr, args.rounds)))
         finally:
             proc.stop()
@@ -173,7 +183,8 @@ def main() -> int:
     print(f"{'figure':28} {'compiled':>12} {'twins':>12} {'ratio':>7}")
     if not compiled.get("compiled"):
         print("(compiled extensions not built: run `make ext`; both columns are twins)")
-    for key in ("route_rps", "route_avg_ms", "route_p99_ms", "route_failures",
+    for key in ("route_rps", "route_server_cpu_us", "route_avg_ms", "route_p99_ms",
+                "route_failures",
                 "register_first_ms", "register_plain_ms", "register_compressed_ms"):
         c, t = compiled[key], twins[key]
         ratio = (c / t if key == "route_rps" else t / c) if c and t else 0.0

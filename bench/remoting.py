@@ -2,16 +2,20 @@
 N requests in flight; plus the header codec alone.
 
     .venv/bin/python bench/remoting.py [--seconds 3] [--inflight 1,16,128]
-        [--quick] [--json PATH]
+        [--quick] [--codec-only] [--json PATH]
 
 Runs the end-to-end part twice, with the compiled codec and with the twins
 (a subprocess with RMQ_NO_EXTENSIONS=1); the server runs in its own process
 so client and server each get a core.  Prints requests/s and µs/request per
-in-flight level, and encode/decode µs of a SEND_MESSAGE_V2-sized header for
-both serializations with the compiled/twin ratio (JSON_VARYING: JSON headers
-whose per-message fields change from one call to the next).  ``--json PATH`` also writes
-``{"compiled": {"e2e": [...], "codec": {...}}, "twin": {...}}`` (what
-``bench/run.py`` reads); ``--quick`` is a smoke run (1 s, 1 and 64 in flight).
+in-flight level, then encode and decode µs of the headers the codec serves
+(``shapes()``: pull request and response, the C++ client's pull request, send
+and batch responses, heartbeat, route request and response), twin and
+compiled, beside orjson's own ``dumps``/``loads`` of the same header (JSON_VARYING:
+V2 send headers whose per-message fields change from one call to the next;
+ROCKETMQ: the V2 header in the binary serialization).  ``--json PATH`` also writes
+``{"compiled": {"e2e": [...], "codec": {...}}, "twin": {...}, "orjson": {...}}`` (what
+``bench/run.py`` reads); ``--quick`` is a smoke run (1 s, 1 and 64 in flight);
+``--codec-only`` skips the servers.
 """
 
 from __future__ import annotations
@@ -126,6 +130,56 @@ def varying_exts(count: int = 256) -> list[dict]:
     return exts
 
 
+# The headers the codec serves, as their senders write them: (row, code,
+# language, version, opaque, flag, remark, extFields).  Codes are the IntEnum
+# members the callers pass; language 0 is JAVA; flag 1 marks a response.
+# Plain single sends are read by the send lane, not by this codec; the rest
+# of the traffic is these.
+PULL_EXT = {"consumerGroup": "bench_consumer_group", "topic": "BenchConsumeTopic",
+            "queueId": "3", "queueOffset": "1048576", "maxMsgNums": "32", "sysFlag": "20",
+            "commitOffset": "0", "suspendTimeoutMillis": "0", "subVersion": "1700000000123",
+            "expressionType": "TAG", "bname": "broker-a", "subscription": "*"}
+
+
+def shapes() -> tuple:
+    from rmq.common.codes import RequestCode, ResponseCode
+
+    ok = ResponseCode.SUCCESS
+    return (
+        ("pull_request", RequestCode.PULL_MESSAGE, 0, 409, 123456, 0, None, PULL_EXT),
+        ("pull_response", ok, 0, 409, 123456, 1, "FOUND",
+         {"suggestWhichBrokerId": "0", "nextBeginOffset": "1048608", "minOffset": "0",
+          "maxOffset": "2097152"}),
+        ("send_v2_request", RequestCode.SEND_MESSAGE_V2, 0, 409, 123456, 0, None, V2_EXT),
+        ("send_response", 0, 0, 409, 123456, 1, None,
+         {"msgId": "7F00000100002A9F0000000012345678", "queueId": "3",
+          "queueOffset": "1048576", "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}),
+        ("batch_response", 0, 0, 409, 123456, 1, None,
+         {"msgId": ",".join(f"7F00000100002A9F00000000{i:08X}" for i in range(32)),
+          "queueId": "3", "queueOffset": "1048576", "MSG_REGION": "DefaultRegion",
+          "TRACE_ON": "true"}),
+        ("heartbeat_request", RequestCode.HEART_BEAT, 0, 409, 123456, 0, None, None),
+        ("route_request", RequestCode.GET_ROUTEINFO_BY_TOPIC, 0, 409, 123456, 0, None,
+         {"topic": "BenchTopic"}),
+        ("route_response", ok, 0, 409, 123456, 1, None, None),
+    )
+
+
+def cpp_pull_request() -> bytes:
+    """A PULL_MESSAGE header as the C++ client (1.2.x) writes it: keys in
+    byte order, some extFields values numbers, its ACL extras, remark "",
+    version 63 and a trailing newline (spec/CLIENTS.md)."""
+    import orjson
+
+    ext = {"AccessKey": "", "OnsChannel": "ALIYUN", "Signature": "l3ZW0yfnMSx8LIZcjOuJ40VA6hM=",
+           "commitOffset": "0", "consumerGroup": "bench_consumer_group", "maxMsgNums": 32,
+           "queueId": 3, "queueOffset": "1048576", "subVersion": "1700000000123",
+           "subscription": "*", "suspendTimeoutMillis": "15000", "sysFlag": 6,
+           "topic": "BenchConsumeTopic"}
+    return orjson.dumps({"code": 11, "extFields": ext, "flag": 0, "language": "CPP",
+                         "opaque": 123456, "remark": "", "version": 63}) + b"\n"
+
+
 def _best_us(fn, number: int, repeat: int = 10) -> float:
     """µs per call: the best of ``repeat`` runs of ``number // repeat`` calls,
     in process CPU time (on a shared machine a single wall-clock run moves by
@@ -134,34 +188,76 @@ def _best_us(fn, number: int, repeat: int = 10) -> float:
     return min(timeit.repeat(fn, number=each, repeat=repeat, timer=time.process_time)) / each * 1e6
 
 
+def _timings(enc, dec, args_list: list[tuple] | None, frames: list[bytes],
+             number: int) -> dict:
+    """encode_us / decode_us of one implementation, taking the argument
+    tuples and frames in turn (no encode_us when only frames are given)."""
+    row: dict = {"header_bytes": len(frames[0]) - 4}
+    if args_list is not None:
+        next_args = itertools.cycle(args_list).__next__
+        row["encode_us"] = _best_us(lambda: enc(*next_args()), number)
+    next_frame = itertools.cycle(frames).__next__
+    row["decode_us"] = _best_us(lambda: dec(next_frame()), number)
+    return row
+
+
 def codec_micro(number: int = 50000) -> list[dict]:
-    """Encode + decode of a SEND_MESSAGE_V2 header, twin vs compiled: the same
-    header again and again (JSON, ROCKETMQ), and 256 headers with the
-    per-message fields differing, taken in turn (JSON_VARYING)."""
+    """Encode and decode of every header shape, twin vs compiled, with orjson
+    alone beside them (``loads`` of the header text, ``dumps`` of the dict the
+    twin builds): the floor of any codec built on it.  JSON_VARYING takes 256
+    V2 headers whose per-message fields differ in turn; ROCKETMQ is the V2
+    header in the binary serialization."""
+    import orjson
+
     from rmq._fast import compiled_or_none
     from rmq.remoting import codec
 
     fast = compiled_or_none("remoting_codec")
+    impls = [("twin", codec.py_encode, codec.py_decode)]
+    if fast is not None:
+        impls.append(("compiled", fast.encode, fast.decode))
+    cases = []  # (row, args list or None, frames)
+    for name, code, lang, ver, opaque, flag, remark, ext in shapes():
+        args = (code, lang, ver, opaque, flag, remark, ext, 0, 0)
+        cases.append((name, [args], [codec.py_encode(*args)[4:]]))
+    raw = cpp_pull_request()
+    cases.append(("pull_request_cpp", None, [len(raw).to_bytes(4, "big") + raw]))
+    varying = [(310, 0, 409, 123456, 0, None, ext, 0, 0) for ext in varying_exts()]
+    cases.append(("JSON_VARYING", varying, [codec.py_encode(*a)[4:] for a in varying]))
+    binary = (310, 0, 409, 123456, 0, None, V2_EXT, 1, 0)
+    cases.append(("ROCKETMQ", [binary], [codec.py_encode(*binary)[4:]]))
     rows = []
-    for stype, name, exts in ((0, "JSON", [V2_EXT]), (1, "ROCKETMQ", [V2_EXT]),
-                              (0, "JSON_VARYING", varying_exts())):
-        row = {"serialization": name}
-        for label, enc, dec in (("twin", codec.py_encode, codec.py_decode),
-                                ("compiled", fast.encode if fast else None,
-                                 fast.decode if fast else None)):
-            if enc is None:
-                continue
-            frames = [enc(310, 0, 409, 123456, 0, None, ext, stype, 0)[4:] for ext in exts]
-            next_ext, next_frame = itertools.cycle(exts).__next__, itertools.cycle(frames).__next__
-            te = _best_us(lambda e=enc, s=stype, n=next_ext: e(310, 0, 409, 123456, 0, None,
-                                                               n(), s, 0), number)
-            td = _best_us(lambda d=dec, n=next_frame: d(n()), number)
-            row[label] = {"encode_us": te, "decode_us": td, "header_bytes": len(frames[0]) - 4}
+    for name, args_list, frames in cases:
+        row: dict = {"serialization": name}
+        for label, enc, dec in impls:
+            row[label] = _timings(enc, dec, args_list, frames, number)
+        if name != "ROCKETMQ":
+            text = frames[0][4:]
+            row["orjson"] = {"decode_us": _best_us(lambda t=text: orjson.loads(t), number)}
+            if args_list is not None:
+                obj = orjson.loads(text)
+                row["orjson"]["encode_us"] = _best_us(lambda o=obj: orjson.dumps(o), number)
         if "compiled" in row:
-            row["ratio"] = ((row["twin"]["encode_us"] + row["twin"]["decode_us"])
-                            / (row["compiled"]["encode_us"] + row["compiled"]["decode_us"]))
+            tw, co = row["twin"], row["compiled"]
+            row["ratio"] = ((tw.get("encode_us", 0) + tw["decode_us"])
+                            / (co.get("encode_us", 0) + co["decode_us"]))
         rows.append(row)
     return rows
+
+
+def _us(row: dict, key: str) -> str:
+    return f"{row[key]:5.2f}" if key in row else "    -"
+
+
+def print_codec(rows: list[dict]) -> None:
+    print(f"{'header':>18} {'bytes':>5} | {'twin enc':>8} {'dec':>5} | {'compiled enc':>12} "
+          f"{'dec':>5} | {'orjson dumps':>12} {'loads':>5} | twin/compiled")
+    for row in rows:
+        tw, co, oj = row["twin"], row.get("compiled", {}), row.get("orjson", {})
+        ratio = f"{row['ratio']:.1f}x" if "ratio" in row else "-"
+        print(f"{row['serialization']:>18} {tw['header_bytes']:>5} | {_us(tw, 'encode_us'):>8} "
+              f"{_us(tw, 'decode_us')} | {_us(co, 'encode_us'):>12} {_us(co, 'decode_us')} | "
+              f"{_us(oj, 'encode_us'):>12} {_us(oj, 'decode_us')} | {ratio}")
 
 
 def main() -> None:
@@ -171,6 +267,8 @@ def main() -> None:
     ap.add_argument("--serve", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--quick", action="store_true", help="smoke run: 1 s, 1 and 64 in flight")
     ap.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH")
+    ap.add_argument("--codec-only", action="store_true",
+                    help="only the header codec timings (no servers)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.quick:
@@ -184,6 +282,14 @@ def main() -> None:
     levels = [int(x) for x in args.inflight.split(",")]
     if args.child:
         print(json.dumps(run_end_to_end(levels, args.seconds)))
+        return
+    number = 10_000 if args.quick else 50_000
+    if args.codec_only:
+        codec_rows = codec_micro(number)
+        print_codec(codec_rows)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"codec": codec_rows}, f, indent=2)
         return
     results = {}
     for label, env in (("compiled", {"RMQ_REQUIRE_EXTENSIONS": "1"}),
@@ -200,22 +306,17 @@ def main() -> None:
     for c, t in zip(results["compiled"], results["twin"], strict=True):
         print(f"{c['inflight']:>9} | {c['rps']:>14,.0f} {c['us_per_req']:>7.1f} | "
               f"{t['rps']:>10,.0f} {t['us_per_req']:>7.1f} | {c['rps'] / t['rps']:.2f}x")
-    print("\ncodec, SEND_MESSAGE_V2 header (13 fields), encode + decode")
-    codec_rows = codec_micro()
+    print("\nheader codec, µs per header (best of 10 runs, process CPU time)")
+    codec_rows = codec_micro(number)
+    print_codec(codec_rows)
     if args.json:
         doc = {label: {"e2e": rows, "codec": {r["serialization"]: r[label] for r in codec_rows
                                               if label in r}}
                for label, rows in results.items()}
+        doc["orjson"] = {"codec": {r["serialization"]: r["orjson"] for r in codec_rows
+                                   if "orjson" in r}}
         with open(args.json, "w") as f:
             json.dump(doc, f, indent=2)
-    for row in codec_rows:
-        tw, co = row["twin"], row.get("compiled")
-        line = (f"{row['serialization']:>8} ({tw['header_bytes']} B): twin "
-                f"{tw['encode_us']:.2f} + {tw['decode_us']:.2f} us")
-        if co:
-            line += (f" | compiled {co['encode_us']:.2f} + {co['decode_us']:.2f} us"
-                     f" | {row['ratio']:.1f}x")
-        print(line)
 
 
 if __name__ == "__main__":
