@@ -1,15 +1,15 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """Compiled twin of ``PullLane`` in rmq/broker/pull_lane.py: the pulls at the
 start of a read that find messages, the first answered at once and the others
-together when the read is done.
+queued on the channel.
 
 For each frame it reads the JSON header in place -- no dict, no
 ``RemotingCommand`` -- into the values a pull needs, hands them to
 ``PullLaneSupport.take`` (the processor's checks, the store read and every
-statistic, in Python, shared with the twin), and renders the answer: the
-header from ``FoundHeader``'s pieces with the five numbers printed between
-them, then the records copied out of the mapped commit log; the answers held
-for the end of the read are rendered into one buffer.
+statistic, in Python, shared with the twin), and renders the answer's header
+from ``FoundHeader``'s pieces with the five numbers printed between them; the
+first answer's records are copied behind it, the others are written from the
+views the store read.
 
 The reader takes a strict subset of JSON it can vouch for: an object of the
 remoting header's own keys, strings of printable ASCII without escapes,
@@ -28,6 +28,7 @@ from libc.string cimport memcmp, memcpy
 from rmq._fast.byteorder cimport get32, put32
 
 from rmq.broker.processor.pull import PullHeader
+from rmq.broker.pull_lane import FoundResponse
 
 cdef extern from "Python.h":
     object PyUnicode_DecodeASCII(const char *s, Py_ssize_t size, const char *errors)
@@ -354,7 +355,7 @@ cdef class PullLane:
     cdef int _order[5]
     cdef Py_ssize_t _fixed      # bytes of the pieces together
     cdef int _taken
-    cdef list _held             # answers after the first, written together at the end
+    cdef object _response       # FoundResponse
     cdef _Name _group, _topic, _subscription, _expression
 
     def __init__(self, support, Py_ssize_t max_frame):
@@ -370,7 +371,7 @@ cdef class PullLane:
             self._order[i] = head.order[i]
         self._fixed = sum(len(p) for p in self._pieces)
         self._taken = 0
-        self._held = []
+        self._response = FoundResponse
         self._group = _Name()
         self._topic = _Name()
         self._subscription = _Name()
@@ -382,9 +383,10 @@ cdef class PullLane:
 
     def serve(self, channel, buf, Py_ssize_t pos, Py_ssize_t end):
         """Serve the pulls at the start of ``buf[pos:end]`` that find messages:
-        the first answer written at once, the others together when the turn
-        ends; returns the position of the first frame left to the general path
-        (and None: nothing is left for the caller to write)."""
+        the first answer written at once, the others queued on the channel
+        (written together when the loop's turn ends); returns the position of
+        the first frame left to the general path (and None: nothing is left
+        for the caller to write)."""
         cdef Py_buffer pb
         cdef const uint8_t *p
         cdef const uint8_t *frame
@@ -393,7 +395,6 @@ cdef class PullLane:
         cdef int64_t vals[NF]
         cdef int i
         self._taken = 0
-        self._held = []
         PyObject_GetBuffer(buf, &pb, PyBUF_SIMPLE)
         try:
             p = <const uint8_t *>pb.buf
@@ -427,9 +428,6 @@ cdef class PullLane:
                 break
         finally:
             PyBuffer_Release(&pb)
-            if self._held:
-                held, self._held = self._held, []
-                channel.write_bytes(self._frames(held))
         return pos, None
 
     cdef bint _answer(self, channel, Req *r, int64_t *vals) except -1:
@@ -449,7 +447,9 @@ cdef class PullLane:
         if self._taken == 0:
             channel.write_bytes(self._frames([answer]))
         else:
-            self._held.append(answer)
+            head = PyBytes_FromStringAndSize(NULL, self._head(answer, NULL))
+            self._head(answer, PyBytes_AS_STRING(head))
+            channel.send_response(self._response(head, r.opaque, (<tuple>taken)[0]))
         return True
 
     cdef Py_ssize_t _head(self, tuple answer, char *out) except -1:

@@ -11,12 +11,13 @@ consumer waits for all of them.  The lane reads the header's values where
 they lie, runs the processor's own checks (``PullMessageProcessor.admit``),
 reads the store, and writes the first answer of a read at once -- the
 consumer starts on it while the broker makes the others -- and the others
-together when the read is done: fewer writes (and reads on the consumer's
-side, which on loopback also do the other side's TCP work) than one write
-per answer, measured faster than either one write per answer or one per
-read.  Each answer is a frame with its records copied behind the header;
-copying costs less than it seems, as the kernel's copy into the socket then
-reads the records from the CPU cache instead of memory.
+together when the loop's turn ends: fewer writes (and reads on the
+consumer's side, which on loopback also do the other side's TCP work) than
+one write per answer, measured faster than either one write per answer or
+one per read.  The first answer is one frame with its records copied behind
+the header (``Channel.write_bytes`` writes one buffer at once); the others
+are ``FoundResponse`` commands queued on the channel with their records as
+the views the store read, written without a copy.
 
 The lane takes only what it answers exactly as the general path would: a
 JSON header it reads for certain, a request the pull queue would run at
@@ -47,7 +48,7 @@ from rmq._fast import compiled
 from rmq.broker.processor.pull import PullHeader
 from rmq.common.codes import CURRENT_VERSION, RequestCode, ResponseCode
 from rmq.remoting import codec
-from rmq.remoting.command import RPC_ONEWAY, RPC_RESPONSE
+from rmq.remoting.command import RPC_ONEWAY, RPC_RESPONSE, RemotingCommand
 from rmq.remoting.exceptions import RemotingCommandError
 from rmq.store.results import GetMessageStatus
 
@@ -112,6 +113,23 @@ class FoundHeader:
             parts.append(self.pieces[i + 1])
         head = b"".join(parts)
         return _PREFIX.pack(4 + len(head) + body_len, len(head)) + head
+
+
+class FoundResponse(RemotingCommand):
+    """A FOUND pull response whose header is already rendered (``FoundHeader``)
+    and whose body is the records' views: queued on a channel like any
+    response, written with its records uncopied.  ``encode_header`` returns
+    the rendered header; the extFields it carries live only there."""
+
+    __slots__ = ("_head",)
+
+    def __init__(self, head: bytes, opaque: int, views: list) -> None:
+        super().__init__(ResponseCode.SUCCESS, 0, CURRENT_VERSION, opaque, RPC_RESPONSE,
+                         FOUND.name, None, views, 0)
+        self._head = head
+
+    def encode_header(self) -> bytes:
+        return self._head
 
 
 class PullLaneSupport:
@@ -193,37 +211,32 @@ class PullLane:
 
     def serve(self, channel: Any, buf, pos: int, end: int) -> tuple[int, bytes | None]:
         """Serve the pulls at the start of ``buf[pos:end]`` that find messages:
-        the first answer written at once, the others together when the turn
-        ends; returns the position of the first frame left to the general path
-        (and None: nothing is left for the caller to write)."""
+        the first answer written at once, the others queued on the channel
+        (written together when the loop's turn ends); returns the position of
+        the first frame left to the general path (and None: nothing is left
+        for the caller to write)."""
         self._taken = 0
         support = self.support
         head = support.head
-        held: list[bytes] = []
-        try:
-            while end - pos >= 4:
-                length = int.from_bytes(buf[pos:pos + 4], "big", signed=True)
-                if length < 4 or length > self.max_frame or end - pos - 4 < length:
-                    break
-                pull = read_pull(buf[pos + 4:pos + 4 + length])
-                if pull is None:
-                    break
-                opaque, h = pull
-                taken = support.take(channel, h)
-                if taken is None:
-                    break
-                views, suggest, next_begin, min_offset, max_offset, size = taken
-                answer = [head.render(suggest, next_begin, min_offset, max_offset, opaque, size),
-                          *views]
-                if self._taken == 0:
-                    channel.write_bytes(b"".join(answer))
-                else:
-                    held.extend(answer)
-                pos += 4 + length
-                self._taken += 1
-        finally:
-            if held:
-                channel.write_bytes(b"".join(held))
+        while end - pos >= 4:
+            length = int.from_bytes(buf[pos:pos + 4], "big", signed=True)
+            if length < 4 or length > self.max_frame or end - pos - 4 < length:
+                break
+            pull = read_pull(buf[pos + 4:pos + 4 + length])
+            if pull is None:
+                break
+            opaque, h = pull
+            taken = support.take(channel, h)
+            if taken is None:
+                break
+            views, suggest, next_begin, min_offset, max_offset, size = taken
+            frame = head.render(suggest, next_begin, min_offset, max_offset, opaque, size)
+            if self._taken == 0:
+                channel.write_bytes(b"".join([frame, *views]))
+            else:
+                channel.send_response(FoundResponse(frame, opaque, views))
+            pos += 4 + length
+            self._taken += 1
         return pos, None
 
 

@@ -57,37 +57,33 @@ class Support:
 
 
 class Channel:
+    """Records what is written at once (``write_bytes``) and what is queued
+    (``send_response``), in order."""
+
     remote_addr = "127.0.0.1:5555"
 
     def __init__(self) -> None:
-        self.out: list[bytes] = []
+        self.out: list[tuple[str, bytes]] = []
 
     def write_bytes(self, frames: bytes) -> None:
-        self.out.append(bytes(frames))
+        self.out.append(("now", bytes(frames)))
 
-
-def _split(writes: list[bytes]) -> list[bytes]:
-    """The frames of what was written, in order."""
-    data, out, pos = b"".join(writes), [], 0
-    while pos < len(data):
-        n = int.from_bytes(data[pos:pos + 4], "big")
-        out.append(data[pos:pos + 4 + n])
-        pos += 4 + n
-    return out
+    def send_response(self, response: RemotingCommand) -> None:
+        response.flag |= 1
+        self.out.append(("queued", response.encode()))
 
 
 def _serve(cls, data: bytes, start: int = 0):
     """(position, frames written, headers asked, served) of one ``serve``;
-    the first answer is written alone, the others in one more write."""
+    the first answer is written at once, the others are queued."""
     support, channel = Support(), Channel()
     lane = cls(support, MAX)
     buf = memoryview(bytearray(data))
     pos, out = lane.serve(channel, buf, start, len(buf))
     assert out is None
-    frames = _split(channel.out)
-    assert len(channel.out) == min(len(frames), 2)
-    assert len(frames) < 1 or channel.out[0] == frames[0]
-    return pos, frames, support.asked, lane.served()
+    hows = [how for how, _ in channel.out]
+    assert hows[:1] in ([], ["now"]) and set(hows[1:]) <= {"queued"}
+    return pos, [frame for _, frame in channel.out], support.asked, lane.served()
 
 
 def _pull(opaque: int, queue_id: int = 1, offset: int = 0, nums: int = 32,
