@@ -158,6 +158,8 @@ class PullLaneSupport:
         p = self.processor
         store = self.store
         try:
+            if h.queueOffset >= store.get_max_offset_in_queue(h.topic, h.queueId):
+                return None  # caught up (long polling holds it) or beyond: nothing to find
             error, group_cfg, record_filter, matches = p.admit(channel, h)
             if error is not None or record_filter is not None:
                 return None
