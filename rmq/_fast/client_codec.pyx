@@ -64,7 +64,7 @@ cdef extern from "Python.h":
 cdef enum:
     MESSAGE_MAGIC = -626843481
     CACHE_SIZE = 32
-    HOST_CACHE_SIZE = 8
+    HOST_SLOTS = 16
     SHORT_VALUE = 20  # longer property values (UNIQ_KEY, ...) are rarely repeated
     MAX_SEGS = 16     # records with more properties are not templates (``Shape``)
     # numbers kept while they repeat from record to record (``Repeat``)
@@ -118,6 +118,26 @@ cdef object _EXT_TYPE = MessageExt
 cdef str _UNIQ_KEY = PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 
 
+cdef inline bint _eq(const uint8_t *a, const uint8_t *b, Py_ssize_t n) noexcept nogil:
+    """``a[:n] == b[:n]`` for the short texts compared per record (no call)."""
+    cdef uint64_t x, y
+    while n >= 8:
+        memcpy(&x, a, 8)
+        memcpy(&y, b, 8)
+        if x != y:
+            return False
+        a += 8
+        b += 8
+        n -= 8
+    while n > 0:
+        if a[0] != b[0]:
+            return False
+        a += 1
+        b += 1
+        n -= 1
+    return True
+
+
 cdef inline void _put(object obj, Py_ssize_t offset, object value) noexcept:
     """Fill a slot of a freshly allocated object (its slots start NULL)."""
     Py_INCREF(value)
@@ -128,7 +148,7 @@ cdef object _text(Entry *tab, int *count, list keep, const uint8_t *p, Py_ssize_
     """UTF-8 text of ``p[:n]`` (errors replaced), shared with earlier equal bytes."""
     cdef int i
     for i in range(count[0]):
-        if tab[i].n == n and memcmp(tab[i].p, p, n) == 0:
+        if tab[i].n == n and _eq(tab[i].p, p, n):
             return <object>tab[i].s
     s = PyUnicode_DecodeUTF8(<const char *>p, n, "replace")
     if count[0] < CACHE_SIZE:
@@ -155,19 +175,27 @@ cdef str _host_text(const uint8_t *p, bint v6):
     return out[:k].decode("ascii")
 
 
-cdef object _host(Entry *tab, int *count, list keep, const uint8_t *p, bint v6):
+# BORNHOST/STOREHOST fields seen lately and their text, kept across calls (a
+# consumer sees few hosts; the twin keeps a dict of them): slots filled in turn
+cdef uint8_t _host_raw[HOST_SLOTS][20]
+cdef Py_ssize_t _host_len[HOST_SLOTS]
+cdef list _host_texts = [None] * HOST_SLOTS
+cdef int _host_next = 0
+
+
+cdef object _host(const uint8_t *p, bint v6):
+    global _host_next
     cdef int i
     cdef Py_ssize_t n = 20 if v6 else 8
-    for i in range(count[0]):
-        if tab[i].n == n and memcmp(tab[i].p, p, n) == 0:
-            return <object>tab[i].s
+    for i in range(HOST_SLOTS):
+        if _host_len[i] == n and _eq(_host_raw[i], p, n):
+            return _host_texts[i]
     s = _host_text(p, v6)
-    if count[0] < HOST_CACHE_SIZE:
-        keep.append(s)
-        tab[count[0]].p = p
-        tab[count[0]].n = n
-        tab[count[0]].s = <PyObject *>s
-        count[0] += 1
+    i = _host_next
+    _host_next = (i + 1) % HOST_SLOTS
+    memcpy(_host_raw[i], p, n)
+    _host_len[i] = n
+    _host_texts[i] = s
     return s
 
 
@@ -215,6 +243,8 @@ cdef struct Shape:
     const uint8_t *v[MAX_SEGS]
     Py_ssize_t vn[MAX_SEGS]
     PyObject *key[MAX_SEGS]
+    int uniq                  # the UNIQ_KEY segment, -1 without
+    PyObject *uniq_value      # its value in the template dict
 
 
 cdef inline object _value(Entry *tab, int *count, list keep, const uint8_t *p, Py_ssize_t n):
@@ -235,6 +265,7 @@ cdef dict _properties(Entry *tab, int *count, list keep, const uint8_t *p, Py_ss
     cdef const uint8_t *kv
     cdef int segs = 0
     cdef bint plain = True
+    sh.uniq = -1
     while p < end:
         seg_end = <const uint8_t *>memchr(p, 2, end - p)
         if seg_end == NULL:
@@ -242,13 +273,17 @@ cdef dict _properties(Entry *tab, int *count, list keep, const uint8_t *p, Py_ss
         kv = <const uint8_t *>memchr(p, 1, seg_end - p)
         if kv != NULL and kv > p and kv < seg_end - 1:
             key = _text(tab, count, keep, p, kv - p)
-            PyDict_SetItem(props, key, _value(tab, count, keep, kv + 1, seg_end - kv - 1))
+            value = _value(tab, count, keep, kv + 1, seg_end - kv - 1)
+            PyDict_SetItem(props, key, value)
             if segs < MAX_SEGS:
                 sh.k[segs] = p
                 sh.kn[segs] = kv - p
                 sh.v[segs] = kv + 1
                 sh.vn[segs] = seg_end - kv - 1
                 sh.key[segs] = <PyObject *>key
+                if kv - p == 8 and _eq(p, <const uint8_t *>b"UNIQ_KEY", 8):
+                    sh.uniq = segs
+                    sh.uniq_value = <PyObject *>value
             segs += 1
         else:
             plain = False
@@ -258,11 +293,11 @@ cdef dict _properties(Entry *tab, int *count, list keep, const uint8_t *p, Py_ss
 
 
 cdef object _properties_like(Entry *tab, int *count, list keep, const uint8_t *p,
-                             Py_ssize_t n, Shape *sh, dict template):
+                             Py_ssize_t n, Shape *sh, dict template, PyObject **uniq):
     """The properties of a record whose keys are the template's, in the same
     order, each segment a pair: a copy of the template dict (no hashing or
-    probing of its keys) with the values that differ set again; None for any
-    other record."""
+    probing of its keys) with the values that differ set again, and its
+    UNIQ_KEY value in ``uniq`` (NULL without); None for any other record."""
     cdef const uint8_t *end = p + n
     cdef const uint8_t *seg_end
     cdef const uint8_t *kv
@@ -283,10 +318,10 @@ cdef object _properties_like(Entry *tab, int *count, list keep, const uint8_t *p
         if kv == NULL or kv == p or kv >= seg_end - 1:
             return None
         kn = kv - p
-        if kn != sh.kn[i] or memcmp(p, sh.k[i], kn) != 0:
+        if kn != sh.kn[i] or not _eq(p, sh.k[i], kn):
             return None
         vn = seg_end - kv - 1
-        if vn != sh.vn[i] or memcmp(kv + 1, sh.v[i], vn) != 0:
+        if vn != sh.vn[i] or not _eq(kv + 1, sh.v[i], vn):
             changed[nch] = i
             cv[nch] = kv + 1
             cn[nch] = vn
@@ -296,9 +331,12 @@ cdef object _properties_like(Entry *tab, int *count, list keep, const uint8_t *p
     if i != sh.n:
         return None
     props = PyDict_Copy(template)
+    uniq[0] = sh.uniq_value if sh.uniq >= 0 else NULL
     for j in range(nch):
-        PyDict_SetItem(props, <object>sh.key[changed[j]],
-                       _value(tab, count, keep, cv[j], cn[j]))
+        value = _value(tab, count, keep, cv[j], cn[j])
+        PyDict_SetItem(props, <object>sh.key[changed[j]], value)
+        if changed[j] == sh.uniq:
+            uniq[0] = <PyObject *>value  # held by ``props``
     return props
 
 
@@ -322,10 +360,10 @@ def decode_messages(body, str broker_name="", min_offset=None, max_offset=None,
     cdef Py_ssize_t born_end, store_end, body_pos, topic_pos, props_pos
     cdef int32_t sys_flag
     cdef Entry texts[CACHE_SIZE]
-    cdef Entry hosts[HOST_CACHE_SIZE]
-    cdef int n_texts = 0, n_hosts = 0
+    cdef int n_texts = 0
     cdef Repeat rep[R_COUNT]
     cdef Shape shape
+    cdef PyObject *uniq
     cdef dict template = None
     cdef list keep = []
     cdef list out = []
@@ -380,16 +418,16 @@ def decode_messages(body, str broker_name="", min_offset=None, max_offset=None,
             _put(m, S_BODY_CRC, _int(&rep[R_CRC], get32(r + 8), keep))
             _put(m, S_FLAG, _int(&rep[R_FLAG], get32(r + 16), keep))
             _put(m, S_BORN_TIMESTAMP, _int(&rep[R_BORN_TS], get64(r + 40), keep))
-            _put(m, S_BORN_HOST, _host(hosts, &n_hosts, keep, r + 48, sys_flag & 0x10))
-            _put(m, S_STORE_HOST, _host(hosts, &n_hosts, keep, b + born_end + 8,
-                                        sys_flag & 0x20))
+            _put(m, S_BORN_HOST, _host(r + 48, sys_flag & 0x10))
+            _put(m, S_STORE_HOST, _host(b + born_end + 8, sys_flag & 0x20))
             _put(m, S_RECONSUME_TIMES, _int(&rep[R_RECONSUME], get32(b + store_end), keep))
             _put(m, S_PREPARED, _int(&rep[R_PREPARED], get64(b + store_end + 4), keep))
             raw = PyBytes_FromStringAndSize(<const char *>(b + body_pos), body_len)
             _put(m, S_BODY, _inflate(raw, sys_flag) if sys_flag & 1 else raw)
+            uniq = NULL
             if props_len:
                 like = _properties_like(texts, &n_texts, keep, b + props_pos, props_len, &shape,
-                                        template)
+                                        template, &uniq)
                 if like is not None:
                     props = <dict>like  # the template's extras are this record's too
                 else:
@@ -406,7 +444,8 @@ def decode_messages(body, str broker_name="", min_offset=None, max_offset=None,
             _put(m, S_PROPERTIES, props)
             offset_id = _offset_id(b + born_end + 8, store_end - born_end - 8, get64(r + 28))
             _put(m, S_OFFSET_MSG_ID, offset_id)
-            uniq = PyDict_GetItem(props, _UNIQ_KEY)
+            if uniq == NULL:
+                uniq = PyDict_GetItem(props, _UNIQ_KEY)
             _put(m, S_MSG_ID, <object>uniq if uniq != NULL else offset_id)
             _put(m, S_BROKER_NAME, broker_name)
             out.append(m)
