@@ -440,7 +440,11 @@ cdef class PullLane:
                        vals[F_QUEUE_ID], vals[F_QUEUE_OFFSET], vals[F_MAX_NUMS],
                        vals[F_SYS_FLAG], vals[F_COMMIT_OFFSET], vals[F_SUSPEND], sub,
                        vals[F_SUB_VERSION], expr)
-        taken = self._take(channel, h)
+        try:
+            taken = self._take(channel, h)
+        except Exception as exc:  # answered as the general path would
+            self.support.failed(channel, r.opaque, exc)
+            return True
         if taken is None:
             return False
         answer = (taken, r.opaque)

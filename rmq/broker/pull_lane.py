@@ -48,6 +48,7 @@ from rmq._fast import compiled
 from rmq.broker.processor.pull import PullHeader
 from rmq.common.codes import CURRENT_VERSION, RequestCode, ResponseCode
 from rmq.remoting import codec
+from rmq.remoting.abstract import exception_remark
 from rmq.remoting.command import RPC_ONEWAY, RPC_RESPONSE, RemotingCommand
 from rmq.remoting.exceptions import RemotingCommandError
 from rmq.store.results import GetMessageStatus
@@ -182,6 +183,17 @@ class PullLaneSupport:
                 result.max_offset, result.buffer_total_size)
 
 
+    def failed(self, channel: Any, opaque: int, exc: Exception) -> None:
+        """A pull the lane took failed after the store was read (a statistic,
+        the offset commit): logged and answered SYSTEM_ERROR with the
+        exception, as the remoting layer answers a processor that raised."""
+        log.error("pull lane: process request code %d from %s failed", PULL,
+                  channel.remote_addr, exc_info=exc)
+        channel.send_response(RemotingCommand(ResponseCode.SYSTEM_ERROR, 0, CURRENT_VERSION,
+                                              opaque, RPC_RESPONSE, exception_remark(exc),
+                                              None, None, 0))
+
+
 def read_pull(frame) -> tuple[int, PullHeader] | None:
     """``(opaque, header)`` of a PULL_MESSAGE request frame (the bytes after
     the length prefix) with a JSON header and no body, read by the general
@@ -228,15 +240,20 @@ class PullLane:
             if pull is None:
                 break
             opaque, h = pull
-            taken = support.take(channel, h)
+            try:
+                taken = support.take(channel, h)
+            except Exception as exc:  # noqa: BLE001 - answered as the general path would
+                support.failed(channel, opaque, exc)
+                taken = False
             if taken is None:
                 break
-            views, suggest, next_begin, min_offset, max_offset, size = taken
-            frame = head.render(suggest, next_begin, min_offset, max_offset, opaque, size)
-            if self._taken == 0:
-                channel.write_bytes(b"".join([frame, *views]))
-            else:
-                channel.send_response(FoundResponse(frame, opaque, views))
+            if taken:
+                views, suggest, next_begin, min_offset, max_offset, size = taken
+                frame = head.render(suggest, next_begin, min_offset, max_offset, opaque, size)
+                if self._taken == 0:
+                    channel.write_bytes(b"".join([frame, *views]))
+                else:
+                    channel.send_response(FoundResponse(frame, opaque, views))
             pos += 4 + length
             self._taken += 1
         return pos, None

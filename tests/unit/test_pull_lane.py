@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from rmq._fast import compiled_or_none
 from rmq.broker.lanes import Lanes, join_lanes
 from rmq.broker.processor.pull import PullHeader
-from rmq.broker.pull_lane import FoundHeader, PullLane, read_pull
+from rmq.broker.pull_lane import FoundHeader, PullLane, PullLaneSupport, read_pull
 from rmq.client.headers import pull_header
 from rmq.common.codes import RequestCode
 from rmq.remoting import codec
@@ -40,16 +40,19 @@ def _fields(h: PullHeader) -> tuple:
 
 class Support:
     """A stand-in for PullLaneSupport: records what it is asked and answers a
-    FOUND read of canned records, or declines queue 99."""
+    FOUND read of canned records, declines queue 99 and fails on queue 98."""
 
     def __init__(self) -> None:
         self.head = FoundHeader()
         self.asked: list[tuple] = []
+        self.failed = PullLaneSupport.failed.__get__(self)
 
     def take(self, channel, h: PullHeader):
         self.asked.append(_fields(h))
         if h.queueId == 99:
             return None
+        if h.queueId == 98:
+            raise KeyError("boom")
         n = max(1, min(h.maxMsgNums, 4))
         views = [memoryview(bytes(range(i, i + 50 + i))) for i in range(n)]
         size = sum(len(v) for v in views)
@@ -296,3 +299,14 @@ def test_lanes_offer_a_read_to_each_lane_in_turn():
     assert lanes.serve(None, b"", 0, 20) == (9, b"ok") and pulls.calls == 1
     assert lanes.served() == [(310, False, 2)]
     assert Lanes(idle, idle).serve(None, b"", 3, 20) == (3, None)
+
+
+@pytest.mark.parametrize("cls", LANES)
+def test_a_pull_that_fails_after_the_read_is_answered_system_error(cls):
+    data = _pull(1) + _pull(2, queue_id=98) + _pull(3)
+    pos, out, asked, served = _serve(cls, data)
+    assert pos == len(data) and len(asked) == 3 and served == [(11, False, 3)]
+    codes = [(RemotingCommand.decode(f[4:]).code, RemotingCommand.decode(f[4:]).opaque)
+             for f in out]
+    assert codes == [(0, 1), (1, 2), (0, 3)]
+    assert RemotingCommand.decode(out[1][4:]).remark.startswith("KeyError: 'boom'")
