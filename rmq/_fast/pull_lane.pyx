@@ -349,7 +349,7 @@ cdef class PullLane:
 
     cdef readonly object support
     cdef readonly Py_ssize_t max_frame
-    cdef object _take
+    cdef object _take, _has_messages
     cdef object _make
     cdef list _pieces
     cdef int _order[5]
@@ -362,6 +362,7 @@ cdef class PullLane:
         self.support = support
         self.max_frame = max_frame
         self._take = support.take
+        self._has_messages = support.has_messages
         self._make = PullHeader.make
         head = support.head
         self._pieces = [bytes(p) for p in head.pieces]
@@ -432,11 +433,14 @@ cdef class PullLane:
 
     cdef bint _answer(self, channel, Req *r, int64_t *vals) except -1:
         """Take one pull: False when ``support.take`` leaves it to the general path."""
+        topic = self._topic.of(r.f[F_TOPIC])
+        if not self._has_messages(topic, vals[F_QUEUE_ID], vals[F_QUEUE_OFFSET]):
+            return False
         sub = self._subscription.of(r.f[F_SUBSCRIPTION]) \
             if r.fields & (1 << F_SUBSCRIPTION) else None
         expr = self._expression.of(r.f[F_EXPRESSION]) \
             if r.fields & (1 << F_EXPRESSION) else None
-        h = self._make(self._group.of(r.f[F_GROUP]), self._topic.of(r.f[F_TOPIC]),
+        h = self._make(self._group.of(r.f[F_GROUP]), topic,
                        vals[F_QUEUE_ID], vals[F_QUEUE_OFFSET], vals[F_MAX_NUMS],
                        vals[F_SYS_FLAG], vals[F_COMMIT_OFFSET], vals[F_SUSPEND], sub,
                        vals[F_SUB_VERSION], expr)

@@ -147,6 +147,12 @@ class PullLaneSupport:
             log.warning("the pull lane is off: the response encoder's output cannot be "
                         "rendered from pieces")
 
+    def has_messages(self, topic: str, queue_id: int, offset: int) -> bool:
+        """Whether the queue holds messages from ``offset`` on: a caught-up
+        consumer's pull (which long polling holds) or one beyond the end is
+        left to the general path before anything else is done for it."""
+        return offset < self.store.get_max_offset_in_queue(topic, queue_id)
+
     def take(self, channel: Any, h: PullHeader) -> tuple | None:
         """Answer the pull ``h`` if it finds messages: every check and
         statistic of the general path, the offset commit, and
@@ -159,8 +165,6 @@ class PullLaneSupport:
         p = self.processor
         store = self.store
         try:
-            if h.queueOffset >= store.get_max_offset_in_queue(h.topic, h.queueId):
-                return None  # caught up (long polling holds it) or beyond: nothing to find
             error, group_cfg, record_filter, matches = p.admit(channel, h)
             if error is not None or record_filter is not None:
                 return None
@@ -240,6 +244,8 @@ class PullLane:
             if pull is None:
                 break
             opaque, h = pull
+            if not support.has_messages(h.topic, h.queueId, h.queueOffset):
+                break
             try:
                 taken = support.take(channel, h)
             except Exception as exc:  # noqa: BLE001 - answered as the general path would

@@ -40,12 +40,16 @@ def _fields(h: PullHeader) -> tuple:
 
 class Support:
     """A stand-in for PullLaneSupport: records what it is asked and answers a
-    FOUND read of canned records, declines queue 99 and fails on queue 98."""
+    FOUND read of canned records; queue 97 has no messages, queue 99 is
+    declined, queue 98 fails."""
 
     def __init__(self) -> None:
         self.head = FoundHeader()
         self.asked: list[tuple] = []
         self.failed = PullLaneSupport.failed.__get__(self)
+
+    def has_messages(self, topic: str, queue_id: int, offset: int) -> bool:
+        return queue_id != 97
 
     def take(self, channel, h: PullHeader):
         self.asked.append(_fields(h))
@@ -236,6 +240,7 @@ def test_what_the_lane_leaves_to_the_general_path(cls):
     ok = _pull(1)
     refused = [
         _pull(2, queue_id=99),  # the support declines (not found, a check fails, ...)
+        _pull(2, queue_id=97),  # caught up: nothing to find
         RemotingCommand(RequestCode.SEND_MESSAGE_V2, 0, 409, 3, 0, None, {"a": "b"}, b"x",
                         0).encode(),
         RemotingCommand(RequestCode.PULL_MESSAGE, 0, 409, 4, 1, None,
