@@ -27,8 +27,6 @@ from libc.string cimport memcmp, memcpy
 
 from rmq._fast.byteorder cimport get32, put32
 
-from rmq.broker.processor.pull import PullHeader
-from rmq.broker.pull_lane import FoundResponse
 
 cdef extern from "Python.h":
     object PyUnicode_DecodeASCII(const char *s, Py_ssize_t size, const char *errors)
@@ -363,7 +361,7 @@ cdef class PullLane:
         self.max_frame = max_frame
         self._take = support.take
         self._has_messages = support.has_messages
-        self._make = PullHeader.make
+        self._make = support.make_header
         head = support.head
         self._pieces = [bytes(p) for p in head.pieces]
         if len(self._pieces) != 6 or sorted(head.order) != [0, 1, 2, 3, 4]:
@@ -372,7 +370,7 @@ cdef class PullLane:
             self._order[i] = head.order[i]
         self._fixed = sum(len(p) for p in self._pieces)
         self._taken = 0
-        self._response = FoundResponse
+        self._response = support.response
         self._group = _Name()
         self._topic = _Name()
         self._subscription = _Name()

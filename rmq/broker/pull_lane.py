@@ -143,6 +143,9 @@ class PullLaneSupport:
         self.queue = processor.c.request_queues["pull"]
         self.head = FoundHeader()
         self.served = 0  # pulls the lane answered (GET_BROKER_RUNTIME_INFO rmqPullLaneServed)
+        # what a lane builds per pull, handed to the compiled one with the rest
+        self.make_header = PullHeader.make
+        self.response = FoundResponse
         if not self.head.ok:
             log.warning("the pull lane is off: the response encoder's output cannot be "
                         "rendered from pieces")

@@ -15,7 +15,13 @@ from hypothesis import strategies as st
 from rmq._fast import compiled_or_none
 from rmq.broker.lanes import Lanes, join_lanes
 from rmq.broker.processor.pull import PullHeader
-from rmq.broker.pull_lane import FoundHeader, PullLane, PullLaneSupport, read_pull
+from rmq.broker.pull_lane import (
+    FoundHeader,
+    FoundResponse,
+    PullLane,
+    PullLaneSupport,
+    read_pull,
+)
 from rmq.client.headers import pull_header
 from rmq.common.codes import RequestCode
 from rmq.remoting import codec
@@ -47,6 +53,8 @@ class Support:
         self.head = FoundHeader()
         self.asked: list[tuple] = []
         self.failed = PullLaneSupport.failed.__get__(self)
+        self.make_header = PullHeader.make
+        self.response = FoundResponse
 
     def has_messages(self, topic: str, queue_id: int, offset: int) -> bool:
         return queue_id != 97
