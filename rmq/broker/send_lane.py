@@ -169,6 +169,7 @@ class SendLaneSupport:
             return None
         cl.put_lock.acquire()
         store._reput_lock.acquire()
+        cl.zero_ahead(mf)
         hold = self.hold
         return (mf, mf.target, wrote, mf.file_from_offset, cl.file_size - 8, cfg.maxMessageSize,
                 index, slots, entries, cl._host_field(channel_host(channel)),

@@ -26,8 +26,11 @@ THREAD_NAME = "AllocateMappedFileService"
 
 
 class AllocateMappedFileService:
-    def __init__(self, warm: bool = False) -> None:
+    def __init__(self, warm: bool = False, populate: bool = True) -> None:
         self._warm = warm
+        # False: the appender writes zeros ahead itself (CommitLog.zero_ahead),
+        # and the page cache is filled no other way
+        self._populate = populate
         self._pending: dict[str, Future] = {}
         self._populating: Future | None = None
         self._executor: ThreadPoolExecutor | None = ThreadPoolExecutor(
@@ -41,6 +44,8 @@ class AllocateMappedFileService:
         mf = MappedFile(path, size, pool)
         if self._warm:
             mf.warm()
+        elif not self._populate:
+            pass
         elif here:
             mf.populate(POPULATE_AHEAD_MIN)
         else:
@@ -52,7 +57,7 @@ class AllocateMappedFileService:
         at a time: one made while another runs is dropped (the flush thread
         asks again next round), so requests never queue up behind each other."""
         ex = self._executor
-        if ex is None or mf.populated_to >= min(end, mf.file_size):
+        if ex is None or not self._populate or mf.populated_to >= min(end, mf.file_size):
             return
         running = self._populating
         if running is not None and not running.done():

@@ -24,7 +24,7 @@ from rmq.store.allocate import AllocateMappedFileService
 from rmq.store.config import BrokerRole, FlushDiskType
 from rmq.store.dispatch import _CQ, _java_hash_ascii, _key_hash, _signed
 from rmq.store.index import _index_put
-from rmq.store.mapped_file import MappedFile, MappedFileQueue, TransientStorePool
+from rmq.store.mapped_file import ZERO_AHEAD, MappedFile, MappedFileQueue, TransientStorePool
 from rmq.store.message import MessageExtBatch, MessageExtBrokerInner
 from rmq.store.multi_dispatch import MultiDispatch
 from rmq.store.results import AppendMessageResult, AppendMessageStatus, _host_hex
@@ -150,7 +150,14 @@ class CommitLog:
         self.store = store
         self.config = cfg
         self.file_size = cfg.mappedFileSizeCommitLog
-        self.allocator = AllocateMappedFileService(cfg.warmMapedFileEnable)
+        # the appenders write zeros ahead of themselves (zero_ahead), unless
+        # appends go through a transient pool's buffers, files are warmed
+        # whole, or DLedger's entry files hold the log (appended elsewhere)
+        self.zero_ahead_enabled = cfg.rmqZeroFillAheadEnable and \
+            not cfg.is_transient_store_pool_active() and not cfg.warmMapedFileEnable and \
+            not cfg.enableDLegerCommitLog
+        self.allocator = AllocateMappedFileService(cfg.warmMapedFileEnable,
+                                                   populate=not self.zero_ahead_enabled)
         self.mfq = MappedFileQueue(cfg.commit_log_dirs(), self.file_size, self.allocator,
                                    cfg.read_only_commit_log_dirs())
         if cfg.is_transient_store_pool_active():
@@ -207,6 +214,16 @@ class CommitLog:
 
     def _writable_file(self) -> MappedFile | None:
         return self.mfq.get_last_mapped_file(0, need_create=True)
+
+    def zero_ahead(self, mf: MappedFile) -> None:
+        """Before an append into ``mf``, under ``put_lock``: keep at least
+        ZERO_AHEAD bytes past the append position written with zeros
+        (MappedFile.zero_fill), so appends land on pages already in the page
+        cache and never fault one in (a synchronous readahead, and ~8 µs a
+        page on this machine kind against ~0.6 µs for a written one).  One
+        ``pwrite`` per ZERO_AHEAD appended; a few attribute reads otherwise."""
+        if self.zero_ahead_enabled and mf.zeroed_to - mf.wrote_position < ZERO_AHEAD:
+            mf.zero_fill(mf.wrote_position + 2 * ZERO_AHEAD)
 
     def _end_file(self, mf: MappedFile) -> MappedFile | None:
         """Write the blank at the tail of ``mf`` and move to the next file."""
@@ -279,6 +296,7 @@ class CommitLog:
                     mf = self._end_file(mf)
                 if mf is None:
                     return AppendMessageResult(AppendMessageStatus.UNKNOWN_ERROR)
+                self.zero_ahead(mf)
                 queue_offset = self.topic_queue_table.get(key, 0) if counts else 0
                 wrote = mf.wrote_position
                 phy = mf.file_from_offset + wrote
@@ -329,6 +347,7 @@ class CommitLog:
                     mf = self._end_file(mf)
                 if mf is None:
                     return AppendMessageResult(AppendMessageStatus.UNKNOWN_ERROR)
+                self.zero_ahead(mf)
                 queue_offset = self.topic_queue_table.get(key, 0)
                 wrote = mf.wrote_position
                 phy = mf.file_from_offset + wrote
@@ -423,6 +442,7 @@ class CommitLog:
             phy = mf.file_from_offset + wrote
             if not self.fast_slot_free(cq, cmf, cpos, queue_offset, phy):
                 return None
+            self.zero_ahead(mf)
             now = _now_ms()
             r = append_batch(mf.target, wrote, self.file_size - 8, wire, queue_id, sys_flag,
                              born_ts, born_host, now, self.store_host_field, reconsume, topic_b,
@@ -461,6 +481,7 @@ class CommitLog:
                     return False
                 room = self.file_size - mf.wrote_position
                 n = min(room, len(mv))
+                self.zero_ahead(mf)
                 mf.target[mf.wrote_position : mf.wrote_position + n] = mv[:n]
                 mf.wrote_position += n
                 if mf.write_buffer is None:

@@ -66,6 +66,10 @@ class MessageStoreConfig:
     flushConsumeQueueThoroughInterval: int = 1000 * 60
     warmMapedFileEnable: bool = False
     flushLeastPagesWhenWarmMapedFile: int = 1024 // 4 * 16
+    # rmq: pages far ahead of the commit log's appends are brought in by
+    # writing zeros rather than by faulting them in (MappedFile.populate);
+    # false: every page the content-preserving way
+    rmqZeroFillAheadEnable: bool = True
     osPageCacheBusyTimeOutMills: int = 1000
     # cleaning
     deleteWhen: str = "04"

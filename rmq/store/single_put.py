@@ -92,6 +92,7 @@ def put_single(store: Any, topic: str, topic_b: bytes, queue_id: int, flag: int,
         phy = mf.file_from_offset + wrote
         if not cl.fast_slot_free(cq, cmf, cpos, queue_offset, phy):
             return None
+        cl.zero_ahead(mf)
         now = time.time_ns() // 1_000_000
         r = append_single(mf.target, wrote, cl.file_size - 8, cfg.maxMessageSize, queue_id, flag,
                           queue_offset, phy, sys_flag, born_ts, born_host, now,
