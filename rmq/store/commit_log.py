@@ -24,7 +24,13 @@ from rmq.store.allocate import AllocateMappedFileService
 from rmq.store.config import BrokerRole, FlushDiskType
 from rmq.store.dispatch import _CQ, _java_hash_ascii, _key_hash, _signed
 from rmq.store.index import _index_put
-from rmq.store.mapped_file import ZERO_AHEAD, MappedFile, MappedFileQueue, TransientStorePool
+from rmq.store.mapped_file import (
+    ZERO_AHEAD,
+    ZERO_STEP,
+    MappedFile,
+    MappedFileQueue,
+    TransientStorePool,
+)
 from rmq.store.message import MessageExtBatch, MessageExtBrokerInner
 from rmq.store.multi_dispatch import MultiDispatch
 from rmq.store.results import AppendMessageResult, AppendMessageStatus, _host_hex
@@ -216,14 +222,25 @@ class CommitLog:
         return self.mfq.get_last_mapped_file(0, need_create=True)
 
     def zero_ahead(self, mf: MappedFile) -> None:
-        """Before an append into ``mf``, under ``put_lock``: keep at least
+        """Before an append into ``mf``, under ``put_lock``: keep up to
         ZERO_AHEAD bytes past the append position written with zeros
         (MappedFile.zero_fill), so appends land on pages already in the page
-        cache and never fault one in (a synchronous readahead, and ~8 µs a
-        page on this machine kind against ~0.6 µs for a written one).  One
-        ``pwrite`` per ZERO_AHEAD appended; a few attribute reads otherwise."""
-        if self.zero_ahead_enabled and mf.zeroed_to - mf.wrote_position < ZERO_AHEAD:
-            mf.zero_fill(mf.wrote_position + 2 * ZERO_AHEAD)
+        cache and never fault one in (a synchronous readahead, and the fault
+        path's cost per page, bench/page_floor.py).  While at least half of
+        it is left an append tops it up by ZERO_STEP (one short ``pwrite``:
+        the loop is never held long, even where new memory is dear); below
+        half -- appends of more than that since the last one -- it is filled
+        up at once.  A few attribute reads when nothing is to do."""
+        if not self.zero_ahead_enabled:
+            return
+        wrote = mf.wrote_position
+        ahead = mf.zeroed_to - wrote
+        if ahead >= ZERO_AHEAD:
+            return
+        if ahead >= ZERO_AHEAD // 2:
+            mf.zero_fill(mf.zeroed_to + ZERO_STEP)
+        else:
+            mf.zero_fill(wrote + ZERO_AHEAD)
 
     def _end_file(self, mf: MappedFile) -> MappedFile | None:
         """Write the blank at the tail of ``mf`` and move to the next file."""

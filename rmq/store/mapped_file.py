@@ -33,9 +33,11 @@ POPULATE_AHEAD_MAX = 256 * 1024 * 1024
 _WILLNEED = getattr(os, "POSIX_FADV_WILLNEED", None)
 _POPULATE_CHUNK = 256 * 1024  # within any device's cap on one WILLNEED call
 _CLOCK_REALTIME_COARSE = 5  # Linux <time.h>; the time module does not name it
-# zeros written ahead of a commit log's appends at a time (MappedFile.zero_fill)
-ZERO_AHEAD = 512 * 1024
-_ZEROS = memoryview(bytes(2 * ZERO_AHEAD))
+# zeros kept written ahead of a commit log's appends (CommitLog.zero_ahead),
+# and what one append tops them up by while at least half of that is left
+ZERO_AHEAD = 1024 * 1024
+ZERO_STEP = 64 * 1024
+_ZEROS = memoryview(bytes(ZERO_AHEAD))
 
 
 def offset_to_file_name(offset: int) -> str:
@@ -256,7 +258,7 @@ class MappedFile:
     def zero_fill(self, end: int) -> None:
         """Write zeros with ``pwrite`` over the whole pages from the append
         position (or the end of the last fill) up to ``end``, at most
-        2 x ZERO_AHEAD at a time.  The caller is the appender, holding the
+        ZERO_AHEAD at a time.  The caller is the appender, holding the
         commit log's put lock, before it writes: no byte at or past
         ``wrote_position`` is anyone's yet, and the page holding it is left
         alone.  The file holds zeros there already (created reserved or

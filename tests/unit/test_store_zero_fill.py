@@ -13,7 +13,7 @@ import pytest
 
 from rmq.store import DefaultMessageStore, MessageStoreConfig, PutMessageStatus
 from rmq.store import mapped_file as mfm
-from rmq.store.mapped_file import OS_PAGE_SIZE, ZERO_AHEAD, MappedFile
+from rmq.store.mapped_file import OS_PAGE_SIZE, ZERO_AHEAD, ZERO_STEP, MappedFile
 from rmq.store.message import MessageExtBrokerInner
 from rmq.store.message_codec import message_properties_to_string
 from tests.support.store import commit_log_records
@@ -41,9 +41,9 @@ def test_zero_fill_writes_whole_pages_past_the_append_position_only(tmp_path):
         assert mf.view[len(appended):first_zero] == stale[:first_zero - len(appended)]
         assert not mf.view[first_zero:mf.zeroed_to].tobytes().strip(b"\0")
         assert mf.view[mf.zeroed_to:] == stale[mf.zeroed_to - len(appended):]
-        # one call writes at most 2 x ZERO_AHEAD, and never past the file's end
+        # one call writes at most ZERO_AHEAD, and never past the file's end
         mf.zero_fill(8 * MiB)
-        assert mf.zeroed_to == len(appended) + 3 * ZERO_AHEAD
+        assert mf.zeroed_to == len(appended) + 2 * ZERO_AHEAD
         mf.wrote_position = 8 * MiB - 10
         mf.zero_fill(16 * MiB)  # the last page holds the append position: nothing to write
         assert mf.zeroed_to == 8 * MiB
@@ -57,10 +57,35 @@ def test_zero_fill_brings_the_pages_into_the_page_cache(tmp_path):
     mf = MappedFile(path, 4 * MiB)
     try:
         assert _cached_pages(path, 0, 4 * MiB) == 0
-        mf.zero_fill(2 * ZERO_AHEAD)
-        assert _cached_pages(path, 0, 2 * ZERO_AHEAD) == 2 * ZERO_AHEAD // OS_PAGE_SIZE
+        mf.zero_fill(ZERO_AHEAD)
+        assert _cached_pages(path, 0, ZERO_AHEAD) == ZERO_AHEAD // OS_PAGE_SIZE
     finally:
         mf.close()
+
+
+def test_zero_ahead_tops_up_by_a_step_and_catches_up_at_once(tmp_path):
+    cfg = MessageStoreConfig(storePathRootDir=str(tmp_path), mappedFileSizeCommitLog=8 * MiB)
+    store = DefaultMessageStore(cfg, HOST)
+    assert store.load()
+    try:
+        cl = store.commit_log
+        mf = cl._writable_file()
+        cl.zero_ahead(mf)  # a new file: the whole window at once
+        assert mf.zeroed_to == ZERO_AHEAD
+        mf.wrote_position = ZERO_AHEAD // 2 - 100  # more than half left: one step
+        cl.zero_ahead(mf)
+        assert mf.zeroed_to == ZERO_AHEAD + ZERO_STEP
+        cl.zero_ahead(mf)
+        assert mf.zeroed_to == ZERO_AHEAD + 2 * ZERO_STEP
+        mf.wrote_position = mf.zeroed_to - 1000  # appends ran ahead: filled up at once
+        cl.zero_ahead(mf)
+        assert mf.zeroed_to == mf.wrote_position + ZERO_AHEAD
+        cl.zero_ahead_enabled = False
+        mf.wrote_position = mf.zeroed_to
+        cl.zero_ahead(mf)
+        assert mf.zeroed_to == mf.wrote_position
+    finally:
+        store.shutdown()
 
 
 def _message(i: int) -> MessageExtBrokerInner:
@@ -82,7 +107,7 @@ def _fill(root, zero: bool, msgs: list[MessageExtBrokerInner]) -> DefaultMessage
         assert store.put_message(m).status is PutMessageStatus.PUT_OK
         mf = cl.mfq.mapped_files[-1]
         if zero:  # the next appends land on pages written ahead
-            assert mf.zeroed_to - mf.wrote_position >= min(ZERO_AHEAD - 2048,
+            assert mf.zeroed_to - mf.wrote_position >= min(ZERO_AHEAD // 2 - 2048,
                                                            mf.file_size - mf.wrote_position)
     return store
 
