@@ -277,6 +277,19 @@ def test_parse_remoting_output():
         suite.parse_remoting("nothing here")
 
 
+def test_page_floor_measures_every_way():
+    out = subprocess.run([sys.executable, "bench/page_floor.py", "--mib", "2", "--rounds", "1",
+                          "--pause", "0", "--no-pin", "--json"], capture_output=True, text=True,
+                         cwd=ROOT, timeout=60)
+    assert out.returncode == 0, out.stderr
+    figures = json.loads(out.stdout)["us_per_kib"]
+    assert set(figures) == {"fault", "populate", "zero_pwrite", "resident"}
+    assert all(v > 0 for v in figures.values())
+    bad = subprocess.run([sys.executable, "bench/page_floor.py", "--mib", "0"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
 def test_run_arguments_validated():
     args = suite.parse_args(["--quick", "--only", "send_1k", "--broker-conf", "a=b=c"])
     assert args.seconds == 2.0 and args.only == ["send_1k"] and args.broker_conf == [("a", "b=c")]
