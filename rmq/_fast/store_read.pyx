@@ -222,7 +222,7 @@ def read_queue(reader, cq, result, long long offset, int max_nums, max_bytes, me
     """Compiled twin of ``rmq.store.reader.read_queue`` (the same steps, the
     scan called in C, the numbers typed)."""
     cdef QueueScan scan
-    cdef long long memory_limit, file_start = 0, readable_end = 0, off, start, fall
+    cdef long long memory_limit, file_start = 0, readable_end = 0, off, fall
     cdef int size
     cdef Py_ssize_t limit, n
     buf = cq.get_index_buffer(offset)
@@ -252,18 +252,13 @@ def read_queue(reader, cq, result, long long offset, int max_nums, max_bytes, me
             if file_view is not None:
                 file_view.release()  # the runs cut from it stay valid
                 file_view = None
-            mf = commit_log.mfq.find_mapped_file_by_offset(off)
-            readable = mf.select(0) if mf is not None else None  # None once unmapped
-            start = mf.file_from_offset if mf is not None else 0
-            if readable is not None and size >= 0 and start <= off \
-                    and off + size <= start + len(readable):
-                file_view = readable
-                file_start = start
-                readable_end = start + len(readable)
-            else:
-                if readable is not None:
-                    readable.release()
+            found = commit_log.readable_file(off, size)
+            if found is None:
                 scan.skip_missing(commit_log.roll_next_file(off))
+            else:
+                file_view = (<tuple>found)[0]
+                file_start = (<tuple>found)[1]
+                readable_end = file_start + len(file_view)
     finally:
         view.release()
         if file_view is not None:

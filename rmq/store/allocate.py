@@ -44,11 +44,9 @@ class AllocateMappedFileService:
         mf = MappedFile(path, size, pool)
         if self._warm:
             mf.warm()
-        elif not self._populate:
-            pass
-        elif here:
+        elif self._populate and here:
             mf.populate(POPULATE_AHEAD_MIN)
-        else:
+        elif self._populate:
             self.populate(mf, POPULATE_AHEAD_MIN)
         return mf
 

@@ -193,6 +193,24 @@ class CommitLog:
     def roll_next_file(self, offset: int) -> int:
         return offset + self.file_size - offset % self.file_size
 
+    def readable_file(self, offset: int, size: int) -> tuple[memoryview, int] | None:
+        """(readable bytes of the file holding ``offset``, the file's start
+        offset) when the ``size``-byte record at ``offset`` lies within them;
+        None when the file is gone, unmapped or not written that far.  What a
+        consume-queue walk asks each time its records move to another file
+        (``read_queue`` and its compiled twin); the caller releases the view."""
+        mf = self.mfq.find_mapped_file_by_offset(offset)
+        if mf is None:
+            return None
+        readable = mf.select(0)  # None once unmapped
+        if readable is None:
+            return None
+        start = mf.file_from_offset
+        if size >= 0 and start <= offset and offset + size <= start + len(readable):
+            return readable, start
+        readable.release()
+        return None
+
     def _host_field(self, host: tuple[str, int]) -> bytes:
         f = self._host_cache.get(host)
         if f is None:

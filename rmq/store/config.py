@@ -66,9 +66,9 @@ class MessageStoreConfig:
     flushConsumeQueueThoroughInterval: int = 1000 * 60
     warmMapedFileEnable: bool = False
     flushLeastPagesWhenWarmMapedFile: int = 1024 // 4 * 16
-    # rmq: pages far ahead of the commit log's appends are brought in by
-    # writing zeros rather than by faulting them in (MappedFile.populate);
-    # false: every page the content-preserving way
+    # rmq: the appender keeps the pages just past the commit log's appends
+    # written with zeros (CommitLog.zero_ahead); false: the allocation thread
+    # faults them in ahead instead (MappedFileQueue.populate_ahead)
     rmqZeroFillAheadEnable: bool = True
     osPageCacheBusyTimeOutMills: int = 1000
     # cleaning

@@ -204,16 +204,12 @@ def _read_queue(reader, cq: ConsumeQueue, result: GetMessageResult, offset: int,
             if file_view is not None:
                 file_view.release()  # the runs cut from it stay valid
                 file_view = None
-            mf = commit_log.mfq.find_mapped_file_by_offset(off)
-            readable = mf.select(0) if mf is not None else None  # None once unmapped
-            start = mf.file_from_offset if mf is not None else 0
-            if readable is not None and size >= 0 and start <= off \
-                    and off + size <= start + len(readable):
-                file_view, file_start, readable_end = readable, start, start + len(readable)
-            else:
-                if readable is not None:
-                    readable.release()
+            found = commit_log.readable_file(off, size)
+            if found is None:
                 scan.skip_missing(commit_log.roll_next_file(off))
+            else:
+                file_view, file_start = found
+                readable_end = file_start + len(file_view)
     finally:
         view.release()
         if file_view is not None:
