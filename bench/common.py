@@ -345,6 +345,9 @@ class LoadSpec:
     raw: bool = False  # hand-built request frames on one bare connection, not the SDK
     queues: int = 8  # raw loads: queue ids 0..queues-1 of ``topic``
     suspend_ms: int = 15_000  # e2e: how long the broker may hold a caught-up pull
+    # raw sends: each request written as it is made (one write each, as a Java
+    # client's channel does), not the requests of one turn of the loop together
+    write_each: bool = False
 
 
 def _result(spec: LoadSpec, msgs: int, nbytes: int, failures: int, elapsed: float,
@@ -572,10 +575,11 @@ _LENGTHS = struct.Struct(">II")  # frame length, header length (serialize type 0
 
 class RawConnection(asyncio.Protocol):
     """One TCP connection for ``RawRequests`` frames: the frames written in
-    one turn of the loop go out in one write, responses are matched to their
-    requests by opaque.  A lost connection fails whatever is outstanding."""
+    one turn of the loop go out in one write (``write_each``: each at once),
+    responses are matched to their requests by opaque.  A lost connection
+    fails whatever is outstanding."""
 
-    def __init__(self) -> None:
+    def __init__(self, write_each: bool = False) -> None:
         from rmq.remoting import RemotingCommand
 
         self._decode = RemotingCommand.decode
@@ -584,11 +588,13 @@ class RawConnection(asyncio.Protocol):
         self._out: list[bytearray] = []
         self._pending: dict[int, asyncio.Future] = {}
         self._loop = asyncio.get_running_loop()
+        self._write_each = write_each
 
     @classmethod
-    async def open(cls, addr: str) -> RawConnection:
+    async def open(cls, addr: str, write_each: bool = False) -> RawConnection:
         host, _, port = addr.rpartition(":")
-        _t, conn = await asyncio.get_running_loop().create_connection(cls, host, int(port))
+        _t, conn = await asyncio.get_running_loop().create_connection(
+            lambda: cls(write_each), host, int(port))
         return conn
 
     def connection_made(self, transport) -> None:
@@ -628,6 +634,9 @@ class RawConnection(asyncio.Protocol):
         if self._transport is None or self._transport.is_closing():
             raise ConnectionError("connection closed")
         fut = self._pending[opaque] = self._loop.create_future()
+        if self._write_each:
+            self._transport.write(frame)
+            return await fut
         if not self._out:
             self._loop.call_soon(self._flush)
         self._out.append(frame)
@@ -674,7 +683,7 @@ async def _raw_sender(spec: LoadSpec, body: bytes):
     if not spec.broker_addr:
         raise ValueError("a raw send load needs broker_addr")
     requests = RawRequests(spec.topic, body, spec.batch, spec.queues)
-    conn = await RawConnection.open(spec.broker_addr)
+    conn = await RawConnection.open(spec.broker_addr, spec.write_each)
 
     async def send(n: int) -> None:
         resp = await conn.send(*requests.frame(n))
@@ -889,7 +898,7 @@ async def e2e_load(spec: LoadSpec) -> dict:
     decode = _pull_decoder()
     requests = RawRequests(spec.topic, os.urandom(max(spec.size, 8)), 1, spec.queues,
                            stamp=True)
-    sender = await RawConnection.open(spec.broker_addr)
+    sender = await RawConnection.open(spec.broker_addr, spec.write_each)
     puller = await RawConnection.open(spec.broker_addr)
     window = _Window(spec)
     pulls = RawPulls(spec.topic, spec.group, spec.queues, spec.pull_batch, spec.suspend_ms)

@@ -35,6 +35,13 @@ so that the broker's CPU per message is one core's and the load never takes
 it; the broker's CPU is also reported per thread (``/proc/<pid>/task``, by the
 names the threads give themselves, "loop" for the event loop).
 
+New commit-log pages cost what the machine's free memory costs to touch
+first.  ``--full-page-cache`` measures the steady state of a broker that has
+stored more than the machine's memory instead: before each scenario a file
+beside the stores is grown until little memory is free (``bench/page_cache.py``),
+so that new pages come from reclaiming clean page cache, and the reclaim
+threads' CPU per message is reported beside the broker's.
+
 Then it runs the other bench scripts (hot-path micro-benchmarks, broker memory
 on a 10 GiB store with 1,000 clients, name server, remoting, store, producer,
 consumer), which compare both builds themselves, and writes
@@ -45,6 +52,7 @@ every figure.  Everything is on loopback and bounded in time.
 
     .venv/bin/python bench/run.py [--quick] [--seconds 10] [--only send_1k,consume]
                                   [--modes compiled,twin] [--skip-scripts] [--no-pin]
+                                  [--full-page-cache]
 """
 
 from __future__ import annotations
@@ -81,6 +89,7 @@ from bench.common import (  # noqa: E402
     write_results,
 )
 from bench.micro import kernel_bound, verdict  # noqa: E402
+from bench.page_cache import PageCacheFiller, kswapd_seconds  # noqa: E402
 
 TOPIC = "BenchTopic"
 # the consume scenario re-reads a backlog of its own, written just before it
@@ -126,6 +135,7 @@ FIGURES = (
     ("broker_cpu_us_per_msg", "broker CPU µs/msg", 1),
     ("broker_loop_cpu_us_per_msg", "broker loop thread µs/msg", 1),
     ("broker_cpu_util", "broker CPU cores busy", 1),
+    ("kswapd_cpu_us_per_msg", "kswapd CPU µs/msg (page reclaim)", 1),
     ("client_cpu_us_per_msg", "client CPU µs/msg", 1),
     ("broker_VmRSS", "broker RSS MiB", 1 / MiB),
     ("broker_RssAnon", "broker RssAnon MiB", 1 / MiB),
@@ -191,7 +201,7 @@ SCRIPTS: dict[str, list[tuple[str, str | None]]] = {
 def _spec(args, kind: str, cluster: Cluster, **kw) -> LoadSpec:
     base = {"kind": kind, "namesrv": cluster.namesrv_addr, "topic": TOPIC,
             "seconds": args.seconds, "warmup": args.warmup, "broker_pid": cluster.broker_pid,
-            "broker_addr": cluster.broker_addr}
+            "broker_addr": cluster.broker_addr, "write_each": args.write_each}
     return LoadSpec(**{**base, **kw})
 
 
@@ -204,15 +214,30 @@ def _load_cpu(cluster: Cluster) -> int | None:
     return LOAD_CPU if cluster.pinned else None
 
 
-def _run(name: str, spec: LoadSpec, env: dict, results: dict, cluster: Cluster) -> dict | None:
+def _fill(filler: PageCacheFiller | None) -> None:
+    """--full-page-cache: top the page cache up before a load."""
+    if filler is not None:
+        added = filler.top_up()
+        _log(f"  page cache topped up by {added / MiB:,.0f} MiB "
+             f"(filler {filler.size() / MiB:,.0f} MiB)")
+
+
+def _run(name: str, spec: LoadSpec, env: dict, results: dict, cluster: Cluster,
+         filler: PageCacheFiller | None = None) -> dict | None:
     """One load; a failing scenario is recorded, the suite goes on."""
+    _fill(filler)
     _log(f"  {name} ...")
+    kswapd0, t0 = kswapd_seconds(), time.monotonic()
     try:
         res = load_in_subprocess(spec, env, cpu=_load_cpu(cluster))
     except Exception as exc:  # noqa: BLE001 - reported in the table
         results[name] = {"error": str(exc)[-2000:]}
         _log(f"  {name} failed: {str(exc).splitlines()[0]}")
         return None
+    if filler is not None and res.get("msgs_per_s"):
+        # over the whole load process (warm-up included) at the measured rate
+        msgs = res["msgs_per_s"] * (time.monotonic() - t0)
+        res["kswapd_cpu_us_per_msg"] = (kswapd_seconds() - kswapd0) / msgs * 1e6
     res["pinned"] = cluster.pinned
     results[name] = res
     if "msgs_per_s" in res:
@@ -244,7 +269,8 @@ def broker_scenarios(args, mode: str, results: dict) -> None:
             results["_pinned"] = cluster.pinned
 
             def run(name: str, kind: str, **kw) -> dict | None:
-                return _run(name, _spec(args, kind, cluster, **kw), env, results, cluster)
+                return _run(name, _spec(args, kind, cluster, **kw), env, results, cluster,
+                            args.filler)
 
             peak = None
             if "send_1k" in wanted or "send_1k_half" in wanted:
@@ -264,6 +290,7 @@ def broker_scenarios(args, mode: str, results: dict) -> None:
             if "consume" in wanted or "consume_sdk" in wanted:
                 asyncio.run(create_topic(cluster.broker_addr, cluster.namesrv_addr,
                                          CONSUME_TOPIC, 8))
+                _fill(args.filler)
                 load_in_subprocess(_spec(args, "send", cluster, topic=CONSUME_TOPIC,
                                          inflight=16, batch=32, raw=True, broker_pid=0,
                                          warmup=0.0, seconds=_backlog_seconds(args)), env,
@@ -287,7 +314,7 @@ def broker_scenarios(args, mode: str, results: dict) -> None:
                      pin=args.pin) as cluster:
             asyncio.run(create_topic(cluster.broker_addr, cluster.namesrv_addr, TOPIC, 8))
             _run(name, _spec(args, "send", cluster, inflight=inflight, raw=True), env,
-                 results, cluster)
+                 results, cluster, args.filler)
 
 
 def _dir_size(path: Path) -> int:
@@ -515,6 +542,13 @@ def render(doc: dict) -> str:
              f"(load average at start {doc['loadavg_start']}, at end {doc['loadavg_end']}; "
              "other work on the machine lowers every figure).  ",
              f"Pinning: {pin_text}.  ",
+             "Page cache: " + ("topped up before each scenario until the machine had "
+                               "little free memory (`--full-page-cache`): new pages came "
+                               "from reclaim.  " if doc.get("full_page_cache") else
+                               "as the machine had it (new pages from free memory).  "),
+             "Raw sends: " + ("each request in its own write (`--write-each`).  "
+                              if doc.get("write_each") else
+                              "the requests of one turn of the load's loop in one write.  "),
              "compiled/twin = compiled figure ÷ twin figure (`RMQ_NO_EXTENSIONS=1`).\n",
              "## Targets (compiled build; the aims are checked on the raw load, "
              "the broker's capacity; the SDK load's figure beside them is information)\n"]
@@ -579,6 +613,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="which other bench scripts to run (default all)")
     ap.add_argument("--broker-conf", action="append", default=[], metavar="KEY=VALUE",
                     help="extra broker property for every scenario (repeatable)")
+    ap.add_argument("--full-page-cache", action="store_true",
+                    help="before each scenario grow a file beside the stores until the "
+                         "machine has little free memory (bench/page_cache.py): new pages "
+                         "then come from reclaim, as on a broker that has run a while")
+    ap.add_argument("--write-each", action="store_true",
+                    help="raw sends: write each request as it is made (as a Java client's "
+                         "channel does), not a turn of the load's loop in one write")
     ap.add_argument("--out", default=str(OUT_DIR / "results"), help="output stem (.md, .json)")
     args = ap.parse_args(argv)
     args.seconds = args.seconds or (2.0 if args.quick else 10.0)
@@ -591,6 +632,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if bad or unknown_scripts:
         ap.error(f"unknown scenario/mode/script: {', '.join(bad + unknown_scripts)}")
     args.scripts = [] if args.skip_scripts else [s for s in args.scripts.split(",") if s]
+    args.filler = None  # main() makes it for --full-page-cache
     try:
         args.broker_conf = [tuple(kv.split("=", 1)) for kv in args.broker_conf]
         if any(len(kv) != 2 or not kv[0] for kv in args.broker_conf):
@@ -598,6 +640,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     except ValueError:
         ap.error("--broker-conf takes KEY=VALUE")
     return args
+
+
+def _broker_builds(args, doc: dict) -> None:
+    """The broker scenarios of every selected build, into ``doc["broker"]``."""
+    for mode in args.modes:
+        _log(f"broker scenarios, {mode} build")
+        results = doc["broker"][mode] = {}
+        try:
+            broker_scenarios(args, mode, results)
+        except Exception as exc:  # noqa: BLE001 - a broker that cannot start is reported
+            results["_error"] = str(exc)[-2000:]
+            _log(f"  {mode}: {str(exc).splitlines()[0]}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -612,14 +666,15 @@ def main(argv: list[str] | None = None) -> int:
                  "modes": args.modes, "seconds": args.seconds, "broker": {}, "scripts": {},
                  "pinned": ({"broker_cpus": sorted(BROKER_CPUS), "load_cpu": LOAD_CPU}
                             if args.pin and can_pin() else None)}
-    for mode in args.modes:
-        _log(f"broker scenarios, {mode} build")
-        results = doc["broker"][mode] = {}
-        try:
-            broker_scenarios(args, mode, results)
-        except Exception as exc:  # noqa: BLE001 - a broker that cannot start is reported
-            results["_error"] = str(exc)[-2000:]
-            _log(f"  {mode}: {str(exc).splitlines()[0]}")
+    args.filler = (PageCacheFiller(OUT_DIR / f"page-cache-filler-{os.getpid()}")
+                   if args.full_page_cache else None)
+    doc["full_page_cache"] = args.full_page_cache
+    doc["write_each"] = args.write_each
+    try:
+        _broker_builds(args, doc)
+    finally:
+        if args.filler is not None:
+            args.filler.remove()
     for name in args.scripts:
         _log(f"bench/{name}.py")
         doc["scripts"][name] = run_script(name, args.quick, 300 if args.quick else 1200)

@@ -257,6 +257,42 @@ def test_raw_connection_decodes_split_and_joined_frames():
     assert asyncio.run(main()) == [1, 2, 3]
 
 
+class _Wire:
+    """A transport that keeps each write call's frames."""
+
+    def __init__(self) -> None:
+        self.writes: list[list[bytes]] = []
+
+    def write(self, data) -> None:
+        self.writes.append([bytes(data)])
+
+    def writelines(self, frames) -> None:
+        self.writes.append([bytes(f) for f in frames])
+
+    def is_closing(self) -> bool:
+        return False
+
+
+@pytest.mark.parametrize("write_each", [False, True])
+def test_raw_connection_writes_per_turn_or_each(write_each):
+    async def main() -> list[list[bytes]]:
+        conn = RawConnection(write_each)
+        conn._transport = wire = _Wire()
+        frames = [bytearray(RemotingCommand(310, 0, 409, op, 0, None, {}, b"m", 0).encode())
+                  for op in (1, 2, 3)]
+        sends = [asyncio.ensure_future(conn.send(op, f))
+                 for op, f in zip((1, 2, 3), frames, strict=True)]
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        for op in (1, 2, 3):
+            conn.data_received(RemotingCommand(0, 1, 409, op, 1, None, {}, None, 0).encode())
+        assert [r.opaque for r in await asyncio.gather(*sends)] == [1, 2, 3]
+        return wire.writes
+
+    writes = asyncio.run(main())
+    assert [len(w) for w in writes] == ([1, 1, 1] if write_each else [3])
+
+
 def test_json_option_detection():
     assert suite._json_option("  --json JSON  write figures") == "path"
     assert suite._json_option("[--rounds ROUNDS] [--json]\n  --json  print JSON") == "flag"
@@ -509,3 +545,37 @@ def test_dledger_broker_bench_runs():
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     for row in ("single master", "3-node DLedger group", "with enableBatchPush"):
         assert row in out.stdout
+
+
+@pytest.mark.timeout(60)
+def test_page_cache_filler_grows_to_its_mark_and_goes(tmp_path):
+    from bench.page_cache import CHUNK, PageCacheFiller, kswapd_seconds, meminfo, reclaimed_pages
+
+    assert kswapd_seconds() >= 0 and reclaimed_pages() >= 0
+    free = meminfo("MemFree")
+    with PageCacheFiller(tmp_path / "filler", leave_free=free - 2 * CHUNK,
+                         max_size=6 * CHUNK) as filler:
+        added = filler.top_up()
+        # it stops at its mark (or earlier: the kernel began to reclaim), and
+        # never past its size, whatever else frees memory meanwhile
+        assert 0 < added <= 6 * CHUNK and filler.size() == added
+        assert PageCacheFiller(filler.path, leave_free=meminfo("MemTotal")).top_up() == 0
+        assert PageCacheFiller(filler.path, leave_free=0, leave_disk=1 << 60).top_up() == 0
+        assert PageCacheFiller(filler.path, leave_free=0, max_size=added).top_up() == 0
+        assert filler.size() == added
+    assert not (tmp_path / "filler").exists()
+
+
+def test_report_says_how_the_page_cache_was():
+    doc = {"date": "d", "commit": "c", "command": "bench/run.py", "machine": "m",
+           "loadavg_start": "0", "loadavg_end": "0", "modes": ["compiled"], "broker": {},
+           "scripts": {}, "pinned": None, "full_page_cache": True}
+    assert "`--full-page-cache`" in suite.render(doc)
+    doc["full_page_cache"] = False
+    assert "new pages from free memory" in suite.render(doc)
+    assert "one turn of the load's loop in one write" in suite.render(doc)
+    doc["write_each"] = True
+    assert "`--write-each`" in suite.render(doc)
+    assert suite.parse_args(["--write-each"]).write_each
+    assert suite.parse_args(["--full-page-cache"]).full_page_cache
+    assert not suite.parse_args([]).full_page_cache
