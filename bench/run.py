@@ -26,6 +26,7 @@ application sees:
                        its pulls held by the broker) in the same load process
 * ``connections``      1,000 idle clients (one HEART_BEAT each): broker RSS / RssAnon
 * ``sync_flush_1k``    a second broker with ``flushDiskType=SYNC_FLUSH``, raw 1 KiB, 64 in flight
+* ``sync_flush_1k_sdk`` the same through the client SDK
 * ``send_1k_1_busy``   a third broker with ``rmqBusyPollMicros=100`` (its loop polls instead of
                        sleeping for 100 µs after each read), raw 1 KiB, one in flight
 
@@ -107,11 +108,12 @@ def _backlog_seconds(args) -> float:
 E2E_TOPIC = "BenchE2ETopic"
 SCENARIOS = ("send_1k", "send_1k_1", "send_1k_half", "send_1k_20k", "batch_32x1k",
              "send_1k_sdk", "batch_32x1k_sdk", "consume", "consume_sdk", "e2e_20k",
-             "connections", "sync_flush_1k", "send_1k_1_busy")
+             "connections", "sync_flush_1k", "sync_flush_1k_sdk", "send_1k_1_busy")
 # the rate of the latency aims (send_1k_20k, e2e_20k)
 LATENCY_RATE = 20_000
 # the SDK-load counterpart of a raw-load scenario, shown beside its target as information
-SDK_OF = {"send_1k": "send_1k_sdk", "batch_32x1k": "batch_32x1k_sdk", "consume": "consume_sdk"}
+SDK_OF = {"send_1k": "send_1k_sdk", "batch_32x1k": "batch_32x1k_sdk", "consume": "consume_sdk",
+          "sync_flush_1k": "sync_flush_1k_sdk"}
 MiB = 1 << 20
 
 # (figure key in a load result, label, scale) in table order; a key ending in
@@ -157,10 +159,11 @@ class Ratio(float):
         return out
 
 
-# scenarios on a broker of their own: (broker settings, sends in flight)
+# scenarios on a broker of their own: (broker settings, sends in flight, raw load)
 OWN_BROKER = {
-    "sync_flush_1k": ({"flushDiskType": "SYNC_FLUSH"}, 64),
-    "send_1k_1_busy": ({"rmqBusyPollMicros": "100"}, 1),
+    "sync_flush_1k": ({"flushDiskType": "SYNC_FLUSH"}, 64, True),
+    "sync_flush_1k_sdk": ({"flushDiskType": "SYNC_FLUSH"}, 64, False),
+    "send_1k_1_busy": ({"rmqBusyPollMicros": "100"}, 1, True),
 }
 
 # the issue's aims (compiled build, broker on one core, load on the other),
@@ -307,13 +310,13 @@ def broker_scenarios(args, mode: str, results: dict) -> None:
             if "connections" in wanted:
                 run("connections", "connections", inflight=args.clients, seconds=1.0)
             results["_store_bytes"] = _dir_size(cluster.store_dir / "commitlog")
-    for name, (extra, inflight) in OWN_BROKER.items():
+    for name, (extra, inflight, raw) in OWN_BROKER.items():
         if name not in wanted:
             continue
         with Cluster(env=env, broker_conf={**dict(args.broker_conf), **extra},
                      pin=args.pin) as cluster:
             asyncio.run(create_topic(cluster.broker_addr, cluster.namesrv_addr, TOPIC, 8))
-            _run(name, _spec(args, "send", cluster, inflight=inflight, raw=True), env,
+            _run(name, _spec(args, "send", cluster, inflight=inflight, raw=raw), env,
                  results, cluster, args.filler)
 
 
@@ -465,6 +468,13 @@ def _ms(value: float | None) -> str | None:
     return None if value is None else f"{value:.3f}"
 
 
+def _ratio(v: float | None, base: float | None) -> tuple[float | None, str | None]:
+    """``v / base`` and how it is shown: "0.50x (v / base)"."""
+    if v is None or not base:
+        return None, None
+    return v / base, f"{v / base:.2f}x ({v:,.0f} / {base:,.0f})"
+
+
 def target_rows(comp: dict) -> list[tuple]:
     """(aim, measured, met, SDK load) of every target on the compiled figures;
     a ``Ratio`` target is measured as the ratio of the two scenarios' figures."""
@@ -473,10 +483,10 @@ def target_rows(comp: dict) -> list[tuple]:
         v = comp.get(scen, {}).get(key)
         sdk = comp.get(SDK_OF[scen], {}).get(key) if scen in SDK_OF else None
         if isinstance(target, Ratio):
-            base = comp.get(target.scenario, {}).get(key)
-            ratio = v / base if v is not None and base else None
-            shown = None if ratio is None else f"{ratio:.2f}x ({v:,.0f} / {base:,.0f})"
-            rows.append((text, shown, _met(ratio, op, float(target)), None))
+            ratio, shown = _ratio(v, comp.get(target.scenario, {}).get(key))
+            if scen in SDK_OF and target.scenario in SDK_OF:
+                sdk = _ratio(sdk, comp.get(SDK_OF[target.scenario], {}).get(key))[1]
+            rows.append((text, shown, _met(ratio, op, float(target)), sdk))
             continue
         scale = 1 / MiB if key.startswith("broker_Rss") else 1
         if key.endswith("_ms"):

@@ -142,7 +142,8 @@ def test_targets_checked_on_raw_load_with_sdk_beside():
                "consume": {"msgs_per_s": 900_000.0},
                "consume_sdk": {"msgs_per_s": 600_000.0},
                "e2e_20k": {"e2e_p50_ms": 0.8, "e2e_p99_ms": 2.0},
-               "sync_flush_1k": {"msgs_per_s": 26_000.0}}}}
+               "sync_flush_1k": {"msgs_per_s": 26_000.0},
+               "sync_flush_1k_sdk": {"msgs_per_s": 21_000.0}}}}
     md = suite.render(doc)
     assert "Pinning: broker and name server pinned to CPU 0, load process to CPU 1" in md
     cells = [line.strip("| ").split(" | ") for line in md.split("## Broker")[0].splitlines()
@@ -159,8 +160,8 @@ def test_targets_checked_on_raw_load_with_sdk_beside():
         "0.800", "yes"]
     assert rows["produce-to-consume, long polling, 20,000 msgs/s: p99 < 2 ms"][:2] == [
         "2.000", "no"]
-    assert rows["SYNC_FLUSH (group commit), 64 in flight: >= 0.5 x send_1k msgs/s"][:2] == [
-        "0.52x (26,000 / 50,000)", "yes"]
+    assert rows["SYNC_FLUSH (group commit), 64 in flight: >= 0.5 x send_1k msgs/s"] == [
+        "0.52x (26,000 / 50,000)", "yes", "0.70x (21,000 / 30,000)"]
     assert rows["broker RssAnon with the clients: < 300 MiB"] == ["-", "-", "-"]
     doc["pinned"] = None
     assert "Pinning: nothing pinned" in suite.render(doc)
@@ -322,6 +323,20 @@ def test_page_floor_measures_every_way():
     assert set(figures) == {"fault", "populate", "zero_pwrite", "resident"}
     assert all(v > 0 for v in figures.values())
     bad = subprocess.run([sys.executable, "bench/page_floor.py", "--mib", "0"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_flush_floor_times_every_case():
+    out = subprocess.run([sys.executable, "bench/flush_floor.py", "--sizes", "1,8", "--threads",
+                          "1,2", "--flushes", "5", "--no-pin", "--json"], capture_output=True,
+                         text=True, cwd=ROOT, timeout=60)
+    assert out.returncode == 0, out.stderr
+    cases = json.loads(out.stdout)["cases"]
+    assert [(c["kib"], c["threads"]) for c in cases] == [(1, 1), (8, 1), (1, 2)]
+    assert all(c["median_us"] > 0 and c["p90_us"] >= c["median_us"] and c["flushes_per_s"] > 0
+               for c in cases)
+    bad = subprocess.run([sys.executable, "bench/flush_floor.py", "--threads", "0"],
                          capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
 
