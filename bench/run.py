@@ -53,7 +53,7 @@ every figure.  Everything is on loopback and bounded in time.
 
     .venv/bin/python bench/run.py [--quick] [--seconds 10] [--only send_1k,consume]
                                   [--modes compiled,twin] [--skip-scripts] [--no-pin]
-                                  [--full-page-cache]
+                                  [--full-page-cache] [--write-each]
 """
 
 from __future__ import annotations
