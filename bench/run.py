@@ -89,6 +89,7 @@ from bench.common import (  # noqa: E402
     proc_status,
     write_results,
 )
+from bench.flush_floor import measure as flush_floor  # noqa: E402
 from bench.micro import kernel_bound, verdict  # noqa: E402
 from bench.page_cache import PageCacheFiller, kswapd_seconds  # noqa: E402
 
@@ -138,6 +139,7 @@ FIGURES = (
     ("broker_loop_cpu_us_per_msg", "broker loop thread µs/msg", 1),
     ("broker_cpu_util", "broker CPU cores busy", 1),
     ("kswapd_cpu_us_per_msg", "kswapd CPU µs/msg (page reclaim)", 1),
+    ("msync_floor_us", "one msync just before, no broker: median µs (bench/flush_floor.py)", 1),
     ("client_cpu_us_per_msg", "client CPU µs/msg", 1),
     ("broker_VmRSS", "broker RSS MiB", 1 / MiB),
     ("broker_RssAnon", "broker RssAnon MiB", 1 / MiB),
@@ -159,6 +161,8 @@ class Ratio(float):
         return out
 
 
+# flushes timed (bench/flush_floor.py, 1 KiB each) before a SYNC_FLUSH scenario
+MSYNC_FLOOR_FLUSHES = 100
 # scenarios on a broker of their own: (broker settings, sends in flight, raw load)
 OWN_BROKER = {
     "sync_flush_1k": ({"flushDiskType": "SYNC_FLUSH"}, 64, True),
@@ -316,8 +320,14 @@ def broker_scenarios(args, mode: str, results: dict) -> None:
         with Cluster(env=env, broker_conf={**dict(args.broker_conf), **extra},
                      pin=args.pin) as cluster:
             asyncio.run(create_topic(cluster.broker_addr, cluster.namesrv_addr, TOPIC, 8))
-            _run(name, _spec(args, "send", cluster, inflight=inflight, raw=raw), env,
-                 results, cluster, args.filler)
+            # the disk's flush moves from minute to minute; a SYNC_FLUSH figure is
+            # read against the floor taken just before it
+            floor = (flush_floor([1], [1], MSYNC_FLOOR_FLUSHES)[0]["median_us"]
+                     if extra.get("flushDiskType") == "SYNC_FLUSH" else None)
+            res = _run(name, _spec(args, "send", cluster, inflight=inflight, raw=raw), env,
+                       results, cluster, args.filler)
+            if res is not None and floor is not None:
+                res["msync_floor_us"] = floor
 
 
 def _dir_size(path: Path) -> int:

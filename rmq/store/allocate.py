@@ -22,15 +22,19 @@ from rmq.store.mapped_file import POPULATE_AHEAD_MIN, MappedFile, TransientStore
 log = logging.getLogger("store")
 
 WAIT_TIMEOUT_S = 5.0
+# write_blocks on the service's thread: the pause between its chunks
+PREWRITE_PAUSE_S = 0.005
 THREAD_NAME = "AllocateMappedFileService"
 
 
 class AllocateMappedFileService:
-    def __init__(self, warm: bool = False, populate: bool = True) -> None:
+    def __init__(self, warm: bool = False, populate: bool = True, prewrite: bool = False) -> None:
         self._warm = warm
         # False: the appender writes zeros ahead itself (CommitLog.zero_ahead),
         # and the page cache is filled no other way
         self._populate = populate
+        # True (SYNC_FLUSH): every new file's blocks are written before use
+        self._prewrite = prewrite
         self._pending: dict[str, Future] = {}
         self._populating: Future | None = None
         self._executor: ThreadPoolExecutor | None = ThreadPoolExecutor(
@@ -42,6 +46,11 @@ class AllocateMappedFileService:
         """Create a file and pre-fault or populate it: here on the service's
         thread, or (``here`` False, a caller's thread) as a job for it."""
         mf = MappedFile(path, size, pool)
+        if self._prewrite:
+            try:  # a caller waiting for its file does not pause for other flushes
+                mf.write_blocks(PREWRITE_PAUSE_S if here else 0.0)
+            except OSError as e:  # the file works without it, its flushes cost more
+                log.warning("writing the blocks of %s failed: %s", path, e)
         if self._warm:
             mf.warm()
         elif self._populate and here:

@@ -162,8 +162,13 @@ class CommitLog:
         self.zero_ahead_enabled = cfg.rmqZeroFillAheadEnable and \
             not cfg.is_transient_store_pool_active() and not cfg.warmMapedFileEnable and \
             not cfg.enableDLegerCommitLog
+        # under SYNC_FLUSH new files get their blocks written before use
+        # (MappedFile.write_blocks); DLedger's entry files are not these
+        prewrite = cfg.rmqPrewriteCommitLogEnable and \
+            cfg.flushDiskType is FlushDiskType.SYNC_FLUSH and not cfg.enableDLegerCommitLog
         self.allocator = AllocateMappedFileService(cfg.warmMapedFileEnable,
-                                                   populate=not self.zero_ahead_enabled)
+                                                   populate=not self.zero_ahead_enabled,
+                                                   prewrite=prewrite)
         self.mfq = MappedFileQueue(cfg.commit_log_dirs(), self.file_size, self.allocator,
                                    cfg.read_only_commit_log_dirs())
         if cfg.is_transient_store_pool_active():

@@ -70,6 +70,11 @@ class MessageStoreConfig:
     # written with zeros (CommitLog.zero_ahead); false: the allocation thread
     # faults them in ahead instead (MappedFileQueue.populate_ahead)
     rmqZeroFillAheadEnable: bool = True
+    # under SYNC_FLUSH, a new commit-log file's blocks are written with zeros
+    # and synced before the file is used (MappedFile.write_blocks), so a group
+    # commit's msync writes data and flushes, with no reserved blocks to turn
+    # into written ones (and their metadata to write) on every flush
+    rmqPrewriteCommitLogEnable: bool = True
     osPageCacheBusyTimeOutMills: int = 1000
     # cleaning
     deleteWhen: str = "04"

@@ -37,6 +37,10 @@ _CLOCK_REALTIME_COARSE = 5  # Linux <time.h>; the time module does not name it
 # and what one append tops them up by while at least half of that is left
 ZERO_AHEAD = 1024 * 1024
 ZERO_STEP = 64 * 1024
+# write_blocks: direct writes of this much at a time, offsets and lengths
+# aligned to this (the logical block size direct I/O asks for, at most)
+PREWRITE_CHUNK = 8 * 1024 * 1024
+PREWRITE_ALIGN = 4096
 _ZEROS = memoryview(bytes(ZERO_AHEAD))
 
 
@@ -177,6 +181,46 @@ class MappedFile:
             log.error("reserve the blocks of %s failed: %s", self.file_name, e)
             return False
         return True
+
+    def write_blocks(self, pause: float = 0.0) -> None:
+        """Write zeros over the whole of a new file on disk and sync them.
+
+        A file's blocks are reserved when it is created (``posix_fallocate``),
+        and a reserved block reads as zeros until something is written to it;
+        the write that does turns it into a written one, and that is a change
+        of the file's block map.  A flush that syncs data written into
+        reserved blocks therefore writes the block map too: on ext4, one or
+        two more synchronous metadata writes before the device's cache flush
+        (``bench/flush_floor.py``'s disk: ~200 against ~300-400 µs an msync).
+        Written once here, before the file is used, the blocks make every
+        later flush one data write and one cache flush, as RocketMQ's warmed
+        files do under SYNC_FLUSH.  Direct I/O from one zeroed buffer: no
+        page cache, a few system calls; ``pause`` seconds between chunks
+        leave the disk to the flushes of the file in use meanwhile.  Only for
+        a file nobody has written yet: it overwrites whatever is there."""
+        aligned = self.file_size - self.file_size % PREWRITE_ALIGN
+        if aligned:
+            try:
+                fd = os.open(self.file_name, os.O_WRONLY | os.O_DIRECT)
+            except OSError:  # no direct I/O on this file system: plain writes
+                fd = -1
+            zeros = mmap.mmap(-1, min(PREWRITE_CHUNK, aligned))  # page-aligned zeros
+            try:
+                for pos in range(0, aligned, PREWRITE_CHUNK):
+                    n = min(PREWRITE_CHUNK, aligned - pos)
+                    with memoryview(zeros)[:n] as chunk:
+                        os.pwritev(fd if fd >= 0 else self.fd, [chunk], pos)
+                    if pause and pos + n < aligned:
+                        time.sleep(pause)
+            finally:
+                zeros.close()
+                if fd >= 0:
+                    os.close(fd)
+        if aligned < self.file_size:
+            os.pwrite(self.fd, bytes(self.file_size - aligned), aligned)
+        os.fdatasync(self.fd)
+        # whatever plain writes left in the page cache is not needed there
+        os.posix_fadvise(self.fd, 0, self.file_size, os.POSIX_FADV_DONTNEED)
 
     def attach_pool(self, pool: TransientStorePool) -> None:
         """Borrow a write buffer for a file created without one."""
