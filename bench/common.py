@@ -114,6 +114,28 @@ def can_pin() -> bool:
     return {*BROKER_CPUS, LOAD_CPU} <= os.sched_getaffinity(0)
 
 
+def pin_to_broker_cpus() -> None:
+    """Run this process where bench/run.py runs the broker, when it can pin:
+    the floor scripts measure what the broker's core would pay."""
+    if can_pin():
+        os.sched_setaffinity(0, BROKER_CPUS)
+
+
+def stat_cpu_ticks(path: str) -> tuple[str, int] | None:
+    """(kernel name, utime + stime in clock ticks) from a /proc ``stat`` file;
+    None when the process or thread is gone."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    # "tid (comm) state ppid ...": comm may hold spaces and parentheses
+    head, _, rest = raw.rpartition(b")")
+    comm = head.partition(b"(")[2].decode(errors="replace")
+    fields = rest.split()
+    return comm, int(fields[11]) + int(fields[12])  # utime, stime
+
+
 def thread_cpu_ticks(pid: int) -> dict[int, tuple[str, int]]:
     """{tid: (kernel name, utime + stime in clock ticks)} of every thread of ``pid``.
 
@@ -122,16 +144,9 @@ def thread_cpu_ticks(pid: int) -> dict[int, tuple[str, int]]:
     out: dict[int, tuple[str, int]] = {}
     base = f"/proc/{pid}/task"
     for entry in os.listdir(base):
-        try:
-            with open(f"{base}/{entry}/stat", "rb") as f:
-                raw = f.read()
-        except OSError:
-            continue
-        # "tid (comm) state ppid ...": comm may hold spaces and parentheses
-        head, _, rest = raw.rpartition(b")")
-        comm = head.partition(b"(")[2].decode(errors="replace")
-        fields = rest.split()
-        out[int(entry)] = (comm, int(fields[11]) + int(fields[12]))  # utime, stime
+        ticks = stat_cpu_ticks(f"{base}/{entry}/stat")
+        if ticks is not None:
+            out[int(entry)] = ticks
     return out
 
 

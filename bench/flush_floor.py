@@ -35,7 +35,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT_DIR = ROOT / "bench" / "out"
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.common import OUT_DIR, pin_to_broker_cpus  # noqa: E402
+
 KiB = 1024
 PAGE = mmap.PAGESIZE
 
@@ -117,8 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"flush_floor.py: sizes, threads and flushes must be positive ({exc})",
               file=sys.stderr)
         return 2
-    if args.pin and (os.cpu_count() or 1) > 1:
-        os.sched_setaffinity(0, {0})
+    if args.pin:
+        pin_to_broker_cpus()
     cases = measure(sizes, threads, args.flushes)
     if args.json:
         print(json.dumps({"cases": cases}))

@@ -21,7 +21,14 @@ beside the broker's.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.common import stat_cpu_ticks  # noqa: E402
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -56,21 +63,13 @@ def reclaimed_pages() -> int:
 
 def kswapd_seconds() -> float:
     """CPU seconds (user + system) the kernel's page-reclaim threads have used."""
-    tick = os.sysconf("SC_CLK_TCK")
     total = 0
     for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                stat = f.read()
-        except OSError:  # gone while listed
-            continue
-        comm = stat[stat.index("(") + 1:stat.rindex(")")]
-        if comm.startswith("kswapd"):
-            fields = stat[stat.rindex(")") + 2:].split()
-            total += int(fields[11]) + int(fields[12])  # utime, stime
-    return total / tick
+        if pid.isdigit():
+            ticks = stat_cpu_ticks(f"/proc/{pid}/stat")
+            if ticks is not None and ticks[0].startswith("kswapd"):
+                total += ticks[1]
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 class PageCacheFiller:

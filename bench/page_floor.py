@@ -42,7 +42,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT_DIR = ROOT / "bench" / "out"
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.common import OUT_DIR, pin_to_broker_cpus  # noqa: E402
+
 RECORD = 1024
 ZERO_CHUNK = 512 * 1024
 MADV_POPULATE_WRITE = 23  # Linux 5.14+
@@ -106,8 +110,8 @@ def main(argv: list[str] | None = None) -> int:
         print("page_floor: --mib and --rounds must be at least 1, --pause not negative",
               file=sys.stderr)
         return 2
-    if args.pin and (os.cpu_count() or 1) >= 2:
-        os.sched_setaffinity(0, {0})
+    if args.pin:
+        pin_to_broker_cpus()
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     runs: dict[str, list[float]] = {w: [] for w in WAYS}
     for _ in range(args.rounds):
