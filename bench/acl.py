@@ -4,7 +4,7 @@ over the extFields values and the body, permissions) of a SEND_MESSAGE_V2 with
 the C++ client's 13 header fields, for a few body sizes.  With aclEnable=false
 the broker runs no hook at all (one empty-list test per request).
 
-    .venv/bin/python bench/acl.py [--count N]
+    .venv/bin/python -m bench.acl [--count N]
 """
 
 from __future__ import annotations
@@ -15,14 +15,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from rmq.acl import AclClientRPCHook, SessionCredentials  # noqa: E402
-from rmq.acl.validator import PlainAccessValidator  # noqa: E402
-from rmq.common.codes import RequestCode  # noqa: E402
-from rmq.remoting import RemotingCommand  # noqa: E402
+from rmq.acl import AclClientRPCHook, SessionCredentials
+from rmq.acl.validator import PlainAccessValidator
+from rmq.common.codes import RequestCode
+from rmq.remoting import RemotingCommand
 
 V2_EXT = {"a": "please_rename_unique_group_name", "b": "BenchmarkTest", "c": "TBW102",
           "d": "4", "e": "3", "f": "0", "g": "1700000000000", "h": "0",

@@ -1,6 +1,6 @@
 """The same send load against rmq and a reference RocketMQ-compatible broker, in one run.
 
-    .venv/bin/python bench/compare.py --ref-namesrv HOST:PORT --ref-broker HOST:PORT
+    .venv/bin/python -m bench.compare --ref-namesrv HOST:PORT --ref-broker HOST:PORT
         [--ref-pid PID] [--inflight 1,16,64] [--size 1024] [--duration 5] [--sdk] [--no-pin]
 
 For each in-flight count it runs bench/producer.py's load (a separate load
@@ -23,17 +23,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from bench.cluster import create_topic
+from bench.producer import bench_cluster, create_bench_topic, run_worker
+from bench.results import git_commit, markdown_table
 
-from bench.common import create_topic, git_commit, markdown_table  # noqa: E402
-from bench.producer import BenchCluster, run_worker  # noqa: E402
-
-PRODUCER = str(ROOT / "bench" / "producer.py")
+PRODUCER = "bench.producer"
 
 
 def pin(pid: int | None, cpu: int) -> bool:
@@ -100,9 +95,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    cluster = BenchCluster(False, "flushDiskType=ASYNC_FLUSH\n").start()
+    cluster = bench_cluster(False, {"flushDiskType": "ASYNC_FLUSH"})
     try:
-        asyncio.run(cluster.create_topic(args.topic, args.queues))
+        create_bench_topic(cluster, args.topic, args.queues)
         asyncio.run(create_topic(args.ref_broker, args.ref_namesrv, args.topic, args.queues))
         if not args.no_pin:
             pin(cluster.broker.pid, 0)

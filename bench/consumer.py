@@ -7,7 +7,7 @@ data is in the page cache; prints per-second msgs/s, pull RT and the broker's
 and the client's CPU per message.  Without ``-n`` it starts its own name
 server and broker, compiled and then with the twins (RMQ_NO_EXTENSIONS=1).
 
-    .venv/bin/python bench/consumer.py [--messages 200000] [--size 1024]
+    .venv/bin/python -m bench.consumer [--messages 200000] [--size 1024]
         [--queues 8] [--max-nums 32] [--mode both|compiled|twin] [--json]
 """
 
@@ -16,17 +16,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import sys
 import time
 from array import array
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench.producer import (  # noqa: E402
-    BenchCluster,
+from bench.producer import (
+    bench_cluster,
     cpu_seconds,
+    create_bench_topic,
     own_cpu_seconds,
     percentile,
     run_worker,
@@ -129,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(json.dumps(uvloop.run(consume(args))), flush=True)
         return 0
-    script = str(Path(__file__).resolve())
+    script = "bench.consumer"
     modes = ["compiled", "twin"] if args.mode == "both" else [args.mode]
     results = {}
     for mode in modes:
@@ -138,8 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.namesrv:
             namesrv, pid = args.namesrv, args.broker_pid
         else:
-            cluster = BenchCluster(mode == "twin").start()
-            asyncio.run(cluster.create_topic(args.topic, args.queues))
+            cluster = bench_cluster(mode == "twin")
+            create_bench_topic(cluster, args.topic, args.queues)
             namesrv, pid = cluster.namesrv_addr, cluster.broker.pid
         common = ["-n", namesrv, "--messages", str(args.messages), "--size", str(args.size),
                   "--topic", args.topic, "--max-nums", str(args.max_nums),

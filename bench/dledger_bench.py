@@ -3,7 +3,7 @@ single node (a group of one: no replication), each node its own process on
 loopback, 1 KiB appends from ``--inflight`` concurrent appenders through the
 DLedger client, in one run.
 
-    .venv/bin/python bench/dledger_bench.py [--appends N] [--inflight 1,16,64]
+    .venv/bin/python -m bench.dledger_bench [--appends N] [--inflight 1,16,64]
 
 CPU per append is the node processes' user+system time (psutil) over the
 acknowledged appends: the leader's, and the followers' together.  The client
@@ -19,14 +19,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import psutil
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from rmq.store.dledger.client import DLedgerClient  # noqa: E402
+from bench.modes import ROOT
+from rmq.store.dledger.client import DLedgerClient
 
 TIMING = ["--heartbeat-ms", "1000", "--data-file-size", str(64 * 1024 * 1024),
           "--index-file-size", str(32 * 1024 * 1024)]

@@ -5,7 +5,7 @@ run: ``bench/producer.py`` (the rmq client, ``--inflight`` sync sends of
 leader's) process CPU, and for the group also its two followers'.  The group
 runs twice: with 4.9.8's default (one push per entry) and ``enableBatchPush``.
 
-    .venv/bin/python bench/dledger_broker.py [--inflight 16] [--duration 5]
+    .venv/bin/python -m bench.dledger_broker [--inflight 16] [--duration 5]
 """
 
 from __future__ import annotations
@@ -21,12 +21,10 @@ from pathlib import Path
 
 import psutil
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from rmq.client.admin import MQAdmin  # noqa: E402
-from tests.integration.test_broker_support import broker_conf, start_namesrv  # noqa: E402
-from tests.support.procs import RmqProcess, free_port  # noqa: E402
+from bench.modes import ROOT
+from rmq.client.admin import MQAdmin
+from rmq.testing.cluster import broker_conf, start_namesrv
+from rmq.testing.procs import RmqProcess, free_port
 
 NAME = "RaftNode00"
 
@@ -57,7 +55,7 @@ async def master_and_topic(namesrv: str, ports: dict[str, int], queues: int) -> 
 
 def produce(namesrv: str, broker: str, pid: int, args) -> dict:
     out = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "producer.py"), "-n", namesrv, "--broker", broker,
+        [sys.executable, "-m", "bench.producer", "-n", namesrv, "--broker", broker,
          "--broker-pid", str(pid), "--inflight", str(args.inflight), "--size", str(args.size),
          "--duration", str(args.duration), "--mode", "compiled", "--no-half-rate", "--json"],
         capture_output=True, text=True, cwd=ROOT, timeout=args.duration * 4 + 120)

@@ -1,6 +1,6 @@
 """What one SYNC_FLUSH flush costs this machine's disk, with no broker in the way.
 
-    .venv/bin/python bench/flush_floor.py [--sizes 1,4,16,64,256] [--threads 1,2]
+    .venv/bin/python -m bench.flush_floor [--sizes 1,4,16,64,256] [--threads 1,2]
                                           [--flushes 200] [--no-pin] [--json]
 
 Group commit answers every send a flush covered at once, so a SYNC_FLUSH
@@ -34,11 +34,8 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from bench.common import OUT_DIR, pin_to_broker_cpus  # noqa: E402
+from bench.cpu import pin_to_broker_cpus
+from bench.modes import OUT_DIR
 
 KiB = 1024
 PAGE = mmap.PAGESIZE

@@ -11,7 +11,7 @@ acknowledgement was when the master died (the window: everything acknowledged
 later than that may be lost), and how many bytes the slave was behind.
 SYNC_MASTER has no such window (tests/interop/test_cpp_failover.py).
 
-    .venv/bin/python bench/ha_loss.py [--rounds 5] [--inflight 64] [--rate 0] [--json FILE]
+    .venv/bin/python -m bench.ha_loss [--rounds 5] [--inflight 64] [--rate 0] [--json FILE]
 """
 
 from __future__ import annotations
@@ -27,18 +27,16 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from bench.common import create_topic, mode_env, percentile  # noqa: E402
-from rmq.client import ClientConfig, Message, Producer, ProducerConfig  # noqa: E402
-from rmq.client.codec import decode_messages  # noqa: E402
-from rmq.client.headers import PULL_FLAG_SUBSCRIPTION, pull_header  # noqa: E402
-from rmq.common import fastjson  # noqa: E402
-from rmq.common.codes import RequestCode, ResponseCode  # noqa: E402
-from rmq.remoting import RemotingClient, RemotingCommand  # noqa: E402
-from tests.support.procs import RmqProcess, free_port  # noqa: E402
+from bench.cluster import create_topic
+from bench.modes import mode_env
+from bench.stats import percentile
+from rmq.client import ClientConfig, Message, Producer, ProducerConfig
+from rmq.client.codec import decode_messages
+from rmq.client.headers import PULL_FLAG_SUBSCRIPTION, pull_header
+from rmq.common import fastjson
+from rmq.common.codes import RequestCode, ResponseCode
+from rmq.remoting import RemotingClient, RemotingCommand
+from rmq.testing.procs import RmqProcess, free_port
 
 TOPIC = "HaLossTopic"
 QUEUES = 8

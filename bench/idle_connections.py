@@ -18,7 +18,7 @@ cost a few KiB per connection.  The soft RLIMIT_NOFILE is raised to the hard
 limit (the broker inherits it); ``--connections`` above what that allows is
 cut to fit.
 
-    .venv/bin/python bench/idle_connections.py [--connections 10000] [--json PATH]
+    .venv/bin/python -m bench.idle_connections [--connections 10000] [--json PATH]
 """
 
 from __future__ import annotations
@@ -27,16 +27,13 @@ import argparse
 import json
 import resource
 import socket
-import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from bench.common import Cluster, git_commit, markdown_table, proc_status  # noqa: E402
-from rmq.remoting import RemotingCommand  # noqa: E402
+from bench.cluster import Cluster
+from bench.cpu import proc_status
+from bench.results import git_commit, markdown_table
+from rmq.remoting import RemotingCommand
 
 UNSUPPORTED_CODE = 9999  # answered REQUEST_CODE_NOT_SUPPORTED: touches no broker state
 KiB = 1024

@@ -38,18 +38,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 import os
-import sys
 import time
-from pathlib import Path
 
 import gevent
 import gevent.hub
 from gevent.monkey import get_original
 from locust import User, constant, events, task
-
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 # gevent patches threading (a Thread would be a greenlet): the loop needs a real OS thread
 _start_new_thread = get_original("_thread", "start_new_thread")

@@ -15,7 +15,7 @@ newest part of every queue, and reports the broker's memory from
 VmHWM, at each step, with the start-up (load + recovery) time and the
 RssAnon cost per client.  The store is removed afterwards unless ``--keep``.
 
-    .venv/bin/python bench/memory.py [--store-gib 10] [--clients 1000] [--groups 50]
+    .venv/bin/python -m bench.memory [--store-gib 10] [--clients 1000] [--groups 50]
         [--body 1024] [--dir /tmp] [--keep] [--reuse DIR] [--json PATH] [--quick]
 
 ``--quick`` is a smoke run (1 GiB store, 200 clients).  ``--reuse DIR`` starts
@@ -35,11 +35,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from bench.common import Cluster, git_commit, mode_env, proc_status  # noqa: E402
+from bench.cluster import Cluster
+from bench.cpu import proc_status
+from bench.modes import mode_env
+from bench.results import git_commit
 
 GiB = 1 << 30
 MiB = 1 << 20

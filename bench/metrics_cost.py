@@ -10,7 +10,7 @@
    statistics to the bytes, written by rmq's ``render`` and, for comparison in
    the same run, by prometheus_client's ``generate_latest`` (same bytes).
 
-    .venv/bin/python bench/metrics_cost.py [--messages N] [--series N]
+    .venv/bin/python -m bench.metrics_cost [--messages N] [--series N]
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ either build around it.  twin / floor is then the best ratio any compiled side
 could reach; when that ceiling is under 5x the item is reported as
 kernel-bound instead of yes/no, with the floor beside it.
 
-    .venv/bin/python bench/micro.py [--quick] [--only WORD[,WORD]] [--json PATH] [--dir DIR]
+    .venv/bin/python -m bench.micro [--quick] [--only WORD[,WORD]] [--json PATH] [--dir DIR]
 
 ``--json PATH`` writes ``{"compiled": {key: ns}, "twin": {key: ns}, "items": [...]}``
 (what ``bench/run.py`` reads for its "micro" section).
@@ -36,12 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from rmq._fast import compiled_or_none  # noqa: E402
-from rmq.store.message_codec import SCAN_MESSAGE  # noqa: E402
+from rmq._fast import compiled_or_none
+from rmq.store.message_codec import SCAN_MESSAGE
 
 AIM = 5.0
 KiB = 1024

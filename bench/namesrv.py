@@ -11,7 +11,7 @@ decoded and applied again).  It runs once with the compiled extensions and once 
 the pure-Python twins (a subprocess with RMQ_NO_EXTENSIONS=1, both the name
 server and the client), and prints both with the compiled/twin ratio.
 
-    .venv/bin/python bench/namesrv.py [--duration 5] [--inflight 64] [--json]
+    .venv/bin/python -m bench.namesrv [--duration 5] [--inflight 64] [--json]
 """
 
 from __future__ import annotations
@@ -27,18 +27,16 @@ import time
 import zlib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from rmq.common.codes import RequestCode, ResponseCode  # noqa: E402
-from rmq.common.data_version import DataVersion  # noqa: E402
-from rmq.common.topic_config import (  # noqa: E402
+from bench.modes import ROOT
+from rmq.common.codes import RequestCode, ResponseCode
+from rmq.common.data_version import DataVersion
+from rmq.common.topic_config import (
     RegisterBrokerBody,
     TopicConfig,
     TopicConfigSerializeWrapper,
 )
-from rmq.remoting import RemotingClient, RemotingCommand  # noqa: E402
-from tests.support.procs import RmqProcess, free_port  # noqa: E402
+from rmq.remoting import RemotingClient, RemotingCommand
+from rmq.testing.procs import RmqProcess, free_port
 
 BROKERS = 4
 ROUTE_TOPICS = 1000
@@ -154,7 +152,7 @@ def run_mode(args, twins: bool) -> dict:
         env["RMQ_NO_EXTENSIONS"] = "1"
     else:
         env.pop("RMQ_NO_EXTENSIONS", None)
-    cmd = [sys.executable, __file__, "--worker", "--duration", str(args.duration),
+    cmd = [sys.executable, "-m", "bench.namesrv", "--worker", "--duration", str(args.duration),
            "--inflight", str(args.inflight), "--rounds", str(args.rounds)]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=ROOT, timeout=600)
     if out.returncode != 0:

@@ -21,14 +21,9 @@ beside the broker's.
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from bench.common import stat_cpu_ticks  # noqa: E402
+from bench.cpu import stat_cpu_ticks
 
 MiB = 1 << 20
 GiB = 1 << 30

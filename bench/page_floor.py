@@ -1,6 +1,6 @@
 """What a commit log's new pages cost this machine, by the way they are made.
 
-    .venv/bin/python bench/page_floor.py [--mib 256] [--rounds 3] [--pause 6] [--no-pin] [--json]
+    .venv/bin/python -m bench.page_floor [--mib 256] [--rounds 3] [--pause 6] [--no-pin] [--json]
 
 A commit log grows into page-cache pages nobody used before, and on this
 machine kind (a virtual machine whose host takes freed guest memory back:
@@ -41,11 +41,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from bench.common import OUT_DIR, pin_to_broker_cpus  # noqa: E402
+from bench.cpu import pin_to_broker_cpus
+from bench.modes import OUT_DIR
 
 RECORD = 1024
 ZERO_CHUNK = 512 * 1024

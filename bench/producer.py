@@ -19,7 +19,7 @@ prints both with the compiled/twin ratio.  For single-message sends it then
 repeats the run at half the measured peak rate (``--rate``) to report the p99
 there.
 
-    .venv/bin/python bench/producer.py [--inflight 64] [--size 1024] [--batch 1]
+    .venv/bin/python -m bench.producer [--inflight 64] [--size 1024] [--batch 1]
         [--topic BenchTopic] [--queues 8] [--duration 5] [--mode both|compiled|twin]
         [--raw] [--flush ASYNC_FLUSH|SYNC_FLUSH] [-n host:port [--broker host:port]] [--json]
 """
@@ -31,94 +31,35 @@ import asyncio
 import json
 import os
 import resource
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from array import array
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench.common import RawConnection, RawRequests  # noqa: E402
-from rmq.client.message import Message  # noqa: E402
-from rmq.common.codes import RequestCode  # noqa: E402
-from rmq.remoting import RemotingClient, RemotingCommand  # noqa: E402
-from tests.support.procs import RmqProcess, free_port  # noqa: E402
+from bench.cluster import Cluster, create_topic
+from bench.modes import ROOT, mode_env
+from bench.raw import RawConnection, RawRequests
+from rmq.client.message import Message
 
 
 # ---- cluster ---------------------------------------------------------------------
-class BenchCluster:
-    """rmq-namesrv + rmq-broker on free loopback ports with a fresh store."""
-
-    def __init__(self, twin: bool, extra_conf: str = "") -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="rmq-bench-"))
-        self.env = {"ROCKETMQ_HOME": str(self.dir)}
-        if twin:
-            self.env["RMQ_NO_EXTENSIONS"] = "1"
-        self.ns_port = free_port()
-        ns_conf = self.dir / "namesrv.conf"
-        ns_conf.write_text(f"listenPort={self.ns_port}\nkvConfigPath={self.dir}/kv.json\n")
-        self.namesrv = RmqProcess("rmq.namesrv.startup", ["-c", str(ns_conf)],
-                                  self.dir / "ns.out", env=self.env)
-        self.port = free_port(span=4) + 2
-        self.conf = self.dir / "broker.conf"
-        self.conf.write_text(
-            f"brokerName=broker-a\nlistenPort={self.port}\nbrokerIP1=127.0.0.1\n"
-            f"brokerIP2=127.0.0.1\nstorePathRootDir={self.dir / 'store'}\n{extra_conf}")
-        self.broker = RmqProcess("rmq.broker.startup",
-                                 ["-c", str(self.conf), "-n", self.namesrv_addr],
-                                 self.dir / "broker.out", env=self.env)
-
-    @property
-    def namesrv_addr(self) -> str:
-        return f"127.0.0.1:{self.ns_port}"
-
-    @property
-    def broker_addr(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def start(self) -> BenchCluster:
-        self.namesrv.start(wait_for_port=self.ns_port)
-        self.broker.start(wait_for_port=self.port)
-        return self
-
-    async def create_topic(self, topic: str, queues: int) -> None:
-        client = RemotingClient()
-        try:
-            header = {"topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues),
-                      "writeQueueNums": str(queues), "perm": "6",
-                      "topicFilterType": "SINGLE_TAG"}
-            r = await client.invoke(self.broker_addr, RemotingCommand.create_request(
-                RequestCode.UPDATE_AND_CREATE_TOPIC, header), 5000)
-            if r.code != 0:
-                raise RuntimeError(f"create topic failed: {r.remark}")
-            for _ in range(100):
-                r = await client.invoke(self.namesrv_addr, RemotingCommand.create_request(
-                    RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}), 3000)
-                if r.code == 0:
-                    return
-                await asyncio.sleep(0.1)
-            raise RuntimeError(f"{topic} never routed")
-        finally:
-            await client.close()
-
-    def stop(self) -> None:
-        """Stop both processes and remove the store (a commit-log file is 1 GiB:
-        left behind, repeated runs fill the disk and the broker turns read-only)."""
-        self.broker.stop()
-        self.namesrv.stop()
-        shutil.rmtree(self.dir, ignore_errors=True)
+def bench_cluster(twin: bool, broker_conf: dict[str, str] | None = None) -> Cluster:
+    """A started throw-away ``bench.cluster.Cluster`` running the twins or the
+    compiled build."""
+    return Cluster(env=mode_env("twin" if twin else "compiled"),
+                   broker_conf=dict(broker_conf or {})).start()
 
 
-def run_worker(script: str, args: list[str], env: dict) -> dict:
+def create_bench_topic(cluster: Cluster, topic: str, queues: int) -> None:
+    asyncio.run(create_topic(cluster.broker_addr, cluster.namesrv_addr, topic, queues))
+
+
+def run_worker(module: str, args: list[str], env: dict) -> dict:
     """Run the load in a subprocess (so the twins can be forced) and read the
     JSON summary it prints last; its per-second lines pass through."""
     full_env = {**os.environ, **env}
-    proc = subprocess.run([sys.executable, script, "--worker", *args], env=full_env,
-                          stdout=subprocess.PIPE, text=True, check=False)
+    proc = subprocess.run([sys.executable, "-m", module, "--worker", *args], env=full_env,
+                          stdout=subprocess.PIPE, text=True, check=False, cwd=ROOT)
     lines = proc.stdout.strip().splitlines()
     for line in lines[:-1]:
         print("   ", line, flush=True)
@@ -328,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
             os.sched_setaffinity(0, {int(os.environ["RMQ_LOAD_CPU"])})
         print(json.dumps(uvloop.run(produce(args))), flush=True)
         return 0
-    script = str(Path(__file__).resolve())
+    script = "bench.producer"
     modes = ["compiled", "twin"] if args.mode == "both" else [args.mode]
     results: dict[str, dict] = {}
     for mode in modes:
@@ -337,8 +278,8 @@ def main(argv: list[str] | None = None) -> int:
             cluster = None
             namesrv, pid, broker = args.namesrv, args.broker_pid, args.broker
         else:
-            cluster = BenchCluster(mode == "twin", f"flushDiskType={args.flush}\n").start()
-            asyncio.run(cluster.create_topic(args.topic, args.queues))
+            cluster = bench_cluster(mode == "twin", {"flushDiskType": args.flush})
+            create_bench_topic(cluster, args.topic, args.queues)
             namesrv, pid, broker = cluster.namesrv_addr, cluster.broker.pid, cluster.broker_addr
         try:
             print(f"== {mode}: {args.inflight} in flight, {args.size} B x {args.batch}"

@@ -22,11 +22,11 @@ run-queue waits and involuntary switches of the event-loop thread comes from
 CPU contention, not from the broker's own code paths; background threads
 that run long would show up here too.
 
-    .venv/bin/python bench/profiling.py [record] [--duration 10] [--twins] [--native]
+    .venv/bin/python -m bench.profiling [record] [--duration 10] [--twins] [--native]
         [--kind send|consume] [--size 1024] [--batch 1] [--inflight 64]
         [--flush SYNC_FLUSH] [--pid PID --namesrv HOST:PORT]
-    .venv/bin/python bench/profiling.py dump (--pid PID | --port PORT) [--locals]
-    .venv/bin/python bench/profiling.py sched [--duration 5] [--msg-rate 20000]
+    .venv/bin/python -m bench.profiling dump (--pid PID | --port PORT) [--locals]
+    .venv/bin/python -m bench.profiling sched [--duration 5] [--msg-rate 20000]
 """
 
 from __future__ import annotations
@@ -42,10 +42,9 @@ from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench.common import OUT_DIR, Cluster, LoadSpec, create_topic, mode_env  # noqa: E402
+from bench.cluster import Cluster, create_topic
+from bench.load import LoadSpec
+from bench.modes import OUT_DIR, ROOT, mode_env
 
 TOPIC = "BenchTopic"
 
@@ -146,7 +145,7 @@ def _finish_record(fmt: str, proc: subprocess.Popen, duration: float) -> None:
 def _start_load(spec: LoadSpec, env: dict) -> subprocess.Popen:
     import json
 
-    cmd = [sys.executable, str(ROOT / "bench" / "common.py"), "--load", json.dumps(asdict(spec))]
+    cmd = [sys.executable, "-m", "bench.load", "--load", json.dumps(asdict(spec))]
     return subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 

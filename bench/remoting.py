@@ -1,7 +1,7 @@
 """Remoting benchmark: one client connection, a trivial request/response,
 N requests in flight; plus the header codec alone.
 
-    .venv/bin/python bench/remoting.py [--seconds 3] [--inflight 1,16,128]
+    .venv/bin/python -m bench.remoting [--seconds 3] [--inflight 1,16,128]
         [--quick] [--codec-only] [--json PATH]
 
 Runs the end-to-end part twice, with the compiled codec and with the twins
@@ -25,15 +25,13 @@ import asyncio
 import itertools
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 import timeit
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench.modes import ROOT
+from rmq.testing.procs import free_port, wait_port
 
 V2_EXT = {"a": "please_rename_unique_group_name", "b": "BenchmarkTest", "c": "TBW102",
           "d": "4", "e": "3", "f": "0", "g": "1700000000000", "h": "0",
@@ -58,23 +56,6 @@ async def _serve(port: int) -> None:
     server.register_processor(1, _Pong())
     await server.start()
     await asyncio.Event().wait()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_port(port: int, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise SystemExit(f"benchmark server did not listen on {port}")
 
 
 async def _drive(addr: str, inflight: int, seconds: float) -> dict:
@@ -108,10 +89,11 @@ def run_end_to_end(inflight: list[int], seconds: float) -> list[dict]:
     """Server subprocess (same environment) + client here."""
     import uvloop
 
-    port = _free_port()
-    server = subprocess.Popen([sys.executable, __file__, "--serve", str(port)], env=os.environ)
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "bench.remoting", "--serve", str(port)],
+                              env=os.environ, cwd=ROOT)
     try:
-        _wait_port(port)
+        wait_port(port, proc=server)
         return [uvloop.run(_drive(f"127.0.0.1:{port}", n, seconds)) for n in inflight]
     finally:
         server.terminate()
@@ -295,7 +277,7 @@ def main() -> None:
     for label, env in (("compiled", {"RMQ_REQUIRE_EXTENSIONS": "1"}),
                        ("twin", {"RMQ_NO_EXTENSIONS": "1"})):
         out = subprocess.run(
-            [sys.executable, __file__, "--child", "--seconds", str(args.seconds),
+            [sys.executable, "-m", "bench.remoting", "--child", "--seconds", str(args.seconds),
              "--inflight", args.inflight],
             env={**os.environ, "RMQ_NO_EXTENSIONS": "", "RMQ_REQUIRE_EXTENSIONS": "", **env},
             check=True, capture_output=True, text=True)

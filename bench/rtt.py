@@ -1,6 +1,6 @@
 """Round trip of one request in flight: rmq beside the machine's floor.
 
-    .venv/bin/python bench/rtt.py [--count 20000] [--size 1024] [--no-pin] [--json]
+    .venv/bin/python -m bench.rtt [--count 20000] [--size 1024] [--no-pin] [--json]
 
 Two measurements with the same client, a blocking socket that writes one
 frame and reads one answer (no event loop on the client side, so the figure
@@ -29,21 +29,12 @@ import struct
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from bench.common import (  # noqa: E402
-    Cluster,
-    RawRequests,
-    ThreadCpuWindow,
-    create_topic,
-    latency_summary,
-    mode_env,
-    read_frame,
-)
+from bench.cluster import Cluster, create_topic
+from bench.cpu import ThreadCpuWindow
+from bench.modes import ROOT, mode_env
+from bench.raw import RawRequests, read_frame
+from bench.stats import latency_summary
 
 RESPONSE_SIZE = 260  # about an rmq SEND_MESSAGE_V2 answer
 
@@ -117,10 +108,10 @@ def _pings(port: int, args) -> list[float]:
 
 
 def measure_floor(args) -> dict:
-    from tests.support.procs import free_port, wait_port
+    from rmq.testing.procs import free_port, wait_port
 
     port = free_port()
-    server = subprocess.Popen([sys.executable, __file__, "--echo-server", str(port)]
+    server = subprocess.Popen([sys.executable, "-m", "bench.rtt", "--echo-server", str(port)]
                               + (["--no-pin"] if args.no_pin else []), cwd=ROOT)
     try:
         wait_port(port)

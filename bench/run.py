@@ -51,7 +51,7 @@ avg/p50/p99/max RT, broker CPU µs per message (psutil, measured window only),
 broker RSS and RssAnon (/proc/<pid>/status) and the compiled/twin ratio of
 every figure.  Everything is on loopback and bounded in time.
 
-    .venv/bin/python bench/run.py [--quick] [--seconds 10] [--only send_1k,consume]
+    .venv/bin/python -m bench.run [--quick] [--seconds 10] [--only send_1k,consume]
                                   [--modes compiled,twin] [--skip-scripts] [--no-pin]
                                   [--full-page-cache] [--write-each]
 """
@@ -70,28 +70,14 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from bench.common import (  # noqa: E402
-    BROKER_CPUS,
-    LOAD_CPU,
-    MODES,
-    OUT_DIR,
-    Cluster,
-    LoadSpec,
-    can_pin,
-    create_topic,
-    git_commit,
-    load_in_subprocess,
-    markdown_table,
-    mode_env,
-    proc_status,
-    write_results,
-)
-from bench.flush_floor import measure as flush_floor  # noqa: E402
-from bench.micro import kernel_bound, verdict  # noqa: E402
-from bench.page_cache import PageCacheFiller, kswapd_seconds  # noqa: E402
+from bench.cluster import Cluster, create_topic
+from bench.cpu import BROKER_CPUS, LOAD_CPU, can_pin, proc_status
+from bench.flush_floor import measure as flush_floor
+from bench.load import LoadSpec, load_in_subprocess
+from bench.micro import kernel_bound, verdict
+from bench.modes import MODES, OUT_DIR, ROOT, mode_env
+from bench.page_cache import PageCacheFiller, kswapd_seconds
+from bench.results import git_commit, markdown_table, write_results
 
 TOPIC = "BenchTopic"
 # the consume scenario re-reads a backlog of its own, written just before it
@@ -350,7 +336,7 @@ def _json_option(help_text: str) -> str | None:
 
 
 def run_script(name: str, quick: bool, timeout: float) -> dict:
-    """Run bench/<name>.py (it compares compiled and twins itself) and collect its
+    """Run bench.<name> (it compares compiled and twins itself) and collect its
     figures: its JSON when it offers one, else the printed text (parsed where we
     know the format)."""
     path = ROOT / "bench" / f"{name}.py"
@@ -358,7 +344,7 @@ def run_script(name: str, quick: bool, timeout: float) -> dict:
         return {"status": "missing"}
     env = mode_env("compiled")
     env.pop("RMQ_REQUIRE_EXTENSIONS")  # the script chooses per child itself
-    helptext = subprocess.run([sys.executable, str(path), "--help"], capture_output=True,
+    helptext = subprocess.run([sys.executable, "-m", f"bench.{name}", "--help"], capture_output=True,
                               text=True, env=env, cwd=ROOT, timeout=60).stdout
     extra: list[str] = []
     for opt, value in SCRIPTS.get(name, []) if quick else []:
@@ -366,7 +352,7 @@ def run_script(name: str, quick: bool, timeout: float) -> dict:
             extra += [opt] if value is None else [opt, value]
     jopt = _json_option(helptext)
     jpath = OUT_DIR / f"{name}.json"
-    cmd = [sys.executable, str(path.relative_to(ROOT)), *extra]
+    cmd = [sys.executable, "-m", f"bench.{name}", *extra]
     if jopt == "path":
         cmd += ["--json", str(jpath.relative_to(ROOT))]
     elif jopt == "flag":

@@ -1,6 +1,6 @@
 """Capacity job throughput: Spark on local[N] versus a plain numpy scan.
 
-    .venv/bin/python bench/spark_capacity.py [--messages 20000000] [--master local[2]]
+    .venv/bin/python -m bench.spark_capacity [--messages 20000000] [--master local[2]]
                                              [--commitlog-file-size BYTES] [--skip-spark]
 
 Generates (once, cached under bench/out/) a store of ``--messages`` messages
@@ -25,10 +25,8 @@ import time
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))  # the checkout, for the spark package
-
-from spark import gen_store, storefmt  # noqa: E402
+from bench.modes import OUT_DIR
+from spark import gen_store, storefmt
 
 
 def ensure_store(root: str, messages: int, cl_size: int) -> None:
@@ -105,7 +103,7 @@ def main() -> int:
     p.add_argument("--messages", type=int, default=20_000_000)
     p.add_argument("--master", default="local[2]")
     p.add_argument("--commitlog-file-size", type=int, default=1 << 30)
-    p.add_argument("--out", default=os.path.join(HERE, "out"))
+    p.add_argument("--out", default=str(OUT_DIR))
     p.add_argument("--readers", default="arrow,binaryfile", help="Spark readers to run, comma-separated")
     p.add_argument("--skip-spark", action="store_true")
     args = p.parse_args()

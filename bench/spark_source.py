@@ -1,6 +1,6 @@
 """Throughput of the ``rmq`` Spark data source beside the rmq consumer's own rate.
 
-    .venv/bin/python bench/spark_source.py [--messages 200000] [--size 1024]
+    .venv/bin/python -m bench.spark_source [--messages 200000] [--size 1024]
         [--queues 8] [--master local[2]] [--repeat 2]
 
 Starts a name server and a broker (compiled), fills a topic with
@@ -20,18 +20,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
 import tempfile
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench.cluster import Cluster, create_topic
+from bench.producer import run_worker
+from bench.results import git_commit, markdown_table
 
-from bench.common import Cluster, create_topic, git_commit, markdown_table  # noqa: E402
-from bench.producer import run_worker  # noqa: E402
-
-CONSUMER = str(ROOT / "bench" / "consumer.py")
+CONSUMER = "bench.consumer"
 
 
 def timed(action) -> float:

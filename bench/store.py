@@ -3,7 +3,7 @@ through get_message, and abnormal recovery time; compiled build and the
 pure-Python twins (RMQ_NO_EXTENSIONS=1, in a subprocess) in one run, with the
 machine's own ``dd`` sequential-write figure for the same bytes as the ceiling.
 
-    .venv/bin/python bench/store.py [--messages N] [--recovery-mb MB] [--dir DIR]
+    .venv/bin/python -m bench.store [--messages N] [--recovery-mb MB] [--dir DIR]
         [--quick] [--json PATH]
 
 ``--json PATH`` writes ``{"compiled": {...}, "twin": {...}, "dd_MB_per_s": ...}``
@@ -21,6 +21,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+from bench.modes import ROOT
 
 HOST = ("127.0.0.1", 10911)
 
@@ -169,11 +171,12 @@ def main() -> None:
     if args.worker:
         print(json.dumps(worker(args)))
         return
-    base = [sys.executable, __file__, "--worker", "--messages", str(args.messages), "--recovery-mb",
+    base = [sys.executable, "-m", "bench.store", "--worker", "--messages", str(args.messages), "--recovery-mb",
             str(args.recovery_mb)] + (["--dir", args.dir] if args.dir else [])
     results = {}
     for label, env in (("compiled", {"RMQ_REQUIRE_EXTENSIONS": "1"}), ("twin", {"RMQ_NO_EXTENSIONS": "1"})):
-        proc = subprocess.run(base, env=dict(os.environ, **env), capture_output=True, text=True, check=False)
+        proc = subprocess.run(base, env=dict(os.environ, **env), capture_output=True, text=True,
+                              check=False, cwd=ROOT)
         if proc.returncode != 0:
             sys.exit(f"{label} run failed:\n{proc.stderr[-3000:]}")
         results[label] = json.loads(proc.stdout.strip().splitlines()[-1])

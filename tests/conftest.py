@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.procs import RmqProcess, free_port
+from rmq.testing.procs import RmqProcess, free_port
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Running ``rmq-admin`` as a subprocess against a MessagingCluster, for the
+"""Running ``rmq-admin`` as a subprocess against a Cluster, for the
 tests of its mqadmin commands: what a script calling mqadmin sees (stdout,
 one-line stderr, exit status)."""
 
@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import orjson
 
 from rmq.client import ConsumeFromWhere, ConsumerConfig, ConsumeStatus, PushConsumer
-from tests.integration.test_messaging_support import MessagingCluster, wait_until
+from rmq.testing.cluster import Cluster
+from rmq.testing.wait import wait_until
 
 ADMIN = "rmq.tools.admin"
 
@@ -90,7 +91,7 @@ async def admin_until(ns: str, args: tuple[str, ...], done: Callable[[list[str]]
 
 
 @asynccontextmanager
-async def recording_consumer(c: MessagingCluster, group: str, topic: str, expression: str = "*",
+async def recording_consumer(c: Cluster, group: str, topic: str, expression: str = "*",
                              wait_for: int = 0) -> AsyncIterator[tuple[PushConsumer, list]]:
     """A push consumer from the first offset whose listener records every
     message; started, and on entry holding ``wait_for`` messages."""

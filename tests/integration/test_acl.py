@@ -27,8 +27,9 @@ from rmq.client import (
 from rmq.client.exceptions import MQBrokerError
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.remoting import RemotingClient, RemotingCommand
-from tests.integration.test_broker_support import Cluster, wait_for
-from tests.support.procs import RmqProcess, free_port, run_cli
+from rmq.testing.cluster import Cluster
+from rmq.testing.procs import RmqProcess, free_port, run_cli
+from rmq.testing.wait import wait_until as wait_for
 
 R = RequestCode
 RC = ResponseCode

@@ -13,8 +13,8 @@ import pytest
 from rmq.common.codes import RequestCode as R
 from rmq.common.top_addressing import fetch_ns_addr, ws_addr
 from rmq.remoting import RemotingClient, RemotingCommand
-from tests.integration.test_broker_support import broker_conf, start_namesrv
-from tests.support.procs import RmqProcess, free_port
+from rmq.testing.cluster import broker_conf, start_namesrv
+from rmq.testing.procs import RmqProcess, free_port
 
 pytestmark = pytest.mark.timeout(90)
 

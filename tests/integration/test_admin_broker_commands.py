@@ -14,9 +14,10 @@ import pytest
 import pytest_asyncio
 
 from rmq.client import Message, Producer
+from rmq.testing.cluster import Cluster
+from rmq.testing.messaging import running_cluster
+from rmq.testing.wait import wait_until
 from tests.integration.admin_cli import admin_fails, admin_json, admin_ok, admin_run
-from tests.integration.test_messaging_support import MessagingCluster, wait_until
-from tests.support.messaging import running_cluster
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(150)]
 OLD, NEW, GONE = "TopicAdmOld", "TopicAdmNew", "TopicAdmGone"
@@ -31,11 +32,11 @@ async def cluster(tmp_path_factory):
         yield c
 
 
-def cq_dir(c: MessagingCluster, topic: str):
+def cq_dir(c: Cluster, topic: str):
     return c.tmp / "store-broker-a" / "consumequeue" / topic
 
 
-async def send_bodies(c: MessagingCluster, topic: str, count: int, size: int) -> None:
+async def send_bodies(c: Cluster, topic: str, count: int, size: int) -> None:
     async with Producer("pgAdmFill", client_config=c.client_config("fill")) as p:
         for _ in range(count):
             await p.send(Message(topic, os.urandom(size)))  # incompressible

@@ -23,8 +23,9 @@ from rmq.client import (
 from rmq.common import fastjson
 from rmq.common.codes import RequestCode
 from rmq.remoting import RemotingCommand
-from tests.integration.test_messaging_support import MessagingCluster, wait_until
-from tests.support.procs import run_cli
+from rmq.testing.cluster import Cluster
+from rmq.testing.procs import run_cli
+from rmq.testing.wait import wait_until
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(90)]
 TOPIC, GROUP, PGROUP = "TopicAdm", "cgAdmLive", "pgAdmLive"
@@ -33,7 +34,7 @@ TOPIC, GROUP, PGROUP = "TopicAdm", "cgAdmLive", "pgAdmLive"
 class Known:
     """The cluster, the live clients and what was sent."""
 
-    def __init__(self, cluster: MessagingCluster) -> None:
+    def __init__(self, cluster: Cluster) -> None:
         self.c = cluster
         self.received: list = []
         self.sent: list = []
@@ -63,7 +64,7 @@ class Known:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def known(tmp_path_factory):
-    c = MessagingCluster(tmp_path_factory.mktemp("admin"))
+    c = Cluster(tmp_path_factory.mktemp("admin"))
     k = Known(c)
     try:
         c.start_broker()

@@ -13,6 +13,9 @@ import pytest
 import pytest_asyncio
 
 from rmq.client import Message, Producer, PushConsumer
+from rmq.testing.cluster import Cluster
+from rmq.testing.messaging import running_cluster
+from rmq.testing.wait import wait_until
 from tests.integration.admin_cli import (
     admin_fails,
     admin_json,
@@ -21,15 +24,13 @@ from tests.integration.admin_cli import (
     admin_until,
     recording_consumer,
 )
-from tests.integration.test_messaging_support import MessagingCluster, wait_until
-from tests.support.messaging import running_cluster
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)]
 TOPIC, GROUP = "TopicAdmCons", "cgAdmCons"
 
 
 class Live:
-    def __init__(self, c: MessagingCluster, producer: Producer, consumer: PushConsumer,
+    def __init__(self, c: Cluster, producer: Producer, consumer: PushConsumer,
                  received: list) -> None:
         self.c, self.producer, self.consumer, self.received = c, producer, consumer, received
 

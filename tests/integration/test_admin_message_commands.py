@@ -11,16 +11,17 @@ import pytest
 import pytest_asyncio
 
 from rmq.client import Message, Producer, PushConsumer
+from rmq.testing.cluster import Cluster
+from rmq.testing.messaging import running_cluster
+from rmq.testing.wait import wait_until
 from tests.integration.admin_cli import admin_fails, admin_json, admin_ok, recording_consumer
-from tests.integration.test_messaging_support import MessagingCluster, wait_until
-from tests.support.messaging import running_cluster
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)]
 TOPIC, GROUP = "TopicAdmMsg", "cgAdmMsg"
 
 
 class Live:
-    def __init__(self, c: MessagingCluster, sent: list, consumer: PushConsumer,
+    def __init__(self, c: Cluster, sent: list, consumer: PushConsumer,
                  received: list) -> None:
         self.c, self.sent, self.consumer, self.received = c, sent, consumer, received
 

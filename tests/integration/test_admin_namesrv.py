@@ -6,7 +6,7 @@ import orjson
 import pytest
 
 from rmq.client import Message, MQClientError, Producer
-from tests.support.procs import free_port, run_cli
+from rmq.testing.procs import free_port, run_cli
 
 ADMIN = "rmq.tools.admin"
 pytestmark = pytest.mark.timeout(60)

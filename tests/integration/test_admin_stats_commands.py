@@ -8,8 +8,8 @@ import pytest
 import pytest_asyncio
 
 from rmq.client import Message, Producer
+from rmq.testing.messaging import running_cluster
 from tests.integration.admin_cli import admin_fails, admin_json, admin_ok, recording_consumer
-from tests.support.messaging import running_cluster
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)]
 TOPIC, GROUP, IDLE = "TopicAdmStats", "cgAdmStats", "TopicAdmStatsIdle"

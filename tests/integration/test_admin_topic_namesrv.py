@@ -12,9 +12,9 @@ import pytest
 import pytest_asyncio
 
 from rmq.common.codes import RequestCode
+from rmq.testing.cluster import Cluster
+from rmq.testing.messaging import running_cluster
 from tests.integration.admin_cli import admin_fails, admin_json, admin_ok, admin_run
-from tests.integration.test_messaging_support import MessagingCluster
-from tests.support.messaging import running_cluster
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)]
 TOPIC = "TopicAdmTopic"
@@ -27,12 +27,12 @@ async def cluster(tmp_path_factory):
         yield c
 
 
-async def route_perm(c: MessagingCluster, topic: str) -> int:
+async def route_perm(c: Cluster, topic: str) -> int:
     route = await admin_json(c.namesrv_addr, "topicRoute", "-t", topic)
     return route["queueDatas"][0]["perm"]
 
 
-async def wait_perm(c: MessagingCluster, topic: str, perm: int, timeout: float = 20.0) -> None:
+async def wait_perm(c: Cluster, topic: str, perm: int, timeout: float = 20.0) -> None:
     """The route shows ``perm`` (the broker registers its change at once; a
     registration already in flight may still carry the old one)."""
     loop = asyncio.get_running_loop()

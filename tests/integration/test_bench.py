@@ -18,28 +18,25 @@ import pytest
 
 from bench import profiling as prof
 from bench import run as suite
-from bench.common import (
+from bench.cluster import Cluster
+from bench.cpu import (
     BROKER_CPUS,
-    Cluster,
-    RawConnection,
-    RawPulls,
-    RawRequests,
     ThreadCpuWindow,
     can_pin,
-    current_mode,
-    latency_summary,
-    markdown_table,
-    mode_env,
-    percentile,
     proc_status,
     thread_cpu_ticks,
     thread_label,
 )
+from bench.modes import current_mode, mode_env
+from bench.raw import RawConnection, RawPulls, RawRequests
+from bench.results import markdown_table
+from bench.stats import latency_summary, percentile
 from rmq.client.codec import parse_properties
 from rmq.common.codes import RequestCode
 from rmq.common.protocol.headers_broker import SendMessageRequestHeaderV2
 from rmq.common.threads import set_native_thread_name
 from rmq.remoting import RemotingCommand
+
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -315,20 +312,20 @@ def test_parse_remoting_output():
 
 
 def test_page_floor_measures_every_way():
-    out = subprocess.run([sys.executable, "bench/page_floor.py", "--mib", "2", "--rounds", "1",
+    out = subprocess.run([sys.executable, "-m", "bench.page_floor", "--mib", "2", "--rounds", "1",
                           "--pause", "0", "--no-pin", "--json"], capture_output=True, text=True,
                          cwd=ROOT, timeout=60)
     assert out.returncode == 0, out.stderr
     figures = json.loads(out.stdout)["us_per_kib"]
     assert set(figures) == {"fault", "populate", "zero_pwrite", "resident"}
     assert all(v > 0 for v in figures.values())
-    bad = subprocess.run([sys.executable, "bench/page_floor.py", "--mib", "0"],
+    bad = subprocess.run([sys.executable, "-m", "bench.page_floor", "--mib", "0"],
                          capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
 
 
 def test_flush_floor_times_every_case():
-    out = subprocess.run([sys.executable, "bench/flush_floor.py", "--sizes", "1,8", "--threads",
+    out = subprocess.run([sys.executable, "-m", "bench.flush_floor", "--sizes", "1,8", "--threads",
                           "1,2", "--flushes", "5", "--no-pin", "--json"], capture_output=True,
                          text=True, cwd=ROOT, timeout=60)
     assert out.returncode == 0, out.stderr
@@ -336,7 +333,7 @@ def test_flush_floor_times_every_case():
     assert [(c["kib"], c["threads"]) for c in cases] == [(1, 1), (8, 1), (1, 2)]
     assert all(c["median_us"] > 0 and c["p90_us"] >= c["median_us"] and c["flushes_per_s"] > 0
                for c in cases)
-    bad = subprocess.run([sys.executable, "bench/flush_floor.py", "--threads", "0"],
+    bad = subprocess.run([sys.executable, "-m", "bench.flush_floor", "--threads", "0"],
                          capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
 
@@ -378,7 +375,7 @@ def test_top_frames_own_and_total(tmp_path):
 def test_run_py_quick_writes_results(tmp_path):
     mode = current_mode()
     stem = tmp_path / "results"
-    cmd = [sys.executable, str(ROOT / "bench" / "run.py"), "--quick", "--seconds", "1",
+    cmd = [sys.executable, "-m", "bench.run", "--quick", "--seconds", "1",
            "--warmup", "0.3", "--only",
            "send_1k,send_1k_1,send_1k_sdk,consume,consume_sdk,e2e_20k,connections",
            "--clients", "20",
@@ -430,7 +427,7 @@ def test_cluster_pinned_to_one_cpu(tmp_path):
 def test_profile_record_and_dump(tmp_path):
     mode = current_mode()
     out_dir = tmp_path / "prof"
-    cmd = [sys.executable, str(ROOT / "bench" / "profiling.py"), "--duration", "2",
+    cmd = [sys.executable, "-m", "bench.profiling", "--duration", "2",
            "--warmup", "0.5", "--inflight", "8", "--formats", "flamegraph,raw,speedscope",
            "--out", str(out_dir)] + (["--twins"] if mode == "twin" else [])
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=170, cwd=ROOT,
@@ -443,12 +440,12 @@ def test_profile_record_and_dump(tmp_path):
     assert json.loads((out_dir / "load.json").read_text())["msgs"] > 0
 
     with Cluster(env=mode_env(mode), workdir=tmp_path / "dump-cluster") as cluster:
-        dump = subprocess.run([sys.executable, str(ROOT / "bench" / "profiling.py"), "dump",
+        dump = subprocess.run([sys.executable, "-m", "bench.profiling", "dump",
                                "--port", str(cluster.port)], capture_output=True, text=True,
                               timeout=120, cwd=ROOT)
         assert dump.returncode == 0, dump.stdout + dump.stderr
         assert f"Process {cluster.broker_pid}" in dump.stdout and "Thread" in dump.stdout
-    bad = subprocess.run([sys.executable, str(ROOT / "bench" / "profiling.py"), "dump"],
+    bad = subprocess.run([sys.executable, "-m", "bench.profiling", "dump"],
                          capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert bad.returncode != 0 and "dump needs --pid or --port" in bad.stderr
 
@@ -460,7 +457,7 @@ def test_profile_native_consume_records_formats_in_turn(tmp_path):
     its own table beside the parked threads."""
     mode = current_mode()
     out_dir = tmp_path / "native"
-    cmd = [sys.executable, str(ROOT / "bench" / "profiling.py"), "--native", "--kind", "consume",
+    cmd = [sys.executable, "-m", "bench.profiling", "--native", "--kind", "consume",
            "--duration", "1", "--warmup", "0.5", "--formats", "flamegraph,raw", "--out",
            str(out_dir)] + (["--twins"] if mode == "twin" else [])
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=160, cwd=ROOT,
@@ -512,12 +509,12 @@ def test_micro_floor_marks_kernel_bound_items(tmp_path):
 def test_compare_runs_the_same_load_against_a_reference(tmp_path):
     """bench/compare.py with a second rmq as the reference: one row per in-flight
     count with both brokers' rates and CPU per message."""
-    from bench.producer import BenchCluster
+    from bench.producer import bench_cluster
 
-    ref = BenchCluster(False).start()
+    ref = bench_cluster(False)
     try:
         out = subprocess.run(
-            [sys.executable, str(ROOT / "bench" / "compare.py"), "--ref-namesrv", ref.namesrv_addr,
+            [sys.executable, "-m", "bench.compare", "--ref-namesrv", ref.namesrv_addr,
              "--ref-broker", ref.broker_addr, "--ref-pid", str(ref.broker.pid),
              "--inflight", "2", "--duration", "1", "--topic", "CmpTopic"],
             capture_output=True, text=True, timeout=150, cwd=ROOT)
@@ -529,7 +526,7 @@ def test_compare_runs_the_same_load_against_a_reference(tmp_path):
     cells = [c.strip() for c in row[0].strip("|").split("|")]
     assert int(cells[1].replace(",", "")) > 0 and int(cells[2].replace(",", "")) > 0
     assert cells[3].endswith("µs") and cells[4].endswith("µs")
-    bad = subprocess.run([sys.executable, str(ROOT / "bench" / "compare.py"), "--ref-namesrv",
+    bad = subprocess.run([sys.executable, "-m", "bench.compare", "--ref-namesrv",
                           "x:1", "--ref-broker", "x:2", "--inflight", "0"],
                          capture_output=True, text=True, timeout=30, cwd=ROOT)
     assert bad.returncode == 2 and "--inflight" in bad.stderr
@@ -541,11 +538,11 @@ def test_small_benches_run(tmp_path):
     small sizes: they run and print their figures (the figures themselves go in
     bench/RESULTS.md)."""
     for script, args, expect in (
-            ("metrics_cost.py", ["--messages", "20000", "--series", "200"], "scrape of 200"),
-            ("sql92_bitmap.py", ["--messages", "2000", "--match", "5", "--groups", "2"],
+            ("metrics_cost", ["--messages", "20000", "--series", "200"], "scrape of 200"),
+            ("sql92_bitmap", ["--messages", "2000", "--match", "5", "--groups", "2"],
              "drain speed-up"),
-            ("dledger_bench.py", ["--appends", "400", "--inflight", "1,8"], "3 nodes")):
-        out = subprocess.run([sys.executable, str(ROOT / "bench" / script), *args],
+            ("dledger_bench", ["--appends", "400", "--inflight", "1,8"], "3 nodes")):
+        out = subprocess.run([sys.executable, "-m", f"bench.{script}", *args],
                              capture_output=True, text=True, timeout=100, cwd=ROOT)
         assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
         assert expect in out.stdout
@@ -554,7 +551,7 @@ def test_small_benches_run(tmp_path):
 @pytest.mark.timeout(180)
 def test_dledger_broker_bench_runs():
     """bench/dledger_broker.py, one second per broker setup: it prints all three rows."""
-    out = subprocess.run([sys.executable, str(ROOT / "bench" / "dledger_broker.py"),
+    out = subprocess.run([sys.executable, "-m", "bench.dledger_broker",
                           "--duration", "1", "--inflight", "4"],
                          capture_output=True, text=True, timeout=170, cwd=ROOT)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]

@@ -6,8 +6,6 @@ the reply push to a requester connected on the fast port."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from rmq.client import (
@@ -28,7 +26,8 @@ from rmq.common import fastjson
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.remoting import RemotingClient, RemotingCommand
 from rmq.remoting.exceptions import RemotingTimeoutError
-from tests.integration.test_broker_support import Cluster
+from rmq.testing.cluster import Cluster
+from rmq.testing.wait import wait_until
 
 R = RequestCode
 RC = ResponseCode
@@ -38,14 +37,6 @@ TOPIC = "TopicAdm"
 def body(resp: RemotingCommand):
     assert resp.code == RC.SUCCESS, (resp.code, resp.remark)
     return fastjson.loads(bytes(resp.body))
-
-
-async def wait_until(predicate, timeout: float = 20.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not await predicate():
-        assert loop.time() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.1)
 
 
 @pytest.fixture
@@ -91,7 +82,7 @@ async def test_consumer_admin_codes(cluster):
 
         async def all_committed() -> bool:
             return len(seen) >= 10 and await committed(c, "cgA") == 10
-        await wait_until(all_committed)
+        await wait_until(all_committed, 20)
 
         # GET_ALL_PRODUCER_INFO: the live producer
         info = body(await c.call(R.GET_ALL_PRODUCER_INFO))["data"]
@@ -176,7 +167,7 @@ async def test_consumer_admin_codes(cluster):
 
         async def consumed_again() -> bool:
             return len(seen) >= before + 10
-        await wait_until(consumed_again)
+        await wait_until(consumed_again, 20)
         assert sorted(seen[before:]) == sorted(f"m{i}".encode() for i in range(10))
     finally:
         await consumer.shutdown()

@@ -14,7 +14,7 @@ import pytest
 from rmq.client.headers import send_header_v2
 from rmq.common import fastjson
 from rmq.common.codes import RequestCode, ResponseCode
-from tests.integration.test_broker_support import Cluster
+from rmq.testing.cluster import Cluster
 
 R = RequestCode
 

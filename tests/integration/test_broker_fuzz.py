@@ -21,8 +21,8 @@ from rmq.common.codes import RequestCode, ResponseCode
 from rmq.common.protocol import headers_admin as A
 from rmq.common.protocol import headers_broker as B
 from rmq.remoting import RemotingCommand
-from tests.integration.test_broker_support import Cluster
-from tests.support.fuzz import (
+from rmq.testing.cluster import Cluster
+from rmq.testing.fuzz import (
     NUMBERS,
     ODD,
     field_names,

@@ -18,8 +18,8 @@ from rmq.common.codes import RequestCode, ResponseCode
 from rmq.common.topic_config import TopicConfig, TopicConfigSerializeWrapper
 from rmq.remoting import RemotingClient, RemotingCommand
 from rmq.remoting.config import NettyClientConfig
-from tests.integration.test_broker_support import Cluster, start_namesrv
-from tests.support.procs import free_port
+from rmq.testing.cluster import Cluster, start_namesrv
+from rmq.testing.procs import free_port
 
 R = RequestCode
 

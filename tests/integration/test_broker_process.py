@@ -12,8 +12,8 @@ import pytest
 from rmq.common import fastjson
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.common.properties import parse_properties
-from tests.integration.test_broker_support import Cluster, broker_conf
-from tests.support.procs import RmqProcess, free_port
+from rmq.testing.cluster import Cluster, broker_conf
+from rmq.testing.procs import RmqProcess, free_port
 
 R = RequestCode
 
@@ -113,7 +113,7 @@ async def test_route_admin_codes_restart_and_sigterm(cluster):
     # SIGTERM: clean store, gone from the route at once
     broker.signal(signal.SIGTERM)
     assert broker.wait(30) == 0
-    assert not (cluster.tmp / "store" / "abort").exists()
+    assert not (cluster.store_dir / "abort").exists()
     assert (await cluster.route("TopicA")).code == ResponseCode.TOPIC_NOT_EXIST
 
     # restart keeps topics and groups; no abnormal recovery
@@ -139,7 +139,8 @@ async def test_second_broker_on_same_store_and_port_in_use(cluster):
     cluster.start_broker()
     await cluster.wait_registered()
     other_port = free_port(span=4) + 2
-    conf = broker_conf(cluster.tmp, other_port, name="broker-b")  # same store directory
+    conf = broker_conf(cluster.tmp, other_port, name="broker-b",
+                       store=cluster.store_dir.name)  # same store directory
     second = RmqProcess("rmq.broker.startup", ["-c", conf], cluster.tmp / "b2.out",
                         env={"ROCKETMQ_HOME": str(cluster.tmp)}).start()
     assert second.wait(30) == 255
@@ -167,7 +168,7 @@ async def test_sigkill_leaves_abort_file_for_abnormal_recovery(cluster):
     await cluster.wait_registered()
     assert (await cluster.route("broker-a")).code == 0
     broker.kill()
-    assert (cluster.tmp / "store" / "abort").exists()
+    assert (cluster.store_dir / "abort").exists()
     cluster.start_broker()
     await cluster.wait_registered()
     assert (await cluster.route("broker-a")).code == 0

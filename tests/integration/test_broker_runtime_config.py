@@ -15,8 +15,8 @@ import pytest
 from rmq.client.headers import send_header_v2
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.common.properties import load_properties, parse_properties
-from tests.integration.test_broker_support import Cluster
-from tests.support.procs import run_cli
+from rmq.testing.cluster import Cluster
+from rmq.testing.procs import run_cli
 
 R = RequestCode
 
@@ -122,7 +122,7 @@ async def test_update_with_a_read_only_config_file_survives_a_restart(cluster):
         assert r.code == ResponseCode.SUCCESS, r.remark
         assert (await broker_config(cluster))["fileReservedTime"] == "96"
         assert (etc / "broker.conf").read_text() == original
-        overrides = cluster.tmp / "store" / "config" / "brokerRuntime.properties"
+        overrides = cluster.store_dir / "config" / "brokerRuntime.properties"
         assert load_properties(str(overrides)) == {"fileReservedTime": "96"}
 
         cluster.broker.stop()

@@ -4,7 +4,6 @@ offsets and subscription groups, first 3 s after its start, then every 10 s."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 
 import pytest
@@ -13,8 +12,9 @@ from rmq.client.headers import send_header_v2
 from rmq.common import fastjson
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.remoting import RemotingClient, RemotingCommand
-from tests.integration.test_broker_support import broker_conf, start_namesrv
-from tests.support.procs import RmqProcess, free_port
+from rmq.testing.cluster import broker_conf, start_namesrv
+from rmq.testing.procs import RmqProcess, free_port
+from rmq.testing.wait import wait_until
 
 R = RequestCode
 
@@ -52,16 +52,6 @@ class Pair:
         self.namesrv.kill()
 
 
-async def eventually(check, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            await check()
-            return
-        except AssertionError:
-            if time.monotonic() > deadline:
-                raise
-        await asyncio.sleep(0.2)
 
 
 @pytest.mark.timeout(120)
@@ -82,15 +72,15 @@ async def test_slave_copies_master_metadata(tmp_path):
                              "DELAY\x012\x02", False, "broker-a")
         assert (await pair.call(m, R.SEND_MESSAGE_V2, ext, b"later")).code == 0
 
-        async def master_has_delay_offsets() -> None:
-            assert (await pair.call(m, R.GET_ALL_DELAY_OFFSET)).code == 0
+        async def master_has_delay_offsets() -> bool:
+            return (await pair.call(m, R.GET_ALL_DELAY_OFFSET)).code == 0
         # the first delayOffset.json is written 10 s after the schedule service starts (as 4.9.8),
         # which is after the port opens: leave room for a slow start
-        await eventually(master_has_delay_offsets, 25)
+        await wait_until(master_has_delay_offsets, 25, 0.2)
 
         pair.start(s, "brokerRole=SLAVE\nbrokerId=1\n", "store-s")
 
-        async def in_sync() -> None:
+        async def in_sync() -> bool:
             master_topics = await pair.json(m, R.GET_ALL_TOPIC_CONFIG)
             slave_topics = await pair.json(s, R.GET_ALL_TOPIC_CONFIG)
             assert slave_topics == master_topics
@@ -101,8 +91,8 @@ async def test_slave_copies_master_metadata(tmp_path):
             offsets = await pair.json(s, R.GET_ALL_CONSUMER_OFFSET)
             assert offsets["offsetTable"]["TopicS@cgS"] == {"1": 7}
             delay = (tmp_path / "store-s" / "config" / "delayOffset.json").read_text()
-            assert "offsetTable" in delay
-        await eventually(in_sync, 15)
+            return "offsetTable" in delay
+        await wait_until(in_sync, 15, 0.2)
 
         # later changes on the master reach the slave at the next round (10 s)
         assert (await pair.call(m, R.UPDATE_CONSUMER_OFFSET, dict(offset, commitOffset="9"))
@@ -110,12 +100,12 @@ async def test_slave_copies_master_metadata(tmp_path):
         assert (await pair.call(m, R.UPDATE_AND_CREATE_TOPIC, dict(create, topic="TopicS2"))
                 ).code == 0
 
-        async def next_round() -> None:
+        async def next_round() -> bool:
             offsets = await pair.json(s, R.GET_ALL_CONSUMER_OFFSET)
             assert offsets["offsetTable"]["TopicS@cgS"] == {"1": 9}
             topics = await pair.json(s, R.GET_ALL_TOPIC_CONFIG)
-            assert "TopicS2" in topics["topicConfigTable"]
-        await eventually(next_round, 20)
+            return "TopicS2" in topics["topicConfigTable"]
+        await wait_until(next_round, 20, 0.2)
         # the slave itself still refuses metadata writes
         refused = await pair.call(s, R.UPDATE_AND_CREATE_TOPIC, dict(create, topic="TopicS3"))
         assert refused.code == 1 and "slave" in refused.remark

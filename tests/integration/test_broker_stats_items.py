@@ -21,19 +21,20 @@ from rmq.client import (
     PushConsumer,
 )
 from rmq.common.codes import RequestCode, ResponseCode
-from tests.integration.test_messaging_support import MessagingCluster, wait_until
-from tests.support.messaging import running_cluster
+from rmq.testing.cluster import Cluster
+from rmq.testing.messaging import running_cluster
+from rmq.testing.wait import wait_until
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)]
 TOPIC, GROUP, DELAYED = "TopicItems", "cgItems", "TopicItemsDelayed"
 SENT = 6
 
 
-async def view(c: MessagingCluster, name: str, key: str):
+async def view(c: Cluster, name: str, key: str):
     return await c.call(RequestCode.VIEW_BROKER_STATS_DATA, {"statsName": name, "statsKey": key})
 
 
-async def minute_sum(c: MessagingCluster, name: str, key: str) -> int:
+async def minute_sum(c: Cluster, name: str, key: str) -> int:
     r = await view(c, name, key)
     assert r.code == ResponseCode.SUCCESS, (name, key, r.remark)
     data = orjson.loads(r.body)

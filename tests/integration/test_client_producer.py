@@ -24,8 +24,8 @@ from rmq.client import (
 from rmq.client.admin import MQAdmin
 from rmq.common.message import COMPRESSED_FLAG, PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 from rmq.common.message_id import decode_message_id
-from tests.integration.test_messaging_support import MessagingCluster
-from tests.support.messaging import running_cluster
+from rmq.testing.cluster import Cluster
+from rmq.testing.messaging import running_cluster
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(60)]
 DELAYS = "messageDelayLevel=1s 2s 3s\n"
@@ -209,7 +209,7 @@ async def test_compression_round_trip(cluster, producer, reader):
 
 
 async def test_retry_on_another_broker_when_one_fails(cluster, tmp_path):
-    second = MessagingCluster(tmp_path, DELAYS, broker_name="broker-b", share_namesrv=cluster)
+    second = Cluster(tmp_path, DELAYS, broker_name="broker-b", share_namesrv=cluster)
     try:
         second.start_broker()
         await cluster.create_topic("TopicTwo", 2)
@@ -233,7 +233,7 @@ async def test_retry_on_another_broker_when_one_fails(cluster, tmp_path):
         await second.close()
 
 
-async def wait_until_two_brokers(cluster: MessagingCluster, topic: str) -> None:
+async def wait_until_two_brokers(cluster: Cluster, topic: str) -> None:
     async with MQAdmin(cluster.namesrv_addr) as admin:
         for _ in range(150):
             route = await admin.topic_route(topic)

@@ -11,8 +11,9 @@ import pytest_asyncio
 
 from rmq.client import LitePullConsumer, Message, MessageQueue, Producer, PullStatus
 from rmq.common.codes import RequestCode, ResponseCode
-from tests.integration.test_messaging_support import MessagingCluster, wait_until
-from tests.support.messaging import running_cluster
+from rmq.testing.cluster import Cluster
+from rmq.testing.messaging import running_cluster
+from rmq.testing.wait import wait_until
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(60)]
 
@@ -23,7 +24,7 @@ async def cluster(tmp_path_factory):
         yield c
 
 
-async def fill(c: MessagingCluster, topic: str, per_queue: int, queues: int = 4) -> None:
+async def fill(c: Cluster, topic: str, per_queue: int, queues: int = 4) -> None:
     await c.create_topic(topic, queues)
     async with Producer(f"pg_{topic}", client_config=c.client_config(f"fill-{topic}")) as p:
         mqs = await p.fetch_publish_queues(topic)
@@ -32,7 +33,7 @@ async def fill(c: MessagingCluster, topic: str, per_queue: int, queues: int = 4)
                                 for i in range(per_queue)], mq=mq)
 
 
-async def committed(c: MessagingCluster, group: str, mq: MessageQueue) -> int:
+async def committed(c: Cluster, group: str, mq: MessageQueue) -> int:
     r = await c.call(RequestCode.QUERY_CONSUMER_OFFSET, {
         "consumerGroup": group, "topic": mq.topic, "queueId": str(mq.queue_id)})
     return int(r.ext_fields["offset"]) if r.code == ResponseCode.SUCCESS else -1

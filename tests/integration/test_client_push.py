@@ -27,8 +27,9 @@ from rmq.client import (
 )
 from rmq.client.exceptions import MQClientError
 from rmq.common.codes import RequestCode, ResponseCode
-from tests.integration.test_messaging_support import MessagingCluster, wait_until
-from tests.support.messaging import running_cluster
+from rmq.testing.cluster import Cluster
+from rmq.testing.messaging import running_cluster
+from rmq.testing.wait import wait_until
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(60)]
 DELAYS = "messageDelayLevel=1s 1s 1s 1s 1s 1s 1s\n"
@@ -67,7 +68,7 @@ class Deliveries:
         return sum(c.values()) - len(c)
 
 
-def consumer(cluster: MessagingCluster, group: str, name: str, listener, topic: str,
+def consumer(cluster: Cluster, group: str, name: str, listener, topic: str,
              orderly: bool = False, **config) -> PushConsumer:
     cfg = ConsumerConfig(consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
     for k, v in config.items():
@@ -90,7 +91,7 @@ async def send_range(producer: Producer, topic: str, start: int, stop: int,
             await asyncio.sleep(pause)
 
 
-async def committed(cluster: MessagingCluster, group: str, topic: str, queue_id: int) -> int:
+async def committed(cluster: Cluster, group: str, topic: str, queue_id: int) -> int:
     r = await cluster.call(RequestCode.QUERY_CONSUMER_OFFSET, {
         "consumerGroup": group, "topic": topic, "queueId": str(queue_id)})
     return int(r.ext_fields["offset"]) if r.code == ResponseCode.SUCCESS else -1
@@ -318,7 +319,7 @@ async def test_consume_from_where_for_new_groups(tmp_path):
     # accessMessageInMemoryMaxRatio=0: the first message never counts as "in
     # memory", so the broker answers QUERY_NOT_FOUND for a new group (4.9.8
     # would hand out offset 0 otherwise) and the client's choice decides
-    c = MessagingCluster(tmp_path, "accessMessageInMemoryMaxRatio=0\n")
+    c = Cluster(tmp_path, "accessMessageInMemoryMaxRatio=0\n")
     try:
         c.start_broker()
         await c.create_topic("TopicWhere", 1)

@@ -17,8 +17,8 @@ import pytest
 
 from rmq.common.codes import RequestCode
 from rmq.remoting import RemotingCommand
-from tests.integration.test_broker_support import Cluster, start_namesrv
-from tests.support.procs import free_port
+from rmq.testing.cluster import Cluster, start_namesrv
+from rmq.testing.procs import free_port
 
 R = RequestCode
 pytestmark = pytest.mark.timeout(90)

@@ -14,7 +14,7 @@ import pytest
 import pytest_asyncio
 
 from rmq.client import LitePullConsumer, Message, Producer, PullStatus
-from tests.support.messaging import running_cluster
+from rmq.testing.messaging import running_cluster
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(90)]
 

@@ -22,9 +22,10 @@ from rmq.client import (
 )
 from rmq.client.message_selector import MessageSelector
 from rmq.filter.bloom import BloomFilter
+from rmq.testing.cluster import Cluster
+from rmq.testing.messaging import running_cluster
+from rmq.testing.wait import wait_until
 from tests.integration.admin_cli import admin_json
-from tests.integration.test_messaging_support import MessagingCluster, wait_until
-from tests.support.messaging import running_cluster
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)]
 TOPIC = "TopicBits"
@@ -39,7 +40,7 @@ async def cluster(tmp_path_factory):
         yield c
 
 
-def push(cluster: MessagingCluster, group: str, name: str, selector: MessageSelector,
+def push(cluster: Cluster, group: str, name: str, selector: MessageSelector,
          seen: list[int]) -> PushConsumer:
     def on_messages(msgs, ctx):
         seen.extend(int(m.properties["a"]) for m in msgs)
@@ -52,7 +53,7 @@ def push(cluster: MessagingCluster, group: str, name: str, selector: MessageSele
     return c
 
 
-async def send_range(cluster: MessagingCluster, numbers: range) -> None:
+async def send_range(cluster: Cluster, numbers: range) -> None:
     async with Producer("pg_bits", client_config=cluster.client_config("bits-p")) as p:
         for i in numbers:
             r = await p.send(Message(TOPIC, b"m%d" % i, tags=f"T{i % 2}",

@@ -26,9 +26,9 @@ from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from rmq.client import Message, Producer
+from rmq.testing.messaging import running_cluster
+from rmq.testing.procs import RmqProcess, free_port, run_cli
 from tests.integration.admin_cli import recording_consumer
-from tests.support.messaging import running_cluster
-from tests.support.procs import RmqProcess, free_port, run_cli
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(180)]
 

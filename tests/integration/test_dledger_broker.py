@@ -20,10 +20,9 @@ from rmq.client.admin import MQAdmin
 from rmq.client.exceptions import MQClientError
 from rmq.common.properties import load_properties
 from rmq.store.inspect import inspect_store
+from rmq.testing.cluster import Cluster, broker_conf, start_namesrv
+from rmq.testing.procs import RmqProcess, free_port, run_cli
 from tests.integration.admin_cli import recording_consumer
-from tests.integration.test_broker_support import broker_conf, start_namesrv
-from tests.integration.test_messaging_support import MessagingCluster
-from tests.support.procs import RmqProcess, free_port, run_cli
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(240)]
 
@@ -90,9 +89,9 @@ async def brokers(tmp_path_factory):
         await b.close()
 
 
-def _cluster_view(b: DLedgerBrokers) -> MessagingCluster:
-    """A MessagingCluster-like handle for the client helpers (name server only)."""
-    c = MessagingCluster.__new__(MessagingCluster)
+def _cluster_view(b: DLedgerBrokers) -> Cluster:
+    """A Cluster-like handle for the client helpers (name server only)."""
+    c = Cluster.__new__(Cluster)
     c.ns_port = b.ns_port
     return c
 

@@ -25,11 +25,10 @@ from rmq.client.exceptions import MQClientError
 from rmq.common.message_id import decode_message_id
 from rmq.remoting.exceptions import RemotingError
 from rmq.store.inspect import inspect_store
+from rmq.testing.cluster import Cluster, broker_conf, start_namesrv
+from rmq.testing.procs import RmqProcess, free_port
+from rmq.testing.tcp_proxy import TcpProxy
 from tests.integration.admin_cli import recording_consumer
-from tests.integration.test_broker_support import broker_conf, start_namesrv
-from tests.integration.test_messaging_support import MessagingCluster
-from tests.support.procs import RmqProcess, free_port
-from tests.support.tcp_proxy import TcpProxy
 
 pytestmark = [pytest.mark.soak, pytest.mark.timeout(3600)]
 
@@ -93,7 +92,7 @@ async def test_master_kills_and_partitions_under_sends(tmp_path):
             await asyncio.sleep(0.2)
         raise AssertionError("no master registered")
 
-    c = MessagingCluster.__new__(MessagingCluster)
+    c = Cluster.__new__(Cluster)
     c.ns_port = ns_port
     acked: list[str] = []
     ack_times: list[tuple[float, int]] = []  # (when, the storing broker's port)

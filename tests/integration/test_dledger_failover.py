@@ -11,8 +11,8 @@ import time
 import pytest
 
 from rmq.store.dledger.protocol import DLedgerError
-from tests.support.dledger import ProcGroup
-from tests.support.procs import run_cli
+from rmq.testing.dledger import ProcGroup
+from rmq.testing.procs import run_cli
 
 pytestmark = [pytest.mark.timeout(180)]
 

@@ -13,8 +13,8 @@ import pytest
 from rmq.store.dledger.config import DLedgerConfig
 from rmq.store.dledger.protocol import Code, DLedgerError
 from rmq.store.dledger.server import DLedgerServer
-from tests.support.procs import free_port
-from tests.support.tcp_proxy import TcpProxy
+from rmq.testing.procs import free_port
+from rmq.testing.tcp_proxy import TcpProxy
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(120)]
 

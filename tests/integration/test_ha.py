@@ -18,8 +18,8 @@ from rmq.common import fastjson
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.remoting import RemotingClient, RemotingCommand
 from rmq.remoting.exceptions import RemotingError
-from tests.integration.test_broker_support import broker_conf, start_namesrv
-from tests.support.procs import RmqProcess, free_port
+from rmq.testing.cluster import broker_conf, start_namesrv
+from rmq.testing.procs import RmqProcess, free_port
 
 R = RequestCode
 RC = ResponseCode

@@ -18,9 +18,9 @@ from rmq.client.codec import decode_messages
 from rmq.client.headers import PULL_FLAG_SUBSCRIPTION, pull_header, send_header_v2
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.remoting import RemotingClient, RemotingCommand
-from tests.integration.test_broker_support import broker_conf, start_namesrv
+from rmq.testing.cluster import broker_conf, start_namesrv
+from rmq.testing.procs import RmqProcess, free_port
 from tests.integration.test_ha import TOPIC, send_many
-from tests.support.procs import RmqProcess, free_port
 
 R = RequestCode
 RC = ResponseCode

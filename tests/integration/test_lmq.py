@@ -18,7 +18,7 @@ from rmq.client.codec import decode_messages
 from rmq.common import message as mc
 from rmq.common.codes import RequestCode as R
 from rmq.common.codes import ResponseCode as RC
-from tests.integration.test_messaging_support import MessagingCluster
+from rmq.testing.cluster import Cluster
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(90)]
 PARENT, GROUP = "ChatParent", "%LMQ%readers"
@@ -26,7 +26,7 @@ PARENT, GROUP = "ChatParent", "%LMQ%readers"
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def cluster(tmp_path_factory):
-    c = MessagingCluster(tmp_path_factory.mktemp("lmq"), "enableLmq=true\nenableMultiDispatch=true\n")
+    c = Cluster(tmp_path_factory.mktemp("lmq"), "enableLmq=true\nenableMultiDispatch=true\n")
     try:
         c.start_broker()
         await c.wait_routable()
@@ -36,7 +36,7 @@ async def cluster(tmp_path_factory):
         await c.close()
 
 
-async def _pull(c: MessagingCluster, topic: str, offset: int, suspend_ms: int = 0, group: str = GROUP,
+async def _pull(c: Cluster, topic: str, offset: int, suspend_ms: int = 0, group: str = GROUP,
                 timeout_ms: int = 5000):
     flag = h.PULL_FLAG_SUBSCRIPTION | (h.PULL_FLAG_SUSPEND if suspend_ms else 0)
     ext = h.pull_header(group, topic, 0, offset, 32, flag, 0, suspend_ms, "*", 0, "TAG", "broker-a")

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from bench.common import Cluster, create_topic, current_mode, mode_env
+from bench.cluster import Cluster, create_topic
+from bench.modes import current_mode, mode_env
+
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCUST = str(Path(sys.executable).with_name("locust"))

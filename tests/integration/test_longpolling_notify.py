@@ -13,8 +13,8 @@ import pytest
 
 from rmq.client.codec import decode_messages
 from rmq.common.codes import RequestCode, ResponseCode
+from rmq.testing.cluster import Cluster
 from tests.integration.test_messaging_raw import props, pull, send
-from tests.integration.test_messaging_support import MessagingCluster
 
 R = RequestCode
 RC = ResponseCode
@@ -23,13 +23,13 @@ TOPIC = "NotifyTopic"
 
 @pytest.fixture
 async def cluster(tmp_path):
-    c = MessagingCluster(tmp_path)
+    c = Cluster(tmp_path)
     c.start_broker()
     yield c
     await c.close()
 
 
-async def held_pull(c: MessagingCluster, queue_id: int, offset: int, sub: str = "*"):
+async def held_pull(c: Cluster, queue_id: int, offset: int, sub: str = "*"):
     task = asyncio.ensure_future(pull(c, TOPIC, queue_id, offset, sys_flag=6, sub=sub,
                                       suspend_ms=8000, timeout_ms=15000))
     await asyncio.sleep(0.3)  # suspended by now
@@ -37,7 +37,7 @@ async def held_pull(c: MessagingCluster, queue_id: int, offset: int, sub: str = 
     return task
 
 
-async def wake(c: MessagingCluster, task, queue_id: int, body: bytes, tags: str) -> float:
+async def wake(c: Cluster, task, queue_id: int, body: bytes, tags: str) -> float:
     sent_at = time.monotonic()
     r = await send(c, TOPIC, body, queue_id, props(TAGS=tags))
     assert r.code == RC.SUCCESS

@@ -26,9 +26,9 @@ from rmq.client import (
 )
 from rmq.client.trace import decode, trace_views
 from rmq.common.topics import TRACE_TOPIC
-from tests.integration.test_messaging_support import wait_until
-from tests.support.messaging import running_cluster
-from tests.support.procs import run_cli
+from rmq.testing.messaging import running_cluster
+from rmq.testing.procs import run_cli
+from rmq.testing.wait import wait_until
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)]
 TOPIC, CUSTOM = "TracedTopic", "MyTraceTopic"

@@ -21,8 +21,9 @@ from rmq.client.codec import decode_messages
 from rmq.common import fastjson
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.remoting.exceptions import RemotingError
+from rmq.testing.cluster import Cluster
+from rmq.testing.wait import wait_until
 from tests.integration.test_messaging_raw import props, pull, send
-from tests.integration.test_messaging_support import MessagingCluster
 
 R = RequestCode
 RC = ResponseCode
@@ -30,15 +31,7 @@ DELAYS = "messageDelayLevel=1s 2s 1s 1s 1s 1s\n"
 OVERLAP = 8 * 32  # one pull batch per queue
 
 
-async def wait_until(predicate, timeout: float, step: float = 0.05) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not predicate():
-        assert loop.time() < deadline, "condition not reached in time"
-        await asyncio.sleep(step)
-
-
-async def create_topic(c: MessagingCluster, topic: str, queues: int) -> None:
+async def create_topic(c: Cluster, topic: str, queues: int) -> None:
     r = await c.call(R.UPDATE_AND_CREATE_TOPIC, {
         "topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues),
         "writeQueueNums": str(queues), "perm": "6", "topicFilterType": "SINGLE_TAG"})
@@ -46,7 +39,7 @@ async def create_topic(c: MessagingCluster, topic: str, queues: int) -> None:
     await c.wait_routable(topic)
 
 
-async def poll_queue(c: MessagingCluster, topic: str, queue_id: int, offset: int,
+async def poll_queue(c: Cluster, topic: str, queue_id: int, offset: int,
                      timeout: float) -> tuple[float, list]:
     """Pull until something is there; (monotonic arrival time, messages)."""
     loop = asyncio.get_running_loop()
@@ -65,7 +58,7 @@ async def poll_queue(c: MessagingCluster, topic: str, queue_id: int, offset: int
 
 @pytest.mark.timeout(90)
 async def test_delay_levels_on_time_and_across_restart(tmp_path):
-    c = MessagingCluster(tmp_path, DELAYS)
+    c = Cluster(tmp_path, DELAYS)
     try:
         c.start_broker()
         await create_topic(c, "TopicD", 1)
@@ -96,7 +89,7 @@ async def test_asynchronous_delayed_delivery_under_sync_flush(tmp_path):
     """enableScheduleAsyncDeliver: many re-stores in flight, each waiting for
     its group commit; every message delivered once, in order, and the saved
     level offset is past them all."""
-    c = MessagingCluster(tmp_path, DELAYS + "flushDiskType=SYNC_FLUSH\nenableScheduleAsyncDeliver=true\n"
+    c = Cluster(tmp_path, DELAYS + "flushDiskType=SYNC_FLUSH\nenableScheduleAsyncDeliver=true\n"
                                             "scheduleAsyncDeliverMaxPendingLimit=16\n")
     try:
         c.start_broker()
@@ -123,7 +116,7 @@ async def test_asynchronous_delayed_delivery_under_sync_flush(tmp_path):
 
 @pytest.mark.timeout(120)
 async def test_retry_redelivery_then_dlq(tmp_path):
-    c = MessagingCluster(tmp_path, DELAYS)
+    c = Cluster(tmp_path, DELAYS)
     try:
         c.start_broker()
         await create_topic(c, "TopicR", 1)
@@ -183,7 +176,7 @@ class Tally:
         return sum(self.count.values()) - len(self.count)
 
 
-async def start_consumers(c: MessagingCluster, tally: Tally) -> list[PushConsumer]:
+async def start_consumers(c: Cluster, tally: Tally) -> list[PushConsumer]:
     out = []
     for name in ("A", "B"):
         consumer = PushConsumer("cg100k", listener=tally.listener(name),
@@ -198,7 +191,7 @@ async def start_consumers(c: MessagingCluster, tally: Tally) -> list[PushConsume
     return out
 
 
-async def produce(c: MessagingCluster, start: int, count: int) -> None:
+async def produce(c: Cluster, start: int, count: int) -> None:
     async with Producer("pg100k", client_config=c.client_config("p100k")) as producer:
         queues = await producer.fetch_publish_queues("Topic100k")
         assert len(queues) == 8
@@ -211,7 +204,7 @@ async def produce(c: MessagingCluster, start: int, count: int) -> None:
 
 @pytest.mark.timeout(240)
 async def test_100k_two_consumers_clean_and_sigkill_restarts(tmp_path):
-    c = MessagingCluster(tmp_path)
+    c = Cluster(tmp_path)
     tally = Tally()
     try:
         c.start_broker()

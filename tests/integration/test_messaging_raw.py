@@ -14,7 +14,7 @@ from rmq.client.headers import pull_header, send_header_v2
 from rmq.client.message import Message
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.common.message_id import decode_message_id
-from tests.integration.test_messaging_support import MessagingCluster
+from rmq.testing.cluster import Cluster
 
 R = RequestCode
 RC = ResponseCode
@@ -24,7 +24,7 @@ def props(**kw: str) -> str:
     return "".join(f"{k}\x01{v}\x02" for k, v in kw.items())
 
 
-async def send(c: MessagingCluster, topic: str, body: bytes, queue_id: int = 0,
+async def send(c: Cluster, topic: str, body: bytes, queue_id: int = 0,
                properties: str = "", code: int = R.SEND_MESSAGE_V2, batch: bool = False,
                version: int | None = None, reconsume: int = 0, max_reconsume: int | None = None):
     ext = send_header_v2("pg", topic, "TBW102", 4, queue_id, 0, int(time.time() * 1000), 0,
@@ -35,7 +35,7 @@ async def send(c: MessagingCluster, topic: str, body: bytes, queue_id: int = 0,
     return await c.call(code, ext, body, version=version)
 
 
-async def pull(c: MessagingCluster, topic: str, queue_id: int, offset: int, sys_flag: int = 4,
+async def pull(c: Cluster, topic: str, queue_id: int, offset: int, sys_flag: int = 4,
                sub: str | None = "*", suspend_ms: int = 0, group: str = "cg", max_nums: int = 32,
                timeout_ms: int = 5000):
     ext = pull_header(group, topic, queue_id, offset, max_nums, sys_flag, 0, suspend_ms, sub, 0,
@@ -45,7 +45,7 @@ async def pull(c: MessagingCluster, topic: str, queue_id: int, offset: int, sys_
 
 @pytest.fixture
 async def cluster(tmp_path):
-    c = MessagingCluster(tmp_path, "maxMessageSize=65536\n",
+    c = Cluster(tmp_path, "maxMessageSize=65536\n",
                          env={"RMQ_REBALANCE_LOCK_MAX_LIVE_TIME": "1500"})
     c.start_broker()
     yield c
@@ -249,7 +249,7 @@ async def test_groups_offsets_locks_and_queries(cluster):
 
 @pytest.mark.timeout(60)
 async def test_unknown_topic_without_auto_create(tmp_path):
-    c = MessagingCluster(tmp_path, "autoCreateTopicEnable=false\n")
+    c = Cluster(tmp_path, "autoCreateTopicEnable=false\n")
     try:
         c.start_broker()
         r = await send(c, "TopicNew", b"x")
@@ -262,7 +262,7 @@ async def test_unknown_topic_without_auto_create(tmp_path):
 
 @pytest.mark.timeout(60)
 async def test_slave_refuses_writes(tmp_path):
-    c = MessagingCluster(tmp_path, "brokerRole=SLAVE\nbrokerId=1\n")
+    c = Cluster(tmp_path, "brokerRole=SLAVE\nbrokerId=1\n")
     try:
         c.start_broker()
         r = await send(c, "BenchmarkTest", b"x")

@@ -16,7 +16,7 @@ from rmq.common.data_version import DataVersion
 from rmq.common.route import ClusterInfo, KVTable, TopicList, TopicRouteData
 from rmq.common.topic_config import RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper
 from rmq.remoting import RemotingClient, RemotingCommand
-from tests.support.procs import free_port, run_cli
+from rmq.testing.procs import free_port, run_cli
 
 MODULE = "rmq.namesrv.startup"
 pytestmark = pytest.mark.timeout(60)

@@ -10,9 +10,9 @@ import pytest_asyncio
 from rmq.common.codes import RequestCode as R
 from rmq.common.codes import ResponseCode as RC
 from rmq.remoting import RemotingClient, RemotingCommand
-from tests.integration.test_broker_support import start_namesrv
-from tests.support.messaging import running_cluster
-from tests.support.procs import free_port
+from rmq.testing.cluster import start_namesrv
+from rmq.testing.messaging import running_cluster
+from rmq.testing.procs import free_port
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(60)]
 

@@ -17,9 +17,9 @@ from rmq.common.data_version import DataVersion
 from rmq.common.protocol import headers_namesrv as N
 from rmq.common.topic_config import RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper
 from rmq.remoting import RemotingClient, RemotingCommand
-from tests.integration.test_broker_support import start_namesrv
-from tests.support.fuzz import NUMBERS, ODD, field_names, junk_requests, mutated_requests, storm
-from tests.support.procs import free_port
+from rmq.testing.cluster import start_namesrv
+from rmq.testing.fuzz import NUMBERS, ODD, field_names, junk_requests, mutated_requests, storm
+from rmq.testing.procs import free_port
 
 R = RequestCode
 KEEPER = {"brokerName": "keeper", "brokerAddr": "127.0.0.1:30911", "clusterName": "KeepCluster",

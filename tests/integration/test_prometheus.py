@@ -22,9 +22,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from rmq.client import Message, Producer
 from rmq.common.codes import RequestCode
 from rmq.remoting import RemotingClient, RemotingCommand
+from rmq.testing.messaging import running_cluster
+from rmq.testing.procs import free_port
 from tests.integration.admin_cli import recording_consumer
-from tests.support.messaging import running_cluster
-from tests.support.procs import free_port
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)]
 TOPIC, GROUP, SENT = "TopicProm", "cgProm", 8
@@ -183,7 +183,7 @@ async def test_unknown_exporter_type_stops_the_broker(tmp_path):
 async def test_name_server_endpoint(cluster, tmp_path):
     """A name server with the same settings serves its own gauges, and shows
     the cluster's broker once that broker registers with it."""
-    from tests.integration.test_broker_support import start_namesrv
+    from rmq.testing.cluster import start_namesrv
 
     ns_port, metrics_port = free_port(), free_port()
     ns = start_namesrv(tmp_path, ns_port, "metricsExporterType=PROM\n"

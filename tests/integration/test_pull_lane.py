@@ -29,9 +29,9 @@ from rmq.client.headers import pull_header, send_header_v2
 from rmq.client.message import Message
 from rmq.common.codes import RequestCode
 from rmq.remoting.command import RemotingCommand
-from tests.integration.test_broker_support import broker_conf
-from tests.support.procs import RmqProcess, free_port
-from tests.support.store import BORNHOST_V6_FLAG, MESSAGE_MAGIC
+from rmq.testing.cluster import broker_conf
+from rmq.testing.procs import RmqProcess, free_port
+from rmq.testing.store import BORNHOST_V6_FLAG, MESSAGE_MAGIC
 
 R = RequestCode
 TOPIC = "PullLaneTopic"

@@ -15,7 +15,7 @@ from rmq.remoting.exceptions import (
     RemotingSendRequestError,
     RemotingTimeoutError,
 )
-from tests.support.procs import free_port
+from rmq.testing.procs import free_port
 
 pytestmark = pytest.mark.timeout(30)
 

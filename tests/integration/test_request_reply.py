@@ -22,7 +22,7 @@ from rmq.client import (
 from rmq.client.exceptions import MQBrokerError, MQClientError
 from rmq.client.request_reply import RequestTimeoutError, create_reply_message
 from rmq.common import message as mc
-from tests.support.messaging import running_cluster
+from rmq.testing.messaging import running_cluster
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(90)]
 TOPIC = "RequestTopic"

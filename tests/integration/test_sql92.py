@@ -32,8 +32,9 @@ from rmq.client.heartbeat import (
 )
 from rmq.client.message_selector import MessageSelector
 from rmq.common.codes import RequestCode, ResponseCode
-from tests.integration.test_messaging_support import MessagingCluster, wait_until
-from tests.support.messaging import running_cluster
+from rmq.testing.cluster import Cluster
+from rmq.testing.messaging import running_cluster
+from rmq.testing.wait import wait_until
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(60)]
 R = RequestCode
@@ -52,7 +53,7 @@ def region(i: int) -> str:
     return ("eu", "us", "apac")[i % 3]
 
 
-async def send_numbered(cluster: MessagingCluster, topic: str, count: int) -> None:
+async def send_numbered(cluster: Cluster, topic: str, count: int) -> None:
     async with Producer("pg_sql92", client_config=cluster.client_config("sql92-p")) as p:
         for i in range(count):
             props = {"a": str(i), "region": region(i)}
@@ -62,7 +63,7 @@ async def send_numbered(cluster: MessagingCluster, topic: str, count: int) -> No
             assert r.msg_id
 
 
-def push(cluster: MessagingCluster, group: str, name: str, topic: str, expression,
+def push(cluster: Cluster, group: str, name: str, topic: str, expression,
          seen: list[bytes]) -> PushConsumer:
     def on_messages(msgs, ctx):
         seen.extend(m.body for m in msgs)
@@ -98,7 +99,7 @@ async def test_sql92_consumer_sees_only_matching_messages(cluster):
     assert sorted(all_seen) == sorted(b"m%d" % i for i in range(90))
 
 
-async def check_config(cluster: MessagingCluster, expression: str, expression_type="SQL92"):
+async def check_config(cluster: Cluster, expression: str, expression_type="SQL92"):
     sub = build_subscription("TopicSql", expression, expression_type)
     body = orjson.dumps({"clientId": "127.0.0.1@check", "group": "cg_check",
                          "subscriptionData": sub.to_json_obj()})
@@ -118,7 +119,7 @@ async def test_check_client_config(cluster):
     assert (r.code, r.remark) == (RC.SUBSCRIPTION_PARSE_FAILED, "'NULL' cannot be compared.")
 
 
-async def heartbeat(cluster: MessagingCluster, group: str, topic: str, expression: str,
+async def heartbeat(cluster: Cluster, group: str, topic: str, expression: str,
                     version: int) -> None:
     sub = build_subscription(topic, expression, "SQL92")
     sub.sub_version = version
@@ -129,7 +130,7 @@ async def heartbeat(cluster: MessagingCluster, group: str, topic: str, expressio
     assert r.code == RC.SUCCESS
 
 
-async def raw_pull(cluster: MessagingCluster, group: str, topic: str, offset: int,
+async def raw_pull(cluster: Cluster, group: str, topic: str, offset: int,
                    expression: str | None, version: int = 0, max_nums: int = 32):
     flag = PULL_FLAG_SUBSCRIPTION if expression is not None else 0
     ext = pull_header(group, topic, 0, offset, max_nums, flag, 0, 0, expression, version,

@@ -19,7 +19,7 @@ import pytest
 
 from rmq.store import DefaultMessageStore, FlushDiskType, MessageExtBrokerInner, MessageStoreConfig
 from rmq.store import message_codec as codec
-from tests.support.procs import RmqProcess, run_cli
+from rmq.testing.procs import RmqProcess, run_cli
 
 HOST = ("127.0.0.1", 10911)
 QUEUES = 4

@@ -18,8 +18,8 @@ from rmq.client.headers import PULL_FLAG_SUBSCRIPTION, pull_header, send_header_
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.remoting import RemotingClient, RemotingCommand
 from rmq.remoting.exceptions import RemotingError
-from tests.integration.test_broker_support import broker_conf
-from tests.support.procs import RmqProcess, free_port
+from rmq.testing.cluster import broker_conf
+from rmq.testing.procs import RmqProcess, free_port
 
 R = RequestCode
 RC = ResponseCode

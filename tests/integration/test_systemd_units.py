@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.test_broker_support import broker_conf, start_namesrv
-from tests.support.procs import RmqProcess, free_port
+from rmq.testing.cluster import broker_conf, start_namesrv
+from rmq.testing.procs import RmqProcess, free_port
+
 
 UNITS = Path(__file__).resolve().parents[2] / "systemd"
 

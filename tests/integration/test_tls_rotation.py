@@ -11,7 +11,6 @@ import os
 import shutil
 import ssl
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -21,8 +20,9 @@ from rmq.common.codes import RequestCode
 from rmq.remoting import RemotingClient, RemotingCommand, RemotingServer
 from rmq.remoting.config import NettyClientConfig, NettyServerConfig
 from rmq.remoting.tls import TlsConfig, TlsMode
-from tests.integration.test_broker_support import broker_conf, start_namesrv
-from tests.support.procs import RmqProcess, free_port
+from rmq.testing.cluster import broker_conf, start_namesrv
+from rmq.testing.procs import RmqProcess, free_port
+from rmq.testing.wait import wait_until
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -67,13 +67,6 @@ async def served_cert(addr: str, code: int = 1) -> bytes:
         return client._table[addr]._transport.get_extra_info("ssl_object").getpeercert(True)
     finally:
         await client.close()
-
-
-async def until(predicate, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not await predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.1)
 
 
 def test_rotation_under_load_fails_no_request(tmp_path):
@@ -126,7 +119,7 @@ def test_rotation_under_load_fails_no_request(tmp_path):
             await asyncio.sleep(0.7)  # a poll sees the certificate alone: no reload yet
             assert await served_cert(addr) == der(first[0])
             install(second[1], key)
-            await until(lambda: _is(served_cert(addr), der(second[0])))
+            await wait_until(lambda: _is(served_cert(addr), der(second[0])))
             await asyncio.sleep(0.5)
             stop.set()
             await asyncio.gather(*load)
@@ -141,7 +134,7 @@ def test_rotation_under_load_fails_no_request(tmp_path):
             await asyncio.sleep(1.5)
             assert await served_cert(addr) == der(second[0])
             install(third[1], key)
-            await until(lambda: _is(served_cert(addr), der(third[0])))
+            await wait_until(lambda: _is(served_cert(addr), der(third[0])))
         finally:
             stop.set()
             await kept.close()
@@ -178,7 +171,7 @@ def test_broker_process_serves_a_rotated_certificate(tmp_path):
             install(second[0], cert)
             install(second[1], key)
             for p in (port, port - 2):  # both ports reload
-                await until(lambda p=p: _is(served_cert(f"127.0.0.1:{p}",
+                await wait_until(lambda p=p: _is(served_cert(f"127.0.0.1:{p}",
                                                         RequestCode.GET_BROKER_RUNTIME_INFO),
                                             der(second[0])))
 

@@ -19,9 +19,10 @@ from rmq.common import message as mc
 from rmq.common.codes import ResponseCode
 from rmq.common.topics import TRANS_CHECK_MAX_TIME_TOPIC
 from rmq.remoting.exceptions import RemotingError
+from rmq.testing.cluster import Cluster
+from rmq.testing.messaging import running_cluster
+from rmq.testing.wait import wait_until
 from tests.integration.test_messaging_raw import pull
-from tests.integration.test_messaging_support import MessagingCluster, wait_until
-from tests.support.messaging import running_cluster
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(60)]
 COMMIT = LocalTransactionState.COMMIT_MESSAGE
@@ -61,7 +62,7 @@ class Script:
         return answers[min(self.checked[msg.body], len(answers)) - 1]
 
 
-async def visible(c: MessagingCluster, topic: str, queue_id: int = 0) -> list:
+async def visible(c: Cluster, topic: str, queue_id: int = 0) -> list:
     """Every message a consumer can pull from ``topic``/``queue_id`` now."""
     try:
         r = await pull(c, topic, queue_id, 0)
@@ -70,11 +71,11 @@ async def visible(c: MessagingCluster, topic: str, queue_id: int = 0) -> list:
     return decode_messages(r.body) if r.code == ResponseCode.SUCCESS else []
 
 
-async def bodies(c: MessagingCluster, topic: str) -> list[bytes]:
+async def bodies(c: Cluster, topic: str) -> list[bytes]:
     return [m.body for m in await visible(c, topic)]
 
 
-async def wait_bodies(c: MessagingCluster, topic: str, want: list[bytes],
+async def wait_bodies(c: Cluster, topic: str, want: list[bytes],
                       timeout: float = 15.0) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
@@ -83,7 +84,7 @@ async def wait_bodies(c: MessagingCluster, topic: str, want: list[bytes],
         await asyncio.sleep(0.1)
 
 
-def producer(c: MessagingCluster, group: str, script: Script) -> TransactionProducer:
+def producer(c: Cluster, group: str, script: Script) -> TransactionProducer:
     cc = c.client_config(group)
     cc.heartbeat_broker_interval = 500  # the broker learns the connection fast after a restart
     return TransactionProducer(group, listener=script, client_config=cc)
@@ -168,7 +169,7 @@ async def test_undecided_goes_to_check_max_topic(cluster):
 async def test_undecided_half_messages_survive_a_broker_restart(tmp_path):
     topic = "TxRestart"
     script = Script({b"a": [UNKNOW, UNKNOW, COMMIT], b"b": [UNKNOW, ROLLBACK]})
-    c = MessagingCluster(tmp_path, TX_CONF.replace("CheckMax=3", "CheckMax=10"))
+    c = Cluster(tmp_path, TX_CONF.replace("CheckMax=3", "CheckMax=10"))
     try:
         c.start_broker()
         await c.wait_routable()

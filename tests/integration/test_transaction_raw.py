@@ -20,8 +20,8 @@ from rmq.common.message_id import decode_message_id
 from rmq.remoting import RemotingClient, RemotingCommand
 from rmq.remoting.command import RPC_ONEWAY
 from rmq.store.message_codec import decode_message
+from rmq.testing.cluster import Cluster
 from tests.integration.test_messaging_raw import props, pull
-from tests.integration.test_messaging_support import MessagingCluster
 
 R = RequestCode
 RC = ResponseCode
@@ -49,7 +49,7 @@ async def end(client: RemotingClient, addr: str, **fields) -> RemotingCommand:
 
 @pytest.mark.timeout(60)
 async def test_check_request_fields_and_body_then_commit(tmp_path):
-    c = MessagingCluster(tmp_path, TX_CONF)
+    c = Cluster(tmp_path, TX_CONF)
     client = RemotingClient()
     recorder = CheckRecorder()
     client.register_processor(R.CHECK_TRANSACTION_STATE, recorder)
@@ -135,7 +135,7 @@ async def test_check_request_fields_and_body_then_commit(tmp_path):
 async def test_no_check_without_a_producer_connection_until_one_heartbeats(tmp_path):
     """Checks go only to live connections of the PGROUP: with none the check
     is counted but not sent; the next round reaches a producer that appeared."""
-    c = MessagingCluster(tmp_path, TX_CONF.replace("CheckMax=5", "CheckMax=10"))
+    c = Cluster(tmp_path, TX_CONF.replace("CheckMax=5", "CheckMax=10"))
     client = RemotingClient()
     recorder = CheckRecorder()
     client.register_processor(R.CHECK_TRANSACTION_STATE, recorder)

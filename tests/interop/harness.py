@@ -1,6 +1,6 @@
 """An rmq name server and broker on loopback, and the C++ client driven against them.
 
-``Cluster`` owns the two real processes (``tests/support/procs.py``), writes their
+``Cluster`` owns the two real processes (``rmq/testing/procs.py``), writes their
 configuration (short delay levels so retries come back within seconds), and can
 restart the broker cleanly (SIGTERM) or as a crash (SIGKILL), remembering the
 window during which the client is allowed to log connection failures.
@@ -23,8 +23,8 @@ from pathlib import Path
 
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.remoting import RemotingClient, RemotingCommand
+from rmq.testing.procs import RmqProcess, free_port, wait_port
 from tests.interop import cpp_logs
-from tests.support.procs import RmqProcess, free_port, wait_port
 
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER = "tests.interop.cpp_driver"

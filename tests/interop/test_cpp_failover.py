@@ -20,9 +20,9 @@ import pytest
 from rmq.client import ClientConfig, ConsumeFromWhere, ConsumerConfig, ConsumeStatus, PushConsumer
 from rmq.client.headers import PULL_FLAG_SUBSCRIPTION, pull_header, send_header_v2
 from rmq.common.codes import RequestCode, ResponseCode
+from rmq.testing.procs import RmqProcess, free_port
 from tests.interop.harness import Cluster, CppRunner, PushGroup
 from tests.interop.messages import body_lengths, text_message
-from tests.support.procs import RmqProcess, free_port
 
 pytestmark = pytest.mark.compiled_only  # the slave's store paths run in both builds in test_ha*
 TOPIC = "TopicFailover"

@@ -13,60 +13,25 @@ from pathlib import Path
 
 from rmq.client import LitePullConsumer, Message, MQAdmin, Producer
 from rmq.client.config import ClientConfig
-from tests.integration.test_broker_support import broker_conf, start_namesrv
-from tests.support.procs import RmqProcess, free_port
+from rmq.testing.cluster import Cluster
+from rmq.testing.wait import wait_until_blocking
 
 
-def wait_for(predicate, timeout: float, what: str, step: float = 0.1):
-    """Poll until ``predicate()`` returns something true; fail after ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        got = predicate()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"{what}: not reached in {timeout} s"
-        time.sleep(step)
-
-
-class Broker:
+class Broker(Cluster):
     """rmq-namesrv + one rmq-broker (``broker-a``), the broker restartable;
-    with ``joining``, another broker (``name``) of that broker's name server."""
+    with ``joining``, another broker (``name``) of that broker's name server;
+    driven from synchronous Spark tests."""
 
     def __init__(self, tmp: Path, name: str = "broker-a", joining: Broker | None = None) -> None:
-        self.tmp = tmp
-        if joining is None:
-            self.ns_port = free_port()
-            self.namesrv: RmqProcess | None = start_namesrv(tmp, self.ns_port)
-        else:
-            self.ns_port, self.namesrv = joining.ns_port, None
-        self.port = free_port(span=4) + 2
-        store = "store" if joining is None else f"store-{name}"
-        self.conf = broker_conf(tmp, self.port, "brokerClusterName=DefaultCluster\n", name, store)
-        self.store_dir = str(tmp / store)
-        self.broker: RmqProcess | None = None
-        self.runs = 0
-
-    @property
-    def namesrv_addr(self) -> str:
-        return f"127.0.0.1:{self.ns_port}"
+        super().__init__(tmp, broker_name=name, share_namesrv=joining,
+                         store="store" if joining is None else f"store-{name}")
 
     def start(self) -> None:
-        self.runs += 1
-        self.broker = RmqProcess("rmq.broker.startup", ["-c", self.conf, "-n", self.namesrv_addr],
-                                 self.tmp / f"broker-{self.port}-{self.runs}.out",
-                                 env={"ROCKETMQ_HOME": str(self.tmp)})
-        self.broker.start(wait_for_port=(self.port, self.port - 2))
+        self.start_broker()
         self.wait_route("TBW102")
 
-    def stop(self) -> None:
-        if self.broker is not None:
-            self.broker.stop()
-
     def close(self) -> None:
-        if self.broker is not None:
-            self.broker.kill()
-        if self.namesrv is not None:
-            self.namesrv.kill()
+        asyncio.run(super().close())
 
     def route(self, topic: str):
         async def go():
@@ -78,9 +43,9 @@ class Broker:
         return asyncio.run(go())
 
     def wait_route(self, topic: str, timeout: float = 20.0) -> None:
-        wait_for(lambda: (r := self.route(topic)) is not None and any(
+        wait_until_blocking(lambda: (r := self.route(topic)) is not None and any(
             str(self.port) in str(a) for b in r.brokerDatas for a in b.brokerAddrs.values()),
-            timeout, f"route of {topic}")
+            timeout, what=f"route of {topic}")
 
     def create_topic(self, topic: str, queues: int = 4) -> None:
         async def go():

@@ -17,10 +17,10 @@ import pyarrow.dataset as ds
 import pyspark
 import pytest
 
+from rmq.testing.procs import free_port, wait_port
 from spark.pipelines import topic_to_parquet, windowed_counts
 from spark.pipelines.common import cause
-from tests.spark.source_support import produce, running_broker, wait_for
-from tests.support.procs import free_port, wait_port
+from tests.spark.source_support import produce, running_broker, wait_until_blocking
 
 pytestmark = pytest.mark.timeout(300)
 REPO = Path(__file__).resolve().parents[2]
@@ -118,8 +118,9 @@ def standalone(tmp_path):
                     return json.load(r)
             except OSError:  # the master's web UI opens after its port
                 return {}
-        wait_for(lambda: state().get("aliveworkers"), 60, "a worker registered with the master",
-                 step=0.5)
+        wait_until_blocking(lambda: state().get("aliveworkers"), 60,
+                            what="a worker registered with the master",
+                            step=0.5)
         yield url, env, state
     except BaseException:
         for d in daemons:

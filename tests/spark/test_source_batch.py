@@ -13,12 +13,12 @@ import pytest
 from pyspark.errors import AnalysisException, PythonException
 from pyspark.sql import functions as F
 
+from rmq.testing.procs import free_port
 from spark.source import store
 from spark.source.filters import Bounds
 from spark.source.live import plan as live_plan
 from spark.source.options import source_options
-from tests.spark.source_support import consume, produce, running_broker, wait_for
-from tests.support.procs import free_port
+from tests.spark.source_support import consume, produce, running_broker, wait_until_blocking
 
 pytestmark = pytest.mark.timeout(240)
 def key(r):
@@ -49,7 +49,7 @@ def stored(spark, b, **options):
     r = spark.read.format("rmq")
     for k, v in options.items():
         r = r.option(k, str(v))
-    return r.load(b.store_dir)
+    return r.load(str(b.store_dir))
 
 
 def as_sent(rows) -> set[tuple]:
@@ -96,7 +96,7 @@ def test_partitions_are_bounded_by_messages_and_bytes(spark, cluster):
     assert live(spark, b, maxMessagesPerPartition=50).rdd.getNumPartitions() == 4 * 3 + 2 * 2
     assert stored(spark, b, maxMessagesPerPartition=50).rdd.getNumPartitions() == 4 * 3 + 2 * 2
     by_bytes = stored(spark, b, maxBytesPerPartition=4096)
-    ranges = store.plan(store.open_stores([b.store_dir]), Bounds(), 10**6, 4096)
+    ranges = store.plan(store.open_stores([str(b.store_dir)]), Bounds(), 10**6, 4096)
     assert by_bytes.rdd.getNumPartitions() == len(ranges) > 40  # ~200 KiB of records
     assert by_bytes.count() == 750
 
@@ -115,13 +115,13 @@ def test_time_filter_narrows_the_plan_and_selects_exactly(spark, cluster):
         got = df.where((F.col("topic") == "SrcA") & (F.col("storeTimestamp") >= F.lit(t))).collect()
         assert as_sent(got) == truth(second)
     t_ms = int(t.timestamp() * 1000)
-    store_ranges = store.plan(store.open_stores([b.store_dir]), Bounds(topics={"SrcA"}, time_lo_ms=t_ms),
+    store_ranges = store.plan(store.open_stores([str(b.store_dir)]), Bounds(topics={"SrcA"}, time_lo_ms=t_ms),
                               10**6, 1 << 30)
     assert 200 <= sum(r.hi - r.lo for r in store_ranges) < 210  # a time bound is a search, not a scan
     o = source_options({"namesrv": b.namesrv_addr, "topic": "SrcA"}, streaming=False)
     live_ranges = live_plan(o, Bounds(topics={"SrcA"}, time_lo_ms=t_ms))
     assert 200 <= sum(r.hi - r.lo for r in live_ranges) <= 204  # nearest message: one early at most
-    before = store.plan(store.open_stores([b.store_dir]), Bounds(topics={"SrcA"}, time_hi_ms=t_ms - 1),
+    before = store.plan(store.open_stores([str(b.store_dir)]), Bounds(topics={"SrcA"}, time_hi_ms=t_ms - 1),
                         10**6, 1 << 30)
     assert 400 <= sum(r.hi - r.lo for r in before) < 410
 
@@ -139,7 +139,7 @@ def test_queue_and_offset_filters_are_exact(spark, cluster):
 def test_damaged_store_fails_with_the_place_or_skips_when_asked(spark, cluster, tmp_path):
     b = cluster[0]
     copy = tmp_path / "store"
-    shutil.copytree(b.store_dir, copy, ignore=shutil.ignore_patterns("lock"))
+    shutil.copytree(str(b.store_dir), copy, ignore=shutil.ignore_patterns("lock"))
     victim = stored(spark, b).where("topic = 'SrcB' and queueId = 0 and queueOffset = 5").collect()[0]
     log_files = sorted((copy / "commitlog").iterdir())
     size = log_files[0].stat().st_size
@@ -204,4 +204,5 @@ def test_store_read_sees_messages_once_dispatched(spark, cluster):
     """A store read of a live broker is a snapshot of its files."""
     b = cluster[0]
     produce(b.namesrv_addr, "SrcB", 10, 150)
-    wait_for(lambda: stored(spark, b, topic="SrcB").count() == 160, 30, "160 SrcB messages on disk")
+    wait_until_blocking(lambda: stored(spark, b, topic="SrcB").count() == 160, 30, 0.2,
+                        what="160 SrcB messages on disk")

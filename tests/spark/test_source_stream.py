@@ -14,11 +14,11 @@ import pytest
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 
 from rmq.client.message import MessageQueue
+from rmq.testing.procs import run_cli
 from spark.source.cluster import DataLossError, pulled
 from spark.source.options import source_options
 from spark.source.stream import RmqStreamReader, flatten
-from tests.spark.source_support import consume, produce, running_broker, wait_for
-from tests.support.procs import run_cli
+from tests.spark.source_support import consume, produce, running_broker, wait_until_blocking
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -57,14 +57,16 @@ def test_each_message_once_through_query_restart_and_broker_kill(spark, cluster,
     q = to_parquet(stream(spark, b, "StrA", maxOffsetsPerTrigger=100, group="spark-stream-g"),
                    out, ckpt, processingTime="0.5 seconds")
     try:
-        wait_for(lambda: written(spark, out) == 300, 90, "the first 300 messages")
+        wait_until_blocking(lambda: written(spark, out) == 300, 90, 0.2,
+                            what="the first 300 messages")
         assert max(p["numInputRows"] for p in q.recentProgress) <= 100
         b.broker.kill()  # SIGKILL: the query keeps triggering while the broker is gone
         time.sleep(2)
         assert q.isActive, q.exception()
         b.start()
         sent += produce(b.namesrv_addr, "StrA", 200, 300)
-        wait_for(lambda: written(spark, out) >= 500, 120, "500 messages after the broker came back")
+        wait_until_blocking(lambda: written(spark, out) >= 500, 120, 0.2,
+                            what="500 messages after the broker came back")
     finally:
         q.stop()
     sent += produce(b.namesrv_addr, "StrA", 100, 500)

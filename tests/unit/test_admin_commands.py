@@ -10,6 +10,7 @@ import pytest
 
 from rmq.tools.admin import COMMANDS, build_parser
 
+
 # MQAdminStartup.initCommand of 4.9.8, in its order
 MQADMIN_COMMANDS = (
     "updateTopic", "deleteTopic", "updateSubGroup", "deleteSubGroup", "updateBrokerConfig",

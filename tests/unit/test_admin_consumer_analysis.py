@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from rmq.common import fastjson
 from rmq.tools.admin_consumer import (
     process_queue_problems,
     running_info_text,
     same_subscription,
 )
+
 
 
 def now() -> int:

@@ -33,7 +33,7 @@ from rmq.store.message_codec import (
     string_to_message_properties,
 )
 from rmq.store.results import _host_hex
-from tests.support.store import commit_log_records
+from rmq.testing.store import commit_log_records
 
 _C = compiled_or_none("store_batch")
 HOST = ("10.0.0.2", 10911)
@@ -303,10 +303,10 @@ async def test_broker_batches_fast_and_general(tmp_path):
     from rmq.client.codec import decode_messages
     from rmq.common.codes import RequestCode, ResponseCode
     from rmq.common.message_id import decode_message_id
+    from rmq.testing.cluster import Cluster
     from tests.integration.test_messaging_raw import pull, send
-    from tests.integration.test_messaging_support import MessagingCluster
 
-    c = MessagingCluster(tmp_path)
+    c = Cluster(tmp_path)
     c.start_broker()
     try:
         await c.create_topic("BT", 2)

@@ -7,7 +7,7 @@ import pytest
 from rmq.broker import startup
 from rmq.broker.config import BrokerConfig, local_address
 from rmq.broker.startup import StartupExit, check_namesrv_addr, format_config, parse
-from tests.support.procs import run_cli
+from rmq.testing.procs import run_cli
 
 MODULE = "rmq.broker.startup"
 

@@ -14,7 +14,7 @@ from rmq.store.ha import HAService
 from rmq.store.ha.codec import FrameReader, encode_report
 from rmq.store.message import MessageExtBrokerInner
 from rmq.store.message_codec import message_properties_to_string
-from tests.support.procs import free_port
+from rmq.testing.procs import free_port
 
 FILE = 32 * 1024
 

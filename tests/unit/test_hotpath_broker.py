@@ -14,21 +14,21 @@ from rmq.client.codec import encode_batch
 from rmq.client.message import Message
 from rmq.common import fastjson
 from rmq.common.codes import RequestCode, ResponseCode
+from rmq.testing.cluster import Cluster
 from tests.integration.test_messaging_raw import props, pull, send
-from tests.integration.test_messaging_support import MessagingCluster
 
 R = RequestCode
 RC = ResponseCode
 
 
-async def _runtime(c: MessagingCluster) -> dict[str, str]:
+async def _runtime(c: Cluster) -> dict[str, str]:
     r = await c.call(R.GET_BROKER_RUNTIME_INFO)
     return fastjson.loads(bytes(r.body))["table"]
 
 
 @pytest.mark.timeout(90)
 async def test_sync_flush_sends_single_and_batch_in_flight(tmp_path):
-    c = MessagingCluster(tmp_path, "flushDiskType=SYNC_FLUSH\n")
+    c = Cluster(tmp_path, "flushDiskType=SYNC_FLUSH\n")
     c.start_broker()
     try:
         await c.create_topic("SyncT", 4)
@@ -51,7 +51,7 @@ async def test_sync_flush_sends_single_and_batch_in_flight(tmp_path):
 
 @pytest.mark.timeout(90)
 async def test_pull_counts_get_totals_and_query_offset_rule(tmp_path):
-    c = MessagingCluster(tmp_path)
+    c = Cluster(tmp_path)
     c.start_broker()
     try:
         await c.create_topic("StatT", 2)

@@ -29,7 +29,7 @@ from rmq.store import (
 from rmq.store.message_codec import _send_properties, decode_message, fast_send_properties
 from rmq.store.results import _host_hex
 from rmq.store.single_put import _append_single, put_single
-from tests.support.store import commit_log_records
+from rmq.testing.store import commit_log_records
 
 _C_SEND = compiled_or_none("send_fast")
 _C_PUT = compiled_or_none("store_put")

@@ -15,7 +15,7 @@ import pytest
 from rmq.store import DefaultMessageStore, MessageStoreConfig, PutMessageStatus
 from rmq.store.config import FlushDiskType
 from rmq.store.mapped_file import MappedFile, offset_to_file_name
-from tests.support.store import commit_log_records
+from rmq.testing.store import commit_log_records
 from tests.unit.test_store_zero_fill import HOST, _message
 
 pytestmark = pytest.mark.timeout(60)

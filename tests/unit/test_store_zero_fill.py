@@ -16,7 +16,7 @@ from rmq.store import mapped_file as mfm
 from rmq.store.mapped_file import OS_PAGE_SIZE, ZERO_AHEAD, ZERO_STEP, MappedFile
 from rmq.store.message import MessageExtBrokerInner
 from rmq.store.message_codec import message_properties_to_string
-from tests.support.store import commit_log_records
+from rmq.testing.store import commit_log_records
 from tests.unit.test_store_populate import _cached_pages, _fresh
 
 pytestmark = pytest.mark.timeout(60)

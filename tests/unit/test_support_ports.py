@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import socket
 
-from tests.support.procs import free_port
+from rmq.testing.procs import free_port
 
 
 def test_ranges_drawn_together_are_disjoint_and_free():

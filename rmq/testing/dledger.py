@@ -12,8 +12,8 @@ from pathlib import Path
 from rmq.remoting.exceptions import RemotingError
 from rmq.store.dledger.client import DLedgerClient
 from rmq.store.dledger.protocol import DLedgerError
-from tests.support.procs import RmqProcess, free_port
-from tests.support.tcp_proxy import TcpProxy
+from rmq.testing.procs import RmqProcess, free_port
+from rmq.testing.tcp_proxy import TcpProxy
 
 TIMING = ["--heartbeat-ms", "300", "--min-vote-ms", "150", "--max-vote-ms", "450",
           "--data-file-size", str(4 * 1024 * 1024), "--index-file-size", str(32 * 65536)]

@@ -7,14 +7,14 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-from tests.integration.test_messaging_support import MessagingCluster
+from rmq.testing.cluster import Cluster
 
 
 @asynccontextmanager
-async def running_cluster(tmp_path: Path, extra: str = "") -> AsyncIterator[MessagingCluster]:
+async def running_cluster(tmp_path: Path, extra: str = "") -> AsyncIterator[Cluster]:
     """rmq-namesrv + rmq-broker (``extra`` lines go into broker.conf), routable
     on entry; both processes are stopped on exit, also when start-up failed."""
-    c = MessagingCluster(tmp_path, extra)
+    c = Cluster(tmp_path, extra)
     try:
         c.start_broker()
         await c.wait_routable()

@@ -1,0 +1,1 @@
+"""rmq benchmarks: run from the checkout as modules (``python -m bench.run``)."""
