@@ -35,9 +35,15 @@ tests/interop/node/node_modules: tests/interop/node/package-lock.json
 	cd tests/interop/node && npm ci --no-audit --no-fund --loglevel=error
 	touch tests/interop/node/node_modules
 
+# Two passes: everything with the compiled extensions, then again with their
+# pure-Python twins what has a compiled/twin pair (tests marked ``once`` -- see
+# tests/conftest.py -- and ``compiled_only`` run in the first pass only).  Each
+# pass ends with its 20 slowest tests, so the time budget stays visible.
+DURATIONS := --durations=20 --durations-min=1.0
 test: ext tests/interop/node/node_modules
-	RMQ_REQUIRE_EXTENSIONS=1 $(VENV)/bin/pytest $(PYTEST_ARGS)
-	RMQ_NO_EXTENSIONS=1 $(VENV)/bin/pytest -m "not soak and not compiled_only" $(PYTEST_ARGS)
+	RMQ_REQUIRE_EXTENSIONS=1 $(VENV)/bin/pytest $(DURATIONS) $(PYTEST_ARGS)
+	RMQ_NO_EXTENSIONS=1 $(VENV)/bin/pytest -m "not soak and not once and not compiled_only" \
+	    $(DURATIONS) $(PYTEST_ARGS)
 
 soak: ext
 	$(VENV)/bin/pytest -m soak $(PYTEST_ARGS)
@@ -53,7 +59,7 @@ fuzz: ext
 	$(PY) -m fuzz.run --seconds $(FUZZ_SECONDS) --jobs $(FUZZ_JOBS)
 
 bench: ext
-	$(PY) bench/run.py
+	$(PY) -m bench.run
 
 clean:
 	rm -rf build rmq/_fast/*.so rmq/_fast/*.c

@@ -19,7 +19,8 @@ from rmq.testing.messaging import running_cluster
 from rmq.testing.wait import wait_until
 from tests.integration.admin_cli import admin_fails, admin_json, admin_ok, admin_run
 
-pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(150)]
+# once: the rmq-admin command line, no compiled/twin pair of its own
+pytestmark = [pytest.mark.once, pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(150)]
 OLD, NEW, GONE = "TopicAdmOld", "TopicAdmNew", "TopicAdmGone"
 # expired at once, cleaned every second, never by the clock during the test
 STORE = (f"fileReservedTime=0\ncleanResourceInterval=1000\n"

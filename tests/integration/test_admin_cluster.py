@@ -27,7 +27,8 @@ from rmq.testing.cluster import Cluster
 from rmq.testing.procs import run_cli
 from rmq.testing.wait import wait_until
 
-pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(90)]
+# once: the rmq-admin command line, no compiled/twin pair of its own
+pytestmark = [pytest.mark.once, pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(90)]
 TOPIC, GROUP, PGROUP = "TopicAdm", "cgAdmLive", "pgAdmLive"
 
 

@@ -25,7 +25,8 @@ from tests.integration.admin_cli import (
     recording_consumer,
 )
 
-pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)]
+# once: the rmq-admin command line, no compiled/twin pair of its own
+pytestmark = [pytest.mark.once, pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)]
 TOPIC, GROUP = "TopicAdmCons", "cgAdmCons"
 
 

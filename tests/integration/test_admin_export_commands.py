@@ -12,7 +12,8 @@ from rmq.client import Message, Producer
 from rmq.testing.messaging import running_cluster
 from tests.integration.admin_cli import admin_fails, admin_json, admin_ok, recording_consumer
 
-pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)]
+# once: the rmq-admin command line, no compiled/twin pair of its own
+pytestmark = [pytest.mark.once, pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)]
 TOPIC, GROUP = "TopicAdmExport", "cgAdmExport"
 
 

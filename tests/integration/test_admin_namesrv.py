@@ -9,7 +9,8 @@ from rmq.client import Message, MQClientError, Producer
 from rmq.testing.procs import free_port, run_cli
 
 ADMIN = "rmq.tools.admin"
-pytestmark = pytest.mark.timeout(60)
+# once: the rmq-admin command line, no compiled/twin pair of its own
+pytestmark = [pytest.mark.once, pytest.mark.timeout(60)]
 
 
 @pytest.fixture

@@ -16,7 +16,8 @@ from rmq.testing.cluster import Cluster
 from rmq.testing.messaging import running_cluster
 from tests.integration.admin_cli import admin_fails, admin_json, admin_ok, admin_run
 
-pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)]
+# once: the rmq-admin command line, no compiled/twin pair of its own
+pytestmark = [pytest.mark.once, pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)]
 TOPIC = "TopicAdmTopic"
 
 

@@ -37,6 +37,8 @@ from rmq.common.protocol.headers_broker import SendMessageRequestHeaderV2
 from rmq.common.threads import set_native_thread_name
 from rmq.remoting import RemotingCommand
 
+# once: the benchmark tooling, no compiled/twin pair of its own
+pytestmark = pytest.mark.once
 
 ROOT = Path(__file__).resolve().parents[2]
 

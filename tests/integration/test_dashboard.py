@@ -30,7 +30,8 @@ from rmq.testing.messaging import running_cluster
 from rmq.testing.procs import RmqProcess, free_port, run_cli
 from tests.integration.admin_cli import recording_consumer
 
-pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(180)]
+# once: the web console on top of rmq.client, no compiled/twin pair of its own
+pytestmark = [pytest.mark.once, pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(180)]
 
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 SHOTS = os.environ.get("RMQ_DASHBOARD_SCREENSHOTS")

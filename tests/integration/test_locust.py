@@ -17,6 +17,8 @@ import pytest
 from bench.cluster import Cluster, create_topic
 from bench.modes import current_mode, mode_env
 
+# once: the locustfile, no compiled/twin pair of its own
+pytestmark = pytest.mark.once
 
 ROOT = Path(__file__).resolve().parents[2]
 LOCUST = str(Path(sys.executable).with_name("locust"))
@@ -80,7 +82,6 @@ def readme_command() -> list[str]:
     return shlex.split(m.group(1).replace("\\\n", " "))
 
 
-@pytest.mark.compiled_only  # exercises the locustfile, not the broker's twins
 @pytest.mark.timeout(180)
 def test_readme_command_runs_60_s_on_a_fresh_broker(tmp_path):
     """The README's command, unchanged but for the addresses, for its full 60 s

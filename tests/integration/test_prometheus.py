@@ -26,7 +26,8 @@ from rmq.testing.messaging import running_cluster
 from rmq.testing.procs import free_port
 from tests.integration.admin_cli import recording_consumer
 
-pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)]
+# once: the metrics exporter, no compiled/twin pair of its own
+pytestmark = [pytest.mark.once, pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)]
 TOPIC, GROUP, SENT = "TopicProm", "cgProm", 8
 PORT = free_port()
 

@@ -16,6 +16,8 @@ import pytest
 from rmq.testing.cluster import broker_conf, start_namesrv
 from rmq.testing.procs import RmqProcess, free_port
 
+# once: the packaged unit files, no compiled/twin pair of its own
+pytestmark = pytest.mark.once
 
 UNITS = Path(__file__).resolve().parents[2] / "systemd"
 
@@ -68,7 +70,6 @@ def test_units_are_sandboxed(tmp_path, unit):
     assert float(m.group(1)) <= 1.5, out.stdout
 
 
-@pytest.mark.compiled_only  # installs the package once; the twins add nothing here
 @pytest.mark.timeout(240)
 def test_install_script_stages_the_service(tmp_path):
     """systemd/install.sh into a staging directory: a venv under /opt/rmq with

@@ -24,7 +24,8 @@ from rmq.testing.procs import RmqProcess, free_port
 from tests.interop.harness import Cluster, CppRunner, PushGroup
 from tests.interop.messages import body_lengths, text_message
 
-pytestmark = pytest.mark.compiled_only  # the slave's store paths run in both builds in test_ha*
+# run once, as the whole interop suite: the slave's store paths run in both builds in test_ha*
+
 TOPIC = "TopicFailover"
 
 

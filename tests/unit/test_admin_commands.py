@@ -10,6 +10,8 @@ import pytest
 
 from rmq.tools.admin import COMMANDS, build_parser
 
+# once: the rmq-admin command line, no compiled/twin pair of its own
+pytestmark = pytest.mark.once
 
 # MQAdminStartup.initCommand of 4.9.8, in its order
 MQADMIN_COMMANDS = (

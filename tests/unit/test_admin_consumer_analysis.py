@@ -15,6 +15,8 @@ from rmq.tools.admin_consumer import (
     same_subscription,
 )
 
+# once: the rmq-admin command line, no compiled/twin pair of its own
+pytestmark = pytest.mark.once
 
 
 def now() -> int:
