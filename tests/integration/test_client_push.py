@@ -365,9 +365,9 @@ async def test_consumption_resumes_soon_after_the_broker_restarts(tmp_path):
 
     async with running_cluster(tmp_path) as c:
         await c.create_topic("TopicRestart", queues=1)
-        async with recording_consumer(c, "cgRestart", "TopicRestart", "*", 0) as (_, got), \
+        async with recording_consumer(c, "cgRestart", "TopicRestart", "*", 0) as (rc, got), \
                 Producer("pgRestart", client_config=c.client_config("restart-p")) as p:
-            await asyncio.sleep(1.0)
+            await wait_until(lambda: owned(rc, "TopicRestart"), 10)
             await p.send(Message("TopicRestart", b"before"))
             await wait_until(lambda: len(got) == 1, 10)
             c.broker.kill()

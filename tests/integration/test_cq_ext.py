@@ -69,7 +69,9 @@ async def test_filtering_with_bitmaps_survives_a_crash(cluster):
     await sql.start()
     await tag.start()
     try:
-        await asyncio.sleep(1.0)  # the groups' filter data is born before the messages
+        # the groups' filter data is born (at their first heartbeat, before the
+        # rebalance that gives them queues) before the messages
+        await wait_until(lambda: sql.owned_queues() and tag.owned_queues(), 15)
         await send_range(cluster, range(40))
         await wait_until(lambda: len(sql_seen) >= 10 and len(tag_seen) >= 20, 20)
         await asyncio.sleep(0.5)

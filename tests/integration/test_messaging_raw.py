@@ -15,6 +15,7 @@ from rmq.client.message import Message
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.common.message_id import decode_message_id
 from rmq.testing.cluster import Cluster
+from rmq.testing.wait import wait_until
 
 R = RequestCode
 RC = ResponseCode
@@ -237,8 +238,8 @@ async def test_groups_offsets_locks_and_queries(cluster):
         {"clientId": "A", "consumerGroup": "cg", "mqSet": mqs(0)}))
     assert r.code == RC.SUCCESS
     assert await lock("B", 0, 1) == [0]
-    await asyncio.sleep(2.0)
-    assert await lock("B", 1) == [1]  # A's lock expired
+    # A's lock expires (RMQ_REBALANCE_LOCK_MAX_LIVE_TIME): B gets queue 1
+    assert await wait_until(lambda: lock("B", 1), 10, 0.1, "A's lock expired") == [1]
 
     r = await c.call(R.UNREGISTER_CLIENT, {"clientID": "127.0.0.1@A", "consumerGroup": "cg",
                                            "producerGroup": "pg"})

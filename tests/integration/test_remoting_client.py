@@ -16,6 +16,7 @@ from rmq.remoting.exceptions import (
     RemotingTimeoutError,
 )
 from rmq.testing.procs import free_port
+from rmq.testing.wait import wait_until
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -96,7 +97,7 @@ def test_invoke_callback_success_and_timeout():
                 done.set()
 
         client.invoke_callback(addr, RemotingCommand.create_request(2), 3000, cb)  # connects
-        await asyncio.sleep(0.1)
+        await wait_until(lambda: results, 5, 0.005, "the first answer")
         client.invoke_callback(addr, RemotingCommand.create_request(2), 3000, cb)  # connected
         client.invoke_callback(addr, RemotingCommand.create_request(1), 100, cb)
         await done.wait()
@@ -215,7 +216,7 @@ def test_close_fails_pending_requests():
         client = RemotingClient()
         pending = asyncio.ensure_future(
             client.invoke(f"127.0.0.1:{server.port}", RemotingCommand.create_request(1), 10000))
-        await asyncio.sleep(0.1)
+        await wait_until(lambda: client._responses, 5, 0.005, "the request sent")
         await client.close()
         with pytest.raises(RemotingSendRequestError):
             await pending
@@ -242,8 +243,8 @@ def test_many_timeouts_share_one_scan_that_stops_when_idle():
         assert all(r.remark == "s" for r in results[50:])
         assert 0.15 <= elapsed < 0.15 + SCAN_INTERVAL + 1.0
         assert client._responses == {}
-        await asyncio.sleep(SCAN_INTERVAL * 3)
-        assert client._scan_handle is None  # nothing pending: no timer left ticking
+        # nothing pending: no timer left ticking
+        await wait_until(lambda: client._scan_handle is None, SCAN_INTERVAL * 3, 0.01)
         await client.close()
         await server.stop()
     run(body())

@@ -33,6 +33,7 @@ from rmq.store.index import index_file_size
 from rmq.testing.cluster import broker_conf
 from rmq.testing.procs import RmqProcess, free_port
 from rmq.testing.store import BORNHOST_V6_FLAG, MESSAGE_MAGIC
+from rmq.testing.wait import wait_until
 
 R = RequestCode
 TOPIC = "LaneTopic"
@@ -168,7 +169,7 @@ async def _run(tmp: Path, port: int, mode: str, frames: list[bytes], want: int,
         reader = _Reader(want + 1)
         transport, _ = await loop.create_connection(lambda: reader, "127.0.0.1", port)
         transport.write(admin.encode())
-        await asyncio.sleep(0.3)
+        await wait_until(lambda: 0 in reader.frames, 10, 0.01, "the topic created")
         for i in range(0, len(frames), 200):  # a few large writes: runs of frames per read
             transport.write(b"".join(frames[i:i + 200]))
             await asyncio.sleep(0.05)

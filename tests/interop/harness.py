@@ -1,6 +1,6 @@
 """An rmq name server and broker on loopback, and the C++ client driven against them.
 
-``Cluster`` owns the two real processes (``rmq/testing/procs.py``), writes their
+``Cluster`` owns the two real processes (``rmq.testing.cluster``), writes their
 configuration (short delay levels so retries come back within seconds), and can
 restart the broker cleanly (SIGTERM) or as a crash (SIGKILL), remembering the
 window during which the client is allowed to log connection failures.
@@ -23,7 +23,8 @@ from pathlib import Path
 
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.remoting import RemotingClient, RemotingCommand
-from rmq.testing.procs import RmqProcess, free_port, wait_port
+from rmq.testing.cluster import Cluster as Launcher
+from rmq.testing.procs import RmqProcess, wait_port
 from tests.interop import cpp_logs
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,18 +35,35 @@ SHORT_DELAY_LEVELS = "1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s"
 
 
 class Cluster:
-    """rmq-namesrv plus one rmq-broker (broker-a, master) under ``tmp``."""
+    """rmq-namesrv plus one rmq-broker (broker-a, master) under ``tmp``, started
+    by ``rmq.testing``'s launcher with this suite's broker settings."""
 
     def __init__(self, tmp: Path, auto_create: bool = True, extra: str = "") -> None:
         self.tmp = tmp
-        self.ns_port = free_port()
-        self.port = free_port(span=4) + 2  # fast port = listenPort - 2, HA = + 1
         self.auto_create = auto_create
         self.extra = extra
-        self.namesrv: RmqProcess | None = None
-        self.broker: RmqProcess | None = None
+        self.launcher: Launcher | None = None
         self.restarts: list[tuple[datetime, datetime]] = []
-        self._broker_runs = 0
+
+    def _started(self) -> Launcher:
+        assert self.launcher is not None, "the cluster is not started"
+        return self.launcher
+
+    @property
+    def ns_port(self) -> int:
+        return self._started().ns_port
+
+    @property
+    def port(self) -> int:
+        return self._started().port  # fast port = listenPort - 2, HA = + 1
+
+    @property
+    def namesrv(self) -> RmqProcess | None:
+        return self.launcher.namesrv if self.launcher is not None else None
+
+    @property
+    def broker(self) -> RmqProcess | None:
+        return self.launcher.broker if self.launcher is not None else None
 
     @property
     def namesrv_addr(self) -> str:
@@ -55,41 +73,31 @@ class Cluster:
     def broker_addr(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def _env(self) -> dict[str, str]:
-        return {"ROCKETMQ_HOME": str(self.tmp)}
-
     def start(self) -> Cluster:
-        conf = self.tmp / "namesrv.conf"
-        conf.write_text(f"listenPort={self.ns_port}\nkvConfigPath={self.tmp}/kv.json\n")
-        self.namesrv = RmqProcess("rmq.namesrv.startup", ["-c", str(conf)],
-                                  self.tmp / "namesrv.out", env=self._env())
-        self.namesrv.start(wait_for_port=self.ns_port)
+        self.launcher = Launcher(self.tmp, self._settings(), store="store", timeout=40)
         self.start_broker()
         return self
 
+    def _settings(self) -> str:
+        """broker.conf lines of this suite (after the launcher's own): 4 MiB
+        commit-log files, short delay levels, offsets flushed every second."""
+        store = self.tmp / "store"
+        return ("brokerId=0\n"
+                f"storePathCommitLog={store / 'commitlog'}\n"
+                "mappedFileSizeCommitLog=4194304\nmappedFileSizeConsumeQueue=60000\n"
+                f"autoCreateTopicEnable={'true' if self.auto_create else 'false'}\n"
+                f"messageDelayLevel={SHORT_DELAY_LEVELS}\n"
+                "flushConsumerOffsetInterval=1000\nflushDelayOffsetInterval=1000\n"
+                f"{self.extra}")
+
     def broker_conf(self) -> Path:
-        conf = self.tmp / "broker.conf"
-        conf.write_text(
-            "brokerClusterName=DefaultCluster\nbrokerName=broker-a\nbrokerId=0\n"
-            f"listenPort={self.port}\nbrokerIP1=127.0.0.1\nbrokerIP2=127.0.0.1\n"
-            f"storePathRootDir={self.tmp / 'store'}\n"
-            f"storePathCommitLog={self.tmp / 'store' / 'commitlog'}\n"
-            "mappedFileSizeCommitLog=4194304\nmappedFileSizeConsumeQueue=60000\n"
-            "maxHashSlotNum=1000\nmaxIndexNum=4000\n"
-            f"autoCreateTopicEnable={'true' if self.auto_create else 'false'}\n"
-            f"messageDelayLevel={SHORT_DELAY_LEVELS}\n"
-            "flushConsumerOffsetInterval=1000\nflushDelayOffsetInterval=1000\n"
-            f"{self.extra}")
-        return conf
+        """The broker's configuration file."""
+        return Path(self._started().conf)
 
     def start_broker(self) -> RmqProcess:
-        self._broker_runs += 1
-        self.broker = RmqProcess(
-            "rmq.broker.startup", ["-c", str(self.broker_conf()), "-n", self.namesrv_addr],
-            self.tmp / f"broker-{self._broker_runs}.out", env=self._env())
-        self.broker.start(wait_for_port=self.port, timeout=40)
+        broker = self._started().start_broker(timeout=40)
         self.wait_routed("broker-a")
-        return self.broker
+        return broker
 
     def wait_routed(self, topic: str, timeout: float = 20.0) -> None:
         """The broker has registered: its own topic has a route at the name server."""

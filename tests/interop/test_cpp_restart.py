@@ -17,7 +17,9 @@ from collections import Counter
 
 import pytest
 
+from rmq.common import fastjson
 from rmq.common.topics import retry_topic
+from rmq.testing.wait import wait_until_blocking
 from tests.interop.harness import PushGroup
 from tests.interop.messages import body_lengths, check_received, mixed_set, text_message
 
@@ -110,7 +112,19 @@ def test_clients_survive_a_broker_restart(cluster, cpp, kind):
     # offsets committed by the consumers survive a second restart of the same kind
     for queue, end in ends.items():
         assert cluster.consumer_offset("cg_restart", TOPIC, queue) == end
-    time.sleep(1.5)  # flushConsumerOffsetInterval=1000 in the test broker config
+    # a kill loses what the broker's periodic flush (flushConsumerOffsetInterval)
+    # has not written yet: restart once consumerOffset.json holds every offset
+    offsets_file = cluster.tmp / "store" / "config" / "consumerOffset.json"
+
+    def flushed() -> bool:
+        try:
+            table = fastjson.loads(offsets_file.read_bytes())["offsetTable"]
+        except (OSError, ValueError, KeyError):
+            return False
+        saved = {int(q): o for q, o in table.get(f"{TOPIC}@cg_restart", {}).items()}
+        return all(saved.get(queue) == end for queue, end in ends.items())
+
+    wait_until_blocking(flushed, 15, 0.1, "consumer offsets flushed")
     cluster.restart_broker(kind)
     for queue, end in ends.items():
         assert cluster.consumer_offset("cg_restart", TOPIC, queue) == end
