@@ -29,7 +29,7 @@ from rmq.common.codes import RequestCode, ResponseCode
 from rmq.remoting import RemotingClient, RemotingCommand
 from rmq.testing.cluster import Cluster
 from rmq.testing.procs import RmqProcess, free_port, run_cli
-from rmq.testing.wait import wait_until as wait_for
+from rmq.testing.wait import wait_until
 
 R = RequestCode
 RC = ResponseCode
@@ -170,7 +170,7 @@ async def test_signed_clients_produce_and_consume_within_their_permissions(clust
                 await producer.send(Message("TopicSubOnly", b"x"))
             assert info.value.code == RC.SYSTEM_ERROR
             assert REFUSED + "No default permission for topic:TopicSubOnly" in str(info.value)
-        await wait_for(lambda: asyncio.sleep(0, len(received) >= 3), 30)
+        await wait_until(lambda: len(received) >= 3, 30)
         assert sorted(received) == [b"m0", b"m1", b"m2"]
         # the trace records went out signed with the producer's keys (the account
         # has no permission on RMQ_SYS_TRACE_TOPIC: trace sends are never refused)
@@ -184,7 +184,7 @@ async def test_signed_clients_produce_and_consume_within_their_permissions(clust
                     total += int(r.ext_fields["offset"]) if r.code == RC.SUCCESS else 0
                 return total
 
-            await wait_for(lambda: _positive(traced_records()), 30)
+            await wait_until(lambda: _positive(traced_records()), 30)
         finally:
             await admin.close()
         async with Producer("pgAclBad", client_config=config("wrong___")) as producer:
@@ -222,7 +222,7 @@ async def test_edited_added_and_broken_files_apply_within_a_second(cluster, tmp_
         assert not await accepted()
         begin = time.monotonic()
         plain.write_text(RULES + "  - accessKey: newUser01\n    secretKey: newSecret1\n")
-        await wait_for(accepted, 10)
+        await wait_until(accepted, 10)
         took = time.monotonic() - begin
         print(f"edited plain_acl.yml applied after {took:.2f} s")
         assert took < 5  # 0.5 s poll + parse; the margin is for a loaded machine
@@ -230,9 +230,8 @@ async def test_edited_added_and_broken_files_apply_within_a_second(cluster, tmp_
         # a broken edit: logged, and the last good rules stay in force
         plain.write_text(RULES + "  - accessKey: [broken\n")
         log = tmp_path / "logs" / "rocketmqlogs" / "broker.log"
-        await wait_for(lambda: asyncio.sleep(0, f"ACL file {plain} not applied, the rules it had "
-                                             f"before stay in force: {plain} is not valid YAML"
-                                             in log.read_text()), 10)
+        await wait_until(lambda: f"ACL file {plain} not applied, the rules it had before stay "
+                                 f"in force: {plain} is not valid YAML" in log.read_text(), 10)
         assert await accepted()
 
         # a new file under conf/acl/ (a sub-directory too)
@@ -242,13 +241,13 @@ async def test_edited_added_and_broken_files_apply_within_a_second(cluster, tmp_
                                        "    secretKey: teamSecret1\n    admin: true\n")
         team_client = signer("teamKey1", "teamSecret1")
         try:
-            await wait_for(lambda: _ok(call(team_client, c.addr, R.GET_BROKER_RUNTIME_INFO)), 10)
+            await wait_until(lambda: _ok(call(team_client, c.addr, R.GET_BROKER_RUNTIME_INFO)), 10)
         finally:
             await team_client.close()
 
         # the repaired file applies, and without the new account
         plain.write_text(RULES)
-        await wait_for(lambda: _not(accepted()), 10)
+        await wait_until(lambda: _not(accepted()), 10)
     finally:
         await newbie.close()
 
