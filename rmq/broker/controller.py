@@ -300,7 +300,24 @@ class BrokerController:
             print("broker initialize failed: the message store could not be loaded "
                   "(see store.log)", flush=True)
             return False
+        self._initial_timer()
         return True
+
+    def _initial_timer(self) -> None:
+        """RocketMQ 5 timer messages (rmq/store/timer): the wheel when
+        ``timerWheelEnable``, else only the hook that refuses timer sends."""
+        from rmq.store.timer import TimerMessageStore, TimerPutHook
+
+        self.timer_message_store = None
+        if not self.store_config.timerWheelEnable:
+            self.message_store.put_message_hooks.append(TimerPutHook(self.store_config))
+            return
+        timer = TimerMessageStore(self.message_store, self.store_config)
+        timer.load()
+        self.timer_message_store = timer
+        self.message_arriving_listeners.append(timer.on_message_arriving)
+        if not self.is_slave():
+            self.services.append(timer)
 
     def _initial_dledger(self) -> None:
         """The commit log is a DLedger group's: no HA service; the broker is a

@@ -19,6 +19,12 @@ from rmq.common.message import (
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     PROPERTY_WAIT_STORE_MSG_OK,
 )
+from rmq.common.timer import (
+    PROPERTY_TIMER_DELAY_MS,
+    PROPERTY_TIMER_DELAY_SEC,
+    PROPERTY_TIMER_DELIVER_MS,
+)
+from rmq.common.timer import REQUEST_PROPERTIES as TIMER_REQUEST_PROPERTIES
 
 
 class Message:
@@ -37,6 +43,9 @@ class Message:
         properties: dict[str, str] | None = None,
         delay_level: int = 0,
         wait_store_msg_ok: bool = True,
+        deliver_time_ms: int | None = None,
+        delay_ms: int | None = None,
+        delay_sec: int | None = None,
     ) -> None:
         self.topic = topic
         self.body = body
@@ -51,6 +60,24 @@ class Message:
         if not wait_store_msg_ok:
             props[PROPERTY_WAIT_STORE_MSG_OK] = "false"
         self.properties = props
+        self.set_timer(deliver_time_ms, delay_ms, delay_sec)
+
+    def set_timer(self, deliver_time_ms: int | None = None, delay_ms: int | None = None,
+                  delay_sec: int | None = None) -> None:
+        """A RocketMQ 5 timer: delivered at ``deliver_time_ms`` (epoch ms,
+        TIMER_DELIVER_MS), or ``delay_ms`` / ``delay_sec`` after the broker
+        stores it (TIMER_DELAY_MS / TIMER_DELAY_SEC); Message.setDeliverTimeMs,
+        setDelayTimeMs and setDelayTimeSec of the 5.x Java client."""
+        if deliver_time_ms is not None:
+            self.properties[PROPERTY_TIMER_DELIVER_MS] = str(int(deliver_time_ms))
+        if delay_ms is not None:
+            self.properties[PROPERTY_TIMER_DELAY_MS] = str(int(delay_ms))
+        if delay_sec is not None:
+            self.properties[PROPERTY_TIMER_DELAY_SEC] = str(int(delay_sec))
+
+    def timer_properties(self) -> dict[str, str]:
+        """The timer properties a sender set (empty for an ordinary message)."""
+        return {k: v for k, v in self.properties.items() if k in TIMER_REQUEST_PROPERTIES}
 
     @property
     def tags(self) -> str | None:

@@ -61,7 +61,7 @@ def _check_wire(wire, sys_flag: int, topic_len: int, batch_props: bytes) -> tupl
     fast path takes, or None: malformed, DELAY or non-ASCII properties, a
     joined property string over 32767 bytes."""
     _t, bkeys, buniq, bdelay = codec._find_props(batch_props)
-    if bdelay is not None or not batch_props.isascii():
+    if bdelay is not None or not batch_props.isascii() or codec.has_timer_property(batch_props):
         return None
     batch_keys = _key_count(bkeys, buniq)
     mv = memoryview(wire)

@@ -92,6 +92,8 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
         self.store_host = store_host
         self.broker_cluster_name = broker_cluster_name
         self.message_arriving_listener = message_arriving_listener
+        # checks and rewrites before a put, each answering None or a refusal
+        self.put_message_hooks: list[Callable[[object], PutMessageStatus | None]] = []
         self.root = config.storePathRootDir
         self.running_flags = RunningFlags()
         self.stats = StoreStatsService()
@@ -415,6 +417,12 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
         if status is PutMessageStatus.PUT_OK and not batch and self.lmq_queue_num_exceeded() and \
                 msg.properties.get(mc.PROPERTY_INNER_MULTI_DISPATCH, "").strip():
             status = PutMessageStatus.LMQ_CONSUME_QUEUE_NUM_EXCEEDED
+        if status is PutMessageStatus.PUT_OK:
+            for hook in self.put_message_hooks:  # 5.3.3's putMessageHookList (timer messages)
+                refused = hook(msg)
+                if refused is not None:
+                    status = refused
+                    break
         if status is not PutMessageStatus.PUT_OK:
             self.stats.on_put_failed()
             return PutMessageResult(status)

@@ -222,6 +222,12 @@ def _java_hash_utf8(data: bytes) -> int:
     return mc.java_string_hash(data.decode("utf-8", "replace"))
 
 
+def has_timer_property(props: bytes) -> bool:
+    """Whether a property string names a TIMER_ property (a batch the put
+    hook parks, so the fast paths leave it alone)."""
+    return props.startswith(b"TIMER_") or b"\x02TIMER_" in props
+
+
 def _find_props(props: bytes) -> tuple[bytes | None, bytes | None, bytes | None, bytes | None]:
     """TAGS, KEYS, UNIQ_KEY and DELAY values of a property string, following the
     reference parser (segments of >= 3 chars with a \\x01 inside; later wins)."""
@@ -379,12 +385,13 @@ def _fast_send_properties(
 ) -> tuple[str, int, bool, bool, str | None, str | None]:
     """What the single-send fast path needs of the request's properties, as
     ``send_properties`` decides it: the stored string, the tagsCode, whether
-    the sender waits for the flush (``isWaitStoreMsgOK``), whether DELAY or
-    TRAN_MSG is present (those sends take the general path), and the KEYS
+    the sender waits for the flush (``isWaitStoreMsgOK``), whether DELAY,
+    TRAN_MSG or a TIMER_ property is present (those sends take the general path), and the KEYS
     and UNIQ_KEY values for the index.  The compiled twin builds no map."""
     props, stored, code = _send_properties(text, cluster)
     return (stored, code, wait_store_msg_ok(props.get(mc.PROPERTY_WAIT_STORE_MSG_OK)),
-            mc.PROPERTY_DELAY_TIME_LEVEL in props or mc.PROPERTY_TRANSACTION_PREPARED in props,
+            mc.PROPERTY_DELAY_TIME_LEVEL in props or mc.PROPERTY_TRANSACTION_PREPARED in props
+            or any(k.startswith("TIMER_") for k in props),
             props.get(mc.PROPERTY_KEYS), props.get(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
 
 

@@ -43,6 +43,10 @@ class PutMessageStatus(enum.Enum):
     OS_PAGECACHE_BUSY = 8
     UNKNOWN_ERROR = 9
     LMQ_CONSUME_QUEUE_NUM_EXCEEDED = 10
+    # RocketMQ 5 timer messages (rmq/store/timer/hook.py)
+    WHEEL_TIMER_FLOW_CONTROL = 13
+    WHEEL_TIMER_MSG_ILLEGAL = 14
+    WHEEL_TIMER_NOT_ENABLE = 15
 
 
 class AppendMessageStatus(enum.Enum):

@@ -291,6 +291,8 @@ class SendSupport:
                 "consumeQueue num exceed maxLmqConsumeQueueNum config num, default limit 2w.")
         if status is S.UNKNOWN_ERROR:
             return RC.SYSTEM_ERROR, "UNKNOWN_ERROR"
+        if status in _TIMER_STATUSES:
+            return timer_failure(status, self.c.store_config)
         return RC.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"
 
 
@@ -305,3 +307,23 @@ _STORED_CODES = {
     PutMessageStatus.FLUSH_SLAVE_TIMEOUT: RC.FLUSH_SLAVE_TIMEOUT,
     PutMessageStatus.SLAVE_NOT_AVAILABLE: RC.SLAVE_NOT_AVAILABLE,
 }
+
+
+_TIMER_STATUSES = (PutMessageStatus.WHEEL_TIMER_MSG_ILLEGAL, PutMessageStatus.WHEEL_TIMER_FLOW_CONTROL,
+                   PutMessageStatus.WHEEL_TIMER_NOT_ENABLE)
+
+
+def timer_failure(status: PutMessageStatus, sc: Any) -> tuple[int, str]:
+    """The code and remark 5.3.3's SendMessageProcessor gives a refused timer message."""
+    if status is PutMessageStatus.WHEEL_TIMER_MSG_ILLEGAL:
+        return RC.MESSAGE_ILLEGAL, (
+            "timer message illegal, the delay time should not be bigger than the max delay "
+            f"{sc.timerMaxDelaySec * 1000}ms; or if set del msg, the delay time should be bigger "
+            "than the current time")
+    if status is PutMessageStatus.WHEEL_TIMER_FLOW_CONTROL:
+        n = sc.timerCongestNumEachSlot
+        return RC.SYSTEM_ERROR, (
+            f"timer message is under flow control, max num limit is {n * 2} or the current value "
+            f"is greater than {n} and less than {n * 2}, trigger random flow control")
+    return RC.SYSTEM_ERROR, ("accurate timer message is not enabled, timerWheelEnable is "
+                             f"{'true' if sc.timerWheelEnable else 'false'}")

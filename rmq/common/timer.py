@@ -1,0 +1,23 @@
+"""Message properties of RocketMQ 5 timer messages (MessageConst, 5.3.3)."""
+
+PROPERTY_TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
+PROPERTY_TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+PROPERTY_TIMER_DELAY_MS = "TIMER_DELAY_MS"
+PROPERTY_TIMER_ENQUEUE_MS = "TIMER_ENQUEUE_MS"
+PROPERTY_TIMER_DEQUEUE_MS = "TIMER_DEQUEUE_MS"
+PROPERTY_TIMER_ROLL_TIMES = "TIMER_ROLL_TIMES"
+PROPERTY_TIMER_OUT_MS = "TIMER_OUT_MS"
+PROPERTY_TIMER_DEL_UNIQKEY = "TIMER_DEL_UNIQKEY"
+PROPERTY_TIMER_DELAY_LEVEL = "TIMER_DELAY_LEVEL"
+
+TIMER_TOPIC = "rmq_sys_wheel_timer"
+
+# what a sender sets to ask for a timer (HookUtils.checkIfTimerMessage)
+REQUEST_PROPERTIES = (PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_DELAY_SEC, PROPERTY_TIMER_DELAY_MS)
+
+JAVA_LONG_MAX = 2**63 - 1
+
+
+def build_delete_key(real_topic: str, uniq_key: str) -> str:
+    """``TimerMessageStore.buildDeleteKey``: what TIMER_DEL_UNIQKEY holds."""
+    return f"{real_topic}+{uniq_key}"

@@ -1,0 +1,525 @@
+"""TimerMessageStore: timer messages with any delivery time (RocketMQ 5.3.3's
+``TimerMessageStore``), files as 5.3.3 keeps them (``layout.py``).
+
+Flow.  The put hook (``hook.py``) parks a timer message in
+``rmq_sys_wheel_timer`` queue 0 with TIMER_OUT_MS = its slot.  One asyncio
+task of the broker's loop then, over and over:
+
+* enqueues the queue's new entries (woken by their arrival): a message whose
+  slot is already delivered is delivered at once (TIMER_ENQUEUE_MS =
+  Long.MAX_VALUE, as 5.3.3); any other gets a unit in the timer log, chained
+  into its wheel slot (a slot beyond ``timerRollWindowSlot`` gets a "roll"
+  unit that re-parks the message when it comes up);
+* delivers every slot whose time has passed: slot S is read when the clock
+  reaches S + precision (a timer on a precision boundary sits in the slot
+  before), never before.  The task sleeps until exactly then instead of
+  ticking, so a timer is late by at most one precision plus the work.
+
+Delivery re-stores the parked message under REAL_TOPIC / REAL_QID with
+TIMER_ENQUEUE_MS / TIMER_DEQUEUE_MS (the stored property string keeps
+REAL_TOPIC/REAL_QID, generated before they leave the map, as 5.3.3 does).
+
+Exactly once across a kill (5.3.3 rewinds to a checkpoint flushed once a
+second and delivers that second again).  Every position lives in mapped files
+and is written the moment it changes, so a killed process leaves all of them
+in the page cache: the wheel, the log, the checkpoint's read time and queue
+offset.  What can still be cut in two is one round (one slot's delivery, or
+one enqueue round with at-once deliveries): before a round the checkpoint
+gets a marker (the slot, the commit log's end offset C0) and it is cleared
+after the round's position is written.  Found active at start, the commit log
+from C0 to its end is read and every record the timer stored there (it has
+TIMER_DEQUEUE_MS) is counted by (UNIQ_KEY, TIMER_OUT_MS, bornTimestamp, body
+CRC); the interrupted round is done again and skips as many matching timers
+as were counted.  The enqueue position is the larger of the checkpoint's and
+the last unit in the timer log + 1, so no unit is appended twice either.  A
+failed put leaves the marker as a kill does and is handled the same way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections import Counter
+from typing import Any
+
+from rmq.common import message as mc
+from rmq.common import timer as tm
+from rmq.store.message import MessageExtBrokerInner
+from rmq.store.message_codec import message_properties_to_string
+from rmq.store.results import PutMessageStatus
+from rmq.store.timer import layout as L
+from rmq.store.timer.checkpoint import TimerCheckpoint
+from rmq.store.timer.hook import TimerPutHook, parse_java_long
+from rmq.store.timer.metrics import TimerMetrics
+from rmq.store.timer.timer_log import TimerLog
+from rmq.store.timer.wheel import IGNORE, TimerWheel
+
+log = logging.getLogger("store")
+
+ENQUEUE_BATCH = 1024  # queue entries per enqueue round
+YIELD_EVERY = 512  # deliveries between two yields to the loop
+RETRY_AFTER_FAILURE_S = 0.1
+_NO_RETRY = (PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+             PutMessageStatus.WHEEL_TIMER_NOT_ENABLE, PutMessageStatus.WHEEL_TIMER_MSG_ILLEGAL)
+ENQUEUE_ROUND = -1  # marker read time of an enqueue round
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def timer_log_path(root: str) -> str:
+    return os.path.join(root, "timerlog")
+
+
+def timer_wheel_path(root: str) -> str:
+    return os.path.join(root, "timerwheel")
+
+
+def timer_check_path(root: str) -> str:
+    return os.path.join(root, "config", "timercheck")
+
+
+def timer_metrics_path(root: str) -> str:
+    return os.path.join(root, "config", "timermetrics")
+
+
+def identity(msg: Any) -> tuple:
+    """What tells one timer's delivery from another's in the commit log."""
+    p = msg.properties
+    return (p.get(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), p.get(tm.PROPERTY_TIMER_OUT_MS),
+            msg.born_timestamp, msg.body_crc)
+
+
+class TimerMessageStore:
+    """The timer wheel of one broker, on top of its DefaultMessageStore."""
+
+    def __init__(self, store: Any, config: Any) -> None:
+        self.store = store
+        self.config = config
+        root = config.storePathRootDir
+        self.precision = config.timer_precision_ms()
+        self.wheel = TimerWheel(timer_wheel_path(root), self.precision)
+        self.log = TimerLog(timer_log_path(root), config.mappedFileSizeTimerLog)
+        self.cp = TimerCheckpoint(timer_check_path(root))
+        self.metrics = TimerMetrics(timer_metrics_path(root))
+        window = config.timerRollWindowSlot
+        limit = L.SLOTS_TOTAL - L.TIMER_BLANK_SLOTS
+        self.roll_window_slots = limit if window > limit or window < 2 else window
+        self.queue_offset = 0
+        self.read_ms = 0  # first slot whose delivery has not started
+        self.skip: Counter = Counter()
+        self._last_unit_pos = -1
+        self._skip_round: int | None = None  # the round the skip counts belong to
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self._flush_task: asyncio.Task | None = None
+        self._started = False
+        # counters for metrics (monotonic)
+        self.enqueued = 0
+        self.delivered = 0
+        self.last_lag_ms = 0
+        store.put_message_hooks.append(TimerPutHook(config, self.wheel))
+
+    # ---- load / recover -------------------------------------------------------------
+    def load(self) -> bool:
+        ok = self.log.load()
+        try:
+            self.metrics.load()
+        except Exception:
+            log.exception("load %s failed", self.metrics.config_file_path())
+        self.recover()
+        return ok
+
+    def recover(self) -> None:
+        """Rebuild the wheel's tail from the log, find the enqueue position and
+        the first undelivered slot, and arm the skip counts of an interrupted round."""
+        files = self.log.mfq.mapped_files
+        begin = self.cp.last_timer_log_flush_pos - (self.log.file_size if files else 0)
+        end = self._recover_and_revise(max(begin, 0))
+        last = self._last_unit_queue_offset()
+        self.queue_offset = max(self.cp.last_timer_queue_offset, last + 1 if last is not None else 0)
+        cq = self.store._existing_cq(L.TIMER_TOPIC, 0)
+        if cq is not None:
+            self.queue_offset = min(max(self.queue_offset, cq.get_min_offset_in_queue()),
+                                    cq.get_max_offset_in_queue())
+        floor = now_ms() // self.precision * self.precision - \
+            (L.SLOTS_TOTAL - L.TIMER_BLANK_SLOTS) * self.precision
+        fresh = self.cp.last_read_time_ms == 0  # a new store starts at the clock
+        self.read_ms = now_ms() // self.precision * self.precision if fresh else \
+            max(self.cp.last_read_time_ms, floor)
+        self.cp.set_read_time(self.read_ms)
+        self.cp.set_queue_offset(self.queue_offset)
+        marker = self.cp.marker()
+        if marker.active:
+            self.skip = self._delivered_since(marker.phy_offset)
+            self._skip_round = marker.read_time_ms
+            log.info("timer round %d was cut short: %d deliveries since %d are skipped",
+                     marker.read_time_ms, sum(self.skip.values()), marker.phy_offset)
+        log.info("Timer recover ok currReadTimerMs:%d currQueueOffset:%d processOffset:%d",
+                 self.read_ms, self.queue_offset, end)
+
+    def _recover_and_revise(self, begin: int) -> int:
+        """Walk the log's units from the file holding ``begin`` to the first
+        invalid one, pointing their slots at them; the log ends there."""
+        files = self.log.mfq.mapped_files
+        self._last_unit_pos = -1
+        if not files:
+            return 0
+        idx = len(files) - 1
+        while idx > 0 and files[idx].file_from_offset > begin:
+            idx -= 1
+        end = files[idx].file_from_offset
+        for mf in files[idx:]:
+            pos, stop = 0, False
+            view = mf.view
+            while pos + L.UNIT_SIZE <= mf.file_size:
+                size = int.from_bytes(view[pos:pos + 4], "big", signed=True)
+                magic = int.from_bytes(view[pos + 12:pos + 16], "big", signed=True)
+                if magic == L.BLANK_MAGIC_CODE:
+                    break
+                if size != L.UNIT_SIZE or not L.is_magic_ok(magic) or magic == 0:
+                    stop = True
+                    break
+                u = L.unpack_unit(view, pos)
+                self.wheel.revise_slot(u.delayed_time_ms, IGNORE, mf.file_from_offset + pos, True)
+                self._last_unit_pos = mf.file_from_offset + pos
+                pos += L.UNIT_SIZE
+            end = mf.file_from_offset + pos
+            if stop:
+                break
+        self.log.mfq.truncate_dirty_files(end)
+        return end
+
+    def _last_unit_queue_offset(self) -> int | None:
+        """Queue offset of the parked message behind the log's last unit."""
+        if self._last_unit_pos < 0:
+            return None
+        u = self.log.read_unit(self._last_unit_pos)
+        if u is None or u.size != L.UNIT_SIZE:
+            return None
+        msg = self.store.look_message_by_offset(u.offset_py)
+        if msg is None or msg.topic != L.TIMER_TOPIC:
+            return None
+        return msg.queue_offset
+
+    def _delivered_since(self, phy: int) -> Counter:
+        """Identities of the timer deliveries stored from ``phy`` on."""
+        store = self.store
+        file_size = self.config.mappedFileSizeCommitLog
+        end = store.get_max_phy_offset()
+        seen: Counter = Counter()
+        off = max(phy, store.get_min_phy_offset())
+        while off < end:
+            msg = store.look_message_by_offset(off)
+            if msg is None or msg.store_size <= 0:  # the blank ending a file
+                off = (off // file_size + 1) * file_size
+                continue
+            if tm.PROPERTY_TIMER_DEQUEUE_MS in msg.properties:
+                seen[identity(msg)] += 1
+            off += msg.store_size
+        return seen
+
+    # ---- life cycle ---------------------------------------------------------------------
+    async def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self._run(), name="timer-wheel")
+        self._flush_task = loop.create_task(self._flush_periodically(), name="timer-flush")
+
+    async def shutdown(self) -> None:
+        for task in (self._task, self._flush_task):
+            if task is not None:
+                task.cancel()
+        await asyncio.gather(*(t for t in (self._task, self._flush_task) if t is not None),
+                             return_exceptions=True)
+        self._task = self._flush_task = None
+        if self._started:
+            self.flush()
+        self._started = False
+
+    def close(self) -> None:
+        """Unmap everything (after shutdown)."""
+        self.flush()
+        self.log.shutdown()
+        self.wheel.close()
+        self.cp.close()
+
+    def flush(self) -> None:
+        self.log.flush()
+        self.wheel.flush()
+        self.cp.last_timer_log_flush_pos = self.log.mfq.flushed_where
+        self.cp.next_version()
+        self.cp.flush()
+        try:
+            self.metrics.persist()
+        except Exception:
+            log.exception("persist %s failed", self.metrics.config_file_path())
+
+    async def _flush_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.timerFlushIntervalMs / 1000)
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, self._flush_files)
+                self.cp.last_timer_log_flush_pos = self.log.mfq.flushed_where
+                self.cp.next_version()
+                self.cp.write()
+            except Exception:
+                log.exception("timer flush failed")
+
+    def _flush_files(self) -> None:
+        self.log.flush()
+        self.wheel.flush()
+        self.cp.mm.flush()
+        self.metrics.persist()
+
+    def on_message_arriving(self, topic: str, *_args: Any) -> None:
+        if topic == L.TIMER_TOPIC:
+            self._wake.set()
+
+    # ---- the task -----------------------------------------------------------------------
+    async def _run(self) -> None:
+        while True:
+            try:
+                self._wake.clear()
+                busy = False
+                if not self.config.timerStopEnqueue:
+                    busy = await self._enqueue_round() >= ENQUEUE_BATCH
+                if not self.config.timerStopDequeue:
+                    await self._deliver_due()
+                if busy:
+                    await asyncio.sleep(0)
+                    continue
+                wait = (self.read_ms + self.precision - now_ms()) / 1000
+                if wait > 0:
+                    try:
+                        await asyncio.wait_for(self._wake.wait(), min(wait, 1.0))
+                    except TimeoutError:
+                        pass
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("timer wheel round failed")
+                await asyncio.sleep(RETRY_AFTER_FAILURE_S)
+
+    def _begin_round(self, read_time_ms: int) -> None:
+        m = self.cp.marker()
+        if m.active and m.read_time_ms == read_time_ms:  # the same round again: keep its C0
+            return
+        self.cp.set_marker(L.Marker(True, read_time_ms, self.store.get_max_phy_offset()))
+
+    def _end_round(self, read_time_ms: int) -> None:
+        self.cp.set_marker(L.Marker(False, -1, -1))
+        if self._skip_round == read_time_ms:
+            self.skip.clear()
+            self._skip_round = None
+
+    def _skip_counted(self, msg: Any) -> bool:
+        """True (and one count used) when this timer was delivered before a cut."""
+        if not self.skip:
+            return False
+        key = identity(msg)
+        if self.skip[key] > 0:
+            self.skip[key] -= 1
+            return True
+        return False
+
+    # ---- enqueue ------------------------------------------------------------------------
+    async def _enqueue_round(self) -> int:
+        """Take up to ENQUEUE_BATCH new entries of the timer queue; how many."""
+        cq = self.store._existing_cq(L.TIMER_TOPIC, 0)
+        if cq is None:
+            return 0
+        off = max(self.queue_offset, cq.get_min_offset_in_queue())
+        n = 0
+        marked = False
+        while n < ENQUEUE_BATCH:
+            entry = cq.read_entry(off)
+            if entry is None:
+                break
+            phy, size, _tags = entry
+            msg = self.store.look_message_by_offset(phy)
+            if msg is not None:
+                due = parse_java_long(msg.properties.get(tm.PROPERTY_TIMER_OUT_MS))
+                if due is None:
+                    log.warning("timer message at %d has no TIMER_OUT_MS, skipped", phy)
+                elif due < self.read_ms:  # its slot is gone: deliver now
+                    if not marked:
+                        self._begin_round(ENQUEUE_ROUND)
+                        marked = True
+                    if not self._skip_counted(msg) and \
+                            self._put(msg, tm.JAVA_LONG_MAX, False) is None:
+                        self._end_round(ENQUEUE_ROUND)  # the entry is taken again later
+                        return n
+                else:
+                    self._do_enqueue(phy, size, due, msg)
+            off += 1
+            n += 1
+            self.queue_offset = off
+            self.cp.set_queue_offset(off)
+        if marked or (self._skip_round == ENQUEUE_ROUND and n > 0):
+            self._end_round(ENQUEUE_ROUND)
+        return n
+
+    def _do_enqueue(self, phy: int, size: int, due: int, msg: Any) -> bool:
+        p = self.precision
+        write = now_ms() // p * p
+        window = self.roll_window_slots
+        magic = L.MAGIC_DEFAULT
+        if due - write >= window * p:
+            magic |= L.MAGIC_ROLL
+            if due - write - window * p < window // 3 * p:
+                due = write + (window // 2) * p
+            else:
+                due = write + window * p
+        delete = tm.PROPERTY_TIMER_DEL_UNIQKEY in msg.properties
+        if delete:
+            magic |= L.MAGIC_DELETE
+        real_topic = msg.properties.get(mc.PROPERTY_REAL_TOPIC)
+        slot = self.wheel.get_slot(due)
+        unit = L.pack_unit(L.Unit(L.UNIT_SIZE, slot.last_pos, magic, write, due - write, phy, size,
+                                  L.java_string_hash(real_topic), 0))
+        pos = self.log.append(unit)
+        if pos < 0:
+            return False
+        self.wheel.put_slot(due, pos if slot.first_pos == -1 else slot.first_pos, pos,
+                            slot.num - 1 if delete else slot.num + 1, slot.magic)
+        self.metrics.add(real_topic, -1 if delete else 1)
+        self.enqueued += 1
+        return True
+
+    # ---- dequeue ------------------------------------------------------------------------
+    async def _deliver_due(self) -> None:
+        empty = 0
+        while self.read_ms + self.precision <= now_ms():
+            s = self.read_ms
+            slot = self.wheel.get_slot(s)
+            if slot.time_ms == -1:
+                self.read_ms = s + self.precision
+                if self._skip_round == s:
+                    self._end_round(s)
+                empty += 1
+                if empty % 4096 == 0:  # a long catch-up after downtime: let the loop breathe
+                    self.cp.set_read_time(self.read_ms)
+                    await asyncio.sleep(0)
+                continue
+            self.cp.set_read_time(self.read_ms)
+            if not await self._deliver_slot(s, slot):
+                await asyncio.sleep(RETRY_AFTER_FAILURE_S)
+                return
+        self.cp.set_read_time(self.read_ms)
+
+    def _slot_units(self, slot: L.Slot) -> list[L.Unit]:
+        """The slot's units, oldest first (the chain runs backwards)."""
+        units: list[L.Unit] = []
+        pos = slot.last_pos
+        while pos != -1:
+            u = self.log.read_unit(pos)
+            if u is None or u.size != L.UNIT_SIZE:
+                break
+            units.append(u)
+            if u.prev_pos >= pos:  # a chain only runs backwards
+                break
+            pos = u.prev_pos
+        units.reverse()
+        return units
+
+    async def _deliver_slot(self, s: int, slot: L.Slot) -> bool:
+        """Deliver slot ``s``; False when a put failed (tried again later)."""
+        self._begin_round(s)
+        self.read_ms = s + self.precision  # timers parked for s from now on go at once
+        units = self._slot_units(slot)
+        deleted: set[str] = set()
+        normal: list[tuple[L.Unit, Any]] = []
+        for u in units:
+            msg = self.store.look_message_by_offset(u.offset_py)
+            if msg is None:
+                continue
+            if L.is_delete(u.magic) and not L.is_roll(u.magic):
+                key = msg.properties.get(tm.PROPERTY_TIMER_DEL_UNIQKEY)
+                if key:
+                    deleted.add(key)
+            else:
+                normal.append((u, msg))
+        done = 0
+        for u, msg in normal:
+            props = msg.properties
+            uniq = props.get(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            if uniq and deleted and tm.build_delete_key(props.get(mc.PROPERTY_REAL_TOPIC, ""), uniq) in deleted:
+                self.metrics.add(props.get(mc.PROPERTY_REAL_TOPIC), -1)
+                continue
+            if self._skip_counted(msg):
+                continue
+            if self._put(msg, u.write_time_ms, L.is_roll(u.magic)) is None:
+                self.read_ms = s
+                self.skip = self._delivered_since(self.cp.marker().phy_offset)
+                self._skip_round = s
+                return False
+            done += 1
+            if done % YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+        self.cp.set_read_time(s + self.precision)
+        self._end_round(s)
+        return True
+
+    def _put(self, msg: Any, enqueue_ms: int, roll: bool) -> PutMessageStatus | None:
+        """Store the timer's message (its real topic, or the timer topic again
+        when rolled); the status, None when the put must be tried again."""
+        inner = self.convert(msg, enqueue_ms, roll)
+        real_topic = msg.properties.get(mc.PROPERTY_REAL_TOPIC)
+        result = self.store.put_message(inner)
+        status = result.status if result is not None else PutMessageStatus.UNKNOWN_ERROR
+        if status is PutMessageStatus.PUT_OK:
+            if enqueue_ms != tm.JAVA_LONG_MAX:
+                self.metrics.add(real_topic, -1)
+            if not roll:
+                self.delivered += 1
+                out = parse_java_long(msg.properties.get(tm.PROPERTY_TIMER_OUT_MS))
+                if out is not None:
+                    self.last_lag_ms = now_ms() - (out + self.precision)
+            return status
+        if status in _NO_RETRY or self.config.timerSkipUnknownError:
+            log.warning("Skipping message due to unrecoverable error %s, topic %s", status.name, inner.topic)
+            return status
+        log.error("timer delivery of %s failed: %s", inner.topic, status.name)
+        return None
+
+    @staticmethod
+    def convert(msg: Any, enqueue_ms: int, roll: bool) -> MessageExtBrokerInner:
+        """``convert`` + ``convertMessage`` of 5.3.3."""
+        props = dict(msg.properties)
+        if enqueue_ms != -1:
+            props[tm.PROPERTY_TIMER_ENQUEUE_MS] = str(enqueue_ms)
+        if roll:
+            times = parse_java_long(props.get(tm.PROPERTY_TIMER_ROLL_TIMES)) or 0
+            props[tm.PROPERTY_TIMER_ROLL_TIMES] = str(times + 1)
+        props[tm.PROPERTY_TIMER_DEQUEUE_MS] = str(now_ms())
+        text = message_properties_to_string(props)  # before REAL_* leave the map (5.3.3)
+        if roll:
+            topic, queue_id = msg.topic, msg.queue_id
+        else:
+            topic = props.pop(mc.PROPERTY_REAL_TOPIC, msg.topic)
+            queue_id = parse_java_long(props.pop(mc.PROPERTY_REAL_QUEUE_ID, "0")) or 0
+        props[mc.PROPERTY_WAIT_STORE_MSG_OK] = "false"
+        tags = props.get(mc.PROPERTY_TAGS)
+        return MessageExtBrokerInner(
+            topic, queue_id, msg.flag, msg.body, props, text,
+            mc.tags_string_to_code(tags) if tags else 0, msg.sys_flag, msg.born_timestamp,
+            msg.born_host, msg.store_host, 0, msg.reconsume_times)
+
+    # ---- figures --------------------------------------------------------------------------
+    def backlog(self) -> int:
+        """Queue entries not yet taken into the wheel."""
+        cq = self.store._existing_cq(L.TIMER_TOPIC, 0)
+        return 0 if cq is None else max(0, cq.get_max_offset_in_queue() - self.queue_offset)
+
+    def dequeue_behind_ms(self) -> int:
+        """How far the delivery is behind the clock (``getDequeueBehindMillis``)."""
+        return max(0, now_ms() - (self.read_ms + self.precision))
+
+    def congest_num(self, time_ms: int) -> int:
+        return self.wheel.get_num(time_ms)
