@@ -11,9 +11,11 @@ import asyncio
 import collections
 import os
 import time
+import urllib.request
 
 import pytest
 import pytest_asyncio
+from prometheus_client.parser import text_string_to_metric_families
 
 from rmq.client import LocalTransactionState, Message, MQClientError, Producer, TransactionProducer
 from rmq.client.codec import decode_messages
@@ -21,11 +23,14 @@ from rmq.common.codes import ResponseCode
 from rmq.remoting.exceptions import RemotingError
 from tests.integration.test_messaging_raw import pull
 from tests.integration.test_messaging_support import MessagingCluster, wait_until
+from tests.support.procs import free_port
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(90)]
 PRECISION = 100
+PROM_PORT = free_port()
 CONF = (f"timerPrecisionMs={PRECISION}\nmappedFileSizeTimerLog={1024 * 1024}\n"
-        "timerMaxDelaySec=60\n")
+        "timerMaxDelaySec=60\nmetricsExporterType=PROM\nmetricsPromExporterHost=127.0.0.1\n"
+        f"metricsPromExporterPort={PROM_PORT}\n")
 # a timer is due at T; it is stored between T and T + precision (plus the
 # scheduling slack of a loaded shared test machine)
 SLACK_MS = 150
@@ -242,3 +247,26 @@ async def test_timer_files_exist_with_5_3_3_names(cluster):
     assert os.path.getsize(root / "config" / "timercheck") == 4096
     assert sorted(os.listdir(root / "timerlog"))[0] == "0" * 20
     await wait_until(lambda: (root / "config" / "timermetrics").exists(), 5)
+
+
+async def test_prometheus_timer_metrics(cluster):
+    await cluster.create_topic("TimerProm", 1)
+    async with new_producer(cluster, "pg_timer_prom") as p:
+        for i in range(3):
+            await p.send(Message("TimerProm", b"p%d" % i), delay_ms=300)
+        await p.send(Message("TimerProm", b"later"), delay_ms=50_000)
+    await wait_count(cluster, "TimerProm", 3, timeout=10)
+
+    def get() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{PROM_PORT}/metrics", timeout=10) as r:
+            return r.read().decode()
+    text = await asyncio.to_thread(get)
+    found = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            found[(s.name, s.labels.get("topic"))] = s.value
+    assert found[("rocketmq_timer_dequeue_total", "TimerProm")] == 3
+    assert found[("rocketmq_timer_enqueue_total", "TimerProm")] == 4
+    for gauge in ("rocketmq_timer_enqueue_lag", "rocketmq_timer_enqueue_latency",
+                  "rocketmq_timer_dequeue_lag", "rocketmq_timer_dequeue_latency"):
+        assert found[(gauge, None)] >= 0

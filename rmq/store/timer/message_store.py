@@ -117,9 +117,9 @@ class TimerMessageStore:
         self._task: asyncio.Task | None = None
         self._flush_task: asyncio.Task | None = None
         self._started = False
-        # counters for metrics (monotonic)
-        self.enqueued = 0
-        self.delivered = 0
+        # counters for metrics (monotonic, per real topic)
+        self.enqueue_totals: Counter = Counter()
+        self.dequeue_totals: Counter = Counter()
         self.last_lag_ms = 0
         store.put_message_hooks.append(TimerPutHook(config, self.wheel))
 
@@ -389,7 +389,7 @@ class TimerMessageStore:
         self.wheel.put_slot(due, pos if slot.first_pos == -1 else slot.first_pos, pos,
                             slot.num - 1 if delete else slot.num + 1, slot.magic)
         self.metrics.add(real_topic, -1 if delete else 1)
-        self.enqueued += 1
+        self.enqueue_totals[real_topic or ""] += 1
         return True
 
     # ---- dequeue ------------------------------------------------------------------------
@@ -477,7 +477,7 @@ class TimerMessageStore:
             if enqueue_ms != tm.JAVA_LONG_MAX:
                 self.metrics.add(real_topic, -1)
             if not roll:
-                self.delivered += 1
+                self.dequeue_totals[inner.topic] += 1
                 out = parse_java_long(msg.properties.get(tm.PROPERTY_TIMER_OUT_MS))
                 if out is not None:
                     self.last_lag_ms = now_ms() - (out + self.precision)
@@ -523,3 +523,21 @@ class TimerMessageStore:
 
     def congest_num(self, time_ms: int) -> int:
         return self.wheel.get_num(time_ms)
+
+    def enqueue_latency_ms(self) -> int:
+        """Age of the oldest parked message not yet in the wheel (0 when none)."""
+        cq = self.store._existing_cq(L.TIMER_TOPIC, 0)
+        entry = cq.read_entry(self.queue_offset) if cq is not None else None
+        if entry is None:
+            return 0
+        msg = self.store.look_message_by_offset(entry[0])
+        return max(0, now_ms() - msg.store_timestamp) if msg is not None else 0
+
+    def dequeue_behind_messages(self, max_slots: int = 10_000) -> int:
+        """Timers in slots already due but not delivered (at most ``max_slots`` looked at)."""
+        total, t, end = 0, self.read_ms, now_ms() - self.precision
+        while t <= end and max_slots > 0:
+            total += max(0, self.wheel.get_num(t))
+            t += self.precision
+            max_slots -= 1
+        return total
