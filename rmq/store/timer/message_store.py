@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 import time
 from collections import Counter
 from typing import Any
@@ -49,10 +50,12 @@ from rmq.common import timer as tm
 from rmq.store.message import MessageExtBrokerInner
 from rmq.store.message_codec import message_properties_to_string
 from rmq.store.results import PutMessageStatus
+from rmq.store.single_put import put_single
 from rmq.store.timer import layout as L
 from rmq.store.timer.checkpoint import TimerCheckpoint
 from rmq.store.timer.hook import TimerPutHook, parse_java_long
 from rmq.store.timer.metrics import TimerMetrics
+from rmq.store.timer.parked import Parked, read_parked
 from rmq.store.timer.timer_log import TimerLog
 from rmq.store.timer.wheel import IGNORE, TimerWheel
 
@@ -200,7 +203,7 @@ class TimerMessageStore:
         u = self.log.read_unit(self._last_unit_pos)
         if u is None or u.size != L.UNIT_SIZE:
             return None
-        msg = self.store.look_message_by_offset(u.offset_py)
+        msg = read_parked(self.store, u.offset_py, u.size_py, with_body=False)
         if msg is None or msg.topic != L.TIMER_TOPIC:
             return None
         return msg.queue_offset
@@ -213,7 +216,7 @@ class TimerMessageStore:
         seen: Counter = Counter()
         off = max(phy, store.get_min_phy_offset())
         while off < end:
-            msg = store.look_message_by_offset(off)
+            msg = read_parked(store, off, None, with_body=False)
             if msg is None or msg.store_size <= 0:  # the blank ending a file
                 off = (off // file_size + 1) * file_size
                 continue
@@ -342,7 +345,7 @@ class TimerMessageStore:
             if entry is None:
                 break
             phy, size, _tags = entry
-            msg = self.store.look_message_by_offset(phy)
+            msg = read_parked(self.store, phy, size, with_body=False)
             if msg is not None:
                 due = parse_java_long(msg.properties.get(tm.PROPERTY_TIMER_OUT_MS))
                 if due is None:
@@ -352,7 +355,8 @@ class TimerMessageStore:
                         self._begin_round(ENQUEUE_ROUND)
                         marked = True
                     if not self._skip_counted(msg) and \
-                            self._put(msg, tm.JAVA_LONG_MAX, False) is None:
+                            self._put(read_parked(self.store, phy, size), tm.JAVA_LONG_MAX,
+                                      False) is None:
                         self._end_round(ENQUEUE_ROUND)  # the entry is taken again later
                         return n
                 else:
@@ -436,7 +440,7 @@ class TimerMessageStore:
         deleted: set[str] = set()
         normal: list[tuple[L.Unit, Any]] = []
         for u in units:
-            msg = self.store.look_message_by_offset(u.offset_py)
+            msg = read_parked(self.store, u.offset_py, u.size_py)
             if msg is None:
                 continue
             if L.is_delete(u.magic) and not L.is_roll(u.magic):
@@ -466,31 +470,58 @@ class TimerMessageStore:
         self._end_round(s)
         return True
 
-    def _put(self, msg: Any, enqueue_ms: int, roll: bool) -> PutMessageStatus | None:
+    def _put(self, msg: Parked | None, enqueue_ms: int, roll: bool) -> PutMessageStatus | None:
         """Store the timer's message (its real topic, or the timer topic again
         when rolled); the status, None when the put must be tried again."""
-        inner = self.convert(msg, enqueue_ms, roll)
+        if msg is None:  # gone from the commit log: nothing to deliver
+            return PutMessageStatus.MESSAGE_ILLEGAL
+        topic, queue_id, props, text = self.convert(msg, enqueue_ms, roll)
+        status = self._store_delivery(msg, topic, queue_id, props, text)
         real_topic = msg.properties.get(mc.PROPERTY_REAL_TOPIC)
-        result = self.store.put_message(inner)
-        status = result.status if result is not None else PutMessageStatus.UNKNOWN_ERROR
         if status is PutMessageStatus.PUT_OK:
             if enqueue_ms != tm.JAVA_LONG_MAX:
                 self.metrics.add(real_topic, -1)
             if not roll:
-                self.dequeue_totals[inner.topic] += 1
+                self.dequeue_totals[topic] += 1
                 out = parse_java_long(msg.properties.get(tm.PROPERTY_TIMER_OUT_MS))
                 if out is not None:
                     self.last_lag_ms = now_ms() - (out + self.precision)
             return status
         if status in _NO_RETRY or self.config.timerSkipUnknownError:
-            log.warning("Skipping message due to unrecoverable error %s, topic %s", status.name, inner.topic)
+            log.warning("Skipping message due to unrecoverable error %s, topic %s", status.name, topic)
             return status
-        log.error("timer delivery of %s failed: %s", inner.topic, status.name)
+        log.error("timer delivery of %s failed: %s", topic, status.name)
         return None
 
+    def _store_delivery(self, m: Parked, topic: str, queue_id: int, props: dict[str, str],
+                        text: str) -> PutMessageStatus:
+        """The store's single-put fast path when it takes the message (an
+        ordinary one, for a queue that exists), else the general put."""
+        tags = props.get(mc.PROPERTY_TAGS)
+        tags_code = mc.tags_string_to_code(tags) if tags else 0
+        store = self.store
+        if m.sys_flag & mc.TRANSACTION_ROLLBACK_TYPE == mc.TRANSACTION_NOT_TYPE and \
+                mc.PROPERTY_INNER_MULTI_DISPATCH not in props and topic.isascii():
+            r = put_single(store, topic, topic.encode(), queue_id, m.flag, m.body,
+                           props.get(mc.PROPERTY_KEYS),
+                           props.get(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX), text, tags_code,
+                           m.sys_flag, m.born_timestamp, m.born_host_field, m.reconsume_times)
+            if r is not None:
+                return PutMessageStatus.PUT_OK
+        v6 = len(m.born_host_field) == 20
+        born = (socket.inet_ntop(socket.AF_INET6 if v6 else socket.AF_INET,
+                                 m.born_host_field[:-4]),
+                int.from_bytes(m.born_host_field[-4:], "big"))
+        inner = MessageExtBrokerInner(topic, queue_id, m.flag, m.body, props, text, tags_code,
+                                      m.sys_flag, m.born_timestamp, born, store.store_host, 0,
+                                      m.reconsume_times)
+        result = store.put_message(inner)
+        return result.status if result is not None else PutMessageStatus.UNKNOWN_ERROR
+
     @staticmethod
-    def convert(msg: Any, enqueue_ms: int, roll: bool) -> MessageExtBrokerInner:
-        """``convert`` + ``convertMessage`` of 5.3.3."""
+    def convert(msg: Any, enqueue_ms: int, roll: bool) -> tuple[str, int, dict[str, str], str]:
+        """``convert`` + ``convertMessage`` of 5.3.3: (topic, queue id,
+        property map, stored property string) of the delivery."""
         props = dict(msg.properties)
         if enqueue_ms != -1:
             props[tm.PROPERTY_TIMER_ENQUEUE_MS] = str(enqueue_ms)
@@ -505,11 +536,7 @@ class TimerMessageStore:
             topic = props.pop(mc.PROPERTY_REAL_TOPIC, msg.topic)
             queue_id = parse_java_long(props.pop(mc.PROPERTY_REAL_QUEUE_ID, "0")) or 0
         props[mc.PROPERTY_WAIT_STORE_MSG_OK] = "false"
-        tags = props.get(mc.PROPERTY_TAGS)
-        return MessageExtBrokerInner(
-            topic, queue_id, msg.flag, msg.body, props, text,
-            mc.tags_string_to_code(tags) if tags else 0, msg.sys_flag, msg.born_timestamp,
-            msg.born_host, msg.store_host, 0, msg.reconsume_times)
+        return topic, queue_id, props, text
 
     # ---- figures --------------------------------------------------------------------------
     def backlog(self) -> int:
