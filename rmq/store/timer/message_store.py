@@ -117,6 +117,7 @@ class TimerMessageStore:
         self._last_unit_pos = -1
         self._skip_round: int | None = None  # the round the skip counts belong to
         self._wake = asyncio.Event()
+        self._in_enqueue = False
         self._task: asyncio.Task | None = None
         self._flush_task: asyncio.Task | None = None
         self._started = False
@@ -291,13 +292,17 @@ class TimerMessageStore:
                 self._wake.clear()
                 busy = False
                 if not self.config.timerStopEnqueue:
-                    busy = await self._enqueue_round() >= ENQUEUE_BATCH
+                    self._in_enqueue = True
+                    try:
+                        busy = await self._enqueue_round() >= ENQUEUE_BATCH
+                    finally:
+                        self._in_enqueue = False
                 if not self.config.timerStopDequeue:
                     await self._deliver_due()
                 if busy:
                     await asyncio.sleep(0)
                     continue
-                wait = (self.read_ms + self.precision - now_ms()) / 1000
+                wait = (self._next_start_ms() - now_ms()) / 1000
                 if wait > 0:
                     try:
                         await asyncio.wait_for(self._wake.wait(), min(wait, 1.0))
@@ -311,12 +316,14 @@ class TimerMessageStore:
 
     def _begin_round(self, read_time_ms: int) -> None:
         m = self.cp.marker()
-        if m.active and m.read_time_ms == read_time_ms:  # the same round again: keep its C0
-            return
+        if m.active and (m.read_time_ms == read_time_ms or read_time_ms == ENQUEUE_ROUND):
+            return  # the same round again, or an enqueue inside a slot's round: keep its C0
         self.cp.set_marker(L.Marker(True, read_time_ms, self.store.get_max_phy_offset()))
 
     def _end_round(self, read_time_ms: int) -> None:
-        self.cp.set_marker(L.Marker(False, -1, -1))
+        m = self.cp.marker()
+        if not (read_time_ms == ENQUEUE_ROUND and m.active and m.read_time_ms != ENQUEUE_ROUND):
+            self.cp.set_marker(L.Marker(False, -1, -1))  # (a slot's marker stays for its round)
         if self._skip_round == read_time_ms:
             self.skip.clear()
             self._skip_round = None
@@ -354,9 +361,11 @@ class TimerMessageStore:
                     if not marked:
                         self._begin_round(ENQUEUE_ROUND)
                         marked = True
+                    full = read_parked(self.store, phy, size)
+                    if full is not None and (exact := self.exact_due_ms(full, due)) > now_ms():
+                        await self._until(exact)  # its slot's round started before it is due
                     if not self._skip_counted(msg) and \
-                            self._put(read_parked(self.store, phy, size), tm.JAVA_LONG_MAX,
-                                      False) is None:
+                            self._put(full, tm.JAVA_LONG_MAX, False) is None:
                         self._end_round(ENQUEUE_ROUND)  # the entry is taken again later
                         return n
                 else:
@@ -397,9 +406,58 @@ class TimerMessageStore:
         return True
 
     # ---- dequeue ------------------------------------------------------------------------
+    def _lead_ms(self, slot: L.Slot) -> int:
+        """How long before its end a slot's round starts: about the time
+        its deliveries take (each waits for its own due time), at most the slot."""
+        return min(self.precision, 2 + max(slot.num, 0) // 10)
+
+    def _next_start_ms(self) -> int:
+        """When the next round can start (the first undelivered slot's)."""
+        s = self.read_ms
+        slot = self.wheel.get_slot(s)
+        end = s + self.precision
+        return end if slot.time_ms == -1 else end - self._lead_ms(slot)
+
+    def exact_due_ms(self, m: Parked, s: int) -> int:
+        """When a timer of slot ``s`` may be stored under its real topic: its
+        TIMER_DELIVER_MS, or its parked copy's store time plus TIMER_DELAY_MS /
+        TIMER_DELAY_SEC (the broker's clock read when it was parked, never
+        earlier), at most the slot's end (5.3.3's delivery time)."""
+        end = s + self.precision
+        p = m.properties
+        due = parse_java_long(p.get(tm.PROPERTY_TIMER_DELIVER_MS))
+        if due is None:
+            delay = parse_java_long(p.get(tm.PROPERTY_TIMER_DELAY_MS))
+            if delay is None:
+                sec = parse_java_long(p.get(tm.PROPERTY_TIMER_DELAY_SEC))
+                delay = sec * 1000 if sec is not None else None
+            # a rolled copy was stored later: only its slot's end is safe
+            rolled = tm.PROPERTY_TIMER_ROLL_TIMES in p
+            due = m.store_timestamp + delay if delay is not None and not rolled else end
+        return min(due, end)
+
+    async def _until(self, due: int) -> None:
+        """Wait until the clock reaches ``due`` (ms), taking new timers into
+        the wheel meanwhile (a round waiting inside a slot must not hold up
+        the enqueue of timers due soon after)."""
+        while (left := due - now_ms()) > 0:
+            if self._in_enqueue:
+                await asyncio.sleep(left / 1000)
+                continue
+            try:
+                await asyncio.wait_for(self._wake.wait(), left / 1000)
+            except TimeoutError:
+                continue
+            self._wake.clear()
+            self._in_enqueue = True
+            try:
+                await self._enqueue_round()
+            finally:
+                self._in_enqueue = False
+
     async def _deliver_due(self) -> None:
         empty = 0
-        while self.read_ms + self.precision <= now_ms():
+        while self._next_start_ms() <= now_ms():
             s = self.read_ms
             slot = self.wheel.get_slot(s)
             if slot.time_ms == -1:
@@ -449,8 +507,14 @@ class TimerMessageStore:
                     deleted.add(key)
             else:
                 normal.append((u, msg))
+        if any(not L.is_roll(u.magic) for u, _m in normal):
+            normal.sort(key=lambda um: s if L.is_roll(um[0].magic) else self.exact_due_ms(um[1], s))
         done = 0
         for u, msg in normal:
+            if not L.is_roll(u.magic):
+                due = self.exact_due_ms(msg, s)
+                if due > now_ms():
+                    await self._until(due)
             props = msg.properties
             uniq = props.get(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
             if uniq and deleted and tm.build_delete_key(props.get(mc.PROPERTY_REAL_TOPIC, ""), uniq) in deleted:
