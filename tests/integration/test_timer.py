@@ -83,6 +83,16 @@ async def wait_count(c: MessagingCluster, topic: str, n: int, timeout: float = 2
     return got
 
 
+async def scrape_metric(port: int, name: str) -> float:
+    """The sum of a metric's samples on the broker's Prometheus endpoint."""
+    def get() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            return r.read().decode()
+    text = await asyncio.to_thread(get)
+    return sum(s.value for fam in text_string_to_metric_families(text)
+               for s in fam.samples if s.name == name)
+
+
 def assert_on_time(msg, due_ms: int) -> None:
     """Stored under its real topic not before ``due_ms``, not after due + precision."""
     late = msg.store_timestamp - due_ms
