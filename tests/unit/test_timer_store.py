@@ -233,3 +233,16 @@ def test_timer_properties_leave_the_fast_paths():
     assert fast_send_properties("UNIQ_KEY\x01AB", "C")[3] is False
     assert has_timer_property(b"A\x01b\x02TIMER_DELAY_MS\x015") and not has_timer_property(b"A\x01TIMER_")
     assert mc.PROPERTY_REAL_TOPIC == "REAL_TOPIC"
+
+
+def test_refused_timer_commit_is_answered_as_5_3_3():
+    from rmq.broker.processor.end_transaction import send_final_response
+    from rmq.store import PutMessageResult
+
+    cfg = MessageStoreConfig(timerMaxDelaySec=10, timerCongestNumEachSlot=5)
+    r = send_final_response(PutMessageResult(PutMessageStatus.WHEEL_TIMER_MSG_ILLEGAL), 1024, cfg)
+    assert r.code == 13 and "max delay 10000ms" in r.remark
+    r = send_final_response(PutMessageResult(PutMessageStatus.WHEEL_TIMER_FLOW_CONTROL), 1024, cfg)
+    assert r.code == 1 and "max num limit is 10 or the current value is greater than 5" in r.remark
+    r = send_final_response(PutMessageResult(PutMessageStatus.WHEEL_TIMER_NOT_ENABLE), 1024, cfg)
+    assert r.code == 1 and r.remark.endswith("timerWheelEnable is true")

@@ -291,7 +291,7 @@ class SendSupport:
                 "consumeQueue num exceed maxLmqConsumeQueueNum config num, default limit 2w.")
         if status is S.UNKNOWN_ERROR:
             return RC.SYSTEM_ERROR, "UNKNOWN_ERROR"
-        if status in _TIMER_STATUSES:
+        if status in TIMER_STATUSES:
             return timer_failure(status, self.c.store_config)
         return RC.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"
 
@@ -309,7 +309,7 @@ _STORED_CODES = {
 }
 
 
-_TIMER_STATUSES = (PutMessageStatus.WHEEL_TIMER_MSG_ILLEGAL, PutMessageStatus.WHEEL_TIMER_FLOW_CONTROL,
+TIMER_STATUSES = (PutMessageStatus.WHEEL_TIMER_MSG_ILLEGAL, PutMessageStatus.WHEEL_TIMER_FLOW_CONTROL,
                    PutMessageStatus.WHEEL_TIMER_NOT_ENABLE)
 
 
