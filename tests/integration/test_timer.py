@@ -280,3 +280,14 @@ async def test_prometheus_timer_metrics(cluster):
     for gauge in ("rocketmq_timer_enqueue_lag", "rocketmq_timer_enqueue_latency",
                   "rocketmq_timer_dequeue_lag", "rocketmq_timer_dequeue_latency"):
         assert found[(gauge, None)] >= 0
+
+
+async def test_runtime_info_has_5_3_3_timer_keys(cluster):
+    from rmq.common import fastjson
+    from rmq.common.codes import RequestCode
+
+    r = await cluster.call(RequestCode.GET_BROKER_RUNTIME_INFO)
+    table = fastjson.loads(bytes(r.body))["table"]
+    assert int(table["timerOffsetBehind"]) == 0 and int(table["timerReadBehind"]) == 0
+    assert int(table["timerCongestNum"]) >= 1  # the TimerProm timer due in 50 s
+    float(table["timerEnqueueTps"]), float(table["timerDequeueTps"])

@@ -269,6 +269,10 @@ class AdminBrokerProcessor(HandlerTableProcessor):
                 store.commit_log.mfq.remain_how_many_data_to_commit())
         if not c.is_slave():
             info.update(c.schedule_message_service.running_stats())
+        timer = getattr(c, "timer_message_store", None)
+        info.update(timer.runtime_info() if timer is not None else {
+            "timerReadBehind": "0", "timerOffsetBehind": "0", "timerCongestNum": "0",
+            "timerEnqueueTps": "0.0", "timerDequeueTps": "0.0"})
         return {k: (("true" if v else "false") if isinstance(v, bool) else str(v))
                 for k, v in info.items()}
 

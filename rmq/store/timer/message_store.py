@@ -125,6 +125,7 @@ class TimerMessageStore:
         self.enqueue_totals: Counter = Counter()
         self.dequeue_totals: Counter = Counter()
         self.last_lag_ms = 0
+        self._tps_mark = (time.monotonic(), 0, 0)
         store.put_message_hooks.append(TimerPutHook(config, self.wheel))
 
     # ---- load / recover -------------------------------------------------------------
@@ -614,6 +615,21 @@ class TimerMessageStore:
 
     def congest_num(self, time_ms: int) -> int:
         return self.wheel.get_num(time_ms)
+
+    def runtime_info(self) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO's timer keys (5.3.3): seconds delivery is
+        behind, entries not yet in the wheel, timers pending in the wheel (from
+        the per-topic counts), and the enqueue/dequeue rates since the last ask."""
+        now = time.monotonic()
+        enq, deq = sum(self.enqueue_totals.values()), sum(self.dequeue_totals.values())
+        last_t, last_enq, last_deq = self._tps_mark
+        span = max(now - last_t, 1e-3)
+        self._tps_mark = (now, enq, deq)
+        return {"timerReadBehind": str(self.dequeue_behind_ms() // 1000),
+                "timerOffsetBehind": str(self.backlog()),
+                "timerCongestNum": str(sum(c for c, _ts in self.metrics.timing_count.values())),
+                "timerEnqueueTps": f"{(enq - last_enq) / span:.1f}",
+                "timerDequeueTps": f"{(deq - last_deq) / span:.1f}"}
 
     def enqueue_latency_ms(self) -> int:
         """Age of the oldest parked message not yet in the wheel (0 when none)."""
