@@ -291,3 +291,18 @@ async def test_runtime_info_has_5_3_3_timer_keys(cluster):
     assert int(table["timerOffsetBehind"]) == 0 and int(table["timerReadBehind"]) == 0
     assert int(table["timerCongestNum"]) >= 1  # the TimerProm timer due in 50 s
     float(table["timerEnqueueTps"]), float(table["timerDequeueTps"])
+
+
+async def test_timer_checkpoint_and_metrics_requests(cluster):
+    from rmq.common import fastjson
+    from rmq.common.codes import RequestCode
+    from rmq.store.timer import layout as L
+
+    r = await cluster.call(RequestCode.GET_TIMER_CHECK_POINT)
+    assert r.code == 0 and len(r.body) == 56
+    cp = L.unpack_checkpoint(bytes(r.body))
+    assert cp.last_read_time_ms > 0 and cp.last_timer_queue_offset > 0
+    r = await cluster.call(RequestCode.GET_TIMER_METRICS)
+    assert r.code == 0
+    counts = fastjson.loads(bytes(r.body))["timingCount"]
+    assert counts["TimerProm"]["count"] == 1  # the one due in 50 s

@@ -99,6 +99,8 @@ class AdminBrokerProcessor(HandlerTableProcessor):
             R.GET_EARLIEST_MSG_STORETIME: self.get_earliest_msg_storetime,
             R.GET_ALL_CONSUMER_OFFSET: self.get_all_consumer_offset,
             R.GET_ALL_DELAY_OFFSET: self.get_all_delay_offset,
+            R.GET_TIMER_CHECK_POINT: self.get_timer_check_point,
+            R.GET_TIMER_METRICS: self.get_timer_metrics,
             R.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_and_create_subscription_group,
             R.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.get_all_subscription_group,
             R.DELETE_SUBSCRIPTIONGROUP: self.delete_subscription_group,
@@ -321,6 +323,21 @@ class AdminBrokerProcessor(HandlerTableProcessor):
         if not content:
             return _error(ResponseCode.SYSTEM_ERROR, "No delay offset in this broker")
         return _ok(content)
+
+    def get_timer_check_point(self, channel: Channel, request: RemotingCommand):
+        """The 56 bytes of ``TimerCheckpoint.encode`` (what 5.3.3 slaves sync)."""
+        timer = getattr(self.c, "timer_message_store", None)
+        if timer is None:
+            return _error(ResponseCode.SYSTEM_ERROR, "The checkpoint is null")
+        from rmq.store.timer.layout import pack_checkpoint
+        return _ok(pack_checkpoint(timer.cp.fields()))
+
+    def get_timer_metrics(self, channel: Channel, request: RemotingCommand):
+        """``config/timermetrics`` as JSON text."""
+        timer = getattr(self.c, "timer_message_store", None)
+        if timer is None:
+            return _error(ResponseCode.SYSTEM_ERROR, "The timer message store is null")
+        return _ok(timer.metrics.encode().encode("utf-8"))
 
     # ---- subscription groups ------------------------------------------------------
     def update_and_create_subscription_group(self, channel: Channel, request: RemotingCommand):
