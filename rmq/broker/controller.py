@@ -312,6 +312,8 @@ class BrokerController:
         if not self.store_config.timerWheelEnable:
             self.message_store.put_message_hooks.append(TimerPutHook(self.store_config))
             return
+        # the timer topic is a system topic of one queue (TopicConfigManager, 5.3.3)
+        self.topic_config_manager._system(TimerMessageStore.TOPIC, 1)
         timer = TimerMessageStore(self.message_store, self.store_config)
         timer.load()
         self.timer_message_store = timer

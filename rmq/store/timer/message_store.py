@@ -99,6 +99,8 @@ def identity(msg: Any) -> tuple:
 class TimerMessageStore:
     """The timer wheel of one broker, on top of its DefaultMessageStore."""
 
+    TOPIC = L.TIMER_TOPIC
+
     def __init__(self, store: Any, config: Any) -> None:
         self.store = store
         self.config = config
