@@ -246,3 +246,32 @@ def test_refused_timer_commit_is_answered_as_5_3_3():
     assert r.code == 1 and "max num limit is 10 or the current value is greater than 5" in r.remark
     r = send_final_response(PutMessageResult(PutMessageStatus.WHEEL_TIMER_NOT_ENABLE), 1024, cfg)
     assert r.code == 1 and r.remark.endswith("timerWheelEnable is true")
+
+
+def test_timer_beyond_the_roll_window_is_parked_again_then_delivered_on_time(tmp_path):
+    async def scenario() -> None:
+        timer: list = []
+        cfg = MessageStoreConfig(storePathRootDir=str(tmp_path), mappedFileSizeCommitLog=1 << 20,
+                                 mappedFileSizeConsumeQueue=6000, timerPrecisionMs=100,
+                                 mappedFileSizeTimerLog=64 * 1024, timerRollWindowSlot=3)
+        store = DefaultMessageStore(cfg, ("127.0.0.1", 10911),
+                                    message_arriving_listener=lambda t, *a: timer[0].on_message_arriving(t))
+        assert store.load()
+        store.start()
+        timer.append(TimerMessageStore(store, cfg))
+        timer[0].load()
+        await timer[0].start()
+        due = int(time.time() * 1000) + 1250
+        assert store.put_message(_msg("Real", {"TIMER_DELIVER_MS": str(due), "UNIQ_KEY": "R1"})
+                                 ).status is PutMessageStatus.PUT_OK
+        deadline = time.monotonic() + 5
+        while not _delivered(store, "Real"):
+            assert time.monotonic() < deadline, "never delivered"
+            await asyncio.sleep(0.01)
+        (m,) = _delivered(store, "Real")
+        assert int(m.properties["TIMER_ROLL_TIMES"]) >= 2  # 300 ms windows up to 1.25 s
+        assert due <= m.store_timestamp <= due + 100 + 200
+        await timer[0].shutdown()
+        store.shutdown()
+
+    asyncio.run(scenario())
