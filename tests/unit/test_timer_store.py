@@ -275,3 +275,27 @@ def test_timer_beyond_the_roll_window_is_parked_again_then_delivered_on_time(tmp
         store.shutdown()
 
     asyncio.run(scenario())
+
+
+def test_a_delete_timer_cancels_its_target(tmp_path):
+    async def scenario() -> None:
+        store = _store(tmp_path)
+        timer = TimerMessageStore(store, store.config)
+        timer.load()
+        due = (int(time.time() * 1000) // 100 + 3) * 100 + 20
+        keep = _msg("Real", {"TIMER_DELIVER_MS": str(due), "UNIQ_KEY": "KEEP"}, b"keep")
+        gone = _msg("Real", {"TIMER_DELIVER_MS": str(due), "UNIQ_KEY": "GONE"}, b"gone")
+        cancel = _msg("Real", {"TIMER_DELIVER_MS": str(due), "UNIQ_KEY": "DEL",
+                               "TIMER_DEL_UNIQKEY": "Real+GONE"}, b"")
+        for m in (keep, gone, cancel):
+            assert store.put_message(m).status is PutMessageStatus.PUT_OK
+        await timer._enqueue_round()
+        slot = timer.wheel.get_slot(due)
+        assert slot.num == 1  # two timers, one delete (5.3.3 counts it as -1)
+        while time.time() * 1000 < due // 100 * 100 + 100:
+            await asyncio.sleep(0.01)
+        await timer._deliver_due()
+        assert [m.body for m in _delivered(store, "Real")] == [b"keep"]
+        store.shutdown()
+
+    asyncio.run(scenario())
