@@ -314,3 +314,14 @@ async def test_timer_topic_is_a_system_topic(cluster):
 
     r = await cluster.call(RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER)
     assert "rmq_sys_wheel_timer" in fastjson.loads(bytes(r.body))["topicList"]
+
+
+async def test_web_console_shows_the_timer_figures(cluster):
+    from rmq.tools.dashboard.service import DashboardService
+
+    svc = DashboardService(cluster.namesrv_addr)
+    try:
+        (row,) = (await svc.cluster())["brokers"]
+    finally:
+        await svc.close()
+    assert row["timerPending"] >= 1 and row["timerBacklog"] == 0 and row["timerBehind"] == 0

@@ -111,7 +111,11 @@ class DashboardService:
                    diskRatio=float(rt.get("commitLogDiskRatio") or 0),
                    putToday=int(rt.get("msgPutTotalTodayNow") or 0),
                    getToday=int(rt.get("msgGetTotalTodayNow") or 0),
-                   bootTimestamp=int(rt.get("bootTimestamp") or 0))
+                   bootTimestamp=int(rt.get("bootTimestamp") or 0),
+                   # RocketMQ 5 timers: pending in the wheel, not yet in it, delivery behind (s)
+                   timerPending=int(rt.get("timerCongestNum") or 0),
+                   timerBacklog=int(rt.get("timerOffsetBehind") or 0),
+                   timerBehind=int(rt.get("timerReadBehind") or 0))
         return row
 
     # ---- topics -------------------------------------------------------------
