@@ -47,6 +47,7 @@ from typing import Any
 
 from rmq.common import message as mc
 from rmq.common import timer as tm
+from rmq.common.config_manager import write_file_safely
 from rmq.store.message import MessageExtBrokerInner
 from rmq.store.message_codec import message_properties_to_string
 from rmq.store.results import PutMessageStatus
@@ -263,26 +264,31 @@ class TimerMessageStore:
         self.cp.next_version()
         self.cp.flush()
         try:
-            self.metrics.persist()
-        except Exception:
+            write_file_safely(self.metrics.encode(), self.metrics.config_file_path())
+        except OSError:
             log.exception("persist %s failed", self.metrics.config_file_path())
 
     async def _flush_periodically(self) -> None:
         while True:
             await asyncio.sleep(self.config.timerFlushIntervalMs / 1000)
             try:
-                await asyncio.get_running_loop().run_in_executor(None, self._flush_files)
+                metrics = self.metrics.encode()  # on the loop, which changes the counts
+                await asyncio.get_running_loop().run_in_executor(None, self._flush_files, metrics)
                 self.cp.last_timer_log_flush_pos = self.log.mfq.flushed_where
                 self.cp.next_version()
                 self.cp.write()
             except Exception:
                 log.exception("timer flush failed")
 
-    def _flush_files(self) -> None:
+    def _flush_files(self, metrics: str) -> None:
+        """The syncs and the metrics file, off the loop."""
         self.log.flush()
         self.wheel.flush()
         self.cp.mm.flush()
-        self.metrics.persist()
+        try:
+            write_file_safely(metrics, self.metrics.config_file_path())
+        except OSError as exc:
+            log.error("persist file %s exception: %s", self.metrics.config_file_path(), exc)
 
     def on_message_arriving(self, topic: str, *_args: Any) -> None:
         if topic == L.TIMER_TOPIC:
