@@ -10,10 +10,12 @@ task of the broker's loop then, over and over:
   Long.MAX_VALUE, as 5.3.3); any other gets a unit in the timer log, chained
   into its wheel slot (a slot beyond ``timerRollWindowSlot`` gets a "roll"
   unit that re-parks the message when it comes up);
-* delivers every slot whose time has passed: slot S is read when the clock
-  reaches S + precision (a timer on a precision boundary sits in the slot
-  before), never before.  The task sleeps until exactly then instead of
-  ticking, so a timer is late by at most one precision plus the work.
+* delivers the slots in order.  A slot's round starts as long before the
+  slot's end as its deliveries take (``_lead_ms``), and stores each timer at
+  its own due time (``exact_due_ms``: TIMER_DELIVER_MS, or the parked copy's
+  store time + TIMER_DELAY_MS/SEC), never after the slot's end, which is when
+  5.3.3 delivers it.  So a timer is never early and at most one precision
+  late; while a round waits, new timers keep coming into the wheel.
 
 Delivery re-stores the parked message under REAL_TOPIC / REAL_QID with
 TIMER_ENQUEUE_MS / TIMER_DEQUEUE_MS (the stored property string keeps
@@ -127,7 +129,6 @@ class TimerMessageStore:
         # counters for metrics (monotonic, per real topic)
         self.enqueue_totals: Counter = Counter()
         self.dequeue_totals: Counter = Counter()
-        self.last_lag_ms = 0
         self._tps_mark = (time.monotonic(), 0, 0)
         store.put_message_hooks.append(TimerPutHook(config, self.wheel))
 
@@ -556,9 +557,6 @@ class TimerMessageStore:
                 self.metrics.add(real_topic, -1)
             if not roll:
                 self.dequeue_totals[topic] += 1
-                out = parse_java_long(msg.properties.get(tm.PROPERTY_TIMER_OUT_MS))
-                if out is not None:
-                    self.last_lag_ms = now_ms() - (out + self.precision)
             return status
         if status in _NO_RETRY or self.config.timerSkipUnknownError:
             log.warning("Skipping message due to unrecoverable error %s, topic %s", status.name, topic)
