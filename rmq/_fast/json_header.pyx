@@ -53,18 +53,7 @@ from rmq._fast.json_text cimport (
 
 import orjson
 
-
-cdef object _command_error = None
-
-
-cdef object RemotingCommandError():
-    """rmq.remoting.exceptions.RemotingCommandError, imported on first use
-    (rmq.remoting imports the codec, which imports this module)."""
-    global _command_error
-    if _command_error is None:
-        from rmq.remoting.exceptions import RemotingCommandError as cls
-        _command_error = cls
-    return _command_error
+from rmq.common.exceptions import RemotingCommandError
 
 
 cdef extern from "Python.h":
@@ -421,7 +410,7 @@ cdef bytes out_frame(Py_ssize_t n, Py_ssize_t body_len):
     global OUT, OUT_CAP
     cdef Py_ssize_t hlen = n - 8
     if hlen > 0xFFFFFF or 4 + hlen + body_len > 2147483647:
-        raise RemotingCommandError()(f"header of {hlen} bytes is too long")
+        raise RemotingCommandError(f"header of {hlen} bytes is too long")
     put32(OUT, <int32_t>(4 + hlen + body_len))
     put32(OUT + 4, <int32_t>hlen)
     cdef bytes head = PyBytes_FromStringAndSize(<char*>OUT, n)

@@ -1,5 +1,7 @@
 """Message constants shared by every component: property keys, sysFlag bits,
-permissions and the property-string codec.
+permissions and the property-string codec; and the client's message classes
+``Message`` and ``MessageExt`` (``rmq.client.message`` re-exports them; the
+compiled pull-body decoder in ``rmq._fast`` builds ``MessageExt``).
 
 Mirrors ``MessageConst``, ``MessageSysFlag`` and ``PermName`` of RocketMQ
 4.9.8 (../shared/spec/STORE_FORMAT.md sections 2.10, 3), plus Java's
@@ -125,3 +127,103 @@ def tags_string_to_code(tags: str | None) -> int:
     if not tags:
         return 0
     return java_string_hash(tags)
+
+
+# --- the client's message classes (common.message.Message / MessageExt) ------
+class Message:
+    """A message to send: topic, body, flag and properties (tags, keys, user
+    properties, delay level, ...)."""
+
+    __slots__ = ("topic", "body", "flag", "properties")
+
+    def __init__(
+        self,
+        topic: str,
+        body: bytes = b"",
+        tags: str | None = None,
+        keys: str | list[str] | None = None,
+        flag: int = 0,
+        properties: dict[str, str] | None = None,
+        delay_level: int = 0,
+        wait_store_msg_ok: bool = True,
+    ) -> None:
+        self.topic = topic
+        self.body = body
+        self.flag = flag
+        props: dict[str, str] = dict(properties) if properties else {}
+        if tags:
+            props[PROPERTY_TAGS] = tags
+        if keys:
+            props[PROPERTY_KEYS] = keys if isinstance(keys, str) else " ".join(keys)
+        if delay_level > 0:
+            props[PROPERTY_DELAY_TIME_LEVEL] = str(delay_level)
+        if not wait_store_msg_ok:
+            props[PROPERTY_WAIT_STORE_MSG_OK] = "false"
+        self.properties = props
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROPERTY_TAGS)
+
+    @property
+    def keys(self) -> str | None:
+        return self.properties.get(PROPERTY_KEYS)
+
+    @property
+    def delay_level(self) -> int:
+        v = self.properties.get(PROPERTY_DELAY_TIME_LEVEL)
+        return int(v) if v and v.lstrip("-").isdigit() else 0
+
+    @property
+    def uniq_key(self) -> str | None:
+        return self.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+
+    def get_property(self, name: str) -> str | None:
+        return self.properties.get(name)
+
+    def put_user_property(self, name: str, value: str) -> None:
+        self.properties[name] = value
+
+    def __repr__(self) -> str:
+        return (f"Message(topic={self.topic!r}, flag={self.flag}, properties={self.properties!r}, "
+                f"body={len(self.body)} bytes)")
+
+
+class MessageExt(Message):
+    """A stored message as delivered by pull, query and view (``MessageExt``).
+
+    ``msg_id`` is the client id (UNIQ_KEY) when present, else ``offset_msg_id``.
+    ``body`` is already decompressed.
+    """
+
+    __slots__ = (
+        "queue_id", "store_size", "queue_offset", "sys_flag", "born_timestamp", "born_host",
+        "store_timestamp", "store_host", "msg_id", "offset_msg_id", "commit_log_offset",
+        "body_crc", "reconsume_times", "prepared_transaction_offset", "broker_name",
+    )
+
+    def __init__(self) -> None:  # filled field by field by the decoder
+        self.topic = ""
+        self.body = b""
+        self.flag = 0
+        self.properties = {}
+        self.queue_id = 0
+        self.store_size = 0
+        self.queue_offset = 0
+        self.sys_flag = 0
+        self.born_timestamp = 0
+        self.born_host = ""
+        self.store_timestamp = 0
+        self.store_host = ""
+        self.msg_id = ""
+        self.offset_msg_id = ""
+        self.commit_log_offset = 0
+        self.body_crc = 0
+        self.reconsume_times = 0
+        self.prepared_transaction_offset = 0
+        self.broker_name = ""
+
+    def __repr__(self) -> str:
+        return (f"MessageExt(topic={self.topic!r}, queue_id={self.queue_id}, "
+                f"queue_offset={self.queue_offset}, msg_id={self.msg_id!r}, "
+                f"properties={self.properties!r}, body={len(self.body)} bytes)")

@@ -8,6 +8,7 @@ import enum
 from array import array
 from dataclasses import dataclass, field
 
+from rmq.common.get_message_status import GetMessageStatus as GetMessageStatus
 from rmq.common.message_id import socket_address_bytes
 
 _HOST_HEX: dict[tuple[str, int], str] = {}
@@ -51,18 +52,6 @@ class AppendMessageStatus(enum.Enum):
     MESSAGE_SIZE_EXCEEDED = 2
     PROPERTIES_SIZE_EXCEEDED = 3
     UNKNOWN_ERROR = 4
-
-
-class GetMessageStatus(enum.Enum):
-    FOUND = 0
-    NO_MATCHED_MESSAGE = 1
-    MESSAGE_WAS_REMOVING = 2
-    OFFSET_FOUND_NULL = 3
-    OFFSET_OVERFLOW_BADLY = 4
-    OFFSET_OVERFLOW_ONE = 5
-    OFFSET_TOO_SMALL = 6
-    NO_MATCHED_LOGIC_QUEUE = 7
-    NO_MESSAGE_IN_QUEUE = 8
 
 
 @dataclass(slots=True)
