@@ -54,6 +54,7 @@ from rmq._fast.json_text cimport (
 import orjson
 
 from rmq.common.exceptions import RemotingCommandError
+from rmq.common.java import LANGUAGE_NAMES
 
 
 cdef extern from "Python.h":
@@ -137,9 +138,10 @@ cdef extern from *:
     const DictPair* dict_pairs "rmq_dict_pairs"(PyObject* d, Py_ssize_t* n) noexcept
     bint small_int "rmq_small_int"(PyObject* o, long* v) noexcept
 
-# LanguageCode names by code (the codec takes them from here)
-LANGUAGE_NAMES = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP",
-                  "GO", "PHP", "OMS", "RUST")
+# LanguageCode names by code (rmq.common.java), as C strings
+if len(LANGUAGE_NAMES) != N_LANGUAGES:
+    raise ImportError(f"json_header.pxd has N_LANGUAGES = {N_LANGUAGES}, "
+                      f"LanguageCode has {len(LANGUAGE_NAMES)} names")
 cdef tuple LANGUAGE_BYTES = tuple(name.encode() for name in LANGUAGE_NAMES)
 cdef const char* LANGUAGE_C[N_LANGUAGES]
 cdef Py_ssize_t LANGUAGE_LEN[N_LANGUAGES]

@@ -33,7 +33,7 @@ import struct
 
 import orjson
 
-from rmq._fast.json_header import LANGUAGE_NAMES as _LANGUAGE_NAMES
+from rmq.common.java import LANGUAGE_NAMES as _LANGUAGE_NAMES
 from rmq.common.exceptions import RemotingCommandError
 
 

@@ -31,8 +31,8 @@ from rmq.acl.plain_config import AclFileRules, PlainAccessConfig, PlainAccount
 from rmq.acl.remote_address import RemoteAddressStrategy, remote_address_strategy
 from rmq.acl.signer import SIGNATURE, UNIQUE_MSG_QUERY_FLAG, cal_signature
 from rmq.common.data_version import DataVersion
+from rmq.common.java import hashmap_order
 from rmq.common.topics import TRACE_TOPIC, is_retry_topic
-from rmq.store.message_codec import _hashmap_order
 
 log = logging.getLogger("RocketmqCommon")
 
@@ -186,7 +186,7 @@ class PlainPermissionManager:
         owned_perms = owned.resource_perms
         if owned_perms is None and owned.admin:
             return
-        names = _hashmap_order(tuple(needed)) if len(needed) > 1 else needed
+        names = hashmap_order(tuple(needed)) if len(needed) > 1 else needed
         for name in names:
             perm = owned_perms.get(name) if owned_perms is not None else None
             if perm is None:

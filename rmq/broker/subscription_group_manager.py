@@ -14,23 +14,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from rmq.broker.config import BrokerConfig
-from rmq.common import topics as T
 from rmq.common.config_manager import ConfigManager, dumps, parse_json
 from rmq.common.data_version import DataVersion
+from rmq.common.java import BUILTIN_GROUPS, is_sys_consumer_group
 from rmq.common.logging import BROKER_LOGGER_NAME
 from rmq.store.multi_dispatch import is_lmq
 
 log = logging.getLogger(BROKER_LOGGER_NAME)
 
-DEFAULT_GROUPS = (
-    T.TOOLS_CONSUMER_GROUP,
-    T.FILTERSRV_CONSUMER_GROUP,
-    T.SELF_TEST_CONSUMER_GROUP,
-    T.ONS_HTTP_PROXY_GROUP,
-    T.CID_ONSAPI_PULL_GROUP,
-    T.CID_ONSAPI_PERMISSION_GROUP,
-    T.CID_ONSAPI_OWNER_GROUP,
-)
+DEFAULT_GROUPS = BUILTIN_GROUPS  # created when the table is new
 
 
 def _as_bool(value: Any, default: bool) -> bool:
@@ -124,7 +116,7 @@ class SubscriptionGroupManager(ConfigManager):
         if self.lmq and is_lmq(group):  # LMQ groups exist without being stored
             return SubscriptionGroupConfig(group)
         if not (self.broker_config.autoCreateSubscriptionGroup
-                or group.startswith(T.CID_RMQ_SYS_PREFIX)):
+                or is_sys_consumer_group(group)):
             return None
         cfg = SubscriptionGroupConfig(group)
         self.table[group] = cfg

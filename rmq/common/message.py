@@ -4,11 +4,14 @@ permissions and the property-string codec; and the client's message classes
 compiled pull-body decoder in ``rmq._fast`` builds ``MessageExt``).
 
 Mirrors ``MessageConst``, ``MessageSysFlag`` and ``PermName`` of RocketMQ
-4.9.8 (../shared/spec/STORE_FORMAT.md sections 2.10, 3), plus Java's
-``String.hashCode`` used for tag codes, index keys and queue selectors.
+4.9.8 (../shared/spec/STORE_FORMAT.md sections 2.10, 3), plus the tag code
+(``String.hashCode`` of the TAGS value, from ``rmq.common.java``).
 """
 
 from __future__ import annotations
+
+# String.hashCode lives with the other Java-compatible helpers (rmq.common.java).
+from rmq.common.java import string_hash as java_string_hash
 
 # --- property keys (MessageConst) -------------------------------------------
 PROPERTY_KEYS = "KEYS"
@@ -108,18 +111,6 @@ def perm_to_string(perm: int) -> str:
 
 # The property string codec (HashMap order, no trailing separator) lives in
 # rmq.store.message_codec: message_properties_to_string / string_to_message_properties.
-
-
-def java_string_hash(s: str) -> int:
-    """Java ``String.hashCode`` as a signed 32-bit int (tag codes, index keys).
-
-    Java hashes UTF-16 code units, so characters outside the BMP count twice.
-    """
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - 0x1_0000_0000 if h & 0x8000_0000 else h
 
 
 def tags_string_to_code(tags: str | None) -> int:

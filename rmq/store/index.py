@@ -26,7 +26,7 @@ import threading
 import time
 
 from rmq._fast import compiled
-from rmq.common.message import java_string_hash
+from rmq.common.java import index_key_hash
 from rmq.common.threads import set_native_thread_name
 from rmq.store.mapped_file import NO_ROOM, MappedFile, sync_range
 
@@ -46,10 +46,7 @@ def index_file_size(max_slots: int, max_index: int) -> int:
     return HEADER_SIZE + max_slots * SLOT_SIZE + max_index * ENTRY_SIZE
 
 
-def _key_hash(key: str) -> int:
-    """abs(String.hashCode(key)); 0 for Integer.MIN_VALUE (STORE_FORMAT.md 7.2)."""
-    h = abs(java_string_hash(key))
-    return 0 if h > 0x7FFFFFFF else h
+_key_hash = index_key_hash  # abs(String.hashCode(key)); 0 for Integer.MIN_VALUE
 
 
 def _index_put(buf, max_slots: int, max_index: int, khash: int, phy_offset: int, store_ts: int) -> bool:

@@ -18,10 +18,11 @@ from typing import Any
 
 from rmq.broker.configuration import START_ONLY_KEYS
 from rmq.broker.processor.admin_acl import AdminAclSupport
-from rmq.broker.processor.admin_consumer import AdminConsumerSupport, language_name
+from rmq.broker.processor.admin_consumer import AdminConsumerSupport
 from rmq.broker.subscription_group_manager import SubscriptionGroupConfig
 from rmq.common import fastjson
 from rmq.common.codes import CURRENT_VERSION, RequestCode, ResponseCode
+from rmq.common.java import CURRENT_VERSION_DESC, language_name
 from rmq.common.logging import BROKER_LOGGER_NAME
 from rmq.common.properties import ConfigError, parse_properties
 from rmq.common.protocol.headers_admin import (
@@ -52,7 +53,6 @@ log = logging.getLogger(BROKER_LOGGER_NAME)
 R = RequestCode
 SLAVE_REFUSED = ("Can't modify topic or subscription group from slave broker, "
                  "please execute it from master broker.")
-VERSION_DESC = "V4_9_8"
 
 
 def human_readable_bytes(n: int) -> str:
@@ -231,7 +231,7 @@ class AdminBrokerProcessor(HandlerTableProcessor):
         info: dict[str, Any] = {str(k): v for k, v in store.get_runtime_info().items()}
         q = c.request_queues
         info.update({
-            "brokerVersionDesc": VERSION_DESC,
+            "brokerVersionDesc": CURRENT_VERSION_DESC,
             "brokerVersion": CURRENT_VERSION,
             "msgPutTotalYesterdayMorning": stats.put_yesterday_morning,
             "msgPutTotalTodayMorning": stats.put_today_morning,
