@@ -1,0 +1,237 @@
+"""POP consumption against a real rmq-namesrv + rmq-broker: pop, ack (seen by
+the absence of redelivery), change invisible time, long polling, NOTIFICATION,
+orderly pop, revive into the retry topic, DLQ after retryMaxTimes, and a
+SIGKILL of the broker between pops and acks."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import orjson
+import pytest
+
+from rmq.client.pop import PopClient, handle_of
+from rmq.common.codes import RequestCode, ResponseCode
+from rmq.remoting.exceptions import RemotingError
+from tests.integration.test_messaging_raw import props, send
+from tests.integration.test_messaging_support import MessagingCluster
+
+R = RequestCode
+RC = ResponseCode
+G = "popGroup"
+
+
+@pytest.fixture
+async def cluster(tmp_path):
+    c = MessagingCluster(tmp_path, "flushConsumerOffsetInterval=60000\n")
+    c.start_broker()
+    yield c
+    await c.close()
+
+
+async def fill(c: MessagingCluster, topic: str, n: int, queues: int = 4) -> None:
+    for i in range(n):
+        r = await send(c, topic, f"m{i}".encode(), i % queues, props(TAGS=f"T{i % 2}"))
+        assert r.code == RC.SUCCESS, r.remark
+
+
+async def pop_all(p: PopClient, topic: str, want: int, invisible_ms: int, timeout: float = 10.0,
+                  **kw) -> list:
+    got: list = []
+    deadline = time.monotonic() + timeout
+    while len(got) < want and time.monotonic() < deadline:
+        try:
+            r = await p.pop(G, topic, invisible_ms=invisible_ms, max_nums=32, **kw)
+        except RemotingError:  # the broker restarting
+            await asyncio.sleep(0.1)
+            continue
+        if r.code == RC.SUCCESS:
+            got.extend(r.messages)
+        else:
+            assert r.code == RC.POLLING_TIMEOUT and r.remark == "NO_MESSAGE_IN_QUEUE"
+            await asyncio.sleep(0.05)
+    return got
+
+
+async def create_group(c: MessagingCluster, group: str, orderly: bool = False,
+                       retry_max: int = 16) -> None:
+    body = orjson.dumps({"groupName": group, "consumeEnable": True, "consumeFromMinEnable": True,
+                         "consumeBroadcastEnable": True, "consumeMessageOrderly": orderly,
+                         "retryQueueNums": 1, "retryMaxTimes": retry_max, "brokerId": 0,
+                         "whichBrokerWhenConsumeSlowly": 1,
+                         "notifyConsumerIdsChangedEnable": True, "groupSysFlag": 0,
+                         "consumeTimeoutMinute": 15, "attributes": {}})
+    r = await c.call(R.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, body)
+    assert r.code == RC.SUCCESS, r.remark
+
+
+@pytest.mark.timeout(120)
+async def test_pop_ack_and_revive(cluster):
+    c = cluster
+    await c.create_topic("PopT")
+    p = PopClient(c.addr, "broker-a", c.client)
+    r = await p.pop(G, "PopT", invisible_ms=2000)
+    assert r.code == RC.POLLING_TIMEOUT and r.remark == "NO_MESSAGE_IN_QUEUE"
+    await fill(c, "PopT", 8)
+    got = await pop_all(p, "PopT", 8, 2000)
+    assert sorted(m.body for m in got) == sorted(f"m{i}".encode() for i in range(8))
+    assert all(m.properties["POP_CK"].split(" ")[5] == "broker-a" for m in got)
+    # ack the even ones; the odd ones come back through the retry topic
+    acked = {m.body for m in got if int(m.body[1:]) % 2 == 0}
+    for m in got:
+        if m.body in acked:
+            assert (await p.ack(G, "PopT", handle_of(m))).code == RC.SUCCESS
+    popped_at = time.monotonic()
+    again = await pop_all(p, "PopT", 4, 2000, timeout=8)
+    late = time.monotonic() - popped_at
+    assert sorted(m.body for m in again) == sorted(b for b in (m.body for m in got)
+                                                  if b not in acked)
+    assert late < 2 + 1.5, late
+    assert all(m.reconsume_times == 1 and m.topic == "PopT" for m in again)
+    for m in again:  # handles from the retry topic ack as well
+        assert (await p.ack(G, "PopT", handle_of(m))).code == RC.SUCCESS
+    await asyncio.sleep(2.8)
+    r = await p.pop(G, "PopT", invisible_ms=2000)
+    assert r.code == RC.POLLING_TIMEOUT, [m.body for m in r.messages]
+    # peek shows nothing left for the group; a single queue pop works too
+    await fill(c, "PopT", 4)
+    r = await p.pop(G, "PopT", queue_id=1, invisible_ms=5000)
+    assert [m.queue_id for m in r.messages] == [1]
+    info = r.messages[0].properties["POP_CK"].split(" ")
+    assert info[6] == "1" and info[0] == info[7]
+
+
+@pytest.mark.timeout(120)
+async def test_change_invisible_longer_shorter_then_ack(cluster):
+    c = cluster
+    await c.create_topic("PopC", queues=1)
+    p = PopClient(c.addr, "broker-a", c.client)
+    await fill(c, "PopC", 2, queues=1)
+    got = await pop_all(p, "PopC", 2, 1500)
+    a, b = sorted(got, key=lambda m: m.body)
+    r, ha = await p.change_invisible(G, "PopC", handle_of(a), 6000)  # longer
+    assert r.code == RC.SUCCESS and ha is not None
+    r, hb = await p.change_invisible(G, "PopC", handle_of(b), 300)  # shorter
+    assert r.code == RC.SUCCESS
+    back = await pop_all(p, "PopC", 1, 1500, timeout=4)
+    assert [m.body for m in back] == [b.body]  # a stays invisible
+    # ack with the handle the change returned sticks (no redelivery of a)
+    assert (await p.ack(G, "PopC", ha)).code == RC.SUCCESS
+    assert (await p.ack(G, "PopC", handle_of(back[0]))).code == RC.SUCCESS
+    await asyncio.sleep(7)
+    r = await p.pop(G, "PopC", invisible_ms=1500)
+    assert r.code == RC.POLLING_TIMEOUT, [m.body for m in r.messages]
+
+
+@pytest.mark.timeout(60)
+async def test_long_polling_and_notification(cluster):
+    c = cluster
+    await c.create_topic("PopL", queues=2)
+    p = PopClient(c.addr, "broker-a", c.client)
+    t0 = time.monotonic()
+    r = await p.pop(G, "PopL", invisible_ms=3000, poll_ms=600)
+    assert r.code == RC.POLLING_TIMEOUT and time.monotonic() - t0 >= 0.55
+    waiting = asyncio.ensure_future(p.pop(G, "PopL", invisible_ms=3000, poll_ms=5000))
+    note = asyncio.ensure_future(c.call(R.NOTIFICATION, {
+        "consumerGroup": G, "topic": "PopL", "queueId": "-1", "pollTime": "5000",
+        "bornTime": str(int(time.time() * 1000))}, timeout_ms=8000))
+    await asyncio.sleep(0.3)
+    info = await c.call(R.POLLING_INFO, {"consumerGroup": G, "topic": "PopL", "queueId": "-1"})
+    assert info.code == RC.SUCCESS and int(info.ext_fields["pollingNum"]) == 2
+    t1 = time.monotonic()
+    await fill(c, "PopL", 1)
+    r = await waiting
+    assert r.code == RC.SUCCESS and time.monotonic() - t1 < 1.5
+    n = await note
+    assert n.code == RC.SUCCESS and n.ext_fields["hasMsg"] in ("true", "false")
+    # a stale bornTime is answered at once
+    r = await c.call(R.POP_MESSAGE, {"consumerGroup": G, "topic": "PopL", "queueId": "-1",
+                                     "maxMsgNums": "1", "invisibleTime": "1000",
+                                     "pollTime": "1000", "bornTime": "1"})
+    assert r.code == RC.POLLING_TIMEOUT
+
+
+@pytest.mark.timeout(90)
+async def test_orderly_pop_blocks_queue_until_acked(cluster):
+    c = cluster
+    await c.create_topic("PopO", queues=1)
+    await create_group(c, G, orderly=True)
+    p = PopClient(c.addr, "broker-a", c.client)
+    await fill(c, "PopO", 3, queues=1)
+    r = await p.pop(G, "PopO", max_nums=2, invisible_ms=1500)
+    assert r.code == RC.SUCCESS and r.revive_qid == 999
+    assert [m.body for m in r.messages] == [b"m0", b"m1"]
+    assert (await p.pop(G, "PopO", invisible_ms=1500)).code == RC.POLLING_TIMEOUT  # blocked
+    await asyncio.sleep(1.7)
+    r2 = await p.pop(G, "PopO", max_nums=2, invisible_ms=3000)  # same batch, counted
+    assert [m.body for m in r2.messages] == [b"m0", b"m1"]
+    assert all(m.reconsume_times == 1 for m in r2.messages)
+    for m in r2.messages:
+        assert (await p.ack(G, "PopO", handle_of(m))).code == RC.SUCCESS
+    r3 = await p.pop(G, "PopO", invisible_ms=3000)
+    assert [m.body for m in r3.messages] == [b"m2"]
+
+
+@pytest.mark.timeout(120)
+async def test_dlq_after_retry_max_times(cluster):
+    c = cluster
+    await c.create_topic("PopD", queues=1)
+    await create_group(c, G, retry_max=1)
+    p = PopClient(c.addr, "broker-a", c.client)
+    await fill(c, "PopD", 1, queues=1)
+    first = await pop_all(p, "PopD", 1, 1000)
+    assert first[0].reconsume_times == 0
+    second = await pop_all(p, "PopD", 1, 1000, timeout=6)
+    assert second and second[0].reconsume_times == 1
+    await asyncio.sleep(2)  # not acked again: past retryMaxTimes=1, to the DLQ
+    r = await p.pop(G, "PopD", invisible_ms=1000)
+    assert r.code == RC.POLLING_TIMEOUT
+    dlq = await c.call(R.GET_MAX_OFFSET, {"topic": f"%DLQ%{G}", "queueId": "0"})
+    assert dlq.code == RC.SUCCESS and dlq.ext_fields["offset"] == "1"
+
+
+@pytest.mark.timeout(150)
+async def test_sigkill_between_pop_and_ack(cluster):
+    c = cluster
+    await c.create_topic("PopK", queues=2)
+    p = PopClient(c.addr, "broker-a", c.client)
+    await fill(c, "PopK", 6, queues=2)
+    got = await pop_all(p, "PopK", 6, 3000)
+    assert len(got) == 6
+    acked = {m.body for m in got[:3]}
+    for m in got[:3]:
+        assert (await p.ack(G, "PopK", handle_of(m))).code == RC.SUCCESS
+    killed_at = time.monotonic()
+    c.broker.kill()
+    c.start_broker()
+    back = await pop_all(p, "PopK", 3, 3000, timeout=15)
+    assert sorted(m.body for m in back) == sorted(m.body for m in got[3:])
+    assert not acked & {m.body for m in back}
+    assert time.monotonic() - killed_at < 15
+    for m in back:
+        await p.ack(G, "PopK", handle_of(m))
+    await asyncio.sleep(3.5)
+    r = await p.pop(G, "PopK", invisible_ms=3000)
+    assert r.code == RC.POLLING_TIMEOUT, [m.body for m in r.messages]
+
+
+@pytest.mark.timeout(60)
+async def test_topic_attributes_and_bad_pop_headers(cluster):
+    c = cluster
+    r = await c.call(R.UPDATE_AND_CREATE_TOPIC, {
+        "topic": "PopF", "defaultTopic": "TBW102", "readQueueNums": "2", "writeQueueNums": "2",
+        "perm": "6", "topicFilterType": "SINGLE_TAG", "attributes": "+message.type=FIFO"})
+    assert r.code == RC.SUCCESS, r.remark
+    r = await c.call(R.GET_ALL_TOPIC_CONFIG)
+    assert orjson.loads(r.body)["topicConfigTable"]["PopF"]["attributes"] == {
+        "message.type": "FIFO"}
+    r = await c.call(R.UPDATE_AND_CREATE_TOPIC, {
+        "topic": "PopF", "defaultTopic": "TBW102", "readQueueNums": "2", "writeQueueNums": "2",
+        "perm": "6", "topicFilterType": "SINGLE_TAG", "attributes": "+message.type=NOPE"})
+    assert r.code == RC.SYSTEM_ERROR and "not in set" in r.remark
+    r = await c.call(R.POP_MESSAGE, {"consumerGroup": G, "topic": "PopF", "queueId": "-1"})
+    assert r.code == RC.SYSTEM_ERROR and "maxMsgNums" in r.remark
+    r = await c.call(R.ACK_MESSAGE, {"consumerGroup": G, "topic": "PopF", "queueId": "0",
+                                     "offset": "0", "extraInfo": "bad"})
+    assert r.code == RC.SYSTEM_ERROR
