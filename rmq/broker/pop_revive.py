@@ -90,6 +90,7 @@ class PopReviveService:
         self._seq = 0
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
+        self.loaded = False
         self.revived = 0  # messages re-put (metrics)
         self.on_settled: list[Any] = []  # callbacks(ck): in-flight accounting
 
@@ -101,12 +102,23 @@ class PopReviveService:
                 self.topic, self.queue_num, mc.PERM_READ | mc.PERM_WRITE, 0)
 
     async def start(self) -> None:
-        self.ensure_topic()
-        for qid in range(self.queue_num):
-            off = self.c.consumer_offset_manager.query_offset(REVIVE_GROUP, self.topic, qid)
-            self.read_offsets[qid] = max(off, 0)
         self.c.message_arriving_listeners.append(self._on_arriving)
+        self.ensure_loaded()
         self._task = asyncio.get_running_loop().create_task(self._run(), name="popRevive")
+
+    def ensure_loaded(self) -> None:
+        """The revive queues read up to their end once (after a restart this
+        moves the groups' offsets past what was popped before the crash): a pop
+        calls it first, as it may come before this service has started."""
+        if self.loaded:
+            return
+        if not self.read_offsets:
+            self.ensure_topic()
+            for qid in range(self.queue_num):
+                off = self.c.consumer_offset_manager.query_offset(REVIVE_GROUP, self.topic, qid)
+                self.read_offsets[qid] = max(off, 0)
+        self.read_all()
+        self.loaded = True
 
     async def shutdown(self) -> None:
         if self._task is not None:
@@ -229,6 +241,8 @@ class PopReviveService:
 
     # ---- reviving ----------------------------------------------------------------
     async def revive_due(self) -> None:
+        if self.c.is_slave():
+            return  # a master's job, as in 5.3.3
         now = now_ms()
         while self.heap and self.heap[0][0] <= now:
             _, _, key = heapq.heappop(self.heap)

@@ -102,6 +102,25 @@ async def test_pop_ack_and_revive(cluster):
     assert info[6] == "1" and info[0] == info[7]
 
 
+@pytest.mark.timeout(60)
+async def test_redelivery_is_on_time(cluster):
+    c = cluster
+    await c.create_topic("PopR", queues=1)
+    p = PopClient(c.addr, "broker-a", c.client)
+    await fill(c, "PopR", 1, queues=1)
+    first = await p.pop(G, "PopR", invisible_ms=1000)
+    assert first.code == RC.SUCCESS
+    due_ms = first.pop_time + 1000
+    again = await p.pop(G, "PopR", invisible_ms=1000, poll_ms=5000)
+    seen_ms = time.time() * 1000
+    assert [m.body for m in again.messages] == [b"m0"]
+    late = seen_ms - due_ms
+    assert 0 <= late < 1000, late  # 5.3.3: 2.6-3.6 s late
+    m = again.messages[0]
+    assert m.properties["1ST_POP_TIME"] == str(first.pop_time)
+    assert m.properties["RETRY_TOPIC"] == "PopR" and m.reconsume_times == 1
+
+
 @pytest.mark.timeout(120)
 async def test_change_invisible_longer_shorter_then_ack(cluster):
     c = cluster
@@ -197,6 +216,7 @@ async def test_sigkill_between_pop_and_ack(cluster):
     await c.create_topic("PopK", queues=2)
     p = PopClient(c.addr, "broker-a", c.client)
     await fill(c, "PopK", 6, queues=2)
+    popped_at = time.monotonic()
     got = await pop_all(p, "PopK", 6, 3000)
     assert len(got) == 6
     acked = {m.body for m in got[:3]}
@@ -206,6 +226,7 @@ async def test_sigkill_between_pop_and_ack(cluster):
     c.broker.kill()
     c.start_broker()
     back = await pop_all(p, "PopK", 3, 3000, timeout=15)
+    assert time.monotonic() - popped_at >= 2.9  # not before their invisible time
     assert sorted(m.body for m in back) == sorted(m.body for m in got[3:])
     assert not acked & {m.body for m in back}
     assert time.monotonic() - killed_at < 15

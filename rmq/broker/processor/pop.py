@@ -107,6 +107,7 @@ class PopMessageProcessor:
         self.ctx = pop_context(controller)
 
     def process_request(self, channel: Channel, request: RemotingCommand) -> Any:
+        self.ctx.revive.ensure_loaded()
         code = request.code
         if code == RequestCode.POP_MESSAGE:
             return self.pop(channel, request)
@@ -171,6 +172,12 @@ class PopMessageProcessor:
                if tcm.select_topic_config(t) is not None]
         return out
 
+    @staticmethod
+    def wait_topics(group: str, topic: str) -> list[str]:
+        """What a held pop waits on: the topic and both retry topics (which may
+        not exist yet: a revive creates them)."""
+        return [topic, retry_topic_v1(topic, group), retry_topic_v2(topic, group)]
+
     # ---- POP_MESSAGE ------------------------------------------------------------
     async def pop(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         ext = request.ext_fields or {}
@@ -214,7 +221,7 @@ class PopMessageProcessor:
                 return response(RC.POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE")
             if self.ctx.polling.full():
                 return response(RC.POLLING_FULL, "polling full")
-            await self.ctx.polling.wait([topic, *self.retry_topics(group, topic)], remaining)
+            await self.ctx.polling.wait(self.wait_topics(group, topic), remaining)
         ext_out = {"popTime": str(pop_time), "invisibleTime": str(invisible),
                    "reviveQid": str(revive_qid), "restNum": str(out.rest),
                    "startOffsetInfo": ";".join(out.start_info),
@@ -372,7 +379,7 @@ class PopMessageProcessor:
                 return response(RC.SUCCESS, None, {"hasMsg": "true" if has else "false"})
             if self.ctx.polling.full():
                 return response(RC.POLLING_FULL, "polling full")
-            await self.ctx.polling.wait([topic, *self.retry_topics(group, topic)], remaining)
+            await self.ctx.polling.wait(self.wait_topics(group, topic), remaining)
 
     def polling_info(self, request: RemotingCommand) -> RemotingCommand:
         ext = request.ext_fields or {}
