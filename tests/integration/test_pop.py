@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import urllib.request
 
 import orjson
 import pytest
@@ -256,3 +257,34 @@ async def test_topic_attributes_and_bad_pop_headers(cluster):
     r = await c.call(R.ACK_MESSAGE, {"consumerGroup": G, "topic": "PopF", "queueId": "0",
                                      "offset": "0", "extraInfo": "bad"})
     assert r.code == RC.SYSTEM_ERROR
+
+
+@pytest.mark.timeout(60)
+async def test_inflight_metric_per_group(tmp_path):
+    from tests.support.procs import free_port
+
+    port = free_port()
+    c = MessagingCluster(tmp_path, f"metricsExporterType=PROM\nmetricsPromExporterHost=127.0.0.1\n"
+                                   f"metricsPromExporterPort={port}\n")
+    c.start_broker()
+    try:
+        await c.create_topic("PopM", queues=1)
+        p = PopClient(c.addr, "broker-a", c.client)
+        await fill(c, "PopM", 3, queues=1)
+        got = await pop_all(p, "PopM", 3, 30000)
+        await p.ack(G, "PopM", handle_of(got[0]))
+
+        def inflight() -> float | None:
+            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
+            for line in text.decode().splitlines():
+                if line.startswith("rocketmq_consumer_inflight_messages{") and \
+                        f'consumer_group="{G}"' in line and 'topic="PopM"' in line:
+                    return float(line.rsplit(" ", 1)[1])
+            return None
+
+        deadline = time.monotonic() + 10
+        while await asyncio.to_thread(inflight) != 2.0:
+            assert time.monotonic() < deadline, await asyncio.to_thread(inflight)
+            await asyncio.sleep(0.2)
+    finally:
+        await c.close()
