@@ -288,3 +288,30 @@ async def test_inflight_metric_per_group(tmp_path):
             await asyncio.sleep(0.2)
     finally:
         await c.close()
+
+
+@pytest.mark.timeout(90)
+async def test_admin_5x_options(cluster):
+    from tests.integration.admin_cli import admin_fails, admin_json
+
+    c = cluster
+    ns = c.namesrv_addr
+    rows = await admin_json(ns, "updateTopic", "-b", c.addr, "-t", "PopA", "-a",
+                            "+message.type=FIFO")
+    assert rows[0]["attributes"] == "+message.type=FIFO"
+    r = await c.call(R.GET_ALL_TOPIC_CONFIG)
+    assert orjson.loads(r.body)["topicConfigTable"]["PopA"]["attributes"] == {
+        "message.type": "FIFO"}
+    err = await admin_fails(ns, "updateTopic", "-b", c.addr, "-t", "PopA", "-a", "+bad.key=1")
+    assert "unsupported key: bad.key" in err
+    await admin_json(ns, "updateSubGroup", "-b", c.addr, "-g", "popOrderly", "-o", "true")
+    r = await c.call(R.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+    table = orjson.loads(r.body)["subscriptionGroupTable"]
+    assert table["popOrderly"]["consumeMessageOrderly"] is True
+    rows = await admin_json(ns, "setConsumeMode", "-b", c.addr, "-t", "PopA", "-g", "popOrderly",
+                            "-m", "POP")
+    assert rows[0]["mode"] == "POP"
+    saved = orjson.loads((c.tmp / "store-broker-a" / "config" /
+                          "messageRequestMode.json").read_bytes())
+    assert saved["messageRequestModeMap"]["PopA"]["popOrderly"] == {
+        "consumerGroup": "popOrderly", "mode": "POP", "popShareQueueNum": 0, "topic": "PopA"}
