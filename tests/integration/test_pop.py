@@ -315,3 +315,76 @@ async def test_admin_5x_options(cluster):
                           "messageRequestMode.json").read_bytes())
     assert saved["messageRequestModeMap"]["PopA"]["popOrderly"] == {
         "consumerGroup": "popOrderly", "mode": "POP", "popShareQueueNum": 0, "topic": "PopA"}
+
+
+def bitset_b64(offsets: list[int], start: int) -> str:
+    """``BitSet.toByteArray`` of the offsets' distances from ``start``, base64."""
+    import base64
+
+    n = max(offsets) - start + 1
+    raw = bytearray((n + 7) // 8)
+    for o in offsets:
+        raw[(o - start) // 8] |= 1 << ((o - start) % 8)
+    return base64.b64encode(bytes(raw)).decode()
+
+
+@pytest.mark.timeout(90)
+async def test_batch_ack_tag_filter_and_push_consumer(cluster):
+    c = cluster
+    await c.create_topic("PopB", queues=1)
+    p = PopClient(c.addr, "broker-a", c.client)
+    await fill(c, "PopB", 6, queues=1)
+    got = await pop_all(p, "PopB", 3, 1500, exp="T0")  # tags T0: m0, m2, m4
+    assert sorted(m.body for m in got) == [b"m0", b"m2", b"m4"]
+    f = got[0].properties["POP_CK"].split(" ")
+    offsets = [int(m.properties["POP_CK"].split(" ")[7]) for m in got]
+    body = orjson.dumps({"brokerName": "broker-a", "acks": [{
+        "c": G, "t": "PopB", "r": "0", "so": int(f[0]), "q": 0, "rq": int(f[3]),
+        "pt": int(f[1]), "it": int(f[2]), "b": bitset_b64(offsets, int(f[0]))}]})
+    r = await c.call(R.BATCH_ACK_MESSAGE, None, body)
+    assert r.code == RC.SUCCESS, r.remark
+    await asyncio.sleep(2.2)
+    r = await p.pop(G, "PopB", invisible_ms=1500, exp="T0")
+    assert r.code == RC.POLLING_TIMEOUT, [m.body for m in r.messages]  # the batch ack stuck
+    # a push consumer in POP mode: fails m1 once, then consumes everything left
+    from rmq.client.pop import PopPushConsumer
+
+    seen: list[tuple[bytes, int]] = []
+
+    def listener(m) -> bool:
+        seen.append((m.body, m.reconsume_times))
+        return not (m.body == b"m1" and m.reconsume_times == 0)
+
+    consumer = PopPushConsumer(p, "pushGroup", "PopB", listener, invisible_ms=1000, poll_ms=1000)
+    consumer.start()
+    try:
+        deadline = time.monotonic() + 15
+        while consumer.consumed < 6:
+            assert time.monotonic() < deadline, seen
+            await asyncio.sleep(0.1)
+    finally:
+        await consumer.shutdown()
+    assert (b"m1", 1) in seen and sorted({b for b, _ in seen}) == [f"m{i}".encode()
+                                                                   for i in range(6)]
+
+
+@pytest.mark.timeout(90)
+async def test_retry_topic_v2(tmp_path):
+    c = MessagingCluster(tmp_path, "enableRetryTopicV2=true\npopFromRetryProbability=100\n")
+    c.start_broker()
+    try:
+        await c.create_topic("PopV", queues=1)
+        p = PopClient(c.addr, "broker-a", c.client)
+        await fill(c, "PopV", 1, queues=1)
+        await pop_all(p, "PopV", 1, 1000)
+        again = await p.pop(G, "PopV", invisible_ms=3000, poll_ms=4000)
+        assert [m.body for m in again.messages] == [b"m0"]
+        handle = handle_of(again.messages[0]).split(" ")
+        assert handle[4] == "2"  # read from %RETRY%group+topic
+        assert (await p.ack(G, "PopV", handle_of(again.messages[0]))).code == RC.SUCCESS
+        r = await c.call(R.GET_MAX_OFFSET, {"topic": f"%RETRY%{G}+PopV", "queueId": "0"})
+        assert r.code == RC.SUCCESS and r.ext_fields["offset"] == "1"
+        await asyncio.sleep(3.3)
+        assert (await p.pop(G, "PopV", invisible_ms=1000)).code == RC.POLLING_TIMEOUT
+    finally:
+        await c.close()
