@@ -13,7 +13,7 @@ reads all of them twice with ``--inflight`` concurrent readers:
 and prints msgs/s, broker CPU µs per message and the ratio pop / pull.
 
     .venv/bin/python bench/pop.py [--messages 50000] [--size 256] [--inflight 8]
-        [--ack batch|single] [--twin] [--json]
+        [--ack batch|single] [--no-pull-lane] [--twin] [--json] [--spy FILE]
 """
 
 from __future__ import annotations
@@ -135,10 +135,21 @@ async def pop_all(c: BenchCluster, n: int, inflight: int, ack: str) -> int:
     return got
 
 
-async def measure(c: BenchCluster, what: str, run) -> dict:
+async def measure(c: BenchCluster, what: str, run, spy: str | None = None) -> dict:
+    import subprocess
+
     pid = c.broker.proc.pid
+    recorder = None
+    if spy:  # py-spy's collapsed stacks of the broker while this path runs
+        recorder = subprocess.Popen(["py-spy", "record", "-p", str(pid), "-f", "raw", "-o", spy,
+                                     "-r", "200", "--nonblocking"],
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        await asyncio.sleep(1)
     cpu0, t0 = cpu_seconds(pid), time.perf_counter()
     msgs = await run()
+    if recorder is not None:
+        recorder.send_signal(2)
+        recorder.wait(30)
     elapsed = time.perf_counter() - t0
     cpu = cpu_seconds(pid) - cpu0
     out = {"path": what, "msgs": msgs, "seconds": round(elapsed, 2),
@@ -150,6 +161,8 @@ async def measure(c: BenchCluster, what: str, run) -> dict:
 
 async def main(args: argparse.Namespace) -> dict:
     extra = "flushConsumerOffsetInterval=5000\n"
+    if args.no_pull_lane:  # pulls through the processor table, as pops are served
+        extra += "rmqPullLaneEnable=false\n"
     c = BenchCluster(args.twin, extra).start()
     try:
         await c.create_topic(TOPIC, QUEUES)
@@ -157,7 +170,8 @@ async def main(args: argparse.Namespace) -> dict:
         await asyncio.sleep(1)  # everything dispatched
         pull = await measure(c, "pull", lambda: pull_all(c, args.messages, args.inflight))
         pop = await measure(c, f"pop+{args.ack}-ack",
-                            lambda: pop_all(c, args.messages, args.inflight, args.ack))
+                            lambda: pop_all(c, args.messages, args.inflight, args.ack),
+                            args.spy)
     finally:
         c.stop()
     return {"pull": pull, "pop": pop,
@@ -173,6 +187,9 @@ if __name__ == "__main__":
     ap.add_argument("--inflight", type=int, default=8)
     ap.add_argument("--ack", choices=("batch", "single"), default="batch")
     ap.add_argument("--twin", action="store_true")
+    ap.add_argument("--no-pull-lane", action="store_true",
+                    help="serve pulls through the processor (rmqPullLaneEnable=false)")
+    ap.add_argument("--spy", help="write py-spy's collapsed stacks of the pop path here")
     ap.add_argument("--json", action="store_true")
     result = asyncio.run(main(ap.parse_args()))
     print(json.dumps(result) if "--json" in sys.argv else

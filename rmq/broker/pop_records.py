@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from rmq.common import fastjson
 from rmq.common import topics as T
 
@@ -156,7 +158,8 @@ class PopCheckPoint:
         return obj
 
     def encode(self) -> bytes:
-        return fastjson.dumps(self.to_json_obj())
+        # names and numbers only: orjson writes what fastjson writes, faster
+        return orjson.dumps(self.to_json_obj())
 
     @classmethod
     def decode(cls, data: bytes) -> PopCheckPoint:
@@ -199,7 +202,7 @@ class AckMsg:
             obj["bn"] = self.broker_name
         obj.update({"c": self.group, "pt": self.pop_time, "q": self.queue_id,
                     "so": self.start_offset, "t": self.topic})
-        return fastjson.dumps(obj), BATCH_ACK_TAG if batch else ACK_TAG
+        return orjson.dumps(obj), BATCH_ACK_TAG if batch else ACK_TAG
 
     @classmethod
     def decode(cls, data: bytes) -> AckMsg:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import logging
+import struct
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,6 +75,31 @@ class Pending:
 
     def unacked(self) -> list[int]:
         return [o for o in self.ck.offsets() if o not in self.acked]
+
+
+_I32 = struct.Struct(">i")
+_H16 = struct.Struct(">h")
+
+
+def body_and_properties(buf: memoryview) -> tuple[bytes, bytes]:
+    """The body and the properties text of a stored record, without decoding
+    the rest (the revive queues hold many small records)."""
+    (sys_flag,) = _I32.unpack_from(buf, 36)
+    p = 48 + (20 if sys_flag & 0x10 else 8) + 8 + (20 if sys_flag & 0x20 else 8) + 12
+    (body_len,) = _I32.unpack_from(buf, p)
+    p += 4
+    body = bytes(buf[p:p + body_len])
+    p += body_len
+    p += 1 + buf[p]
+    (props_len,) = _H16.unpack_from(buf, p)
+    return body, bytes(buf[p + 2:p + 2 + props_len])
+
+
+def _tag(props: bytes) -> str | None:
+    for kv in props.split(b"\x02"):
+        if kv.startswith(b"TAGS\x01"):
+            return kv[5:].decode()
+    return None
 
 
 class PopReviveService:
@@ -181,13 +207,13 @@ class PopReviveService:
 
     def _apply(self, qid: int, record_offset: int, buf: memoryview) -> None:
         try:
-            msg = decode_message(buf)
-            tag = msg.properties.get(mc.PROPERTY_TAGS)
+            body, props = body_and_properties(buf)
+            tag = _tag(props)
             if tag == CK_TAG:
-                self.add_ck(PopCheckPoint.decode(msg.body), qid, record_offset)
+                self.add_ck(PopCheckPoint.decode(body), qid, record_offset)
             elif tag in (ACK_TAG, BATCH_ACK_TAG):
-                self.apply_ack(AckMsg.decode(msg.body))
-        except (ValueError, KeyError, TypeError):
+                self.apply_ack(AckMsg.decode(body))
+        except (ValueError, KeyError, TypeError, struct.error):
             log.warning("skip a bad revive record at %s:%d:%d", self.topic, qid, record_offset)
 
     def add_ck(self, ck: PopCheckPoint, qid: int, record_offset: int) -> None:

@@ -92,7 +92,8 @@ def ext_bool(ext: dict[str, str], name: str) -> bool:
 class PopResult:
     """What one pop collected, queue after queue."""
 
-    bodies: list[bytes] = field(default_factory=list)
+    bodies: list[Any] = field(default_factory=list)  # runs of records (views or bytes)
+    count: int = 0
     start_info: list[str] = field(default_factory=list)
     msg_info: list[str] = field(default_factory=list)
     order_info: list[str] = field(default_factory=list)
@@ -105,6 +106,7 @@ class PopMessageProcessor:
         self.bc = controller.broker_config
         self.store = controller.message_store
         self.ctx = pop_context(controller)
+        self._filter_cache: dict[tuple, tuple] = {}
 
     def process_request(self, channel: Channel, request: RemotingCommand) -> Any:
         self.ctx.revive.ensure_loaded()
@@ -139,6 +141,15 @@ class PopMessageProcessor:
         return None
 
     def _filters(self, group: str, topic: str, exp_type: str | None, exp: str | None):
+        key = (group, topic, exp_type, exp)
+        cached = self._filter_cache.get(key)
+        if cached is None:
+            if len(self._filter_cache) > 4096:
+                self._filter_cache.clear()
+            cached = self._filter_cache[key] = self._build_filters(group, topic, exp_type, exp)
+        return cached
+
+    def _build_filters(self, group: str, topic: str, exp_type: str | None, exp: str | None):
         sub = build_subscription(topic, exp or "*", exp_type or EXPRESSION_TAG)
         record_filter = None
         if sub.expression_type != EXPRESSION_TAG:
@@ -214,7 +225,7 @@ class PopMessageProcessor:
             out, pop_time, revive_qid = await self._pop_once(
                 group, topic, queue_id, max_nums, invisible, init_mode, orderly, matches,
                 record_filter)
-            if out.bodies:
+            if out.count:
                 break
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not channel.is_active():
@@ -228,9 +239,9 @@ class PopMessageProcessor:
                    "msgOffsetInfo": ";".join(out.msg_info)}
         if orderly:
             ext_out["orderCountInfo"] = ";".join(out.order_info)
-        self.c.stats.inc_get(group, topic, max(queue_id, 0), len(out.bodies),
+        self.c.stats.inc_get(group, topic, max(queue_id, 0), out.count,
                              sum(len(b) for b in out.bodies), 0, False)
-        return response(RC.SUCCESS, None, ext_out, b"".join(out.bodies))
+        return response(RC.SUCCESS, None, ext_out, out.bodies)
 
     async def _pop_once(self, group: str, topic: str, queue_id: int, max_nums: int,
                         invisible: int, init_mode: int, orderly: bool, matches,
@@ -244,9 +255,9 @@ class PopMessageProcessor:
         for t in order:
             qids = self._queue_ids(t, queue_id if t == topic else -1)
             for qid in qids:
-                if len(out.bodies) >= max_nums:
+                if out.count >= max_nums:
                     break
-                await self._pop_queue(out, group, topic, t, qid, max_nums - len(out.bodies),
+                await self._pop_queue(out, group, topic, t, qid, max_nums - out.count,
                                       pop_time, invisible, revive_qid, init_mode, orderly,
                                       matches, record_filter)
         return out, pop_time, revive_qid
@@ -265,15 +276,19 @@ class PopMessageProcessor:
             result = self.store.get_message(group, read_topic, qid, offset, nums, None, matches)
             if result is None:
                 return
-            try:
-                if record_filter is not None:
-                    filter_result(result, record_filter)
-                found = result.status.name == "FOUND" and result.message_count > 0
-                offsets = result.message_queue_offsets if found else []
+            if record_filter is not None:
+                filter_result(result, record_filter)
+            found = result.status.name == "FOUND" and result.message_count > 0
+            offsets = result.message_queue_offsets if found else []
+            next_offset = result.next_begin_offset
+            out.rest += max(0, result.max_offset - next_offset)
+            if read_topic != topic:  # redeliveries are rewritten: copies
                 buffers = [bytes(b) for b in result.message_buffers] if found else []
-                next_offset = result.next_begin_offset
-                out.rest += max(0, result.max_offset - next_offset)
-            finally:
+                result.release()
+            elif found:
+                buffers = result.body_views  # sent as they lie in the commit log
+            else:
+                buffers = []
                 result.release()
             com = self.c.consumer_offset_manager
             if not offsets:
@@ -292,6 +307,8 @@ class PopMessageProcessor:
                                    [o - offset for o in offsets], self.bc.brokerName)
                 ck.revive_offset = 0
                 if not await put_revive_record(self.c, self.ctx.revive.topic, revive_qid, ck):
+                    if read_topic == topic:
+                        result.release()
                     return  # nothing handed out: the offset stays where it was
                 com.commit_offset("pop", group, read_topic, qid, next_offset)
             append_info(out.start_info, read_topic, qid, offset)
@@ -300,6 +317,7 @@ class PopMessageProcessor:
                 buffers = [self._as_original(b, topic, offset, pop_time, invisible,
                                              revive_qid, read_topic) for b in buffers]
             out.bodies.extend(buffers)
+            out.count += len(offsets)
         finally:
             self.ctx.locks.discard(key)
 
