@@ -388,3 +388,56 @@ async def test_retry_topic_v2(tmp_path):
         assert (await p.pop(G, "PopV", invisible_ms=1000)).code == RC.POLLING_TIMEOUT
     finally:
         await c.close()
+
+
+@pytest.mark.timeout(150)
+async def test_sigkill_at_random_moments_during_pop_and_ack(cluster):
+    """Pops and acks run while the broker is killed; after the restart every
+    message is consumed, and none whose ack was answered comes back."""
+    import random
+
+    c = cluster
+    await c.create_topic("PopS", queues=4)
+    total = 200
+    await fill(c, "PopS", total)
+    p = PopClient(c.addr, "broker-a", c.client)
+    acked: set[bytes] = set()
+    seen: set[bytes] = set()
+    for round_ in range(2):
+        async def consume() -> None:
+            while True:
+                try:
+                    r = await p.pop(G, "PopS", max_nums=4, invisible_ms=2000)
+                except RemotingError:
+                    return
+                for m in r.messages:
+                    assert m.body not in acked, f"{m.body} acked, then delivered again"
+                    seen.add(m.body)
+                    if random.random() < 0.7:
+                        try:
+                            ok = (await p.ack(G, "PopS", handle_of(m))).code == RC.SUCCESS
+                        except RemotingError:
+                            return
+                        if ok:
+                            acked.add(m.body)
+                await asyncio.sleep(0.01)
+
+        task = asyncio.ensure_future(consume())
+        await asyncio.sleep(random.uniform(0.1, 0.5))
+        assert not task.done()
+        c.broker.kill()
+        await asyncio.wait_for(task, 10)
+        c.start_broker()
+    deadline = time.monotonic() + 40
+    while len(acked) < total:
+        assert time.monotonic() < deadline, f"lost: {total - len(acked)} never acked"
+        try:
+            r = await p.pop(G, "PopS", max_nums=32, invisible_ms=2000, poll_ms=1000)
+        except RemotingError:
+            await asyncio.sleep(0.1)
+            continue
+        for m in r.messages:
+            assert m.body not in acked, f"{m.body} acked, then delivered again"
+            if (await p.ack(G, "PopS", handle_of(m))).code == RC.SUCCESS:
+                acked.add(m.body)
+    assert acked == {f"m{i}".encode() for i in range(total)}
