@@ -135,6 +135,36 @@ async def pop_all(c: BenchCluster, n: int, inflight: int, ack: str) -> int:
     return got
 
 
+async def redelivery_lateness(c: BenchCluster, rounds: int) -> dict:
+    """How long after popTime + invisibleTime an unacked message is popped
+    again (a held pop waiting for it), ms."""
+    from rmq.client import ClientConfig, Message, Producer
+    from rmq.client.pop import PopClient, handle_of
+    from rmq.remoting import RemotingClient
+
+    await c.create_topic("BenchRevive", 1)
+    client = RemotingClient()
+    pop = PopClient(c.broker_addr, "broker-a", client)
+    late: list[float] = []
+    try:
+        async with Producer("bench_pop_revive", client_config=ClientConfig(
+                namesrv_addr=c.namesrv_addr, client_ip="127.0.0.1", instance_name="rv")) as p:
+            for _ in range(rounds):
+                await p.send(Message("BenchRevive", b"r"))
+                first = await pop.pop("bench_revive", "BenchRevive", invisible_ms=1000,
+                                      poll_ms=3000)
+                again = await pop.pop("bench_revive", "BenchRevive", invisible_ms=1000,
+                                      poll_ms=5000)
+                late.append(time.time() * 1000 - (first.pop_time + 1000))
+                for m in again.messages:
+                    await pop.ack("bench_revive", "BenchRevive", handle_of(m))
+    finally:
+        await client.close()
+    late.sort()
+    return {"rounds": rounds, "late_ms_min": round(late[0], 1),
+            "late_ms_median": round(late[len(late) // 2], 1), "late_ms_max": round(late[-1], 1)}
+
+
 async def measure(c: BenchCluster, what: str, run, spy: str | None = None) -> dict:
     import subprocess
 
@@ -172,9 +202,11 @@ async def main(args: argparse.Namespace) -> dict:
         pop = await measure(c, f"pop+{args.ack}-ack",
                             lambda: pop_all(c, args.messages, args.inflight, args.ack),
                             args.spy)
+        revive = await redelivery_lateness(c, args.revive_rounds)
+        print(json.dumps(revive), flush=True)
     finally:
         c.stop()
-    return {"pull": pull, "pop": pop,
+    return {"pull": pull, "pop": pop, "revive": revive,
             "pop_vs_pull_msgs_per_s": round(pop["msgs_per_s"] / pull["msgs_per_s"], 2),
             "pop_vs_pull_cpu_per_msg": round(pop["broker_cpu_us_per_msg"]
                                              / pull["broker_cpu_us_per_msg"], 2)}
@@ -187,6 +219,7 @@ if __name__ == "__main__":
     ap.add_argument("--inflight", type=int, default=8)
     ap.add_argument("--ack", choices=("batch", "single"), default="batch")
     ap.add_argument("--twin", action="store_true")
+    ap.add_argument("--revive-rounds", type=int, default=10)
     ap.add_argument("--no-pull-lane", action="store_true",
                     help="serve pulls through the processor (rmqPullLaneEnable=false)")
     ap.add_argument("--spy", help="write py-spy's collapsed stacks of the pop path here")

@@ -115,6 +115,8 @@ class PopReviveService:
         self.heap: list[tuple[int, int, str]] = []
         self._seq = 0
         self._wake = asyncio.Event()
+        self._dirty: set[int] = set()  # revive queues with arrivals since the last read
+        self._last_full_read = 0.0
         self._task: asyncio.Task | None = None
         self.loaded = False
         self.revived = 0  # messages re-put (metrics)
@@ -153,8 +155,9 @@ class PopReviveService:
             self._task = None
         self.commit_revive_offsets()
 
-    def _on_arriving(self, topic: str, *_args: Any) -> None:
+    def _on_arriving(self, topic: str, queue_id: int = -1, *_args: Any) -> None:
         if topic == self.topic:
+            self._dirty.add(queue_id)
             self._wake.set()
 
     def wake(self) -> None:
@@ -163,7 +166,15 @@ class PopReviveService:
     async def _run(self) -> None:
         while True:
             try:
-                self.read_all()
+                if time.monotonic() - self._last_full_read >= IDLE_WAKE_S:
+                    self._dirty.clear()
+                    self.read_all()
+                    self._last_full_read = time.monotonic()
+                else:  # only the queues that got records
+                    dirty, self._dirty = self._dirty, set()
+                    for qid in dirty:
+                        if 0 <= qid < self.queue_num:
+                            self.read_queue(qid)
                 await self.revive_due()
                 self.commit_revive_offsets()
             except asyncio.CancelledError:
@@ -364,6 +375,9 @@ class PopReviveService:
                 com.commit_offset("PopReviveService", REVIVE_GROUP, self.topic, qid, offset)
 
 
+_TAG_CODES = {t: mc.tags_string_to_code(t) for t in (CK_TAG, ACK_TAG, BATCH_ACK_TAG)}
+
+
 async def put_revive_record(controller: Any, topic: str, qid: int,
                             record: PopCheckPoint | AckMsg) -> bool:
     """A ck or ack record into revive queue ``qid``; True once stored."""
@@ -377,6 +391,6 @@ async def put_revive_record(controller: Any, topic: str, qid: int,
     store = controller.message_store
     msg = MessageExtBrokerInner(
         topic, qid, 0, body, props, message_properties_to_string(props),
-        mc.tags_string_to_code(tag), 0, now_ms(), store.store_host, store.store_host, 0, 0)
+        _TAG_CODES[tag], 0, now_ms(), store.store_host, store.store_host, 0, 0)
     result = await store.async_put_message(msg)
     return result is not None and result.status.name == "PUT_OK"
