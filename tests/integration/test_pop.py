@@ -403,7 +403,7 @@ async def test_sigkill_at_random_moments_during_pop_and_ack(cluster):
     p = PopClient(c.addr, "broker-a", c.client)
     acked: set[bytes] = set()
     seen: set[bytes] = set()
-    for round_ in range(2):
+    for _ in range(2):
         async def consume() -> None:
             while True:
                 try:
@@ -441,3 +441,57 @@ async def test_sigkill_at_random_moments_during_pop_and_ack(cluster):
             if (await p.ack(G, "PopS", handle_of(m))).code == RC.SUCCESS:
                 acked.add(m.body)
     assert acked == {f"m{i}".encode() for i in range(total)}
+
+
+@pytest.mark.timeout(60)
+async def test_notification_peek_and_sql92(tmp_path):
+    c = MessagingCluster(tmp_path, "enablePropertyFilter=true\n")
+    c.start_broker()
+    try:
+        await c.create_topic("PopN", queues=2)
+        p = PopClient(c.addr, "broker-a", c.client)
+        r = await c.call(R.PEEK_MESSAGE, {"consumerGroup": G, "topic": "PopN", "queueId": "-1",
+                                          "maxMsgNums": "4"})
+        assert r.code == RC.PULL_NOT_FOUND
+        held = asyncio.ensure_future(c.call(R.NOTIFICATION, {
+            "consumerGroup": G, "topic": "PopN", "queueId": "-1", "pollTime": "5000",
+            "bornTime": str(int(time.time() * 1000))}, timeout_ms=8000))
+        await asyncio.sleep(0.3)
+        assert not held.done(), held.result()
+        t0 = time.monotonic()
+        await send(c, "PopN", b"a", 0, props(TAGS="x", color="red"))
+        await send(c, "PopN", b"b", 1, props(TAGS="x", color="blue"))
+        n = await held
+        assert n.code == RC.SUCCESS and n.ext_fields["hasMsg"] == "true"
+        assert time.monotonic() - t0 < 1.5
+        # peek shows them without taking them
+        r = await c.call(R.PEEK_MESSAGE, {"consumerGroup": G, "topic": "PopN", "queueId": "-1",
+                                          "maxMsgNums": "4"})
+        assert r.code == RC.SUCCESS and int(r.ext_fields["restNum"]) >= 0
+        got = await pop_all(p, "PopN", 1, 2000, exp="color = 'blue'", exp_type="SQL92")
+        assert [m.body for m in got] == [b"b"]
+        r = await p.pop(G, "PopN", invisible_ms=2000, exp="color = 'blue'", exp_type="SQL92")
+        assert r.code == RC.POLLING_TIMEOUT  # red filtered out, offsets moved past it
+        n = await c.call(R.NOTIFICATION, {"consumerGroup": G, "topic": "PopN", "queueId": "-1",
+                                          "pollTime": "0", "bornTime": "0"})
+        assert n.code == RC.SUCCESS and n.ext_fields["hasMsg"] == "false"
+    finally:
+        await c.close()
+
+
+@pytest.mark.timeout(60)
+async def test_orderly_change_invisible_and_ack(cluster):
+    c = cluster
+    await c.create_topic("PopOC", queues=1)
+    await create_group(c, G, orderly=True)
+    p = PopClient(c.addr, "broker-a", c.client)
+    await fill(c, "PopOC", 2, queues=1)
+    r = await p.pop(G, "PopOC", max_nums=1, invisible_ms=800)
+    (m,) = r.messages
+    resp, new = await p.change_invisible(G, "PopOC", handle_of(m), 3000)
+    assert resp.code == RC.SUCCESS and resp.ext_fields["reviveQid"] == "999"
+    await asyncio.sleep(1.2)  # past the first invisible time: still blocked
+    assert (await p.pop(G, "PopOC", invisible_ms=800)).code == RC.POLLING_TIMEOUT
+    assert (await p.ack(G, "PopOC", new)).code == RC.SUCCESS
+    r = await p.pop(G, "PopOC", invisible_ms=800)
+    assert [x.body for x in r.messages] == [b"m1"]

@@ -175,7 +175,7 @@ class PopMessageProcessor:
         if offset < 0:  # ConsumeInitMode MIN (0) or MAX (1)
             offset = (self.store.get_max_offset_in_queue(topic, queue_id) if init_mode == 1
                       else self.store.get_min_offset_in_queue(topic, queue_id))
-        return max(offset, self.store.get_min_offset_in_queue(topic, queue_id))
+        return max(offset, self.store.get_min_offset_in_queue(topic, queue_id), 0)
 
     def retry_topics(self, group: str, topic: str) -> list[str]:
         tcm = self.c.topic_config_manager
