@@ -100,8 +100,8 @@ class AckMessageProcessor:
         ack = AckMsg(topic, group, queue_id, info.ck_offset, info.pop_time, info.broker_name,
                      offsets)
         ok = await put_revive_record(self.c, self.ctx.revive.topic, info.revive_qid, ack)
-        if ok:
-            self.ctx.revive.wake()
+        if ok:  # at once in memory too: the revive service may read the record later
+            self.ctx.revive.apply_ack(ack)
         return ok
 
     # ---- ACK_MESSAGE --------------------------------------------------------------
