@@ -512,3 +512,20 @@ async def test_ack_just_before_the_invisible_time_ends_sticks(cluster):
         assert (await p.ack(G, "PopE", handle_of(m))).code == RC.SUCCESS
     r = await p.pop(G, "PopE", invisible_ms=1000, poll_ms=1500)
     assert r.code == RC.POLLING_TIMEOUT, [m.body for m in r.messages]
+
+
+@pytest.mark.timeout(90)
+async def test_graceful_restart_keeps_checkpoints(cluster):
+    c = cluster
+    await c.create_topic("PopG", queues=1)
+    p = PopClient(c.addr, "broker-a", c.client)
+    await fill(c, "PopG", 4, queues=1)
+    got = await pop_all(p, "PopG", 4, 4000)
+    popped_at = time.monotonic()
+    for m in got[:2]:
+        assert (await p.ack(G, "PopG", handle_of(m))).code == RC.SUCCESS
+    assert c.broker.stop() == 0
+    c.start_broker()
+    back = await pop_all(p, "PopG", 2, 4000, timeout=15)
+    assert time.monotonic() - popped_at >= 3.9
+    assert sorted(m.body for m in back) == sorted(m.body for m in got[2:])
