@@ -50,17 +50,27 @@ class OrderInfoManager:
         return counts
 
     def ack(self, key: Key, offset: int, pop_time: int) -> int | None:
-        """Mark ``offset`` acked; the offset to commit once the batch is done."""
+        """Mark ``offset`` acked; the offset to commit when the acked prefix of
+        the batch grew (the first unacked offset, or past the batch once done)."""
         info = self.table.get(key)
         if info is None or offset not in info.offsets:
             return None
         if pop_time < info.pop_time:
             return None  # an ack of an older pop of these messages
+        before = self._commit_point(info)
         info.acked.add(offset)
         if info.done():
             del self.table[key]
             return max(info.offsets) + 1
-        return None
+        after = self._commit_point(info)
+        return after if after != before else None
+
+    @staticmethod
+    def _commit_point(info: OrderInfo) -> int:
+        for o in sorted(info.offsets):
+            if o not in info.acked:
+                return o
+        return max(info.offsets) + 1
 
     def change_invisible(self, key: Key, offset: int, pop_time: int, invisible: int) -> bool:
         info = self.table.get(key)

@@ -67,8 +67,11 @@ def test_order_info_blocks_until_acked_or_expired():
     assert m.blocked(key, 1050) and not m.blocked(key, 1100)
     assert m.on_pop(key, [5, 6], 1100, 100) == {5: 1, 6: 1}  # redelivered: counted
     assert m.ack(key, 5, 1000) is None  # an ack of the older pop does not count
-    assert m.ack(key, 5, 1100) is None and m.ack(key, 6, 1100) == 7
+    assert m.ack(key, 6, 1100) is None  # 5 still unacked: nothing to commit yet
+    assert m.ack(key, 5, 1100) == 7  # the whole batch: past it
     assert not m.blocked(key, 1101)
+    m.on_pop(key, [8, 9], 2000, 100)
+    assert m.ack(key, 8, 2000) == 9  # an acked prefix is committed at once
 
 
 def test_client_builds_handles_from_the_answer_headers():

@@ -210,8 +210,7 @@ class PopMessageProcessor:
                             f"num is greater than {MAX_POP_NUMS}")
         if invisible <= 0:
             return response(RC.SYSTEM_ERROR, f"invisibleTime is illegal: {invisible}")
-        if poll_time > 0 and born_time > 0 and now_ms() - born_time - poll_time > \
-                BORN_TIME_SLACK_MS:
+        if born_time > 0 and now_ms() - born_time - poll_time > BORN_TIME_SLACK_MS:
             return response(RC.POLLING_TIMEOUT, "poll time out")
         try:
             matches, record_filter = self._filters(group, topic, ext.get("expType"),
@@ -318,6 +317,8 @@ class PopMessageProcessor:
                                              revive_qid, read_topic) for b in buffers]
             out.bodies.extend(buffers)
             out.count += len(offsets)
+            if result.max_offset > next_offset:  # pops held while this one read can go on
+                self.ctx.polling.notify(read_topic)
         finally:
             self.ctx.locks.discard(key)
 
