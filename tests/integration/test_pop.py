@@ -504,11 +504,11 @@ async def test_ack_just_before_the_invisible_time_ends_sticks(cluster):
     p = PopClient(c.addr, "broker-a", c.client)
     await fill(c, "PopE", 5, queues=1)
     got = []
-    for _ in range(5):  # five checkpoints, each acked 100 ms before its revive time
-        r = await p.pop(G, "PopE", max_nums=1, invisible_ms=1000)
+    for _ in range(5):  # five checkpoints, each acked 300 ms before its revive time
+        r = await p.pop(G, "PopE", max_nums=1, invisible_ms=2000)
         got.append((r.pop_time, r.messages[0]))
     for pop_time, m in got:
-        await asyncio.sleep(max(0.0, (pop_time + 900) / 1000 - time.time()))
+        await asyncio.sleep(max(0.0, (pop_time + 1700) / 1000 - time.time()))
         assert (await p.ack(G, "PopE", handle_of(m))).code == RC.SUCCESS
     r = await p.pop(G, "PopE", invisible_ms=1000, poll_ms=1500)
     assert r.code == RC.POLLING_TIMEOUT, [m.body for m in r.messages]
