@@ -221,6 +221,7 @@ class BrokerConfig:
     enableRetryTopicV2: bool = False
     popResponseReturnActualRetryTopic: bool = False
     popPollingMaxWaiters: int = 100000  # rmq's bound on held pops (POLLING_FULL past it)
+    serverLoadBalancerEnable: bool = True  # QUERY_ASSIGNMENT balances the queues
 
     def register_period_ms(self) -> int:
         """The effective re-registration period: clamped to 10-60 s as 4.9.8 does."""

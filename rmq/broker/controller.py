@@ -107,8 +107,8 @@ MESSAGING_PROCESSORS: tuple[ProcessorSpec, ...] = (
     ProcessorSpec("ack", "AckMessageProcessor",
                   (R.ACK_MESSAGE, R.BATCH_ACK_MESSAGE, R.CHANGE_MESSAGE_INVISIBLETIME),
                   "consumer_manager"),
-    ProcessorSpec("query_assignment", "QueryAssignmentProcessor", (R.SET_MESSAGE_REQUEST_MODE,),
-                  "admin"),
+    ProcessorSpec("query_assignment", "QueryAssignmentProcessor",
+                  (R.QUERY_ASSIGNMENT, R.SET_MESSAGE_REQUEST_MODE), "admin"),
 )
 
 # request queue name -> the BrokerConfig capacity property (None: unbounded in 4.9.8)

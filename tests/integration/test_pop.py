@@ -529,3 +529,38 @@ async def test_graceful_restart_keeps_checkpoints(cluster):
     back = await pop_all(p, "PopG", 2, 4000, timeout=15)
     assert time.monotonic() - popped_at >= 3.9
     assert sorted(m.body for m in back) == sorted(m.body for m in got[2:])
+
+
+@pytest.mark.timeout(60)
+async def test_query_assignment_follows_the_consume_mode(cluster):
+    c = cluster
+    from rmq.remoting import RemotingClient, RemotingCommand
+
+    await c.create_topic("PopQ", queues=4)
+    other = RemotingClient()  # a second connection: a second client of the group
+    for cid, client in (("127.0.0.1@A", c.client), ("127.0.0.1@B", other)):
+        hb = {"clientID": cid, "producerDataSet": [], "consumerDataSet": [{
+            "groupName": G, "consumeType": 1, "messageModel": "CLUSTERING",
+            "consumeFromWhere": 0, "subscriptionDataSet": [
+                {"topic": "PopQ", "subString": "*", "subVersion": "1"}]}]}
+        r = await client.invoke(c.addr, RemotingCommand.create_request(
+            R.HEART_BEAT, None, orjson.dumps(hb)), 5000)
+        assert r.code == RC.SUCCESS
+
+    async def assignment() -> list[tuple[int, str]]:
+        r = await c.call(R.QUERY_ASSIGNMENT, None, orjson.dumps({
+            "topic": "PopQ", "consumerGroup": G, "clientId": "127.0.0.1@A",
+            "strategyName": "AVG", "messageModel": "CLUSTERING"}))
+        assert r.code == RC.SUCCESS, r.remark
+        return sorted((a["messageQueue"]["queueId"], a["mode"])
+                      for a in orjson.loads(r.body)["messageQueueAssignments"])
+
+    assert await assignment() == [(0, "PULL"), (1, "PULL")]  # half of the 4 queues
+    r = await c.call(R.SET_MESSAGE_REQUEST_MODE, None, orjson.dumps({
+        "topic": "PopQ", "consumerGroup": G, "mode": "POP", "popShareQueueNum": 0}))
+    assert r.code == RC.SUCCESS
+    assert await assignment() == [(-1, "POP")]  # pop from every queue
+    r = await c.call(R.SET_MESSAGE_REQUEST_MODE, None, orjson.dumps({
+        "topic": "%RETRY%x", "consumerGroup": G, "mode": "POP"}))
+    assert r.code == RC.NO_PERMISSION
+    await other.close()
