@@ -376,6 +376,10 @@ class PopReviveService:
 
 
 _TAG_CODES = {t: mc.tags_string_to_code(t) for t in (CK_TAG, ACK_TAG, BATCH_ACK_TAG)}
+# a revive record carries its tag only: the properties text is made once per tag
+_RECORD_PROPS = {t: ({mc.PROPERTY_TAGS: t},
+                     message_properties_to_string({mc.PROPERTY_TAGS: t}))
+                 for t in (CK_TAG, ACK_TAG, BATCH_ACK_TAG)}
 
 
 async def put_revive_record(controller: Any, topic: str, qid: int,
@@ -383,14 +387,12 @@ async def put_revive_record(controller: Any, topic: str, qid: int,
     """A ck or ack record into revive queue ``qid``; True once stored."""
     if isinstance(record, PopCheckPoint):
         body, tag = record.encode(), CK_TAG
-        keys = f"{record.topic}{record.cid}{record.queue_id}{record.start_offset}"
     else:
         body, tag = record.encode()
-        keys = f"{record.topic}{record.group}{record.queue_id}{record.start_offset}"
-    props = {mc.PROPERTY_TAGS: tag, mc.PROPERTY_KEYS: keys}
+    props, text = _RECORD_PROPS[tag]
     store = controller.message_store
     msg = MessageExtBrokerInner(
-        topic, qid, 0, body, props, message_properties_to_string(props),
-        _TAG_CODES[tag], 0, now_ms(), store.store_host, store.store_host, 0, 0)
+        topic, qid, 0, body, dict(props), text, _TAG_CODES[tag], 0, now_ms(),
+        store.store_host, store.store_host, 0, 0)
     result = await store.async_put_message(msg)
     return result is not None and result.status.name == "PUT_OK"
