@@ -296,11 +296,11 @@ class PopMessageProcessor:
                 return
             if orderly:
                 counts = self.ctx.order.on_pop(key, offsets, pop_time, invisible)
-                total = 0
-                for o in offsets:
-                    append_info(out.order_info, read_topic, order_offset_key(qid, o), counts[o])
-                    total += counts[o]
-                append_info(out.order_info, read_topic, qid, total)
+                for o in offsets:  # 5.3.3 lists the offsets popped before only
+                    if counts[o] > 0:
+                        append_info(out.order_info, read_topic, order_offset_key(qid, o),
+                                    counts[o])
+                append_info(out.order_info, read_topic, qid, min(counts.values()))
             else:
                 ck = PopCheckPoint(read_topic, group, qid, offset, pop_time, invisible,
                                    [o - offset for o in offsets], self.bc.brokerName)
