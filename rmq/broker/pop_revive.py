@@ -203,8 +203,10 @@ class PopReviveService:
                 return
             try:
                 if result.status.name != "FOUND":
-                    if result.next_begin_offset > offset and result.message_count == 0:
-                        offset = result.next_begin_offset  # past a removed stretch
+                    if result.next_begin_offset != offset and result.next_begin_offset >= 0:
+                        # past a removed stretch, or back to the end of a queue that
+                        # is shorter than the kept offset (a store replaced)
+                        offset = result.next_begin_offset
                         self.read_offsets[qid] = offset
                         continue
                     return

@@ -564,3 +564,29 @@ async def test_query_assignment_follows_the_consume_mode(cluster):
         "topic": "%RETRY%x", "consumerGroup": G, "mode": "POP"}))
     assert r.code == RC.NO_PERMISSION
     await other.close()
+
+
+@pytest.mark.timeout(90)
+async def test_offsets_past_a_replaced_store_are_corrected(cluster):
+    """consumerOffset.json kept while the commit log and consume queues are
+    gone: pops and the revive service go on from the store's end."""
+    import shutil
+
+    c = cluster
+    await c.create_topic("PopW", queues=1)
+    p = PopClient(c.addr, "broker-a", c.client)
+    await fill(c, "PopW", 3, queues=1)
+    for m in await pop_all(p, "PopW", 3, 2000):
+        await p.ack(G, "PopW", handle_of(m))
+    assert c.broker.stop() == 0
+    store = c.tmp / "store-broker-a"
+    for d in ("commitlog", "consumequeue", "index"):
+        shutil.rmtree(store / d, ignore_errors=True)
+    (store / "checkpoint").unlink(missing_ok=True)
+    c.start_broker()
+    await c.wait_routable("PopW")
+    await fill(c, "PopW", 2, queues=1)
+    got = await pop_all(p, "PopW", 2, 1000, timeout=10)
+    assert sorted(m.body for m in got) == [b"m0", b"m1"]
+    back = await pop_all(p, "PopW", 2, 1000, timeout=10)  # not acked: revived
+    assert sorted(m.body for m in back) == [b"m0", b"m1"]

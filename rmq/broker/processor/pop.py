@@ -291,7 +291,9 @@ class PopMessageProcessor:
                 result.release()
             com = self.c.consumer_offset_manager
             if not offsets:
-                if next_offset > offset and not orderly:  # everything filtered out
+                # everything filtered out, or the offset corrected (a store newer
+                # than the offsets): go on from where the store says
+                if next_offset != offset and next_offset >= 0 and (not orderly or not found):
                     com.commit_offset("pop", group, read_topic, qid, next_offset)
                 return
             if orderly:
