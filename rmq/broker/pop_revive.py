@@ -115,8 +115,8 @@ class PopReviveService:
         self.heap: list[tuple[int, int, str]] = []
         self._seq = 0
         self._wake = asyncio.Event()
-        self._dirty: set[int] = set()  # revive queues with arrivals since the last read
-        self._last_full_read = 0.0
+        self.applied: dict[int, set[int]] = {}  # records applied when written, not read yet
+        self._next_wake_ms = 0
         self._task: asyncio.Task | None = None
         self.loaded = False
         self.revived = 0  # messages re-put (metrics)
@@ -130,7 +130,6 @@ class PopReviveService:
                 self.topic, self.queue_num, mc.PERM_READ | mc.PERM_WRITE, 0)
 
     async def start(self) -> None:
-        self.c.message_arriving_listeners.append(self._on_arriving)
         self.ensure_loaded()
         self._task = asyncio.get_running_loop().create_task(self._run(), name="popRevive")
 
@@ -155,35 +154,44 @@ class PopReviveService:
             self._task = None
         self.commit_revive_offsets()
 
-    def _on_arriving(self, topic: str, queue_id: int = -1, *_args: Any) -> None:
-        if topic == self.topic:
-            self._dirty.add(queue_id)
-            self._wake.set()
+    async def write(self, qid: int, record: PopCheckPoint | AckMsg) -> bool:
+        """Store a ck or ack record and apply it at once: this broker writes
+        every record of its revive queues, so the queues are read back only
+        after a restart (and once a second for safety; what was applied here is
+        skipped there)."""
+        offset = await put_revive_record(self.c, self.topic, qid, record)
+        if offset is None:
+            return False
+        if offset >= self.read_offsets.get(qid, 0):  # not read back yet
+            self.applied.setdefault(qid, set()).add(offset)
+            if isinstance(record, PopCheckPoint):
+                self.add_ck(record, qid, offset)
+                if record.revive_time < self._next_wake_ms:
+                    self._wake.set()  # due before the service would look again
+            else:
+                self.apply_ack(record)
+        return True
 
     def wake(self) -> None:
         self._wake.set()
 
     async def _run(self) -> None:
+        last_read = 0.0
         while True:
             try:
-                if time.monotonic() - self._last_full_read >= IDLE_WAKE_S:
-                    self._dirty.clear()
+                if time.monotonic() - last_read >= IDLE_WAKE_S:
                     self.read_all()
-                    self._last_full_read = time.monotonic()
-                else:  # only the queues that got records
-                    dirty, self._dirty = self._dirty, set()
-                    for qid in dirty:
-                        if 0 <= qid < self.queue_num:
-                            self.read_queue(qid)
+                    last_read = time.monotonic()
                 await self.revive_due()
                 self.commit_revive_offsets()
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("PopReviveService round failed")
-            timeout = IDLE_WAKE_S
+            timeout = max(0.0, IDLE_WAKE_S - (time.monotonic() - last_read))
             if self.heap:
                 timeout = min(timeout, max(0.0, (self.heap[0][0] - now_ms()) / 1000))
+            self._next_wake_ms = now_ms() + int(timeout * 1000)
             self._wake.clear()
             try:
                 await asyncio.wait_for(self._wake.wait(), timeout)
@@ -210,8 +218,12 @@ class PopReviveService:
                         self.read_offsets[qid] = offset
                         continue
                     return
+                applied = self.applied.get(qid)
                 for buf, at in zip(result.message_buffers, result.message_queue_offsets,
                                    strict=True):
+                    if applied and at in applied:
+                        applied.discard(at)  # applied when it was written
+                        continue
                     self._apply(qid, at, buf)
                 offset = result.next_begin_offset
                 self.read_offsets[qid] = offset
@@ -363,7 +375,7 @@ class PopReviveService:
         ck = entry.ck
         ack = AckMsg(ck.topic, ck.cid, ck.queue_id, ck.start_offset, ck.pop_time,
                      ck.broker_name, offsets)
-        await put_revive_record(self.c, self.topic, entry.revive_qid, ack)
+        await self.write(entry.revive_qid, ack)
 
     # ---- the persisted revive offset ---------------------------------------------
     def commit_revive_offsets(self) -> None:
@@ -385,8 +397,9 @@ _RECORD_PROPS = {t: ({mc.PROPERTY_TAGS: t},
 
 
 async def put_revive_record(controller: Any, topic: str, qid: int,
-                            record: PopCheckPoint | AckMsg) -> bool:
-    """A ck or ack record into revive queue ``qid``; True once stored."""
+                            record: PopCheckPoint | AckMsg) -> int | None:
+    """A ck or ack record into revive queue ``qid``; its queue offset once
+    stored, None when the store refused it."""
     if isinstance(record, PopCheckPoint):
         body, tag = record.encode(), CK_TAG
     else:
@@ -397,4 +410,6 @@ async def put_revive_record(controller: Any, topic: str, qid: int,
         topic, qid, 0, body, dict(props), text, _TAG_CODES[tag], 0, now_ms(),
         store.store_host, store.store_host, 0, 0)
     result = await store.async_put_message(msg)
-    return result is not None and result.status.name == "PUT_OK"
+    if result is None or result.status.name != "PUT_OK" or result.append_result is None:
+        return None
+    return result.append_result.logics_offset

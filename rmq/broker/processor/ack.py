@@ -28,7 +28,6 @@ from rmq.broker.pop_records import (
     PopCheckPoint,
     real_topic,
 )
-from rmq.broker.pop_revive import put_revive_record
 from rmq.broker.processor.pop import ext_int, ext_str, response
 from rmq.common import fastjson
 from rmq.common.codes import RequestCode, ResponseCode
@@ -99,10 +98,7 @@ class AckMessageProcessor:
             return True  # a handle of no revive queue of ours: nothing to cross off
         ack = AckMsg(topic, group, queue_id, info.ck_offset, info.pop_time, info.broker_name,
                      offsets)
-        ok = await put_revive_record(self.c, self.ctx.revive.topic, info.revive_qid, ack)
-        if ok:  # at once in memory too: the revive service may read the record later
-            self.ctx.revive.apply_ack(ack)
-        return ok
+        return await self.ctx.revive.write(info.revive_qid, ack)
 
     # ---- ACK_MESSAGE --------------------------------------------------------------
     async def ack(self, request: RemotingCommand) -> RemotingCommand:
@@ -170,7 +166,7 @@ class AckMessageProcessor:
             else self.ctx.next_revive_qid()
         ck = PopCheckPoint(topic, group, queue_id, offset, now, invisible, [0],
                            self.bc.brokerName)
-        if not await put_revive_record(self.c, self.ctx.revive.topic, qid, ck):
+        if not await self.ctx.revive.write(qid, ck):
             return response(RC.SYSTEM_ERROR, "put ck msg error")
         await self._ack_offsets(group, topic, queue_id, info, [offset])
         return response(RC.SUCCESS, None, {"popTime": str(now), "invisibleTime": str(invisible),

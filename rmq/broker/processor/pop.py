@@ -33,7 +33,6 @@ from rmq.broker.pop_records import (
     retry_topic_v1,
     retry_topic_v2,
 )
-from rmq.broker.pop_revive import put_revive_record
 from rmq.broker.processor.pull import tag_filter
 from rmq.client.heartbeat import EXPRESSION_TAG, build_subscription
 from rmq.common import message as mc
@@ -307,7 +306,7 @@ class PopMessageProcessor:
                 ck = PopCheckPoint(read_topic, group, qid, offset, pop_time, invisible,
                                    [o - offset for o in offsets], self.bc.brokerName)
                 ck.revive_offset = 0
-                if not await put_revive_record(self.c, self.ctx.revive.topic, revive_qid, ck):
+                if not await self.ctx.revive.write(revive_qid, ck):
                     if read_topic == topic:
                         result.release()
                     return  # nothing handed out: the offset stays where it was
