@@ -2,12 +2,14 @@
 
 Every pop writes a checkpoint (ck) to one of the ``reviveQueueNum`` queues of
 the revive topic, every ack an ack record to the same queue (see
-``rmq.broker.pop_records``).  This service reads those queues in order, keeps
-the checkpoints not yet settled in memory, ordered by revive time
-(popTime + invisibleTime), crosses off the offsets their acks name, and when a
-checkpoint's revive time comes re-puts its unacknowledged messages into the
-group's pop retry topic with reconsume times + 1 (the DLQ once the group's
-retryMaxTimes is reached).
+``rmq.broker.pop_records``).  This service keeps the checkpoints not yet
+settled in memory, ordered by revive time (popTime + invisibleTime), crosses
+off the offsets their acks name, and when a checkpoint's revive time comes
+re-puts its unacknowledged messages into the group's pop retry topic with
+reconsume times + 1 (the DLQ once the group's retryMaxTimes is reached).  The
+records this broker writes are applied as they are stored (``write``); the
+queues are read back in order after a restart, and once a second for anything
+written otherwise (what was applied is skipped).
 
 Differences from 5.3.3 (docs/COMPATIBILITY.md): cks are plain records read at
 once, not timer messages due at reviveTime - 1 s, and a ck is revived when
