@@ -102,6 +102,13 @@ MESSAGING_PROCESSORS: tuple[ProcessorSpec, ...] = (
                   (R.LOCK_BATCH_MQ, R.UNLOCK_BATCH_MQ), "admin"),
     ProcessorSpec("end_transaction", "EndTransactionProcessor", (R.END_TRANSACTION,),
                   "end_transaction"),
+    ProcessorSpec("pop", "PopMessageProcessor",
+                  (R.POP_MESSAGE, R.PEEK_MESSAGE, R.NOTIFICATION, R.POLLING_INFO), "pull"),
+    ProcessorSpec("ack", "AckMessageProcessor",
+                  (R.ACK_MESSAGE, R.BATCH_ACK_MESSAGE, R.CHANGE_MESSAGE_INVISIBLETIME),
+                  "consumer_manager"),
+    ProcessorSpec("query_assignment", "QueryAssignmentProcessor",
+                  (R.QUERY_ASSIGNMENT, R.SET_MESSAGE_REQUEST_MODE), "admin"),
 )
 
 # request queue name -> the BrokerConfig capacity property (None: unbounded in 4.9.8)

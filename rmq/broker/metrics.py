@@ -11,8 +11,9 @@ adds them to every data point.
 
 Where rmq has less to go on than 5.3: ``message_type`` is ``normal`` for
 every message (5.3 tells fifo/delay/transaction apart per message);
-``rocketmq_consumer_inflight_messages`` is 0 and ready equals lag (4.9.8
-consumers keep no pull offset on the broker); ``rocketmq_half_messages`` is the
+``rocketmq_consumer_inflight_messages`` counts POP messages popped and not
+yet acked (pull consumers keep no offset of what they pulled on the broker, so
+theirs is 0), lag is ready plus in flight; ``rocketmq_half_messages`` is the
 backlog of the half topic as a whole; ``rocketmq_storage_disk_ratio`` is an
 rmq addition (the commit log disk's used ratio, which 4.9.8's runtime info has).
 """
@@ -156,6 +157,8 @@ class BrokerCollector(Collector):
             ("rocketmq_consumer_queueing_latency", "age of the oldest ready message (ms)")))
         lag, lag_ms, inflight, ready, queueing = families
         com = c.consumer_offset_manager
+        pop = getattr(c, "pop_context", None)
+        popped = pop.inflight() if pop is not None else {}
         for key, queues in list(com.offset_table.items()):
             topic, sep, group = key.partition("@")
             if not sep:
@@ -170,9 +173,10 @@ class BrokerCollector(Collector):
                         oldest = max(oldest, now - ts)
             values = (*base, topic, group, _bool(topic.startswith(T.RETRY_GROUP_TOPIC_PREFIX)),
                       _bool(T.is_system_topic(topic) or is_sys_consumer_group(group)))
-            lag.add_metric(values, behind)
+            n_inflight = popped.get((group, topic), 0)
+            lag.add_metric(values, behind + n_inflight)
             lag_ms.add_metric(values, oldest)
-            inflight.add_metric(values, 0)
+            inflight.add_metric(values, n_inflight)
             ready.add_metric(values, behind)
             queueing.add_metric(values, oldest)
         yield from (lag, lag_ms, inflight, ready, queueing)

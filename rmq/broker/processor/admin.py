@@ -20,7 +20,7 @@ from rmq.broker.configuration import START_ONLY_KEYS
 from rmq.broker.processor.admin_acl import AdminAclSupport
 from rmq.broker.processor.admin_consumer import AdminConsumerSupport
 from rmq.broker.subscription_group_manager import SubscriptionGroupConfig
-from rmq.common import fastjson
+from rmq.common import fastjson, topic_attributes
 from rmq.common.codes import CURRENT_VERSION, RequestCode, ResponseCode
 from rmq.common.java import CURRENT_VERSION_DESC, language_name
 from rmq.common.logging import BROKER_LOGGER_NAME
@@ -163,6 +163,13 @@ class AdminBrokerProcessor(HandlerTableProcessor):
                           f"topicFilterType {h.topicFilterType} is not SINGLE_TAG or MULTI_TAG")
         tc = TopicConfig(h.topic, h.readQueueNums, h.writeQueueNums, h.perm, h.topicFilterType,
                          h.topicSysFlag or 0)
+        old = self.c.topic_config_manager.table.get(h.topic)
+        try:
+            tc.attributes = topic_attributes.alter(
+                old is None, old.attributes if old is not None else {},
+                topic_attributes.parse(h.attributes))
+        except ValueError as exc:
+            return _error(ResponseCode.SYSTEM_ERROR, str(exc))
         self.c.topic_config_manager.update_topic_config(tc)
         await self.c.register_increment_broker_data(tc)
         return _ok()
