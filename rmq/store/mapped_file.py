@@ -485,6 +485,12 @@ class MappedFileQueue:
             else last.file_from_offset + self.mapped_file_size
         return self._create(create_offset)
 
+    def create_at(self, offset: int) -> MappedFile | None:
+        """Make the file starting at ``offset`` now, ahead of the write that
+        needs it (DispatchRoom); None, with ``no_space`` telling whether the
+        disk was full, when it cannot be made."""
+        return self._create(offset)
+
     def _create(self, offset: int) -> MappedFile | None:
         path = self._path_for(offset)
         nxt = self._path_for(offset + self.mapped_file_size)

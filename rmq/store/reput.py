@@ -22,6 +22,7 @@ from rmq.common.topics import SCHEDULE_TOPIC
 from rmq.store import message_codec as codec
 from rmq.store.config import BrokerRole
 from rmq.store.dispatch import dispatch_run
+from rmq.store.dispatch_room import count_keys
 from rmq.store.dledger.entry import BODY_OFFSET as ENTRY_BODY_OFFSET
 from rmq.store.message import MessageExtBrokerInner
 from rmq.store.results import AppendMessageResult
@@ -85,6 +86,9 @@ class ReputMixin:
                 self.reput_from_offset = start + pos
                 if pos < n:
                     break
+            ix = self.index_service
+            if ix is not None and ix.promised and self.reput_from_offset >= cl.get_max_offset():
+                ix.promised = 0  # every put taken is dispatched: no room is owed
 
     def _dispatch_region(self, view, notify: bool) -> tuple[int, bool]:
         """Scan and dispatch the records of one readable region; returns the
@@ -239,7 +243,10 @@ class ReputMixin:
 
     def _build_index(self, topic: str, phy: int, store_ts: int, keys: str | None,
                      uniq: str | None) -> None:
-        if not self.index_service.build_index(topic, phy, store_ts, keys, uniq):
+        ix = self.index_service
+        if ix.promised:  # the room a put kept for these keys is used now
+            ix.promised = max(0, ix.promised - count_keys(keys, uniq))
+        if not ix.build_index(topic, phy, store_ts, keys, uniq):
             if self.index_service.no_space:
                 self.mark_no_space("index")
                 raise DispatchStalled
