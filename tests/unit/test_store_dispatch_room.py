@@ -17,8 +17,8 @@ from rmq.common.topics import SCHEDULE_TOPIC
 from rmq.store import DefaultMessageStore, GetMessageStatus, MessageExtBatch, PutMessageStatus
 from rmq.store.checkpoint import StoreCheckpoint
 from rmq.store.index import FLUSH_THREAD_NAME, IndexService
-from rmq.store.message_codec import decode_message
 from rmq.store.inspect import inspect_store
+from rmq.store.message_codec import decode_message
 from tests.unit.test_store_basic import HOST, make_msg, small_config
 
 CQ_FILE = 20 * 64  # small_config: 64 entries a consume-queue file
