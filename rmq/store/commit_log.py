@@ -265,9 +265,11 @@ class CommitLog:
     def _writable_file(self) -> MappedFile | None:
         return self.mfq.get_last_mapped_file(0, need_create=True)
 
-    def dispatch_room_for(self, msg: MessageExtBrokerInner, queue_offset: int, counts: bool) -> bool:
+    def dispatch_room_for(self, msg: MessageExtBrokerInner, queue_offset: int, counts: bool,
+                          extra: list[tuple[str, int]] | None = None) -> bool:
         """Under the put lock, before the record is written: the files the
-        message's dispatch needs exist or are made now (DispatchRoom)."""
+        message's dispatch needs exist or are made now (DispatchRoom);
+        ``extra``: the queues of a multi-dispatched message (LMQs)."""
         props = msg.properties
         if msg.sys_flag & mc.TRANSACTION_ROLLBACK_TYPE == mc.TRANSACTION_ROLLBACK_TYPE:
             keys = 0  # a rollback is not indexed
@@ -280,8 +282,11 @@ class CommitLog:
                 real = (props[mc.PROPERTY_REAL_TOPIC], int(props.get(mc.PROPERTY_REAL_QUEUE_ID, "0")))
             except ValueError:
                 real = None
-        return self.store.dispatch_room.reserve(msg.topic, msg.queue_id, queue_offset,
-                                                1 if counts else 0, keys, real)
+        room = self.store.dispatch_room
+        if not room.reserve(msg.topic, msg.queue_id, queue_offset, 1 if counts else 0, keys, real):
+            return False
+        table = self.topic_queue_table
+        return all(room.reserve(q, qid, table.get((q, qid), 0), 1, 0) for q, qid in extra or ())
 
     def zero_ahead(self, mf: MappedFile) -> None:
         """Before an append into ``mf``, under ``put_lock``: keep up to
@@ -372,7 +377,8 @@ class CommitLog:
                         return AppendMessageResult(AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
                 mf = self._writable_file()
                 queue_offset = self.topic_queue_table.get(key, 0) if counts else 0
-                if mf is not None and not self.dispatch_room_for(msg, queue_offset, counts):
+                if mf is not None and not self.dispatch_room_for(
+                        msg, queue_offset, counts, multi_keys if queues is not None else None):
                     return AppendMessageResult(AppendMessageStatus.NO_ROOM_FOR_DISPATCH)
                 if mf is not None and size + 8 > self.file_size - mf.wrote_position:
                     mf = self._end_file(mf)

@@ -135,9 +135,12 @@ class DispatchRoom:
 
     def _refuse(self, key: tuple, what: str, size: int, path: str, no_space: bool) -> None:
         free = free_bytes(path)
-        if no_space:
+        if no_space and free < size:
             self.remark = (f"no space for a new {what} ({_size(size)} needed, "
                            f"{_size(free) if free >= 0 else 'unknown'} free)")
+        elif no_space:  # EDQUOT, EFBIG: the disk has room, a limit said no
+            self.remark = (f"no room for a new {what} ({_size(size)} needed, {_size(free)} free "
+                           "on the disk: a quota or file size limit refused it)")
         else:
             self.remark = f"a new {what} could not be created (see store.log)"
         if key not in self._refused:

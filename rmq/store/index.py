@@ -299,7 +299,9 @@ class IndexService:
         ``keys`` more entries; False (``no_space`` says whether the disk was
         full) when it cannot be made."""
         if self.keys_fit(keys) or self._spare is not None:
-            return True  # a message with more keys than a whole file takes is indexed in part
+            # one file is made ahead at most: more keys than it and the current
+            # one take (a dispatch lagging by a whole file) get theirs at dispatch
+            return True
         return self._new_file(ahead=True) is not None
 
     def _last_writable(self) -> IndexFile | None:
@@ -330,8 +332,8 @@ class IndexService:
         f.init_header(end_phy, end_ts)
         with self._lock:
             self.files = self.files + [f]
-        if ahead:
-            self._spare = f
+        if ahead and last is not None and not last.is_write_full():
+            self._spare = f  # waits for the current file to fill
         elif last is not None:
             self._start_flush(last)
         return f

@@ -87,7 +87,8 @@ class ReputMixin:
                 if pos < n:
                     break
             ix = self.index_service
-            if ix is not None and ix.promised and self.reput_from_offset >= cl.get_max_offset():
+            if ix is not None and ix.promised and not self.config.enableDLegerCommitLog and \
+                    self.reput_from_offset >= cl.mfq.get_max_wrote_position():
                 ix.promised = 0  # every put taken is dispatched: no room is owed
 
     def _dispatch_region(self, view, notify: bool) -> tuple[int, bool]:

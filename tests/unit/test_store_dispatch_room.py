@@ -65,8 +65,8 @@ def test_no_consume_queue_file_refuses_the_put_and_stores_nothing(tmp_path, capl
             for i in range(3):
                 r = s.put_message(make_msg(10 + i, topic="U"))
                 assert r.status is NA
-                assert r.remark.startswith("no space for a new consume queue file of U-0 (1.2 KiB needed, ")
-                assert r.remark.endswith(" free)")
+                assert r.remark.startswith("no room for a new consume queue file of U-0 (1.2 KiB needed, ")
+                assert r.remark.endswith("a quota or file size limit refused it)")
             assert s.get_max_phy_offset() == end  # nothing of it stored
             assert ("U", 0) not in s.commit_log.topic_queue_table
             assert not s.running_flags.is_disk_full()  # other queues go on
@@ -146,7 +146,7 @@ def test_no_index_file_refuses_the_put(tmp_path):
             assert s.put_message(make_msg(84)).is_ok()  # the last three
             r = s.put_message(make_msg(85))
             assert r.status is NA
-            assert r.remark.startswith("no space for a new index file (5.3 KiB needed, ")
+            assert r.remark.startswith("no room for a new index file (5.3 KiB needed, ")
             assert s.put_message(make_msg(86)).status is NA
         assert s.put_message(make_msg(85)).is_ok()
         assert len(s.index_service.files) == 2
@@ -184,3 +184,46 @@ def test_an_index_file_made_ahead_holds_the_same_bytes(tmp_path):
             t.join(10)
     ix.shutdown()
     checkpoint.shutdown()
+
+
+def test_a_multi_dispatched_put_needs_each_extra_queue(tmp_path):
+    s = open_store(tmp_path, enableMultiDispatch=True, enableLmq=True)
+
+    def multi(i: int):
+        return make_msg(i, topic="Parent", extra={"INNER_MULTI_DISPATCH": "%LMQ%a,%LMQ%b"})
+
+    try:
+        assert s.put_message(make_msg(0, topic="Parent")).is_ok()  # Parent-0 has its file
+        end = s.get_max_phy_offset()
+        with file_size_limit(CQ_FILE - 1):
+            r = s.put_message(multi(1))
+            assert r.status is NA and "consume queue file of %LMQ%a-0" in r.remark
+        assert s.get_max_phy_offset() == end
+        assert s.put_message(multi(2)).is_ok()
+        assert queue_bodies(s, "%LMQ%b", 0) == [multi(2).body]
+    finally:
+        s.shutdown()
+
+
+def test_room_is_kept_for_keys_not_dispatched_yet(tmp_path):
+    """With a transient store pool dispatch runs after the commit: the keys of
+    puts taken but not dispatched count against the index file's room."""
+    s = open_store(tmp_path, transientStorePoolEnable=True, transientStorePoolSize=3,
+                   commitIntervalCommitLog=600_000)
+    try:
+        assert s.put_message(make_msg(0)).is_ok()
+        with file_size_limit(INDEX_FILE - 1):
+            for i in range(1, 85):  # 85 x 3 keys: the first index file's 255 entries
+                assert s.put_message(make_msg(i)).is_ok()
+            assert s.get_max_offset_in_queue("T", 0) < 85  # not all dispatched yet
+            r = s.put_message(make_msg(85))
+            assert r.status is NA and "index file" in r.remark
+        mfq = s.commit_log.mfq
+        while not mfq.commit(0):
+            pass
+        s.do_reput()
+        assert s.get_max_offset_in_queue("T", 0) == 85
+        assert s.index_service.promised == 0
+        assert len(queue_bodies(s, "T", 0)) == 85
+    finally:
+        s.shutdown()
