@@ -289,8 +289,10 @@ class IndexService:
         if not files:
             return False
         last = files[-1]
+        if last is not self._spare:  # the usual case (a file's count is at least 1)
+            return _INT.unpack_from(last.mf.view, 36)[0] + keys + self.promised <= self.max_index
         room = self.max_index - max(_INT.unpack_from(last.mf.view, 36)[0], 1)
-        if last is self._spare and len(files) >= 2:
+        if len(files) >= 2:
             room += max(0, self.max_index - max(_INT.unpack_from(files[-2].mf.view, 36)[0], 1))
         return keys + self.promised <= room
 
@@ -353,7 +355,9 @@ class IndexService:
         unfinished, self._unfinished = self._unfinished, None
         if unfinished is not None and unfinished[0] == phy_offset:
             at = unfinished[1]
-        f = self._last_writable()
+        files = self.files
+        # the last file as before (a full one rolls below), unless it was made ahead
+        f = files[-1] if files and files[-1] is not self._spare else self._last_writable()
         if f is None:
             self._unfinished = (phy_offset, at)
             return False
