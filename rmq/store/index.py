@@ -399,7 +399,8 @@ class IndexService:
         """Index files (never the newest) entirely below ``offset`` go."""
         files = self.files
         victims = []
-        for f in files[:-1]:
+        keep = 2 if files and files[-1] is self._spare else 1  # the current file stays
+        for f in files[:-keep]:
             if f.end_phy_offset < offset:
                 victims.append(f)
             else:
