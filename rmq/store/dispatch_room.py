@@ -121,7 +121,7 @@ class DispatchRoom:
             if mfq.create_at(offset) is None:
                 what = f"consume queue file of {cq.topic}-{cq.queue_id}"
                 self._refuse(("cq", cq.topic, cq.queue_id), what, cq.file_size,
-                             mfq.store_paths[0], mfq.no_space)
+                             mfq.store_paths[0], mfq.no_space, mfq.last_error)
                 return False
         self._room_again(("cq", cq.topic, cq.queue_id))
         return True
@@ -130,10 +130,12 @@ class DispatchRoom:
         if ix.make_room(keys):
             self._room_again(("index",))
             return True
-        self._refuse(("index",), "index file", ix.file_size, ix.store_path, ix.no_space)
+        self._refuse(("index",), "index file", ix.file_size, ix.store_path, ix.no_space,
+                     ix.last_error)
         return False
 
-    def _refuse(self, key: tuple, what: str, size: int, path: str, no_space: bool) -> None:
+    def _refuse(self, key: tuple, what: str, size: int, path: str, no_space: bool,
+                error: str) -> None:
         free = free_bytes(path)
         if no_space and free < size:
             self.remark = (f"no space for a new {what} ({_size(size)} needed, "
@@ -145,7 +147,7 @@ class DispatchRoom:
             self.remark = f"a new {what} could not be created (see store.log)"
         if key not in self._refused:
             self._refused.add(key)
-            log.error("puts refused: %s", self.remark)
+            log.error("puts refused: %s (%s)", self.remark, error)
 
     def _room_again(self, key: tuple) -> None:
         if key in self._refused:

@@ -219,6 +219,7 @@ class IndexService:
         # dispatch retries the record, and the keys already written are not added twice
         self._unfinished: tuple[int, int] | None = None
         self.file_size = index_file_size(max_slots, max_index)
+        self.last_error = ""  # why the last file creation failed
         # the next file, made ahead by a put whose keys the current one cannot
         # all take (DispatchRoom); it becomes current when that one is full
         self._spare: IndexFile | None = None
@@ -327,7 +328,9 @@ class IndexService:
         try:
             f = IndexFile(path, self.max_slots, self.max_index)
         except OSError as e:
-            log.error("create index file %s failed: %s", path, e)
+            self.last_error = f"create index file {path} failed: {e}"
+            if not ahead:  # a put making it ahead is refused, and says so once (DispatchRoom)
+                log.error("%s", self.last_error)
             self.no_space = e.errno in NO_ROOM
             return None
         self.no_space = False

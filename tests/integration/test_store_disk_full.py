@@ -240,7 +240,12 @@ def payload(tag: str, i: int, size: int = BODY) -> bytes:
 
 
 def refusal_lines(tmp: Path, queue: int) -> int:
-    return store_log_text(tmp).count(f"consume queue file of {DF_TOPIC}-{queue} (")
+    """store.log lines about the queue's missing file (the refusal, with the
+    failed creation's error in it)."""
+    text = store_log_text(tmp)
+    lines = [ln for ln in text.splitlines() if f"consume queue file of {DF_TOPIC}-{queue} (" in ln
+             or f"consumequeue/{DF_TOPIC}/{queue}/" in ln]
+    return len(lines)
 
 
 @pytest.mark.timeout(120)
