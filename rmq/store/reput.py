@@ -15,6 +15,7 @@ transient-pool commits).
 from __future__ import annotations
 
 import logging
+import struct
 import threading
 
 from rmq.common import message as mc
@@ -29,6 +30,7 @@ from rmq.store.results import AppendMessageResult
 
 log = logging.getLogger("store")
 
+_INDEX_COUNT = struct.Struct(">i")  # an index file's entry count, at byte 36 of its header
 _TX_MASK = mc.TRANSACTION_ROLLBACK_TYPE  # transaction bits of sysFlag
 _TX_NOT = mc.TRANSACTION_NOT_TYPE
 _TX_COMMIT = mc.TRANSACTION_COMMIT_TYPE
@@ -160,11 +162,13 @@ class ReputMixin:
             return pos
         index = None
         cfg = self.config
+        used = 0
         if cfg.messageIndexEnable:
             f = self.index_service.writable_file()
             if f is None:
                 return pos
             index = f.mf.view
+            used = _INDEX_COUNT.unpack_from(index, 36)[0]
         topic_b = self._topic_bytes.get(topic)
         if topic_b is None:
             topic_b = self._topic_bytes[topic] = topic.encode("utf-8")
@@ -173,6 +177,9 @@ class ReputMixin:
             cq.max_physic_offset, index, cfg.maxHashSlotNum, cfg.maxIndexNum,
         )
         if count:
+            ix = self.index_service
+            if index is not None and ix.promised:  # the keys written used the room kept for them
+                ix.promised = max(0, ix.promised - (_INDEX_COUNT.unpack_from(index, 36)[0] - used))
             mf.wrote_position = mf.committed_position = cq_pos
             cq.max_physic_offset = max_phy
             qoff, tags_code, store_ts = last
