@@ -13,12 +13,14 @@ import threading
 
 from rmq.client.codec import encode_batch
 from rmq.client.message import Message
+from rmq.common.message_id import socket_address_bytes
 from rmq.common.topics import SCHEDULE_TOPIC
 from rmq.store import DefaultMessageStore, GetMessageStatus, MessageExtBatch, PutMessageStatus
 from rmq.store.checkpoint import StoreCheckpoint
 from rmq.store.index import FLUSH_THREAD_NAME, IndexService
 from rmq.store.inspect import inspect_store
 from rmq.store.message_codec import decode_message
+from rmq.store.single_put import put_single
 from tests.unit.test_store_basic import HOST, make_msg, small_config
 
 CQ_FILE = 20 * 64  # small_config: 64 entries a consume-queue file
@@ -225,5 +227,34 @@ def test_room_is_kept_for_keys_not_dispatched_yet(tmp_path):
         assert s.get_max_offset_in_queue("T", 0) == 85
         assert s.index_service.promised == 0
         assert len(queue_bodies(s, "T", 0)) == 85
+    finally:
+        s.shutdown()
+
+
+def test_the_fast_single_put_leaves_a_full_index_file_to_the_general_put(tmp_path):
+    s = open_store(tmp_path, mappedFileSizeConsumeQueue=20 * 1000)  # one consume-queue file
+    born = socket_address_bytes(("10.0.0.1", 5000))
+    stored = "KEYS\x01k common\x02UNIQ_KEY\x01" + "AB" * 16
+
+    def fast(i: int):
+        return put_single(s, "T", b"T", 0, 0, b"fast-%d" % i, "k common", "AB" * 16, stored,
+                          0, 0, 1, born, 0)
+
+    try:
+        assert s.put_message(make_msg(0)).is_ok()  # T-0 exists: the fast path takes it
+        for i in range(1, 85):
+            assert fast(i) is not None
+        with file_size_limit(INDEX_FILE - 1):
+            assert fast(85) is None  # no index room: nothing done here
+            r = s.put_message(make_msg(85))
+            assert r.status is NA and "index file" in r.remark
+        assert fast(85) is None
+        assert s.put_message(make_msg(85)).is_ok()  # makes the next file ahead
+        assert fast(86) is not None
+        assert len(queue_bodies(s, "T", 0)) == 87
+        assert len(s.index_service.files) == 2 and s.reput_from_offset == s.get_max_phy_offset()
+        found = s.query_message("T", "key85", 8, 0, 2**62)
+        assert len(found.message_buffers) == 1
+        found.release()
     finally:
         s.shutdown()
