@@ -52,6 +52,8 @@ class AppendMessageStatus(enum.Enum):
     MESSAGE_SIZE_EXCEEDED = 2
     PROPERTIES_SIZE_EXCEEDED = 3
     UNKNOWN_ERROR = 4
+    # rmq: a file the message's dispatch needs could not be made (DispatchRoom)
+    NO_ROOM_FOR_DISPATCH = 5
 
 
 @dataclass(slots=True)
@@ -99,6 +101,7 @@ class PutMessageResult:
     status: PutMessageStatus
     append_result: AppendMessageResult | None = None
     quorum: object = None  # DLedger: the future of the put's quorum acknowledgement
+    remark: str = ""  # why a put was refused, when the status alone does not say it
 
     def is_ok(self) -> bool:
         return self.append_result is not None and self.append_result.is_ok()
