@@ -191,11 +191,22 @@ def reply_to(request: dict, code: int | None = None, term: int | None = None,
     return obj
 
 
-def failure(request: dict, code: int, leader_id: str | None) -> dict:
+# The fields a response class adds to RequestOrResponse, at their Java
+# defaults: fastjson writes them even on a refusal.
+_RESPONSE_DEFAULTS: dict[int, dict] = {
+    RequestCode.VOTE: {"voteResult": VoteResult.UNKNOWN},
+    RequestCode.PUSH: {"beginIndex": 0, "endIndex": 0, "count": 0},
+    RequestCode.APPEND: {"index": -1, "pos": -1},
+    RequestCode.GET: {"entries": []},
+}
+
+
+def failure(request: dict, code: int, leader_id: str | None, request_code: int) -> dict:
     """What a DLedgerServer handler answers on a DLedgerException (a wrong
-    remoteId or group, NOT_LEADER...): the request's base info, the code and
-    this node's leader."""
-    return reply_to(request, code, leaderId=leader_id)
+    remoteId or group, NOT_LEADER...): a new response of the request's type
+    with the request's base info, the code and this node's leader."""
+    return reply_to(request, code, leaderId=leader_id,
+                    **_RESPONSE_DEFAULTS.get(request_code, {}))
 
 
 def bare(code: int = Code.SUCCESS, term: int = -1) -> dict:

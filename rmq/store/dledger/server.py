@@ -156,7 +156,7 @@ class DLedgerServer:
         ms = self.member_state
         wrong = self._check_target(req)
         if wrong is not None:
-            return failure(req, wrong, ms.leader_id)
+            return failure(req, wrong, ms.leader_id, code)
         if code == RequestCode.HEART_BEAT:
             return self.elector.handle_heartbeat(req)
         if code == RequestCode.VOTE:
@@ -173,32 +173,33 @@ class DLedgerServer:
             return self._handle_get(req)
         if code == RequestCode.LEADERSHIP_TRANSFER:
             return await self._handle_leadership_transfer(req)
-        return failure(req, Code.UNSUPPORTED, ms.leader_id)
+        return failure(req, Code.UNSUPPORTED, ms.leader_id, code)
 
     async def _handle_append(self, req: dict) -> dict:
         ms = self.member_state
         if not ms.is_leader():
-            return failure(req, Code.NOT_LEADER, ms.leader_id)
+            return failure(req, Code.NOT_LEADER, ms.leader_id, RequestCode.APPEND)
         if ms.transferee is not None:
-            return failure(req, Code.LEADER_TRANSFERRING, ms.leader_id)
+            return failure(req, Code.LEADER_TRANSFERRING, ms.leader_id, RequestCode.APPEND)
         term = ms.curr_term
         try:
             entry = await self.append(base64.b64decode(req.get("body") or b""))
         except DLedgerError as exc:
             if exc.code == Code.NOT_LEADER:
-                return failure(req, exc.code, ms.leader_id)
+                return failure(req, exc.code, ms.leader_id, RequestCode.APPEND)
             return append_response(ms.group, term, ms.self_id, exc.code)
         return append_response(ms.group, entry.term, ms.self_id, Code.SUCCESS, entry.index,
                                entry.pos)
 
     def _handle_get(self, req: dict) -> dict:
+        """One entry, answered as 0.3.1.2's leader answers.  A follower serves
+        it too (0.3.1.2 answers NOT_LEADER; its client only asks the leader),
+        which lets an operator read any member's log."""
         ms = self.member_state
-        if not ms.is_leader():
-            return failure(req, Code.NOT_LEADER, ms.leader_id)
         try:
             entry = self.store.get(int(req.get("beginIndex", -1)))
         except DLedgerError as exc:
-            return failure(req, exc.code, ms.leader_id)
+            return failure(req, exc.code, ms.leader_id, RequestCode.GET)
         return {"code": int(Code.SUCCESS), "group": ms.group, "term": -1,
                 "entries": [entry.to_json_obj()]}
 
@@ -210,16 +211,20 @@ class DLedgerServer:
         ms = self.member_state
         term = int(req.get("term", -1))
         transfer_id, transferee = req.get("transferId"), req.get("transfereeId")
+
+        def refuse(code: Code) -> dict:
+            return failure(req, code, ms.leader_id, RequestCode.LEADERSHIP_TRANSFER)
+
         if transfer_id == ms.self_id:  # the leader, asked to hand over
             if not ms.is_peer(transferee):
-                return failure(req, Code.UNKNOWN_MEMBER, ms.leader_id)
+                return refuse(Code.UNKNOWN_MEMBER)
             if term != ms.curr_term:
-                return failure(req, Code.INCONSISTENT_TERM, ms.leader_id)
+                return refuse(Code.INCONSISTENT_TERM)
             if not ms.is_leader():
-                return failure(req, Code.NOT_LEADER, ms.leader_id)
+                return refuse(Code.NOT_LEADER)
             behind = self.store.ledger_end_index - self.pusher.water_mark(term, transferee)
             if behind >= self.config.max_leadership_transfer_wait_index:
-                return failure(req, Code.FALL_BEHIND_TOO_MUCH, ms.leader_id)
+                return refuse(Code.FALL_BEHIND_TOO_MUCH)
             if ms.transferee is not None:
                 return bare(Code.LEADER_TRANSFERRING, ms.curr_term)
             ms.transferee = transferee
@@ -237,11 +242,11 @@ class DLedgerServer:
             return resp
         if transferee == ms.self_id:  # the preferred node, told to take over
             if transfer_id != ms.leader_id:
-                return failure(req, Code.INCONSISTENT_LEADER, ms.leader_id)
+                return refuse(Code.INCONSISTENT_LEADER)
             deadline = time.monotonic() + self.config.leadership_transfer_wait_timeout / 1000
             while int(req.get("takeLeadershipLedgerIndex", 0)) > ms.ledger_end_index:
                 if time.monotonic() > deadline:
-                    return failure(req, Code.TAKE_LEADERSHIP_FAILED, ms.leader_id)
+                    return refuse(Code.TAKE_LEADERSHIP_FAILED)
                 await asyncio.sleep(0.01)
             if term != ms.curr_term:
                 return bare(Code.INCONSISTENT_TERM, ms.curr_term)
