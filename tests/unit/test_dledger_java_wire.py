@@ -92,6 +92,7 @@ class JavaPeer:
         self.script = script
         self.port = free_port()
         self.requests: list[tuple[int, dict, bytes]] = []
+        self.bad_frames: list[bytes] = []  # requests whose header is not a Java node's
         self._server: asyncio.AbstractServer | None = None
 
     async def start(self) -> JavaPeer:
@@ -101,12 +102,15 @@ class JavaPeer:
     async def close(self) -> None:
         self._server.close()
         await self._server.wait_closed()
+        assert not self.bad_frames, self.bad_frames[0]
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while True:
-                _, header, body = await read_frame(reader)
+                frame, header, body = await read_frame(reader)
                 self.requests.append((header["code"], header, body))
+                if frame != java_frame(header["code"], header["opaque"], 0, body)[4:]:
+                    self.bad_frames.append(frame)
                 answer = self.script(header["code"], body)
                 if answer is not None:
                     writer.write(java_frame(200, header["opaque"], 1, answer))
