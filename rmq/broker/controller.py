@@ -578,6 +578,8 @@ class BrokerController:
         log.info("dispatch behind commit log %d bytes", self.message_store.dispatch_behind_bytes())
 
     def _log_slave_diff(self) -> None:
+        if self.ha_service is None:  # a DLedger commit log has no HA service to ask
+            return
         log.info("Slave fall behind master: %d bytes", self.ha_service.slave_fall_behind_much())
 
     def protect_broker(self) -> None:
