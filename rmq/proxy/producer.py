@@ -5,7 +5,8 @@ A send becomes SEND_MESSAGE_V2 to this broker's processor: producer group =
 topic name, the client's queue choice ignored -- a message group picks its
 queue with ``consistentHash(group.hashCode(), n)``, other messages go round
 robin over the writable queues.  A delivery time becomes ``TIMER_DELIVER_MS``
-(plus the 4.x ``DELAY`` level at or above it with ``useDelayLevel``).
+(plus the 4.x ``DELAY`` level at or above it with ``useDelayLevel``, or while
+the store has no timer wheel).
 """
 
 from __future__ import annotations
@@ -63,8 +64,13 @@ class ProducerService:
         return next(self._round_robin) % tc.writeQueueNums
 
     def _delay_levels(self) -> dict[int, int] | None:
-        return self.c.store_config.delay_level_table() if self.c.broker_config.useDelayLevel \
-            else None
+        """The delay levels to map delivery times to: with ``useDelayLevel``, and
+        while the store has no timer wheel (``timerWheelEnable``), so a delayed
+        message is held back by the 4.x schedule -- late, never early."""
+        store = self.c.store_config
+        if self.c.broker_config.useDelayLevel or not getattr(store, "timerWheelEnable", False):
+            return store.delay_level_table()
+        return None
 
     async def send(self, s: ClientSession, request: spb.SendMessageRequest
                    ) -> spb.SendMessageResponse:
