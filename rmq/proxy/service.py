@@ -7,7 +7,8 @@ after the remoting servers, ``shutdown`` before them).  Each call checks the
 metadata (``x-mq-client-id`` required: ``CLIENT_ID_REQUIRED``), runs its
 activity, and answers errors as a response carrying the 5.x status, as
 5.3.3's proxy does.  RPCs this build does not serve answer ``NOT_IMPLEMENTED``
-in their status; a method the service does not define is gRPC
+in their status (so do the consumer RPCs while the broker has no POP
+processors: REQUEST_CODE_NOT_SUPPORTED maps to it); a method the service does not define is gRPC
 ``UNIMPLEMENTED`` and an undecodable request gRPC ``INTERNAL``, both from
 grpcio itself.
 """
@@ -16,13 +17,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import grpc
+from google.protobuf.timestamp_pb2 import Timestamp
 
 from rmq.common.codes import LanguageCode
 from rmq.proxy.clients import ClientRegistry, ClientSession
+from rmq.proxy.consumer import ConsumerService
 from rmq.proxy.local import LocalInvoker
 from rmq.proxy.producer import ProducerService
 from rmq.proxy.route import RouteService
@@ -63,6 +67,7 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
         self.clients = ClientRegistry(controller, self.invoker, local_addr)
         self.route = RouteService(controller, grpc_port)
         self.producer = ProducerService(controller, self.clients)
+        self.consumer = ConsumerService(controller, self.clients)
 
     # ---- plumbing ----------------------------------------------------------------------
     def _session(self, context: grpc.aio.ServicerContext) -> ClientSession:
@@ -128,10 +133,6 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
         rpc.__name__ = name
         return rpc
 
-    ReceiveMessage = None  # replaced below (server streaming)
-    AckMessage = _not_served("AckMessage", spb.AckMessageResponse)
-    ChangeInvisibleDuration = _not_served("ChangeInvisibleDuration",
-                                          spb.ChangeInvisibleDurationResponse)
     ForwardMessageToDeadLetterQueue = _not_served("ForwardMessageToDeadLetterQueue",
                                                   spb.ForwardMessageToDeadLetterQueueResponse)
     RecallMessage = _not_served("RecallMessage", spb.RecallMessageResponse)
@@ -141,9 +142,26 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
     SyncLiteSubscription = _not_served("SyncLiteSubscription", spb.SyncLiteSubscriptionResponse)
     del _not_served
 
-    async def ReceiveMessage(self, request, context):  # noqa: F811 - the streaming form
-        yield spb.ReceiveMessageResponse(status=status(
-            Code.NOT_IMPLEMENTED, "ReceiveMessage is not served by this broker yet"))
+    async def AckMessage(self, request, context):
+        return await self._unary(context, spb.AckMessageResponse,
+                                 lambda s: self.consumer.ack(s, request))
+
+    async def ChangeInvisibleDuration(self, request, context):
+        return await self._unary(context, spb.ChangeInvisibleDurationResponse,
+                                 lambda s: self.consumer.change_invisible(s, request))
+
+    async def ReceiveMessage(self, request, context):
+        """Server streaming: a status, the messages, then the server's time."""
+        async def run(s: ClientSession):
+            remaining = context.time_remaining()
+            return await self.consumer.receive(
+                s, request, None if remaining is None else int(remaining * 1000))
+        answer = await self._unary(context, spb.ReceiveMessageResponse, run)
+        for element in answer if isinstance(answer, list) else [answer]:
+            yield element
+        now = time.time_ns()
+        yield spb.ReceiveMessageResponse(delivery_timestamp=Timestamp(
+            seconds=now // 1_000_000_000, nanos=now % 1_000_000_000 // 1_000_000 * 1_000_000))
 
     async def PullMessage(self, request, context):
         yield spb.PullMessageResponse(status=status(
