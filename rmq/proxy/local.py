@@ -55,6 +55,8 @@ class LocalChannel:
             raise RemotingSendRequestError(self.remote_addr, "channel closed")
         self.last_active = time.monotonic()
         if cmd.flag & RPC_RESPONSE:
+            if type(cmd.body) is list:  # parts a socket write would gather (zero copy)
+                cmd.body = b"".join(cmd.body)
             fut = self._waiting.pop(cmd.opaque, None)
             if fut is not None and not fut.done():
                 fut.set_result(cmd)
