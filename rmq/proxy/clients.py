@@ -50,6 +50,7 @@ PRODUCER_BACKOFF_MULTIPLIER = 2.0
 CONSUMER_BATCH_SIZE = 32
 CONSUMER_LONG_POLLING_MS = 20_000
 TRANSACTION_DATA_EXPIRE_S = 30.0
+SETTINGS_WAIT_S = 3.0
 
 
 def _duration(ms: int) -> Duration:
@@ -76,6 +77,8 @@ class ClientSession:
     outbox: asyncio.Queue | None = None  # the Telemetry stream's commands, while open
     producer_groups: list[str] = field(default_factory=list)
     consumer_group: str | None = None
+    # set once the first Settings arrived (a client's first call may race them)
+    ready: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 class ClientRegistry:
@@ -97,6 +100,16 @@ class ClientRegistry:
             channel.on_request = lambda cmd, s=s: self._from_broker(s, cmd)
             self.sessions[client_id] = s
         return s
+
+    async def wait_settings(self, s: ClientSession, timeout_s: float = SETTINGS_WAIT_S) -> None:
+        """Give a client's Settings a moment to arrive: a SimpleConsumer receives
+        right after opening its Telemetry stream, without waiting for the answer
+        (5.3.3 fails such a call with INTERNAL_SERVER_ERROR)."""
+        if s.settings is None:
+            try:
+                await asyncio.wait_for(s.ready.wait(), timeout_s)
+            except TimeoutError:
+                pass
 
     def settings_of(self, client_id: str) -> pb.Settings | None:
         s = self.sessions.get(client_id)
@@ -133,6 +146,7 @@ class ClientRegistry:
             raise ProxyError(Code.UNRECOGNIZED_CLIENT_TYPE, "settings has neither publishing "
                              "nor subscription")
         s.settings = settings
+        s.ready.set()
         if settings.HasField("publishing"):
             s.producer_groups = [t.name for t in settings.publishing.topics]
         else:

@@ -153,6 +153,7 @@ class ConsumerService:
     async def receive(self, s: ClientSession, request: spb.ReceiveMessageRequest,
                       remaining_ms: int | None) -> list[spb.ReceiveMessageResponse]:
         """The stream's elements: a status, then the messages (or the status only)."""
+        await self.clients.wait_settings(s)
         if s.settings is None or not s.settings.HasField("subscription"):
             raise ProxyError(Code.INTERNAL_SERVER_ERROR, "the client's subscription settings "
                              "are unknown: open the Telemetry stream first")
