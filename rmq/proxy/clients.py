@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +52,7 @@ CONSUMER_BATCH_SIZE = 32
 CONSUMER_LONG_POLLING_MS = 20_000
 TRANSACTION_DATA_EXPIRE_S = 30.0
 SETTINGS_WAIT_S = 3.0
+CLIENT_IDLE_S = 120.0  # ClientHousekeepingService's channel expiry
 
 
 def _duration(ms: int) -> Duration:
@@ -99,6 +101,7 @@ class ClientRegistry:
             s = ClientSession(client_id, channel, language)
             channel.on_request = lambda cmd, s=s: self._from_broker(s, cmd)
             self.sessions[client_id] = s
+        s.channel.last_active = time.monotonic()
         return s
 
     async def wait_settings(self, s: ClientSession, timeout_s: float = SETTINGS_WAIT_S) -> None:
@@ -110,6 +113,17 @@ class ClientRegistry:
                 await asyncio.wait_for(s.ready.wait(), timeout_s)
             except TimeoutError:
                 pass
+
+    def sweep(self, idle_s: float = CLIENT_IDLE_S) -> list[str]:
+        """Forget the clients silent for ``idle_s`` with no Telemetry stream open
+        (gone without NotifyClientTermination); the broker's housekeeping
+        drops their registrations the same way.  Returns their ids."""
+        now = time.monotonic()
+        gone = [s for s in self.sessions.values()
+                if s.outbox is None and now - s.channel.last_active > idle_s]
+        for s in gone:
+            self.drop(s)
+        return [s.client_id for s in gone]
 
     def settings_of(self, client_id: str) -> pb.Settings | None:
         s = self.sessions.get(client_id)

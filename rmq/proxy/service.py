@@ -43,6 +43,7 @@ CLIENT_ID = "x-mq-client-id"
 LANGUAGE = "x-mq-language"
 
 SHUTDOWN_GRACE_S = 3.0
+SWEEP_INTERVAL_S = 60.0
 
 
 def peer_address(context: grpc.aio.ServicerContext) -> str:
@@ -223,6 +224,7 @@ class ProxyService:
         self.port = controller.broker_config.grpcServerPort
         self.server: grpc.aio.Server | None = None
         self.servicer: MessagingServicer | None = None
+        self._sweeper: asyncio.Task | None = None
 
     async def start(self) -> None:
         bc = self.c.broker_config
@@ -244,9 +246,20 @@ class ProxyService:
                           f"grpcServerPort to a free port or enableProxy=false")
         await server.start()
         self.server = server
+        self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
         log.info("gRPC MessagingService listening on port %d", self.port)
 
+    async def _sweep(self) -> None:
+        while True:
+            await asyncio.sleep(SWEEP_INTERVAL_S)
+            gone = self.servicer.clients.sweep()
+            if gone:
+                log.info("gRPC clients gone silent, forgotten: %s", gone)
+
     async def shutdown(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            self._sweeper = None
         if self.servicer is not None:
             self.servicer.clients.close()
         if self.server is not None:
