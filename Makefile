@@ -38,7 +38,12 @@ proto: $(STAMP)
 	.venv-rmq5/bin/pip install -q "rocketmq-python-client==5.1.2"
 	touch $@
 
-rmq5-client: .venv-rmq5/.installed-stamp
+# and Apache's official 5.x Node.js client, pinned by its package-lock.json
+tests/rmq5/node/node_modules: tests/rmq5/node/package-lock.json
+	cd tests/rmq5/node && npm ci --no-audit --no-fund --loglevel=error
+	touch tests/rmq5/node/node_modules
+
+rmq5-client: .venv-rmq5/.installed-stamp tests/rmq5/node/node_modules
 
 run: ext
 	$(PY) -m rmq.tools.quickstart

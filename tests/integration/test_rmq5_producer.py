@@ -1,5 +1,6 @@
 """Apache's official RocketMQ 5.x Python client (PyPI ``rocketmq-python-client``
-5.1.2) against a real rmq-broker's gRPC endpoint: normal, FIFO, delay and
+5.1.2), and its Node.js client (npm ``rocketmq-client-nodejs``), against a real
+rmq-broker's gRPC endpoint: normal, FIFO, delay and
 transactional sends (commit, rollback, and the check-back over Telemetry),
 each message then pulled over remoting as a 4.x client sees it, with tags,
 keys, user properties and the client's message id intact; 5.3.3's statuses for
@@ -178,3 +179,31 @@ async def test_bad_input_gets_5x_statuses(cluster):
         assert r.status.code == pb.OK and len(r.message_queues) == 4
         assert all(q.broker.endpoints.addresses[0].port == cluster.grpc_port
                    for q in r.message_queues)
+
+
+NODE_DIR = ROOT / "tests" / "rmq5" / "node"
+
+
+def node_client() -> Path:
+    """The Node client's directory, its modules installed from npm when missing."""
+    if not (NODE_DIR / "node_modules" / "rocketmq-client-nodejs").exists():
+        subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+                       cwd=NODE_DIR, check=True, timeout=600)
+    return NODE_DIR
+
+
+async def test_node_client_send_is_pulled_by_a_4x_client(cluster):
+    cwd = node_client()
+    done = subprocess.run(["node", "producer.js", f"127.0.0.1:{cluster.grpc_port}", TOPIC, "3"],
+                          cwd=cwd, capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert lines[-1] == {"done": True}, lines
+    receipts = [x["receipt"] for x in lines if "receipt" in x]
+    assert [r["body"] for r in receipts] == ["node-0", "node-1", "node-2"]
+    msgs = await visible(cluster)
+    for i, r in enumerate(receipts):
+        m = msgs[r["body"]]
+        assert m.properties["UNIQ_KEY"] == r["message_id"]
+        assert m.properties["TAGS"] == "TagN" and m.properties["KEYS"] == f"nk{i}"
+        assert m.properties["lang"] == "node"
