@@ -7,7 +7,8 @@ opaque); a request the broker sends to the client over it (a transaction
 check, a consumer-ids change) goes to ``on_request``, which the client's
 session turns into a Telemetry command.  Requests run through
 ``RemotingServer.dispatch``: the same processor table, request queues,
-ACL hook and ``rocketmq_rpc_latency`` timing as remoting requests.
+ACL hook and ``rocketmq_rpc_latency`` timing as remoting requests; under ACL each request
+is signed with the client's account (``rmq.proxy.auth``).
 """
 
 from __future__ import annotations
@@ -17,9 +18,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from rmq.common.codes import LanguageCode
+from rmq.common.codes import LanguageCode, ResponseCode
+from rmq.proxy.auth import refusal, sign
 from rmq.remoting.command import RPC_RESPONSE, RemotingCommand
 from rmq.remoting.exceptions import RemotingSendRequestError, RemotingTimeoutError
+
+# LocalChannel.attrs key: the (access key, secret key) requests are signed with
+CREDENTIALS = "credentials"
 
 
 class LocalChannel:
@@ -98,21 +103,36 @@ class LocalInvoker:
                      language: int = LanguageCode.JAVA) -> RemotingCommand:
         """The processor's response to request ``code``; RemotingTimeoutError
         when none comes within ``timeout_s``."""
-        request = RemotingCommand.create_request(code, None, body)
-        request.ext_fields = {k: v for k, v in ext.items() if v is not None}
+        request = self._request(channel, code, ext, body)
         request.language = language
         fut = channel.expect(request.opaque)
         self.server.dispatch(channel, request)
         try:
-            return await asyncio.wait_for(fut, timeout_s)
+            response = await asyncio.wait_for(fut, timeout_s)
         except TimeoutError:
             raise RemotingTimeoutError(channel.remote_addr, int(timeout_s * 1000)) from None
         finally:
             channel.forget(request.opaque)
+        if response.code == ResponseCode.SYSTEM_ERROR:
+            refused = refusal(response.remark)
+            if refused is not None:
+                raise refused
+        return response
+
+    @staticmethod
+    def _request(channel: LocalChannel, code: int, ext: dict[str, str],
+                 body: bytes | None) -> RemotingCommand:
+        """The request, signed with the client's ACL account when it has one."""
+        request = RemotingCommand.create_request(code, None, body)
+        fields = {k: v for k, v in ext.items() if v is not None}
+        credentials = channel.attrs.get(CREDENTIALS)
+        if credentials is not None:
+            sign(fields, body, credentials)
+        request.ext_fields = fields
+        return request
 
     def invoke_oneway(self, channel: LocalChannel, code: int, ext: dict[str, str],
                       body: bytes | None = None) -> None:
-        request = RemotingCommand.create_request(code, None, body)
-        request.ext_fields = {k: v for k, v in ext.items() if v is not None}
+        request = self._request(channel, code, ext, body)
         request.mark_oneway()
         self.server.dispatch(channel, request)

@@ -25,9 +25,10 @@ import grpc
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from rmq.common.codes import LanguageCode
+from rmq.proxy.auth import authenticate
 from rmq.proxy.clients import ClientRegistry, ClientSession
 from rmq.proxy.consumer import ConsumerService
-from rmq.proxy.local import LocalInvoker
+from rmq.proxy.local import CREDENTIALS, LocalInvoker
 from rmq.proxy.producer import ProducerService
 from rmq.proxy.route import RouteService
 from rmq.proxy.status import Code, ProxyError, status
@@ -76,8 +77,16 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
         client_id = str(meta.get(CLIENT_ID, "")).strip()
         if not client_id:
             raise ProxyError(Code.CLIENT_ID_REQUIRED, "client id cannot be empty")
-        return self.clients.session(client_id, peer_address(context),
-                                    language_code(str(meta.get(LANGUAGE, ""))))
+        session = self.clients.session(client_id, peer_address(context),
+                                       language_code(str(meta.get(LANGUAGE, ""))))
+        validator = self.c.access_validator
+        if validator is not None:
+            credentials = authenticate(validator.manager, meta)
+            if credentials is None:
+                session.channel.attrs.pop(CREDENTIALS, None)
+            else:
+                session.channel.attrs[CREDENTIALS] = credentials
+        return session
 
     async def _unary(self, context: grpc.aio.ServicerContext, response_type: type,
                      run: Callable[[ClientSession], Awaitable[Any] | Any]) -> Any:

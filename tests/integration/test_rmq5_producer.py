@@ -14,6 +14,8 @@ created here when missing.
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import json
 import os
 import subprocess
@@ -24,6 +26,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from rmq.acl import AclClientRPCHook, SessionCredentials
 from rmq.client.codec import decode_messages
 from rmq.client.headers import pull_header
 from rmq.common.codes import RequestCode as R
@@ -74,11 +77,13 @@ async def cluster(tmp_path):
     await c.client.close()
 
 
-def run_client(c, scenario: str, check_wait: float = 20.0) -> list[dict]:
+def run_client(c, scenario: str, check_wait: float = 20.0, topic: str = TOPIC,
+               account: tuple[str, str] = ("", "")) -> list[dict]:
     done = subprocess.run([str(c.python), str(CLIENT), f"127.0.0.1:{c.grpc_port}", scenario,
-                           TOPIC, str(check_wait), "1"],
+                           topic, str(check_wait), "1"],
                           capture_output=True, text=True, timeout=90,
-                          env={**os.environ, "PYTHONPATH": ""})
+                          env={**os.environ, "PYTHONPATH": "", "RMQ5_AK": account[0],
+                               "RMQ5_SK": account[1]})
     assert done.returncode == 0, done.stderr[-3000:]
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     assert lines[-1] == {"done": True}, lines
@@ -207,3 +212,64 @@ async def test_node_client_send_is_pulled_by_a_4x_client(cluster):
         assert m.properties["UNIQ_KEY"] == r["message_id"]
         assert m.properties["TAGS"] == "TagN" and m.properties["KEYS"] == f"nk{i}"
         assert m.properties["lang"] == "node"
+
+
+ACL_RULES = """\
+accounts:
+  - accessKey: RocketMQ
+    secretKey: 12345678
+    admin: false
+    defaultTopicPerm: DENY
+    defaultGroupPerm: SUB
+    topicPerms:
+      - TopicAcl=PUB|SUB
+      - TopicSubOnly=SUB
+  - accessKey: rocketmq2
+    secretKey: 12345678
+    admin: true
+"""
+
+
+async def test_acl_accepts_and_refuses_5x_clients(tmp_path):
+    python = client_python()
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "plain_acl.yml").write_text(ACL_RULES)
+    grpc_port = free_port()
+    c = Cluster(tmp_path, f"grpcServerPort={grpc_port}\naclEnable=true\n")
+    c.start_broker()
+    c.grpc_port, c.python = grpc_port, python
+    try:
+        wait_port(grpc_port, timeout=20)
+        c.client.register_rpc_hook(AclClientRPCHook(SessionCredentials("rocketmq2", "12345678")))
+        for topic in ("TopicAcl", "TopicSubOnly"):
+            r = await c.call(R.UPDATE_AND_CREATE_TOPIC, {
+                "topic": topic, "defaultTopic": "TBW102", "readQueueNums": "4",
+                "writeQueueNums": "4", "perm": "6", "topicFilterType": "SINGLE_TAG",
+                "topicSysFlag": "0", "order": "false"})
+            assert r.code == ResponseCode.SUCCESS, r.remark
+        lines = run_client(c, "normal", topic="TopicAcl", account=("RocketMQ", "12345678"))
+        assert len([x for x in lines if "receipt" in x]) == 3, lines
+        lines = run_client(c, "normal", topic="TopicSubOnly", account=("RocketMQ", "12345678"))
+        errors = [x["error"] for x in lines if "error" in x]
+        assert len(errors) == 3 and errors[0]["type"] == "ForbiddenException", errors
+        assert "permission for topic:TopicSubOnly" in errors[0]["text"], errors
+        # a wrong secret: every RPC is refused, QueryRoute first (the client then has no route)
+        lines = run_client(c, "normal", topic="TopicAcl", account=("RocketMQ", "wrong___"))
+        errors = [x["error"] for x in lines if "error" in x]
+        assert len(errors) == 3 and "failed to fetch topic:TopicAcl route" in errors[0]["text"]
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+            stub = sgrpc.MessagingServiceStub(channel)
+            when = "20261126T120000Z"
+            for secret, code, text in (
+                    ("wrong___", pb.UNAUTHORIZED, "Check signature failed for accessKey=RocketMQ"),
+                    ("12345678", pb.OK, "OK")):
+                sig = hmac.new(secret.encode(), when.encode(), hashlib.sha1).hexdigest()
+                md = (("x-mq-client-id", "acl-probe"), ("x-mq-date-time", when),
+                      ("authorization", f"MQv2-HMAC-SHA1 Credential=RocketMQ, "
+                                        f"SignedHeaders=x-mq-date-time, Signature={sig}"))
+                r = await stub.QueryRoute(spb.QueryRouteRequest(
+                    topic=pb.Resource(name="TopicAcl")), metadata=md)
+                assert (r.status.code, r.status.message) == (code, text)
+    finally:
+        c.broker.stop()
+        await c.client.close()

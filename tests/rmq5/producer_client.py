@@ -11,6 +11,7 @@ delay, transaction, bad.
 """
 
 import json
+import os
 import sys
 import threading
 import time
@@ -66,7 +67,9 @@ def try_send(producer, msg, body, transaction=None):
 
 def main():
     endpoint, scenario, topic = sys.argv[1:4]
-    config = ClientConfiguration(endpoint, Credentials())
+    # RMQ5_AK / RMQ5_SK: the plain ACL account to sign with (none by default)
+    config = ClientConfiguration(endpoint, Credentials(os.environ.get("RMQ5_AK", ""),
+                                                       os.environ.get("RMQ5_SK", "")))
     checker = Checker() if scenario == "transaction" else None
     producer = Producer(config, (topic,), checker) if checker else Producer(config, (topic,))
     producer.startup()

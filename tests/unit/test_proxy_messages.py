@@ -196,3 +196,20 @@ def test_codegen_reads_the_descriptor_without_running_the_module():
     assert codegen.serialized_file(source) == b"\n\x05a.pro"
     with pytest.raises(codegen.CodegenError):
         codegen.serialized_file("x = 1\n")
+
+
+def test_authorization_header_and_acl_refusals():
+    from rmq.proxy.auth import parse_authorization, refusal
+
+    assert parse_authorization("MQv2-HMAC-SHA1 Credential=ak/x, SignedHeaders=x-mq-date-time, "
+                               "Signature=0a1b") == ("ak", "0a1b")
+    assert parse_authorization("MQv2-HMAC-SHA1 Credential=, SignedHeaders=x, Signature=") == \
+        ("", "")
+    remark = ("org.apache.rocketmq.acl.common.AclException: No acl config for ak, "
+              "validate(permission_manager.py:147)")
+    assert (refusal(remark).code, refusal(remark).message) == (Code.UNAUTHORIZED,
+                                                               "No acl config for ak")
+    remark = ("org.apache.rocketmq.acl.common.AclException: No default permission for topic:T, "
+              "check_perm(permission_manager.py:190)")
+    assert refusal(remark).code == Code.FORBIDDEN
+    assert refusal("something else") is None
