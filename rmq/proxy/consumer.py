@@ -12,6 +12,8 @@ the broker (5.3.3's ``ReceiveMessageActivity``, ``AckMessageActivity``,
   passed) is ``INVALID_RECEIPT_HANDLE``.
 * Ack: ACK_MESSAGE (200051); change: CHANGE_MESSAGE_INVISIBLETIME (200053),
   whose answer makes the new handle -- an ack with it acks the message.
+* ForwardMessageToDeadLetterQueue: CONSUMER_SEND_MSG_BACK to the DLQ, then
+  the ack.
 
 The POP processors belong to the broker; the pop answer is read with
 ``rmq.client.pop.parse_pop_response`` (imported when first needed).  A
@@ -25,6 +27,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from rmq.common.codes import RequestCode
 from rmq.common.codes import ResponseCode as RC
 from rmq.proxy.clients import ClientSession
 from rmq.proxy.messages import to_proto_message
@@ -264,3 +267,26 @@ class ConsumerService:
                f"{e.get('reviveQid', f[3])} {f[4]} {f[5]} {f[6]} {f[7]}")
         return spb.ChangeInvisibleDurationResponse(
             status=status(Code.OK), receipt_handle=encode_handle(new, int(handle.commit_log_offset)))
+
+    async def forward_to_dlq(self, s: ClientSession,
+                             request: spb.ForwardMessageToDeadLetterQueueRequest
+                             ) -> spb.ForwardMessageToDeadLetterQueueResponse:
+        """CONSUMER_SEND_MSG_BACK with delay level -1 (straight to the group's DLQ)
+        of the message at the handle's commit-log offset, then its ack (5.3.3's
+        ``ProducerProcessor.forwardMessageToDeadLetterQueue``)."""
+        topic, group = request.topic.name, request.group.name
+        check_topic(topic)
+        check_group(group)
+        handle = ReceiptHandle.decode(request.receipt_handle)
+        if len(handle.fields) < 9 or int(handle.commit_log_offset) < 0:
+            raise ProxyError(Code.INVALID_RECEIPT_HANDLE, "commit log offset is empty")
+        ext = {"offset": handle.commit_log_offset, "group": group, "delayLevel": "-1",
+               "originMsgId": request.message_id, "originTopic": handle.real_topic(topic, group),
+               "maxReconsumeTimes": "0", "bname": self.c.broker_config.brokerName}
+        response = await self.clients.invoker.invoke(s.channel, RequestCode.CONSUMER_SEND_MSG_BACK,
+                                                     ext, language=s.language)
+        check_response(response, "forward to the dead letter queue")
+        entry = spb.AckMessageEntry(message_id=request.message_id,
+                                    receipt_handle=request.receipt_handle)
+        await self._ack_one(s, group, topic, entry)
+        return spb.ForwardMessageToDeadLetterQueueResponse(status=status(Code.OK))

@@ -143,8 +143,6 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
         rpc.__name__ = name
         return rpc
 
-    ForwardMessageToDeadLetterQueue = _not_served("ForwardMessageToDeadLetterQueue",
-                                                  spb.ForwardMessageToDeadLetterQueueResponse)
     RecallMessage = _not_served("RecallMessage", spb.RecallMessageResponse)
     UpdateOffset = _not_served("UpdateOffset", spb.UpdateOffsetResponse)
     GetOffset = _not_served("GetOffset", spb.GetOffsetResponse)
@@ -155,6 +153,10 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
     async def AckMessage(self, request, context):
         return await self._unary(context, spb.AckMessageResponse,
                                  lambda s: self.consumer.ack(s, request))
+
+    async def ForwardMessageToDeadLetterQueue(self, request, context):
+        return await self._unary(context, spb.ForwardMessageToDeadLetterQueueResponse,
+                                 lambda s: self.consumer.forward_to_dlq(s, request))
 
     async def ChangeInvisibleDuration(self, request, context):
         return await self._unary(context, spb.ChangeInvisibleDurationResponse,
