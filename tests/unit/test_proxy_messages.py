@@ -213,3 +213,41 @@ def test_authorization_header_and_acl_refusals():
               "check_perm(permission_manager.py:190)")
     assert refusal(remark).code == Code.FORBIDDEN
     assert refusal("something else") is None
+
+
+def test_receipt_handle_polling_and_invisible_rules():
+    from rmq.proxy.consumer import (
+        ReceiptHandle,
+        check_group,
+        check_invisible,
+        encode_handle,
+        polling_ms,
+    )
+    from rmq.proxy.v2 import service_pb2 as spb
+
+    text = encode_handle("1024 1732600000123 10000 3 2 broker-a 5 1031", 2949120)
+    h = ReceiptHandle.decode(text)
+    assert (h.queue_id, h.offset, h.commit_log_offset) == ("5", "1031", "2949120")
+    assert h.extra_info == "1024 1732600000123 10000 3 2 broker-a 5 1031"
+    assert h.real_topic("T", "G") == "%RETRY%G+T"
+    assert h.expired(1732600010123) and not h.expired(1732600010122)
+    for bad in ("", "1 2 3", "a b c d 0 broker 1 2"):
+        with pytest.raises(ProxyError) as exc:
+            ReceiptHandle.decode(bad)
+        assert exc.value.code == Code.INVALID_RECEIPT_HANDLE
+    req = spb.ReceiveMessageRequest(long_polling_timeout=Duration(seconds=30))
+    assert polling_ms(req, 60_000) == 20_000
+    assert polling_ms(spb.ReceiveMessageRequest(long_polling_timeout=Duration(seconds=1)),
+                      60_000) == 5_000
+    assert polling_ms(req, 8_000) == 8_000
+    with pytest.raises(ProxyError) as exc:
+        polling_ms(req, 4_000)
+    assert exc.value.code == Code.ILLEGAL_POLLING_TIME
+    with pytest.raises(ProxyError) as exc:
+        check_invisible(9_999, 10_000)
+    assert exc.value.code == Code.ILLEGAL_INVISIBLE_TIME
+    check_invisible(12 * 3600 * 1000)
+    for name in ("", "a b", "TOOLS_CONSUMER"):
+        with pytest.raises(ProxyError) as exc:
+            check_group(name)
+        assert exc.value.code == Code.ILLEGAL_CONSUMER_GROUP
