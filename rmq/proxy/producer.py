@@ -82,7 +82,9 @@ class ProducerService:
         if len(request.messages) > 1:
             raise ProxyError(Code.BAD_REQUEST, "rmq takes one message per SendMessage")
         check_body(message.body, self.c.store_config.maxMessageSize)
-        props = build_properties(message, topic, s.channel.remote_addr, self._delay_levels())
+        delayed = message.system_properties.HasField("delivery_timestamp")
+        props = build_properties(message, topic, s.channel.remote_addr,
+                                 self._delay_levels() if delayed else None)
         tc = self.c.topic_config_manager.select_topic_config(topic)
         if tc is None:
             raise ProxyError(Code.TOPIC_NOT_FOUND, f"topic not found: {topic}")
