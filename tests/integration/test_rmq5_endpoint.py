@@ -67,6 +67,7 @@ async def test_settings_echo_and_clean_stop_with_an_open_stream(tmp_path):
     finally:
         c.broker.stop()
         await c.client.close()
+        c.namesrv.kill()
 
 
 async def test_port_in_use_leaves_remoting_serving(tmp_path):
@@ -87,6 +88,7 @@ async def test_port_in_use_leaves_remoting_serving(tmp_path):
         taken.close()
         assert c.broker.stop() == 0
         await c.client.close()
+        c.namesrv.kill()
 
 
 async def test_enable_proxy_false_opens_no_port(tmp_path):

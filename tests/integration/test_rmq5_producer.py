@@ -75,6 +75,7 @@ async def cluster(tmp_path):
     yield c
     c.broker.stop()
     await c.client.close()
+    c.namesrv.kill()
 
 
 def run_client(c, scenario: str, check_wait: float = 20.0, topic: str = TOPIC,
@@ -273,3 +274,4 @@ async def test_acl_accepts_and_refuses_5x_clients(tmp_path):
     finally:
         c.broker.stop()
         await c.client.close()
+        c.namesrv.kill()
