@@ -158,6 +158,12 @@ class PlainPermissionManager:
             return  # message trace is never refused
         self.check_perm(resource, owned)
 
+    def secret_key(self, access_key: str) -> str | None:
+        """The secret key of an account (None: no such account), for callers that
+        authenticate a request signed another way (the 5.x gRPC endpoint)."""
+        entry = self._accounts.get(access_key)
+        return None if entry is None else entry[1].secret_key
+
     @staticmethod
     def _signature_ok(resource: PlainAccessResource, secret_key: str) -> bool:
         ext = resource.ext_fields

@@ -200,6 +200,13 @@ class BrokerConfig:
     autoDeleteUnusedStats: bool = False
     isolateLogEnable: bool = False
     configBlackList: str = "configBlackList;brokerConfigPath"
+    # RocketMQ 5.x clients (the gRPC MessagingService, rmq.proxy), served in
+    # the broker process; names and defaults of 5.3.3's ProxyConfig.  Read at
+    # start-up.
+    enableProxy: bool = True
+    grpcServerPort: int = 8081
+    enableTopicMessageTypeCheck: bool = True
+    useDelayLevel: bool = False
     # rmq only, for tests (not in 4.9.8): every send first holds a simulated
     # commit-log lock this long (rmq.broker.put_delay); 0 = off
     rmqTestPutDelayMillis: int = 0

@@ -155,6 +155,27 @@ async def maybe_await(value: Any) -> Any:
     return value
 
 
+class _Optional:
+    """A service whose start failure is logged instead of failing the broker."""
+
+    def __init__(self, inner: Any, what: str) -> None:
+        self.inner = inner
+        self.what = what
+        self.started = False
+
+    async def start(self) -> None:
+        try:
+            await self.inner.start()
+            self.started = True
+        except Exception as exc:  # noqa: BLE001 - logged; the broker goes on without it
+            log.error("%s not started: %s", self.what, exc)
+            print(f"{self.what} not started: {exc}", file=sys.stderr, flush=True)
+
+    async def shutdown(self) -> None:
+        if self.started:
+            await self.inner.shutdown()
+
+
 class BrokerController:
     def __init__(self, settings) -> None:
         self.settings = settings
@@ -279,6 +300,7 @@ class BrokerController:
             return False
         if not self._initial_metrics():
             return False
+        self._initial_proxy()
         if self.broker_config.namesrvAddr:
             self.outer_api.update_name_server_address_list(self.broker_config.namesrvAddr)
             log.info("Set user specified name server address: %s",
@@ -411,6 +433,22 @@ class BrokerController:
                                                 bc.metricsPromExporterPort)
         self.services.append(self.metrics_server)
         return True
+
+    def _initial_proxy(self) -> None:
+        """5.x clients (``enableProxy``): the gRPC endpoint ``rmq.proxy.service``,
+        loaded by name (it sits above the broker and calls its processors) and
+        run as one of the services.  It is an addition to the remoting ports:
+        when it cannot load (protocol modules not generated) or listen (port in
+        use), the broker says so in its log and serves 4.x clients as before."""
+        if not self.broker_config.enableProxy:
+            return
+        try:
+            module = importlib.import_module("rmq.proxy.service")
+        except ImportError as exc:
+            log.error("enableProxy=true but the gRPC endpoint cannot be loaded (%s): 5.x clients "
+                      "are not served (make proto generates its protocol modules)", exc)
+            return
+        self.services.append(_Optional(module.ProxyService(self), "gRPC endpoint"))
 
     def register_processors(self) -> None:
         """Admin processor as default on both ports; messaging processors by code."""
