@@ -301,17 +301,21 @@ cdef extern from "Python.h":
     int PyUnicode_IS_ASCII(object o)
     Py_ssize_t PyUnicode_GET_LENGTH(object o)
 
-cdef object _props_twin = None
 
-
-cdef object props_twin():
-    """The twin's parser (imported on first use: message_codec imports this
-    module), for what this one leaves to it (non-ASCII text)."""
-    global _props_twin
-    if _props_twin is None:
-        from rmq.store.message_codec import _string_to_message_properties
-        _props_twin = _string_to_message_properties
-    return _props_twin
+cdef dict props_text(object text):
+    """The twin's steps (``_string_to_message_properties``) for what the
+    ASCII parser leaves alone (non-ASCII text): decoded with replacement,
+    the same segments kept, so the same dict."""
+    cdef dict out = {}
+    if not text:
+        return out
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        text = bytes(text).decode("utf-8", "replace")
+    for seg in text.split("\x02"):
+        idx = seg.find("\x01")
+        if 0 < idx < len(seg) - 1:
+            out[seg[:idx]] = seg[idx + 1:]
+    return out
 
 
 cdef dict parse_ascii_props(const uint8_t *p, Py_ssize_t n):
@@ -345,7 +349,7 @@ def string_to_message_properties(object text):
         if PyUnicode_IS_ASCII(text):
             return parse_ascii_props(<const uint8_t *>PyUnicode_DATA(text),
                                      PyUnicode_GET_LENGTH(text))
-        return props_twin()(text)
+        return props_text(text)
     PyObject_GetBuffer(text, &view, PyBUF_SIMPLE)
     try:
         ascii = True
@@ -357,4 +361,4 @@ def string_to_message_properties(object text):
             return parse_ascii_props(<const uint8_t *>view.buf, view.len)
     finally:
         PyBuffer_Release(&view)
-    return props_twin()(text)
+    return props_text(text)

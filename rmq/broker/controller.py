@@ -102,6 +102,13 @@ MESSAGING_PROCESSORS: tuple[ProcessorSpec, ...] = (
                   (R.LOCK_BATCH_MQ, R.UNLOCK_BATCH_MQ), "admin"),
     ProcessorSpec("end_transaction", "EndTransactionProcessor", (R.END_TRANSACTION,),
                   "end_transaction"),
+    ProcessorSpec("pop", "PopMessageProcessor",
+                  (R.POP_MESSAGE, R.PEEK_MESSAGE, R.NOTIFICATION, R.POLLING_INFO), "pull"),
+    ProcessorSpec("ack", "AckMessageProcessor",
+                  (R.ACK_MESSAGE, R.BATCH_ACK_MESSAGE, R.CHANGE_MESSAGE_INVISIBLETIME),
+                  "consumer_manager"),
+    ProcessorSpec("query_assignment", "QueryAssignmentProcessor",
+                  (R.QUERY_ASSIGNMENT, R.SET_MESSAGE_REQUEST_MODE), "admin"),
 )
 
 # request queue name -> the BrokerConfig capacity property (None: unbounded in 4.9.8)
@@ -146,6 +153,27 @@ async def maybe_await(value: Any) -> Any:
     if inspect.isawaitable(value):
         return await value
     return value
+
+
+class _Optional:
+    """A service whose start failure is logged instead of failing the broker."""
+
+    def __init__(self, inner: Any, what: str) -> None:
+        self.inner = inner
+        self.what = what
+        self.started = False
+
+    async def start(self) -> None:
+        try:
+            await self.inner.start()
+            self.started = True
+        except Exception as exc:  # noqa: BLE001 - logged; the broker goes on without it
+            log.error("%s not started: %s", self.what, exc)
+            print(f"{self.what} not started: {exc}", file=sys.stderr, flush=True)
+
+    async def shutdown(self) -> None:
+        if self.started:
+            await self.inner.shutdown()
 
 
 class BrokerController:
@@ -272,6 +300,7 @@ class BrokerController:
             return False
         if not self._initial_metrics():
             return False
+        self._initial_proxy()
         if self.broker_config.namesrvAddr:
             self.outer_api.update_name_server_address_list(self.broker_config.namesrvAddr)
             log.info("Set user specified name server address: %s",
@@ -423,6 +452,22 @@ class BrokerController:
                                                 bc.metricsPromExporterPort)
         self.services.append(self.metrics_server)
         return True
+
+    def _initial_proxy(self) -> None:
+        """5.x clients (``enableProxy``): the gRPC endpoint ``rmq.proxy.service``,
+        loaded by name (it sits above the broker and calls its processors) and
+        run as one of the services.  It is an addition to the remoting ports:
+        when it cannot load (protocol modules not generated) or listen (port in
+        use), the broker says so in its log and serves 4.x clients as before."""
+        if not self.broker_config.enableProxy:
+            return
+        try:
+            module = importlib.import_module("rmq.proxy.service")
+        except ImportError as exc:
+            log.error("enableProxy=true but the gRPC endpoint cannot be loaded (%s): 5.x clients "
+                      "are not served (make proto generates its protocol modules)", exc)
+            return
+        self.services.append(_Optional(module.ProxyService(self), "gRPC endpoint"))
 
     def register_processors(self) -> None:
         """Admin processor as default on both ports; messaging processors by code."""
@@ -590,6 +635,8 @@ class BrokerController:
         log.info("dispatch behind commit log %d bytes", self.message_store.dispatch_behind_bytes())
 
     def _log_slave_diff(self) -> None:
+        if self.ha_service is None:  # a DLedger commit log has no HA service to ask
+            return
         log.info("Slave fall behind master: %d bytes", self.ha_service.slave_fall_behind_much())
 
     def protect_broker(self) -> None:

@@ -11,8 +11,9 @@ adds them to every data point.
 
 Where rmq has less to go on than 5.3: ``message_type`` is ``normal`` for
 every message (5.3 tells fifo/delay/transaction apart per message);
-``rocketmq_consumer_inflight_messages`` is 0 and ready equals lag (4.9.8
-consumers keep no pull offset on the broker); ``rocketmq_half_messages`` is the
+``rocketmq_consumer_inflight_messages`` counts POP messages popped and not
+yet acked (pull consumers keep no offset of what they pulled on the broker, so
+theirs is 0), lag is ready plus in flight; ``rocketmq_half_messages`` is the
 backlog of the half topic as a whole; ``rocketmq_storage_disk_ratio`` is an
 rmq addition (the commit log disk's used ratio, which 4.9.8's runtime info has).
 """
@@ -25,9 +26,9 @@ from typing import Any
 
 from prometheus_client.registry import Collector
 
-from rmq.broker.processor.admin_consumer import language_name, version_desc
 from rmq.broker.stats import CREATE_BUCKETS_MS, SIZE_BUCKETS, ExecutionTimes
 from rmq.common import topics as T
+from rmq.common.java import is_sys_consumer_group, language_name, version_desc
 from rmq.common.metrics_text import RowFamily
 from rmq.remoting.rpc_latency import latency_family
 from rmq.store.clean import disk_used_ratio
@@ -42,10 +43,6 @@ def _language(code: int) -> str:
 
 def _version(code: int) -> str:
     return version_desc(code).lower()
-
-
-def _is_system_group(group: str) -> bool:
-    return group.startswith(T.CID_RMQ_SYS_PREFIX)  # MixAll.isSysConsumerGroup
 
 
 class BrokerCollector(Collector):
@@ -91,7 +88,7 @@ class BrokerCollector(Collector):
         bytes_out = _counter("rocketmq_throughput_out", "bytes pulled", labels)
         for (topic, group), (nums, size) in list(stats.out_totals.items()):
             values = (*base, topic, group, _bool(topic.startswith(T.RETRY_GROUP_TOPIC_PREFIX)),
-                      _bool(T.is_system_topic(topic) or _is_system_group(group)))
+                      _bool(T.is_system_topic(topic) or is_sys_consumer_group(group)))
             msgs_out.add_metric(values, nums)
             bytes_out.add_metric(values, size)
         yield msgs_out
@@ -99,7 +96,7 @@ class BrokerCollector(Collector):
         dlq = RowFamily("rocketmq_send_to_dlq_messages", "messages sent to a DLQ",
                         "counter", (*_BASE, "topic", "consumer_group", "is_system"))
         for (topic, group), n in list(stats.dlq_totals.items()):
-            dlq.add_metric((*base, topic, group, _bool(_is_system_group(group))), n)
+            dlq.add_metric((*base, topic, group, _bool(is_sys_consumer_group(group))), n)
         yield dlq
         labels = (*_BASE, "topic")
         commits = _counter("rocketmq_commit_messages", "transactions committed", labels)
@@ -143,7 +140,7 @@ class BrokerCollector(Collector):
                 counts[key] = counts.get(key, 0) + 1
             mode = _CONSUME_MODE.get(info.consume_type.name, "push")
             for key, n in counts.items():
-                g.add_metric((*base, group, *key, mode, _bool(_is_system_group(group))), n)
+                g.add_metric((*base, group, *key, mode, _bool(is_sys_consumer_group(group))), n)
         yield g
 
     def _consumers(self) -> Iterator:
@@ -161,6 +158,8 @@ class BrokerCollector(Collector):
             ("rocketmq_consumer_queueing_latency", "age of the oldest ready message (ms)")))
         lag, lag_ms, inflight, ready, queueing = families
         com = c.consumer_offset_manager
+        pop = getattr(c, "pop_context", None)
+        popped = pop.inflight() if pop is not None else {}
         for key, queues in list(com.offset_table.items()):
             topic, sep, group = key.partition("@")
             if not sep:
@@ -174,10 +173,11 @@ class BrokerCollector(Collector):
                     if ts > 0:
                         oldest = max(oldest, now - ts)
             values = (*base, topic, group, _bool(topic.startswith(T.RETRY_GROUP_TOPIC_PREFIX)),
-                      _bool(T.is_system_topic(topic) or _is_system_group(group)))
-            lag.add_metric(values, behind)
+                      _bool(T.is_system_topic(topic) or is_sys_consumer_group(group)))
+            n_inflight = popped.get((group, topic), 0)
+            lag.add_metric(values, behind + n_inflight)
             lag_ms.add_metric(values, oldest)
-            inflight.add_metric(values, 0)
+            inflight.add_metric(values, n_inflight)
             ready.add_metric(values, behind)
             queueing.add_metric(values, oldest)
         yield from (lag, lag_ms, inflight, ready, queueing)

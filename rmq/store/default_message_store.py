@@ -29,6 +29,7 @@ from rmq.store.commit_log import CommitLog, _now_ms
 from rmq.store.config import BrokerRole, FlushDiskType, MessageStoreConfig
 from rmq.store.consume_queue import ConsumeQueue
 from rmq.store.consume_queue_ext import ConsumeQueueExt
+from rmq.store.dispatch_room import DispatchRoom
 from rmq.store.flush import (
     CommitRealTimeService,
     FlushConsumeQueueService,
@@ -76,6 +77,7 @@ _APPEND_TO_PUT = {
     AppendMessageStatus.PROPERTIES_SIZE_EXCEEDED: PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
     AppendMessageStatus.END_OF_FILE: PutMessageStatus.CREATE_MAPEDFILE_FAILED,
     AppendMessageStatus.UNKNOWN_ERROR: PutMessageStatus.CREATE_MAPEDFILE_FAILED,
+    AppendMessageStatus.NO_ROOM_FOR_DISPATCH: PutMessageStatus.SERVICE_NOT_AVAILABLE,
 }
 
 
@@ -97,6 +99,7 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
         self.root = config.storePathRootDir
         self.running_flags = RunningFlags()
         self.stats = StoreStatsService()
+        self.dispatch_room = DispatchRoom(self)
         if config.enableDLegerCommitLog:
             from rmq.store.dledger_commit_log import DLedgerCommitLog
 
@@ -433,6 +436,9 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
             quorum, self.commit_log.pending = self.commit_log.pending, None
         if not result.is_ok():
             self.stats.on_put_failed()
+            if result.status is AppendMessageStatus.NO_ROOM_FOR_DISPATCH:
+                return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, result,
+                                        remark=self.dispatch_room.remark)
             if self.commit_log.mfq.no_space:
                 self.mark_no_space("commit log")
             return PutMessageResult(_APPEND_TO_PUT[result.status], result)

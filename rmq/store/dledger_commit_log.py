@@ -18,7 +18,7 @@ import struct
 
 from rmq.common import message as mc
 from rmq.store import message_codec as codec
-from rmq.store.commit_log import CommitLog, _now_ms
+from rmq.store.commit_log import CommitLog, _now_ms, batch_key_count
 from rmq.store.dledger.config import DLedgerConfig
 from rmq.store.dledger.entry import BLANK_MAGIC, BODY_OFFSET, Entry
 from rmq.store.dledger.protocol import Code, DLedgerError
@@ -145,6 +145,8 @@ class DLedgerCommitLog(CommitLog):
         self.begin_time_in_lock = now
         try:
             queue_offset = self.topic_queue_table.get(key, 0) if counts else 0
+            if not self.dispatch_room_for(msg, queue_offset, counts):
+                return AppendMessageResult(AppendMessageStatus.NO_ROOM_FOR_DISPATCH)
             record = bytearray(size)
             codec.write_record(
                 record, 0, msg.queue_id, msg.flag, queue_offset, 0, sys_flag,
@@ -183,6 +185,9 @@ class DLedgerCommitLog(CommitLog):
         self.begin_time_in_lock = now
         try:
             queue_offset = self.topic_queue_table.get(key, 0)
+            if not self.store.dispatch_room.reserve(batch.topic, batch.queue_id, queue_offset,
+                                                    count, batch_key_count(batch.body, batch_props)):
+                return AppendMessageResult(AppendMessageStatus.NO_ROOM_FOR_DISPATCH)
             buf = bytearray(total)
             codec.write_batch(buf, 0, batch.body, batch.queue_id, sys_flag, batch.born_timestamp,
                               born, now, self.store_host_field, batch.reconsume_times, topic,

@@ -42,6 +42,7 @@ from array import array
 
 from rmq._fast import compiled
 from rmq.common import message as mc
+from rmq.common.java import hashmap_order, string_hash
 from rmq.store.message import MessageExt, wait_store_msg_ok
 
 MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7
@@ -219,7 +220,7 @@ def _write_batch(
 
 
 def _java_hash_utf8(data: bytes) -> int:
-    return mc.java_string_hash(data.decode("utf-8", "replace"))
+    return string_hash(data.decode("utf-8", "replace"))
 
 
 def has_timer_property(props: bytes) -> bool:
@@ -310,12 +311,6 @@ def _scan_record(buf, pos: int, limit: int, check_crc: bool) -> tuple:
 
 # --- property strings ---------------------------------------------------------
 @functools.lru_cache(maxsize=4096)
-def _java_key_hash(name: str) -> int:
-    h = mc.java_string_hash(name) & 0xFFFFFFFF
-    return h ^ (h >> 16)
-
-
-@functools.lru_cache(maxsize=4096)
 def tags_code(tags: str) -> int:
     """tagsCode of a TAGS value (``tagsString2tagsCode``, a Java string hash),
     cached: senders repeat a few tags, the per-character hash loop need not run."""
@@ -329,24 +324,11 @@ def message_properties_to_string(props: dict[str, str] | None) -> str:
     while size > 0.75 x capacity, insertion order within a bucket, joined by
     ``\\x02`` without a trailing separator; null values skipped.  The order
     depends only on the keys in insertion order, so it is computed once per
-    key sequence (``_hashmap_order``): senders repeat the same keys."""
+    key sequence (``rmq.common.java.hashmap_order``): senders repeat the same keys."""
     if not props:
         return ""
-    return "\x02".join([f"{k}\x01{v}" for k in _hashmap_order(tuple(props))
+    return "\x02".join([f"{k}\x01{v}" for k in hashmap_order(tuple(props))
                          if (v := props[k]) is not None])
-
-
-@functools.lru_cache(maxsize=4096)
-def _hashmap_order(keys: tuple[str, ...]) -> tuple[str, ...]:
-    """The non-null keys of a HashMap holding ``keys`` (insertion order) in its
-    iteration order: by bucket of the table size ``len(keys)`` gives, stable
-    within a bucket."""
-    cap = 16
-    while len(keys) > cap * 3 // 4:
-        cap *= 2
-    mask = cap - 1
-    return tuple(sorted((k for k in keys if k is not None),
-                        key=lambda k: _java_key_hash(k) & mask))
 
 
 def _string_to_message_properties(text: str | bytes | None) -> dict[str, str]:
@@ -519,5 +501,5 @@ if _c is not None:
 
 _s = compiled("send_fast")
 if _s is not None:
-    _s.bind(_hashmap_order, _fast_send_properties)
+    _s.bind(hashmap_order, _fast_send_properties)
     fast_send_properties = _s.fast_send_properties

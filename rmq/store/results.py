@@ -8,6 +8,7 @@ import enum
 from array import array
 from dataclasses import dataclass, field
 
+from rmq.common.get_message_status import GetMessageStatus as GetMessageStatus
 from rmq.common.message_id import socket_address_bytes
 
 _HOST_HEX: dict[tuple[str, int], str] = {}
@@ -55,18 +56,8 @@ class AppendMessageStatus(enum.Enum):
     MESSAGE_SIZE_EXCEEDED = 2
     PROPERTIES_SIZE_EXCEEDED = 3
     UNKNOWN_ERROR = 4
-
-
-class GetMessageStatus(enum.Enum):
-    FOUND = 0
-    NO_MATCHED_MESSAGE = 1
-    MESSAGE_WAS_REMOVING = 2
-    OFFSET_FOUND_NULL = 3
-    OFFSET_OVERFLOW_BADLY = 4
-    OFFSET_OVERFLOW_ONE = 5
-    OFFSET_TOO_SMALL = 6
-    NO_MATCHED_LOGIC_QUEUE = 7
-    NO_MESSAGE_IN_QUEUE = 8
+    # rmq: a file the message's dispatch needs could not be made (DispatchRoom)
+    NO_ROOM_FOR_DISPATCH = 5
 
 
 @dataclass(slots=True)
@@ -114,6 +105,7 @@ class PutMessageResult:
     status: PutMessageStatus
     append_result: AppendMessageResult | None = None
     quorum: object = None  # DLedger: the future of the put's quorum acknowledgement
+    remark: str = ""  # why a put was refused, when the status alone does not say it
 
     def is_ok(self) -> bool:
         return self.append_result is not None and self.append_result.is_ok()

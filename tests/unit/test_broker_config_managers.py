@@ -76,7 +76,7 @@ def test_topics_json_round_trip_and_merge_over_defaults(tmp_path):
     tcm.update_topic_config(TopicConfig("TopicTest", 4, 4, 6))
     text = (tmp_path / "config" / "topics.json").read_text()
     assert text.startswith('{\n\t"dataVersion":{\n\t\t"counter":1,')
-    assert '\t\t"TopicTest":{\n\t\t\t"order":false,\n\t\t\t"perm":6,' in text
+    assert '\t\t"TopicTest":{\n\t\t\t"attributes":{},\n\t\t\t"order":false,\n\t\t\t"perm":6,' in text
     again = TopicConfigManager(broker_config(), str(tmp_path))
     again.load()
     assert again.table["TopicTest"].readQueueNums == 4
@@ -175,8 +175,11 @@ def test_subscription_group_file_shape_and_reload(tmp_path):
     sgm.find_subscription_group_config("cg")
     obj = fastjson.loads((tmp_path / "config" / "subscriptionGroup.json").read_text())
     assert obj["subscriptionGroupTable"]["cg"] == {
-        "brokerId": 0, "consumeBroadcastEnable": True, "consumeEnable": True,
-        "consumeFromMinEnable": True, "groupName": "cg", "notifyConsumerIdsChangedEnable": True,
+        "attributes": {}, "brokerId": 0, "consumeBroadcastEnable": True,
+        "consumeEnable": True, "consumeFromMinEnable": True, "consumeMessageOrderly": False,
+        "consumeTimeoutMinute": 15, "groupName": "cg",
+        "groupRetryPolicy": {"type": "CUSTOMIZED"}, "groupSysFlag": 0,
+        "notifyConsumerIdsChangedEnable": True,
         "retryMaxTimes": 16, "retryQueueNums": 1, "whichBrokerWhenConsumeSlowly": 1}
     again = SubscriptionGroupManager(broker_config(), str(tmp_path))
     again.load()

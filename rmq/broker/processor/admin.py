@@ -18,10 +18,11 @@ from typing import Any
 
 from rmq.broker.configuration import START_ONLY_KEYS
 from rmq.broker.processor.admin_acl import AdminAclSupport
-from rmq.broker.processor.admin_consumer import AdminConsumerSupport, language_name
+from rmq.broker.processor.admin_consumer import AdminConsumerSupport
 from rmq.broker.subscription_group_manager import SubscriptionGroupConfig
-from rmq.common import fastjson
+from rmq.common import fastjson, topic_attributes
 from rmq.common.codes import CURRENT_VERSION, RequestCode, ResponseCode
+from rmq.common.java import CURRENT_VERSION_DESC, language_name
 from rmq.common.logging import BROKER_LOGGER_NAME
 from rmq.common.properties import ConfigError, parse_properties
 from rmq.common.protocol.headers_admin import (
@@ -52,7 +53,6 @@ log = logging.getLogger(BROKER_LOGGER_NAME)
 R = RequestCode
 SLAVE_REFUSED = ("Can't modify topic or subscription group from slave broker, "
                  "please execute it from master broker.")
-VERSION_DESC = "V4_9_8"
 
 
 def human_readable_bytes(n: int) -> str:
@@ -165,6 +165,13 @@ class AdminBrokerProcessor(HandlerTableProcessor):
                           f"topicFilterType {h.topicFilterType} is not SINGLE_TAG or MULTI_TAG")
         tc = TopicConfig(h.topic, h.readQueueNums, h.writeQueueNums, h.perm, h.topicFilterType,
                          h.topicSysFlag or 0)
+        old = self.c.topic_config_manager.table.get(h.topic)
+        try:
+            tc.attributes = topic_attributes.alter(
+                old is None, old.attributes if old is not None else {},
+                topic_attributes.parse(h.attributes))
+        except ValueError as exc:
+            return _error(ResponseCode.SYSTEM_ERROR, str(exc))
         self.c.topic_config_manager.update_topic_config(tc)
         await self.c.register_increment_broker_data(tc)
         return _ok()
@@ -233,7 +240,7 @@ class AdminBrokerProcessor(HandlerTableProcessor):
         info: dict[str, Any] = {str(k): v for k, v in store.get_runtime_info().items()}
         q = c.request_queues
         info.update({
-            "brokerVersionDesc": VERSION_DESC,
+            "brokerVersionDesc": CURRENT_VERSION_DESC,
             "brokerVersion": CURRENT_VERSION,
             "msgPutTotalYesterdayMorning": stats.put_yesterday_morning,
             "msgPutTotalTodayMorning": stats.put_today_morning,

@@ -267,9 +267,9 @@ class SendSupport:
             return self.response(code, None, {
                 "msgId": ar.msg_id, "queueId": str(queue_id),
                 "queueOffset": str(ar.logics_offset)})
-        return self.response(*self._failure(status))
+        return self.response(*self._failure(status, result.remark))
 
-    def _failure(self, status: PutMessageStatus) -> tuple[int, str]:
+    def _failure(self, status: PutMessageStatus, remark: str = "") -> tuple[int, str]:
         S = PutMessageStatus
         if status is S.CREATE_MAPEDFILE_FAILED:
             return RC.SYSTEM_ERROR, "create mapped file failed, server is busy or broken."
@@ -278,6 +278,8 @@ class SendSupport:
                 "the message is illegal, maybe msg body or properties length not matched. msg "
                 f"body length limit {self.c.store_config.maxMessageSize}B, msg properties "
                 "length limit 32KB.")
+        if status is S.SERVICE_NOT_AVAILABLE and remark:  # what ran out, said plainly
+            return RC.SERVICE_NOT_AVAILABLE, f"service not available now: {remark}"
         if status is S.SERVICE_NOT_AVAILABLE:
             return RC.SERVICE_NOT_AVAILABLE, (
                 "service not available now. It may be caused by one of the following reasons: "

@@ -6,14 +6,11 @@ from __future__ import annotations
 import asyncio
 import base64
 
-import orjson
-
-from rmq.common.codes import ResponseCode
 from rmq.remoting import RemotingClient, RemotingCommand
 from rmq.remoting.exceptions import RemotingConnectError, RemotingError
 from rmq.store.dledger.config import parse_peers
 from rmq.store.dledger.entry import Entry
-from rmq.store.dledger.protocol import Code, DLedgerError, RequestCode, base
+from rmq.store.dledger.protocol import Code, DLedgerError, RequestCode, base, encode, read_answer
 
 _NOT_APPENDED = (Code.NOT_LEADER, Code.LEADER_TRANSFERRING, Code.LEADER_PENDING_FULL)
 
@@ -30,15 +27,15 @@ class DLedgerClient:
         await self.remoting.close()
 
     async def call(self, peer: str, code: int, body: dict) -> dict:
-        request = RemotingCommand.create_request(int(code), None, orjson.dumps(body))
+        """One request; the answer's JSON body, which alone decides (as
+        ``DLedgerClientRpcNettyService`` reads it)."""
+        request = RemotingCommand.create_request(int(code), None, encode(body))
         response = await self.remoting.invoke(self.peers[peer], request, self.timeout_ms)
-        if response.code != ResponseCode.SUCCESS:
-            raise DLedgerError(Code.NETWORK_ERROR, f"{peer}: {response.code} {response.remark}")
-        return orjson.loads(bytes(response.body))
+        return read_answer(peer, response)
 
     async def metadata(self, peer: str) -> dict:
         return await self.call(peer, RequestCode.METADATA,
-                               base(self.group, "dledger-client", peer, None, -1))
+                               base(self.group, None, peer, None, -1))
 
     async def find_leader(self) -> str | None:
         for peer in self.peers:
@@ -67,7 +64,7 @@ class DLedgerClient:
             if leader is None:
                 await asyncio.sleep(0.1)
                 continue
-            req = base(self.group, "dledger-client", leader, None, -1)
+            req = base(self.group, None, leader, None, -1)
             req["body"] = base64.b64encode(body).decode()
             try:
                 resp = await self.call(leader, RequestCode.APPEND, req)
@@ -91,8 +88,8 @@ class DLedgerClient:
         raise DLedgerError(Code.LEADER_NOT_READY, f"no leader took the append: {last}")
 
     async def get(self, peer: str, index: int) -> Entry | None:
-        req = base(self.group, "dledger-client", peer, None, -1)
-        req["beginIndex"] = index
+        req = base(self.group, None, peer, None, -1)
+        req.update(beginIndex=index, maxSize=0)
         resp = await self.call(peer, RequestCode.GET, req)
         if resp.get("code") != Code.SUCCESS or not resp.get("entries"):
             return None

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rmq.store.dledger.member_state import Role
-from rmq.store.dledger.protocol import Code, RequestCode, VoteResult, base, reply_to
+from rmq.store.dledger.protocol import Code, RequestCode, VoteResult, bare, base, reply_to
 
 if TYPE_CHECKING:
     from rmq.store.dledger.server import DLedgerServer
@@ -105,24 +105,26 @@ class LeaderElector:
 
     # ---- handlers -------------------------------------------------------------------
     def handle_heartbeat(self, req: dict) -> dict:
+        """Answers shaped as 0.3.1.2's ``new HeartBeatResponse()``: code and
+        term only (term -1 unless the answer names this node's term)."""
         ms, term, leader = self.ms, int(req.get("term", -1)), req.get("leaderId")
         if not ms.is_peer(leader):
-            return reply_to(req, Code.UNKNOWN_MEMBER, ms.curr_term)
+            return bare(Code.UNKNOWN_MEMBER, ms.curr_term)
         if leader == ms.self_id:
-            return reply_to(req, Code.UNEXPECTED_MEMBER, ms.curr_term)
+            return bare(Code.UNEXPECTED_MEMBER, ms.curr_term)
         if term < ms.curr_term:
-            return reply_to(req, Code.EXPIRED_TERM, ms.curr_term)
+            return bare(Code.EXPIRED_TERM, ms.curr_term)
         if term == ms.curr_term:
             if ms.leader_id is None:
                 self.change_to_follower(term, leader)
-                return reply_to(req)
+                return bare()
             if leader == ms.leader_id:
                 self.last_leader_heartbeat = _now_ms()
-                return reply_to(req)
-            return reply_to(req, Code.INCONSISTENT_LEADER)
+                return bare()
+            return bare(Code.INCONSISTENT_LEADER)
         self.change_to_candidate(term)  # a newer term: catch up first, then follow
         self.need_increase_term = True
-        return reply_to(req, Code.TERM_NOT_READY)
+        return bare(Code.TERM_NOT_READY)
 
     def handle_vote(self, req: dict, own: bool = False) -> dict:
         ms = self.ms
@@ -130,8 +132,7 @@ class LeaderElector:
         end_term, end_index = int(req.get("ledgerEndTerm", -1)), int(req.get("ledgerEndIndex", -1))
 
         def answer(result: str, at: int | None = None) -> dict:
-            return reply_to(req, Code.SUCCESS, ms.curr_term if at is None else at,
-                            voteResult=result)
+            return reply_to(req, None, ms.curr_term if at is None else at, voteResult=result)
 
         if not ms.is_peer(leader):
             return answer(VoteResult.REJECT_UNKNOWN_LEADER)
@@ -186,9 +187,9 @@ class LeaderElector:
                 if fut.exception() is not None:
                     ms.peers_live[peer] = False
                     continue
-                ms.peers_live[peer] = True
                 resp = fut.result()
                 code = resp.get("code")
+                ms.peers_live[peer] = code != Code.NETWORK_ERROR
                 if code == Code.SUCCESS:
                     succ += 1
                 elif code == Code.EXPIRED_TERM:

@@ -31,7 +31,7 @@ from rmq.store.dledger.protocol import (
     RequestCode,
     push_entries,
     push_request,
-    reply_to,
+    push_response,
 )
 
 if TYPE_CHECKING:
@@ -395,12 +395,7 @@ class FollowerHandler:
 
     def _response(self, req: dict, code: int) -> dict:
         store = self.pusher.store
-        fields = {"beginIndex": store.ledger_begin_index, "endIndex": store.ledger_end_index}
-        if req.get("type") != PushType.COMMIT:
-            fields.update(index=int(req.get("firstEntryIndex", -1)), count=int(req.get("count", 0)))
-        resp = reply_to(req, code, **fields)
-        resp.pop("leaderId", None)
-        return resp
+        return push_response(req, code, store.ledger_begin_index, store.ledger_end_index)
 
     def handle(self, req: dict) -> dict | asyncio.Future:
         ms, store = self.pusher.ms, self.pusher.store

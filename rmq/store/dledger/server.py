@@ -17,17 +17,29 @@ import logging
 import time
 from collections.abc import Callable
 
-import orjson
-
 from rmq.common.codes import ResponseCode
 from rmq.remoting import RemotingClient, RemotingCommand, RemotingServer
 from rmq.remoting.config import NettyServerConfig
+from rmq.remoting.exceptions import RemotingError
 from rmq.store.dledger.config import DLedgerConfig
 from rmq.store.dledger.elector import LeaderElector
 from rmq.store.dledger.entry import Entry
 from rmq.store.dledger.member_state import MemberState, Role
 from rmq.store.dledger.mmap_store import DLedgerMmapFileStore
-from rmq.store.dledger.protocol import Code, DLedgerError, RequestCode, base, reply_to
+from rmq.store.dledger.protocol import (
+    Code,
+    DLedgerError,
+    JavaHashMap,
+    RequestCode,
+    append_response,
+    bare,
+    base,
+    decode,
+    encode,
+    failure,
+    read_answer,
+    reply_to,
+)
 from rmq.store.dledger.pusher import EntryPusher
 
 log = logging.getLogger("rmq.dledger")
@@ -99,13 +111,13 @@ class DLedgerServer:
     # ---- peers ------------------------------------------------------------------------
     async def call(self, peer: str, code: int, body: dict,
                    timeout_ms: int = RPC_TIMEOUT_MS) -> dict:
-        """One DLedger request to ``peer``; its JSON answer."""
-        request = RemotingCommand.create_request(int(code), None, orjson.dumps(body))
+        """One DLedger request to ``peer``; its JSON answer.  As 0.3.1.2 reads
+        it: the body decides, whatever the remoting code (200 from DLedger,
+        0 from older rmq nodes); an answer without a JSON body (a remoting
+        error such as SYSTEM_ERROR) is a NETWORK_ERROR."""
+        request = RemotingCommand.create_request(int(code), None, encode(body))
         response = await self.client.invoke(self.member_state.peer_map[peer], request, timeout_ms)
-        if response.code != ResponseCode.SUCCESS or not response.body:
-            raise DLedgerError(Code.NETWORK_ERROR, f"{peer} answered {response.code} "
-                               f"{response.remark or ''}")
-        return orjson.loads(bytes(response.body))
+        return read_answer(peer, response)
 
     def spawn_call(self, peer: str, code: int, body: dict) -> asyncio.Task:
         """``call`` as a task whose failure is read even when nobody awaits it
@@ -139,62 +151,82 @@ class DLedgerServer:
         return None
 
     async def handle(self, code: int, req: dict) -> dict:
+        """The answer to one request, as DLedgerServer's handlers shape it
+        (every request first checked for this node's id and group)."""
         ms = self.member_state
+        wrong = self._check_target(req)
+        if wrong is not None:
+            return failure(req, wrong, ms.leader_id, code)
         if code == RequestCode.HEART_BEAT:
             return self.elector.handle_heartbeat(req)
         if code == RequestCode.VOTE:
             return self.elector.handle_vote(req)
-        wrong = self._check_target(req) if code != RequestCode.METADATA else None
-        if wrong is not None:
-            return reply_to(req, wrong, ms.curr_term, leaderId=ms.leader_id)
         if code == RequestCode.PUSH:
             result = self.pusher.handler.handle(req)
             return await result if isinstance(result, asyncio.Future) else result
         if code == RequestCode.METADATA:
             return {"code": int(Code.SUCCESS), "group": ms.group, "leaderId": ms.leader_id,
-                    "peers": ms.peer_map, "term": ms.curr_term}
+                    "peers": JavaHashMap(ms.peer_map), "term": -1}
         if code == RequestCode.APPEND:
             return await self._handle_append(req)
         if code == RequestCode.GET:
             return self._handle_get(req)
         if code == RequestCode.LEADERSHIP_TRANSFER:
             return await self._handle_leadership_transfer(req)
-        return reply_to(req, Code.UNSUPPORTED)
+        return failure(req, Code.UNSUPPORTED, ms.leader_id, code)
 
     async def _handle_append(self, req: dict) -> dict:
         ms = self.member_state
+        if not ms.is_leader():
+            return failure(req, Code.NOT_LEADER, ms.leader_id, RequestCode.APPEND)
+        if ms.transferee is not None:
+            return failure(req, Code.LEADER_TRANSFERRING, ms.leader_id, RequestCode.APPEND)
+        term = ms.curr_term
         try:
             entry = await self.append(base64.b64decode(req.get("body") or b""))
         except DLedgerError as exc:
-            return reply_to(req, exc.code, ms.curr_term, leaderId=ms.leader_id)
-        return reply_to(req, Code.SUCCESS, entry.term, leaderId=ms.self_id, index=entry.index,
-                        pos=entry.pos)
+            if exc.code == Code.NOT_LEADER:
+                return failure(req, exc.code, ms.leader_id, RequestCode.APPEND)
+            return append_response(ms.group, term, ms.self_id, exc.code)
+        return append_response(ms.group, entry.term, ms.self_id, Code.SUCCESS, entry.index,
+                               entry.pos)
 
     def _handle_get(self, req: dict) -> dict:
+        """One entry, answered as 0.3.1.2's leader answers.  A follower serves
+        it too (0.3.1.2 answers NOT_LEADER; its client only asks the leader),
+        which lets an operator read any member's log."""
+        ms = self.member_state
         try:
             entry = self.store.get(int(req.get("beginIndex", -1)))
         except DLedgerError as exc:
-            return reply_to(req, exc.code, self.member_state.curr_term)
-        return reply_to(req, Code.SUCCESS, self.member_state.curr_term,
-                        entries=[entry.to_json_obj()])
+            return failure(req, exc.code, ms.leader_id, RequestCode.GET)
+        return {"code": int(Code.SUCCESS), "group": ms.group, "term": -1,
+                "entries": [entry.to_json_obj()]}
 
     # ---- leadership transfer -------------------------------------------------------------
     async def _handle_leadership_transfer(self, req: dict) -> dict:
+        """A refused precondition answers as 0.3.1.2's DLedgerServer does (the
+        request's base info, the code, this node's leader); the elector's own
+        refusals and the outcome carry only a code and a term."""
         ms = self.member_state
         term = int(req.get("term", -1))
         transfer_id, transferee = req.get("transferId"), req.get("transfereeId")
+
+        def refuse(code: Code) -> dict:
+            return failure(req, code, ms.leader_id, RequestCode.LEADERSHIP_TRANSFER)
+
         if transfer_id == ms.self_id:  # the leader, asked to hand over
             if not ms.is_peer(transferee):
-                return reply_to(req, Code.UNKNOWN_MEMBER, ms.curr_term)
+                return refuse(Code.UNKNOWN_MEMBER)
             if term != ms.curr_term:
-                return reply_to(req, Code.INCONSISTENT_TERM, ms.curr_term)
+                return refuse(Code.INCONSISTENT_TERM)
             if not ms.is_leader():
-                return reply_to(req, Code.NOT_LEADER, ms.curr_term)
-            if ms.transferee is not None:
-                return reply_to(req, Code.LEADER_TRANSFERRING, ms.curr_term)
+                return refuse(Code.NOT_LEADER)
             behind = self.store.ledger_end_index - self.pusher.water_mark(term, transferee)
             if behind >= self.config.max_leadership_transfer_wait_index:
-                return reply_to(req, Code.FALL_BEHIND_TOO_MUCH, ms.curr_term)
+                return refuse(Code.FALL_BEHIND_TOO_MUCH)
+            if ms.transferee is not None:
+                return bare(Code.LEADER_TRANSFERRING, ms.curr_term)
             ms.transferee = transferee
             take = base(ms.group, ms.self_id, transferee, ms.leader_id, term)
             take.update(takeLeadershipLedgerIndex=ms.ledger_end_index, transferId=ms.self_id,
@@ -202,22 +234,22 @@ class DLedgerServer:
             try:
                 resp = await self.call(transferee, RequestCode.LEADERSHIP_TRANSFER, take,
                                        self.config.leadership_transfer_wait_timeout + 5000)
-            except (DLedgerError, OSError, TimeoutError) as exc:
-                resp = reply_to(req, Code.NETWORK_ERROR, ms.curr_term)
+            except (DLedgerError, RemotingError, OSError, TimeoutError) as exc:
+                resp = reply_to(take, Code.NETWORK_ERROR)
                 log.warning("leadership transfer to %s failed: %s", transferee, exc)
             if resp.get("code") != Code.SUCCESS or ms.transferee is not None:
                 ms.transferee = None
             return resp
         if transferee == ms.self_id:  # the preferred node, told to take over
             if transfer_id != ms.leader_id:
-                return reply_to(req, Code.INCONSISTENT_LEADER, ms.curr_term)
+                return refuse(Code.INCONSISTENT_LEADER)
             deadline = time.monotonic() + self.config.leadership_transfer_wait_timeout / 1000
-            while int(req.get("takeLeadershipLedgerIndex", -1)) > ms.ledger_end_index:
+            while int(req.get("takeLeadershipLedgerIndex", 0)) > ms.ledger_end_index:
                 if time.monotonic() > deadline:
-                    return reply_to(req, Code.TAKE_LEADERSHIP_FAILED, ms.curr_term)
+                    return refuse(Code.TAKE_LEADERSHIP_FAILED)
                 await asyncio.sleep(0.01)
             if term != ms.curr_term:
-                return reply_to(req, Code.INCONSISTENT_TERM, ms.curr_term)
+                return bare(Code.INCONSISTENT_TERM, ms.curr_term)
             target = term + 1
             ms.term_to_take_leadership = target
             fut = asyncio.get_running_loop().create_future()
@@ -225,8 +257,8 @@ class DLedgerServer:
             self.elector.change_to_candidate(target)
             self.elector.need_increase_term = True
             code, at = await fut
-            return reply_to(req, code, at)
-        return reply_to(req, Code.UNEXPECTED_ARGUMENT, ms.curr_term)
+            return bare(code, at)
+        return bare(Code.UNEXPECTED_ARGUMENT, ms.curr_term)
 
     def _take_leadership_check(self, term: int, role: Role) -> None:
         """Answer a take-over once its term is decided (``TakeLeadershipTask``)."""
@@ -285,22 +317,27 @@ def _read_failure(task: asyncio.Task) -> None:
 
 
 class _Processor:
-    """Remoting processor: DLedger JSON in, DLedger JSON out (a SUCCESS command)."""
+    """Remoting processor: DLedger JSON in, DLedger JSON out in a command
+    whose remoting code is DLedger's SUCCESS (200), as
+    ``DLedgerRpcNettyService.handleResponse`` answers every request."""
 
     def __init__(self, server: DLedgerServer) -> None:
         self.server = server
 
     async def process_request(self, channel, request: RemotingCommand) -> RemotingCommand:
         if request.code not in RequestCode._value2member_map_:
-            return RemotingCommand.create_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                                                   f"code {request.code} is not a DLedger request")
+            return RemotingCommand.create_response(
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                f" request type {request.code} not supported")
+        if request.code == RequestCode.PULL:
+            # 0.3.1.2 has no PULL handler: its processor fails and the remoting
+            # layer answers SYSTEM_ERROR without a body.
+            return RemotingCommand.create_response(ResponseCode.SYSTEM_ERROR,
+                                                   "DLedger serves no PULL request")
         try:
-            req = orjson.loads(bytes(request.body or b"{}"))
-            if not isinstance(req, dict):
-                raise ValueError("not a JSON object")
+            req = decode(request.body or b"{}")
         except ValueError as exc:  # orjson.JSONDecodeError is a ValueError
             return RemotingCommand.create_response(ResponseCode.SYSTEM_ERROR,
                                                    f"bad DLedger request body: {exc}")
         resp = await self.server.handle(request.code, req)
-        return RemotingCommand.create_response(ResponseCode.SUCCESS, None, None,
-                                               orjson.dumps(resp))
+        return RemotingCommand.create_response(Code.SUCCESS, None, None, encode(resp))
