@@ -86,6 +86,7 @@ cdef struct Text:
 
 cdef struct Req:
     int64_t code, flag, opaque
+    int stype                 # 0 JSON, 1 ROCKETMQ: the answer's serialization
     int keys                  # top-level keys seen (bit per K_*)
     int fields                # extFields read (bit per F_*)
     Text f[NF]                # a field's text (V_STR)
@@ -300,6 +301,72 @@ cdef bint read_header(const uint8_t *p, Py_ssize_t n, Req *r) noexcept nogil:
             and r.keys & (1 << K_EXT) and (r.fields & REQUIRED) == REQUIRED)
 
 
+cdef inline bint ascii_text(const uint8_t *p, Py_ssize_t n, bint printable) noexcept nogil:
+    """Bytes below 0x80 (and, when ``printable``, none below 0x20 or 0x7F)."""
+    cdef Py_ssize_t i
+    for i in range(n):
+        if p[i] >= 0x80 or (printable and (p[i] < 0x20 or p[i] == 0x7F)):
+            return False
+    return True
+
+
+cdef bint read_header_rmq(const uint8_t *d, Py_ssize_t hlen, Req *r) noexcept nogil:
+    """The ROCKETMQ binary header ``d[:hlen]`` of a request into ``r``
+    (``read_header``'s contract): the pull's fields are length-prefixed
+    texts; an entry with an empty key or value is skipped (the general
+    reader's rule).
+    Anything but ASCII text, a pull field twice, or a length outside the
+    header is left to the general path."""
+    cdef int32_t rlen, elen, vlen
+    cdef Py_ssize_t p, stop
+    cdef int klen, i
+    cdef Text k
+    r.keys = 0
+    r.fields = 0
+    if hlen < 21:
+        return False
+    r.code = (d[0] << 8) | d[1]
+    if r.code & 0x8000:
+        r.code -= 0x10000
+    r.opaque = get32(d + 5)
+    r.flag = get32(d + 9)
+    rlen = get32(d + 13)
+    if rlen < 0 or 17 + <Py_ssize_t>rlen + 4 > hlen or not ascii_text(d + 17, rlen, False):
+        return False
+    p = 17 + rlen
+    elen = get32(d + p)
+    p += 4
+    if elen < 0 or p + <Py_ssize_t>elen > hlen:
+        return False
+    stop = p + elen
+    while p < stop:
+        if p + 2 > stop:
+            return False
+        klen = (d[p] << 8) | d[p + 1]
+        p += 2
+        if klen & 0x8000 or p + klen + 4 > stop or not ascii_text(d + p, klen, False):
+            return False
+        k.p = d + p
+        k.n = klen
+        p += klen
+        vlen = get32(d + p)
+        p += 4
+        if vlen < 0 or p + <Py_ssize_t>vlen > stop:
+            return False
+        i = key_index(k, FIELD_NAMES, FIELD_LENS, NF)
+        if not ascii_text(d + p, vlen, i >= 0):
+            return False
+        if i >= 0 and vlen:
+            if r.fields & (1 << i):
+                return False  # repeated: the general reader keeps the last one
+            r.fields |= 1 << i
+            r.kind[i] = V_STR
+            r.f[i].p = d + p
+            r.f[i].n = vlen
+        p += vlen
+    return (r.fields & REQUIRED) == REQUIRED
+
+
 cdef Py_ssize_t put_int(char *out, int64_t v) noexcept nogil:
     """``str(v)`` into ``out``; its length."""
     cdef char tmp[24]
@@ -354,6 +421,7 @@ cdef class PullLane:
     cdef Py_ssize_t _fixed      # bytes of the pieces together
     cdef int _taken
     cdef object _response       # FoundResponse
+    cdef object _render_rocketmq
     cdef _Name _group, _topic, _subscription, _expression
 
     def __init__(self, support, Py_ssize_t max_frame):
@@ -371,6 +439,7 @@ cdef class PullLane:
         self._fixed = sum(len(p) for p in self._pieces)
         self._taken = 0
         self._response = support.response
+        self._render_rocketmq = support.render_rocketmq
         self._group = _Name()
         self._topic = _Name()
         self._subscription = _Name()
@@ -404,12 +473,14 @@ cdef class PullLane:
                 if length < 4 or length > self.max_frame or end - pos - 4 < length:
                     break
                 frame = p + pos + 4
-                if frame[0] != 0:
-                    break  # not a JSON header
+                if frame[0] > 1:
+                    break  # an unknown serialization
                 hlen = (<Py_ssize_t>frame[1] << 16) | (<Py_ssize_t>frame[2] << 8) | frame[3]
                 if hlen + 4 != length:
                     break  # a body, or a header longer than the frame
-                if not read_header(frame + 4, hlen, &r):
+                r.stype = frame[0]
+                if not (read_header_rmq(frame + 4, hlen, &r) if r.stype
+                        else read_header(frame + 4, hlen, &r)):
                     break
                 if r.code != PULL or r.flag & (RPC_RESPONSE | RPC_ONEWAY):
                     break
@@ -449,6 +520,14 @@ cdef class PullLane:
             return True
         if taken is None:
             return False
+        if r.stype:
+            t = <tuple>taken
+            head = self._render_rocketmq(t[1], t[2], t[3], t[4], r.opaque, t[5])
+            if self._taken == 0:
+                channel.write_bytes(b"".join([head, *t[0]]))
+            else:
+                channel.send_response(self._response(head, r.opaque, t[0]))
+            return True
         answer = (taken, r.opaque)
         if self._taken == 0:
             channel.write_bytes(self._frames([answer]))
