@@ -367,6 +367,67 @@ cdef bint read_header_rmq(const uint8_t *d, Py_ssize_t hlen, Req *r) noexcept no
     return (r.fields & REQUIRED) == REQUIRED
 
 
+cdef bint read_pull(const uint8_t *frame, Py_ssize_t length, Req *r,
+                    int64_t *vals) noexcept nogil:
+    """The PULL_MESSAGE request ``frame[:length]`` (after its length prefix),
+    JSON or ROCKETMQ header and no body, into ``r`` and its numbers into
+    ``vals``; False for anything this reader leaves to the general path."""
+    cdef Py_ssize_t hlen
+    cdef int i
+    if frame[0] > 1:
+        return False  # an unknown serialization
+    hlen = (<Py_ssize_t>frame[1] << 16) | (<Py_ssize_t>frame[2] << 8) | frame[3]
+    if hlen + 4 != length:
+        return False  # a body, or a header longer than the frame
+    r.stype = frame[0]
+    if not (read_header_rmq(frame + 4, hlen, r) if r.stype else read_header(frame + 4, hlen, r)):
+        return False
+    if r.code != PULL or r.flag & (RPC_RESPONSE | RPC_ONEWAY):
+        return False
+    for i in range(F_QUEUE_ID, F_SUB_VERSION + 1):
+        if r.kind[i] == V_INT:
+            vals[i] = r.v[i]
+        elif not text_int(r.f[i], &vals[i]):
+            return False
+    return True
+
+
+cdef object field_str(Req *r, int i):
+    """A text field as the lane hands it on (None when absent)."""
+    if not r.fields & (1 << i):
+        return None
+    return PyUnicode_DecodeASCII(<const char *>r.f[i].p, r.f[i].n, NULL)
+
+
+def pull_head(buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_frame, make):
+    """The pull request at ``buf[pos:end]`` as the lane reads it: (opaque,
+    serialize type, the header ``make`` builds from the values), or None for
+    what the lane leaves to the general path.  For tests and fuzzing:
+    whatever it returns, the general reader must read the same."""
+    cdef Py_buffer pb
+    cdef Req r
+    cdef int64_t vals[NF]
+    cdef Py_ssize_t length
+    PyObject_GetBuffer(buf, &pb, PyBUF_SIMPLE)
+    try:
+        if pos < 0 or end > pb.len or pos > end:
+            raise ValueError("pos/end outside the buffer")
+        if end - pos < 8:
+            return None
+        length = get32(<const uint8_t *>pb.buf + pos)
+        if length < 4 or length > max_frame or end - pos - 4 < length:
+            return None
+        if not read_pull(<const uint8_t *>pb.buf + pos + 4, length, &r, vals):
+            return None
+        return r.opaque, r.stype, make(
+            field_str(&r, F_GROUP), field_str(&r, F_TOPIC), vals[F_QUEUE_ID],
+            vals[F_QUEUE_OFFSET], vals[F_MAX_NUMS], vals[F_SYS_FLAG], vals[F_COMMIT_OFFSET],
+            vals[F_SUSPEND], field_str(&r, F_SUBSCRIPTION), vals[F_SUB_VERSION],
+            field_str(&r, F_EXPRESSION))
+    finally:
+        PyBuffer_Release(&pb)
+
+
 cdef Py_ssize_t put_int(char *out, int64_t v) noexcept nogil:
     """``str(v)`` into ``out``; its length."""
     cdef char tmp[24]
@@ -457,11 +518,9 @@ cdef class PullLane:
         for the caller to write)."""
         cdef Py_buffer pb
         cdef const uint8_t *p
-        cdef const uint8_t *frame
-        cdef Py_ssize_t length, hlen
+        cdef Py_ssize_t length
         cdef Req r
         cdef int64_t vals[NF]
-        cdef int i
         self._taken = 0
         PyObject_GetBuffer(buf, &pb, PyBUF_SIMPLE)
         try:
@@ -472,30 +531,12 @@ cdef class PullLane:
                 length = get32(p + pos)
                 if length < 4 or length > self.max_frame or end - pos - 4 < length:
                     break
-                frame = p + pos + 4
-                if frame[0] > 1:
-                    break  # an unknown serialization
-                hlen = (<Py_ssize_t>frame[1] << 16) | (<Py_ssize_t>frame[2] << 8) | frame[3]
-                if hlen + 4 != length:
-                    break  # a body, or a header longer than the frame
-                r.stype = frame[0]
-                if not (read_header_rmq(frame + 4, hlen, &r) if r.stype
-                        else read_header(frame + 4, hlen, &r)):
+                if not read_pull(p + pos + 4, length, &r, vals):
                     break
-                if r.code != PULL or r.flag & (RPC_RESPONSE | RPC_ONEWAY):
+                if not self._answer(channel, &r, vals):
                     break
-                for i in range(F_QUEUE_ID, F_SUB_VERSION + 1):
-                    if r.kind[i] == V_INT:
-                        vals[i] = r.v[i]
-                    elif not text_int(r.f[i], &vals[i]):
-                        break
-                else:
-                    if not self._answer(channel, &r, vals):
-                        break
-                    pos += 4 + length
-                    self._taken += 1
-                    continue
-                break
+                pos += 4 + length
+                self._taken += 1
         finally:
             PyBuffer_Release(&pb)
         return pos, None

@@ -219,6 +219,20 @@ def read_pull(frame) -> tuple[int, PullHeader, int] | None:
         return None
 
 
+def pull_head(buf, pos: int, end: int, max_frame: int, make=None) -> tuple | None:
+    """The general reader's view of the pull request at ``buf[pos:end]``
+    (twin of the compiled ``pull_head``, which may leave more to the general
+    path but must read the same where it does not): (opaque, serialize type,
+    header), or None."""
+    if end - pos < 8:
+        return None
+    length = int.from_bytes(buf[pos:pos + 4], "big", signed=True)
+    if length < 4 or length > max_frame or end - pos - 4 < length:
+        return None
+    got = read_pull(buf[pos + 4:pos + 4 + length])
+    return None if got is None else (got[0], got[2], got[1])
+
+
 def rocketmq_found_header(suggest: int, next_begin: int, min_offset: int, max_offset: int,
                           opaque: int, body_len: int) -> bytes:
     """``FoundHeader.render`` for a ROCKETMQ-serialized pull: the general

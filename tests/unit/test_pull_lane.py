@@ -20,6 +20,7 @@ from rmq.broker.pull_lane import (
     FoundResponse,
     PullLane,
     PullLaneSupport,
+    pull_head,
     read_pull,
     rocketmq_found_header,
 )
@@ -374,3 +375,19 @@ def test_a_pull_that_fails_after_the_read_is_answered_system_error(cls):
              for f in out]
     assert codes == [(0, 1), (1, 2), (0, 3)]
     assert RemotingCommand.decode(out[1][4:]).remark.startswith("KeyError: 'boom'")
+
+
+@pytest.mark.skipif(_C is None, reason="the compiled pull lane is not built")
+@settings(max_examples=800, deadline=None)
+@given(st.one_of(_rocketmq_header().map(lambda h: _frame(h, b"", 1)), _header().map(_frame)),
+       st.randoms())
+def test_compiled_pull_head_reads_what_the_twin_reads(frame, rnd):
+    """``pull_head`` (the fuzz target's view): the compiled reading of a frame,
+    mutated now and then, equals the twin's wherever the compiled one takes it."""
+    data = bytearray(frame)
+    for _ in range(rnd.choice([0, 0, 1, 3])):
+        data[rnd.randrange(len(data))] = rnd.randrange(256)
+    got = _C.pull_head(data, 0, len(data), MAX, PullHeader.make)
+    if got is not None:
+        twin = pull_head(data, 0, len(data), MAX)
+        assert (got[0], got[1], _fields(got[2])) == (twin[0], twin[1], _fields(twin[2]))
