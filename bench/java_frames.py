@@ -3,7 +3,8 @@ and the share of the sends the send lane served.
 
 Apache RocketMQ 4.9.8's ``example/benchmark/Producer`` sets
 ``rocketmq.serialize.type=ROCKETMQ``: every SEND_MESSAGE_V2 it sends has the
-binary header, group ``benchmark_producer``, topic ``BenchmarkTest`` and the
+binary header, group ``benchmark_producer``, topic ``BenchmarkTest`` (a
+system topic of 1024 queues, which its client's sends go round) and the
 properties ``UNIQ_KEY`` and ``WAIT=true`` in its client's order
 (``bench.common.RawRequests`` with ``java=True`` writes exactly those
 frames).  For each number of requests in flight the load runs against a
@@ -29,7 +30,6 @@ from bench.common import (
     LOAD_CPU,
     Cluster,
     LoadSpec,
-    create_topic,
     load_in_subprocess,
     mode_env,
 )
@@ -37,6 +37,7 @@ from rmq.common.codes import RequestCode
 from rmq.remoting import RemotingClient, RemotingCommand
 
 TOPIC = "BenchmarkTest"
+QUEUES = 1024  # BenchmarkTest's queues (TopicConfigManager's system topic)
 
 
 async def _runtime(addr: str) -> dict:
@@ -58,13 +59,19 @@ def _round(lanes: bool, inflights: list[int], args) -> dict[int, dict]:
     conf = {} if lanes else {"rmqSendLaneEnable": "false", "rmqPullLaneEnable": "false"}
     out = {}
     with Cluster(env=mode_env("compiled"), broker_conf=conf, pin=True) as cluster:
-        asyncio.run(create_topic(cluster.broker_addr, cluster.namesrv_addr, TOPIC, 8))
+        # first a run that makes the 1024 consume queues (a queue's first
+        # message creates its file), as the Java load does early in its long run
+        prime = LoadSpec("send", cluster.namesrv_addr, TOPIC, seconds=args.prime, warmup=0.0,
+                         size=args.size, inflight=64, broker_addr=cluster.broker_addr,
+                         raw=True, queues=QUEUES, write_each=True,
+                         java_frames=not args.json_frames)
+        load_in_subprocess(prime, mode_env("compiled"), cpu=LOAD_CPU)
         for inflight in inflights:
             before = _served(asyncio.run(_runtime(cluster.broker_addr)))
             spec = LoadSpec("send", cluster.namesrv_addr, TOPIC, seconds=args.seconds,
                             warmup=1.0, size=args.size, inflight=inflight,
                             broker_pid=cluster.broker_pid, broker_addr=cluster.broker_addr,
-                            raw=True, queues=8, write_each=True,
+                            raw=True, queues=QUEUES, write_each=True,
                             java_frames=not args.json_frames)
             r = load_in_subprocess(spec, mode_env("compiled"), cpu=LOAD_CPU)
             after = _served(asyncio.run(_runtime(cluster.broker_addr)))
@@ -80,6 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument("--prime", type=float, default=15.0,
+                    help="seconds of load before measuring (until every queue exists)")
     ap.add_argument("--json-frames", action="store_true",
                     help="the same load with JSON headers (a Java client on its default)")
     args = ap.parse_args(argv)
