@@ -282,10 +282,24 @@ class SendLaneSupport:
         """Statistics and arrival notices of the read's messages, per queue."""
         stats = self.store.stats
         listener = self.store.message_arriving_listener
+        if len(runs) == 1:
+            run = runs[0]
+            stats.on_puts(run[0], run[5], run[6], run[7])
+        else:  # the statistics are per topic: one call for a topic's queues
+            totals: dict[str, list[int]] = {}
+            for run in runs:
+                t = totals.get(run[0])
+                if t is None:
+                    totals[run[0]] = [run[5], run[6], run[7]]
+                else:
+                    t[0] += run[5]
+                    t[1] += run[6]
+                    t[2] += run[7]
+            for topic, (nums, size, events) in totals.items():
+                stats.on_puts(topic, nums, size, events)
+        if listener is None:
+            return
         for topic, queue_id, qoff, tags, store_ts, nums, size, events, each in runs:
-            stats.on_puts(topic, nums, size, events)
-            if listener is None:
-                continue
             try:
                 if each is None:
                     listener(topic, queue_id, qoff, tags, store_ts, nums, size, events)
