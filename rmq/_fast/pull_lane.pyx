@@ -3,11 +3,12 @@
 start of a read that find messages, the first answered at once and the others
 queued on the channel.
 
-For each frame it reads the JSON header in place -- no dict, no
+For each frame it reads the JSON or ROCKETMQ header in place -- no dict, no
 ``RemotingCommand`` -- into the values a pull needs, hands them to
 ``PullLaneSupport.take`` (the processor's checks, the store read and every
 statistic, in Python, shared with the twin), and renders the answer's header
-from ``FoundHeader``'s pieces with the five numbers printed between them; the
+from ``FoundHeader``'s pieces with the five numbers printed between them (a
+ROCKETMQ answer's header by ``PullLaneSupport.render_rocketmq``); the
 first answer's records are copied behind it, the others are written from the
 views the store read.
 

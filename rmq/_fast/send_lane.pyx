@@ -3,11 +3,12 @@
 (single and batch) at the start of a read, from the receive buffer to the
 response bytes in one call.
 
-For each frame it reads the JSON header without building a Python object
-(the extFields values it needs are located in the header text and decoded
-into scratch buffers), checks what the twin checks, and writes the
+For each frame it reads the header without building a Python object -- a
+JSON header's extFields values are located in its text and decoded into
+scratch buffers, a ROCKETMQ header's length-prefixed values are taken where
+they lie (``parse_head_rmq``) -- checks what the twin checks, and writes the
 commit-log record, the consume-queue entry, the index keys and the response
-frame straight into their buffers.  Python is asked only once per read
+frame (in the request's serialization) straight into their buffers.  Python is asked only once per read
 (``SendLaneSupport.begin`` / ``end``) and the first time a read meets a topic
 or a queue.  Whatever this reader does not take for certain -- escapes in
 keys or numbers, floats, non-ASCII topics or properties, headers of more

@@ -20,7 +20,8 @@ are ``FoundResponse`` commands queued on the channel with their records as
 the views the store read, written without a copy.
 
 The lane takes only what it answers exactly as the general path would: a
-JSON header it reads for certain, a request the pull queue would run at
+JSON or ROCKETMQ header it reads for certain (answered in the same
+serialization), a request the pull queue would run at
 once, checks that pass, no record filter (SQL92, filterSupportRetry), and a
 read that FOUND messages -- a read that finds nothing is dropped uncounted
 (``read_messages``) and the general path reads again, answers, holds the

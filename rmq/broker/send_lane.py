@@ -6,9 +6,9 @@ general path turns each into a ``RemotingCommand``, runs it through the
 dispatcher, the send queue and the processor, stores it with ``put_single``
 and encodes a response command: a dozen Python calls and as many objects
 per message.  The lane takes the leading frames of a read that are plain
-sends -- a JSON header, an existing ordinary topic, a valid queue, no
-transaction and no delay, ASCII properties, room in the current commit-log,
-consume-queue and index files -- and for each writes the record, its
+sends -- a JSON or ROCKETMQ (binary) header, an existing ordinary topic,
+a valid queue, no transaction and no delay, ASCII properties, room in the
+current commit-log, consume-queue and index files -- and for each writes the record, its
 consume-queue entry and index keys and the response frame, all under one
 acquisition of the put locks.  Positions, queue offsets, statistics and the
 arrival listeners are brought up to date once per read (``SendLaneSupport.end``),
@@ -16,7 +16,9 @@ per queue: a held pull on a queue gets every message's notice, as from the
 general path.  The first frame the lane does not take ends its turn; that
 frame and everything after it go the general way, which stores and answers
 any send exactly as the lane would (same record bytes, same response
-bytes, same statistics), so declining is always safe.
+bytes, same statistics), so declining is always safe.  Every answer is
+written in the serialization its request came in, as the general path
+answers (``serializeTypeCurrentRPC``).
 
 Under SYNC_FLUSH the answers of senders that wait for the flush are held in
 one group-commit waiter per read and written when the flush covers the last
