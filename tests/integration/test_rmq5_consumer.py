@@ -2,7 +2,7 @@
 5.1.2) as a SimpleConsumer against a real rmq-broker's gRPC endpoint
 (tests/rmq5/consumer_client.py in its own virtualenv, as test_rmq5_producer):
 receive + ack of messages sent around its first receive, redelivery after the
-invisible time, and a change of invisible duration whose returned handle acks
+invisible time, tag filters, and a change of invisible duration whose returned handle acks
 for good (Apache proxy issue 9583 must not happen here)."""
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ CLIENT = Path(__file__).resolve().parents[2] / "tests" / "rmq5" / "consumer_clie
 GROUP = "G5"
 
 
-def start_consumer(c, scenario: str, count: int) -> subprocess.Popen:
+def start_consumer(c, scenario: str, count: int, tags: str = "*") -> subprocess.Popen:
     return subprocess.Popen([str(c.python), str(CLIENT), f"127.0.0.1:{c.grpc_port}", scenario,
-                             TOPIC, GROUP, str(count)], stdout=subprocess.PIPE, text=True)
+                             TOPIC, GROUP, str(count), tags], stdout=subprocess.PIPE, text=True)
 
 
 async def finish(proc: subprocess.Popen, timeout: float = 90) -> list[dict]:
@@ -40,11 +40,11 @@ async def finish(proc: subprocess.Popen, timeout: float = 90) -> list[dict]:
     return lines
 
 
-async def send_n(c, n: int) -> list[str]:
-    bodies = [f"b{i}" for i in range(n)]
+async def send_n(c, n: int, tag: str = "TagA") -> list[str]:
+    bodies = [f"{tag}{i}" for i in range(n)]
     for i, body in enumerate(bodies):
         ext = send_header_v2("pg", TOPIC, "TBW102", 4, i % 4, 0, int(time.time() * 1000), 0,
-                             props(TAGS="TagA", WAIT="true"), False, "broker-a")
+                             props(TAGS=tag, WAIT="true"), False, "broker-a")
         r = await c.call(R.SEND_MESSAGE_V2, ext, body.encode())
         assert r.code == ResponseCode.SUCCESS, r.remark
     return bodies
@@ -77,3 +77,13 @@ async def test_change_invisible_duration_then_ack_sticks(cluster):  # noqa: F811
     lines = await finish(start_consumer(c, "change", 2))
     assert len([x for x in lines if "changed" in x]) == 2
     assert {"after_change": 0} in lines  # acked with the new handle: nothing comes back
+
+
+async def test_tag_filter(cluster):  # noqa: F811
+    c = cluster
+    await send_n(c, 3, "TagB")
+    wanted = await send_n(c, 3, "TagC")
+    lines = await finish(start_consumer(c, "ack", 3, "TagC||TagD"))
+    got = [x["got"] for x in lines if "got" in x]
+    assert sorted(g["body"] for g in got) == wanted
+    assert {g["tag"] for g in got} == {"TagC"}
