@@ -226,6 +226,9 @@ class BrokerConfig:
     reviveQueueNum: int = 8
     popFromRetryProbability: int = 20
     enableRetryTopicV2: bool = False
+    # a group's first pop with initMode MAX starts at 0 while the queue's first message
+    # is still in memory (5.3.3 PopMessageProcessor), else at the last message
+    initPopOffsetByCheckMsgInMem: bool = True
     popResponseReturnActualRetryTopic: bool = False
     popPollingMaxWaiters: int = 100000  # rmq's bound on held pops (POLLING_FULL past it)
     serverLoadBalancerEnable: bool = True  # QUERY_ASSIGNMENT balances the queues

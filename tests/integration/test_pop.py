@@ -590,3 +590,42 @@ async def test_offsets_past_a_replaced_store_are_corrected(cluster):
     assert sorted(m.body for m in got) == [b"m0", b"m1"]
     back = await pop_all(p, "PopW", 2, 1000, timeout=10)  # not acked: revived
     assert sorted(m.body for m in back) == [b"m0", b"m1"]
+
+
+@pytest.mark.timeout(60)
+async def test_first_pop_with_init_mode_max_saves_its_start(cluster):
+    """A group's first pop with ConsumeInitMode MAX (the 5.x proxy path) saves where
+    it starts, so what is sent after it is popped next; while the queue's first
+    message is still in memory the start is 0 (5.3.3's rule)."""
+    c = cluster
+    await c.create_topic("PopInit", queues=1)
+    p = PopClient(c.addr, "broker-a", c.client)
+    r = await p.pop(G, "PopInit", queue_id=0, invisible_ms=5000, init_mode=1)
+    assert r.code == RC.POLLING_TIMEOUT
+    await fill(c, "PopInit", 3, queues=1)
+    got = await pop_all(p, "PopInit", 3, 5000, init_mode=1)
+    assert sorted(m.body for m in got) == [b"m0", b"m1", b"m2"]
+    # a new group on a queue that already holds messages still in memory: from 0
+    r = await p.pop("popGroup2", "PopInit", queue_id=0, invisible_ms=5000, max_nums=32,
+                    init_mode=1)
+    assert sorted(m.body for m in r.messages) == [b"m0", b"m1", b"m2"]
+
+
+@pytest.mark.timeout(60)
+async def test_first_pop_with_init_mode_max_without_the_memory_check(tmp_path):
+    c = MessagingCluster(tmp_path, "initPopOffsetByCheckMsgInMem=false\n")
+    c.start_broker()
+    try:
+        await c.create_topic("PopInit", queues=1)
+        await fill(c, "PopInit", 3, queues=1)
+        p = PopClient(c.addr, "broker-a", c.client)
+        r = await p.pop(G, "PopInit", queue_id=0, invisible_ms=5000, init_mode=1)
+        assert [m.body for m in r.messages] == [b"m2"]  # the last message only
+        await fill(c, "PopInit", 2, queues=1)  # m0, m1 again, after the saved start
+        got = await pop_all(p, "PopInit", 2, 5000, init_mode=1)
+        assert sorted(m.body for m in got) == [b"m0", b"m1"]
+        r = await c.call(R.QUERY_CONSUMER_OFFSET, {"consumerGroup": G, "topic": "PopInit",
+                                                    "queueId": "0"})
+        assert r.code == RC.SUCCESS and int(r.ext_fields["offset"]) >= 2
+    finally:
+        await c.close()

@@ -1,7 +1,7 @@
 """Apache's official Python client (PyPI ``rocketmq-python-client``) as a 5.x
 SimpleConsumer, run in its own virtualenv like producer_client.py.
 
-    python consumer_client.py ENDPOINT SCENARIO TOPIC GROUP COUNT
+    python consumer_client.py ENDPOINT SCENARIO TOPIC GROUP COUNT [TAG_EXPRESSION]
 
 Prints one JSON object per line: ``got`` per message received (body, tag,
 keys, properties, delivery attempt), ``acked`` / ``changed`` per call,
@@ -44,8 +44,9 @@ def receive_n(consumer, count, invisible, deadline_s=40):
 def main():
     endpoint, scenario, topic, group, count = sys.argv[1:6]
     count = int(count)
+    tags = sys.argv[6] if len(sys.argv) > 6 else "*"
     consumer = SimpleConsumer(ClientConfiguration(endpoint, Credentials()), group,
-                              {topic: FilterExpression("*")}, await_duration=5)
+                              {topic: FilterExpression(tags)}, await_duration=5)
     consumer.startup()
     try:
         msgs = receive_n(consumer, count, 10 if scenario == "redeliver" else 15)

@@ -37,6 +37,7 @@ from rmq.broker.processor.pull import tag_filter
 from rmq.client.heartbeat import EXPRESSION_TAG, build_subscription
 from rmq.common import message as mc
 from rmq.common.codes import RequestCode, ResponseCode
+from rmq.common.topics import RETRY_GROUP_TOPIC_PREFIX
 from rmq.filter.message_filter import filter_result
 from rmq.remoting import Channel, RemotingCommand
 from rmq.store.message_codec import decode_message, encode_message
@@ -171,10 +172,30 @@ class PopMessageProcessor:
 
     def _start_offset(self, group: str, topic: str, queue_id: int, init_mode: int) -> int:
         offset = self.c.consumer_offset_manager.query_offset(group, topic, queue_id)
-        if offset < 0:  # ConsumeInitMode MIN (0) or MAX (1)
-            offset = (self.store.get_max_offset_in_queue(topic, queue_id) if init_mode == 1
-                      else self.store.get_min_offset_in_queue(topic, queue_id))
+        if offset < 0:
+            offset = self._init_offset(group, topic, queue_id, init_mode)
         return max(offset, self.store.get_min_offset_in_queue(topic, queue_id), 0)
+
+    def _init_offset(self, group: str, topic: str, queue_id: int, init_mode: int) -> int:
+        """Where a group's first pop of a queue starts, saved at once so that the
+        next pop goes on from there: with ConsumeInitMode MAX (1) a start recomputed
+        on every pop would skip what was sent in between.  5.3.3's rule: MIN (0)
+        and the retry topics start at the queue's min offset; MAX starts at 0 while
+        the queue still holds its first message in memory, else at its last one."""
+        store = self.store
+        if init_mode != 1 or topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            offset = store.get_min_offset_in_queue(topic, queue_id)
+        elif (self.bc.initPopOffsetByCheckMsgInMem
+              and store.get_min_offset_in_queue(topic, queue_id) <= 0
+              and store.get_max_offset_in_queue(topic, queue_id) > 0
+              and not store.check_in_disk_by_consume_offset(topic, queue_id, 0)):
+            offset = 0
+        else:
+            offset = max(store.get_max_offset_in_queue(topic, queue_id) - 1, 0)
+        offset = max(offset, 0)
+        self.c.consumer_offset_manager.commit_offset("getPopOffset", group, topic, queue_id,
+                                                     offset)
+        return offset
 
     def retry_topics(self, group: str, topic: str) -> list[str]:
         tcm = self.c.topic_config_manager
