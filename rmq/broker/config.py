@@ -227,6 +227,7 @@ class BrokerConfig:
     popFromRetryProbability: int = 20
     enableRetryTopicV2: bool = False
     popResponseReturnActualRetryTopic: bool = False
+    initPopOffsetByCheckMsgInMem: bool = True
     popPollingMaxWaiters: int = 100000  # rmq's bound on held pops (POLLING_FULL past it)
     serverLoadBalancerEnable: bool = True  # QUERY_ASSIGNMENT balances the queues
 

@@ -37,6 +37,7 @@ from rmq.broker.processor.pull import tag_filter
 from rmq.client.heartbeat import EXPRESSION_TAG, build_subscription
 from rmq.common import message as mc
 from rmq.common.codes import RequestCode, ResponseCode
+from rmq.common.topics import RETRY_GROUP_TOPIC_PREFIX
 from rmq.filter.message_filter import filter_result
 from rmq.remoting import Channel, RemotingCommand
 from rmq.store.message_codec import decode_message, encode_message
@@ -44,6 +45,7 @@ from rmq.store.message_codec import decode_message, encode_message
 RC = ResponseCode
 MAX_POP_NUMS = 32
 BORN_TIME_SLACK_MS = 500
+INIT_MODE_MAX = 1  # ConsumeInitMode.MAX (MIN is 0)
 
 
 def now_ms() -> int:
@@ -171,10 +173,24 @@ class PopMessageProcessor:
 
     def _start_offset(self, group: str, topic: str, queue_id: int, init_mode: int) -> int:
         offset = self.c.consumer_offset_manager.query_offset(group, topic, queue_id)
-        if offset < 0:  # ConsumeInitMode MIN (0) or MAX (1)
-            offset = (self.store.get_max_offset_in_queue(topic, queue_id) if init_mode == 1
-                      else self.store.get_min_offset_in_queue(topic, queue_id))
+        if offset < 0:
+            offset = self._init_offset(topic, queue_id, init_mode)
         return max(offset, self.store.get_min_offset_in_queue(topic, queue_id), 0)
+
+    def _init_offset(self, topic: str, queue_id: int, init_mode: int) -> int:
+        """A group's first offset in a queue, as 5.3.3's getInitOffset: the
+        minimum for ConsumeInitMode MIN (0) and for any retry topic (what a
+        revive put there before the group's first pop of it must come back);
+        for MAX (1, the 5.x push consumer's default) offset 0 while the queue
+        still starts there and that message counts as in memory
+        (initPopOffsetByCheckMsgInMem), else the last message."""
+        low = self.store.get_min_offset_in_queue(topic, queue_id)
+        if init_mode != INIT_MODE_MAX or topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            return low
+        if self.bc.initPopOffsetByCheckMsgInMem and low <= 0 and \
+                not self.store.check_in_disk_by_consume_offset(topic, queue_id, 0):
+            return 0
+        return max(self.store.get_max_offset_in_queue(topic, queue_id) - 1, 0)
 
     def retry_topics(self, group: str, topic: str) -> list[str]:
         tcm = self.c.topic_config_manager
