@@ -1,16 +1,20 @@
-"""Where a group's first pop starts, as RocketMQ 5.3.3's PopMessageProcessor.getInitOffset
+"""POP answers as a running RocketMQ 5.3.3 broker gives them.
+
+Where a group's first pop starts, as 5.3.3's PopMessageProcessor.getInitOffset
 decides it: initMode MIN (0) at the queue's minimum; MAX (1, what the 5.x Java push
 consumer sends for its default CONSUME_FROM_LAST_OFFSET) at offset 0 while the queue
 still starts at 0 and that message is in memory (initPopOffsetByCheckMsgInMem), else
 at the last message; a retry topic always at its minimum, so what was revived
-before the group's first pop of it comes back whatever the mode."""
+before the group's first pop of it comes back whatever the mode. A queueId past the
+topic's read queues and a maxMsgNums above 32 answer 29 INVALID_PARAMETER;
+NOTIFICATION answers pollingFull beside hasMsg."""
 
 from __future__ import annotations
 
 import pytest
 
 from rmq.client.pop import PopClient, handle_of
-from rmq.common.codes import ResponseCode
+from rmq.common.codes import RequestCode, ResponseCode
 from tests.integration.test_messaging_support import MessagingCluster
 from tests.integration.test_pop import fill, pop_all
 
@@ -61,3 +65,22 @@ async def test_revived_messages_come_back_to_a_max_mode_group(cluster):
     assert all(m.reconsume_times == 1 for m in again)
     for m in again:
         assert (await p.ack("popGroup", "PopInitR", handle_of(m))).code == RC.SUCCESS
+
+
+@pytest.mark.timeout(60)
+async def test_refusals_and_notification_headers(cluster):
+    c = cluster
+    await c.create_topic("PopAns", queues=2)
+    base = {"consumerGroup": "gAns", "topic": "PopAns", "maxMsgNums": "4",
+            "invisibleTime": "5000", "pollTime": "0", "bornTime": "0", "initMode": "0"}
+    for code in (RequestCode.POP_MESSAGE, RequestCode.PEEK_MESSAGE, RequestCode.NOTIFICATION,
+                 RequestCode.POLLING_INFO):
+        r = await c.call(code, {**base, "queueId": "2"})
+        assert r.code == RC.INVALID_PARAMETER == 29, (code, r.code, r.remark)
+        assert r.remark.startswith("queueId[2] is illegal, topic:[PopAns] "
+                                   "topicConfig.readQueueNums:[2] consumer:[/127.0.0.1:"), r.remark
+    r = await c.call(RequestCode.POP_MESSAGE, {**base, "queueId": "-1", "maxMsgNums": "33"})
+    assert r.code == RC.INVALID_PARAMETER and "greater than 32" in r.remark
+    r = await c.call(RequestCode.NOTIFICATION, {**base, "queueId": "-1"})
+    assert r.code == RC.SUCCESS
+    assert (r.ext_fields["hasMsg"], r.ext_fields["pollingFull"]) == ("false", "false")
