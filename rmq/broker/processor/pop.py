@@ -45,6 +45,7 @@ from rmq.store.message_codec import decode_message, encode_message
 RC = ResponseCode
 MAX_POP_NUMS = 32
 BORN_TIME_SLACK_MS = 500
+INIT_MODE_MAX = 1  # ConsumeInitMode.MAX (MIN is 0)
 
 
 def now_ms() -> int:
@@ -117,10 +118,11 @@ class PopMessageProcessor:
             return self.peek(channel, request)
         if code == RequestCode.NOTIFICATION:
             return self.notification(channel, request)
-        return self.polling_info(request)
+        return self.polling_info(channel, request)
 
     # ---- checks shared by the requests ----------------------------------------------
-    def _check(self, group: str, topic: str, queue_id: int) -> RemotingCommand | None:
+    def _check(self, channel: Channel, group: str, topic: str, queue_id: int
+               ) -> RemotingCommand | None:
         if not mc.is_readable(self.bc.brokerPermission):
             return response(RC.NO_PERMISSION,
                             f"the broker[{self.bc.brokerIP1}] popping message is forbidden")
@@ -130,8 +132,9 @@ class PopMessageProcessor:
         if not mc.is_readable(tc.perm):
             return response(RC.NO_PERMISSION, f"the topic[{topic}] peeking message is forbidden")
         if queue_id >= tc.readQueueNums or queue_id < -1:
-            return response(RC.SYSTEM_ERROR, f"queueId[{queue_id}] is illegal, topic:[{topic}] "
-                            f"topicConfig.readQueueNums:[{tc.readQueueNums}]")
+            return response(RC.INVALID_PARAMETER, f"queueId[{queue_id}] is illegal, topic:[{topic}] "
+                            f"topicConfig.readQueueNums:[{tc.readQueueNums}] "
+                            f"consumer:[/{channel.remote_addr}]")
         cfg = self.c.subscription_group_manager.find_subscription_group_config(group)
         if cfg is None:
             return response(RC.SUBSCRIPTION_GROUP_NOT_EXIST,
@@ -222,11 +225,12 @@ class PopMessageProcessor:
             init_mode = ext_int(ext, "initMode", 0)
         except HeaderError as exc:
             return response(RC.SYSTEM_ERROR, str(exc))
-        refused = self._check(group, topic, queue_id)
+        refused = self._check(channel, group, topic, queue_id)
         if refused is not None:
             return refused
         if max_nums > MAX_POP_NUMS or max_nums <= 0:
-            return response(RC.SYSTEM_ERROR, f"the broker[{self.bc.brokerIP1}] pop message's "
+            code = RC.INVALID_PARAMETER if max_nums > MAX_POP_NUMS else RC.SYSTEM_ERROR
+            return response(code, f"the broker[{self.bc.brokerIP1}] pop message's "
                             f"num is greater than {MAX_POP_NUMS}")
         if invisible <= 0:
             return response(RC.SYSTEM_ERROR, f"invisibleTime is illegal: {invisible}")
@@ -364,7 +368,7 @@ class PopMessageProcessor:
             queue_id, max_nums = ext_int(ext, "queueId"), ext_int(ext, "maxMsgNums")
         except HeaderError as exc:
             return response(RC.SYSTEM_ERROR, str(exc))
-        refused = self._check(group, topic, queue_id)
+        refused = self._check(channel, group, topic, queue_id)
         if refused is not None:
             return refused
         bodies: list[bytes] = []
@@ -407,7 +411,7 @@ class PopMessageProcessor:
             poll_time = ext_int(ext, "pollTime", 0)
         except HeaderError as exc:
             return response(RC.SYSTEM_ERROR, str(exc))
-        refused = self._check(group, topic, queue_id)
+        refused = self._check(channel, group, topic, queue_id)
         if refused is not None:
             return refused
         cfg = self.c.subscription_group_manager.find_subscription_group_config(group)
@@ -417,19 +421,20 @@ class PopMessageProcessor:
             has = self._has_message(group, topic, queue_id, orderly)
             remaining = deadline - time.monotonic()
             if has or remaining <= 0 or not channel.is_active():
-                return response(RC.SUCCESS, None, {"hasMsg": "true" if has else "false"})
-            if self.ctx.polling.full():
-                return response(RC.POLLING_FULL, "polling full")
+                return response(RC.SUCCESS, None, {"hasMsg": "true" if has else "false",
+                                                   "pollingFull": "false"})
+            if self.ctx.polling.full():  # 5.3.3 answers success with pollingFull set
+                return response(RC.SUCCESS, None, {"hasMsg": "false", "pollingFull": "true"})
             await self.ctx.polling.wait(self.wait_topics(group, topic), remaining)
 
-    def polling_info(self, request: RemotingCommand) -> RemotingCommand:
+    def polling_info(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
         ext = request.ext_fields or {}
         try:
             group, topic = ext_str(ext, "consumerGroup"), ext_str(ext, "topic")
             queue_id = ext_int(ext, "queueId")
         except HeaderError as exc:
             return response(RC.SYSTEM_ERROR, str(exc))
-        refused = self._check(group, topic, queue_id)
+        refused = self._check(channel, group, topic, queue_id)
         if refused is not None:
             return refused
         return response(RC.SUCCESS, None,
