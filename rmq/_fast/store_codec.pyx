@@ -12,6 +12,7 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
 from rmq._fast.byteorder cimport put32, put64, get32, get64, get16, masked_crc
 from rmq._fast.record cimport ascii_hash, c_record_size, c_write_record, utf16_hash
 from libc.string cimport memcpy
+from rmq.common.message import parse_properties_text
 
 
 cdef enum:
@@ -302,13 +303,6 @@ cdef extern from "Python.h":
     Py_ssize_t PyUnicode_GET_LENGTH(object o)
 
 
-cdef dict props_text(object text):
-    """The twin's steps (``_string_to_message_properties``) for what the
-    ASCII parser leaves alone (non-ASCII text): decoded with replacement,
-    the same segments kept, so the same dict."""
-    cdef dict out = {}
-    if not text:
-        return out
     if isinstance(text, (bytes, bytearray, memoryview)):
         text = bytes(text).decode("utf-8", "replace")
     for seg in text.split("\x02"):
@@ -349,7 +343,7 @@ def string_to_message_properties(object text):
         if PyUnicode_IS_ASCII(text):
             return parse_ascii_props(<const uint8_t *>PyUnicode_DATA(text),
                                      PyUnicode_GET_LENGTH(text))
-        return props_text(text)
+        return parse_properties_text(text)
     PyObject_GetBuffer(text, &view, PyBUF_SIMPLE)
     try:
         ascii = True
@@ -361,4 +355,4 @@ def string_to_message_properties(object text):
             return parse_ascii_props(<const uint8_t *>view.buf, view.len)
     finally:
         PyBuffer_Release(&view)
-    return props_text(text)
+    return parse_properties_text(text)

@@ -241,3 +241,19 @@ class MessageExt(Message):
         return (f"MessageExt(topic={self.topic!r}, queue_id={self.queue_id}, "
                 f"queue_offset={self.queue_offset}, msg_id={self.msg_id!r}, "
                 f"properties={self.properties!r}, body={len(self.body)} bytes)")
+
+
+def parse_properties_text(text: str | bytes | None) -> dict[str, str]:
+    """``MessageDecoder.string2messageProperties``: segments split on ``\\x02``,
+    each used only if it has a ``\\x01`` that is neither first nor last; the
+    value may contain further ``\\x01``; later duplicates win."""
+    out: dict[str, str] = {}
+    if not text:
+        return out
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        text = bytes(text).decode("utf-8", "replace")
+    for seg in text.split("\x02"):
+        idx = seg.find("\x01")
+        if 0 < idx < len(seg) - 1:
+            out[seg[:idx]] = seg[idx + 1 :]
+    return out

@@ -331,20 +331,7 @@ def message_properties_to_string(props: dict[str, str] | None) -> str:
                          if (v := props[k]) is not None])
 
 
-def _string_to_message_properties(text: str | bytes | None) -> dict[str, str]:
-    """``MessageDecoder.string2messageProperties``: segments split on ``\\x02``,
-    each used only if it has a ``\\x01`` that is neither first nor last; the
-    value may contain further ``\\x01``; later duplicates win."""
-    out: dict[str, str] = {}
-    if not text:
-        return out
-    if isinstance(text, (bytes, bytearray, memoryview)):
-        text = bytes(text).decode("utf-8", "replace")
-    for seg in text.split("\x02"):
-        idx = seg.find("\x01")
-        if 0 < idx < len(seg) - 1:
-            out[seg[:idx]] = seg[idx + 1 :]
-    return out
+_string_to_message_properties = mc.parse_properties_text
 
 
 def _send_properties(text: str | bytes | None, cluster: str) -> tuple[dict[str, str], str, int]:
