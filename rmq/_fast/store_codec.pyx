@@ -303,15 +303,6 @@ cdef extern from "Python.h":
     Py_ssize_t PyUnicode_GET_LENGTH(object o)
 
 
-    if isinstance(text, (bytes, bytearray, memoryview)):
-        text = bytes(text).decode("utf-8", "replace")
-    for seg in text.split("\x02"):
-        idx = seg.find("\x01")
-        if 0 < idx < len(seg) - 1:
-            out[seg[:idx]] = seg[idx + 1:]
-    return out
-
-
 cdef dict parse_ascii_props(const uint8_t *p, Py_ssize_t n):
     cdef dict out = {}
     cdef Py_ssize_t i = 0, seg, sep, seg_end
