@@ -26,7 +26,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rmq.store.dledger.client import DLedgerClient  # noqa: E402
+from rmq.dledger.client import DLedgerClient  # noqa: E402
 
 TIMING = ["--heartbeat-ms", "1000", "--data-file-size", str(64 * 1024 * 1024),
           "--index-file-size", str(32 * 1024 * 1024)]
@@ -47,7 +47,7 @@ def start_group(tmp: str, size: int) -> tuple[str, dict[str, subprocess.Popen]]:
     procs = {}
     for i in ids:
         procs[i] = subprocess.Popen(
-            [sys.executable, "-m", "rmq.store.dledger.startup", "--group", "g", "--id", i,
+            [sys.executable, "-m", "rmq.dledger.startup", "--group", "g", "--id", i,
              "--peers", peers, "--store-base-dir", tmp, *TIMING],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
     return peers, procs

@@ -316,11 +316,16 @@ class BrokerController:
     async def _create_store(self) -> bool:
         from rmq.store import DefaultMessageStore
 
+        commit_log = None
+        if self.store_config.enableDLegerCommitLog:  # the commit log on a DLedger group
+            from rmq.dledger.commit_log import DLedgerCommitLog
+
+            commit_log = DLedgerCommitLog
         self.message_store = DefaultMessageStore(
             self.store_config,
             store_host=(self.broker_config.brokerIP1, self.server_config.listenPort),
             broker_cluster_name=self.broker_config.brokerClusterName,
-            message_arriving_listener=self._on_message_arriving)
+            message_arriving_listener=self._on_message_arriving, commit_log=commit_log)
         # CommitLogDispatcherCalcBitMap (it checks enableCalcFilterBitMap per message)
         self.message_store.bitmap_calculator = self.consumer_filter_manager.calc_bitmap
         ok = await maybe_await(self.message_store.load())

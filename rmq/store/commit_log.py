@@ -13,6 +13,7 @@ import logging
 import struct
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rmq._fast import compiled
@@ -172,6 +173,11 @@ def _append_batch(buf, pos: int, limit: int, wire, queue_id: int, sys_flag: int,
 
 
 class CommitLog:
+    # A commit log whose records lie inside entries of another format (DLedger's)
+    # walks a readable region itself: ``dispatch_entries(view, dispatch)`` calls
+    # ``dispatch(scan)`` for each record and returns (position reached, blank met)
+    dispatch_entries: Callable[[memoryview, Callable[[tuple], None]], tuple[int, bool]] | None = None
+
     def __init__(self, store) -> None:
         cfg = store.config
         self.store = store

@@ -121,7 +121,7 @@ class MessageStoreConfig:
     enableLmq: bool = False
     enableMultiDispatch: bool = False
     maxLmqConsumeQueueNum: int = 20000
-    # the DLedger commit log (rmq/store/dledger_commit_log.py)
+    # the DLedger commit log (rmq/dledger/commit_log.py)
     enableDLegerCommitLog: bool = False
     dLegerGroup: str | None = None
     dLegerPeers: str | None = None

@@ -88,7 +88,11 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
     def __init__(
         self, config: MessageStoreConfig, store_host: tuple[str, int] = ("127.0.0.1", 10911),
         broker_cluster_name: str = "DefaultCluster", message_arriving_listener: ArrivalListener | None = None,
+        commit_log: Callable[[DefaultMessageStore], CommitLog] | None = None,
     ) -> None:
+        """``commit_log``: the commit log implementation, made with the store
+        (``CommitLog`` unless given; the broker's start-up passes
+        ``rmq.dledger.DLedgerCommitLog`` when ``enableDLegerCommitLog`` is set)."""
         config.normalize()
         self.config = config
         self.store_host = store_host
@@ -100,12 +104,10 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
         self.running_flags = RunningFlags()
         self.stats = StoreStatsService()
         self.dispatch_room = DispatchRoom(self)
-        if config.enableDLegerCommitLog:
-            from rmq.store.dledger_commit_log import DLedgerCommitLog
-
-            self.commit_log = DLedgerCommitLog(self)
-        else:
-            self.commit_log = CommitLog(self)
+        if config.enableDLegerCommitLog and commit_log is None:
+            raise ValueError("enableDLegerCommitLog=true needs the DLedger commit log "
+                             "(commit_log=rmq.dledger.commit_log.DLedgerCommitLog)")
+        self.commit_log = (commit_log or CommitLog)(self)
         self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
         self.lmq_consume_queue_num = 0  # LMQ topics with a consume queue (maxLmqConsumeQueueNum)
         self.checkpoint: StoreCheckpoint | None = None

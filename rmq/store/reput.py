@@ -24,7 +24,6 @@ from rmq.store import message_codec as codec
 from rmq.store.config import BrokerRole
 from rmq.store.dispatch import dispatch_run
 from rmq.store.dispatch_room import count_keys
-from rmq.store.dledger.entry import BODY_OFFSET as ENTRY_BODY_OFFSET
 from rmq.store.message import MessageExtBrokerInner
 from rmq.store.results import AppendMessageResult
 
@@ -96,8 +95,9 @@ class ReputMixin:
     def _dispatch_region(self, view, notify: bool) -> tuple[int, bool]:
         """Scan and dispatch the records of one readable region; returns the
         position reached and whether a blank (end of file) was met."""
-        if self.config.enableDLegerCommitLog:
-            return self._dispatch_entries(view, notify)
+        walk = self.commit_log.dispatch_entries
+        if walk is not None:  # records inside entries of another format (DLedger's)
+            return walk(view, lambda r: self._dispatch(r, notify))
         scan = codec.scan_record
         dispatch = self._dispatch
         n = len(view)
@@ -120,30 +120,6 @@ class ReputMixin:
                 pos += r[1]
             else:
                 break
-        return pos, False
-
-    def _dispatch_entries(self, view, notify: bool) -> tuple[int, bool]:
-        """``_dispatch_region`` over DLedger entries: each record lies behind
-        a 48-byte entry header; a blank ends the file (4.9.8's
-        ``DLedgerCommitLog.checkMessageAndReturnSize``)."""
-        blank_at = self.commit_log.blank_at
-        n = len(view)
-        pos = 0
-        while pos + 8 <= n:
-            if blank_at(view, pos):
-                return pos, True
-            size = int.from_bytes(view[pos + 4:pos + 8], "big", signed=True)
-            if size <= ENTRY_BODY_OFFSET or pos + size > n:
-                break
-            r = codec.scan_record(view, pos + ENTRY_BODY_OFFSET, pos + size, False)
-            if r[0] == codec.SCAN_MESSAGE:
-                try:
-                    self._dispatch(r, notify)
-                except DispatchStalled:
-                    return pos, False
-            else:
-                log.error("[BUG] DLedger entry of %d bytes holds no message", size)
-            pos += size
         return pos, False
 
     @property

@@ -9,9 +9,9 @@ import asyncio
 import time
 from pathlib import Path
 
+from rmq.dledger.client import DLedgerClient
+from rmq.dledger.protocol import DLedgerError
 from rmq.remoting.exceptions import RemotingError
-from rmq.store.dledger.client import DLedgerClient
-from rmq.store.dledger.protocol import DLedgerError
 from tests.support.procs import RmqProcess, free_port
 from tests.support.tcp_proxy import TcpProxy
 
@@ -45,7 +45,7 @@ class ProcGroup:
                         for p in self.ids)
 
     def start_node(self, node: str) -> None:
-        proc = RmqProcess("rmq.store.dledger.startup",
+        proc = RmqProcess("rmq.dledger.startup",
                           ["--group", "g", "--id", node, "--peers", self.peers_of(node),
                            "--store-base-dir", str(self.tmp / "store"), *TIMING, *self.extra],
                           self.tmp / f"{node}.out")

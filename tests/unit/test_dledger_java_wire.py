@@ -26,10 +26,10 @@ from collections.abc import Callable
 
 import pytest
 
-from rmq.store.dledger.client import DLedgerClient
-from rmq.store.dledger.config import DLedgerConfig
-from rmq.store.dledger.protocol import JavaHashMap, RequestCode, encode
-from rmq.store.dledger.server import DLedgerServer
+from rmq.dledger.client import DLedgerClient
+from rmq.dledger.config import DLedgerConfig
+from rmq.dledger.protocol import JavaHashMap, RequestCode, encode
+from rmq.dledger.server import DLedgerServer
 from tests.support.procs import free_port
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(60)]
@@ -364,9 +364,9 @@ async def test_rmq_follows_a_java_leader_and_votes(tmp_path):
 async def _listen_only(server: DLedgerServer) -> None:
     """The server's remoting side alone: no elector, so the state each answer
     depends on is set by the test."""
+    from rmq.dledger.server import _Processor
     from rmq.remoting import RemotingServer
     from rmq.remoting.config import NettyServerConfig
-    from rmq.store.dledger.server import _Processor
 
     port = int(server.config.self_addr.rsplit(":", 1)[1])
     server.remoting = RemotingServer(NettyServerConfig(listenPort=port), None, name="dledger")

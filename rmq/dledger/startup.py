@@ -1,7 +1,7 @@
 """A DLedger node on its own (DLedger's ``server`` command), for tests, soaks
 and trying a group out without brokers:
 
-    python -m rmq.store.dledger.startup --group g --id n0 \\
+    python -m rmq.dledger.startup --group g --id n0 \\
         --peers "n0-127.0.0.1:40911;n1-127.0.0.1:40912;n2-127.0.0.1:40913" --store-base-dir DIR
 
 A bad peer list or setting is one line on stderr and exit 1.
@@ -15,9 +15,9 @@ import logging
 import signal
 import sys
 
-from rmq.store.dledger.config import DLedgerConfig, DLedgerConfigError
-from rmq.store.dledger.protocol import DLedgerError
-from rmq.store.dledger.server import DLedgerServer
+from rmq.dledger.config import DLedgerConfig, DLedgerConfigError
+from rmq.dledger.protocol import DLedgerError
+from rmq.dledger.server import DLedgerServer
 
 
 def parse_args(argv: list[str] | None) -> DLedgerConfig:

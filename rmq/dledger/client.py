@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 import base64
 
+from rmq.dledger.config import parse_peers
+from rmq.dledger.entry import Entry
+from rmq.dledger.protocol import Code, DLedgerError, RequestCode, base, encode, read_answer
 from rmq.remoting import RemotingClient, RemotingCommand
 from rmq.remoting.exceptions import RemotingConnectError, RemotingError
-from rmq.store.dledger.config import parse_peers
-from rmq.store.dledger.entry import Entry
-from rmq.store.dledger.protocol import Code, DLedgerError, RequestCode, base, encode, read_answer
 
 _NOT_APPENDED = (Code.NOT_LEADER, Code.LEADER_TRANSFERRING, Code.LEADER_PENDING_FULL)
 

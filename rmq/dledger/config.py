@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from rmq.store.dledger.entry import INDEX_UNIT_SIZE
+from rmq.dledger.entry import INDEX_UNIT_SIZE
 
 
 class DLedgerConfigError(ValueError):

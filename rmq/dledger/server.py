@@ -18,15 +18,12 @@ import time
 from collections.abc import Callable
 
 from rmq.common.codes import ResponseCode
-from rmq.remoting import RemotingClient, RemotingCommand, RemotingServer
-from rmq.remoting.config import NettyServerConfig
-from rmq.remoting.exceptions import RemotingError
-from rmq.store.dledger.config import DLedgerConfig
-from rmq.store.dledger.elector import LeaderElector
-from rmq.store.dledger.entry import Entry
-from rmq.store.dledger.member_state import MemberState, Role
-from rmq.store.dledger.mmap_store import DLedgerMmapFileStore
-from rmq.store.dledger.protocol import (
+from rmq.dledger.config import DLedgerConfig
+from rmq.dledger.elector import LeaderElector
+from rmq.dledger.entry import Entry
+from rmq.dledger.member_state import MemberState, Role
+from rmq.dledger.mmap_store import DLedgerMmapFileStore
+from rmq.dledger.protocol import (
     Code,
     DLedgerError,
     JavaHashMap,
@@ -40,7 +37,10 @@ from rmq.store.dledger.protocol import (
     read_answer,
     reply_to,
 )
-from rmq.store.dledger.pusher import EntryPusher
+from rmq.dledger.pusher import EntryPusher
+from rmq.remoting import RemotingClient, RemotingCommand, RemotingServer
+from rmq.remoting.config import NettyServerConfig
+from rmq.remoting.exceptions import RemotingError
 
 log = logging.getLogger("rmq.dledger")
 

@@ -22,11 +22,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from rmq.store.dledger.member_state import Role
-from rmq.store.dledger.protocol import Code, RequestCode, VoteResult, bare, base, reply_to
+from rmq.dledger.member_state import Role
+from rmq.dledger.protocol import Code, RequestCode, VoteResult, bare, base, reply_to
 
 if TYPE_CHECKING:
-    from rmq.store.dledger.server import DLedgerServer
+    from rmq.dledger.server import DLedgerServer
 
 log = logging.getLogger("rmq.dledger")
 

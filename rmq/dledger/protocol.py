@@ -19,7 +19,7 @@ from enum import IntEnum
 
 import orjson
 
-from rmq.store.dledger.entry import Entry
+from rmq.dledger.entry import Entry
 
 
 class RequestCode(IntEnum):

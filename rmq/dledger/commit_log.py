@@ -17,13 +17,14 @@ import logging
 import struct
 
 from rmq.common import message as mc
+from rmq.dledger.config import DLedgerConfig
+from rmq.dledger.entry import BLANK_MAGIC, BODY_OFFSET, Entry
+from rmq.dledger.protocol import Code, DLedgerError
+from rmq.dledger.server import DLedgerServer
 from rmq.store import message_codec as codec
 from rmq.store.commit_log import CommitLog, _now_ms, batch_key_count
-from rmq.store.dledger.config import DLedgerConfig
-from rmq.store.dledger.entry import BLANK_MAGIC, BODY_OFFSET, Entry
-from rmq.store.dledger.protocol import Code, DLedgerError
-from rmq.store.dledger.server import DLedgerServer
 from rmq.store.message import MessageExtBatch, MessageExtBrokerInner
+from rmq.store.reput import DispatchStalled
 from rmq.store.results import AppendMessageResult, AppendMessageStatus, PutMessageStatus
 
 log = logging.getLogger("store")
@@ -64,8 +65,6 @@ def _patch_phy(entry: Entry, record: bytearray, body_at: int) -> None:
 
 
 class DLedgerCommitLog(CommitLog):
-    dledger_framing = True
-
     def __init__(self, store) -> None:
         super().__init__(store)
         self.server = DLedgerServer(dledger_config(store.config), own_store=False)
@@ -225,9 +224,29 @@ class DLedgerCommitLog(CommitLog):
     def append_data(self, start_offset: int, data) -> bool:
         return False  # no HA stream: DLedger replicates
 
-    def blank_at(self, view, pos: int) -> bool:
-        """Whether an entry-file blank starts at ``pos``."""
-        return int.from_bytes(view[pos:pos + 4], "big", signed=True) == BLANK_MAGIC
+    def dispatch_entries(self, view, dispatch) -> tuple[int, bool]:
+        """The reput's walk of a readable region: each record lies behind a
+        48-byte entry header; a blank ends the file (4.9.8's
+        ``DLedgerCommitLog.checkMessageAndReturnSize``).  Returns the position
+        reached and whether a blank was met."""
+        n = len(view)
+        pos = 0
+        while pos + 8 <= n:
+            if int.from_bytes(view[pos:pos + 4], "big", signed=True) == BLANK_MAGIC:
+                return pos, True
+            size = int.from_bytes(view[pos + 4:pos + 8], "big", signed=True)
+            if size <= BODY_OFFSET or pos + size > n:
+                break
+            r = codec.scan_record(view, pos + BODY_OFFSET, pos + size, False)
+            if r[0] == codec.SCAN_MESSAGE:
+                try:
+                    dispatch(r)
+                except DispatchStalled:
+                    return pos, False
+            else:
+                log.error("[BUG] DLedger entry of %d bytes holds no message", size)
+            pos += size
+        return pos, False
 
     def shutdown(self) -> None:
         self.allocator.shutdown()

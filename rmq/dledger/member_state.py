@@ -11,7 +11,7 @@ from enum import Enum
 
 from rmq.common.config_manager import write_file_safely
 from rmq.common.properties import ConfigError, load_properties
-from rmq.store.dledger.config import DLedgerConfig
+from rmq.dledger.config import DLedgerConfig
 
 log = logging.getLogger("rmq.dledger")
 

@@ -23,8 +23,8 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from rmq.store.dledger.entry import Entry
-from rmq.store.dledger.protocol import (
+from rmq.dledger.entry import Entry
+from rmq.dledger.protocol import (
     Code,
     DLedgerError,
     PushType,
@@ -35,7 +35,7 @@ from rmq.store.dledger.protocol import (
 )
 
 if TYPE_CHECKING:
-    from rmq.store.dledger.server import DLedgerServer
+    from rmq.dledger.server import DLedgerServer
 
 log = logging.getLogger("rmq.dledger")
 

@@ -23,8 +23,8 @@ from collections.abc import Callable
 
 from rmq.common.config_manager import write_file_safely
 from rmq.common.properties import ConfigError, load_properties
-from rmq.store.dledger.config import DLedgerConfig
-from rmq.store.dledger.entry import (
+from rmq.dledger.config import DLedgerConfig
+from rmq.dledger.entry import (
     BLANK_MAGIC,
     BODY_OFFSET,
     HEADER_SIZE,
@@ -36,8 +36,8 @@ from rmq.store.dledger.entry import (
     decode_index,
     encode_index,
 )
-from rmq.store.dledger.member_state import MemberState
-from rmq.store.dledger.protocol import Code, DLedgerError
+from rmq.dledger.member_state import MemberState
+from rmq.dledger.protocol import Code, DLedgerError
 from rmq.store.mapped_file import MappedFileQueue
 
 log = logging.getLogger("rmq.dledger")
