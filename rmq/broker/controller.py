@@ -287,9 +287,10 @@ class BrokerController:
             log.error("load config failed: %s", exc)
             print(f"broker initialize failed: {exc}", flush=True)
             return False
-        if not await self._create_store():
+        commit_log = self._commit_log_kind()
+        if not await self._create_store(commit_log):
             return False
-        if self.store_config.enableDLegerCommitLog:
+        if commit_log is not None:
             self._initial_dledger()
         else:
             self._create_ha_service()
@@ -313,14 +314,19 @@ class BrokerController:
                 self.update_master_ha_periodically = True
         return True
 
-    async def _create_store(self) -> bool:
+    def _commit_log_kind(self) -> type | None:
+        """The commit log the store is made with, chosen once here: a DLedger
+        group's with ``enableDLegerCommitLog`` (no HA service then), else None
+        for the store's own ``CommitLog`` (replicated by the HA service)."""
+        if not self.store_config.enableDLegerCommitLog:
+            return None
+        from rmq.dledger.commit_log import DLedgerCommitLog
+
+        return DLedgerCommitLog
+
+    async def _create_store(self, commit_log: type | None = None) -> bool:
         from rmq.store import DefaultMessageStore
 
-        commit_log = None
-        if self.store_config.enableDLegerCommitLog:  # the commit log on a DLedger group
-            from rmq.dledger.commit_log import DLedgerCommitLog
-
-            commit_log = DLedgerCommitLog
         self.message_store = DefaultMessageStore(
             self.store_config,
             store_host=(self.broker_config.brokerIP1, self.server_config.listenPort),

@@ -59,21 +59,47 @@ def dledger_config(cfg) -> DLedgerConfig:
     return config
 
 
+def _put_status(ack: asyncio.Future) -> asyncio.Future:
+    """The quorum wait of a put as a future of its PutMessageStatus: PUT_OK once
+    a quorum holds the entry, else the status 4.9.8 reports for DLedger's code."""
+    status = ack.get_loop().create_future()
+
+    def settle(ack: asyncio.Future) -> None:
+        if status.done():
+            return
+        exc = DLedgerError(Code.UNKNOWN) if ack.cancelled() else ack.exception()
+        status.set_result(PutMessageStatus.PUT_OK if exc is None else
+                          _STATUS.get(getattr(exc, "code", None), PutMessageStatus.UNKNOWN_ERROR))
+
+    ack.add_done_callback(settle)
+    return status
+
+
 def _patch_phy(entry: Entry, record: bytearray, body_at: int) -> None:
     """The append hook: the record's PHYSICALOFFSET is where its body lies."""
     _LONG.pack_into(record, body_at + PHY_IN_RECORD, entry.pos + body_at)
 
 
 class DLedgerCommitLog(CommitLog):
+    """The commit log of a broker with ``enableDLegerCommitLog``, handed to the
+    store at start-up (``DefaultMessageStore(commit_log=DLedgerCommitLog)``)."""
+
+    dispatch_on_commit = True  # the group's commit listener dispatches
+
     def __init__(self, store) -> None:
         super().__init__(store)
-        self.server = DLedgerServer(dledger_config(store.config), own_store=False)
         self.server.commit_listeners.append(lambda _index: store.do_reput())
+
+    def _open_files(self, cfg) -> None:
+        """The log is the group's entry data files; the group's own store
+        appends to them (no allocator, no zeroing ahead)."""
+        self.server = DLedgerServer(dledger_config(cfg), own_store=False)
         self.dledger = self.server.store
         self.dledger.append_hooks.append(_patch_phy)
+        self.zero_ahead_enabled = False
+        self.allocator = None
         self.mfq = self.dledger.data  # readers, flushes and cleaning see the entry files
         self.file_size = self.mfq.mapped_file_size
-        self.pending: asyncio.Future | None = None  # the quorum wait of the last put
 
     # --- offsets ----------------------------------------------------------------------
     def load(self) -> bool:
@@ -118,14 +144,13 @@ class DLedgerCommitLog(CommitLog):
         return end
 
     # --- appends (the leader only) -----------------------------------------------------
-    def _append_records(self, records: list[bytes]) -> Entry:
-        """Append each record as an entry; the quorum wait of the last one
-        (they commit in order) is left in ``pending``."""
+    def _append_records(self, records: list[bytes]) -> tuple[Entry, asyncio.Future]:
+        """Append each record as an entry: the last entry and the put's quorum
+        wait (entries commit in order: the last one's wait covers them all)."""
         entry = None
         for record in records:
             entry = self.dledger.append_as_leader(record)
-        self.pending = self.server.pusher.wait_ack(entry)
-        return entry
+        return entry, _put_status(self.server.pusher.wait_ack(entry))
 
     def _status_of(self, exc: DLedgerError) -> AppendMessageResult:
         log.warning("DLedger append refused: %s", exc)
@@ -152,7 +177,7 @@ class DLedgerCommitLog(CommitLog):
                 msg.born_timestamp, born, now, self.store_host_field, msg.reconsume_times,
                 msg.prepared_transaction_offset, body, topic, props)
             try:
-                entry = self._append_records([bytes(record)])
+                entry, quorum = self._append_records([bytes(record)])
             except DLedgerError as exc:
                 return self._status_of(exc)
             if counts:
@@ -162,7 +187,8 @@ class DLedgerCommitLog(CommitLog):
         msg.store_timestamp = now
         msg.sys_flag = sys_flag
         return AppendMessageResult(AppendMessageStatus.PUT_OK, entry.pos + BODY_OFFSET, size, now,
-                                   queue_offset, 1, _now_ms() - now, self.store.store_host)
+                                   queue_offset, 1, _now_ms() - now, self.store.store_host,
+                                   quorum=quorum)
 
     def put_messages(self, batch: MessageExtBatch) -> AppendMessageResult:
         """A batch is one entry per message (4.9.8 appends them one by one too);
@@ -197,7 +223,7 @@ class DLedgerCommitLog(CommitLog):
                 at += n
             try:
                 first = self.dledger.ledger_end_index + 1
-                self._append_records(records)
+                _entry, quorum = self._append_records(records)
             except DLedgerError as exc:
                 return self._status_of(exc)
             self.topic_queue_table[key] = queue_offset + count
@@ -205,17 +231,7 @@ class DLedgerCommitLog(CommitLog):
             self.begin_time_in_lock = 0
         start = self.dledger.get(first).pos + BODY_OFFSET
         return AppendMessageResult(AppendMessageStatus.PUT_OK, start, total, now, queue_offset,
-                                   count, _now_ms() - now, self.store.store_host)
-
-    async def committed(self, future: asyncio.Future | None) -> PutMessageStatus:
-        """PUT_OK once a quorum holds the put, else 4.9.8's status for the failure."""
-        if future is None:
-            return PutMessageStatus.PUT_OK
-        try:
-            await future
-        except DLedgerError as exc:
-            return _STATUS.get(exc.code, PutMessageStatus.UNKNOWN_ERROR)
-        return PutMessageStatus.PUT_OK
+                                   count, _now_ms() - now, self.store.store_host, quorum=quorum)
 
     # --- not used with DLedger -----------------------------------------------------------
     def fast_put_target(self, topic: str, queue_id: int) -> tuple | None:
@@ -249,5 +265,4 @@ class DLedgerCommitLog(CommitLog):
         return pos, False
 
     def shutdown(self) -> None:
-        self.allocator.shutdown()
         self.dledger.shutdown()

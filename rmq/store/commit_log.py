@@ -177,29 +177,16 @@ class CommitLog:
     # walks a readable region itself: ``dispatch_entries(view, dispatch)`` calls
     # ``dispatch(scan)`` for each record and returns (position reached, blank met)
     dispatch_entries: Callable[[memoryview, Callable[[tuple], None]], tuple[int, bool]] | None = None
+    # Whether records are dispatched once the log commits them (a DLedger group's
+    # commit listener) rather than by the put that wrote them
+    dispatch_on_commit = False
 
     def __init__(self, store) -> None:
         cfg = store.config
         self.store = store
         self.config = cfg
         self.file_size = cfg.mappedFileSizeCommitLog
-        # the appenders write zeros ahead of themselves (zero_ahead), unless
-        # appends go through a transient pool's buffers, files are warmed
-        # whole, or DLedger's entry files hold the log (appended elsewhere)
-        self.zero_ahead_enabled = cfg.rmqZeroFillAheadEnable and \
-            not cfg.is_transient_store_pool_active() and not cfg.warmMapedFileEnable and \
-            not cfg.enableDLegerCommitLog
-        # under SYNC_FLUSH new files get their blocks written before use
-        # (MappedFile.write_blocks); DLedger's entry files are not these
-        prewrite = cfg.rmqPrewriteCommitLogEnable and \
-            cfg.flushDiskType is FlushDiskType.SYNC_FLUSH and not cfg.enableDLegerCommitLog
-        self.allocator = AllocateMappedFileService(cfg.warmMapedFileEnable,
-                                                   populate=not self.zero_ahead_enabled,
-                                                   prewrite=prewrite)
-        self.mfq = MappedFileQueue(cfg.commit_log_dirs(), self.file_size, self.allocator,
-                                   cfg.read_only_commit_log_dirs())
-        if cfg.is_transient_store_pool_active():
-            self.mfq.pool = TransientStorePool(cfg.transientStorePoolSize, self.file_size)
+        self._open_files(cfg)
         self.topic_queue_table: dict[tuple[str, int], int] = {}
         self.put_lock = threading.Lock()
         self.begin_time_in_lock = 0
@@ -210,6 +197,24 @@ class CommitLog:
         self.multi = MultiDispatch(cfg.enableMultiDispatch, cfg.enableLmq)
         self.delay_table = cfg.delay_level_table()
         self.max_delay_level = max(self.delay_table) if self.delay_table else 0
+
+    def _open_files(self, cfg) -> None:
+        """The files the log is appended to (``mfq``), their allocator, and
+        whether appends zero the pages ahead of themselves."""
+        # the appenders write zeros ahead of themselves (zero_ahead), unless
+        # appends go through a transient pool's buffers or files are warmed whole
+        self.zero_ahead_enabled = cfg.rmqZeroFillAheadEnable and \
+            not cfg.is_transient_store_pool_active() and not cfg.warmMapedFileEnable
+        # under SYNC_FLUSH new files get their blocks written before use
+        # (MappedFile.write_blocks)
+        prewrite = cfg.rmqPrewriteCommitLogEnable and cfg.flushDiskType is FlushDiskType.SYNC_FLUSH
+        self.allocator = AllocateMappedFileService(cfg.warmMapedFileEnable,
+                                                   populate=not self.zero_ahead_enabled,
+                                                   prewrite=prewrite)
+        self.mfq = MappedFileQueue(cfg.commit_log_dirs(), self.file_size, self.allocator,
+                                   cfg.read_only_commit_log_dirs())
+        if cfg.is_transient_store_pool_active():
+            self.mfq.pool = TransientStorePool(cfg.transientStorePoolSize, self.file_size)
 
     # --- load / offsets ------------------------------------------------------------
     def load(self) -> bool:

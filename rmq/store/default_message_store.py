@@ -92,7 +92,7 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
     ) -> None:
         """``commit_log``: the commit log implementation, made with the store
         (``CommitLog`` unless given; the broker's start-up passes
-        ``rmq.dledger.DLedgerCommitLog`` when ``enableDLegerCommitLog`` is set)."""
+        ``rmq.dledger.commit_log.DLedgerCommitLog`` when ``enableDLegerCommitLog`` is set)."""
         config.normalize()
         self.config = config
         self.store_host = store_host
@@ -432,10 +432,6 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
             self.stats.on_put_failed()
             return PutMessageResult(status)
         result = self.commit_log.put_messages(msg) if batch else self.commit_log.put_message(msg)
-        dledger = self.config.enableDLegerCommitLog
-        quorum = None
-        if dledger:
-            quorum, self.commit_log.pending = self.commit_log.pending, None
         if not result.is_ok():
             self.stats.on_put_failed()
             if result.status is AppendMessageStatus.NO_ROOM_FOR_DISPATCH:
@@ -447,8 +443,8 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
         # elapsed = the time spent under the put lock (one loop writes: no waiting for it)
         self.stats.on_put(msg.topic, result.msg_num, result.wrote_bytes, result.page_cache_rt)
         cfg = self.config
-        if dledger:  # dispatched once committed (the group's commit listener)
-            return PutMessageResult(PutMessageStatus.PUT_OK, result, quorum)
+        if self.commit_log.dispatch_on_commit:  # dispatched by the log's commit listener
+            return PutMessageResult(PutMessageStatus.PUT_OK, result)
         if self.commit_service is None:
             if batch or not self._dispatch_put(msg, result):
                 self.do_reput()
@@ -514,8 +510,8 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
                          done: Callable[[PutMessageResult], None]) -> PutMessageResult | None:
         """Put on the event loop without a coroutine: the result when it is final
         now, else None and ``done(result)`` later on the loop, once the group
-        commit covered the message (SYNC_FLUSH).  SYNC_MASTER puts use
-        ``async_put_message``."""
+        commit covered the message (SYNC_FLUSH) or a quorum holds it (a
+        replicating commit log).  SYNC_MASTER puts use ``async_put_message``."""
         return self._then(self._append(msg, False), msg.is_wait_store_msg_ok(), done)
 
     def put_messages_then(self, batch: MessageExtBatch,
@@ -524,6 +520,10 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
 
     def _then(self, result: PutMessageResult, wait: bool,
               done: Callable[[PutMessageResult], None]) -> PutMessageResult | None:
+        if result.is_ok() and result.append_result.quorum is not None:
+            result.append_result.quorum.add_done_callback(
+                lambda quorum: _flushed((result, done), quorum.result()))
+            return None
         if self.config.flushDiskType is not FlushDiskType.SYNC_FLUSH or not result.is_ok():
             return result
         if not wait:
@@ -544,8 +544,9 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
         wins over a failed flush's."""
         if not result.is_ok():
             return result
-        if self.config.enableDLegerCommitLog:  # acknowledged by a quorum of the group
-            result.status = await self.commit_log.committed(result.quorum)
+        quorum = result.append_result.quorum
+        if quorum is not None:  # acknowledged once a quorum of the group holds it
+            result.status = await quorum
             return result
         replica = self._replica_wait(result) if wait else PutMessageStatus.PUT_OK
         if self.config.flushDiskType is FlushDiskType.SYNC_FLUSH:

@@ -100,7 +100,7 @@ class DispatchRoom:
             ix = store.index_service
             if not ix.keys_fit(keys) and not self._index_room(ix, keys):
                 return False
-            if store.commit_service is not None or store.config.enableDLegerCommitLog:
+            if store.commit_service is not None or store.commit_log.dispatch_on_commit:
                 ix.promised += keys  # dispatched later: the room stays taken until then
         return True
 

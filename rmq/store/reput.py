@@ -88,7 +88,7 @@ class ReputMixin:
                 if pos < n:
                     break
             ix = self.index_service
-            if ix is not None and ix.promised and not self.config.enableDLegerCommitLog and \
+            if ix is not None and ix.promised and not cl.dispatch_on_commit and \
                     self.reput_from_offset >= cl.mfq.get_max_wrote_position():
                 ix.promised = 0  # every put taken is dispatched: no room is owed
 

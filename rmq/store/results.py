@@ -4,6 +4,7 @@ their status enums in 4.9.8)."""
 
 from __future__ import annotations
 
+import asyncio
 import enum
 from array import array
 from dataclasses import dataclass, field
@@ -78,6 +79,9 @@ class AppendMessageResult:
     store_host: tuple[str, int] = ("127.0.0.1", 0)
     sizes: array | None = None
     _msg_id: str | None = None
+    # a commit log that replicates before it acknowledges (DLedger's): the future
+    # of the put's PutMessageStatus once a quorum holds it (or failed to)
+    quorum: asyncio.Future | None = None
 
     @property
     def msg_id(self) -> str:
@@ -104,7 +108,6 @@ class AppendMessageResult:
 class PutMessageResult:
     status: PutMessageStatus
     append_result: AppendMessageResult | None = None
-    quorum: object = None  # DLedger: the future of the put's quorum acknowledgement
     remark: str = ""  # why a put was refused, when the status alone does not say it
 
     def is_ok(self) -> bool:

@@ -572,7 +572,6 @@ class TimerMessageStore:
         tags_code = mc.tags_string_to_code(tags) if tags else 0
         store = self.store
         if m.sys_flag & mc.TRANSACTION_ROLLBACK_TYPE == mc.TRANSACTION_NOT_TYPE and \
-                not self.config.enableDLegerCommitLog and \
                 mc.PROPERTY_INNER_MULTI_DISPATCH not in props and topic.isascii():
             r = put_single(store, topic, topic.encode(), queue_id, m.flag, m.body,
                            props.get(mc.PROPERTY_KEYS),
