@@ -8,8 +8,8 @@ import base64
 
 from rmq.dledger.config import parse_peers
 from rmq.dledger.entry import Entry
-from rmq.dledger.protocol import Code, DLedgerError, RequestCode, base, encode, read_answer
-from rmq.remoting import RemotingClient, RemotingCommand
+from rmq.dledger.protocol import Code, DLedgerError, RequestCode, base
+from rmq.dledger.rpc import PeerRpc
 from rmq.remoting.exceptions import RemotingConnectError, RemotingError
 
 _NOT_APPENDED = (Code.NOT_LEADER, Code.LEADER_TRANSFERRING, Code.LEADER_PENDING_FULL)
@@ -21,17 +21,15 @@ class DLedgerClient:
         self.peers = parse_peers(peers)
         self.timeout_ms = timeout_ms
         self.leader: str | None = None
-        self.remoting = RemotingClient()
+        self.rpc = PeerRpc(self.peers)
 
     async def close(self) -> None:
-        await self.remoting.close()
+        await self.rpc.close()
 
     async def call(self, peer: str, code: int, body: dict) -> dict:
         """One request; the answer's JSON body, which alone decides (as
         ``DLedgerClientRpcNettyService`` reads it)."""
-        request = RemotingCommand.create_request(int(code), None, encode(body))
-        response = await self.remoting.invoke(self.peers[peer], request, self.timeout_ms)
-        return read_answer(peer, response)
+        return await self.rpc.call(peer, code, body, self.timeout_ms)
 
     async def metadata(self, peer: str) -> dict:
         return await self.call(peer, RequestCode.METADATA,

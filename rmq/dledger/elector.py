@@ -26,7 +26,9 @@ from rmq.dledger.member_state import Role
 from rmq.dledger.protocol import Code, RequestCode, VoteResult, bare, base, reply_to
 
 if TYPE_CHECKING:
-    from rmq.dledger.server import DLedgerServer
+    from rmq.dledger.config import DLedgerConfig
+    from rmq.dledger.member_state import MemberState
+    from rmq.dledger.rpc import PeerRpc
 
 log = logging.getLogger("rmq.dledger")
 
@@ -39,10 +41,10 @@ def _now_ms() -> float:
 
 
 class LeaderElector:
-    def __init__(self, server: DLedgerServer) -> None:
-        self.server = server
-        self.ms = server.member_state
-        self.config = server.config
+    def __init__(self, config: DLedgerConfig, member_state: MemberState, rpc: PeerRpc) -> None:
+        self.rpc = rpc
+        self.ms = member_state
+        self.config = config
         self.last_leader_heartbeat = _now_ms()
         self.last_send_heartbeat = -1.0
         self.last_succ_heartbeat = -1.0
@@ -170,7 +172,7 @@ class LeaderElector:
     async def _send_heartbeats(self, term: int, leader_id: str) -> None:
         ms = self.ms
         succ, not_ready, max_term, inconsistent = 1, 0, -1, False
-        calls = {self.server.spawn_call(
+        calls = {self.rpc.spawn_call(
             peer, RequestCode.HEART_BEAT, base(ms.group, ms.self_id, peer, leader_id, term)): peer
             for peer in ms.others()}
         deadline = self.config.heart_beat_time_interval_ms / 1000
@@ -261,7 +263,7 @@ class LeaderElector:
                 fut = asyncio.get_running_loop().create_future()
                 fut.set_result(self.handle_vote(req, own=True))
             else:
-                fut = self.server.spawn_call(peer, RequestCode.VOTE, req)
+                fut = self.rpc.spawn_call(peer, RequestCode.VOTE, req)
             answers.append(fut)
         known_max, valid, accepted, not_ready, bigger_ledger = term, 0, 0, 0, 0
         has_leader = False

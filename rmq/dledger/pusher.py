@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rmq.dledger.entry import Entry
@@ -35,7 +36,10 @@ from rmq.dledger.protocol import (
 )
 
 if TYPE_CHECKING:
-    from rmq.dledger.server import DLedgerServer
+    from rmq.dledger.config import DLedgerConfig
+    from rmq.dledger.member_state import MemberState
+    from rmq.dledger.mmap_store import DLedgerMmapFileStore
+    from rmq.dledger.rpc import PeerRpc
 
 log = logging.getLogger("rmq.dledger")
 
@@ -95,11 +99,15 @@ class AppendWaiter:
 
 
 class EntryPusher:
-    def __init__(self, server: DLedgerServer) -> None:
-        self.server = server
-        self.ms = server.member_state
-        self.store = server.store
-        self.config = server.config
+    def __init__(self, config: DLedgerConfig, member_state: MemberState,
+                 store: DLedgerMmapFileStore, rpc: PeerRpc,
+                 on_committed: Callable[[int], None]) -> None:
+        """``on_committed(index)``: told each time the committed index moves."""
+        self.rpc = rpc
+        self.ms = member_state
+        self.store = store
+        self.config = config
+        self.on_committed = on_committed
         self.water_marks: dict[int, dict[str, int]] = {}  # term -> peer -> acknowledged index
         self.waiters: dict[int, dict[int, AppendWaiter]] = {}  # term -> index -> waiter
         self.dispatchers = {peer: PeerDispatcher(self, peer) for peer in self.ms.others()}
@@ -158,7 +166,7 @@ class EntryPusher:
                 if not w.future.done():
                     w.future.set_result(w.entry)
         if self.store.committed_index != before:
-            self.server.on_committed(self.store.committed_index)
+            self.on_committed(self.store.committed_index)
 
     # ---- appends on the leader ------------------------------------------------
     def pending_full(self) -> bool:
@@ -298,7 +306,7 @@ class PeerDispatcher:
                                 entries if batch else None)
         self.pending[entries[0].index] = _now_ms()
         self.last_push_commit = _now_ms()
-        task = self.pusher.server.spawn_call(self.peer, RequestCode.PUSH, request)
+        task = self.pusher.rpc.spawn_call(self.peer, RequestCode.PUSH, request)
         task.add_done_callback(lambda t, n=len(entries): self._appended(t, n))
 
     def _appended(self, task: asyncio.Future, count: int) -> None:
@@ -334,7 +342,7 @@ class PeerDispatcher:
     def _do_commit(self) -> None:
         if _now_ms() - self.last_push_commit > 1000:
             self.last_push_commit = _now_ms()
-            self.pusher.server.spawn_call(self.peer, RequestCode.PUSH,
+            self.pusher.rpc.spawn_call(self.peer, RequestCode.PUSH,
                                           self._request(PushType.COMMIT))
 
     # ---- compare and truncate ---------------------------------------------------------
@@ -347,7 +355,7 @@ class PeerDispatcher:
                     store.ledger_begin_index <= self.compare_index <= store.ledger_end_index):
                 self.compare_index = store.ledger_end_index
             entry = store.get(self.compare_index)
-            resp = await self.pusher.server.call(self.peer, RequestCode.PUSH,
+            resp = await self.pusher.rpc.call(self.peer, RequestCode.PUSH,
                                                  self._request(PushType.COMPARE, entry))
             code = resp.get("code")
             if code not in (Code.SUCCESS, Code.INCONSISTENT_STATE):
@@ -377,7 +385,7 @@ class PeerDispatcher:
 
     async def _do_truncate(self, index: int) -> None:
         entry = self.pusher.store.get(index)
-        resp = await self.pusher.server.call(self.peer, RequestCode.PUSH,
+        resp = await self.pusher.rpc.call(self.peer, RequestCode.PUSH,
                                              self._request(PushType.TRUNCATE, entry))
         if resp.get("code") != Code.SUCCESS:
             raise DLedgerError(Code.INCONSISTENT_STATE, f"truncate {index}: {resp.get('code')}")
@@ -405,7 +413,7 @@ class FollowerHandler:
         term, leader = int(req.get("term", -1)), req.get("leaderId", "")
         if push_type == PushType.COMMIT:
             store.update_committed_index(term, int(req.get("commitIndex", -1)))
-            self.pusher.server.on_committed(store.committed_index)
+            self.pusher.on_committed(store.committed_index)
             return self._response(req, Code.SUCCESS)
         entries = push_entries(req)
         if not entries:
@@ -457,7 +465,7 @@ class FollowerHandler:
         before = store.committed_index
         store.update_committed_index(term, int(req.get("commitIndex", -1)))
         if store.committed_index != before:
-            self.pusher.server.on_committed(store.committed_index)
+            self.pusher.on_committed(store.committed_index)
         return self._response(req, Code.SUCCESS)
 
     def _drain(self) -> None:

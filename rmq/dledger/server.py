@@ -1,7 +1,7 @@
 """DLedgerServer: one member of a DLedger group on the event loop.
 
 It listens on its own address from the peer list (RocketMQ remoting, DLedger's
-request codes and JSON bodies), talks to the others with a remoting client,
+request codes and JSON bodies), talks to the others through a ``PeerRpc``,
 and runs the elector, the pusher and a 10 ms flush / 3 s checkpoint timer.
 ``append`` is the leader's write: it resolves once a quorum holds the entry.
 ``role_handlers`` and ``commit_listeners`` let the broker follow leadership
@@ -34,17 +34,16 @@ from rmq.dledger.protocol import (
     decode,
     encode,
     failure,
-    read_answer,
     reply_to,
 )
 from rmq.dledger.pusher import EntryPusher
-from rmq.remoting import RemotingClient, RemotingCommand, RemotingServer
+from rmq.dledger.rpc import PeerRpc
+from rmq.remoting import RemotingCommand, RemotingServer
 from rmq.remoting.config import NettyServerConfig
 from rmq.remoting.exceptions import RemotingError
 
 log = logging.getLogger("rmq.dledger")
 
-RPC_TIMEOUT_MS = 3000
 CHECKPOINT_S = 3.0
 PREFERRED_CHECK_S = 1.0
 
@@ -58,10 +57,11 @@ class DLedgerServer:
         self.config = config
         self.member_state = MemberState(config)
         self.store = DLedgerMmapFileStore(config, self.member_state)
-        self.client = RemotingClient()
+        self.rpc = PeerRpc(self.member_state.peer_map)
         self.remoting: RemotingServer | None = None
-        self.elector = LeaderElector(self)
-        self.pusher = EntryPusher(self)
+        self.elector = LeaderElector(config, self.member_state, self.rpc)
+        self.pusher = EntryPusher(config, self.member_state, self.store, self.rpc,
+                                  self.on_committed)
         self.commit_listeners: list[Callable[[int], None]] = []
         self.elector.role_handlers.append(self._on_role)
         self.elector.role_handlers.append(self._take_leadership_check)
@@ -93,7 +93,7 @@ class DLedgerServer:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self.remoting is not None:
             await self.remoting.stop(1.0)
-        await self.client.close()
+        await self.rpc.close()
         if self.own_store:
             self.store.shutdown()
 
@@ -107,24 +107,6 @@ class DLedgerServer:
             if time.monotonic() - self._last_checkpoint > CHECKPOINT_S:
                 self._last_checkpoint = time.monotonic()
                 self.store.persist_checkpoint()
-
-    # ---- peers ------------------------------------------------------------------------
-    async def call(self, peer: str, code: int, body: dict,
-                   timeout_ms: int = RPC_TIMEOUT_MS) -> dict:
-        """One DLedger request to ``peer``; its JSON answer.  As 0.3.1.2 reads
-        it: the body decides, whatever the remoting code (200 from DLedger,
-        0 from older rmq nodes); an answer without a JSON body (a remoting
-        error such as SYSTEM_ERROR) is a NETWORK_ERROR."""
-        request = RemotingCommand.create_request(int(code), None, encode(body))
-        response = await self.client.invoke(self.member_state.peer_map[peer], request, timeout_ms)
-        return read_answer(peer, response)
-
-    def spawn_call(self, peer: str, code: int, body: dict) -> asyncio.Task:
-        """``call`` as a task whose failure is read even when nobody awaits it
-        (a heartbeat or vote answered after the quorum was reached)."""
-        task = asyncio.ensure_future(self.call(peer, code, body))
-        task.add_done_callback(_read_failure)
-        return task
 
     # ---- the leader's write ------------------------------------------------------------
     async def append(self, body: bytes) -> Entry:
@@ -232,7 +214,7 @@ class DLedgerServer:
             take.update(takeLeadershipLedgerIndex=ms.ledger_end_index, transferId=ms.self_id,
                         transfereeId=transferee)
             try:
-                resp = await self.call(transferee, RequestCode.LEADERSHIP_TRANSFER, take,
+                resp = await self.rpc.call(transferee, RequestCode.LEADERSHIP_TRANSFER, take,
                                        self.config.leadership_transfer_wait_timeout + 5000)
             except (DLedgerError, RemotingError, OSError, TimeoutError) as exc:
                 resp = reply_to(take, Code.NETWORK_ERROR)
@@ -309,11 +291,6 @@ class DLedgerServer:
         req.update(transferId=ms.self_id, transfereeId=target)
         log.info("handing leadership to preferred leader %s (%d behind)", target, behind[target])
         await self._handle_leadership_transfer(req)
-
-
-def _read_failure(task: asyncio.Task) -> None:
-    if not task.cancelled():
-        task.exception()
 
 
 class _Processor:
