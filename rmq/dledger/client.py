@@ -4,11 +4,19 @@ leader (found and followed on NOT_LEADER) and GET of one entry."""
 from __future__ import annotations
 
 import asyncio
-import base64
 
 from rmq.dledger.config import parse_peers
 from rmq.dledger.entry import Entry
-from rmq.dledger.protocol import Code, DLedgerError, RequestCode, base
+from rmq.dledger.messages import (
+    AppendEntryRequest,
+    AppendEntryResponse,
+    GetEntriesRequest,
+    MetadataRequest,
+    MetadataResponse,
+    RequestOrResponse,
+    base,
+)
+from rmq.dledger.protocol import Code, DLedgerError, RequestCode
 from rmq.dledger.rpc import PeerRpc
 from rmq.remoting.exceptions import RemotingConnectError, RemotingError
 
@@ -26,19 +34,19 @@ class DLedgerClient:
     async def close(self) -> None:
         await self.rpc.close()
 
-    async def call(self, peer: str, code: int, body: dict) -> dict:
-        """One request; the answer's JSON body, which alone decides (as
+    async def call(self, peer: str, code: int, body: RequestOrResponse) -> RequestOrResponse:
+        """One request; its answer, which alone decides (as
         ``DLedgerClientRpcNettyService`` reads it)."""
         return await self.rpc.call(peer, code, body, self.timeout_ms)
 
-    async def metadata(self, peer: str) -> dict:
+    async def metadata(self, peer: str) -> MetadataResponse:
         return await self.call(peer, RequestCode.METADATA,
-                               base(self.group, None, peer, None, -1))
+                               base(MetadataRequest, self.group, None, peer, None, -1))
 
     async def find_leader(self) -> str | None:
         for peer in self.peers:
             try:
-                leader = (await self.metadata(peer)).get("leaderId")
+                leader = (await self.metadata(peer)).leader_id
             except (DLedgerError, RemotingError, OSError, TimeoutError):
                 continue
             if leader:
@@ -46,7 +54,7 @@ class DLedgerClient:
                 return leader
         return None
 
-    async def append(self, body: bytes, retry_s: float = 10.0) -> dict:
+    async def append(self, body: bytes, retry_s: float = 10.0) -> AppendEntryResponse:
         """Append through the leader.  Retried (for up to ``retry_s``) only where
         the body surely was not appended: no leader known, the connection
         refused, or an answer of NOT_LEADER, LEADER_TRANSFERRING or
@@ -62,8 +70,7 @@ class DLedgerClient:
             if leader is None:
                 await asyncio.sleep(0.1)
                 continue
-            req = base(self.group, None, leader, None, -1)
-            req["body"] = base64.b64encode(body).decode()
+            req = base(AppendEntryRequest, self.group, None, leader, None, -1, body=body)
             try:
                 resp = await self.call(leader, RequestCode.APPEND, req)
             except RemotingConnectError as exc:
@@ -74,21 +81,21 @@ class DLedgerClient:
                 self.leader = None
                 raise DLedgerError(Code.NETWORK_ERROR, f"append via {leader} unknown: {exc}") \
                     from exc
-            code = resp.get("code")
+            code = resp.code
             if code == Code.SUCCESS:
                 return resp
             if code not in _NOT_APPENDED:
                 raise DLedgerError(Code(code) if code in Code._value2member_map_ else Code.UNKNOWN,
                                    f"append via {leader}")
             last = DLedgerError(Code(code), f"append via {leader}")
-            self.leader = resp.get("leaderId") if resp.get("leaderId") != leader else None
+            self.leader = resp.leader_id if resp.leader_id != leader else None
             await asyncio.sleep(0.05)
         raise DLedgerError(Code.LEADER_NOT_READY, f"no leader took the append: {last}")
 
     async def get(self, peer: str, index: int) -> Entry | None:
-        req = base(self.group, None, peer, None, -1)
-        req.update(beginIndex=index, maxSize=0)
+        req = base(GetEntriesRequest, self.group, None, peer, None, -1, begin_index=index,
+                   max_size=0)
         resp = await self.call(peer, RequestCode.GET, req)
-        if resp.get("code") != Code.SUCCESS or not resp.get("entries"):
+        if resp.code != Code.SUCCESS or not resp.entries:
             return None
-        return Entry.from_json_obj(resp["entries"][0])
+        return resp.entries[0]

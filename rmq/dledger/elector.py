@@ -23,7 +23,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rmq.dledger.member_state import Role
-from rmq.dledger.protocol import Code, RequestCode, VoteResult, bare, base, reply_to
+from rmq.dledger.messages import (
+    HeartBeatRequest,
+    HeartBeatResponse,
+    VoteRequest,
+    VoteResponse,
+    bare,
+    base,
+    reply_to,
+)
+from rmq.dledger.protocol import Code, RequestCode, VoteResult
 
 if TYPE_CHECKING:
     from rmq.dledger.config import DLedgerConfig
@@ -106,35 +115,40 @@ class LeaderElector:
         self._role_changed(term, Role.FOLLOWER)
 
     # ---- handlers -------------------------------------------------------------------
-    def handle_heartbeat(self, req: dict) -> dict:
+    def handle_heartbeat(self, req: HeartBeatRequest) -> HeartBeatResponse:
         """Answers shaped as 0.3.1.2's ``new HeartBeatResponse()``: code and
         term only (term -1 unless the answer names this node's term)."""
-        ms, term, leader = self.ms, int(req.get("term", -1)), req.get("leaderId")
+        ms, term, leader = self.ms, req.term, req.leader_id
+
+        def answer(code: int = Code.SUCCESS, at: int = -1) -> HeartBeatResponse:
+            return bare(HeartBeatResponse, code, at)
+
         if not ms.is_peer(leader):
-            return bare(Code.UNKNOWN_MEMBER, ms.curr_term)
+            return answer(Code.UNKNOWN_MEMBER, ms.curr_term)
         if leader == ms.self_id:
-            return bare(Code.UNEXPECTED_MEMBER, ms.curr_term)
+            return answer(Code.UNEXPECTED_MEMBER, ms.curr_term)
         if term < ms.curr_term:
-            return bare(Code.EXPIRED_TERM, ms.curr_term)
+            return answer(Code.EXPIRED_TERM, ms.curr_term)
         if term == ms.curr_term:
             if ms.leader_id is None:
                 self.change_to_follower(term, leader)
-                return bare()
+                return answer()
             if leader == ms.leader_id:
                 self.last_leader_heartbeat = _now_ms()
-                return bare()
-            return bare(Code.INCONSISTENT_LEADER)
+                return answer()
+            return answer(Code.INCONSISTENT_LEADER)
         self.change_to_candidate(term)  # a newer term: catch up first, then follow
         self.need_increase_term = True
-        return bare(Code.TERM_NOT_READY)
+        return answer(Code.TERM_NOT_READY)
 
-    def handle_vote(self, req: dict, own: bool = False) -> dict:
+    def handle_vote(self, req: VoteRequest, own: bool = False) -> VoteResponse:
         ms = self.ms
-        term, leader = int(req.get("term", -1)), req.get("leaderId")
-        end_term, end_index = int(req.get("ledgerEndTerm", -1)), int(req.get("ledgerEndIndex", -1))
+        term, leader = req.term, req.leader_id
+        end_term, end_index = req.ledger_end_term, req.ledger_end_index
 
-        def answer(result: str, at: int | None = None) -> dict:
-            return reply_to(req, None, ms.curr_term if at is None else at, voteResult=result)
+        def answer(result: str, at: int | None = None) -> VoteResponse:
+            return reply_to(req, VoteResponse, None, ms.curr_term if at is None else at,
+                            vote_result=result)
 
         if not ms.is_peer(leader):
             return answer(VoteResult.REJECT_UNKNOWN_LEADER)
@@ -173,7 +187,8 @@ class LeaderElector:
         ms = self.ms
         succ, not_ready, max_term, inconsistent = 1, 0, -1, False
         calls = {self.rpc.spawn_call(
-            peer, RequestCode.HEART_BEAT, base(ms.group, ms.self_id, peer, leader_id, term)): peer
+            peer, RequestCode.HEART_BEAT,
+            base(HeartBeatRequest, ms.group, ms.self_id, peer, leader_id, term)): peer
             for peer in ms.others()}
         deadline = self.config.heart_beat_time_interval_ms / 1000
         pending = set(calls)
@@ -190,12 +205,12 @@ class LeaderElector:
                     ms.peers_live[peer] = False
                     continue
                 resp = fut.result()
-                code = resp.get("code")
+                code = resp.code
                 ms.peers_live[peer] = code != Code.NETWORK_ERROR
                 if code == Code.SUCCESS:
                     succ += 1
                 elif code == Code.EXPIRED_TERM:
-                    max_term = max(max_term, int(resp.get("term", -1)))
+                    max_term = max(max_term, resp.term)
                 elif code == Code.INCONSISTENT_LEADER:
                     inconsistent = True
                 elif code == Code.TERM_NOT_READY:
@@ -254,11 +269,10 @@ class LeaderElector:
 
     async def _collect_votes(self, term: int, end_term: int, end_index: int) -> int:
         ms, config = self.ms, self.config
-        request = {"ledgerEndIndex": end_index, "ledgerEndTerm": end_term}
         answers: list[asyncio.Future] = []
         for peer in ms.peer_map:
-            req = base(ms.group, ms.self_id, peer, ms.self_id, term)
-            req.update(request)
+            req = base(VoteRequest, ms.group, ms.self_id, peer, ms.self_id, term,
+                       ledger_end_index=end_index, ledger_end_term=end_term)
             if peer == ms.self_id:
                 fut = asyncio.get_running_loop().create_future()
                 fut.set_result(self.handle_vote(req, own=True))
@@ -281,7 +295,7 @@ class LeaderElector:
                 if fut.exception() is not None:
                     continue
                 resp = fut.result()
-                result = resp.get("voteResult", VoteResult.UNKNOWN)
+                result = resp.vote_result
                 if result != VoteResult.UNKNOWN:
                     valid += 1
                 if result == VoteResult.ACCEPT:
@@ -290,7 +304,7 @@ class LeaderElector:
                     has_leader = True
                 elif result in (VoteResult.REJECT_TERM_SMALL_THAN_LEDGER,
                                 VoteResult.REJECT_EXPIRED_VOTE_TERM):
-                    known_max = max(known_max, int(resp.get("term", -1)))
+                    known_max = max(known_max, resp.term)
                 elif result in (VoteResult.REJECT_EXPIRED_LEDGER_TERM,
                                 VoteResult.REJECT_SMALL_LEDGER_END_INDEX):
                     bigger_ledger += 1

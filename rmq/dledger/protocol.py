@@ -1,5 +1,6 @@
 """DLedger 0.3.1.2's wire protocol over RocketMQ remoting: request codes,
-response codes, and the JSON bodies of each request and response.
+response codes, and the JSON form of the bodies (their typed classes are in
+``messages``).
 
 A request is a RemotingCommand with the DLedger code and the JSON body.  The
 answer is a response command whose remoting code is ``Code.SUCCESS`` (200,
@@ -9,17 +10,15 @@ body's own ``code`` decides, and a reader looks at nothing else.
 Bodies are written as fastjson writes the Java classes (``JSON.toJSONBytes``
 with its default features): every getter of the class, names in alphabetical
 order, null values left out, enums by name, ``byte[]`` as base64, a
-``HashMap`` in the order Java iterates it.  Each response builder below gives
-exactly the fields the matching Java code path sets, so that a Java peer and
-an rmq peer read the same bytes from either."""
+``HashMap`` in the order Java iterates it.  Each response built in
+``messages`` has exactly the fields the matching Java code path sets, so
+that a Java peer and an rmq peer read the same bytes from either."""
 
 from __future__ import annotations
 
 from enum import IntEnum
 
 import orjson
-
-from rmq.dledger.entry import Entry
 
 
 class RequestCode(IntEnum):
@@ -142,8 +141,11 @@ def _fastjson(value):
     return value
 
 
-def encode(obj: dict) -> bytes:
-    """A request or response body, byte for byte as DLedger 0.3.1.2 writes it."""
+def encode(obj) -> bytes:
+    """A request or response body (a ``messages`` object, or its JSON object),
+    byte for byte as DLedger 0.3.1.2 writes it."""
+    if not isinstance(obj, dict):
+        obj = obj.to_json()
     return orjson.dumps(_fastjson(obj))
 
 
@@ -166,109 +168,3 @@ def read_answer(peer: str, response) -> dict:
             pass
     raise DLedgerError(Code.NETWORK_ERROR, f"{peer} answered {response.code} "
                        f"{response.remark or ''} without a DLedger body")
-
-
-def base(group: str, local_id: str | None, remote_id: str, leader_id: str | None, term: int,
-         code: int = Code.SUCCESS) -> dict:
-    """RequestOrResponse's fields (a null id is left out, as fastjson does)."""
-    return {"code": int(code), "group": group, "localId": local_id, "remoteId": remote_id,
-            "term": term, "leaderId": leader_id}
-
-
-_BASE = ("group", "localId", "remoteId", "leaderId", "term", "code")
-
-
-def reply_to(request: dict, code: int | None = None, term: int | None = None,
-             **fields) -> dict:
-    """A response made with ``copyBaseInfo(request)`` (its code included),
-    then ``code``, ``term`` and ``fields`` set on it."""
-    obj = {k: request.get(k) for k in _BASE}
-    if code is not None or obj["code"] is None:
-        obj["code"] = int(Code.SUCCESS if code is None else code)
-    if term is not None:
-        obj["term"] = term
-    obj.update(fields)
-    return obj
-
-
-# The fields a response class adds to RequestOrResponse, at their Java
-# defaults: fastjson writes them even on a refusal.
-_RESPONSE_DEFAULTS: dict[int, dict] = {
-    RequestCode.VOTE: {"voteResult": VoteResult.UNKNOWN},
-    RequestCode.PUSH: {"beginIndex": 0, "endIndex": 0, "count": 0},
-    RequestCode.APPEND: {"index": -1, "pos": -1},
-    RequestCode.GET: {"entries": []},
-}
-
-
-def failure(request: dict, code: int, leader_id: str | None, request_code: int) -> dict:
-    """What a DLedgerServer handler answers on a DLedgerException (a wrong
-    remoteId or group, NOT_LEADER...): a new response of the request's type
-    with the request's base info, the code and this node's leader."""
-    return reply_to(request, code, leaderId=leader_id,
-                    **_RESPONSE_DEFAULTS.get(request_code, {}))
-
-
-def bare(code: int = Code.SUCCESS, term: int = -1) -> dict:
-    """``new HeartBeatResponse()`` / ``new LeadershipTransferResponse()`` with
-    ``term()`` and ``code()`` set: nothing else."""
-    return {"code": int(code), "term": term}
-
-
-def push_response(request: dict, code: int, begin_index: int, end_index: int) -> dict:
-    """``EntryHandler.buildResponse``: group, code, the request's term, the
-    follower's begin and end index; index and count unless a COMMIT."""
-    obj = {"group": request.get("group"), "code": int(code), "term": request.get("term", -1),
-           "beginIndex": begin_index, "endIndex": end_index, "count": 0}
-    if request.get("type") != PushType.COMMIT:
-        obj["index"] = push_first_index(request)
-        obj["count"] = push_count(request)
-    return obj
-
-
-def append_response(group: str, term: int, leader_id: str | None, code: int = Code.SUCCESS,
-                    index: int = -1, pos: int = -1) -> dict:
-    """An AppendEntryResponse the entry pusher completes (committed, or
-    WAIT_QUORUM_ACK_TIMEOUT, LEADER_PENDING_FULL...)."""
-    return {"code": int(code), "group": group, "term": term, "leaderId": leader_id,
-            "index": index, "pos": pos}
-
-
-def push_first_index(request: dict) -> int:
-    batch = request.get("batchEntry") or []
-    if batch:
-        return int(batch[0].get("index", -1))
-    entry = request.get("entry")
-    return int(entry.get("index", -1)) if entry else -1
-
-
-def push_count(request: dict) -> int:
-    batch = request.get("batchEntry") or []
-    return len(batch) if batch else (1 if request.get("entry") else 0)
-
-
-def push_request(group: str, local_id: str, remote_id: str, leader_id: str, term: int,
-                 push_type: str, commit_index: int, entry: Entry | None = None,
-                 batch: list[Entry] | None = None) -> dict:
-    """PushEntryRequest with the getters fastjson writes (firstEntryIndex, count...)."""
-    obj = base(group, local_id, remote_id, leader_id, term)
-    entries = batch or []
-    obj.update(type=push_type, commitIndex=commit_index, batch=bool(entries),
-               batchEntry=[e.to_json_obj() for e in entries],
-               totalSize=sum(e.compute_size() for e in entries))
-    if entry is not None:
-        obj["entry"] = entry.to_json_obj()
-    first = entries[0].index if entries else entry.index if entry is not None else -1
-    last = entries[-1].index if entries else entry.index if entry is not None else -1
-    obj.update(firstEntryIndex=first, lastEntryIndex=last,
-               count=len(entries) if entries else (1 if entry is not None else 0))
-    return obj
-
-
-def push_entries(request: dict) -> list[Entry]:
-    """The entries a PushEntryRequest carries, batch or single."""
-    batch = request.get("batchEntry") or []
-    if batch:
-        return [Entry.from_json_obj(e) for e in batch]
-    entry = request.get("entry")
-    return [Entry.from_json_obj(entry)] if entry else []

@@ -25,15 +25,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rmq.dledger.entry import Entry
-from rmq.dledger.protocol import (
-    Code,
-    DLedgerError,
-    PushType,
-    RequestCode,
-    push_entries,
+from rmq.dledger.messages import (
+    PushEntryRequest,
+    PushEntryResponse,
     push_request,
     push_response,
 )
+from rmq.dledger.protocol import Code, DLedgerError, PushType, RequestCode
 
 if TYPE_CHECKING:
     from rmq.dledger.config import DLedgerConfig
@@ -271,7 +269,7 @@ class PeerDispatcher:
         self.state = target
 
     def _request(self, push_type: str, entry: Entry | None = None,
-                 batch: list[Entry] | None = None) -> dict:
+                 batch: list[Entry] | None = None) -> PushEntryRequest:
         ms, store = self.pusher.ms, self.pusher.store
         return push_request(ms.group, ms.self_id, self.peer, ms.self_id, self.term, push_type,
                             store.committed_index, entry, batch)
@@ -313,12 +311,11 @@ class PeerDispatcher:
         if task.cancelled() or task.exception() is not None:
             return  # resent when overdue
         resp = task.result()
-        code = resp.get("code")
+        code = resp.code
         if code == Code.SUCCESS:
-            index = int(resp.get("index", -1))
+            index = -1 if resp.index is None else resp.index
             self.pending.pop(index, None)
-            self.pusher.update_water_mark(int(resp.get("term", self.term)), self.peer,
-                                          index + max(count, 1) - 1)
+            self.pusher.update_water_mark(resp.term, self.peer, index + max(count, 1) - 1)
             self.wake.set()
         elif code == Code.INCONSISTENT_STATE and self.state == PushType.APPEND:
             self._change(-1, PushType.COMPARE)
@@ -357,11 +354,11 @@ class PeerDispatcher:
             entry = store.get(self.compare_index)
             resp = await self.pusher.rpc.call(self.peer, RequestCode.PUSH,
                                                  self._request(PushType.COMPARE, entry))
-            code = resp.get("code")
+            code = resp.code
             if code not in (Code.SUCCESS, Code.INCONSISTENT_STATE):
                 raise DLedgerError(Code(code) if code in Code._value2member_map_ else Code.UNKNOWN,
                                    f"compare {self.compare_index}")
-            begin, end = int(resp.get("beginIndex", -1)), int(resp.get("endIndex", -1))
+            begin, end = resp.begin_index, resp.end_index
             truncate_index = -1
             if code == Code.SUCCESS:
                 if self.compare_index == end:
@@ -387,8 +384,8 @@ class PeerDispatcher:
         entry = self.pusher.store.get(index)
         resp = await self.pusher.rpc.call(self.peer, RequestCode.PUSH,
                                              self._request(PushType.TRUNCATE, entry))
-        if resp.get("code") != Code.SUCCESS:
-            raise DLedgerError(Code.INCONSISTENT_STATE, f"truncate {index}: {resp.get('code')}")
+        if resp.code != Code.SUCCESS:
+            raise DLedgerError(Code.INCONSISTENT_STATE, f"truncate {index}: {resp.code}")
         log.info("[%s] truncated %s after index %d", self.pusher.ms.self_id, self.peer, index)
         self.last_push_commit = _now_ms()
         self._change(index, PushType.APPEND)
@@ -399,23 +396,23 @@ class FollowerHandler:
 
     def __init__(self, pusher: EntryPusher) -> None:
         self.pusher = pusher
-        self.parked: dict[int, tuple[dict, asyncio.Future, asyncio.TimerHandle]] = {}
+        self.parked: dict[int, tuple[PushEntryRequest, asyncio.Future, asyncio.TimerHandle]] = {}
 
-    def _response(self, req: dict, code: int) -> dict:
+    def _response(self, req: PushEntryRequest, code: int) -> PushEntryResponse:
         store = self.pusher.store
         return push_response(req, code, store.ledger_begin_index, store.ledger_end_index)
 
-    def handle(self, req: dict) -> dict | asyncio.Future:
+    def handle(self, req: PushEntryRequest) -> PushEntryResponse | asyncio.Future:
         ms, store = self.pusher.ms, self.pusher.store
-        push_type = req.get("type")
+        push_type = req.type
         if not ms.is_follower():
             return self._response(req, Code.NOT_FOLLOWER)
-        term, leader = int(req.get("term", -1)), req.get("leaderId", "")
+        term, leader = req.term, req.leader_id or ""
         if push_type == PushType.COMMIT:
-            store.update_committed_index(term, int(req.get("commitIndex", -1)))
+            store.update_committed_index(term, req.commit_index)
             self.pusher.on_committed(store.committed_index)
             return self._response(req, Code.SUCCESS)
-        entries = push_entries(req)
+        entries = req.entries()
         if not entries:
             return self._response(req, Code.UNEXPECTED_ARGUMENT)
         if push_type in (PushType.COMPARE, PushType.TRUNCATE):
@@ -431,7 +428,7 @@ class FollowerHandler:
             except DLedgerError as exc:
                 log.warning("truncate at %d refused: %s", entries[0].index, exc)
                 return self._response(req, Code.INCONSISTENT_STATE)
-            store.update_committed_index(term, int(req.get("commitIndex", -1)))
+            store.update_committed_index(term, req.commit_index)
             return self._response(req, Code.SUCCESS)
         if push_type != PushType.APPEND:
             return self._response(req, Code.UNEXPECTED_ARGUMENT)
@@ -453,9 +450,9 @@ class FollowerHandler:
         self.parked[first] = (req, fut, timer)
         return fut
 
-    def _apply(self, req: dict, entries: list[Entry]) -> dict:
+    def _apply(self, req: PushEntryRequest, entries: list[Entry]) -> PushEntryResponse:
         store = self.pusher.store
-        term, leader = int(req.get("term", -1)), req.get("leaderId", "")
+        term, leader = req.term, req.leader_id or ""
         try:
             for entry in entries:
                 store.append_as_follower(entry, term, leader)
@@ -463,7 +460,7 @@ class FollowerHandler:
             log.info("append %d refused: %s", entries[0].index, exc)
             return self._response(req, Code.INCONSISTENT_STATE)
         before = store.committed_index
-        store.update_committed_index(term, int(req.get("commitIndex", -1)))
+        store.update_committed_index(term, req.commit_index)
         if store.committed_index != before:
             self.pusher.on_committed(store.committed_index)
         return self._response(req, Code.SUCCESS)
@@ -474,7 +471,7 @@ class FollowerHandler:
             req, fut, timer = item
             timer.cancel()
             if not fut.done():
-                fut.set_result(self._apply(req, push_entries(req)))
+                fut.set_result(self._apply(req, req.entries()))
 
     def _expire(self, first: int) -> None:
         item = self.parked.pop(first, None)

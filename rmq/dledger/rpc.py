@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
-from rmq.dledger.protocol import encode, read_answer
+from rmq.dledger.messages import RESPONSE_OF, RequestOrResponse
+from rmq.dledger.protocol import Code, DLedgerError, encode, read_answer
 from rmq.remoting import RemotingClient, RemotingCommand
 
 RPC_TIMEOUT_MS = 3000
@@ -21,17 +22,22 @@ class PeerRpc:
     async def close(self) -> None:
         await self.client.close()
 
-    async def call(self, peer: str, code: int, body: dict,
-                   timeout_ms: int = RPC_TIMEOUT_MS) -> dict:
-        """One DLedger request to ``peer``; its JSON answer.  As 0.3.1.2 reads
-        it: the body decides, whatever the remoting code (200 from DLedger,
-        0 from older rmq nodes); an answer without a JSON body (a remoting
-        error such as SYSTEM_ERROR) is a NETWORK_ERROR."""
+    async def call(self, peer: str, code: int, body: RequestOrResponse,
+                   timeout_ms: int = RPC_TIMEOUT_MS) -> RequestOrResponse:
+        """One DLedger request to ``peer``; its answer, of the response class
+        of ``code``.  As 0.3.1.2 reads it: the body decides, whatever the
+        remoting code (200 from DLedger, 0 from older rmq nodes); an answer
+        without a JSON body (a remoting error such as SYSTEM_ERROR), or with
+        one that does not bind to the response class, is a NETWORK_ERROR."""
         request = RemotingCommand.create_request(int(code), None, encode(body))
         response = await self.client.invoke(self.peer_map[peer], request, timeout_ms)
-        return read_answer(peer, response)
+        answer = read_answer(peer, response)
+        try:
+            return RESPONSE_OF[code].from_json(answer)
+        except (ValueError, TypeError) as exc:
+            raise DLedgerError(Code.NETWORK_ERROR, f"{peer} answered {answer}: {exc}") from None
 
-    def spawn_call(self, peer: str, code: int, body: dict) -> asyncio.Task:
+    def spawn_call(self, peer: str, code: int, body: RequestOrResponse) -> asyncio.Task:
         """``call`` as a task whose failure is read even when nobody awaits it
         (a heartbeat or vote answered after the quorum was reached)."""
         task = asyncio.ensure_future(self.call(peer, code, body))

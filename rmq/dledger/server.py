@@ -12,7 +12,6 @@ LEADERSHIP_TRANSFER once it has caught up.
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import time
 from collections.abc import Callable
@@ -22,20 +21,24 @@ from rmq.dledger.config import DLedgerConfig
 from rmq.dledger.elector import LeaderElector
 from rmq.dledger.entry import Entry
 from rmq.dledger.member_state import MemberState, Role
-from rmq.dledger.mmap_store import DLedgerMmapFileStore
-from rmq.dledger.protocol import (
-    Code,
-    DLedgerError,
-    JavaHashMap,
-    RequestCode,
+from rmq.dledger.messages import (
+    REQUEST_OF,
+    AppendEntryRequest,
+    AppendEntryResponse,
+    GetEntriesRequest,
+    GetEntriesResponse,
+    LeadershipTransferRequest,
+    LeadershipTransferResponse,
+    MetadataResponse,
+    RequestOrResponse,
     append_response,
     bare,
     base,
-    decode,
-    encode,
     failure,
     reply_to,
 )
+from rmq.dledger.mmap_store import DLedgerMmapFileStore
+from rmq.dledger.protocol import Code, DLedgerError, JavaHashMap, RequestCode, decode, encode
 from rmq.dledger.pusher import EntryPusher
 from rmq.dledger.rpc import PeerRpc
 from rmq.remoting import RemotingCommand, RemotingServer
@@ -125,14 +128,14 @@ class DLedgerServer:
         self.pusher.on_role_change()
 
     # ---- request handlers ---------------------------------------------------------------
-    def _check_target(self, req: dict) -> Code | None:
-        if req.get("remoteId") != self.member_state.self_id:
+    def _check_target(self, req: RequestOrResponse) -> Code | None:
+        if req.remote_id != self.member_state.self_id:
             return Code.UNKNOWN_MEMBER
-        if req.get("group") != self.member_state.group:
+        if req.group != self.member_state.group:
             return Code.UNKNOWN_GROUP
         return None
 
-    async def handle(self, code: int, req: dict) -> dict:
+    async def handle(self, code: int, req: RequestOrResponse) -> RequestOrResponse:
         """The answer to one request, as DLedgerServer's handlers shape it
         (every request first checked for this node's id and group)."""
         ms = self.member_state
@@ -147,8 +150,8 @@ class DLedgerServer:
             result = self.pusher.handler.handle(req)
             return await result if isinstance(result, asyncio.Future) else result
         if code == RequestCode.METADATA:
-            return {"code": int(Code.SUCCESS), "group": ms.group, "leaderId": ms.leader_id,
-                    "peers": JavaHashMap(ms.peer_map), "term": -1}
+            return MetadataResponse(group=ms.group, leader_id=ms.leader_id,
+                                    peers=JavaHashMap(ms.peer_map))
         if code == RequestCode.APPEND:
             return await self._handle_append(req)
         if code == RequestCode.GET:
@@ -157,7 +160,7 @@ class DLedgerServer:
             return await self._handle_leadership_transfer(req)
         return failure(req, Code.UNSUPPORTED, ms.leader_id, code)
 
-    async def _handle_append(self, req: dict) -> dict:
+    async def _handle_append(self, req: AppendEntryRequest) -> AppendEntryResponse:
         ms = self.member_state
         if not ms.is_leader():
             return failure(req, Code.NOT_LEADER, ms.leader_id, RequestCode.APPEND)
@@ -165,7 +168,7 @@ class DLedgerServer:
             return failure(req, Code.LEADER_TRANSFERRING, ms.leader_id, RequestCode.APPEND)
         term = ms.curr_term
         try:
-            entry = await self.append(base64.b64decode(req.get("body") or b""))
+            entry = await self.append(req.body)
         except DLedgerError as exc:
             if exc.code == Code.NOT_LEADER:
                 return failure(req, exc.code, ms.leader_id, RequestCode.APPEND)
@@ -173,29 +176,32 @@ class DLedgerServer:
         return append_response(ms.group, entry.term, ms.self_id, Code.SUCCESS, entry.index,
                                entry.pos)
 
-    def _handle_get(self, req: dict) -> dict:
+    def _handle_get(self, req: GetEntriesRequest) -> GetEntriesResponse:
         """One entry, answered as 0.3.1.2's leader answers.  A follower serves
         it too (0.3.1.2 answers NOT_LEADER; its client only asks the leader),
         which lets an operator read any member's log."""
         ms = self.member_state
         try:
-            entry = self.store.get(int(req.get("beginIndex", -1)))
+            entry = self.store.get(req.begin_index)
         except DLedgerError as exc:
             return failure(req, exc.code, ms.leader_id, RequestCode.GET)
-        return {"code": int(Code.SUCCESS), "group": ms.group, "term": -1,
-                "entries": [entry.to_json_obj()]}
+        return GetEntriesResponse(group=ms.group, entries=[entry])
 
     # ---- leadership transfer -------------------------------------------------------------
-    async def _handle_leadership_transfer(self, req: dict) -> dict:
+    async def _handle_leadership_transfer(
+            self, req: LeadershipTransferRequest) -> LeadershipTransferResponse:
         """A refused precondition answers as 0.3.1.2's DLedgerServer does (the
         request's base info, the code, this node's leader); the elector's own
         refusals and the outcome carry only a code and a term."""
         ms = self.member_state
-        term = int(req.get("term", -1))
-        transfer_id, transferee = req.get("transferId"), req.get("transfereeId")
+        term = req.term
+        transfer_id, transferee = req.transfer_id, req.transferee_id
 
-        def refuse(code: Code) -> dict:
+        def refuse(code: Code) -> LeadershipTransferResponse:
             return failure(req, code, ms.leader_id, RequestCode.LEADERSHIP_TRANSFER)
+
+        def answer(code: Code, at: int) -> LeadershipTransferResponse:
+            return bare(LeadershipTransferResponse, code, at)
 
         if transfer_id == ms.self_id:  # the leader, asked to hand over
             if not ms.is_peer(transferee):
@@ -208,30 +214,30 @@ class DLedgerServer:
             if behind >= self.config.max_leadership_transfer_wait_index:
                 return refuse(Code.FALL_BEHIND_TOO_MUCH)
             if ms.transferee is not None:
-                return bare(Code.LEADER_TRANSFERRING, ms.curr_term)
+                return answer(Code.LEADER_TRANSFERRING, ms.curr_term)
             ms.transferee = transferee
-            take = base(ms.group, ms.self_id, transferee, ms.leader_id, term)
-            take.update(takeLeadershipLedgerIndex=ms.ledger_end_index, transferId=ms.self_id,
-                        transfereeId=transferee)
+            take = base(LeadershipTransferRequest, ms.group, ms.self_id, transferee,
+                        ms.leader_id, term, take_leadership_ledger_index=ms.ledger_end_index,
+                        transfer_id=ms.self_id, transferee_id=transferee)
             try:
                 resp = await self.rpc.call(transferee, RequestCode.LEADERSHIP_TRANSFER, take,
                                        self.config.leadership_transfer_wait_timeout + 5000)
             except (DLedgerError, RemotingError, OSError, TimeoutError) as exc:
-                resp = reply_to(take, Code.NETWORK_ERROR)
+                resp = reply_to(take, LeadershipTransferResponse, Code.NETWORK_ERROR)
                 log.warning("leadership transfer to %s failed: %s", transferee, exc)
-            if resp.get("code") != Code.SUCCESS or ms.transferee is not None:
+            if resp.code != Code.SUCCESS or ms.transferee is not None:
                 ms.transferee = None
             return resp
         if transferee == ms.self_id:  # the preferred node, told to take over
             if transfer_id != ms.leader_id:
                 return refuse(Code.INCONSISTENT_LEADER)
             deadline = time.monotonic() + self.config.leadership_transfer_wait_timeout / 1000
-            while int(req.get("takeLeadershipLedgerIndex", 0)) > ms.ledger_end_index:
+            while (req.take_leadership_ledger_index or 0) > ms.ledger_end_index:
                 if time.monotonic() > deadline:
                     return refuse(Code.TAKE_LEADERSHIP_FAILED)
                 await asyncio.sleep(0.01)
             if term != ms.curr_term:
-                return bare(Code.INCONSISTENT_TERM, ms.curr_term)
+                return answer(Code.INCONSISTENT_TERM, ms.curr_term)
             target = term + 1
             ms.term_to_take_leadership = target
             fut = asyncio.get_running_loop().create_future()
@@ -239,8 +245,8 @@ class DLedgerServer:
             self.elector.change_to_candidate(target)
             self.elector.need_increase_term = True
             code, at = await fut
-            return bare(code, at)
-        return bare(Code.UNEXPECTED_ARGUMENT, ms.curr_term)
+            return answer(code, at)
+        return answer(Code.UNEXPECTED_ARGUMENT, ms.curr_term)
 
     def _take_leadership_check(self, term: int, role: Role) -> None:
         """Answer a take-over once its term is decided (``TakeLeadershipTask``)."""
@@ -287,8 +293,8 @@ class DLedgerServer:
         target = min(live, key=behind.__getitem__)
         if behind[target] >= config.max_leadership_transfer_wait_index:
             return
-        req = base(ms.group, ms.self_id, ms.self_id, ms.self_id, ms.curr_term)
-        req.update(transferId=ms.self_id, transfereeId=target)
+        req = base(LeadershipTransferRequest, ms.group, ms.self_id, ms.self_id, ms.self_id,
+                   ms.curr_term, transfer_id=ms.self_id, transferee_id=target)
         log.info("handing leadership to preferred leader %s (%d behind)", target, behind[target])
         await self._handle_leadership_transfer(req)
 
@@ -312,8 +318,8 @@ class _Processor:
             return RemotingCommand.create_response(ResponseCode.SYSTEM_ERROR,
                                                    "DLedger serves no PULL request")
         try:
-            req = decode(request.body or b"{}")
-        except ValueError as exc:  # orjson.JSONDecodeError is a ValueError
+            req = REQUEST_OF[request.code].from_json(decode(request.body or b"{}"))
+        except (ValueError, TypeError) as exc:  # orjson.JSONDecodeError is a ValueError
             return RemotingCommand.create_response(ResponseCode.SYSTEM_ERROR,
                                                    f"bad DLedger request body: {exc}")
         resp = await self.server.handle(request.code, req)

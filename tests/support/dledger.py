@@ -77,7 +77,7 @@ class ProcGroup:
                     meta = await self.client.metadata(peer)
                 except (DLedgerError, RemotingError, OSError, TimeoutError):
                     continue
-                seen.add(meta.get("leaderId"))
+                seen.add(meta.leader_id)
             seen.discard(None)
             if len(seen) == 1 and seen <= set(among):
                 return seen.pop()
