@@ -5,9 +5,14 @@ Each message is one DLedger entry whose body is the ordinary commit-log
 record; the record's physical offset is where its body lies in the DLedger
 data files (``entry pos + 48``), written into the record by an append hook, so
 consume queues, the index and pulls work on those files as on a commit log.
-Only the leader appends; a put is acknowledged once a quorum holds it, and
-consume queues are built from committed entries only (``get_max_offset`` is
-the committed position; the reput skips each 48-byte entry header).
+Only the leader appends; a put's append result carries its quorum wait (a
+future of its PutMessageStatus), and consume queues are built from committed
+entries only (``get_max_offset`` is the committed position; the reput walks
+the entries through ``dispatch_entries``, past each 48-byte header).
+
+It lives beside the Raft library rather than in ``rmq/store`` because the
+store is the lower layer: the broker's start-up hands this class to the store
+(``DefaultMessageStore(commit_log=DLedgerCommitLog)``).
 """
 
 from __future__ import annotations
