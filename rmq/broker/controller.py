@@ -109,6 +109,7 @@ MESSAGING_PROCESSORS: tuple[ProcessorSpec, ...] = (
                   "consumer_manager"),
     ProcessorSpec("query_assignment", "QueryAssignmentProcessor",
                   (R.QUERY_ASSIGNMENT, R.SET_MESSAGE_REQUEST_MODE), "admin"),
+    ProcessorSpec("recall", "RecallMessageProcessor", (R.RECALL_MESSAGE,), "send"),
 )
 
 # request queue name -> the BrokerConfig capacity property (None: unbounded in 4.9.8)

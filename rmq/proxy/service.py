@@ -6,8 +6,8 @@ broker's own event loop (grpcio's asyncio stack runs on uvloop), serving
 after the remoting servers, ``shutdown`` before them).  Each call checks the
 metadata (``x-mq-client-id`` required: ``CLIENT_ID_REQUIRED``), runs its
 activity, and answers errors as a response carrying the 5.x status, as
-5.3.3's proxy does.  RPCs this build does not serve answer ``NOT_IMPLEMENTED``
-in their status (so do the consumer RPCs while the broker has no POP
+5.3.3's proxy does.  SyncLiteSubscription (not in 5.3.3) answers
+``NOT_IMPLEMENTED`` in its status (so do the consumer RPCs while the broker has no POP
 processors: REQUEST_CODE_NOT_SUPPORTED maps to it); a method the service does not define is gRPC
 ``UNIMPLEMENTED`` and an undecodable request gRPC ``INTERNAL``, both from
 grpcio itself.
@@ -29,6 +29,7 @@ from rmq.proxy.auth import authenticate
 from rmq.proxy.clients import ClientRegistry, ClientSession
 from rmq.proxy.consumer import ConsumerService
 from rmq.proxy.local import CREDENTIALS, LocalInvoker
+from rmq.proxy.offsets import OffsetService
 from rmq.proxy.producer import ProducerService
 from rmq.proxy.route import RouteService
 from rmq.proxy.status import Code, ProxyError, status
@@ -70,6 +71,7 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
         self.route = RouteService(controller, grpc_port)
         self.producer = ProducerService(controller, self.clients)
         self.consumer = ConsumerService(controller, self.clients)
+        self.offsets = OffsetService(controller, self.clients)
 
     # ---- plumbing ----------------------------------------------------------------------
     def _session(self, context: grpc.aio.ServicerContext) -> ClientSession:
@@ -136,19 +138,25 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
         return await self._unary(context, spb.EndTransactionResponse,
                                  lambda s: self.producer.end_transaction(s, request))
 
-    def _not_served(name: str, response_type: type):  # noqa: N805 - a class-body helper
-        async def rpc(self, request, context):
-            return response_type(status=status(Code.NOT_IMPLEMENTED,
-                                               f"{name} is not served by this broker yet"))
-        rpc.__name__ = name
-        return rpc
+    async def RecallMessage(self, request, context):
+        return await self._unary(context, spb.RecallMessageResponse,
+                                 lambda s: self.producer.recall(s, request))
 
-    RecallMessage = _not_served("RecallMessage", spb.RecallMessageResponse)
-    UpdateOffset = _not_served("UpdateOffset", spb.UpdateOffsetResponse)
-    GetOffset = _not_served("GetOffset", spb.GetOffsetResponse)
-    QueryOffset = _not_served("QueryOffset", spb.QueryOffsetResponse)
-    SyncLiteSubscription = _not_served("SyncLiteSubscription", spb.SyncLiteSubscriptionResponse)
-    del _not_served
+    async def UpdateOffset(self, request, context):
+        return await self._unary(context, spb.UpdateOffsetResponse,
+                                 lambda s: self.offsets.update_offset(s, request))
+
+    async def GetOffset(self, request, context):
+        return await self._unary(context, spb.GetOffsetResponse,
+                                 lambda s: self.offsets.get_offset(s, request))
+
+    async def QueryOffset(self, request, context):
+        return await self._unary(context, spb.QueryOffsetResponse,
+                                 lambda s: self.offsets.query_offset(s, request))
+
+    async def SyncLiteSubscription(self, request, context):
+        return spb.SyncLiteSubscriptionResponse(status=status(
+            Code.NOT_IMPLEMENTED, "SyncLiteSubscription is not served by this broker"))
 
     async def AckMessage(self, request, context):
         return await self._unary(context, spb.AckMessageResponse,
@@ -176,8 +184,14 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
             seconds=now // 1_000_000_000, nanos=now % 1_000_000_000 // 1_000_000 * 1_000_000))
 
     async def PullMessage(self, request, context):
-        yield spb.PullMessageResponse(status=status(
-            Code.NOT_IMPLEMENTED, "PullMessage is not served by this broker yet"))
+        """Server streaming: a status, the messages, then the next offset."""
+        async def run(s: ClientSession):
+            remaining = context.time_remaining()
+            return await self.offsets.pull(
+                s, request, None if remaining is None else int(remaining * 1000))
+        answer = await self._unary(context, spb.PullMessageResponse, run)
+        for element in answer if isinstance(answer, list) else [answer]:
+            yield element
 
     async def Telemetry(self, request_iterator: AsyncIterator[spb.TelemetryCommand],
                         context) -> AsyncIterator[spb.TelemetryCommand]:
