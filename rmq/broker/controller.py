@@ -204,6 +204,8 @@ class BrokerController:
         self.stats = BrokerStats(bc.brokerClusterName, bc.enableDetailStat)
         # kept while the metrics exporter is on (_initial_metrics)
         self.rpc_latency: Any = None
+        # the gRPC endpoint's calls (rmq.remoting.rpc_latency.NamedLatency), set by it
+        self.grpc_rpc_latency: Any = None
         self.topic_create_times: ExecutionTimes | None = None
         self.group_create_times: ExecutionTimes | None = None
         self.configuration = Configuration(settings)

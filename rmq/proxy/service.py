@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from time import perf_counter
 from typing import Any
 
 import grpc
@@ -37,6 +39,7 @@ from rmq.proxy.v2 import definition_pb2 as pb
 from rmq.proxy.v2 import service_pb2 as spb
 from rmq.proxy.v2 import service_pb2_grpc as sgrpc
 from rmq.remoting.exceptions import RemotingTimeoutError
+from rmq.remoting.rpc_latency import SUCCESS, NamedLatency
 
 log = logging.getLogger("rmq.proxy")
 
@@ -52,6 +55,15 @@ def peer_address(context: grpc.aio.ServicerContext) -> str:
     """``ipv4:1.2.3.4:5`` / ``ipv6:[::1]:5`` -> ``host:port``."""
     peer = context.peer() or ""
     return peer.split(":", 1)[1] if peer.startswith(("ipv4:", "ipv6:")) else peer
+
+
+LONG_POLLING_RPCS = frozenset({"receive_message", "pull_message"})
+
+
+def rpc_name(response_type: type) -> str:
+    """``ReceiveMessageResponse`` -> ``receive_message``."""
+    name = response_type.__name__.removesuffix("Response")
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
 def language_code(name: str) -> int:
@@ -72,6 +84,10 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
         self.producer = ProducerService(controller, self.clients)
         self.consumer = ConsumerService(controller, self.clients)
         self.offsets = OffsetService(controller, self.clients)
+        # rocketmq_rpc_latency rows of the RPCs, while the metrics exporter is on
+        self.latency: NamedLatency | None = None
+        if getattr(controller, "rpc_latency", None) is not None:
+            self.latency = controller.grpc_rpc_latency = NamedLatency("grpc")
 
     # ---- plumbing ----------------------------------------------------------------------
     def _session(self, context: grpc.aio.ServicerContext) -> ClientSession:
@@ -92,18 +108,30 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
 
     async def _unary(self, context: grpc.aio.ServicerContext, response_type: type,
                      run: Callable[[ClientSession], Awaitable[Any] | Any]) -> Any:
+        start = perf_counter()
         try:
             result = run(self._session(context))
             if asyncio.iscoroutine(result):
                 result = await result
-            return result
         except ProxyError as exc:
-            return response_type(status=status(exc.code, exc.message))
+            result = response_type(status=status(exc.code, exc.message))
         except RemotingTimeoutError as exc:
-            return response_type(status=status(Code.PROXY_TIMEOUT, str(exc)))
+            result = response_type(status=status(Code.PROXY_TIMEOUT, str(exc)))
         except Exception as exc:  # noqa: BLE001 - any failure is an INTERNAL_SERVER_ERROR status
             log.exception("gRPC call failed")
-            return response_type(status=status(Code.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}"))
+            result = response_type(status=status(Code.INTERNAL_SERVER_ERROR,
+                                                 f"{type(exc).__name__}: {exc}"))
+        if self.latency is not None:
+            self._record(response_type, result, start)
+        return result
+
+    def _record(self, response_type: type, result: Any, start: float) -> None:
+        """One row of rocketmq_rpc_latency: the RPC by name, its 5.x status."""
+        first = result[0] if isinstance(result, list) else result
+        code = first.status.code if first.HasField("status") else Code.OK
+        name = rpc_name(response_type)
+        self.latency.record(name, Code.Name(code).lower(), name in LONG_POLLING_RPCS, SUCCESS,
+                            int((perf_counter() - start) * 1000))
 
     # ---- RPCs ----------------------------------------------------------------------------
     async def QueryRoute(self, request, context):
