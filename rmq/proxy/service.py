@@ -18,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import shutil
+import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from time import perf_counter
@@ -35,11 +37,13 @@ from rmq.proxy.offsets import OffsetService
 from rmq.proxy.producer import ProducerService
 from rmq.proxy.route import RouteService
 from rmq.proxy.status import Code, ProxyError, status
+from rmq.proxy.tls import PortSplitter, server_credentials
 from rmq.proxy.v2 import definition_pb2 as pb
 from rmq.proxy.v2 import service_pb2 as spb
 from rmq.proxy.v2 import service_pb2_grpc as sgrpc
 from rmq.remoting.exceptions import RemotingTimeoutError
 from rmq.remoting.rpc_latency import SUCCESS, NamedLatency
+from rmq.remoting.tls import TlsConfig, TlsMode
 
 log = logging.getLogger("rmq.proxy")
 
@@ -84,18 +88,27 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
         self.producer = ProducerService(controller, self.clients)
         self.consumer = ConsumerService(controller, self.clients)
         self.offsets = OffsetService(controller, self.clients)
+        self.splitter: PortSplitter | None = None  # permissive TLS (rmq.proxy.tls)
         # rocketmq_rpc_latency rows of the RPCs, while the metrics exporter is on
         self.latency: NamedLatency | None = None
         if getattr(controller, "rpc_latency", None) is not None:
             self.latency = controller.grpc_rpc_latency = NamedLatency("grpc")
 
     # ---- plumbing ----------------------------------------------------------------------
+    def _peer(self, context: grpc.aio.ServicerContext) -> str:
+        """The client's host:port, also when it came through the TLS splitter."""
+        if self.splitter is not None:
+            peer = self.splitter.peer_of(context.peer() or "")
+            if peer is not None:
+                return peer
+        return peer_address(context)
+
     def _session(self, context: grpc.aio.ServicerContext) -> ClientSession:
         meta = dict(context.invocation_metadata() or ())
         client_id = str(meta.get(CLIENT_ID, "")).strip()
         if not client_id:
             raise ProxyError(Code.CLIENT_ID_REQUIRED, "client id cannot be empty")
-        session = self.clients.session(client_id, peer_address(context),
+        session = self.clients.session(client_id, self._peer(context),
                                        language_code(str(meta.get(LANGUAGE, ""))))
         validator = self.c.access_validator
         if validator is not None:
@@ -278,6 +291,8 @@ class ProxyService:
         self.server: grpc.aio.Server | None = None
         self.servicer: MessagingServicer | None = None
         self._sweeper: asyncio.Task | None = None
+        self.splitter: PortSplitter | None = None
+        self._socket_dir: str | None = None
 
     async def start(self) -> None:
         bc = self.c.broker_config
@@ -288,19 +303,47 @@ class ProxyService:
                                           ("grpc.max_receive_message_length", -1),
                                           ("grpc.max_send_message_length", -1)])
         sgrpc.add_MessagingServiceServicer_to_server(self.servicer, server)
+        tls = getattr(self.c.remoting_server, "tls", None) or TlsConfig.from_environ()
         try:
-            bound = server.add_insecure_port(f"0.0.0.0:{self.port}")
-        except RuntimeError as exc:
+            bound = await self._bind(server, tls)
+        except (RuntimeError, OSError, ValueError) as exc:
             bound = 0
             log.error("gRPC port %d: %s", self.port, exc)
         if not bound:
             await server.stop(None)
+            await self._close_splitter()
             raise OSError(f"cannot listen on grpcServerPort {self.port} (in use?): set "
                           f"grpcServerPort to a free port or enableProxy=false")
         await server.start()
         self.server = server
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
-        log.info("gRPC MessagingService listening on port %d", self.port)
+        log.info("gRPC MessagingService listening on port %d (tls.server.mode %s)", self.port,
+                 tls.serverMode.value)
+
+    async def _bind(self, server: grpc.aio.Server, tls: TlsConfig) -> int:
+        """Listen as ``tls.server.mode`` says (rmq.proxy.tls); 0 when it cannot."""
+        if tls.serverMode is TlsMode.DISABLED:
+            return server.add_insecure_port(f"0.0.0.0:{self.port}")
+        loop = asyncio.get_running_loop()
+        credentials = await loop.run_in_executor(None, server_credentials, tls)
+        if tls.serverMode is TlsMode.ENFORCING:
+            return server.add_secure_port(f"0.0.0.0:{self.port}", credentials)
+        self._socket_dir = tempfile.mkdtemp(prefix="rmq-grpc-")
+        splitter = PortSplitter(self._socket_dir)
+        if not (server.add_insecure_port(f"unix:{splitter.plain_path}")
+                and server.add_secure_port(f"unix:{splitter.tls_path}", credentials)):
+            return 0
+        await splitter.start(self.port)
+        self.splitter = self.servicer.splitter = splitter
+        return self.port
+
+    async def _close_splitter(self) -> None:
+        if self.splitter is not None:
+            await self.splitter.close()
+            self.splitter = None
+        if self._socket_dir is not None:
+            shutil.rmtree(self._socket_dir, ignore_errors=True)
+            self._socket_dir = None
 
     async def _sweep(self) -> None:
         while True:
@@ -315,6 +358,9 @@ class ProxyService:
             self._sweeper = None
         if self.servicer is not None:
             self.servicer.clients.close()
+        if self.splitter is not None:
+            await self.splitter.close()
         if self.server is not None:
             await self.server.stop(SHUTDOWN_GRACE_S)
             self.server = None
+        await self._close_splitter()
