@@ -325,7 +325,14 @@ class ProxyService:
         if tls.serverMode is TlsMode.DISABLED:
             return server.add_insecure_port(f"0.0.0.0:{self.port}")
         loop = asyncio.get_running_loop()
-        credentials = await loop.run_in_executor(None, server_credentials, tls)
+        try:
+            credentials = await loop.run_in_executor(None, server_credentials, tls)
+        except Exception as exc:  # noqa: BLE001 - no certificate: plaintext, unless TLS is a must
+            if tls.serverMode is TlsMode.ENFORCING:
+                raise OSError(f"no TLS certificate for the gRPC port: {exc}") from None
+            log.warning("gRPC port %d serves plaintext only, no TLS certificate: %s",
+                        self.port, exc)
+            return server.add_insecure_port(f"0.0.0.0:{self.port}")
         if tls.serverMode is TlsMode.ENFORCING:
             return server.add_secure_port(f"0.0.0.0:{self.port}", credentials)
         self._socket_dir = tempfile.mkdtemp(prefix="rmq-grpc-")

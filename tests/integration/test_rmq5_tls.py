@@ -105,3 +105,22 @@ async def test_enforcing_refuses_plaintext(tmp_path):
             assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
     finally:
         assert broker.stop() == 0
+
+
+async def test_permissive_without_a_certificate_serves_plaintext(tmp_path):
+    grpc_port = free_port()
+    port = free_port(span=4) + 2
+    conf = broker_conf(tmp_path, port, f"grpcServerPort={grpc_port}\n")
+    broker = RmqProcess("rmq.broker.startup", ["-c", conf], tmp_path / "b.out",
+                        env={"ROCKETMQ_HOME": str(tmp_path), "tls.test.mode.enable": "false",
+                             "tls.server.certPath": str(tmp_path / "missing.pem"),
+                             "tls.server.keyPath": str(tmp_path / "missing.key")})
+    broker.start(wait_for_port=port)
+    try:
+        wait_port(grpc_port, timeout=20)
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+            assert await route(channel, "plain-client") == pb.TOPIC_NOT_FOUND
+        log = (tmp_path / "logs" / "rocketmqlogs" / "broker.log").read_text()
+        assert "serves plaintext only, no TLS certificate" in log
+    finally:
+        assert broker.stop() == 0
