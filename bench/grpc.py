@@ -15,12 +15,16 @@ pure-Python twins) and runs, each on its own topic, ``--messages`` messages of
 The gRPC callers are grpcio asyncio stubs of ``rmq.proxy.v2`` in this process
 (the official Python client puts the same calls on the wire, with far more
 client CPU of its own); each opens its Telemetry stream first, as the SDKs do.
+``--official`` adds the same send and receive+ack through Apache's official
+Python client 5.1.2 (``bench/grpc_official.py`` run in ``.venv-rmq5``,
+``make rmq5-client``; threads calling its blocking API), whose broker CPU
+covers its start-up handshake too.
 ``--tls-mode`` sets the broker's ``tls.server.mode`` (``permissive``, the
 default, pipes the gRPC port through the first-byte splitter of
 ``rmq.proxy.tls``; ``disabled`` lets grpcio own the port).
 
     .venv/bin/python bench/grpc.py [--messages 20000] [--size 256] [--inflight 16]
-        [--tls-mode permissive|disabled] [--twin] [--json]
+        [--tls-mode permissive|disabled] [--official] [--twin] [--json]
 """
 
 from __future__ import annotations
@@ -239,6 +243,30 @@ async def grpc_receive_ack(c: BenchCluster, port: int, topic: str, n: int, infli
         await client.close()
 
 
+async def official(c: BenchCluster, port: int, what: str, topic: str, n: int, size: int,
+                   threads: int) -> dict:
+    """One run of bench/grpc_official.py; the broker's CPU over the whole run."""
+    python = ROOT / ".venv-rmq5" / "bin" / "python"
+    if not python.exists():
+        raise SystemExit("--official needs the client's virtualenv: make rmq5-client")
+    pid = c.broker.proc.pid
+    cpu0 = cpu_seconds(pid)
+    proc = await asyncio.create_subprocess_exec(
+        str(python), str(ROOT / "bench" / "grpc_official.py"), f"127.0.0.1:{port}", what, topic,
+        GROUP + "_official", str(n), str(size), str(threads), stdout=asyncio.subprocess.PIPE,
+        env={"PATH": "/usr/bin:/bin"})
+    out, _ = await proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"official client {what} failed ({proc.returncode})")
+    got = json.loads(out.decode().strip().splitlines()[-1])
+    result = {"path": f"official client {what}", "msgs": got["msgs"],
+              "seconds": round(got["seconds"], 2),
+              "msgs_per_s": round(got["msgs"] / got["seconds"]),
+              "broker_cpu_us_per_msg": round((cpu_seconds(pid) - cpu0) / got["msgs"] * 1e6, 1)}
+    print(json.dumps(result), flush=True)
+    return result
+
+
 async def main(args: argparse.Namespace) -> dict:
     port = free_port()
     c = BenchCluster(args.twin, f"grpcServerPort={port}\nflushConsumerOffsetInterval=5000\n")
@@ -246,7 +274,7 @@ async def main(args: argparse.Namespace) -> dict:
     c.start()
     try:
         wait_port(port, timeout=20)
-        for topic in ("BenchRemoting", "BenchGrpc"):
+        for topic in ("BenchRemoting", "BenchGrpc", "BenchOfficial"):
             await c.create_topic(topic, QUEUES)
         n, size, k = args.messages, args.size, args.inflight
         results = [
@@ -259,6 +287,9 @@ async def main(args: argparse.Namespace) -> dict:
             await measure(c, "gRPC receive+ack", lambda cpu: grpc_receive_ack(
                 c, port, "BenchGrpc", n, k, cpu)),
         ]
+        if args.official:
+            results.append(await official(c, port, "send", "BenchOfficial", n, size, k))
+            results.append(await official(c, port, "receive", "BenchOfficial", n, size, k))
     finally:
         c.stop()
     by = {r["path"]: r for r in results}
@@ -275,6 +306,8 @@ if __name__ == "__main__":
     ap.add_argument("--size", type=int, default=256)
     ap.add_argument("--inflight", type=int, default=16)
     ap.add_argument("--tls-mode", choices=("permissive", "disabled"), default="permissive")
+    ap.add_argument("--official", action="store_true",
+                    help="also through the official Python client (.venv-rmq5)")
     ap.add_argument("--twin", action="store_true")
     ap.add_argument("--json", action="store_true")
     result = asyncio.run(main(ap.parse_args()))
