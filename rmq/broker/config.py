@@ -200,6 +200,9 @@ class BrokerConfig:
     autoDeleteUnusedStats: bool = False
     isolateLogEnable: bool = False
     configBlackList: str = "configBlackList;brokerConfigPath"
+    # RECALL_MESSAGE (5.3.3's names and defaults): off unless enabled
+    recallMessageEnable: bool = False
+    allowRecallWhenBrokerNotWriteable: bool = True
     # RocketMQ 5.x clients (the gRPC MessagingService, rmq.proxy), served in
     # the broker process; names and defaults of 5.3.3's ProxyConfig.  Read at
     # start-up.

@@ -109,6 +109,7 @@ MESSAGING_PROCESSORS: tuple[ProcessorSpec, ...] = (
                   "consumer_manager"),
     ProcessorSpec("query_assignment", "QueryAssignmentProcessor",
                   (R.QUERY_ASSIGNMENT, R.SET_MESSAGE_REQUEST_MODE), "admin"),
+    ProcessorSpec("recall", "RecallMessageProcessor", (R.RECALL_MESSAGE,), "send"),
 )
 
 # request queue name -> the BrokerConfig capacity property (None: unbounded in 4.9.8)
@@ -203,6 +204,8 @@ class BrokerController:
         self.stats = BrokerStats(bc.brokerClusterName, bc.enableDetailStat)
         # kept while the metrics exporter is on (_initial_metrics)
         self.rpc_latency: Any = None
+        # the gRPC endpoint's calls (rmq.remoting.rpc_latency.NamedLatency), set by it
+        self.grpc_rpc_latency: Any = None
         self.topic_create_times: ExecutionTimes | None = None
         self.group_create_times: ExecutionTimes | None = None
         self.configuration = Configuration(settings)

@@ -64,7 +64,8 @@ class BrokerCollector(Collector):
         yield from self._timer()
         latency = self.c.rpc_latency
         if latency is not None:
-            yield latency_family(latency, _BASE, self.base)
+            yield latency_family(latency, _BASE, self.base,
+                                 getattr(self.c, "grpc_rpc_latency", None))
         for name, times in (("rocketmq_topic_create_execution_time", self.c.topic_create_times),
                             ("rocketmq_consumer_group_create_execution_time",
                              self.c.group_create_times)):

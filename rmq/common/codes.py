@@ -110,6 +110,8 @@ class RequestCode(IntEnum):
     ADD_WRITE_PERM_OF_BROKER = 327
     GET_ALL_PRODUCER_INFO = 328
     DELETE_EXPIRED_COMMITLOG = 329
+    # RocketMQ 5.3.2+: recall a timer message by its recall handle
+    RECALL_MESSAGE = 370
     # RocketMQ 5.x POP consumption
     QUERY_ASSIGNMENT = 400
     SET_MESSAGE_REQUEST_MODE = 401
@@ -166,6 +168,8 @@ class ResponseCode(IntEnum):
     # RocketMQ 5.x POP answers (the same numbers as the ACL failures above)
     POLLING_FULL = 209
     POLLING_TIMEOUT = 210
+    # RocketMQ 5.x
+    ILLEGAL_OPERATION = 604
 
 
 class LanguageCode(IntEnum):

@@ -79,6 +79,8 @@ class ClientSession:
     outbox: asyncio.Queue | None = None  # the Telemetry stream's commands, while open
     producer_groups: list[str] = field(default_factory=list)
     consumer_group: str | None = None
+    # settings rebuilt from the client's receives, not sent by it (see assume_consumer)
+    assumed: bool = False
     # set once the first Settings arrived (a client's first call may race them)
     ready: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -160,6 +162,7 @@ class ClientRegistry:
             raise ProxyError(Code.UNRECOGNIZED_CLIENT_TYPE, "settings has neither publishing "
                              "nor subscription")
         s.settings = settings
+        s.assumed = False
         s.ready.set()
         if settings.HasField("publishing"):
             s.producer_groups = [t.name for t in settings.publishing.topics]
@@ -167,6 +170,34 @@ class ClientRegistry:
             s.consumer_group = settings.subscription.group.name
         await self.heartbeat(s)
         return self.merged(settings)
+
+    async def assume_consumer(self, s: ClientSession, group: str, topic: str,
+                              expression: pb.FilterExpression, push: bool) -> None:
+        """Consumer settings rebuilt from a receive, for a client the endpoint
+        has no Settings of: one the broker met before it restarted.  The
+        5.1.2 Python client resends its Settings only every 300 s and reopens
+        its Telemetry stream only then, so until that moment 5.3.3 fails each
+        of its receives with INTERNAL_SERVER_ERROR; here the receive names the
+        group, topic and filter, the group's config gives the rest, and the
+        client is registered again under its group (``consumerConnection``).
+        Its own Settings replace these when they come."""
+        settings = s.settings
+        if settings is None:
+            settings = pb.Settings(
+                client_type=pb.PUSH_CONSUMER if push else pb.SIMPLE_CONSUMER,
+                subscription=pb.Subscription(group=pb.Resource(name=group)))
+        elif not s.assumed or any(e.topic.name == topic
+                                  for e in settings.subscription.subscriptions):
+            return
+        settings.subscription.subscriptions.append(pb.SubscriptionEntry(
+            topic=pb.Resource(name=topic), expression=expression))
+        s.settings = settings
+        s.assumed = True
+        s.consumer_group = group
+        s.ready.set()
+        await self.heartbeat(s)
+        log.info("gRPC client %s: settings assumed from its receive (group %s, topic %s)",
+                 s.client_id, group, topic)
 
     # ---- broker registration -------------------------------------------------------
     def _consumer_data(self, settings: pb.Settings) -> ConsumerData:

@@ -157,13 +157,13 @@ class ConsumerService:
                       remaining_ms: int | None) -> list[spb.ReceiveMessageResponse]:
         """The stream's elements: a status, then the messages (or the status only)."""
         await self.clients.wait_settings(s)
-        if s.settings is None or not s.settings.HasField("subscription"):
-            raise ProxyError(Code.INTERNAL_SERVER_ERROR, "the client's subscription settings "
-                             "are unknown: open the Telemetry stream first")
         poll = polling_ms(request, remaining_ms)
         topic, group = request.message_queue.topic.name, request.group.name
         check_topic(topic)
         check_group(group)
+        if s.settings is None or s.assumed:
+            await self.clients.assume_consumer(s, group, topic, request.filter_expression,
+                                               request.auto_renew)
         invisible = duration_ms(request.invisible_duration)
         if request.auto_renew:
             invisible = AUTO_RENEW_INVISIBLE_MS

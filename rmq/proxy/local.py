@@ -92,6 +92,12 @@ class LocalChannel:
         return f"LocalChannel({self.local_addr} <-> {self.remote_addr})"
 
 
+def _expire(fut: asyncio.Future) -> None:
+    """The request's time is up: its future ends with no response."""
+    if not fut.done():
+        fut.set_result(None)
+
+
 class LocalInvoker:
     """Runs requests through a remoting server's processor table."""
 
@@ -107,12 +113,18 @@ class LocalInvoker:
         request.language = language
         fut = channel.expect(request.opaque)
         self.server.dispatch(channel, request)
-        try:
-            response = await asyncio.wait_for(fut, timeout_s)
-        except TimeoutError:
-            raise RemotingTimeoutError(channel.remote_addr, int(timeout_s * 1000)) from None
-        finally:
+        if not fut.done():  # most processors answer within dispatch: no timer, no task
+            timer = asyncio.get_running_loop().call_later(timeout_s, _expire, fut)
+            try:
+                await fut
+            finally:
+                timer.cancel()
+                channel.forget(request.opaque)
+        else:
             channel.forget(request.opaque)
+        response = fut.result()
+        if response is None:
+            raise RemotingTimeoutError(channel.remote_addr, int(timeout_s * 1000))
         if response.code == ResponseCode.SYSTEM_ERROR:
             refused = refusal(response.remark)
             if refused is not None:

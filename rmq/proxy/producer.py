@@ -12,9 +12,11 @@ the store has no timer wheel).
 from __future__ import annotations
 
 import itertools
+import time
 from typing import Any
 
 from rmq.client.headers import send_header_v2
+from rmq.common import timer as tm
 from rmq.common.codes import RequestCode
 from rmq.common.codes import ResponseCode as RC
 from rmq.common.message import (
@@ -39,6 +41,7 @@ from rmq.proxy.status import Code, ProxyError, code_of_response, status
 from rmq.proxy.v2 import definition_pb2 as pb
 from rmq.proxy.v2 import service_pb2 as spb
 from rmq.store.message_codec import message_properties_to_string
+from rmq.store.timer.hook import round_due
 
 # broker send statuses that are not errors but not SEND_OK either
 _SEND_STATUS = {
@@ -102,6 +105,21 @@ class ProducerService:
                                                      message.body, language=s.language)
         return self._answer(response, topic, props, sys_flag)
 
+    def _recall_handle(self, topic: str, props: dict[str, str]) -> str:
+        """The handle that recalls a message the timer wheel parked (5.3.3's broker
+        answers one for a message with TIMER_OUT_MS: its slot time + 1 ms);
+        empty for any other message."""
+        due = props.get(tm.PROPERTY_TIMER_DELIVER_MS)
+        store = self.c.store_config
+        if due is None or "DELAY" in props or not getattr(store, "timerWheelEnable", False):
+            return ""
+        due_ms = int(due)
+        if due_ms <= time.time() * 1000:
+            return ""
+        slot = round_due(due_ms, store.timer_precision_ms())
+        return tm.encode_recall_handle(topic, self.c.broker_config.brokerName, slot + 1,
+                                       props["UNIQ_KEY"])
+
     def _answer(self, response: Any, group: str, props: dict[str, str], sys_flag: int
                 ) -> spb.SendMessageResponse:
         if response.code in _SEND_STATUS:
@@ -119,7 +137,8 @@ class ProducerService:
             _, commit_log_offset = decode_message_id(header.msgId)
             self.clients.remember_transaction(group, tid, header.queueOffset, commit_log_offset)
         entry = spb.SendResultEntry(status=status(Code.OK), message_id=uniq, transaction_id=tid,
-                                    offset=header.queueOffset)
+                                    offset=header.queueOffset,
+                                    recall_handle=self._recall_handle(group, props))
         return spb.SendMessageResponse(status=status(Code.OK), entries=[entry])
 
     async def end_transaction(self, s: ClientSession, request: spb.EndTransactionRequest
@@ -143,3 +162,32 @@ class ProducerService:
                "msgId": request.message_id, "transactionId": request.transaction_id}
         self.clients.invoker.invoke_oneway(s.channel, RequestCode.END_TRANSACTION, ext)
         return spb.EndTransactionResponse(status=status(Code.OK))
+
+    async def recall(self, s: ClientSession, request: spb.RecallMessageRequest
+                     ) -> spb.RecallMessageResponse:
+        """RECALL_MESSAGE with the handle a delayed send answered with (5.3.3's
+        ``ProducerProcessor.recallMessage``): the topic must be a DELAY topic
+        while the type check is on; the broker's refusals map as any broker
+        code (recall disabled: FORBIDDEN; a bad or late handle:
+        INTERNAL_SERVER_ERROR with the broker's reason)."""
+        topic = request.topic.name
+        check_topic(topic)
+        tc = self.c.topic_config_manager.select_topic_config(topic)
+        if tc is None:
+            raise ProxyError(Code.TOPIC_NOT_FOUND, f"topic not found: {topic}")
+        if self.c.broker_config.enableTopicMessageTypeCheck:
+            check_type(topic, topic_type_name(getattr(tc, "attributes", None)),
+                       {tm.PROPERTY_TIMER_DELIVER_MS: "0"})
+        try:
+            tm.decode_recall_handle(request.recall_handle)
+        except ValueError as exc:
+            raise ProxyError(Code.INTERNAL_SERVER_ERROR, str(exc)) from None
+        ext = {"producerGroup": topic, "topic": topic, "recallHandle": request.recall_handle,
+               "brokerName": self.c.broker_config.brokerName}
+        response = await self.clients.invoker.invoke(s.channel, RequestCode.RECALL_MESSAGE, ext,
+                                                     language=s.language)
+        if response.code != RC.SUCCESS:
+            raise ProxyError(code_of_response(response.code),
+                             response.remark or f"recall failed: broker code {response.code}")
+        return spb.RecallMessageResponse(status=status(Code.OK),
+                                         message_id=(response.ext_fields or {}).get("msgId", ""))

@@ -96,7 +96,7 @@ class RouteService:
         types = accept_message_types(getattr(tc, "attributes", None))
         broker = self.broker(request.endpoints)
         ids = range(tc.readQueueNums) if fifo else (-1,)
-        assignments = [spb.Assignment(message_queue=pb.MessageQueue(
+        assignments = [pb.Assignment(message_queue=pb.MessageQueue(
             topic=request.topic, id=i, permission=pb.READ_WRITE, broker=broker,
             accept_message_types=types)) for i in ids]
         return spb.QueryAssignmentResponse(status=pb.Status(code=Code.OK, message="OK"),

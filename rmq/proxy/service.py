@@ -6,8 +6,8 @@ broker's own event loop (grpcio's asyncio stack runs on uvloop), serving
 after the remoting servers, ``shutdown`` before them).  Each call checks the
 metadata (``x-mq-client-id`` required: ``CLIENT_ID_REQUIRED``), runs its
 activity, and answers errors as a response carrying the 5.x status, as
-5.3.3's proxy does.  RPCs this build does not serve answer ``NOT_IMPLEMENTED``
-in their status (so do the consumer RPCs while the broker has no POP
+5.3.3's proxy does.  SyncLiteSubscription (not in 5.3.3) answers
+``NOT_IMPLEMENTED`` in its status (so do the consumer RPCs while the broker has no POP
 processors: REQUEST_CODE_NOT_SUPPORTED maps to it); a method the service does not define is gRPC
 ``UNIMPLEMENTED`` and an undecodable request gRPC ``INTERNAL``, both from
 grpcio itself.
@@ -17,8 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
+import shutil
+import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from time import perf_counter
 from typing import Any
 
 import grpc
@@ -29,13 +33,17 @@ from rmq.proxy.auth import authenticate
 from rmq.proxy.clients import ClientRegistry, ClientSession
 from rmq.proxy.consumer import ConsumerService
 from rmq.proxy.local import CREDENTIALS, LocalInvoker
+from rmq.proxy.offsets import OffsetService
 from rmq.proxy.producer import ProducerService
 from rmq.proxy.route import RouteService
 from rmq.proxy.status import Code, ProxyError, status
+from rmq.proxy.tls import PortSplitter, server_credentials
 from rmq.proxy.v2 import definition_pb2 as pb
 from rmq.proxy.v2 import service_pb2 as spb
 from rmq.proxy.v2 import service_pb2_grpc as sgrpc
 from rmq.remoting.exceptions import RemotingTimeoutError
+from rmq.remoting.rpc_latency import SUCCESS, NamedLatency
+from rmq.remoting.tls import TlsConfig, TlsMode
 
 log = logging.getLogger("rmq.proxy")
 
@@ -51,6 +59,15 @@ def peer_address(context: grpc.aio.ServicerContext) -> str:
     """``ipv4:1.2.3.4:5`` / ``ipv6:[::1]:5`` -> ``host:port``."""
     peer = context.peer() or ""
     return peer.split(":", 1)[1] if peer.startswith(("ipv4:", "ipv6:")) else peer
+
+
+LONG_POLLING_RPCS = frozenset({"receive_message", "pull_message"})
+
+
+def rpc_name(response_type: type) -> str:
+    """``ReceiveMessageResponse`` -> ``receive_message``."""
+    name = response_type.__name__.removesuffix("Response")
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
 def language_code(name: str) -> int:
@@ -70,14 +87,28 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
         self.route = RouteService(controller, grpc_port)
         self.producer = ProducerService(controller, self.clients)
         self.consumer = ConsumerService(controller, self.clients)
+        self.offsets = OffsetService(controller, self.clients)
+        self.splitter: PortSplitter | None = None  # permissive TLS (rmq.proxy.tls)
+        # rocketmq_rpc_latency rows of the RPCs, while the metrics exporter is on
+        self.latency: NamedLatency | None = None
+        if getattr(controller, "rpc_latency", None) is not None:
+            self.latency = controller.grpc_rpc_latency = NamedLatency("grpc")
 
     # ---- plumbing ----------------------------------------------------------------------
+    def _peer(self, context: grpc.aio.ServicerContext) -> str:
+        """The client's host:port, also when it came through the TLS splitter."""
+        if self.splitter is not None:
+            peer = self.splitter.peer_of(context.peer() or "")
+            if peer is not None:
+                return peer
+        return peer_address(context)
+
     def _session(self, context: grpc.aio.ServicerContext) -> ClientSession:
         meta = dict(context.invocation_metadata() or ())
         client_id = str(meta.get(CLIENT_ID, "")).strip()
         if not client_id:
             raise ProxyError(Code.CLIENT_ID_REQUIRED, "client id cannot be empty")
-        session = self.clients.session(client_id, peer_address(context),
+        session = self.clients.session(client_id, self._peer(context),
                                        language_code(str(meta.get(LANGUAGE, ""))))
         validator = self.c.access_validator
         if validator is not None:
@@ -90,18 +121,30 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
 
     async def _unary(self, context: grpc.aio.ServicerContext, response_type: type,
                      run: Callable[[ClientSession], Awaitable[Any] | Any]) -> Any:
+        start = perf_counter()
         try:
             result = run(self._session(context))
             if asyncio.iscoroutine(result):
                 result = await result
-            return result
         except ProxyError as exc:
-            return response_type(status=status(exc.code, exc.message))
+            result = response_type(status=status(exc.code, exc.message))
         except RemotingTimeoutError as exc:
-            return response_type(status=status(Code.PROXY_TIMEOUT, str(exc)))
+            result = response_type(status=status(Code.PROXY_TIMEOUT, str(exc)))
         except Exception as exc:  # noqa: BLE001 - any failure is an INTERNAL_SERVER_ERROR status
             log.exception("gRPC call failed")
-            return response_type(status=status(Code.INTERNAL_SERVER_ERROR, f"{type(exc).__name__}: {exc}"))
+            result = response_type(status=status(Code.INTERNAL_SERVER_ERROR,
+                                                 f"{type(exc).__name__}: {exc}"))
+        if self.latency is not None:
+            self._record(response_type, result, start)
+        return result
+
+    def _record(self, response_type: type, result: Any, start: float) -> None:
+        """One row of rocketmq_rpc_latency: the RPC by name, its 5.x status."""
+        first = result[0] if isinstance(result, list) else result
+        code = first.status.code if first.HasField("status") else Code.OK
+        name = rpc_name(response_type)
+        self.latency.record(name, Code.Name(code).lower(), name in LONG_POLLING_RPCS, SUCCESS,
+                            int((perf_counter() - start) * 1000))
 
     # ---- RPCs ----------------------------------------------------------------------------
     async def QueryRoute(self, request, context):
@@ -136,19 +179,25 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
         return await self._unary(context, spb.EndTransactionResponse,
                                  lambda s: self.producer.end_transaction(s, request))
 
-    def _not_served(name: str, response_type: type):  # noqa: N805 - a class-body helper
-        async def rpc(self, request, context):
-            return response_type(status=status(Code.NOT_IMPLEMENTED,
-                                               f"{name} is not served by this broker yet"))
-        rpc.__name__ = name
-        return rpc
+    async def RecallMessage(self, request, context):
+        return await self._unary(context, spb.RecallMessageResponse,
+                                 lambda s: self.producer.recall(s, request))
 
-    RecallMessage = _not_served("RecallMessage", spb.RecallMessageResponse)
-    UpdateOffset = _not_served("UpdateOffset", spb.UpdateOffsetResponse)
-    GetOffset = _not_served("GetOffset", spb.GetOffsetResponse)
-    QueryOffset = _not_served("QueryOffset", spb.QueryOffsetResponse)
-    SyncLiteSubscription = _not_served("SyncLiteSubscription", spb.SyncLiteSubscriptionResponse)
-    del _not_served
+    async def UpdateOffset(self, request, context):
+        return await self._unary(context, spb.UpdateOffsetResponse,
+                                 lambda s: self.offsets.update_offset(s, request))
+
+    async def GetOffset(self, request, context):
+        return await self._unary(context, spb.GetOffsetResponse,
+                                 lambda s: self.offsets.get_offset(s, request))
+
+    async def QueryOffset(self, request, context):
+        return await self._unary(context, spb.QueryOffsetResponse,
+                                 lambda s: self.offsets.query_offset(s, request))
+
+    async def SyncLiteSubscription(self, request, context):
+        return spb.SyncLiteSubscriptionResponse(status=status(
+            Code.NOT_IMPLEMENTED, "SyncLiteSubscription is not served by this broker"))
 
     async def AckMessage(self, request, context):
         return await self._unary(context, spb.AckMessageResponse,
@@ -176,8 +225,14 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
             seconds=now // 1_000_000_000, nanos=now % 1_000_000_000 // 1_000_000 * 1_000_000))
 
     async def PullMessage(self, request, context):
-        yield spb.PullMessageResponse(status=status(
-            Code.NOT_IMPLEMENTED, "PullMessage is not served by this broker yet"))
+        """Server streaming: a status, the messages, then the next offset."""
+        async def run(s: ClientSession):
+            remaining = context.time_remaining()
+            return await self.offsets.pull(
+                s, request, None if remaining is None else int(remaining * 1000))
+        answer = await self._unary(context, spb.PullMessageResponse, run)
+        for element in answer if isinstance(answer, list) else [answer]:
+            yield element
 
     async def Telemetry(self, request_iterator: AsyncIterator[spb.TelemetryCommand],
                         context) -> AsyncIterator[spb.TelemetryCommand]:
@@ -236,6 +291,8 @@ class ProxyService:
         self.server: grpc.aio.Server | None = None
         self.servicer: MessagingServicer | None = None
         self._sweeper: asyncio.Task | None = None
+        self.splitter: PortSplitter | None = None
+        self._socket_dir: str | None = None
 
     async def start(self) -> None:
         bc = self.c.broker_config
@@ -246,19 +303,54 @@ class ProxyService:
                                           ("grpc.max_receive_message_length", -1),
                                           ("grpc.max_send_message_length", -1)])
         sgrpc.add_MessagingServiceServicer_to_server(self.servicer, server)
+        tls = getattr(self.c.remoting_server, "tls", None) or TlsConfig.from_environ()
         try:
-            bound = server.add_insecure_port(f"0.0.0.0:{self.port}")
-        except RuntimeError as exc:
+            bound = await self._bind(server, tls)
+        except (RuntimeError, OSError, ValueError) as exc:
             bound = 0
             log.error("gRPC port %d: %s", self.port, exc)
         if not bound:
             await server.stop(None)
+            await self._close_splitter()
             raise OSError(f"cannot listen on grpcServerPort {self.port} (in use?): set "
                           f"grpcServerPort to a free port or enableProxy=false")
         await server.start()
         self.server = server
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
-        log.info("gRPC MessagingService listening on port %d", self.port)
+        log.info("gRPC MessagingService listening on port %d (tls.server.mode %s)", self.port,
+                 tls.serverMode.value)
+
+    async def _bind(self, server: grpc.aio.Server, tls: TlsConfig) -> int:
+        """Listen as ``tls.server.mode`` says (rmq.proxy.tls); 0 when it cannot."""
+        if tls.serverMode is TlsMode.DISABLED:
+            return server.add_insecure_port(f"0.0.0.0:{self.port}")
+        loop = asyncio.get_running_loop()
+        try:
+            credentials = await loop.run_in_executor(None, server_credentials, tls)
+        except Exception as exc:  # noqa: BLE001 - no certificate: plaintext, unless TLS is a must
+            if tls.serverMode is TlsMode.ENFORCING:
+                raise OSError(f"no TLS certificate for the gRPC port: {exc}") from None
+            log.warning("gRPC port %d serves plaintext only, no TLS certificate: %s",
+                        self.port, exc)
+            return server.add_insecure_port(f"0.0.0.0:{self.port}")
+        if tls.serverMode is TlsMode.ENFORCING:
+            return server.add_secure_port(f"0.0.0.0:{self.port}", credentials)
+        self._socket_dir = tempfile.mkdtemp(prefix="rmq-grpc-")
+        splitter = PortSplitter(self._socket_dir)
+        if not (server.add_insecure_port(f"unix:{splitter.plain_path}")
+                and server.add_secure_port(f"unix:{splitter.tls_path}", credentials)):
+            return 0
+        await splitter.start(self.port)
+        self.splitter = self.servicer.splitter = splitter
+        return self.port
+
+    async def _close_splitter(self) -> None:
+        if self.splitter is not None:
+            await self.splitter.close()
+            self.splitter = None
+        if self._socket_dir is not None:
+            shutil.rmtree(self._socket_dir, ignore_errors=True)
+            self._socket_dir = None
 
     async def _sweep(self) -> None:
         while True:
@@ -273,6 +365,9 @@ class ProxyService:
             self._sweeper = None
         if self.servicer is not None:
             self.servicer.clients.close()
+        if self.splitter is not None:
+            await self.splitter.close()
         if self.server is not None:
             await self.server.stop(SHUTDOWN_GRACE_S)
             self.server = None
+        await self._close_splitter()

@@ -11,7 +11,10 @@ keys, properties, delivery attempt), ``acked`` / ``changed`` per call,
 * ``redeliver``: receive without ack (invisible 10 s), receive them again
   after the invisible time, then ack;
 * ``change``: receive, change the invisible time to 12 s, then ack with the
-  handle the change returned (it must stick: nothing comes back).
+  handle the change returned (it must stick: nothing comes back);
+* ``keep``: receive and ack until COUNT distinct bodies are acked, for up to
+  150 s, going on after a failed receive or ack (``failed`` with the error):
+  the consumer under a broker restart.
 """
 
 import json
@@ -41,6 +44,30 @@ def receive_n(consumer, count, invisible, deadline_s=40):
     return msgs
 
 
+def keep(consumer, count, deadline_s=150):
+    """Receive and ack until ``count`` distinct bodies are acked."""
+    acked = set()
+    deadline = time.monotonic() + deadline_s
+    while len(acked) < count and time.monotonic() < deadline:
+        try:
+            msgs = consumer.receive(32, 15) or []
+        except Exception as exc:  # the restart window: report and go on
+            out(failed={"op": "receive", "type": type(exc).__name__, "text": str(exc)})
+            time.sleep(0.5)
+            continue
+        for m in msgs:
+            got(m)
+            try:
+                consumer.ack(m)
+            except Exception as exc:  # not acked: it comes back after the invisible time
+                out(failed={"op": "ack", "type": type(exc).__name__, "text": str(exc)})
+                continue
+            acked.add(m.body.decode())
+            out(acked=m.message_id, body=m.body.decode())
+    if len(acked) < count:
+        raise TimeoutError(f"only {len(acked)} of {count} acked")
+
+
 def main():
     endpoint, scenario, topic, group, count = sys.argv[1:6]
     count = int(count)
@@ -49,6 +76,10 @@ def main():
                               {topic: FilterExpression(tags)}, await_duration=5)
     consumer.startup()
     try:
+        if scenario == "keep":
+            keep(consumer, count)
+            out(done=True)
+            return
         msgs = receive_n(consumer, count, 10 if scenario == "redeliver" else 15)
         if scenario == "redeliver":
             msgs = receive_n(consumer, count, 15)
