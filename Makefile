@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 EXTRAS ?= test,bench,spark,dev
 PYTEST_ARGS ?=
 
-.PHONY: run test lint bench soak fuzz ext install clean
+.PHONY: run test lint bench soak fuzz ext install clean proto rmq5-client
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -24,8 +24,26 @@ $(STAMP): pyproject.toml setup.py | $(PY)
 install: $(STAMP)
 
 # Cython extensions, in place; flock keeps concurrent builds from colliding.
-ext: $(STAMP)
+ext: $(STAMP) proto
 	flock .build.lock $(PY) setup.py -q build_ext --inplace
+
+# the apache.rocketmq.v2 protocol modules of rmq.proxy (rmq/proxy/codegen.py)
+proto: $(STAMP)
+	$(PY) -m rmq.proxy.codegen --if-missing
+
+# Apache's official 5.x Python client, in its own environment: its package
+# `rocketmq` clashes with the C++ wrapper of the interop tests
+.venv-rmq5/.installed-stamp:
+	$(PYTHON) -m venv .venv-rmq5
+	.venv-rmq5/bin/pip install -q "rocketmq-python-client==5.1.2"
+	touch $@
+
+# and Apache's official 5.x Node.js client, pinned by its package-lock.json
+tests/rmq5/node/node_modules: tests/rmq5/node/package-lock.json
+	cd tests/rmq5/node && npm ci --no-audit --no-fund --loglevel=error
+	touch tests/rmq5/node/node_modules
+
+rmq5-client: .venv-rmq5/.installed-stamp tests/rmq5/node/node_modules
 
 run: ext
 	$(PY) -m rmq.tools.quickstart
@@ -40,7 +58,7 @@ tests/interop/node/node_modules: tests/interop/node/package-lock.json
 # tests/conftest.py -- and ``compiled_only`` run in the first pass only).  Each
 # pass ends with its 20 slowest tests, so the time budget stays visible.
 DURATIONS := --durations=20 --durations-min=1.0
-test: ext tests/interop/node/node_modules
+test: ext tests/interop/node/node_modules rmq5-client
 	RMQ_REQUIRE_EXTENSIONS=1 $(VENV)/bin/pytest $(DURATIONS) $(PYTEST_ARGS)
 	RMQ_NO_EXTENSIONS=1 $(VENV)/bin/pytest -m "not soak and not once and not compiled_only" \
 	    $(DURATIONS) $(PYTEST_ARGS)

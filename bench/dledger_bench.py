@@ -23,7 +23,7 @@ import time
 import psutil
 
 from bench.modes import ROOT
-from rmq.store.dledger.client import DLedgerClient
+from rmq.dledger.client import DLedgerClient
 
 TIMING = ["--heartbeat-ms", "1000", "--data-file-size", str(64 * 1024 * 1024),
           "--index-file-size", str(32 * 1024 * 1024)]
@@ -44,7 +44,7 @@ def start_group(tmp: str, size: int) -> tuple[str, dict[str, subprocess.Popen]]:
     procs = {}
     for i in ids:
         procs[i] = subprocess.Popen(
-            [sys.executable, "-m", "rmq.store.dledger.startup", "--group", "g", "--id", i,
+            [sys.executable, "-m", "rmq.dledger.startup", "--group", "g", "--id", i,
              "--peers", peers, "--store-base-dir", tmp, *TIMING],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
     return peers, procs

@@ -45,6 +45,9 @@ class LoadSpec:
     # raw sends: each request written as it is made (one write each, as a Java
     # client's channel does), not the requests of one turn of the loop together
     write_each: bool = False
+    # raw sends: the frames of Apache RocketMQ 4.9.8's benchmark Producer
+    # (ROCKETMQ binary header, its group and properties; ``JavaFrames``)
+    java_frames: bool = False
 
 
 def _result(spec: LoadSpec, msgs: int, nbytes: int, failures: int, elapsed: float,
@@ -163,7 +166,7 @@ async def _raw_sender(spec: LoadSpec, body: bytes):
     a failure."""
     if not spec.broker_addr:
         raise ValueError("a raw send load needs broker_addr")
-    requests = RawRequests(spec.topic, body, spec.batch, spec.queues)
+    requests = RawRequests(spec.topic, body, spec.batch, spec.queues, java=spec.java_frames)
     conn = await RawConnection.open(spec.broker_addr, spec.write_each)
 
     async def send(n: int) -> None:
@@ -186,7 +189,7 @@ async def _lone_raw_load(spec: LoadSpec, body: bytes) -> dict:
     host, _, port = spec.broker_addr.rpartition(":")
     sock = socket.create_connection((host, int(port)))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    requests = RawRequests(spec.topic, body, spec.batch, spec.queues)
+    requests = RawRequests(spec.topic, body, spec.batch, spec.queues, java=spec.java_frames)
     window = _Window(spec)
     stopped = threading.Event()
 
@@ -201,7 +204,8 @@ async def _lone_raw_load(spec: LoadSpec, body: bytes) -> dict:
             sock.sendall(frame)
             answer = read_frame(sock, buf)
             took = perf() - t0
-            if answer.startswith(b'{"code":0,', 4):  # SUCCESS, without decoding the rest
+            if answer.startswith(b'{"code":0,', 4) or answer.startswith(b"\x01", 0) and \
+                    answer.startswith(b"\x00\x00", 4):  # SUCCESS, without decoding the rest
                 window.ok(spec.batch, spec.batch * spec.size, took)
                 continue
             resp = RemotingCommand.decode(answer)

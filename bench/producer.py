@@ -7,7 +7,7 @@ failures, then the totals with the broker's CPU per message (psutil on the
 broker pid) and the client's own CPU per message.
 
 ``--raw`` sends plain SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE request frames on
-one bare connection (``RawRequests``/``RawConnection`` of bench/common.py: no
+one bare connection (``RawRequests``/``RawConnection`` of bench/raw.py: no
 client SDK, no route lookups, no per-message id, header or command objects) so that the broker's CPU per message is measured with as
 little client work as possible sharing the cores.  ``--flush SYNC_FLUSH``
 starts the broker with that flush disk type (group commit).
@@ -91,7 +91,7 @@ def percentile(values: array, p: float) -> float:
 
 # ---- load ------------------------------------------------------------------------
 class RawSender:
-    """``bench.common.RawRequests`` on one ``RawConnection``: the broker's work
+    """``bench.raw.RawRequests`` on one ``RawConnection``: the broker's work
     with as little client work as possible sharing the cores."""
 
     def __init__(self, args: argparse.Namespace) -> None:

@@ -33,7 +33,7 @@ class RawRequests:
 
     def __init__(self, topic: str, body: bytes, batch: int = 1, queues: int = 8,
                  group: str = "bench_producer", broker_name: str = "",
-                 stamp: bool = False) -> None:
+                 stamp: bool = False, java: bool = False) -> None:
         from rmq.client.codec import encode_batch
         from rmq.client.message import Message
 
@@ -50,6 +50,11 @@ class RawRequests:
         self.prefix = f"7F000001{os.getpid() & 0xFFFF:04X}{int(time.time()):08X}"
         self.seq = 0
         self.opaque = self.OPAQUE_BASE
+        self.java = java
+        if java and batch > 1:
+            raise ValueError("the Java benchmark Producer sends single messages")
+        if java:
+            group = "benchmark_producer"
         if batch > 1:
             batch_body = encode_batch([
                 Message(topic, body, properties={"UNIQ_KEY": self._uniq(), "WAIT": "true"})
@@ -70,22 +75,32 @@ class RawRequests:
 
         single = self.batch == 1
         props = f"WAIT\x01true\x02UNIQ_KEY\x01{self.prefix}{0:012X}\x02" if single else ""
+        if self.java:
+            props = java_benchmark_properties(f"{self.prefix}{0:012X}")
         code = RequestCode.SEND_MESSAGE_V2 if single else RequestCode.SEND_BATCH_MESSAGE
         ext = send_header_v2(group, self.topic, "TBW102", 4, queue_id, 0, self._TS, 0, props,
-                             not single, broker_name)
-        cmd = RemotingCommand(code, 0, 409, self.OPAQUE_BASE, 0, None, ext, body, 0)
+                             not single, "" if self.java else broker_name)
+        if self.java:
+            ext = {k: v for k, v in ext.items() if k in "abcdefghijkm"}  # 4.9.8's V2 letters
+        cmd = RemotingCommand(code, 0, 409, self.OPAQUE_BASE, 0, None, ext, body,
+                              1 if self.java else 0)
         frame = bytes(cmd.encode_header()) + body
         head = frame[:len(frame) - len(body)]
         uniq_at = head.index(self.prefix.encode()) + len(self.prefix) if single else -1
-        return (frame, head.index(b'"opaque":%d' % self.OPAQUE_BASE) + 9,
-                head.index(b'"%d"' % self._TS) + 1, uniq_at, len(head))
+        # the opaque: ten digits in a JSON header, an int32 at a fixed place in a binary one
+        op_at = 13 if self.java else head.index(b'"opaque":%d' % self.OPAQUE_BASE) + 9
+        ts_at = head.index(b"%d" % self._TS) if self.java else head.index(b'"%d"' % self._TS) + 1
+        return (frame, op_at, ts_at, uniq_at, len(head))
 
     def frame(self, n: int) -> tuple[int, bytearray]:
         """(opaque, frame) of the ``n``-th request (queue ``n % queues``)."""
         frame, op_at, ts_at, uniq_at, body_at = self._templates[n % self.queues]
         self.opaque = opaque = self.opaque + 1
         out = bytearray(frame)
-        out[op_at:op_at + 10] = b"%d" % opaque
+        if self.java:
+            out[op_at:op_at + 4] = opaque.to_bytes(4, "big")
+        else:
+            out[op_at:op_at + 10] = b"%d" % opaque
         now = time.time_ns()
         out[ts_at:ts_at + 13] = b"%d" % (now // 1_000_000)
         if uniq_at >= 0:
@@ -95,6 +110,14 @@ class RawRequests:
             self.last_stamp = now
             out[body_at:body_at + 8] = now.to_bytes(8, "big")
         return opaque, out
+
+
+def java_benchmark_properties(uniq_key: str) -> str:
+    """The properties string of a message of 4.9.8's benchmark Producer as its
+    client writes it: ``new Message(topic, body)`` sets WAIT=true, the send
+    sets UNIQ_KEY; ``messageProperties2String`` walks the HashMap (UNIQ_KEY's
+    bucket comes first) and ends every pair with the separator."""
+    return f"UNIQ_KEY\x01{uniq_key}\x02WAIT\x01true\x02"
 
 
 class RawPulls:

@@ -10,7 +10,7 @@ is the server's and the machine's, not a client's):
   a response-sized frame) -- what loopback TCP, two process wake-ups and an
   event loop cost on this machine with nothing in between;
 * ``rmq``: an rmq broker (compiled build, ASYNC_FLUSH, fresh store) answering
-  SEND_MESSAGE_V2 requests of ``--size`` bytes, the frames bench/common.py's
+  SEND_MESSAGE_V2 requests of ``--size`` bytes, the frames bench/raw.py's
   RawRequests builds.
 
 Server on CPU 0 and client on CPU 1 unless ``--no-pin``.  Prints avg, p50,

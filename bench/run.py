@@ -5,7 +5,7 @@ For each build — compiled extensions, then the pure-Python twins
 loopback ports with a fresh store and drives them from a separate load process
 running the same build.  The scenarios without a suffix send and pull raw
 requests (hand-built SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE / PULL_MESSAGE frames
-on one bare connection, ``bench.common.RawRequests``/``RawPulls``/``RawConnection``),
+on one bare connection, ``bench.raw.RawRequests``/``RawPulls``/``RawConnection``),
 so that the client costs little of the two cores and the figures are the
 broker's capacity; the ``_sdk`` ones go through ``rmq.client``, what an
 application sees:

@@ -76,6 +76,20 @@ def _send_frames() -> list[bytes]:
                          "opaque": 0, "remark": "", "version": 63}) + b"\n"
     out.append(len(head).to_bytes(4, "big") + head + b"body")
     out[-1] = (len(out[-1])).to_bytes(4, "big") + out[-1]
+    for cmd in _commands()[:2]:  # the same with the ROCKETMQ binary header
+        cmd.serialize_type = 1
+        out.append(cmd.encode())
+    out.append(b"".join(out))
+    return out
+
+
+def _pull_frames() -> list[bytes]:
+    """Pull requests as the pull lane reads them, JSON and ROCKETMQ headers."""
+    ext = {"consumerGroup": "cg", "topic": "TopicTest", "queueId": "1", "queueOffset": "32",
+           "maxMsgNums": "32", "sysFlag": "6", "commitOffset": "0",
+           "suspendTimeoutMillis": "15000", "subscription": "TagA || TagB", "subVersion": "0",
+           "expressionType": "TAG"}
+    out = [RemotingCommand(11, 0, 409, 7, 0, None, ext, None, stype).encode() for stype in (0, 1)]
     out.append(b"".join(out))
     return out
 
@@ -170,6 +184,7 @@ def seeds() -> dict[str, list[bytes]]:
         "properties": [p.encode() for p in PROPERTIES],
         "plain_acl": [p.encode() for p in PLAIN_ACL],
         "send_head": _send_frames(),
+        "pull_head": _pull_frames(),
     }
 
 

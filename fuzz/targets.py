@@ -23,6 +23,8 @@ from rmq._fast import compiled_or_none
 from rmq.acl.errors import AclException
 from rmq.acl.plain_config import load_yaml, mapping_of, parse_rules
 from rmq.broker.processor.client_manage import decode_heartbeat
+from rmq.broker.processor.pull import PullHeader
+from rmq.broker.pull_lane import pull_head as lane_pull_head
 from rmq.broker.send_lane import send_head as lane_send_head
 from rmq.common.exceptions import RemotingCommandError
 from rmq.common.properties import parse_properties
@@ -35,6 +37,7 @@ from rmq.store import message_codec as mcodec
 C_REMOTING = compiled_or_none("remoting_codec")
 C_STORE = compiled_or_none("store_codec")
 C_SEND_LANE = compiled_or_none("send_lane")
+C_PULL_LANE = compiled_or_none("pull_lane")
 
 MAX_FRAME = 1 << 20
 _HOST = bytes([127, 0, 0, 1, 0, 0, 0x2A, 0x9F])
@@ -177,7 +180,27 @@ def send_head(data: bytes) -> None:
         _same("send_head", lane_send_head(view, 0, len(data), MAX_FRAME), comp)
 
 
+def _pull_fields(got: tuple | None) -> tuple | None:
+    if got is None:
+        return None
+    return got[0], got[1], tuple(getattr(got[2], f) for f in PullHeader.__slots__)
+
+
+def pull_head(data: bytes) -> None:
+    """A pull request (JSON or ROCKETMQ header) as the pull lane reads it:
+    where the compiled lane takes a frame, it must read what the general
+    reader reads."""
+    if C_PULL_LANE is None:
+        return
+    view = memoryview(bytearray(data))
+    comp = C_PULL_LANE.pull_head(view, 0, len(data), MAX_FRAME, PullHeader.make)
+    if comp is not None:
+        _same("pull_head", _pull_fields(lane_pull_head(view, 0, len(data), MAX_FRAME)),
+              _pull_fields(comp))
+
+
 TARGETS: dict[str, Callable[[bytes], None]] = {
     f.__name__: f for f in (frames, header_json, header_rocketmq, stored_message, batch,
-                            heartbeat, register_broker, sql92, properties, plain_acl, send_head)
+                            heartbeat, register_broker, sql92, properties, plain_acl, send_head,
+                            pull_head)
 }

@@ -26,18 +26,13 @@ import numpy as np
 import pandas as pd
 
 from rmq.common import topics as systopics
+from rmq.common.java import is_builtin_group
 from spark.job import ScanResult, StoreSettings
 from spark.units import duration, setting, when
 
 HOUR_MS = 3_600_000
 DAY_MS = 86_400_000
 CQ_UNIT = 20
-BUILTIN_GROUPS = {
-    systopics.TOOLS_CONSUMER_GROUP, systopics.FILTERSRV_CONSUMER_GROUP,
-    systopics.SELF_TEST_CONSUMER_GROUP, systopics.ONS_HTTP_PROXY_GROUP,
-    systopics.CID_ONSAPI_PULL_GROUP, systopics.CID_ONSAPI_PERMISSION_GROUP,
-    systopics.CID_ONSAPI_OWNER_GROUP,
-}
 
 
 @dataclass(slots=True)
@@ -222,7 +217,7 @@ def group_figures(scan: ScanResult, queues: pd.DataFrame) -> tuple[pd.DataFrame,
     for b in scan.brokers:
         subs = (scan.configs.get(b.name, {}).get("subscriptionGroup.json") or {}).get("subscriptionGroupTable", {}) or {}
         for group in sorted(subs):
-            if (b.name, group) in seen or group in BUILTIN_GROUPS or group.startswith(systopics.CID_RMQ_SYS_PREFIX):
+            if (b.name, group) in seen or is_builtin_group(group):
                 continue
             rows.append((b.name, group, "", 0, 0, None, None, "no offsets"))
     groups = pd.DataFrame(rows, columns=["broker", "group", "topics", "lagMessages", "lagBytes",

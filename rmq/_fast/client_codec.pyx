@@ -38,12 +38,12 @@ from rmq._fast.crc32 cimport masked_crc32
 import struct
 import zlib
 
-from rmq.client.exceptions import MessageDecodeError
-from rmq.client.message import MessageExt
+from rmq.common.exceptions import MessageDecodeError
 from rmq.common.message import (
     PROPERTY_MAX_OFFSET,
     PROPERTY_MIN_OFFSET,
     PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
+    MessageExt,
 )
 
 cdef extern from "arpa/inet.h" nogil:

@@ -53,18 +53,8 @@ from rmq._fast.json_text cimport (
 
 import orjson
 
-
-cdef object _command_error = None
-
-
-cdef object RemotingCommandError():
-    """rmq.remoting.exceptions.RemotingCommandError, imported on first use
-    (rmq.remoting imports the codec, which imports this module)."""
-    global _command_error
-    if _command_error is None:
-        from rmq.remoting.exceptions import RemotingCommandError as cls
-        _command_error = cls
-    return _command_error
+from rmq.common.exceptions import RemotingCommandError
+from rmq.common.java import LANGUAGE_NAMES
 
 
 cdef extern from "Python.h":
@@ -148,9 +138,10 @@ cdef extern from *:
     const DictPair* dict_pairs "rmq_dict_pairs"(PyObject* d, Py_ssize_t* n) noexcept
     bint small_int "rmq_small_int"(PyObject* o, long* v) noexcept
 
-# LanguageCode names by code (the codec takes them from here)
-LANGUAGE_NAMES = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER", "HTTP",
-                  "GO", "PHP", "OMS", "RUST")
+# LanguageCode names by code (rmq.common.java), as C strings
+if len(LANGUAGE_NAMES) != N_LANGUAGES:
+    raise ImportError(f"json_header.pxd has N_LANGUAGES = {N_LANGUAGES}, "
+                      f"LanguageCode has {len(LANGUAGE_NAMES)} names")
 cdef tuple LANGUAGE_BYTES = tuple(name.encode() for name in LANGUAGE_NAMES)
 cdef const char* LANGUAGE_C[N_LANGUAGES]
 cdef Py_ssize_t LANGUAGE_LEN[N_LANGUAGES]
@@ -421,7 +412,7 @@ cdef bytes out_frame(Py_ssize_t n, Py_ssize_t body_len):
     global OUT, OUT_CAP
     cdef Py_ssize_t hlen = n - 8
     if hlen > 0xFFFFFF or 4 + hlen + body_len > 2147483647:
-        raise RemotingCommandError()(f"header of {hlen} bytes is too long")
+        raise RemotingCommandError(f"header of {hlen} bytes is too long")
     put32(OUT, <int32_t>(4 + hlen + body_len))
     put32(OUT + 4, <int32_t>hlen)
     cdef bytes head = PyBytes_FromStringAndSize(<char*>OUT, n)

@@ -3,11 +3,12 @@
 start of a read that find messages, the first answered at once and the others
 queued on the channel.
 
-For each frame it reads the JSON header in place -- no dict, no
+For each frame it reads the JSON or ROCKETMQ header in place -- no dict, no
 ``RemotingCommand`` -- into the values a pull needs, hands them to
 ``PullLaneSupport.take`` (the processor's checks, the store read and every
 statistic, in Python, shared with the twin), and renders the answer's header
-from ``FoundHeader``'s pieces with the five numbers printed between them; the
+from ``FoundHeader``'s pieces with the five numbers printed between them (a
+ROCKETMQ answer's header by ``PullLaneSupport.render_rocketmq``); the
 first answer's records are copied behind it, the others are written from the
 views the store read.
 
@@ -86,6 +87,7 @@ cdef struct Text:
 
 cdef struct Req:
     int64_t code, flag, opaque
+    int stype                 # 0 JSON, 1 ROCKETMQ: the answer's serialization
     int keys                  # top-level keys seen (bit per K_*)
     int fields                # extFields read (bit per F_*)
     Text f[NF]                # a field's text (V_STR)
@@ -300,6 +302,133 @@ cdef bint read_header(const uint8_t *p, Py_ssize_t n, Req *r) noexcept nogil:
             and r.keys & (1 << K_EXT) and (r.fields & REQUIRED) == REQUIRED)
 
 
+cdef inline bint ascii_text(const uint8_t *p, Py_ssize_t n, bint printable) noexcept nogil:
+    """Bytes below 0x80 (and, when ``printable``, none below 0x20 or 0x7F)."""
+    cdef Py_ssize_t i
+    for i in range(n):
+        if p[i] >= 0x80 or (printable and (p[i] < 0x20 or p[i] == 0x7F)):
+            return False
+    return True
+
+
+cdef bint read_header_rmq(const uint8_t *d, Py_ssize_t hlen, Req *r) noexcept nogil:
+    """The ROCKETMQ binary header ``d[:hlen]`` of a request into ``r``
+    (``read_header``'s contract): the pull's fields are length-prefixed
+    texts; an entry with an empty key or value is skipped (the general
+    reader's rule).
+    Anything but ASCII text, a pull field twice, or a length outside the
+    header is left to the general path."""
+    cdef int32_t rlen, elen, vlen
+    cdef Py_ssize_t p, stop
+    cdef int klen, i
+    cdef Text k
+    r.keys = 0
+    r.fields = 0
+    if hlen < 21:
+        return False
+    r.code = (d[0] << 8) | d[1]
+    if r.code & 0x8000:
+        r.code -= 0x10000
+    r.opaque = get32(d + 5)
+    r.flag = get32(d + 9)
+    rlen = get32(d + 13)
+    if rlen < 0 or 17 + <Py_ssize_t>rlen + 4 > hlen or not ascii_text(d + 17, rlen, False):
+        return False
+    p = 17 + rlen
+    elen = get32(d + p)
+    p += 4
+    if elen < 0 or p + <Py_ssize_t>elen > hlen:
+        return False
+    stop = p + elen
+    while p < stop:
+        if p + 2 > stop:
+            return False
+        klen = (d[p] << 8) | d[p + 1]
+        p += 2
+        if klen & 0x8000 or p + klen + 4 > stop or not ascii_text(d + p, klen, False):
+            return False
+        k.p = d + p
+        k.n = klen
+        p += klen
+        vlen = get32(d + p)
+        p += 4
+        if vlen < 0 or p + <Py_ssize_t>vlen > stop:
+            return False
+        i = key_index(k, FIELD_NAMES, FIELD_LENS, NF)
+        if not ascii_text(d + p, vlen, i >= 0):
+            return False
+        if i >= 0 and vlen:
+            if r.fields & (1 << i):
+                return False  # repeated: the general reader keeps the last one
+            r.fields |= 1 << i
+            r.kind[i] = V_STR
+            r.f[i].p = d + p
+            r.f[i].n = vlen
+        p += vlen
+    return (r.fields & REQUIRED) == REQUIRED
+
+
+cdef bint read_pull(const uint8_t *frame, Py_ssize_t length, Req *r,
+                    int64_t *vals) noexcept nogil:
+    """The PULL_MESSAGE request ``frame[:length]`` (after its length prefix),
+    JSON or ROCKETMQ header and no body, into ``r`` and its numbers into
+    ``vals``; False for anything this reader leaves to the general path."""
+    cdef Py_ssize_t hlen
+    cdef int i
+    if frame[0] > 1:
+        return False  # an unknown serialization
+    hlen = (<Py_ssize_t>frame[1] << 16) | (<Py_ssize_t>frame[2] << 8) | frame[3]
+    if hlen + 4 != length:
+        return False  # a body, or a header longer than the frame
+    r.stype = frame[0]
+    if not (read_header_rmq(frame + 4, hlen, r) if r.stype else read_header(frame + 4, hlen, r)):
+        return False
+    if r.code != PULL or r.flag & (RPC_RESPONSE | RPC_ONEWAY):
+        return False
+    for i in range(F_QUEUE_ID, F_SUB_VERSION + 1):
+        if r.kind[i] == V_INT:
+            vals[i] = r.v[i]
+        elif not text_int(r.f[i], &vals[i]):
+            return False
+    return True
+
+
+cdef object field_str(Req *r, int i):
+    """A text field as the lane hands it on (None when absent)."""
+    if not r.fields & (1 << i):
+        return None
+    return PyUnicode_DecodeASCII(<const char *>r.f[i].p, r.f[i].n, NULL)
+
+
+def pull_head(buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_frame, make):
+    """The pull request at ``buf[pos:end]`` as the lane reads it: (opaque,
+    serialize type, the header ``make`` builds from the values), or None for
+    what the lane leaves to the general path.  For tests and fuzzing:
+    whatever it returns, the general reader must read the same."""
+    cdef Py_buffer pb
+    cdef Req r
+    cdef int64_t vals[NF]
+    cdef Py_ssize_t length
+    PyObject_GetBuffer(buf, &pb, PyBUF_SIMPLE)
+    try:
+        if pos < 0 or end > pb.len or pos > end:
+            raise ValueError("pos/end outside the buffer")
+        if end - pos < 8:
+            return None
+        length = get32(<const uint8_t *>pb.buf + pos)
+        if length < 4 or length > max_frame or end - pos - 4 < length:
+            return None
+        if not read_pull(<const uint8_t *>pb.buf + pos + 4, length, &r, vals):
+            return None
+        return r.opaque, r.stype, make(
+            field_str(&r, F_GROUP), field_str(&r, F_TOPIC), vals[F_QUEUE_ID],
+            vals[F_QUEUE_OFFSET], vals[F_MAX_NUMS], vals[F_SYS_FLAG], vals[F_COMMIT_OFFSET],
+            vals[F_SUSPEND], field_str(&r, F_SUBSCRIPTION), vals[F_SUB_VERSION],
+            field_str(&r, F_EXPRESSION))
+    finally:
+        PyBuffer_Release(&pb)
+
+
 cdef Py_ssize_t put_int(char *out, int64_t v) noexcept nogil:
     """``str(v)`` into ``out``; its length."""
     cdef char tmp[24]
@@ -354,6 +483,7 @@ cdef class PullLane:
     cdef Py_ssize_t _fixed      # bytes of the pieces together
     cdef int _taken
     cdef object _response       # FoundResponse
+    cdef object _render_rocketmq
     cdef _Name _group, _topic, _subscription, _expression
 
     def __init__(self, support, Py_ssize_t max_frame):
@@ -371,6 +501,7 @@ cdef class PullLane:
         self._fixed = sum(len(p) for p in self._pieces)
         self._taken = 0
         self._response = support.response
+        self._render_rocketmq = support.render_rocketmq
         self._group = _Name()
         self._topic = _Name()
         self._subscription = _Name()
@@ -388,11 +519,9 @@ cdef class PullLane:
         for the caller to write)."""
         cdef Py_buffer pb
         cdef const uint8_t *p
-        cdef const uint8_t *frame
-        cdef Py_ssize_t length, hlen
+        cdef Py_ssize_t length
         cdef Req r
         cdef int64_t vals[NF]
-        cdef int i
         self._taken = 0
         PyObject_GetBuffer(buf, &pb, PyBUF_SIMPLE)
         try:
@@ -403,28 +532,12 @@ cdef class PullLane:
                 length = get32(p + pos)
                 if length < 4 or length > self.max_frame or end - pos - 4 < length:
                     break
-                frame = p + pos + 4
-                if frame[0] != 0:
-                    break  # not a JSON header
-                hlen = (<Py_ssize_t>frame[1] << 16) | (<Py_ssize_t>frame[2] << 8) | frame[3]
-                if hlen + 4 != length:
-                    break  # a body, or a header longer than the frame
-                if not read_header(frame + 4, hlen, &r):
+                if not read_pull(p + pos + 4, length, &r, vals):
                     break
-                if r.code != PULL or r.flag & (RPC_RESPONSE | RPC_ONEWAY):
+                if not self._answer(channel, &r, vals):
                     break
-                for i in range(F_QUEUE_ID, F_SUB_VERSION + 1):
-                    if r.kind[i] == V_INT:
-                        vals[i] = r.v[i]
-                    elif not text_int(r.f[i], &vals[i]):
-                        break
-                else:
-                    if not self._answer(channel, &r, vals):
-                        break
-                    pos += 4 + length
-                    self._taken += 1
-                    continue
-                break
+                pos += 4 + length
+                self._taken += 1
         finally:
             PyBuffer_Release(&pb)
         return pos, None
@@ -449,6 +562,14 @@ cdef class PullLane:
             return True
         if taken is None:
             return False
+        if r.stype:
+            t = <tuple>taken
+            head = self._render_rocketmq(t[1], t[2], t[3], t[4], r.opaque, t[5])
+            if self._taken == 0:
+                channel.write_bytes(b"".join([head, *t[0]]))
+            else:
+                channel.send_response(self._response(head, r.opaque, t[0]))
+            return True
         answer = (taken, r.opaque)
         if self._taken == 0:
             channel.write_bytes(self._frames([answer]))

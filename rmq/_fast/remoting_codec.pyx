@@ -7,8 +7,8 @@ the top of that module).  Every length read from the network is checked
 against the buffer once before any byte behind it is touched.
 
 JSON headers are written and read by hand in ``json_header.pyx``; whatever
-it leaves alone goes to orjson and the twin's checks here (``decode_json``) or
-to the twin itself (``encode``), so results and errors are the twin's.
+it leaves alone goes to orjson and the twin's steps written again here
+(``decode_json``, ``encode_json_orjson``), so results and errors are the twin's.
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
@@ -29,34 +29,12 @@ from rmq._fast.json_header cimport (
     stringify,
 )
 
+import struct
+
 import orjson
 
-from rmq._fast.json_header import LANGUAGE_NAMES as _LANGUAGE_NAMES
-
-
-cdef object _command_error = None
-cdef object _twin_encode = None
-
-
-cdef object RemotingCommandError():
-    """rmq.remoting.exceptions.RemotingCommandError, imported on first use:
-    rmq.remoting imports this module, so importing it at load time would be
-    circular when this module is imported first."""
-    global _command_error
-    if _command_error is None:
-        from rmq.remoting.exceptions import RemotingCommandError as cls
-        _command_error = cls
-    return _command_error
-
-
-cdef object twin_encode():
-    """rmq.remoting.codec.py_encode (imported on first use, as above): the
-    JSON encoder for arguments the hand-written writer leaves alone."""
-    global _twin_encode
-    if _twin_encode is None:
-        from rmq.remoting.codec import py_encode
-        _twin_encode = py_encode
-    return _twin_encode
+from rmq.common.java import LANGUAGE_NAMES as _LANGUAGE_NAMES
+from rmq.common.exceptions import RemotingCommandError
 
 
 cdef extern from "Python.h":
@@ -76,7 +54,7 @@ cdef int FIXED_SIZE = 17
 
 cdef inline int check_int32(str name, object value) except -1:
     if not -2147483648 <= value <= 2147483647:
-        raise RemotingCommandError()(f"{name} {value} is not an int32")
+        raise RemotingCommandError(f"{name} {value} is not an int32")
     return 0
 
 
@@ -84,7 +62,7 @@ cdef str text(const uint8_t* p, Py_ssize_t n):
     try:
         return PyUnicode_DecodeUTF8(<const char*>p, n, NULL)
     except UnicodeDecodeError as e:
-        raise RemotingCommandError()(f"bad UTF-8 in header: {e}") from None
+        raise RemotingCommandError(f"bad UTF-8 in header: {e}") from None
 
 
 # ---------------------------------------------------------------------------
@@ -151,7 +129,7 @@ cdef bytes finish(_Writer w, int stype, Py_ssize_t body_len):
     """Fill the 8-byte prefix reserved at the start of ``w`` and return the frame head."""
     cdef Py_ssize_t hlen = w.n - 8
     if hlen > 0xFFFFFF or 4 + hlen + body_len > 2147483647:
-        raise RemotingCommandError()(f"header of {hlen} bytes is too long")
+        raise RemotingCommandError(f"header of {hlen} bytes is too long")
     put32(w.data, <uint32_t>(4 + hlen + body_len))
     put32(w.data + 4, (<uint32_t>stype << 24) | <uint32_t>hlen)
     return PyBytes_FromStringAndSize(<char*>w.data, w.n)
@@ -198,7 +176,7 @@ cdef bytes _encode_rocketmq(_Writer w, int32_t code, object language, int32_t ve
                 v = stringify(v)
             kp = PyUnicode_AsUTF8AndSize(k, &kn)
             if kn > 32767:
-                raise RemotingCommandError()(f"extFields key of {kn} bytes is too long")
+                raise RemotingCommandError(f"extFields key of {kn} bytes is too long")
             vp = PyUnicode_AsUTF8AndSize(v, &vn)
             w.reserve(6 + kn + vn)
             put16(w.data + w.n, <uint32_t>kn)
@@ -210,14 +188,57 @@ cdef bytes _encode_rocketmq(_Writer w, int32_t code, object language, int32_t ve
     put32(w.data + ext_at, <uint32_t>(w.n - ext_at - 4))
     return finish(w, 1, body_len)
 
+cdef object _PREFIX = struct.Struct(">ii")
+
+
+cdef object any_string_ext(object ext_fields):
+    """The twin's ``_string_ext`` for any mapping (``string_ext`` takes dicts)."""
+    for v in ext_fields.values():
+        if type(v) is not str:
+            break
+    else:
+        return ext_fields
+    return {k: v if type(v) is str else stringify(v)
+            for k, v in ext_fields.items() if v is not None}
+
+
+cdef bytes encode_json_orjson(code, language, version, opaque, flag, remark, ext_fields,
+                              serialize_type, Py_ssize_t body_len):
+    """The twin's JSON steps (``py_encode``, orjson) for the arguments
+    ``encode_json`` leaves alone: the same checks in the same order, the same
+    dict, so the same bytes and errors."""
+    check_int32("code", code)
+    check_int32("version", version)
+    check_int32("opaque", opaque)
+    check_int32("flag", flag)
+    if remark is not None and type(remark) is not str:
+        remark = stringify(remark)
+    obj = {"code": code}
+    if ext_fields is not None:
+        obj["extFields"] = any_string_ext(ext_fields)
+    obj["flag"] = flag
+    obj["language"] = (_LANGUAGE_NAMES[language] if 0 <= language < len(_LANGUAGE_NAMES)
+                       else "OTHER")
+    obj["opaque"] = opaque
+    if remark is not None:
+        obj["remark"] = remark
+    obj["serializeTypeCurrentRPC"] = "JSON"
+    obj["version"] = version
+    header = orjson.dumps(obj)
+    hlen = len(header)
+    if hlen > 0xFFFFFF or 4 + hlen + body_len > 2147483647:
+        raise RemotingCommandError(f"header of {hlen} bytes is too long")
+    return _PREFIX.pack(4 + hlen + body_len, (serialize_type << 24) | hlen) + header
+
+
 def encode(code, language, version, opaque, flag, remark, ext_fields, serialize_type,
            Py_ssize_t body_len):
     """Length prefix, header-length word and header of one frame."""
     if serialize_type == 0:
         head = encode_json(code, language, version, opaque, flag, remark, ext_fields, body_len)
         if head is None:
-            return twin_encode()(code, language, version, opaque, flag, remark, ext_fields,
-                                 serialize_type, body_len)
+            return encode_json_orjson(code, language, version, opaque, flag, remark, ext_fields,
+                                      serialize_type, body_len)
         return head
     check_int32("code", code)
     check_int32("version", version)
@@ -228,7 +249,7 @@ def encode(code, language, version, opaque, flag, remark, ext_fields, serialize_
     if serialize_type == 1:
         return encode_rocketmq(code, language, version, opaque, flag, remark, ext_fields,
                                body_len)
-    raise RemotingCommandError()(f"unknown serialize type {serialize_type}")
+    raise RemotingCommandError(f"unknown serialize type {serialize_type}")
 
 # ---------------------------------------------------------------------------
 # decode
@@ -245,7 +266,7 @@ cdef object json_int(dict obj, str key, object default):
             return int(value)
         except ValueError:
             pass
-    raise RemotingCommandError()(f"bad {key} in JSON header: {value!r}")
+    raise RemotingCommandError(f"bad {key} in JSON header: {value!r}")
 
 
 cdef object json_language(object value):
@@ -255,16 +276,16 @@ cdef object json_language(object value):
         return LANGUAGE_BY_NAME.get(value, LANGUAGE_OTHER)
     if type(value) is int:
         return value if 0 <= value < N_LANGUAGES else LANGUAGE_OTHER
-    raise RemotingCommandError()(f"bad language in JSON header: {value!r}")
+    raise RemotingCommandError(f"bad language in JSON header: {value!r}")
 
 cdef tuple decode_json(object raw):
     """orjson and the twin's checks: the path for headers fast_json declines."""
     try:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError as e:
-        raise RemotingCommandError()(f"bad JSON header: {e}") from None
+        raise RemotingCommandError(f"bad JSON header: {e}") from None
     if type(obj) is not dict:
-        raise RemotingCommandError()("JSON header is not an object")
+        raise RemotingCommandError("JSON header is not an object")
     cdef dict d = <dict>obj
     remark = d.get("remark")
     if remark is not None and type(remark) is not str:
@@ -272,7 +293,7 @@ cdef tuple decode_json(object raw):
     ext = d.get("extFields")
     if ext is not None:
         if type(ext) is not dict:
-            raise RemotingCommandError()("extFields is not an object")
+            raise RemotingCommandError("extFields is not an object")
         ext = string_ext(<dict>ext)
     return (json_int(d, "code", 0), json_language(d.get("language")),
             json_int(d, "version", 0), json_int(d, "opaque", 0),
@@ -285,7 +306,7 @@ cdef tuple decode_rocketmq(const uint8_t* h, Py_ssize_t hlen):
     cdef int16_t klen
     cdef int language
     if hlen < FIXED_SIZE + 4:
-        raise RemotingCommandError()(f"ROCKETMQ header too short: {hlen}")
+        raise RemotingCommandError(f"ROCKETMQ header too short: {hlen}")
     cdef int16_t code = get16(h)
     language = h[2]
     cdef int16_t version = get16(h + 3)
@@ -294,30 +315,30 @@ cdef tuple decode_rocketmq(const uint8_t* h, Py_ssize_t hlen):
     rlen = get32(h + 13)
     p = FIXED_SIZE
     if rlen < 0 or p + rlen + 4 > hlen:
-        raise RemotingCommandError()(f"bad remark length {rlen}")
+        raise RemotingCommandError(f"bad remark length {rlen}")
     remark = text(h + p, rlen) if rlen else None
     p += rlen
     elen = get32(h + p)
     p += 4
     if elen < 0 or p + elen > hlen:
-        raise RemotingCommandError()(f"bad extFields length {elen}")
+        raise RemotingCommandError(f"bad extFields length {elen}")
     ext = None
     if elen:
         ext = {}
         end = p + elen
         while p < end:
             if p + 2 > end:
-                raise RemotingCommandError()("truncated extFields key length")
+                raise RemotingCommandError("truncated extFields key length")
             klen = get16(h + p)
             p += 2
             if klen < 0 or p + klen + 4 > end:
-                raise RemotingCommandError()(f"bad extFields key length {klen}")
+                raise RemotingCommandError(f"bad extFields key length {klen}")
             key = text(h + p, klen)
             p += klen
             vlen = get32(h + p)
             p += 4
             if vlen < 0 or p + vlen > end:
-                raise RemotingCommandError()(f"bad extFields value length {vlen}")
+                raise RemotingCommandError(f"bad extFields value length {vlen}")
             if klen and vlen:
                 ext[key] = text(h + p, vlen)
             p += vlen
@@ -332,12 +353,12 @@ cdef tuple decode_header(object buf, Py_ssize_t base, const uint8_t* f, Py_ssize
     prefix): the seven header values, then (serialize type, body offset), or
     with ``with_body`` (body bytes or None, serialize type)."""
     if n < 4:
-        raise RemotingCommandError()(f"frame too short: {n} bytes")
+        raise RemotingCommandError(f"frame too short: {n} bytes")
     cdef uint32_t mark = <uint32_t>get32(f)
     cdef int stype = mark >> 24
     cdef Py_ssize_t hlen = mark & 0xFFFFFF
     if hlen > n - 4:
-        raise RemotingCommandError()(f"header length {hlen} exceeds frame length {n}")
+        raise RemotingCommandError(f"header length {hlen} exceeds frame length {n}")
     cdef Py_ssize_t off = 4 + hlen
     if with_body:
         tail_a = PyBytes_FromStringAndSize(<const char*>f + off, n - off) if off < n else None
@@ -352,7 +373,7 @@ cdef tuple decode_header(object buf, Py_ssize_t base, const uint8_t* f, Py_ssize
         return decode_json(memoryview(buf)[base + 4:base + 4 + hlen]) + (tail_a, tail_b)
     if stype == 1:
         return decode_rocketmq(f + 4, hlen) + (tail_a, tail_b)
-    raise RemotingCommandError()(f"unknown serialize type {stype}")
+    raise RemotingCommandError(f"unknown serialize type {stype}")
 
 
 def decode(frame):
@@ -374,7 +395,7 @@ cdef inline Py_ssize_t length_at(const uint8_t* b, Py_ssize_t pos, Py_ssize_t en
         return -1
     cdef int32_t length = get32(b + pos)
     if length < 4 or length > max_frame:
-        raise RemotingCommandError()(f"frame length {length} out of range [4, {max_frame}]")
+        raise RemotingCommandError(f"frame length {length} out of range [4, {max_frame}]")
     if end - pos - 4 < length:
         return -1
     return length
@@ -411,10 +432,8 @@ def decode_frames(buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_frame):
                     break
                 frames.append(decode_header(buf, pos + 4, b + pos + 4, length, True))
                 pos += 4 + length
-        except Exception as e:
-            if isinstance(e, RemotingCommandError()):
-                return frames, pos, e
-            raise
+        except RemotingCommandError as e:
+            return frames, pos, e
         return frames, pos, None
     finally:
         PyBuffer_Release(&view)

@@ -3,11 +3,12 @@
 (single and batch) at the start of a read, from the receive buffer to the
 response bytes in one call.
 
-For each frame it reads the JSON header without building a Python object
-(the extFields values it needs are located in the header text and decoded
-into scratch buffers), checks what the twin checks, and writes the
+For each frame it reads the header without building a Python object -- a
+JSON header's extFields values are located in its text and decoded into
+scratch buffers, a ROCKETMQ header's length-prefixed values are taken where
+they lie (``parse_head_rmq``) -- checks what the twin checks, and writes the
 commit-log record, the consume-queue entry, the index keys and the response
-frame straight into their buffers.  Python is asked only once per read
+frame (in the request's serialization) straight into their buffers.  Python is asked only once per read
 (``SendLaneSupport.begin`` / ``end``) and the first time a read meets a topic
 or a queue.  Whatever this reader does not take for certain -- escapes in
 keys or numbers, floats, non-ASCII topics or properties, headers of more
@@ -105,6 +106,7 @@ cdef struct SendFields:
 
 cdef struct Head:
     int64_t code, flag, opaque
+    int stype                # 0 JSON, 1 ROCKETMQ: the answer is written in the same
     Field v1[NF]
     Field v2[NF]
     const uint8_t* body
@@ -279,7 +281,110 @@ cdef bint parse_head(const uint8_t* b, Py_ssize_t pos, Py_ssize_t end, Py_ssize_
     h.body = end_h
     h.body_len = length - 4 - hlen
     h.frame_end = pos + 4 + length
+    h.stype = 0
     return True
+
+
+cdef inline bint rmq_text(const uint8_t* p, Py_ssize_t n, bint* wide) noexcept nogil:
+    """A ROCKETMQ header text the general reader decodes (well-formed UTF-8);
+    ``wide`` says whether it holds bytes >= 0x80."""
+    cdef Py_ssize_t i
+    for i in range(n):
+        if p[i] >= 0x80:
+            wide[0] = True
+            return json_utf8_valid(p, n)
+    wide[0] = False
+    return True
+
+
+cdef bint parse_head_rmq(const uint8_t* b, Py_ssize_t pos, Py_ssize_t end,
+                         Py_ssize_t max_frame, Head* h) noexcept nogil:
+    """The complete send request with a ROCKETMQ binary header at
+    ``b[pos:end]`` into ``h`` (``parse_head``'s contract): its extFields
+    values are length-prefixed texts without escapes, taken where they lie;
+    an entry with an empty key or value is skipped and a later key wins, as
+    the general reader has it.  False for anything else (incomplete, another code, a
+    response, a length outside the header, text that is not UTF-8)."""
+    if end - pos < 8:
+        return False
+    cdef int32_t length = get32(b + pos)
+    if length < 4 or length > max_frame or end - pos - 4 < length:
+        return False
+    cdef int32_t mark = get32(b + pos + 4)
+    cdef Py_ssize_t hlen = mark & 0xFFFFFF
+    if (mark >> 24) != 1 or hlen > length - 4 or hlen > MAX_HEADER or hlen < 21:
+        return False
+    cdef const uint8_t* d = b + pos + 8
+    cdef const uint8_t* e
+    cdef int32_t rlen, elen, vlen
+    cdef int klen, i, idx
+    cdef bint wide
+    cdef Field* slot
+    for i in range(NF):
+        h.v1[i].kind = 0
+        h.v2[i].kind = 0
+    h.code = (d[0] << 8) | d[1]
+    if h.code & 0x8000:
+        h.code -= 0x10000
+    h.opaque = get32(d + 5)
+    h.flag = get32(d + 9)
+    rlen = get32(d + 13)
+    if rlen < 0 or 17 + <Py_ssize_t>rlen + 4 > hlen or not rmq_text(d + 17, rlen, &wide):
+        return False
+    cdef Py_ssize_t p = 17 + rlen
+    elen = get32(d + p)
+    p += 4
+    if elen < 0 or p + <Py_ssize_t>elen > hlen:
+        return False
+    cdef Py_ssize_t stop = p + elen
+    while p < stop:
+        if p + 2 > stop:
+            return False
+        klen = (d[p] << 8) | d[p + 1]
+        p += 2
+        if klen & 0x8000 or p + klen + 4 > stop:
+            return False
+        if not rmq_text(d + p, klen, &wide):
+            return False
+        slot = NULL
+        if klen == 1 and 97 <= d[p] <= 110:
+            slot = &h.v2[d[p] - 97]
+        elif klen:
+            idx = field_of_v1(d + p, klen)
+            if idx >= 0:
+                slot = &h.v1[idx]
+        p += klen
+        vlen = get32(d + p)
+        p += 4
+        if vlen < 0 or p + <Py_ssize_t>vlen > stop:
+            return False
+        if not rmq_text(d + p, vlen, &wide):
+            return False
+        if slot != NULL and vlen:  # an empty value is skipped: an earlier one stands
+            slot.kind = JV_STR
+            slot.s.s = d + p
+            slot.s.n = vlen
+            slot.s.esc = False
+            slot.s.wide = wide
+            slot.start = d + p
+            slot.stop = d + p + vlen
+        p += vlen
+    if (h.code != SEND_V2 and h.code != SEND_V1 and h.code != SEND_BATCH) or \
+            h.flag & RPC_RESPONSE:
+        return False
+    h.body = d + hlen
+    h.body_len = length - 4 - hlen
+    h.frame_end = pos + 4 + length
+    h.stype = 1
+    return True
+
+
+cdef inline bint read_head(const uint8_t* b, Py_ssize_t pos, Py_ssize_t end,
+                           Py_ssize_t max_frame, Head* h) noexcept nogil:
+    """The send request at ``b[pos:end]``, with either header."""
+    if end - pos >= 8 and b[pos + 4] == 1:
+        return parse_head_rmq(b, pos, end, max_frame, h)
+    return parse_head(b, pos, end, max_frame, h)
 
 
 cdef inline bint strict_int(Field* f, int64_t* out) noexcept nogil:
@@ -419,7 +524,7 @@ cdef class SendLane:
         try:
             if pos < 0 or end > view.len or pos > end:
                 raise ValueError("pos/end outside the buffer")
-            if not parse_head(<const uint8_t*>view.buf, pos, end, self.max_frame, &h):
+            if not read_head(<const uint8_t*>view.buf, pos, end, self.max_frame, &h):
                 return pos, None
             ctx = self.support.begin(channel)
             if ctx is None:
@@ -458,7 +563,7 @@ cdef class SendLane:
                     if r == 0:
                         break
                     pos = h.frame_end
-                    if not parse_head(b, pos, end, self.max_frame, h):
+                    if not read_head(b, pos, end, self.max_frame, h):
                         break
             except Exception as exc:  # noqa: BLE001 - what is stored stays; the rest goes the general way
                 support.failed(exc)
@@ -685,7 +790,7 @@ cdef class SendLane:
             return 0
         # everything that can fail is done before the first byte is written
         cdef bytes host_hex = ctx[11]
-        cdef bytes tail = ctx[13]
+        cdef bytes tail = ctx[19] if h.stype else ctx[13]
         cdef bint answer = not h.flag & RPC_ONEWAY
         cdef bint wait = ctx[14] and sp.wait
         cdef Out dest = held if wait else out
@@ -715,9 +820,9 @@ cdef class SendLane:
         q.tags = sp.tags_code
         q.store_ts = store_ts[0] = now
         if answer:
-            p = respond_head(dest, host_hex)
+            p = respond_head(dest, host_hex, h.stype)
             put_hex16(p, phy)
-            respond_tail(dest, p + 16, s.qid, q.qoff - 1, h.opaque, tail)
+            respond_tail(dest, p + 16, s.qid, q.qoff - 1, h.opaque, tail, h.stype)
             if wait:
                 wait_end[0] = file_from + wrote[0]
         self.counts[(2 if h.code == SEND_V2 else 0) + (0 if answer else 1)] += 1
@@ -767,7 +872,7 @@ cdef class SendLane:
             return 0
         # everything that can fail is done before the first byte is written
         cdef bytes host_hex = ctx[11]
-        cdef bytes tail = ctx[13]
+        cdef bytes tail = ctx[19] if h.stype else ctx[13]
         cdef Py_ssize_t hl = PyBytes_GET_SIZE(host_hex)
         cdef Py_ssize_t ids_len = count * (hl + 17) - 1
         cdef bint answer = not h.flag & RPC_ONEWAY
@@ -776,7 +881,7 @@ cdef class SendLane:
         cdef uint8_t* ids
         if answer:
             dest.reserve(RESPONSE_ROOM + ids_len + PyBytes_GET_SIZE(tail))
-            ids = respond_head(dest, None)
+            ids = respond_head(dest, None, h.stype)
         else:
             self.room(ids_len + 1)
             ids = self.scratch
@@ -803,7 +908,8 @@ cdef class SendLane:
         if q.each is not None:  # (no negative index: wraparound is off)
             q.each[len(q.each) - 1] = (q.qoff, last_tags, now, count, total)
         if answer:
-            respond_tail(dest, ids + ids_len, s.qid, q.qoff - count, h.opaque, tail)
+            respond_tail(dest, ids + ids_len, s.qid, q.qoff - count, h.opaque, tail,
+                         h.stype)
             if wait:
                 wait_end[0] = file_from + wrote[0]
         self.counts[4 + (0 if answer else 1)] += 1
@@ -833,13 +939,23 @@ cdef inline void index_keys(uint8_t* ix, int64_t slots, int64_t entries, int32_t
             index_put(ix, slots, entries, index_key_hash(topic_hash, keys + ks, k - ks), phy, now)
 
 
-cdef uint8_t* respond_head(Out o, bytes host_hex) noexcept:
-    """Start a SUCCESS response frame at the end of ``o`` (room reserved):
-    the frame's 8-byte prefix is left for ``respond_tail``; returns where the
-    msgId value goes (after ``host_hex`` when given)."""
+cdef uint8_t* respond_head(Out o, bytes host_hex, int stype) noexcept:
+    """Start a SUCCESS response frame at the end of ``o`` (room reserved), in
+    the request's serialization: the frame's 8-byte prefix (and in a
+    ROCKETMQ header the opaque and the lengths) are left for
+    ``respond_tail``; returns where the msgId value goes (after ``host_hex``
+    when given)."""
     cdef uint8_t* p = o.data + o.n + 8
-    memcpy(p, b'{"code":0,"extFields":{"msgId":"', 32)
-    p += 32
+    if stype:
+        # code 0 (int16), JAVA (int8), version 409 (int16), opaque (later),
+        # flag RPC_RESPONSE, no remark, extFields length (later), then
+        # msgId's key and its value's length (later)
+        memcpy(p, b"\x00\x00\x00\x01\x99\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x00", 17)
+        memcpy(p + 21, b"\x00\x05msgId", 7)
+        p += 32
+    else:
+        memcpy(p, b'{"code":0,"extFields":{"msgId":"', 32)
+        p += 32
     if host_hex is not None:
         memcpy(p, PyBytes_AS_STRING(host_hex), PyBytes_GET_SIZE(host_hex))
         p += PyBytes_GET_SIZE(host_hex)
@@ -856,23 +972,43 @@ cdef inline void put_hex16(uint8_t* p, int64_t v) noexcept nogil:
 
 
 cdef void respond_tail(Out o, uint8_t* p, int64_t qid, int64_t qoff, int64_t opaque,
-                       bytes tail) noexcept:
+                       bytes tail, int stype) noexcept:
     """Finish the frame ``respond_head`` started, the msgId value ending at
     ``p``: queueId, queueOffset, the fixed tail and the opaque, then the
     frame's prefix."""
     cdef uint8_t* start = o.data + o.n
-    memcpy(p, b'","queueId":"', 13)
-    p = json_write_int(p + 13, qid)
-    memcpy(p, b'","queueOffset":"', 17)
-    p = json_write_int(p + 17, qoff)
-    memcpy(p, PyBytes_AS_STRING(tail), PyBytes_GET_SIZE(tail))
-    p = json_write_int(p + PyBytes_GET_SIZE(tail), opaque)
-    memcpy(p, b',"serializeTypeCurrentRPC":"JSON","version":409}', 48)
-    p += 48
+    if stype:
+        put32(start + 36, <int32_t>(p - start - 40))  # msgId's length
+        p = rmq_entry(p, b"\x00\x07queueId", 9, qid)
+        p = rmq_entry(p, b"\x00\x0bqueueOffset", 13, qoff)
+        memcpy(p, PyBytes_AS_STRING(tail), PyBytes_GET_SIZE(tail))
+        p += PyBytes_GET_SIZE(tail)
+        put32(start + 13, <int32_t>opaque)
+        put32(start + 25, <int32_t>(p - start - 29))
+    else:
+        memcpy(p, b'","queueId":"', 13)
+        p = json_write_int(p + 13, qid)
+        memcpy(p, b'","queueOffset":"', 17)
+        p = json_write_int(p + 17, qoff)
+        memcpy(p, PyBytes_AS_STRING(tail), PyBytes_GET_SIZE(tail))
+        p = json_write_int(p + PyBytes_GET_SIZE(tail), opaque)
+        memcpy(p, b',"serializeTypeCurrentRPC":"JSON","version":409}', 48)
+        p += 48
     cdef Py_ssize_t hlen = p - start - 8
     put32(start, <int32_t>(hlen + 4))
-    put32(start + 4, <int32_t>hlen)
+    put32(start + 4, <int32_t>(hlen | (stype << 24)))
     o.n += p - start
+
+
+cdef inline uint8_t* rmq_entry(uint8_t* p, const char* key, Py_ssize_t klen,
+                               int64_t v) noexcept:
+    """A ROCKETMQ extFields entry at ``p``: ``key`` (with its length) and
+    ``v``'s digits with theirs; returns the end of the digits."""
+    memcpy(p, key, klen)
+    p += klen + 4
+    cdef uint8_t* stop = json_write_int(p, v)
+    put32(p - 4, <int32_t>(stop - p))
+    return stop
 
 
 cdef object field_text(Field* f):
@@ -913,7 +1049,7 @@ def send_head(buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_frame):
     try:
         if pos < 0 or end > view.len or pos > end:
             raise ValueError("pos/end outside the buffer")
-        if not parse_head(<const uint8_t*>view.buf, pos, end, max_frame, &h):
+        if not read_head(<const uint8_t*>view.buf, pos, end, max_frame, &h):
             return None
         f = &h.v1[0] if h.code == SEND_V1 else &h.v2[0]
         return (h.code, h.flag, h.opaque, tuple([field_text(&f[i]) for i in range(NF)]),

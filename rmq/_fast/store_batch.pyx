@@ -19,7 +19,7 @@ the general path.
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
 from rmq._fast.byteorder cimport get16, get32, get64, put32, put64
 from rmq._fast.record cimport (
     Props,
@@ -57,6 +57,16 @@ cdef inline void join_props(Props *inner, const Props *batch, Py_ssize_t boff) n
         inner.uniq_len = batch.uniq_len
 
 
+cdef inline bint _has_timer(const uint8_t *p, Py_ssize_t n) noexcept nogil:
+    """A property named TIMER_... (a timer batch: the put hook parks it)."""
+    cdef Py_ssize_t i = 0
+    while i + 6 < n:
+        if (i == 0 or p[i - 1] == 2) and memcmp(p + i, b"TIMER_", 6) == 0:
+            return True
+        i += 1
+    return False
+
+
 cdef Py_ssize_t check_wire(const uint8_t *w, Py_ssize_t n, int32_t sys_flag, Py_ssize_t tlen,
                            const uint8_t *bp, Py_ssize_t bpl, Py_ssize_t *count,
                            Py_ssize_t *keys, Props *kept) noexcept nogil:
@@ -65,7 +75,7 @@ cdef Py_ssize_t check_wire(const uint8_t *w, Py_ssize_t n, int32_t sys_flag, Py_
     property scans of the first ``KEPT`` records go to ``kept``."""
     cdef Props pr
     find_props(bp, bpl, &pr)
-    if pr.delay or pr.non_ascii:
+    if pr.delay or pr.non_ascii or _has_timer(bp, bpl):
         return -1
     cdef Py_ssize_t batch_keys = prop_keys(bp, &pr)
     cdef Py_ssize_t pos = 0, total = 0, end, plen, joined

@@ -12,6 +12,7 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
 from rmq._fast.byteorder cimport put32, put64, get32, get64, get16, masked_crc
 from rmq._fast.record cimport ascii_hash, c_record_size, c_write_record, utf16_hash
 from libc.string cimport memcpy
+from rmq.common.message import parse_properties_text
 
 
 cdef enum:
@@ -301,18 +302,6 @@ cdef extern from "Python.h":
     int PyUnicode_IS_ASCII(object o)
     Py_ssize_t PyUnicode_GET_LENGTH(object o)
 
-cdef object _props_twin = None
-
-
-cdef object props_twin():
-    """The twin's parser (imported on first use: message_codec imports this
-    module), for what this one leaves to it (non-ASCII text)."""
-    global _props_twin
-    if _props_twin is None:
-        from rmq.store.message_codec import _string_to_message_properties
-        _props_twin = _string_to_message_properties
-    return _props_twin
-
 
 cdef dict parse_ascii_props(const uint8_t *p, Py_ssize_t n):
     cdef dict out = {}
@@ -345,7 +334,7 @@ def string_to_message_properties(object text):
         if PyUnicode_IS_ASCII(text):
             return parse_ascii_props(<const uint8_t *>PyUnicode_DATA(text),
                                      PyUnicode_GET_LENGTH(text))
-        return props_twin()(text)
+        return parse_properties_text(text)
     PyObject_GetBuffer(text, &view, PyBUF_SIMPLE)
     try:
         ascii = True
@@ -357,4 +346,4 @@ def string_to_message_properties(object text):
             return parse_ascii_props(<const uint8_t *>view.buf, view.len)
     finally:
         PyBuffer_Release(&view)
-    return props_twin()(text)
+    return parse_properties_text(text)

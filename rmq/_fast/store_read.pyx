@@ -23,7 +23,7 @@ from rmq._fast.byteorder cimport get32, get64
 
 from array import array as _py_array
 
-from rmq.store.results import GetMessageStatus
+from rmq.common.get_message_status import GetMessageStatus
 
 cdef enum:
     UNIT = 20

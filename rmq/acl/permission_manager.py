@@ -31,8 +31,8 @@ from rmq.acl.plain_config import AclFileRules, PlainAccessConfig, PlainAccount
 from rmq.acl.remote_address import RemoteAddressStrategy, remote_address_strategy
 from rmq.acl.signer import SIGNATURE, UNIQUE_MSG_QUERY_FLAG, cal_signature
 from rmq.common.data_version import DataVersion
+from rmq.common.java import hashmap_order
 from rmq.common.topics import TRACE_TOPIC, is_retry_topic
-from rmq.store.message_codec import _hashmap_order
 
 log = logging.getLogger("RocketmqCommon")
 
@@ -158,6 +158,12 @@ class PlainPermissionManager:
             return  # message trace is never refused
         self.check_perm(resource, owned)
 
+    def secret_key(self, access_key: str) -> str | None:
+        """The secret key of an account (None: no such account), for callers that
+        authenticate a request signed another way (the 5.x gRPC endpoint)."""
+        entry = self._accounts.get(access_key)
+        return None if entry is None else entry[1].secret_key
+
     @staticmethod
     def _signature_ok(resource: PlainAccessResource, secret_key: str) -> bool:
         ext = resource.ext_fields
@@ -186,7 +192,7 @@ class PlainPermissionManager:
         owned_perms = owned.resource_perms
         if owned_perms is None and owned.admin:
             return
-        names = _hashmap_order(tuple(needed)) if len(needed) > 1 else needed
+        names = hashmap_order(tuple(needed)) if len(needed) > 1 else needed
         for name in names:
             perm = owned_perms.get(name) if owned_perms is not None else None
             if perm is None:

@@ -200,6 +200,16 @@ class BrokerConfig:
     autoDeleteUnusedStats: bool = False
     isolateLogEnable: bool = False
     configBlackList: str = "configBlackList;brokerConfigPath"
+    # RECALL_MESSAGE (5.3.3's names and defaults): off unless enabled
+    recallMessageEnable: bool = False
+    allowRecallWhenBrokerNotWriteable: bool = True
+    # RocketMQ 5.x clients (the gRPC MessagingService, rmq.proxy), served in
+    # the broker process; names and defaults of 5.3.3's ProxyConfig.  Read at
+    # start-up.
+    enableProxy: bool = True
+    grpcServerPort: int = 8081
+    enableTopicMessageTypeCheck: bool = True
+    useDelayLevel: bool = False
     # rmq only, for tests (not in 4.9.8): every send first holds a simulated
     # commit-log lock this long (rmq.broker.put_delay); 0 = off
     rmqTestPutDelayMillis: int = 0
@@ -215,6 +225,16 @@ class BrokerConfig:
     # for this many microseconds instead of sleeping (rmq.remoting.busy_poll):
     # lower round trips for a CPU spent spinning; 0 = off.  Read at start-up.
     rmqBusyPollMicros: int = 0
+    # RocketMQ 5.3.3's POP settings (rmq.broker.processor.pop, rmq.broker.pop_revive)
+    reviveQueueNum: int = 8
+    popFromRetryProbability: int = 20
+    enableRetryTopicV2: bool = False
+    # a group's first pop with initMode MAX starts at 0 while the queue's first message
+    # is still in memory (5.3.3 PopMessageProcessor), else at the last message
+    initPopOffsetByCheckMsgInMem: bool = True
+    popResponseReturnActualRetryTopic: bool = False
+    popPollingMaxWaiters: int = 100000  # rmq's bound on held pops (POLLING_FULL past it)
+    serverLoadBalancerEnable: bool = True  # QUERY_ASSIGNMENT balances the queues
 
     def register_period_ms(self) -> int:
         """The effective re-registration period: clamped to 10-60 s as 4.9.8 does."""

@@ -102,6 +102,14 @@ MESSAGING_PROCESSORS: tuple[ProcessorSpec, ...] = (
                   (R.LOCK_BATCH_MQ, R.UNLOCK_BATCH_MQ), "admin"),
     ProcessorSpec("end_transaction", "EndTransactionProcessor", (R.END_TRANSACTION,),
                   "end_transaction"),
+    ProcessorSpec("pop", "PopMessageProcessor",
+                  (R.POP_MESSAGE, R.PEEK_MESSAGE, R.NOTIFICATION, R.POLLING_INFO), "pull"),
+    ProcessorSpec("ack", "AckMessageProcessor",
+                  (R.ACK_MESSAGE, R.BATCH_ACK_MESSAGE, R.CHANGE_MESSAGE_INVISIBLETIME),
+                  "consumer_manager"),
+    ProcessorSpec("query_assignment", "QueryAssignmentProcessor",
+                  (R.QUERY_ASSIGNMENT, R.SET_MESSAGE_REQUEST_MODE), "admin"),
+    ProcessorSpec("recall", "RecallMessageProcessor", (R.RECALL_MESSAGE,), "send"),
 )
 
 # request queue name -> the BrokerConfig capacity property (None: unbounded in 4.9.8)
@@ -148,6 +156,27 @@ async def maybe_await(value: Any) -> Any:
     return value
 
 
+class _Optional:
+    """A service whose start failure is logged instead of failing the broker."""
+
+    def __init__(self, inner: Any, what: str) -> None:
+        self.inner = inner
+        self.what = what
+        self.started = False
+
+    async def start(self) -> None:
+        try:
+            await self.inner.start()
+            self.started = True
+        except Exception as exc:  # noqa: BLE001 - logged; the broker goes on without it
+            log.error("%s not started: %s", self.what, exc)
+            print(f"{self.what} not started: {exc}", file=sys.stderr, flush=True)
+
+    async def shutdown(self) -> None:
+        if self.started:
+            await self.inner.shutdown()
+
+
 class BrokerController:
     def __init__(self, settings) -> None:
         self.settings = settings
@@ -175,6 +204,8 @@ class BrokerController:
         self.stats = BrokerStats(bc.brokerClusterName, bc.enableDetailStat)
         # kept while the metrics exporter is on (_initial_metrics)
         self.rpc_latency: Any = None
+        # the gRPC endpoint's calls (rmq.remoting.rpc_latency.NamedLatency), set by it
+        self.grpc_rpc_latency: Any = None
         self.topic_create_times: ExecutionTimes | None = None
         self.group_create_times: ExecutionTimes | None = None
         self.configuration = Configuration(settings)
@@ -259,9 +290,10 @@ class BrokerController:
             log.error("load config failed: %s", exc)
             print(f"broker initialize failed: {exc}", flush=True)
             return False
-        if not await self._create_store():
+        commit_log = self._commit_log_kind()
+        if not await self._create_store(commit_log):
             return False
-        if self.store_config.enableDLegerCommitLog:
+        if commit_log is not None:
             self._initial_dledger()
         else:
             self._create_ha_service()
@@ -272,6 +304,7 @@ class BrokerController:
             return False
         if not self._initial_metrics():
             return False
+        self._initial_proxy()
         if self.broker_config.namesrvAddr:
             self.outer_api.update_name_server_address_list(self.broker_config.namesrvAddr)
             log.info("Set user specified name server address: %s",
@@ -284,14 +317,24 @@ class BrokerController:
                 self.update_master_ha_periodically = True
         return True
 
-    async def _create_store(self) -> bool:
+    def _commit_log_kind(self) -> type | None:
+        """The commit log the store is made with, chosen once here: a DLedger
+        group's with ``enableDLegerCommitLog`` (no HA service then), else None
+        for the store's own ``CommitLog`` (replicated by the HA service)."""
+        if not self.store_config.enableDLegerCommitLog:
+            return None
+        from rmq.dledger.commit_log import DLedgerCommitLog
+
+        return DLedgerCommitLog
+
+    async def _create_store(self, commit_log: type | None = None) -> bool:
         from rmq.store import DefaultMessageStore
 
         self.message_store = DefaultMessageStore(
             self.store_config,
             store_host=(self.broker_config.brokerIP1, self.server_config.listenPort),
             broker_cluster_name=self.broker_config.brokerClusterName,
-            message_arriving_listener=self._on_message_arriving)
+            message_arriving_listener=self._on_message_arriving, commit_log=commit_log)
         # CommitLogDispatcherCalcBitMap (it checks enableCalcFilterBitMap per message)
         self.message_store.bitmap_calculator = self.consumer_filter_manager.calc_bitmap
         ok = await maybe_await(self.message_store.load())
@@ -300,7 +343,26 @@ class BrokerController:
             print("broker initialize failed: the message store could not be loaded "
                   "(see store.log)", flush=True)
             return False
+        self._initial_timer()
         return True
+
+    def _initial_timer(self) -> None:
+        """RocketMQ 5 timer messages (rmq/store/timer): the wheel when
+        ``timerWheelEnable``, else only the hook that refuses timer sends."""
+        from rmq.store.timer import TimerMessageStore, TimerPutHook
+
+        self.timer_message_store = None
+        if not self.store_config.timerWheelEnable:
+            self.message_store.put_message_hooks.append(TimerPutHook(self.store_config))
+            return
+        # the timer topic is a system topic of one queue (TopicConfigManager, 5.3.3)
+        self.topic_config_manager._system(TimerMessageStore.TOPIC, 1)
+        timer = TimerMessageStore(self.message_store, self.store_config)
+        timer.load()
+        self.timer_message_store = timer
+        self.message_arriving_listeners.append(timer.on_message_arriving)
+        if not self.is_slave():
+            self.services.append(timer)
 
     def _initial_dledger(self) -> None:
         """The commit log is a DLedger group's: no HA service; the broker is a
@@ -404,6 +466,22 @@ class BrokerController:
                                                 bc.metricsPromExporterPort)
         self.services.append(self.metrics_server)
         return True
+
+    def _initial_proxy(self) -> None:
+        """5.x clients (``enableProxy``): the gRPC endpoint ``rmq.proxy.service``,
+        loaded by name (it sits above the broker and calls its processors) and
+        run as one of the services.  It is an addition to the remoting ports:
+        when it cannot load (protocol modules not generated) or listen (port in
+        use), the broker says so in its log and serves 4.x clients as before."""
+        if not self.broker_config.enableProxy:
+            return
+        try:
+            module = importlib.import_module("rmq.proxy.service")
+        except ImportError as exc:
+            log.error("enableProxy=true but the gRPC endpoint cannot be loaded (%s): 5.x clients "
+                      "are not served (make proto generates its protocol modules)", exc)
+            return
+        self.services.append(_Optional(module.ProxyService(self), "gRPC endpoint"))
 
     def register_processors(self) -> None:
         """Admin processor as default on both ports; messaging processors by code."""
@@ -571,6 +649,8 @@ class BrokerController:
         log.info("dispatch behind commit log %d bytes", self.message_store.dispatch_behind_bytes())
 
     def _log_slave_diff(self) -> None:
+        if self.ha_service is None:  # a DLedger commit log has no HA service to ask
+            return
         log.info("Slave fall behind master: %d bytes", self.ha_service.slave_fall_behind_much())
 
     def protect_broker(self) -> None:

@@ -20,8 +20,8 @@ import os
 from typing import Any
 
 from rmq.common.logging import BROKER_LOGGER_NAME
+from rmq.dledger.member_state import Role
 from rmq.store.config import BrokerRole
-from rmq.store.dledger.member_state import Role
 
 log = logging.getLogger(BROKER_LOGGER_NAME)
 

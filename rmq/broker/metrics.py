@@ -11,8 +11,9 @@ adds them to every data point.
 
 Where rmq has less to go on than 5.3: ``message_type`` is ``normal`` for
 every message (5.3 tells fifo/delay/transaction apart per message);
-``rocketmq_consumer_inflight_messages`` is 0 and ready equals lag (4.9.8
-consumers keep no pull offset on the broker); ``rocketmq_half_messages`` is the
+``rocketmq_consumer_inflight_messages`` counts POP messages popped and not
+yet acked (pull consumers keep no offset of what they pulled on the broker, so
+theirs is 0), lag is ready plus in flight; ``rocketmq_half_messages`` is the
 backlog of the half topic as a whole; ``rocketmq_storage_disk_ratio`` is an
 rmq addition (the commit log disk's used ratio, which 4.9.8's runtime info has).
 """
@@ -25,9 +26,9 @@ from typing import Any
 
 from prometheus_client.registry import Collector
 
-from rmq.broker.processor.admin_consumer import language_name, version_desc
 from rmq.broker.stats import CREATE_BUCKETS_MS, SIZE_BUCKETS, ExecutionTimes
 from rmq.common import topics as T
+from rmq.common.java import is_sys_consumer_group, language_name, version_desc
 from rmq.common.metrics_text import RowFamily
 from rmq.remoting.rpc_latency import latency_family
 from rmq.store.clean import disk_used_ratio
@@ -42,10 +43,6 @@ def _language(code: int) -> str:
 
 def _version(code: int) -> str:
     return version_desc(code).lower()
-
-
-def _is_system_group(group: str) -> bool:
-    return group.startswith(T.CID_RMQ_SYS_PREFIX)  # MixAll.isSysConsumerGroup
 
 
 class BrokerCollector(Collector):
@@ -64,9 +61,11 @@ class BrokerCollector(Collector):
         yield from self._consumers()
         yield from self._broker()
         yield from self._storage()
+        yield from self._timer()
         latency = self.c.rpc_latency
         if latency is not None:
-            yield latency_family(latency, _BASE, self.base)
+            yield latency_family(latency, _BASE, self.base,
+                                 getattr(self.c, "grpc_rpc_latency", None))
         for name, times in (("rocketmq_topic_create_execution_time", self.c.topic_create_times),
                             ("rocketmq_consumer_group_create_execution_time",
                              self.c.group_create_times)):
@@ -90,7 +89,7 @@ class BrokerCollector(Collector):
         bytes_out = _counter("rocketmq_throughput_out", "bytes pulled", labels)
         for (topic, group), (nums, size) in list(stats.out_totals.items()):
             values = (*base, topic, group, _bool(topic.startswith(T.RETRY_GROUP_TOPIC_PREFIX)),
-                      _bool(T.is_system_topic(topic) or _is_system_group(group)))
+                      _bool(T.is_system_topic(topic) or is_sys_consumer_group(group)))
             msgs_out.add_metric(values, nums)
             bytes_out.add_metric(values, size)
         yield msgs_out
@@ -98,7 +97,7 @@ class BrokerCollector(Collector):
         dlq = RowFamily("rocketmq_send_to_dlq_messages", "messages sent to a DLQ",
                         "counter", (*_BASE, "topic", "consumer_group", "is_system"))
         for (topic, group), n in list(stats.dlq_totals.items()):
-            dlq.add_metric((*base, topic, group, _bool(_is_system_group(group))), n)
+            dlq.add_metric((*base, topic, group, _bool(is_sys_consumer_group(group))), n)
         yield dlq
         labels = (*_BASE, "topic")
         commits = _counter("rocketmq_commit_messages", "transactions committed", labels)
@@ -142,7 +141,7 @@ class BrokerCollector(Collector):
                 counts[key] = counts.get(key, 0) + 1
             mode = _CONSUME_MODE.get(info.consume_type.name, "push")
             for key, n in counts.items():
-                g.add_metric((*base, group, *key, mode, _bool(_is_system_group(group))), n)
+                g.add_metric((*base, group, *key, mode, _bool(is_sys_consumer_group(group))), n)
         yield g
 
     def _consumers(self) -> Iterator:
@@ -160,6 +159,8 @@ class BrokerCollector(Collector):
             ("rocketmq_consumer_queueing_latency", "age of the oldest ready message (ms)")))
         lag, lag_ms, inflight, ready, queueing = families
         com = c.consumer_offset_manager
+        pop = getattr(c, "pop_context", None)
+        popped = pop.inflight() if pop is not None else {}
         for key, queues in list(com.offset_table.items()):
             topic, sep, group = key.partition("@")
             if not sep:
@@ -173,10 +174,11 @@ class BrokerCollector(Collector):
                     if ts > 0:
                         oldest = max(oldest, now - ts)
             values = (*base, topic, group, _bool(topic.startswith(T.RETRY_GROUP_TOPIC_PREFIX)),
-                      _bool(T.is_system_topic(topic) or _is_system_group(group)))
-            lag.add_metric(values, behind)
+                      _bool(T.is_system_topic(topic) or is_sys_consumer_group(group)))
+            n_inflight = popped.get((group, topic), 0)
+            lag.add_metric(values, behind + n_inflight)
             lag_ms.add_metric(values, oldest)
-            inflight.add_metric(values, 0)
+            inflight.add_metric(values, n_inflight)
             ready.add_metric(values, behind)
             queueing.add_metric(values, oldest)
         yield from (lag, lag_ms, inflight, ready, queueing)
@@ -204,6 +206,11 @@ class BrokerCollector(Collector):
         g.add_metric((*base, T.TRANS_HALF_TOPIC), max(0, half - done))
         yield g
 
+    def _timer(self) -> Iterator:
+        timer = getattr(self.c, "timer_message_store", None)
+        if timer is not None:
+            yield from _timer_families(timer, self.base)
+
     def _storage(self) -> Iterator:
         store, base = self.c.message_store, self.base
         labels = (*_BASE, "storage_type", "storage_medium")
@@ -225,6 +232,28 @@ class BrokerCollector(Collector):
             g = RowFamily(name, doc, "gauge", labels)
             g.add_metric(values, value)
             yield g
+
+
+def _timer_families(timer: Any, base: tuple) -> Iterator:
+    """DefaultStoreMetricsManager's timer metrics (5.3.3 names; a counter
+    family gets its ``_total`` on output); the ``rocketmq_timer_message_snapshot``
+    distribution is not exported."""
+    for name, doc, value in (
+            ("rocketmq_timer_enqueue_lag", "timer messages not yet in the wheel", timer.backlog()),
+            ("rocketmq_timer_enqueue_latency", "age of the oldest timer message not yet in the "
+             "wheel (ms)", timer.enqueue_latency_ms()),
+            ("rocketmq_timer_dequeue_lag", "due timer messages not yet delivered",
+             timer.dequeue_behind_messages()),
+            ("rocketmq_timer_dequeue_latency", "how far delivery is behind the clock (ms)",
+             timer.dequeue_behind_ms())):
+        yield _gauge(name, doc, base, value)
+    for name, doc, totals in (
+            ("rocketmq_timer_enqueue", "timer messages put into the wheel", timer.enqueue_totals),
+            ("rocketmq_timer_dequeue", "timer messages delivered", timer.dequeue_totals)):
+        c = _counter(name, doc, (*_BASE, "topic"))
+        for topic, n in sorted(totals.items()):
+            c.add_metric((*base, topic), n)
+        yield c
 
 
 def _execution_family(name: str, times: ExecutionTimes, base: tuple) -> RowFamily:

@@ -20,7 +20,8 @@ are ``FoundResponse`` commands queued on the channel with their records as
 the views the store read, written without a copy.
 
 The lane takes only what it answers exactly as the general path would: a
-JSON header it reads for certain, a request the pull queue would run at
+JSON or ROCKETMQ header it reads for certain (answered in the same
+serialization), a request the pull queue would run at
 once, checks that pass, no record filter (SQL92, filterSupportRetry), and a
 read that FOUND messages -- a read that finds nothing is dropped uncounted
 (``read_messages``) and the general path reads again, answers, holds the
@@ -146,6 +147,7 @@ class PullLaneSupport:
         # what a lane builds per pull, handed to the compiled one with the rest
         self.make_header = PullHeader.make
         self.response = FoundResponse
+        self.render_rocketmq = rocketmq_found_header
         if not self.head.ok:
             log.warning("the pull lane is off: the response encoder's output cannot be "
                         "rendered from pieces")
@@ -201,21 +203,46 @@ class PullLaneSupport:
                                               None, None, 0))
 
 
-def read_pull(frame) -> tuple[int, PullHeader] | None:
-    """``(opaque, header)`` of a PULL_MESSAGE request frame (the bytes after
-    the length prefix) with a JSON header and no body, read by the general
-    decoder; None for any other frame or a header the general path would
-    refuse."""
-    if len(frame) < 4 or frame[0] != 0:
-        return None  # not a JSON header
+def read_pull(frame) -> tuple[int, PullHeader, int] | None:
+    """``(opaque, header, serialize type)`` of a PULL_MESSAGE request frame
+    (the bytes after the length prefix) with a JSON or ROCKETMQ header and no
+    body, read by the general decoder; None for any other frame or a header
+    the general path would refuse."""
+    if len(frame) < 4 or frame[0] > codec.ROCKETMQ:
+        return None  # an unknown serialization
     try:
-        code, _lang, _ver, opaque, flag, _remark, ext, _st, off = codec.decode(frame)
+        code, _lang, _ver, opaque, flag, _remark, ext, stype, off = codec.decode(frame)
         if code != PULL or flag & (RPC_RESPONSE | RPC_ONEWAY) or off != len(frame) \
                 or ext is None:
             return None
-        return opaque, PullHeader.parse(ext)
+        return opaque, PullHeader.parse(ext), stype
     except RemotingCommandError:
         return None
+
+
+def pull_head(buf, pos: int, end: int, max_frame: int, make=None) -> tuple | None:
+    """The general reader's view of the pull request at ``buf[pos:end]``
+    (twin of the compiled ``pull_head``, which may leave more to the general
+    path but must read the same where it does not): (opaque, serialize type,
+    header), or None."""
+    if end - pos < 8:
+        return None
+    length = int.from_bytes(buf[pos:pos + 4], "big", signed=True)
+    if length < 4 or length > max_frame or end - pos - 4 < length:
+        return None
+    got = read_pull(buf[pos + 4:pos + 4 + length])
+    return None if got is None else (got[0], got[2], got[1])
+
+
+def rocketmq_found_header(suggest: int, next_begin: int, min_offset: int, max_offset: int,
+                          opaque: int, body_len: int) -> bytes:
+    """``FoundHeader.render`` for a ROCKETMQ-serialized pull: the general
+    encoder's frame prefix and header of the FOUND response (its values are
+    length-prefixed, so it is encoded whole rather than from pieces)."""
+    ext = {"suggestWhichBrokerId": str(suggest), "nextBeginOffset": str(next_begin),
+           "minOffset": str(min_offset), "maxOffset": str(max_offset)}
+    return codec.encode(ResponseCode.SUCCESS, 0, CURRENT_VERSION, opaque, RPC_RESPONSE,
+                        FOUND.name, ext, codec.ROCKETMQ, body_len)
 
 
 class PullLane:
@@ -246,7 +273,7 @@ class PullLane:
             pull = read_pull(buf[pos + 4:pos + 4 + length])
             if pull is None:
                 break
-            opaque, h = pull
+            opaque, h, stype = pull
             if not support.has_messages(h.topic, h.queueId, h.queueOffset):
                 break
             try:
@@ -258,7 +285,8 @@ class PullLane:
                 break
             if taken:
                 views, suggest, next_begin, min_offset, max_offset, size = taken
-                frame = head.render(suggest, next_begin, min_offset, max_offset, opaque, size)
+                render = rocketmq_found_header if stype == codec.ROCKETMQ else head.render
+                frame = render(suggest, next_begin, min_offset, max_offset, opaque, size)
                 if self._taken == 0:
                     channel.write_bytes(b"".join([frame, *views]))
                 else:

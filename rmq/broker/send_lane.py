@@ -6,9 +6,9 @@ general path turns each into a ``RemotingCommand``, runs it through the
 dispatcher, the send queue and the processor, stores it with ``put_single``
 and encodes a response command: a dozen Python calls and as many objects
 per message.  The lane takes the leading frames of a read that are plain
-sends -- a JSON header, an existing ordinary topic, a valid queue, no
-transaction and no delay, ASCII properties, room in the current commit-log,
-consume-queue and index files -- and for each writes the record, its
+sends -- a JSON or ROCKETMQ (binary) header, an existing ordinary topic,
+a valid queue, no transaction and no delay, ASCII properties, room in the
+current commit-log, consume-queue and index files -- and for each writes the record, its
 consume-queue entry and index keys and the response frame, all under one
 acquisition of the put locks.  Positions, queue offsets, statistics and the
 arrival listeners are brought up to date once per read (``SendLaneSupport.end``),
@@ -16,7 +16,9 @@ per queue: a held pull on a queue gets every message's notice, as from the
 general path.  The first frame the lane does not take ends its turn; that
 frame and everything after it go the general way, which stores and answers
 any send exactly as the lane would (same record bytes, same response
-bytes, same statistics), so declining is always safe.
+bytes, same statistics), so declining is always safe.  Every answer is
+written in the serialization its request came in, as the general path
+answers (``serializeTypeCurrentRPC``).
 
 Under SYNC_FLUSH the answers of senders that wait for the flush are held in
 one group-commit waiter per read and written when the flush covers the last
@@ -136,7 +138,8 @@ class SendLaneSupport:
         store host field, host hex of message ids, cluster name, response
         tail, SYNC_FLUSH, and for the queues: the consume-queue table, the
         queue-offset table, the held pulls' table (None without long
-        polling), whether the size histogram is kept)."""
+        polling), whether the size histogram is kept; then the response tail
+        of a ROCKETMQ-serialized request)."""
         store, cl, cfg, bc = self.store, self.cl, self.cfg, self.bc
         queue = self.send_queue
         if queue is not None and (len(queue) or queue.busy >= queue.workers or queue._delayed()):
@@ -177,7 +180,7 @@ class SendLaneSupport:
                 self.tail(), cfg.flushDiskType is FlushDiskType.SYNC_FLUSH,
                 store.consume_queue_table, cl.topic_queue_table,
                 hold.table if hold is not None else None,
-                self.c.stats.size_histograms is not None)
+                self.c.stats.size_histograms is not None, self.rocketmq_tail())
 
     def failed(self, exc: BaseException) -> None:
         """The lane stopped on an unexpected error: what it stored stands, the
@@ -193,6 +196,19 @@ class SendLaneSupport:
             tail = (b'","MSG_REGION":' + orjson.dumps(key[0]) + b',"TRACE_ON":"'
                     + (b"true" if key[1] else b"false") + b'"},"flag":1,"language":"JAVA",'
                     b'"opaque":')
+            if len(self._tails) > 16:
+                self._tails.clear()
+            self._tails[key] = tail
+        return tail
+
+    def rocketmq_tail(self) -> bytes:
+        """The last extFields entries of every ROCKETMQ-serialized response
+        header (MSG_REGION, TRACE_ON), as the general encoder writes them."""
+        key = (self.bc.regionId, self.bc.traceOn, codec.ROCKETMQ)
+        tail = self._tails.get(key)
+        if tail is None:
+            tail = _rocketmq_entries({mc.PROPERTY_MSG_REGION: key[0],
+                                      mc.PROPERTY_TRACE_SWITCH: "true" if key[1] else "false"})
             if len(self._tails) > 16:
                 self._tails.clear()
             self._tails[key] = tail
@@ -268,10 +284,24 @@ class SendLaneSupport:
         """Statistics and arrival notices of the read's messages, per queue."""
         stats = self.store.stats
         listener = self.store.message_arriving_listener
+        if len(runs) == 1:
+            run = runs[0]
+            stats.on_puts(run[0], run[5], run[6], run[7])
+        else:  # the statistics are per topic: one call for a topic's queues
+            totals: dict[str, list[int]] = {}
+            for run in runs:
+                t = totals.get(run[0])
+                if t is None:
+                    totals[run[0]] = [run[5], run[6], run[7]]
+                else:
+                    t[0] += run[5]
+                    t[1] += run[6]
+                    t[2] += run[7]
+            for topic, (nums, size, events) in totals.items():
+                stats.on_puts(topic, nums, size, events)
+        if listener is None:
+            return
         for topic, queue_id, qoff, tags, store_ts, nums, size, events, each in runs:
-            stats.on_puts(topic, nums, size, events)
-            if listener is None:
-                continue
             try:
                 if each is None:
                     listener(topic, queue_id, qoff, tags, store_ts, nums, size, events)
@@ -281,6 +311,13 @@ class SendLaneSupport:
                                  put_size)
             except Exception:  # noqa: BLE001 - a listener bug must not fail stored sends
                 log.exception("message arriving listener failed")
+
+
+def _rocketmq_entries(ext: dict) -> bytes:
+    """The extFields entries of a ROCKETMQ header holding ``ext`` (after the
+    17 fixed bytes and the extFields length)."""
+    head = codec.encode(0, 0, 0, 0, 0, None, ext, codec.ROCKETMQ, 0)
+    return bytes(head[8 + 21:])
 
 
 def _flushed(token: tuple, status: PutMessageStatus) -> None:
@@ -336,7 +373,7 @@ def send_head(buf, pos: int, end: int, max_frame: int) -> tuple | None:
     frame = SendLane(None, max_frame)._frame(buf, pos, end)
     if frame is None:
         return None
-    code, flag, opaque, ext, body, frame_end = frame
+    code, flag, opaque, ext, body, frame_end, _stype = frame
     keys = V1_KEYS if code == SEND_V1 else V2_KEYS
     return code, flag, opaque, tuple((ext or {}).get(k) for k in keys), len(body), frame_end
 
@@ -354,23 +391,23 @@ class SendLane:
         return [(code, oneway, n) for (code, oneway), n in sorted(self._counts.items())]
 
     def _frame(self, buf, pos: int, end: int) -> tuple | None:
-        """(code, flag, opaque, extFields, body, frame end) of the complete
-        JSON-header send request at ``pos``, or None."""
+        """(code, flag, opaque, extFields, body, frame end, serialize type) of
+        the complete send request (JSON or ROCKETMQ header) at ``pos``, or None."""
         if end - pos < 4:
             return None
         length = int.from_bytes(buf[pos:pos + 4], "big", signed=True)
         if length < 4 or length > self.max_frame or end - pos - 4 < length:
             return None
         frame = buf[pos + 4:pos + 4 + length]
-        if frame[0] != 0:
-            return None  # not a JSON header
+        if frame[0] > codec.ROCKETMQ:
+            return None  # an unknown serialization: the general path refuses it
         try:
-            code, _lang, _ver, opaque, flag, _remark, ext, _st, off = codec.decode(frame)
+            code, _lang, _ver, opaque, flag, _remark, ext, stype, off = codec.decode(frame)
         except RemotingCommandError:
             return None
         if (code != SEND_V2 and code != SEND_V1 and code != SEND_BATCH) or flag & RPC_RESPONSE:
             return None
-        return code, flag, opaque, ext, bytes(frame[off:]), pos + 4 + length
+        return code, flag, opaque, ext, bytes(frame[off:]), pos + 4 + length, stype
 
     def serve(self, channel: Any, buf, pos: int, end: int) -> tuple[int, bytes | None]:
         """Serve the plain sends at the start of ``buf[pos:end]``; returns the
@@ -461,7 +498,7 @@ class SendLane:
             index_keys(read.index, read.slots, read.entries, topic, phy, now, uniq, keys, 0)
         read.stored(q, 1, size, tags, now)
         read.answer(frame, wait, _response(read.host_hex, phy, queue_id, q.qoff - 1, frame[2],
-                                           read.tail))
+                                           read.tails[frame[6]], frame[6]))
         return True
 
     def _one_batch(self, read: _Read, frame: tuple) -> bool:
@@ -495,7 +532,7 @@ class SendLane:
         total, count, ids, last_tags = r
         read.stored(q, count, total, last_tags, now)
         read.answer(frame, wait, _response_ids(ids.encode(), queue_id, q.qoff - count, frame[2],
-                                               read.tail))
+                                               read.tails[frame[6]], frame[6]))
         return True
 
 
@@ -507,6 +544,7 @@ class _Read:
          self.slots, self.entries, self.born, self.store_host, self.host_hex, cluster, self.tail,
          self.sync) = ctx[:15]
         self.cluster = cluster.decode()
+        self.tails = (self.tail, ctx[19])  # by serialize type
         self.queues: dict[tuple[str, int], LaneQueue] = {}
         self.topics: dict[str, tuple | None] = {}
         self.out: list[bytes] = []
@@ -557,21 +595,36 @@ def _now_ms() -> int:
 
 
 def _response(host_hex: bytes, phy: int, queue_id: int, queue_offset: int, opaque: int,
-              tail: bytes) -> bytes:
+              tail: bytes, stype: int = codec.JSON) -> bytes:
     """The SUCCESS response frame of a stored send, as the general path
     encodes it (extFields msgId, queueId, queueOffset, MSG_REGION, TRACE_ON)."""
     return _response_ids(host_hex + (phy & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "big").hex().upper()
-                         .encode(), queue_id, queue_offset, opaque, tail)
+                         .encode(), queue_id, queue_offset, opaque, tail, stype)
 
 
 def _response_ids(msg_ids: bytes, queue_id: int, queue_offset: int, opaque: int,
-                  tail: bytes) -> bytes:
+                  tail: bytes, stype: int = codec.JSON) -> bytes:
     """A SUCCESS response frame with ``msg_ids`` (one id, or a batch's
-    comma-joined ids) and the first queue offset."""
+    comma-joined ids) and the first queue offset, in the request's
+    serialization (``tail`` is that serialization's)."""
+    if stype == codec.ROCKETMQ:
+        ext = b"".join(_rocketmq_entry(k, v) for k, v in (
+            (b"msgId", msg_ids), (b"queueId", b"%d" % queue_id),
+            (b"queueOffset", b"%d" % queue_offset))) + tail
+        head = _ROCKETMQ_FIXED + opaque.to_bytes(4, "big", signed=True) + \
+            b"\x00\x00\x00\x01\x00\x00\x00\x00" + len(ext).to_bytes(4, "big") + ext
+        return (len(head) + 4).to_bytes(4, "big") + (len(head) | 1 << 24).to_bytes(4, "big") + head
     head = (b'{"code":0,"extFields":{"msgId":"' + msg_ids
             + b'","queueId":"%d","queueOffset":"%d' % (queue_id, queue_offset) + tail
             + b'%d,"serializeTypeCurrentRPC":"JSON","version":409}' % opaque)
     return (len(head) + 4).to_bytes(4, "big") + len(head).to_bytes(4, "big") + head
+
+
+_ROCKETMQ_FIXED = b"\x00\x00\x00\x01\x99"  # SUCCESS, JAVA, version 409 (then the opaque)
+
+
+def _rocketmq_entry(key: bytes, value: bytes) -> bytes:
+    return len(key).to_bytes(2, "big") + key + len(value).to_bytes(4, "big") + value
 
 
 def make_send_lane(support: SendLaneSupport, max_frame: int) -> Any:

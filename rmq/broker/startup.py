@@ -261,8 +261,8 @@ def validate(settings: BrokerSettings) -> None:
 def check_dledger(store: Any) -> None:
     """A DLedger broker: a group that can work, and no commit log of the
     other mode under its store (nothing is read or overwritten then)."""
-    from rmq.store.dledger.config import DLedgerConfigError
-    from rmq.store.dledger_commit_log import dledger_config
+    from rmq.dledger.commit_log import dledger_config
+    from rmq.dledger.config import DLedgerConfigError
 
     try:
         dledger_config(store)

@@ -10,27 +10,19 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rmq.broker.config import BrokerConfig
-from rmq.common import topics as T
 from rmq.common.config_manager import ConfigManager, dumps, parse_json
 from rmq.common.data_version import DataVersion
+from rmq.common.java import BUILTIN_GROUPS, is_sys_consumer_group
 from rmq.common.logging import BROKER_LOGGER_NAME
 from rmq.store.multi_dispatch import is_lmq
 
 log = logging.getLogger(BROKER_LOGGER_NAME)
 
-DEFAULT_GROUPS = (
-    T.TOOLS_CONSUMER_GROUP,
-    T.FILTERSRV_CONSUMER_GROUP,
-    T.SELF_TEST_CONSUMER_GROUP,
-    T.ONS_HTTP_PROXY_GROUP,
-    T.CID_ONSAPI_PULL_GROUP,
-    T.CID_ONSAPI_PERMISSION_GROUP,
-    T.CID_ONSAPI_OWNER_GROUP,
-)
+DEFAULT_GROUPS = BUILTIN_GROUPS  # created when the table is new
 
 
 def _as_bool(value: Any, default: bool) -> bool:
@@ -52,6 +44,14 @@ def _as_int(value: Any, default: int, name: str) -> int:
         raise ValueError(f"{name} is not a number: {value!r}") from None
 
 
+def _as_dict(value: Any, default: dict, name: str) -> dict:
+    if value is None:
+        return dict(default)
+    if not isinstance(value, dict):
+        raise ValueError(f"{name} is not a JSON object: {value!r}")
+    return value
+
+
 @dataclass(slots=True)
 class SubscriptionGroupConfig:
     """One consumer group's settings (``SubscriptionGroupConfig``), 4.9.8 defaults."""
@@ -65,19 +65,35 @@ class SubscriptionGroupConfig:
     brokerId: int = 0
     whichBrokerWhenConsumeSlowly: int = 1
     notifyConsumerIdsChangedEnable: bool = True
+    # 5.x fields (SubscriptionGroupConfig of 5.3.3)
+    consumeMessageOrderly: bool = False
+    groupSysFlag: int = 0
+    consumeTimeoutMinute: int = 15
+    groupRetryPolicy: dict[str, Any] = field(default_factory=lambda: {"type": "CUSTOMIZED"})
+    subscriptionDataSet: list[Any] | None = None
+    attributes: dict[str, str] = field(default_factory=dict)
 
     def to_json_obj(self) -> dict[str, Any]:
-        return {
+        """fastjson's alphabetical order, null properties left out (5.3.3)."""
+        obj: dict[str, Any] = {
+            "attributes": dict(self.attributes),
             "brokerId": self.brokerId,
             "consumeBroadcastEnable": self.consumeBroadcastEnable,
             "consumeEnable": self.consumeEnable,
             "consumeFromMinEnable": self.consumeFromMinEnable,
+            "consumeMessageOrderly": self.consumeMessageOrderly,
+            "consumeTimeoutMinute": self.consumeTimeoutMinute,
             "groupName": self.groupName,
+            "groupRetryPolicy": self.groupRetryPolicy,
+            "groupSysFlag": self.groupSysFlag,
             "notifyConsumerIdsChangedEnable": self.notifyConsumerIdsChangedEnable,
             "retryMaxTimes": self.retryMaxTimes,
             "retryQueueNums": self.retryQueueNums,
-            "whichBrokerWhenConsumeSlowly": self.whichBrokerWhenConsumeSlowly,
         }
+        if self.subscriptionDataSet is not None:
+            obj["subscriptionDataSet"] = self.subscriptionDataSet
+        obj["whichBrokerWhenConsumeSlowly"] = self.whichBrokerWhenConsumeSlowly
+        return obj
 
     @classmethod
     def from_json_obj(cls, obj: Any, name: str | None = None) -> SubscriptionGroupConfig:
@@ -99,6 +115,15 @@ class SubscriptionGroupConfig:
                                                  "whichBrokerWhenConsumeSlowly"),
             notifyConsumerIdsChangedEnable=_as_bool(obj.get("notifyConsumerIdsChangedEnable"),
                                                     True),
+            consumeMessageOrderly=_as_bool(obj.get("consumeMessageOrderly"), False),
+            groupSysFlag=_as_int(obj.get("groupSysFlag"), 0, "groupSysFlag"),
+            consumeTimeoutMinute=_as_int(obj.get("consumeTimeoutMinute"), 15,
+                                         "consumeTimeoutMinute"),
+            groupRetryPolicy=_as_dict(obj.get("groupRetryPolicy"), {"type": "CUSTOMIZED"},
+                                      "groupRetryPolicy"),
+            subscriptionDataSet=obj.get("subscriptionDataSet"),
+            attributes={str(k): str(v) for k, v in
+                        _as_dict(obj.get("attributes"), {}, "attributes").items()},
         )
 
 
@@ -124,7 +149,7 @@ class SubscriptionGroupManager(ConfigManager):
         if self.lmq and is_lmq(group):  # LMQ groups exist without being stored
             return SubscriptionGroupConfig(group)
         if not (self.broker_config.autoCreateSubscriptionGroup
-                or group.startswith(T.CID_RMQ_SYS_PREFIX)):
+                or is_sys_consumer_group(group)):
             return None
         cfg = SubscriptionGroupConfig(group)
         self.table[group] = cfg

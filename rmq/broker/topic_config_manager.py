@@ -10,14 +10,16 @@ DataVersion bumped on every change (the name server compares it).
 
 from __future__ import annotations
 
+import bisect
 import copy
 import logging
 import os
 from collections.abc import Callable
 
 from rmq.broker.config import BrokerConfig
+from rmq.common import fastjson
 from rmq.common import topics as T
-from rmq.common.config_manager import ConfigManager, dumps, parse_json
+from rmq.common.config_manager import ConfigManager, dumps, parse_json, pretty_dumps, pretty_into
 from rmq.common.data_version import DataVersion
 from rmq.common.logging import BROKER_LOGGER_NAME
 from rmq.common.message import PERM_INHERIT, PERM_READ, PERM_WRITE, is_inherited
@@ -50,6 +52,13 @@ class TopicConfigManager(ConfigManager):
         self.on_new_topic = on_new_topic
         self.table: dict[str, TopicConfig] = {}
         self.data_version = DataVersion()
+        # topics.json's text per topic (key and pretty object) in the file's
+        # order: after a change the manager names (``_changed``) only those
+        # topics are encoded again; ``persist`` from anywhere else encodes
+        # them all (the table may have been changed from outside or in place)
+        self._names: list[str] = []
+        self._texts: list[str] = []
+        self._texts_valid = False
         self.system_topics: set[str] = set()
         self.lmq = False  # enableLmq: every %LMQ% topic exists, with one queue
         self._create_system_topics()
@@ -94,9 +103,22 @@ class TopicConfigManager(ConfigManager):
         return TopicConfigSerializeWrapper(table, dv)
 
     # ---- changes --------------------------------------------------------
-    def _changed(self) -> None:
+    def _changed(self, *replaced: str) -> None:
+        """Next data version, then persist (synchronously, as 4.9.8 does).
+        ``replaced`` names the topics whose TopicConfig objects were added,
+        replaced or removed; without names a config may have been changed in
+        place and every topic's text is encoded again."""
         self.data_version.next_version()
-        self.persist()
+        if not replaced or not self._texts_valid:
+            self.persist()
+            return
+        for name in replaced:
+            self._update_text(name)
+        ConfigManager.persist(self)
+
+    def persist(self) -> None:
+        self._texts_valid = False
+        super().persist()
 
     def create_topic_in_send_message_method(self, topic: str, default_topic: str,
                                             remote_address: str, client_default_queue_nums: int,
@@ -127,7 +149,7 @@ class TopicConfigManager(ConfigManager):
         log.info("Create new topic by default topic:[%s] config:[%s] producer:[%s]",
                  default_topic, tc, remote_address)
         self.table[topic] = tc
-        self._changed()
+        self._changed()  # the default topic's perm may have been changed in place
         self._notify_new_topic()
         return tc
 
@@ -141,7 +163,7 @@ class TopicConfigManager(ConfigManager):
                          topicSysFlag=topic_sys_flag)
         log.info("create new topic %s", tc)
         self.table[topic] = tc
-        self._changed()
+        self._changed(topic)
         self._notify_new_topic()
         return tc
 
@@ -163,7 +185,7 @@ class TopicConfigManager(ConfigManager):
             log.info("update topic config, old:[%s] new:[%s]", old, tc)
         else:
             log.info("create new topic [%s]", tc)
-        self._changed()
+        self._changed(tc.topicName)
 
     def update_order_topic_config(self, kv_table: dict[str, str] | None) -> None:
         """Mark the topics of the name server's ORDER_TOPIC_CONFIG as order topics
@@ -191,7 +213,7 @@ class TopicConfigManager(ConfigManager):
             log.warning("delete topic config failed, topic: %s not exists", topic)
             return False
         log.info("delete topic config OK, topic: %s", old)
-        self._changed()
+        self._changed(topic)
         return True
 
     def bump_data_version(self) -> None:
@@ -203,8 +225,49 @@ class TopicConfigManager(ConfigManager):
         return topics_json_path(self.store_root)
 
     def encode(self, pretty: bool = False) -> str:
-        return dumps(TopicConfigSerializeWrapper(self.table, self.data_version).to_json_obj(),
-                     pretty)
+        if not pretty:
+            return dumps(TopicConfigSerializeWrapper(self.table, self.data_version).to_json_obj(),
+                         False)
+        return self._pretty()
+
+    def _pretty(self) -> str:
+        """``pretty_dumps`` of the wrapper, each topic's text encoded once and
+        kept in the file's order: after a change the manager names, the cost
+        grows with the table by a join only."""
+        if not self._texts_valid:
+            self._check_texts()
+        elif len(self._names) != len(self.table):  # changed from outside meanwhile
+            self._check_texts()
+        texts = self._texts
+        body = "{" + ",".join(texts) + "\n\t}" if texts else "{}"
+        return ("{\n\t\"dataVersion\":" + pretty_dumps(self.data_version.to_json_obj(), 1)
+                + ",\n\t\"topicConfigTable\":" + body + "\n}")
+
+    def _check_texts(self) -> None:
+        """Every topic's text encoded again."""
+        self._names = sorted(self.table)  # topic names are str: fastjson's member order
+        self._texts = [self._text(n) for n in self._names]
+        self._texts_valid = True
+
+    def _text(self, name: str) -> str:
+        out = ["\n\t\t", fastjson.dumps(name).decode(), ":"]
+        pretty_into(self.table[name].to_json_obj(), 2, out)
+        return "".join(out)
+
+    def _update_text(self, name: str) -> None:
+        """Bring one topic's text in line with the table (added, replaced or removed)."""
+        names = self._names
+        i = bisect.bisect_left(names, name)
+        present = i < len(names) and names[i] == name
+        if name not in self.table:
+            if present:
+                del names[i]
+                del self._texts[i]
+        elif present:
+            self._texts[i] = self._text(name)
+        else:
+            names.insert(i, name)
+            self._texts.insert(i, self._text(name))
 
     def decode(self, text: str) -> None:
         wrapper = TopicConfigSerializeWrapper.from_json_obj(parse_json(text))

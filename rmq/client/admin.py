@@ -114,10 +114,13 @@ class MQAdmin:
 
     # --- topics -------------------------------------------------------------------
     async def create_topic(self, addr: str, topic: str, read: int = 8, write: int = 8,
-                           perm: int = 6, order: bool = False) -> None:
+                           perm: int = 6, order: bool = False,
+                           attributes: str | None = None) -> None:
+        """``attributes``: 5.x topic attributes, ``+message.type=FIFO,...``."""
         await self.api.call(addr, RC.UPDATE_AND_CREATE_TOPIC, CreateTopicRequestHeader(
             topic=topic, defaultTopic="TBW102", readQueueNums=read, writeQueueNums=write,
-            perm=perm, topicFilterType="SINGLE_TAG", topicSysFlag=0, order=order))
+            perm=perm, topicFilterType="SINGLE_TAG", topicSysFlag=0, order=order,
+            attributes=attributes))
 
     async def delete_topic(self, topic: str, cluster: str) -> None:
         for addr in await self.master_addrs(cluster):
@@ -159,6 +162,13 @@ class MQAdmin:
     async def update_sub_group(self, addr: str, config: dict) -> None:
         await self.api.call(addr, RC.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None,
                             orjson.dumps(config, option=orjson.OPT_SORT_KEYS))
+
+    async def set_consume_mode(self, addr: str, topic: str, group: str, mode: str,
+                               pop_share_queue_num: int = 0) -> None:
+        """SET_MESSAGE_REQUEST_MODE (5.x): PULL or POP for the group on ``topic``."""
+        await self.api.call(addr, RC.SET_MESSAGE_REQUEST_MODE, None, orjson.dumps({
+            "consumerGroup": group, "mode": mode, "popShareQueueNum": pop_share_queue_num,
+            "topic": topic}))
 
     async def delete_sub_group(self, addr: str, group: str, remove_offset: bool) -> None:
         await self.api.call(addr, RC.DELETE_SUBSCRIPTIONGROUP, DeleteSubscriptionGroupRequestHeader(

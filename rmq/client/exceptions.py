@@ -4,6 +4,8 @@ and remark, so callers can branch on ``err.code`` the way Java code branches on
 
 from __future__ import annotations
 
+from rmq.common.exceptions import MessageDecodeError as MessageDecodeError
+
 
 class MQClientError(Exception):
     """A client-side failure (bad argument, no route, all retries used up, I/O).
@@ -30,9 +32,3 @@ class MQBrokerError(MQClientError):
         if broker_addr:
             self.args = (f"CODE: {code}  DESC: {self.remark}  BROKER: {broker_addr}",)
 
-
-class MessageDecodeError(ValueError):
-    """A pull/query body that is not a sequence of complete message records.
-
-    Declared here (not in ``rmq.client.codec``) so the compiled decoder can
-    raise it without importing the module that imports the decoder."""

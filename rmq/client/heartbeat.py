@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from rmq.common.message import java_string_hash
+from rmq.common.java import string_hash
 
 SUB_ALL = "*"
 EXPRESSION_TAG = "TAG"
@@ -122,7 +122,7 @@ def build_subscription(topic: str, expression: str | None,
         tag = tag.strip()
         if tag and tag not in sub.tags_set:
             sub.tags_set.append(tag)
-            sub.code_set.append(java_string_hash(tag))
+            sub.code_set.append(string_hash(tag))
     if not sub.tags_set:
         raise ValueError(f"subString split error: {expression!r}")
     return sub

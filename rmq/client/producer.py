@@ -231,9 +231,13 @@ class Producer:
 
     # --- sync ---------------------------------------------------------------
     async def send(self, msg: Message, timeout_ms: int | None = None, mq: MessageQueue | None = None,
-                   selector: QueueSelector | None = None, arg: Any = None) -> SendResult:
+                   selector: QueueSelector | None = None, arg: Any = None, *,
+                   deliver_time_ms: int | None = None, delay_ms: int | None = None) -> SendResult:
         """Send and wait for the broker's answer.  ``mq`` or ``selector(queues,
-        msg, arg)`` fixes the queue (no retry on another broker, as in Java)."""
+        msg, arg)`` fixes the queue (no retry on another broker, as in Java).
+        ``deliver_time_ms`` / ``delay_ms`` make it a timer message (Message.set_timer)."""
+        if deliver_time_ms is not None or delay_ms is not None:
+            msg.set_timer(deliver_time_ms, delay_ms)
         body = msg.body
         if (msg.topic not in self._valid_topics or not body
                 or len(body) > self.config.max_message_size):
@@ -285,6 +289,10 @@ class Producer:
                 raise MQClientError(-1, "TimeDelayLevel is not supported for batching")
             if uniq_key not in props:
                 unstamped.append(props)
+        timers = {tuple(sorted(m.timer_properties().items())) for m in msgs}
+        if len(timers) > 1:
+            raise MQClientError(-1, "The timer properties of the messages in one batch should "
+                                    "be the same")
         if unstamped:  # one clock read and one counter range for the batch
             for props, uid in zip(unstamped, create_uniq_ids(len(unstamped)), strict=True):
                 props[uniq_key] = uid
@@ -294,8 +302,10 @@ class Producer:
             raise MQClientError(ResponseCode.MESSAGE_ILLEGAL,
                                 f"the batch size over max value, MAX: {self.config.max_message_size}")
         head = Message(topic, body, flag=0)
+        head.properties.update(msgs[0].timer_properties())  # batch-level: the broker parks the batch
         begin = time.time_ns() // 1_000_000
-        result = await self._send_with_retry(head, body, 0, "", True, ",".join(ids), timeout_ms,
+        result = await self._send_with_retry(head, body, 0, properties_string(head.properties)
+                                             if head.properties else "", True, ",".join(ids), timeout_ms,
                                              mq, None, None)
         self._trace_pub(head, len(body), result, begin)
         return result

@@ -29,6 +29,7 @@ from rmq.client.process_queue import ProcessQueue
 from rmq.client.producer import Producer
 from rmq.client.trace import AsyncTraceDispatcher, trace_producer_settings, traced_listener
 from rmq.common.codes import ResponseCode
+from rmq.common.java import CURRENT_VERSION_DESC
 from rmq.common.message import PROPERTY_RETRY_TOPIC
 from rmq.common.topics import retry_topic
 
@@ -500,7 +501,7 @@ class PushConsumer(ConsumerBase):
             "PROP_CONSUMEORDERLY": str(self.orderly).lower(),
             "PROP_THREADPOOL_CORE_SIZE": str(self.config.consume_concurrently_max),
             "PROP_NAMESERVER_ADDR": self.instance.config.namesrv_addr,
-            "PROP_CLIENT_VERSION": "V4_9_8",
+            "PROP_CLIENT_VERSION": CURRENT_VERSION_DESC,
             "PROP_CONSUMER_START_TIMESTAMP": str(self.start_ts),
             "messageModel": self.config.message_model.name,
             "consumeFromWhere": self.config.consume_from_where.name,

@@ -42,6 +42,9 @@ class RequestCode(IntEnum):
     GET_ALL_DELAY_OFFSET = 45
     CHECK_CLIENT_CONFIG = 46
     UPDATE_AND_CREATE_ACL_CONFIG = 50
+    # RocketMQ 5 timer messages (AdminBrokerProcessor 5.3.3)
+    GET_TIMER_CHECK_POINT = 60
+    GET_TIMER_METRICS = 61
     DELETE_ACL_CONFIG = 51
     GET_BROKER_CLUSTER_ACL_INFO = 52
     UPDATE_GLOBAL_WHITE_ADDRS_CONFIG = 53
@@ -107,6 +110,18 @@ class RequestCode(IntEnum):
     ADD_WRITE_PERM_OF_BROKER = 327
     GET_ALL_PRODUCER_INFO = 328
     DELETE_EXPIRED_COMMITLOG = 329
+    # RocketMQ 5.3.2+: recall a timer message by its recall handle
+    RECALL_MESSAGE = 370
+    # RocketMQ 5.x POP consumption
+    QUERY_ASSIGNMENT = 400
+    SET_MESSAGE_REQUEST_MODE = 401
+    POP_MESSAGE = 200050
+    ACK_MESSAGE = 200051
+    PEEK_MESSAGE = 200052
+    CHANGE_MESSAGE_INVISIBLETIME = 200053
+    NOTIFICATION = 200054
+    POLLING_INFO = 200055
+    BATCH_ACK_MESSAGE = 200151
 
 
 class ResponseCode(IntEnum):
@@ -136,6 +151,7 @@ class ResponseCode(IntEnum):
     SUBSCRIPTION_GROUP_NOT_EXIST = 26
     FILTER_DATA_NOT_EXIST = 27
     FILTER_DATA_NOT_LATEST = 28
+    INVALID_PARAMETER = 29  # RocketMQ 5.x (POP requests)
     TRANSACTION_SHOULD_COMMIT = 200
     TRANSACTION_SHOULD_ROLLBACK = 201
     TRANSACTION_STATE_UNKNOW = 202
@@ -149,6 +165,11 @@ class ResponseCode(IntEnum):
     DELETE_ACL_CONFIG_FAILED = 210
     UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED = 211
     FLOW_CONTROL = 215
+    # RocketMQ 5.x POP answers (the same numbers as the ACL failures above)
+    POLLING_FULL = 209
+    POLLING_TIMEOUT = 210
+    # RocketMQ 5.x
+    ILLEGAL_OPERATION = 604
 
 
 class LanguageCode(IntEnum):

@@ -1,8 +1,9 @@
 """ConfigManager: load/persist of the broker's JSON files (RocketMQ ``ConfigManager``).
 
 Persist (``MixAll.string2File``, made crash-safe): the new text goes to
-``{file}.tmp`` and is fsynced; the current ``{file}`` (when readable) becomes
-``{file}.bak``; then ``{file}.tmp`` is renamed over ``{file}`` (atomic).
+``{file}.tmp`` and is fsynced; the current ``{file}`` becomes ``{file}.bak``
+(a hard link to it, renamed into place); then ``{file}.tmp`` is renamed over
+``{file}`` (atomic).
 
 Load: ``{file}``; when it is missing, empty or cannot be decoded, ``{file}.bak``.
 A missing or empty ``.bak`` means "nothing saved yet" (defaults only); a
@@ -69,11 +70,15 @@ def _pretty(obj: Any, level: int, out: list[str]) -> None:
         out.append(fastjson.dumps(obj).decode())
 
 
-def pretty_dumps(obj: Any) -> str:
-    """fastjson ``toJSONString(obj, true)`` for the plain dict/list shapes used here."""
+def pretty_dumps(obj: Any, level: int = 0) -> str:
+    """fastjson ``toJSONString(obj, true)`` for the plain dict/list shapes used
+    here (``level``: the value's depth inside a larger document)."""
     out: list[str] = []
-    _pretty(obj, 0, out)
+    _pretty(obj, level, out)
     return "".join(out)
+
+
+pretty_into = _pretty  # (obj, level, out): pretty_dumps's pieces appended to ``out``
 
 
 def write_file_safely(text: str, path: str) -> None:
@@ -84,15 +89,32 @@ def write_file_safely(text: str, path: str) -> None:
         f.write(text)
         f.flush()
         os.fsync(f.fileno())
-    try:
-        with open(path, encoding="utf-8") as f:
-            previous = f.read()
-    except (OSError, UnicodeDecodeError):
-        previous = None
-    if previous is not None:
-        with open(path + ".bak", "w", encoding="utf-8") as f:
-            f.write(previous)
+    _keep_as_bak(path)
     os.replace(tmp, path)
+
+
+def _keep_as_bak(path: str) -> None:
+    """The current file becomes ``{path}.bak``: a second name for it (a hard
+    link, put in place by a rename), so keeping it costs the same whatever
+    its size; where links cannot be made, a copy of its text."""
+    bak = path + ".bak"
+    try:
+        os.link(path, bak + ".tmp")
+    except FileExistsError:
+        os.unlink(bak + ".tmp")  # left by an interrupted persist
+        return _keep_as_bak(path)
+    except FileNotFoundError:
+        return  # nothing saved yet
+    except OSError:
+        try:
+            with open(path, encoding="utf-8") as f:
+                previous = f.read()
+        except (OSError, UnicodeDecodeError):
+            return
+        with open(bak, "w", encoding="utf-8") as f:
+            f.write(previous)
+        return
+    os.replace(bak + ".tmp", bak)
 
 
 def _read(path: str) -> str | None:

@@ -1,5 +1,7 @@
-"""The base remoting failures, kept in common because header decoding (common.protocol)
-raises them; ``rmq.remoting.exceptions`` re-exports them beside the transport failures."""
+"""Failures raised by the lowest layer: the base remoting failures (header
+decoding in common.protocol and the compiled codecs in rmq._fast raise them;
+``rmq.remoting.exceptions`` re-exports them beside the transport failures) and
+the message-record decoding failure (``rmq.client.exceptions`` re-exports it)."""
 
 from __future__ import annotations
 
@@ -10,3 +12,8 @@ class RemotingError(Exception):
 
 class RemotingCommandError(RemotingError):
     """A frame or custom header that cannot be decoded (``RemotingCommandException``)."""
+
+
+class MessageDecodeError(ValueError):
+    """A pull/query body that is not a sequence of complete message records
+    (raised by ``rmq.client.codec`` and its compiled twin)."""

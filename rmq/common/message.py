@@ -1,12 +1,18 @@
 """Message constants shared by every component: property keys, sysFlag bits,
-permissions and the property-string codec.
+permissions and the property-string codec; and the client's message classes
+``Message`` and ``MessageExt`` (``rmq.client.message`` re-exports them; the
+compiled pull-body decoder in ``rmq._fast`` builds ``MessageExt``).
 
 Mirrors ``MessageConst``, ``MessageSysFlag`` and ``PermName`` of RocketMQ
-4.9.8 (../shared/spec/STORE_FORMAT.md sections 2.10, 3), plus Java's
-``String.hashCode`` used for tag codes, index keys and queue selectors.
+4.9.8 (../shared/spec/STORE_FORMAT.md sections 2.10, 3), plus the tag code
+(``String.hashCode`` of the TAGS value, from ``rmq.common.java``).
 """
 
 from __future__ import annotations
+
+# String.hashCode lives with the other Java-compatible helpers (rmq.common.java).
+from rmq.common import timer as _timer
+from rmq.common.java import string_hash as java_string_hash
 
 # --- property keys (MessageConst) -------------------------------------------
 PROPERTY_KEYS = "KEYS"
@@ -108,20 +114,146 @@ def perm_to_string(perm: int) -> str:
 # rmq.store.message_codec: message_properties_to_string / string_to_message_properties.
 
 
-def java_string_hash(s: str) -> int:
-    """Java ``String.hashCode`` as a signed 32-bit int (tag codes, index keys).
-
-    Java hashes UTF-16 code units, so characters outside the BMP count twice.
-    """
-    h = 0
-    data = s.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - 0x1_0000_0000 if h & 0x8000_0000 else h
-
-
 def tags_string_to_code(tags: str | None) -> int:
     """``MessageExtBrokerInner.tagsString2tagsCode``: hash of the whole TAGS value."""
     if not tags:
         return 0
     return java_string_hash(tags)
+
+
+# --- the client's message classes (common.message.Message / MessageExt) ------
+class Message:
+    """A message to send: topic, body, flag and properties (tags, keys, user
+    properties, delay level, ...)."""
+
+    __slots__ = ("topic", "body", "flag", "properties")
+
+    def __init__(
+        self,
+        topic: str,
+        body: bytes = b"",
+        tags: str | None = None,
+        keys: str | list[str] | None = None,
+        flag: int = 0,
+        properties: dict[str, str] | None = None,
+        delay_level: int = 0,
+        wait_store_msg_ok: bool = True,
+        deliver_time_ms: int | None = None,
+        delay_ms: int | None = None,
+        delay_sec: int | None = None,
+    ) -> None:
+        self.topic = topic
+        self.body = body
+        self.flag = flag
+        props: dict[str, str] = dict(properties) if properties else {}
+        if tags:
+            props[PROPERTY_TAGS] = tags
+        if keys:
+            props[PROPERTY_KEYS] = keys if isinstance(keys, str) else " ".join(keys)
+        if delay_level > 0:
+            props[PROPERTY_DELAY_TIME_LEVEL] = str(delay_level)
+        if not wait_store_msg_ok:
+            props[PROPERTY_WAIT_STORE_MSG_OK] = "false"
+        self.properties = props
+        if deliver_time_ms is not None or delay_ms is not None or delay_sec is not None:
+            self.set_timer(deliver_time_ms, delay_ms, delay_sec)
+
+    def set_timer(self, deliver_time_ms: int | None = None, delay_ms: int | None = None,
+                  delay_sec: int | None = None) -> None:
+        """A RocketMQ 5 timer: delivered at ``deliver_time_ms`` (epoch ms,
+        TIMER_DELIVER_MS), or ``delay_ms`` / ``delay_sec`` after the broker
+        stores it (TIMER_DELAY_MS / TIMER_DELAY_SEC); Message.setDeliverTimeMs,
+        setDelayTimeMs and setDelayTimeSec of the 5.x Java client."""
+        if deliver_time_ms is not None:
+            self.properties[_timer.PROPERTY_TIMER_DELIVER_MS] = str(int(deliver_time_ms))
+        if delay_ms is not None:
+            self.properties[_timer.PROPERTY_TIMER_DELAY_MS] = str(int(delay_ms))
+        if delay_sec is not None:
+            self.properties[_timer.PROPERTY_TIMER_DELAY_SEC] = str(int(delay_sec))
+
+    def timer_properties(self) -> dict[str, str]:
+        """The timer properties a sender set (empty for an ordinary message)."""
+        return {k: v for k, v in self.properties.items() if k in _timer.REQUEST_PROPERTIES}
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(PROPERTY_TAGS)
+
+    @property
+    def keys(self) -> str | None:
+        return self.properties.get(PROPERTY_KEYS)
+
+    @property
+    def delay_level(self) -> int:
+        v = self.properties.get(PROPERTY_DELAY_TIME_LEVEL)
+        return int(v) if v and v.lstrip("-").isdigit() else 0
+
+    @property
+    def uniq_key(self) -> str | None:
+        return self.properties.get(PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+
+    def get_property(self, name: str) -> str | None:
+        return self.properties.get(name)
+
+    def put_user_property(self, name: str, value: str) -> None:
+        self.properties[name] = value
+
+    def __repr__(self) -> str:
+        return (f"Message(topic={self.topic!r}, flag={self.flag}, properties={self.properties!r}, "
+                f"body={len(self.body)} bytes)")
+
+
+class MessageExt(Message):
+    """A stored message as delivered by pull, query and view (``MessageExt``).
+
+    ``msg_id`` is the client id (UNIQ_KEY) when present, else ``offset_msg_id``.
+    ``body`` is already decompressed.
+    """
+
+    __slots__ = (
+        "queue_id", "store_size", "queue_offset", "sys_flag", "born_timestamp", "born_host",
+        "store_timestamp", "store_host", "msg_id", "offset_msg_id", "commit_log_offset",
+        "body_crc", "reconsume_times", "prepared_transaction_offset", "broker_name",
+    )
+
+    def __init__(self) -> None:  # filled field by field by the decoder
+        self.topic = ""
+        self.body = b""
+        self.flag = 0
+        self.properties = {}
+        self.queue_id = 0
+        self.store_size = 0
+        self.queue_offset = 0
+        self.sys_flag = 0
+        self.born_timestamp = 0
+        self.born_host = ""
+        self.store_timestamp = 0
+        self.store_host = ""
+        self.msg_id = ""
+        self.offset_msg_id = ""
+        self.commit_log_offset = 0
+        self.body_crc = 0
+        self.reconsume_times = 0
+        self.prepared_transaction_offset = 0
+        self.broker_name = ""
+
+    def __repr__(self) -> str:
+        return (f"MessageExt(topic={self.topic!r}, queue_id={self.queue_id}, "
+                f"queue_offset={self.queue_offset}, msg_id={self.msg_id!r}, "
+                f"properties={self.properties!r}, body={len(self.body)} bytes)")
+
+
+def parse_properties_text(text: str | bytes | None) -> dict[str, str]:
+    """``MessageDecoder.string2messageProperties``: segments split on ``\\x02``,
+    each used only if it has a ``\\x01`` that is neither first nor last; the
+    value may contain further ``\\x01``; later duplicates win."""
+    out: dict[str, str] = {}
+    if not text:
+        return out
+    if isinstance(text, (bytes, bytearray, memoryview)):
+        text = bytes(text).decode("utf-8", "replace")
+    for seg in text.split("\x02"):
+        idx = seg.find("\x01")
+        if 0 < idx < len(seg) - 1:
+            out[seg[:idx]] = seg[idx + 1 :]
+    return out

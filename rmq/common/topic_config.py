@@ -3,9 +3,9 @@
 Mirrors ``TopicConfig``, ``TopicConfigSerializeWrapper`` and
 ``RegisterBrokerBody`` of RocketMQ 4.9.8.
 
-TopicConfig JSON (fastjson, alphabetical)::
+TopicConfig JSON (fastjson, alphabetical; ``attributes`` is 5.x's)::
 
-    {"order":false,"perm":6,"readQueueNums":4,"topicFilterType":"SINGLE_TAG",
+    {"attributes":{},"order":false,"perm":6,"readQueueNums":4,"topicFilterType":"SINGLE_TAG",
      "topicName":"TopicTest","topicSysFlag":0,"writeQueueNums":4}
 
 RegisterBrokerBody, plain (``compressed=false``, what 4.9.8 brokers send)::
@@ -70,6 +70,15 @@ def _bool_prop(obj: dict, name: str) -> bool:
     return bool(value) if value is not None else False
 
 
+def _attributes(value: Any) -> dict[str, str]:
+    """5.x ``attributes`` (a string map; absent in 4.9.8 files)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise RegisterBodyError(f"attributes is not a JSON object: {value!r}")
+    return {str(k): str(v) for k, v in value.items()}
+
+
 def _filter_type(value: Any) -> str:
     if value is None:
         return SINGLE_TAG
@@ -89,6 +98,7 @@ class TopicConfig:
     topicFilterType: str = SINGLE_TAG
     topicSysFlag: int = 0
     order: bool = False
+    attributes: dict[str, str] = field(default_factory=dict)  # 5.x topic attributes
 
     def __str__(self) -> str:
         """Java's ``TopicConfig.toString``: remarks quote it (an illegal queue id)."""
@@ -99,6 +109,7 @@ class TopicConfig:
 
     def to_json_obj(self) -> dict[str, Any]:
         return {
+            "attributes": dict(self.attributes),
             "order": self.order,
             "perm": self.perm,
             "readQueueNums": self.readQueueNums,
@@ -123,6 +134,7 @@ class TopicConfig:
             topicFilterType=_filter_type(obj.get("topicFilterType")),
             topicSysFlag=_int_prop(obj, "topicSysFlag", 0),
             order=_bool_prop(obj, "order"),
+            attributes=_attributes(obj.get("attributes")),
         )
 
     def encode_line(self) -> str:

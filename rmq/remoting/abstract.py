@@ -257,6 +257,13 @@ class RemotingService:
             self._processor_failed(channel, cmd, TypeError(
                 f"processor returned {type(result).__name__}, not a RemotingCommand"), start)
 
+    def dispatch(self, channel: Any, cmd: RemotingCommand) -> None:
+        """Serve ``cmd`` as if it had arrived on ``channel``: same processor
+        table, admission, RPC hooks and request timing, for a caller in the
+        same process (the gRPC endpoint); the response is written to
+        ``channel`` as usual."""
+        self._on_request(channel, cmd)
+
     async def _await_result(self, channel: Channel, cmd: RemotingCommand,
                             awaitable: Awaitable, adm: Admission, start: float) -> None:
         try:

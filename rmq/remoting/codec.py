@@ -47,14 +47,12 @@ import struct
 import orjson
 
 from rmq._fast import compiled
+from rmq.common.java import LANGUAGE_NAMES, LANGUAGE_OTHER, language_name
 from rmq.remoting.exceptions import RemotingCommandError
 
 JSON = 0
 ROCKETMQ = 1
 
-LANGUAGE_NAMES = ("JAVA", "CPP", "DOTNET", "PYTHON", "DELPHI", "ERLANG", "RUBY", "OTHER",
-                  "HTTP", "GO", "PHP", "OMS", "RUST")
-LANGUAGE_OTHER = 7
 _LANGUAGE_BY_NAME = {name: code for code, name in enumerate(LANGUAGE_NAMES)}
 
 _PREFIX = struct.Struct(">ii")
@@ -63,12 +61,6 @@ _SHORT = struct.Struct(">h")
 _FIXED = struct.Struct(">HBHiii")
 _FIXED_IN = struct.Struct(">hBhiii")
 _FIXED_SIZE = 17  # up to and including remarkLen
-
-
-def _language_name(language: int) -> str:
-    if 0 <= language < len(LANGUAGE_NAMES):
-        return LANGUAGE_NAMES[language]
-    return "OTHER"
 
 
 def _stringify(value: object) -> str:
@@ -98,7 +90,7 @@ def _encode_json(code, language, version, opaque, flag, remark, ext_fields) -> b
     if ext_fields is not None:
         obj["extFields"] = _string_ext(ext_fields)
     obj["flag"] = flag
-    obj["language"] = _language_name(language)
+    obj["language"] = language_name(language)
     obj["opaque"] = opaque
     if remark is not None:
         obj["remark"] = remark

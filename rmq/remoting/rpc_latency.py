@@ -92,13 +92,50 @@ if _c is not None:
     RpcLatency = _c.RpcLatency  # the compiled twin: the same record and rows
 
 
+class NamedLatency:
+    """Rows of ``rocketmq_rpc_latency`` for calls of another protocol, keyed by
+    names: the gRPC endpoint records each RPC under ``protocol_type`` "grpc",
+    its method in snake case (``receive_message``) as request code and the 5.x
+    status code's name as response code."""
+
+    __slots__ = ("protocol", "rows")
+
+    def __init__(self, protocol: str) -> None:
+        self.protocol = protocol
+        self.rows: dict[tuple[str, str, bool, int], list[int]] = {}
+
+    def record(self, request: str, response: str, long_polling: bool, result: int,
+               elapsed_ms: int) -> None:
+        key = (request, response, long_polling, result)
+        row = self.rows.get(key)
+        if row is None:
+            row = self.rows[key] = [0] * (len(BUCKETS_MS) + 2)
+        row[0 if elapsed_ms <= 1 else bisect_left(BUCKETS_MS, elapsed_ms)] += 1
+        row[-1] += elapsed_ms
+
+
+def _cumulative(row: list[int]) -> list[tuple[str, int]]:
+    running, buckets = 0, []
+    for le, n in zip(_LE, row, strict=False):
+        running += n
+        buckets.append((le, running))
+    return buckets
+
+
 def latency_family(latency: _RpcLatency, base_labels: tuple[str, ...],
-                   base_values: tuple[str, ...]) -> RowFamily:
-    """The histogram as 5.3 exports it, with the process's own labels first.
+                   base_values: tuple[str, ...], named: NamedLatency | None = None
+                   ) -> RowFamily:
+    """The histogram as 5.3 exports it, with the process's own labels first
+    (and the rows of ``named``, another protocol's calls, in the same family).
     A label 5.3 leaves off a data point (the response code of a request whose
     processor failed) is written empty, which Prometheus reads as absent."""
     family = RowFamily("rocketmq_rpc_latency", "request latency (ms)", "histogram",
                        (*base_labels, *LABELS))
+    if named is not None:
+        for (request, response, polling, result), row in list(named.rows.items()):
+            family.add_histogram((*base_values, named.protocol, request, response,
+                                  "true" if polling else "false", RESULTS[result]),
+                                 _cumulative(row), row[-1])
     for key, row in list(latency.rows.items()):
         request, response = key >> 24, (key >> 8) & 0xFFFF
         running, buckets = 0, []

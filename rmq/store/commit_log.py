@@ -13,6 +13,7 @@ import logging
 import struct
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rmq._fast import compiled
@@ -23,6 +24,7 @@ from rmq.store import message_codec as codec
 from rmq.store.allocate import AllocateMappedFileService
 from rmq.store.config import BrokerRole, FlushDiskType
 from rmq.store.dispatch import _CQ, _java_hash_ascii, _key_hash, _signed
+from rmq.store.dispatch_room import count_keys
 from rmq.store.index import _index_put
 from rmq.store.mapped_file import (
     ZERO_AHEAD,
@@ -61,7 +63,7 @@ def _check_wire(wire, sys_flag: int, topic_len: int, batch_props: bytes) -> tupl
     fast path takes, or None: malformed, DELAY or non-ASCII properties, a
     joined property string over 32767 bytes."""
     _t, bkeys, buniq, bdelay = codec._find_props(batch_props)
-    if bdelay is not None or not batch_props.isascii():
+    if bdelay is not None or not batch_props.isascii() or codec.has_timer_property(batch_props):
         return None
     batch_keys = _key_count(bkeys, buniq)
     mv = memoryview(wire)
@@ -89,6 +91,26 @@ def _check_wire(wire, sys_flag: int, topic_len: int, batch_props: bytes) -> tupl
         count += 1
         pos = end
     return total, count, keys
+
+
+def batch_key_count(wire, batch_props: bytes) -> int:
+    """Index entries a batch body's messages may need (an upper bound: each
+    message's keys plus the batch's own), for DispatchRoom before the put."""
+    _t, bkeys, buniq, _d = codec._find_props(batch_props)
+    batch_keys = _key_count(bkeys, buniq)
+    mv = memoryview(wire)
+    n = len(mv)
+    pos = keys = 0
+    while pos + 22 <= n:
+        inner_size, _magic, _crc, _flag, body_len = _BATCH_INNER.unpack_from(mv, pos)
+        if body_len < 0 or pos + 22 + body_len > n:
+            break
+        (plen,) = _SHORT.unpack_from(mv, pos + 20 + body_len)
+        end = pos + 22 + body_len + max(plen, 0)
+        _t, ikeys, iuniq, _d = codec._find_props(bytes(mv[end - max(plen, 0):end]))
+        keys += _key_count(ikeys, iuniq) + batch_keys
+        pos = end
+    return keys
 
 
 def _append_batch(buf, pos: int, limit: int, wire, queue_id: int, sys_flag: int, born_ts: int,
@@ -151,28 +173,20 @@ def _append_batch(buf, pos: int, limit: int, wire, queue_id: int, sys_flag: int,
 
 
 class CommitLog:
+    # A commit log whose records lie inside entries of another format (DLedger's)
+    # walks a readable region itself: ``dispatch_entries(view, dispatch)`` calls
+    # ``dispatch(scan)`` for each record and returns (position reached, blank met)
+    dispatch_entries: Callable[[memoryview, Callable[[tuple], None]], tuple[int, bool]] | None = None
+    # Whether records are dispatched once the log commits them (a DLedger group's
+    # commit listener) rather than by the put that wrote them
+    dispatch_on_commit = False
+
     def __init__(self, store) -> None:
         cfg = store.config
         self.store = store
         self.config = cfg
         self.file_size = cfg.mappedFileSizeCommitLog
-        # the appenders write zeros ahead of themselves (zero_ahead), unless
-        # appends go through a transient pool's buffers, files are warmed
-        # whole, or DLedger's entry files hold the log (appended elsewhere)
-        self.zero_ahead_enabled = cfg.rmqZeroFillAheadEnable and \
-            not cfg.is_transient_store_pool_active() and not cfg.warmMapedFileEnable and \
-            not cfg.enableDLegerCommitLog
-        # under SYNC_FLUSH new files get their blocks written before use
-        # (MappedFile.write_blocks); DLedger's entry files are not these
-        prewrite = cfg.rmqPrewriteCommitLogEnable and \
-            cfg.flushDiskType is FlushDiskType.SYNC_FLUSH and not cfg.enableDLegerCommitLog
-        self.allocator = AllocateMappedFileService(cfg.warmMapedFileEnable,
-                                                   populate=not self.zero_ahead_enabled,
-                                                   prewrite=prewrite)
-        self.mfq = MappedFileQueue(cfg.commit_log_dirs(), self.file_size, self.allocator,
-                                   cfg.read_only_commit_log_dirs())
-        if cfg.is_transient_store_pool_active():
-            self.mfq.pool = TransientStorePool(cfg.transientStorePoolSize, self.file_size)
+        self._open_files(cfg)
         self.topic_queue_table: dict[tuple[str, int], int] = {}
         self.put_lock = threading.Lock()
         self.begin_time_in_lock = 0
@@ -183,6 +197,24 @@ class CommitLog:
         self.multi = MultiDispatch(cfg.enableMultiDispatch, cfg.enableLmq)
         self.delay_table = cfg.delay_level_table()
         self.max_delay_level = max(self.delay_table) if self.delay_table else 0
+
+    def _open_files(self, cfg) -> None:
+        """The files the log is appended to (``mfq``), their allocator, and
+        whether appends zero the pages ahead of themselves."""
+        # the appenders write zeros ahead of themselves (zero_ahead), unless
+        # appends go through a transient pool's buffers or files are warmed whole
+        self.zero_ahead_enabled = cfg.rmqZeroFillAheadEnable and \
+            not cfg.is_transient_store_pool_active() and not cfg.warmMapedFileEnable
+        # under SYNC_FLUSH new files get their blocks written before use
+        # (MappedFile.write_blocks)
+        prewrite = cfg.rmqPrewriteCommitLogEnable and cfg.flushDiskType is FlushDiskType.SYNC_FLUSH
+        self.allocator = AllocateMappedFileService(cfg.warmMapedFileEnable,
+                                                   populate=not self.zero_ahead_enabled,
+                                                   prewrite=prewrite)
+        self.mfq = MappedFileQueue(cfg.commit_log_dirs(), self.file_size, self.allocator,
+                                   cfg.read_only_commit_log_dirs())
+        if cfg.is_transient_store_pool_active():
+            self.mfq.pool = TransientStorePool(cfg.transientStorePoolSize, self.file_size)
 
     # --- load / offsets ------------------------------------------------------------
     def load(self) -> bool:
@@ -243,6 +275,29 @@ class CommitLog:
 
     def _writable_file(self) -> MappedFile | None:
         return self.mfq.get_last_mapped_file(0, need_create=True)
+
+    def dispatch_room_for(self, msg: MessageExtBrokerInner, queue_offset: int, counts: bool,
+                          extra: list[tuple[str, int]] | None = None) -> bool:
+        """Under the put lock, before the record is written: the files the
+        message's dispatch needs exist or are made now (DispatchRoom);
+        ``extra``: the queues of a multi-dispatched message (LMQs)."""
+        props = msg.properties
+        if msg.sys_flag & mc.TRANSACTION_ROLLBACK_TYPE == mc.TRANSACTION_ROLLBACK_TYPE:
+            keys = 0  # a rollback is not indexed
+        else:
+            keys = count_keys(props.get(mc.PROPERTY_KEYS),
+                              props.get(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
+        real = None
+        if counts and msg.topic == SCHEDULE_TOPIC and mc.PROPERTY_REAL_TOPIC in props:
+            try:  # its delivery later goes into the real topic's queue
+                real = (props[mc.PROPERTY_REAL_TOPIC], int(props.get(mc.PROPERTY_REAL_QUEUE_ID, "0")))
+            except ValueError:
+                real = None
+        room = self.store.dispatch_room
+        if not room.reserve(msg.topic, msg.queue_id, queue_offset, 1 if counts else 0, keys, real):
+            return False
+        table = self.topic_queue_table
+        return all(room.reserve(q, qid, table.get((q, qid), 0), 1, 0) for q, qid in extra or ())
 
     def zero_ahead(self, mf: MappedFile) -> None:
         """Before an append into ``mf``, under ``put_lock``: keep up to
@@ -332,12 +387,15 @@ class CommitLog:
                     if size > self.config.maxMessageSize + 65536 or size + 8 > self.file_size:
                         return AppendMessageResult(AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
                 mf = self._writable_file()
+                queue_offset = self.topic_queue_table.get(key, 0) if counts else 0
+                if mf is not None and not self.dispatch_room_for(
+                        msg, queue_offset, counts, multi_keys if queues is not None else None):
+                    return AppendMessageResult(AppendMessageStatus.NO_ROOM_FOR_DISPATCH)
                 if mf is not None and size + 8 > self.file_size - mf.wrote_position:
                     mf = self._end_file(mf)
                 if mf is None:
                     return AppendMessageResult(AppendMessageStatus.UNKNOWN_ERROR)
                 self.zero_ahead(mf)
-                queue_offset = self.topic_queue_table.get(key, 0) if counts else 0
                 wrote = mf.wrote_position
                 phy = mf.file_from_offset + wrote
                 codec.write_record(
@@ -383,12 +441,16 @@ class CommitLog:
             self.begin_time_in_lock = now
             try:
                 mf = self._writable_file()
+                queue_offset = self.topic_queue_table.get(key, 0)
+                if mf is not None and not self.store.dispatch_room.reserve(
+                        batch.topic, batch.queue_id, queue_offset, count,
+                        batch_key_count(batch.body, batch_props)):
+                    return AppendMessageResult(AppendMessageStatus.NO_ROOM_FOR_DISPATCH)
                 if mf is not None and total + 8 > self.file_size - mf.wrote_position:
                     mf = self._end_file(mf)
                 if mf is None:
                     return AppendMessageResult(AppendMessageStatus.UNKNOWN_ERROR)
                 self.zero_ahead(mf)
-                queue_offset = self.topic_queue_table.get(key, 0)
                 wrote = mf.wrote_position
                 phy = mf.file_from_offset + wrote
                 codec.write_batch(

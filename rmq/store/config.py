@@ -121,7 +121,7 @@ class MessageStoreConfig:
     enableLmq: bool = False
     enableMultiDispatch: bool = False
     maxLmqConsumeQueueNum: int = 20000
-    # the DLedger commit log (rmq/store/dledger_commit_log.py)
+    # the DLedger commit log (rmq/dledger/commit_log.py)
     enableDLegerCommitLog: bool = False
     dLegerGroup: str | None = None
     dLegerPeers: str | None = None
@@ -129,6 +129,27 @@ class MessageStoreConfig:
     preferredLeaderId: str | None = None
     enableBatchPush: bool = False
     storePathDLedgerCommitLog: str | None = None
+    # timer messages (RocketMQ 5.3.3 names and defaults; rmq/store/timer)
+    mappedFileSizeTimerLog: int = 100 * 1024 * 1024
+    timerPrecisionMs: int = 1000
+    timerRollWindowSlot: int = 3600 * 24 * 2
+    timerFlushIntervalMs: int = 1000
+    timerGetMessageThreadNum: int = 3
+    timerPutMessageThreadNum: int = 3
+    timerEnableDisruptor: bool = False
+    timerEnableCheckMetrics: bool = True
+    timerInterceptDelayLevel: bool = False
+    timerMaxDelaySec: int = 3600 * 24 * 3
+    timerWheelEnable: bool = True
+    timerStopEnqueue: bool = False
+    timerCheckMetricsWhen: str = "05"
+    timerSkipUnknownError: bool = False
+    timerWarmEnable: bool = False
+    timerStopDequeue: bool = False
+    timerEnableRetryUntilSuccess: bool = False
+    timerCongestNumEachSlot: int = 2**31 - 1
+    timerMetricSmallThreshold: int = 1000000
+    timerProgressLogIntervalMs: int = 10 * 1000
 
     # --- derived values (the getters of the Java class) ---------------------
     def commit_log_dirs(self) -> list[str]:
@@ -155,6 +176,15 @@ class MessageStoreConfig:
             and self.flushDiskType is FlushDiskType.ASYNC_FLUSH
             and self.brokerRole is not BrokerRole.SLAVE
         )
+
+    def timer_precision_ms(self) -> int:
+        """``setTimerPrecisionMs`` of 5.3.3: the largest of 100/200/500/1000
+        not above the setting (100 below that)."""
+        chosen = 100
+        for c in (200, 500, 1000):
+            if self.timerPrecisionMs >= c:
+                chosen = c
+        return chosen
 
     def delay_level_table(self) -> dict[int, int]:
         """``messageDelayLevel`` parsed into level -> milliseconds."""

@@ -143,9 +143,19 @@ class ConsumeQueue:
         if addr is not None:
             self.ext.truncate_by_max_address(addr)
 
+    def _last_written(self) -> MappedFile | None:
+        """The last file holding entries, or the first file when none does:
+        files a put made ahead of dispatch (DispatchRoom) are empty, and the
+        queue ends before them.  Usually the last file, found at once."""
+        files = self.mfq.mapped_files
+        for mf in reversed(files):
+            if mf.wrote_position:
+                return mf
+        return files[0] if files else None
+
     def get_last_offset(self) -> int:
         """Physical end (offset + size) of the last real entry, -1 if none."""
-        mf = self.mfq.get_last_mapped_file()
+        mf = self._last_written()
         if mf is None:
             return -1
         pos = mf.wrote_position - 20
@@ -180,6 +190,9 @@ class ConsumeQueue:
                 kept = pos
             if kept == -1:
                 continue
+            if kept == 0 and len(self.mfq.mapped_files) > 1:
+                self.mfq.delete_last_mapped_file()  # empty: made ahead of dispatch
+                continue
             mf.set_positions(kept)
             self.max_physic_offset = new_max
             break
@@ -192,7 +205,8 @@ class ConsumeQueue:
         return self.min_logic_offset // CQ_STORE_UNIT_SIZE
 
     def get_max_offset_in_queue(self) -> int:
-        return self.mfq.get_max_offset() // CQ_STORE_UNIT_SIZE
+        mf = self._last_written()
+        return (mf.file_from_offset + mf.read_position()) // CQ_STORE_UNIT_SIZE if mf else 0
 
     def correct_min_offset(self, phy_min_offset: int) -> None:
         """STORE_FORMAT.md 5.4: first entry of the first file pointing at data
@@ -255,7 +269,11 @@ class ConsumeQueue:
         return True
 
     def _file_for(self, expect: int) -> MappedFile | None:
-        mf = self.mfq.get_last_mapped_file(expect, need_create=True)
+        # the file holding ``expect``: a put may have made the next one already
+        # (DispatchRoom), so the last file is not always the one
+        mf = self.mfq.find_mapped_file_by_offset(expect)
+        if mf is None:
+            mf = self.mfq.get_last_mapped_file(expect, need_create=True)
         if mf is None:
             return None
         if mf.first_create_in_queue and mf.wrote_position == 0 and expect != 0 and \

@@ -29,6 +29,7 @@ from rmq.store.commit_log import CommitLog, _now_ms
 from rmq.store.config import BrokerRole, FlushDiskType, MessageStoreConfig
 from rmq.store.consume_queue import ConsumeQueue
 from rmq.store.consume_queue_ext import ConsumeQueueExt
+from rmq.store.dispatch_room import DispatchRoom
 from rmq.store.flush import (
     CommitRealTimeService,
     FlushConsumeQueueService,
@@ -76,6 +77,7 @@ _APPEND_TO_PUT = {
     AppendMessageStatus.PROPERTIES_SIZE_EXCEEDED: PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
     AppendMessageStatus.END_OF_FILE: PutMessageStatus.CREATE_MAPEDFILE_FAILED,
     AppendMessageStatus.UNKNOWN_ERROR: PutMessageStatus.CREATE_MAPEDFILE_FAILED,
+    AppendMessageStatus.NO_ROOM_FOR_DISPATCH: PutMessageStatus.SERVICE_NOT_AVAILABLE,
 }
 
 
@@ -86,21 +88,26 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
     def __init__(
         self, config: MessageStoreConfig, store_host: tuple[str, int] = ("127.0.0.1", 10911),
         broker_cluster_name: str = "DefaultCluster", message_arriving_listener: ArrivalListener | None = None,
+        commit_log: Callable[[DefaultMessageStore], CommitLog] | None = None,
     ) -> None:
+        """``commit_log``: the commit log implementation, made with the store
+        (``CommitLog`` unless given; the broker's start-up passes
+        ``rmq.dledger.commit_log.DLedgerCommitLog`` when ``enableDLegerCommitLog`` is set)."""
         config.normalize()
         self.config = config
         self.store_host = store_host
         self.broker_cluster_name = broker_cluster_name
         self.message_arriving_listener = message_arriving_listener
+        # checks and rewrites before a put, each answering None or a refusal
+        self.put_message_hooks: list[Callable[[object], PutMessageStatus | None]] = []
         self.root = config.storePathRootDir
         self.running_flags = RunningFlags()
         self.stats = StoreStatsService()
-        if config.enableDLegerCommitLog:
-            from rmq.store.dledger_commit_log import DLedgerCommitLog
-
-            self.commit_log = DLedgerCommitLog(self)
-        else:
-            self.commit_log = CommitLog(self)
+        self.dispatch_room = DispatchRoom(self)
+        if config.enableDLegerCommitLog and commit_log is None:
+            raise ValueError("enableDLegerCommitLog=true needs the DLedger commit log "
+                             "(commit_log=rmq.dledger.commit_log.DLedgerCommitLog)")
+        self.commit_log = (commit_log or CommitLog)(self)
         self.consume_queue_table: dict[str, dict[int, ConsumeQueue]] = {}
         self.lmq_consume_queue_num = 0  # LMQ topics with a consume queue (maxLmqConsumeQueueNum)
         self.checkpoint: StoreCheckpoint | None = None
@@ -415,24 +422,29 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
         if status is PutMessageStatus.PUT_OK and not batch and self.lmq_queue_num_exceeded() and \
                 msg.properties.get(mc.PROPERTY_INNER_MULTI_DISPATCH, "").strip():
             status = PutMessageStatus.LMQ_CONSUME_QUEUE_NUM_EXCEEDED
+        if status is PutMessageStatus.PUT_OK:
+            for hook in self.put_message_hooks:  # 5.3.3's putMessageHookList (timer messages)
+                refused = hook(msg)
+                if refused is not None:
+                    status = refused
+                    break
         if status is not PutMessageStatus.PUT_OK:
             self.stats.on_put_failed()
             return PutMessageResult(status)
         result = self.commit_log.put_messages(msg) if batch else self.commit_log.put_message(msg)
-        dledger = self.config.enableDLegerCommitLog
-        quorum = None
-        if dledger:
-            quorum, self.commit_log.pending = self.commit_log.pending, None
         if not result.is_ok():
             self.stats.on_put_failed()
+            if result.status is AppendMessageStatus.NO_ROOM_FOR_DISPATCH:
+                return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, result,
+                                        remark=self.dispatch_room.remark)
             if self.commit_log.mfq.no_space:
                 self.mark_no_space("commit log")
             return PutMessageResult(_APPEND_TO_PUT[result.status], result)
         # elapsed = the time spent under the put lock (one loop writes: no waiting for it)
         self.stats.on_put(msg.topic, result.msg_num, result.wrote_bytes, result.page_cache_rt)
         cfg = self.config
-        if dledger:  # dispatched once committed (the group's commit listener)
-            return PutMessageResult(PutMessageStatus.PUT_OK, result, quorum)
+        if self.commit_log.dispatch_on_commit:  # dispatched by the log's commit listener
+            return PutMessageResult(PutMessageStatus.PUT_OK, result)
         if self.commit_service is None:
             if batch or not self._dispatch_put(msg, result):
                 self.do_reput()
@@ -498,8 +510,8 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
                          done: Callable[[PutMessageResult], None]) -> PutMessageResult | None:
         """Put on the event loop without a coroutine: the result when it is final
         now, else None and ``done(result)`` later on the loop, once the group
-        commit covered the message (SYNC_FLUSH).  SYNC_MASTER puts use
-        ``async_put_message``."""
+        commit covered the message (SYNC_FLUSH) or a quorum holds it (a
+        replicating commit log).  SYNC_MASTER puts use ``async_put_message``."""
         return self._then(self._append(msg, False), msg.is_wait_store_msg_ok(), done)
 
     def put_messages_then(self, batch: MessageExtBatch,
@@ -508,6 +520,10 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
 
     def _then(self, result: PutMessageResult, wait: bool,
               done: Callable[[PutMessageResult], None]) -> PutMessageResult | None:
+        if result.is_ok() and result.append_result.quorum is not None:
+            result.append_result.quorum.add_done_callback(
+                lambda quorum: _flushed((result, done), quorum.result()))
+            return None
         if self.config.flushDiskType is not FlushDiskType.SYNC_FLUSH or not result.is_ok():
             return result
         if not wait:
@@ -528,8 +544,9 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
         wins over a failed flush's."""
         if not result.is_ok():
             return result
-        if self.config.enableDLegerCommitLog:  # acknowledged by a quorum of the group
-            result.status = await self.commit_log.committed(result.quorum)
+        quorum = result.append_result.quorum
+        if quorum is not None:  # acknowledged once a quorum of the group holds it
+            result.status = await quorum
             return result
         replica = self._replica_wait(result) if wait else PutMessageStatus.PUT_OK
         if self.config.flushDiskType is FlushDiskType.SYNC_FLUSH:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import struct
 
 from rmq._fast import compiled
+from rmq.common.java import ascii_hash_update, index_key_hash_ascii, signed32
 from rmq.store.index import _index_put
 from rmq.store.message_codec import _find_props
 
@@ -28,19 +29,11 @@ _SHORT = struct.Struct(">h")
 _CQ = struct.Struct(">qiq")
 
 
-def _java_hash_ascii(h: int, data: bytes) -> int:
-    for c in data:
-        h = (h * 31 + c) & 0xFFFFFFFF
-    return h
-
-
-def _signed(h: int) -> int:
-    return h - 0x1_0000_0000 if h & 0x8000_0000 else h
-
-
-def _key_hash(topic_hash: int, key: bytes) -> int:
-    h = _signed(_java_hash_ascii((topic_hash * 31 + 35) & 0xFFFFFFFF, key))
-    return 0 if h == -2147483648 else abs(h)
+# String.hashCode over ASCII bytes and the index key hash (rmq.common.java),
+# under the names the commit log's dispatch imports them by
+_java_hash_ascii = ascii_hash_update
+_signed = signed32
+_key_hash = index_key_hash_ascii
 
 
 def _dispatch_run(buf, pos: int, limit: int, topic: bytes, queue_id: int, cq, cq_pos: int, cq_base: int,

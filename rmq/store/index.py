@@ -26,7 +26,7 @@ import threading
 import time
 
 from rmq._fast import compiled
-from rmq.common.message import java_string_hash
+from rmq.common.java import index_key_hash
 from rmq.common.threads import set_native_thread_name
 from rmq.store.mapped_file import NO_ROOM, MappedFile, sync_range
 
@@ -46,10 +46,7 @@ def index_file_size(max_slots: int, max_index: int) -> int:
     return HEADER_SIZE + max_slots * SLOT_SIZE + max_index * ENTRY_SIZE
 
 
-def _key_hash(key: str) -> int:
-    """abs(String.hashCode(key)); 0 for Integer.MIN_VALUE (STORE_FORMAT.md 7.2)."""
-    h = abs(java_string_hash(key))
-    return 0 if h > 0x7FFFFFFF else h
+_key_hash = index_key_hash  # abs(String.hashCode(key)); 0 for Integer.MIN_VALUE
 
 
 def _index_put(buf, max_slots: int, max_index: int, khash: int, phy_offset: int, store_ts: int) -> bool:
@@ -218,6 +215,14 @@ class IndexService:
         # (phy offset, next key) of a build cut short by a failed file creation:
         # dispatch retries the record, and the keys already written are not added twice
         self._unfinished: tuple[int, int] | None = None
+        self.file_size = index_file_size(max_slots, max_index)
+        self.last_error = ""  # why the last file creation failed
+        # the next file, made ahead by a put whose keys the current one cannot
+        # all take (DispatchRoom); it becomes current when that one is full
+        self._spare: IndexFile | None = None
+        # keys of puts taken but not dispatched yet (dispatch runs later than
+        # the put: transient store pool, DLedger); room kept for them
+        self.promised = 0
 
     def load(self, last_exit_ok: bool) -> bool:
         if not os.path.isdir(self.store_path):
@@ -240,6 +245,9 @@ class IndexService:
                 continue
             files.append(f)
         self.files = files
+        self._spare = None
+        if len(files) >= 2 and files[-1].header()[5] <= 1 and not files[-2].is_write_full():
+            self._spare = files[-1]  # made ahead before a restart, never used
         return True
 
     def reserve_last(self) -> bool:
@@ -253,14 +261,60 @@ class IndexService:
     def writable_file(self) -> IndexFile | None:
         """The current index file if it has room (no file is created here)."""
         files = self.files
-        last = files[-1] if files else None
-        return last if last is not None and not last.is_write_full() else None
+        if not files:
+            return None
+        last = files[-1]
+        if last is self._spare:
+            if len(files) >= 2 and not files[-2].is_write_full():
+                return files[-2]
+            self._take_spare(files)
+        return None if last.is_write_full() else last
+
+    def _take_spare(self, files: list[IndexFile]) -> None:
+        """The file made ahead becomes the current one, as if it were made
+        now: its header starts at the end of the full file before it, which
+        is forced and recorded as a full file is."""
+        spare, self._spare = self._spare, None
+        if len(files) >= 2:
+            prev = files[-2]
+            spare.init_header(prev.end_phy_offset, prev.end_timestamp)
+            self._start_flush(prev)
+
+    def keys_fit(self, keys: int) -> bool:
+        """The current file (and the one made ahead) have room for ``keys``
+        more entries besides those promised: one header read per put."""
+        files = self.files
+        if not files:
+            return False
+        last = files[-1]
+        if last is not self._spare:  # the usual case (a file's count is at least 1)
+            return _INT.unpack_from(last.mf.view, 36)[0] + keys + self.promised <= self.max_index
+        room = self.max_index - max(_INT.unpack_from(last.mf.view, 36)[0], 1)
+        if len(files) >= 2:
+            room += max(0, self.max_index - max(_INT.unpack_from(files[-2].mf.view, 36)[0], 1))
+        return keys + self.promised <= room
+
+    def make_room(self, keys: int) -> bool:
+        """Make the next index file now when the current one cannot take
+        ``keys`` more entries; False (``no_space`` says whether the disk was
+        full) when it cannot be made."""
+        if self.keys_fit(keys) or self._spare is not None:
+            # one file is made ahead at most: more keys than it and the current
+            # one take (a dispatch lagging by a whole file) get theirs at dispatch
+            return True
+        return self._new_file(ahead=True) is not None
 
     def _last_writable(self) -> IndexFile | None:
+        current = self.writable_file()
+        return current if current is not None else self._new_file(ahead=False)
+
+    def _start_flush(self, f: IndexFile) -> None:
+        threading.Thread(target=self._flush_full, args=(f,), name=FLUSH_THREAD_NAME,
+                         daemon=True).start()
+
+    def _new_file(self, ahead: bool) -> IndexFile | None:
         files = self.files
         last = files[-1] if files else None
-        if last is not None and not last.is_write_full():
-            return last
         end_phy, end_ts = (last.end_phy_offset, last.end_timestamp) if last is not None else (0, 0)
         os.makedirs(self.store_path, exist_ok=True)
         now = int(time.time() * 1000)
@@ -271,16 +325,19 @@ class IndexService:
         try:
             f = IndexFile(path, self.max_slots, self.max_index)
         except OSError as e:
-            log.error("create index file %s failed: %s", path, e)
+            self.last_error = f"create index file {path} failed: {e}"
+            if not ahead:  # a put making it ahead is refused, and says so once (DispatchRoom)
+                log.error("%s", self.last_error)
             self.no_space = e.errno in NO_ROOM
             return None
         self.no_space = False
         f.init_header(end_phy, end_ts)
         with self._lock:
             self.files = self.files + [f]
-        if last is not None:
-            threading.Thread(target=self._flush_full, args=(last,), name=FLUSH_THREAD_NAME,
-                             daemon=True).start()
+        if ahead and last is not None and not last.is_write_full():
+            self._spare = f  # waits for the current file to fill
+        elif last is not None:
+            self._start_flush(last)
         return f
 
     def _flush_full(self, f: IndexFile) -> None:
@@ -299,7 +356,8 @@ class IndexService:
         if unfinished is not None and unfinished[0] == phy_offset:
             at = unfinished[1]
         files = self.files
-        f = files[-1] if files else self._last_writable()
+        # the last file as before (a full one rolls below), unless it was made ahead
+        f = files[-1] if files and files[-1] is not self._spare else self._last_writable()
         if f is None:
             self._unfinished = (phy_offset, at)
             return False
@@ -341,7 +399,8 @@ class IndexService:
         """Index files (never the newest) entirely below ``offset`` go."""
         files = self.files
         victims = []
-        for f in files[:-1]:
+        keep = 2 if files and files[-1] is self._spare else 1  # the current file stays
+        for f in files[:-keep]:
             if f.end_phy_offset < offset:
                 victims.append(f)
             else:

@@ -20,23 +20,44 @@ import os
 import struct
 import sys
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from rmq.common import message as mc
 from rmq.common.properties import ConfigError, load_properties
 from rmq.store import message_codec as codec
 from rmq.store.consume_queue import FILLER_SIZE
-from rmq.store.dledger.entry import (
-    BLANK_MAGIC,
-    BODY_OFFSET,
-    INDEX_UNIT_SIZE,
-    MAGIC,
-    Entry,
-    decode_index,
-)
 
 _ENTRY = struct.Struct(">qiq")
 _CHECKPOINT = struct.Struct(">qqq")
 _INDEX_HEADER = struct.Struct(">qqqqii")
+# DLedger 0.3.1.2's files, read here from their format as the commit log and consume-queue
+# files are, independently of the code that writes them: an entry header
+# (magic size index term pos channel chainCrc bodyCrc bodySize, then the body), the
+# 32-byte index unit (magic pos size index term), and the blank that ends a data file
+_DL_HEADER = struct.Struct(">iiqqqiiii")
+_DL_BODY_OFFSET = _DL_HEADER.size  # 48
+_DL_INDEX_UNIT = struct.Struct(">iqiqq")
+_DL_MAGIC = 1
+_DL_BLANK_MAGIC = -1
+
+
+class _DLedgerEntry(NamedTuple):
+    magic: int
+    size: int
+    index: int
+    term: int
+    pos: int
+
+
+def _dledger_entry(view, offset: int) -> _DLedgerEntry | None:
+    """The entry header at ``offset``; None unless a whole entry lies there."""
+    if len(view) - offset < _DL_BODY_OFFSET:
+        return None
+    magic, size, index, term, pos, _channel, _chain, _crc, body_size = \
+        _DL_HEADER.unpack_from(view, offset)
+    if body_size < 0 or body_size + _DL_BODY_OFFSET != size or offset + size > len(view):
+        return None
+    return _DLedgerEntry(magic, size, index, term, pos)
 
 
 @dataclass
@@ -188,19 +209,16 @@ def _scan_dledger(ddir: str, rep: Report, check_crc: bool) -> dict[int, tuple]:
         try:
             pos = 0
             while pos + 8 <= len(view):
-                if int.from_bytes(view[pos:pos + 4], "big", signed=True) == BLANK_MAGIC:
+                if int.from_bytes(view[pos:pos + 4], "big", signed=True) == _DL_BLANK_MAGIC:
                     pos = fsize
                     break
-                try:
-                    entry = Entry.decode(view, pos)
-                except ValueError:
-                    break
-                if entry.size <= BODY_OFFSET or entry.magic != MAGIC:
+                entry = _dledger_entry(view, pos)
+                if entry is None or entry.size <= _DL_BODY_OFFSET or entry.magic != _DL_MAGIC:
                     break
                 _check_entry(rep, info, units, entry, start + pos)
-                r = codec.scan_record(view, pos + BODY_OFFSET, pos + entry.size, check_crc)
-                if r[0] == codec.SCAN_MESSAGE and r[1] == entry.size - BODY_OFFSET:
-                    _account(rep, records, next_qoff, r, start + pos + BODY_OFFSET)
+                r = codec.scan_record(view, pos + _DL_BODY_OFFSET, pos + entry.size, check_crc)
+                if r[0] == codec.SCAN_MESSAGE and r[1] == entry.size - _DL_BODY_OFFSET:
+                    _account(rep, records, next_qoff, r, start + pos + _DL_BODY_OFFSET)
                 else:
                     rep.errors.append(f"entry {entry.index} at {start + pos} holds no whole message")
                 pos += entry.size
@@ -217,7 +235,7 @@ def _scan_dledger(ddir: str, rep: Report, check_crc: bool) -> dict[int, tuple]:
     return records
 
 
-def _check_entry(rep: Report, info: dict, units: list | None, entry: Entry, at: int) -> None:
+def _check_entry(rep: Report, info: dict, units: list | None, entry: _DLedgerEntry, at: int) -> None:
     if entry.pos != at:
         rep.errors.append(f"DLedger entry {entry.index} at {at} says pos {entry.pos}")
     if info["endIndex"] >= 0 and entry.index != info["endIndex"] + 1:
@@ -247,9 +265,10 @@ def _index_units(d: str) -> list[tuple] | None:
         if mm is None:
             continue
         try:
-            for k in range(0, len(mm) - INDEX_UNIT_SIZE + 1, INDEX_UNIT_SIZE):
-                unit = decode_index(mm, k)
-                if unit[0] != MAGIC:
+            size = _DL_INDEX_UNIT.size
+            for k in range(0, len(mm) - size + 1, size):
+                unit = _DL_INDEX_UNIT.unpack_from(mm, k)
+                if unit[0] != _DL_MAGIC:
                     return units
                 units.append(unit)
         finally:

@@ -426,6 +426,7 @@ class MappedFileQueue:
         self._populate_target = 0  # end offset populate_ahead asked for last
         # the last file creation failed for want of disk space (cleared by the next one made)
         self.no_space = False
+        self.last_error = ""  # why the last file creation failed
 
     # --- load ----------------------------------------------------------------------
     def load(self) -> bool:
@@ -485,7 +486,13 @@ class MappedFileQueue:
             else last.file_from_offset + self.mapped_file_size
         return self._create(create_offset)
 
-    def _create(self, offset: int) -> MappedFile | None:
+    def create_at(self, offset: int) -> MappedFile | None:
+        """Make the file starting at ``offset`` now, ahead of the write that
+        needs it (DispatchRoom); None, with ``no_space`` telling whether the
+        disk was full, when it cannot be made."""
+        return self._create(offset, quiet=True)
+
+    def _create(self, offset: int, quiet: bool = False) -> MappedFile | None:
         path = self._path_for(offset)
         nxt = self._path_for(offset + self.mapped_file_size)
         try:
@@ -495,7 +502,9 @@ class MappedFileQueue:
             else:
                 mf = MappedFile(path, self.mapped_file_size)
         except OSError as e:
-            log.error("create mapped file %s failed: %s", path, e)
+            self.last_error = f"create mapped file {path} failed: {e}"
+            if not quiet:  # a put making it ahead is refused, and says so once (DispatchRoom)
+                log.error("%s", self.last_error)
             self.no_space = e.errno in NO_ROOM
             return None
         self.no_space = False

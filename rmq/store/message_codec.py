@@ -42,6 +42,7 @@ from array import array
 
 from rmq._fast import compiled
 from rmq.common import message as mc
+from rmq.common.java import hashmap_order, string_hash
 from rmq.store.message import MessageExt, wait_store_msg_ok
 
 MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7
@@ -219,7 +220,13 @@ def _write_batch(
 
 
 def _java_hash_utf8(data: bytes) -> int:
-    return mc.java_string_hash(data.decode("utf-8", "replace"))
+    return string_hash(data.decode("utf-8", "replace"))
+
+
+def has_timer_property(props: bytes) -> bool:
+    """Whether a property string names a TIMER_ property (a batch the put
+    hook parks, so the fast paths leave it alone)."""
+    return props.startswith(b"TIMER_") or b"\x02TIMER_" in props
 
 
 def _find_props(props: bytes) -> tuple[bytes | None, bytes | None, bytes | None, bytes | None]:
@@ -304,12 +311,6 @@ def _scan_record(buf, pos: int, limit: int, check_crc: bool) -> tuple:
 
 # --- property strings ---------------------------------------------------------
 @functools.lru_cache(maxsize=4096)
-def _java_key_hash(name: str) -> int:
-    h = mc.java_string_hash(name) & 0xFFFFFFFF
-    return h ^ (h >> 16)
-
-
-@functools.lru_cache(maxsize=4096)
 def tags_code(tags: str) -> int:
     """tagsCode of a TAGS value (``tagsString2tagsCode``, a Java string hash),
     cached: senders repeat a few tags, the per-character hash loop need not run."""
@@ -323,40 +324,14 @@ def message_properties_to_string(props: dict[str, str] | None) -> str:
     while size > 0.75 x capacity, insertion order within a bucket, joined by
     ``\\x02`` without a trailing separator; null values skipped.  The order
     depends only on the keys in insertion order, so it is computed once per
-    key sequence (``_hashmap_order``): senders repeat the same keys."""
+    key sequence (``rmq.common.java.hashmap_order``): senders repeat the same keys."""
     if not props:
         return ""
-    return "\x02".join([f"{k}\x01{v}" for k in _hashmap_order(tuple(props))
+    return "\x02".join([f"{k}\x01{v}" for k in hashmap_order(tuple(props))
                          if (v := props[k]) is not None])
 
 
-@functools.lru_cache(maxsize=4096)
-def _hashmap_order(keys: tuple[str, ...]) -> tuple[str, ...]:
-    """The non-null keys of a HashMap holding ``keys`` (insertion order) in its
-    iteration order: by bucket of the table size ``len(keys)`` gives, stable
-    within a bucket."""
-    cap = 16
-    while len(keys) > cap * 3 // 4:
-        cap *= 2
-    mask = cap - 1
-    return tuple(sorted((k for k in keys if k is not None),
-                        key=lambda k: _java_key_hash(k) & mask))
-
-
-def _string_to_message_properties(text: str | bytes | None) -> dict[str, str]:
-    """``MessageDecoder.string2messageProperties``: segments split on ``\\x02``,
-    each used only if it has a ``\\x01`` that is neither first nor last; the
-    value may contain further ``\\x01``; later duplicates win."""
-    out: dict[str, str] = {}
-    if not text:
-        return out
-    if isinstance(text, (bytes, bytearray, memoryview)):
-        text = bytes(text).decode("utf-8", "replace")
-    for seg in text.split("\x02"):
-        idx = seg.find("\x01")
-        if 0 < idx < len(seg) - 1:
-            out[seg[:idx]] = seg[idx + 1 :]
-    return out
+_string_to_message_properties = mc.parse_properties_text
 
 
 def _send_properties(text: str | bytes | None, cluster: str) -> tuple[dict[str, str], str, int]:
@@ -379,12 +354,13 @@ def _fast_send_properties(
 ) -> tuple[str, int, bool, bool, str | None, str | None]:
     """What the single-send fast path needs of the request's properties, as
     ``send_properties`` decides it: the stored string, the tagsCode, whether
-    the sender waits for the flush (``isWaitStoreMsgOK``), whether DELAY or
-    TRAN_MSG is present (those sends take the general path), and the KEYS
+    the sender waits for the flush (``isWaitStoreMsgOK``), whether DELAY,
+    TRAN_MSG or a TIMER_ property is present (those sends take the general path), and the KEYS
     and UNIQ_KEY values for the index.  The compiled twin builds no map."""
     props, stored, code = _send_properties(text, cluster)
     return (stored, code, wait_store_msg_ok(props.get(mc.PROPERTY_WAIT_STORE_MSG_OK)),
-            mc.PROPERTY_DELAY_TIME_LEVEL in props or mc.PROPERTY_TRANSACTION_PREPARED in props,
+            mc.PROPERTY_DELAY_TIME_LEVEL in props or mc.PROPERTY_TRANSACTION_PREPARED in props
+            or any(k.startswith("TIMER_") for k in props),
             props.get(mc.PROPERTY_KEYS), props.get(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX))
 
 
@@ -512,5 +488,5 @@ if _c is not None:
 
 _s = compiled("send_fast")
 if _s is not None:
-    _s.bind(_hashmap_order, _fast_send_properties)
+    _s.bind(hashmap_order, _fast_send_properties)
     fast_send_properties = _s.fast_send_properties

@@ -15,6 +15,7 @@ transient-pool commits).
 from __future__ import annotations
 
 import logging
+import struct
 import threading
 
 from rmq.common import message as mc
@@ -22,12 +23,13 @@ from rmq.common.topics import SCHEDULE_TOPIC
 from rmq.store import message_codec as codec
 from rmq.store.config import BrokerRole
 from rmq.store.dispatch import dispatch_run
-from rmq.store.dledger.entry import BODY_OFFSET as ENTRY_BODY_OFFSET
+from rmq.store.dispatch_room import count_keys
 from rmq.store.message import MessageExtBrokerInner
 from rmq.store.results import AppendMessageResult
 
 log = logging.getLogger("store")
 
+_INDEX_COUNT = struct.Struct(">i")  # an index file's entry count, at byte 36 of its header
 _TX_MASK = mc.TRANSACTION_ROLLBACK_TYPE  # transaction bits of sysFlag
 _TX_NOT = mc.TRANSACTION_NOT_TYPE
 _TX_COMMIT = mc.TRANSACTION_COMMIT_TYPE
@@ -85,12 +87,17 @@ class ReputMixin:
                 self.reput_from_offset = start + pos
                 if pos < n:
                     break
+            ix = self.index_service
+            if ix is not None and ix.promised and not cl.dispatch_on_commit and \
+                    self.reput_from_offset >= cl.mfq.get_max_wrote_position():
+                ix.promised = 0  # every put taken is dispatched: no room is owed
 
     def _dispatch_region(self, view, notify: bool) -> tuple[int, bool]:
         """Scan and dispatch the records of one readable region; returns the
         position reached and whether a blank (end of file) was met."""
-        if self.config.enableDLegerCommitLog:
-            return self._dispatch_entries(view, notify)
+        walk = self.commit_log.dispatch_entries
+        if walk is not None:  # records inside entries of another format (DLedger's)
+            return walk(view, lambda r: self._dispatch(r, notify))
         scan = codec.scan_record
         dispatch = self._dispatch
         n = len(view)
@@ -115,30 +122,6 @@ class ReputMixin:
                 break
         return pos, False
 
-    def _dispatch_entries(self, view, notify: bool) -> tuple[int, bool]:
-        """``_dispatch_region`` over DLedger entries: each record lies behind
-        a 48-byte entry header; a blank ends the file (4.9.8's
-        ``DLedgerCommitLog.checkMessageAndReturnSize``)."""
-        blank_at = self.commit_log.blank_at
-        n = len(view)
-        pos = 0
-        while pos + 8 <= n:
-            if blank_at(view, pos):
-                return pos, True
-            size = int.from_bytes(view[pos + 4:pos + 8], "big", signed=True)
-            if size <= ENTRY_BODY_OFFSET or pos + size > n:
-                break
-            r = codec.scan_record(view, pos + ENTRY_BODY_OFFSET, pos + size, False)
-            if r[0] == codec.SCAN_MESSAGE:
-                try:
-                    self._dispatch(r, notify)
-                except DispatchStalled:
-                    return pos, False
-            else:
-                log.error("[BUG] DLedger entry of %d bytes holds no message", size)
-            pos += size
-        return pos, False
-
     @property
     def _bulk_dispatch(self) -> bool:
         """Whether runs of one queue's records may be dispatched in bulk: not
@@ -155,11 +138,13 @@ class ReputMixin:
             return pos
         index = None
         cfg = self.config
+        used = 0
         if cfg.messageIndexEnable:
             f = self.index_service.writable_file()
             if f is None:
                 return pos
             index = f.mf.view
+            used = _INDEX_COUNT.unpack_from(index, 36)[0]
         topic_b = self._topic_bytes.get(topic)
         if topic_b is None:
             topic_b = self._topic_bytes[topic] = topic.encode("utf-8")
@@ -168,6 +153,9 @@ class ReputMixin:
             cq.max_physic_offset, index, cfg.maxHashSlotNum, cfg.maxIndexNum,
         )
         if count:
+            ix = self.index_service
+            if index is not None and ix.promised:  # the keys written used the room kept for them
+                ix.promised = max(0, ix.promised - (_INDEX_COUNT.unpack_from(index, 36)[0] - used))
             mf.wrote_position = mf.committed_position = cq_pos
             cq.max_physic_offset = max_phy
             qoff, tags_code, store_ts = last
@@ -239,7 +227,10 @@ class ReputMixin:
 
     def _build_index(self, topic: str, phy: int, store_ts: int, keys: str | None,
                      uniq: str | None) -> None:
-        if not self.index_service.build_index(topic, phy, store_ts, keys, uniq):
+        ix = self.index_service
+        if ix.promised:  # the room a put kept for these keys is used now
+            ix.promised = max(0, ix.promised - count_keys(keys, uniq))
+        if not ix.build_index(topic, phy, store_ts, keys, uniq):
             if self.index_service.no_space:
                 self.mark_no_space("index")
                 raise DispatchStalled

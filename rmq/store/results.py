@@ -4,10 +4,12 @@ their status enums in 4.9.8)."""
 
 from __future__ import annotations
 
+import asyncio
 import enum
 from array import array
 from dataclasses import dataclass, field
 
+from rmq.common.get_message_status import GetMessageStatus as GetMessageStatus
 from rmq.common.message_id import socket_address_bytes
 
 _HOST_HEX: dict[tuple[str, int], str] = {}
@@ -43,6 +45,10 @@ class PutMessageStatus(enum.Enum):
     OS_PAGECACHE_BUSY = 8
     UNKNOWN_ERROR = 9
     LMQ_CONSUME_QUEUE_NUM_EXCEEDED = 10
+    # RocketMQ 5 timer messages (rmq/store/timer/hook.py)
+    WHEEL_TIMER_FLOW_CONTROL = 13
+    WHEEL_TIMER_MSG_ILLEGAL = 14
+    WHEEL_TIMER_NOT_ENABLE = 15
 
 
 class AppendMessageStatus(enum.Enum):
@@ -51,18 +57,8 @@ class AppendMessageStatus(enum.Enum):
     MESSAGE_SIZE_EXCEEDED = 2
     PROPERTIES_SIZE_EXCEEDED = 3
     UNKNOWN_ERROR = 4
-
-
-class GetMessageStatus(enum.Enum):
-    FOUND = 0
-    NO_MATCHED_MESSAGE = 1
-    MESSAGE_WAS_REMOVING = 2
-    OFFSET_FOUND_NULL = 3
-    OFFSET_OVERFLOW_BADLY = 4
-    OFFSET_OVERFLOW_ONE = 5
-    OFFSET_TOO_SMALL = 6
-    NO_MATCHED_LOGIC_QUEUE = 7
-    NO_MESSAGE_IN_QUEUE = 8
+    # rmq: a file the message's dispatch needs could not be made (DispatchRoom)
+    NO_ROOM_FOR_DISPATCH = 5
 
 
 @dataclass(slots=True)
@@ -83,6 +79,9 @@ class AppendMessageResult:
     store_host: tuple[str, int] = ("127.0.0.1", 0)
     sizes: array | None = None
     _msg_id: str | None = None
+    # a commit log that replicates before it acknowledges (DLedger's): the future
+    # of the put's PutMessageStatus once a quorum holds it (or failed to)
+    quorum: asyncio.Future | None = None
 
     @property
     def msg_id(self) -> str:
@@ -109,7 +108,7 @@ class AppendMessageResult:
 class PutMessageResult:
     status: PutMessageStatus
     append_result: AppendMessageResult | None = None
-    quorum: object = None  # DLedger: the future of the put's quorum acknowledgement
+    remark: str = ""  # why a put was refused, when the status alone does not say it
 
     def is_ok(self) -> bool:
         return self.append_result is not None and self.append_result.is_ok()

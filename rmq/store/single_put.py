@@ -82,6 +82,9 @@ def put_single(store: Any, topic: str, topic_b: bytes, queue_id: int, flag: int,
     target = cl.fast_put_target(topic, queue_id)
     if target is None:
         return None
+    if (keys or uniq) and cfg.messageIndexEnable and \
+            not store.index_service.keys_fit(_key_bound(keys, uniq)):
+        return None  # the general put makes the next index file first (DispatchRoom)
     mf, cq, cmf = target
     sys_flag = cl.fast_sys_flag(sys_flag, born_host)
     key = (topic, queue_id)
@@ -114,6 +117,12 @@ def put_single(store: Any, topic: str, topic_b: bytes, queue_id: int, flag: int,
         _after_put(store, cfg, topic, queue_id, queue_offset, phy, size, now, tags_code, keys,
                    uniq)
     return queue_offset, msg_id, phy, size
+
+
+def _key_bound(keys: str | None, uniq: str | None) -> int:
+    """At least the index entries of a message (KEYS tokens counted by their
+    separators: empty ones too), without splitting the string."""
+    return (1 if uniq else 0) + (keys.count(" ") + 1 if keys else 0)
 
 
 def _after_put(store: Any, cfg: Any, topic: str, queue_id: int, queue_offset: int, phy: int,

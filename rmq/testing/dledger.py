@@ -9,9 +9,9 @@ import asyncio
 import time
 from pathlib import Path
 
+from rmq.dledger.client import DLedgerClient
+from rmq.dledger.protocol import DLedgerError
 from rmq.remoting.exceptions import RemotingError
-from rmq.store.dledger.client import DLedgerClient
-from rmq.store.dledger.protocol import DLedgerError
 from rmq.testing.procs import RmqProcess, free_port
 from rmq.testing.tcp_proxy import TcpProxy
 
@@ -45,7 +45,7 @@ class ProcGroup:
                         for p in self.ids)
 
     def start_node(self, node: str) -> None:
-        proc = RmqProcess("rmq.store.dledger.startup",
+        proc = RmqProcess("rmq.dledger.startup",
                           ["--group", "g", "--id", node, "--peers", self.peers_of(node),
                            "--store-base-dir", str(self.tmp / "store"), *TIMING, *self.extra],
                           self.tmp / f"{node}.out")
@@ -77,7 +77,7 @@ class ProcGroup:
                     meta = await self.client.metadata(peer)
                 except (DLedgerError, RemotingError, OSError, TimeoutError):
                     continue
-                seen.add(meta.get("leaderId"))
+                seen.add(meta.leader_id)
             seen.discard(None)
             if len(seen) == 1 and seen <= set(among):
                 return seen.pop()

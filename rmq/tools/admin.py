@@ -90,15 +90,20 @@ def _progress(done: int, total: int, what: str) -> None:
     p.add_argument("-r", "--readQueueNums", type=int, default=8),
     p.add_argument("-w", "--writeQueueNums", type=int, default=8),
     p.add_argument("-p", "--perm", type=int, default=6),
-    p.add_argument("-o", "--order", type=_bool, default=False)))
+    p.add_argument("-o", "--order", type=_bool, default=False),
+    p.add_argument("-a", "--attributes", help="5.x attributes: +message.type=FIFO,+k=v,-k")))
 async def update_topic(admin, ns):
     addrs = await _addrs(admin, ns)
     for i, addr in enumerate(addrs):
         await admin.create_topic(addr, ns.topic, ns.readQueueNums, ns.writeQueueNums, ns.perm,
-                                 ns.order)
+                                 ns.order, ns.attributes)
         _progress(i + 1, len(addrs), "brokers")
-    return [{"broker": a, "topic": ns.topic, "readQueueNums": ns.readQueueNums,
-             "writeQueueNums": ns.writeQueueNums, "perm": perm_to_string(ns.perm)} for a in addrs]
+    out = [{"broker": a, "topic": ns.topic, "readQueueNums": ns.readQueueNums,
+            "writeQueueNums": ns.writeQueueNums, "perm": perm_to_string(ns.perm)} for a in addrs]
+    if ns.attributes:
+        for row in out:
+            row["attributes"] = ns.attributes
+    return out
 
 
 @command("deleteTopic", "delete a topic from a cluster and the name servers", lambda p: (
@@ -189,17 +194,37 @@ async def update_broker_config(admin, ns):
     p.add_argument("-r", "--retryMaxTimes", type=int, default=16),
     p.add_argument("-i", "--brokerId", type=int, default=0),
     p.add_argument("-w", "--whichBrokerWhenConsumeSlowly", type=int, default=1),
-    p.add_argument("-a", "--notifyConsumerIdsChanged", type=_bool, default=True)))
+    p.add_argument("-a", "--notifyConsumerIdsChanged", type=_bool, default=True),
+    p.add_argument("-o", "--consumeMessageOrderly", type=_bool, default=False),
+    p.add_argument("--attributes", help="5.x group attributes: +k=v,...")))
 async def update_sub_group(admin, ns):
     config = {"brokerId": ns.brokerId, "consumeBroadcastEnable": ns.consumeBroadcastEnable,
               "consumeEnable": ns.consumeEnable, "consumeFromMinEnable": ns.consumeFromMinEnable,
+              "consumeMessageOrderly": ns.consumeMessageOrderly,
               "groupName": ns.groupName, "notifyConsumerIdsChangedEnable": ns.notifyConsumerIdsChanged,
               "retryMaxTimes": ns.retryMaxTimes, "retryQueueNums": ns.retryQueueNums,
               "whichBrokerWhenConsumeSlowly": ns.whichBrokerWhenConsumeSlowly}
+    if ns.attributes:
+        config["attributes"] = {kv[1:].partition("=")[0]: kv.partition("=")[2]
+                                for kv in ns.attributes.split(",") if kv.startswith("+")}
     addrs = await _addrs(admin, ns)
     for addr in addrs:
         await admin.update_sub_group(addr, config)
     return [dict(config, broker=a) for a in addrs]
+
+
+@command("setConsumeMode", "set a group's consume mode on a topic (PULL or POP)", lambda p: (
+    _target(p), p.add_argument("-t", "--topicName", required=True),
+    p.add_argument("-g", "--groupName", required=True),
+    p.add_argument("-m", "--mode", required=True, choices=("PULL", "POP")),
+    p.add_argument("-q", "--popShareQueueNum", type=int, default=0)))
+async def set_consume_mode(admin, ns):
+    addrs = await _addrs(admin, ns)
+    for addr in addrs:
+        await admin.set_consume_mode(addr, ns.topicName, ns.groupName, ns.mode,
+                                     ns.popShareQueueNum)
+    return [{"broker": a, "topic": ns.topicName, "group": ns.groupName, "mode": ns.mode,
+             "popShareQueueNum": ns.popShareQueueNum} for a in addrs]
 
 
 @command("deleteSubGroup", "delete a subscription group", lambda p: (

@@ -15,13 +15,13 @@ from dataclasses import replace
 
 import orjson
 
-from rmq.broker.processor.admin_consumer import version_desc
 from rmq.client import ConsumerConfig, ConsumeStatus, PushConsumer
 from rmq.client.admin import MQAdmin, mq_table
 from rmq.client.api import loads
 from rmq.client.exceptions import MQClientError
 from rmq.client.message import MessageQueue
 from rmq.common.codes import RequestCode
+from rmq.common.java import version_desc
 from rmq.common.protocol.headers_admin import (
     GetConsumerConnectionListRequestHeader,
     GetConsumerRunningInfoRequestHeader,

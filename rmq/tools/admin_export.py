@@ -11,12 +11,12 @@ from __future__ import annotations
 import argparse
 import os
 
-from rmq.broker.processor.admin_consumer import version_desc
 from rmq.client.admin import MQAdmin
 from rmq.client.api import loads
 from rmq.client.exceptions import MQBrokerError, MQClientError
 from rmq.common import topics as T
 from rmq.common.codes import RequestCode
+from rmq.common.java import CURRENT_VERSION_DESC, is_admin_system_group, version_desc
 from rmq.common.protocol.headers_admin import ViewBrokerStatsDataRequestHeader
 from rmq.common.topics import MASTER_ID
 from rmq.remoting.exceptions import RemotingError
@@ -24,14 +24,6 @@ from rmq.tools.admin_base import CommandTable, Output, pretty_json, time_ms
 
 EXPORT_COMMANDS = CommandTable()
 DEFAULT_PATH = "/tmp/rocketmq/export"
-VERSION_DESC = "V4_9_8"
-# DefaultMQAdminExtImpl.SYSTEM_GROUP_SET, plus MixAll.isSysConsumerGroup's prefix
-SYSTEM_GROUPS = frozenset({
-    T.DEFAULT_CONSUMER_GROUP, T.DEFAULT_PRODUCER_GROUP, T.TOOLS_CONSUMER_GROUP,
-    T.FILTERSRV_CONSUMER_GROUP, T.MONITOR_CONSUMER_GROUP, T.CLIENT_INNER_PRODUCER_GROUP,
-    T.SELF_TEST_PRODUCER_GROUP, T.SELF_TEST_CONSUMER_GROUP, T.ONS_HTTP_PROXY_GROUP,
-    T.CID_ONSAPI_PERMISSION_GROUP, T.CID_ONSAPI_OWNER_GROUP, T.CID_ONSAPI_PULL_GROUP,
-    T.TRANS_SYS_CONSUMER_GROUP})
 # the broker settings exportConfigs keeps (ExportConfigsCommand.needBrokerProprties)
 EXPORTED_BROKER_KEYS = (
     "brokerClusterName", "brokerId", "brokerName", "brokerRole", "fileReservedTime",
@@ -76,7 +68,7 @@ async def user_groups(admin: MQAdmin, addr: str) -> dict:
     table = wrapper.get("subscriptionGroupTable") or {}
     wrapper["subscriptionGroupTable"] = {
         g: c for g, c in table.items()
-        if g not in SYSTEM_GROUPS and not g.startswith(T.CID_RMQ_SYS_PREFIX)}
+        if not is_admin_system_group(g)}
     return wrapper
 
 
@@ -243,7 +235,7 @@ async def broker_metrics(admin: MQAdmin, addr: str, totals: dict) -> dict:
             "tps": tps, "oneDayNum": day,
             "messageAverageSize": kv.get("putMessageAverageSize"),
             "topicSize": len(topics), "groupSize": len(groups)},
-        "runtimeVersion": {"rocketmqVersion": VERSION_DESC,
+        "runtimeVersion": {"rocketmqVersion": CURRENT_VERSION_DESC,
                            "clientInfo": await _client_versions(admin, groups)},
     }
 

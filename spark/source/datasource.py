@@ -35,6 +35,7 @@ from spark.source.options import SourceOptions, sink_options, source_options
 from spark.source.rows import SCHEMA_DDL
 from spark.source.sink import RmqStreamWriter, RmqWriter, check_schema
 from spark.source.stream import RmqStreamReader
+from spark.source.workers import ensure_worker_python
 
 
 class RmqDataSource(DataSource):
@@ -97,6 +98,12 @@ class RmqBatchReader(DataSourceReader):
 def register(spark) -> None:
     """Make ``format("rmq")`` known to ``spark`` and let it push filters into
     the source (``spark.sql.python.filterPushdown.enabled``; without it Spark
-    refuses a Python source that can take filters)."""
+    refuses a Python source that can take filters).
+
+    First makes sure Spark's Python workers can import rmq (see
+    :mod:`spark.source.workers`): a local session left on ``python3`` from
+    PATH takes this interpreter; a worker Python without rmq is one clear
+    :class:`~spark.source.workers.WorkerPythonError` here, before any job."""
+    ensure_worker_python(spark)
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     spark.dataSource.register(RmqDataSource)

@@ -1,6 +1,6 @@
 """The benchmark tooling: bench/run.py end to end (short), bench/profiling.py
 record and dump against real processes, and the pure helpers of
-bench/common.py, bench/run.py and bench/profiling.py."""
+the bench modules (modes, cpu, stats, raw, load, results), run and profiling."""
 
 from __future__ import annotations
 

@@ -99,8 +99,13 @@ def _cluster_view(b: DLedgerBrokers) -> Cluster:
 async def test_leader_is_master_and_master_failover(brokers):
     first = await brokers.master()
     await brokers.admin.create_topic(f"127.0.0.1:{brokers.ports[first]}", "RaftTopic", 4, 4)
-    info = await brokers.admin.cluster_info()
-    ids = sorted(info.brokerAddrTable[NAME].brokerAddrs)
+    deadline = time.monotonic() + 30
+    while True:  # the last broker started may register after the master
+        info = await brokers.admin.cluster_info()
+        ids = sorted(info.brokerAddrTable[NAME].brokerAddrs)
+        if len(ids) == 3 or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.2)
     assert ids[0] == 0 and len(ids) == 3 and all(i in (0, 1, 2, 3) for i in ids), ids
     c = _cluster_view(brokers)
     acked: list[str] = []

@@ -1,4 +1,4 @@
-"""Three DLedger node processes (``python -m rmq.store.dledger.startup``) and a
+"""Three DLedger node processes (``python -m rmq.dledger.startup``) and a
 client appending through the leader: SIGKILL the leader under load; a new
 leader takes over within seconds, every acknowledged append is in the new
 leader's log exactly once, and the killed node, restarted, catches up with an
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from rmq.store.dledger.protocol import DLedgerError
+from rmq.dledger.protocol import DLedgerError
 from rmq.testing.dledger import ProcGroup
 from rmq.testing.procs import run_cli
 
@@ -50,13 +50,13 @@ async def test_leader_killed_under_load(tmp_path):
 
 
 def test_a_peer_list_without_this_node_is_refused(tmp_path):
-    out = run_cli("rmq.store.dledger.startup",
+    out = run_cli("rmq.dledger.startup",
                   ["--id", "n3", "--peers", "n0-127.0.0.1:1;n1-127.0.0.1:2",
                    "--store-base-dir", str(tmp_path)])
     assert out.returncode == 1
     assert out.stderr.strip() == \
         "dledger: dLegerSelfId n3 is not in dLegerPeers n0-127.0.0.1:1;n1-127.0.0.1:2"
-    out = run_cli("rmq.store.dledger.startup",
+    out = run_cli("rmq.dledger.startup",
                   ["--id", "n0", "--peers", "n0-127.0.0.1:1;n0-127.0.0.1:2",
                    "--store-base-dir", str(tmp_path)])
     assert out.returncode == 1 and "listed twice" in out.stderr

@@ -10,9 +10,9 @@ import time
 
 import pytest
 
-from rmq.store.dledger.config import DLedgerConfig
-from rmq.store.dledger.protocol import Code, DLedgerError
-from rmq.store.dledger.server import DLedgerServer
+from rmq.dledger.config import DLedgerConfig
+from rmq.dledger.protocol import Code, DLedgerError
+from rmq.dledger.server import DLedgerServer
 from rmq.testing.procs import free_port
 from rmq.testing.tcp_proxy import TcpProxy
 

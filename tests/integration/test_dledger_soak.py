@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from rmq.store.dledger.protocol import DLedgerError
+from rmq.dledger.protocol import DLedgerError
 from rmq.testing.dledger import ProcGroup
 
 pytestmark = [pytest.mark.soak, pytest.mark.timeout(1800)]

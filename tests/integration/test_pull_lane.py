@@ -1,12 +1,12 @@
 """The pull lane answers exactly what the general path does.
 
 The same messages are stored, then one stream of requests -- pulls that find
-messages (every spelling of the header, from many offsets, batch sizes and
-tag filters, with and without an offset commit), pulls that find nothing
-(at the end of a queue, held by long polling or not, beyond it, filtered
-out, of an unknown topic or queue, without a subscription, SQL92, a ROCKETMQ
-header) and other requests between them -- is written in a few large writes
-to a real broker three times: with the compiled lane, with the twin lane
+messages (every spelling of the header, JSON and ROCKETMQ binary, from many
+offsets, batch sizes and tag filters, with and without an offset commit),
+pulls that find nothing (at the end of a queue, held by long polling or not,
+beyond it, filtered out, of an unknown topic or queue, without a
+subscription, SQL92) and other requests between them -- is written in a few
+large writes to a real broker three times: with the compiled lane, with the twin lane
 (``RMQ_NO_EXTENSIONS=1``) and with the lane off (``rmqPullLaneEnable=false``).
 Every response must be the same bytes (the records' store times and the
 producer's port aside), and so must the statistics (GROUP_GET_NUMS /
@@ -110,7 +110,8 @@ def _pulls(max_offsets: list[int]) -> tuple[list[bytes], int]:
         if roll < 0.55:  # found: from anywhere, any batch size, some commit the offset
             commit = rnd.random() < 0.3
             pull(queue, rnd.randrange(top), rnd.choice([1, 3, 16, 32, 64]),
-                 SUB | (COMMIT if commit else 0), commit=rnd.randrange(top) if commit else 0)
+                 SUB | (COMMIT if commit else 0), commit=rnd.randrange(top) if commit else 0,
+                 stype=1 if rnd.random() < 0.3 else 0)  # some with the ROCKETMQ header
         elif roll < 0.65:  # tag filters: some match, some never do
             pull(queue, rnd.randrange(top), 32,
                  sub=rnd.choice(["TagA", "TagA || TagB", "TagB", "TagC"]))

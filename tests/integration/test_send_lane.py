@@ -2,8 +2,8 @@
 
 One stream of requests -- plain sends in both header spellings and several
 JSON shapes, batches, oneway sends, sends the lane must leave to the general path
-(transactional, unknown topic, bad queue, non-ASCII properties,
-ROCKETMQ headers), and other requests between them -- is written in a few
+(transactional, unknown topic, bad queue, non-ASCII properties), the
+same with ROCKETMQ binary headers, and other requests between them -- is written in a few
 large writes to a real broker three times: with the compiled lane, with the
 twin lane (``RMQ_NO_EXTENSIONS=1``) and with the lane off
 (``rmqSendLaneEnable=false``).  The responses, the commit-log records (store
@@ -102,12 +102,15 @@ def _stream(seed: int) -> tuple[list[bytes], set[int]]:
             flag = 2 if rnd.random() < 0.05 else 0
             if flag:
                 oneway.add(op)
-            frames.append(_frame(R.SEND_BATCH_MESSAGE, ext, encode_batch(inner), op, flag))
+            frames.append(_frame(R.SEND_BATCH_MESSAGE, ext, encode_batch(inner), op, flag,
+                                 rnd.choice([0, 1])))
         elif kind < 0.6:
             flag = 2 if rnd.random() < 0.05 else 0
             if flag:
                 oneway.add(op)
-            frames.append(_frame(R.SEND_MESSAGE_V2, ext, body, op, flag))
+            # a third with the ROCKETMQ binary header (rocketmq.serialize.type=ROCKETMQ)
+            frames.append(_frame(R.SEND_MESSAGE_V2, ext, body, op, flag,
+                                 1 if rnd.random() < 0.35 else 0))
         elif kind < 0.8:
             v1 = {"producerGroup": "pg", "topic": topic, "defaultTopic": "TBW102",
                   "defaultTopicQueueNums": 4, "queueId": queue, "sysFlag": 0,
@@ -117,8 +120,12 @@ def _stream(seed: int) -> tuple[list[bytes], set[int]]:
             frames.append(_cpp_frame(v1, body, op))
         elif kind < 0.97:
             frames.append(_odd_json_frame(ext, body, op))
-        else:
-            frames.append(_frame(R.SEND_MESSAGE_V2, ext, body, op, 0, 1))  # ROCKETMQ header
+        else:  # SEND_MESSAGE with the ROCKETMQ header, an empty value (absent) among its fields
+            v1 = {"producerGroup": "pg", "topic": topic, "defaultTopic": "TBW102",
+                  "defaultTopicQueueNums": "4", "queueId": str(queue), "sysFlag": "0",
+                  "bornTimestamp": str(1_700_000_000_000 + i), "flag": "0", "properties": props,
+                  "reconsumeTimes": "0", "unitMode": "false", "batch": "", "bname": "broker-a"}
+            frames.append(_frame(R.SEND_MESSAGE, v1, body, op, 0, 1))
         if rnd.random() < 0.02:
             op += 1
             frames.append(_frame(R.GET_MAX_OFFSET, {"topic": TOPIC, "queueId": "1"}, b"", op))

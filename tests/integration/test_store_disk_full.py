@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from rmq.client.codec import decode_messages
+from rmq.client.codec import decode_messages, encode_batch
 from rmq.client.headers import PULL_FLAG_SUBSCRIPTION, pull_header, send_header_v2
+from rmq.client.message import Message
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.remoting import RemotingClient, RemotingCommand
 from rmq.remoting.exceptions import RemotingError
@@ -42,11 +44,12 @@ def used_ratio(path: Path) -> float:
 
 
 class Broker:
-    def __init__(self, tmp: Path, store: Path) -> None:
+    def __init__(self, tmp: Path, store: Path,
+                 extra: str = "maxHashSlotNum=100\nmaxIndexNum=400\n") -> None:
         self.tmp = tmp
         self.port = free_port(span=4) + 2
-        # small index files so the index fits beside two commit-log files
-        self.conf = broker_conf(tmp, self.port, "maxHashSlotNum=100\nmaxIndexNum=400\n")
+        # (by default) small index files so the index fits beside two commit-log files
+        self.conf = broker_conf(tmp, self.port, extra)
         text = Path(self.conf).read_text().replace(f"storePathRootDir={tmp / 'store'}",
                                                    f"storePathRootDir={store}")
         Path(self.conf).write_text(text)
@@ -180,3 +183,203 @@ async def test_full_disk_refuses_puts_keeps_reads_and_loses_nothing(tmp_path):
         if broker.proc is not None:
             broker.proc.kill()
         subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+# ---- acknowledged means consumable: the files dispatch needs come first ----------------
+DF_TOPIC = "DiskFullTopic"
+CQ_REFUSAL = re.compile(r"no space for a new consume queue file of DiskFullTopic-(\d) "
+                        r"\((\d+\.\d) (KiB|MiB) needed, (\d+\.\d) (KiB|MiB) free\)")
+MIB = 1024 * 1024
+
+
+async def create_topic(broker: Broker, topic: str, queues: int) -> None:
+    r = await broker.call(R.UPDATE_AND_CREATE_TOPIC, {
+        "topic": topic, "defaultTopic": "TBW102", "readQueueNums": str(queues),
+        "writeQueueNums": str(queues), "perm": "6", "topicFilterType": "SINGLE_TAG"})
+    assert r.code == RC.SUCCESS, r.remark
+
+
+async def send_to(broker: Broker, qid: int, body: bytes, delay: int = 0) -> RemotingCommand:
+    props = f"KEYS\x01{body[:8].decode()}\x02UNIQ_KEY\x01{os.urandom(16).hex().upper()}\x02WAIT\x01true"
+    if delay:
+        props += f"\x02DELAY\x01{delay}"
+    header = send_header_v2("pg", DF_TOPIC, "TBW102", 4, qid, 0, int(time.time() * 1000), 0,
+                            props, False, "broker-a")
+    return await broker.call(R.SEND_MESSAGE_V2, header, body)
+
+
+async def send_batch_to(broker: Broker, qid: int, bodies: list[bytes]) -> RemotingCommand:
+    msgs = [Message(DF_TOPIC, b, properties={"UNIQ_KEY": os.urandom(16).hex().upper(),
+                                             "KEYS": b[:8].decode()}) for b in bodies]
+    header = send_header_v2("pg", DF_TOPIC, "TBW102", 4, qid, 0, int(time.time() * 1000), 0,
+                            "WAIT\x01true", True, "broker-a")
+    return await broker.call(R.SEND_BATCH_MESSAGE, header, encode_batch(msgs))
+
+
+async def pull_queue(broker: Broker, qid: int) -> list[bytes]:
+    got, offset = [], 0
+    for _ in range(1000):  # bounded
+        r = await broker.call(R.PULL_MESSAGE, pull_header(
+            "cg", DF_TOPIC, qid, offset, 32, PULL_FLAG_SUBSCRIPTION, 0, 0, "*", 0, "TAG",
+            "broker-a"))
+        if r.code != RC.SUCCESS:
+            assert r.code in (RC.PULL_NOT_FOUND, RC.PULL_OFFSET_MOVED), (r.code, r.remark)
+            return got
+        got.extend(m.body for m in decode_messages(r.body))
+        offset = int(r.ext_fields["nextBeginOffset"])
+    raise AssertionError("the queue never ended")
+
+
+async def pulled(broker: Broker, queues: int = 4) -> dict[int, list[bytes]]:
+    return {q: await pull_queue(broker, q) for q in range(queues)}
+
+
+def payload(tag: str, i: int, size: int = BODY) -> bytes:
+    head = f"{tag}{i:06d}".encode()[:8].ljust(8, b"_")
+    return (head * (size // 8))[:size]
+
+
+def refusal_lines(tmp: Path, queue: int) -> int:
+    """store.log lines about the queue's missing file (the refusal, with the
+    failed creation's error in it)."""
+    text = store_log_text(tmp)
+    lines = [ln for ln in text.splitlines() if f"consume queue file of {DF_TOPIC}-{queue} (" in ln
+             or f"consumequeue/{DF_TOPIC}/{queue}/" in ln]
+    return len(lines)
+
+
+@pytest.mark.timeout(120)
+async def test_a_full_disk_refuses_what_it_could_not_dispatch(tmp_path):
+    """The case as reported: an 8 MiB store, 4 MiB commit-log files, the
+    default 5.7 MiB consume-queue files.  No queue's file fits beside the
+    commit log, so every send is refused, naming that file, and nothing is
+    stored that no consumer could read."""
+    mnt = tmp_path / "mnt"
+    mount_tmpfs(mnt, "8m")
+    broker = Broker(tmp_path, mnt / "store", "mappedFileSizeCommitLog=4194304\n"
+                    "mappedFileSizeConsumeQueue=6000000\nmaxHashSlotNum=5000000\n"
+                    "maxIndexNum=20000000\n")
+    try:
+        broker.start()
+        await create_topic(broker, DF_TOPIC, 4)
+        for i in range(40):
+            r = await send_to(broker, i % 4, payload("s", i))
+            assert r.code == RC.SERVICE_NOT_AVAILABLE, (r.code, r.remark)
+            m = CQ_REFUSAL.search(r.remark)
+            assert m is not None, r.remark
+            assert int(m.group(1)) == i % 4 and (m.group(2), m.group(3)) == ("5.7", "MiB")
+        assert broker.alive()
+        assert await pulled(broker) == {0: [], 1: [], 2: [], 3: []}
+        assert [refusal_lines(tmp_path, q) for q in range(4)] == [1, 1, 1, 1]  # once, not per send
+    finally:
+        await broker.client.close()
+        if broker.proc is not None:
+            broker.proc.kill()
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+@pytest.mark.timeout(240)
+async def test_every_acknowledged_message_is_readable_on_a_full_disk(tmp_path):
+    """Room for both commit-log files and two consume-queue files, not three:
+    single, batch and delayed sends to the queue whose file exists (and the
+    schedule queue's) are acknowledged, every send needing a third file is
+    refused; everything acknowledged is pulled back before any room is made,
+    and again after kill -9 and a restart on the still-full disk; once there
+    is room the refused queue takes sends at once."""
+    mnt = tmp_path / "mnt"
+    mount_tmpfs(mnt, f"{8 * 1024 + 1536}k")
+    broker = Broker(tmp_path, mnt / "store", "mappedFileSizeCommitLog=4194304\n"
+                    "mappedFileSizeConsumeQueue=600000\nmaxHashSlotNum=100\nmaxIndexNum=400\n")
+    commitlog = mnt / "store" / "commitlog"
+    try:
+        broker.start()
+        await create_topic(broker, DF_TOPIC, 4)
+        acked: dict[int, list[bytes]] = {0: [], 1: [], 2: [], 3: []}
+        delayed: dict[int, list[bytes]] = {0: [], 1: [], 2: [], 3: []}
+        refused: list[str] = []
+
+        async def single(q: int, i: int, delay: int = 0) -> None:
+            body = payload("d" if delay else "s", q * 1000 + i)
+            r = await send_to(broker, q, body, delay)
+            if r.code == RC.SUCCESS:
+                (delayed if delay else acked)[q].append(body)
+            else:
+                assert r.code == RC.SERVICE_NOT_AVAILABLE, (r.code, r.remark)
+                refused.append(r.remark)
+
+        async def batch(q: int, i: int) -> None:
+            bodies = [payload("b", q * 1000 + i * 10 + k, BODY // 4) for k in range(4)]
+            r = await send_batch_to(broker, q, bodies)
+            if r.code == RC.SUCCESS:
+                acked[q].extend(bodies)
+            else:
+                assert r.code == RC.SERVICE_NOT_AVAILABLE, (r.code, r.remark)
+                refused.append(r.remark)
+
+        await single(0, 0)  # queue 0's file; the commit log's second file is made beside it
+        deadline = time.monotonic() + 10
+        while len([n for n in os.listdir(commitlog) if n.isdigit()]) < 2:
+            assert time.monotonic() < deadline, "the commit log's next file was never made"
+            await asyncio.sleep(0.05)
+        await single(0, 1, delay=1)  # the schedule queue's file: the second and last that fits
+        for i in range(2, 8):
+            for q in range(4):
+                await single(q, i)
+                await batch(q, i)
+                await single(q, 100 + i, delay=1)
+        assert len(acked[0]) == 1 + 6 * 5 and len(delayed[0]) == 7
+        assert acked[1] == acked[2] == acked[3] == [] and delayed[1] == []
+        assert len(refused) == 3 * 6 * 3
+        assert all(CQ_REFUSAL.search(text) for text in refused), refused[:3]
+        assert [refusal_lines(tmp_path, q) for q in (1, 2, 3)] == [1, 1, 1]
+        assert broker.alive()
+
+        # before any room is made: everything acknowledged is there to pull
+        await all_back(broker, acked, delayed)
+
+        # kill -9 and a restart on the still-full disk: all of it still there
+        broker.proc.kill()
+        broker.start()
+        await broker.ready()
+        await all_back(broker, acked, delayed)
+
+        # recovery dropped the commit log's unused next file: fill its room
+        # again, and a send needing a new file is refused as before
+        filler = mnt / "filler"
+        with open(filler, "wb") as f:
+            os.posix_fallocate(f.fileno(), 0, os.statvfs(mnt).f_bavail * os.statvfs(mnt).f_frsize
+                               - 256 * 1024)
+        r = await send_to(broker, 1, payload("s", 9999))
+        assert r.code == RC.SERVICE_NOT_AVAILABLE and CQ_REFUSAL.search(r.remark), (r.code, r.remark)
+        await all_back(broker, acked, delayed)
+
+        # room again: the refused queue takes sends at once (no disk-full mark to wait out)
+        filler.unlink()
+        body = payload("s", 10000)
+        r = await send_to(broker, 1, body)
+        assert r.code == RC.SUCCESS, (r.code, r.remark)
+        assert await pull_queue(broker, 1) == [body]
+        assert "puts taken again" in store_log_text(tmp_path)
+    finally:
+        await broker.client.close()
+        if broker.proc is not None:
+            broker.proc.kill()
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+async def all_back(broker: Broker, acked: dict[int, list[bytes]],
+                   delayed: dict[int, list[bytes]]) -> None:
+    """Every acknowledged message pulled back: the others in their order,
+    the delayed ones (bodies starting with b"d") once their delay (level 1:
+    1 s) has passed, wherever delivery put them among the others."""
+    deadline = time.monotonic() + 30
+    while True:
+        got = await pulled(broker)
+        plain = {q: [b for b in v if not b.startswith(b"d")] for q, v in got.items()}
+        late = {q: sorted(b for b in v if b.startswith(b"d")) for q, v in got.items()}
+        assert all(acked[q][:len(plain[q])] == plain[q] for q in acked), "a message out of order"
+        if plain == acked and late == {q: sorted(v) for q, v in delayed.items()}:
+            return
+        assert time.monotonic() < deadline, ("not all acknowledged messages came back",
+                                             {q: (len(plain[q]), len(late[q])) for q in got})
+        await asyncio.sleep(0.3)

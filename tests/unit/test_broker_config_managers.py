@@ -76,7 +76,7 @@ def test_topics_json_round_trip_and_merge_over_defaults(tmp_path):
     tcm.update_topic_config(TopicConfig("TopicTest", 4, 4, 6))
     text = (tmp_path / "config" / "topics.json").read_text()
     assert text.startswith('{\n\t"dataVersion":{\n\t\t"counter":1,')
-    assert '\t\t"TopicTest":{\n\t\t\t"order":false,\n\t\t\t"perm":6,' in text
+    assert '\t\t"TopicTest":{\n\t\t\t"attributes":{},\n\t\t\t"order":false,\n\t\t\t"perm":6,' in text
     again = TopicConfigManager(broker_config(), str(tmp_path))
     again.load()
     assert again.table["TopicTest"].readQueueNums == 4
@@ -175,8 +175,11 @@ def test_subscription_group_file_shape_and_reload(tmp_path):
     sgm.find_subscription_group_config("cg")
     obj = fastjson.loads((tmp_path / "config" / "subscriptionGroup.json").read_text())
     assert obj["subscriptionGroupTable"]["cg"] == {
-        "brokerId": 0, "consumeBroadcastEnable": True, "consumeEnable": True,
-        "consumeFromMinEnable": True, "groupName": "cg", "notifyConsumerIdsChangedEnable": True,
+        "attributes": {}, "brokerId": 0, "consumeBroadcastEnable": True,
+        "consumeEnable": True, "consumeFromMinEnable": True, "consumeMessageOrderly": False,
+        "consumeTimeoutMinute": 15, "groupName": "cg",
+        "groupRetryPolicy": {"type": "CUSTOMIZED"}, "groupSysFlag": 0,
+        "notifyConsumerIdsChangedEnable": True,
         "retryMaxTimes": 16, "retryQueueNums": 1, "whichBrokerWhenConsumeSlowly": 1}
     again = SubscriptionGroupManager(broker_config(), str(tmp_path))
     again.load()
@@ -202,3 +205,43 @@ def test_consumer_filter_manager(tmp_path):
     assert cfm.get("T", "g").dead
     cfm.clean_dead(now_ms=cfm.get("T", "g").deadTime + 24 * 3600 * 1000 + 1)
     assert cfm.get("T", "g") is None
+
+
+def test_topics_json_encoded_per_topic_is_the_whole_table_encoded(tmp_path):
+    """topics.json after any sequence of changes -- created, replaced,
+    deleted, changed in place (order flags, an auto-created topic), reloaded --
+    is byte for byte the whole wrapper encoded at once; the .bak is the
+    previous file."""
+    import random
+
+    from rmq.common.topic_config import TopicConfigSerializeWrapper
+
+    rnd = random.Random(3)
+    tcm = TopicConfigManager(BrokerConfig(), str(tmp_path))
+    path = tmp_path / "config" / "topics.json"
+
+    def whole() -> str:
+        return pretty_dumps(TopicConfigSerializeWrapper(tcm.table, tcm.data_version).to_json_obj())
+
+    previous = None
+    for i in range(300):
+        roll = rnd.random()
+        name = f"T{rnd.randrange(60)}é" if rnd.random() < 0.1 else f"T{rnd.randrange(60)}"
+        if roll < 0.6:
+            tcm.update_topic_config(TopicConfig(name, rnd.randrange(1, 9), rnd.randrange(1, 9),
+                                                rnd.choice([2, 4, 6]), order=rnd.random() < 0.2))
+        elif roll < 0.75:
+            tcm.delete_topic_config(name)
+        elif roll < 0.85:
+            tcm.update_order_topic_config({n: "conf" for n in list(tcm.table)[::7]})
+        elif roll < 0.95:
+            tcm.create_topic_in_send_message_method(f"Auto{i}", "TBW102", "peer", 4, 0)
+        else:
+            tcm = TopicConfigManager(BrokerConfig(), str(tmp_path))
+            tcm.load()
+            continue
+        text = path.read_text()
+        assert text == whole(), i
+        if previous is not None and previous != text:
+            assert (tmp_path / "config" / "topics.json.bak").read_text() == previous
+        previous = text

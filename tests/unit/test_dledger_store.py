@@ -10,9 +10,8 @@ import struct
 import pytest
 
 from rmq.common.message_id import socket_address_bytes
-from rmq.store import message_codec as codec
-from rmq.store.dledger.config import DLedgerConfig, DLedgerConfigError, parse_peers
-from rmq.store.dledger.entry import (
+from rmq.dledger.config import DLedgerConfig, DLedgerConfigError, parse_peers
+from rmq.dledger.entry import (
     BLANK_MAGIC,
     BODY_OFFSET,
     INDEX_UNIT_SIZE,
@@ -20,9 +19,10 @@ from rmq.store.dledger.entry import (
     decode_index,
     encode_index,
 )
-from rmq.store.dledger.member_state import MemberState, Role
-from rmq.store.dledger.mmap_store import DLedgerMmapFileStore
-from rmq.store.dledger.protocol import Code, DLedgerError
+from rmq.dledger.member_state import MemberState, Role
+from rmq.dledger.mmap_store import DLedgerMmapFileStore
+from rmq.dledger.protocol import Code, DLedgerError
+from rmq.store import message_codec as codec
 from rmq.store.inspect import inspect_store
 from rmq.store.inspect import main as inspect_main
 

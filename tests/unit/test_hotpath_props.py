@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rmq._fast import compiled_or_none
+from rmq.common import java
 from rmq.common import message as mc
 from rmq.store import MessageExtBrokerInner
 from rmq.store import message_codec as codec
@@ -25,7 +26,7 @@ _fast = compiled_or_none("send_fast")
 
 def _compiled():
     assert _fast is not None, "rmq._fast.send_fast is not built (make ext)"
-    _fast.bind(codec._hashmap_order, codec._fast_send_properties)
+    _fast.bind(java.hashmap_order, codec._fast_send_properties)
     return _fast.fast_send_properties
 
 

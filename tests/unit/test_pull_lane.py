@@ -20,7 +20,9 @@ from rmq.broker.pull_lane import (
     FoundResponse,
     PullLane,
     PullLaneSupport,
+    pull_head,
     read_pull,
+    rocketmq_found_header,
 )
 from rmq.client.headers import pull_header
 from rmq.common.codes import RequestCode
@@ -55,6 +57,7 @@ class Support:
         self.failed = PullLaneSupport.failed.__get__(self)
         self.make_header = PullHeader.make
         self.response = FoundResponse
+        self.render_rocketmq = rocketmq_found_header
 
     def has_messages(self, topic: str, queue_id: int, offset: int) -> bool:
         return queue_id != 97
@@ -102,12 +105,12 @@ def _serve(cls, data: bytes, start: int = 0):
 
 
 def _pull(opaque: int, queue_id: int = 1, offset: int = 0, nums: int = 32,
-          flag: int = 0x4, sub: str | None = "*", **extra) -> bytes:
+          flag: int = 0x4, sub: str | None = "*", stype: int = 0, **extra) -> bytes:
     ext = pull_header("cg", "TopicA", queue_id, offset, nums, flag, 7, 15000, sub, 0, "TAG",
                       "broker-a")
     ext.update(extra)
     return RemotingCommand(RequestCode.PULL_MESSAGE, 0, 409, opaque, 0, None, ext, None,
-                           0).encode()
+                           stype).encode()
 
 
 def _cpp_pull(opaque: int, queue_id: int = 2) -> bytes:
@@ -215,13 +218,62 @@ def test_compiled_lane_reads_what_the_general_reader_reads(header, body, stype):
         assert pos == 2 and out == []
 
 
+_BIN_TEXT = st.one_of(_TEXT, st.text(max_size=6), st.sampled_from(["", "\x7f", "é", "1\n"]))
+
+
+@st.composite
+def _rocketmq_header(draw) -> bytes:
+    """A pull's ROCKETMQ binary header: the fields as texts, some empty
+    (absent), odd, missing or repeated, extra keys, and now and then a
+    length that points outside the header."""
+    entries = [("consumerGroup", draw(_TEXT)), ("topic", draw(_TEXT))]
+    entries += [(k, str(draw(st.integers(-(2**40), 2**40)))) for k in _INT_FIELDS]
+    for k in ("subscription", "expressionType"):
+        if draw(st.booleans()):
+            entries.append((k, draw(_TEXT)))
+    for k in draw(st.lists(st.sampled_from(FIELDS + ("AccessKey", "é", "")), max_size=3)):
+        entries.append((k, draw(_BIN_TEXT) if draw(st.booleans()) else
+                        draw(st.sampled_from(["", "007", "-0", "+5", "9" * 19]))))
+    draw(st.randoms()).shuffle(entries)
+    ext = b"".join(struct.pack(">h", len(k.encode())) + k.encode()
+                   + struct.pack(">i", len(v.encode())) + v.encode() for k, v in entries)
+    remark = draw(st.sampled_from([b"", b"r", "é".encode(), b"\xff"]))
+    code = draw(st.sampled_from([11, 11, 11, 10, -1]))
+    flag = draw(st.sampled_from([0, 0, 0, 1, 2]))
+    head = struct.pack(">hBhiii", code, draw(st.sampled_from([0, 1, 99])), 409,
+                       draw(st.integers(-(2**31), 2**31 - 1)), flag, len(remark)) + remark \
+        + struct.pack(">i", len(ext)) + ext
+    if draw(st.integers(0, 9)) == 0:  # a length out of bounds somewhere
+        at = draw(st.integers(0, len(head) - 1))
+        head = head[:at] + bytes([draw(st.integers(0, 255))]) + head[at + 1:]
+    return head
+
+
+@pytest.mark.skipif(_C is None, reason="the compiled pull lane is not built")
+@settings(max_examples=1500, deadline=None)
+@given(_rocketmq_header(), st.sampled_from([b"", b"", b"body"]))
+def test_compiled_lane_reads_rocketmq_headers_as_the_general_reader(header, body):
+    frame = _frame(header, body, 1)
+    pos, out, asked, _ = _serve(_C.PullLane, b"\0\0" + frame + b"tail", 2)
+    if asked:
+        general = _general(frame)
+        assert general is not None
+        assert (general[1],) == tuple(asked)
+        assert pos == 2 + len(frame) and len(out) == 1
+        assert out[0][4] == 1  # answered in the request's serialization
+        assert RemotingCommand.decode(out[0][4:]).opaque == general[0]
+    else:
+        assert pos == 2 and out == []
+
+
 @pytest.mark.parametrize("cls", LANES)
 def test_lanes_take_the_usual_spellings_and_answer_alike(cls):
     frames = [_pull(1), _cpp_pull(2), _odd_pull(3), _pull(4, queue_id=3, offset=2**40, nums=1,
-                                                         flag=0x5, sub=None)]
+                                                         flag=0x5, sub=None),
+              _pull(5, queue_id=2, stype=1), _pull(6, stype=1)]
     data = b"".join(frames)
     pos, out, asked, served = _serve(cls, data)
-    assert pos == len(data) and len(out) == 4 and served == [(11, False, 4)]
+    assert pos == len(data) and len(out) == 6 and served == [(11, False, 6)]
     assert asked == [_general(f)[1] for f in frames]
     # every answer is the general encoder's response for the same values
     for frame, answer, fields in zip(frames, out, asked, strict=True):
@@ -232,13 +284,15 @@ def test_lanes_take_the_usual_spellings_and_answer_alike(cls):
         ext = {"suggestWhichBrokerId": str(h["queueId"] % 3),
                "nextBeginOffset": str(h["queueOffset"] + n), "minOffset": "0",
                "maxOffset": str(h["queueOffset"] + 40)}
-        want = RemotingCommand(0, 0, 409, _general(frame)[0], 1, "FOUND", ext, [body], 0)
+        want = RemotingCommand(0, 0, 409, _general(frame)[0], 1, "FOUND", ext, [body],
+                               frame[4])  # in the request's serialization
         assert answer == want.encode() and resp.body == body
 
 
 @pytest.mark.skipif(_C is None, reason="the compiled pull lane is not built")
 def test_compiled_lane_and_twin_write_the_same_bytes():
-    frames = b"".join(_pull(i, queue_id=i % 4, offset=i * 32, nums=1 + i % 40) for i in range(50))
+    frames = b"".join(_pull(i, queue_id=i % 4, offset=i * 32, nums=1 + i % 40, stype=i % 3 // 2)
+                      for i in range(50))
     twin, fast = _serve(PullLane, frames), _serve(_C.PullLane, frames)
     assert twin == fast and twin[0] == len(frames) and len(twin[1]) == 50
 
@@ -257,9 +311,7 @@ def test_what_the_lane_leaves_to_the_general_path(cls):
         RemotingCommand(RequestCode.PULL_MESSAGE, 0, 409, 5, 2, None,
                         pull_header("cg", "T", 0, 0, 32, 4, 0, 0, "*", 0, "TAG", "b"), None,
                         0).encode(),  # oneway
-        RemotingCommand(RequestCode.PULL_MESSAGE, 0, 409, 6, 0, None,
-                        pull_header("cg", "T", 0, 0, 32, 4, 0, 0, "*", 0, "TAG", "b"), None,
-                        1).encode(),  # ROCKETMQ header
+        _pull(6, stype=1)[:4] + b"\x02" + _pull(6, stype=1)[5:],  # an unknown serialization
         RemotingCommand(RequestCode.PULL_MESSAGE, 0, 409, 7, 0, None,
                         pull_header("cg", "T", 0, 0, 32, 4, 0, 0, "*", 0, "TAG", "b"), b"x",
                         0).encode(),  # a body
@@ -323,3 +375,19 @@ def test_a_pull_that_fails_after_the_read_is_answered_system_error(cls):
              for f in out]
     assert codes == [(0, 1), (1, 2), (0, 3)]
     assert RemotingCommand.decode(out[1][4:]).remark.startswith("KeyError: 'boom'")
+
+
+@pytest.mark.skipif(_C is None, reason="the compiled pull lane is not built")
+@settings(max_examples=800, deadline=None)
+@given(st.one_of(_rocketmq_header().map(lambda h: _frame(h, b"", 1)), _header().map(_frame)),
+       st.randoms())
+def test_compiled_pull_head_reads_what_the_twin_reads(frame, rnd):
+    """``pull_head`` (the fuzz target's view): the compiled reading of a frame,
+    mutated now and then, equals the twin's wherever the compiled one takes it."""
+    data = bytearray(frame)
+    for _ in range(rnd.choice([0, 0, 1, 3])):
+        data[rnd.randrange(len(data))] = rnd.randrange(256)
+    got = _C.pull_head(data, 0, len(data), MAX, PullHeader.make)
+    if got is not None:
+        twin = pull_head(data, 0, len(data), MAX)
+        assert (got[0], got[1], _fields(got[2])) == (twin[0], twin[1], _fields(twin[2]))

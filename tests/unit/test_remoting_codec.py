@@ -146,6 +146,7 @@ def test_realistic_json_header_decodes():
 
 
 @pytest.mark.compiled_only
+@pytest.mark.compiled_only  # asserts the compiled encode is the one selected
 def test_compiled_module_imports_first():
     """rmq.remoting imports the compiled codec; importing it first must work too."""
     import subprocess

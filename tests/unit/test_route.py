@@ -43,7 +43,7 @@ def test_topic_config_json_matches_java_shape():
     tc = TopicConfig("TopicTest", 4, 4, 6)
     assert TopicConfigSerializeWrapper({"TopicTest": tc}, DataVersion(1700000000000, 3)).encode() == (
         b'{"dataVersion":{"counter":3,"timestamp":1700000000000},"topicConfigTable":{"TopicTest":'
-        b'{"order":false,"perm":6,"readQueueNums":4,"topicFilterType":"SINGLE_TAG",'
+        b'{"attributes":{},"order":false,"perm":6,"readQueueNums":4,"topicFilterType":"SINGLE_TAG",'
         b'"topicName":"TopicTest","topicSysFlag":0,"writeQueueNums":4}}}')
 
 

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from rmq._fast import compiled_or_none
 from rmq.broker.processor.send_support import V1_KEYS, V2_KEYS
 from rmq.broker.send_lane import send_head
+from rmq.remoting.command import RemotingCommand
 
 _C = compiled_or_none("send_lane")
 MAX = 1 << 20
@@ -101,8 +102,10 @@ def test_what_is_left_to_the_general_path():
     frame = _frame(orjson.dumps(good))
     assert _C.send_head(frame, 0, len(frame) - 1, MAX) is None  # incomplete
     assert _C.send_head(frame, 0, len(frame), 10) is None  # over the frame limit
-    rocketmq = _frame(orjson.dumps(good), stype=1)
+    rocketmq = _frame(orjson.dumps(good), stype=1)  # JSON text under a ROCKETMQ mark
     assert _C.send_head(rocketmq, 0, len(rocketmq), MAX) is None
+    other = _frame(orjson.dumps(good), stype=2)
+    assert _C.send_head(other, 0, len(other), MAX) is None
     escaped = _frame(orjson.dumps(good).replace(b'"b"', b'"\\u0062"'))
     assert _C.send_head(escaped, 0, len(escaped), MAX) is None
     with pytest.raises(ValueError):
@@ -120,3 +123,55 @@ def test_random_bytes_never_crash():
         got = _C.send_head(mutated, 0, len(mutated), MAX)
         if got is not None:
             assert got == send_head(mutated, 0, len(mutated), MAX)
+
+
+_bin_value = st.one_of(st.text(max_size=12), st.sampled_from(["", "0", "-1", "007", "+5", " 5",
+                                                             "2147483648", "TAGS\x01é"]),
+                       st.integers(-(2**40), 2**40).map(str))
+
+
+@st.composite
+def _rocketmq_frame(draw) -> bytes:
+    """A send request with a ROCKETMQ binary header: the spelling's fields
+    as texts (some empty: absent), extra and repeated keys, non-ASCII,
+    invalid UTF-8 and now and then a corrupted byte."""
+    code = draw(st.sampled_from([10, 310, 310, 320, 11]))
+    keys = V2_KEYS if code == 310 else V1_KEYS
+    entries = [(k.encode(), draw(_bin_value).encode()) for k in keys if draw(st.integers(0, 6))]
+    for k in draw(st.lists(st.sampled_from(["a", "b", "i", "topic", "x", "é", ""]), max_size=3)):
+        entries.append((k.encode(), draw(_bin_value).encode()))
+    if draw(st.integers(0, 9)) == 0:
+        entries.append((b"b", b"\xff\xfe"))
+    draw(st.randoms()).shuffle(entries)
+    ext = b"".join(struct.pack(">h", len(k)) + k + struct.pack(">i", len(v)) + v
+                   for k, v in entries)
+    remark = draw(st.sampled_from([b"", b"r", "é".encode(), b"\xff"]))
+    head = struct.pack(">hBhiii", code, 0, 409, draw(st.integers(-(2**31), 2**31 - 1)),
+                       draw(st.sampled_from([0, 0, 1, 2])), len(remark)) + remark \
+        + struct.pack(">i", len(ext)) + ext
+    frame = _frame(head, draw(st.binary(max_size=20)), stype=1)
+    if draw(st.integers(0, 7)) == 0:
+        at = draw(st.integers(8, len(frame) - 1))
+        frame = frame[:at] + bytes([draw(st.integers(0, 255))]) + frame[at + 1:]
+    return frame
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_rocketmq_frame())
+def test_compiled_head_reads_rocketmq_headers_as_the_general_reader(frame):
+    buf = memoryview(bytearray(b"\0" + frame + b"xy"))
+    got = _C.send_head(buf, 1, len(buf) - 2, MAX)
+    if got is not None:
+        assert got == send_head(buf, 1, len(buf) - 2, MAX)
+
+
+def test_java_rocketmq_header_is_taken():
+    """SEND_MESSAGE_V2 as the Java client writes it with
+    rocketmq.serialize.type=ROCKETMQ: the letters a..n, empty values left out."""
+    ext = {"a": "PG", "b": "BenchmarkTest", "c": "TBW102", "d": "4", "e": "3", "f": "0",
+           "g": "1700000000000", "h": "0", "i": "KEYS\x01k1\x02WAIT\x01true\x02TAGS\x01T",
+           "j": "0", "k": "false", "m": "false"}
+    frame = RemotingCommand(310, 0, 409, 77, 0, None, ext, b"body", 1).encode()
+    got = _C.send_head(frame, 0, len(frame), MAX)
+    assert got == (310, 0, 77, tuple(ext.get(k) for k in V2_KEYS), 4, len(frame))
+    assert got == send_head(frame, 0, len(frame), MAX)

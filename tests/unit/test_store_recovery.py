@@ -180,29 +180,28 @@ def test_disk_full_ratio_refuses_writes_but_reads_continue(tmp_path):
     s.shutdown()
 
 
-def test_a_consume_queue_file_that_does_not_fit_stalls_dispatch_until_there_is_room(tmp_path):
+def test_a_consume_queue_file_that_does_not_fit_refuses_the_put(tmp_path):
     """No room for a new consume-queue file (here: RLIMIT_FSIZE below its size,
     so its reservation fails with EFBIG as a full disk fails it with ENOSPC):
-    the stored message stays undispatched instead of being skipped, the disk is
-    marked full, and once there is room it is dispatched and puts go on."""
+    the put is refused before anything is written, so no acknowledged message
+    waits for a file; once there is room the put goes through."""
     s, _ = _fill(tmp_path, n=10, clean=False)
+    end = s.get_max_phy_offset()
     soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
     resource.setrlimit(resource.RLIMIT_FSIZE, (1024, hard))
     try:
-        assert s.put_message(make_msg(100, topic="U")).status is PutMessageStatus.PUT_OK
-        assert s.running_flags.is_disk_full()
-        assert s.put_message(make_msg(101, topic="U")).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+        r = s.put_message(make_msg(100, topic="U"))
+        assert r.status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+        assert "consume queue file of U-0" in r.remark
+        assert s.get_max_phy_offset() == end
         assert not os.path.exists(tmp_path / "consumequeue" / "U" / "0" / f"{0:020d}")
-        g = s.get_message("g", "U", 0, 0, 32)
-        assert g.status is not GetMessageStatus.FOUND
     finally:
         resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
-    s.clean_service.commit_log.is_space_to_delete()  # the 10 s disk check
     assert not s.running_flags.is_disk_full()
+    assert s.put_message(make_msg(102, topic="U")).status is PutMessageStatus.PUT_OK
     g = s.get_message("g", "U", 0, 0, 32)
     assert g.status is GetMessageStatus.FOUND and g.message_queue_offsets == [0]
     g.release()
-    assert s.put_message(make_msg(102, topic="U")).status is PutMessageStatus.PUT_OK
     s.shutdown()
 
 

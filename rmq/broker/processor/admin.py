@@ -18,10 +18,11 @@ from typing import Any
 
 from rmq.broker.configuration import START_ONLY_KEYS
 from rmq.broker.processor.admin_acl import AdminAclSupport
-from rmq.broker.processor.admin_consumer import AdminConsumerSupport, language_name
+from rmq.broker.processor.admin_consumer import AdminConsumerSupport
 from rmq.broker.subscription_group_manager import SubscriptionGroupConfig
-from rmq.common import fastjson
+from rmq.common import fastjson, topic_attributes
 from rmq.common.codes import CURRENT_VERSION, RequestCode, ResponseCode
+from rmq.common.java import CURRENT_VERSION_DESC, language_name
 from rmq.common.logging import BROKER_LOGGER_NAME
 from rmq.common.properties import ConfigError, parse_properties
 from rmq.common.protocol.headers_admin import (
@@ -52,7 +53,6 @@ log = logging.getLogger(BROKER_LOGGER_NAME)
 R = RequestCode
 SLAVE_REFUSED = ("Can't modify topic or subscription group from slave broker, "
                  "please execute it from master broker.")
-VERSION_DESC = "V4_9_8"
 
 
 def human_readable_bytes(n: int) -> str:
@@ -99,6 +99,8 @@ class AdminBrokerProcessor(HandlerTableProcessor):
             R.GET_EARLIEST_MSG_STORETIME: self.get_earliest_msg_storetime,
             R.GET_ALL_CONSUMER_OFFSET: self.get_all_consumer_offset,
             R.GET_ALL_DELAY_OFFSET: self.get_all_delay_offset,
+            R.GET_TIMER_CHECK_POINT: self.get_timer_check_point,
+            R.GET_TIMER_METRICS: self.get_timer_metrics,
             R.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_and_create_subscription_group,
             R.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.get_all_subscription_group,
             R.DELETE_SUBSCRIPTIONGROUP: self.delete_subscription_group,
@@ -163,6 +165,13 @@ class AdminBrokerProcessor(HandlerTableProcessor):
                           f"topicFilterType {h.topicFilterType} is not SINGLE_TAG or MULTI_TAG")
         tc = TopicConfig(h.topic, h.readQueueNums, h.writeQueueNums, h.perm, h.topicFilterType,
                          h.topicSysFlag or 0)
+        old = self.c.topic_config_manager.table.get(h.topic)
+        try:
+            tc.attributes = topic_attributes.alter(
+                old is None, old.attributes if old is not None else {},
+                topic_attributes.parse(h.attributes))
+        except ValueError as exc:
+            return _error(ResponseCode.SYSTEM_ERROR, str(exc))
         self.c.topic_config_manager.update_topic_config(tc)
         await self.c.register_increment_broker_data(tc)
         return _ok()
@@ -231,7 +240,7 @@ class AdminBrokerProcessor(HandlerTableProcessor):
         info: dict[str, Any] = {str(k): v for k, v in store.get_runtime_info().items()}
         q = c.request_queues
         info.update({
-            "brokerVersionDesc": VERSION_DESC,
+            "brokerVersionDesc": CURRENT_VERSION_DESC,
             "brokerVersion": CURRENT_VERSION,
             "msgPutTotalYesterdayMorning": stats.put_yesterday_morning,
             "msgPutTotalTodayMorning": stats.put_today_morning,
@@ -269,6 +278,10 @@ class AdminBrokerProcessor(HandlerTableProcessor):
                 store.commit_log.mfq.remain_how_many_data_to_commit())
         if not c.is_slave():
             info.update(c.schedule_message_service.running_stats())
+        timer = getattr(c, "timer_message_store", None)
+        info.update(timer.runtime_info() if timer is not None else {
+            "timerReadBehind": "0", "timerOffsetBehind": "0", "timerCongestNum": "0",
+            "timerEnqueueTps": "0.0", "timerDequeueTps": "0.0"})
         return {k: (("true" if v else "false") if isinstance(v, bool) else str(v))
                 for k, v in info.items()}
 
@@ -317,6 +330,21 @@ class AdminBrokerProcessor(HandlerTableProcessor):
         if not content:
             return _error(ResponseCode.SYSTEM_ERROR, "No delay offset in this broker")
         return _ok(content)
+
+    def get_timer_check_point(self, channel: Channel, request: RemotingCommand):
+        """The 56 bytes of ``TimerCheckpoint.encode`` (what 5.3.3 slaves sync)."""
+        timer = getattr(self.c, "timer_message_store", None)
+        if timer is None:
+            return _error(ResponseCode.SYSTEM_ERROR, "The checkpoint is null")
+        from rmq.store.timer.layout import pack_checkpoint
+        return _ok(pack_checkpoint(timer.cp.fields()))
+
+    def get_timer_metrics(self, channel: Channel, request: RemotingCommand):
+        """``config/timermetrics`` as JSON text."""
+        timer = getattr(self.c, "timer_message_store", None)
+        if timer is None:
+            return _error(ResponseCode.SYSTEM_ERROR, "The timer message store is null")
+        return _ok(timer.metrics.encode().encode("utf-8"))
 
     # ---- subscription groups ------------------------------------------------------
     def update_and_create_subscription_group(self, channel: Channel, request: RemotingCommand):

@@ -29,7 +29,8 @@ from rmq.broker.processor.pull import tag_filter
 from rmq.common import fastjson
 from rmq.common import message as mc
 from rmq.common import topics as T
-from rmq.common.codes import CURRENT_VERSION, LanguageCode, RequestCode, ResponseCode
+from rmq.common.codes import LanguageCode, RequestCode, ResponseCode
+from rmq.common.java import language_name, version_desc
 from rmq.common.logging import BROKER_LOGGER_NAME
 from rmq.common.message_id import decode_message_id
 from rmq.common.protocol.headers_admin import (
@@ -99,26 +100,6 @@ def _ok(body: bytes | None = None) -> RemotingCommand:
 
 def _error(code: int, remark: str) -> RemotingCommand:
     return RemotingCommand.create_response(code, remark)
-
-
-VERSION_NAMES = {0: "V3_0_0_SNAPSHOT", 28: "V3_0_7_SNAPSHOT", 37: "V3_0_11",
-                 62: "V3_1_8_SNAPSHOT", 121: "V3_4_9", 213: "V4_0_0", 232: "V4_1_0_SNAPSHOT",
-                 333: "V4_6_0", 355: "V4_7_1", 373: "V4_8_0", 393: "V4_9_0", 401: "V4_9_4",
-                 407: "V4_9_7", CURRENT_VERSION: "V4_9_8"}
-
-
-def version_desc(version: int) -> str:
-    """``MQVersion.getVersionDesc`` for the ordinals PROTOCOL.md 1.9 names."""
-    if version >= 612:
-        return "HIGHER_VERSION"
-    return VERSION_NAMES.get(version, f"VERSION_{version}")
-
-
-def language_name(language: int) -> str:
-    try:
-        return LanguageCode(language).name
-    except ValueError:
-        return LanguageCode.OTHER.name
 
 
 def time_text(ms: int) -> str:

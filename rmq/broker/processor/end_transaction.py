@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rmq.broker.processor.send_support import TIMER_STATUSES, timer_failure
 from rmq.broker.transaction.service import OperationResult
 from rmq.common import message as mc
 from rmq.common.codes import ResponseCode
@@ -68,9 +69,10 @@ def end_message_transaction(half: MessageExt, h: EndTransactionRequestHeader
         half.reconsume_times, h.commitLogOffset)
 
 
-def send_final_response(result: PutMessageResult | None, max_message_size: int
-                        ) -> RemotingCommand:
-    """``sendFinalMessage``'s answer for the put of the committed copy."""
+def send_final_response(result: PutMessageResult | None, max_message_size: int,
+                        store_config: Any = None) -> RemotingCommand:
+    """``sendFinalMessage``'s answer for the put of the committed copy
+    (``store_config`` words a refused timer message as 5.3.3 does)."""
     if result is None:
         return _response(RC.SYSTEM_ERROR, "store putMessage return null")
     status = result.status
@@ -89,6 +91,8 @@ def send_final_response(result: PutMessageResult | None, max_message_size: int
         return _response(RC.SYSTEM_ERROR, "OS page cache busy, please try another machine")
     if status is PutMessageStatus.UNKNOWN_ERROR:
         return _response(RC.SYSTEM_ERROR, "UNKNOWN_ERROR")
+    if status in TIMER_STATUSES and store_config is not None:
+        return _response(*timer_failure(status, store_config))
     return _response(RC.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT")
 
 
@@ -140,7 +144,7 @@ class EndTransactionProcessor:
             return checked
         final = end_message_transaction(half, h)
         response = send_final_response(await self.c.message_store.async_put_message(final),
-                                       self.c.store_config.maxMessageSize)
+                                       self.c.store_config.maxMessageSize, self.c.store_config)
         if response.code == RC.SUCCESS:
             await service.delete_prepare_message(half)
             self.c.stats.inc_end_transaction(topic, True)

@@ -25,7 +25,7 @@ from rmq.client.heartbeat import (
     SubscriptionData,
     build_subscription,
 )
-from rmq.common import fastjson
+from rmq.common import fastjson, java
 from rmq.common import message as mc
 from rmq.common import topics as T
 from rmq.common.codes import ResponseCode
@@ -115,7 +115,7 @@ def tag_filter(sub: SubscriptionData) -> Callable[[int], bool] | None:
     if sub.class_filter_mode or sub.expression_type != EXPRESSION_TAG or \
             sub.sub_string == SUB_ALL:
         return None
-    codes = frozenset(mc.java_string_hash(t) for t in sub.tags_set)
+    codes = frozenset(java.string_hash(t) for t in sub.tags_set)
 
     def matches(tags_code: int) -> bool:
         return ((tags_code + 0x80000000) & 0xFFFFFFFF) - 0x80000000 in codes

@@ -74,17 +74,16 @@ class SendMessageProcessor(SendSupport):
         self._batch_props: dict[str | None, tuple[bytes, bool]] = {}
 
     def _put_is_immediate(self) -> bool:
-        """ASYNC_FLUSH on a master (or slave, which refuses anyway) never waits;
-        a DLedger put always waits for its quorum."""
+        """ASYNC_FLUSH on a master (or slave, which refuses anyway) never waits.
+        (A DLedger leader is a SYNC_MASTER: its puts wait for their quorum.)"""
         sc = self.c.store_config
         return sc.flushDiskType is not FlushDiskType.SYNC_FLUSH and \
-            sc.brokerRole is not BrokerRole.SYNC_MASTER and not sc.enableDLegerCommitLog
+            sc.brokerRole is not BrokerRole.SYNC_MASTER
 
     def _fast_path(self) -> bool:
         """Whether the compiled put paths may take a send: not when it must wait
-        for a slave (SYNC_MASTER) or a quorum (DLedger)."""
-        sc = self.c.store_config
-        return sc.brokerRole is not BrokerRole.SYNC_MASTER and not sc.enableDLegerCommitLog
+        for a slave or a quorum (SYNC_MASTER, which a DLedger leader is)."""
+        return self.c.store_config.brokerRole is not BrokerRole.SYNC_MASTER
 
     def _put_then(self, put, msg, queue_id: int) -> Any:
         """SYNC_FLUSH on a master: the response now when the put failed, else a
@@ -245,8 +244,7 @@ class SendMessageProcessor(SendSupport):
         waits for the slave (SYNC_MASTER)."""
         if self._put_is_immediate():
             return self.put_result_response(put(item), queue_id)
-        if self.c.store_config.brokerRole is not BrokerRole.SYNC_MASTER and \
-                not self.c.store_config.enableDLegerCommitLog:
+        if self.c.store_config.brokerRole is not BrokerRole.SYNC_MASTER:
             return self._put_then(put_then, item, queue_id)
         return self._put_async(async_put, item, queue_id)
 

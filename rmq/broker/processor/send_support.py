@@ -267,9 +267,9 @@ class SendSupport:
             return self.response(code, None, {
                 "msgId": ar.msg_id, "queueId": str(queue_id),
                 "queueOffset": str(ar.logics_offset)})
-        return self.response(*self._failure(status))
+        return self.response(*self._failure(status, result.remark))
 
-    def _failure(self, status: PutMessageStatus) -> tuple[int, str]:
+    def _failure(self, status: PutMessageStatus, remark: str = "") -> tuple[int, str]:
         S = PutMessageStatus
         if status is S.CREATE_MAPEDFILE_FAILED:
             return RC.SYSTEM_ERROR, "create mapped file failed, server is busy or broken."
@@ -278,6 +278,8 @@ class SendSupport:
                 "the message is illegal, maybe msg body or properties length not matched. msg "
                 f"body length limit {self.c.store_config.maxMessageSize}B, msg properties "
                 "length limit 32KB.")
+        if status is S.SERVICE_NOT_AVAILABLE and remark:  # what ran out, said plainly
+            return RC.SERVICE_NOT_AVAILABLE, f"service not available now: {remark}"
         if status is S.SERVICE_NOT_AVAILABLE:
             return RC.SERVICE_NOT_AVAILABLE, (
                 "service not available now. It may be caused by one of the following reasons: "
@@ -291,6 +293,8 @@ class SendSupport:
                 "consumeQueue num exceed maxLmqConsumeQueueNum config num, default limit 2w.")
         if status is S.UNKNOWN_ERROR:
             return RC.SYSTEM_ERROR, "UNKNOWN_ERROR"
+        if status in TIMER_STATUSES:
+            return timer_failure(status, self.c.store_config)
         return RC.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"
 
 
@@ -305,3 +309,23 @@ _STORED_CODES = {
     PutMessageStatus.FLUSH_SLAVE_TIMEOUT: RC.FLUSH_SLAVE_TIMEOUT,
     PutMessageStatus.SLAVE_NOT_AVAILABLE: RC.SLAVE_NOT_AVAILABLE,
 }
+
+
+TIMER_STATUSES = (PutMessageStatus.WHEEL_TIMER_MSG_ILLEGAL, PutMessageStatus.WHEEL_TIMER_FLOW_CONTROL,
+                   PutMessageStatus.WHEEL_TIMER_NOT_ENABLE)
+
+
+def timer_failure(status: PutMessageStatus, sc: Any) -> tuple[int, str]:
+    """The code and remark 5.3.3's SendMessageProcessor gives a refused timer message."""
+    if status is PutMessageStatus.WHEEL_TIMER_MSG_ILLEGAL:
+        return RC.MESSAGE_ILLEGAL, (
+            "timer message illegal, the delay time should not be bigger than the max delay "
+            f"{sc.timerMaxDelaySec * 1000}ms; or if set del msg, the delay time should be bigger "
+            "than the current time")
+    if status is PutMessageStatus.WHEEL_TIMER_FLOW_CONTROL:
+        n = sc.timerCongestNumEachSlot
+        return RC.SYSTEM_ERROR, (
+            f"timer message is under flow control, max num limit is {n * 2} or the current value "
+            f"is greater than {n} and less than {n * 2}, trigger random flow control")
+    return RC.SYSTEM_ERROR, ("accurate timer message is not enabled, timerWheelEnable is "
+                             f"{'true' if sc.timerWheelEnable else 'false'}")

@@ -23,6 +23,7 @@ class CreateTopicRequestHeader(CommandHeader):
     topicFilterType: str = field_required()
     topicSysFlag: int | None = None
     order: bool = False
+    attributes: str | None = None  # 5.x: "+message.type=FIFO,+k=v,-k"
 
 
 @dataclass(slots=True)

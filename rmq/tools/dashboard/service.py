@@ -20,8 +20,8 @@ from rmq.client.exceptions import MQClientError
 from rmq.client.message import Message, MessageExt, MessageQueue
 from rmq.common import fastjson
 from rmq.common.codes import RequestCode
+from rmq.common.java import is_dashboard_system_group
 from rmq.common.topics import (
-    CID_RMQ_SYS_PREFIX,
     DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
     is_system_topic,
@@ -36,9 +36,6 @@ log = logging.getLogger("rmq.dashboard")
 MASTER_ID = 0
 MESSAGE_LIMIT = 200  # messages a time-range search returns at most, as the console pages
 HISTORY = 360  # samples kept per series for the live charts
-SYSTEM_GROUPS = frozenset({"TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP",
-                           "CID_ONS-HTTP-PROXY", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_OWNER",
-                           "CID_ONSAPI_PULL", "CID_RMQ_SYS_TRANS", "SCHEDULE_CONSUMER"})
 
 
 def _first_number(text: str | None) -> float:
@@ -55,10 +52,6 @@ def topic_kind(topic: str) -> str:
     if topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
         return "dlq"
     return "system" if is_system_topic(topic) else "normal"
-
-
-def is_system_group(group: str) -> bool:
-    return group in SYSTEM_GROUPS or group.startswith(CID_RMQ_SYS_PREFIX)
 
 
 def message_view(m: MessageExt) -> dict:
@@ -111,7 +104,11 @@ class DashboardService:
                    diskRatio=float(rt.get("commitLogDiskRatio") or 0),
                    putToday=int(rt.get("msgPutTotalTodayNow") or 0),
                    getToday=int(rt.get("msgGetTotalTodayNow") or 0),
-                   bootTimestamp=int(rt.get("bootTimestamp") or 0))
+                   bootTimestamp=int(rt.get("bootTimestamp") or 0),
+                   # RocketMQ 5 timers: pending in the wheel, not yet in it, delivery behind (s)
+                   timerPending=int(rt.get("timerCongestNum") or 0),
+                   timerBacklog=int(rt.get("timerOffsetBehind") or 0),
+                   timerBehind=int(rt.get("timerReadBehind") or 0))
         return row
 
     # ---- topics -------------------------------------------------------------
@@ -169,7 +166,7 @@ class DashboardService:
         return list(rows)
 
     async def _group_row(self, group: str) -> dict:
-        row: dict[str, Any] = {"group": group, "system": is_system_group(group),
+        row: dict[str, Any] = {"group": group, "system": is_dashboard_system_group(group),
                                "connections": 0, "lag": None}
         try:
             row["lag"] = sum(r["diff"] for r in await self.admin.consumer_progress(group))

@@ -123,6 +123,8 @@ async function loadCluster() {
     ["getTps", "Get TPS", (r) => (r.getTps === undefined ? "" : r.getTps.toFixed(1))],
     ["putToday", "Put today"], ["getToday", "Get today"],
     ["diskRatio", "Disk used", (r) => (r.diskRatio === undefined ? "" : pct(r.diskRatio))],
+    ["timerPending", "Timers pending"], ["timerBacklog", "Timer backlog"],
+    ["timerBehind", "Timer lag (s)"],
     ["bootTimestamp", "Started", (r) => when(r.bootTimestamp)],
     ["error", "Error", (r) => r.error || ""],
   ], data.brokers);

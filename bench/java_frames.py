@@ -1,0 +1,113 @@
+"""The Java benchmark Producer's load without Java: broker CPU per message
+and the share of the sends the send lane served.
+
+Apache RocketMQ 4.9.8's ``example/benchmark/Producer`` sets
+``rocketmq.serialize.type=ROCKETMQ``: every SEND_MESSAGE_V2 it sends has the
+binary header, group ``benchmark_producer``, topic ``BenchmarkTest`` (a
+system topic of 1024 queues, which its client's sends go round) and the
+properties ``UNIQ_KEY`` and ``WAIT=true`` in its client's order
+(``bench.raw.RawRequests`` with ``java=True`` writes exactly those
+frames).  For each number of requests in flight the load runs against a
+fresh broker with the lanes on and with them off (the general path: what
+served these frames before the lanes read the binary header), alternated
+``--rounds`` times; the medians are reported with the lane-served share
+(``rmqSendLaneServed`` over the messages put, from GET_BROKER_RUNTIME_INFO).
+
+    .venv/bin/python -m bench.java_frames [--inflight 1 16 64] [--rounds 3]
+        [--seconds 5] [--size 1024] [--json-frames]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+
+import orjson
+
+from bench.cluster import Cluster
+from bench.cpu import LOAD_CPU
+from bench.load import LoadSpec, load_in_subprocess
+from bench.modes import mode_env
+from rmq.common.codes import RequestCode
+from rmq.remoting import RemotingClient, RemotingCommand
+
+TOPIC = "BenchmarkTest"
+QUEUES = 1024  # BenchmarkTest's queues (TopicConfigManager's system topic)
+
+
+async def _runtime(addr: str) -> dict:
+    client = RemotingClient()
+    try:
+        resp = await client.invoke(addr, RemotingCommand.create_request(
+            RequestCode.GET_BROKER_RUNTIME_INFO), 10_000)
+        return orjson.loads(resp.body)["table"]
+    finally:
+        await client.close()
+
+
+def _served(table: dict) -> tuple[int, int]:
+    return int(table.get("rmqSendLaneServed", 0)), int(table["msgPutTotalTodayNow"])
+
+
+def _round(lanes: bool, inflights: list[int], args) -> dict[int, dict]:
+    """One broker (lanes on or off), every in-flight figure against it."""
+    conf = {} if lanes else {"rmqSendLaneEnable": "false", "rmqPullLaneEnable": "false"}
+    out = {}
+    with Cluster(env=mode_env("compiled"), broker_conf=conf, pin=True) as cluster:
+        # first a run that makes the 1024 consume queues (a queue's first
+        # message creates its file), as the Java load does early in its long run
+        prime = LoadSpec("send", cluster.namesrv_addr, TOPIC, seconds=args.prime, warmup=0.0,
+                         size=args.size, inflight=64, broker_addr=cluster.broker_addr,
+                         raw=True, queues=QUEUES, write_each=True,
+                         java_frames=not args.json_frames)
+        load_in_subprocess(prime, mode_env("compiled"), cpu=LOAD_CPU)
+        for inflight in inflights:
+            before = _served(asyncio.run(_runtime(cluster.broker_addr)))
+            spec = LoadSpec("send", cluster.namesrv_addr, TOPIC, seconds=args.seconds,
+                            warmup=1.0, size=args.size, inflight=inflight,
+                            broker_pid=cluster.broker_pid, broker_addr=cluster.broker_addr,
+                            raw=True, queues=QUEUES, write_each=True,
+                            java_frames=not args.json_frames)
+            r = load_in_subprocess(spec, mode_env("compiled"), cpu=LOAD_CPU)
+            after = _served(asyncio.run(_runtime(cluster.broker_addr)))
+            put = after[1] - before[1]
+            r["lane_share"] = (after[0] - before[0]) / put if put else 0.0
+            out[inflight] = r
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--inflight", type=int, nargs="+", default=[1, 16, 64])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument("--prime", type=float, default=15.0,
+                    help="seconds of load before measuring (until every queue exists)")
+    ap.add_argument("--json-frames", action="store_true",
+                    help="the same load with JSON headers (a Java client on its default)")
+    args = ap.parse_args(argv)
+    if args.rounds < 1 or any(n < 1 for n in args.inflight):
+        print("java_frames: --rounds and --inflight must be >= 1", file=sys.stderr)
+        return 2
+    runs: dict[tuple[str, int], list[dict]] = {}
+    for _ in range(args.rounds):
+        for label, lanes in (("lanes off", False), ("lanes on", True)):
+            for inflight, r in _round(lanes, args.inflight, args).items():
+                runs.setdefault((label, inflight), []).append(r)
+    frames = "JSON" if args.json_frames else "ROCKETMQ (Java benchmark Producer)"
+    print(f"{frames} frames, {args.size} B, {args.rounds} alternated rounds, medians")
+    print("| in flight | broker | msgs/s | broker CPU µs/msg | lane-served share |")
+    print("|---|---|---|---|---|")
+    for (label, inflight), rs in sorted(runs.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        med = {k: statistics.median(r[k] for r in rs)
+               for k in ("msgs_per_s", "broker_cpu_us_per_msg", "lane_share")}
+        print(f"| {inflight} | {label} | {med['msgs_per_s']:,.0f} | "
+              f"{med['broker_cpu_us_per_msg']:.1f} | {med['lane_share']:.0%} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

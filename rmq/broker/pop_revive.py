@@ -1,0 +1,420 @@
+"""PopReviveService: brings popped and unacknowledged messages back.
+
+Every pop writes a checkpoint (ck) to one of the ``reviveQueueNum`` queues of
+the revive topic, every ack an ack record to the same queue (see
+``rmq.broker.pop_records``).  This service keeps the checkpoints not yet
+settled in memory, ordered by revive time (popTime + invisibleTime), crosses
+off the offsets their acks name, and when a checkpoint's revive time comes
+re-puts its unacknowledged messages into the group's pop retry topic with
+reconsume times + 1 (the DLQ once the group's retryMaxTimes is reached).  The
+records this broker writes are applied as they are stored (``write``); the
+queues are read back in order after a restart, and once a second for anything
+written otherwise (what was applied is skipped).
+
+Differences from 5.3.3 (docs/COMPATIBILITY.md): cks are plain records read at
+once, not timer messages due at reviveTime - 1 s, and a ck is revived when
+its time comes (5.3.3 waits for a scan 2 s past it), so messages come back
+within tens of milliseconds of their invisible time.  After a revive the
+service writes a batch ack for the offsets it re-put ("settled"), so that a
+replay after a crash does not revive them again.
+
+Durability: the revive offset of each queue (group ``CID_RMQ_SYS_REVIVE_GROUP``
+in consumerOffset.json, as 5.3.3 keeps it) is the revive-queue offset of its
+oldest unsettled ck.  After a SIGKILL the service re-reads from there: cks are
+rebuilt with their acks, the group's consume offsets are moved past every
+popped message (a pop's offset commit may not have been flushed), and
+checkpoints past their time are revived at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import logging
+import struct
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from rmq.broker.pop_records import (
+    ACK_TAG,
+    BATCH_ACK_TAG,
+    CK_TAG,
+    PROPERTY_FIRST_POP_TIME,
+    REVIVE_GROUP,
+    AckMsg,
+    PopCheckPoint,
+    normal_topic,
+    retry_topic_v1,
+    retry_topic_v2,
+    revive_topic,
+)
+from rmq.common import message as mc
+from rmq.common import topics as T
+from rmq.common.logging import BROKER_LOGGER_NAME
+from rmq.common.message_id import create_message_id
+from rmq.store import MessageExtBrokerInner
+from rmq.store.message_codec import decode_message, message_properties_to_string
+
+log = logging.getLogger(BROKER_LOGGER_NAME)
+
+READ_BATCH = 32
+IDLE_WAKE_S = 1.0  # re-read the queues at least this often
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(slots=True)
+class Pending:
+    """An unsettled checkpoint: its record's place and the offsets acked so far."""
+
+    ck: PopCheckPoint
+    revive_qid: int
+    record_offset: int  # the ck record's offset in its revive queue
+    acked: set[int] = field(default_factory=set)
+
+    def unacked(self) -> list[int]:
+        return [o for o in self.ck.offsets() if o not in self.acked]
+
+
+_I32 = struct.Struct(">i")
+_H16 = struct.Struct(">h")
+
+
+def body_and_properties(buf: memoryview) -> tuple[bytes, bytes]:
+    """The body and the properties text of a stored record, without decoding
+    the rest (the revive queues hold many small records)."""
+    (sys_flag,) = _I32.unpack_from(buf, 36)
+    p = 48 + (20 if sys_flag & 0x10 else 8) + 8 + (20 if sys_flag & 0x20 else 8) + 12
+    (body_len,) = _I32.unpack_from(buf, p)
+    p += 4
+    body = bytes(buf[p:p + body_len])
+    p += body_len
+    p += 1 + buf[p]
+    (props_len,) = _H16.unpack_from(buf, p)
+    return body, bytes(buf[p + 2:p + 2 + props_len])
+
+
+def _tag(props: bytes) -> str | None:
+    for kv in props.split(b"\x02"):
+        if kv.startswith(b"TAGS\x01"):
+            return kv[5:].decode()
+    return None
+
+
+class PopReviveService:
+    def __init__(self, controller: Any) -> None:
+        self.c = controller
+        self.bc = controller.broker_config
+        self.store = controller.message_store
+        self.topic = revive_topic(self.bc.brokerClusterName)
+        self.queue_num = max(1, self.bc.reviveQueueNum)
+        self.read_offsets: dict[int, int] = {}
+        self.pending: dict[str, Pending] = {}
+        self.by_queue: dict[int, dict[str, Pending]] = {q: {} for q in range(self.queue_num)}
+        self.heap: list[tuple[int, int, str]] = []
+        self._seq = 0
+        self._wake = asyncio.Event()
+        self.applied: dict[int, set[int]] = {}  # records applied when written, not read yet
+        self._next_wake_ms = 0
+        self._task: asyncio.Task | None = None
+        self.loaded = False
+        self.revived = 0  # messages re-put (metrics)
+        self.on_settled: list[Any] = []  # callbacks(ck): in-flight accounting
+
+    # ---- life cycle ------------------------------------------------------------
+    def ensure_topic(self) -> None:
+        tcm = self.c.topic_config_manager
+        if tcm.select_topic_config(self.topic) is None:
+            tcm.create_topic_in_send_message_back_method(
+                self.topic, self.queue_num, mc.PERM_READ | mc.PERM_WRITE, 0)
+
+    async def start(self) -> None:
+        self.ensure_loaded()
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="popRevive")
+
+    def ensure_loaded(self) -> None:
+        """The revive queues read up to their end once (after a restart this
+        moves the groups' offsets past what was popped before the crash): a pop
+        calls it first, as it may come before this service has started."""
+        if self.loaded:
+            return
+        if not self.read_offsets:
+            self.ensure_topic()
+            for qid in range(self.queue_num):
+                off = self.c.consumer_offset_manager.query_offset(REVIVE_GROUP, self.topic, qid)
+                self.read_offsets[qid] = max(off, 0)
+        self.read_all()
+        self.loaded = True
+
+    async def shutdown(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        self.commit_revive_offsets()
+
+    async def write(self, qid: int, record: PopCheckPoint | AckMsg) -> bool:
+        """Store a ck or ack record and apply it at once: this broker writes
+        every record of its revive queues, so the queues are read back only
+        after a restart (and once a second for safety; what was applied here is
+        skipped there)."""
+        offset = await put_revive_record(self.c, self.topic, qid, record)
+        if offset is None:
+            return False
+        if offset >= self.read_offsets.get(qid, 0):  # not read back yet
+            self.applied.setdefault(qid, set()).add(offset)
+            if isinstance(record, PopCheckPoint):
+                self.add_ck(record, qid, offset)
+                if record.revive_time < self._next_wake_ms:
+                    self._wake.set()  # due before the service would look again
+            else:
+                self.apply_ack(record)
+        return True
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def _run(self) -> None:
+        last_read = 0.0
+        while True:
+            try:
+                if time.monotonic() - last_read >= IDLE_WAKE_S:
+                    self.read_all()
+                    last_read = time.monotonic()
+                await self.revive_due()
+                self.commit_revive_offsets()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("PopReviveService round failed")
+            timeout = max(0.0, IDLE_WAKE_S - (time.monotonic() - last_read))
+            if self.heap:
+                timeout = min(timeout, max(0.0, (self.heap[0][0] - now_ms()) / 1000))
+            self._next_wake_ms = now_ms() + int(timeout * 1000)
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            except TimeoutError:
+                pass
+
+    # ---- reading the revive queues ----------------------------------------------------
+    def read_all(self) -> None:
+        for qid in range(self.queue_num):
+            self.read_queue(qid)
+
+    def read_queue(self, qid: int) -> None:
+        offset = self.read_offsets.get(qid, 0)
+        while True:
+            result = self.store.get_message(REVIVE_GROUP, self.topic, qid, offset, READ_BATCH)
+            if result is None:
+                return
+            try:
+                if result.status.name != "FOUND":
+                    if result.next_begin_offset != offset and result.next_begin_offset >= 0:
+                        # past a removed stretch, or back to the end of a queue that
+                        # is shorter than the kept offset (a store replaced)
+                        offset = result.next_begin_offset
+                        self.read_offsets[qid] = offset
+                        continue
+                    return
+                applied = self.applied.get(qid)
+                for buf, at in zip(result.message_buffers, result.message_queue_offsets,
+                                   strict=True):
+                    if applied and at in applied:
+                        applied.discard(at)  # applied when it was written
+                        continue
+                    self._apply(qid, at, buf)
+                offset = result.next_begin_offset
+                self.read_offsets[qid] = offset
+            finally:
+                result.release()
+
+    def _apply(self, qid: int, record_offset: int, buf: memoryview) -> None:
+        try:
+            body, props = body_and_properties(buf)
+            tag = _tag(props)
+            if tag == CK_TAG:
+                self.add_ck(PopCheckPoint.decode(body), qid, record_offset)
+            elif tag in (ACK_TAG, BATCH_ACK_TAG):
+                self.apply_ack(AckMsg.decode(body))
+        except (ValueError, KeyError, TypeError, struct.error):
+            log.warning("skip a bad revive record at %s:%d:%d", self.topic, qid, record_offset)
+
+    def add_ck(self, ck: PopCheckPoint, qid: int, record_offset: int) -> None:
+        key = ck.key()
+        if key in self.pending:
+            return
+        entry = Pending(ck, qid, record_offset)
+        self.pending[key] = entry
+        self.by_queue.setdefault(qid, {})[key] = entry
+        self._seq += 1
+        heapq.heappush(self.heap, (ck.revive_time, self._seq, key))
+        self._commit_popped(ck)
+
+    def _commit_popped(self, ck: PopCheckPoint) -> None:
+        """The group's offset past the ck's messages: a pop commits it in memory
+        only, so a replay after a crash puts it back (never backwards)."""
+        if not ck.offset_diffs:
+            return
+        com = self.c.consumer_offset_manager
+        last = ck.start_offset + max(ck.offset_diffs) + 1
+        if com.query_offset(ck.cid, ck.topic, ck.queue_id) < last:
+            com.commit_offset("PopReviveService", ck.cid, ck.topic, ck.queue_id, last)
+
+    def apply_ack(self, ack: AckMsg) -> None:
+        entry = self.pending.get(ack.key())
+        if entry is None:
+            return  # settled already, or never ours (5.3.3 ignores it as well)
+        entry.acked.update(ack.offsets)
+        if not entry.unacked():
+            self._settle(ack.key())
+
+    def _settle(self, key: str) -> None:
+        entry = self.pending.pop(key, None)
+        if entry is None:
+            return
+        self.by_queue.get(entry.revive_qid, {}).pop(key, None)
+        for cb in self.on_settled:
+            cb(entry.ck)
+
+    def is_pending(self, key: str) -> bool:
+        return key in self.pending
+
+    def inflight_by_group(self) -> dict[tuple[str, str], int]:
+        """Popped and not acknowledged messages per (group, topic)."""
+        out: dict[tuple[str, str], int] = {}
+        for entry in self.pending.values():
+            ck = entry.ck
+            k = (ck.cid, normal_topic(ck.topic, ck.cid))
+            out[k] = out.get(k, 0) + len(entry.unacked())
+        return out
+
+    # ---- reviving ----------------------------------------------------------------
+    async def revive_due(self) -> None:
+        if self.c.is_slave():
+            return  # a master's job, as in 5.3.3
+        now = now_ms()
+        while self.heap and self.heap[0][0] <= now:
+            _, _, key = heapq.heappop(self.heap)
+            entry = self.pending.get(key)
+            if entry is None:
+                continue
+            unacked = entry.unacked()
+            if unacked:
+                ok = await self.revive(entry.ck, unacked)
+                if not ok:  # the store refused: try again shortly
+                    self._seq += 1
+                    heapq.heappush(self.heap, (now + 1000, self._seq, key))
+                    return
+                await self._write_settled(entry, unacked)
+            self._settle(key)
+
+    async def revive(self, ck: PopCheckPoint, offsets: list[int]) -> bool:
+        for offset in offsets:
+            result = self.store.get_message(ck.cid, ck.topic, ck.queue_id, offset, 1)
+            if result is None:
+                return False
+            try:
+                if result.status.name != "FOUND" or not result.message_count:
+                    log.warning("revive: message %s:%d:%d is gone", ck.topic, ck.queue_id, offset)
+                    continue
+                msg = decode_message(result.message_buffers[0])
+            finally:
+                result.release()
+            if not await self._reput(ck, msg):
+                return False
+        return True
+
+    async def _reput(self, ck: PopCheckPoint, old) -> bool:
+        """``reviveRetry``: the message into the pop retry topic (reconsume
+        times + 1), or to %DLQ%group past the group's retryMaxTimes."""
+        group = ck.cid
+        topic = normal_topic(ck.topic, group)
+        cfg = self.c.subscription_group_manager.find_subscription_group_config(group)
+        max_times = cfg.retryMaxTimes if cfg is not None else 16
+        props = dict(old.properties)
+        props.pop(mc.PROPERTY_WAIT_STORE_MSG_OK, None)
+        props.pop("POP_CK", None)
+        props.setdefault(mc.PROPERTY_RETRY_TOPIC, topic)
+        props.setdefault(PROPERTY_FIRST_POP_TIME, str(ck.pop_time))
+        if not props.get(mc.PROPERTY_ORIGIN_MESSAGE_ID):
+            props[mc.PROPERTY_ORIGIN_MESSAGE_ID] = props.get(
+                mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or create_message_id(
+                old.store_host, old.commit_log_offset)
+        tcm = self.c.topic_config_manager
+        if old.reconsume_times >= max_times:
+            new_topic = T.dlq_topic(group)
+            tcm.create_topic_in_send_message_back_method(new_topic, 1,
+                                                         mc.PERM_READ | mc.PERM_WRITE, 0)
+            reconsume = old.reconsume_times
+        else:
+            new_topic = (retry_topic_v2(topic, group) if self.bc.enableRetryTopicV2
+                         else retry_topic_v1(topic, group))
+            tcm.create_topic_in_send_message_back_method(new_topic, 1,
+                                                         mc.PERM_READ | mc.PERM_WRITE, 0)
+            reconsume = old.reconsume_times + 1
+        tags = props.get(mc.PROPERTY_TAGS)
+        msg = MessageExtBrokerInner(
+            new_topic, 0, old.flag, old.body, props, message_properties_to_string(props),
+            mc.tags_string_to_code(tags) if tags else 0, old.sys_flag & ~0x30,
+            old.born_timestamp, old.born_host, self.store.store_host, 0, reconsume)
+        result = await self.store.async_put_message(msg)
+        ok = result is not None and result.status.name == "PUT_OK"
+        if ok:
+            self.revived += 1
+            if T.is_dlq_topic(new_topic):
+                self.c.stats.inc_dlq(group, topic)
+        else:
+            log.warning("revive put of %s:%d:%d failed: %s", ck.topic, ck.queue_id,
+                        old.queue_offset, result.status.name if result else None)
+        return ok
+
+    async def _write_settled(self, entry: Pending, offsets: list[int]) -> None:
+        """A batch ack of what was revived: a replay skips it."""
+        ck = entry.ck
+        ack = AckMsg(ck.topic, ck.cid, ck.queue_id, ck.start_offset, ck.pop_time,
+                     ck.broker_name, offsets)
+        await self.write(entry.revive_qid, ack)
+
+    # ---- the persisted revive offset ---------------------------------------------
+    def commit_revive_offsets(self) -> None:
+        com = self.c.consumer_offset_manager
+        for qid in range(self.queue_num):
+            entries = self.by_queue.get(qid)
+            offset = self.read_offsets.get(qid, 0)
+            if entries:
+                offset = min(offset, min(e.record_offset for e in entries.values()))
+            stored = com.query_offset(REVIVE_GROUP, self.topic, qid)
+            # an unset offset reads as 0: a revive queue never written stays out of
+            # consumerOffset.json, so a broker that serves no POP writes 4.9.8's file
+            if stored != offset and not (stored < 0 and offset == 0):
+                com.commit_offset("PopReviveService", REVIVE_GROUP, self.topic, qid, offset)
+
+
+_TAG_CODES = {t: mc.tags_string_to_code(t) for t in (CK_TAG, ACK_TAG, BATCH_ACK_TAG)}
+# a revive record carries its tag only: the properties text is made once per tag
+_RECORD_PROPS = {t: ({mc.PROPERTY_TAGS: t},
+                     message_properties_to_string({mc.PROPERTY_TAGS: t}))
+                 for t in (CK_TAG, ACK_TAG, BATCH_ACK_TAG)}
+
+
+async def put_revive_record(controller: Any, topic: str, qid: int,
+                            record: PopCheckPoint | AckMsg) -> int | None:
+    """A ck or ack record into revive queue ``qid``; its queue offset once
+    stored, None when the store refused it."""
+    if isinstance(record, PopCheckPoint):
+        body, tag = record.encode(), CK_TAG
+    else:
+        body, tag = record.encode()
+    props, text = _RECORD_PROPS[tag]
+    store = controller.message_store
+    msg = MessageExtBrokerInner(
+        topic, qid, 0, body, dict(props), text, _TAG_CODES[tag], 0, now_ms(),
+        store.store_host, store.store_host, 0, 0)
+    result = await store.async_put_message(msg)
+    if result is None or result.status.name != "PUT_OK" or result.append_result is None:
+        return None
+    return result.append_result.logics_offset

@@ -1,0 +1,173 @@
+"""ACK_MESSAGE, BATCH_ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME as RocketMQ
+5.3.3 serves them.
+
+An ack is an ack record in the revive queue its handle names (reviveQid); the
+revive service crosses the offset off its checkpoint.  Like 5.3.3, an ack that
+matches no checkpoint is answered SUCCESS (the answer says the record was
+stored, not that it mattered).  An orderly handle (reviveQid 999) acks in the
+order-info state and moves the group's offset once the batch is done.
+
+CHANGE_MESSAGE_INVISIBLETIME writes a new checkpoint for the one message
+(startOffset = its offset, popTime = now) *before* the ack of the old one, so
+that a crash between the two can only deliver it again, never lose it; the
+answer's popTime / invisibleTime / reviveQid make the new handle, and an ack
+with that handle sticks.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from typing import Any
+
+from rmq.broker.pop_context import pop_context
+from rmq.broker.pop_records import (
+    ORDER_REVIVE_QUEUE,
+    AckMsg,
+    ExtraInfo,
+    PopCheckPoint,
+    real_topic,
+)
+from rmq.broker.processor.pop import ext_int, ext_str, response
+from rmq.common import fastjson
+from rmq.common.codes import RequestCode, ResponseCode
+from rmq.remoting import Channel, RemotingCommand
+
+RC = ResponseCode
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def bitset_offsets(start: int, data: str) -> list[int]:
+    """``BitSet.valueOf(bytes)`` of the base64 text: the offsets whose bit is set."""
+    raw = base64.b64decode(data) if data else b""
+    out = []
+    for i, byte in enumerate(raw):
+        for bit in range(8):
+            if byte >> bit & 1:
+                out.append(start + i * 8 + bit)
+    return out
+
+
+class AckMessageProcessor:
+    def __init__(self, controller: Any) -> None:
+        self.c = controller
+        self.bc = controller.broker_config
+        self.store = controller.message_store
+        self.ctx = pop_context(controller)
+
+    def process_request(self, channel: Channel, request: RemotingCommand) -> Any:
+        if request.code == RequestCode.BATCH_ACK_MESSAGE:
+            return self.batch_ack(request)
+        if request.code == RequestCode.CHANGE_MESSAGE_INVISIBLETIME:
+            return self.change_invisible(request)
+        return self.ack(request)
+
+    def _check_queue(self, topic: str, queue_id: int, offset: int | None
+                     ) -> RemotingCommand | None:
+        tc = self.c.topic_config_manager.select_topic_config(topic)
+        if tc is None:
+            return response(RC.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
+        if queue_id < 0 or queue_id >= tc.readQueueNums:
+            return response(RC.MESSAGE_ILLEGAL, f"queueId[{queue_id}] is illegal, topic:"
+                            f"[{topic}] topicConfig.readQueueNums:[{tc.readQueueNums}]")
+        if offset is not None:
+            low = self.store.get_min_offset_in_queue(topic, queue_id)
+            high = self.store.get_max_offset_in_queue(topic, queue_id)
+            if offset < low or offset > high:
+                return response(RC.NO_MESSAGE, f"offset is illegal, key:{topic}@{queue_id}, "
+                                f"commit:{offset}, store:{low},{high}")
+        return None
+
+    def _order_ack(self, group: str, topic: str, queue_id: int, offset: int,
+                   pop_time: int) -> None:
+        commit = self.ctx.order.ack((topic, group, queue_id), offset, pop_time)
+        if commit is not None:
+            self.c.consumer_offset_manager.commit_offset("ack", group, topic, queue_id, commit)
+            self.ctx.polling.notify(topic)
+
+    async def _ack_offsets(self, group: str, topic: str, queue_id: int, info: ExtraInfo,
+                           offsets: list[int]) -> bool:
+        if info.revive_qid == ORDER_REVIVE_QUEUE:
+            for o in offsets:
+                self._order_ack(group, topic, queue_id, o, info.pop_time)
+            return True
+        if not 0 <= info.revive_qid < self.ctx.revive.queue_num:
+            return True  # a handle of no revive queue of ours: nothing to cross off
+        ack = AckMsg(topic, group, queue_id, info.ck_offset, info.pop_time, info.broker_name,
+                     offsets)
+        return await self.ctx.revive.write(info.revive_qid, ack)
+
+    # ---- ACK_MESSAGE --------------------------------------------------------------
+    async def ack(self, request: RemotingCommand) -> RemotingCommand:
+        ext = request.ext_fields or {}
+        try:
+            group, topic = ext_str(ext, "consumerGroup"), ext_str(ext, "topic")
+            queue_id, offset = ext_int(ext, "queueId"), ext_int(ext, "offset")
+            info = ExtraInfo.parse(ext.get("extraInfo"))
+        except ValueError as exc:
+            return response(RC.SYSTEM_ERROR, str(exc))
+        refused = self._check_queue(topic, queue_id, offset)
+        if refused is not None:
+            return refused
+        if not await self._ack_offsets(group, topic, queue_id, info, [offset]):
+            return response(RC.SYSTEM_ERROR, "put ack msg error")
+        return response(RC.SUCCESS)
+
+    # ---- BATCH_ACK_MESSAGE -----------------------------------------------------------
+    async def batch_ack(self, request: RemotingCommand) -> RemotingCommand:
+        try:
+            obj = fastjson.loads(bytes(request.body or b""))
+            acks = obj.get("acks") or []
+            if not isinstance(acks, list):
+                raise ValueError("acks is not a list")
+        except (ValueError, AttributeError, fastjson.FastjsonError) as exc:
+            return response(RC.SYSTEM_ERROR, f"bad batch ack body: {exc}")
+        broker_name = obj.get("brokerName") or self.bc.brokerName
+        for a in acks:
+            try:
+                group, retry = str(a["c"]), str(a.get("r", "0"))
+                topic = real_topic(str(a["t"]), group, retry)
+                queue_id, start = int(a["q"]), int(a["so"])
+                info = ExtraInfo(start, int(a["pt"]), int(a.get("it", 0)), int(a["rq"]), retry,
+                                 broker_name, queue_id, start)
+                offsets = bitset_offsets(start, a.get("b") or "")
+            except (KeyError, ValueError, TypeError) as exc:
+                return response(RC.SYSTEM_ERROR, f"bad batch ack entry: {exc}")
+            refused = self._check_queue(topic, queue_id, None)
+            if refused is not None:
+                return refused
+            if offsets and not await self._ack_offsets(group, topic, queue_id, info, offsets):
+                return response(RC.SYSTEM_ERROR, "put ack msg error")
+        return response(RC.SUCCESS)
+
+    # ---- CHANGE_MESSAGE_INVISIBLETIME -------------------------------------------------
+    async def change_invisible(self, request: RemotingCommand) -> RemotingCommand:
+        ext = request.ext_fields or {}
+        try:
+            group, topic = ext_str(ext, "consumerGroup"), ext_str(ext, "topic")
+            queue_id, offset = ext_int(ext, "queueId"), ext_int(ext, "offset")
+            invisible = ext_int(ext, "invisibleTime")
+            info = ExtraInfo.parse(ext.get("extraInfo"))
+        except ValueError as exc:
+            return response(RC.SYSTEM_ERROR, str(exc))
+        refused = self._check_queue(topic, queue_id, offset)
+        if refused is not None:
+            return refused
+        now = now_ms()
+        if info.revive_qid == ORDER_REVIVE_QUEUE:
+            self.ctx.order.change_invisible((topic, group, queue_id), offset, now, invisible)
+            return response(RC.SUCCESS, None, {"popTime": str(now),
+                                               "invisibleTime": str(invisible),
+                                               "reviveQid": str(ORDER_REVIVE_QUEUE)})
+        qid = info.revive_qid if 0 <= info.revive_qid < self.ctx.revive.queue_num \
+            else self.ctx.next_revive_qid()
+        ck = PopCheckPoint(topic, group, queue_id, offset, now, invisible, [0],
+                           self.bc.brokerName)
+        if not await self.ctx.revive.write(qid, ck):
+            return response(RC.SYSTEM_ERROR, "put ck msg error")
+        await self._ack_offsets(group, topic, queue_id, info, [offset])
+        return response(RC.SUCCESS, None, {"popTime": str(now), "invisibleTime": str(invisible),
+                                           "reviveQid": str(qid)})

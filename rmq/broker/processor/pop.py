@@ -1,0 +1,441 @@
+"""POP_MESSAGE, PEEK_MESSAGE, NOTIFICATION and POLLING_INFO as RocketMQ 5.3.3
+serves them (../shared/spec/ROCKETMQ5_POP_TIMER.md).
+
+A pop reads the group's next messages of one queue or of every queue
+(queueId -1), from the group's pop retry topic first with
+``popFromRetryProbability`` percent, writes one checkpoint per queue read to
+the revive topic, moves the group's offset past what it read and answers the
+stored records with ``startOffsetInfo`` / ``msgOffsetInfo`` for the client to
+build each message's receipt handle.  Redeliveries (read from the retry
+topic) carry their handle in the ``POP_CK`` property and their original
+topic.  A group with ``consumeMessageOrderly`` (or an ``order`` pop) writes no
+checkpoint: the queue is blocked until the batch is acked (reviveQid 999).
+Nothing to return is 210 POLLING_TIMEOUT ``NO_MESSAGE_IN_QUEUE``, after
+waiting up to pollTime for a message.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from rmq.broker.pop_context import pop_context
+from rmq.broker.pop_records import (
+    ORDER_REVIVE_QUEUE,
+    PROPERTY_POP_CK,
+    ExtraInfo,
+    PopCheckPoint,
+    append_info,
+    order_offset_key,
+    retry_flag,
+    retry_topic_v1,
+    retry_topic_v2,
+)
+from rmq.broker.processor.pull import tag_filter
+from rmq.client.heartbeat import EXPRESSION_TAG, build_subscription
+from rmq.common import message as mc
+from rmq.common.codes import RequestCode, ResponseCode
+from rmq.common.topics import RETRY_GROUP_TOPIC_PREFIX
+from rmq.filter.message_filter import filter_result
+from rmq.remoting import Channel, RemotingCommand
+from rmq.store.message_codec import decode_message, encode_message
+
+RC = ResponseCode
+MAX_POP_NUMS = 32
+BORN_TIME_SLACK_MS = 500
+INIT_MODE_MAX = 1  # ConsumeInitMode.MAX (MIN is 0)
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def response(code: int, remark: str | None = None, ext: dict[str, str] | None = None,
+             body: Any = None) -> RemotingCommand:
+    r = RemotingCommand.create_response(code, remark)
+    if ext:
+        r.ext_fields = ext
+    if body is not None:
+        r.body = body
+    return r
+
+
+class HeaderError(ValueError):
+    pass
+
+
+def ext_int(ext: dict[str, str], name: str, default: int | None = None) -> int:
+    value = ext.get(name)
+    if value is None:
+        if default is None:
+            raise HeaderError(f"the custom field {name} is null")
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise HeaderError(f"the custom field {name} is not a number: {value}") from None
+
+
+def ext_str(ext: dict[str, str], name: str) -> str:
+    value = ext.get(name)
+    if not value:
+        raise HeaderError(f"the custom field {name} is null")
+    return value
+
+
+def ext_bool(ext: dict[str, str], name: str) -> bool:
+    return str(ext.get(name, "false")).lower() == "true"
+
+
+@dataclass(slots=True)
+class PopResult:
+    """What one pop collected, queue after queue."""
+
+    bodies: list[Any] = field(default_factory=list)  # runs of records (views or bytes)
+    count: int = 0
+    start_info: list[str] = field(default_factory=list)
+    msg_info: list[str] = field(default_factory=list)
+    order_info: list[str] = field(default_factory=list)
+    rest: int = 0
+
+
+class PopMessageProcessor:
+    def __init__(self, controller: Any) -> None:
+        self.c = controller
+        self.bc = controller.broker_config
+        self.store = controller.message_store
+        self.ctx = pop_context(controller)
+        self._filter_cache: dict[tuple, tuple] = {}
+
+    def process_request(self, channel: Channel, request: RemotingCommand) -> Any:
+        self.ctx.revive.ensure_loaded()
+        code = request.code
+        if code == RequestCode.POP_MESSAGE:
+            return self.pop(channel, request)
+        if code == RequestCode.PEEK_MESSAGE:
+            return self.peek(channel, request)
+        if code == RequestCode.NOTIFICATION:
+            return self.notification(channel, request)
+        return self.polling_info(channel, request)
+
+    # ---- checks shared by the requests ----------------------------------------------
+    def _check(self, channel: Channel, group: str, topic: str, queue_id: int
+               ) -> RemotingCommand | None:
+        if not mc.is_readable(self.bc.brokerPermission):
+            return response(RC.NO_PERMISSION,
+                            f"the broker[{self.bc.brokerIP1}] popping message is forbidden")
+        tc = self.c.topic_config_manager.select_topic_config(topic)
+        if tc is None:
+            return response(RC.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
+        if not mc.is_readable(tc.perm):
+            return response(RC.NO_PERMISSION, f"the topic[{topic}] peeking message is forbidden")
+        if queue_id >= tc.readQueueNums or queue_id < -1:
+            return response(RC.INVALID_PARAMETER, f"queueId[{queue_id}] is illegal, topic:[{topic}] "
+                            f"topicConfig.readQueueNums:[{tc.readQueueNums}] "
+                            f"consumer:[/{channel.remote_addr}]")
+        cfg = self.c.subscription_group_manager.find_subscription_group_config(group)
+        if cfg is None:
+            return response(RC.SUBSCRIPTION_GROUP_NOT_EXIST,
+                            f"subscription group [{group}] does not exist")
+        if not cfg.consumeEnable:
+            return response(RC.NO_PERMISSION, f"subscription group no permission, {group}")
+        return None
+
+    def _filters(self, group: str, topic: str, exp_type: str | None, exp: str | None):
+        key = (group, topic, exp_type, exp)
+        cached = self._filter_cache.get(key)
+        if cached is None:
+            if len(self._filter_cache) > 4096:
+                self._filter_cache.clear()
+            cached = self._filter_cache[key] = self._build_filters(group, topic, exp_type, exp)
+        return cached
+
+    def _build_filters(self, group: str, topic: str, exp_type: str | None, exp: str | None):
+        sub = build_subscription(topic, exp or "*", exp_type or EXPRESSION_TAG)
+        record_filter = None
+        if sub.expression_type != EXPRESSION_TAG:
+            if not self.bc.enablePropertyFilter:
+                raise HeaderError("The broker does not support consumer to filter message by "
+                                  + sub.expression_type)
+            refusal, record_filter = self.c.consumer_filter_manager.pull_filter(
+                topic, group, sub, True, 0)
+            if refusal is not None:
+                raise HeaderError(refusal[1])
+        return tag_filter(sub), record_filter
+
+    def _queue_ids(self, topic: str, queue_id: int) -> list[int]:
+        if queue_id >= 0:
+            return [queue_id]
+        tc = self.c.topic_config_manager.select_topic_config(topic)
+        n = tc.readQueueNums if tc is not None else 0
+        start = random.randrange(n) if n else 0
+        return [(start + i) % n for i in range(n)]
+
+    def _start_offset(self, group: str, topic: str, queue_id: int, init_mode: int) -> int:
+        offset = self.c.consumer_offset_manager.query_offset(group, topic, queue_id)
+        if offset < 0:
+            offset = self._init_offset(group, topic, queue_id, init_mode)
+        return max(offset, self.store.get_min_offset_in_queue(topic, queue_id), 0)
+
+    def _init_offset(self, group: str, topic: str, queue_id: int, init_mode: int) -> int:
+        """Where a group's first pop of a queue starts, saved at once so that the
+        next pop goes on from there: with ConsumeInitMode MAX (1) a start recomputed
+        on every pop would skip what was sent in between.  5.3.3's rule: MIN (0)
+        and the retry topics start at the queue's min offset; MAX starts at 0 while
+        the queue still holds its first message in memory, else at its last one."""
+        store = self.store
+        if init_mode != 1 or topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+            offset = store.get_min_offset_in_queue(topic, queue_id)
+        elif (self.bc.initPopOffsetByCheckMsgInMem
+              and store.get_min_offset_in_queue(topic, queue_id) <= 0
+              and store.get_max_offset_in_queue(topic, queue_id) > 0
+              and not store.check_in_disk_by_consume_offset(topic, queue_id, 0)):
+            offset = 0
+        else:
+            offset = max(store.get_max_offset_in_queue(topic, queue_id) - 1, 0)
+        offset = max(offset, 0)
+        self.c.consumer_offset_manager.commit_offset("getPopOffset", group, topic, queue_id,
+                                                     offset)
+        return offset
+
+    def retry_topics(self, group: str, topic: str) -> list[str]:
+        tcm = self.c.topic_config_manager
+        out = [t for t in (retry_topic_v1(topic, group), retry_topic_v2(topic, group))
+               if tcm.select_topic_config(t) is not None]
+        return out
+
+    @staticmethod
+    def wait_topics(group: str, topic: str) -> list[str]:
+        """What a held pop waits on: the topic and both retry topics (which may
+        not exist yet: a revive creates them)."""
+        return [topic, retry_topic_v1(topic, group), retry_topic_v2(topic, group)]
+
+    # ---- POP_MESSAGE ------------------------------------------------------------
+    async def pop(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        ext = request.ext_fields or {}
+        try:
+            group, topic = ext_str(ext, "consumerGroup"), ext_str(ext, "topic")
+            queue_id = ext_int(ext, "queueId")
+            max_nums = ext_int(ext, "maxMsgNums")
+            invisible = ext_int(ext, "invisibleTime")
+            poll_time = ext_int(ext, "pollTime", 0)
+            born_time = ext_int(ext, "bornTime", 0)
+            init_mode = ext_int(ext, "initMode", 0)
+        except HeaderError as exc:
+            return response(RC.SYSTEM_ERROR, str(exc))
+        refused = self._check(channel, group, topic, queue_id)
+        if refused is not None:
+            return refused
+        if max_nums > MAX_POP_NUMS or max_nums <= 0:
+            code = RC.INVALID_PARAMETER if max_nums > MAX_POP_NUMS else RC.SYSTEM_ERROR
+            return response(code, f"the broker[{self.bc.brokerIP1}] pop message's "
+                            f"num is greater than {MAX_POP_NUMS}")
+        if invisible <= 0:
+            return response(RC.SYSTEM_ERROR, f"invisibleTime is illegal: {invisible}")
+        if born_time > 0 and now_ms() - born_time - poll_time > BORN_TIME_SLACK_MS:
+            return response(RC.POLLING_TIMEOUT, "poll time out")
+        try:
+            matches, record_filter = self._filters(group, topic, ext.get("expType"),
+                                                   ext.get("exp"))
+        except (HeaderError, ValueError) as exc:
+            return response(RC.SUBSCRIPTION_PARSE_FAILED, str(exc))
+        cfg = self.c.subscription_group_manager.find_subscription_group_config(group)
+        orderly = ext_bool(ext, "order") or cfg.consumeMessageOrderly
+        deadline = time.monotonic() + poll_time / 1000
+        while True:
+            out, pop_time, revive_qid = await self._pop_once(
+                group, topic, queue_id, max_nums, invisible, init_mode, orderly, matches,
+                record_filter)
+            if out.count:
+                break
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not channel.is_active():
+                return response(RC.POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE")
+            if self.ctx.polling.full():
+                return response(RC.POLLING_FULL, "polling full")
+            await self.ctx.polling.wait(self.wait_topics(group, topic), remaining)
+        ext_out = {"popTime": str(pop_time), "invisibleTime": str(invisible),
+                   "reviveQid": str(revive_qid), "restNum": str(out.rest),
+                   "startOffsetInfo": ";".join(out.start_info),
+                   "msgOffsetInfo": ";".join(out.msg_info)}
+        if orderly:
+            ext_out["orderCountInfo"] = ";".join(out.order_info)
+        self.c.stats.inc_get(group, topic, max(queue_id, 0), out.count,
+                             sum(len(b) for b in out.bodies), 0, False)
+        return response(RC.SUCCESS, None, ext_out, out.bodies)
+
+    async def _pop_once(self, group: str, topic: str, queue_id: int, max_nums: int,
+                        invisible: int, init_mode: int, orderly: bool, matches,
+                        record_filter) -> tuple[PopResult, int, int]:
+        out = PopResult()
+        pop_time = now_ms()
+        revive_qid = ORDER_REVIVE_QUEUE if orderly else self.ctx.next_revive_qid()
+        retry = [] if orderly else self.retry_topics(group, topic)
+        retry_first = bool(retry) and random.randrange(100) < self.bc.popFromRetryProbability
+        order = ([*retry, topic] if retry_first else [topic, *retry])
+        for t in order:
+            qids = self._queue_ids(t, queue_id if t == topic else -1)
+            for qid in qids:
+                if out.count >= max_nums:
+                    break
+                await self._pop_queue(out, group, topic, t, qid, max_nums - out.count,
+                                      pop_time, invisible, revive_qid, init_mode, orderly,
+                                      matches, record_filter)
+        return out, pop_time, revive_qid
+
+    async def _pop_queue(self, out: PopResult, group: str, topic: str, read_topic: str,
+                         qid: int, nums: int, pop_time: int, invisible: int, revive_qid: int,
+                         init_mode: int, orderly: bool, matches, record_filter) -> None:
+        key = (read_topic, group, qid)
+        if key in self.ctx.locks:
+            return  # another pop of this group reads this queue right now
+        if orderly and self.ctx.order.blocked(key, pop_time):
+            return
+        self.ctx.locks.add(key)
+        try:
+            offset = self._start_offset(group, read_topic, qid, init_mode)
+            result = self.store.get_message(group, read_topic, qid, offset, nums, None, matches)
+            if result is None:
+                return
+            if record_filter is not None:
+                filter_result(result, record_filter)
+            found = result.status.name == "FOUND" and result.message_count > 0
+            offsets = result.message_queue_offsets if found else []
+            next_offset = result.next_begin_offset
+            out.rest += max(0, result.max_offset - next_offset)
+            if read_topic != topic:  # redeliveries are rewritten: copies
+                buffers = [bytes(b) for b in result.message_buffers] if found else []
+                result.release()
+            elif found:
+                buffers = result.body_views  # sent as they lie in the commit log
+            else:
+                buffers = []
+                result.release()
+            com = self.c.consumer_offset_manager
+            if not offsets:
+                # everything filtered out, or the offset corrected (a store newer
+                # than the offsets): go on from where the store says
+                if next_offset != offset and next_offset >= 0 and (not orderly or not found):
+                    com.commit_offset("pop", group, read_topic, qid, next_offset)
+                return
+            if orderly:
+                counts = self.ctx.order.on_pop(key, offsets, pop_time, invisible)
+                for o in offsets:  # 5.3.3 lists the offsets popped before only
+                    if counts[o] > 0:
+                        append_info(out.order_info, read_topic, order_offset_key(qid, o),
+                                    counts[o])
+                append_info(out.order_info, read_topic, qid, min(counts.values()))
+            else:
+                ck = PopCheckPoint(read_topic, group, qid, offset, pop_time, invisible,
+                                   [o - offset for o in offsets], self.bc.brokerName)
+                ck.revive_offset = 0
+                if not await self.ctx.revive.write(revive_qid, ck):
+                    if read_topic == topic:
+                        result.release()
+                    return  # nothing handed out: the offset stays where it was
+                com.commit_offset("pop", group, read_topic, qid, next_offset)
+            append_info(out.start_info, read_topic, qid, offset)
+            append_info(out.msg_info, read_topic, qid, ",".join(map(str, offsets)))
+            if read_topic != topic:  # redeliveries: handle inside, original topic
+                buffers = [self._as_original(b, topic, offset, pop_time, invisible,
+                                             revive_qid, read_topic) for b in buffers]
+            out.bodies.extend(buffers)
+            out.count += len(offsets)
+            if result.max_offset > next_offset:  # pops held while this one read can go on
+                self.ctx.polling.notify(read_topic)
+        finally:
+            self.ctx.locks.discard(key)
+
+    def _as_original(self, record: bytes, topic: str, ck_offset: int, pop_time: int,
+                     invisible: int, revive_qid: int, read_topic: str) -> bytes:
+        """A retry-topic record as 5.3.3 answers it (popResponseReturnActualRetryTopic
+        false): its POP_CK property set and its topic the original one."""
+        msg = decode_message(record)
+        handle = ExtraInfo(ck_offset, pop_time, invisible, revive_qid, retry_flag(read_topic),
+                           self.bc.brokerName, msg.queue_id, msg.queue_offset)
+        msg.properties[PROPERTY_POP_CK] = handle.text()
+        if not self.bc.popResponseReturnActualRetryTopic:
+            msg.topic = topic
+        return encode_message(msg)
+
+    # ---- PEEK_MESSAGE -----------------------------------------------------------
+    def peek(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        ext = request.ext_fields or {}
+        try:
+            group, topic = ext_str(ext, "consumerGroup"), ext_str(ext, "topic")
+            queue_id, max_nums = ext_int(ext, "queueId"), ext_int(ext, "maxMsgNums")
+        except HeaderError as exc:
+            return response(RC.SYSTEM_ERROR, str(exc))
+        refused = self._check(channel, group, topic, queue_id)
+        if refused is not None:
+            return refused
+        bodies: list[bytes] = []
+        rest = 0
+        for t in [topic, *self.retry_topics(group, topic)]:
+            for qid in self._queue_ids(t, queue_id if t == topic else -1):
+                if len(bodies) >= max_nums:
+                    break
+                offset = self._start_offset(group, t, qid, 0)
+                result = self.store.get_message(group, t, qid, offset, max_nums - len(bodies))
+                if result is None:
+                    continue
+                try:
+                    if result.status.name == "FOUND":
+                        bodies.extend(bytes(b) for b in result.message_buffers)
+                    rest += max(0, result.max_offset - result.next_begin_offset)
+                finally:
+                    result.release()
+        if not bodies:
+            return response(RC.PULL_NOT_FOUND, "NO_MESSAGE_IN_QUEUE", {"restNum": str(rest)})
+        return response(RC.SUCCESS, None, {"restNum": str(rest)}, b"".join(bodies))
+
+    # ---- NOTIFICATION / POLLING_INFO ---------------------------------------------
+    def _has_message(self, group: str, topic: str, queue_id: int, orderly: bool) -> bool:
+        now = now_ms()
+        for t in [topic, *self.retry_topics(group, topic)]:
+            for qid in self._queue_ids(t, queue_id if t == topic else -1):
+                if orderly and self.ctx.order.blocked((t, group, qid), now):
+                    continue
+                if self._start_offset(group, t, qid, 0) < \
+                        self.store.get_max_offset_in_queue(t, qid):
+                    return True
+        return False
+
+    async def notification(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        ext = request.ext_fields or {}
+        try:
+            group, topic = ext_str(ext, "consumerGroup"), ext_str(ext, "topic")
+            queue_id = ext_int(ext, "queueId")
+            poll_time = ext_int(ext, "pollTime", 0)
+        except HeaderError as exc:
+            return response(RC.SYSTEM_ERROR, str(exc))
+        refused = self._check(channel, group, topic, queue_id)
+        if refused is not None:
+            return refused
+        cfg = self.c.subscription_group_manager.find_subscription_group_config(group)
+        orderly = ext_bool(ext, "order") or cfg.consumeMessageOrderly
+        deadline = time.monotonic() + poll_time / 1000
+        while True:
+            has = self._has_message(group, topic, queue_id, orderly)
+            remaining = deadline - time.monotonic()
+            if has or remaining <= 0 or not channel.is_active():
+                return response(RC.SUCCESS, None, {"hasMsg": "true" if has else "false",
+                                                   "pollingFull": "false"})
+            if self.ctx.polling.full():  # 5.3.3 answers success with pollingFull set
+                return response(RC.SUCCESS, None, {"hasMsg": "false", "pollingFull": "true"})
+            await self.ctx.polling.wait(self.wait_topics(group, topic), remaining)
+
+    def polling_info(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
+        ext = request.ext_fields or {}
+        try:
+            group, topic = ext_str(ext, "consumerGroup"), ext_str(ext, "topic")
+            queue_id = ext_int(ext, "queueId")
+        except HeaderError as exc:
+            return response(RC.SYSTEM_ERROR, str(exc))
+        refused = self._check(channel, group, topic, queue_id)
+        if refused is not None:
+            return refused
+        return response(RC.SUCCESS, None,
+                        {"pollingNum": str(self.ctx.polling.polling_num(topic))})

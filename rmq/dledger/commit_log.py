@@ -1,0 +1,273 @@
+"""DLedgerCommitLog: the commit log on a DLedger group (4.9.8's
+``DLedgerCommitLog``, with ``enableDLegerCommitLog=true``).
+
+Each message is one DLedger entry whose body is the ordinary commit-log
+record; the record's physical offset is where its body lies in the DLedger
+data files (``entry pos + 48``), written into the record by an append hook, so
+consume queues, the index and pulls work on those files as on a commit log.
+Only the leader appends; a put's append result carries its quorum wait (a
+future of its PutMessageStatus), and consume queues are built from committed
+entries only (``get_max_offset`` is the committed position; the reput walks
+the entries through ``dispatch_entries``, past each 48-byte header).
+
+It lives beside the Raft library rather than in ``rmq/store`` because the
+store is the lower layer: the broker's start-up hands this class to the store
+(``DefaultMessageStore(commit_log=DLedgerCommitLog)``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+
+from rmq.common import message as mc
+from rmq.dledger.config import DLedgerConfig
+from rmq.dledger.entry import BLANK_MAGIC, BODY_OFFSET, Entry
+from rmq.dledger.protocol import Code, DLedgerError
+from rmq.dledger.server import DLedgerServer
+from rmq.store import message_codec as codec
+from rmq.store.commit_log import CommitLog, _now_ms, batch_key_count
+from rmq.store.message import MessageExtBatch, MessageExtBrokerInner
+from rmq.store.reput import DispatchStalled
+from rmq.store.results import AppendMessageResult, AppendMessageStatus, PutMessageStatus
+
+log = logging.getLogger("store")
+
+PHY_IN_RECORD = 4 + 4 + 4 + 4 + 4 + 8  # PHYSICALOFFSET's place in a record
+_LONG = struct.Struct(">q")
+
+# DLedger's answer -> the put status 4.9.8 reports for it
+_STATUS = {
+    Code.INCONSISTENT_LEADER: PutMessageStatus.SERVICE_NOT_AVAILABLE,
+    Code.NOT_LEADER: PutMessageStatus.SERVICE_NOT_AVAILABLE,
+    Code.LEADER_NOT_READY: PutMessageStatus.SERVICE_NOT_AVAILABLE,
+    Code.DISK_FULL: PutMessageStatus.SERVICE_NOT_AVAILABLE,
+    Code.WAIT_QUORUM_ACK_TIMEOUT: PutMessageStatus.OS_PAGECACHE_BUSY,
+    Code.LEADER_PENDING_FULL: PutMessageStatus.OS_PAGECACHE_BUSY,
+}
+
+
+def dledger_config(cfg) -> DLedgerConfig:
+    """The group's settings from MessageStoreConfig, as 4.9.8 derives them."""
+    config = DLedgerConfig(
+        group=cfg.dLegerGroup or "", self_id=cfg.dLegerSelfId or "", peers=cfg.dLegerPeers or "",
+        store_base_dir=cfg.storePathRootDir, data_store_path=cfg.storePathDLedgerCommitLog,
+        mapped_file_size_for_entry_data=cfg.mappedFileSizeCommitLog,
+        preferred_leader_ids=cfg.preferredLeaderId or None,
+        enable_batch_push=cfg.enableBatchPush,
+        # the broker's flush service flushes the entry files as it flushes a commit
+        # log (flushIntervalCommitLog); the group's own loop then only needs to keep
+        # the index and checkpoint in step, at the same pace
+        flush_file_interval_ms=max(10, cfg.flushIntervalCommitLog))
+    config.validate()
+    return config
+
+
+def _put_status(ack: asyncio.Future) -> asyncio.Future:
+    """The quorum wait of a put as a future of its PutMessageStatus: PUT_OK once
+    a quorum holds the entry, else the status 4.9.8 reports for DLedger's code."""
+    status = ack.get_loop().create_future()
+
+    def settle(ack: asyncio.Future) -> None:
+        if status.done():
+            return
+        exc = DLedgerError(Code.UNKNOWN) if ack.cancelled() else ack.exception()
+        status.set_result(PutMessageStatus.PUT_OK if exc is None else
+                          _STATUS.get(getattr(exc, "code", None), PutMessageStatus.UNKNOWN_ERROR))
+
+    ack.add_done_callback(settle)
+    return status
+
+
+def _patch_phy(entry: Entry, record: bytearray, body_at: int) -> None:
+    """The append hook: the record's PHYSICALOFFSET is where its body lies."""
+    _LONG.pack_into(record, body_at + PHY_IN_RECORD, entry.pos + body_at)
+
+
+class DLedgerCommitLog(CommitLog):
+    """The commit log of a broker with ``enableDLegerCommitLog``, handed to the
+    store at start-up (``DefaultMessageStore(commit_log=DLedgerCommitLog)``)."""
+
+    dispatch_on_commit = True  # the group's commit listener dispatches
+
+    def __init__(self, store) -> None:
+        super().__init__(store)
+        self.server.commit_listeners.append(lambda _index: store.do_reput())
+
+    def _open_files(self, cfg) -> None:
+        """The log is the group's entry data files; the group's own store
+        appends to them (no allocator, no zeroing ahead)."""
+        self.server = DLedgerServer(dledger_config(cfg), own_store=False)
+        self.dledger = self.server.store
+        self.dledger.append_hooks.append(_patch_phy)
+        self.zero_ahead_enabled = False
+        self.allocator = None
+        self.mfq = self.dledger.data  # readers, flushes and cleaning see the entry files
+        self.file_size = self.mfq.mapped_file_size
+
+    # --- offsets ----------------------------------------------------------------------
+    def load(self) -> bool:
+        try:
+            self.dledger.startup()
+        except DLedgerError as exc:
+            log.error("load the DLedger commit log failed: %s", exc)
+            return False
+        return True
+
+    def get_max_offset(self) -> int:
+        """Readable = committed: consume queues only see what a quorum holds."""
+        if self.dledger.committed_pos > 0:
+            return self.dledger.committed_pos
+        return max(0, self.get_min_offset())
+
+    def get_data(self, offset: int, return_first_on_not_found: bool = False):
+        limit = self.dledger.committed_pos
+        if offset >= limit:
+            return None
+        data = super().get_data(offset, return_first_on_not_found)
+        if data is None:
+            return None
+        view, start = data
+        if start + len(view) > limit:
+            view = view[:limit - start]
+        return view, start
+
+    def recover_normally(self, max_phy_of_cq: int) -> int:
+        return self._recover(max_phy_of_cq)
+
+    def recover_abnormally(self, max_phy_of_cq: int, min_ts: int, dispatch,
+                           rebuild_from: int = -1) -> int:
+        return self._recover(max_phy_of_cq)
+
+    def _recover(self, max_phy_of_cq: int) -> int:
+        """The entry files recovered themselves at load; consume queues past
+        their end are cut, and the reput rebuilds from the committed entries."""
+        end = self.mfq.get_max_wrote_position()
+        if max_phy_of_cq >= end:
+            self.store.truncate_dirty_logic_files(end)
+        return end
+
+    # --- appends (the leader only) -----------------------------------------------------
+    def _append_records(self, records: list[bytes]) -> tuple[Entry, asyncio.Future]:
+        """Append each record as an entry: the last entry and the put's quorum
+        wait (entries commit in order: the last one's wait covers them all)."""
+        entry = None
+        for record in records:
+            entry = self.dledger.append_as_leader(record)
+        return entry, _put_status(self.server.pusher.wait_ack(entry))
+
+    def _status_of(self, exc: DLedgerError) -> AppendMessageResult:
+        log.warning("DLedger append refused: %s", exc)
+        return AppendMessageResult(AppendMessageStatus.UNKNOWN_ERROR)
+
+    def put_message(self, msg: MessageExtBrokerInner) -> AppendMessageResult:
+        prepared = self._prepare(msg, BODY_OFFSET)
+        if type(prepared) is AppendMessageResult:
+            return prepared
+        topic, props, born, sys_flag, size = prepared
+        body = msg.body
+        tx = msg.sys_flag & mc.TRANSACTION_ROLLBACK_TYPE
+        key = (msg.topic, msg.queue_id)
+        counts = tx in (mc.TRANSACTION_NOT_TYPE, mc.TRANSACTION_COMMIT_TYPE)
+        now = _now_ms()
+        self.begin_time_in_lock = now
+        try:
+            queue_offset = self.topic_queue_table.get(key, 0) if counts else 0
+            if not self.dispatch_room_for(msg, queue_offset, counts):
+                return AppendMessageResult(AppendMessageStatus.NO_ROOM_FOR_DISPATCH)
+            record = bytearray(size)
+            codec.write_record(
+                record, 0, msg.queue_id, msg.flag, queue_offset, 0, sys_flag,
+                msg.born_timestamp, born, now, self.store_host_field, msg.reconsume_times,
+                msg.prepared_transaction_offset, body, topic, props)
+            try:
+                entry, quorum = self._append_records([bytes(record)])
+            except DLedgerError as exc:
+                return self._status_of(exc)
+            if counts:
+                self.topic_queue_table[key] = queue_offset + 1
+        finally:
+            self.begin_time_in_lock = 0
+        msg.store_timestamp = now
+        msg.sys_flag = sys_flag
+        return AppendMessageResult(AppendMessageStatus.PUT_OK, entry.pos + BODY_OFFSET, size, now,
+                                   queue_offset, 1, _now_ms() - now, self.store.store_host,
+                                   quorum=quorum)
+
+    def put_messages(self, batch: MessageExtBatch) -> AppendMessageResult:
+        """A batch is one entry per message (4.9.8 appends them one by one too);
+        the answer's offset is the first message's."""
+        topic = batch.topic.encode("utf-8")
+        batch_props = batch.properties_string.encode("utf-8")
+        born = self._host_field(batch.born_host)
+        sys_flag = self._sys_flag(batch.sys_flag, born)
+        try:
+            total, count = codec.batch_size(batch.body, sys_flag, len(topic), len(batch_props))
+        except ValueError as e:
+            log.warning("bad batch body: %s", e)
+            return AppendMessageResult(AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
+        if count == 0 or total + BODY_OFFSET * count + 8 > self.file_size:
+            return AppendMessageResult(AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
+        sizes = codec.new_sizes_array(count)
+        key = (batch.topic, batch.queue_id)
+        now = _now_ms()
+        self.begin_time_in_lock = now
+        try:
+            queue_offset = self.topic_queue_table.get(key, 0)
+            if not self.store.dispatch_room.reserve(batch.topic, batch.queue_id, queue_offset,
+                                                    count, batch_key_count(batch.body, batch_props)):
+                return AppendMessageResult(AppendMessageStatus.NO_ROOM_FOR_DISPATCH)
+            buf = bytearray(total)
+            codec.write_batch(buf, 0, batch.body, batch.queue_id, sys_flag, batch.born_timestamp,
+                              born, now, self.store_host_field, batch.reconsume_times, topic,
+                              batch_props, queue_offset, 0, sizes)
+            records, at = [], 0
+            for n in sizes:
+                records.append(bytes(buf[at:at + n]))
+                at += n
+            try:
+                first = self.dledger.ledger_end_index + 1
+                _entry, quorum = self._append_records(records)
+            except DLedgerError as exc:
+                return self._status_of(exc)
+            self.topic_queue_table[key] = queue_offset + count
+        finally:
+            self.begin_time_in_lock = 0
+        start = self.dledger.get(first).pos + BODY_OFFSET
+        return AppendMessageResult(AppendMessageStatus.PUT_OK, start, total, now, queue_offset,
+                                   count, _now_ms() - now, self.store.store_host, quorum=quorum)
+
+    # --- not used with DLedger -----------------------------------------------------------
+    def fast_put_target(self, topic: str, queue_id: int) -> tuple | None:
+        return None
+
+    def append_data(self, start_offset: int, data) -> bool:
+        return False  # no HA stream: DLedger replicates
+
+    def dispatch_entries(self, view, dispatch) -> tuple[int, bool]:
+        """The reput's walk of a readable region: each record lies behind a
+        48-byte entry header; a blank ends the file (4.9.8's
+        ``DLedgerCommitLog.checkMessageAndReturnSize``).  Returns the position
+        reached and whether a blank was met."""
+        n = len(view)
+        pos = 0
+        while pos + 8 <= n:
+            if int.from_bytes(view[pos:pos + 4], "big", signed=True) == BLANK_MAGIC:
+                return pos, True
+            size = int.from_bytes(view[pos + 4:pos + 8], "big", signed=True)
+            if size <= BODY_OFFSET or pos + size > n:
+                break
+            r = codec.scan_record(view, pos + BODY_OFFSET, pos + size, False)
+            if r[0] == codec.SCAN_MESSAGE:
+                try:
+                    dispatch(r)
+                except DispatchStalled:
+                    return pos, False
+            else:
+                log.error("[BUG] DLedger entry of %d bytes holds no message", size)
+            pos += size
+        return pos, False
+
+    def shutdown(self) -> None:
+        self.dledger.shutdown()

@@ -1,0 +1,392 @@
+"""DLedgerMmapFileStore: the entry data files and the index files of DLedger
+0.3.1.2, as 4.9.8's DLedgerCommitLog leaves them under
+``<storePathRootDir>/dledger-<selfId>/``:
+
+* ``data/`` — records (``entry.Entry``) back to back in files named by their
+  start offset; where a record does not fit, the rest of the file is a blank
+  (magic -1, length) and the record starts the next file;
+* ``index/`` — one 32-byte unit per entry at ``index * 32``;
+* ``checkpoint`` — ``endIndex`` and ``committedIndex`` (properties).
+
+Followers hold the same bytes at the same positions as the leader (their
+records keep the leader's ``pos``), which is what lets a leader compare and
+truncate a follower by position.  Recovery walks the records from one of
+the last three files, checks each against its index unit, rebuilds the index
+where it is missing or wrong, and cuts the data at the first bad record.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+
+from rmq.common.config_manager import write_file_safely
+from rmq.common.properties import ConfigError, load_properties
+from rmq.dledger.config import DLedgerConfig
+from rmq.dledger.entry import (
+    BLANK_MAGIC,
+    BODY_OFFSET,
+    HEADER_SIZE,
+    INDEX_UNIT_SIZE,
+    MAGIC,
+    MIN_BLANK_LEN,
+    Entry,
+    blank,
+    decode_index,
+    encode_index,
+)
+from rmq.dledger.member_state import MemberState
+from rmq.dledger.protocol import Code, DLedgerError
+from rmq.store.mapped_file import MappedFileQueue
+
+log = logging.getLogger("rmq.dledger")
+
+CHECKPOINT_FILE = "checkpoint"
+# (entry, record buffer, body offset): may change the body before it is written
+AppendHook = Callable[[Entry, bytearray, int], None]
+
+
+class DLedgerMmapFileStore:
+    def __init__(self, config: DLedgerConfig, member_state: MemberState) -> None:
+        self.config = config
+        self.member_state = member_state
+        self.data = MappedFileQueue(config.data_path, config.mapped_file_size_for_entry_data)
+        self.index = MappedFileQueue(config.index_path, config.mapped_file_size_for_entry_index)
+        self.ledger_begin_index = -1
+        self.ledger_end_index = -1
+        self.ledger_end_term = -1
+        self.committed_index = -1
+        self.committed_pos = -1
+        self.append_hooks: list[AppendHook] = []
+
+    # ---- start and stop ---------------------------------------------------------
+    def startup(self) -> None:
+        for queue in (self.data, self.index):
+            if not queue.load():
+                raise DLedgerError(Code.DISK_ERROR, f"load {queue.store_paths[0]} failed: a file "
+                                   "of another size (mappedFileSize changed?)")
+        self.recover()
+
+    def shutdown(self) -> None:
+        self.flush()
+        self.persist_checkpoint()
+        self.data.shutdown()
+        self.index.shutdown()
+
+    def flush(self) -> None:
+        self.data.flush(0)
+        self.index.flush(0)
+
+    def dirty(self) -> bool:
+        """Written bytes not yet flushed."""
+        return self.data.remain_how_many_data_to_flush() > 0 or \
+            self.index.remain_how_many_data_to_flush() > 0
+
+    # ---- raw file access ----------------------------------------------------------
+    @staticmethod
+    def _pre_append(queue: MappedFileQueue, length: int, use_blank: bool) -> int:
+        """Where ``length`` bytes will go; a data file too short for them is
+        closed with a blank first.  -1 when no file can be made."""
+        mf = queue.get_last_mapped_file()
+        if mf is None or mf.is_full():
+            mf = queue.get_last_mapped_file(0, need_create=True)
+            if mf is None:
+                return -1
+        room = queue.mapped_file_size - mf.wrote_position
+        if length + (MIN_BLANK_LEN if use_blank else 0) > room:
+            if not use_blank:
+                return -1
+            mf.view[mf.wrote_position:queue.mapped_file_size] = blank(room)
+            _advance(mf, room)
+            mf = queue.get_last_mapped_file(0, need_create=True)
+            if mf is None:
+                return -1
+        return mf.file_from_offset + mf.wrote_position
+
+    @classmethod
+    def _append(cls, queue: MappedFileQueue, data: bytes, use_blank: bool) -> int:
+        pos = cls._pre_append(queue, len(data), use_blank)
+        if pos == -1:
+            return -1
+        mf = queue.get_last_mapped_file()
+        start = mf.wrote_position
+        mf.view[start:start + len(data)] = data
+        _advance(mf, len(data))
+        return pos
+
+    @staticmethod
+    def _read(queue: MappedFileQueue, offset: int, size: int) -> bytes | None:
+        mf = queue.find_mapped_file_by_offset(offset, offset == 0)
+        if mf is None:
+            return None
+        start = offset - mf.file_from_offset
+        if start < 0 or start + size > mf.read_position():
+            return None
+        return bytes(mf.view[start:start + size])
+
+    @staticmethod
+    def _truncate(queue: MappedFileQueue, offset: int) -> None:
+        """Cut ``queue`` at ``offset``: later files go, the bytes after it in its
+        file are zeroed (so no stale record can be read back at recovery), and
+        when no file reaches it the queue restarts there."""
+        size = queue.mapped_file_size
+        holder = queue.find_mapped_file_by_offset(offset)
+        old_end = holder.wrote_position if holder is not None else 0
+        queue.truncate_dirty_files(offset)
+        files = queue.mapped_files
+        if holder is not None and holder in files:
+            cut = offset - holder.file_from_offset
+            if old_end > cut:
+                holder.view[cut:old_end] = bytes(old_end - cut)
+            return
+        if files and files[-1].file_from_offset + files[-1].wrote_position == offset:
+            return
+        for mf in list(queue.mapped_files):  # nothing reaches offset: start over there
+            queue.remove_files([mf])
+            mf.destroy()
+        mf = queue.get_last_mapped_file(offset, need_create=True)
+        if mf is None:
+            raise DLedgerError(Code.DISK_ERROR, f"cannot create a file at {offset}")
+        mf.set_positions(offset % size)
+        mf.view[:offset % size] = bytes(offset % size)
+
+    # ---- recovery -------------------------------------------------------------------
+    def recover(self) -> None:
+        files = self.data.mapped_files
+        if not files:
+            if self.index.mapped_files:
+                self._truncate(self.index, 0)
+            self._load_checkpoint()
+            return
+        start = self._scan_start()
+        mf = files[start]
+        process = mf.file_from_offset
+        last_index = last_term = -1
+        write_index = False
+        i = start
+        while True:
+            rel = process - mf.file_from_offset
+            view = mf.view
+            if rel + 8 > self.data.mapped_file_size:
+                i, mf, process = self._next_file(i)
+                if mf is None:
+                    break
+                continue
+            magic = int.from_bytes(view[rel:rel + 4], "big", signed=True)
+            if magic == BLANK_MAGIC:
+                i, mf, process = self._next_file(i)
+                if mf is None:
+                    break
+                continue
+            try:
+                entry = Entry.decode(view, rel)
+            except ValueError:
+                break
+            if (entry.size == 0 or entry.pos != process or entry.magic != MAGIC
+                    or entry.size <= HEADER_SIZE
+                    or (last_index != -1 and entry.index != last_index + 1)
+                    or entry.term < last_term):
+                break
+            if not write_index and not self._index_matches(entry):
+                self._truncate(self.index, entry.index * INDEX_UNIT_SIZE)
+                write_index = True
+            if write_index:
+                unit = encode_index(entry.pos, entry.size, entry.magic, entry.index, entry.term)
+                if self._append(self.index, unit, False) != entry.index * INDEX_UNIT_SIZE:
+                    raise DLedgerError(Code.DISK_ERROR, f"rebuild index of {entry.index} failed")
+            last_index, last_term = entry.index, entry.term
+            process += entry.size
+        self._truncate(self.data, process)
+        self.ledger_end_index, self.ledger_end_term = last_index, last_term
+        self._truncate(self.index, (last_index + 1) * INDEX_UNIT_SIZE)
+        self.data.flushed_where = self.data.committed_where = process
+        self.index.flushed_where = self.index.committed_where = (last_index + 1) * INDEX_UNIT_SIZE
+        self._revise_begin_index()
+        self._update_member_state()
+        self._load_checkpoint()
+        log.info("dledger recovered: begin=%d end=%d term=%d committed=%d data end=%d",
+                 self.ledger_begin_index, self.ledger_end_index, self.ledger_end_term,
+                 self.committed_index, process)
+
+    def _scan_start(self) -> int:
+        """The file to scan from: the first of the last three whose first
+        record is sound (walking back when it is not)."""
+        files = self.data.mapped_files
+        for i in range(max(0, len(files) - 3), -1, -1):
+            try:
+                entry = Entry.decode(files[i].view, 0)
+            except ValueError:
+                continue
+            if entry.pos == files[i].file_from_offset and entry.magic == MAGIC \
+                    and self._index_matches(entry):
+                return i
+        return 0
+
+    def _next_file(self, i: int):
+        files = self.data.mapped_files
+        if i + 1 >= len(files):
+            return i, None, files[i].file_from_offset + self.data.mapped_file_size
+        return i + 1, files[i + 1], files[i + 1].file_from_offset
+
+    def _index_matches(self, entry: Entry) -> bool:
+        unit = self._read(self.index, entry.index * INDEX_UNIT_SIZE, INDEX_UNIT_SIZE)
+        if unit is None:
+            return False
+        return decode_index(unit) == (entry.magic, entry.pos, entry.size, entry.index, entry.term)
+
+    def _revise_begin_index(self, fallback: int = -1) -> None:
+        """The index of the first record of the first data file; ``fallback``
+        when that file starts mid-way (the data restarted at a follower's
+        truncation point)."""
+        first = self.data.get_first_mapped_file()
+        if first is None or self.ledger_end_index == -1:
+            self.ledger_begin_index = -1
+            return
+        try:
+            entry = Entry.decode(first.view, 0)
+        except ValueError:
+            entry = None
+        if entry is not None and entry.pos == first.file_from_offset and entry.size > 0:
+            self.ledger_begin_index = entry.index
+        else:
+            self.ledger_begin_index = fallback
+
+    def _update_member_state(self) -> None:
+        self.member_state.ledger_end_index = self.ledger_end_index
+        self.member_state.ledger_end_term = self.ledger_end_term
+
+    # ---- checkpoint -------------------------------------------------------------------
+    @property
+    def checkpoint_file(self) -> str:
+        return os.path.join(self.config.default_path, CHECKPOINT_FILE)
+
+    def persist_checkpoint(self) -> None:
+        os.makedirs(self.config.default_path, exist_ok=True)
+        write_file_safely(f"endIndex={self.ledger_end_index}\n"
+                          f"committedIndex={self.committed_index}\n", self.checkpoint_file)
+
+    def _load_checkpoint(self) -> None:
+        try:
+            props = load_properties(self.checkpoint_file)
+        except ConfigError:  # none yet: nothing known to be committed
+            return
+        text = props.get("committedIndex", "").strip()
+        if text.lstrip("-").isdigit():
+            self.update_committed_index(self.member_state.curr_term, int(text))
+
+    # ---- appends -------------------------------------------------------------------
+    def _write(self, entry: Entry, record: bytes | bytearray) -> None:
+        """Write a record whose ``pos`` is set, and its index unit."""
+        pos = self._append(self.data, bytes(record), True)
+        if pos != entry.pos:
+            raise DLedgerError(Code.DISK_ERROR, f"entry {entry.index} went to {pos}, "
+                               f"not {entry.pos}")
+        unit = encode_index(entry.pos, entry.size, entry.magic, entry.index, entry.term)
+        if self._append(self.index, unit, False) != entry.index * INDEX_UNIT_SIZE:
+            raise DLedgerError(Code.DISK_ERROR, f"index of entry {entry.index} misplaced")
+        self.ledger_end_index, self.ledger_end_term = entry.index, entry.term
+        if self.ledger_begin_index == -1:
+            self.ledger_begin_index = entry.index
+        self._update_member_state()
+
+    def append_as_leader(self, body: bytes) -> Entry:
+        ms = self.member_state
+        if not ms.is_leader():
+            raise DLedgerError(Code.NOT_LEADER)
+        if ms.transferee is not None:
+            raise DLedgerError(Code.LEADER_TRANSFERRING)
+        if self.data.no_space:
+            raise DLedgerError(Code.DISK_FULL)
+        entry = Entry(self.ledger_end_index + 1, ms.curr_term, body)
+        size = entry.compute_size()
+        entry.pos = self._pre_append(self.data, size, True)
+        if entry.pos == -1:
+            raise DLedgerError(Code.DISK_ERROR, "no data file to append to")
+        record = bytearray(entry.encode())
+        if self.append_hooks:
+            for hook in self.append_hooks:
+                hook(entry, record, BODY_OFFSET)
+            entry.body = bytes(record[BODY_OFFSET:])
+        self._write(entry, record)
+        return entry
+
+    def append_as_follower(self, entry: Entry, leader_term: int, leader_id: str) -> Entry:
+        ms = self.member_state
+        if not ms.is_follower():
+            raise DLedgerError(Code.NOT_FOLLOWER, f"role={ms.role.value}")
+        if entry.index != self.ledger_end_index + 1:
+            raise DLedgerError(Code.INCONSISTENT_INDEX,
+                               f"{entry.index} != {self.ledger_end_index + 1}")
+        if leader_term != ms.curr_term or leader_id != ms.leader_id:
+            raise DLedgerError(Code.INCONSISTENT_LEADER,
+                               f"{leader_id}@{leader_term} is not {ms.leader_id}@{ms.curr_term}")
+        self._write(entry, entry.encode())
+        return entry
+
+    def truncate(self, entry: Entry, leader_term: int, leader_id: str) -> int:
+        """Make ``entry`` the follower's last: drop what follows it (or replace
+        a different entry at its index) -- the divergent tail of a follower."""
+        ms = self.member_state
+        if not ms.is_follower():
+            raise DLedgerError(Code.NOT_FOLLOWER, f"role={ms.role.value}")
+        if leader_term != ms.curr_term or leader_id != ms.leader_id:
+            raise DLedgerError(Code.INCONSISTENT_LEADER)
+        try:
+            existed = entry.same(self.get(entry.index))
+        except DLedgerError:
+            existed = False
+        entry.compute_size()
+        self._truncate(self.data, entry.pos + entry.size if existed else entry.pos)
+        self._truncate(self.index, entry.index * INDEX_UNIT_SIZE)
+        self.ledger_end_index = entry.index - 1
+        if existed:
+            unit = encode_index(entry.pos, entry.size, entry.magic, entry.index, entry.term)
+            self._append(self.index, unit, False)
+            self.ledger_end_index, self.ledger_end_term = entry.index, entry.term
+            self._update_member_state()
+        else:
+            self._write(entry, entry.encode())
+        self._revise_begin_index(fallback=entry.index)
+        if self.committed_index > self.ledger_end_index:
+            self.committed_index = self.ledger_end_index
+        self.data.flushed_where = min(self.data.flushed_where, self.data.get_max_wrote_position())
+        self.index.flushed_where = min(self.index.flushed_where,
+                                       self.index.get_max_wrote_position())
+        return entry.index
+
+    # ---- reads --------------------------------------------------------------------
+    def get(self, index: int) -> Entry:
+        if index < self.ledger_begin_index or self.ledger_begin_index == -1:
+            raise DLedgerError(Code.INDEX_LESS_THAN_LOCAL_BEGIN,
+                               f"{index} < begin {self.ledger_begin_index}")
+        if index > self.ledger_end_index:
+            raise DLedgerError(Code.INDEX_OUT_OF_RANGE, f"{index} > end {self.ledger_end_index}")
+        unit = self._read(self.index, index * INDEX_UNIT_SIZE, INDEX_UNIT_SIZE)
+        if unit is None:
+            raise DLedgerError(Code.DISK_ERROR, f"no index unit for {index}")
+        _, pos, size, _, _ = decode_index(unit)
+        record = self._read(self.data, pos, size)
+        if record is None:
+            raise DLedgerError(Code.DISK_ERROR, f"no data for {index} at {pos}")
+        entry = Entry.decode(record)
+        if entry.pos != pos:
+            raise DLedgerError(Code.DISK_ERROR, f"entry {index}: pos {entry.pos} != {pos}")
+        return entry
+
+    def update_committed_index(self, term: int, index: int) -> None:
+        """Move the committed index up (never past this node's last entry)."""
+        if index == -1 or self.ledger_end_index == -1 or term < self.member_state.curr_term:
+            return
+        index = min(index, self.ledger_end_index)
+        if index <= self.committed_index:
+            return
+        entry = self.get(index)
+        self.committed_index = index
+        self.committed_pos = entry.pos + entry.size
+
+
+def _advance(mf, n: int) -> None:
+    """Appended ``n`` bytes to a mapped file written directly (no write buffer)."""
+    mf.wrote_position += n
+    mf.committed_position = mf.wrote_position

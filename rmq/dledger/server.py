@@ -1,0 +1,326 @@
+"""DLedgerServer: one member of a DLedger group on the event loop.
+
+It listens on its own address from the peer list (RocketMQ remoting, DLedger's
+request codes and JSON bodies), talks to the others through a ``PeerRpc``,
+and runs the elector, the pusher and a 10 ms flush / 3 s checkpoint timer.
+``append`` is the leader's write: it resolves once a quorum holds the entry.
+``role_handlers`` and ``commit_listeners`` let the broker follow leadership
+and the committed index.  The preferred leader takes leadership over through
+LEADERSHIP_TRANSFER once it has caught up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from rmq.common.codes import ResponseCode
+from rmq.dledger.config import DLedgerConfig
+from rmq.dledger.elector import LeaderElector
+from rmq.dledger.entry import Entry
+from rmq.dledger.member_state import MemberState, Role
+from rmq.dledger.messages import (
+    REQUEST_OF,
+    AppendEntryRequest,
+    AppendEntryResponse,
+    GetEntriesRequest,
+    GetEntriesResponse,
+    LeadershipTransferRequest,
+    LeadershipTransferResponse,
+    MetadataResponse,
+    RequestOrResponse,
+    append_response,
+    bare,
+    base,
+    failure,
+    reply_to,
+)
+from rmq.dledger.mmap_store import DLedgerMmapFileStore
+from rmq.dledger.protocol import Code, DLedgerError, JavaHashMap, RequestCode, decode, encode
+from rmq.dledger.pusher import EntryPusher
+from rmq.dledger.rpc import PeerRpc
+from rmq.remoting import RemotingCommand, RemotingServer
+from rmq.remoting.config import NettyServerConfig
+from rmq.remoting.exceptions import RemotingError
+
+log = logging.getLogger("rmq.dledger")
+
+CHECKPOINT_S = 3.0
+PREFERRED_CHECK_S = 1.0
+
+
+class DLedgerServer:
+    def __init__(self, config: DLedgerConfig, own_store: bool = True) -> None:
+        """``own_store``: start and stop the entry files here (False when a
+        commit log loads and closes them with the rest of a message store)."""
+        config.validate()
+        self.own_store = own_store
+        self.config = config
+        self.member_state = MemberState(config)
+        self.store = DLedgerMmapFileStore(config, self.member_state)
+        self.rpc = PeerRpc(self.member_state.peer_map)
+        self.remoting: RemotingServer | None = None
+        self.elector = LeaderElector(config, self.member_state, self.rpc)
+        self.pusher = EntryPusher(config, self.member_state, self.store, self.rpc,
+                                  self.on_committed)
+        self.commit_listeners: list[Callable[[int], None]] = []
+        self.elector.role_handlers.append(self._on_role)
+        self.elector.role_handlers.append(self._take_leadership_check)
+        self._take_leadership: tuple[int, asyncio.Future] | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._last_checkpoint = time.monotonic()
+
+    # ---- lifecycle -----------------------------------------------------------------
+    async def start(self) -> None:
+        if self.own_store:
+            self.store.startup()
+        port = int(self.config.self_addr.rsplit(":", 1)[1])
+        self.remoting = RemotingServer(NettyServerConfig(listenPort=port), None, name="dledger")
+        self.remoting.register_default_processor(_Processor(self))
+        await self.remoting.start()
+        self.pusher.start()
+        self.elector.start()
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._flush_forever(), name="dledgerFlush"),
+                       loop.create_task(self._preferred_forever(), name="dledgerPreferred")]
+        log.info("dledger %s of group %s on %s, peers %s", self.config.self_id,
+                 self.config.group, self.config.self_addr, self.config.peers)
+
+    async def shutdown(self) -> None:
+        await self.elector.shutdown()
+        await self.pusher.shutdown()
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.remoting is not None:
+            await self.remoting.stop(1.0)
+        await self.rpc.close()
+        if self.own_store:
+            self.store.shutdown()
+
+    async def _flush_forever(self) -> None:
+        """Flush every ``flushFileInterval`` (10 ms) off the loop: msync waits
+        for the disk, and the loop must keep answering peers meanwhile."""
+        while True:
+            await asyncio.sleep(self.config.flush_file_interval_ms / 1000)
+            if self.store.dirty():
+                await asyncio.to_thread(self.store.flush)
+            if time.monotonic() - self._last_checkpoint > CHECKPOINT_S:
+                self._last_checkpoint = time.monotonic()
+                self.store.persist_checkpoint()
+
+    # ---- the leader's write ------------------------------------------------------------
+    async def append(self, body: bytes) -> Entry:
+        """Append ``body`` as leader; resolves with the entry once committed.
+        DLedgerError(NOT_LEADER, LEADER_PENDING_FULL, WAIT_QUORUM_ACK_TIMEOUT...)."""
+        if self.pusher.pending_full():
+            raise DLedgerError(Code.LEADER_PENDING_FULL)
+        entry = self.store.append_as_leader(body)
+        return await self.pusher.wait_ack(entry)
+
+    def on_committed(self, index: int) -> None:
+        for listener in self.commit_listeners:
+            listener(index)
+
+    def _on_role(self, term: int, role: Role) -> None:
+        self.pusher.on_role_change()
+
+    # ---- request handlers ---------------------------------------------------------------
+    def _check_target(self, req: RequestOrResponse) -> Code | None:
+        if req.remote_id != self.member_state.self_id:
+            return Code.UNKNOWN_MEMBER
+        if req.group != self.member_state.group:
+            return Code.UNKNOWN_GROUP
+        return None
+
+    async def handle(self, code: int, req: RequestOrResponse) -> RequestOrResponse:
+        """The answer to one request, as DLedgerServer's handlers shape it
+        (every request first checked for this node's id and group)."""
+        ms = self.member_state
+        wrong = self._check_target(req)
+        if wrong is not None:
+            return failure(req, wrong, ms.leader_id, code)
+        if code == RequestCode.HEART_BEAT:
+            return self.elector.handle_heartbeat(req)
+        if code == RequestCode.VOTE:
+            return self.elector.handle_vote(req)
+        if code == RequestCode.PUSH:
+            result = self.pusher.handler.handle(req)
+            return await result if isinstance(result, asyncio.Future) else result
+        if code == RequestCode.METADATA:
+            return MetadataResponse(group=ms.group, leader_id=ms.leader_id,
+                                    peers=JavaHashMap(ms.peer_map))
+        if code == RequestCode.APPEND:
+            return await self._handle_append(req)
+        if code == RequestCode.GET:
+            return self._handle_get(req)
+        if code == RequestCode.LEADERSHIP_TRANSFER:
+            return await self._handle_leadership_transfer(req)
+        return failure(req, Code.UNSUPPORTED, ms.leader_id, code)
+
+    async def _handle_append(self, req: AppendEntryRequest) -> AppendEntryResponse:
+        ms = self.member_state
+        if not ms.is_leader():
+            return failure(req, Code.NOT_LEADER, ms.leader_id, RequestCode.APPEND)
+        if ms.transferee is not None:
+            return failure(req, Code.LEADER_TRANSFERRING, ms.leader_id, RequestCode.APPEND)
+        term = ms.curr_term
+        try:
+            entry = await self.append(req.body)
+        except DLedgerError as exc:
+            if exc.code == Code.NOT_LEADER:
+                return failure(req, exc.code, ms.leader_id, RequestCode.APPEND)
+            return append_response(ms.group, term, ms.self_id, exc.code)
+        return append_response(ms.group, entry.term, ms.self_id, Code.SUCCESS, entry.index,
+                               entry.pos)
+
+    def _handle_get(self, req: GetEntriesRequest) -> GetEntriesResponse:
+        """One entry, answered as 0.3.1.2's leader answers.  A follower serves
+        it too (0.3.1.2 answers NOT_LEADER; its client only asks the leader),
+        which lets an operator read any member's log."""
+        ms = self.member_state
+        try:
+            entry = self.store.get(req.begin_index)
+        except DLedgerError as exc:
+            return failure(req, exc.code, ms.leader_id, RequestCode.GET)
+        return GetEntriesResponse(group=ms.group, entries=[entry])
+
+    # ---- leadership transfer -------------------------------------------------------------
+    async def _handle_leadership_transfer(
+            self, req: LeadershipTransferRequest) -> LeadershipTransferResponse:
+        """A refused precondition answers as 0.3.1.2's DLedgerServer does (the
+        request's base info, the code, this node's leader); the elector's own
+        refusals and the outcome carry only a code and a term."""
+        ms = self.member_state
+        term = req.term
+        transfer_id, transferee = req.transfer_id, req.transferee_id
+
+        def refuse(code: Code) -> LeadershipTransferResponse:
+            return failure(req, code, ms.leader_id, RequestCode.LEADERSHIP_TRANSFER)
+
+        def answer(code: Code, at: int) -> LeadershipTransferResponse:
+            return bare(LeadershipTransferResponse, code, at)
+
+        if transfer_id == ms.self_id:  # the leader, asked to hand over
+            if not ms.is_peer(transferee):
+                return refuse(Code.UNKNOWN_MEMBER)
+            if term != ms.curr_term:
+                return refuse(Code.INCONSISTENT_TERM)
+            if not ms.is_leader():
+                return refuse(Code.NOT_LEADER)
+            behind = self.store.ledger_end_index - self.pusher.water_mark(term, transferee)
+            if behind >= self.config.max_leadership_transfer_wait_index:
+                return refuse(Code.FALL_BEHIND_TOO_MUCH)
+            if ms.transferee is not None:
+                return answer(Code.LEADER_TRANSFERRING, ms.curr_term)
+            ms.transferee = transferee
+            take = base(LeadershipTransferRequest, ms.group, ms.self_id, transferee,
+                        ms.leader_id, term, take_leadership_ledger_index=ms.ledger_end_index,
+                        transfer_id=ms.self_id, transferee_id=transferee)
+            try:
+                resp = await self.rpc.call(transferee, RequestCode.LEADERSHIP_TRANSFER, take,
+                                       self.config.leadership_transfer_wait_timeout + 5000)
+            except (DLedgerError, RemotingError, OSError, TimeoutError) as exc:
+                resp = reply_to(take, LeadershipTransferResponse, Code.NETWORK_ERROR)
+                log.warning("leadership transfer to %s failed: %s", transferee, exc)
+            if resp.code != Code.SUCCESS or ms.transferee is not None:
+                ms.transferee = None
+            return resp
+        if transferee == ms.self_id:  # the preferred node, told to take over
+            if transfer_id != ms.leader_id:
+                return refuse(Code.INCONSISTENT_LEADER)
+            deadline = time.monotonic() + self.config.leadership_transfer_wait_timeout / 1000
+            while (req.take_leadership_ledger_index or 0) > ms.ledger_end_index:
+                if time.monotonic() > deadline:
+                    return refuse(Code.TAKE_LEADERSHIP_FAILED)
+                await asyncio.sleep(0.01)
+            if term != ms.curr_term:
+                return answer(Code.INCONSISTENT_TERM, ms.curr_term)
+            target = term + 1
+            ms.term_to_take_leadership = target
+            fut = asyncio.get_running_loop().create_future()
+            self._take_leadership = (target, fut)
+            self.elector.change_to_candidate(target)
+            self.elector.need_increase_term = True
+            code, at = await fut
+            return answer(code, at)
+        return answer(Code.UNEXPECTED_ARGUMENT, ms.curr_term)
+
+    def _take_leadership_check(self, term: int, role: Role) -> None:
+        """Answer a take-over once its term is decided (``TakeLeadershipTask``)."""
+        if self._take_leadership is None:
+            return
+        target, fut = self._take_leadership
+        if term > target:
+            result = (Code.EXPIRED_TERM, term)
+        elif term == target:
+            if role is Role.LEADER:
+                result = (Code.SUCCESS, term)
+            elif role is Role.FOLLOWER:
+                result = (Code.TAKE_LEADERSHIP_FAILED, term)
+            else:
+                return
+        else:
+            result = (Code.TAKE_LEADERSHIP_FAILED if role is Role.FOLLOWER
+                      else Code.INTERNAL_ERROR, term)
+        if not fut.done():
+            fut.set_result(result)
+        self.member_state.term_to_take_leadership = -1
+        self._take_leadership = None
+
+    async def _preferred_forever(self) -> None:
+        while True:
+            await asyncio.sleep(PREFERRED_CHECK_S)
+            try:
+                await self._check_preferred_leader()
+            except Exception:  # noqa: BLE001 - retried next second
+                log.exception("preferred leader check failed")
+
+    async def _check_preferred_leader(self) -> None:
+        ms, config = self.member_state, self.config
+        if not ms.is_leader() or not config.preferred_leader_ids or ms.transferee is not None:
+            return
+        preferred = [p for p in config.preferred_leader_ids.split(";") if p]
+        if ms.self_id in preferred:
+            return
+        live = [p for p in preferred if ms.is_peer(p) and ms.peers_live.get(p)]
+        if not live:
+            return
+        behind = {p: self.store.ledger_end_index - self.pusher.water_mark(ms.curr_term, p)
+                  for p in live}
+        target = min(live, key=behind.__getitem__)
+        if behind[target] >= config.max_leadership_transfer_wait_index:
+            return
+        req = base(LeadershipTransferRequest, ms.group, ms.self_id, ms.self_id, ms.self_id,
+                   ms.curr_term, transfer_id=ms.self_id, transferee_id=target)
+        log.info("handing leadership to preferred leader %s (%d behind)", target, behind[target])
+        await self._handle_leadership_transfer(req)
+
+
+class _Processor:
+    """Remoting processor: DLedger JSON in, DLedger JSON out in a command
+    whose remoting code is DLedger's SUCCESS (200), as
+    ``DLedgerRpcNettyService.handleResponse`` answers every request."""
+
+    def __init__(self, server: DLedgerServer) -> None:
+        self.server = server
+
+    async def process_request(self, channel, request: RemotingCommand) -> RemotingCommand:
+        if request.code not in RequestCode._value2member_map_:
+            return RemotingCommand.create_response(
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                f" request type {request.code} not supported")
+        if request.code == RequestCode.PULL:
+            # 0.3.1.2 has no PULL handler: its processor fails and the remoting
+            # layer answers SYSTEM_ERROR without a body.
+            return RemotingCommand.create_response(ResponseCode.SYSTEM_ERROR,
+                                                   "DLedger serves no PULL request")
+        try:
+            req = REQUEST_OF[request.code].from_json(decode(request.body or b"{}"))
+        except (ValueError, TypeError) as exc:  # orjson.JSONDecodeError is a ValueError
+            return RemotingCommand.create_response(ResponseCode.SYSTEM_ERROR,
+                                                   f"bad DLedger request body: {exc}")
+        resp = await self.server.handle(request.code, req)
+        return RemotingCommand.create_response(Code.SUCCESS, None, None, encode(resp))

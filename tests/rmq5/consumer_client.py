@@ -1,0 +1,104 @@
+"""Apache's official Python client (PyPI ``rocketmq-python-client``) as a 5.x
+SimpleConsumer, run in its own virtualenv like producer_client.py.
+
+    python consumer_client.py ENDPOINT SCENARIO TOPIC GROUP COUNT [TAG_EXPRESSION]
+
+Prints one JSON object per line: ``got`` per message received (body, tag,
+keys, properties, delivery attempt), ``acked`` / ``changed`` per call,
+``error`` with the exception text, and ``done``.  Scenarios:
+
+* ``ack``: receive COUNT messages and ack each;
+* ``redeliver``: receive without ack (invisible 10 s), receive them again
+  after the invisible time, then ack;
+* ``change``: receive, change the invisible time to 12 s, then ack with the
+  handle the change returned (it must stick: nothing comes back);
+* ``keep``: receive and ack until COUNT distinct bodies are acked, for up to
+  150 s, going on after a failed receive or ack (``failed`` with the error):
+  the consumer under a broker restart.
+"""
+
+import json
+import sys
+import time
+
+from rocketmq import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
+
+
+def out(**kw):
+    print(json.dumps(kw), flush=True)
+
+
+def got(m):
+    out(got={"body": m.body.decode(), "tag": m.tag, "keys": sorted(m.keys),
+             "properties": dict(m.properties), "attempt": m.delivery_attempt,
+             "message_id": m.message_id})
+
+
+def receive_n(consumer, count, invisible, deadline_s=40):
+    msgs = []
+    deadline = time.monotonic() + deadline_s
+    while len(msgs) < count and time.monotonic() < deadline:
+        for m in consumer.receive(32, invisible) or []:
+            got(m)
+            msgs.append(m)
+    return msgs
+
+
+def keep(consumer, count, deadline_s=150):
+    """Receive and ack until ``count`` distinct bodies are acked."""
+    acked = set()
+    deadline = time.monotonic() + deadline_s
+    while len(acked) < count and time.monotonic() < deadline:
+        try:
+            msgs = consumer.receive(32, 15) or []
+        except Exception as exc:  # the restart window: report and go on
+            out(failed={"op": "receive", "type": type(exc).__name__, "text": str(exc)})
+            time.sleep(0.5)
+            continue
+        for m in msgs:
+            got(m)
+            try:
+                consumer.ack(m)
+            except Exception as exc:  # not acked: it comes back after the invisible time
+                out(failed={"op": "ack", "type": type(exc).__name__, "text": str(exc)})
+                continue
+            acked.add(m.body.decode())
+            out(acked=m.message_id, body=m.body.decode())
+    if len(acked) < count:
+        raise TimeoutError(f"only {len(acked)} of {count} acked")
+
+
+def main():
+    endpoint, scenario, topic, group, count = sys.argv[1:6]
+    count = int(count)
+    tags = sys.argv[6] if len(sys.argv) > 6 else "*"
+    consumer = SimpleConsumer(ClientConfiguration(endpoint, Credentials()), group,
+                              {topic: FilterExpression(tags)}, await_duration=5)
+    consumer.startup()
+    try:
+        if scenario == "keep":
+            keep(consumer, count)
+            out(done=True)
+            return
+        msgs = receive_n(consumer, count, 10 if scenario == "redeliver" else 15)
+        if scenario == "redeliver":
+            msgs = receive_n(consumer, count, 15)
+        if scenario == "change":
+            for m in msgs:
+                consumer.change_invisible_duration(m, 12)
+                out(changed=m.message_id)
+        for m in msgs:
+            consumer.ack(m)
+            out(acked=m.message_id)
+        if scenario == "change":
+            again = receive_n(consumer, 1, 15, deadline_s=20)
+            out(after_change=len(again))
+        out(done=True)
+    except Exception as exc:  # the client's exception is the result under test
+        out(error={"type": type(exc).__name__, "text": str(exc)})
+    finally:
+        consumer.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,89 @@
+"""The POP records as 5.3.3 writes them, and the order-info state."""
+
+import pytest
+
+from rmq.broker.pop_order import OrderInfoManager
+from rmq.broker.pop_records import (
+    AckMsg,
+    ExtraInfo,
+    PopCheckPoint,
+    normal_topic,
+    real_topic,
+    retry_flag,
+)
+from rmq.broker.processor.ack import bitset_offsets
+from rmq.client.pop import parse_pop_response
+from rmq.common import fastjson
+from rmq.remoting import RemotingCommand
+
+
+def test_checkpoint_json_names_and_order():
+    ck = PopCheckPoint("T", "g", 2, 10, 1000, 500, [0, 2], "broker-a")
+    assert ck.encode() == (b'{"bm":0,"bn":"broker-a","c":"g","d":[0,2],"it":500,"n":2,"pt":1000,'
+                           b'"q":2,"reviveTime":1500,"ro":0,"so":10,"t":"T"}')
+    back = PopCheckPoint.decode(ck.encode())
+    assert back.offsets() == [10, 12] and back.key() == ck.key()
+
+
+def test_ack_json_single_and_batch_share_the_merge_key():
+    one = AckMsg("T", "g", 2, 10, 1000, "broker-a", [12])
+    body, tag = one.encode()
+    assert tag == "ack" and body == (b'{"ao":12,"bn":"broker-a","c":"g","pt":1000,"q":2,'
+                                     b'"so":10,"t":"T"}')
+    many = AckMsg("T", "g", 2, 10, 1000, "broker-a", [10, 12])
+    body, tag = many.encode()
+    assert tag == "bAck" and fastjson.loads(body)["aol"] == [10, 12]
+    ck = PopCheckPoint("T", "g", 2, 10, 1000, 500, [0, 2], "broker-a")
+    assert AckMsg.decode(body).key() == ck.key() == one.key()
+
+
+def test_extra_info_round_trip_and_errors():
+    e = ExtraInfo.parse("10 1000 500 3 1 broker-a 2 12")
+    assert e.text() == "10 1000 500 3 1 broker-a 2 12" and e.revive_qid == 3
+    with pytest.raises(ValueError):
+        ExtraInfo.parse("10 1000")
+    with pytest.raises(ValueError):
+        ExtraInfo.parse("a b c d e f g h")
+
+
+def test_retry_topic_names():
+    assert real_topic("T", "g", "1") == "%RETRY%g_T" and real_topic("T", "g", "2") == "%RETRY%g+T"
+    assert retry_flag("%RETRY%g_T") == "1" and retry_flag("%RETRY%g+T") == "2"
+    assert retry_flag("T") == "0"
+    assert normal_topic("%RETRY%g_T_x", "g") == "T_x" and normal_topic("%RETRY%g+T", "g") == "T"
+
+
+def test_bitset_offsets_is_java_bitset_order():
+    import base64
+
+    raw = base64.b64encode(bytes([0b101, 0b1])).decode()  # bits 0, 2, 8
+    assert bitset_offsets(100, raw) == [100, 102, 108]
+
+
+def test_order_info_blocks_until_acked_or_expired():
+    m = OrderInfoManager()
+    key = ("T", "g", 0)
+    assert m.on_pop(key, [5, 6], 1000, 100) == {5: 0, 6: 0}
+    assert m.blocked(key, 1050) and not m.blocked(key, 1100)
+    assert m.on_pop(key, [5, 6], 1100, 100) == {5: 1, 6: 1}  # redelivered: counted
+    assert m.ack(key, 5, 1000) is None  # an ack of the older pop does not count
+    assert m.ack(key, 6, 1100) is None  # 5 still unacked: nothing to commit yet
+    assert m.ack(key, 5, 1100) == 7  # the whole batch: past it
+    assert not m.blocked(key, 1101)
+    m.on_pop(key, [8, 9], 2000, 100)
+    assert m.ack(key, 8, 2000) == 9  # an acked prefix is committed at once
+
+
+def test_client_builds_handles_from_the_answer_headers():
+    from rmq.store.message import MessageExt
+    from rmq.store.message_codec import encode_message
+
+    rec = encode_message(MessageExt(topic="T", body=b"x", queue_id=1, queue_offset=7,
+                                    properties={"TAGS": "a"}, born_host=("127.0.0.1", 1),
+                                    store_host=("127.0.0.1", 2)))
+    r = RemotingCommand.create_response(0)
+    r.ext_fields = {"popTime": "1000", "invisibleTime": "500", "reviveQid": "3", "restNum": "0",
+                    "startOffsetInfo": "0 1 7", "msgOffsetInfo": "0 1 7"}
+    r.body = rec
+    res = parse_pop_response(r, "broker-a")
+    assert res.messages[0].properties["POP_CK"] == "7 1000 500 3 0 broker-a 1 7"
