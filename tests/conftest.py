@@ -7,7 +7,8 @@ code that has a compiled/twin pair, so it selects ``-m "not once"``: a test
 marked ``once`` runs in the compiled pass only.  A test is ``once`` when its
 subject is something built on top of rmq's runtime rather than the runtime
 itself -- the Spark data source and jobs (tests/spark), the outside clients
-(tests/interop), the admin command line, the dashboard, the benchmarks and
+(tests/interop, and the official 5.x gRPC clients of the test_rmq5_* files
+that run one), the admin command line, the dashboard, the benchmarks and
 load generators, the metrics exporter, the packaged units: whatever twin such
 a test reaches, the broker, store, client and remoting tests already run in
 both builds.  Directories are marked here, single files with ``pytestmark``.

@@ -12,6 +12,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
+pytestmark = pytest.mark.once
+
 
 @pytest.mark.timeout(120)
 def test_grpc_bench_runs():

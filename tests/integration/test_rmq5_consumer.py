@@ -21,7 +21,7 @@ from rmq.common.codes import ResponseCode
 from tests.integration.test_messaging_raw import props
 from tests.integration.test_rmq5_producer import TOPIC, cluster  # noqa: F401 (fixture)
 
-pytestmark = [pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.once, pytest.mark.timeout(120)]
 
 CLIENT = Path(__file__).resolve().parents[2] / "tests" / "rmq5" / "consumer_client.py"
 GROUP = "G5"

@@ -26,7 +26,7 @@ from rmq.testing.cluster import Cluster
 from rmq.testing.procs import free_port, run_cli, wait_port
 from tests.integration.test_dashboard import start_dashboard
 
-pytestmark = [pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.once, pytest.mark.timeout(120)]
 
 TOPIC, GROUP, CLIENT_ID = "T5O", "G5obs", "obs-client@1"
 MD = (("x-mq-client-id", CLIENT_ID), ("x-mq-language", "PYTHON"))

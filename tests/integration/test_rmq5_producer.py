@@ -37,7 +37,7 @@ from rmq.proxy.v2 import service_pb2_grpc as sgrpc
 from rmq.testing.cluster import Cluster
 from rmq.testing.procs import free_port, wait_port
 
-pytestmark = [pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.once, pytest.mark.timeout(120)]
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV = ROOT / ".venv-rmq5"

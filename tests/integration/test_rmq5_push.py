@@ -24,7 +24,7 @@ from tests.integration.test_messaging_raw import props
 from tests.integration.test_rmq5_producer import TOPIC, cluster  # noqa: F401 (fixture)
 from tests.integration.test_rmq5_restart import Lines
 
-pytestmark = [pytest.mark.timeout(150)]
+pytestmark = [pytest.mark.once, pytest.mark.timeout(150)]
 
 CLIENT = Path(__file__).resolve().parents[2] / "tests" / "rmq5" / "push_client.py"
 

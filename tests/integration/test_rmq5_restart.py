@@ -22,7 +22,7 @@ from rmq.testing.procs import wait_port
 from tests.integration.test_rmq5_consumer import CLIENT, GROUP, send_n
 from tests.integration.test_rmq5_producer import TOPIC, cluster  # noqa: F401 (fixture)
 
-pytestmark = [pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.once, pytest.mark.timeout(240)]
 
 
 class Lines:

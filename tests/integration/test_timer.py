@@ -76,12 +76,12 @@ async def visible(c: Cluster, topic: str, queue_id: int = 0) -> list:
 
 
 async def wait_count(c: Cluster, topic: str, n: int, timeout: float = 20.0) -> list:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while len(got := await visible(c, topic)) < n:
-        assert loop.time() < deadline, f"{topic}: {len(got)}/{n} delivered"
-        await asyncio.sleep(0.05)
-    return got
+    """The messages of ``topic`` once at least ``n`` are visible."""
+    async def enough() -> list:
+        got = await visible(c, topic)
+        assert len(got) >= n, f"{topic}: {len(got)}/{n} delivered"
+        return got
+    return await wait_until(enough, timeout)
 
 
 async def scrape_metric(port: int, name: str) -> float:

@@ -31,6 +31,7 @@ from rmq.dledger.config import DLedgerConfig
 from rmq.dledger.protocol import JavaHashMap, RequestCode, encode
 from rmq.dledger.server import DLedgerServer
 from rmq.testing.procs import free_port
+from rmq.testing.wait import wait_until
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.timeout(60)]
 
@@ -177,14 +178,6 @@ def config(tmp_path, ports: dict[str, int], me: str = "n0", **extra) -> DLedgerC
                          **settings)
 
 
-async def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not condition():
-        assert loop.time() < deadline, "condition not reached"
-        await asyncio.sleep(0.02)
-
-
 class Wire:
     """A raw connection to an rmq DLedger server, sending Java frames."""
 
@@ -226,12 +219,12 @@ async def test_rmq_leader_with_java_followers(tmp_path):
                                              "n2": peers["n2"].port}))
     await server.start()
     try:
-        await wait_for(server.member_state.is_leader)
+        await wait_until(server.member_state.is_leader)
         term = server.member_state.curr_term
         entries = [await asyncio.wait_for(server.append(b"m%d" % i), 10) for i in range(3)]
         assert [e.index for e in entries] == [0, 1, 2]
-        await wait_for(lambda: all(f.begin_end() == (0, 2) for f in followers.values()))
-        await wait_for(lambda: any(b'"type":"COMMIT"' in b for b in peers["n1"].bodies(PUSH)),
+        await wait_until(lambda: all(f.begin_end() == (0, 2) for f in followers.values()))
+        await wait_until(lambda: any(b'"type":"COMMIT"' in b for b in peers["n1"].bodies(PUSH)),
                        timeout=5)
     finally:
         await server.shutdown()
@@ -267,9 +260,9 @@ async def test_rmq_batch_push_to_java_follower(tmp_path):
                                              "n2": peers["n2"].port}, enable_batch_push=True))
     await server.start()
     try:
-        await wait_for(server.member_state.is_leader)
+        await wait_until(server.member_state.is_leader)
         await asyncio.wait_for(asyncio.gather(*(server.append(b"b%d" % i) for i in range(6))), 10)
-        await wait_for(lambda: all(f.begin_end() == (0, 5) for f in followers.values()))
+        await wait_until(lambda: all(f.begin_end() == (0, 5) for f in followers.values()))
         term = server.member_state.curr_term
     finally:
         await server.shutdown()
@@ -295,9 +288,9 @@ async def test_leadership_transfer_to_a_java_node(tmp_path):
                                              "n2": peers["n2"].port}))
     await server.start()
     try:
-        await wait_for(server.member_state.is_leader)
+        await wait_until(server.member_state.is_leader)
         await asyncio.wait_for(server.append(b"x"), 10)
-        await wait_for(lambda: followers["n1"].begin_end() == (0, 0))
+        await wait_until(lambda: followers["n1"].begin_end() == (0, 0))
         term = server.member_state.curr_term
         async with Wire(port) as wire:
             answer = await wire.answer(RequestCode.LEADERSHIP_TRANSFER, (
@@ -453,7 +446,7 @@ async def test_rmq_answers_java_client_requests(tmp_path):
     leader = DLedgerServer(config(tmp_path / "solo", {"n0": port}))
     await leader.start()
     try:
-        await wait_for(leader.member_state.is_leader)
+        await wait_until(leader.member_state.is_leader)
         term = leader.member_state.curr_term
         async with Wire(port) as wire:
             body = await wire.answer(RequestCode.APPEND, append)
