@@ -16,6 +16,7 @@ from rmq.client.pop import PopClient, handle_of
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.remoting.exceptions import RemotingError
 from rmq.testing.cluster import Cluster
+from rmq.testing.wait import wait_until
 from tests.integration.test_messaging_raw import props, send
 
 R = RequestCode
@@ -156,9 +157,12 @@ async def test_long_polling_and_notification(cluster):
     note = asyncio.ensure_future(c.call(R.NOTIFICATION, {
         "consumerGroup": G, "topic": "PopL", "queueId": "-1", "pollTime": "5000",
         "bornTime": str(int(time.time() * 1000))}, timeout_ms=8000))
-    await asyncio.sleep(0.3)
-    info = await c.call(R.POLLING_INFO, {"consumerGroup": G, "topic": "PopL", "queueId": "-1"})
-    assert info.code == RC.SUCCESS and int(info.ext_fields["pollingNum"]) == 2
+
+    async def both_polling() -> bool:
+        info = await c.call(R.POLLING_INFO, {"consumerGroup": G, "topic": "PopL", "queueId": "-1"})
+        assert info.code == RC.SUCCESS and int(info.ext_fields["pollingNum"]) == 2, info
+        return True
+    await wait_until(both_polling, 5, what="the pop and the notification suspended")
     t1 = time.monotonic()
     await fill(c, "PopL", 1)
     r = await waiting
@@ -282,10 +286,11 @@ async def test_inflight_metric_per_group(tmp_path):
                     return float(line.rsplit(" ", 1)[1])
             return None
 
-        deadline = time.monotonic() + 10
-        while await asyncio.to_thread(inflight) != 2.0:
-            assert time.monotonic() < deadline, await asyncio.to_thread(inflight)
-            await asyncio.sleep(0.2)
+        async def two_inflight() -> bool:
+            got = await asyncio.to_thread(inflight)
+            assert got == 2.0, got
+            return True
+        await wait_until(two_inflight, 10, 0.2, "two messages in flight")
     finally:
         await c.close()
 
@@ -358,10 +363,7 @@ async def test_batch_ack_tag_filter_and_push_consumer(cluster):
     consumer = PopPushConsumer(p, "pushGroup", "PopB", listener, invisible_ms=1000, poll_ms=1000)
     consumer.start()
     try:
-        deadline = time.monotonic() + 15
-        while consumer.consumed < 6:
-            assert time.monotonic() < deadline, seen
-            await asyncio.sleep(0.1)
+        await wait_until(lambda: consumer.consumed >= 6, 15, 0.1, "six consumed")
     finally:
         await consumer.shutdown()
     assert (b"m1", 1) in seen and sorted({b for b, _ in seen}) == [f"m{i}".encode()

@@ -230,14 +230,10 @@ async def test_sigkill_during_delivery_loses_none_and_repeats_none(cluster):
         await asyncio.gather(*(
             p.send_batch([Message("TimerKill", b"k%04d" % (b * per_batch + i), deliver_time_ms=due)
                           for i in range(per_batch)]) for b in range(n // per_batch)))
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 10
-    while True:
-        r = await pull(cluster, "TimerKill", 0, 0, max_nums=1)
-        if r.code == ResponseCode.SUCCESS:
-            break
-        assert loop.time() < deadline, "delivery did not start"
-        await asyncio.sleep(0.002)
+
+    async def delivering() -> bool:
+        return (await pull(cluster, "TimerKill", 0, 0, max_nums=1)).code == ResponseCode.SUCCESS
+    await wait_until(delivering, 10, 0.002, "delivery started")
     cluster.broker.kill()
     cluster.start_broker()
     await cluster.wait_routable("TimerKill")
