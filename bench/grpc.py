@@ -36,16 +36,16 @@ import sys
 import time
 import uuid
 
+from bench.cluster import Cluster, create_topic
 from bench.cpu import cpu_seconds
-from bench.modes import ROOT
-from bench.producer import BenchCluster
+from bench.modes import ROOT, mode_env
 from rmq.testing.procs import free_port, wait_port
 
 QUEUES = 8
 GROUP = "bench_grpc"
 
 
-async def measure(c: BenchCluster, what: str, run) -> dict:
+async def measure(c: Cluster, what: str, run) -> dict:
     """Run ``run()`` (it answers (messages, seconds taken)) and the broker's CPU meanwhile."""
     pid = c.broker.proc.pid
     cpu0 = cpu_seconds(pid)
@@ -84,7 +84,7 @@ async def until_done(n: int, worker, inflight: int, cpu) -> tuple[int, float, fl
 
 
 # ---- remoting ------------------------------------------------------------------------------
-async def remoting_send(c: BenchCluster, topic: str, n: int, size: int, inflight: int, cpu):
+async def remoting_send(c: Cluster, topic: str, n: int, size: int, inflight: int, cpu):
     from rmq.client.headers import send_header_v2
     from rmq.common.codes import RequestCode
     from rmq.remoting import RemotingClient, RemotingCommand
@@ -112,7 +112,7 @@ async def remoting_send(c: BenchCluster, topic: str, n: int, size: int, inflight
         await client.close()
 
 
-async def remoting_pop_ack(c: BenchCluster, topic: str, n: int, inflight: int, cpu):
+async def remoting_pop_ack(c: Cluster, topic: str, n: int, inflight: int, cpu):
     from rmq.client.pop import PopClient, handle_of
     from rmq.remoting import RemotingClient
 
@@ -169,7 +169,7 @@ class GrpcClient:
         await self.channel.close()
 
 
-async def grpc_send(c: BenchCluster, port: int, topic: str, n: int, size: int, inflight: int,
+async def grpc_send(c: Cluster, port: int, topic: str, n: int, size: int, inflight: int,
                     cpu):
     from rmq.proxy.v2 import definition_pb2 as pb
     from rmq.proxy.v2 import service_pb2 as spb
@@ -199,7 +199,7 @@ async def grpc_send(c: BenchCluster, port: int, topic: str, n: int, size: int, i
         await client.close()
 
 
-async def grpc_receive_ack(c: BenchCluster, port: int, topic: str, n: int, inflight: int, cpu):
+async def grpc_receive_ack(c: Cluster, port: int, topic: str, n: int, inflight: int, cpu):
     from google.protobuf.duration_pb2 import Duration
 
     from rmq.proxy.v2 import definition_pb2 as pb
@@ -238,7 +238,7 @@ async def grpc_receive_ack(c: BenchCluster, port: int, topic: str, n: int, infli
         await client.close()
 
 
-async def official(c: BenchCluster, port: int, what: str, topic: str, n: int, size: int,
+async def official(c: Cluster, port: int, what: str, topic: str, n: int, size: int,
                    threads: int) -> dict:
     """One run of ``bench.grpc_official``; the broker's CPU over the whole run."""
     python = ROOT / ".venv-rmq5" / "bin" / "python"
@@ -264,13 +264,13 @@ async def official(c: BenchCluster, port: int, what: str, topic: str, n: int, si
 
 async def main(args: argparse.Namespace) -> dict:
     port = free_port()
-    c = BenchCluster(args.twin, f"grpcServerPort={port}\nflushConsumerOffsetInterval=5000\n")
-    c.broker.env["tls.server.mode"] = args.tls_mode
-    c.start()
+    env = {**mode_env("twin" if args.twin else "compiled"), "tls.server.mode": args.tls_mode}
+    c = Cluster(env=env, broker_conf={"grpcServerPort": str(port),
+                                      "flushConsumerOffsetInterval": "5000"}).start()
     try:
         wait_port(port, timeout=20)
         for topic in ("BenchRemoting", "BenchGrpc", "BenchOfficial"):
-            await c.create_topic(topic, QUEUES)
+            await create_topic(c.broker_addr, c.namesrv_addr, topic, QUEUES)
         n, size, k = args.messages, args.size, args.inflight
         results = [
             await measure(c, "remoting send", lambda cpu: remoting_send(

@@ -25,14 +25,15 @@ import json
 import sys
 import time
 
+from bench.cluster import Cluster, create_topic
 from bench.cpu import cpu_seconds
-from bench.producer import BenchCluster
+from bench.modes import mode_env
 
 TOPIC = "BenchPop"
 QUEUES = 8
 
 
-async def fill(c: BenchCluster, n: int, size: int) -> None:
+async def fill(c: Cluster, n: int, size: int) -> None:
     from rmq.client import ClientConfig, Message, Producer
 
     async with Producer("bench_pop_fill", client_config=ClientConfig(
@@ -48,7 +49,7 @@ async def fill(c: BenchCluster, n: int, size: int) -> None:
             i += 1
 
 
-async def pull_all(c: BenchCluster, n: int, inflight: int) -> int:
+async def pull_all(c: Cluster, n: int, inflight: int) -> int:
     from rmq.client.codec import decode_messages
     from rmq.client.headers import pull_header
     from rmq.common.codes import RequestCode
@@ -87,7 +88,7 @@ def _bitset(offsets: list[int], start: int) -> str:
     return base64.b64encode(bytes(raw)).decode()
 
 
-async def pop_all(c: BenchCluster, n: int, inflight: int, ack: str) -> int:
+async def pop_all(c: Cluster, n: int, inflight: int, ack: str) -> int:
     import orjson
 
     from rmq.client.pop import PopClient, handle_of
@@ -131,14 +132,14 @@ async def pop_all(c: BenchCluster, n: int, inflight: int, ack: str) -> int:
     return got
 
 
-async def redelivery_lateness(c: BenchCluster, rounds: int) -> dict:
+async def redelivery_lateness(c: Cluster, rounds: int) -> dict:
     """How long after popTime + invisibleTime an unacked message is popped
     again (a held pop waiting for it), ms."""
     from rmq.client import ClientConfig, Message, Producer
     from rmq.client.pop import PopClient, handle_of
     from rmq.remoting import RemotingClient
 
-    await c.create_topic("BenchRevive", 1)
+    await create_topic(c.broker_addr, c.namesrv_addr, "BenchRevive", 1)
     client = RemotingClient()
     pop = PopClient(c.broker_addr, "broker-a", client)
     late: list[float] = []
@@ -161,7 +162,7 @@ async def redelivery_lateness(c: BenchCluster, rounds: int) -> dict:
             "late_ms_median": round(late[len(late) // 2], 1), "late_ms_max": round(late[-1], 1)}
 
 
-async def measure(c: BenchCluster, what: str, run, spy: str | None = None) -> dict:
+async def measure(c: Cluster, what: str, run, spy: str | None = None) -> dict:
     import subprocess
 
     pid = c.broker.proc.pid
@@ -186,12 +187,12 @@ async def measure(c: BenchCluster, what: str, run, spy: str | None = None) -> di
 
 
 async def main(args: argparse.Namespace) -> dict:
-    extra = "flushConsumerOffsetInterval=5000\n"
+    conf = {"flushConsumerOffsetInterval": "5000"}
     if args.no_pull_lane:  # pulls through the processor table, as pops are served
-        extra += "rmqPullLaneEnable=false\n"
-    c = BenchCluster(args.twin, extra).start()
+        conf["rmqPullLaneEnable"] = "false"
+    c = Cluster(env=mode_env("twin" if args.twin else "compiled"), broker_conf=conf).start()
     try:
-        await c.create_topic(TOPIC, QUEUES)
+        await create_topic(c.broker_addr, c.namesrv_addr, TOPIC, QUEUES)
         await fill(c, args.messages, args.size)
         await asyncio.sleep(1)  # everything dispatched
         pull = await measure(c, "pull", lambda: pull_all(c, args.messages, args.inflight))
