@@ -20,6 +20,7 @@ from rmq.proxy.v2 import service_pb2 as spb
 from rmq.proxy.v2 import service_pb2_grpc as sgrpc
 from rmq.testing.cluster import Cluster, broker_conf
 from rmq.testing.procs import RmqProcess, free_port, wait_port
+from rmq.testing.wait import wait_until
 
 pytestmark = [pytest.mark.timeout(90)]
 MD = (("x-mq-client-id", "endpoint-test"),)
@@ -80,10 +81,8 @@ async def test_port_in_use_leaves_remoting_serving(tmp_path):
         c.start_broker()
         r = await c.call(R.GET_BROKER_RUNTIME_INFO)
         assert r.code == ResponseCode.SUCCESS
-        deadline = time.monotonic() + 10
-        while "gRPC endpoint not started" not in c.broker.output():
-            assert time.monotonic() < deadline, c.broker.output()
-            await asyncio.sleep(0.1)
+        await wait_until(lambda: "gRPC endpoint not started" in c.broker.output(), 10, 0.1,
+                         "the broker's line about the taken port")
     finally:
         taken.close()
         assert c.broker.stop() == 0

@@ -22,6 +22,7 @@ from rmq.remoting import RemotingClient, RemotingCommand
 from rmq.remoting.exceptions import RemotingError
 from rmq.testing.cluster import broker_conf
 from rmq.testing.procs import RmqProcess, free_port
+from rmq.testing.wait import wait_until
 
 R = RequestCode
 RC = ResponseCode
@@ -166,10 +167,8 @@ async def test_full_disk_refuses_puts_keeps_reads_and_loses_nothing(tmp_path):
         with open(filler, "wb") as f:
             os.posix_fallocate(f.fileno(), 0, free - int(total * 0.05))
         assert used_ratio(mnt) > 0.9
-        deadline = time.monotonic() + 30
-        while "physic disk maybe full soon" not in store_log_text(tmp_path):
-            assert time.monotonic() < deadline, "the disk was never marked full"
-            await asyncio.sleep(0.3)
+        await wait_until(lambda: "physic disk maybe full soon" in store_log_text(tmp_path), 30,
+                         0.3, "the disk marked full")
         r = await broker.send(200)
         assert r.code == RC.SERVICE_NOT_AVAILABLE, (r.code, r.remark)
         assert await broker.pull_all() == [body_of(i) for i in acked]

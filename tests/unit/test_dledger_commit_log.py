@@ -13,6 +13,7 @@ import pytest
 from rmq.dledger.commit_log import DLedgerCommitLog
 from rmq.store import DefaultMessageStore, GetMessageStatus, MessageStoreConfig, PutMessageStatus
 from rmq.testing.procs import free_port
+from rmq.testing.wait import wait_until
 from tests.unit.test_store_basic import HOST, make_msg
 
 pytestmark = pytest.mark.timeout(60)
@@ -36,10 +37,7 @@ async def test_puts_complete_on_their_quorum_and_are_dispatched(tmp_path):
     await server.start()
     try:
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + 10
-        while not server.member_state.is_leader():
-            assert loop.time() < deadline, "no leader"
-            await asyncio.sleep(0.02)
+        await wait_until(server.member_state.is_leader, 10, 0.02, "a leader")
         result = await store.async_put_message(make_msg(0))
         assert result.status is PutMessageStatus.PUT_OK
         quorum = result.append_result.quorum
@@ -50,9 +48,8 @@ async def test_puts_complete_on_their_quorum_and_are_dispatched(tmp_path):
         assert later.status is PutMessageStatus.PUT_OK
         assert later.append_result.wrote_offset == result.append_result.wrote_offset + \
             result.append_result.wrote_bytes + 48  # the next entry's body
-        while store.get_max_offset_in_queue("T", 0) < 2:
-            assert loop.time() < deadline, "not dispatched"
-            await asyncio.sleep(0.02)
+        await wait_until(lambda: store.get_max_offset_in_queue("T", 0) >= 2, 10, 0.02,
+                         "both dispatched")
         got = store.get_message("g", "T", 0, 0, 32)
         assert got.status is GetMessageStatus.FOUND and got.message_count == 2
     finally:

@@ -26,6 +26,7 @@ from rmq.store.timer.checkpoint import TimerCheckpoint
 from rmq.store.timer.hook import TimerPutHook, parse_java_long, requested_due_ms, round_due
 from rmq.store.timer.timer_log import TimerLog
 from rmq.store.timer.wheel import TimerWheel
+from rmq.testing.wait import wait_until
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -264,10 +265,7 @@ def test_timer_beyond_the_roll_window_is_parked_again_then_delivered_on_time(tmp
         due = int(time.time() * 1000) + 1250
         assert store.put_message(_msg("Real", {"TIMER_DELIVER_MS": str(due), "UNIQ_KEY": "R1"})
                                  ).status is PutMessageStatus.PUT_OK
-        deadline = time.monotonic() + 5
-        while not _delivered(store, "Real"):
-            assert time.monotonic() < deadline, "never delivered"
-            await asyncio.sleep(0.01)
+        await wait_until(lambda: _delivered(store, "Real"), 5, 0.01, "delivered")
         (m,) = _delivered(store, "Real")
         assert int(m.properties["TIMER_ROLL_TIMES"]) >= 2  # 300 ms windows up to 1.25 s
         assert due <= m.store_timestamp <= due + 100 + 200
