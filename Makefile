@@ -64,7 +64,7 @@ test: ext tests/interop/node/node_modules rmq5-client
 	    $(DURATIONS) $(PYTEST_ARGS)
 
 soak: ext
-	$(VENV)/bin/pytest -m soak $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -m soak $(DURATIONS) $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check rmq tests bench spark fuzz
