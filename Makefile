@@ -58,10 +58,13 @@ tests/interop/node/node_modules: tests/interop/node/package-lock.json
 # tests/conftest.py -- and ``compiled_only`` run in the first pass only).  Each
 # pass ends with its 20 slowest tests, so the time budget stays visible.
 DURATIONS := --durations=20 --durations-min=1.0
+# the suite mostly waits on broker processes and clients, so it runs in
+# TEST_JOBS pytest-xdist workers (every test takes its own free loopback ports)
+TEST_JOBS ?= 4
 test: ext tests/interop/node/node_modules rmq5-client
-	RMQ_REQUIRE_EXTENSIONS=1 $(VENV)/bin/pytest $(DURATIONS) $(PYTEST_ARGS)
-	RMQ_NO_EXTENSIONS=1 $(VENV)/bin/pytest -m "not soak and not once and not compiled_only" \
-	    $(DURATIONS) $(PYTEST_ARGS)
+	RMQ_REQUIRE_EXTENSIONS=1 $(VENV)/bin/pytest -n $(TEST_JOBS) $(DURATIONS) $(PYTEST_ARGS)
+	RMQ_NO_EXTENSIONS=1 $(VENV)/bin/pytest -n $(TEST_JOBS) \
+	    -m "not soak and not once and not compiled_only" $(DURATIONS) $(PYTEST_ARGS)
 
 soak: ext
 	$(VENV)/bin/pytest -m soak $(DURATIONS) $(PYTEST_ARGS)

@@ -55,11 +55,11 @@ def free_port(count: int = 1, span: int = 1) -> int:
     thousands) between this check and the server's bind.
     """
     low, _ = _ephemeral_range()
-    floor = 20000
-    if low - floor >= 1000:
+    floor, top = _worker_slice(20000, low)
+    if top - floor >= 1000:
         rng = random.Random()
         for _ in range(500):
-            base = rng.randrange(floor, low - span)
+            base = rng.randrange(floor, top - span)
             if _all_free(base, span):
                 return _give(base, span)
     for _ in range(200):
@@ -69,6 +69,22 @@ def free_port(count: int = 1, span: int = 1) -> int:
         if base + span <= 65535 and _all_free(base, span):
             return _give(base, span)
     raise RuntimeError("no free port range found")
+
+
+def _worker_slice(floor: int, top: int) -> tuple[int, int]:
+    """The part of ``floor .. top`` this pytest-xdist worker draws from.
+
+    ``_GIVEN`` is per process: two workers could each find the same range free
+    and both start a server on it before either binds.  Giving every worker its
+    own slice of the range makes that impossible; outside xdist it is the whole.
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    if not worker.startswith("gw") or count <= 1:
+        return floor, top
+    index = int(worker[2:]) % count
+    width = (top - floor) // count
+    return floor + index * width, floor + (index + 1) * width
 
 
 def _give(base: int, span: int) -> int:
