@@ -12,7 +12,9 @@ Leader side, one dispatcher per follower, in one of three states:
 Each acknowledgement raises the follower's water mark for the term; the
 quorum checker takes the median water mark as the committed index and
 completes the appends waiting for it (``maxWaitAckTimeMs`` later they fail
-with WAIT_QUORUM_ACK_TIMEOUT).  Follower side, pushes are applied in index
+with WAIT_QUORUM_ACK_TIMEOUT).  Waits are kept in index order and settled
+from the front in one pass; puts appended between two pushes share one
+(Java keeps a future per entry).  Follower side, pushes are applied in index
 order; one that arrives early waits for the gap to close.
 """
 
