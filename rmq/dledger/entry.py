@@ -15,9 +15,11 @@ own offset in the data files, which recovery checks.  Index unit::
 
 from __future__ import annotations
 
-import base64
 import struct
+from binascii import a2b_base64, b2a_base64
 from dataclasses import dataclass
+
+from rmq.dledger.protocol import Ordered
 
 MAGIC = 1  # DLedgerMmapFileStore.MAGIC_1, the only magic 0.3.1.2 writes
 BLANK_MAGIC = -1  # MmapFileList.BLANK_MAGIC_CODE: the rest of a data file is unused
@@ -76,16 +78,17 @@ class Entry:
 
     # --- the JSON of PushEntryRequest (fastjson: getters, byte[] as base64) -----
     def to_json_obj(self) -> dict:
-        return {"body": base64.b64encode(self.body).decode(), "bodyCrc": self.body_crc,
-                "chainCrc": self.chain_crc, "channel": self.channel, "index": self.index,
-                "magic": self.magic, "pos": self.pos, "size": self.compute_size(),
-                "term": self.term}
+        """Keys in fastjson's (sorted) order, none null: encoded as built."""
+        return Ordered(body=b2a_base64(self.body, newline=False).decode("ascii"),
+                       bodyCrc=self.body_crc, chainCrc=self.chain_crc, channel=self.channel,
+                       index=self.index, magic=self.magic, pos=self.pos,
+                       size=self.compute_size(), term=self.term)
 
     @classmethod
     def from_json_obj(cls, obj: dict) -> Entry:
         body = obj.get("body")
         entry = cls(int(obj.get("index", -1)), int(obj.get("term", -1)),
-                    base64.b64decode(body) if body else b"", int(obj.get("pos", -1)),
+                    a2b_base64(body) if body else b"", int(obj.get("pos", -1)),
                     int(obj.get("magic", MAGIC)), int(obj.get("channel", 0)),
                     int(obj.get("chainCrc", 0)), int(obj.get("bodyCrc", 0)))
         entry.compute_size()

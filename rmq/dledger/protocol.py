@@ -130,8 +130,17 @@ def _bucket(key: str, capacity: int) -> int:
     return (h ^ (h >> 16)) & (capacity - 1)
 
 
+class Ordered(dict):
+    """A JSON object built with its keys in fastjson's order and no nulls (an
+    entry of a push): written as it is, not walked again."""
+
+    __slots__ = ()
+
+
 def _fastjson(value):
     """``value`` with its dict keys in fastjson's order and its nulls dropped."""
+    if type(value) is Ordered:
+        return value
     if isinstance(value, JavaHashMap):
         return {k: _fastjson(v) for k, v in value.items() if v is not None}
     if isinstance(value, dict):

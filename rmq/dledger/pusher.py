@@ -12,7 +12,9 @@ Leader side, one dispatcher per follower, in one of three states:
 Each acknowledgement raises the follower's water mark for the term; the
 quorum checker takes the median water mark as the committed index and
 completes the appends waiting for it (``maxWaitAckTimeMs`` later they fail
-with WAIT_QUORUM_ACK_TIMEOUT).  Follower side, pushes are applied in index
+with WAIT_QUORUM_ACK_TIMEOUT).  Waits are kept in index order and settled
+from the front in one pass; puts appended between two pushes share one
+(Java keeps a future per entry).  Follower side, pushes are applied in index
 order; one that arrives early waits for the gap to close.
 """
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -61,10 +64,10 @@ class Wakeup:
 
     def set(self) -> None:
         fut = self._future
-        if fut is not None and not fut.done():
-            fut.set_result(None)
-        else:
+        if fut is None:
             self._pending = True
+        elif not fut.done():  # (done: the sleeper wakes anyway)
+            fut.set_result(None)
 
     async def wait(self, timeout: float) -> None:
         if self._pending:
@@ -85,15 +88,40 @@ def _wake(fut: asyncio.Future) -> None:
         fut.set_result(None)
 
 
-class AppendWaiter:
-    """An append waiting for its quorum: a future and a deadline."""
+class AckGroup:
+    """Appends waiting for their quorum: the entries up to ``last`` of one term
+    share one future, settled in order when the quorum index reaches ``last``.
 
-    __slots__ = ("future", "deadline", "entry")
+    Puts appended between two pushes join the open group (entries commit in
+    order, so the last one's quorum covers them all): the leader keeps one
+    waiter per push rather than one per entry, and settles them in one pass
+    from the front of a queue ordered by index (and so by deadline)."""
 
-    def __init__(self, entry: Entry, timeout_ms: int) -> None:
+    __slots__ = ("term", "first", "last", "deadline", "future", "outcome", "entry")
+
+    def __init__(self, entry: Entry, first: int, timeout_ms: int,
+                 outcome: Callable[[int | None], object] | None) -> None:
+        self.term = entry.term
+        self.first = first
+        self.last = entry.index
         self.entry = entry
+        self.outcome = outcome
         self.future: asyncio.Future = asyncio.get_running_loop().create_future()
         self.deadline = _now_ms() + timeout_ms
+
+    def settle(self, code: int | None, why: str = "") -> None:
+        """``code`` None: a quorum holds the entries; else why they failed.
+        Without an ``outcome`` the future gets the entry or a DLedgerError;
+        with one, what ``outcome(code)`` makes of it."""
+        fut = self.future
+        if fut.done():
+            return
+        if self.outcome is not None:
+            fut.set_result(self.outcome(code))
+        elif code is None:
+            fut.set_result(self.entry)
+        else:
+            fut.set_exception(DLedgerError(Code(code), why))
 
 
 class EntryPusher:
@@ -107,7 +135,8 @@ class EntryPusher:
         self.config = config
         self.on_committed = on_committed
         self.water_marks: dict[int, dict[str, int]] = {}  # term -> peer -> acknowledged index
-        self.waiters: dict[int, dict[int, AppendWaiter]] = {}  # term -> index -> waiter
+        self.waiters: deque[AckGroup] = deque()  # by index; older terms are failed first
+        self._open: AckGroup | None = None  # the group later puts may join
         self.dispatchers = {peer: PeerDispatcher(self, peer) for peer in self.ms.others()}
         self.handler = FollowerHandler(self)
         self._timer: asyncio.Task | None = None
@@ -124,10 +153,7 @@ class EntryPusher:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for by_index in self.waiters.values():
-            for w in by_index.values():
-                if not w.future.done():
-                    w.future.set_exception(DLedgerError(Code.TERM_CHANGED, "shutting down"))
+        self._fail_waiters(lambda _g: True, Code.TERM_CHANGED, "shutting down")
 
     # ---- water marks and the committed index --------------------------------
     def _marks(self, term: int) -> dict[str, int]:
@@ -149,7 +175,7 @@ class EntryPusher:
         return self._marks(term)[peer]
 
     def _check_quorum(self) -> None:
-        """Commit the median water mark and complete the appends it covers."""
+        """Commit the median water mark and settle the groups it covers."""
         term = self.ms.curr_term
         own = self._marks(term)
         own[self.ms.self_id] = max(own[self.ms.self_id], self.store.ledger_end_index)
@@ -157,31 +183,70 @@ class EntryPusher:
         quorum_index = marks[len(marks) // 2]
         before = self.store.committed_index
         self.store.update_committed_index(term, quorum_index)
-        waiting = self.waiters.get(term)
-        if waiting:
-            for index in [i for i in waiting if i <= quorum_index]:
-                w = waiting.pop(index)
-                if not w.future.done():
-                    w.future.set_result(w.entry)
+        waiting = self.waiters
+        while waiting and waiting[0].last <= quorum_index:
+            group = waiting.popleft()
+            if group is self._open:
+                self._open = None
+            group.settle(None if group.term == term else Code.TERM_CHANGED)
         if self.store.committed_index != before:
             self.on_committed(self.store.committed_index)
 
     # ---- appends on the leader ------------------------------------------------
     def pending_full(self) -> bool:
-        return len(self.waiters.get(self.ms.curr_term, ())) > self.config.max_pending_requests_num
+        waiting = self.waiters
+        return bool(waiting) and \
+            waiting[-1].last - waiting[0].first >= self.config.max_pending_requests_num
 
     def wait_ack(self, entry: Entry) -> asyncio.Future:
-        """A future completed with ``entry`` once a quorum holds it."""
-        for old in [t for t in self.waiters if t != entry.term]:
-            for w in self.waiters.pop(old).values():  # TERM_CHANGED, as the ack checker does
-                if not w.future.done():
-                    w.future.set_exception(DLedgerError(Code.TERM_CHANGED))
-        waiter = AppendWaiter(entry, self.config.max_wait_ack_time_ms)
-        self.waiters.setdefault(entry.term, {})[entry.index] = waiter
-        self.update_water_mark(entry.term, self.ms.self_id, entry.index)
+        """A future completed with ``entry`` once a quorum holds it (or failed
+        with the DLedgerError of why not)."""
+        return self._wait(entry, entry.index, None)
+
+    def wait_quorum(self, entry: Entry, first: int,
+                    outcome: Callable[[int | None], object]) -> asyncio.Future:
+        """A future of ``outcome(None)`` once a quorum holds the entries
+        ``first``..``entry``, else of ``outcome(code)``.  Puts with the same
+        ``outcome`` appended before the next push share one future."""
+        group = self._open
+        if group is not None and group.outcome is outcome and group.term == entry.term \
+                and group.last < entry.index and not group.future.done():
+            group.last = entry.index
+            self._appended_more()
+            return group.future
+        return self._wait(entry, first, outcome)
+
+    def _wait(self, entry: Entry, first: int,
+              outcome: Callable[[int | None], object] | None) -> asyncio.Future:
+        waiting = self.waiters
+        if waiting and waiting[0].term != entry.term:  # TERM_CHANGED, as the ack checker does
+            self._fail_waiters(lambda g: g.term != entry.term, Code.TERM_CHANGED)
+        group = AckGroup(entry, first, self.config.max_wait_ack_time_ms, outcome)
+        waiting.append(group)
+        self._open = group
+        self._appended_more()
+        return group.future
+
+    def _appended_more(self) -> None:
+        if not self.dispatchers:  # a group of one: the leader's own log is the quorum
+            self._check_quorum()
         for d in self.dispatchers.values():
             d.wake.set()
-        return waiter.future
+
+    def close_group(self) -> None:
+        """A push is going out: later puts wait in a group of their own."""
+        self._open = None
+
+    def _fail_waiters(self, which: Callable[[AckGroup], bool], code: int,
+                      why: str = "") -> None:
+        kept: deque[AckGroup] = deque()
+        for group in self.waiters:
+            if which(group):
+                group.settle(code, why)
+            else:
+                kept.append(group)
+        self.waiters = kept
+        self._open = None
 
     async def _expire_waiters(self) -> None:
         """Every 50 ms: fail appends past their wait, and (as the ack checker's
@@ -192,21 +257,18 @@ class EntryPusher:
             if self.ms.is_leader():
                 self._check_quorum()
             now = _now_ms()
-            for term, by_index in list(self.waiters.items()):
-                for index in [i for i, w in by_index.items() if w.deadline < now]:
-                    w = by_index.pop(index)
-                    if not w.future.done():
-                        w.future.set_exception(DLedgerError(
-                            Code.WAIT_QUORUM_ACK_TIMEOUT if term == self.ms.curr_term
-                            else Code.TERM_CHANGED, f"index {index}"))
+            waiting = self.waiters
+            while waiting and waiting[0].deadline < now:
+                group = waiting.popleft()
+                if group is self._open:
+                    self._open = None
+                group.settle(Code.WAIT_QUORUM_ACK_TIMEOUT if group.term == self.ms.curr_term
+                             else Code.TERM_CHANGED, f"index {group.last}")
 
     def on_role_change(self) -> None:
         """Appends of an old leadership fail now; dispatchers look again."""
-        for term in [t for t in self.waiters if not self.ms.is_leader()
-                     or t != self.ms.curr_term]:
-            for w in self.waiters.pop(term).values():
-                if not w.future.done():
-                    w.future.set_exception(DLedgerError(Code.TERM_CHANGED))
+        leader, term = self.ms.is_leader(), self.ms.curr_term
+        self._fail_waiters(lambda g: not leader or g.term != term, Code.TERM_CHANGED)
         for d in self.dispatchers.values():
             d.wake.set()
 
@@ -295,6 +357,7 @@ class PeerDispatcher:
                         self.write_index + len(entries) <= store.ledger_end_index:
                     entries.append(store.get(self.write_index + len(entries)))
                     size += entries[-1].size
+            self.pusher.close_group()
             self._send(entries)
             self.write_index += len(entries)
 

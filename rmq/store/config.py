@@ -127,7 +127,7 @@ class MessageStoreConfig:
     dLegerPeers: str | None = None
     dLegerSelfId: str | None = None
     preferredLeaderId: str | None = None
-    enableBatchPush: bool = False
+    enableBatchPush: bool = True  # rmq batches DLedger pushes by default (4.9.8: false)
     storePathDLedgerCommitLog: str | None = None
     # timer messages (RocketMQ 5.3.3 names and defaults; rmq/store/timer)
     mappedFileSizeTimerLog: int = 100 * 1024 * 1024

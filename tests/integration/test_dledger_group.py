@@ -182,3 +182,59 @@ async def test_batch_push_replicates_the_same_log(tmp_path):
         await g.converged()
     finally:
         await g.close()
+
+
+def _outcome(code):
+    """What a put's quorum wait resolves to: "ok" or DLedger's code."""
+    return "ok" if code is None else code
+
+
+async def test_puts_between_two_pushes_share_one_quorum_wait(tmp_path):
+    """Batched pushes: appends made before the next push wait on one future,
+    settled when the quorum reaches the last; one made after a push gets its own."""
+    g = await Group(tmp_path, enable_batch_push=True).start()
+    try:
+        leader = await g.leader()
+        store, pusher = leader.store, leader.pusher
+        futures = []
+        for i in range(5):
+            first = store.ledger_end_index + 1
+            futures.append(pusher.wait_quorum(store.append_as_leader(b"p%d" % i), first, _outcome))
+        assert all(f is futures[0] for f in futures)
+        assert await asyncio.wait_for(futures[0], 5) == "ok"
+        assert store.committed_index >= 4
+        first = store.ledger_end_index + 1
+        later = pusher.wait_quorum(store.append_as_leader(b"later"), first, _outcome)
+        assert later is not futures[0]
+        assert await asyncio.wait_for(later, 5) == "ok"
+        await g.converged()
+    finally:
+        await g.close()
+
+
+async def test_a_cut_off_leader_fails_its_batched_puts_and_loses_their_tail(tmp_path):
+    """A leader alone fails the group wait of its batched puts; once healed, the
+    new leader's batches truncate its uncommitted tail away."""
+    g = await Group(tmp_path, enable_batch_push=True).start()
+    try:
+        old = await g.leader()
+        await asyncio.gather(*(old.append(b"before %d" % i) for i in range(40)))
+        await g.converged()
+        cut_id = old.member_state.self_id
+        g.isolate(cut_id)
+        store = old.store
+        first = store.ledger_end_index + 1
+        waits = [old.pusher.wait_quorum(store.append_as_leader(b"lost %d" % i), first, _outcome)
+                 for i in range(30)]
+        assert len({id(f) for f in waits}) == 1
+        assert await asyncio.wait_for(waits[0], 10) in (Code.WAIT_QUORUM_ACK_TIMEOUT,
+                                                         Code.TERM_CHANGED)
+        assert not old.pusher.waiters
+        new = await g.leader([n for n in IDS if n != cut_id])
+        await asyncio.gather(*(new.append(b"after %d" % i) for i in range(60)))
+        g.isolate(cut_id, cut=False)
+        await g.converged()
+        bodies = [body for _, body, _ in g.log(cut_id)]
+        assert bodies == [b"before %d" % i for i in range(40)] + [b"after %d" % i for i in range(60)]
+    finally:
+        await g.close()

@@ -240,11 +240,14 @@ class SendMessageProcessor(SendSupport):
     def _put(self, item: Any, queue_id: int, put: Callable, put_then: Callable,
              async_put: Callable) -> Any:
         """Store a message or a batch the way the role and flush mode allow: at
-        once, through a loop callback (SYNC_FLUSH), or in a coroutine that also
-        waits for the slave (SYNC_MASTER)."""
+        once, through a loop callback (SYNC_FLUSH, or a DLedger quorum), or in
+        a coroutine that also waits for the slave (SYNC_MASTER)."""
         if self._put_is_immediate():
             return self.put_result_response(put(item), queue_id)
-        if self.c.store_config.brokerRole is not BrokerRole.SYNC_MASTER:
+        sc = self.c.store_config
+        if sc.brokerRole is not BrokerRole.SYNC_MASTER or sc.enableDLegerCommitLog:
+            # a DLedger leader's put waits for its quorum: a callback on the
+            # (shared) quorum future, no task per message
             return self._put_then(put_then, item, queue_id)
         return self._put_async(async_put, item, queue_id)
 
