@@ -277,6 +277,7 @@ async def test_prometheus_timer_metrics(cluster):
             found[(s.name, s.labels.get("topic"))] = s.value
     assert found[("rocketmq_timer_dequeue_total", "TimerProm")] == 3
     assert found[("rocketmq_timer_enqueue_total", "TimerProm")] == 4
+    assert found[("rocketmq_timing_messages", "TimerProm")] == 1  # the one due in 50 s
     for gauge in ("rocketmq_timer_enqueue_lag", "rocketmq_timer_enqueue_latency",
                   "rocketmq_timer_dequeue_lag", "rocketmq_timer_dequeue_latency"):
         assert found[(gauge, None)] >= 0
