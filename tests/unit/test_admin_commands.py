@@ -59,3 +59,13 @@ def test_bad_argument_is_one_line(argv, needle):
     assert info.value.code == 2
     lines = err.getvalue().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"rmq-admin {argv[0]}: ") and needle in lines[0]
+
+
+def test_cluster_list_timer_progress_is_5_3_3s_layout():
+    from rmq.tools.admin import timer_progress
+
+    rt = {"timerReadBehind": "3", "timerOffsetBehind": "120", "timerCongestNum": "25000",
+          "timerEnqueueTps": "812.5", "timerDequeueTps": "40.0"}
+    assert timer_progress(rt) == "3-120(2.5w, 812.5, 40.0)"
+    assert timer_progress({}) == "0-0(0.0w, 0.0, 0.0)"  # a 4.9.8 broker has no timer keys
+    assert timer_progress({"timerEnqueueTps": "x"}) == "0-0(0.0w, 0.0, 0.0)"
