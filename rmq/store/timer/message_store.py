@@ -150,8 +150,8 @@ class TimerMessageStore:
         """After an abnormal exit: the pending timers per topic counted again
         from the log (``revise.py``); the timers of a delivery round cut short
         are counted here and uncounted as their redelivery is skipped."""
-        def topic_of(u: L.Unit) -> str | None:
-            msg = read_parked(self.store, u.offset_py, u.size_py, with_body=False)
+        def topic_of(offset_py: int, size_py: int) -> str | None:
+            msg = read_parked(self.store, offset_py, size_py, with_body=False)
             return None if msg is None else msg.properties.get(mc.PROPERTY_REAL_TOPIC)
 
         before = {t: c for t, (c, _ts) in self.metrics.timing_count.items()}

@@ -21,32 +21,32 @@ from collections.abc import Callable, Iterable
 from rmq.store.timer import layout as L
 
 
-def pending_units(files: Iterable, read_ms: int) -> Iterable[L.Unit]:
-    """Units of the mapped timer-log files due at or after ``read_ms``."""
+def pending_units(files: Iterable, read_ms: int) -> Iterable[tuple]:
+    """Units (their raw fields, in ``L.Unit`` order) of the mapped timer-log
+    files due at or after ``read_ms``."""
     for mf in files:
-        view = mf.view
         end = min(mf.wrote_position, mf.file_size)
-        for pos in range(0, end - L.UNIT_SIZE + 1, L.UNIT_SIZE):
-            u = L.unpack_unit(view, pos)
-            if u.size != L.UNIT_SIZE or not L.is_magic_ok(u.magic):
+        for f in L.iter_unit_fields(mf.view[:end]):
+            if f[0] != L.UNIT_SIZE or not L.is_magic_ok(f[2]):
                 break  # the blank ending a file
-            if u.delayed_time_ms >= read_ms:
-                yield u
+            if f[3] + f[4] >= read_ms:  # writeTime + delay: the unit's slot
+                yield f
 
 
-def recount(units: Iterable[L.Unit], known_topics: Iterable[str],
-            topic_of: Callable[[L.Unit], str | None]) -> Counter:
-    """Pending timers per topic; ``topic_of`` reads a unit's parked message."""
+def recount(units: Iterable[tuple], known_topics: Iterable[str],
+            topic_of: Callable[[int, int], str | None]) -> Counter:
+    """Pending timers per topic; ``topic_of(offsetPy, sizePy)`` reads a unit's
+    parked message for its real topic."""
     by_hash: dict[int, str | None] = {}
     for t in known_topics:
         h = L.java_string_hash(t)
         by_hash[h] = None if h in by_hash else t  # None: a shared hash
     counts: Counter = Counter()
-    for u in units:
-        topic = by_hash.get(u.topic_hash)
+    for u in units:  # (size, prev, magic, write, delay, offsetPy, sizePy, hash, reserved)
+        topic = by_hash.get(u[7])
         if topic is None:
-            topic = topic_of(u)
+            topic = topic_of(u[5], u[6])
             if topic is None:
                 continue  # its message is gone: nothing to deliver
-        counts[topic] += -1 if L.is_delete(u.magic) else 1
+        counts[topic] += -1 if L.is_delete(u[2]) else 1
     return counts
