@@ -286,6 +286,14 @@ async def test_inflight_metric_per_group(tmp_path):
         while await asyncio.to_thread(inflight) != 2.0:
             assert time.monotonic() < deadline, await asyncio.to_thread(inflight)
             await asyncio.sleep(0.2)
+        from rmq.tools.dashboard.service import DashboardService
+
+        svc = DashboardService(c.namesrv_addr)  # the web console's groups page
+        try:
+            rows = {r["group"]: r for r in await svc.groups()}
+        finally:
+            await svc.close()
+        assert rows[G]["inflight"] == 2
     finally:
         await c.close()
 
