@@ -51,6 +51,7 @@ from rmq.broker.consumer_filter_manager import ConsumerFilterManager
 from rmq.broker.consumer_offset_manager import ConsumerOffsetManager
 from rmq.broker.fast_failure import BrokerFastFailure, QueuedProcessor, RequestQueue
 from rmq.broker.outer_api import BrokerIdentity, BrokerOuterAPI
+from rmq.broker.pop_order import OrderInfoManager
 from rmq.broker.put_delay import PutDelay
 from rmq.broker.stats import BrokerStats, ExecutionTimes, ms_until_next_morning
 from rmq.broker.subscription_group_manager import SubscriptionGroupManager
@@ -190,6 +191,7 @@ class BrokerController:
         lmq = self.store_config.enableLmq
         self.topic_config_manager.lmq = lmq
         self.consumer_offset_manager = ConsumerOffsetManager(root, lmq)
+        self.consumer_order_info_manager = OrderInfoManager(root)
         self.subscription_group_manager = SubscriptionGroupManager(bc, root)
         self.subscription_group_manager.lmq = lmq
         self.consumer_filter_manager = ConsumerFilterManager(bc, root)
@@ -284,7 +286,8 @@ class BrokerController:
     async def initialize(self) -> bool:
         try:
             for manager in (self.topic_config_manager, self.consumer_offset_manager,
-                            self.subscription_group_manager, self.consumer_filter_manager):
+                            self.subscription_group_manager, self.consumer_filter_manager,
+                            self.consumer_order_info_manager):
                 manager.load()
         except ConfigLoadError as exc:
             log.error("load config failed: %s", exc)
@@ -634,9 +637,9 @@ class BrokerController:
             manager.persist()
             return
         text = manager.encode(pretty=True)
-        await asyncio.to_thread(self._write_config, text, manager.config_file_path())
+        await asyncio.to_thread(self.write_config, text, manager.config_file_path())
 
-    def _write_config(self, text: str, path: str) -> None:
+    def write_config(self, text: str, path: str) -> None:
         """One writer per process at a time (the shutdown persist waits here
         for a periodic write still running); I/O errors are logged as Java does."""
         with self._persist_lock:
@@ -818,6 +821,7 @@ class BrokerController:
         with self._persist_lock:
             self.consumer_offset_manager.persist()
             self.consumer_filter_manager.persist()
+            self.consumer_order_info_manager.persist()
         if self.message_store is not None:
             await maybe_await(self.message_store.shutdown())
         await self.outer_api.close()

@@ -247,6 +247,11 @@ def _timer_families(timer: Any, base: tuple) -> Iterator:
             ("rocketmq_timer_dequeue_latency", "how far delivery is behind the clock (ms)",
              timer.dequeue_behind_ms())):
         yield _gauge(name, doc, base, value)
+    timing = RowFamily("rocketmq_timing_messages", "timer messages waiting for their time",
+                       "gauge", (*_BASE, "topic"))
+    for topic, (count, _ts) in sorted(timer.metrics.timing_count.items()):
+        timing.add_metric((*base, topic), count)
+    yield timing
     for name, doc, totals in (
             ("rocketmq_timer_enqueue", "timer messages put into the wheel", timer.enqueue_totals),
             ("rocketmq_timer_dequeue", "timer messages delivered", timer.dequeue_totals)):

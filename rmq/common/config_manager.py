@@ -48,7 +48,11 @@ def _pretty(obj: Any, level: int, out: list[str]) -> None:
             return
         if all(_is_int_key(k) for k, _ in items):
             # fastjson writes integer-keyed maps without line breaks between entries
-            out.append("{" + ",".join(f"{k}:{fastjson.dumps(v).decode()}" for k, v in items))
+            # (an object value is still pretty, one level deeper)
+            out.append("{")
+            for i, (k, v) in enumerate(items):
+                out.append(("," if i else "") + f"{k}:")
+                _pretty(v, level + 1, out)
             out.append("\n" + "\t" * level + "}")
             return
         out.append("{")

@@ -175,6 +175,7 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
         self._take_lock()
         cfg = self.config
         last_exit_ok = not os.path.exists(self._path("abort"))
+        self.last_exit_ok = last_exit_ok  # the timer store revises its counts when not
         log.info("last shutdown %s", "normally" if last_exit_ok else "abnormally")
         ok = self.commit_log.load() and self._load_consume_queues()
         if ok:

@@ -154,9 +154,25 @@ async def cluster_list(admin, ns):
                              "Version": rt.get("brokerVersionDesc", ""),
                              "InTPS": (rt.get("putTps", "0") or "0").split(" ")[0],
                              "OutTPS": (rt.get("getTransferedTps", "0") or "0").split(" ")[0],
+                             "Timer(Progress)": timer_progress(rt),
                              "InTotalToday": rt.get("msgPutTotalTodayNow", ""),
                              "OutTotalToday": rt.get("msgGetTotalTodayNow", "")})
     return rows
+
+
+def timer_progress(rt: dict) -> str:
+    """5.3.3 clusterList's #Timer(Progress): read behind (s) - offset behind
+    (messages not yet in the wheel) (timers pending in units of 10,000,
+    enqueue tps, dequeue tps)."""
+    def num(key: str, kind: type) -> float:
+        try:
+            return kind(rt.get(key) or 0)
+        except ValueError:
+            return kind(0)
+    pending = num("timerCongestNum", int) / 10000.0
+    return (f"{num('timerReadBehind', int):d}-{num('timerOffsetBehind', int):d}"
+            f"({pending:.1f}w, {num('timerEnqueueTps', float):.1f}, "
+            f"{num('timerDequeueTps', float):.1f})")
 
 
 @command("brokerStatus", "runtime statistics of a broker", lambda p: _target(p))

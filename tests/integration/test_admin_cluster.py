@@ -143,10 +143,11 @@ async def test_cluster_and_broker_commands(known):
     out = await k.admin("clusterList")
     header, row = out.splitlines()
     assert header.split() == ["Cluster", "BrokerName", "BID", "Addr", "Version", "InTPS",
-                              "OutTPS", "InTotalToday", "OutTotalToday"]
+                              "OutTPS", "Timer(Progress)", "InTotalToday", "OutTotalToday"]
     assert row.split()[:5] == ["DefaultCluster", "broker-a", "0", k.c.addr, "V4_9_8"]
     (entry,) = await k.json("clusterList")
     assert entry["Addr"] == k.c.addr and int(entry["InTotalToday"]) >= 8
+    assert re.fullmatch(r"\d+-\d+\(\d+\.\dw, \d+\.\d, \d+\.\d\)", entry["Timer(Progress)"])
     status = await k.json("brokerStatus", "-b", k.c.addr)
     assert status["brokerVersionDesc"] == "V4_9_8" and int(status["msgPutTotalTodayNow"]) >= 8
     out = await k.admin("brokerStatus", "-c", "DefaultCluster")

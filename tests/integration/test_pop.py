@@ -291,6 +291,14 @@ async def test_inflight_metric_per_group(tmp_path):
             assert got == 2.0, got
             return True
         await wait_until(two_inflight, 10, 0.2, "two messages in flight")
+        from rmq.tools.dashboard.service import DashboardService
+
+        svc = DashboardService(c.namesrv_addr)  # the web console's groups page
+        try:
+            rows = {r["group"]: r for r in await svc.groups()}
+        finally:
+            await svc.close()
+        assert rows[G]["inflight"] == 2
     finally:
         await c.close()
 
@@ -631,3 +639,40 @@ async def test_first_pop_with_init_mode_max_without_the_memory_check(tmp_path):
         assert r.code == RC.SUCCESS and int(r.ext_fields["offset"]) >= 2
     finally:
         await c.close()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("how", ["kill", "stop"])
+async def test_orderly_state_survives_a_restart(cluster, how):
+    """consumerOrderInfo.json keeps a queue blocked while its batch is unacked
+    and its acks (the offset file is written once a minute here) across a
+    SIGKILL or a graceful restart."""
+    c = cluster
+    await c.create_topic("PopOR", queues=1)
+    await create_group(c, G, orderly=True)
+    p = PopClient(c.addr, "broker-a", c.client)
+    await fill(c, "PopOR", 4, queues=1)
+    r = await p.pop(G, "PopOR", max_nums=2, invisible_ms=60000)
+    assert [m.body for m in r.messages] == [b"m0", b"m1"]
+    (m0, m1) = r.messages
+    assert (await p.ack(G, "PopOR", handle_of(m0))).code == RC.SUCCESS
+    if how == "kill":
+        c.broker.kill()
+    else:
+        assert c.broker.stop() == 0
+    text = (c.tmp / "store-broker-a" / "config" / "consumerOrderInfo.json").read_text()
+    saved = orjson.loads(text.replace("{0:", '{"0":'))["table"][f"PopOR@{G}"]["0"]
+    assert saved["o"] == [0, 1] and saved["cm"] == 1 and saved["i"] == 60000
+    assert saved["popTime"] == r.pop_time
+    c.start_broker()
+    await c.wait_routable("PopOR")
+    assert (await p.pop(G, "PopOR", invisible_ms=3000)).code == RC.POLLING_TIMEOUT  # blocked
+    assert (await p.ack(G, "PopOR", handle_of(m1))).code == RC.SUCCESS  # the old handle
+    r = await p.pop(G, "PopOR", max_nums=32, invisible_ms=3000)
+    assert [m.body for m in r.messages] == [b"m2", b"m3"]  # m0, m1 not again
+    for m in r.messages:
+        assert (await p.ack(G, "PopOR", handle_of(m))).code == RC.SUCCESS
+    c.broker.kill()  # the acks of the second batch are on disk too
+    c.start_broker()
+    await c.wait_routable("PopOR")
+    assert (await p.pop(G, "PopOR", invisible_ms=3000, poll_ms=500)).code == RC.POLLING_TIMEOUT

@@ -246,6 +246,48 @@ async def test_sigkill_during_delivery_loses_none_and_repeats_none(cluster):
     logs = cluster.tmp / "logs" / "rocketmqlogs"
     text = "".join(p.read_text(errors="replace") for p in logs.glob("*.log"))
     assert "was cut short" in text  # the kill did land inside the slot's delivery
+    assert (await timing_counts(cluster)).get("TimerKill", 0) == 0  # none left pending
+
+
+async def timing_counts(c: Cluster) -> dict[str, int]:
+    """GET_TIMER_METRICS: the broker's pending timers per topic."""
+    from rmq.common import fastjson
+    from rmq.common.codes import RequestCode
+
+    r = await c.call(RequestCode.GET_TIMER_METRICS)
+    assert r.code == 0, r.remark
+    return {t: m["count"] for t, m in fastjson.loads(bytes(r.body))["timingCount"].items()}
+
+
+async def test_sigkill_counts_pending_timers_again(tmp_path):
+    """The counts file is written once a flush interval (10 min here: never
+    before the kill); the restarted broker counts the pending timers again
+    from the timer log."""
+    c = Cluster(tmp_path, CONF.replace(f"metricsPromExporterPort={PROM_PORT}\n", "")
+                         .replace("metricsExporterType=PROM\n", "") +
+                         "timerFlushIntervalMs=600000\n")
+    try:
+        c.start_broker()
+        await c.wait_routable()
+        await c.create_topic("TimerRevA", 1)
+        await c.create_topic("TimerRevB", 1)
+        async with new_producer(c, "pg_timer_rev") as p:
+            for i in range(20):
+                await p.send(Message("TimerRevA", b"a%d" % i), delay_ms=50_000)
+            for i in range(5):
+                await p.send(Message("TimerRevB", b"b%d" % i), delay_ms=300)
+        await wait_count(c, "TimerRevB", 5)
+        deadline = time.monotonic() + 10
+        while (counts := await timing_counts(c)) != {"TimerRevA": 20, "TimerRevB": 0}:
+            assert time.monotonic() < deadline, counts
+            await asyncio.sleep(0.05)
+        c.broker.kill()
+        c.start_broker()
+        await c.wait_routable("TimerRevA")
+        counts = await timing_counts(c)
+        assert counts["TimerRevA"] == 20 and counts.get("TimerRevB", 0) == 0, counts
+    finally:
+        await c.close()
 
 
 async def test_timer_files_exist_with_5_3_3_names(cluster):
@@ -274,6 +316,7 @@ async def test_prometheus_timer_metrics(cluster):
             found[(s.name, s.labels.get("topic"))] = s.value
     assert found[("rocketmq_timer_dequeue_total", "TimerProm")] == 3
     assert found[("rocketmq_timer_enqueue_total", "TimerProm")] == 4
+    assert found[("rocketmq_timing_messages", "TimerProm")] == 1  # the one due in 50 s
     for gauge in ("rocketmq_timer_enqueue_lag", "rocketmq_timer_enqueue_latency",
                   "rocketmq_timer_dequeue_lag", "rocketmq_timer_dequeue_latency"):
         assert found[(gauge, None)] >= 0

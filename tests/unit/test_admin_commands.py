@@ -62,3 +62,24 @@ def test_bad_argument_is_one_line(argv, needle):
     assert info.value.code == 2
     lines = err.getvalue().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"rmq-admin {argv[0]}: ") and needle in lines[0]
+
+
+def test_cluster_list_timer_progress_is_5_3_3s_layout():
+    from rmq.tools.admin import timer_progress
+
+    rt = {"timerReadBehind": "3", "timerOffsetBehind": "120", "timerCongestNum": "25000",
+          "timerEnqueueTps": "812.5", "timerDequeueTps": "40.0"}
+    assert timer_progress(rt) == "3-120(2.5w, 812.5, 40.0)"
+    assert timer_progress({}) == "0-0(0.0w, 0.0, 0.0)"  # a 4.9.8 broker has no timer keys
+    assert timer_progress({"timerEnqueueTps": "x"}) == "0-0(0.0w, 0.0, 0.0)"
+
+
+def test_dashboard_reads_inflight_rows_of_a_prometheus_page():
+    from rmq.tools.dashboard.service import inflight_rows
+
+    page = ('# TYPE rocketmq_consumer_inflight_messages gauge\n'
+            'rocketmq_consumer_inflight_messages{cluster="c",consumer_group="g1",topic="T"} 3.0\n'
+            'rocketmq_consumer_inflight_messages{consumer_group="g\\"2",topic="U"} 1\n'
+            'rocketmq_consumer_lag_messages{consumer_group="g1",topic="T"} 9.0\n'
+            'rocketmq_consumer_inflight_messages{topic="V"} 4\n')
+    assert inflight_rows(page) == [("g1", 3), ('g\\"2', 1)]

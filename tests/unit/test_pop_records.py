@@ -87,3 +87,48 @@ def test_client_builds_handles_from_the_answer_headers():
     r.body = rec
     res = parse_pop_response(r, "broker-a")
     assert res.messages[0].properties["POP_CK"] == "7 1000 500 3 0 broker-a 1 7"
+
+
+# consumerOrderInfo.json as a 5.3.3 ConsumerOrderInfoManager writes this state
+# (encode(true) after the same update / commitAndNext / updateNextVisibleTime
+# calls; its "l" values set to 1)
+ORDER_INFO_533 = (
+    '{\n\t"table":{\n\t\t"%RETRY%g1_T1@g1":{1:{\n\t\t\t\t"cm":0,\n\t\t\t\t"i":30000,\n'
+    '\t\t\t\t"l":1,\n\t\t\t\t"o":[\n\t\t\t\t\t0,\n\t\t\t\t\t1\n\t\t\t\t],\n'
+    '\t\t\t\t"popTime":1700000003000\n\t\t\t}\n\t\t},\n\t\t"T1@g1":{0:{\n\t\t\t\t"cm":1,\n'
+    '\t\t\t\t"i":60000,\n\t\t\t\t"l":1,\n\t\t\t\t"o":[\n\t\t\t\t\t5,\n\t\t\t\t\t1,\n'
+    '\t\t\t\t\t3\n\t\t\t\t],\n\t\t\t\t"oc":{5:1,6:1,8:1\n\t\t\t\t},\n'
+    '\t\t\t\t"ot":{6:1700000099000\n\t\t\t\t},\n\t\t\t\t"popTime":1700000001000\n'
+    '\t\t\t},2:{\n\t\t\t\t"a":"att-1",\n\t\t\t\t"cm":0,\n\t\t\t\t"i":30000,\n\t\t\t\t"l":1,\n'
+    '\t\t\t\t"o":[\n\t\t\t\t\t9\n\t\t\t\t],\n\t\t\t\t"popTime":1700000002000\n\t\t\t}\n'
+    '\t\t}\n\t}\n}')
+
+
+def test_order_info_file_is_the_one_533_writes(tmp_path):
+    m = OrderInfoManager(str(tmp_path))
+    k = ("T1", "g1", 0)
+    m.on_pop(k, [5, 6, 8], 1700000000000, 60000)
+    assert m.on_pop(k, [5, 6, 8], 1700000001000, 60000) == {5: 1, 6: 1, 8: 1}
+    assert m.ack(k, 5, 1700000001000) == 6
+    assert m.change_invisible(k, 6, 1700000001000, 1700000099000)
+    m.on_pop(("T1", "g1", 2), [9], 1700000002000, 30000)
+    m.table[("T1", "g1", 2)].attempt_id = "att-1"
+    m.on_pop(("%RETRY%g1_T1", "g1", 1), [0, 1], 1700000003000, 30000)
+    for info in m.table.values():
+        info.last_consume = 1
+    assert m.encode(pretty=True) == ORDER_INFO_533
+    m.persist()
+    back = OrderInfoManager(str(tmp_path))
+    back.load()
+    assert back.table == m.table
+    assert back.consumed_offsets()[k] == 6
+    # 6 unacked, visible again only at its changed time; 8 at popTime + i
+    assert back.blocked(k, 1700000061001) and not back.blocked(k, 1700000099000)
+
+
+def test_order_info_bad_file_is_refused(tmp_path):
+    m = OrderInfoManager(str(tmp_path))
+    with pytest.raises(ValueError):
+        m.decode('{"table":{"T@g":{0:{"cm":0,"o":[]}}}}')
+    with pytest.raises(ValueError):
+        m.decode('{"table":{"nogroup":{}}}')

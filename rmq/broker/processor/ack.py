@@ -93,6 +93,7 @@ class AckMessageProcessor:
         if info.revive_qid == ORDER_REVIVE_QUEUE:
             for o in offsets:
                 self._order_ack(group, topic, queue_id, o, info.pop_time)
+            await self.ctx.persist_order()  # acked stays acked after a SIGKILL
             return True
         if not 0 <= info.revive_qid < self.ctx.revive.queue_num:
             return True  # a handle of no revive queue of ours: nothing to cross off
@@ -158,9 +159,14 @@ class AckMessageProcessor:
             return refused
         now = now_ms()
         if info.revive_qid == ORDER_REVIVE_QUEUE:
-            self.ctx.order.change_invisible((topic, group, queue_id), offset, now, invisible)
-            return response(RC.SUCCESS, None, {"popTime": str(now),
-                                               "invisibleTime": str(invisible),
+            # 5.3.3: the handle keeps its popTime, its invisibleTime grows to
+            # reach the new visible time (ChangeInvisibleTimeProcessor, order)
+            visible_at = now + invisible
+            if self.ctx.order.change_invisible((topic, group, queue_id), offset, info.pop_time,
+                                               visible_at):
+                await self.ctx.persist_order()
+            return response(RC.SUCCESS, None, {"popTime": str(info.pop_time),
+                                               "invisibleTime": str(visible_at - info.pop_time),
                                                "reviveQid": str(ORDER_REVIVE_QUEUE)})
         qid = info.revive_qid if 0 <= info.revive_qid < self.ctx.revive.queue_num \
             else self.ctx.next_revive_qid()

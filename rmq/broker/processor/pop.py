@@ -256,6 +256,8 @@ class PopMessageProcessor:
             if self.ctx.polling.full():
                 return response(RC.POLLING_FULL, "polling full")
             await self.ctx.polling.wait(self.wait_topics(group, topic), remaining)
+        if orderly:  # the queue stays blocked across a restart
+            await self.ctx.persist_order()
         ext_out = {"popTime": str(pop_time), "invisibleTime": str(invisible),
                    "reviveQid": str(revive_qid), "restNum": str(out.rest),
                    "startOffsetInfo": ";".join(out.start_info),

@@ -50,6 +50,7 @@ reads nor writes (docs/store.md, "Timer delivery exactly once")::
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
 from typing import NamedTuple
 
 from rmq.common.timer import TIMER_TOPIC as TIMER_TOPIC
@@ -146,6 +147,11 @@ def pack_unit(u: Unit) -> bytes:
 
 def unpack_unit(buf, pos: int = 0) -> Unit:
     return Unit(*_UNIT.unpack_from(buf, pos))
+
+
+def iter_unit_fields(buf) -> Iterator[tuple]:
+    """The raw fields of every whole unit in ``buf`` (a log file's bytes)."""
+    return _UNIT.iter_unpack(buf[:len(buf) // UNIT_SIZE * UNIT_SIZE])
 
 
 def pack_blank(remaining: int) -> bytes:

@@ -55,6 +55,7 @@ from rmq.store.message_codec import message_properties_to_string
 from rmq.store.results import PutMessageStatus
 from rmq.store.single_put import put_single
 from rmq.store.timer import layout as L
+from rmq.store.timer import revise
 from rmq.store.timer.checkpoint import TimerCheckpoint
 from rmq.store.timer.hook import TimerPutHook, parse_java_long
 from rmq.store.timer.metrics import TimerMetrics
@@ -130,6 +131,7 @@ class TimerMessageStore:
         self.enqueue_totals: Counter = Counter()
         self.dequeue_totals: Counter = Counter()
         self._tps_mark = (time.monotonic(), 0, 0)
+        self._revised = False  # the counts were rebuilt from the log at load
         store.put_message_hooks.append(TimerPutHook(config, self.wheel))
 
     # ---- load / recover -------------------------------------------------------------
@@ -140,7 +142,29 @@ class TimerMessageStore:
         except Exception:
             log.exception("load %s failed", self.metrics.config_file_path())
         self.recover()
+        if not getattr(self.store, "last_exit_ok", True):
+            self.revise_metrics()
         return ok
+
+    def revise_metrics(self) -> None:
+        """After an abnormal exit: the pending timers per topic counted again
+        from the log (``revise.py``); the timers of a delivery round cut short
+        are counted here and uncounted as their redelivery is skipped."""
+        def topic_of(offset_py: int, size_py: int) -> str | None:
+            msg = read_parked(self.store, offset_py, size_py, with_body=False)
+            return None if msg is None else msg.properties.get(mc.PROPERTY_REAL_TOPIC)
+
+        before = {t: c for t, (c, _ts) in self.metrics.timing_count.items()}
+        counts = revise.recount(revise.pending_units(self.log.mfq.mapped_files, self.read_ms),
+                                before, topic_of)
+        self._revised = True
+        now = now_ms()
+        for topic in set(before) | set(counts):
+            entry = self.metrics.timing_count.setdefault(topic, [0, now])
+            entry[0] = counts.get(topic, 0)
+        if counts != {t: c for t, c in before.items() if c}:
+            log.info("timer metrics revised after an abnormal exit: %s -> %s", before,
+                     dict(counts))
 
     def recover(self) -> None:
         """Rebuild the wheel's tail from the log, find the enqueue position and
@@ -531,6 +555,8 @@ class TimerMessageStore:
                 self.metrics.add(props.get(mc.PROPERTY_REAL_TOPIC), -1)
                 continue
             if self._skip_counted(msg):
+                if self._revised:  # counted again by revise_metrics: delivered before
+                    self.metrics.add(props.get(mc.PROPERTY_REAL_TOPIC), -1)
                 continue
             if self._put(msg, u.write_time_ms, L.is_roll(u.magic)) is None:
                 self.read_ms = s

@@ -234,7 +234,9 @@ function renderGroups() {
     (all || !g.system) && g.group.toLowerCase().includes(filter));
   fillTable($("#groups-table"), [["group", "Group"], ["connections", "Clients"],
     ["consumeType", "Type"], ["messageModel", "Model"],
-    ["lag", "Lag", (r) => (r.lag === null ? "" : r.lag)]], rows, (row) => [
+    ["lag", "Lag", (r) => (r.lag === null ? "" : r.lag)],
+    ["inflight", "In flight", (r) => (r.inflight === null || r.inflight === undefined ? "" : r.inflight)]],
+    rows, (row) => [
     el("button", { class: "group-detail", onclick: guarded(() => showGroup(row.group)) }, "Detail"),
   ]);
 }
