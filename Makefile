@@ -59,11 +59,12 @@ tests/interop/node/node_modules: tests/interop/node/package-lock.json
 # pass ends with its 20 slowest tests, so the time budget stays visible.
 DURATIONS := --durations=20 --durations-min=1.0
 # the suite mostly waits on broker processes and clients, so it runs in
-# TEST_JOBS pytest-xdist workers (every test takes its own free loopback ports)
+# TEST_JOBS pytest-xdist workers (every test takes its own free loopback ports;
+# a file stays on one worker, in order, as its module fixtures expect)
 TEST_JOBS ?= 4
 test: ext tests/interop/node/node_modules rmq5-client
-	RMQ_REQUIRE_EXTENSIONS=1 $(VENV)/bin/pytest -n $(TEST_JOBS) $(DURATIONS) $(PYTEST_ARGS)
-	RMQ_NO_EXTENSIONS=1 $(VENV)/bin/pytest -n $(TEST_JOBS) \
+	RMQ_REQUIRE_EXTENSIONS=1 $(VENV)/bin/pytest -n $(TEST_JOBS) --dist loadfile $(DURATIONS) $(PYTEST_ARGS)
+	RMQ_NO_EXTENSIONS=1 $(VENV)/bin/pytest -n $(TEST_JOBS) --dist loadfile \
 	    -m "not soak and not once and not compiled_only" $(DURATIONS) $(PYTEST_ARGS)
 
 soak: ext
