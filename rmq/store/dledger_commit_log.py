@@ -219,8 +219,8 @@ class DLedgerCommitLog(CommitLog):
         return PutMessageStatus.PUT_OK
 
     # --- not used with DLedger -----------------------------------------------------------
-    def fast_put_target(self, topic: str, queue_id: int) -> tuple | None:
-        return None
+    def open_run(self, with_index: bool) -> None:
+        return None  # every append is a DLedger entry: no direct appends
 
     def append_data(self, start_offset: int, data) -> bool:
         return False  # no HA stream: DLedger replicates

@@ -21,7 +21,7 @@ from rmq.client.codec import encode_batch
 from rmq.client.message import Message
 from rmq.common.message_id import socket_address_bytes
 from rmq.store import DefaultMessageStore, MessageExtBatch, MessageStoreConfig, PutMessageStatus
-from rmq.store.commit_log import _append_batch
+from rmq.store.batch_append import _append_batch
 from rmq.store.dispatch import _dispatch_run
 from rmq.store.index import index_file_size
 from rmq.store.message_codec import (

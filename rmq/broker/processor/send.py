@@ -171,7 +171,7 @@ class SendMessageProcessor(SendSupport):
         store = self.store
         r = put_single(store, topic, topic_b, queue_id, flag, request.body or b"", index_keys,
                        uniq, stored, tags_code, sys_flag, born_ts,
-                       store.commit_log._host_field(channel_host(channel)), reconsume)
+                       store.commit_log.host_field(channel_host(channel)), reconsume)
         if r is None:
             return None
         return self._fast_response(queue_id, r, wait)
@@ -295,7 +295,7 @@ class SendMessageProcessor(SendSupport):
         store = self.store
         cl = store.commit_log
         r = cl.put_batch(topic, topic_b, queue_id, request.body or b"", batch_props[0], sys_flag,
-                         born_ts, cl._host_field(channel_host(channel)), reconsume)
+                         born_ts, cl.host_field(channel_host(channel)), reconsume)
         if r is None:
             return None
         return self._fast_response(queue_id, r, batch_props[1])
