@@ -34,7 +34,7 @@ from rmq.store.config import BrokerRole
 from rmq.store.consume_queue import _cq_write
 from rmq.store.index import index_keys
 from rmq.store.message_codec import _record_size, _write_record
-from rmq.store.results import _host_hex
+from rmq.store.results import msg_id_host_hex
 
 if TYPE_CHECKING:
     from rmq.store.commit_log import CommitLog
@@ -122,7 +122,7 @@ class AppendRun:
         self.slots = slots
         self.entries = entries
         self.store_host = commit_log.store_host_field
-        self.host_hex = _host_hex(store.store_host)
+        self.host_hex = msg_id_host_hex(store.store_host)
         self.store_ts = 0
         self._open = True
 
