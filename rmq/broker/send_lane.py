@@ -9,9 +9,11 @@ per message.  The lane takes the leading frames of a read that are plain
 sends -- a JSON or ROCKETMQ (binary) header, an existing ordinary topic,
 a valid queue, no transaction and no delay, ASCII properties, room in the
 current commit-log, consume-queue and index files -- and for each writes the record, its
-consume-queue entry and index keys and the response frame, all under one
-acquisition of the put locks.  Positions, queue offsets, statistics and the
-arrival listeners are brought up to date once per read (``SendLaneSupport.end``),
+consume-queue entry and index keys and the response frame, all in one append
+session of the store (``CommitLog.open_run``: the put locks, the write
+position, the queue tails, the checkpoint and the dispatch position are the
+session's).  Positions, queue offsets, statistics and the arrival listeners
+are brought up to date once per read (``SendLaneSupport.end``),
 per queue: a held pull on a queue gets every message's notice, as from the
 general path.  The first frame the lane does not take ends its turn; that
 frame and everything after it go the general way, which stores and answers
@@ -116,7 +118,7 @@ class SendLaneSupport:
         None (nothing taken) when sends must go the general way now."""
         store, cl, cfg, bc = self.store, self.cl, self.cfg, self.bc
         queue = self.send_queue
-        if queue is not None and (len(queue) or queue.busy >= queue.workers or queue._delayed()):
+        if queue is not None and not queue.runs_at_once():
             return None
         if store.is_os_page_cache_busy() or bc.startAcceptSendRequestTimeStamp or \
                 not bc.brokerPermission & mc.PERM_WRITE:
