@@ -421,10 +421,10 @@ class SendLane:
         if q is None:
             return False
         sys_flag = read.sys_flag(sys_flag, tc)
-        phy = read.run.append_one(q, queue_id, mflag, sys_flag, born_ts, read.born, reconsume,
-                                  frame[4], topic, topic.encode(), stored.encode(), tags, keys,
-                                  uniq, _index_keys(keys, uniq))
-        if phy is None:
+        phy = read.run.phy
+        if read.run.append_one(q, queue_id, mflag, sys_flag, born_ts, read.born, reconsume,
+                               frame[4], topic, topic.encode(), stored, tags, keys, uniq,
+                               _index_keys(keys, uniq)) is None:
             return False
         read.answer(frame, wait, _response(read.host_hex, phy, queue_id, q.qoff - 1, frame[2],
                                            read.tails[frame[6]], frame[6]))

@@ -31,10 +31,8 @@ from typing import TYPE_CHECKING, Any
 from rmq.common.topics import SCHEDULE_TOPIC
 from rmq.store.batch_append import append_batch
 from rmq.store.config import BrokerRole
-from rmq.store.consume_queue import _cq_write
 from rmq.store.index import index_keys
-from rmq.store.message_codec import _record_size, _write_record
-from rmq.store.results import msg_id_host_hex
+from rmq.store.single_put import append_single
 
 if TYPE_CHECKING:
     from rmq.store.commit_log import CommitLog
@@ -122,7 +120,7 @@ class AppendRun:
         self.slots = slots
         self.entries = entries
         self.store_host = commit_log.store_host_field
-        self.host_hex = msg_id_host_hex(store.store_host)
+        self.host_hex = commit_log.msg_id_prefix
         self.store_ts = 0
         self._open = True
 
@@ -171,27 +169,29 @@ class AppendRun:
             q.each.append((q.qoff, tags, now, nums, size))
 
     def append_one(self, q: RunQueue, queue_id: int, flag: int, sys_flag: int, born_ts: int,
-                   born_host: bytes, reconsume: int, body: bytes, topic: str, topic_b: bytes,
-                   props_b: bytes, tags: int, keys: str | None, uniq: str | None,
-                   nkeys: int) -> int | None:
-        """Write one record, its consume-queue entry and its ``nkeys`` index
-        keys and ``advance``; the record's commit-log offset, or None with
-        nothing written when it does not fit (body or record too big, no room
-        in the commit-log, consume-queue or index file)."""
-        size = _record_size(sys_flag, len(body), len(topic_b), len(props_b))
+                   born_host: bytes, reconsume: int, body, topic: str, topic_b: bytes,
+                   props: str, tags: int, keys: str | None = None, uniq: str | None = None,
+                   nkeys: int = 0) -> tuple[int, str] | None:
+        """Write one record and its consume-queue entry (``append_single``),
+        its ``nkeys`` index keys (KEYS ``keys``, UNIQ_KEY ``uniq``) when the
+        run writes the index, and ``advance``; (record size, offset message
+        id), or None with nothing written when it does not fit (body or
+        record too big, no room in the commit-log, consume-queue or index
+        file)."""
         phy = self.file_from + self.wrote
-        if len(body) > self.max_body or size > self.max_body + 65536 or \
-                self.wrote + size > self.limit or not q.slot_free(phy, 1) or \
-                self.index_full(nkeys):
+        if not q.slot_free(phy, 1) or self.index_full(nkeys):
             return None
         now = now_ms()
-        _write_record(self.buffer, self.wrote, queue_id, flag, q.qoff, phy, sys_flag, born_ts,
-                      born_host, now, self.store_host, reconsume, 0, body, topic_b, props_b)
-        _cq_write(q.cmf.view, q.cpos, phy, size, tags)
+        r = append_single(self.buffer, self.wrote, self.limit, self.max_body, queue_id, flag,
+                          q.qoff, phy, sys_flag, born_ts, born_host, now, self.store_host,
+                          reconsume, body, topic_b, props, q.cmf.view, q.cpos, tags,
+                          self.host_hex)
+        if r is None:
+            return None
         if self.index is not None and (keys or uniq):
             index_keys(self.index, self.slots, self.entries, topic, phy, now, uniq, keys, 0)
-        self.advance(q, 1, size, tags, now)
-        return phy
+        self.advance(q, 1, r[0], tags, now)
+        return r
 
     def append_batch(self, q: RunQueue, wire, queue_id: int, sys_flag: int, born_ts: int,
                      born_host: bytes, reconsume: int, topic_b: bytes,
@@ -217,7 +217,10 @@ class AppendRun:
     def publish_queue(self, q: RunQueue) -> tuple:
         """Bring a queue's tail and offset up to date (before ``close``, under
         the locks); the queue's ``summary``."""
-        self.publish_tail(q.cq, q.cmf, q.topic, q.queue_id, q.cpos, q.maxphy, q.qoff)
+        self.commit_log.topic_queue_table[(q.topic, q.queue_id)] = q.qoff
+        cmf = q.cmf
+        cmf.wrote_position = cmf.committed_position = q.cpos
+        q.cq.max_physic_offset = q.maxphy
         return q.summary()
 
     def publish_tail(self, cq: ConsumeQueue, cmf: MappedFile, topic: str, queue_id: int,

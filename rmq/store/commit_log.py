@@ -19,7 +19,7 @@ from rmq.common.message_id import socket_address_bytes
 from rmq.common.topics import SCHEDULE_TOPIC
 from rmq.store import message_codec as codec
 from rmq.store.allocate import AllocateMappedFileService
-from rmq.store.append_run import AppendRun, open_run
+from rmq.store.append_run import open_run
 from rmq.store.batch_append import batch_key_count
 from rmq.store.config import FlushDiskType
 from rmq.store.dispatch_room import count_keys
@@ -32,7 +32,7 @@ from rmq.store.mapped_file import (
 )
 from rmq.store.message import MessageExtBatch, MessageExtBrokerInner
 from rmq.store.multi_dispatch import MultiDispatch
-from rmq.store.results import AppendMessageResult, AppendMessageStatus
+from rmq.store.results import AppendMessageResult, AppendMessageStatus, msg_id_host_hex
 
 log = logging.getLogger("store")
 
@@ -74,6 +74,7 @@ class CommitLog:
         self.confirm_offset = -1
         self.store_host_field = socket_address_bytes(store.store_host)
         self.store_host_v6 = len(self.store_host_field) == 20
+        self.msg_id_prefix = msg_id_host_hex(store.store_host)  # offset message ids' head
         self._host_cache: dict[tuple[str, int], bytes] = {}
         self.multi = MultiDispatch(cfg.enableMultiDispatch, cfg.enableLmq)
         self.delay_table = cfg.delay_level_table()
@@ -336,11 +337,10 @@ class CommitLog:
             _now_ms() - now, self.store.store_host, sizes,
         )
 
-    def open_run(self, with_index: bool) -> AppendRun | None:
-        """An append session for direct appends (``rmq.store.append_run``), or
-        None when appends must go the general way now; ``with_index``: the
-        run writes index keys into the current index file itself."""
-        return open_run(self, with_index)
+    # An append session for direct appends (``rmq.store.append_run``), or None
+    # when appends must go the general way now: ``open_run(with_index)``,
+    # ``with_index`` when the run writes index keys into the current index file.
+    open_run = open_run
 
     def fast_sys_flag(self, sys_flag: int, born_host: bytes) -> int:
         """sysFlag with the born/store host IPv6 bits of this put."""

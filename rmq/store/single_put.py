@@ -24,7 +24,6 @@ compiled one is ``rmq._fast.store_put``; both write the same bytes.
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 from rmq._fast import compiled
@@ -86,18 +85,14 @@ def put_single(store: Any, topic: str, topic_b: bytes, queue_id: int, flag: int,
         return None
     try:
         q = run.queue(topic, queue_id)
-        phy = run.file_from + run.wrote
-        if q is None or not q.slot_free(phy, 1):
-            return None
-        now = time.time_ns() // 1_000_000
-        r = append_single(run.buffer, run.wrote, run.limit, run.max_body, queue_id, flag,
-                          q.qoff, phy, cl.fast_sys_flag(sys_flag, born_host), born_ts, born_host,
-                          now, run.store_host, reconsume, body, topic_b, stored, q.cmf.view,
-                          q.cpos, tags_code, run.host_hex)
+        phy = run.phy
+        r = None if q is None else run.append_one(
+            q, queue_id, flag, cl.fast_sys_flag(sys_flag, born_host), born_ts, born_host,
+            reconsume, body, topic, topic_b, stored, tags_code)
         if r is None:
             return None
         size, msg_id = r
-        run.advance(q, 1, size, tags_code, now)
+        now = run.store_ts
         run.publish_queue(q)
         run.publish()
         # index keys (which may move the dispatch position back), statistics

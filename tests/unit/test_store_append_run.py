@@ -83,12 +83,13 @@ def test_append_one_is_read_back_dispatched_and_published(tmp_path):
         sys_flag = cl.fast_sys_flag(0, born)
         phys = []
         for i in range(3):
-            phy = run.append_one(q, 0, 0, sys_flag, 7, born, 0, b"body-%d" % i, "T", b"T",
-                                 b"KEYS\x01k%d\x02CLUSTER\x01C" % i, 0, f"k{i}", None, 1)
-            assert phy is not None
+            phy = run.phy
+            r = run.append_one(q, 0, 0, sys_flag, 7, born, 0, b"body-%d" % i, "T", b"T",
+                               f"KEYS\x01k{i}\x02CLUSTER\x01C", 0, f"k{i}", None, 1)
+            assert r is not None and r[1].endswith(f"{phy:016X}") and run.phy == phy + r[0]
             phys.append(phy)
-        assert run.append_one(q, 0, 0, sys_flag, 7, born, 0, b"x" * (5 << 20), "T", b"T", b"",
-                              0, None, None, 0) is None  # over maxMessageSize: nothing written
+        assert run.append_one(q, 0, 0, sys_flag, 7, born, 0, b"x" * (5 << 20), "T", b"T", "",
+                              0) is None  # over maxMessageSize: nothing written
         summary = run.publish_queue(q)
         assert summary[:3] == ("T", 0, 4) and summary[5:8] == (3, run.wrote - run.start, 3)
         assert run.close() is True
