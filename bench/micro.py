@@ -359,7 +359,7 @@ def send_items() -> list[Item]:
     from rmq.common.message_id import socket_address_bytes
     from rmq.store import message_codec as codec
     from rmq.store import single_put as sp
-    from rmq.store.results import _host_hex
+    from rmq.store.results import msg_id_host_hex
 
     items = []
 
@@ -379,7 +379,7 @@ def send_items() -> list[Item]:
     stored = codec._send_properties(V2_EXT["i"], "DefaultCluster")[1]
 
     def single(f, n):
-        ns = {"f": f, "host": host, "body": os.urandom(KiB), "props": stored, "hh": _host_hex(HOST),
+        ns = {"f": f, "host": host, "body": os.urandom(KiB), "props": stored, "hh": msg_id_host_hex(HOST),
               "buf": memoryview(bytearray(8 * KiB)), "cq": memoryview(bytearray(200))}
         return Timed("f(buf, 64, 8192, 4194304, 3, 0, 77, 123456, 0, 1700000000000, host, "
                      "1700000000001, host, 0, body, b'BenchTopic', props, cq, 40, 12345, hh)", ns)

@@ -450,6 +450,38 @@ cdef class CQueue:
         self.release()
 
 
+cdef class Ctx:
+    """A read's context in C fields, read once per read: the broker's
+    ``LaneContext`` (``lane``) and its store append session (``run``)."""
+    cdef object lane, run, target, index
+    cdef int64_t start, file_from, limit, max_body, slots, entries
+    cdef bytes born, store_host, host_hex, cluster, tail, rtail
+    cdef bint sync
+
+
+cdef Ctx read_ctx(lane):
+    cdef Ctx c = Ctx.__new__(Ctx)
+    run = lane.run
+    c.lane = lane
+    c.run = run
+    c.target = run.buffer
+    c.index = run.index
+    c.start = run.wrote
+    c.file_from = run.file_from
+    c.limit = run.limit
+    c.max_body = run.max_body
+    c.slots = run.slots
+    c.entries = run.entries
+    c.born = lane.born
+    c.store_host = run.store_host
+    c.host_hex = lane.host_hex
+    c.cluster = lane.cluster
+    c.tail = lane.tail
+    c.rtail = lane.rocketmq_tail
+    c.sync = lane.sync
+    return c
+
+
 cdef class Out:
     """A growing byte buffer of response frames."""
     cdef uint8_t* data
@@ -493,6 +525,7 @@ cdef class SendLane:
     cdef long long read_id      # the read being served
     # the read's tables (SendLaneSupport.begin): consume queues, queue offsets, held pulls
     cdef object cq_table, tq_table, hold_table
+    cdef object lane_ctx        # the read's LaneContext (for SendLaneSupport.queue)
     cdef bint histograms
 
     def __init__(self, support, Py_ssize_t max_frame):
@@ -526,18 +559,18 @@ cdef class SendLane:
                 raise ValueError("pos/end outside the buffer")
             if not read_head(<const uint8_t*>view.buf, pos, end, self.max_frame, &h):
                 return pos, None
-            ctx = self.support.begin(channel)
-            if ctx is None:
+            lane_ctx = self.support.begin(channel)
+            if lane_ctx is None:
                 return pos, None
-            return self.run(channel, ctx, <const uint8_t*>view.buf, pos, end, &h)
+            return self.run(channel, read_ctx(lane_ctx), <const uint8_t*>view.buf, pos, end, &h)
         finally:
             PyBuffer_Release(&view)
 
-    cdef object run(self, channel, tuple ctx, const uint8_t* b, Py_ssize_t pos, Py_ssize_t end,
+    cdef object run(self, channel, Ctx ctx, const uint8_t* b, Py_ssize_t pos, Py_ssize_t end,
                     Head* h):
         cdef Py_buffer tv, iv
         cdef bint t_held = False, i_held = False
-        cdef int64_t wrote = ctx[2]
+        cdef int64_t wrote = ctx.start
         cdef int64_t start_wrote = wrote
         cdef int64_t store_ts = 0, wait_end = 0
         cdef list touched = []
@@ -547,15 +580,17 @@ cdef class SendLane:
         cdef int r
         support = self.support
         self.read_id += 1
-        self.cq_table, self.tq_table, self.hold_table, self.histograms = ctx[15:19]
+        self.lane_ctx = lane_ctx = ctx.lane
+        self.cq_table, self.tq_table = lane_ctx.cq_table, lane_ctx.offsets
+        self.hold_table, self.histograms = lane_ctx.held_pulls, lane_ctx.histograms
         try:
             try:
-                PyObject_GetBuffer(ctx[1], &tv, PyBUF_WRITABLE)
+                PyObject_GetBuffer(ctx.target, &tv, PyBUF_WRITABLE)
                 t_held = True
-                if ctx[6] is not None:
-                    PyObject_GetBuffer(ctx[6], &iv, PyBUF_WRITABLE)
+                if ctx.index is not None:
+                    PyObject_GetBuffer(ctx.index, &iv, PyBUF_WRITABLE)
                     i_held = True
-                if ctx[4] > tv.len:
+                if ctx.limit > tv.len:
                     raise ValueError("commit-log buffer smaller than its file")
                 while True:
                     r = self.one(channel, ctx, h, &tv, &iv if i_held else NULL, &wrote,
@@ -577,19 +612,18 @@ cdef class SendLane:
                 for q in touched:
                     q.release()
                     if q.nums:
-                        runs.append(self.publish(q))
+                        runs.append(self.publish(ctx, q))
                     q.each = None
             finally:
-                support.end(ctx, wrote, store_ts, runs, channel, held.take(), wait_end)
+                self.lane_ctx = None
+                support.end(lane_ctx, wrote, store_ts, runs, channel, held.take(), wait_end)
         return pos, out.take()
 
-    cdef tuple publish(self, CQueue q):
-        """Bring a queue's tail and offset up to date (under the put locks,
-        as ``LaneQueue.publish``); the run ``SendLaneSupport.end`` notifies of."""
-        q.cmf.wrote_position = q.cpos
-        q.cmf.committed_position = q.cpos
-        q.cq.max_physic_offset = q.maxphy
-        self.tq_table[q.key] = q.qoff
+    cdef tuple publish(self, Ctx ctx, CQueue q):
+        """Bring a queue's tail and offset up to date through the append
+        session (under its locks, as ``AppendRun.publish_queue``); the run
+        ``SendLaneSupport.end`` notifies of (``RunQueue.summary``)."""
+        ctx.run.publish_tail(q.cq, q.cmf, q.key[0], q.key[1], q.cpos, q.maxphy, q.qoff)
         return (q.key[0], q.key[1], q.qoff, q.tags, q.store_ts, q.nums, q.size, q.events, q.each)
 
     def served(self):
@@ -641,9 +675,9 @@ cdef class SendLane:
         q.ok = False
         qs = self.cq_table.get(t.name)
         current = qs.get(qid) if qs is not None else None
-        if current is None or current is not q.cq or current._tail is not q.cmf or \
+        if current is None or current is not q.cq or current.tail_file is not q.cmf or \
                 current.ext is not None:
-            lq = self.support.queue(t.name, qid)
+            lq = self.support.queue(self.lane_ctx, t.name, qid)
             if lq is None:
                 return None
             q.cq, q.cmf = lq.cq, lq.cmf
@@ -718,20 +752,20 @@ cdef class SendLane:
         self.room(extra)
         return 0
 
-    cdef int32_t sys_flag_of(self, tuple ctx, SendFields* s, CTopic t) noexcept:
+    cdef int32_t sys_flag_of(self, Ctx ctx, SendFields* s, CTopic t) noexcept:
         """sysFlag as stored: the host-kind bits of the born and store hosts,
         MULTI_TAGS for a topic filtered that way."""
         cdef int64_t flag = (s.sys_flag & ~0x30) | \
-            (0x10 if PyBytes_GET_SIZE(ctx[9]) == 20 else 0) | \
-            (0x20 if PyBytes_GET_SIZE(ctx[10]) == 20 else 0)
+            (0x10 if PyBytes_GET_SIZE(ctx.born) == 20 else 0) | \
+            (0x20 if PyBytes_GET_SIZE(ctx.store_host) == 20 else 0)
         if t.multi:
             flag |= MULTI_TAGS_FLAG
         return <int32_t>flag
 
-    cdef uint8_t* index_of(self, Py_buffer* iv, tuple ctx, Py_ssize_t nkeys) except? NULL:
+    cdef uint8_t* index_of(self, Py_buffer* iv, Ctx ctx, Py_ssize_t nkeys) except? NULL:
         """The index buffer (NULL with indexing off); ``index_full`` says
         whether ``nkeys`` more entries would not fit into it."""
-        cdef int64_t slots = ctx[7], entries = ctx[8]
+        cdef int64_t slots = ctx.slots, entries = ctx.entries
         cdef int32_t used
         if iv == NULL:
             return NULL
@@ -741,7 +775,7 @@ cdef class SendLane:
         self.index_full = (used if used > 0 else 1) + nkeys > entries
         return <uint8_t*>iv.buf
 
-    cdef int one(self, channel, tuple ctx, Head* h, Py_buffer* tv, Py_buffer* iv,
+    cdef int one(self, channel, Ctx ctx, Head* h, Py_buffer* tv, Py_buffer* iv,
                  int64_t* wrote, int64_t* store_ts, int64_t* wait_end,
                  list touched, Out out, Out held) except -1:
         """Store and answer the send in ``h``: 1, or 0 (nothing done) to leave
@@ -754,7 +788,7 @@ cdef class SendLane:
         if t is None:
             return 0
         # the properties, unescaped, then the stored string after them
-        cdef bytes cluster = ctx[12]
+        cdef bytes cluster = ctx.cluster
         cdef Py_ssize_t clen = PyBytes_GET_SIZE(cluster)
         cdef Py_ssize_t plen
         cdef SendProps sp
@@ -774,11 +808,11 @@ cdef class SendLane:
             return 0
         # the record's place and size
         cdef int32_t sys_flag = self.sys_flag_of(ctx, &s, t)
-        cdef int64_t max_body = ctx[5]
+        cdef int64_t max_body = ctx.max_body
         cdef Py_ssize_t size = c_record_size(sys_flag, h.body_len, s.tlen, plen)
-        cdef int64_t file_from = ctx[3]
+        cdef int64_t file_from = ctx.file_from
         cdef int64_t phy = file_from + wrote[0]
-        if h.body_len > max_body or size > max_body + 65536 or wrote[0] + size > ctx[4]:
+        if h.body_len > max_body or size > max_body + 65536 or wrote[0] + size > ctx.limit:
             return 0
         if q.cpos >= q.csize or q.cpos + CQ_UNIT > q.buf.len or \
                 q.cfrom + q.cpos != q.qoff * CQ_UNIT or phy < q.maxphy:
@@ -789,10 +823,10 @@ cdef class SendLane:
         if ix != NULL and self.index_full:
             return 0
         # everything that can fail is done before the first byte is written
-        cdef bytes host_hex = ctx[11]
-        cdef bytes tail = ctx[19] if h.stype else ctx[13]
+        cdef bytes host_hex = ctx.host_hex
+        cdef bytes tail = ctx.rtail if h.stype else ctx.tail
         cdef bint answer = not h.flag & RPC_ONEWAY
-        cdef bint wait = ctx[14] and sp.wait
+        cdef bint wait = ctx.sync and sp.wait
         cdef Out dest = held if wait else out
         if answer:
             dest.reserve(RESPONSE_ROOM + PyBytes_GET_SIZE(host_hex) + PyBytes_GET_SIZE(tail))
@@ -800,16 +834,16 @@ cdef class SendLane:
         if q.each is not None:
             q.each.append((q.qoff + 1, sp.tags_code, now, 1, size))
         c_write_record(<uint8_t*>tv.buf + wrote[0], <int32_t>s.qid, <int32_t>s.mflag, q.qoff,
-                       phy, sys_flag, s.born_ts, <const uint8_t*>PyBytes_AS_STRING(ctx[9]),
-                       PyBytes_GET_SIZE(ctx[9]), now,
-                       <const uint8_t*>PyBytes_AS_STRING(ctx[10]), PyBytes_GET_SIZE(ctx[10]),
+                       phy, sys_flag, s.born_ts, <const uint8_t*>PyBytes_AS_STRING(ctx.born),
+                       PyBytes_GET_SIZE(ctx.born), now,
+                       <const uint8_t*>PyBytes_AS_STRING(ctx.store_host), PyBytes_GET_SIZE(ctx.store_host),
                        <int32_t>s.reconsume, 0, h.body, h.body_len, s.tp, s.tlen, stored, plen)
         cdef uint8_t* e = <uint8_t*>q.buf.buf + q.cpos
         put64(e, phy)
         put32(e + 8, <int32_t>size)
         put64(e + 12, sp.tags_code)
         if ix != NULL and nkeys and phy >= get64(ix + 24):
-            index_keys(ix, ctx[7], ctx[8], t.hash, text, &sp, phy, now)
+            index_keys(ix, ctx.slots, ctx.entries, t.hash, text, &sp, phy, now)
         wrote[0] += size
         q.cpos += CQ_UNIT
         q.qoff += 1
@@ -828,7 +862,7 @@ cdef class SendLane:
         self.counts[(2 if h.code == SEND_V2 else 0) + (0 if answer else 1)] += 1
         return 1
 
-    cdef int one_batch(self, channel, tuple ctx, Head* h, Py_buffer* tv, Py_buffer* iv,
+    cdef int one_batch(self, channel, Ctx ctx, Head* h, Py_buffer* tv, Py_buffer* iv,
                        int64_t* wrote, int64_t* store_ts, int64_t* wait_end,
                        list touched, Out out, Out held) except -1:
         """SEND_BATCH_MESSAGE: every inner message stored as its own record
@@ -860,9 +894,9 @@ cdef class SendLane:
         cdef Py_ssize_t count = 0, nkeys = 0
         cdef Py_ssize_t total = check_wire(h.body, h.body_len, sys_flag, s.tlen, bp, bpl,
                                            &count, &nkeys, kept)
-        cdef int64_t file_from = ctx[3]
+        cdef int64_t file_from = ctx.file_from
         cdef int64_t phy = file_from + wrote[0]
-        if total < 0 or count == 0 or wrote[0] + total > ctx[4]:
+        if total < 0 or count == 0 or wrote[0] + total > ctx.limit:
             return 0
         if q.cpos >= q.csize or q.cpos + count * CQ_UNIT > q.buf.len or \
                 q.cfrom + q.cpos != q.qoff * CQ_UNIT or phy < q.maxphy:
@@ -871,12 +905,12 @@ cdef class SendLane:
         if ix != NULL and nkeys and self.index_full:
             return 0
         # everything that can fail is done before the first byte is written
-        cdef bytes host_hex = ctx[11]
-        cdef bytes tail = ctx[19] if h.stype else ctx[13]
+        cdef bytes host_hex = ctx.host_hex
+        cdef bytes tail = ctx.rtail if h.stype else ctx.tail
         cdef Py_ssize_t hl = PyBytes_GET_SIZE(host_hex)
         cdef Py_ssize_t ids_len = count * (hl + 17) - 1
         cdef bint answer = not h.flag & RPC_ONEWAY
-        cdef bint wait = ctx[14] and wait_flag
+        cdef bint wait = ctx.sync and wait_flag
         cdef Out dest = held if wait else out
         cdef uint8_t* ids
         if answer:
@@ -891,10 +925,10 @@ cdef class SendLane:
         memcpy(ids, PyBytes_AS_STRING(host_hex), hl)
         cdef int32_t last_tags = 0
         write_all(<uint8_t*>tv.buf + wrote[0], h.body, h.body_len, <int32_t>s.qid, sys_flag,
-                  s.born_ts, <const uint8_t*>PyBytes_AS_STRING(ctx[9]), PyBytes_GET_SIZE(ctx[9]),
-                  now, <const uint8_t*>PyBytes_AS_STRING(ctx[10]), PyBytes_GET_SIZE(ctx[10]),
+                  s.born_ts, <const uint8_t*>PyBytes_AS_STRING(ctx.born), PyBytes_GET_SIZE(ctx.born),
+                  now, <const uint8_t*>PyBytes_AS_STRING(ctx.store_host), PyBytes_GET_SIZE(ctx.store_host),
                   <int32_t>s.reconsume, s.tp, s.tlen, bp, bpl, q.qoff, phy,
-                  <uint8_t*>q.buf.buf + q.cpos, ix, ctx[7], ctx[8], <char*>ids, hl,
+                  <uint8_t*>q.buf.buf + q.cpos, ix, ctx.slots, ctx.entries, <char*>ids, hl,
                   &last_tags, kept)
         wrote[0] += total
         q.cpos += count * CQ_UNIT

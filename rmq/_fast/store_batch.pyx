@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Compiled twin of ``append_batch`` in rmq/store/commit_log.py.
+"""Compiled twin of ``append_batch`` in rmq/store/batch_append.py.
 
 One call stores a whole SEND_BATCH_MESSAGE body: every inner message becomes
 a full commit-log record (STORE_FORMAT.md 2.14: the inner flag, body and

@@ -9,9 +9,11 @@ per message.  The lane takes the leading frames of a read that are plain
 sends -- a JSON or ROCKETMQ (binary) header, an existing ordinary topic,
 a valid queue, no transaction and no delay, ASCII properties, room in the
 current commit-log, consume-queue and index files -- and for each writes the record, its
-consume-queue entry and index keys and the response frame, all under one
-acquisition of the put locks.  Positions, queue offsets, statistics and the
-arrival listeners are brought up to date once per read (``SendLaneSupport.end``),
+consume-queue entry and index keys and the response frame, all in one append
+session of the store (``CommitLog.open_run``: the put locks, the write
+position, the queue tails, the checkpoint and the dispatch position are the
+session's).  Positions, queue offsets, statistics and the arrival listeners
+are brought up to date once per read (``SendLaneSupport.end``),
 per queue: a held pull on a queue gets every message's notice, as from the
 general path.  The first frame the lane does not take ends its turn; that
 frame and everything after it go the general way, which stores and answers
@@ -32,7 +34,6 @@ is done once per read.  ``make_send_lane`` picks the compiled one when built.
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 import orjson
@@ -47,11 +48,10 @@ from rmq.remoting import codec
 from rmq.remoting.command import RPC_ONEWAY, RPC_RESPONSE, RemotingCommand
 from rmq.remoting.exceptions import RemotingCommandError
 from rmq.store import BrokerRole, FlushDiskType
-from rmq.store.commit_log import _append_batch, _check_wire
-from rmq.store.consume_queue import _cq_write
-from rmq.store.index import index_keys
-from rmq.store.message_codec import _fast_send_properties, _record_size, _write_record
-from rmq.store.results import PutMessageStatus, _host_hex
+from rmq.store.append_run import AppendRun, RunQueue
+from rmq.store.message_codec import fast_send_properties
+from rmq.store.results import PutMessageStatus
+from rmq.store.single_put import wait_flush
 
 log = logging.getLogger("rmq.broker")
 
@@ -64,49 +64,33 @@ _MAX_TOPIC = 127
 _MAX_PROPS = 32767
 
 
-class LaneQueue:
-    """One consume queue a read stores into: its tail as loaded at the start
-    (``cq``, ``cmf``, ``cpos``, ``qoff``, ``maxphy``) and what the read adds:
-    ``nums`` messages of ``size`` bytes in ``events`` requests (a batch is
-    one).  ``each`` lists (next offset, tagsCode, store time, messages, size)
-    per request when the arrival listeners must hear of every one (a pull is
-    held on the queue, or the size histogram is kept)."""
+class LaneContext:
+    """What one read's sends are stored and answered with
+    (``SendLaneSupport.begin``): the store's open append session (``run``)
+    and the broker's part -- the sender's born-host field, the cluster name,
+    the message-id prefix, the response tails by serialization (JSON,
+    ROCKETMQ), whether the broker flushes synchronously, and for the queues
+    the store's consume-queue and queue-offset tables, the held pulls'
+    table (None without long polling) and whether the size histogram is
+    kept."""
 
-    __slots__ = ("topic", "queue_id", "cq", "cmf", "cpos", "cfrom", "csize", "qoff", "maxphy",
-                 "nums", "events", "size", "tags", "store_ts", "each")
+    __slots__ = ("run", "born", "cluster", "host_hex", "tail", "rocketmq_tail", "sync",
+                 "cq_table", "offsets", "held_pulls", "histograms")
 
-    def __init__(self, topic: str, queue_id: int, cq: Any, cmf: Any, qoff: int,
-                 exact: bool) -> None:
-        self.topic = topic
-        self.queue_id = queue_id
-        self.cq = cq
-        self.cmf = cmf
-        self.cpos = cmf.wrote_position
-        self.cfrom = cmf.file_from_offset
-        self.csize = cq.file_size
-        self.qoff = qoff
-        self.maxphy = cq.max_physic_offset
-        self.nums = 0
-        self.events = 0
-        self.size = 0
-        self.tags = 0
-        self.store_ts = 0
-        self.each: list | None = [] if exact else None
-
-    def publish(self, table: dict) -> tuple:
-        """Bring the queue's tail and offset up to date (under the put locks);
-        the run ``SendLaneSupport.end`` notifies of."""
-        table[(self.topic, self.queue_id)] = self.qoff
-        self.cmf.wrote_position = self.cmf.committed_position = self.cpos
-        self.cq.max_physic_offset = self.maxphy
-        return (self.topic, self.queue_id, self.qoff, self.tags, self.store_ts, self.nums,
-                self.size, self.events, self.each)
-
-    def slot_free(self, phy: int, nums: int) -> bool:
-        """Room for ``nums`` entries in the queue's current file, and the record
-        at ``phy`` is the queue's next (``fast_slot_free``'s rule)."""
-        return self.cpos < self.csize and self.cpos + nums * CQ_UNIT <= len(self.cmf.view) and \
-            self.cfrom + self.cpos == self.qoff * CQ_UNIT and phy >= self.maxphy
+    def __init__(self, run: AppendRun, born: bytes, cluster: bytes, tail: bytes,
+                 rocketmq_tail: bytes, sync: bool, cq_table: dict, offsets: dict,
+                 held_pulls: dict | None, histograms: bool) -> None:
+        self.run = run
+        self.born = born
+        self.cluster = cluster
+        self.host_hex = run.host_hex.encode()
+        self.tail = tail
+        self.rocketmq_tail = rocketmq_tail
+        self.sync = sync
+        self.cq_table = cq_table
+        self.offsets = offsets
+        self.held_pulls = held_pulls
+        self.histograms = histograms
 
 
 class SendLaneSupport:
@@ -129,20 +113,12 @@ class SendLaneSupport:
         self.served = 0  # messages the lanes stored (GET_BROKER_RUNTIME_INFO rmqSendLaneServed)
 
     # ---- per read ------------------------------------------------------------------
-    def begin(self, channel: Any) -> tuple | None:
-        """Take the put locks and return the read's context, or None (nothing
-        taken) when sends must go the general way now:
-        (current commit-log file, its write buffer, wrote position, file
-        start offset, last position a record may end at, maxMessageSize,
-        index buffer or None, index slots, index entries, born host field,
-        store host field, host hex of message ids, cluster name, response
-        tail, SYNC_FLUSH, and for the queues: the consume-queue table, the
-        queue-offset table, the held pulls' table (None without long
-        polling), whether the size histogram is kept; then the response tail
-        of a ROCKETMQ-serialized request)."""
+    def begin(self, channel: Any) -> LaneContext | None:
+        """Open the store's append session and return the read's context, or
+        None (nothing taken) when sends must go the general way now."""
         store, cl, cfg, bc = self.store, self.cl, self.cfg, self.bc
         queue = self.send_queue
-        if queue is not None and (len(queue) or queue.busy >= queue.workers or queue._delayed()):
+        if queue is not None and not queue.runs_at_once():
             return None
         if store.is_os_page_cache_busy() or bc.startAcceptSendRequestTimeStamp or \
                 not bc.brokerPermission & mc.PERM_WRITE:
@@ -150,37 +126,21 @@ class SendLaneSupport:
         if cfg.brokerRole is not BrokerRole.ASYNC_MASTER and \
                 cfg.brokerRole is not BrokerRole.SYNC_MASTER:
             return None  # a slave refuses sends: the general path answers
-        if cfg.brokerRole is BrokerRole.SYNC_MASTER or cfg.enableDLegerCommitLog or \
-                cl.multi.enabled or store._shutdown or cl.begin_time_in_lock or \
-                store.commit_service is not None or not store.running_flags.is_writeable():
-            return None
-        files = cl.mfq.mapped_files
+        if cfg.brokerRole is BrokerRole.SYNC_MASTER or cl.multi.enabled:
+            return None  # (a DLedger leader is a SYNC_MASTER; its open_run is None too)
         cluster = self.processor.cluster
-        if not files or not cluster.isascii():
+        if not cluster.isascii():
             return None
-        index = None
-        slots = entries = 0
-        if cfg.messageIndexEnable:
-            ix = store.index_service
-            f = ix.writable_file()
-            if f is None or ix._unfinished is not None:
-                return None
-            index, slots, entries = f.mf.view, ix.max_slots, ix.max_index
-        mf = files[-1]
-        wrote = mf.wrote_position
-        if mf.write_buffer is not None or store.reput_from_offset != mf.file_from_offset + wrote:
+        run = cl.open_run(cfg.messageIndexEnable)
+        if run is None:
             return None
-        cl.put_lock.acquire()
-        store._reput_lock.acquire()
-        cl.zero_ahead(mf)
         hold = self.hold
-        return (mf, mf.target, wrote, mf.file_from_offset, cl.file_size - 8, cfg.maxMessageSize,
-                index, slots, entries, cl._host_field(channel_host(channel)),
-                cl.store_host_field, _host_hex(store.store_host).encode(), cluster.encode(),
-                self.tail(), cfg.flushDiskType is FlushDiskType.SYNC_FLUSH,
-                store.consume_queue_table, cl.topic_queue_table,
-                hold.table if hold is not None else None,
-                self.c.stats.size_histograms is not None, self.rocketmq_tail())
+        return LaneContext(run, cl.host_field(channel_host(channel)), cluster.encode(),
+                           self.tail(), self.rocketmq_tail(),
+                           cfg.flushDiskType is FlushDiskType.SYNC_FLUSH,
+                           store.consume_queue_table, cl.topic_queue_table,
+                           hold.table if hold is not None else None,
+                           self.c.stats.size_histograms is not None)
 
     def failed(self, exc: BaseException) -> None:
         """The lane stopped on an unexpected error: what it stored stands, the
@@ -229,56 +189,32 @@ class SendLaneSupport:
             return None
         return tc.writeQueueNums, tc.readQueueNums, tc.topicFilterType == MULTI_TAG
 
-    def queue(self, topic: str, queue_id: int) -> LaneQueue | None:
-        """The tail of a consume queue the read stores into, or None when it
-        does not exist yet or keeps ext units (the general path handles those)."""
-        qs = self.store.consume_queue_table.get(topic)
-        cq = qs.get(queue_id) if qs is not None else None
-        if cq is None or cq.ext is not None or cq._tail is None:
-            return None
-        hold = self.hold
-        exact = self.c.stats.size_histograms is not None or (
-            hold is not None and bool(hold.table) and (topic, queue_id) in hold.table)
-        return LaneQueue(topic, queue_id, cq, cq._tail,
-                         self.cl.topic_queue_table.get((topic, queue_id), 0), exact)
+    def queue(self, ctx: LaneContext, topic: str, queue_id: int) -> RunQueue | None:
+        """The tail of a consume queue the read stores into, or None when the
+        store's append session does not take it (the general path handles
+        it); its puts are listed one by one when a pull is held on it or the
+        size histogram is kept."""
+        hold = ctx.held_pulls
+        exact = ctx.histograms or (bool(hold) and (topic, queue_id) in hold)
+        return ctx.run.queue(topic, queue_id, exact)
 
-    def end(self, ctx: tuple, wrote: int, store_ts: int, runs: list[tuple],
+    def end(self, ctx: LaneContext, wrote: int, store_ts: int, runs: list[tuple],
             channel: Any, waiting: bytes | None, wait_end: int) -> None:
-        """Publish what the read stored and release the put locks (the lane
-        has brought its queues' tails and offsets up to date, ``runs``):
-        positions, checkpoint and dispatch position under the locks; then
-        statistics, arrival notices, the flush wake-up and the flush waiter.
-        A run is (topic, queue id, next queue offset, last tagsCode, last
-        store time, messages, bytes, puts, each put or None)."""
-        store = self.store
-        mf = ctx[0]
-        stored = wrote != ctx[2]
-        try:
-            if stored:
-                mf.wrote_position = wrote
-                mf.committed_position = wrote
-                mf.store_timestamp = store_ts
-                store.checkpoint.logics_msg_timestamp = store_ts
-                store.reput_from_offset = ctx[3] + wrote
-        finally:
-            store._reput_lock.release()
-            self.cl.put_lock.release()
-        if not stored:
+        """Close the read's append session (the lane has published its
+        queues' tails and offsets, ``runs``): positions, checkpoint and
+        dispatch position, then the locks; then statistics, arrival notices,
+        the flush wake-up and the flush waiter.  A run is a
+        ``RunQueue.summary``."""
+        if not ctx.run.close(wrote, store_ts):
             return
         self.served += sum(run[5] for run in runs)
         self._notify(runs)
-        cfg = self.cfg
+        cfg, store = self.cfg, self.store
         if cfg.flushDiskType is FlushDiskType.ASYNC_FLUSH:
             if not cfg.flushCommitLogTimed:
                 store.flush_service.wakeup()
-        elif waiting is None:
-            store.flush_service.wakeup()
         else:
-            loop = store._loop
-            if loop is None:
-                loop = store._bind_loop()
-            store.flush_service.wait_on_loop(loop, wait_end, cfg.syncFlushTimeout,
-                                             (channel, waiting), _flushed)
+            wait_flush(store, wait_end, waiting is not None, (channel, waiting), _flushed)
 
     def _notify(self, runs: list[tuple]) -> None:
         """Statistics and arrival notices of the read's messages, per queue."""
@@ -357,7 +293,7 @@ def _props(text: str, cluster: str) -> tuple | None:
             keys.append(seg[:idx])
     if len(keys) > MAX_SEGS or "CLUSTER" in keys or len(set(keys)) != len(keys):
         return None
-    return _fast_send_properties(text, cluster)
+    return fast_send_properties(text, cluster)
 
 
 def _index_keys(keys: str | None, uniq: str | None) -> int:
@@ -421,6 +357,7 @@ class SendLane:
         if ctx is None:
             return pos, None
         read = _Read(ctx)
+        run = ctx.run
         try:
             while frame is not None:
                 one = self._one_batch if frame[0] == SEND_BATCH else self._one
@@ -435,15 +372,15 @@ class SendLane:
             try:
                 for q in read.queues.values():
                     if q.nums:
-                        runs.append(q.publish(ctx[16]))
+                        runs.append(run.publish_queue(q))
             finally:
-                self.support.end(ctx, read.wrote, read.store_ts, runs, channel,
+                self.support.end(ctx, run.wrote, run.store_ts, runs, channel,
                                  b"".join(read.held) if read.held else None, read.wait_end)
         return pos, b"".join(read.out) if read.out else None
 
     def _target(self, read: _Read, frame: tuple) -> tuple | None:
         """The header's fields, the topic's (writeQueueNums, readQueueNums,
-        MULTI_TAG) and the queue's LaneQueue, or None (general path)."""
+        MULTI_TAG), or None (general path)."""
         f = _parse_single(frame[3], V1_KEYS if frame[0] == SEND_V1 else V2_KEYS)
         if f is None:
             return None
@@ -458,10 +395,10 @@ class SendLane:
             return None
         return f, tc
 
-    def _queue(self, read: _Read, topic: str, queue_id: int) -> LaneQueue | None:
+    def _queue(self, read: _Read, topic: str, queue_id: int) -> RunQueue | None:
         q = read.queues.get((topic, queue_id))
         if q is None:
-            q = self.support.queue(topic, queue_id)
+            q = self.support.queue(read.ctx, topic, queue_id)
             if q is not None:
                 read.queues[(topic, queue_id)] = q
         return q
@@ -483,20 +420,11 @@ class SendLane:
         if q is None:
             return False
         sys_flag = read.sys_flag(sys_flag, tc)
-        topic_b, props_b, body = topic.encode(), stored.encode(), frame[4]
-        size = _record_size(sys_flag, len(body), len(topic_b), len(props_b))
-        phy = read.file_from + read.wrote
-        if len(body) > read.max_body or size > read.max_body + 65536 or \
-                read.wrote + size > read.limit or not q.slot_free(phy, 1) or \
-                read.index_full(_index_keys(keys, uniq)):
+        phy = read.run.phy
+        if read.run.append_one(q, queue_id, mflag, sys_flag, born_ts, read.born, reconsume,
+                               frame[4], topic, topic.encode(), stored, tags, keys, uniq,
+                               _index_keys(keys, uniq)) is None:
             return False
-        now = _now_ms()
-        _write_record(read.target, read.wrote, queue_id, mflag, q.qoff, phy, sys_flag, born_ts,
-                      read.born, now, read.store_host, reconsume, 0, body, topic_b, props_b)
-        _cq_write(q.cmf.view, q.cpos, phy, size, tags)
-        if read.index is not None and (keys or uniq):
-            index_keys(read.index, read.slots, read.entries, topic, phy, now, uniq, keys, 0)
-        read.stored(q, 1, size, tags, now)
         read.answer(frame, wait, _response(read.host_hex, phy, queue_id, q.qoff - 1, frame[2],
                                            read.tails[frame[6]], frame[6]))
         return True
@@ -516,68 +444,38 @@ class SendLane:
         if q is None:
             return False
         sys_flag = read.sys_flag(sys_flag, tc)
-        topic_b, body = topic.encode(), frame[4]
-        checked = _check_wire(body, sys_flag, len(topic_b), batch_props)
-        phy = read.file_from + read.wrote
-        if checked is None or not checked[1] or read.wrote + checked[0] > read.limit or \
-                not q.slot_free(phy, checked[1]) or (checked[2] and read.index_full(checked[2])):
-            return False
-        now = _now_ms()
-        r = _append_batch(read.target, read.wrote, read.limit, body, queue_id, sys_flag, born_ts,
-                          read.born, now, read.store_host, reconsume, topic_b, batch_props,
-                          q.qoff, phy, q.cmf.view, q.cpos, read.index, read.slots, read.entries,
-                          read.host_hex.decode())
+        r = read.run.append_batch(q, frame[4], queue_id, sys_flag, born_ts, read.born, reconsume,
+                                  topic.encode(), batch_props)
         if r is None:
             return False
-        total, count, ids, last_tags = r
-        read.stored(q, count, total, last_tags, now)
+        count, ids = r
         read.answer(frame, wait, _response_ids(ids.encode(), queue_id, q.qoff - count, frame[2],
                                                read.tails[frame[6]], frame[6]))
         return True
 
 
 class _Read:
-    """One read's context (``SendLaneSupport.begin``) and what it stores."""
+    """One read's context (``SendLaneSupport.begin``) and what it answers."""
 
-    def __init__(self, ctx: tuple) -> None:
-        (self.mf, self.target, self.wrote, self.file_from, self.limit, self.max_body, self.index,
-         self.slots, self.entries, self.born, self.store_host, self.host_hex, cluster, self.tail,
-         self.sync) = ctx[:15]
-        self.cluster = cluster.decode()
-        self.tails = (self.tail, ctx[19])  # by serialize type
-        self.queues: dict[tuple[str, int], LaneQueue] = {}
+    def __init__(self, ctx: LaneContext) -> None:
+        self.ctx = ctx
+        self.run = ctx.run
+        self.born = ctx.born
+        self.host_hex = ctx.host_hex
+        self.sync = ctx.sync
+        self.cluster = ctx.cluster.decode()
+        self.tails = (ctx.tail, ctx.rocketmq_tail)  # by serialize type
+        self.queues: dict[tuple[str, int], RunQueue] = {}
         self.topics: dict[str, tuple | None] = {}
         self.out: list[bytes] = []
         self.held: list[bytes] = []
         self.wait_end = 0
-        self.store_ts = 0
 
     def sys_flag(self, sys_flag: int, tc: tuple) -> int:
         """sysFlag as stored: the hosts' kind bits, MULTI_TAGS for such a topic."""
         sys_flag = (sys_flag & ~0x30) | (0x10 if len(self.born) == 20 else 0) | \
-            (0x20 if len(self.store_host) == 20 else 0)
+            (0x20 if len(self.run.store_host) == 20 else 0)
         return sys_flag | mc.MULTI_TAGS_FLAG if tc[2] else sys_flag
-
-    def index_full(self, keys: int) -> bool:
-        """Whether ``keys`` more entries would not fit into the index file."""
-        if self.index is None:
-            return False
-        used = int.from_bytes(self.index[36:40], "big", signed=True)
-        return max(1, used) + keys > self.entries
-
-    def stored(self, q: LaneQueue, nums: int, size: int, tags: int, now: int) -> None:
-        """Positions and counts after ``nums`` records of ``size`` bytes."""
-        self.wrote += size
-        q.cpos += nums * CQ_UNIT
-        q.qoff += nums
-        q.maxphy = self.file_from + self.wrote
-        q.nums += nums
-        q.events += 1
-        q.size += size
-        q.tags = tags
-        q.store_ts = self.store_ts = now
-        if q.each is not None:
-            q.each.append((q.qoff, tags, now, nums, size))
 
     def answer(self, frame: tuple, wait: bool, response: bytes) -> None:
         """Queue the response (held for the flush when the sender waits for it)."""
@@ -585,13 +483,9 @@ class _Read:
             return
         if self.sync and wait:
             self.held.append(response)
-            self.wait_end = self.file_from + self.wrote
+            self.wait_end = self.run.phy
         else:
             self.out.append(response)
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def _response(host_hex: bytes, phy: int, queue_id: int, queue_offset: int, opaque: int,

@@ -87,6 +87,7 @@ class DLedgerCommitLog(CommitLog):
     store at start-up (``DefaultMessageStore(commit_log=DLedgerCommitLog)``)."""
 
     dispatch_on_commit = True  # the group's commit listener dispatches
+    waits_for_quorum = True  # a put is answered once the group's quorum has it
 
     def __init__(self, store) -> None:
         super().__init__(store)
@@ -200,7 +201,7 @@ class DLedgerCommitLog(CommitLog):
         the answer's offset is the first message's."""
         topic = batch.topic.encode("utf-8")
         batch_props = batch.properties_string.encode("utf-8")
-        born = self._host_field(batch.born_host)
+        born = self.host_field(batch.born_host)
         sys_flag = self._sys_flag(batch.sys_flag, born)
         try:
             total, count = codec.batch_size(batch.body, sys_flag, len(topic), len(batch_props))
@@ -239,8 +240,8 @@ class DLedgerCommitLog(CommitLog):
                                    count, _now_ms() - now, self.store.store_host, quorum=quorum)
 
     # --- not used with DLedger -----------------------------------------------------------
-    def fast_put_target(self, topic: str, queue_id: int) -> tuple | None:
-        return None
+    def open_run(self, with_index: bool) -> None:
+        return None  # every append is a DLedger entry: no direct appends
 
     def append_data(self, start_offset: int, data) -> bool:
         return False  # no HA stream: DLedger replicates

@@ -14,18 +14,16 @@ import struct
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-from rmq._fast import compiled
 from rmq.common import message as mc
 from rmq.common.message_id import socket_address_bytes
 from rmq.common.topics import SCHEDULE_TOPIC
 from rmq.store import message_codec as codec
 from rmq.store.allocate import AllocateMappedFileService
-from rmq.store.config import BrokerRole, FlushDiskType
-from rmq.store.dispatch import _CQ, _java_hash_ascii, _key_hash, _signed
+from rmq.store.append_run import open_run
+from rmq.store.batch_append import batch_key_count
+from rmq.store.config import FlushDiskType
 from rmq.store.dispatch_room import count_keys
-from rmq.store.index import _index_put
 from rmq.store.mapped_file import (
     ZERO_AHEAD,
     ZERO_STEP,
@@ -35,141 +33,17 @@ from rmq.store.mapped_file import (
 )
 from rmq.store.message import MessageExtBatch, MessageExtBrokerInner
 from rmq.store.multi_dispatch import MultiDispatch
-from rmq.store.results import AppendMessageResult, AppendMessageStatus, _host_hex
-
-if TYPE_CHECKING:
-    from rmq.store.consume_queue import ConsumeQueue
+from rmq.store.results import AppendMessageResult, AppendMessageStatus, msg_id_host_hex
 
 log = logging.getLogger("store")
 
 _LONG = struct.Struct(">q")
 _INT = struct.Struct(">i")
-_SHORT = struct.Struct(">h")
-_BATCH_INNER = struct.Struct(">iiiii")  # TOTALSIZE, MAGIC, BODYCRC, FLAG, BODY LENGTH
-_CQ_UNIT = 20
 
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
-
-
-def _key_count(keys: bytes | None, uniq: bytes | None) -> int:
-    return (1 if uniq else 0) + (len([k for k in keys.split(b" ") if k]) if keys else 0)
-
-
-def _check_wire(wire, sys_flag: int, topic_len: int, batch_props: bytes) -> tuple[int, int, int] | None:
-    """(stored size, count, upper bound of index keys) of a batch body the
-    fast path takes, or None: malformed, DELAY or non-ASCII properties, a
-    joined property string over 32767 bytes."""
-    _t, bkeys, buniq, bdelay = codec._find_props(batch_props)
-    if bdelay is not None or not batch_props.isascii() or codec.has_timer_property(batch_props):
-        return None
-    batch_keys = _key_count(bkeys, buniq)
-    mv = memoryview(wire)
-    n = len(mv)
-    pos = total = count = keys = 0
-    while pos < n:
-        if pos + 22 > n:
-            return None
-        inner_size, _magic, _crc, _flag, body_len = _BATCH_INNER.unpack_from(mv, pos)
-        if body_len < 0 or pos + 22 + body_len > n:
-            return None
-        (plen,) = _SHORT.unpack_from(mv, pos + 20 + body_len)
-        end = pos + 22 + body_len + plen
-        if plen < 0 or end > n or inner_size != end - pos:
-            return None
-        raw = bytes(mv[end - plen:end])
-        _t, ikeys, iuniq, delay = codec._find_props(raw)
-        if delay is not None or not raw.isascii():
-            return None
-        joined = plen + (1 if plen and batch_props and raw[-1] != 2 else 0) + len(batch_props)
-        if joined > codec.MAX_PROPERTIES_LENGTH:
-            return None
-        keys += _key_count(ikeys, iuniq) + batch_keys
-        total += codec._record_size(sys_flag, body_len, topic_len, joined)
-        count += 1
-        pos = end
-    return total, count, keys
-
-
-def batch_key_count(wire, batch_props: bytes) -> int:
-    """Index entries a batch body's messages may need (an upper bound: each
-    message's keys plus the batch's own), for DispatchRoom before the put."""
-    _t, bkeys, buniq, _d = codec._find_props(batch_props)
-    batch_keys = _key_count(bkeys, buniq)
-    mv = memoryview(wire)
-    n = len(mv)
-    pos = keys = 0
-    while pos + 22 <= n:
-        inner_size, _magic, _crc, _flag, body_len = _BATCH_INNER.unpack_from(mv, pos)
-        if body_len < 0 or pos + 22 + body_len > n:
-            break
-        (plen,) = _SHORT.unpack_from(mv, pos + 20 + body_len)
-        end = pos + 22 + body_len + max(plen, 0)
-        _t, ikeys, iuniq, _d = codec._find_props(bytes(mv[end - max(plen, 0):end]))
-        keys += _key_count(ikeys, iuniq) + batch_keys
-        pos = end
-    return keys
-
-
-def _append_batch(buf, pos: int, limit: int, wire, queue_id: int, sys_flag: int, born_ts: int,
-                  born_host: bytes, store_ts: int, store_host: bytes, reconsume: int, topic: bytes,
-                  batch_props: bytes, first_qoff: int, phy: int, cq_buf, cq_pos: int, index,
-                  max_slots: int, max_index: int, host_hex: str) -> tuple | None:
-    """Store a SEND_BATCH_MESSAGE body at ``buf[pos:]`` in one call: the records
-    (as ``write_batch``), their consume-queue entries at ``cq_buf[cq_pos:]``,
-    their index entries in ``index`` (the current index file's buffer, or None
-    when indexing is off) and the comma-joined offset message ids.  Returns
-    ``(total bytes, count, message ids, last tagsCode)``, or None with nothing written when
-    the fast path does not take the batch (see ``_check_wire``), the records
-    would not end by ``limit``, or the consume-queue or index file lacks room
-    for all of it.  The compiled twin is ``rmq._fast.store_batch``."""
-    if len(born_host) != (20 if sys_flag & 0x10 else 8) or \
-            len(store_host) != (20 if sys_flag & 0x20 else 8):
-        raise ValueError("host field length does not match the sysFlag")
-    if not host_hex.isascii():
-        raise ValueError("host hex must be ASCII")
-    if len(topic) > codec.MAX_TOPIC_LENGTH or not topic.isascii():
-        return None
-    checked = _check_wire(wire, sys_flag, len(topic), batch_props)
-    if checked is None:
-        return None
-    total, count, keys = checked
-    if count == 0 or pos < 0 or pos + total > limit:
-        return None
-    if pos + total > len(buf):
-        raise ValueError("batch does not fit into the buffer")
-    if cq_pos < 0 or cq_pos + count * _CQ_UNIT > len(cq_buf):
-        return None
-    if index is not None:
-        if max_slots <= 0 or max_index <= 0 or len(index) < 40 + max_slots * 4 + max_index * 20:
-            raise ValueError("index buffer smaller than its layout")
-        if keys and max(1, _INT.unpack_from(index, 36)[0]) + keys > max_index:
-            return None
-    sizes = codec.new_sizes_array(count)
-    codec._write_batch(buf, pos, wire, queue_id, sys_flag, born_ts, born_host, store_ts,
-                       store_host, reconsume, topic, batch_props, first_qoff, phy, sizes)
-    topic_hash = _java_hash_ascii(0, topic)
-    props_at = 48 + len(born_host) + 8 + len(store_host) + 12  # BODY LENGTH field
-    ids = []
-    wpos = pos
-    tags_code = 0
-    for i, size in enumerate(sizes):
-        rec_phy = phy + wpos - pos
-        (body_len,) = _INT.unpack_from(buf, wpos + props_at)
-        ppos = wpos + props_at + 4 + body_len + 1 + len(topic) + 2
-        plen = wpos + size - ppos
-        tags, kv, uniq, _delay = codec._find_props(bytes(buf[ppos:ppos + plen]))
-        tags_code = _signed(_java_hash_ascii(0, tags)) if tags else 0
-        _CQ.pack_into(cq_buf, cq_pos + i * _CQ_UNIT, rec_phy, size, tags_code)
-        if index is not None and (kv or uniq) and rec_phy >= _LONG.unpack_from(index, 24)[0]:
-            todo = ([uniq] if uniq else []) + ([k for k in kv.split(b" ") if k] if kv else [])
-            for k in todo:
-                _index_put(index, max_slots, max_index, _key_hash(topic_hash, k), rec_phy, store_ts)
-        ids.append(host_hex + (rec_phy & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "big").hex().upper())
-        wpos += size
-    return total, count, ",".join(ids), tags_code
 
 
 class CommitLog:
@@ -180,6 +54,9 @@ class CommitLog:
     # Whether records are dispatched once the log commits them (a DLedger group's
     # commit listener) rather than by the put that wrote them
     dispatch_on_commit = False
+    # Whether a put's result waits for a replication quorum (the append result's
+    # future): the send processor then answers through a callback on it
+    waits_for_quorum = False
 
     def __init__(self, store) -> None:
         cfg = store.config
@@ -193,6 +70,7 @@ class CommitLog:
         self.confirm_offset = -1
         self.store_host_field = socket_address_bytes(store.store_host)
         self.store_host_v6 = len(self.store_host_field) == 20
+        self.msg_id_prefix = msg_id_host_hex(store.store_host)  # offset message ids' head
         self._host_cache: dict[tuple[str, int], bytes] = {}
         self.multi = MultiDispatch(cfg.enableMultiDispatch, cfg.enableLmq)
         self.delay_table = cfg.delay_level_table()
@@ -248,7 +126,8 @@ class CommitLog:
         readable.release()
         return None
 
-    def _host_field(self, host: tuple[str, int]) -> bytes:
+    def host_field(self, host: tuple[str, int]) -> bytes:
+        """The stored host field (4/16-byte address, 4-byte port) of ``host``."""
         f = self._host_cache.get(host)
         if f is None:
             f = socket_address_bytes(host)
@@ -256,6 +135,7 @@ class CommitLog:
                 self._host_cache.clear()
             self._host_cache[host] = f
         return f
+
 
     # --- appends --------------------------------------------------------------------
     def _redirect_delay(self, msg: MessageExtBrokerInner) -> None:
@@ -352,7 +232,7 @@ class CommitLog:
         body = msg.body
         if len(props) > codec.MAX_PROPERTIES_LENGTH:
             return AppendMessageResult(AppendMessageStatus.PROPERTIES_SIZE_EXCEEDED)
-        born = self._host_field(msg.born_host)
+        born = self.host_field(msg.born_host)
         sys_flag = self._sys_flag(msg.sys_flag, born)
         size = codec.record_size(sys_flag, len(body), len(topic), len(props))
         if len(body) > self.config.maxMessageSize or size > self.config.maxMessageSize + 65536 \
@@ -425,7 +305,7 @@ class CommitLog:
         file (STORE_FORMAT.md 2.14)."""
         topic = batch.topic.encode("utf-8")
         batch_props = batch.properties_string.encode("utf-8")
-        born = self._host_field(batch.born_host)
+        born = self.host_field(batch.born_host)
         sys_flag = self._sys_flag(batch.sys_flag, born)
         try:
             total, count = codec.batch_size(batch.body, sys_flag, len(topic), len(batch_props))
@@ -470,24 +350,10 @@ class CommitLog:
             _now_ms() - now, self.store.store_host, sizes,
         )
 
-    def fast_put_target(self, topic: str, queue_id: int) -> tuple | None:
-        """(current commit-log file, consume queue, its tail file) for a
-        fast-path put, or None unless the store is a plainly writable master
-        (no transient pool, no put in progress) and the queue exists; the
-        SCHEDULE topic and queues with ext files (their entries hold ext
-        addresses) always go the general way."""
-        store = self.store
-        if store._shutdown or self.config.brokerRole is BrokerRole.SLAVE or \
-                self.begin_time_in_lock or store.commit_service is not None or \
-                not store.running_flags.is_writeable() or topic == SCHEDULE_TOPIC:
-            return None
-        files = self.mfq.mapped_files
-        qs = store.consume_queue_table.get(topic)
-        cq = qs.get(queue_id) if qs is not None else None
-        cmf = cq._tail if cq is not None else None
-        if not files or cmf is None or cq.ext is not None:
-            return None
-        return files[-1], cq, cmf
+    # An append session for direct appends (``rmq.store.append_run``), or None
+    # when appends must go the general way now: ``open_run(with_index)``,
+    # ``with_index`` when the run writes index keys into the current index file.
+    open_run = open_run
 
     def fast_sys_flag(self, sys_flag: int, born_host: bytes) -> int:
         """sysFlag with the born/store host IPv6 bits of this put."""
@@ -497,13 +363,6 @@ class CommitLog:
         if self.store_host_v6:
             sys_flag |= mc.STOREHOSTADDRESS_V6_FLAG
         return sys_flag
-
-    def fast_slot_free(self, cq: ConsumeQueue, cmf: MappedFile, cpos: int, queue_offset: int, phy: int) -> bool:
-        """Under the put lock: the record at ``phy`` is the next one to
-        dispatch and its consume-queue entry goes right at the queue's tail
-        (so the fast path may write both at once)."""
-        return cpos < cq.file_size and cmf.file_from_offset + cpos == queue_offset * _CQ_UNIT \
-            and self.store.reput_from_offset == phy and phy >= cq.max_physic_offset
 
     def put_batch(self, topic: str, topic_b: bytes, queue_id: int, wire, batch_props: bytes,
                   sys_flag: int, born_ts: int, born_host: bytes,
@@ -525,50 +384,27 @@ class CommitLog:
         whole put runs on the loop's thread without blocking."""
         store = self.store
         cfg = self.config
-        target = self.fast_put_target(topic, queue_id)
-        if target is None:
+        run = self.open_run(cfg.messageIndexEnable)
+        if run is None:
             return None
-        mf, cq, cmf = target
-        index = None
-        if cfg.messageIndexEnable:
-            f = store.index_service.writable_file()
-            if f is None:
-                return None
-            index = f.mf.view
-        sys_flag = self.fast_sys_flag(sys_flag, born_host)
-        key = (topic, queue_id)
-        with self.put_lock, store._reput_lock:
-            queue_offset = self.topic_queue_table.get(key, 0)
-            cpos = cmf.wrote_position
-            wrote = mf.wrote_position
-            phy = mf.file_from_offset + wrote
-            if not self.fast_slot_free(cq, cmf, cpos, queue_offset, phy):
-                return None
-            self.zero_ahead(mf)
-            now = _now_ms()
-            r = append_batch(mf.target, wrote, self.file_size - 8, wire, queue_id, sys_flag,
-                             born_ts, born_host, now, self.store_host_field, reconsume, topic_b,
-                             batch_props, queue_offset, phy, cmf.view, cpos, index,
-                             cfg.maxHashSlotNum, cfg.maxIndexNum, _host_hex(store.store_host))
+        try:
+            q = run.queue(topic, queue_id)
+            r = None if q is None else run.append_batch(
+                q, wire, queue_id, self.fast_sys_flag(sys_flag, born_host), born_ts, born_host,
+                reconsume, topic_b, batch_props)
             if r is None:
                 return None
-            total, count, ids, tags_code = r
-            end = wrote + total
-            mf.wrote_position = end
-            if mf.write_buffer is None:
-                mf.committed_position = end
-            mf.store_timestamp = now
-            self.topic_queue_table[key] = queue_offset + count
-            cmf.wrote_position = cmf.committed_position = cpos + count * _CQ_UNIT
-            cq.max_physic_offset = phy + total
-            store.checkpoint.logics_msg_timestamp = now
-            store.reput_from_offset = phy + total
-            store.stats.on_put(topic, count, total, 0)
-            if store.message_arriving_listener is not None:
-                store._notify(topic, queue_id, queue_offset + count, tags_code, now, count, total)
+            run.publish_queue(q)
+        finally:
+            run.close()
+        count, ids = r
+        phy, total, now = run.file_from + run.start, run.wrote - run.start, run.store_ts
+        store.stats.on_put(topic, count, total, 0)
+        if store.message_arriving_listener is not None:
+            store._notify(topic, queue_id, q.qoff, q.tags, now, count, total)
         if cfg.flushDiskType is FlushDiskType.ASYNC_FLUSH and not cfg.flushCommitLogTimed:
             store.flush_service.wakeup()
-        return queue_offset, ids, phy, total
+        return q.qoff - count, ids, phy, total
 
     def append_data(self, start_offset: int, data) -> bool:
         """HA slave: append replicated bytes at exactly ``start_offset``
@@ -720,8 +556,3 @@ class CommitLog:
     def destroy(self) -> None:
         self.mfq.destroy()
 
-
-append_batch = _append_batch
-_c = compiled("store_batch")
-if _c is not None:
-    append_batch = _c.append_batch

@@ -84,6 +84,12 @@ class ConsumeQueue:
         self.checkpoint = checkpoint
         self._tail: MappedFile | None = None  # file the last entry went to (fast path)
 
+    @property
+    def tail_file(self) -> MappedFile | None:
+        """The file the last entry went to, None until an entry is written
+        after load or recovery (appends straight to the tail start there)."""
+        return self._tail
+
     # --- load / recover ----------------------------------------------------------
     def load(self) -> bool:
         ok = self.mfq.load()

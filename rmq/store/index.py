@@ -270,6 +270,14 @@ class IndexService:
             self._take_spare(files)
         return None if last.is_write_full() else last
 
+    def append_file(self) -> IndexFile | None:
+        """The index file an append session may write keys into directly: the
+        current one with room, unless a message's keys are half written
+        (the dispatch finishes those first)."""
+        if self._unfinished is not None:
+            return None
+        return self.writable_file()
+
     def _take_spare(self, files: list[IndexFile]) -> None:
         """The file made ahead becomes the current one, as if it were made
         now: its header starts at the end of the full file before it, which

@@ -15,7 +15,7 @@ from rmq.common.message_id import socket_address_bytes
 _HOST_HEX: dict[tuple[str, int], str] = {}
 
 
-def _host_hex(store_host: tuple[str, int]) -> str:
+def msg_id_host_hex(store_host: tuple[str, int]) -> str:
     """Upper-case hex of the store host field, the constant head of every
     offset message id of a broker (parsing the address per message was the
     cost)."""
@@ -30,7 +30,7 @@ def _host_hex(store_host: tuple[str, int]) -> str:
 def offset_msg_id(store_host: tuple[str, int], offset: int) -> str:
     """``create_message_id`` with the host part cached: host hex + 16 hex
     digits of the commit log offset."""
-    return _host_hex(store_host) + (offset & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "big").hex().upper()
+    return msg_id_host_hex(store_host) + (offset & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "big").hex().upper()
 
 
 class PutMessageStatus(enum.Enum):
@@ -91,7 +91,7 @@ class AppendMessageResult:
             if self.sizes is None:
                 self._msg_id = offset_msg_id(self.store_host, self.wrote_offset)
             else:
-                head = _host_hex(self.store_host)
+                head = msg_id_host_hex(self.store_host)
                 ids = []
                 off = self.wrote_offset
                 for size in self.sizes:

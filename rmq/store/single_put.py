@@ -24,7 +24,6 @@ compiled one is ``rmq._fast.store_put``; both write the same bytes.
 from __future__ import annotations
 
 import logging
-import time
 from typing import Any
 
 from rmq._fast import compiled
@@ -36,7 +35,6 @@ from rmq.store.message_codec import (
     _record_size,
     _write_record,
 )
-from rmq.store.results import _host_hex
 
 log = logging.getLogger("store")
 
@@ -79,44 +77,31 @@ def put_single(store: Any, topic: str, topic_b: bytes, queue_id: int, flag: int,
     the 8/20-byte host field, ``topic_b`` the topic in UTF-8."""
     cfg = store.config
     cl = store.commit_log
-    target = cl.fast_put_target(topic, queue_id)
-    if target is None:
-        return None
     if (keys or uniq) and cfg.messageIndexEnable and \
             not store.index_service.keys_fit(_key_bound(keys, uniq)):
         return None  # the general put makes the next index file first (DispatchRoom)
-    mf, cq, cmf = target
-    sys_flag = cl.fast_sys_flag(sys_flag, born_host)
-    key = (topic, queue_id)
-    with cl.put_lock, store._reput_lock:
-        queue_offset = cl.topic_queue_table.get(key, 0)
-        cpos = cmf.wrote_position
-        wrote = mf.wrote_position
-        phy = mf.file_from_offset + wrote
-        if not cl.fast_slot_free(cq, cmf, cpos, queue_offset, phy):
-            return None
-        cl.zero_ahead(mf)
-        now = time.time_ns() // 1_000_000
-        r = append_single(mf.target, wrote, cl.file_size - 8, cfg.maxMessageSize, queue_id, flag,
-                          queue_offset, phy, sys_flag, born_ts, born_host, now,
-                          cl.store_host_field, reconsume, body, topic_b, stored, cmf.view, cpos,
-                          tags_code, _host_hex(store.store_host))
+    run = cl.open_run(False)
+    if run is None:
+        return None
+    try:
+        q = run.queue(topic, queue_id)
+        phy = run.phy
+        r = None if q is None else run.append_one(
+            q, queue_id, flag, cl.fast_sys_flag(sys_flag, born_host), born_ts, born_host,
+            reconsume, body, topic, topic_b, stored, tags_code)
         if r is None:
             return None
         size, msg_id = r
-        end = wrote + size
-        mf.wrote_position = end
-        if mf.write_buffer is None:
-            mf.committed_position = end
-        mf.store_timestamp = now
-        cl.topic_queue_table[key] = queue_offset + 1
-        cmf.wrote_position = cmf.committed_position = cpos + _CQ_UNIT
-        cq.max_physic_offset = phy + size
-        store.checkpoint.logics_msg_timestamp = now
-        store.reput_from_offset = phy + size
-        _after_put(store, cfg, topic, queue_id, queue_offset, phy, size, now, tags_code, keys,
+        now = run.store_ts
+        run.publish_queue(q)
+        run.publish()
+        # index keys (which may move the dispatch position back), statistics
+        # and the arrival notice under the locks, as the dispatch does them
+        _after_put(store, cfg, topic, queue_id, q.qoff - 1, phy, size, now, tags_code, keys,
                    uniq)
-    return queue_offset, msg_id, phy, size
+    finally:
+        run.release()
+    return q.qoff - 1, msg_id, phy, size
 
 
 def _key_bound(keys: str | None, uniq: str | None) -> int:

@@ -21,7 +21,7 @@ from rmq.client.codec import encode_batch
 from rmq.client.message import Message
 from rmq.common.message_id import socket_address_bytes
 from rmq.store import DefaultMessageStore, MessageExtBatch, MessageStoreConfig, PutMessageStatus
-from rmq.store.commit_log import _append_batch
+from rmq.store.batch_append import _append_batch
 from rmq.store.dispatch import _dispatch_run
 from rmq.store.index import index_file_size
 from rmq.store.message_codec import (
@@ -32,7 +32,7 @@ from rmq.store.message_codec import (
     new_sizes_array,
     string_to_message_properties,
 )
-from rmq.store.results import _host_hex
+from rmq.store.results import msg_id_host_hex
 from rmq.testing.store import commit_log_records
 
 _C = compiled_or_none("store_batch")
@@ -77,7 +77,7 @@ def _run(fn, wire, batch_props, *, pos=8, limit=20_000, buf_len=None, v6=(False,
     ix = (index_buf if index_buf is not None else _index()) if index else None
     r = fn(buf, pos, limit, wire, 3, sys_flag, 1_700_000_000_000, born, 1_700_000_000_123,
            store, 2, topic, batch_props, qoff, phy, cq, cq_pos, ix, SLOTS, ENTRIES,
-           _host_hex(store_host))
+           msg_id_host_hex(store_host))
     return r, bytes(buf), bytes(cq), bytes(ix) if ix is not None else None, sys_flag, born, store
 
 

@@ -27,7 +27,7 @@ from rmq.store import (
     PutMessageStatus,
 )
 from rmq.store.message_codec import _send_properties, decode_message, fast_send_properties
-from rmq.store.results import _host_hex
+from rmq.store.results import msg_id_host_hex
 from rmq.store.single_put import _append_single, put_single
 from rmq.testing.store import commit_log_records
 
@@ -96,7 +96,7 @@ def test_append_single_twin_equals_compiled(body, props, topic, queue_id, phy, v
         if fn is None:
             continue
         buf, cq = bytearray(2100), bytearray(60)
-        r = fn(buf, *args, cq, 20, tags_code, _host_hex(HOST))
+        r = fn(buf, *args, cq, 20, tags_code, msg_id_host_hex(HOST))
         out.append((r, bytes(buf), bytes(cq)))
     if len(out) == 2:
         assert out[0] == out[1]
@@ -108,7 +108,7 @@ def test_append_single_twin_equals_compiled(body, props, topic, queue_id, phy, v
     m = decode_message(buf, pos)
     assert (m.store_size, m.body, m.topic.encode(), m.queue_id, m.commit_log_offset) == \
         (size, body, topic, queue_id, phy)
-    assert msg_id == _host_hex(HOST) + (phy & (2**64 - 1)).to_bytes(8, "big").hex().upper()
+    assert msg_id == msg_id_host_hex(HOST) + (phy & (2**64 - 1)).to_bytes(8, "big").hex().upper()
     assert struct.unpack_from(">qiq", cq, 20) == (phy, size, tags_code)
 
 

@@ -170,7 +170,7 @@ class SendMessageProcessor(SendSupport):
         store = self.store
         r = put_single(store, topic, topic_b, queue_id, flag, request.body or b"", index_keys,
                        uniq, stored, tags_code, sys_flag, born_ts,
-                       store.commit_log._host_field(channel_host(channel)), reconsume)
+                       store.commit_log.host_field(channel_host(channel)), reconsume)
         if r is None:
             return None
         return self._fast_response(queue_id, r, wait)
@@ -245,7 +245,7 @@ class SendMessageProcessor(SendSupport):
         if self._put_is_immediate():
             return self.put_result_response(put(item), queue_id)
         sc = self.c.store_config
-        if sc.brokerRole is not BrokerRole.SYNC_MASTER or sc.enableDLegerCommitLog:
+        if sc.brokerRole is not BrokerRole.SYNC_MASTER or self.c.message_store.commit_log.waits_for_quorum:
             # a DLedger leader's put waits for its quorum: a callback on the
             # (shared) quorum future, no task per message
             return self._put_then(put_then, item, queue_id)
@@ -296,7 +296,7 @@ class SendMessageProcessor(SendSupport):
         store = self.store
         cl = store.commit_log
         r = cl.put_batch(topic, topic_b, queue_id, request.body or b"", batch_props[0], sys_flag,
-                         born_ts, cl._host_field(channel_host(channel)), reconsume)
+                         born_ts, cl.host_field(channel_host(channel)), reconsume)
         if r is None:
             return None
         return self._fast_response(queue_id, r, batch_props[1])
