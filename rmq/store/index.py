@@ -220,6 +220,9 @@ class IndexService:
         # the next file, made ahead by a put whose keys the current one cannot
         # all take (DispatchRoom); it becomes current when that one is full
         self._spare: IndexFile | None = None
+        # flushes of full files still running: shutdown waits for them before
+        # it closes the files they write
+        self._flushes: list[threading.Thread] = []
         # keys of puts taken but not dispatched yet (dispatch runs later than
         # the put: transient store pool, DLedger); room kept for them
         self.promised = 0
@@ -317,8 +320,10 @@ class IndexService:
         return current if current is not None else self._new_file(ahead=False)
 
     def _start_flush(self, f: IndexFile) -> None:
-        threading.Thread(target=self._flush_full, args=(f,), name=FLUSH_THREAD_NAME,
-                         daemon=True).start()
+        t = threading.Thread(target=self._flush_full, args=(f,), name=FLUSH_THREAD_NAME,
+                             daemon=True)
+        self._flushes = [x for x in self._flushes if x.is_alive()] + [t]
+        t.start()
 
     def _new_file(self, ahead: bool) -> IndexFile | None:
         files = self.files
@@ -426,6 +431,9 @@ class IndexService:
             f.flush()
 
     def shutdown(self) -> None:
+        for t in self._flushes:
+            t.join()
+        self._flushes = []
         for f in self.files:
             f.flush()
             f.close()

@@ -14,6 +14,7 @@ from rmq.common.codes import RequestCode, ResponseCode
 from rmq.common.properties import parse_properties
 from rmq.testing.cluster import Cluster, broker_conf
 from rmq.testing.procs import RmqProcess, free_port
+from rmq.testing.wait import wait_until_blocking
 
 R = RequestCode
 
@@ -185,7 +186,9 @@ def test_isolate_log_enable_gives_each_broker_its_log_directory(tmp_path):
                         env={"ROCKETMQ_HOME": str(tmp_path)}).start(wait_for_port=port)
     try:
         logs = tmp_path / "logs" / "rocketmqlogs"
-        assert "boot success" in (logs / "broker-iso_0" / "broker.log").read_text()
+        # the line follows the port's opening
+        wait_until_blocking(lambda: "boot success" in (logs / "broker-iso_0" / "broker.log")
+                            .read_text(), 15, 0.1, "boot success in the broker's own log")
         assert (logs / "broker-iso_0" / "store.log").exists()
         assert not (logs / "broker.log").exists()
     finally:
