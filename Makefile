@@ -61,7 +61,7 @@ DURATIONS := --durations=20 --durations-min=1.0
 # the suite mostly waits on broker processes and clients, so it runs in
 # TEST_JOBS pytest-xdist workers (every test takes its own free loopback ports;
 # a file stays on one worker, in order, as its module fixtures expect)
-TEST_JOBS ?= 4
+TEST_JOBS ?= 3
 test: ext tests/interop/node/node_modules rmq5-client
 	RMQ_REQUIRE_EXTENSIONS=1 $(VENV)/bin/pytest -n $(TEST_JOBS) --dist loadfile $(DURATIONS) $(PYTEST_ARGS)
 	RMQ_NO_EXTENSIONS=1 $(VENV)/bin/pytest -n $(TEST_JOBS) --dist loadfile \

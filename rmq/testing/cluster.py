@@ -129,9 +129,11 @@ class Cluster:
             assert loop.time() < deadline, f"{topic} never routed: {resp.remark}"
             await asyncio.sleep(0.05)
 
-    async def wait_registered(self, timeout: float = 15.0) -> None:
+    async def wait_registered(self, timeout: float = 40.0) -> None:
         """Until the broker's first registration is done (its port opens a
-        moment before): the name server routes the broker's own topic."""
+        moment before): the name server routes the broker's own topic.  The
+        timeout covers one re-registration period (30 s): a first registration
+        lost on a loaded machine is made again by the next one."""
         await self.wait_routable(self.broker_name, timeout)
 
     async def create_topic(self, topic: str, queues: int = 4, perm: int = 6) -> None:
