@@ -12,7 +12,6 @@ the store has no timer wheel).
 from __future__ import annotations
 
 import itertools
-import time
 from typing import Any
 
 from rmq.client.headers import send_header_v2
@@ -41,7 +40,6 @@ from rmq.proxy.status import Code, ProxyError, code_of_response, status
 from rmq.proxy.v2 import definition_pb2 as pb
 from rmq.proxy.v2 import service_pb2 as spb
 from rmq.store.message_codec import message_properties_to_string
-from rmq.store.timer.hook import round_due
 
 # broker send statuses that are not errors but not SEND_OK either
 _SEND_STATUS = {
@@ -105,21 +103,6 @@ class ProducerService:
                                                      message.body, language=s.language)
         return self._answer(response, topic, props, sys_flag)
 
-    def _recall_handle(self, topic: str, props: dict[str, str]) -> str:
-        """The handle that recalls a message the timer wheel parked (5.3.3's broker
-        answers one for a message with TIMER_OUT_MS: its slot time + 1 ms);
-        empty for any other message."""
-        due = props.get(tm.PROPERTY_TIMER_DELIVER_MS)
-        store = self.c.store_config
-        if due is None or "DELAY" in props or not getattr(store, "timerWheelEnable", False):
-            return ""
-        due_ms = int(due)
-        if due_ms <= time.time() * 1000:
-            return ""
-        slot = round_due(due_ms, store.timer_precision_ms())
-        return tm.encode_recall_handle(topic, self.c.broker_config.brokerName, slot + 1,
-                                       props["UNIQ_KEY"])
-
     def _answer(self, response: Any, group: str, props: dict[str, str], sys_flag: int
                 ) -> spb.SendMessageResponse:
         if response.code in _SEND_STATUS:
@@ -138,7 +121,7 @@ class ProducerService:
             self.clients.remember_transaction(group, tid, header.queueOffset, commit_log_offset)
         entry = spb.SendResultEntry(status=status(Code.OK), message_id=uniq, transaction_id=tid,
                                     offset=header.queueOffset,
-                                    recall_handle=self._recall_handle(group, props))
+                                    recall_handle=header.recallHandle or "")
         return spb.SendMessageResponse(status=status(Code.OK), entries=[entry])
 
     async def end_transaction(self, s: ClientSession, request: spb.EndTransactionRequest

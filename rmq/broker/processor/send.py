@@ -85,7 +85,7 @@ class SendMessageProcessor(SendSupport):
         for a slave or a quorum (SYNC_MASTER, which a DLedger leader is)."""
         return self.c.store_config.brokerRole is not BrokerRole.SYNC_MASTER
 
-    def _put_then(self, put, msg, queue_id: int) -> Any:
+    def _put_then(self, put, msg, queue_id: int, single: Any = None) -> Any:
         """SYNC_FLUSH on a master: the response now when the put failed, else a
         loop future the group commit completes (one callback per flush round,
         no task per message)."""
@@ -94,11 +94,11 @@ class SendMessageProcessor(SendSupport):
 
         def done(result: PutMessageResult) -> None:
             if not fut.done():
-                fut.set_result(respond(result, queue_id))
+                fut.set_result(respond(result, queue_id, single))
 
         result = put(msg, done)
         if result is not None:
-            return respond(result, queue_id)
+            return respond(result, queue_id, single)
         return fut
 
     def reject_request(self) -> bool:
@@ -235,24 +235,27 @@ class SendMessageProcessor(SendSupport):
             parse_half_message_inner(msg)
         store = self.store
         return self._put(msg, queue_id, store.put_message, store.put_message_then,
-                         store.async_put_message)
+                         store.async_put_message, single=msg)
 
     def _put(self, item: Any, queue_id: int, put: Callable, put_then: Callable,
-             async_put: Callable) -> Any:
+             async_put: Callable, single: Any = None) -> Any:
         """Store a message or a batch the way the role and flush mode allow: at
         once, through a loop callback (SYNC_FLUSH, or a DLedger quorum), or in
-        a coroutine that also waits for the slave (SYNC_MASTER)."""
+        a coroutine that also waits for the slave (SYNC_MASTER).  ``single``:
+        the message of a single send, whose answer may carry a recall handle
+        (5.3.3 gives none to batches and sends back)."""
         if self._put_is_immediate():
-            return self.put_result_response(put(item), queue_id)
+            return self.put_result_response(put(item), queue_id, single)
         sc = self.c.store_config
         if sc.brokerRole is not BrokerRole.SYNC_MASTER or self.c.message_store.commit_log.waits_for_quorum:
             # a DLedger leader's put waits for its quorum: a callback on the
             # (shared) quorum future, no task per message
-            return self._put_then(put_then, item, queue_id)
-        return self._put_async(async_put, item, queue_id)
+            return self._put_then(put_then, item, queue_id, single)
+        return self._put_async(async_put, item, queue_id, single)
 
-    async def _put_async(self, async_put: Callable, item: Any, queue_id: int) -> RemotingCommand:
-        return self.put_result_response(await async_put(item), queue_id)
+    async def _put_async(self, async_put: Callable, item: Any, queue_id: int,
+                         single: Any = None) -> RemotingCommand:
+        return self.put_result_response(await async_put(item), queue_id, single)
 
     def _retry_or_dlq(self, request: RemotingCommand, h: SendHeader, topic: str,
                       queue_id: int) -> Any:

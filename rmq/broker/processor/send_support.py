@@ -14,6 +14,7 @@ from typing import Any
 
 from rmq._fast import compiled
 from rmq.common import message as mc
+from rmq.common import timer as tm
 from rmq.common import topics as T
 from rmq.common.codes import ResponseCode
 from rmq.common.protocol.header import invalid_value
@@ -22,6 +23,7 @@ from rmq.remoting import Channel, RemotingCommand
 from rmq.remoting.command import RPC_RESPONSE
 from rmq.remoting.exceptions import RemotingCommandError
 from rmq.store import PutMessageResult, PutMessageStatus
+from rmq.store.timer.hook import parse_java_long
 
 RC = ResponseCode
 FAQ_SUFFIX = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
@@ -254,19 +256,24 @@ class SendSupport:
                              f"subscription group not exist, {group} {FAQ_SUFFIX}")
 
     # ---- store result -> response --------------------------------------------------
-    def put_result_response(self, result: PutMessageResult | None, queue_id: int
-                            ) -> RemotingCommand:
+    def put_result_response(self, result: PutMessageResult | None, queue_id: int,
+                            msg: Any = None) -> RemotingCommand:
         """``handlePutMessageResult``: the status decides the code; stored
-        statuses (OK and the three timeouts) carry msgId/queueId/queueOffset."""
+        statuses (OK and the three timeouts) carry msgId/queueId/queueOffset,
+        and ``recallHandle`` when ``msg`` (a single send's message, after the
+        put hooks) was parked by the timer wheel."""
         if result is None:
             return self.response(RC.SYSTEM_ERROR, "store putMessage return null")
         status = result.status
         code = _STORED_CODES.get(status)
         if code is not None and result.append_result is not None:
             ar = result.append_result
-            return self.response(code, None, {
-                "msgId": ar.msg_id, "queueId": str(queue_id),
-                "queueOffset": str(ar.logics_offset)})
+            fields = {"msgId": ar.msg_id, "queueId": str(queue_id),
+                      "queueOffset": str(ar.logics_offset)}
+            handle = None if msg is None else recall_handle(msg.properties, self.bc.brokerName)
+            if handle is not None:
+                fields["recallHandle"] = handle
+            return self.response(code, None, fields)
         return self.response(*self._failure(status, result.remark))
 
     def _failure(self, status: PutMessageStatus, remark: str = "") -> tuple[int, str]:
@@ -313,6 +320,21 @@ _STORED_CODES = {
 
 TIMER_STATUSES = (PutMessageStatus.WHEEL_TIMER_MSG_ILLEGAL, PutMessageStatus.WHEEL_TIMER_FLOW_CONTROL,
                    PutMessageStatus.WHEEL_TIMER_NOT_ENABLE)
+
+
+def recall_handle(props: dict[str, str], broker_name: str) -> str | None:
+    """``SendMessageProcessor.attachRecallHandle`` of 5.3.3: a stored message
+    the timer hook parked (TIMER_OUT_MS and REAL_TOPIC set, the real topic not
+    a retry topic) is recalled by topic, broker, slot time + 1 ms (its due time
+    lies within the slot) and unique key; None for any other message (also when
+    TIMER_OUT_MS is not a number, which 5.3.3 would fail on)."""
+    out_ms = parse_java_long(props.get(tm.PROPERTY_TIMER_OUT_MS))
+    real_topic = props.get(mc.PROPERTY_REAL_TOPIC)
+    if out_ms is None or real_topic is None or real_topic.startswith(T.RETRY_GROUP_TOPIC_PREFIX):
+        return None
+    uniq = props.get(mc.PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+    return tm.encode_recall_handle(real_topic, broker_name, out_ms + 1,
+                                   "null" if uniq is None else uniq)
 
 
 def timer_failure(status: PutMessageStatus, sc: Any) -> tuple[int, str]:

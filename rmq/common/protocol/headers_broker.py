@@ -37,6 +37,7 @@ class SendMessageResponseHeader(CommandHeader):
     queueId: int = field_required()
     queueOffset: int = field_required()
     transactionId: str | None = None
+    recallHandle: str | None = None  # 5.3.3: a send of a timer message
 
 
 @dataclass(slots=True)
@@ -168,6 +169,7 @@ class EndTransactionRequestHeader(CommandHeader):
     fromTransactionCheck: bool = False
     msgId: str = field_required()
     transactionId: str | None = None
+    recallHandle: str | None = None  # 5.3.3: a send of a timer message
     bname: str | None = None
 
 
@@ -177,6 +179,7 @@ class CheckTransactionStateRequestHeader(CommandHeader):
     commitLogOffset: int = field_required()
     msgId: str | None = None
     transactionId: str | None = None
+    recallHandle: str | None = None  # 5.3.3: a send of a timer message
     offsetMsgId: str | None = None
     bname: str | None = None
 
