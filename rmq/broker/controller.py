@@ -244,10 +244,11 @@ class BrokerController:
         self._tasks: list[ScheduledTask] = []
         self._background: set[asyncio.Task] = set()
         self._register_lock = asyncio.Lock()
-        # set once a whole topic table has gone to the name servers: before that
-        # a one-topic registration would reach a name server first and, carrying
-        # the data version the whole table then carries, make it skip the table
-        self._sent_whole_table = False
+        # set once a whole topic table has gone to the name servers: a one-topic
+        # registration waits for it, else it could reach a name server first and,
+        # carrying the data version the whole table then carries, make it skip
+        # the table
+        self._sent_whole_table = asyncio.Event()
         self._persist_lock = threading.Lock()
         self._started = False
         self._shutdown_started = False
@@ -699,20 +700,20 @@ class BrokerController:
             if not force and not await self.outer_api.need_register(
                     self.identity(), wrapper.dataVersion, timeout):
                 return
-            results = await self.outer_api.register_broker_all(
-                self.identity(), self.ha_server_addr(), wrapper, [], oneway, timeout,
-                self.broker_config.compressedRegister)
-            self._sent_whole_table = True
+            try:
+                results = await self.outer_api.register_broker_all(
+                    self.identity(), self.ha_server_addr(), wrapper, [], oneway, timeout,
+                    self.broker_config.compressedRegister)
+            finally:
+                self._sent_whole_table.set()
             if results:
                 await self._apply_register_result(results[0], check_order_config)
 
     async def register_increment_broker_data(self, tc: TopicConfig) -> None:
-        """Register just one changed topic (after UPDATE_AND_CREATE_TOPIC).
-        Before the start-up registration has sent the whole table this sends
-        nothing: that registration, built later, carries the topic."""
+        """Register just one changed topic (after UPDATE_AND_CREATE_TOPIC),
+        once the start-up registration has sent the whole table."""
+        await self._sent_whole_table.wait()
         async with self._register_lock:
-            if not self._sent_whole_table:
-                return
             dv = self.topic_config_manager.data_version
             wrapper = TopicConfigSerializeWrapper({tc.topicName: tc},
                                                   DataVersion(dv.timestamp, dv.counter))
