@@ -3,8 +3,8 @@ receive buffer, a whole read at a time.
 
 A producer's connection carries runs of SEND_MESSAGE(_V2) requests.  The
 general path turns each into a ``RemotingCommand``, runs it through the
-dispatcher, the send queue and the processor, stores it with ``put_single``
-and encodes a response command: a dozen Python calls and as many objects
+dispatcher, the send queue and the processor, stores it with
+``CommitLog.put_message`` and encodes a response command: a dozen Python calls and as many objects
 per message.  The lane takes the leading frames of a read that are plain
 sends -- a JSON or ROCKETMQ (binary) header, an existing ordinary topic,
 a valid queue, no transaction and no delay, ASCII properties, room in the
@@ -49,7 +49,12 @@ from rmq.remoting.command import RPC_ONEWAY, RPC_RESPONSE, RemotingCommand
 from rmq.remoting.exceptions import RemotingCommandError
 from rmq.store import BrokerRole, FlushDiskType
 from rmq.store.append_run import AppendRun, RunQueue
-from rmq.store.message_codec import fast_send_properties
+from rmq.store.message import wait_store_msg_ok
+from rmq.store.message_codec import (
+    fast_send_properties,
+    message_properties_to_string,
+    string_to_message_properties,
+)
 from rmq.store.results import PutMessageStatus
 from rmq.store.single_put import wait_flush
 
@@ -110,6 +115,7 @@ class SendLaneSupport:
         # long polling's held pulls (the pull processor is made before the lane)
         self.hold = getattr(self.c, "pull_request_hold_service", None)
         self._tails: dict[tuple[str, bool], bytes] = {}
+        self._batch_props: dict[str, tuple[bytes, bool]] = {}
         self.served = 0  # messages the lanes stored (GET_BROKER_RUNTIME_INFO rmqSendLaneServed)
 
     # ---- per read ------------------------------------------------------------------
@@ -176,8 +182,19 @@ class SendLaneSupport:
 
     def batch_properties(self, text: str) -> tuple[bytes, bool]:
         """A batch's property string as stored (the request's properties plus
-        CLUSTER, WAIT kept) and whether its sender waits for the flush."""
-        return self.processor._batch_properties(text or None)
+        CLUSTER, HashMap order, WAIT kept, as ``send_batch`` stores it) and
+        whether its sender waits for the flush; cached per request string
+        (senders repeat the same few)."""
+        out = self._batch_props.get(text)
+        if out is None:
+            props = string_to_message_properties(text or None)
+            props[mc.PROPERTY_CLUSTER] = self.processor.cluster
+            out = (message_properties_to_string(props).encode("utf-8"),
+                   wait_store_msg_ok(props.get(mc.PROPERTY_WAIT_STORE_MSG_OK)))
+            if len(self._batch_props) > 1000:
+                self._batch_props.clear()
+            self._batch_props[text] = out
+        return out
 
     def topic(self, topic: str) -> tuple[int, int, bool] | None:
         """(writeQueueNums, readQueueNums, MULTI_TAG filter) of an existing

@@ -1,8 +1,8 @@
 """The store's append session: one acquisition of the put locks for one or
 more plain appends written straight into the current files.
 
-The broker's quick paths -- the send lane (a whole read of sends), the
-single put and the batch put (one send each) -- store records when nothing
+The broker's send lane (a whole read of sends) and the store's single put
+(``put_single``, which the timer's delivery uses) store records when nothing
 unusual stands in the way, and do in one go what ``CommitLog.put_message``
 and the dispatch of the record would do.  ``CommitLog.open_run`` decides
 whether that may happen now (a plainly writable master store, the commit

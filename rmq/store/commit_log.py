@@ -364,48 +364,6 @@ class CommitLog:
             sys_flag |= mc.STOREHOSTADDRESS_V6_FLAG
         return sys_flag
 
-    def put_batch(self, topic: str, topic_b: bytes, queue_id: int, wire, batch_props: bytes,
-                  sys_flag: int, born_ts: int, born_host: bytes,
-                  reconsume: int) -> tuple[int, str, int, int] | None:
-        """The batch send fast path: store and dispatch a SEND_BATCH_MESSAGE body
-        in one ``append_batch`` call, or None with nothing done.
-
-        Taken when nothing unusual stands in the way (as ``put_single`` for
-        single sends): a writable master store without a transient store pool,
-        an existing consume queue whose current file has room for every entry,
-        the batch is the next thing to dispatch, it fits in the current
-        commit-log file, and the current index file (indexing on) has room.
-        Then it does what ``put_messages`` + ``do_reput`` would (queue offsets,
-        positions, checkpoint, stats, one arrival notification for the last
-        message, flush wake-up) and returns ``(first queue offset, message ids,
-        wrote offset, bytes)``.  ``batch_props`` is the batch-level property
-        string with CLUSTER, ``born_host`` the 8/20-byte host field.  Like
-        ``put_single`` it leaves out the ``begin_time_in_lock`` bracket: the
-        whole put runs on the loop's thread without blocking."""
-        store = self.store
-        cfg = self.config
-        run = self.open_run(cfg.messageIndexEnable)
-        if run is None:
-            return None
-        try:
-            q = run.queue(topic, queue_id)
-            r = None if q is None else run.append_batch(
-                q, wire, queue_id, self.fast_sys_flag(sys_flag, born_host), born_ts, born_host,
-                reconsume, topic_b, batch_props)
-            if r is None:
-                return None
-            run.publish_queue(q)
-        finally:
-            run.close()
-        count, ids = r
-        phy, total, now = run.file_from + run.start, run.wrote - run.start, run.store_ts
-        store.stats.on_put(topic, count, total, 0)
-        if store.message_arriving_listener is not None:
-            store._notify(topic, queue_id, q.qoff, q.tags, now, count, total)
-        if cfg.flushDiskType is FlushDiskType.ASYNC_FLUSH and not cfg.flushCommitLogTimed:
-            store.flush_service.wakeup()
-        return q.qoff - count, ids, phy, total
-
     def append_data(self, start_offset: int, data) -> bool:
         """HA slave: append replicated bytes at exactly ``start_offset``
         (records may arrive split across calls; files roll at file size)."""

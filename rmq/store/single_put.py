@@ -1,4 +1,4 @@
-"""The store half of the broker's single-send fast path.
+"""One ordinary message in its own append session (the timer's delivery).
 
 ``put_single`` stores one ordinary message (no transaction, no delay, not in
 SCHEDULE_TOPIC_XXXX) when nothing unusual stands in the way: a writable
@@ -70,7 +70,7 @@ def _append_single(buf, pos: int, limit: int, max_body: int, queue_id: int, flag
 def put_single(store: Any, topic: str, topic_b: bytes, queue_id: int, flag: int, body,
                keys: str | None, uniq: str | None, stored: str, tags_code: int, sys_flag: int,
                born_ts: int, born_host: bytes, reconsume: int) -> tuple[int, str, int, int] | None:
-    """Store one ordinary message on the fast path, or None (nothing done).
+    """Store one ordinary message in one append session, or None (nothing done).
 
     ``stored`` is the property string to store, ``keys`` and ``uniq`` its
     KEYS and UNIQ_KEY values (for the index; None when absent), ``born_host``

@@ -2,6 +2,11 @@
 CONSUMER_SEND_MSG_BACK as RocketMQ 4.9.8 answers them
 (../shared/spec/PROTOCOL.md 3.2.1-3.2.3 and 3.3.9, STORE_FORMAT.md 3.2 and 14).
 
+Plain sends are stored and answered by the send lane
+(``rmq.broker.send_lane``) straight from the receive buffer; what it declines
+(the lane off, transactions, delays and timers, retry topics, non-ASCII
+properties, a full file, ...) comes here, to the general path.
+
 Under ASYNC_FLUSH on a master the put completes on the spot, so the processor
 answers synchronously (no task per message); SYNC_FLUSH and SYNC_MASTER puts
 are awaited.  The processor also owns the ScheduleMessageService (delay
@@ -23,7 +28,6 @@ from rmq.broker.processor.send_support import (
     SendSupport,
     channel_host,
     parse_send_header,
-    parse_single,
     random_queue_id,
 )
 from rmq.broker.transaction.bridge import parse_half_message_inner
@@ -34,32 +38,24 @@ from rmq.common.codes import RequestCode, ResponseCode
 from rmq.common.message_id import create_message_id
 from rmq.common.topic_config import MULTI_TAG
 from rmq.remoting import Channel, RemotingCommand
-from rmq.remoting.command import RPC_RESPONSE
 from rmq.store import (
     BrokerRole,
     FlushDiskType,
     MessageExtBatch,
     MessageExtBrokerInner,
     PutMessageResult,
-    PutMessageStatus,
 )
-from rmq.store.message import wait_store_msg_ok
 from rmq.store.message_codec import (
-    fast_send_properties,
     message_properties_to_string,
     send_properties,
     string_to_message_properties,
 )
 from rmq.store.schedule import ScheduleMessageService
-from rmq.store.single_put import put_single, wait_flush
 
 R = RequestCode
 RC = ResponseCode
 _PROP_CLUSTER = mc.PROPERTY_CLUSTER
 _PROP_WAIT = mc.PROPERTY_WAIT_STORE_MSG_OK
-_RETRY_PREFIX = T.RETRY_GROUP_TOPIC_PREFIX
-_NOT_ALLOWED = T.NOT_ALLOWED_SEND_TOPICS
-_SINGLE_CODES = (R.SEND_MESSAGE_V2, R.SEND_MESSAGE)
 
 
 class SendMessageProcessor(SendSupport):
@@ -70,8 +66,6 @@ class SendMessageProcessor(SendSupport):
         self.schedule = ScheduleMessageService(controller)
         controller.schedule_message_service = self.schedule
         controller.services.append(self.schedule)
-        self._topic_bytes: dict[str, bytes] = {}
-        self._batch_props: dict[str | None, tuple[bytes, bool]] = {}
 
     def _put_is_immediate(self) -> bool:
         """ASYNC_FLUSH on a master (or slave, which refuses anyway) never waits.
@@ -79,11 +73,6 @@ class SendMessageProcessor(SendSupport):
         sc = self.c.store_config
         return sc.flushDiskType is not FlushDiskType.SYNC_FLUSH and \
             sc.brokerRole is not BrokerRole.SYNC_MASTER
-
-    def _fast_path(self) -> bool:
-        """Whether the compiled put paths may take a send: not when it must wait
-        for a slave or a quorum (SYNC_MASTER, which a DLedger leader is)."""
-        return self.c.store_config.brokerRole is not BrokerRole.SYNC_MASTER
 
     def _put_then(self, put, msg, queue_id: int, single: Any = None) -> Any:
         """SYNC_FLUSH on a master: the response now when the put failed, else a
@@ -106,15 +95,6 @@ class SendMessageProcessor(SendSupport):
 
     def process_request(self, channel: Channel, request: RemotingCommand) -> Any:
         code = request.code
-        if code in _SINGLE_CODES and self._fast_path():
-            response = self.send_fast(channel, request,
-                                      V2_KEYS if code == R.SEND_MESSAGE_V2 else V1_KEYS)
-            if response is not None:
-                return response
-        if code == R.SEND_BATCH_MESSAGE and self._fast_path():
-            response = self.send_batch_fast(channel, request)
-            if response is not None:
-                return response
         if code == R.CONSUMER_SEND_MSG_BACK:
             return self.consumer_send_msg_back(channel, request)
         keys = V1_KEYS if code == R.SEND_MESSAGE else V2_KEYS
@@ -124,80 +104,6 @@ class SendMessageProcessor(SendSupport):
         return self.send_message(channel, request, h)
 
     # ---- single message ---------------------------------------------------------
-    def _fast_target(self, topic: str, queue_id: int, sys_flag: int) -> tuple[int, int] | None:
-        """(queue id, sysFlag) a fast path stores to: an existing, writable,
-        ordinary topic (not a retry topic, not forbidden), no rolled-back
-        transaction bits, a valid queue (negative: a random one) and the
-        MULTI_TAGS bit of the topic; None sends the request the general way."""
-        bc = self.bc
-        tc = self.topics.table.get(topic)
-        if tc is None or bc.startAcceptSendRequestTimeStamp or \
-                not bc.brokerPermission & mc.PERM_WRITE or sys_flag & mc.TRANSACTION_ROLLBACK_TYPE \
-                or topic.startswith(_RETRY_PREFIX) or topic in _NOT_ALLOWED:
-            return None
-        if queue_id < 0:
-            queue_id = random_queue_id(tc.writeQueueNums)
-        elif queue_id >= tc.writeQueueNums and queue_id >= tc.readQueueNums:
-            return None
-        if tc.topicFilterType == MULTI_TAG:
-            sys_flag |= mc.MULTI_TAGS_FLAG
-        return queue_id, sys_flag
-
-    def send_fast(self, channel: Channel, request: RemotingCommand,
-                  keys: tuple[str, ...]) -> RemotingCommand | None:
-        """The common single send in as few calls as possible: an existing,
-        ordinary topic (not a retry topic, not forbidden), a valid queue, no
-        transaction and no delay, stored by ``put_single``.  None when anything
-        is unusual: nothing has been done and ``send_message`` handles it, with
-        the same stored bytes and the same answer for what the fast path takes.
-        Under SYNC_FLUSH (not SYNC_MASTER) a waiting sender gets a loop future
-        the group commit completes, as ``_put_then`` does."""
-        f = parse_single(request.ext_fields, keys)
-        if f is None:
-            return None
-        topic, queue_id, sys_flag, born_ts, flag, text, reconsume = f
-        target = self._fast_target(topic, queue_id, sys_flag)
-        if target is None:
-            return None
-        queue_id, sys_flag = target
-        stored, tags_code, wait, special, index_keys, uniq = fast_send_properties(
-            text, self.cluster)
-        if special:  # DELAY or TRAN_MSG
-            return None
-        if self.store.commit_log.multi.enabled and mc.PROPERTY_INNER_MULTI_DISPATCH in text:
-            return None  # extra queues: the general put records their offsets
-        topic_b = self._topic_bytes.get(topic) or self._encode_topic(topic)
-        store = self.store
-        r = put_single(store, topic, topic_b, queue_id, flag, request.body or b"", index_keys,
-                       uniq, stored, tags_code, sys_flag, born_ts,
-                       store.commit_log.host_field(channel_host(channel)), reconsume)
-        if r is None:
-            return None
-        return self._fast_response(queue_id, r, wait)
-
-    def _encode_topic(self, topic: str) -> bytes:
-        """The topic's UTF-8 bytes, cached for the fast paths (bounded)."""
-        if len(self._topic_bytes) > 10000:
-            self._topic_bytes.clear()
-        topic_b = self._topic_bytes[topic] = topic.encode("utf-8")
-        return topic_b
-
-    def _fast_response(self, queue_id: int, r: tuple, wait: bool) -> Any:
-        """The SUCCESS answer of a fast-path put ``r`` = (queue offset, msg
-        id(s), wrote offset, wrote bytes); under SYNC_FLUSH a waiting sender
-        gets a loop future the group commit completes."""
-        bc = self.bc
-        response = RemotingCommand(0, 0, 409, 0, RPC_RESPONSE, None, {
-            "msgId": r[1], "queueId": str(queue_id), "queueOffset": str(r[0]),
-            mc.PROPERTY_MSG_REGION: bc.regionId,
-            mc.PROPERTY_TRACE_SWITCH: "true" if bc.traceOn else "false"}, None, 0)
-        if self.c.store_config.flushDiskType is not FlushDiskType.SYNC_FLUSH:
-            return response
-        fut = asyncio.get_running_loop().create_future()
-        if wait_flush(self.store, r[2] + r[3], wait, (fut, response), _flushed):
-            return fut
-        return response
-
     def build_inner(self, channel: Channel, request: RemotingCommand, h: SendHeader,
                     topic: str, queue_id: int, sys_flag: int) -> MessageExtBrokerInner:
         """The message to store: request properties plus CLUSTER; WAIT kept in
@@ -275,49 +181,6 @@ class SendMessageProcessor(SendSupport):
         return topic, queue_id, tc
 
     # ---- batch ------------------------------------------------------------------
-    def send_batch_fast(self, channel: Channel, request: RemotingCommand) -> Any:
-        """The common batch send in one store call (``CommitLog.put_batch``): an
-        existing ordinary topic (not a retry topic, not forbidden), a valid
-        queue, no transaction, a V2 header of plain numbers.  None when anything
-        is unusual or the store declines: nothing has been done and
-        ``send_batch`` handles it, with the same stored bytes and the same
-        answer for what the fast path takes.  Under SYNC_FLUSH (not
-        SYNC_MASTER) a waiting sender gets a loop future the group commit
-        completes, as ``send_fast`` does."""
-        f = parse_single(request.ext_fields, V2_KEYS)
-        if f is None:
-            return None
-        topic, queue_id, sys_flag, born_ts, _flag, text, reconsume = f
-        target = self._fast_target(topic, queue_id, sys_flag) if len(topic) <= 127 else None
-        if target is None:
-            return None
-        queue_id, sys_flag = target
-        batch_props = self._batch_props.get(text)
-        if batch_props is None:
-            batch_props = self._batch_properties(text)
-        topic_b = self._topic_bytes.get(topic) or self._encode_topic(topic)
-        store = self.store
-        cl = store.commit_log
-        r = cl.put_batch(topic, topic_b, queue_id, request.body or b"", batch_props[0], sys_flag,
-                         born_ts, cl.host_field(channel_host(channel)), reconsume)
-        if r is None:
-            return None
-        return self._fast_response(queue_id, r, batch_props[1])
-
-    def _batch_properties(self, text: str | None) -> tuple[bytes, bool]:
-        """The batch-level property string as ``send_batch`` stores it (the
-        request's properties plus CLUSTER, HashMap order, WAIT kept) and
-        whether the sender waits for the flush; cached per request string
-        (senders repeat the same few)."""
-        props = string_to_message_properties(text)
-        props[_PROP_CLUSTER] = self.cluster
-        out = (message_properties_to_string(props).encode("utf-8"),
-               wait_store_msg_ok(props.get(_PROP_WAIT)))
-        if len(self._batch_props) > 1000:
-            self._batch_props.clear()
-        self._batch_props[text] = out
-        return out
-
     def send_batch(self, channel: Channel, request: RemotingCommand, h: SendHeader) -> Any:
         error, tc = self.pre_send(channel, h)
         if error is not None:
@@ -406,17 +269,6 @@ class SendMessageProcessor(SendSupport):
             return RemotingCommand.create_response(RC.SUCCESS)
         remark = result.status.name if result is not None else "putMessageResult is null"
         return RemotingCommand.create_response(RC.SYSTEM_ERROR, remark)
-
-
-def _flushed(token: tuple, status: PutMessageStatus) -> None:
-    """Group commit answer of a fast-path send: the response as built, or
-    FLUSH_DISK_TIMEOUT (the only other status a flush wait gives) with the
-    same fields, as ``put_result_response`` answers it."""
-    fut, response = token
-    if status is not PutMessageStatus.PUT_OK:
-        response.code = RC.FLUSH_DISK_TIMEOUT
-    if not fut.done():
-        fut.set_result(response)
 
 
 def _without_wait(props: dict[str, str]) -> str:
