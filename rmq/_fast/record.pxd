@@ -145,9 +145,42 @@ cdef inline int32_t utf16_hash(int32_t h, str s):
     return h
 
 
+cdef inline int32_t utf8_hash(int32_t h, const uint8_t *p, Py_ssize_t n) noexcept nogil:
+    """Java ``String.hashCode`` continued over the UTF-16 code units of the
+    well-formed UTF-8 ``p[:n]`` (checked by the caller); ``ascii_hash`` for
+    ASCII."""
+    cdef Py_ssize_t i = 0
+    cdef uint32_t cp
+    cdef uint8_t c
+    while i < n:
+        c = p[i]
+        if c < 0x80:
+            h = <int32_t>(<uint32_t>h * 31 + c)
+            i += 1
+            continue
+        if c < 0xE0:
+            cp = ((c & 0x1F) << 6) | (p[i + 1] & 0x3F)
+            i += 2
+        elif c < 0xF0:
+            cp = ((c & 0x0F) << 12) | ((p[i + 1] & 0x3F) << 6) | (p[i + 2] & 0x3F)
+            i += 3
+        else:
+            cp = ((c & 0x07) << 18) | ((p[i + 1] & 0x3F) << 12) | ((p[i + 2] & 0x3F) << 6) \
+                | (p[i + 3] & 0x3F)
+            i += 4
+        if cp > 0xFFFF:
+            cp -= 0x10000
+            h = <int32_t>(<uint32_t>h * 31 + (0xD800 + (cp >> 10)))
+            h = <int32_t>(<uint32_t>h * 31 + (0xDC00 + (cp & 0x3FF)))
+        else:
+            h = <int32_t>(<uint32_t>h * 31 + cp)
+    return h
+
+
 cdef inline int32_t index_key_hash(int32_t topic_hash, const uint8_t *key, Py_ssize_t n) noexcept nogil:
-    """Index slot hash of ``topic#key`` (STORE_FORMAT.md 7.2) from the topic's hash."""
-    cdef int32_t h = ascii_hash(<int32_t>(<uint32_t>topic_hash * 31 + 35), key, n)  # '#'
+    """Index slot hash of ``topic#key`` (STORE_FORMAT.md 7.2) from the topic's
+    hash; the key is well-formed UTF-8."""
+    cdef int32_t h = utf8_hash(<int32_t>(<uint32_t>topic_hash * 31 + 35), key, n)  # '#'
     if h == -2147483648:
         return 0
     return -h if h < 0 else h

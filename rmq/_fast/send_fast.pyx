@@ -26,7 +26,7 @@ Anything else goes to the twin itself.
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcmp, memcpy
-from rmq._fast.record cimport ascii_hash
+from rmq._fast.record cimport utf8_hash
 
 cdef extern from "Python.h":
     object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
@@ -155,6 +155,9 @@ cdef Py_ssize_t send_props(const char *p, Py_ssize_t n, const char *cluster, Py_
                 if count == MAX_SEGS:
                     return -1
                 q = p + start
+                for j in range(k):
+                    if <unsigned char>q[j] >= 0x80:
+                        return -1  # a non-ASCII key: its HashMap place is the general route's
                 if k == 4:
                     if memcmp(q, b"TAGS", 4) == 0:
                         tags_seg = count
@@ -210,7 +213,7 @@ cdef Py_ssize_t send_props(const char *p, Py_ssize_t n, const char *cluster, Py_
     r.tags_code = 0
     if tags_seg >= 0:
         q = p + starts[tags_seg] + 5
-        r.tags_code = ascii_hash(0, <const uint8_t *>q, slens[tags_seg] - 5)
+        r.tags_code = utf8_hash(0, <const uint8_t *>q, slens[tags_seg] - 5)
     r.wait = True
     if wait_seg >= 0:
         r.wait = _is_true(p + starts[wait_seg] + 5, slens[wait_seg] - 5)

@@ -399,7 +399,8 @@ cdef inline bint strict_int(Field* f, int64_t* out) noexcept nogil:
 cdef inline bint plain_text(Field* f, const uint8_t** p, Py_ssize_t* n) noexcept nogil:
     """The ASCII text of a value without escapes (a string or an integer)."""
     if f.kind == JV_STR:
-        if f.s.esc or f.s.wide:
+        # (``wide`` may be set for every string of a header with a byte >= 0x80)
+        if f.s.esc or (f.s.wide and not is_ascii(f.s.s, f.s.n)):
             return False
         p[0] = f.s.s
         n[0] = f.s.n
@@ -726,9 +727,9 @@ cdef class SendLane:
         return t
 
     cdef Py_ssize_t props_text(self, Field* f, Py_ssize_t extra) except -2:
-        """The properties' ASCII text, unescaped, at the start of the scratch
-        buffer (with ``extra`` bytes of room after it); its length, or -1 when
-        it is not ASCII or does not decode."""
+        """The properties' text, unescaped, at the start of the scratch buffer
+        (with ``extra`` bytes of room after it); its length, or -1 when it does
+        not decode or is not well-formed UTF-8 (the general path answers)."""
         cdef Py_ssize_t n = 0
         cdef bint wide = False
         cdef const uint8_t* text
@@ -742,7 +743,7 @@ cdef class SendLane:
                 n = f.s.n
                 memcpy(self.scratch, f.s.s, n)
                 wide = f.s.wide and not is_ascii(self.scratch, n)
-            return -1 if wide else n
+            return -1 if wide and not json_utf8_valid(self.scratch, n) else n
         if f.kind != 0:
             if not plain_text(f, &text, &n):
                 return -1

@@ -299,18 +299,30 @@ def _with_code(frames: bytes, code: int) -> bytes:
 
 # ---- the twin ----------------------------------------------------------------------------
 def _props(text: str, cluster: str) -> tuple | None:
-    """``fast_send_properties`` for the properties the lane takes: ASCII, at
-    most MAX_SEGS segments, no CLUSTER, no key twice; None otherwise."""
-    if not text.isascii():
+    """``fast_send_properties`` for the properties the lane takes: ASCII keys
+    (values may be any text that encodes to UTF-8), at most MAX_SEGS
+    segments, no CLUSTER, no key twice; None otherwise."""
+    if not text.isascii() and not _utf8_text(text):
         return None
     keys = []
     for seg in text.split("\x02"):
         idx = seg.find("\x01")
         if 0 < idx < len(seg) - 1:
             keys.append(seg[:idx])
-    if len(keys) > MAX_SEGS or "CLUSTER" in keys or len(set(keys)) != len(keys):
+    if len(keys) > MAX_SEGS or "CLUSTER" in keys or len(set(keys)) != len(keys) or \
+            not all(k.isascii() for k in keys):
         return None
     return fast_send_properties(text, cluster)
+
+
+def _utf8_text(text: str) -> bool:
+    """Text a Java client could have sent: it encodes to UTF-8 (no lone
+    surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _index_keys(keys: str | None, uniq: str | None) -> int:

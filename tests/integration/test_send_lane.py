@@ -2,7 +2,8 @@
 
 One stream of requests -- plain sends in both header spellings and several
 JSON shapes, batches, oneway sends, sends the lane must leave to the general path
-(transactional, unknown topic, bad queue, non-ASCII properties), the
+(transactional, unknown topic, bad queue, a non-ASCII property name; non-ASCII
+values are the lane's), the
 same with ROCKETMQ binary headers, and other requests between them -- is written in a few
 large writes to a real broker three times: with the compiled lane, with the
 twin lane (``RMQ_NO_EXTENSIONS=1``) and with the lane off
@@ -81,9 +82,14 @@ def _stream(seed: int) -> tuple[list[bytes], set[int]]:
         if roll < 0.03:
             kw["TRAN_MSG"] = "true"
         elif roll < 0.04:
-            kw["TAGS"] = "café"
+            kw["TAGS"] = "café"  # non-ASCII values: tagsCode over UTF-16 units
         elif roll < 0.05:
             kw["CLUSTER"] = "Mine"
+        elif roll < 0.07:
+            kw["TAGS"] = "标签\U0001F600"  # a code point past U+FFFF: a surrogate pair
+            kw["KEYS"] = f"键{i} ключ{i % 5} k{i}"  # index slots hashed the same way
+        elif roll < 0.075:
+            kw["名字"] = "值"  # a non-ASCII key: the general path places it
         items = list(kw.items())
         rnd.shuffle(items)
         props = _props(**dict(items))
@@ -274,3 +280,51 @@ async def test_lane_twin_and_general_path_store_and_answer_the_same(tmp_path, fl
         assert _records(store) == base[0], mode
         assert _queues(store) == base[1], mode
         assert _index(store, 1000, 4000) == base[2], mode
+
+
+def _lane_served(table_body: bytes) -> int:
+    return int(orjson.loads(table_body)["table"]["rmqSendLaneServed"])
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("twin", [False, True], ids=["compiled", "twin"])
+async def test_non_ascii_values_are_served_by_the_lane(tmp_path, twin):
+    """Tags and keys in Chinese, Cyrillic and past U+FFFF: the lane stores
+    them (every one counted in rmqSendLaneServed), a tag subscription finds
+    them by their tagsCode (Java's hashCode over UTF-16 units) and the index
+    by their keys."""
+    import time
+
+    from rmq.client.codec import decode_messages
+    from rmq.common.codes import ResponseCode
+    from rmq.testing.cluster import Cluster
+    from tests.integration.test_messaging_raw import props, pull, send
+
+    c = Cluster(tmp_path, env={"RMQ_NO_EXTENSIONS": "1"} if twin else None)
+    c.start_broker()
+    try:
+        await c.create_topic("Wide", 1)
+        first = props(TAGS="a", UNIQ_KEY="0" * 32)  # (makes the first index file)
+        assert (await send(c, "Wide", b"first", 0, first)).code == ResponseCode.SUCCESS
+        before = _lane_served((await c.call(R.GET_BROKER_RUNTIME_INFO)).body)
+        tags = ["标签\U0001F600", "café"]
+        for i in range(20):
+            kw = {"TAGS": tags[i % 2], "KEYS": f"键{i} ключ", "UNIQ_KEY": f"{i + 1:032X}"}
+            if i == 19:
+                kw["名"] = "x"
+            r = await send(c, "Wide", b"w%d" % i, 0, props(**kw))
+            assert r.code == ResponseCode.SUCCESS, r.remark
+        after = _lane_served((await c.call(R.GET_BROKER_RUNTIME_INFO)).body)
+        assert after - before == 19  # the last one has a non-ASCII key: the general path
+        p = await pull(c, "Wide", 0, 0, sub=tags[0])
+        assert [m.body for m in decode_messages(p.body)] == [b"w%d" % i for i in range(0, 20, 2)]
+        assert all(m.properties["TAGS"] == tags[0] for m in decode_messages(p.body))
+        now = int(time.time() * 1000) + 60_000
+        qh = {"topic": "Wide", "maxNum": "32", "beginTimestamp": "0", "endTimestamp": str(now)}
+        r = await c.call(R.QUERY_MESSAGE, {**qh, "key": "键7"})
+        assert [m.body for m in decode_messages(r.body)] == [b"w7"]
+        r = await c.call(R.QUERY_MESSAGE, {**qh, "key": "ключ"})
+        assert sorted(m.body for m in decode_messages(r.body)) == \
+            sorted(b"w%d" % i for i in range(20))
+    finally:
+        await c.close()
