@@ -129,6 +129,16 @@ cdef inline int32_t ascii_hash(int32_t h, const uint8_t *p, Py_ssize_t n) noexce
     return h
 
 
+cdef inline int32_t code_point_hash(int32_t h, uint32_t cp) noexcept nogil:
+    """Java ``String.hashCode`` continued over one code point's UTF-16 code
+    units (past U+FFFF: its surrogate pair)."""
+    if cp > 0xFFFF:
+        cp -= 0x10000
+        h = <int32_t>(<uint32_t>h * 31 + (0xD800 + (cp >> 10)))
+        return <int32_t>(<uint32_t>h * 31 + (0xDC00 + (cp & 0x3FF)))
+    return <int32_t>(<uint32_t>h * 31 + cp)
+
+
 cdef inline int32_t utf16_hash(int32_t h, str s):
     """Java ``String.hashCode`` continued over ``s``'s UTF-16 code units (a
     code point past U+FFFF counts as its surrogate pair)."""
@@ -136,12 +146,7 @@ cdef inline int32_t utf16_hash(int32_t h, str s):
     cdef uint32_t cp
     for ch in s:
         cp = ch
-        if cp > 0xFFFF:
-            cp -= 0x10000
-            h = <int32_t>(<uint32_t>h * 31 + (0xD800 + (cp >> 10)))
-            h = <int32_t>(<uint32_t>h * 31 + (0xDC00 + (cp & 0x3FF)))
-        else:
-            h = <int32_t>(<uint32_t>h * 31 + cp)
+        h = code_point_hash(h, cp)
     return h
 
 
@@ -168,12 +173,7 @@ cdef inline int32_t utf8_hash(int32_t h, const uint8_t *p, Py_ssize_t n) noexcep
             cp = ((c & 0x07) << 18) | ((p[i + 1] & 0x3F) << 12) | ((p[i + 2] & 0x3F) << 6) \
                 | (p[i + 3] & 0x3F)
             i += 4
-        if cp > 0xFFFF:
-            cp -= 0x10000
-            h = <int32_t>(<uint32_t>h * 31 + (0xD800 + (cp >> 10)))
-            h = <int32_t>(<uint32_t>h * 31 + (0xDC00 + (cp & 0x3FF)))
-        else:
-            h = <int32_t>(<uint32_t>h * 31 + cp)
+        h = code_point_hash(h, cp)
     return h
 
 
