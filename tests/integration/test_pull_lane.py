@@ -30,6 +30,7 @@ from rmq.client.message import Message
 from rmq.common.codes import RequestCode
 from rmq.remoting.command import RemotingCommand
 from rmq.testing.cluster import broker_conf
+from rmq.testing.frames import FrameCollector
 from rmq.testing.procs import RmqProcess, free_port
 from rmq.testing.store import BORNHOST_V6_FLAG, MESSAGE_MAGIC
 
@@ -143,36 +144,7 @@ def _pulls(max_offsets: list[int]) -> tuple[list[bytes], int]:
     return frames, len(frames)
 
 
-class _Reader(asyncio.Protocol):
-    def __init__(self) -> None:
-        self.buf = bytearray()
-        self.frames: dict[int, bytes] = {}
-        self.want = 0
-        self.done: asyncio.Future | None = None
-
-    def expect(self, n: int) -> asyncio.Future:
-        self.want = len(self.frames) + n
-        self.done = asyncio.get_running_loop().create_future()
-        return self.done
-
-    def data_received(self, data: bytes) -> None:
-        self.buf += data
-        while len(self.buf) >= 4:
-            n = int.from_bytes(self.buf[:4], "big")
-            if len(self.buf) < 4 + n:
-                break
-            frame = bytes(self.buf[:4 + n])
-            del self.buf[:4 + n]
-            self.frames[RemotingCommand.decode(frame[4:]).opaque] = frame
-            if len(self.frames) >= self.want and self.done and not self.done.done():
-                self.done.set_result(None)
-
-    def connection_lost(self, exc) -> None:
-        if self.done and not self.done.done():
-            self.done.set_exception(ConnectionError(f"closed: {exc}"))
-
-
-async def _call(transport, reader: _Reader, code: int, ext: dict | None, opaque: int):
+async def _call(transport, reader: FrameCollector, code: int, ext: dict | None, opaque: int):
     done = reader.expect(1)
     transport.write(_frame(code, ext, None, opaque))
     await asyncio.wait_for(done, 10)
@@ -190,7 +162,7 @@ async def _run(tmp: Path, port: int, mode: str) -> tuple[dict, dict]:
     proc.start(wait_for_port=port)
     try:
         loop = asyncio.get_running_loop()
-        reader = _Reader()
+        reader = FrameCollector()
         transport, _ = await loop.create_connection(lambda: reader, "127.0.0.1", port)
         created = await _call(transport, reader, R.UPDATE_AND_CREATE_TOPIC, {
             "topic": TOPIC, "defaultTopic": "TBW102", "readQueueNums": str(QUEUES),

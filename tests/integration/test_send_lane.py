@@ -32,6 +32,7 @@ from rmq.common.codes import RequestCode
 from rmq.remoting.command import RemotingCommand
 from rmq.store.index import index_file_size
 from rmq.testing.cluster import broker_conf
+from rmq.testing.frames import FrameCollector
 from rmq.testing.procs import RmqProcess, free_port
 from rmq.testing.store import BORNHOST_V6_FLAG, MESSAGE_MAGIC
 from rmq.testing.wait import wait_until
@@ -138,31 +139,6 @@ def _stream(seed: int) -> tuple[list[bytes], set[int]]:
     return frames, oneway
 
 
-class _Reader(asyncio.Protocol):
-    def __init__(self, want: int) -> None:
-        self.buf = bytearray()
-        self.frames: dict[int, bytes] = {}
-        self.want = want
-        self.done = asyncio.get_running_loop().create_future()
-
-    def data_received(self, data: bytes) -> None:
-        self.buf += data
-        while len(self.buf) >= 4:
-            n = int.from_bytes(self.buf[:4], "big")
-            if len(self.buf) < 4 + n:
-                break
-            frame = bytes(self.buf[:4 + n])
-            del self.buf[:4 + n]
-            opaque = RemotingCommand.decode(frame[4:]).opaque
-            self.frames[opaque] = frame
-            if len(self.frames) >= self.want and not self.done.done():
-                self.done.set_result(None)
-
-    def connection_lost(self, exc) -> None:
-        if not self.done.done():
-            self.done.set_exception(ConnectionError(f"closed: {exc}"))
-
-
 async def _run(tmp: Path, port: int, mode: str, frames: list[bytes], want: int,
                extra: str) -> tuple[dict, Path, int]:
     store = tmp / mode
@@ -179,20 +155,20 @@ async def _run(tmp: Path, port: int, mode: str, frames: list[bytes], want: int,
             "topic": TOPIC, "defaultTopic": "TBW102", "readQueueNums": "4",
             "writeQueueNums": "4", "perm": "6", "topicFilterType": "SINGLE_TAG"})
         admin.opaque = 0
-        reader = _Reader(want + 1)
+        reader = FrameCollector()
+        done = reader.expect(want + 1)
         transport, _ = await loop.create_connection(lambda: reader, "127.0.0.1", port)
         transport.write(admin.encode())
         await wait_until(lambda: 0 in reader.frames, 10, 0.01, "the topic created")
         for i in range(0, len(frames), 200):  # a few large writes: runs of frames per read
             transport.write(b"".join(frames[i:i + 200]))
             await asyncio.sleep(0.05)
-        await asyncio.wait_for(reader.done, 60)
+        await asyncio.wait_for(done, 60)
         info = RemotingCommand.create_request(R.GET_BROKER_RUNTIME_INFO)
         info.opaque = 10**9
-        reader.want += 1
-        reader.done = loop.create_future()
+        done = reader.expect(1)
         transport.write(info.encode())
-        await asyncio.wait_for(reader.done, 10)
+        await asyncio.wait_for(done, 10)
         table = orjson.loads(RemotingCommand.decode(reader.frames.pop(10**9)[4:]).body)["table"]
         served = int(table["rmqSendLaneServed"])
         # the put statistics: messages, bytes, and puts (a batch is one) by latency bucket
