@@ -355,19 +355,12 @@ def _append_sync(sync, mf, data, state) -> None:
 
 
 def send_items() -> list[Item]:
-    from rmq.broker.processor import send_support as ss
     from rmq.common.message_id import socket_address_bytes
     from rmq.store import message_codec as codec
     from rmq.store import single_put as sp
     from rmq.store.results import msg_id_host_hex
 
     items = []
-
-    def parse(f, n):
-        return Timed("f(ext, keys)", {"f": f, "ext": V2_EXT, "keys": ss.V2_KEYS})
-
-    items.append(Item("send_parse_single", "send_fast parse_single", "SEND_MESSAGE_V2 ext fields",
-                      *_pair(ss._parse_single, _fn("send_fast", "parse_single"), parse)))
 
     def props(f, n):
         return Timed("f(text, 'DefaultCluster')", {"f": f, "text": V2_EXT["i"]})

@@ -1,8 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""Compiled twins of ``_fast_send_properties`` in rmq/store/message_codec.py
-and of ``_parse_single`` in rmq/broker/processor/send_support.py (the header
-fields of the single-send fast path: plain ASCII numbers read with a C loop,
-anything else left to the general header parser).
+"""Compiled twin of ``_fast_send_properties`` in rmq/store/message_codec.py,
+and the property scan (``send_props``) the compiled send lane cimports.
 
 ``fast_send_properties`` turns a SEND_MESSAGE(_V2) request's property string
 into what the single-send fast path needs, without building the property
@@ -253,36 +251,3 @@ def fast_send_properties(text, cluster):
     keys = None if r.keys_at < 0 else _ascii(p + r.keys_at, r.keys_len)
     uniq = None if r.uniq_at < 0 else _ascii(p + r.uniq_at, r.uniq_len)
     return stored, r.tags_code, r.wait, r.special, keys, uniq
-
-
-cdef inline bint _strict_int(object text, long long *out) noexcept:
-    """An ASCII ``-?[0-9]{1,18}`` str into ``out``; False for anything else."""
-    if type(text) is not str or not PyUnicode_IS_ASCII(text):
-        return False
-    return ascii_int(<const char *>PyUnicode_DATA(text), PyUnicode_GET_LENGTH(text),
-                     <int64_t *>out)
-
-
-def parse_single(ext, tuple keys):
-    """Twin of ``_parse_single`` in rmq/broker/processor/send_support.py."""
-    if type(ext) is not dict or len(keys) < 10:
-        return None
-    cdef dict d = <dict>ext
-    topic = d.get(keys[1])
-    if type(topic) is not str or d.get(keys[0]) is None or d.get(keys[2]) is None:
-        return None
-    cdef long long nums[5]
-    cdef int i
-    for i in range(5):
-        if not _strict_int(d.get(keys[3 + i]), &nums[i]):
-            return None
-        if i != 3 and not java_int(nums[i]):
-            return None
-    props = d.get(keys[8])
-    if props is not None and type(props) is not str:
-        return None
-    rt = d.get(keys[9])
-    cdef long long reconsume = 0
-    if rt is not None and (not _strict_int(rt, &reconsume) or not java_int(reconsume)):
-        return None
-    return topic, nums[1], nums[2], nums[3], nums[4], props, reconsume

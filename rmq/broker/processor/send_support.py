@@ -12,7 +12,6 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from rmq._fast import compiled
 from rmq.common import message as mc
 from rmq.common import timer as tm
 from rmq.common import topics as T
@@ -123,7 +122,8 @@ def _parse_single(ext: dict[str, str] | None, keys: tuple[str, ...]) -> tuple | 
     (a field missing, not a plain number, or an int field outside Java's
     int range): ``(topic, queueId, sysFlag,
     bornTimestamp, flag, properties, reconsumeTimes)``, reconsumeTimes 0
-    when absent.  The compiled twin is ``rmq._fast.send_fast.parse_single``."""
+    when absent.  (The compiled send lane reads the same fields from the
+    frame's bytes.)"""
     if type(ext) is not dict:
         return None
     get = ext.get
@@ -304,11 +304,6 @@ class SendSupport:
             return timer_failure(status, self.c.store_config)
         return RC.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"
 
-
-parse_single = _parse_single
-_c = compiled("send_fast")
-if _c is not None:
-    parse_single = _c.parse_single
 
 _STORED_CODES = {
     PutMessageStatus.PUT_OK: RC.SUCCESS,
