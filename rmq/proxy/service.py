@@ -168,6 +168,7 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
     async def NotifyClientTermination(self, request, context):
         async def run(s: ClientSession):
             await self.clients.terminate(s)
+            self.consumer.renewals.clear(s.client_id)
             return spb.NotifyClientTerminationResponse(status=status(Code.OK))
         return await self._unary(context, spb.NotifyClientTerminationResponse, run)
 
@@ -291,6 +292,7 @@ class ProxyService:
         self.server: grpc.aio.Server | None = None
         self.servicer: MessagingServicer | None = None
         self._sweeper: asyncio.Task | None = None
+        self._renewer: asyncio.Task | None = None
         self.splitter: PortSplitter | None = None
         self._socket_dir: str | None = None
 
@@ -317,6 +319,8 @@ class ProxyService:
         await server.start()
         self.server = server
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
+        self._renewer = asyncio.get_running_loop().create_task(
+            self.servicer.consumer.renewals.run())
         log.info("gRPC MessagingService listening on port %d (tls.server.mode %s)", self.port,
                  tls.serverMode.value)
 
@@ -363,7 +367,11 @@ class ProxyService:
         if self._sweeper is not None:
             self._sweeper.cancel()
             self._sweeper = None
+        if self._renewer is not None:
+            self._renewer.cancel()
+            self._renewer = None
         if self.servicer is not None:
+            await self.servicer.consumer.renewals.close()
             self.servicer.clients.close()
         if self.splitter is not None:
             await self.splitter.close()
