@@ -146,6 +146,14 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
         self.latency.record(name, Code.Name(code).lower(), name in LONG_POLLING_RPCS, SUCCESS,
                             int((perf_counter() - start) * 1000))
 
+    def _record_command(self, start: float, code: int) -> None:
+        """One row of rocketmq_rpc_latency per command a client writes on its
+        Telemetry stream (the stream itself lasts as long as the client):
+        request code ``telemetry``, the status of the answer."""
+        if self.latency is not None:
+            self.latency.record("telemetry", Code.Name(code).lower(), False, SUCCESS,
+                                int((perf_counter() - start) * 1000))
+
     # ---- RPCs ----------------------------------------------------------------------------
     async def QueryRoute(self, request, context):
         return await self._unary(context, spb.QueryRouteResponse,
@@ -239,9 +247,11 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
                         context) -> AsyncIterator[spb.TelemetryCommand]:
         """Settings in, merged settings out; the broker's requests to the
         client (transaction checks) are written to the stream as they come."""
+        start = perf_counter()
         try:
             session = self._session(context)
         except ProxyError as exc:
+            self._record_command(start, exc.code)
             yield spb.TelemetryCommand(status=status(exc.code, exc.message))
             return
         outbox: asyncio.Queue = asyncio.Queue()
@@ -265,7 +275,10 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
         try:
             async for command in request_iterator:
                 if command.HasField("settings"):
-                    outbox.put_nowait(await self._settings_answer(session, command.settings))
+                    start = perf_counter()
+                    answer = await self._settings_answer(session, command.settings)
+                    self._record_command(start, answer.status.code)
+                    outbox.put_nowait(answer)
         except asyncio.CancelledError:
             raise
         except Exception:  # noqa: BLE001 - a broken stream ends the stream, nothing else
