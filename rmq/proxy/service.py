@@ -23,6 +23,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from time import perf_counter
+from types import CoroutineType
 from typing import Any
 
 import grpc
@@ -104,15 +105,26 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
         return peer_address(context)
 
     def _session(self, context: grpc.aio.ServicerContext) -> ClientSession:
-        meta = dict(context.invocation_metadata() or ())
-        client_id = str(meta.get(CLIENT_ID, "")).strip()
+        """The caller's session; the peer address and language are read only
+        for a client not seen before (every call pays for this)."""
+        metadata = context.invocation_metadata() or ()
+        client_id = ""
+        for key, value in metadata:
+            if key == CLIENT_ID:
+                client_id = str(value).strip()
+                break
         if not client_id:
             raise ProxyError(Code.CLIENT_ID_REQUIRED, "client id cannot be empty")
-        session = self.clients.session(client_id, self._peer(context),
-                                       language_code(str(meta.get(LANGUAGE, ""))))
+        session = self.clients.sessions.get(client_id)
+        if session is None:
+            meta = dict(metadata)
+            session = self.clients.session(client_id, self._peer(context),
+                                           language_code(str(meta.get(LANGUAGE, ""))))
+        else:
+            session.channel.last_active = time.monotonic()
         validator = self.c.access_validator
         if validator is not None:
-            credentials = authenticate(validator.manager, meta)
+            credentials = authenticate(validator.manager, dict(metadata))
             if credentials is None:
                 session.channel.attrs.pop(CREDENTIALS, None)
             else:
@@ -124,7 +136,7 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
         start = perf_counter()
         try:
             result = run(self._session(context))
-            if asyncio.iscoroutine(result):
+            if type(result) is CoroutineType:
                 result = await result
         except ProxyError as exc:
             result = response_type(status=status(exc.code, exc.message))
