@@ -15,7 +15,6 @@ import subprocess
 import time
 from pathlib import Path
 
-import orjson
 import pytest
 
 from rmq.client.codec import decode_messages
@@ -24,6 +23,7 @@ from rmq.common import fastjson
 from rmq.common.codes import RequestCode as R
 from rmq.common.codes import ResponseCode
 from tests.integration.test_messaging_raw import props
+from tests.integration.test_pop import create_group
 from tests.integration.test_rmq5_producer import TOPIC, cluster, rmq5_cluster  # noqa: F401
 from tests.integration.test_rmq5_restart import Lines
 
@@ -53,17 +53,6 @@ async def send(c, body: str, qid: int = 0) -> None:
     ext = send_header_v2("pg", TOPIC, "TBW102", 4, qid, 0, int(time.time() * 1000), 0,
                          props(TAGS="TagP", KEYS="kp", WAIT="true"), False, "broker-a")
     r = await c.call(R.SEND_MESSAGE_V2, ext, body.encode())
-    assert r.code == ResponseCode.SUCCESS, r.remark
-
-
-async def create_group(c, group: str, orderly: bool, retry_max: int) -> None:
-    body = orjson.dumps({"groupName": group, "consumeEnable": True, "consumeFromMinEnable": True,
-                         "consumeBroadcastEnable": True, "consumeMessageOrderly": orderly,
-                         "retryQueueNums": 1, "retryMaxTimes": retry_max, "brokerId": 0,
-                         "whichBrokerWhenConsumeSlowly": 1,
-                         "notifyConsumerIdsChangedEnable": True, "groupSysFlag": 0,
-                         "consumeTimeoutMinute": 15, "attributes": {}})
-    r = await c.call(R.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, body)
     assert r.code == ResponseCode.SUCCESS, r.remark
 
 

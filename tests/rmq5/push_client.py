@@ -11,27 +11,12 @@ always; one starting with ``slow`` takes ``RMQ5_SLOW_S`` seconds (default 10);
 it consumes everything else.
 """
 
-import json
 import os
 import sys
-import threading
 import time
 
-from rocketmq import (
-    ClientConfiguration,
-    ConsumeResult,
-    Credentials,
-    FilterExpression,
-    MessageListener,
-    PushConsumer,
-)
-
-_lock = threading.Lock()
-
-
-def out(**kw):
-    with _lock:
-        print(json.dumps(kw), flush=True)
+from driver import configuration, out, run
+from rocketmq import ConsumeResult, FilterExpression, MessageListener, PushConsumer
 
 
 class Listener(MessageListener):
@@ -60,17 +45,14 @@ class AckReportingPushConsumer(PushConsumer):
 
 def main():
     endpoint, topic, group, seconds = sys.argv[1:5]
-    consumer = AckReportingPushConsumer(ClientConfiguration(endpoint, Credentials()), group, Listener(),
-                            {topic: FilterExpression("*")})
-    try:
-        consumer.startup()
+    consumer = AckReportingPushConsumer(configuration(endpoint), group, Listener(),
+                                        {topic: FilterExpression("*")})
+
+    def scenario():
         out(started=True)
         time.sleep(float(seconds))
-        out(done=True)
-    except Exception as exc:  # the client's exception is the result under test
-        out(error={"type": type(exc).__name__, "text": str(exc)})
-    finally:
-        consumer.shutdown()
+
+    run(consumer, scenario)
 
 
 if __name__ == "__main__":
