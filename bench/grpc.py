@@ -24,7 +24,8 @@ default, pipes the gRPC port through the first-byte splitter of
 ``rmq.proxy.tls``; ``disabled`` lets grpcio own the port).
 
     .venv/bin/python -m bench.grpc [--messages 20000] [--size 256] [--inflight 16]
-        [--tls-mode permissive|disabled] [--official] [--twin] [--json]
+        [--tls-mode permissive|disabled] [--official] [--twin] [--grpc-only]
+        [--broker-env KEY=VALUE ...] [--spy PREFIX] [--json]
 """
 
 from __future__ import annotations
@@ -38,23 +39,12 @@ import uuid
 
 from bench.cluster import Cluster, create_topic
 from bench.cpu import cpu_seconds
-from bench.modes import ROOT, mode_env
+from bench.measured import measure, start_cluster
+from bench.modes import ROOT
 from rmq.testing.procs import free_port, wait_port
 
 QUEUES = 8
 GROUP = "bench_grpc"
-
-
-async def measure(c: Cluster, what: str, run) -> dict:
-    """Run ``run()`` (it answers (messages, seconds taken)) and the broker's CPU meanwhile."""
-    pid = c.broker.proc.pid
-    cpu0 = cpu_seconds(pid)
-    msgs, elapsed, cpu_at_end = await run(lambda: cpu_seconds(pid))
-    out = {"path": what, "msgs": msgs, "seconds": round(elapsed, 2),
-           "msgs_per_s": round(msgs / elapsed),
-           "broker_cpu_us_per_msg": round((cpu_at_end - cpu0) / max(msgs, 1) * 1e6, 1)}
-    print(json.dumps(out), flush=True)
-    return out
 
 
 async def until_done(n: int, worker, inflight: int, cpu) -> tuple[int, float, float]:
@@ -264,24 +254,26 @@ async def official(c: Cluster, port: int, what: str, topic: str, n: int, size: i
 
 async def main(args: argparse.Namespace) -> dict:
     port = free_port()
-    env = {**mode_env("twin" if args.twin else "compiled"), "tls.server.mode": args.tls_mode}
-    c = Cluster(env=env, broker_conf={"grpcServerPort": str(port),
-                                      "flushConsumerOffsetInterval": "5000"}).start()
+    env = {"tls.server.mode": args.tls_mode}
+    env.update(kv.split("=", 1) for kv in args.broker_env)
+    c = start_cluster(args.twin, {"grpcServerPort": str(port)}, env=env)
     try:
         wait_port(port, timeout=20)
         for topic in ("BenchRemoting", "BenchGrpc", "BenchOfficial"):
             await create_topic(c.broker_addr, c.namesrv_addr, topic, QUEUES)
         n, size, k = args.messages, args.size, args.inflight
-        results = [
-            await measure(c, "remoting send", lambda cpu: remoting_send(
-                c, "BenchRemoting", n, size, k, cpu)),
-            await measure(c, "gRPC send", lambda cpu: grpc_send(c, port, "BenchGrpc", n, size,
-                                                                k, cpu)),
-            await measure(c, "remoting pop+ack", lambda cpu: remoting_pop_ack(
-                c, "BenchRemoting", n, k, cpu)),
-            await measure(c, "gRPC receive+ack", lambda cpu: grpc_receive_ack(
-                c, port, "BenchGrpc", n, k, cpu)),
-        ]
+        paths = {
+            "remoting send": lambda cpu: remoting_send(c, "BenchRemoting", n, size, k, cpu),
+            "gRPC send": lambda cpu: grpc_send(c, port, "BenchGrpc", n, size, k, cpu),
+            "remoting pop+ack": lambda cpu: remoting_pop_ack(c, "BenchRemoting", n, k, cpu),
+            "gRPC receive+ack": lambda cpu: grpc_receive_ack(c, port, "BenchGrpc", n, k, cpu),
+        }
+        results = []
+        for i, (what, run) in enumerate(paths.items()):
+            if args.grpc_only and not what.startswith("gRPC"):
+                continue
+            spy = f"{args.spy}.{i}" if args.spy else None
+            results.append(await measure(c, what, run, spy))
         if args.official:
             results.append(await official(c, port, "send", "BenchOfficial", n, size, k))
             results.append(await official(c, port, "receive", "BenchOfficial", n, size, k))
@@ -289,8 +281,8 @@ async def main(args: argparse.Namespace) -> dict:
         c.stop()
     by = {r["path"]: r["broker_cpu_us_per_msg"] for r in results}
     return {"results": results, "tls_mode": args.tls_mode,
-            "send_cpu_ratio": _ratio(by["gRPC send"], by["remoting send"]),
-            "receive_cpu_ratio": _ratio(by["gRPC receive+ack"], by["remoting pop+ack"])}
+            "send_cpu_ratio": _ratio(by["gRPC send"], by.get("remoting send", 0)),
+            "receive_cpu_ratio": _ratio(by["gRPC receive+ack"], by.get("remoting pop+ack", 0))}
 
 
 def _ratio(a: float, b: float) -> float | None:
@@ -306,6 +298,11 @@ if __name__ == "__main__":
     ap.add_argument("--official", action="store_true",
                     help="also through the official Python client (.venv-rmq5)")
     ap.add_argument("--twin", action="store_true")
+    ap.add_argument("--grpc-only", action="store_true", help="skip the remoting paths")
+    ap.add_argument("--broker-env", action="append", default=[], metavar="KEY=VALUE",
+                    help="environment of the broker (GRPC_POLL_STRATEGY=poll, ...)")
+    ap.add_argument("--spy", metavar="PREFIX",
+                    help="py-spy's collapsed stacks of the broker per path, to PREFIX.<n>")
     ap.add_argument("--json", action="store_true")
     result = asyncio.run(main(ap.parse_args()))
     print(json.dumps(result) if "--json" in sys.argv else

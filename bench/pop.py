@@ -26,8 +26,7 @@ import sys
 import time
 
 from bench.cluster import Cluster, create_topic
-from bench.cpu import cpu_seconds
-from bench.modes import mode_env
+from bench.measured import measure, start_cluster
 
 TOPIC = "BenchPop"
 QUEUES = 8
@@ -162,42 +161,18 @@ async def redelivery_lateness(c: Cluster, rounds: int) -> dict:
             "late_ms_median": round(late[len(late) // 2], 1), "late_ms_max": round(late[-1], 1)}
 
 
-async def measure(c: Cluster, what: str, run, spy: str | None = None) -> dict:
-    import subprocess
-
-    pid = c.broker.proc.pid
-    recorder = None
-    if spy:  # py-spy's collapsed stacks of the broker while this path runs
-        recorder = subprocess.Popen(["py-spy", "record", "-p", str(pid), "-f", "raw", "-o", spy,
-                                     "-r", "200", "--nonblocking"],
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        await asyncio.sleep(1)
-    cpu0, t0 = cpu_seconds(pid), time.perf_counter()
-    msgs = await run()
-    if recorder is not None:
-        recorder.send_signal(2)
-        recorder.wait(30)
-    elapsed = time.perf_counter() - t0
-    cpu = cpu_seconds(pid) - cpu0
-    out = {"path": what, "msgs": msgs, "seconds": round(elapsed, 2),
-           "msgs_per_s": round(msgs / elapsed), "broker_cpu_us_per_msg":
-           round(cpu / max(msgs, 1) * 1e6, 1)}
-    print(json.dumps(out), flush=True)
-    return out
-
-
 async def main(args: argparse.Namespace) -> dict:
-    conf = {"flushConsumerOffsetInterval": "5000"}
+    conf = {}
     if args.no_pull_lane:  # pulls through the processor table, as pops are served
         conf["rmqPullLaneEnable"] = "false"
-    c = Cluster(env=mode_env("twin" if args.twin else "compiled"), broker_conf=conf).start()
+    c = start_cluster(args.twin, conf)
     try:
         await create_topic(c.broker_addr, c.namesrv_addr, TOPIC, QUEUES)
         await fill(c, args.messages, args.size)
         await asyncio.sleep(1)  # everything dispatched
-        pull = await measure(c, "pull", lambda: pull_all(c, args.messages, args.inflight))
+        pull = await measure(c, "pull", lambda cpu: pull_all(c, args.messages, args.inflight))
         pop = await measure(c, f"pop+{args.ack}-ack",
-                            lambda: pop_all(c, args.messages, args.inflight, args.ack),
+                            lambda cpu: pop_all(c, args.messages, args.inflight, args.ack),
                             args.spy)
         revive = await redelivery_lateness(c, args.revive_rounds)
         print(json.dumps(revive), flush=True)

@@ -210,6 +210,20 @@ class BrokerConfig:
     grpcServerPort: int = 8081
     enableTopicMessageTypeCheck: bool = True
     useDelayLevel: bool = False
+    # receipt handles of push consumers renewed by the endpoint (5.3.3's
+    # ProxyConfig names and defaults, rmq.proxy.renew): the invisible time of
+    # an auto-renewed receive, how long before it ends a handle is renewed,
+    # for how long at most (then the message goes back), how often handles are
+    # scanned, failed renewals retried, renewals in flight at once, and the
+    # invisible time of the handles of a client that went away
+    enableProxyAutoRenew: bool = True
+    defaultInvisibleTimeMills: int = 60_000
+    renewAheadTimeMillis: int = 10_000
+    renewMaxTimeMillis: int = 3 * 3600 * 1000
+    renewSchedulePeriodMillis: int = 5_000
+    maxRenewRetryTimes: int = 3
+    renewMaxThreadPoolNums: int = 4
+    invisibleTimeMillisWhenClear: int = 1_000
     # rmq only, for tests (not in 4.9.8): every send first holds a simulated
     # commit-log lock this long (rmq.broker.put_delay); 0 = off
     rmqTestPutDelayMillis: int = 0

@@ -6,7 +6,9 @@ the broker (5.3.3's ``ReceiveMessageActivity``, ``AckMessageActivity``,
   broker, as 5.3.3 does whatever queue the client names), ``initMode`` MAX,
   ``order`` = the group's ``consumeMessageOrderly``, the client's attempt id;
   polling time clamped to 5-20 s and to the call's deadline; invisible time
-  10 s-12 h (60 s when the client asks for auto-renew).
+  10 s-12 h (``defaultInvisibleTimeMills``, 60 s, when the client asks for
+  auto-renew and ``enableProxyAutoRenew`` is on: then the handles are renewed
+  by rmq.proxy.renew until the client acks them).
 * Receipt handle: the broker's ``POP_CK`` (8 fields) plus the commit-log offset
   (5.3.3's ``ReceiptHandle``); an expired handle (pop time + invisible time
   passed) is ``INVALID_RECEIPT_HANDLE``.
@@ -31,6 +33,7 @@ from rmq.common.codes import RequestCode
 from rmq.common.codes import ResponseCode as RC
 from rmq.proxy.clients import ClientSession
 from rmq.proxy.messages import to_proto_message
+from rmq.proxy.renew import ReceiptHandleManager, TrackedHandle
 from rmq.proxy.route import check_topic
 from rmq.proxy.status import Code, ProxyError, check_response, code_of_response, status
 from rmq.proxy.v2 import definition_pb2 as pb
@@ -48,7 +51,6 @@ MIN_INVISIBLE_MS_FOR_RECEIVE = 10_000
 MAX_INVISIBLE_MS = 12 * 3600 * 1000
 MIN_POLLING_MS = 5_000
 MAX_POLLING_MS = 20_000
-AUTO_RENEW_INVISIBLE_MS = 60_000
 MAX_BATCH = 32
 _GROUP = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 SYSTEM_GROUPS = frozenset({"TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "__MONITOR_CONSUMER",
@@ -148,6 +150,9 @@ class ConsumerService:
     def __init__(self, controller: Any, clients: Any) -> None:
         self.c = controller
         self.clients = clients
+        self.renewals = ReceiptHandleManager(
+            controller.broker_config, self._renew, controller.store_config.delay_level_table,
+            lambda client_id: client_id in clients.sessions)
 
     def _fifo(self, group: str) -> bool:
         cfg = self.c.subscription_group_manager.find_subscription_group_config(group)
@@ -165,8 +170,9 @@ class ConsumerService:
             await self.clients.assume_consumer(s, group, topic, request.filter_expression,
                                                request.auto_renew)
         invisible = duration_ms(request.invisible_duration)
-        if request.auto_renew:
-            invisible = AUTO_RENEW_INVISIBLE_MS
+        renew = request.auto_renew and self.renewals.enabled
+        if renew:
+            invisible = self.c.broker_config.defaultInvisibleTimeMills
         else:
             check_invisible(invisible, MIN_INVISIBLE_MS_FOR_RECEIVE)
         exp = request.filter_expression
@@ -185,9 +191,12 @@ class ConsumerService:
         response = await self.clients.invoker.invoke(s.channel, POP_MESSAGE, ext,
                                                      timeout_s=poll / 1000 + 3.0,
                                                      language=s.language)
-        return self._stream(response)
+        return self._stream(response, (s, group, topic) if renew else None)
 
-    def _stream(self, response: Any) -> list[spb.ReceiveMessageResponse]:
+    def _stream(self, response: Any, renew: tuple[ClientSession, str, str] | None
+                ) -> list[spb.ReceiveMessageResponse]:
+        """The elements of the answer; with ``renew`` (session, group, topic)
+        each message's handle is kept invisible until the client acks it."""
         if response.code == POLLING_FULL:
             return [spb.ReceiveMessageResponse(status=status(Code.TOO_MANY_REQUESTS,
                                                              "polling full"))]
@@ -204,7 +213,11 @@ class ConsumerService:
         out = [spb.ReceiveMessageResponse(status=status(Code.OK))]
         for m in result.messages:
             handle = encode_handle(m.properties["POP_CK"], m.commit_log_offset)
-            out.append(spb.ReceiveMessageResponse(message=to_proto_message(m, handle)))
+            message = to_proto_message(m, handle)
+            out.append(spb.ReceiveMessageResponse(message=message))
+            if renew is not None:
+                self.renewals.add(renew[0], renew[1], renew[2], message.system_properties.message_id,
+                                  handle, m.reconsume_times)
         return out
 
     def _handle(self, text: str) -> ReceiptHandle:
@@ -216,7 +229,9 @@ class ConsumerService:
     async def _ack_one(self, s: ClientSession, group: str, topic: str,
                        entry: spb.AckMessageEntry) -> spb.AckMessageResultEntry:
         try:
-            handle = self._handle(entry.receipt_handle)
+            text = await self.renewals.take(s.client_id, group, entry.message_id,
+                                            entry.receipt_handle)
+            handle = self._handle(text)
             ext = {"consumerGroup": group, "topic": handle.real_topic(topic, group),
                    "queueId": handle.queue_id, "offset": handle.offset,
                    "extraInfo": handle.extra_info, "bname": self.c.broker_config.brokerName}
@@ -253,7 +268,19 @@ class ConsumerService:
         check_group(group)
         invisible = duration_ms(request.invisible_duration)
         check_invisible(invisible)
-        handle = self._handle(request.receipt_handle)
+        text = await self.renewals.take(s.client_id, group, request.message_id,
+                                        request.receipt_handle)
+        new = await self._change(s, group, topic, self._handle(text), invisible)
+        return spb.ChangeInvisibleDurationResponse(status=status(Code.OK), receipt_handle=new)
+
+    async def _renew(self, tracked: TrackedHandle, invisible: int) -> str:
+        """A renewal (or give-back) of rmq.proxy.renew: the new handle."""
+        return await self._change(tracked.session, tracked.group, tracked.topic,
+                                  ReceiptHandle.decode(tracked.handle), invisible)
+
+    async def _change(self, s: ClientSession, group: str, topic: str, handle: ReceiptHandle,
+                      invisible: int) -> str:
+        """CHANGE_MESSAGE_INVISIBLETIME; the new handle."""
         ext = {"consumerGroup": group, "topic": handle.real_topic(topic, group),
                "queueId": handle.queue_id, "offset": handle.offset,
                "extraInfo": handle.extra_info, "invisibleTime": str(invisible),
@@ -265,8 +292,7 @@ class ConsumerService:
         f = handle.fields
         new = (f"{f[7]} {e.get('popTime', '0')} {e.get('invisibleTime', invisible)} "
                f"{e.get('reviveQid', f[3])} {f[4]} {f[5]} {f[6]} {f[7]}")
-        return spb.ChangeInvisibleDurationResponse(
-            status=status(Code.OK), receipt_handle=encode_handle(new, int(handle.commit_log_offset)))
+        return encode_handle(new, int(handle.commit_log_offset))
 
     async def forward_to_dlq(self, s: ClientSession,
                              request: spb.ForwardMessageToDeadLetterQueueRequest
@@ -277,7 +303,9 @@ class ConsumerService:
         topic, group = request.topic.name, request.group.name
         check_topic(topic)
         check_group(group)
-        handle = ReceiptHandle.decode(request.receipt_handle)
+        text = await self.renewals.take(s.client_id, group, request.message_id,
+                                        request.receipt_handle)
+        handle = ReceiptHandle.decode(text)
         if len(handle.fields) < 9 or int(handle.commit_log_offset) < 0:
             raise ProxyError(Code.INVALID_RECEIPT_HANDLE, "commit log offset is empty")
         ext = {"offset": handle.commit_log_offset, "group": group, "delayLevel": "-1",
@@ -286,7 +314,6 @@ class ConsumerService:
         response = await self.clients.invoker.invoke(s.channel, RequestCode.CONSUMER_SEND_MSG_BACK,
                                                      ext, language=s.language)
         check_response(response, "forward to the dead letter queue")
-        entry = spb.AckMessageEntry(message_id=request.message_id,
-                                    receipt_handle=request.receipt_handle)
+        entry = spb.AckMessageEntry(message_id=request.message_id, receipt_handle=text)
         await self._ack_one(s, group, topic, entry)
         return spb.ForwardMessageToDeadLetterQueueResponse(status=status(Code.OK))

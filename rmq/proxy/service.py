@@ -23,6 +23,7 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from time import perf_counter
+from types import CoroutineType
 from typing import Any
 
 import grpc
@@ -104,15 +105,26 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
         return peer_address(context)
 
     def _session(self, context: grpc.aio.ServicerContext) -> ClientSession:
-        meta = dict(context.invocation_metadata() or ())
-        client_id = str(meta.get(CLIENT_ID, "")).strip()
+        """The caller's session; the peer address and language are read only
+        for a client not seen before (every call pays for this)."""
+        metadata = context.invocation_metadata() or ()
+        client_id = ""
+        for key, value in metadata:
+            if key == CLIENT_ID:
+                client_id = str(value).strip()
+                break
         if not client_id:
             raise ProxyError(Code.CLIENT_ID_REQUIRED, "client id cannot be empty")
-        session = self.clients.session(client_id, self._peer(context),
-                                       language_code(str(meta.get(LANGUAGE, ""))))
+        session = self.clients.sessions.get(client_id)
+        if session is None:
+            meta = dict(metadata)
+            session = self.clients.session(client_id, self._peer(context),
+                                           language_code(str(meta.get(LANGUAGE, ""))))
+        else:
+            session.channel.last_active = time.monotonic()
         validator = self.c.access_validator
         if validator is not None:
-            credentials = authenticate(validator.manager, meta)
+            credentials = authenticate(validator.manager, dict(metadata))
             if credentials is None:
                 session.channel.attrs.pop(CREDENTIALS, None)
             else:
@@ -124,7 +136,7 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
         start = perf_counter()
         try:
             result = run(self._session(context))
-            if asyncio.iscoroutine(result):
+            if type(result) is CoroutineType:
                 result = await result
         except ProxyError as exc:
             result = response_type(status=status(exc.code, exc.message))
@@ -145,6 +157,14 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
         name = rpc_name(response_type)
         self.latency.record(name, Code.Name(code).lower(), name in LONG_POLLING_RPCS, SUCCESS,
                             int((perf_counter() - start) * 1000))
+
+    def _record_command(self, start: float, code: int) -> None:
+        """One row of rocketmq_rpc_latency per command a client writes on its
+        Telemetry stream (the stream itself lasts as long as the client):
+        request code ``telemetry``, the status of the answer."""
+        if self.latency is not None:
+            self.latency.record("telemetry", Code.Name(code).lower(), False, SUCCESS,
+                                int((perf_counter() - start) * 1000))
 
     # ---- RPCs ----------------------------------------------------------------------------
     async def QueryRoute(self, request, context):
@@ -168,6 +188,7 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
     async def NotifyClientTermination(self, request, context):
         async def run(s: ClientSession):
             await self.clients.terminate(s)
+            self.consumer.renewals.clear(s.client_id)
             return spb.NotifyClientTerminationResponse(status=status(Code.OK))
         return await self._unary(context, spb.NotifyClientTerminationResponse, run)
 
@@ -238,9 +259,11 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
                         context) -> AsyncIterator[spb.TelemetryCommand]:
         """Settings in, merged settings out; the broker's requests to the
         client (transaction checks) are written to the stream as they come."""
+        start = perf_counter()
         try:
             session = self._session(context)
         except ProxyError as exc:
+            self._record_command(start, exc.code)
             yield spb.TelemetryCommand(status=status(exc.code, exc.message))
             return
         outbox: asyncio.Queue = asyncio.Queue()
@@ -264,7 +287,10 @@ class MessagingServicer(sgrpc.MessagingServiceServicer):
         try:
             async for command in request_iterator:
                 if command.HasField("settings"):
-                    outbox.put_nowait(await self._settings_answer(session, command.settings))
+                    start = perf_counter()
+                    answer = await self._settings_answer(session, command.settings)
+                    self._record_command(start, answer.status.code)
+                    outbox.put_nowait(answer)
         except asyncio.CancelledError:
             raise
         except Exception:  # noqa: BLE001 - a broken stream ends the stream, nothing else
@@ -291,6 +317,7 @@ class ProxyService:
         self.server: grpc.aio.Server | None = None
         self.servicer: MessagingServicer | None = None
         self._sweeper: asyncio.Task | None = None
+        self._renewer: asyncio.Task | None = None
         self.splitter: PortSplitter | None = None
         self._socket_dir: str | None = None
 
@@ -317,6 +344,8 @@ class ProxyService:
         await server.start()
         self.server = server
         self._sweeper = asyncio.get_running_loop().create_task(self._sweep())
+        self._renewer = asyncio.get_running_loop().create_task(
+            self.servicer.consumer.renewals.run())
         log.info("gRPC MessagingService listening on port %d (tls.server.mode %s)", self.port,
                  tls.serverMode.value)
 
@@ -363,7 +392,11 @@ class ProxyService:
         if self._sweeper is not None:
             self._sweeper.cancel()
             self._sweeper = None
+        if self._renewer is not None:
+            self._renewer.cancel()
+            self._renewer = None
         if self.servicer is not None:
+            await self.servicer.consumer.renewals.close()
             self.servicer.clients.close()
         if self.splitter is not None:
             await self.splitter.close()

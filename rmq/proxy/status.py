@@ -33,9 +33,19 @@ class ProxyError(Exception):
         self.message = message
 
 
+_PLAIN: dict[int, pb.Status] = {}
+
+
 def status(code: int, message: str | None = None) -> pb.Status:
-    """A Status; the message defaults to the code's name, as 5.3.3 writes it."""
-    return pb.Status(code=code, message=Code.Name(code) if message is None else message)
+    """A Status; the message defaults to the code's name, as 5.3.3 writes it.
+    Those are built once per code and shared: a response copies the status it
+    is given, and nothing changes one after it is built."""
+    if message is None:
+        st = _PLAIN.get(code)
+        if st is None:
+            st = _PLAIN[code] = pb.Status(code=code, message=Code.Name(code))
+        return st
+    return pb.Status(code=code, message=message)
 
 
 def code_of_response(response_code: int) -> int:

@@ -2,8 +2,9 @@
 consumerConnection`` and the web console's group pages list the client (its
 id, address, language, CONSUME_ACTIVELY, its subscription), and
 ``rocketmq_rpc_latency`` carries a row per gRPC method (protocol_type "grpc",
-the 5.x status as response code, receives as long polling) beside the remoting
-requests the calls turned into."""
+the 5.x status as response code, receives as long polling; the Telemetry
+stream one per command the client writes on it) beside the remoting requests
+the calls turned into."""
 
 from __future__ import annotations
 
@@ -114,7 +115,7 @@ async def test_grpc_group_in_admin_console_and_metrics(tmp_path):
             rows = [line for line in text.splitlines()
                     if line.startswith("rocketmq_rpc_latency_count")]
             grpc_rows = [line for line in rows if 'protocol_type="grpc"' in line]
-            for method in ("query_route", "send_message", "receive_message"):
+            for method in ("query_route", "send_message", "receive_message", "telemetry"):
                 assert any(f'request_code="{method}"' in line and 'response_code="ok"' in line
                            for line in grpc_rows), (method, grpc_rows)
             [receive] = [line for line in grpc_rows if 'request_code="receive_message"' in line]

@@ -58,12 +58,19 @@ def client_python() -> Path:
 
 @pytest.fixture
 async def cluster(tmp_path):
+    async for c in rmq5_cluster(tmp_path):
+        yield c
+
+
+async def rmq5_cluster(tmp_path, extra: str = ""):
+    """A broker with its gRPC port and topic TOPIC (``extra`` lines go into
+    broker.conf), and the official client's interpreter as ``c.python``."""
     python = client_python()
     grpc_port = free_port()
     # topic attributes (message.type) come with the 5.x topic work; until then the
     # type check is off so FIFO/delay/transaction messages reach a plain topic
     c = Cluster(tmp_path, f"grpcServerPort={grpc_port}\ntransactionCheckInterval=1000\n"
-                          f"transactionTimeOut=1000\nenableTopicMessageTypeCheck=false\n")
+                          f"transactionTimeOut=1000\nenableTopicMessageTypeCheck=false\n{extra}")
     c.start_broker()
     wait_port(grpc_port, timeout=20)
     c.grpc_port = grpc_port
@@ -72,10 +79,12 @@ async def cluster(tmp_path):
         "topic": TOPIC, "defaultTopic": "TBW102", "readQueueNums": "4", "writeQueueNums": "4",
         "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"})
     assert r.code == ResponseCode.SUCCESS
-    yield c
-    c.broker.stop()
-    await c.client.close()
-    c.namesrv.kill()
+    try:
+        yield c
+    finally:
+        c.broker.stop()
+        await c.client.close()
+        c.namesrv.kill()
 
 
 def run_client(c, scenario: str, check_wait: float = 20.0, topic: str = TOPIC,

@@ -17,15 +17,11 @@ keys, properties, delivery attempt), ``acked`` / ``changed`` per call,
   the consumer under a broker restart.
 """
 
-import json
 import sys
 import time
 
-from rocketmq import ClientConfiguration, Credentials, FilterExpression, SimpleConsumer
-
-
-def out(**kw):
-    print(json.dumps(kw), flush=True)
+from driver import configuration, out, run
+from rocketmq import FilterExpression, SimpleConsumer
 
 
 def got(m):
@@ -68,36 +64,31 @@ def keep(consumer, count, deadline_s=150):
         raise TimeoutError(f"only {len(acked)} of {count} acked")
 
 
-def main():
-    endpoint, scenario, topic, group, count = sys.argv[1:6]
-    count = int(count)
-    tags = sys.argv[6] if len(sys.argv) > 6 else "*"
-    consumer = SimpleConsumer(ClientConfiguration(endpoint, Credentials()), group,
-                              {topic: FilterExpression(tags)}, await_duration=5)
-    consumer.startup()
-    try:
-        if scenario == "keep":
-            keep(consumer, count)
-            out(done=True)
-            return
-        msgs = receive_n(consumer, count, 10 if scenario == "redeliver" else 15)
-        if scenario == "redeliver":
-            msgs = receive_n(consumer, count, 15)
-        if scenario == "change":
-            for m in msgs:
-                consumer.change_invisible_duration(m, 12)
-                out(changed=m.message_id)
+def scenario(consumer, name, count):
+    if name == "keep":
+        keep(consumer, count)
+        return
+    msgs = receive_n(consumer, count, 10 if name == "redeliver" else 15)
+    if name == "redeliver":
+        msgs = receive_n(consumer, count, 15)
+    if name == "change":
         for m in msgs:
-            consumer.ack(m)
-            out(acked=m.message_id)
-        if scenario == "change":
-            again = receive_n(consumer, 1, 15, deadline_s=20)
-            out(after_change=len(again))
-        out(done=True)
-    except Exception as exc:  # the client's exception is the result under test
-        out(error={"type": type(exc).__name__, "text": str(exc)})
-    finally:
-        consumer.shutdown()
+            consumer.change_invisible_duration(m, 12)
+            out(changed=m.message_id)
+    for m in msgs:
+        consumer.ack(m)
+        out(acked=m.message_id)
+    if name == "change":
+        again = receive_n(consumer, 1, 15, deadline_s=20)
+        out(after_change=len(again))
+
+
+def main():
+    endpoint, name, topic, group, count = sys.argv[1:6]
+    tags = sys.argv[6] if len(sys.argv) > 6 else "*"
+    consumer = SimpleConsumer(configuration(endpoint), group,
+                              {topic: FilterExpression(tags)}, await_duration=5)
+    run(consumer, lambda: scenario(consumer, name, int(count)))
 
 
 if __name__ == "__main__":

@@ -10,24 +10,12 @@ text when a send fails, and ``done`` at the end.  Scenarios: normal, fifo,
 delay, transaction, bad.
 """
 
-import json
-import os
 import sys
 import threading
 import time
 
-from rocketmq import (
-    ClientConfiguration,
-    Credentials,
-    Message,
-    Producer,
-    TransactionChecker,
-    TransactionResolution,
-)
-
-
-def out(**kw):
-    print(json.dumps(kw), flush=True)
+from driver import configuration, out
+from rocketmq import Message, Producer, TransactionChecker, TransactionResolution
 
 
 def receipt(r, body):
@@ -68,8 +56,7 @@ def try_send(producer, msg, body, transaction=None):
 def main():
     endpoint, scenario, topic = sys.argv[1:4]
     # RMQ5_AK / RMQ5_SK: the plain ACL account to sign with (none by default)
-    config = ClientConfiguration(endpoint, Credentials(os.environ.get("RMQ5_AK", ""),
-                                                       os.environ.get("RMQ5_SK", "")))
+    config = configuration(endpoint)
     checker = Checker() if scenario == "transaction" else None
     producer = Producer(config, (topic,), checker) if checker else Producer(config, (topic,))
     producer.startup()

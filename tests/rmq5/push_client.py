@@ -4,36 +4,26 @@ PushConsumer, run in its own virtualenv like producer_client.py.
     python push_client.py ENDPOINT TOPIC GROUP SECONDS
 
 Prints one JSON object per line: ``consumed`` per listener call (body,
-delivery attempt, the result it returns), then ``done`` after SECONDS.  The
-listener fails a message whose body starts with ``again`` on its first
-attempt and one starting with ``bad`` always; it consumes everything else.
+delivery attempt, the result it returns), ``acked`` per ack (body, error or
+null), then ``done`` after SECONDS.  The listener fails a message whose body
+starts with ``again`` on its first attempt and one starting with ``bad``
+always; one starting with ``slow`` takes ``RMQ5_SLOW_S`` seconds (default 10);
+it consumes everything else.
 """
 
-import json
+import os
 import sys
-import threading
 import time
 
-from rocketmq import (
-    ClientConfiguration,
-    ConsumeResult,
-    Credentials,
-    FilterExpression,
-    MessageListener,
-    PushConsumer,
-)
-
-_lock = threading.Lock()
-
-
-def out(**kw):
-    with _lock:
-        print(json.dumps(kw), flush=True)
+from driver import configuration, out, run
+from rocketmq import ConsumeResult, FilterExpression, MessageListener, PushConsumer
 
 
 class Listener(MessageListener):
     def consume(self, message):
         body = message.body.decode()
+        if body.startswith("slow"):
+            time.sleep(float(os.environ.get("RMQ5_SLOW_S", "10")))
         fail = body.startswith("bad") or (body.startswith("again") and
                                           message.delivery_attempt == 1)
         out(consumed={"body": body, "attempt": message.delivery_attempt,
@@ -41,19 +31,28 @@ class Listener(MessageListener):
         return ConsumeResult.FAILURE if fail else ConsumeResult.SUCCESS
 
 
+class AckReportingPushConsumer(PushConsumer):
+    """The client's own PushConsumer; each ack's outcome is printed."""
+
+    def _ack(self, message):
+        try:
+            super()._ack(message)
+        except Exception as exc:
+            out(acked={"body": message.body.decode(), "error": f"{type(exc).__name__}: {exc}"})
+            raise
+        out(acked={"body": message.body.decode(), "error": None})
+
+
 def main():
     endpoint, topic, group, seconds = sys.argv[1:5]
-    consumer = PushConsumer(ClientConfiguration(endpoint, Credentials()), group, Listener(),
-                            {topic: FilterExpression("*")})
-    try:
-        consumer.startup()
+    consumer = AckReportingPushConsumer(configuration(endpoint), group, Listener(),
+                                        {topic: FilterExpression("*")})
+
+    def scenario():
         out(started=True)
         time.sleep(float(seconds))
-        out(done=True)
-    except Exception as exc:  # the client's exception is the result under test
-        out(error={"type": type(exc).__name__, "text": str(exc)})
-    finally:
-        consumer.shutdown()
+
+    run(consumer, scenario)
 
 
 if __name__ == "__main__":
