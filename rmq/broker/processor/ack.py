@@ -31,6 +31,7 @@ from rmq.broker.pop_records import (
 from rmq.broker.processor.pop import ext_int, ext_str, response
 from rmq.common import fastjson
 from rmq.common.codes import RequestCode, ResponseCode
+from rmq.common.eager import run_eagerly
 from rmq.remoting import Channel, RemotingCommand
 
 RC = ResponseCode
@@ -60,10 +61,10 @@ class AckMessageProcessor:
 
     def process_request(self, channel: Channel, request: RemotingCommand) -> Any:
         if request.code == RequestCode.BATCH_ACK_MESSAGE:
-            return self.batch_ack(request)
+            return run_eagerly(self.batch_ack(request))
         if request.code == RequestCode.CHANGE_MESSAGE_INVISIBLETIME:
-            return self.change_invisible(request)
-        return self.ack(request)
+            return run_eagerly(self.change_invisible(request))
+        return run_eagerly(self.ack(request))
 
     def _check_queue(self, topic: str, queue_id: int, offset: int | None
                      ) -> RemotingCommand | None:

@@ -37,6 +37,7 @@ from rmq.broker.processor.pull import tag_filter
 from rmq.client.heartbeat import EXPRESSION_TAG, build_subscription
 from rmq.common import message as mc
 from rmq.common.codes import RequestCode, ResponseCode
+from rmq.common.eager import run_eagerly
 from rmq.common.topics import RETRY_GROUP_TOPIC_PREFIX
 from rmq.filter.message_filter import filter_result
 from rmq.remoting import Channel, RemotingCommand
@@ -113,7 +114,7 @@ class PopMessageProcessor:
         self.ctx.revive.ensure_loaded()
         code = request.code
         if code == RequestCode.POP_MESSAGE:
-            return self.pop(channel, request)
+            return run_eagerly(self.pop(channel, request))
         if code == RequestCode.PEEK_MESSAGE:
             return self.peek(channel, request)
         if code == RequestCode.NOTIFICATION:
