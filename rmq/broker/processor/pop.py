@@ -38,6 +38,7 @@ from rmq.client.heartbeat import EXPRESSION_TAG, build_subscription
 from rmq.common import message as mc
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.common.eager import run_eagerly
+from rmq.common.get_message_status import GetMessageStatus
 from rmq.common.topics import RETRY_GROUP_TOPIC_PREFIX
 from rmq.filter.message_filter import filter_result
 from rmq.remoting import Channel, RemotingCommand
@@ -47,6 +48,7 @@ RC = ResponseCode
 MAX_POP_NUMS = 32
 BORN_TIME_SLACK_MS = 500
 INIT_MODE_MAX = 1  # ConsumeInitMode.MAX (MIN is 0)
+FOUND = GetMessageStatus.FOUND
 
 
 def now_ms() -> int:
@@ -304,7 +306,7 @@ class PopMessageProcessor:
                 return
             if record_filter is not None:
                 filter_result(result, record_filter)
-            found = result.status.name == "FOUND" and result.message_count > 0
+            found = result.status is FOUND and result.message_count > 0
             offsets = result.message_queue_offsets if found else []
             next_offset = result.next_begin_offset
             out.rest += max(0, result.max_offset - next_offset)
