@@ -148,3 +148,14 @@ def test_bitset_offsets_matches_a_bit_by_bit_reading():
     assert bitset_offsets(5, "") == []
     with pytest.raises(ValueError):
         bitset_offsets(0, "A")
+
+
+def test_join_ints_is_the_comma_joined_decimal_texts():
+    import random
+
+    from rmq.broker.processor.pop import join_ints
+
+    rnd = random.Random(7)
+    for n in (0, 1, 2, 32):
+        values = [rnd.randrange(-(1 << 62), 1 << 62) for _ in range(n)] + list(range(n))
+        assert join_ints(values) == ",".join(map(str, values))

