@@ -53,12 +53,13 @@ from rmq.common import message as mc
 from rmq.common import topics as T
 from rmq.common.logging import BROKER_LOGGER_NAME
 from rmq.common.message_id import create_message_id
-from rmq.store import MessageExtBrokerInner
+from rmq.store import MessageExtBrokerInner, PutMessageStatus
 from rmq.store.message_codec import decode_message, message_properties_to_string
 
 log = logging.getLogger(BROKER_LOGGER_NAME)
 
 READ_BATCH = 32
+PUT_OK = PutMessageStatus.PUT_OK
 IDLE_WAKE_S = 1.0  # re-read the queues at least this often
 
 
@@ -265,12 +266,13 @@ class PopReviveService:
             com.commit_offset("PopReviveService", ck.cid, ck.topic, ck.queue_id, last)
 
     def apply_ack(self, ack: AckMsg) -> None:
-        entry = self.pending.get(ack.key())
+        key = ack.key()
+        entry = self.pending.get(key)
         if entry is None:
             return  # settled already, or never ours (5.3.3 ignores it as well)
         entry.acked.update(ack.offsets)
         if not entry.unacked():
-            self._settle(ack.key())
+            self._settle(key)
 
     def _settle(self, key: str) -> None:
         entry = self.pending.pop(key, None)
@@ -415,6 +417,6 @@ async def put_revive_record(controller: Any, topic: str, qid: int,
         topic, qid, 0, body, dict(props), text, _TAG_CODES[tag], 0, now_ms(),
         store.store_host, store.store_host, 0, 0)
     result = await store.async_put_message(msg)
-    if result is None or result.status.name != "PUT_OK" or result.append_result is None:
+    if result is None or result.status is not PUT_OK or result.append_result is None:
         return None
     return result.append_result.logics_offset

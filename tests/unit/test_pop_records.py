@@ -132,3 +132,30 @@ def test_order_info_bad_file_is_refused(tmp_path):
         m.decode('{"table":{"T@g":{0:{"cm":0,"o":[]}}}}')
     with pytest.raises(ValueError):
         m.decode('{"table":{"nogroup":{}}}')
+
+
+def test_bitset_offsets_matches_a_bit_by_bit_reading():
+    import base64
+    import random
+
+    rnd = random.Random(37)
+    for _ in range(300):
+        raw = bytes(rnd.randrange(256) for _ in range(rnd.randrange(0, 9)))
+        start = rnd.randrange(0, 1 << 40)
+        expected = [start + i * 8 + bit for i, byte in enumerate(raw) for bit in range(8)
+                    if byte >> bit & 1]
+        assert bitset_offsets(start, base64.b64encode(raw).decode()) == expected
+    assert bitset_offsets(5, "") == []
+    with pytest.raises(ValueError):
+        bitset_offsets(0, "A")
+
+
+def test_join_ints_is_the_comma_joined_decimal_texts():
+    import random
+
+    from rmq.broker.processor.pop import join_ints
+
+    rnd = random.Random(7)
+    for n in (0, 1, 2, 32):
+        values = [rnd.randrange(-(1 << 62), 1 << 62) for _ in range(n)] + list(range(n))
+        assert join_ints(values) == ",".join(map(str, values))

