@@ -58,6 +58,11 @@ class ConsumerOffsetManager(ConfigManager):
         self.offset_table: dict[str, dict[int, int]] = {}
         self.lmq = lmq
         self.lmq_offset_table: dict[str, int] = {}
+        # 5.3.3's pullOffsetTable: the next offset each pull handed out, in
+        # memory only (5.3.3 does not persist it); GET_CONSUME_STATS answers it
+        # as OffsetWrapper.pullOffset, mqadmin's #Inflight is it minus the
+        # committed offset
+        self.pull_offset_table: dict[str, dict[int, int]] = {}
 
     @staticmethod
     def key(topic: str, group: str) -> str:
@@ -85,6 +90,15 @@ class ConsumerOffsetManager(ConfigManager):
             return -1
         return queues.get(queue_id, -1)
 
+    def commit_pull_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        self.pull_offset_table.setdefault(self.key(topic, group), {})[queue_id] = offset
+
+    def query_pull_offset(self, group: str, topic: str, queue_id: int) -> int:
+        """The offset after the last pull of the queue, else the committed one."""
+        queues = self.pull_offset_table.get(self.key(topic, group))
+        offset = queues.get(queue_id) if queues is not None else None
+        return self.query_offset(group, topic, queue_id) if offset is None else offset
+
     def query_offset_all(self, group: str, topic: str) -> dict[int, int]:
         if self.lmq and is_lmq(group):
             offset = self.lmq_offset_table.get(self.key(topic, group))
@@ -111,12 +125,18 @@ class ConsumerOffsetManager(ConfigManager):
                     if k.rpartition(TOPIC_GROUP_SEPARATOR)[2] == group]:
             del self.offset_table[key]
             log.warning("clean group offset %s", key)
+        for key in [k for k in self.pull_offset_table
+                    if k.rpartition(TOPIC_GROUP_SEPARATOR)[2] == group]:
+            del self.pull_offset_table[key]
 
     def clean_offset_by_topic(self, topic: str) -> None:
         for key in [k for k in self.offset_table
                     if k.rpartition(TOPIC_GROUP_SEPARATOR)[0] == topic]:
             del self.offset_table[key]
             log.warning("clean topic offset %s", key)
+        for key in [k for k in self.pull_offset_table
+                    if k.rpartition(TOPIC_GROUP_SEPARATOR)[0] == topic]:
+            del self.pull_offset_table[key]
 
     def clone_offset(self, src_group: str, dest_group: str, topic: str) -> None:
         queues = self.offset_table.get(self.key(topic, src_group))

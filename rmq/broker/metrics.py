@@ -32,8 +32,11 @@ from rmq.common.java import is_sys_consumer_group, language_name, version_desc
 from rmq.common.metrics_text import RowFamily
 from rmq.remoting.rpc_latency import latency_family
 from rmq.store.clean import disk_used_ratio
+from rmq.store.timer.metrics import timer_distribution
 
 _BASE = ("cluster", "node_type", "node_id")
+_STORE = ("storage_type", "storage_medium")
+_STORE_VALUES = ("local", "disk")
 _CONSUME_MODE = {"CONSUME_ACTIVELY": "pull", "CONSUME_PASSIVELY": "push"}
 
 
@@ -213,8 +216,8 @@ class BrokerCollector(Collector):
 
     def _storage(self) -> Iterator:
         store, base = self.c.message_store, self.base
-        labels = (*_BASE, "storage_type", "storage_medium")
-        values = (*base, "local", "disk")
+        labels = (*_BASE, *_STORE)
+        values = (*base, *_STORE_VALUES)
         size = store.get_max_phy_offset() - store.get_min_phy_offset()
         earliest = store.get_earliest_message_time_store()
         reserve = int(time.time() * 1000) - earliest if earliest > 0 else 0
@@ -236,8 +239,11 @@ class BrokerCollector(Collector):
 
 def _timer_families(timer: Any, base: tuple) -> Iterator:
     """DefaultStoreMetricsManager's timer metrics (5.3.3 names; a counter
-    family gets its ``_total`` on output); the ``rocketmq_timer_message_snapshot``
-    distribution is not exported."""
+    family gets its ``_total`` on output), with the store's
+    ``storage_type``/``storage_medium`` labels as 5.3.3 adds them to every
+    store metric."""
+    labels = (*_BASE, *_STORE)
+    store_base = (*base, *_STORE_VALUES)
     for name, doc, value in (
             ("rocketmq_timer_enqueue_lag", "timer messages not yet in the wheel", timer.backlog()),
             ("rocketmq_timer_enqueue_latency", "age of the oldest timer message not yet in the "
@@ -246,19 +252,36 @@ def _timer_families(timer: Any, base: tuple) -> Iterator:
              timer.dequeue_behind_messages()),
             ("rocketmq_timer_dequeue_latency", "how far delivery is behind the clock (ms)",
              timer.dequeue_behind_ms())):
-        yield _gauge(name, doc, base, value)
+        g = RowFamily(name, doc, "gauge", labels)
+        g.add_metric(store_base, value)
+        yield g
     timing = RowFamily("rocketmq_timing_messages", "timer messages waiting for their time",
-                       "gauge", (*_BASE, "topic"))
+                       "gauge", (*labels, "topic"))
     for topic, (count, _ts) in sorted(timer.metrics.timing_count.items()):
-        timing.add_metric((*base, topic), count)
+        timing.add_metric((*store_base, topic), count)
     yield timing
+    yield _snapshot_family(timer, store_base, labels)
     for name, doc, totals in (
             ("rocketmq_timer_enqueue", "timer messages put into the wheel", timer.enqueue_totals),
             ("rocketmq_timer_dequeue", "timer messages delivered", timer.dequeue_totals)):
-        c = _counter(name, doc, (*_BASE, "topic"))
+        c = _counter(name, doc, (*labels, "topic"))
         for topic, n in sorted(totals.items()):
-            c.add_metric((*base, topic), n)
+            c.add_metric((*store_base, topic), n)
         yield c
+
+
+def _snapshot_family(timer: Any, store_base: tuple, labels: tuple) -> RowFamily:
+    """``rocketmq_timer_message_snapshot``: timers in the wheel due within
+    each ``timer_bound_s`` bucket from now (the bucket before it excluded),
+    read from the wheel's slot counts at the scrape, as 5.3.3's gauge does;
+    timers due beyond 24 h are in no bucket."""
+    g = RowFamily("rocketmq_timer_message_snapshot",
+                  "Timer message distribution snapshot, only count timing messages in 24h.",
+                  "gauge", (*labels, "timer_bound_s"))
+    now = int(time.time() * 1000)
+    for bound, n in timer_distribution(timer.wheel, timer.precision, now):
+        g.add_metric((*store_base, str(bound)), n)
+    return g
 
 
 def _execution_family(name: str, times: ExecutionTimes, base: tuple) -> RowFamily:

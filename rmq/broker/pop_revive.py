@@ -19,8 +19,9 @@ service writes a batch ack for the offsets it re-put ("settled"), so that a
 replay after a crash does not revive them again.
 
 Durability: the revive offset of each queue (group ``CID_RMQ_SYS_REVIVE_GROUP``
-in consumerOffset.json, as 5.3.3 keeps it) is the revive-queue offset of its
-oldest unsettled ck.  After a SIGKILL the service re-reads from there: cks are
+in consumerOffset.json, as 5.3.3 keeps it: the last record done with, read
+on from the next) is one before the revive-queue offset of its oldest
+unsettled ck.  After a SIGKILL the service re-reads from there: cks are
 rebuilt with their acks, the group's consume offsets are moved past every
 popped message (a pop's offset commit may not have been flushed), and
 checkpoints past their time are revived at once.
@@ -53,6 +54,7 @@ from rmq.common import message as mc
 from rmq.common import topics as T
 from rmq.common.logging import BROKER_LOGGER_NAME
 from rmq.common.message_id import create_message_id
+from rmq.common.timer import PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_OUT_MS
 from rmq.store import MessageExtBrokerInner, PutMessageStatus
 from rmq.store.message_codec import decode_message, message_properties_to_string
 
@@ -61,6 +63,9 @@ log = logging.getLogger(BROKER_LOGGER_NAME)
 READ_BATCH = 32
 PUT_OK = PutMessageStatus.PUT_OK
 IDLE_WAKE_S = 1.0  # re-read the queues at least this often
+# a ck that came through the timer (5.3.3 wrote it) has its acks come through the
+# timer too, due at its revive time: it waits 5.3.3's ackTimeInterval + 1 s
+TIMER_ACK_GRACE_MS = 2000
 
 
 def now_ms() -> int:
@@ -75,6 +80,7 @@ class Pending:
     revive_qid: int
     record_offset: int  # the ck record's offset in its revive queue
     acked: set[int] = field(default_factory=set)
+    via_timer: bool = False  # written by 5.3.3: its acks arrive through the timer
 
     def unacked(self) -> list[int]:
         return [o for o in self.ck.offsets() if o not in self.acked]
@@ -103,6 +109,15 @@ def _tag(props: bytes) -> str | None:
         if kv.startswith(b"TAGS\x01"):
             return kv[5:].decode()
     return None
+
+
+def _came_through_timer(props: bytes) -> bool:
+    """A record the timer delivered (TIMER_OUT_MS set): 5.3.3 writes its
+    records so, rmq's are stored at once."""
+    return any(kv.startswith(_TIMER_OUT_KEY) for kv in props.split(b"\x02"))
+
+
+_TIMER_OUT_KEY = PROPERTY_TIMER_OUT_MS.encode() + b"\x01"
 
 
 class PopReviveService:
@@ -145,8 +160,9 @@ class PopReviveService:
         if not self.read_offsets:
             self.ensure_topic()
             for qid in range(self.queue_num):
+                # 5.3.3 keeps the offset of the last record it is done with
                 off = self.c.consumer_offset_manager.query_offset(REVIVE_GROUP, self.topic, qid)
-                self.read_offsets[qid] = max(off, 0)
+                self.read_offsets[qid] = off + 1 if off >= 0 else 0
         self.read_all()
         self.loaded = True
 
@@ -238,21 +254,24 @@ class PopReviveService:
             body, props = body_and_properties(buf)
             tag = _tag(props)
             if tag == CK_TAG:
-                self.add_ck(PopCheckPoint.decode(body), qid, record_offset)
+                self.add_ck(PopCheckPoint.decode(body), qid, record_offset,
+                            _came_through_timer(props))
             elif tag in (ACK_TAG, BATCH_ACK_TAG):
                 self.apply_ack(AckMsg.decode(body))
         except (ValueError, KeyError, TypeError, struct.error):
             log.warning("skip a bad revive record at %s:%d:%d", self.topic, qid, record_offset)
 
-    def add_ck(self, ck: PopCheckPoint, qid: int, record_offset: int) -> None:
+    def add_ck(self, ck: PopCheckPoint, qid: int, record_offset: int,
+               via_timer: bool = False) -> None:
         key = ck.key()
         if key in self.pending:
             return
-        entry = Pending(ck, qid, record_offset)
+        entry = Pending(ck, qid, record_offset, via_timer=via_timer)
         self.pending[key] = entry
         self.by_queue.setdefault(qid, {})[key] = entry
         self._seq += 1
-        heapq.heappush(self.heap, (ck.revive_time, self._seq, key))
+        due = ck.revive_time + (TIMER_ACK_GRACE_MS if via_timer else 0)
+        heapq.heappush(self.heap, (due, self._seq, key))
         self._commit_popped(ck)
 
     def _commit_popped(self, ck: PopCheckPoint) -> None:
@@ -302,6 +321,13 @@ class PopReviveService:
         while self.heap and self.heap[0][0] <= now:
             _, _, key = heapq.heappop(self.heap)
             entry = self.pending.get(key)
+            if entry is not None and entry.via_timer:
+                if not self._timer_passed(entry.ck.revive_time):
+                    self._seq += 1
+                    heapq.heappush(self.heap, (now + 500, self._seq, key))
+                    continue
+                self.read_queue(entry.revive_qid)  # the acks the timer put there since
+                entry = self.pending.get(key)
             if entry is None:
                 continue
             unacked = entry.unacked()
@@ -313,6 +339,12 @@ class PopReviveService:
                     return
                 await self._write_settled(entry, unacked)
             self._settle(key)
+
+    def _timer_passed(self, time_ms: int) -> bool:
+        """The timer has delivered everything due at ``time_ms`` (5.3.3's acks
+        of a ck are due at its revive time)."""
+        timer = getattr(self.c, "timer_message_store", None)
+        return timer is None or timer.read_ms > time_ms + timer.precision
 
     async def revive(self, ck: PopCheckPoint, offsets: list[int]) -> bool:
         for offset in offsets:
@@ -389,18 +421,27 @@ class PopReviveService:
             offset = self.read_offsets.get(qid, 0)
             if entries:
                 offset = min(offset, min(e.record_offset for e in entries.values()))
+            # kept as 5.3.3 keeps it: the last record done with (5.3.3 reads on
+            # from the next one), so one before the oldest unsettled ck
+            done = offset - 1
             stored = com.query_offset(REVIVE_GROUP, self.topic, qid)
-            # an unset offset reads as 0: a revive queue never written stays out of
-            # consumerOffset.json, so a broker that serves no POP writes 4.9.8's file
-            if stored != offset and not (stored < 0 and offset == 0):
-                com.commit_offset("PopReviveService", REVIVE_GROUP, self.topic, qid, offset)
+            # a revive queue never written stays out of consumerOffset.json, so
+            # a broker that serves no POP writes 4.9.8's file
+            if stored != done and not (stored < 0 and done < 0):
+                com.commit_offset("PopReviveService", REVIVE_GROUP, self.topic, qid, done)
 
 
 _TAG_CODES = {t: mc.tags_string_to_code(t) for t in (CK_TAG, ACK_TAG, BATCH_ACK_TAG)}
-# a revive record carries its tag only: the properties text is made once per tag
-_RECORD_PROPS = {t: ({mc.PROPERTY_TAGS: t},
-                     message_properties_to_string({mc.PROPERTY_TAGS: t}))
-                 for t in (CK_TAG, ACK_TAG, BATCH_ACK_TAG)}
+
+
+def _record_props(tag: str, now: int) -> tuple[dict[str, str], str]:
+    """A revive record's tag and TIMER_DELIVER_MS = its write time: 5.3.3's
+    records reach the revive topic through the timer and keep their due time
+    there, and a 5.3.3 broker reading these queues (a store handed over)
+    moves its revive clock only with that property; a time not in the future
+    keeps the record out of the timer here."""
+    props = {mc.PROPERTY_TAGS: tag, PROPERTY_TIMER_DELIVER_MS: str(now)}
+    return props, message_properties_to_string(props)
 
 
 async def put_revive_record(controller: Any, topic: str, qid: int,
@@ -411,10 +452,11 @@ async def put_revive_record(controller: Any, topic: str, qid: int,
         body, tag = record.encode(), CK_TAG
     else:
         body, tag = record.encode()
-    props, text = _RECORD_PROPS[tag]
+    now = now_ms()
+    props, text = _record_props(tag, now)
     store = controller.message_store
     msg = MessageExtBrokerInner(
-        topic, qid, 0, body, dict(props), text, _TAG_CODES[tag], 0, now_ms(),
+        topic, qid, 0, body, props, text, _TAG_CODES[tag], 0, now,
         store.store_host, store.store_host, 0, 0)
     result = await store.async_put_message(msg)
     if result is None or result.status is not PUT_OK or result.append_result is None:

@@ -186,7 +186,7 @@ class PullLaneSupport:
         p.record_fall_size(h, result)
         suggest = p.suggest_broker(group_cfg, result)
         p.count_found(h, result, begin_ns)
-        p.commit_offset(channel, h)
+        p.commit_offset(channel, h, result.next_begin_offset)
         self.served += 1
         return (result.body_views, suggest, result.next_begin_offset, result.min_offset,
                 result.max_offset, result.buffer_total_size)

@@ -181,8 +181,13 @@ class MQAdmin:
 
     async def consume_stats(self, group: str, topic: str | None = None
                             ) -> list[tuple[MessageQueue, dict]]:
-        """Per queue {brokerOffset, consumerOffset, lastTimestamp}, sorted, from
-        every broker of the group's retry topic (``examineConsumeStats``)."""
+        """Per queue {brokerOffset, consumerOffset, lastTimestamp, pullOffset},
+        sorted, from every broker of the group's retry topic (``examineConsumeStats``)."""
+        return (await self.consume_stats_and_tps(group, topic))[0]
+
+    async def consume_stats_and_tps(self, group: str, topic: str | None = None
+                                    ) -> tuple[list[tuple[MessageQueue, dict]], float]:
+        """``consume_stats`` and the group's consume TPS summed over its brokers."""
         route_topic = topic or f"%RETRY%{group}"
         try:
             addrs = await self._group_brokers(route_topic)
@@ -194,21 +199,26 @@ class MQAdmin:
                                 f"no such consumer group {group}: no broker holds offsets for it "
                                 f"(its retry topic {route_topic} has no route)") from None
         table: list[tuple[MessageQueue, dict]] = []
+        tps = 0.0
         for addr in addrs:
             resp = await self.api.call(addr, RC.GET_CONSUME_STATS, GetConsumeStatsRequestHeader(
                 consumerGroup=group, topic=topic))
-            table.extend(mq_table(loads(resp.body).get("offsetTable")))
-        return sorted(table, key=lambda kv: kv[0])
+            body = loads(resp.body)
+            table.extend(mq_table(body.get("offsetTable")))
+            tps += float(body.get("consumeTps") or 0)
+        return sorted(table, key=lambda kv: kv[0]), tps
 
     async def consumer_progress(self, group: str, topic: str | None = None) -> list[dict]:
-        """Per queue: broker offset, consumer offset, lag (``consumerProgress``)."""
-        rows = []
-        for mq, st in await self.consume_stats(group, topic):
-            b, c = int(st.get("brokerOffset", 0)), int(st.get("consumerOffset", 0))
-            rows.append({"topic": mq.topic, "brokerName": mq.broker_name,
-                         "queueId": mq.queue_id, "brokerOffset": b, "consumerOffset": c,
-                         "diff": b - c, "lastTimestamp": st.get("lastTimestamp", 0)})
-        return rows
+        """Per queue as 5.3.3's ``consumerProgress`` shows it: broker offset,
+        consumer offset, diff (broker - consumer) and inflight (pull offset -
+        consumer offset: pulled, not yet committed; a broker without
+        ``pullOffset`` counts none)."""
+        return progress_rows(await self.consume_stats(group, topic))
+
+    async def consumer_progress_and_tps(self, group: str, topic: str | None = None
+                                        ) -> tuple[list[dict], float]:
+        stats, tps = await self.consume_stats_and_tps(group, topic)
+        return progress_rows(stats), tps
 
     async def consumer_connection(self, group: str) -> dict:
         for addr in await self._group_brokers(f"%RETRY%{group}"):
@@ -286,3 +296,15 @@ class MQAdmin:
                 result = await self.api.pull(addr, ext, 10000, broker_name)
                 return result.messages[0] if result.messages else None
         raise MQClientError(-1, f"broker {broker_name} has no queue of {topic}")
+
+
+def progress_rows(stats: list[tuple[MessageQueue, dict]]) -> list[dict]:
+    rows = []
+    for mq, st in stats:
+        b, c = int(st.get("brokerOffset", 0)), int(st.get("consumerOffset", 0))
+        pulled = int(st.get("pullOffset", c))
+        rows.append({"topic": mq.topic, "brokerName": mq.broker_name,
+                     "queueId": mq.queue_id, "brokerOffset": b, "consumerOffset": c,
+                     "diff": b - c, "inflight": pulled - c,
+                     "lastTimestamp": st.get("lastTimestamp", 0)})
+    return rows

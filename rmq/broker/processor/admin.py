@@ -405,8 +405,11 @@ class AdminBrokerProcessor(HandlerTableProcessor):
         h = request.decode_header(GetConsumeStatsRequestHeader)
         c = self.c
         group = h.consumerGroup
-        topics = {h.topic} if h.topic else c.consumer_offset_manager.which_topic_by_consumer(group)
-        online = c.consumer_manager.get_consumer_group_info(group)
+        listed = [t for t in (h.topicList or "").split(";") if t.strip()]
+        topics = set(listed) if listed else {h.topic} if h.topic else \
+            c.consumer_offset_manager.which_topic_by_consumer(group)
+        # a listed topic is answered whatever the group subscribes, as in 5.3.3
+        online = None if listed else c.consumer_manager.get_consumer_group_info(group)
         table: dict[str, Any] = {}
         tps = 0.0
         for topic in sorted(topics):
@@ -421,10 +424,11 @@ class AdminBrokerProcessor(HandlerTableProcessor):
             for qid in range(tc.readQueueNums):
                 broker_offset = max(0, c.message_store.get_max_offset_in_queue(topic, qid))
                 consumer_offset = max(0, c.consumer_offset_manager.query_offset(group, topic, qid))
+                pull_offset = c.consumer_offset_manager.query_pull_offset(group, topic, qid)
                 last = self._store_time(topic, qid, consumer_offset - 1) if consumer_offset else 0
                 table[mq_key(topic, c.broker_config.brokerName, qid)] = {
                     "brokerOffset": broker_offset, "consumerOffset": consumer_offset,
-                    "lastTimestamp": last}
+                    "lastTimestamp": last, "pullOffset": max(consumer_offset, pull_offset)}
         return _ok(fastjson.dumps({"consumeTps": tps, "offsetTable": table}))
 
     @staticmethod

@@ -222,8 +222,8 @@ class PullMessageProcessor:
             filter_result(result, record_filter)
         response = self._respond(channel, request, h, group_cfg, result, allow_suspend,
                                  bool(h.sysFlag & FLAG_SUSPEND), matches, begin_ns)
-        if allow_suspend:
-            self.commit_offset(channel, h)
+        self.commit_offset(channel, h, result.next_begin_offset if result is not None else -1,
+                           allow_suspend)
         return response
 
     def admit(self, channel: Channel, h: PullHeader) -> tuple:
@@ -284,13 +284,18 @@ class PullMessageProcessor:
             self.c.stats.record_disk_fall_behind_size(h.consumerGroup, h.topic, h.queueId,
                                                       result.disk_fall_behind)
 
-    def commit_offset(self, channel: Channel, h: PullHeader) -> None:
-        """The consumer offset the pull carries (sysFlag COMMIT_OFFSET), on a
-        master: a request the broker runs itself (a held pull's re-run) does
-        not commit it again."""
-        if h.sysFlag & FLAG_COMMIT_OFFSET and not self.c.is_slave():
-            self.c.consumer_offset_manager.commit_offset(
-                channel.remote_addr, h.consumerGroup, h.topic, h.queueId, h.commitOffset)
+    def commit_offset(self, channel: Channel, h: PullHeader, next_offset: int,
+                      allow_suspend: bool = True) -> None:
+        """The pull offset (where the next pull of the group starts, 5.3.3's
+        commitPullOffset on every pull) and the consumer offset the pull
+        carries (sysFlag COMMIT_OFFSET), on a master: a request the broker runs
+        itself (a held pull's re-run) does not commit the latter again."""
+        com = self.c.consumer_offset_manager
+        if next_offset >= 0:
+            com.commit_pull_offset(h.consumerGroup, h.topic, h.queueId, next_offset)
+        if allow_suspend and h.sysFlag & FLAG_COMMIT_OFFSET and not self.c.is_slave():
+            com.commit_offset(channel.remote_addr, h.consumerGroup, h.topic, h.queueId,
+                              h.commitOffset)
 
     def suggest_broker(self, group_cfg, result) -> int:
         """suggestWhichBrokerId: with slaveReadEnable the slave when the read

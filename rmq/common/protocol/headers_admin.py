@@ -61,6 +61,7 @@ class GetProducerConnectionListRequestHeader(CommandHeader):
 class GetConsumeStatsRequestHeader(CommandHeader):
     consumerGroup: str = field_required()
     topic: str | None = None
+    topicList: str | None = None  # 5.3.3: topics separated by ";", ``topic`` then ignored
 
 
 @dataclass(slots=True)

@@ -10,6 +10,28 @@ from typing import Any
 from rmq.common import fastjson
 from rmq.common.config_manager import ConfigManager, parse_json, pretty_dumps
 
+# 5.3.3's TimerMetrics.timerDist: the upper bounds (seconds from now) of the
+# buckets of ``rocketmq_timer_message_snapshot`` (5 s, 1 min, 5 min, 15 min,
+# 1 h, 4 h, 8 h, 24 h)
+TIMER_DIST_S = (5, 60, 300, 900, 3600, 14400, 28800, 86400)
+
+
+def timer_distribution(wheel: Any, precision_ms: int, now: int) -> list[tuple[int, int]]:
+    """(bound, timers) per bucket of ``TIMER_DIST_S``: the ``num`` of the wheel
+    slots from ``now`` (floored to the precision) up to the bound, each bucket
+    starting where the one before ends, as 5.3.3's gauge callback sums them
+    when it is read. A timer of a slot already past (due, being delivered)
+    is in no bucket; one rolled (due beyond ``timerRollWindowSlot``) counts
+    where it sits in the wheel."""
+    start = now // precision_ms * precision_ms
+    out = []
+    before = 0
+    for bound in TIMER_DIST_S:
+        upto = bound * 1000 // precision_ms
+        out.append((bound, wheel.count_ahead(start + before * precision_ms, upto - before)))
+        before = upto
+    return out
+
 
 class TimerMetrics(ConfigManager):
     def __init__(self, path: str) -> None:
