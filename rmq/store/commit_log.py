@@ -20,7 +20,7 @@ from rmq.common.message_id import socket_address_bytes
 from rmq.common.topics import SCHEDULE_TOPIC
 from rmq.store import message_codec as codec
 from rmq.store.allocate import AllocateMappedFileService
-from rmq.store.append_run import open_run
+from rmq.store.append_run import AppendRun, open_run
 from rmq.store.batch_append import batch_key_count
 from rmq.store.config import FlushDiskType
 from rmq.store.dispatch_room import count_keys
@@ -72,6 +72,7 @@ class CommitLog:
         self.store_host_v6 = len(self.store_host_field) == 20
         self.msg_id_prefix = msg_id_host_hex(store.store_host)  # offset message ids' head
         self._host_cache: dict[tuple[str, int], bytes] = {}
+        self.append_run: AppendRun | None = None  # the one append session, armed by open_run
         self.multi = MultiDispatch(cfg.enableMultiDispatch, cfg.enableLmq)
         self.delay_table = cfg.delay_level_table()
         self.max_delay_level = max(self.delay_table) if self.delay_table else 0
