@@ -77,18 +77,32 @@ class LaneContext:
     ROCKETMQ), whether the broker flushes synchronously, and for the queues
     the store's consume-queue and queue-offset tables, the held pulls'
     table (None without long polling) and whether the size histogram is
-    kept."""
+    kept.  A lane serves one read at a time, so one context is renewed for
+    each read (``renew``) rather than made: a read of one send pays for no
+    new object."""
 
     __slots__ = ("run", "born", "cluster", "host_hex", "tail", "rocketmq_tail", "sync",
-                 "cq_table", "offsets", "held_pulls", "histograms")
+                 "cq_table", "offsets", "held_pulls", "histograms", "_hex_of")
 
-    def __init__(self, run: AppendRun, born: bytes, cluster: bytes, tail: bytes,
-                 rocketmq_tail: bytes, sync: bool, cq_table: dict, offsets: dict,
-                 held_pulls: dict | None, histograms: bool) -> None:
+    def __init__(self) -> None:
+        self.run: AppendRun | None = None
+        self.born = self.cluster = self.host_hex = self.tail = self.rocketmq_tail = b""
+        self.sync = self.histograms = False
+        self.cq_table: dict = {}
+        self.offsets: dict = {}
+        self.held_pulls: dict | None = None
+        self._hex_of = ""  # the run's message-id prefix that host_hex encodes
+
+    def renew(self, run: AppendRun, born: bytes, cluster: bytes, tail: bytes,
+              rocketmq_tail: bytes, sync: bool, cq_table: dict, offsets: dict,
+              held_pulls: dict | None, histograms: bool) -> LaneContext:
+        """The context of the next read (its append session just opened)."""
         self.run = run
         self.born = born
         self.cluster = cluster
-        self.host_hex = run.host_hex.encode()
+        if run.host_hex is not self._hex_of:
+            self._hex_of = run.host_hex
+            self.host_hex = run.host_hex.encode()
         self.tail = tail
         self.rocketmq_tail = rocketmq_tail
         self.sync = sync
@@ -96,6 +110,7 @@ class LaneContext:
         self.offsets = offsets
         self.held_pulls = held_pulls
         self.histograms = histograms
+        return self
 
 
 class SendLaneSupport:
@@ -117,6 +132,7 @@ class SendLaneSupport:
         self._tails: dict[tuple[str, bool], bytes] = {}
         self._batch_props: dict[str, tuple[bytes, bool]] = {}
         self.served = 0  # messages the lanes stored (GET_BROKER_RUNTIME_INFO rmqSendLaneServed)
+        self._ctx = LaneContext()  # renewed for each read (begin)
 
     # ---- per read ------------------------------------------------------------------
     def begin(self, channel: Any) -> LaneContext | None:
@@ -141,12 +157,12 @@ class SendLaneSupport:
         if run is None:
             return None
         hold = self.hold
-        return LaneContext(run, cl.host_field(channel_host(channel)), cluster.encode(),
-                           self.tail(), self.rocketmq_tail(),
-                           cfg.flushDiskType is FlushDiskType.SYNC_FLUSH,
-                           store.consume_queue_table, cl.topic_queue_table,
-                           hold.table if hold is not None else None,
-                           self.c.stats.size_histograms is not None)
+        return self._ctx.renew(run, cl.host_field(channel_host(channel)), cluster.encode(),
+                               self.tail(), self.rocketmq_tail(),
+                               cfg.flushDiskType is FlushDiskType.SYNC_FLUSH,
+                               store.consume_queue_table, cl.topic_queue_table,
+                               hold.table if hold is not None else None,
+                               self.c.stats.size_histograms is not None)
 
     def failed(self, exc: BaseException) -> None:
         """The lane stopped on an unexpected error: what it stored stands, the

@@ -199,17 +199,10 @@ class DLedgerCommitLog(CommitLog):
     def put_messages(self, batch: MessageExtBatch) -> AppendMessageResult:
         """A batch is one entry per message (4.9.8 appends them one by one too);
         the answer's offset is the first message's."""
-        topic = batch.topic.encode("utf-8")
-        batch_props = batch.properties_string.encode("utf-8")
-        born = self.host_field(batch.born_host)
-        sys_flag = self._sys_flag(batch.sys_flag, born)
-        try:
-            total, count = codec.batch_size(batch.body, sys_flag, len(topic), len(batch_props))
-        except ValueError as e:
-            log.warning("bad batch body: %s", e)
-            return AppendMessageResult(AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
-        if count == 0 or total + BODY_OFFSET * count + 8 > self.file_size:
-            return AppendMessageResult(AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
+        prepared = self._prepare_batch(batch, BODY_OFFSET)
+        if type(prepared) is AppendMessageResult:
+            return prepared
+        topic, batch_props, born, sys_flag, total, count = prepared
         sizes = codec.new_sizes_array(count)
         key = (batch.topic, batch.queue_id)
         now = _now_ms()

@@ -91,8 +91,9 @@ class RunQueue:
 
 
 class AppendRun:
-    """An open append session (``CommitLog.open_run``); see the module
-    docstring.  Fields the writers use: ``buffer`` (the current commit-log
+    """An append session (``CommitLog.open_run``, which arms the commit log's
+    one run: after ``close`` or ``release`` it is not used again by whoever
+    opened it); see the module docstring.  Fields the writers use: ``buffer`` (the current commit-log
     file's write target), ``wrote`` (the append position in it, moved by
     ``advance``), ``file_from`` (the file's start offset), ``limit`` (the
     last position a record may end at), ``max_body`` (maxMessageSize),
@@ -105,24 +106,36 @@ class AppendRun:
                  "max_body", "index", "slots", "entries", "store_host", "host_hex", "store_ts",
                  "_open")
 
-    def __init__(self, commit_log: CommitLog, mf: MappedFile, index: Any, slots: int,
-                 entries: int) -> None:
-        store = commit_log.store
+    def __init__(self, commit_log: CommitLog) -> None:
         self.commit_log = commit_log
-        self.store = store
+        self.store = commit_log.store
+        self.mf = self.buffer = self.index = None
+        self.start = self.wrote = self.file_from = self.limit = self.max_body = 0
+        self.slots = self.entries = self.store_ts = 0
+        self.store_host = commit_log.store_host_field
+        self.host_hex = commit_log.msg_id_prefix
+        self._open = False
+
+    def arm(self, mf: MappedFile, index: Any, slots: int, entries: int) -> AppendRun:
+        """Open the session on ``mf`` (``open_run``, under the locks it just
+        took).  A commit log has one run, armed again for each session: the
+        put lock lets one session be open at a time, and a read of sends
+        opens one, so the run's fields are set, not a new object made."""
+        cl = self.commit_log
         self.mf = mf
         self.buffer = mf.target
         self.start = self.wrote = mf.wrote_position
         self.file_from = mf.file_from_offset
-        self.limit = commit_log.file_size - 8
-        self.max_body = commit_log.config.maxMessageSize
+        self.limit = cl.file_size - 8
+        self.max_body = cl.config.maxMessageSize
         self.index = index
         self.slots = slots
         self.entries = entries
-        self.store_host = commit_log.store_host_field
-        self.host_hex = commit_log.msg_id_prefix
+        self.store_host = cl.store_host_field
+        self.host_hex = cl.msg_id_prefix
         self.store_ts = 0
         self._open = True
+        return self
 
     @property
     def phy(self) -> int:
@@ -299,4 +312,7 @@ def open_run(commit_log: CommitLog, with_index: bool) -> AppendRun | None:
         commit_log.put_lock.release()
         return None
     commit_log.zero_ahead(mf)
-    return AppendRun(commit_log, mf, index, slots, entries)
+    run = commit_log.append_run
+    if run is None:
+        run = commit_log.append_run = AppendRun(commit_log)
+    return run.arm(mf, index, slots, entries)

@@ -20,7 +20,7 @@ from rmq.common.message_id import socket_address_bytes
 from rmq.common.topics import SCHEDULE_TOPIC
 from rmq.store import message_codec as codec
 from rmq.store.allocate import AllocateMappedFileService
-from rmq.store.append_run import open_run
+from rmq.store.append_run import AppendRun, open_run
 from rmq.store.batch_append import batch_key_count
 from rmq.store.config import FlushDiskType
 from rmq.store.dispatch_room import count_keys
@@ -72,6 +72,7 @@ class CommitLog:
         self.store_host_v6 = len(self.store_host_field) == 20
         self.msg_id_prefix = msg_id_host_hex(store.store_host)  # offset message ids' head
         self._host_cache: dict[tuple[str, int], bytes] = {}
+        self.append_run: AppendRun | None = None  # the one append session, armed by open_run
         self.multi = MultiDispatch(cfg.enableMultiDispatch, cfg.enableLmq)
         self.delay_table = cfg.delay_level_table()
         self.max_delay_level = max(self.delay_table) if self.delay_table else 0
@@ -242,6 +243,26 @@ class CommitLog:
             return AppendMessageResult(AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
         return topic, props, born, sys_flag, size
 
+    def _prepare_batch(self, batch: MessageExtBatch, overhead: int = 0
+                       ) -> tuple[bytes, bytes, bytes, int, int, int] | AppendMessageResult:
+        """The checks before a batch's records are written: (topic, batch
+        properties, born host field, sysFlag, bytes of all records, messages),
+        or the result refusing it (a malformed body, no message, or records
+        that do not fit into one file).  ``overhead``: what a file holds
+        around each record."""
+        topic = batch.topic.encode("utf-8")
+        batch_props = batch.properties_string.encode("utf-8")
+        born = self.host_field(batch.born_host)
+        sys_flag = self._sys_flag(batch.sys_flag, born)
+        try:
+            total, count = codec.batch_size(batch.body, sys_flag, len(topic), len(batch_props))
+        except ValueError as e:
+            log.warning("bad batch body: %s", e)
+            return AppendMessageResult(AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
+        if count == 0 or total + overhead * count + 8 > self.file_size:
+            return AppendMessageResult(AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
+        return topic, batch_props, born, sys_flag, total, count
+
     def put_message(self, msg: MessageExtBrokerInner) -> AppendMessageResult:
         """Append one message; the result says where (or why not)."""
         prepared = self._prepare(msg)
@@ -303,17 +324,10 @@ class CommitLog:
     def put_messages(self, batch: MessageExtBatch) -> AppendMessageResult:
         """Append a SEND_BATCH_MESSAGE body as consecutive records, all in one
         file (STORE_FORMAT.md 2.14)."""
-        topic = batch.topic.encode("utf-8")
-        batch_props = batch.properties_string.encode("utf-8")
-        born = self.host_field(batch.born_host)
-        sys_flag = self._sys_flag(batch.sys_flag, born)
-        try:
-            total, count = codec.batch_size(batch.body, sys_flag, len(topic), len(batch_props))
-        except ValueError as e:
-            log.warning("bad batch body: %s", e)
-            return AppendMessageResult(AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
-        if count == 0 or total + 8 > self.file_size:
-            return AppendMessageResult(AppendMessageStatus.MESSAGE_SIZE_EXCEEDED)
+        prepared = self._prepare_batch(batch)
+        if type(prepared) is AppendMessageResult:
+            return prepared
+        topic, batch_props, born, sys_flag, total, count = prepared
         sizes = codec.new_sizes_array(count)
         key = (batch.topic, batch.queue_id)
         with self.put_lock:

@@ -82,13 +82,10 @@ class ConsumeQueue:
         self.max_physic_offset = -1
         self.min_logic_offset = 0
         self.checkpoint = checkpoint
-        self._tail: MappedFile | None = None  # file the last entry went to (fast path)
-
-    @property
-    def tail_file(self) -> MappedFile | None:
-        """The file the last entry went to, None until an entry is written
-        after load or recovery (appends straight to the tail start there)."""
-        return self._tail
+        # the file the last entry went to, None until an entry is written after
+        # load or recovery (appends straight to the tail start there); a plain
+        # attribute: the send lane checks it for each queue of each read
+        self.tail_file: MappedFile | None = None
 
     # --- load / recover ----------------------------------------------------------
     def load(self) -> bool:
@@ -98,7 +95,7 @@ class ConsumeQueue:
         return ok
 
     def recover(self) -> None:
-        self._tail = None
+        self.tail_file = None
         self._recover()
 
     def _recover(self) -> None:
@@ -174,7 +171,7 @@ class ConsumeQueue:
 
     def truncate_dirty_logic_files(self, phy_offset: int) -> None:
         """STORE_FORMAT.md 9.5: drop entries at or above ``phy_offset``."""
-        self._tail = None
+        self.tail_file = None
         while True:
             mf = self.mfq.get_last_mapped_file()
             if mf is None:
@@ -249,7 +246,7 @@ class ConsumeQueue:
                 log.warning("save consume queue extend failed, only the tags code is kept: "
                             "%s-%d offset %d", self.topic, self.queue_id, cq_offset)
         expect = cq_offset * CQ_STORE_UNIT_SIZE
-        mf = self._tail
+        mf = self.tail_file
         if mf is not None:
             pos = mf.wrote_position
             if pos < self.file_size and mf.file_from_offset + pos == expect:
@@ -271,7 +268,7 @@ class ConsumeQueue:
         mf.wrote_position += 20
         mf.committed_position = mf.wrote_position
         self.max_physic_offset = offset + size
-        self._tail = mf
+        self.tail_file = mf
         return True
 
     def _file_for(self, expect: int) -> MappedFile | None:
@@ -386,7 +383,7 @@ class ConsumeQueue:
         return n
 
     def destroy(self) -> None:
-        self._tail = None
+        self.tail_file = None
         self.max_physic_offset = -1
         self.min_logic_offset = 0
         self.mfq.destroy()

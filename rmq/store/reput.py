@@ -133,7 +133,7 @@ class ReputMixin:
         """Dispatch the following records of the same topic/queue in bulk
         (``dispatch.dispatch_run``); returns where the per-record path resumes."""
         cq = self._existing_cq(topic, queue_id)
-        mf = cq._tail if cq is not None else None
+        mf = cq.tail_file if cq is not None else None
         if mf is None or mf.wrote_position >= cq.file_size:
             return pos
         index = None

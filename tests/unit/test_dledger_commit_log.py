@@ -10,8 +10,18 @@ import asyncio
 
 import pytest
 
+from rmq.client.codec import encode_batch
+from rmq.client.message import Message
 from rmq.dledger.commit_log import DLedgerCommitLog
-from rmq.store import DefaultMessageStore, GetMessageStatus, MessageStoreConfig, PutMessageStatus
+from rmq.dledger.entry import BODY_OFFSET
+from rmq.store import (
+    DefaultMessageStore,
+    GetMessageStatus,
+    MessageExtBatch,
+    MessageStoreConfig,
+    PutMessageStatus,
+)
+from rmq.store.results import AppendMessageStatus
 from rmq.testing.procs import free_port
 from rmq.testing.wait import wait_until
 from tests.unit.test_store_basic import HOST, make_msg
@@ -61,3 +71,38 @@ async def test_puts_complete_on_their_quorum_and_are_dispatched(tmp_path):
 def test_the_flag_without_the_dledger_commit_log_is_refused(tmp_path):
     with pytest.raises(ValueError, match="DLedger commit log"):
         DefaultMessageStore(_config(tmp_path), HOST)
+
+
+def _batch(count: int, body_len: int) -> MessageExtBatch:
+    wire = encode_batch([Message("T", b"x" * body_len) for _ in range(count)])
+    return MessageExtBatch(topic="T", queue_id=0, body=wire, properties_string="WAIT\x01true",
+                           born_host=("10.0.0.1", 1))
+
+
+def test_a_batch_is_checked_as_a_plain_one_with_room_for_each_entry_header(tmp_path):
+    """Both commit logs check a batch the same way (CommitLog._prepare_batch);
+    only the bound differs: a DLedger file also holds an entry header per record."""
+    plain = DefaultMessageStore(MessageStoreConfig(
+        storePathRootDir=str(tmp_path / "plain"), mappedFileSizeCommitLog=64 * 1024), HOST)
+    assert plain.load()
+    dledger = DefaultMessageStore(_config(tmp_path / "dledger"), HOST,
+                                  commit_log=DLedgerCommitLog)
+    count, size = 8, 64 * 1024
+    body_len = next(n for n in range(7000, 8200) if  # records that fit only without the headers
+                    size - BODY_OFFSET * count - 8 < plain.commit_log._prepare_batch(
+                        _batch(count, n))[4] <= size - 8)
+    try:
+        stored = plain.commit_log.put_messages(_batch(count, body_len))
+        assert stored.status is AppendMessageStatus.PUT_OK and stored.msg_num == count
+        refused = dledger.commit_log.put_messages(_batch(count, body_len))
+        assert refused.status is AppendMessageStatus.MESSAGE_SIZE_EXCEEDED
+        topic, props, _born, _flag, total, n = dledger.commit_log._prepare_batch(
+            _batch(count, body_len - 100), BODY_OFFSET)
+        assert (topic, props, n) == (b"T", b"WAIT\x01true", count)
+        assert total + BODY_OFFSET * count + 8 <= size
+        for log in (plain.commit_log, dledger.commit_log):
+            for body in (b"", b"\x00\x00\x00\x05junk"):  # no message, a malformed one
+                bad = MessageExtBatch(topic="T", queue_id=0, body=body)
+                assert log.put_messages(bad).status is AppendMessageStatus.MESSAGE_SIZE_EXCEEDED
+    finally:
+        plain.shutdown()
