@@ -185,19 +185,49 @@ cdef const uint8_t* scan_ext(const JIndex* ix, const uint8_t* p, const uint8_t* 
         p = json_ws(p + 1, end)
 
 
+cdef inline bint frame_prefix(const uint8_t* b, Py_ssize_t pos, Py_ssize_t end,
+                              Py_ssize_t max_frame, int stype, Py_ssize_t min_head,
+                              Py_ssize_t* length, Py_ssize_t* hlen) noexcept nogil:
+    """The 8-byte prefix of the frame at ``b[pos:end]``: the whole frame is
+    there, no longer than ``max_frame``, and its header is of serialization
+    ``stype``, ``min_head`` to ``MAX_HEADER`` bytes long and inside the frame;
+    its length (after the length field) and the header's into ``length`` and
+    ``hlen``."""
+    if end - pos < 8:
+        return False
+    cdef int32_t n = get32(b + pos)
+    if n < 4 or n > max_frame or end - pos - 4 < n:
+        return False
+    cdef int32_t mark = get32(b + pos + 4)
+    cdef Py_ssize_t h = mark & 0xFFFFFF
+    if (mark >> 24) != stype or h > n - 4 or h > MAX_HEADER or h < min_head:
+        return False
+    length[0] = n
+    hlen[0] = h
+    return True
+
+
+cdef inline bint frame_done(Head* h, const uint8_t* body, Py_ssize_t pos, Py_ssize_t length,
+                            Py_ssize_t hlen, int stype) noexcept nogil:
+    """The end of both header readers: a send request (not a response) with
+    its body after the header; False for anything else."""
+    if (h.code != SEND_V2 and h.code != SEND_V1 and h.code != SEND_BATCH) or \
+            h.flag & RPC_RESPONSE:
+        return False
+    h.body = body
+    h.body_len = length - 4 - hlen
+    h.frame_end = pos + 4 + length
+    h.stype = stype
+    return True
+
+
 cdef bint parse_head(const uint8_t* b, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_frame,
                      Head* h) noexcept nogil:
     """The complete send request with a JSON header at ``b[pos:end]`` into
     ``h``; False for anything else (incomplete, another code, a response, a
     header this reader leaves to the general path)."""
-    if end - pos < 8:
-        return False
-    cdef int32_t length = get32(b + pos)
-    if length < 4 or length > max_frame or end - pos - 4 < length:
-        return False
-    cdef int32_t mark = get32(b + pos + 4)
-    cdef Py_ssize_t hlen = mark & 0xFFFFFF
-    if (mark >> 24) != 0 or hlen > length - 4 or hlen > MAX_HEADER or hlen == 0:
+    cdef Py_ssize_t length, hlen
+    if not frame_prefix(b, pos, end, max_frame, 0, 1, &length, &hlen):
         return False
     cdef const uint8_t* data = b + pos + 8
     cdef const uint8_t* end_h = data + hlen
@@ -275,14 +305,7 @@ cdef bint parse_head(const uint8_t* b, Py_ssize_t pos, Py_ssize_t end, Py_ssize_
         p = json_ws(p + 1, end_h)
     if json_ws(p, end_h) != end_h or not has_ext or not has_code:
         return False
-    if (h.code != SEND_V2 and h.code != SEND_V1 and h.code != SEND_BATCH) or \
-            h.flag & RPC_RESPONSE:
-        return False
-    h.body = end_h
-    h.body_len = length - 4 - hlen
-    h.frame_end = pos + 4 + length
-    h.stype = 0
-    return True
+    return frame_done(h, end_h, pos, length, hlen, 0)
 
 
 cdef inline bint rmq_text(const uint8_t* p, Py_ssize_t n, bint* wide) noexcept nogil:
@@ -305,14 +328,8 @@ cdef bint parse_head_rmq(const uint8_t* b, Py_ssize_t pos, Py_ssize_t end,
     an entry with an empty key or value is skipped and a later key wins, as
     the general reader has it.  False for anything else (incomplete, another code, a
     response, a length outside the header, text that is not UTF-8)."""
-    if end - pos < 8:
-        return False
-    cdef int32_t length = get32(b + pos)
-    if length < 4 or length > max_frame or end - pos - 4 < length:
-        return False
-    cdef int32_t mark = get32(b + pos + 4)
-    cdef Py_ssize_t hlen = mark & 0xFFFFFF
-    if (mark >> 24) != 1 or hlen > length - 4 or hlen > MAX_HEADER or hlen < 21:
+    cdef Py_ssize_t length, hlen
+    if not frame_prefix(b, pos, end, max_frame, 1, 21, &length, &hlen):
         return False
     cdef const uint8_t* d = b + pos + 8
     cdef const uint8_t* e
@@ -369,14 +386,7 @@ cdef bint parse_head_rmq(const uint8_t* b, Py_ssize_t pos, Py_ssize_t end,
             slot.start = d + p
             slot.stop = d + p + vlen
         p += vlen
-    if (h.code != SEND_V2 and h.code != SEND_V1 and h.code != SEND_BATCH) or \
-            h.flag & RPC_RESPONSE:
-        return False
-    h.body = d + hlen
-    h.body_len = length - 4 - hlen
-    h.frame_end = pos + 4 + length
-    h.stype = 1
-    return True
+    return frame_done(h, d + hlen, pos, length, hlen, 1)
 
 
 cdef inline bint read_head(const uint8_t* b, Py_ssize_t pos, Py_ssize_t end,
