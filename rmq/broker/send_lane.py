@@ -224,7 +224,6 @@ class SendLaneSupport:
         ``RunQueue.summary``."""
         if not ctx.run.close(wrote, store_ts):
             return
-        self.served += sum(run[5] for run in runs)
         self._notify(runs)
         cfg, store = self.cfg, self.store
         if cfg.flushDiskType is FlushDiskType.ASYNC_FLUSH:
@@ -236,10 +235,12 @@ class SendLaneSupport:
     def _notify(self, runs: list[tuple]) -> None:
         """Statistics and arrival notices of the read's messages, per queue."""
         stats = self.store.stats
+        runs_listener = self.store.message_runs_listener
         listener = self.store.message_arriving_listener
         if len(runs) == 1:
             run = runs[0]
             stats.on_puts(run[0], run[5], run[6], run[7])
+            self.served += run[5]
         else:  # the statistics are per topic: one call for a topic's queues
             totals: dict[str, list[int]] = {}
             for run in runs:
@@ -252,6 +253,13 @@ class SendLaneSupport:
                     t[2] += run[7]
             for topic, (nums, size, events) in totals.items():
                 stats.on_puts(topic, nums, size, events)
+                self.served += nums
+        if runs_listener is not None:
+            try:
+                runs_listener(runs)
+            except Exception:  # noqa: BLE001 - a listener bug must not fail stored sends
+                log.exception("message arriving listener failed")
+            return
         if listener is None:
             return
         for topic, queue_id, qoff, tags, store_ts, nums, size, events, each in runs:
