@@ -65,6 +65,12 @@ cdef extern from "Python.h":
     object PyUnicode_New(Py_ssize_t size, Py_ssize_t maxchar)
     void *PyUnicode_DATA(object o)
 
+cdef extern from *:
+    """
+    #define rmq_prefetch_w(p) __builtin_prefetch((const void *)(p), 1)
+    """
+    void prefetch_w "rmq_prefetch_w"(const void* p) noexcept nogil
+
 cdef enum:
     NF = 14              # send header fields: V1 names / V2 letters "a".."n"
     MAX_HEADER = 4096    # longer JSON headers go the general way
@@ -437,6 +443,7 @@ cdef class CTopic:
     cdef bint multi, ok
     cdef int32_t hash
     cdef list queues            # CQueue or None by queue id
+    cdef object cqs             # the store's consume queues of the topic, this read
     cdef long long read
 
 
@@ -623,18 +630,22 @@ cdef class SendLane:
                 for q in touched:
                     q.release()
                     if q.nums:
-                        runs.append(self.publish(ctx, q))
+                        runs.append(self.publish(q))
                     q.each = None
             finally:
                 self.lane_ctx = None
                 support.end(lane_ctx, wrote, store_ts, runs, channel, held.take(), wait_end)
         return pos, out.take()
 
-    cdef tuple publish(self, Ctx ctx, CQueue q):
-        """Bring a queue's tail and offset up to date through the append
-        session (under its locks, as ``AppendRun.publish_queue``); the run
-        ``SendLaneSupport.end`` notifies of (``RunQueue.summary``)."""
-        ctx.run.publish_tail(q.cq, q.cmf, q.key[0], q.key[1], q.cpos, q.maxphy, q.qoff)
+    cdef tuple publish(self, CQueue q):
+        """Bring a queue's tail and offset up to date while the append session
+        is open (under its locks), as ``AppendRun.publish_queue`` does for the
+        twin; the run ``SendLaneSupport.end`` notifies of (``RunQueue.summary``)."""
+        self.tq_table[q.key] = q.qoff
+        cmf = q.cmf
+        cmf.wrote_position = q.cpos
+        cmf.committed_position = q.cpos
+        q.cq.max_physic_offset = q.maxphy
         return (q.key[0], q.key[1], q.qoff, q.tags, q.store_ts, q.nums, q.size, q.events, q.each)
 
     def served(self):
@@ -667,6 +678,7 @@ cdef class SendLane:
             t.ok = found is not None
             if t.ok:
                 t.wq, t.rq, t.multi = found
+                t.cqs = self.cq_table.get(t.name)
         return t if t.ok else None
 
     cdef CQueue queue_of(self, CTopic t, int qid, list touched):
@@ -684,7 +696,7 @@ cdef class SendLane:
             return q if q.ok else None
         q.read = self.read_id
         q.ok = False
-        qs = self.cq_table.get(t.name)
+        qs = t.cqs
         current = qs.get(qid) if qs is not None else None
         if current is None or current is not q.cq or current.tail_file is not q.cmf or \
                 current.ext is not None:
@@ -692,8 +704,9 @@ cdef class SendLane:
             if lq is None:
                 return None
             q.cq, q.cmf = lq.cq, lq.cmf
+            q.cfrom, q.csize = lq.cmf.file_from_offset, lq.cq.file_size  # fixed per file
         cmf = q.cmf
-        q.cpos, q.cfrom, q.csize = cmf.wrote_position, cmf.file_from_offset, q.cq.file_size
+        q.cpos = cmf.wrote_position
         q.qoff = self.tq_table.get(q.key, 0)
         q.maxphy = q.cq.max_physic_offset
         hold = self.hold_table
@@ -702,6 +715,8 @@ cdef class SendLane:
         q.held = True
         if q.csize > q.buf.len:
             q.csize = q.buf.len
+        if q.cpos + CQ_UNIT <= q.buf.len:  # the entry's line, fetched while the record is written
+            prefetch_w(<uint8_t*>q.buf.buf + q.cpos)
         q.nums = q.events = q.size = q.tags = q.store_ts = 0
         q.ok = True
         touched.append(q)
