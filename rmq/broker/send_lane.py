@@ -115,6 +115,7 @@ class SendLaneSupport:
         # long polling's held pulls (the pull processor is made before the lane)
         self.hold = getattr(self.c, "pull_request_hold_service", None)
         self._tails: dict[tuple[str, bool], bytes] = {}
+        self._cluster: tuple[str, bytes] = ("", b"")  # the cluster name and its bytes
         self._batch_props: dict[str, tuple[bytes, bool]] = {}
         self.served = 0  # messages the lanes stored (GET_BROKER_RUNTIME_INFO rmqSendLaneServed)
 
@@ -135,14 +136,18 @@ class SendLaneSupport:
         if cfg.brokerRole is BrokerRole.SYNC_MASTER or cl.multi.enabled:
             return None  # (a DLedger leader is a SYNC_MASTER; its open_run is None too)
         cluster = self.processor.cluster
-        if not cluster.isascii():
-            return None
+        if cluster is not self._cluster[0]:
+            if not cluster.isascii():
+                return None
+            self._cluster = (cluster, cluster.encode())
         run = cl.open_run(cfg.messageIndexEnable)
         if run is None:
             return None
         hold = self.hold
-        return LaneContext(run, cl.host_field(channel_host(channel)), cluster.encode(),
-                           self.tail(), self.rocketmq_tail(),
+        born = channel.attrs.get("born_field")  # the stored born-host field, once per connection
+        if born is None:
+            born = channel.attrs["born_field"] = cl.host_field(channel_host(channel))
+        return LaneContext(run, born, self._cluster[1], self.tail(), self.rocketmq_tail(),
                            cfg.flushDiskType is FlushDiskType.SYNC_FLUSH,
                            store.consume_queue_table, cl.topic_queue_table,
                            hold.table if hold is not None else None,
