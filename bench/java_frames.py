@@ -14,7 +14,7 @@ served these frames before the lanes read the binary header), alternated
 (``rmqSendLaneServed`` over the messages put, from GET_BROKER_RUNTIME_INFO).
 
     .venv/bin/python -m bench.java_frames [--inflight 1 16 64] [--rounds 3]
-        [--seconds 5] [--size 1024] [--json-frames]
+        [--seconds 5] [--size 1024] [--json-frames] [--lanes both|on|off]
 """
 
 from __future__ import annotations
@@ -88,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds of load before measuring (until every queue exists)")
     ap.add_argument("--json-frames", action="store_true",
                     help="the same load with JSON headers (a Java client on its default)")
+    ap.add_argument("--lanes", choices=("both", "on", "off"), default="both",
+                    help="brokers to run: lanes off and on alternated (default), or one kind")
     args = ap.parse_args(argv)
     if args.rounds < 1 or any(n < 1 for n in args.inflight):
         print("java_frames: --rounds and --inflight must be >= 1", file=sys.stderr)
@@ -95,6 +97,8 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[tuple[str, int], list[dict]] = {}
     for _ in range(args.rounds):
         for label, lanes in (("lanes off", False), ("lanes on", True)):
+            if args.lanes != "both" and lanes != (args.lanes == "on"):
+                continue
             for inflight, r in _round(lanes, args.inflight, args).items():
                 runs.setdefault((label, inflight), []).append(r)
     frames = "JSON" if args.json_frames else "ROCKETMQ (Java benchmark Producer)"

@@ -65,6 +65,12 @@ cdef extern from "Python.h":
     object PyUnicode_New(Py_ssize_t size, Py_ssize_t maxchar)
     void *PyUnicode_DATA(object o)
 
+cdef extern from *:
+    """
+    #define rmq_prefetch_w(p) __builtin_prefetch((const void *)(p), 1)
+    """
+    void prefetch_w "rmq_prefetch_w"(const void* p) noexcept nogil
+
 cdef enum:
     NF = 14              # send header fields: V1 names / V2 letters "a".."n"
     MAX_HEADER = 4096    # longer JSON headers go the general way
@@ -185,19 +191,49 @@ cdef const uint8_t* scan_ext(const JIndex* ix, const uint8_t* p, const uint8_t* 
         p = json_ws(p + 1, end)
 
 
+cdef inline bint frame_prefix(const uint8_t* b, Py_ssize_t pos, Py_ssize_t end,
+                              Py_ssize_t max_frame, int stype, Py_ssize_t min_head,
+                              Py_ssize_t* length, Py_ssize_t* hlen) noexcept nogil:
+    """The 8-byte prefix of the frame at ``b[pos:end]``: the whole frame is
+    there, no longer than ``max_frame``, and its header is of serialization
+    ``stype``, ``min_head`` to ``MAX_HEADER`` bytes long and inside the frame;
+    its length (after the length field) and the header's into ``length`` and
+    ``hlen``."""
+    if end - pos < 8:
+        return False
+    cdef int32_t n = get32(b + pos)
+    if n < 4 or n > max_frame or end - pos - 4 < n:
+        return False
+    cdef int32_t mark = get32(b + pos + 4)
+    cdef Py_ssize_t h = mark & 0xFFFFFF
+    if (mark >> 24) != stype or h > n - 4 or h > MAX_HEADER or h < min_head:
+        return False
+    length[0] = n
+    hlen[0] = h
+    return True
+
+
+cdef inline bint frame_done(Head* h, const uint8_t* body, Py_ssize_t pos, Py_ssize_t length,
+                            Py_ssize_t hlen, int stype) noexcept nogil:
+    """The end of both header readers: a send request (not a response) with
+    its body after the header; False for anything else."""
+    if (h.code != SEND_V2 and h.code != SEND_V1 and h.code != SEND_BATCH) or \
+            h.flag & RPC_RESPONSE:
+        return False
+    h.body = body
+    h.body_len = length - 4 - hlen
+    h.frame_end = pos + 4 + length
+    h.stype = stype
+    return True
+
+
 cdef bint parse_head(const uint8_t* b, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_frame,
                      Head* h) noexcept nogil:
     """The complete send request with a JSON header at ``b[pos:end]`` into
     ``h``; False for anything else (incomplete, another code, a response, a
     header this reader leaves to the general path)."""
-    if end - pos < 8:
-        return False
-    cdef int32_t length = get32(b + pos)
-    if length < 4 or length > max_frame or end - pos - 4 < length:
-        return False
-    cdef int32_t mark = get32(b + pos + 4)
-    cdef Py_ssize_t hlen = mark & 0xFFFFFF
-    if (mark >> 24) != 0 or hlen > length - 4 or hlen > MAX_HEADER or hlen == 0:
+    cdef Py_ssize_t length, hlen
+    if not frame_prefix(b, pos, end, max_frame, 0, 1, &length, &hlen):
         return False
     cdef const uint8_t* data = b + pos + 8
     cdef const uint8_t* end_h = data + hlen
@@ -275,14 +311,7 @@ cdef bint parse_head(const uint8_t* b, Py_ssize_t pos, Py_ssize_t end, Py_ssize_
         p = json_ws(p + 1, end_h)
     if json_ws(p, end_h) != end_h or not has_ext or not has_code:
         return False
-    if (h.code != SEND_V2 and h.code != SEND_V1 and h.code != SEND_BATCH) or \
-            h.flag & RPC_RESPONSE:
-        return False
-    h.body = end_h
-    h.body_len = length - 4 - hlen
-    h.frame_end = pos + 4 + length
-    h.stype = 0
-    return True
+    return frame_done(h, end_h, pos, length, hlen, 0)
 
 
 cdef inline bint rmq_text(const uint8_t* p, Py_ssize_t n, bint* wide) noexcept nogil:
@@ -305,14 +334,8 @@ cdef bint parse_head_rmq(const uint8_t* b, Py_ssize_t pos, Py_ssize_t end,
     an entry with an empty key or value is skipped and a later key wins, as
     the general reader has it.  False for anything else (incomplete, another code, a
     response, a length outside the header, text that is not UTF-8)."""
-    if end - pos < 8:
-        return False
-    cdef int32_t length = get32(b + pos)
-    if length < 4 or length > max_frame or end - pos - 4 < length:
-        return False
-    cdef int32_t mark = get32(b + pos + 4)
-    cdef Py_ssize_t hlen = mark & 0xFFFFFF
-    if (mark >> 24) != 1 or hlen > length - 4 or hlen > MAX_HEADER or hlen < 21:
+    cdef Py_ssize_t length, hlen
+    if not frame_prefix(b, pos, end, max_frame, 1, 21, &length, &hlen):
         return False
     cdef const uint8_t* d = b + pos + 8
     cdef const uint8_t* e
@@ -369,14 +392,7 @@ cdef bint parse_head_rmq(const uint8_t* b, Py_ssize_t pos, Py_ssize_t end,
             slot.start = d + p
             slot.stop = d + p + vlen
         p += vlen
-    if (h.code != SEND_V2 and h.code != SEND_V1 and h.code != SEND_BATCH) or \
-            h.flag & RPC_RESPONSE:
-        return False
-    h.body = d + hlen
-    h.body_len = length - 4 - hlen
-    h.frame_end = pos + 4 + length
-    h.stype = 1
-    return True
+    return frame_done(h, d + hlen, pos, length, hlen, 1)
 
 
 cdef inline bint read_head(const uint8_t* b, Py_ssize_t pos, Py_ssize_t end,
@@ -427,6 +443,7 @@ cdef class CTopic:
     cdef bint multi, ok
     cdef int32_t hash
     cdef list queues            # CQueue or None by queue id
+    cdef object cqs             # the store's consume queues of the topic, this read
     cdef long long read
 
 
@@ -613,18 +630,22 @@ cdef class SendLane:
                 for q in touched:
                     q.release()
                     if q.nums:
-                        runs.append(self.publish(ctx, q))
+                        runs.append(self.publish(q))
                     q.each = None
             finally:
                 self.lane_ctx = None
                 support.end(lane_ctx, wrote, store_ts, runs, channel, held.take(), wait_end)
         return pos, out.take()
 
-    cdef tuple publish(self, Ctx ctx, CQueue q):
-        """Bring a queue's tail and offset up to date through the append
-        session (under its locks, as ``AppendRun.publish_queue``); the run
-        ``SendLaneSupport.end`` notifies of (``RunQueue.summary``)."""
-        ctx.run.publish_tail(q.cq, q.cmf, q.key[0], q.key[1], q.cpos, q.maxphy, q.qoff)
+    cdef tuple publish(self, CQueue q):
+        """Bring a queue's tail and offset up to date while the append session
+        is open (under its locks), as ``AppendRun.publish_queue`` does for the
+        twin; the run ``SendLaneSupport.end`` notifies of (``RunQueue.summary``)."""
+        self.tq_table[q.key] = q.qoff
+        cmf = q.cmf
+        cmf.wrote_position = q.cpos
+        cmf.committed_position = q.cpos
+        q.cq.max_physic_offset = q.maxphy
         return (q.key[0], q.key[1], q.qoff, q.tags, q.store_ts, q.nums, q.size, q.events, q.each)
 
     def served(self):
@@ -657,6 +678,7 @@ cdef class SendLane:
             t.ok = found is not None
             if t.ok:
                 t.wq, t.rq, t.multi = found
+                t.cqs = self.cq_table.get(t.name)
         return t if t.ok else None
 
     cdef CQueue queue_of(self, CTopic t, int qid, list touched):
@@ -674,7 +696,7 @@ cdef class SendLane:
             return q if q.ok else None
         q.read = self.read_id
         q.ok = False
-        qs = self.cq_table.get(t.name)
+        qs = t.cqs
         current = qs.get(qid) if qs is not None else None
         if current is None or current is not q.cq or current.tail_file is not q.cmf or \
                 current.ext is not None:
@@ -682,8 +704,9 @@ cdef class SendLane:
             if lq is None:
                 return None
             q.cq, q.cmf = lq.cq, lq.cmf
+            q.cfrom, q.csize = lq.cmf.file_from_offset, lq.cq.file_size  # fixed per file
         cmf = q.cmf
-        q.cpos, q.cfrom, q.csize = cmf.wrote_position, cmf.file_from_offset, q.cq.file_size
+        q.cpos = cmf.wrote_position
         q.qoff = self.tq_table.get(q.key, 0)
         q.maxphy = q.cq.max_physic_offset
         hold = self.hold_table
@@ -692,6 +715,8 @@ cdef class SendLane:
         q.held = True
         if q.csize > q.buf.len:
             q.csize = q.buf.len
+        if q.cpos + CQ_UNIT <= q.buf.len:  # the entry's line, fetched while the record is written
+            prefetch_w(<uint8_t*>q.buf.buf + q.cpos)
         q.nums = q.events = q.size = q.tags = q.store_ts = 0
         q.ok = True
         touched.append(q)

@@ -238,6 +238,8 @@ class BrokerController:
         self.pull_lane_support: Any = None  # rmq.broker.pull_lane, while the lane is on
         self.access_validator: Any = None  # plain ACL (aclEnable=true)
         self.message_arriving_listeners: list[Callable[..., None]] = []
+        # a listener's form for a read's runs at once (add_arrival_listener)
+        self._arrival_runs: dict[Callable[..., None], Callable[[list[tuple]], None]] = {}
         self.services: list[Any] = []
         self.master_addr: str | None = None
         self.update_master_ha_periodically = False
@@ -343,6 +345,7 @@ class BrokerController:
             store_host=(self.broker_config.brokerIP1, self.server_config.listenPort),
             broker_cluster_name=self.broker_config.brokerClusterName,
             message_arriving_listener=self._on_message_arriving, commit_log=commit_log)
+        self.message_store.message_runs_listener = self._on_message_runs
         # CommitLogDispatcherCalcBitMap (it checks enableCalcFilterBitMap per message)
         self.message_store.bitmap_calculator = self.consumer_filter_manager.calc_bitmap
         ok = await maybe_await(self.message_store.load())
@@ -368,7 +371,7 @@ class BrokerController:
         timer = TimerMessageStore(self.message_store, self.store_config)
         timer.load()
         self.timer_message_store = timer
-        self.message_arriving_listeners.append(timer.on_message_arriving)
+        self.add_arrival_listener(timer.on_message_arriving, timer.on_message_runs)
         if not self.is_slave():
             self.services.append(timer)
 
@@ -393,7 +396,8 @@ class BrokerController:
         self.message_store.ha_service = self.ha_service
         self.services.append(self.ha_service)
         if not self.is_slave():
-            self.message_arriving_listeners.append(self.ha_service.on_message_arriving)
+            self.add_arrival_listener(self.ha_service.on_message_arriving,
+                                      self.ha_service.on_message_runs)
 
     def _initial_transaction(self) -> None:
         """``initialTransaction``: the half-message service, its check listener
@@ -789,6 +793,41 @@ class BrokerController:
         self.stats.inc_put(topic, queue_id, nums, size, events)
         for listener in self.message_arriving_listeners:
             listener(topic, queue_id, next_offset, tags_code, store_ts)
+
+    def add_arrival_listener(self, each: Callable[..., None],
+                             runs: Callable[[list[tuple]], None]) -> None:
+        """Listen to stored messages: ``each(topic, queue_id, next_offset,
+        tags_code, store_ts)`` per message or run of one queue, ``runs`` with
+        the send lane's whole read at once (``RunQueue.summary`` tuples; it
+        must do what ``each`` would do for every run and every put the run
+        lists): a produce-only read over many queues then costs each
+        listener one call, not one per queue."""
+        self.message_arriving_listeners.append(each)
+        self._arrival_runs[each] = runs
+
+    def _on_message_runs(self, runs: list[tuple]) -> None:
+        """The store's listener for a read of the send lane (``RunQueue.summary``
+        tuples): what ``_on_message_arriving`` does for each run, or for each
+        put of a run that lists them; listeners with a runs form hear once."""
+        inc_put = self.stats.inc_put
+        for topic, queue_id, _qoff, _tags, _ts, nums, size, events, each in runs:
+            if each is None:
+                inc_put(topic, queue_id, nums, size, events)
+            else:
+                for put in each:
+                    inc_put(topic, queue_id, put[3], put[4], 1)
+        forms = self._arrival_runs
+        for listener in self.message_arriving_listeners:
+            form = forms.get(listener)
+            if form is not None:
+                form(runs)
+                continue
+            for topic, queue_id, qoff, tags, store_ts, _n, _s, _e, each in runs:
+                if each is None:
+                    listener(topic, queue_id, qoff, tags, store_ts)
+                else:
+                    for next_offset, last_tags, last_ts, _pn, _ps in each:
+                        listener(topic, queue_id, next_offset, last_tags, last_ts)
 
     # ---- runtime config changes ------------------------------------------------------
     def on_broker_permission_changed(self) -> None:

@@ -25,7 +25,7 @@ class PopContext:
         self._ck_counter = itertools.count()
         self._recover_order_offsets()
         controller.services.append(self.revive)
-        controller.message_arriving_listeners.append(self.polling.notify)
+        controller.add_arrival_listener(self.polling.notify, self.polling.notify_runs)
 
     def _recover_order_offsets(self) -> None:
         """consumerOffset.json is written every flushConsumerOffsetInterval, the

@@ -56,3 +56,9 @@ class PopPolling:
         for fut in list(s):
             if not fut.done():
                 fut.set_result(True)
+
+    def notify_runs(self, runs: list[tuple]) -> None:
+        """``notify`` for a read's runs of messages (``RunQueue.summary``)."""
+        if self.waiters:
+            for run in runs:
+                self.notify(run[0])

@@ -130,6 +130,7 @@ class SendLaneSupport:
         # long polling's held pulls (the pull processor is made before the lane)
         self.hold = getattr(self.c, "pull_request_hold_service", None)
         self._tails: dict[tuple[str, bool], bytes] = {}
+        self._cluster: tuple[str, bytes] = ("", b"")  # the cluster name and its bytes
         self._batch_props: dict[str, tuple[bytes, bool]] = {}
         self.served = 0  # messages the lanes stored (GET_BROKER_RUNTIME_INFO rmqSendLaneServed)
         self._ctx = LaneContext()  # renewed for each read (begin)
@@ -151,14 +152,18 @@ class SendLaneSupport:
         if cfg.brokerRole is BrokerRole.SYNC_MASTER or cl.multi.enabled:
             return None  # (a DLedger leader is a SYNC_MASTER; its open_run is None too)
         cluster = self.processor.cluster
-        if not cluster.isascii():
-            return None
+        if cluster is not self._cluster[0]:
+            if not cluster.isascii():
+                return None
+            self._cluster = (cluster, cluster.encode())
         run = cl.open_run(cfg.messageIndexEnable)
         if run is None:
             return None
         hold = self.hold
-        return self._ctx.renew(run, cl.host_field(channel_host(channel)), cluster.encode(),
-                               self.tail(), self.rocketmq_tail(),
+        born = channel.attrs.get("born_field")  # the stored born-host field, once per connection
+        if born is None:
+            born = channel.attrs["born_field"] = cl.host_field(channel_host(channel))
+        return self._ctx.renew(run, born, self._cluster[1], self.tail(), self.rocketmq_tail(),
                                cfg.flushDiskType is FlushDiskType.SYNC_FLUSH,
                                store.consume_queue_table, cl.topic_queue_table,
                                hold.table if hold is not None else None,
@@ -240,7 +245,6 @@ class SendLaneSupport:
         ``RunQueue.summary``."""
         if not ctx.run.close(wrote, store_ts):
             return
-        self.served += sum(run[5] for run in runs)
         self._notify(runs)
         cfg, store = self.cfg, self.store
         if cfg.flushDiskType is FlushDiskType.ASYNC_FLUSH:
@@ -252,10 +256,12 @@ class SendLaneSupport:
     def _notify(self, runs: list[tuple]) -> None:
         """Statistics and arrival notices of the read's messages, per queue."""
         stats = self.store.stats
+        runs_listener = self.store.message_runs_listener
         listener = self.store.message_arriving_listener
         if len(runs) == 1:
             run = runs[0]
             stats.on_puts(run[0], run[5], run[6], run[7])
+            self.served += run[5]
         else:  # the statistics are per topic: one call for a topic's queues
             totals: dict[str, list[int]] = {}
             for run in runs:
@@ -268,6 +274,13 @@ class SendLaneSupport:
                     t[2] += run[7]
             for topic, (nums, size, events) in totals.items():
                 stats.on_puts(topic, nums, size, events)
+                self.served += nums
+        if runs_listener is not None:
+            try:
+                runs_listener(runs)
+            except Exception:  # noqa: BLE001 - a listener bug must not fail stored sends
+                log.exception("message arriving listener failed")
+            return
         if listener is None:
             return
         for topic, queue_id, qoff, tags, store_ts, nums, size, events, each in runs:

@@ -13,7 +13,8 @@ position, the limits, the index buffer, and the tails of the consume
 queues the run stores into (``RunQueue``).  Callers write records at
 ``run.wrote`` (the Python writers here, or compiled ones on the same
 buffers), account for them with ``advance``, and ``close`` the run: the
-queues' tails and offsets (``publish_queue``), the commit log's write
+queues' tails and offsets (``publish_queue``; the compiled send lane
+sets the same fields of the queues it kept itself), the commit log's write
 position, the checkpoint and the dispatch position (``publish``) are
 published together under the locks, which ``release`` then lets go.  A run
 that stored nothing publishes nothing.
@@ -235,15 +236,6 @@ class AppendRun:
         cmf.wrote_position = cmf.committed_position = q.cpos
         q.cq.max_physic_offset = q.maxphy
         return q.summary()
-
-    def publish_tail(self, cq: ConsumeQueue, cmf: MappedFile, topic: str, queue_id: int,
-                     cpos: int, maxphy: int, qoff: int) -> None:
-        """The same for a queue tail kept by a compiled writer: ``cpos`` the
-        tail file's new write position, ``maxphy`` the end of the queue's last
-        record, ``qoff`` its next queue offset."""
-        self.commit_log.topic_queue_table[(topic, queue_id)] = qoff
-        cmf.wrote_position = cmf.committed_position = cpos
-        cq.max_physic_offset = maxphy
 
     def publish(self, wrote: int | None = None, store_ts: int | None = None) -> bool:
         """Under the locks: publish the commit log's write position, the

@@ -98,6 +98,9 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
         self.store_host = store_host
         self.broker_cluster_name = broker_cluster_name
         self.message_arriving_listener = message_arriving_listener
+        # the same for a read's runs of appends at once (RunQueue.summary tuples),
+        # when the broker has one; else message_arriving_listener hears each run
+        self.message_runs_listener: Callable[[list[tuple]], None] | None = None
         # checks and rewrites before a put, each answering None or a refusal
         self.put_message_hooks: list[Callable[[object], PutMessageStatus | None]] = []
         self.root = config.storePathRootDir

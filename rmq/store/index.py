@@ -38,6 +38,7 @@ FLUSH_THREAD_NAME = "IndexFileFlush"
 SLOT_SIZE = 4
 ENTRY_SIZE = 20
 _HEADER = struct.Struct(">qqqqii")
+_INDEX_COUNT = struct.Struct(">i")  # the header's last field, at 36
 _ENTRY = struct.Struct(">iqii")
 _INT = struct.Struct(">i")
 
@@ -167,7 +168,9 @@ class IndexFile:
         return self.header()[0]
 
     def is_write_full(self) -> bool:
-        return self.header()[5] >= self.max_index
+        """indexCount at its limit (asked before every append session: the one
+        field is read, not the whole header)."""
+        return _INDEX_COUNT.unpack_from(self.mf.view, 36)[0] >= self.max_index
 
     def select_phy_offset(self, key: str, max_num: int, begin: int, end: int) -> list[int]:
         return index_get(self.mf.view, self.max_slots, self.max_index, key_hash(key), begin, end, max_num)

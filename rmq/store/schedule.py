@@ -84,7 +84,7 @@ class ScheduleMessageService(ConfigManager):
         self._read_pos: dict[int, int] = {}  # async delivery: the next entry to start
         self._tasks: list[asyncio.Task] = []
         self._started = False
-        controller.message_arriving_listeners.append(self.on_message_arriving)
+        controller.add_arrival_listener(self.on_message_arriving, self.on_message_runs)
 
     # ---- persistence ----------------------------------------------------------
     def config_file_path(self) -> str:
@@ -151,6 +151,12 @@ class ScheduleMessageService(ConfigManager):
             event = self._events.get(queue_id + 1)
             if event is not None:
                 event.set()
+
+    def on_message_runs(self, runs: list[tuple]) -> None:
+        """``on_message_arriving`` for a read's runs (``RunQueue.summary``)."""
+        for run in runs:
+            if run[0] == SCHEDULE_TOPIC:
+                self.on_message_arriving(run[0], run[1])
 
     # ---- delivery -----------------------------------------------------------------
     async def _deliver_level(self, level: int) -> None:

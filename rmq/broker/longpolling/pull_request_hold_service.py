@@ -142,6 +142,20 @@ class PullRequestHoldService:
         if self.table and (topic, queue_id) in self.table:
             self.notify_message_arriving(topic, queue_id, logic_offset, tags_code)
 
+    def on_message_runs(self, runs: list[tuple]) -> None:
+        """``on_message_arriving`` for a read's runs (``RunQueue.summary``):
+        every put of a run that lists them, else the run's last offset."""
+        for topic, queue_id, qoff, tags, _ts, _n, _s, _e, each in runs:
+            if not self.table:
+                return
+            if (topic, queue_id) not in self.table:
+                continue
+            if each is None:
+                self.notify_message_arriving(topic, queue_id, qoff, tags)
+            else:
+                for next_offset, last_tags, *_rest in each:
+                    self.on_message_arriving(topic, queue_id, next_offset, last_tags)
+
     def _answer(self, pr: PullRequest) -> None:
         if pr.timer is not None:
             pr.timer.cancel()

@@ -129,6 +129,11 @@ class HAService:
         if self._data_fut is not None:
             self.wakeup()
 
+    def on_message_runs(self, _runs: list[tuple]) -> None:
+        """The same for a read's runs of messages: one wake-up."""
+        if self._data_fut is not None:
+            self.wakeup()
+
     # ---- slave --------------------------------------------------------------------------
     def update_master_address(self, addr: str) -> None:
         self.ha_client.update_master_address(addr)

@@ -319,6 +319,12 @@ class TimerMessageStore:
         if topic == L.TIMER_TOPIC:
             self._wake.set()
 
+    def on_message_runs(self, runs: list[tuple]) -> None:
+        """``on_message_arriving`` for a read's runs (``RunQueue.summary``)."""
+        for run in runs:
+            if run[0] == L.TIMER_TOPIC:
+                self._wake.set()
+
     # ---- the task -----------------------------------------------------------------------
     async def _run(self) -> None:
         while True:

@@ -1,0 +1,79 @@
+"""The send lane's arrivals told once per read (``BrokerController._on_message_runs``)
+count and notify exactly what the per-run listener (``_on_message_arriving``)
+does for every run, and for every put of a run that lists its puts."""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+from rmq.broker.controller import BrokerController
+from rmq.broker.pop_polling import PopPolling
+from rmq.broker.stats import BrokerStats
+
+# RunQueue.summary: (topic, queue id, next offset, tags, store time, messages,
+# bytes, puts, each put (next offset, tags, store time, messages, bytes) or None)
+RUNS = [
+    ("A", 0, 3, 11, 1000, 3, 300, 3, None),
+    ("B", 5, 8, 22, 1001, 2, 200, 2, [(7, 21, 1000, 1, 90), (8, 22, 1001, 1, 110)]),
+    ("A", 1, 1, 33, 1002, 4, 4000, 1, None),
+    ("C", 0, 40, 44, 1003, 32, 3200, 1, [(40, 44, 1003, 32, 3200)]),
+]
+
+
+def _controller(stats: BrokerStats) -> SimpleNamespace:
+    return SimpleNamespace(stats=stats, message_arriving_listeners=[], _arrival_runs={})
+
+
+def _per_run(ctl: SimpleNamespace) -> None:
+    """What the lane told the store's per-run listener before runs were told at once."""
+    for topic, qid, qoff, tags, ts, nums, size, events, each in RUNS:
+        if each is None:
+            BrokerController._on_message_arriving(ctl, topic, qid, qoff, tags, ts, nums, size,
+                                                  events)
+        else:
+            for next_offset, last_tags, last_ts, put_nums, put_size in each:
+                BrokerController._on_message_arriving(ctl, topic, qid, next_offset, last_tags,
+                                                      last_ts, put_nums, put_size)
+
+
+def test_runs_count_and_notify_as_each_run() -> None:
+    heard: dict[str, list] = {"each": [], "runs": []}
+    results = []
+    for way in ("each", "runs"):
+        stats = BrokerStats()
+        ctl = _controller(stats)
+        calls = heard[way]
+        # a listener without a runs form hears every run and put as before
+        ctl.message_arriving_listeners.append(lambda *a, calls=calls: calls.append(a))
+        if way == "each":
+            _per_run(ctl)
+        else:
+            BrokerController._on_message_runs(ctl, RUNS)
+        results.append((stats.put_total, dict(stats._put_pending)))
+    assert results[0] == results[1]
+    assert results[0][0] == 41
+    assert heard["each"] == heard["runs"]
+    assert len(heard["runs"]) == 5  # two runs, then three puts listed one by one
+
+
+def test_a_runs_form_is_called_once_per_read() -> None:
+    async def scenario() -> None:
+        polling = PopPolling(16)
+        waiter = asyncio.ensure_future(polling.wait(["B"], 5.0))
+        other = asyncio.ensure_future(polling.wait(["Z"], 0.2))
+        await asyncio.sleep(0)
+        forms: list[int] = []
+        ctl = _controller(BrokerStats())
+
+        def runs_form(runs: list[tuple]) -> None:
+            forms.append(len(runs))
+            polling.notify_runs(runs)
+
+        BrokerController.add_arrival_listener(ctl, polling.notify, runs_form)
+        BrokerController._on_message_runs(ctl, RUNS)
+        assert forms == [len(RUNS)]
+        assert await asyncio.wait_for(waiter, 1.0) is True  # a message of B arrived
+        assert await other is False  # nothing of Z: it times out
+
+    asyncio.run(scenario())
