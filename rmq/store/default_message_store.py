@@ -311,12 +311,12 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
         self.commit_log.mfq.flush(0)
         for cq in self.all_consume_queues():
             cq.flush(0)
+        if self.index_service is not None:  # first: its flush threads write the checkpoint
+            self.index_service.shutdown()
         if self.checkpoint is not None:
             self.checkpoint.physic_msg_timestamp = max(self.checkpoint.physic_msg_timestamp,
                                                       self.commit_log.mfq.store_timestamp)
             self.checkpoint.shutdown()
-        if self.index_service is not None:
-            self.index_service.shutdown()
         self.commit_log.shutdown()
         for cq in self.all_consume_queues():
             cq.shutdown()
