@@ -15,6 +15,7 @@ from rmq.common import fastjson
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.common.protocol.headers_admin import GetConsumeStatsRequestHeader
 from rmq.testing.cluster import Cluster
+from rmq.testing.messaging import running_cluster
 from tests.integration.admin_cli import admin_json, admin_ok
 from tests.integration.test_messaging_raw import pull, send
 
@@ -24,11 +25,8 @@ TOPIC = "ProgT"
 
 @pytest.fixture
 async def cluster(tmp_path):
-    c = Cluster(tmp_path, "flushConsumerOffsetInterval=60000\n")
-    c.start_broker()
-    await c.wait_routable()
-    yield c
-    await c.close()
+    async with running_cluster(tmp_path, "flushConsumerOffsetInterval=60000\n") as c:
+        yield c
 
 
 async def commit(c: Cluster, group: str, qid: int, offset: int) -> None:
