@@ -21,6 +21,8 @@ import orjson
 
 from rmq.common import fastjson
 from rmq.common import topics as T
+from rmq.common.topics import pop_retry_topic_v1 as retry_topic_v1
+from rmq.common.topics import pop_retry_topic_v2 as retry_topic_v2
 
 REVIVE_TOPIC_PREFIX = T.SYSTEM_TOPIC_PREFIX + "REVIVE_LOG_"
 REVIVE_GROUP = T.CID_RMQ_SYS_PREFIX + "REVIVE_GROUP"
@@ -36,14 +38,6 @@ NORMAL, RETRY_V1, RETRY_V2 = "0", "1", "2"
 
 def revive_topic(cluster: str) -> str:
     return REVIVE_TOPIC_PREFIX + cluster
-
-
-def retry_topic_v1(topic: str, group: str) -> str:
-    return f"{T.RETRY_GROUP_TOPIC_PREFIX}{group}_{topic}"
-
-
-def retry_topic_v2(topic: str, group: str) -> str:
-    return f"{T.RETRY_GROUP_TOPIC_PREFIX}{group}+{topic}"
 
 
 def retry_flag(topic: str) -> str:

@@ -35,9 +35,11 @@ from rmq.common.protocol.headers_admin import (
     ResetOffsetRequestHeader,
 )
 from rmq.common.route import ClusterInfo, TopicRouteData
-from rmq.common.topics import MASTER_ID
+from rmq.common.timer import TIMER_TOPIC
+from rmq.common.topics import MASTER_ID, pop_retry_topic_v1, retry_topic
 from rmq.remoting import RemotingClient
 from rmq.remoting.exceptions import RemotingError
+from rmq.store.multi_dispatch import is_lmq
 
 
 def mq_table(obj: dict) -> list[tuple[MessageQueue, object]]:
@@ -185,22 +187,40 @@ class MQAdmin:
         sorted, from every broker of the group's retry topic (``examineConsumeStats``)."""
         return (await self.consume_stats_and_tps(group, topic))[0]
 
-    async def consume_stats_and_tps(self, group: str, topic: str | None = None
+    async def _consume_stats_brokers(self, group: str, topic: str | None,
+                                     cluster: str | None) -> list[str]:
+        """The brokers ``examineConsumeStats`` asks (5.3.3): those of the first
+        of these with a route: the group's retry topic; with a topic, the topic
+        and its POP retry topic; for an LMQ or the wheel timer topic, which no
+        broker registers, the ``cluster`` (every broker registers its cluster's
+        name as a topic)."""
+        candidates = [retry_topic(group)]
+        if topic is not None:
+            candidates += [topic, pop_retry_topic_v1(topic, group)]
+            if cluster and (is_lmq(topic) or topic == TIMER_TOPIC):
+                candidates.append(cluster)
+        for i, candidate in enumerate(candidates):
+            try:
+                return await self._group_brokers(candidate)
+            except MQBrokerError as e:
+                if i < len(candidates) - 1:
+                    continue
+                if topic is not None or e.code != ResponseCode.TOPIC_NOT_EXIST:
+                    raise
+                # every group that ever consumed has a retry topic on its brokers
+                raise MQClientError(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                    f"no such consumer group {group}: no broker holds offsets "
+                                    f"for it (its retry topic {candidate} has no route)") from None
+        raise AssertionError("unreachable: the candidates are never empty")
+
+    async def consume_stats_and_tps(self, group: str, topic: str | None = None,
+                                    cluster: str | None = None
                                     ) -> tuple[list[tuple[MessageQueue, dict]], float]:
-        """``consume_stats`` and the group's consume TPS summed over its brokers."""
-        route_topic = topic or f"%RETRY%{group}"
-        try:
-            addrs = await self._group_brokers(route_topic)
-        except MQBrokerError as e:
-            if topic is not None or e.code != ResponseCode.TOPIC_NOT_EXIST:
-                raise
-            # every group that ever consumed has a retry topic on its brokers
-            raise MQClientError(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                                f"no such consumer group {group}: no broker holds offsets for it "
-                                f"(its retry topic {route_topic} has no route)") from None
+        """``consume_stats`` and the group's consume TPS summed over its brokers;
+        ``cluster`` routes an LMQ ``topic`` (mqadmin's ``-c``)."""
         table: list[tuple[MessageQueue, dict]] = []
         tps = 0.0
-        for addr in addrs:
+        for addr in await self._consume_stats_brokers(group, topic, cluster):
             resp = await self.api.call(addr, RC.GET_CONSUME_STATS, GetConsumeStatsRequestHeader(
                 consumerGroup=group, topic=topic))
             body = loads(resp.body)
@@ -215,9 +235,10 @@ class MQAdmin:
         ``pullOffset`` counts none)."""
         return progress_rows(await self.consume_stats(group, topic))
 
-    async def consumer_progress_and_tps(self, group: str, topic: str | None = None
+    async def consumer_progress_and_tps(self, group: str, topic: str | None = None,
+                                        cluster: str | None = None
                                         ) -> tuple[list[dict], float]:
-        stats, tps = await self.consume_stats_and_tps(group, topic)
+        stats, tps = await self.consume_stats_and_tps(group, topic, cluster)
         return progress_rows(stats), tps
 
     async def consumer_connection(self, group: str) -> dict:

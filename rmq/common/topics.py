@@ -69,6 +69,26 @@ def retry_topic(group: str) -> str:
     return RETRY_GROUP_TOPIC_PREFIX + group
 
 
+def pop_retry_topic_v1(topic: str, group: str) -> str:
+    """``KeyBuilder.buildPopRetryTopicV1``: where POP retries of ``topic`` go."""
+    return f"{RETRY_GROUP_TOPIC_PREFIX}{group}_{topic}"
+
+
+def pop_retry_topic_v2(topic: str, group: str) -> str:
+    return f"{RETRY_GROUP_TOPIC_PREFIX}{group}+{topic}"
+
+
+def retry_topic_group(topic: str) -> str:
+    """``KeyBuilder.parseGroup``: the group of a retry topic (of a v2 POP retry
+    topic, the part before ``+``; a v1 one keeps its ``_topic`` tail, as in 5.3.3)."""
+    parts = topic.split("+")
+    while len(parts) > 1 and not parts[-1]:  # Java's split drops trailing empty parts
+        parts.pop()
+    if "+" in topic and len(parts) == 2:
+        return parts[0][len(RETRY_GROUP_TOPIC_PREFIX):]
+    return topic[len(RETRY_GROUP_TOPIC_PREFIX):]
+
+
 def dlq_topic(group: str) -> str:
     return DLQ_GROUP_TOPIC_PREFIX + group
 

@@ -253,17 +253,6 @@ async def delete_sub_group(admin, ns):
     return [{"broker": a, "deleted": ns.groupName} for a in addrs]
 
 
-@command("consumerProgress", "offsets and lag of a consumer group", lambda p: (
-    p.add_argument("-g", "--groupName", required=True), p.add_argument("-t", "--topicName")))
-async def consumer_progress(admin, ns):
-    """5.3.3's columns (#Diff, #Inflight) and its three summary lines."""
-    rows, tps = await admin.consumer_progress_and_tps(ns.groupName, ns.topicName)
-    summary = (f"Consume TPS: {tps:.2f}\n"
-               f"Consume Diff Total: {sum(r['diff'] for r in rows)}\n"
-               f"Consume Inflight Total: {sum(r['inflight'] for r in rows)}")
-    return Output(rows, format_table(rows) + "\n\n" + summary)
-
-
 @command("consumerConnection", "clients of a consumer group", lambda p: p.add_argument(
     "-g", "--consumerGroup", required=True))
 async def consumer_connection(admin, ns):

@@ -1,6 +1,7 @@
-"""``rmq-admin`` consumer commands of mqadmin 4.9.8 not in ``rmq.tools.admin``:
-``consumerStatus`` (every client's ConsumerRunningInfo, analysed as mqadmin
-does), ``getConsumerConfig`` (the group's subscription config on each broker)
+"""``rmq-admin`` consumer commands of mqadmin not in ``rmq.tools.admin``:
+``consumerProgress`` (5.3.3's: a group's queues and lag, with ``-s`` the
+client on each queue, or without ``-g`` every group), ``consumerStatus``
+(every client's ConsumerRunningInfo, analysed as mqadmin 4.9.8 does), ``getConsumerConfig`` (the group's subscription config on each broker)
 and ``startMonitoring`` (``MonitorService`` with ``DefaultMonitorListener``:
 backlog per group and topic, stuck queues, offset-moved events, printed as
 ``[MONITOR]`` lines)."""
@@ -12,11 +13,12 @@ import asyncio
 import os
 import time
 from dataclasses import replace
+from datetime import datetime
 
 import orjson
 
 from rmq.client import ConsumerConfig, ConsumeStatus, PushConsumer
-from rmq.client.admin import MQAdmin, mq_table
+from rmq.client.admin import MQAdmin, mq_table, progress_rows
 from rmq.client.api import loads
 from rmq.client.exceptions import MQClientError
 from rmq.client.message import MessageQueue
@@ -26,9 +28,23 @@ from rmq.common.protocol.headers_admin import (
     GetConsumerConnectionListRequestHeader,
     GetConsumerRunningInfoRequestHeader,
 )
-from rmq.common.topics import MASTER_ID, MONITOR_CONSUMER_GROUP, OFFSET_MOVED_EVENT
+from rmq.common.topics import (
+    MASTER_ID,
+    MONITOR_CONSUMER_GROUP,
+    OFFSET_MOVED_EVENT,
+    is_retry_topic,
+    retry_topic_group,
+)
 from rmq.remoting.exceptions import RemotingError
-from rmq.tools.admin_base import CommandTable, Output, compact_time, emit, java_bool, mq_text
+from rmq.tools.admin_base import (
+    CommandTable,
+    Output,
+    compact_time,
+    emit,
+    java_bool,
+    mq_text,
+    parse_bool,
+)
 
 CONSUMER_COMMANDS = CommandTable()
 RETRY_PREFIX = "%RETRY%"
@@ -218,6 +234,117 @@ async def consumer_status(admin: MQAdmin, ns: argparse.Namespace) -> Output:
             text += "\n\nWARN: Different subscription in the same group of consumer!!!"
     error = f"no running info from {'; '.join(failed)}" if failed else None
     return Output({"clients": infos, **analysis}, text.rstrip("\n"), error)
+
+
+# --- consumerProgress (5.3.3) ---------------------------------------------------------------
+PROGRESS_HEADER = "%-64s  %-32s  %-4s  %-20s  %-20s  %-20s %-20s%s"
+PROGRESS_ROW = "%-64s  %-32s  %-4d  %-20d  %-20d  %-20d %-20d %s"
+PROGRESS_IP_HEADER = "%-64s  %-32s  %-4s  %-20s  %-20s  %-20s %-20s %-20s%s"
+PROGRESS_IP_ROW = "%-64s  %-32s  %-4d  %-20d  %-20d  %-20s %-20d %-20d %s"
+GROUPS_HEADER = "%-64s  %-6s  %-24s %-5s  %-14s  %-7s  %s"
+GROUPS_ROW = "%-64s  %-6d  %-24s %-5s  %-14s  %-7d  %d"
+
+
+async def queue_client_ips(admin: MQAdmin, group: str) -> dict[MessageQueue, str]:
+    """Which client holds each queue: the queues of every connected client's
+    running info, by the IP part of its client id.  A failure ends the search
+    with what was found, as in 5.3.3 (the other queues show N/A)."""
+    ips: dict[MessageQueue, str] = {}
+    try:
+        for conn in await consumer_connections(admin, group):
+            client_id = conn.get("clientId", "")
+            info = await consumer_running_info(admin, group, client_id)
+            for mq, _ in mq_table(info.get("mqTable")):
+                ips[mq] = client_id.split("@")[0]
+    except (MQClientError, RemotingError):
+        pass
+    return ips
+
+
+def _last_time(ms: int) -> str:
+    """``UtilAll.formatDate(.., YYYY_MM_DD_HH_MM_SS)`` in local time, N/A for none."""
+    return "N/A" if not ms else datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def progress_text(rows: list[dict], tps: float, show_ip: bool) -> str:
+    """5.3.3's queue table (names cut at 64 and 32 characters) and summary."""
+    if show_ip:
+        lines = [PROGRESS_IP_HEADER % ("#Topic", "#Broker Name", "#QID", "#Broker Offset",
+                                       "#Consumer Offset", "#Client IP", "#Diff", "#Inflight",
+                                       "#LastTime")]
+    else:
+        lines = [PROGRESS_HEADER % ("#Topic", "#Broker Name", "#QID", "#Broker Offset",
+                                    "#Consumer Offset", "#Diff", "#Inflight", "#LastTime")]
+    for r in rows:
+        head = (r["topic"][:64], r["brokerName"][:32], r["queueId"], r["brokerOffset"],
+                r["consumerOffset"])
+        tail = (r["diff"], r["inflight"], _last_time(r["lastTimestamp"]))
+        if show_ip:
+            lines.append(PROGRESS_IP_ROW % (*head, r["clientIP"] or "N/A", *tail))
+        else:
+            lines.append(PROGRESS_ROW % (*head, *tail))
+    lines += ["", f"Consume TPS: {tps:.2f}",
+              f"Consume Diff Total: {sum(r['diff'] for r in rows)}",
+              f"Consume Inflight Total: {sum(r['inflight'] for r in rows)}"]
+    return "\n".join(lines)
+
+
+async def group_consume_info(admin: MQAdmin, group: str) -> dict:
+    """5.3.3's ``GroupConsumeInfo`` of a group: its consume stats and its
+    connections, each left at none when the brokers have none to give."""
+    row = {"group": group, "count": 0, "version": "OFFLINE", "type": "", "model": "",
+           "tps": 0, "diffTotal": 0}
+    try:
+        stats, tps = await admin.consume_stats_and_tps(group)
+        row["tps"] = int(tps)
+        row["diffTotal"] = sum(int(st.get("brokerOffset", 0)) - int(st.get("consumerOffset", 0))
+                               for _, st in stats)
+    except (MQClientError, RemotingError):
+        pass
+    try:
+        conn = await admin.consumer_connection(group)
+    except (MQClientError, RemotingError):
+        return row
+    clients = conn.get("connectionSet") or []
+    if clients:
+        push = conn.get("consumeType") != "CONSUME_ACTIVELY"
+        row.update(count=len(clients),
+                   version=version_desc(min(int(c.get("version", 0)) for c in clients)),
+                   type="PUSH" if push else "PULL",
+                   model=str(conn.get("messageModel", "")) if push else "")
+    return row
+
+
+@CONSUMER_COMMANDS.command("consumerProgress", "Query consumer's progress, speed.", lambda p: (
+    p.add_argument("-g", "--groupName", help="consumer group name (none: every group)"),
+    p.add_argument("-t", "--topicName", help="topic name"),
+    p.add_argument("-s", "--showClientIP", type=parse_bool, default=False,
+                   help="true: show the client IP holding each queue"),
+    p.add_argument("-c", "--cluster",
+                   help="cluster name: routes an LMQ (or timer) topic no broker registers")))
+async def consumer_progress(admin: MQAdmin, ns: argparse.Namespace) -> Output:
+    """With ``-g``: the group's queues (GET_CONSUME_STATS), the client on each
+    with ``-s true`` (GET_CONSUMER_CONNECTION_LIST, then GET_CONSUMER_RUNNING_INFO
+    per client).  Without: one line per group of every ``%RETRY%`` topic the
+    name servers list (GET_ALL_TOPIC_LIST_FROM_NAMESERVER)."""
+    if ns.groupName is None:
+        groups = [retry_topic_group(t) for t in await admin.topic_list() if is_retry_topic(t)]
+        infos = [await group_consume_info(admin, g) for g in groups]
+        lines = [GROUPS_HEADER % ("#Group", "#Count", "#Version", "#Type", "#Model", "#TPS",
+                                  "#Diff Total")]
+        lines += [GROUPS_ROW % (i["group"][:64], i["count"], i["version"], i["type"], i["model"],
+                                i["tps"], i["diffTotal"]) for i in infos]
+        return Output(infos, "\n".join(lines))
+    group = ns.groupName.strip()
+    topic = ns.topicName.strip() if ns.topicName else None
+    cluster = ns.cluster.strip() if ns.cluster else None
+    stats, tps = await admin.consume_stats_and_tps(group, topic, cluster)
+    rows = progress_rows(stats)
+    if ns.showClientIP:
+        ips = await queue_client_ips(admin, group)
+        for (mq, _), row in zip(stats, rows, strict=True):
+            row["clientIP"] = ips.get(mq)
+    return Output(rows, progress_text(rows, tps, ns.showClientIP))
 
 
 # --- subscription group config ----------------------------------------------------------

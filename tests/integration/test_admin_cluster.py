@@ -218,14 +218,15 @@ async def test_connection_and_progress_commands(known):
     assert [(r["queueId"], r["brokerOffset"], r["consumerOffset"], r["diff"]) for r in rows] == \
         [(0, 2, 2, 0), (1, 2, 2, 0), (2, 2, 2, 0), (3, 2, 2, 0)]
     out = await k.admin("consumerProgress", "-g", GROUP)
-    assert out.splitlines()[0].split() == ["topic", "brokerName", "queueId", "brokerOffset",
-                                           "consumerOffset", "diff", "inflight", "lastTimestamp"]
+    assert out.splitlines()[0].split() == ["#Topic", "#Broker", "Name", "#QID", "#Broker",
+                                           "Offset", "#Consumer", "Offset", "#Diff", "#Inflight",
+                                           "#LastTime"]
     assert sum(1 for line in out.splitlines() if line.startswith(TOPIC)) == 4
     assert out.splitlines()[-1] == "Consume Inflight Total: 0"
     # the last consume time as mqadmin prints it, not epoch milliseconds
     queue_lines = [line for line in out.splitlines()[1:] if line.startswith(TOPIC)]
     times = [line.split("  ")[-1].strip() for line in queue_lines]
-    assert all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}|N/A", t) for t in times)
+    assert all(re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d|N/A", t) for t in times)
     assert any(t != "N/A" for t in times)
     err = await k.admin("consumerProgress", "-g", "noSuchGroup", ok=False)
     assert "no such consumer group noSuchGroup" in err
