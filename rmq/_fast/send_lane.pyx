@@ -470,15 +470,20 @@ cdef class CQueue:
 
 cdef class Ctx:
     """A read's context in C fields, read once per read: the broker's
-    ``LaneContext`` (``lane``) and its store append session (``run``)."""
+    ``LaneContext`` (``lane``) and its store append session (``run``).  The
+    lane keeps one and fills it again for each read (``fill_ctx``), as the
+    broker renews its ``LaneContext``."""
     cdef object lane, run, target, index
     cdef int64_t start, file_from, limit, max_body, slots, entries
     cdef bytes born, store_host, host_hex, cluster, tail, rtail
     cdef bint sync
 
+    cdef void clear(self) noexcept:
+        """Let go of the read's session and buffers once it is served."""
+        self.lane = self.run = self.target = self.index = None
 
-cdef Ctx read_ctx(lane):
-    cdef Ctx c = Ctx.__new__(Ctx)
+
+cdef Ctx fill_ctx(Ctx c, lane):
     run = lane.run
     c.lane = lane
     c.run = run
@@ -545,12 +550,22 @@ cdef class SendLane:
     cdef object cq_table, tq_table, hold_table
     cdef object lane_ctx        # the read's LaneContext (for SendLaneSupport.queue)
     cdef bint histograms
+    # one read's working objects, kept between reads (a read of one send then
+    # makes no object of its own); ``busy`` while a read uses them
+    cdef Ctx ctx
+    cdef Out out, held
+    cdef list touched
+    cdef bint busy
 
     def __init__(self, support, Py_ssize_t max_frame):
         self.support = support
         self.max_frame = max_frame
         self.batch_props = {}
         self.topic_cache = {}
+        self.ctx = Ctx.__new__(Ctx)
+        self.out = Out()
+        self.held = Out()
+        self.touched = []
 
     def __dealloc__(self):
         PyMem_Free(self.scratch)
@@ -580,20 +595,28 @@ cdef class SendLane:
             lane_ctx = self.support.begin(channel)
             if lane_ctx is None:
                 return pos, None
-            return self.run(channel, read_ctx(lane_ctx), <const uint8_t*>view.buf, pos, end, &h)
+            if self.busy:  # a read served from within another's listeners: objects of its own
+                return self.run(channel, fill_ctx(Ctx.__new__(Ctx), lane_ctx),
+                                <const uint8_t*>view.buf, pos, end, &h, Out(), Out(), [])
+            self.busy = True
+            try:
+                return self.run(channel, fill_ctx(self.ctx, lane_ctx), <const uint8_t*>view.buf,
+                                pos, end, &h, self.out, self.held, self.touched)
+            finally:
+                self.busy = False
+                self.ctx.clear()
+                del self.touched[:]
+                self.out.n = self.held.n = 0  # (taken already, unless the read failed)
         finally:
             PyBuffer_Release(&view)
 
     cdef object run(self, channel, Ctx ctx, const uint8_t* b, Py_ssize_t pos, Py_ssize_t end,
-                    Head* h):
+                    Head* h, Out out, Out held, list touched):
         cdef Py_buffer tv, iv
         cdef bint t_held = False, i_held = False
         cdef int64_t wrote = ctx.start
         cdef int64_t start_wrote = wrote
         cdef int64_t store_ts = 0, wait_end = 0
-        cdef list touched = []
-        cdef Out out = Out()
-        cdef Out held = Out()
         cdef CQueue q
         cdef int r
         support = self.support
