@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from rmq.testing.cluster import Cluster
 from rmq.testing.procs import RmqProcess, free_port
 
 ONCE_DIRS = ("spark", "interop")  # under tests/: every test there is ``once``
@@ -51,3 +52,16 @@ def procs(tmp_path):
     yield make
     for p in started:
         p.kill()
+
+
+@pytest.fixture
+async def cluster(tmp_path):
+    """A name server and a broker on the default broker.conf for one test; both
+    stop at teardown.  A module that needs another configuration or a module
+    scope defines its own ``cluster``, which takes precedence over this one."""
+    c = Cluster(tmp_path)
+    try:
+        c.start_broker()
+        yield c
+    finally:
+        await c.close()

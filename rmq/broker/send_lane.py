@@ -81,8 +81,8 @@ class LaneContext:
     each read (``renew``) rather than made: a read of one send pays for no
     new object."""
 
-    __slots__ = ("run", "born", "cluster", "host_hex", "tail", "rocketmq_tail", "sync",
-                 "cq_table", "offsets", "held_pulls", "histograms", "_hex_of")
+    __slots__ = ("run", "born", "cluster", "cluster_name", "host_hex", "tail", "rocketmq_tail",
+                 "sync", "cq_table", "offsets", "held_pulls", "histograms", "_hex_of")
 
     def __init__(self) -> None:
         self.run: AppendRun | None = None
@@ -91,15 +91,18 @@ class LaneContext:
         self.cq_table: dict = {}
         self.offsets: dict = {}
         self.held_pulls: dict | None = None
+        self.cluster_name = ""  # the cluster name that ``cluster`` encodes
         self._hex_of = ""  # the run's message-id prefix that host_hex encodes
 
-    def renew(self, run: AppendRun, born: bytes, cluster: bytes, tail: bytes,
+    def renew(self, run: AppendRun, born: bytes, cluster: str, tail: bytes,
               rocketmq_tail: bytes, sync: bool, cq_table: dict, offsets: dict,
               held_pulls: dict | None, histograms: bool) -> LaneContext:
         """The context of the next read (its append session just opened)."""
         self.run = run
         self.born = born
-        self.cluster = cluster
+        if cluster is not self.cluster_name:  # encoded again only when it changes
+            self.cluster_name = cluster
+            self.cluster = cluster.encode()
         if run.host_hex is not self._hex_of:
             self._hex_of = run.host_hex
             self.host_hex = run.host_hex.encode()
@@ -130,7 +133,6 @@ class SendLaneSupport:
         # long polling's held pulls (the pull processor is made before the lane)
         self.hold = getattr(self.c, "pull_request_hold_service", None)
         self._tails: dict[tuple[str, bool], bytes] = {}
-        self._cluster: tuple[str, bytes] = ("", b"")  # the cluster name and its bytes
         self._batch_props: dict[str, tuple[bytes, bool]] = {}
         self.served = 0  # messages the lanes stored (GET_BROKER_RUNTIME_INFO rmqSendLaneServed)
         self._ctx = LaneContext()  # renewed for each read (begin)
@@ -152,10 +154,8 @@ class SendLaneSupport:
         if cfg.brokerRole is BrokerRole.SYNC_MASTER or cl.multi.enabled:
             return None  # (a DLedger leader is a SYNC_MASTER; its open_run is None too)
         cluster = self.processor.cluster
-        if cluster is not self._cluster[0]:
-            if not cluster.isascii():
-                return None
-            self._cluster = (cluster, cluster.encode())
+        if cluster is not self._ctx.cluster_name and not cluster.isascii():
+            return None
         run = cl.open_run(cfg.messageIndexEnable)
         if run is None:
             return None
@@ -163,7 +163,7 @@ class SendLaneSupport:
         born = channel.attrs.get("born_field")  # the stored born-host field, once per connection
         if born is None:
             born = channel.attrs["born_field"] = cl.host_field(channel_host(channel))
-        return self._ctx.renew(run, born, self._cluster[1], self.tail(), self.rocketmq_tail(),
+        return self._ctx.renew(run, born, cluster, self.tail(), self.rocketmq_tail(),
                                cfg.flushDiskType is FlushDiskType.SYNC_FLUSH,
                                store.consume_queue_table, cl.topic_queue_table,
                                hold.table if hold is not None else None,

@@ -280,10 +280,12 @@ class RemotingProtocol(asyncio.BufferedProtocol):
         if lane is not None and not service._rpc_hooks:
             if not self._lane_turns(lane, channel, service):
                 return
-        frames, pos, error = codec.decode_frames(self._view, self._start, self._end,
-                                                 self._max_frame)
-        if not self._dispatch(frames, channel, service):
-            return
+        pos, error = self._start, None
+        if pos != self._end:  # (a lane took the whole read: nothing left to decode)
+            frames, pos, error = codec.decode_frames(self._view, pos, self._end,
+                                                     self._max_frame)
+            if not self._dispatch(frames, channel, service):
+                return
         if error is not None:
             self._start = self._end = 0
             service._frame_error(channel, error)

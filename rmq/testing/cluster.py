@@ -78,6 +78,7 @@ class Cluster:
                                 name=broker_name, store=self.store_dir.name,
                                 small_files=small_files)
         self.broker: RmqProcess | None = None
+        self.grpc_port: int | None = None  # set by whoever puts grpcServerPort in extra
         self.client = RemotingClient()
         self._runs = 0
 

@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from rmq.testing.cluster import Cluster
+from rmq.testing.procs import free_port, wait_port
 
 
 @asynccontextmanager
@@ -18,6 +19,27 @@ async def running_cluster(tmp_path: Path, extra: str = "") -> AsyncIterator[Clus
     try:
         c.start_broker()
         await c.wait_routable()
+        yield c
+    finally:
+        await c.close()
+
+
+@asynccontextmanager
+async def grpc_cluster(tmp_path: Path, extra: str = "", topic: str | None = None,
+                       queues: int = 4) -> AsyncIterator[Cluster]:
+    """rmq-namesrv + rmq-broker with its gRPC endpoint on a free port
+    (``c.grpc_port``), registered with the name server and, when ``topic`` is
+    given, that topic created with ``queues`` queues and routable; both
+    processes are stopped on exit, also when start-up failed."""
+    grpc_port = free_port()
+    c = Cluster(tmp_path, f"grpcServerPort={grpc_port}\n{extra}")
+    c.grpc_port = grpc_port
+    try:
+        c.start_broker()
+        wait_port(grpc_port, timeout=20)
+        await c.wait_registered()
+        if topic is not None:
+            await c.create_topic(topic, queues)
         yield c
     finally:
         await c.close()

@@ -20,6 +20,7 @@ from rmq.common.java import CURRENT_VERSION_DESC
 from rmq.common.message import PROPERTY_INNER_MULTI_DISPATCH
 from rmq.common.protocol.headers_admin import GetConsumeStatsRequestHeader
 from rmq.testing.cluster import Cluster
+from rmq.testing.messaging import running_cluster
 from tests.integration.admin_cli import admin_fails, admin_json, admin_ok, recording_consumer
 from tests.integration.test_messaging_raw import pull, send
 
@@ -34,12 +35,9 @@ GROUP_ROW = "%-64s  %-6d  %-24s %-5s  %-14s  %-7d  %d"
 
 @pytest.fixture
 async def cluster(tmp_path):
-    c = Cluster(tmp_path, "flushConsumerOffsetInterval=60000\nenableLmq=true\n"
-                          "enableMultiDispatch=true\n")
-    c.start_broker()
-    await c.wait_routable()
-    yield c
-    await c.close()
+    async with running_cluster(tmp_path, "flushConsumerOffsetInterval=60000\nenableLmq=true\n"
+                               "enableMultiDispatch=true\n") as c:
+        yield c
 
 
 async def commit(c: Cluster, group: str, qid: int, offset: int) -> None:

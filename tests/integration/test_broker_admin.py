@@ -39,14 +39,6 @@ def body(resp: RemotingCommand):
     return fastjson.loads(bytes(resp.body))
 
 
-@pytest.fixture
-async def cluster(tmp_path):
-    c = Cluster(tmp_path)
-    c.start_broker()
-    yield c
-    await c.close()
-
-
 def client_config(c: Cluster, name: str) -> ClientConfig:
     return ClientConfig(namesrv_addr=f"127.0.0.1:{c.ns_port}", client_ip="127.0.0.1",
                         instance_name=name, persist_consumer_offset_interval=300)

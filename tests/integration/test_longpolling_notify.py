@@ -21,14 +21,6 @@ RC = ResponseCode
 TOPIC = "NotifyTopic"
 
 
-@pytest.fixture
-async def cluster(tmp_path):
-    c = Cluster(tmp_path)
-    c.start_broker()
-    yield c
-    await c.close()
-
-
 async def held_pull(c: Cluster, queue_id: int, offset: int, sub: str = "*"):
     task = asyncio.ensure_future(pull(c, TOPIC, queue_id, offset, sys_flag=6, sub=sub,
                                       suspend_ms=8000, timeout_ms=15000))

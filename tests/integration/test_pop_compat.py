@@ -15,19 +15,10 @@ import pytest
 
 from rmq.client.pop import PopClient, handle_of
 from rmq.common.codes import RequestCode, ResponseCode
-from rmq.testing.cluster import Cluster
 from tests.integration.test_pop import fill, pop_all
 
 RC = ResponseCode
 MIN, MAX = 0, 1
-
-
-@pytest.fixture
-async def cluster(tmp_path):
-    c = Cluster(tmp_path)
-    c.start_broker()
-    yield c
-    await c.close()
 
 
 async def first_pop(p: PopClient, group: str, topic: str, init_mode: int) -> list[bytes]:

@@ -26,14 +26,6 @@ RC = ResponseCode
 REVIVE = revive_topic("DefaultCluster")
 
 
-@pytest.fixture
-async def cluster(tmp_path):
-    c = Cluster(tmp_path)
-    c.start_broker()
-    yield c
-    await c.close()
-
-
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
 

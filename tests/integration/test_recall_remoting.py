@@ -15,6 +15,7 @@ from rmq.client.codec import decode_messages
 from rmq.client.headers import pull_header
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.testing.cluster import Cluster
+from rmq.testing.messaging import running_cluster
 from rmq.testing.wait import wait_until
 from tests.integration.test_messaging_raw import props, send
 
@@ -24,11 +25,8 @@ TOPIC = "RecallRemoting"
 
 @pytest.fixture
 async def cluster(tmp_path):
-    c = Cluster(tmp_path, "recallMessageEnable=true\ntimerPrecisionMs=100\n")
-    c.start_broker()
-    await c.wait_routable()
-    yield c
-    await c.close()
+    async with running_cluster(tmp_path, "recallMessageEnable=true\ntimerPrecisionMs=100\n") as c:
+        yield c
 
 
 async def visible(c: Cluster) -> list[bytes]:

@@ -35,6 +35,7 @@ from rmq.proxy.v2 import definition_pb2 as pb
 from rmq.proxy.v2 import service_pb2 as spb
 from rmq.proxy.v2 import service_pb2_grpc as sgrpc
 from rmq.testing.cluster import Cluster
+from rmq.testing.messaging import grpc_cluster
 from rmq.testing.procs import free_port, wait_port
 
 pytestmark = [pytest.mark.once, pytest.mark.timeout(120)]
@@ -66,25 +67,12 @@ async def rmq5_cluster(tmp_path, extra: str = ""):
     """A broker with its gRPC port and topic TOPIC (``extra`` lines go into
     broker.conf), and the official client's interpreter as ``c.python``."""
     python = client_python()
-    grpc_port = free_port()
     # topic attributes (message.type) come with the 5.x topic work; until then the
     # type check is off so FIFO/delay/transaction messages reach a plain topic
-    c = Cluster(tmp_path, f"grpcServerPort={grpc_port}\ntransactionCheckInterval=1000\n"
-                          f"transactionTimeOut=1000\nenableTopicMessageTypeCheck=false\n{extra}")
-    c.start_broker()
-    wait_port(grpc_port, timeout=20)
-    c.grpc_port = grpc_port
-    c.python = python
-    r = await c.call(R.UPDATE_AND_CREATE_TOPIC, {
-        "topic": TOPIC, "defaultTopic": "TBW102", "readQueueNums": "4", "writeQueueNums": "4",
-        "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"})
-    assert r.code == ResponseCode.SUCCESS
-    try:
+    async with grpc_cluster(tmp_path, "transactionCheckInterval=1000\ntransactionTimeOut=1000\n"
+                            f"enableTopicMessageTypeCheck=false\n{extra}", topic=TOPIC) as c:
+        c.python = python
         yield c
-    finally:
-        c.broker.stop()
-        await c.client.close()
-        c.namesrv.kill()
 
 
 def run_client(c, scenario: str, check_wait: float = 20.0, topic: str = TOPIC,

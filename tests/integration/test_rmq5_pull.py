@@ -22,8 +22,7 @@ from rmq.common.codes import ResponseCode
 from rmq.proxy.v2 import definition_pb2 as pb
 from rmq.proxy.v2 import service_pb2 as spb
 from rmq.proxy.v2 import service_pb2_grpc as sgrpc
-from rmq.testing.cluster import Cluster
-from rmq.testing.procs import free_port, wait_port
+from rmq.testing.messaging import grpc_cluster
 from rmq.testing.wait import wait_until
 from tests.integration.test_messaging_raw import props
 
@@ -36,22 +35,11 @@ MD = (("x-mq-client-id", "pull-test"),)
 
 @pytest.fixture
 async def cluster(tmp_path):
-    grpc_port = free_port()
-    c = Cluster(tmp_path, f"grpcServerPort={grpc_port}\nrecallMessageEnable=true\n"
-                          f"enableTopicMessageTypeCheck=false\n")
-    c.start_broker()
-    wait_port(grpc_port, timeout=20)
-    c.grpc_port = grpc_port
-    r = await c.call(R.UPDATE_AND_CREATE_TOPIC, {
-        "topic": TOPIC, "defaultTopic": "TBW102", "readQueueNums": "4", "writeQueueNums": "4",
-        "perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0", "order": "false"})
-    assert r.code == ResponseCode.SUCCESS
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
-        c.stub = sgrpc.MessagingServiceStub(channel)
-        yield c
-    c.broker.stop()
-    await c.client.close()
-    c.namesrv.kill()
+    async with grpc_cluster(tmp_path, "recallMessageEnable=true\nenableTopicMessageTypeCheck=false\n",
+                            topic=TOPIC) as c:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{c.grpc_port}") as channel:
+            c.stub = sgrpc.MessagingServiceStub(channel)
+            yield c
 
 
 def queue(qid: int = 0) -> pb.MessageQueue:

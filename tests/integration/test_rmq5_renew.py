@@ -16,13 +16,10 @@ import grpc
 import pytest
 from google.protobuf.duration_pb2 import Duration
 
-from rmq.common.codes import RequestCode as R
-from rmq.common.codes import ResponseCode
 from rmq.proxy.v2 import definition_pb2 as pb
 from rmq.proxy.v2 import service_pb2 as spb
 from rmq.proxy.v2 import service_pb2_grpc as sgrpc
-from rmq.testing.cluster import Cluster
-from rmq.testing.procs import free_port, wait_port
+from rmq.testing.messaging import grpc_cluster
 
 pytestmark = [pytest.mark.once, pytest.mark.timeout(120)]
 
@@ -82,29 +79,16 @@ async def send(stub: sgrpc.MessagingServiceStub, body: bytes) -> None:
 
 @pytest.fixture
 async def endpoint(tmp_path):
-    grpc_port = free_port()
-    c = Cluster(tmp_path, f"grpcServerPort={grpc_port}\nenableTopicMessageTypeCheck=false\n"
-                          "defaultInvisibleTimeMills=4000\nrenewAheadTimeMillis=2500\n"
-                          "renewSchedulePeriodMillis=500\ninvisibleTimeMillisWhenClear=1000\n")
-    c.start_broker()
-    try:
-        wait_port(grpc_port, timeout=20)
-        await c.wait_registered()
-        r = await c.call(R.UPDATE_AND_CREATE_TOPIC, {
-            "topic": TOPIC, "defaultTopic": "TBW102", "readQueueNums": "1",
-            "writeQueueNums": "1", "perm": "6", "topicFilterType": "SINGLE_TAG",
-            "topicSysFlag": "0", "order": "false"})
-        assert r.code == ResponseCode.SUCCESS
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
+    async with grpc_cluster(tmp_path, "enableTopicMessageTypeCheck=false\n"
+                            "defaultInvisibleTimeMills=4000\nrenewAheadTimeMillis=2500\n"
+                            "renewSchedulePeriodMillis=500\ninvisibleTimeMillisWhenClear=1000\n",
+                            topic=TOPIC, queues=1) as c:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{c.grpc_port}") as channel:
             stub = sgrpc.MessagingServiceStub(channel)
             route = await stub.QueryRoute(spb.QueryRouteRequest(topic=pb.Resource(name=TOPIC)),
                                           metadata=(("x-mq-client-id", "renew-route@1"),))
             assert route.status.code == pb.OK
             yield stub, route.message_queues[0]
-    finally:
-        c.broker.stop()
-        await c.client.close()
-        c.namesrv.kill()
 
 
 async def test_renewed_while_the_client_is_there_given_back_when_it_leaves(endpoint):

@@ -22,6 +22,7 @@ from rmq.client.codec import decode_messages
 from rmq.common.codes import ResponseCode
 from rmq.remoting.exceptions import RemotingError
 from rmq.testing.cluster import Cluster
+from rmq.testing.messaging import running_cluster
 from rmq.testing.procs import free_port
 from rmq.testing.wait import wait_until
 from tests.integration.test_messaging_raw import pull
@@ -43,13 +44,8 @@ def now_ms() -> int:
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def cluster(tmp_path_factory):
-    c = Cluster(tmp_path_factory.mktemp("timer"), CONF)
-    try:
-        c.start_broker()
-        await c.wait_routable()
+    async with running_cluster(tmp_path_factory.mktemp("timer"), CONF) as c:
         yield c
-    finally:
-        await c.close()
 
 
 def new_producer(c: Cluster, group: str) -> Producer:

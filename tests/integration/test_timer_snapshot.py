@@ -14,7 +14,7 @@ import pytest_asyncio
 from prometheus_client.parser import text_string_to_metric_families
 
 from rmq.client import Message, Producer
-from rmq.testing.cluster import Cluster
+from rmq.testing.messaging import running_cluster
 from rmq.testing.procs import free_port
 from rmq.testing.wait import wait_until
 
@@ -32,13 +32,8 @@ EXPECTED = {"5": 2, "60": 1, "300": 3, "900": 1, "3600": 1, "14400": 1, "28800":
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")
 async def cluster(tmp_path_factory):
-    c = Cluster(tmp_path_factory.mktemp("timer_snap"), CONF)
-    try:
-        c.start_broker()
-        await c.wait_routable()
+    async with running_cluster(tmp_path_factory.mktemp("timer_snap"), CONF) as c:
         yield c
-    finally:
-        await c.close()
 
 
 async def scrape() -> dict:
