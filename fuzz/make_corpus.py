@@ -91,6 +91,9 @@ def _pull_frames() -> list[bytes]:
            "expressionType": "TAG"}
     out = [RemotingCommand(11, 0, 409, 7, 0, None, ext, None, stype).encode() for stype in (0, 1)]
     out.append(b"".join(out))
+    wide = {**ext, "subscription": "TagA || 标签 || \U0001F600"}  # tags past ASCII
+    out += [RemotingCommand(11, 0, 409, 8, 0, None, wide, None, stype).encode()
+            for stype in (0, 1)]
     return out
 
 

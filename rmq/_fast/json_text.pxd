@@ -383,6 +383,19 @@ cdef inline bint json_utf8_valid(const uint8_t* p, Py_ssize_t n) noexcept nogil:
     return True
 
 
+cdef inline bint header_utf8(const uint8_t* p, Py_ssize_t n, bint* wide) noexcept nogil:
+    """A text of a ROCKETMQ binary header the general reader decodes
+    (well-formed UTF-8), for the lanes that read such headers in place;
+    ``wide`` says whether it holds bytes >= 0x80."""
+    cdef Py_ssize_t i
+    for i in range(n):
+        if p[i] >= 0x80:
+            wide[0] = True
+            return json_utf8_valid(p, n)
+    wide[0] = False
+    return True
+
+
 cdef inline bint json_string_valid(const JStr* s) noexcept nogil:
     """A scanned string orjson would accept (escapes and UTF-8)."""
     cdef const uint8_t* p = s.s

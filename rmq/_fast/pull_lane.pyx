@@ -13,9 +13,12 @@ first answer's records are copied behind it, the others are written from the
 views the store read.
 
 The reader takes a strict subset of JSON it can vouch for: an object of the
-remoting header's own keys, strings of printable ASCII without escapes,
+remoting header's own keys, strings without escapes or control bytes whose
+bytes past ASCII are well-formed UTF-8 (a subscription's non-ASCII tags),
 integers without fraction or exponent, ``null``, whitespace between tokens.
-Anything else -- escapes, non-ASCII, floats, unknown or repeated keys,
+A ROCKETMQ header's texts must be well-formed UTF-8, as the general decoder
+requires.  Texts are handed on decoded as the general decoder decodes them.
+Anything else -- escapes, malformed UTF-8, floats, unknown or repeated keys,
 numbers the general path would read differently, a body -- ends the lane's
 turn and the general path, which decides everything, serves the frame; so
 the answers are the general path's whatever the lane takes.
@@ -23,14 +26,12 @@ the answers are the general path's whatever the lane takes.
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.string cimport memcmp, memcpy
 
 from rmq._fast.byteorder cimport get32, put32
-
-
-cdef extern from "Python.h":
-    object PyUnicode_DecodeASCII(const char *s, Py_ssize_t size, const char *errors)
+from rmq._fast.json_text cimport header_utf8, json_utf8_valid
 
 cdef enum:
     PULL = 11
@@ -103,16 +104,22 @@ cdef inline const uint8_t *skip_ws(const uint8_t *p, const uint8_t *end) noexcep
 
 cdef inline const uint8_t *plain_string(const uint8_t *p, const uint8_t *end,
                                         Text *out) noexcept nogil:
-    """``p`` at an opening quote: a string of printable ASCII without escapes
-    into ``out``; the byte after the closing quote, or NULL."""
+    """``p`` at an opening quote: a string without escapes or control bytes,
+    its bytes past ASCII well-formed UTF-8 (as orjson requires), into
+    ``out``; the byte after the closing quote, or NULL."""
     cdef const uint8_t *s = p + 1
+    cdef bint wide = False
     p = s
     while p < end:
         if p[0] == 34:
+            if wide and not json_utf8_valid(s, p - s):
+                return NULL
             out.p = s
             out.n = p - s
             return p + 1
-        if p[0] < 0x20 or p[0] > 0x7E or p[0] == 92:
+        if p[0] >= 0x80:
+            wide = True
+        elif p[0] < 0x20 or p[0] == 0x7F or p[0] == 92:
             return NULL
         p += 1
     return NULL
@@ -302,13 +309,16 @@ cdef bint read_header(const uint8_t *p, Py_ssize_t n, Req *r) noexcept nogil:
             and r.keys & (1 << K_EXT) and (r.fields & REQUIRED) == REQUIRED)
 
 
-cdef inline bint ascii_text(const uint8_t *p, Py_ssize_t n, bint printable) noexcept nogil:
-    """Bytes below 0x80 (and, when ``printable``, none below 0x20 or 0x7F)."""
+cdef inline bint header_text(const uint8_t *p, Py_ssize_t n, bint printable) noexcept nogil:
+    """A ROCKETMQ header text the general decoder decodes (well-formed UTF-8)
+    and, when ``printable``, without control bytes (below 0x20, 0x7F)."""
     cdef Py_ssize_t i
-    for i in range(n):
-        if p[i] >= 0x80 or (printable and (p[i] < 0x20 or p[i] == 0x7F)):
-            return False
-    return True
+    cdef bint wide
+    if printable:
+        for i in range(n):
+            if p[i] < 0x20 or p[i] == 0x7F:
+                return False
+    return header_utf8(p, n, &wide)
 
 
 cdef bint read_header_rmq(const uint8_t *d, Py_ssize_t hlen, Req *r) noexcept nogil:
@@ -316,8 +326,8 @@ cdef bint read_header_rmq(const uint8_t *d, Py_ssize_t hlen, Req *r) noexcept no
     (``read_header``'s contract): the pull's fields are length-prefixed
     texts; an entry with an empty key or value is skipped (the general
     reader's rule).
-    Anything but ASCII text, a pull field twice, or a length outside the
-    header is left to the general path."""
+    Malformed UTF-8, a control byte in a pull field, a pull field twice, or
+    a length outside the header is left to the general path."""
     cdef int32_t rlen, elen, vlen
     cdef Py_ssize_t p, stop
     cdef int klen, i
@@ -332,7 +342,7 @@ cdef bint read_header_rmq(const uint8_t *d, Py_ssize_t hlen, Req *r) noexcept no
     r.opaque = get32(d + 5)
     r.flag = get32(d + 9)
     rlen = get32(d + 13)
-    if rlen < 0 or 17 + <Py_ssize_t>rlen + 4 > hlen or not ascii_text(d + 17, rlen, False):
+    if rlen < 0 or 17 + <Py_ssize_t>rlen + 4 > hlen or not header_text(d + 17, rlen, False):
         return False
     p = 17 + rlen
     elen = get32(d + p)
@@ -345,7 +355,7 @@ cdef bint read_header_rmq(const uint8_t *d, Py_ssize_t hlen, Req *r) noexcept no
             return False
         klen = (d[p] << 8) | d[p + 1]
         p += 2
-        if klen & 0x8000 or p + klen + 4 > stop or not ascii_text(d + p, klen, False):
+        if klen & 0x8000 or p + klen + 4 > stop or not header_text(d + p, klen, False):
             return False
         k.p = d + p
         k.n = klen
@@ -355,7 +365,7 @@ cdef bint read_header_rmq(const uint8_t *d, Py_ssize_t hlen, Req *r) noexcept no
         if vlen < 0 or p + <Py_ssize_t>vlen > stop:
             return False
         i = key_index(k, FIELD_NAMES, FIELD_LENS, NF)
-        if not ascii_text(d + p, vlen, i >= 0):
+        if not header_text(d + p, vlen, i >= 0):
             return False
         if i >= 0 and vlen:
             if r.fields & (1 << i):
@@ -397,7 +407,7 @@ cdef object field_str(Req *r, int i):
     """A text field as the lane hands it on (None when absent)."""
     if not r.fields & (1 << i):
         return None
-    return PyUnicode_DecodeASCII(<const char *>r.f[i].p, r.f[i].n, NULL)
+    return PyUnicode_DecodeUTF8(<const char *>r.f[i].p, r.f[i].n, NULL)
 
 
 def pull_head(buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_frame, make):
@@ -467,7 +477,7 @@ cdef class _Name:
                 memcmp(PyBytes_AS_STRING(self.raw), t.p, t.n) == 0:
             return self.text
         self.raw = PyBytes_FromStringAndSize(<const char *>t.p, t.n)
-        self.text = PyUnicode_DecodeASCII(<const char *>t.p, t.n, NULL)
+        self.text = PyUnicode_DecodeUTF8(<const char *>t.p, t.n, NULL)
         return self.text
 
 

@@ -36,6 +36,7 @@ from rmq._fast.json_text cimport (
     JV_TRUE,
     JIndex,
     JStr,
+    header_utf8,
     json_index,
     json_index_words,
     json_literal,
@@ -314,18 +315,6 @@ cdef bint parse_head(const uint8_t* b, Py_ssize_t pos, Py_ssize_t end, Py_ssize_
     return frame_done(h, end_h, pos, length, hlen, 0)
 
 
-cdef inline bint rmq_text(const uint8_t* p, Py_ssize_t n, bint* wide) noexcept nogil:
-    """A ROCKETMQ header text the general reader decodes (well-formed UTF-8);
-    ``wide`` says whether it holds bytes >= 0x80."""
-    cdef Py_ssize_t i
-    for i in range(n):
-        if p[i] >= 0x80:
-            wide[0] = True
-            return json_utf8_valid(p, n)
-    wide[0] = False
-    return True
-
-
 cdef bint parse_head_rmq(const uint8_t* b, Py_ssize_t pos, Py_ssize_t end,
                          Py_ssize_t max_frame, Head* h) noexcept nogil:
     """The complete send request with a ROCKETMQ binary header at
@@ -352,7 +341,7 @@ cdef bint parse_head_rmq(const uint8_t* b, Py_ssize_t pos, Py_ssize_t end,
     h.opaque = get32(d + 5)
     h.flag = get32(d + 9)
     rlen = get32(d + 13)
-    if rlen < 0 or 17 + <Py_ssize_t>rlen + 4 > hlen or not rmq_text(d + 17, rlen, &wide):
+    if rlen < 0 or 17 + <Py_ssize_t>rlen + 4 > hlen or not header_utf8(d + 17, rlen, &wide):
         return False
     cdef Py_ssize_t p = 17 + rlen
     elen = get32(d + p)
@@ -367,7 +356,7 @@ cdef bint parse_head_rmq(const uint8_t* b, Py_ssize_t pos, Py_ssize_t end,
         p += 2
         if klen & 0x8000 or p + klen + 4 > stop:
             return False
-        if not rmq_text(d + p, klen, &wide):
+        if not header_utf8(d + p, klen, &wide):
             return False
         slot = NULL
         if klen == 1 and 97 <= d[p] <= 110:
@@ -381,7 +370,7 @@ cdef bint parse_head_rmq(const uint8_t* b, Py_ssize_t pos, Py_ssize_t end,
         p += 4
         if vlen < 0 or p + <Py_ssize_t>vlen > stop:
             return False
-        if not rmq_text(d + p, vlen, &wide):
+        if not header_utf8(d + p, vlen, &wide):
             return False
         if slot != NULL and vlen:  # an empty value is skipped: an earlier one stands
             slot.kind = JV_STR

@@ -11,7 +11,10 @@ large writes to a real broker three times: with the compiled lane, with the twin
 Every response must be the same bytes (the records' store times and the
 producer's port aside), and so must the statistics (GROUP_GET_NUMS /
 GROUP_GET_SIZE, the broker's get total) and the committed offsets.  Small
-commit-log files make pulls cross file ends, where runs of records split."""
+commit-log files make pulls cross file ends, where runs of records split.
+Then a run of pulls whose subscriptions hold tags past ASCII (messages tagged
+so are at each queue's end), in both header serializations: the lanes must
+serve every one of them (rmqPullLaneServed), with the general path's bytes."""
 
 from __future__ import annotations
 
@@ -39,6 +42,8 @@ TOPIC = "PullLaneTopic"
 GROUP = "pullLaneGroup"
 QUEUES = 4
 SUB, SUSPEND, COMMIT = 0x4, 0x2, 0x1
+WIDE_TAG = "标签"  # a tag past ASCII
+WIDE_SUBS = [WIDE_TAG, f"TagA || {WIDE_TAG}", f"é || {WIDE_TAG} || \U0001F600"]
 
 
 def _frame(code: int, ext: dict, body: bytes | None, opaque: int, stype: int = 0) -> bytes:
@@ -74,6 +79,13 @@ def _sends() -> tuple[list[bytes], int]:
                              "broker-a")
         frames.append(_frame(R.SEND_MESSAGE_V2, ext, body, i))
         count += 1
+    for queue in range(QUEUES):  # each queue ends with messages of a tag past ASCII
+        for j in range(3):
+            ext = send_header_v2("pg", TOPIC, "TBW102", QUEUES, queue, 0, 1_700_000_001_000 + j,
+                                 0, f"UNIQ_KEY\x01W{queue}{j}\x02TAGS\x01{WIDE_TAG}", False,
+                                 "broker-a")
+            frames.append(_frame(R.SEND_MESSAGE_V2, ext, b"wide %d" % j, 900 + queue * 3 + j))
+            count += 1
     return frames, count
 
 
@@ -144,6 +156,23 @@ def _pulls(max_offsets: list[int]) -> tuple[list[bytes], int]:
     return frames, len(frames)
 
 
+def _wide_pulls(max_offsets: list[int]) -> list[bytes]:
+    """Pulls near each queue's end whose subscriptions hold tags past ASCII,
+    JSON and ROCKETMQ headers: every one finds messages."""
+    frames = []
+    for i, (queue, sub, stype) in enumerate(
+            (q, sub, stype) for q in range(QUEUES) for sub in WIDE_SUBS for stype in (0, 1)):
+        ext = pull_header(GROUP, TOPIC, queue, max_offsets[queue] - 6, 32, SUB, 0, 0, sub, 0,
+                          "TAG", "broker-a")
+        frames.append(_frame(R.PULL_MESSAGE, ext, None, 20_000 + i, stype))
+    return frames
+
+
+async def _served(transport, reader: FrameCollector) -> int:
+    info = await _call(transport, reader, R.GET_BROKER_RUNTIME_INFO, None, 4)
+    return int(orjson.loads(info.body)["table"]["rmqPullLaneServed"])
+
+
 async def _call(transport, reader: FrameCollector, code: int, ext: dict | None, opaque: int):
     done = reader.expect(1)
     transport.write(_frame(code, ext, None, opaque))
@@ -188,8 +217,13 @@ async def _run(tmp: Path, port: int, mode: str) -> tuple[dict, dict]:
             transport.write(b"".join(frames[i:i + 60]))
             await asyncio.sleep(0.02)
         await asyncio.wait_for(done, 60)
+        before = await _served(transport, reader)
+        wide = _wide_pulls(max_offsets)
+        done = reader.expect(len(wide))
+        transport.write(b"".join(wide))
+        await asyncio.wait_for(done, 30)
         answers = dict(reader.frames)
-        facts: dict = {"max": max_offsets}
+        facts: dict = {"max": max_offsets, "wide_served": await _served(transport, reader) - before}
         info = await _call(transport, reader, R.GET_BROKER_RUNTIME_INFO, None, 4)
         table = orjson.loads(info.body)["table"]
         facts["get_total"] = table["msgGetTotalTodayNow"]
@@ -235,13 +269,16 @@ async def test_lane_twin_and_general_path_answer_the_same(tmp_path):
     port = free_port(span=4) + 2
     results = {mode: await _run(tmp_path, port, mode) for mode in ("lane", "twin", "general")}
     base, base_facts = results["general"]
-    assert base_facts["served"] == 0
+    assert base_facts.pop("served") == 0 and base_facts.pop("wide_served") == 0
+    wide = [RemotingCommand.decode(f[4:]) for op, f in base.items() if op >= 20_000]
+    assert len(wide) == 24 and all(c.code == 0 and c.remark == "FOUND" for c in wide)
     codes = [RemotingCommand.decode(f[4:]).code for f in base.values()]
     assert codes.count(0) > 200 and {19, 20, 21, 17, 24} <= set(codes), sorted(set(codes))
     for mode in ("lane", "twin"):
         answers, facts = results[mode]
         assert facts.pop("served") > 150, mode
-        assert facts == {k: v for k, v in base_facts.items() if k != "served"}, mode
+        assert facts.pop("wide_served") == 24, mode  # every pull past ASCII, both headers
+        assert facts == base_facts, mode
         assert answers.keys() == base.keys(), mode
         for opaque, frame in base.items():
             assert _normalized(answers[opaque]) == _normalized(frame), (mode, opaque)

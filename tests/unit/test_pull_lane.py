@@ -48,10 +48,12 @@ def _fields(h: PullHeader) -> tuple:
 
 class Support:
     """A stand-in for PullLaneSupport: records what it is asked and answers a
-    FOUND read of canned records; queue 97 has no messages, queue 99 is
+    FOUND read of canned records; unless ``plain`` (for drawn headers, whose
+    queue ids may be anything), queue 97 has no messages, queue 99 is
     declined, queue 98 fails."""
 
-    def __init__(self) -> None:
+    def __init__(self, plain: bool = False) -> None:
+        self.special = () if plain else (97, 98, 99)
         self.head = FoundHeader()
         self.asked: list[tuple] = []
         self.failed = PullLaneSupport.failed.__get__(self)
@@ -60,13 +62,13 @@ class Support:
         self.render_rocketmq = rocketmq_found_header
 
     def has_messages(self, topic: str, queue_id: int, offset: int) -> bool:
-        return queue_id != 97
+        return queue_id != 97 or 97 not in self.special
 
     def take(self, channel, h: PullHeader):
         self.asked.append(_fields(h))
-        if h.queueId == 99:
+        if h.queueId == 99 and 99 in self.special:
             return None
-        if h.queueId == 98:
+        if h.queueId == 98 and 98 in self.special:
             raise KeyError("boom")
         n = max(1, min(h.maxMsgNums, 4))
         views = [memoryview(bytes(range(i, i + 50 + i))) for i in range(n)]
@@ -91,10 +93,10 @@ class Channel:
         self.out.append(("queued", response.encode()))
 
 
-def _serve(cls, data: bytes, start: int = 0):
+def _serve(cls, data: bytes, start: int = 0, plain: bool = False):
     """(position, frames written, headers asked, served) of one ``serve``;
     the first answer is written at once, the others are queued."""
-    support, channel = Support(), Channel()
+    support, channel = Support(plain), Channel()
     lane = cls(support, MAX)
     buf = memoryview(bytearray(data))
     pos, out = lane.serve(channel, buf, start, len(buf))
@@ -161,6 +163,17 @@ _value = st.one_of(
 _INT_FIELDS = ("queueId", "queueOffset", "maxMsgNums", "sysFlag", "commitOffset",
                "suspendTimeoutMillis", "subVersion")
 _TEXT = st.text(alphabet="abcXYZ_%-|* 019", min_size=1, max_size=10)
+# subscriptions with tags past ASCII (two, three and four UTF-8 bytes)
+_SUB = st.one_of(_TEXT, st.text(alphabet="ab|| é标签\u2028\U0001F600", min_size=1, max_size=10))
+WIDE_SUBS = ["标签", "TagA || 标签", "é || \U0001F600"]
+# malformed UTF-8 of the same length as "标签" (6 bytes): a cut sequence, a
+# surrogate, an overlong form
+BAD_UTF8 = [b"\xe6\xa0 \xe7\xad\xbe", b"\xed\xa0\x80\xe7\xad\xbe", b"\xc0\xaf\xe7\xad\xbe\x20"]
+
+
+def _spoil(frame: bytes, bad: bytes) -> bytes:
+    """``frame`` with its first "标签" replaced by malformed UTF-8 (same length)."""
+    return frame.replace("标签".encode(), bad, 1)
 
 
 @st.composite
@@ -171,9 +184,10 @@ def _header(draw) -> bytes:
     for k in _INT_FIELDS:
         n = draw(st.integers(-(2**40), 2**40))
         ext[k] = n if draw(st.booleans()) else str(n)
-    for k in ("subscription", "expressionType"):
-        if draw(st.booleans()):
-            ext[k] = draw(_TEXT)
+    if draw(st.booleans()):
+        ext["subscription"] = draw(_SUB)
+    if draw(st.booleans()):
+        ext["expressionType"] = draw(_TEXT)
     for k in draw(st.lists(st.sampled_from(FIELDS), max_size=3, unique=True)):
         if draw(st.booleans()):
             ext.pop(k, None)
@@ -196,6 +210,8 @@ def _header(draw) -> bytes:
     text = orjson.dumps(dict(items))
     if draw(st.booleans()):
         text = text.replace(b",", b" , ").replace(b":", b": ") + b"\n"
+    if draw(st.integers(0, 4)) == 0:
+        text = _spoil(text, draw(st.sampled_from(BAD_UTF8)))
     return text
 
 
@@ -207,7 +223,7 @@ def test_compiled_lane_reads_what_the_general_reader_reads(header, body, stype):
     same opaque and the same pull fields from it (so the general path would
     run the same pull)."""
     frame = _frame(header, body, stype)
-    pos, out, asked, _ = _serve(_C.PullLane, b"\0\0" + frame + b"tail", 2)
+    pos, out, asked, _ = _serve(_C.PullLane, b"\0\0" + frame + b"tail", 2, plain=True)
     if asked:
         general = _general(frame)
         assert general is not None
@@ -228,9 +244,10 @@ def _rocketmq_header(draw) -> bytes:
     length that points outside the header."""
     entries = [("consumerGroup", draw(_TEXT)), ("topic", draw(_TEXT))]
     entries += [(k, str(draw(st.integers(-(2**40), 2**40)))) for k in _INT_FIELDS]
-    for k in ("subscription", "expressionType"):
-        if draw(st.booleans()):
-            entries.append((k, draw(_TEXT)))
+    if draw(st.booleans()):
+        entries.append(("subscription", draw(_SUB)))
+    if draw(st.booleans()):
+        entries.append(("expressionType", draw(_TEXT)))
     for k in draw(st.lists(st.sampled_from(FIELDS + ("AccessKey", "é", "")), max_size=3)):
         entries.append((k, draw(_BIN_TEXT) if draw(st.booleans()) else
                         draw(st.sampled_from(["", "007", "-0", "+5", "9" * 19]))))
@@ -246,6 +263,8 @@ def _rocketmq_header(draw) -> bytes:
     if draw(st.integers(0, 9)) == 0:  # a length out of bounds somewhere
         at = draw(st.integers(0, len(head) - 1))
         head = head[:at] + bytes([draw(st.integers(0, 255))]) + head[at + 1:]
+    if draw(st.integers(0, 4)) == 0:
+        head = _spoil(head, draw(st.sampled_from(BAD_UTF8)))
     return head
 
 
@@ -254,7 +273,7 @@ def _rocketmq_header(draw) -> bytes:
 @given(_rocketmq_header(), st.sampled_from([b"", b"", b"body"]))
 def test_compiled_lane_reads_rocketmq_headers_as_the_general_reader(header, body):
     frame = _frame(header, body, 1)
-    pos, out, asked, _ = _serve(_C.PullLane, b"\0\0" + frame + b"tail", 2)
+    pos, out, asked, _ = _serve(_C.PullLane, b"\0\0" + frame + b"tail", 2, plain=True)
     if asked:
         general = _general(frame)
         assert general is not None
@@ -289,9 +308,31 @@ def test_lanes_take_the_usual_spellings_and_answer_alike(cls):
         assert answer == want.encode() and resp.body == body
 
 
+@pytest.mark.parametrize("cls", LANES)
+def test_lanes_take_subscriptions_past_ascii(cls):
+    """Tags past ASCII, in either serialization, are taken and handed on as
+    the general reader decodes them; malformed UTF-8 is left to the general
+    path (whose decoder refuses the frame)."""
+    frames = [_pull(i, sub=sub, stype=stype)
+              for i, (sub, stype) in enumerate([(s, t) for s in WIDE_SUBS for t in (0, 1)])]
+    data = b"".join(frames)
+    pos, out, asked, served = _serve(cls, data)
+    assert pos == len(data) and len(out) == 6 and served == [(11, False, 6)]
+    assert asked == [_general(f)[1] for f in frames]
+    at = FIELDS.index("subscription")
+    assert [a[at] for a in asked] == [s for s in WIDE_SUBS for _ in (0, 1)]
+    assert [f[4] for f in out] == [0, 1] * 3  # answered in the request's serialization
+    for stype in (0, 1):
+        for bad in BAD_UTF8:
+            frame = _spoil(_pull(9, sub="TagA || 标签", stype=stype), bad)
+            assert _general(frame) is None
+            assert _serve(cls, frames[0] + frame)[:2] == (len(frames[0]), out[:1]), (stype, bad)
+
+
 @pytest.mark.skipif(_C is None, reason="the compiled pull lane is not built")
 def test_compiled_lane_and_twin_write_the_same_bytes():
-    frames = b"".join(_pull(i, queue_id=i % 4, offset=i * 32, nums=1 + i % 40, stype=i % 3 // 2)
+    frames = b"".join(_pull(i, queue_id=i % 4, offset=i * 32, nums=1 + i % 40, stype=i % 3 // 2,
+                            sub=WIDE_SUBS[i % 4] if i % 4 < 3 else "*")
                       for i in range(50))
     twin, fast = _serve(PullLane, frames), _serve(_C.PullLane, frames)
     assert twin == fast and twin[0] == len(frames) and len(twin[1]) == 50
