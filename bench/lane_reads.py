@@ -11,7 +11,14 @@ A read of one frame is what a sender with one request in flight costs the
 broker besides the socket calls and the event loop; the spread between
 neighbouring runs on a shared machine is about 0.3 µs on the best figure.
 
+``--instructions`` counts instead of timing: the reads alone (no bracket) run
+under valgrind's callgrind twice, with ``--reads`` and with ``--reads`` +
+10,000, and the difference of the two totals gives the instructions of one
+read.  The count does not move with the machine's load, so two trees can be
+compared while other work runs (slow: a few minutes per tree).
+
     .venv/bin/python -m bench.lane_reads [--reads 20000] [--frames 1] [--repeats 7]
+    .venv/bin/python -m bench.lane_reads --instructions [--reads 2000] [--frames 1]
 """
 
 from __future__ import annotations
@@ -19,8 +26,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import os
+import re
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -79,7 +90,8 @@ def _serve_all(lane, channel: _Channel, reads: list[bytes]) -> int:
     return missed
 
 
-async def measure(reads: int, frames: int, repeats: int) -> dict[str, list[float]]:
+async def measure(reads: int, frames: int, repeats: int,
+                  bracket: bool = True) -> dict[str, list[float]]:
     root = Path(tempfile.mkdtemp(prefix="lane-reads-"))
     controller = await _controller(root)
     try:
@@ -111,6 +123,8 @@ async def measure(reads: int, frames: int, repeats: int) -> dict[str, list[float
             missed = _serve_all(lane, channel, batch)
             if not missed:
                 per_read.append((time.process_time_ns() - t0) / reads / 1000)
+            if not bracket:
+                continue
             t0 = time.process_time_ns()
             for _ in range(reads):
                 ctx = support.begin(channel)
@@ -122,17 +136,52 @@ async def measure(reads: int, frames: int, repeats: int) -> dict[str, list[float
         shutil.rmtree(root, ignore_errors=True)
 
 
+EXTRA_READS = 10_000  # what --instructions adds to the second run
+
+
+def _callgrind_total(reads: int, frames: int) -> int:
+    """Instructions of a whole run of the reads alone under callgrind."""
+    with tempfile.TemporaryDirectory(prefix="lane-reads-cg-") as tmp:
+        done = subprocess.run(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/out",
+             sys.executable, "-m", "bench.lane_reads", "--reads", str(reads), "--frames",
+             str(frames), "--repeats", "1", "--no-bracket"],
+            capture_output=True, text=True, env=os.environ, check=False)
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if done.returncode != 0 or found is None:
+        raise SystemExit(f"callgrind run failed: {done.stderr[-500:]}")
+    return int(found.group(1))
+
+
+def instructions(reads: int, frames: int) -> float:
+    """Instructions per read: the difference of two callgrind totals."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
+    low = _callgrind_total(reads, frames)
+    high = _callgrind_total(reads + EXTRA_READS, frames)
+    return (high - low) / EXTRA_READS
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reads", type=int, default=20000, help="reads per repeat")
     ap.add_argument("--frames", type=int, default=1, help="send frames per read")
     ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--no-bracket", action="store_true", help="time the reads alone")
+    ap.add_argument("--instructions", action="store_true",
+                    help="count instructions per read under callgrind instead of timing")
     args = ap.parse_args(argv)
+    if args.instructions:
+        per_read = instructions(args.reads, args.frames)
+        print(f"instructions_per_read ({args.frames} frame(s) a read): {per_read:,.0f}")
+        return 0
     import uvloop
 
     uvloop.install()
-    got = asyncio.run(measure(args.reads, args.frames, args.repeats))
+    got = asyncio.run(measure(args.reads, args.frames, args.repeats, not args.no_bracket))
     for key, values in got.items():
+        if not values and key == "begin_end_us" and args.no_bracket:
+            continue
         if not values:
             print(f"{key}: no repeat was taken whole by the lane")
             continue
