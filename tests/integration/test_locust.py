@@ -65,8 +65,10 @@ def test_producer_and_consumer_users(cluster, tmp_path):
 
 @pytest.mark.timeout(120)
 def test_batch_producer_only(cluster, tmp_path):
+    # (long enough for the users' first batch on a loaded machine: a run of 3 s
+    # once ended before any request was made)
     rows = _locust(cluster, tmp_path, "--rmq-batch", "4", "--rmq-size", "100", "ProducerUser",
-                   seconds=3)
+                   seconds=6)
     assert int(rows["SEND_BATCH"]["Request Count"]) > 0
     assert int(rows["SEND_BATCH"]["Failure Count"]) == 0
     assert float(rows["SEND_BATCH"]["Average Content Size"]) == 400
