@@ -182,8 +182,12 @@ class PopReviveService:
         offset = await put_revive_record(self.c, self.topic, qid, record)
         if offset is None:
             return False
-        if offset >= self.read_offsets.get(qid, 0):  # not read back yet
-            self.applied.setdefault(qid, set()).add(offset)
+        read = self.read_offsets.get(qid, 0)
+        if offset >= read:  # not read back yet
+            if offset == read:  # the next to read: read on past it, nothing to skip later
+                self.read_offsets[qid] = offset + 1
+            else:  # written behind records not read yet (the read skips it then)
+                self.applied.setdefault(qid, set()).add(offset)
             if isinstance(record, PopCheckPoint):
                 self.add_ck(record, qid, offset)
                 if record.revive_time < self._next_wake_ms:

@@ -49,6 +49,9 @@ def bitset_offsets(start: int, data: str) -> list[int]:
     """``BitSet.valueOf(bytes)`` of the base64 text: the offsets whose bit is set
     (``a2b_base64`` is what ``b64decode`` runs, without its argument checks)."""
     raw = binascii.a2b_base64(data) if data else b""
+    bits = int.from_bytes(raw, "little")  # bit k of the set is bit k of the number
+    if bits & (bits + 1) == 0:  # bits 0..n-1 (a whole batch acked at once): a range
+        return list(range(start, start + bits.bit_length()))
     return [start + i * 8 + bit for i, byte in enumerate(raw) if byte for bit in _BITS[byte]]
 
 
