@@ -75,16 +75,20 @@ def now_ms() -> int:
 
 @dataclass(slots=True)
 class Pending:
-    """An unsettled checkpoint: its record's place and the offsets acked so far."""
+    """An unsettled checkpoint: its record's place and the offsets not acked
+    yet (a set an ack takes its offsets out of: the check for the last one is
+    a set's emptiness, not a walk of the checkpoint's offsets per ack)."""
 
     ck: PopCheckPoint
     revive_qid: int
     record_offset: int  # the ck record's offset in its revive queue
-    acked: set[int] = field(default_factory=set)
+    left: set[int] = field(default_factory=set)
     via_timer: bool = False  # written by 5.3.3: its acks arrive through the timer
 
     def unacked(self) -> list[int]:
-        return [o for o in self.ck.offsets() if o not in self.acked]
+        """The offsets not acked, in the checkpoint's order."""
+        left = self.left
+        return [o for o in self.ck.offsets() if o in left]
 
 
 _I32 = struct.Struct(">i")
@@ -182,19 +186,40 @@ class PopReviveService:
         offset = await put_revive_record(self.c, self.topic, qid, record)
         if offset is None:
             return False
-        read = self.read_offsets.get(qid, 0)
-        if offset >= read:  # not read back yet
-            if offset == read:  # the next to read: read on past it, nothing to skip later
-                self.read_offsets[qid] = offset + 1
-            else:  # written behind records not read yet (the read skips it then)
-                self.applied.setdefault(qid, set()).add(offset)
-            if isinstance(record, PopCheckPoint):
-                self.add_ck(record, qid, offset)
-                if record.revive_time < self._next_wake_ms:
-                    self._wake.set()  # due before the service would look again
-            else:
-                self.apply_ack(record)
+        self._written(qid, record, offset)
         return True
+
+    def write_now(self, qid: int, record: PopCheckPoint | AckMsg) -> bool | None:
+        """``write`` without a coroutine, for a record the store takes at once
+        (``put_at_once`` under ASYNC_FLUSH): True once stored and applied;
+        None with nothing done when ``write`` must store it (the general put,
+        or a group commit to wait for).  A pop and an ack call it first: a
+        coroutine less for each of their records."""
+        store = self.store
+        if store.config.flushDiskType is FlushDiskType.SYNC_FLUSH:
+            return None
+        body, tag = record_body(record)
+        put = put_at_once(store, self.topic, qid, body, tag, now_ms())
+        if put is None:
+            return None
+        self._written(qid, record, put[0])
+        return True
+
+    def _written(self, qid: int, record: PopCheckPoint | AckMsg, offset: int) -> None:
+        """Apply a record this broker stored at ``offset`` of revive queue ``qid``."""
+        read = self.read_offsets.get(qid, 0)
+        if offset < read:
+            return  # read back (and applied) while its put waited
+        if offset == read:  # the next to read: read on past it, nothing to skip later
+            self.read_offsets[qid] = offset + 1
+        else:  # written behind records not read yet (the read skips it then)
+            self.applied.setdefault(qid, set()).add(offset)
+        if isinstance(record, PopCheckPoint):
+            self.add_ck(record, qid, offset)
+            if record.revive_time < self._next_wake_ms:
+                self._wake.set()  # due before the service would look again
+        else:
+            self.apply_ack(record)
 
     def wake(self) -> None:
         self._wake.set()
@@ -271,7 +296,7 @@ class PopReviveService:
         key = ck.key()
         if key in self.pending:
             return
-        entry = Pending(ck, qid, record_offset, via_timer=via_timer)
+        entry = Pending(ck, qid, record_offset, set(ck.offsets()), via_timer)
         self.pending[key] = entry
         self.by_queue.setdefault(qid, {})[key] = entry
         self._seq += 1
@@ -294,8 +319,9 @@ class PopReviveService:
         entry = self.pending.get(key)
         if entry is None:
             return  # settled already, or never ours (5.3.3 ignores it as well)
-        entry.acked.update(ack.offsets)
-        if not entry.unacked():
+        left = entry.left
+        left.difference_update(ack.offsets)
+        if not left:
             self._settle(key)
 
     def _settle(self, key: str) -> None:

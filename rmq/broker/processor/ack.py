@@ -103,7 +103,9 @@ class AckMessageProcessor:
             return True  # a handle of no revive queue of ours: nothing to cross off
         ack = AckMsg(topic, group, queue_id, info.ck_offset, info.pop_time, info.broker_name,
                      offsets)
-        return await self.ctx.revive.write(info.revive_qid, ack)
+        revive = self.ctx.revive
+        stored = revive.write_now(info.revive_qid, ack)
+        return stored if stored is not None else await revive.write(info.revive_qid, ack)
 
     # ---- ACK_MESSAGE --------------------------------------------------------------
     async def ack(self, request: RemotingCommand) -> RemotingCommand:

@@ -344,7 +344,11 @@ class PopMessageProcessor:
                 ck = PopCheckPoint(read_topic, group, qid, offset, pop_time, invisible,
                                    [o - offset for o in offsets], self.bc.brokerName)
                 ck.revive_offset = 0
-                if not await self.ctx.revive.write(revive_qid, ck):
+                revive = self.ctx.revive
+                stored = revive.write_now(revive_qid, ck)
+                if stored is None:
+                    stored = await revive.write(revive_qid, ck)
+                if not stored:
                     if read_topic == topic:
                         result.release()
                     return  # nothing handed out: the offset stays where it was
