@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import gc
 import shutil
 import statistics
@@ -28,6 +27,7 @@ from typing import Any
 import orjson
 
 from bench.lane_reads import QUEUES, TOPIC, _controller
+from bench.pop import _bitset
 from rmq.common.codes import RequestCode
 from rmq.remoting import RemotingCommand
 from rmq.store.message import MessageExtBrokerInner
@@ -43,13 +43,6 @@ class _Channel:
     @staticmethod
     def is_active() -> bool:
         return True
-
-
-def _bitset(offsets: list[int], start: int) -> str:
-    raw = bytearray((max(offsets) - start) // 8 + 1)
-    for o in offsets:
-        raw[(o - start) // 8] |= 1 << ((o - start) % 8)
-    return base64.b64encode(bytes(raw)).decode()
 
 
 def _fill(store: Any, per_queue: int) -> None:

@@ -210,9 +210,9 @@ class PopReviveService:
         read = self.read_offsets.get(qid, 0)
         if offset < read:
             return  # read back (and applied) while its put waited
-        if offset == read:  # the next to read: read on past it, nothing to skip later
+        if offset == read and self.loaded:  # the next to read: read on past it
             self.read_offsets[qid] = offset + 1
-        else:  # written behind records not read yet (the read skips it then)
+        else:  # behind records not read yet, or before the first read: skipped there
             self.applied.setdefault(qid, set()).add(offset)
         if isinstance(record, PopCheckPoint):
             self.add_ck(record, qid, offset)

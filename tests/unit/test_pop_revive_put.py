@@ -149,3 +149,59 @@ async def test_put_revive_record_waits_for_the_group_commit(tmp_path):
             assert store.commit_log.mfq.flushed_where == store.commit_log.get_max_offset()
     finally:
         store.shutdown()
+
+
+class _Offsets:
+    def __init__(self) -> None:
+        self.table: dict = {}
+
+    def query_offset(self, group: str, topic: str, queue_id: int) -> int:
+        return self.table.get((group, topic, queue_id), -1)
+
+    def commit_offset(self, _who: str, group: str, topic: str, queue_id: int,
+                      offset: int) -> None:
+        self.table[(group, topic, queue_id)] = offset
+
+
+class _Controller:
+    """What the revive service asks of a broker, around a real store."""
+
+    def __init__(self, store: DefaultMessageStore) -> None:
+        from types import SimpleNamespace
+
+        self.broker_config = SimpleNamespace(brokerClusterName="DefaultCluster",
+                                             reviveQueueNum=2)
+        self.message_store = store
+        self.topic_config_manager = SimpleNamespace(select_topic_config=lambda _t: object())
+        self.consumer_offset_manager = _Offsets()
+
+
+@pytest.mark.timeout(60)
+async def test_revive_service_reads_on_past_its_own_records(tmp_path):
+    """A record the service wrote as the next one to read moves its read offset
+    on (nothing to skip later); one written behind a record not read yet (here
+    an ack stored otherwise) is skipped by the read, which applies the other."""
+    store = DefaultMessageStore(_config(tmp_path), HOST)
+    assert store.load()
+    store.start()
+    try:
+        svc = pr.PopReviveService(_Controller(store))
+        svc.ensure_loaded()
+        ck1 = PopCheckPoint("T", "g", 1, 10, 1_000, 60_000, [0, 1, 2, 3], "b")
+        assert svc.write_now(0, ck1) is None  # no revive queue yet: the general put
+        assert await svc.write(0, ck1)
+        assert svc.write_now(0, AckMsg("T", "g", 1, 10, 1_000, "b", [10, 11])) is True
+        assert svc.read_offsets[0] == 2 and not svc.applied.get(0)
+        assert svc.pending[ck1.key()].left == {12, 13}
+        body, tag = pr.record_body(AckMsg("T", "g", 1, 10, 1_000, "b", [12, 13]))
+        assert await pr.put_general(store, svc.topic, 0, body, tag, 5) == 2  # not the service's
+        ck2 = PopCheckPoint("T", "g", 2, 20, 2_000, 60_000, [0], "b")
+        assert svc.write_now(0, ck2) is True
+        assert svc.read_offsets[0] == 2 and svc.applied[0] == {3}
+        assert set(svc.pending) == {ck1.key(), ck2.key()}
+        svc.read_all()
+        assert svc.read_offsets[0] == 4 and not svc.applied[0]
+        assert set(svc.pending) == {ck2.key()}  # the foreign ack settled ck1
+        assert svc.c.consumer_offset_manager.query_offset("g", "T", 2) == 21
+    finally:
+        store.shutdown()
