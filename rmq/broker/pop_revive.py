@@ -55,8 +55,9 @@ from rmq.common import topics as T
 from rmq.common.logging import BROKER_LOGGER_NAME
 from rmq.common.message_id import create_message_id
 from rmq.common.timer import PROPERTY_TIMER_DELIVER_MS, PROPERTY_TIMER_OUT_MS
-from rmq.store import MessageExtBrokerInner, PutMessageStatus
+from rmq.store import BrokerRole, FlushDiskType, MessageExtBrokerInner, PutMessageStatus
 from rmq.store.message_codec import decode_message, message_properties_to_string
+from rmq.store.single_put import put_single, wait_flush
 
 log = logging.getLogger(BROKER_LOGGER_NAME)
 
@@ -74,16 +75,20 @@ def now_ms() -> int:
 
 @dataclass(slots=True)
 class Pending:
-    """An unsettled checkpoint: its record's place and the offsets acked so far."""
+    """An unsettled checkpoint: its record's place and the offsets not acked
+    yet (a set an ack takes its offsets out of: the check for the last one is
+    a set's emptiness, not a walk of the checkpoint's offsets per ack)."""
 
     ck: PopCheckPoint
     revive_qid: int
     record_offset: int  # the ck record's offset in its revive queue
-    acked: set[int] = field(default_factory=set)
+    left: set[int] = field(default_factory=set)
     via_timer: bool = False  # written by 5.3.3: its acks arrive through the timer
 
     def unacked(self) -> list[int]:
-        return [o for o in self.ck.offsets() if o not in self.acked]
+        """The offsets not acked, in the checkpoint's order."""
+        left = self.left
+        return [o for o in self.ck.offsets() if o in left]
 
 
 _I32 = struct.Struct(">i")
@@ -181,15 +186,40 @@ class PopReviveService:
         offset = await put_revive_record(self.c, self.topic, qid, record)
         if offset is None:
             return False
-        if offset >= self.read_offsets.get(qid, 0):  # not read back yet
-            self.applied.setdefault(qid, set()).add(offset)
-            if isinstance(record, PopCheckPoint):
-                self.add_ck(record, qid, offset)
-                if record.revive_time < self._next_wake_ms:
-                    self._wake.set()  # due before the service would look again
-            else:
-                self.apply_ack(record)
+        self._written(qid, record, offset)
         return True
+
+    def write_now(self, qid: int, record: PopCheckPoint | AckMsg) -> bool | None:
+        """``write`` without a coroutine, for a record the store takes at once
+        (``put_at_once`` under ASYNC_FLUSH): True once stored and applied;
+        None with nothing done when ``write`` must store it (the general put,
+        or a group commit to wait for).  A pop and an ack call it first: a
+        coroutine less for each of their records."""
+        store = self.store
+        if store.config.flushDiskType is FlushDiskType.SYNC_FLUSH:
+            return None
+        body, tag = record_body(record)
+        put = put_at_once(store, self.topic, qid, body, tag, now_ms())
+        if put is None:
+            return None
+        self._written(qid, record, put[0])
+        return True
+
+    def _written(self, qid: int, record: PopCheckPoint | AckMsg, offset: int) -> None:
+        """Apply a record this broker stored at ``offset`` of revive queue ``qid``."""
+        read = self.read_offsets.get(qid, 0)
+        if offset < read:
+            return  # read back (and applied) while its put waited
+        if offset == read and self.loaded:  # the next to read: read on past it
+            self.read_offsets[qid] = offset + 1
+        else:  # behind records not read yet, or before the first read: skipped there
+            self.applied.setdefault(qid, set()).add(offset)
+        if isinstance(record, PopCheckPoint):
+            self.add_ck(record, qid, offset)
+            if record.revive_time < self._next_wake_ms:
+                self._wake.set()  # due before the service would look again
+        else:
+            self.apply_ack(record)
 
     def wake(self) -> None:
         self._wake.set()
@@ -266,7 +296,7 @@ class PopReviveService:
         key = ck.key()
         if key in self.pending:
             return
-        entry = Pending(ck, qid, record_offset, via_timer=via_timer)
+        entry = Pending(ck, qid, record_offset, set(ck.offsets()), via_timer)
         self.pending[key] = entry
         self.by_queue.setdefault(qid, {})[key] = entry
         self._seq += 1
@@ -289,8 +319,9 @@ class PopReviveService:
         entry = self.pending.get(key)
         if entry is None:
             return  # settled already, or never ours (5.3.3 ignores it as well)
-        entry.acked.update(ack.offsets)
-        if not entry.unacked():
+        left = entry.left
+        left.difference_update(ack.offsets)
+        if not left:
             self._settle(key)
 
     def _settle(self, key: str) -> None:
@@ -444,17 +475,50 @@ def _record_props(tag: str, now: int) -> tuple[dict[str, str], str]:
     return props, message_properties_to_string(props)
 
 
-async def put_revive_record(controller: Any, topic: str, qid: int,
-                            record: PopCheckPoint | AckMsg) -> int | None:
-    """A ck or ack record into revive queue ``qid``; its queue offset once
-    stored, None when the store refused it."""
+def record_properties(tag: str, now: int) -> str:
+    """The stored property string of ``_record_props``' map, written at once:
+    ``message_properties_to_string`` of it (HashMap order puts
+    TIMER_DELIVER_MS first; no trailing separator)."""
+    return f"{PROPERTY_TIMER_DELIVER_MS}\x01{now}\x02{mc.PROPERTY_TAGS}\x01{tag}"
+
+
+def record_body(record: PopCheckPoint | AckMsg) -> tuple[bytes, str]:
+    """A ck or ack record's body and tag."""
     if isinstance(record, PopCheckPoint):
-        body, tag = record.encode(), CK_TAG
-    else:
-        body, tag = record.encode()
-    now = now_ms()
+        return record.encode(), CK_TAG
+    return record.encode()
+
+
+def put_at_once(store: Any, topic: str, qid: int, body: bytes, tag: str,
+                now: int) -> tuple[int, int] | None:
+    """A revive record stored through the store's one-record append session
+    (``put_single``, as the timer's delivery stores): (queue offset, end of
+    the record in the commit log), or None with nothing done when the general
+    put must store it.  The record, its consume-queue entry, statistics and
+    arrival notice are what ``put_general`` gives; what that put does beyond
+    them is not needed here: the record is plain (no transaction, delay,
+    keys or multi-dispatch), its TIMER_DELIVER_MS is not in the future (the
+    timer hook lets it through when the wheel is on; without the wheel the
+    hook refuses it, so that case goes the general way), and the slave wait
+    of a SYNC_MASTER is left to the general put (the caller waits for a
+    SYNC_FLUSH group commit: ``put_revive_record``)."""
+    cfg = store.config
+    if cfg.brokerRole is BrokerRole.SYNC_MASTER or not cfg.timerWheelEnable or \
+            not topic.isascii():
+        return None
+    cl = store.commit_log
+    r = put_single(store, topic, topic.encode(), qid, 0, body, None, None,
+                   record_properties(tag, now), _TAG_CODES[tag], 0, now, cl.store_host_field, 0)
+    if r is None:
+        return None
+    return r[0], r[2] + r[3]
+
+
+async def put_general(store: Any, topic: str, qid: int, body: bytes, tag: str,
+                      now: int) -> int | None:
+    """A revive record through the store's general put: its queue offset,
+    None when the store refused it."""
     props, text = _record_props(tag, now)
-    store = controller.message_store
     msg = MessageExtBrokerInner(
         topic, qid, 0, body, props, text, _TAG_CODES[tag], 0, now,
         store.store_host, store.store_host, 0, 0)
@@ -462,3 +526,26 @@ async def put_revive_record(controller: Any, topic: str, qid: int,
     if result is None or result.status is not PUT_OK or result.append_result is None:
         return None
     return result.append_result.logics_offset
+
+
+async def put_revive_record(controller: Any, topic: str, qid: int,
+                            record: PopCheckPoint | AckMsg) -> int | None:
+    """A ck or ack record into revive queue ``qid``; its queue offset once
+    stored (and flushed under SYNC_FLUSH), None when the store refused it."""
+    body, tag = record_body(record)
+    now = now_ms()
+    store = controller.message_store
+    put = put_at_once(store, topic, qid, body, tag, now)
+    if put is None:
+        return await put_general(store, topic, qid, body, tag, now)
+    offset, end = put
+    if store.config.flushDiskType is FlushDiskType.SYNC_FLUSH:
+        fut = asyncio.get_running_loop().create_future()
+        if wait_flush(store, end, True, fut, _flushed) and await fut is not PUT_OK:
+            return None  # as the general put answers FLUSH_DISK_TIMEOUT
+    return offset
+
+
+def _flushed(fut: asyncio.Future, status: PutMessageStatus) -> None:
+    if not fut.done():
+        fut.set_result(status)

@@ -159,3 +159,25 @@ def test_join_ints_is_the_comma_joined_decimal_texts():
     for n in (0, 1, 2, 32):
         values = [rnd.randrange(-(1 << 62), 1 << 62) for _ in range(n)] + list(range(n))
         assert join_ints(values) == ",".join(map(str, values))
+
+
+_TEXTS = ["T", "g", "", "é\"\\\n\x01", "%RETRY%g+T", "broker-a", "\u2028x"]
+_INTS = [0, 1, -1, 7, 2**31, -(2**31), 2**62, 1_700_000_000_000]
+
+
+def test_rendered_checkpoint_equals_its_json_map():
+    """``PopCheckPoint.encode`` renders the record field by field: the bytes
+    orjson gives for ``to_json_obj``, whatever the texts, numbers and optional
+    fields."""
+    import random
+
+    import orjson
+
+    rnd = random.Random(5)
+    for _ in range(3000):
+        diffs = [rnd.choice(_INTS) for _ in range(rnd.choice([0, 1, 2, 32]))]
+        ck = PopCheckPoint(rnd.choice(_TEXTS), rnd.choice(_TEXTS), rnd.choice(_INTS),
+                           rnd.choice(_INTS), rnd.choice(_INTS), rnd.choice(_INTS), diffs,
+                           rnd.choice([None, *_TEXTS]), rnd.choice(_INTS), rnd.choice(_INTS),
+                           rnd.choice([None, *_TEXTS]))
+        assert ck.encode() == orjson.dumps(ck.to_json_obj())

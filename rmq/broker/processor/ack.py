@@ -49,6 +49,9 @@ def bitset_offsets(start: int, data: str) -> list[int]:
     """``BitSet.valueOf(bytes)`` of the base64 text: the offsets whose bit is set
     (``a2b_base64`` is what ``b64decode`` runs, without its argument checks)."""
     raw = binascii.a2b_base64(data) if data else b""
+    bits = int.from_bytes(raw, "little")  # bit k of the set is bit k of the number
+    if bits & (bits + 1) == 0:  # bits 0..n-1 (a whole batch acked at once): a range
+        return list(range(start, start + bits.bit_length()))
     return [start + i * 8 + bit for i, byte in enumerate(raw) if byte for bit in _BITS[byte]]
 
 
@@ -100,7 +103,9 @@ class AckMessageProcessor:
             return True  # a handle of no revive queue of ours: nothing to cross off
         ack = AckMsg(topic, group, queue_id, info.ck_offset, info.pop_time, info.broker_name,
                      offsets)
-        return await self.ctx.revive.write(info.revive_qid, ack)
+        revive = self.ctx.revive
+        stored = revive.write_now(info.revive_qid, ack)
+        return stored if stored is not None else await revive.write(info.revive_qid, ack)
 
     # ---- ACK_MESSAGE --------------------------------------------------------------
     async def ack(self, request: RemotingCommand) -> RemotingCommand:

@@ -110,6 +110,7 @@ class PopResult:
     msg_info: list[str] = field(default_factory=list)
     order_info: list[str] = field(default_factory=list)
     rest: int = 0
+    size: int = 0  # bytes of the records answered
 
 
 class PopMessageProcessor:
@@ -181,8 +182,8 @@ class PopMessageProcessor:
             return [queue_id]
         tc = self.c.topic_config_manager.select_topic_config(topic)
         n = tc.readQueueNums if tc is not None else 0
-        start = random.randrange(n) if n else 0
-        return [(start + i) % n for i in range(n)]
+        start = int(random.random() * n)  # (randrange's uniform start, a third of its cost)
+        return [*range(start, n), *range(start)]
 
     def _start_offset(self, group: str, topic: str, queue_id: int, init_mode: int) -> int:
         offset = self.c.consumer_offset_manager.query_offset(group, topic, queue_id)
@@ -275,8 +276,7 @@ class PopMessageProcessor:
                    "msgOffsetInfo": ";".join(out.msg_info)}
         if orderly:
             ext_out["orderCountInfo"] = ";".join(out.order_info)
-        self.c.stats.inc_get(group, topic, max(queue_id, 0), out.count,
-                             sum(len(b) for b in out.bodies), 0, False)
+        self.c.stats.inc_get(group, topic, max(queue_id, 0), out.count, out.size, 0, False)
         return response(RC.SUCCESS, None, ext_out, out.bodies)
 
     async def _pop_once(self, group: str, topic: str, queue_id: int, max_nums: int,
@@ -344,7 +344,11 @@ class PopMessageProcessor:
                 ck = PopCheckPoint(read_topic, group, qid, offset, pop_time, invisible,
                                    [o - offset for o in offsets], self.bc.brokerName)
                 ck.revive_offset = 0
-                if not await self.ctx.revive.write(revive_qid, ck):
+                revive = self.ctx.revive
+                stored = revive.write_now(revive_qid, ck)
+                if stored is None:
+                    stored = await revive.write(revive_qid, ck)
+                if not stored:
                     if read_topic == topic:
                         result.release()
                     return  # nothing handed out: the offset stays where it was
@@ -354,6 +358,7 @@ class PopMessageProcessor:
             if read_topic != topic:  # redeliveries: handle inside, original topic
                 buffers = [self._as_original(b, topic, offset, pop_time, invisible,
                                              revive_qid, read_topic) for b in buffers]
+            out.size += sum(map(len, buffers))
             out.bodies.extend(buffers)
             out.count += len(offsets)
             if result.max_offset > next_offset:  # pops held while this one read can go on

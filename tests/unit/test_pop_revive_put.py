@@ -1,0 +1,207 @@
+"""The revive records (pop checkpoints, acks, batch acks) stored through the
+store's one-record append session (``put_at_once``) are the records the
+general put stores: the same commit-log bytes (store timestamps aside), the
+same consume-queue entries, queue offsets, statistics and arrival notices;
+with the compiled ``append_single`` and with its twin."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from rmq.broker import pop_revive as pr
+from rmq.broker.pop_records import AckMsg, PopCheckPoint
+from rmq.store import (
+    BrokerRole,
+    DefaultMessageStore,
+    FlushDiskType,
+    MessageStoreConfig,
+)
+from rmq.store.message_codec import message_properties_to_string
+from rmq.testing.store import commit_log_records
+
+HOST = ("10.0.0.2", 10911)
+TOPIC = "rmq_sys_REVIVE_LOG_DefaultCluster"
+QUEUES = 3
+
+
+def _config(root) -> MessageStoreConfig:
+    cfg = MessageStoreConfig()
+    cfg.storePathRootDir = str(root)
+    cfg.storePathCommitLog = str(root / "commitlog")
+    cfg.mappedFileSizeCommitLog = 64 * 1024  # several file rolls
+    cfg.mappedFileSizeConsumeQueue = 20 * 40
+    cfg.timerWheelEnable = True
+    return cfg
+
+
+def _records(n: int) -> list[tuple[int, PopCheckPoint | AckMsg, int]]:
+    out: list = []
+    for i in range(n):
+        qid = i % QUEUES
+        pt = 1_700_000_000_000 + i * 7
+        diffs = list(range(0, 1 + i % 32, 1 + i % 3))
+        if i % 3 == 0:
+            rec = PopCheckPoint(f"T{i % 5}", "g", i % 8, 1000 + i, pt, 30_000 + i, diffs,
+                                "broker-a" if i % 4 else None)
+        else:
+            rec = AckMsg(f"T{i % 5}", "g", i % 8, 1000 + i, pt, "broker-a",
+                         [1000 + i + d for d in diffs])
+        out.append((qid, rec, pt + 3))
+    return out
+
+
+async def _fill(root, fast: bool, records) -> tuple[DefaultMessageStore, list, list, int]:
+    arrivals: list = []
+    store = DefaultMessageStore(_config(root), HOST,
+                                message_arriving_listener=lambda *a: arrivals.append(a))
+    assert store.load()
+    store.start()
+    offsets, taken = [], 0
+    for qid, rec, now in records:
+        body, tag = pr.record_body(rec)
+        r = pr.put_at_once(store, TOPIC, qid, body, tag, now) if fast else None
+        if r is not None:
+            taken += 1
+            offsets.append(r[0])
+            continue
+        offsets.append(await pr.put_general(store, TOPIC, qid, body, tag, now))
+    return store, arrivals, offsets, taken
+
+
+def test_record_properties_is_the_general_property_string():
+    for tag in ("ck", "ack", "bAck"):
+        for now in (0, 1, 1_700_000_000_123):
+            assert pr.record_properties(tag, now) == \
+                message_properties_to_string(pr._record_props(tag, now)[0])
+
+
+@pytest.mark.timeout(90)
+async def test_revive_records_at_once_equal_the_general_put(tmp_path):
+    records = _records(900)
+    a, a_arr, a_off, taken = await _fill(tmp_path / "fast", True, records)
+    b, b_arr, b_off, _ = await _fill(tmp_path / "general", False, records)
+    try:
+        assert taken > 800  # each queue's first record and each file roll go the general way
+        assert a_off == b_off and None not in a_off
+        recs = commit_log_records(a)
+        assert recs == commit_log_records(b) and len(recs) > 900
+        assert a.reput_from_offset == a.commit_log.get_max_offset() == b.reput_from_offset
+        assert a.commit_log.topic_queue_table == b.commit_log.topic_queue_table
+        for qid, cq in b.consume_queue_table[TOPIC].items():
+            n = cq.get_max_offset_in_queue()
+            assert n == a.get_max_offset_in_queue(TOPIC, qid) > 0
+            assert [cq.read_entry(i) for i in range(n)] == \
+                [a.consume_queue_table[TOPIC][qid].read_entry(i) for i in range(n)]
+        assert [x[:4] + x[5:] for x in a_arr] == [x[:4] + x[5:] for x in b_arr]
+        assert a.stats.put_message_times_total == b.stats.put_message_times_total == 900
+        assert a.stats.put_message_size_total == b.stats.put_message_size_total
+        # what the revive service reads back: the record's tag and body
+        m = a.look_message_by_offset(a.consume_queue_table[TOPIC][1].read_entry(2)[0])
+        qid, rec, now = records[QUEUES * 2 + 1]
+        assert m.body == pr.record_body(rec)[0] and m.properties["TAGS"] == pr.record_body(rec)[1]
+        assert m.born_timestamp == now and m.store_host == HOST
+    finally:
+        a.shutdown()
+        b.shutdown()
+
+
+@pytest.mark.timeout(60)
+async def test_at_once_declines_where_the_general_put_decides(tmp_path):
+    store = DefaultMessageStore(_config(tmp_path), HOST)
+    assert store.load()
+    store.start()
+    try:
+        body, tag = pr.record_body(AckMsg("T", "g", 0, 1, 2, "b", [1]))
+        assert pr.put_at_once(store, TOPIC, 0, body, tag, 5) is None  # no consume queue yet
+        assert await pr.put_general(store, TOPIC, 0, body, tag, 5) == 0
+        assert pr.put_at_once(store, TOPIC, 0, body, tag, 5) is not None
+        store.config.timerWheelEnable = False  # the timer hook refuses the record
+        assert pr.put_at_once(store, TOPIC, 0, body, tag, 5) is None
+        store.config.timerWheelEnable = True
+        store.config.brokerRole = BrokerRole.SYNC_MASTER  # the slave wait
+        assert pr.put_at_once(store, TOPIC, 0, body, tag, 5) is None
+        store.config.brokerRole = BrokerRole.ASYNC_MASTER
+        store.running_flags.make_logics_queue_error()
+        assert pr.put_at_once(store, TOPIC, 0, body, tag, 5) is None
+        assert store.get_max_offset_in_queue(TOPIC, 0) == 2
+    finally:
+        store.shutdown()
+
+
+@pytest.mark.timeout(60)
+async def test_put_revive_record_waits_for_the_group_commit(tmp_path):
+    cfg = _config(tmp_path)
+    cfg.flushDiskType = FlushDiskType.SYNC_FLUSH
+    store = DefaultMessageStore(cfg, HOST)
+    assert store.load()
+    store.start()
+
+    class Controller:
+        message_store = store
+
+    try:
+        ack = AckMsg("T", "g", 0, 1, 2, "b", [1, 3])
+        for want in range(3):
+            off = await asyncio.wait_for(pr.put_revive_record(Controller, TOPIC, 1, ack), 10)
+            assert off == want
+            assert store.commit_log.mfq.flushed_where == store.commit_log.get_max_offset()
+    finally:
+        store.shutdown()
+
+
+class _Offsets:
+    def __init__(self) -> None:
+        self.table: dict = {}
+
+    def query_offset(self, group: str, topic: str, queue_id: int) -> int:
+        return self.table.get((group, topic, queue_id), -1)
+
+    def commit_offset(self, _who: str, group: str, topic: str, queue_id: int,
+                      offset: int) -> None:
+        self.table[(group, topic, queue_id)] = offset
+
+
+class _Controller:
+    """What the revive service asks of a broker, around a real store."""
+
+    def __init__(self, store: DefaultMessageStore) -> None:
+        from types import SimpleNamespace
+
+        self.broker_config = SimpleNamespace(brokerClusterName="DefaultCluster",
+                                             reviveQueueNum=2)
+        self.message_store = store
+        self.topic_config_manager = SimpleNamespace(select_topic_config=lambda _t: object())
+        self.consumer_offset_manager = _Offsets()
+
+
+@pytest.mark.timeout(60)
+async def test_revive_service_reads_on_past_its_own_records(tmp_path):
+    """A record the service wrote as the next one to read moves its read offset
+    on (nothing to skip later); one written behind a record not read yet (here
+    an ack stored otherwise) is skipped by the read, which applies the other."""
+    store = DefaultMessageStore(_config(tmp_path), HOST)
+    assert store.load()
+    store.start()
+    try:
+        svc = pr.PopReviveService(_Controller(store))
+        svc.ensure_loaded()
+        ck1 = PopCheckPoint("T", "g", 1, 10, 1_000, 60_000, [0, 1, 2, 3], "b")
+        assert svc.write_now(0, ck1) is None  # no revive queue yet: the general put
+        assert await svc.write(0, ck1)
+        assert svc.write_now(0, AckMsg("T", "g", 1, 10, 1_000, "b", [10, 11])) is True
+        assert svc.read_offsets[0] == 2 and not svc.applied.get(0)
+        assert svc.pending[ck1.key()].left == {12, 13}
+        body, tag = pr.record_body(AckMsg("T", "g", 1, 10, 1_000, "b", [12, 13]))
+        assert await pr.put_general(store, svc.topic, 0, body, tag, 5) == 2  # not the service's
+        ck2 = PopCheckPoint("T", "g", 2, 20, 2_000, 60_000, [0], "b")
+        assert svc.write_now(0, ck2) is True
+        assert svc.read_offsets[0] == 2 and svc.applied[0] == {3}
+        assert set(svc.pending) == {ck1.key(), ck2.key()}
+        svc.read_all()
+        assert svc.read_offsets[0] == 4 and not svc.applied[0]
+        assert set(svc.pending) == {ck2.key()}  # the foreign ack settled ck1
+        assert svc.c.consumer_offset_manager.query_offset("g", "T", 2) == 21
+    finally:
+        store.shutdown()
