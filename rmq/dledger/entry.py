@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import struct
 from binascii import a2b_base64, b2a_base64
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rmq.dledger.protocol import Ordered
 
@@ -46,6 +46,9 @@ class Entry:
     chain_crc: int = 0
     body_crc: int = 0
     size: int = 0
+    # the entry's JSON object in a push, made once (``json_bytes``): the
+    # leader pushes the same entry to every follower
+    wire: bytes | None = field(default=None, compare=False, repr=False)
 
     def compute_size(self) -> int:
         self.size = BODY_OFFSET + len(self.body)
@@ -83,6 +86,18 @@ class Entry:
                        bodyCrc=self.body_crc, chainCrc=self.chain_crc, channel=self.channel,
                        index=self.index, magic=self.magic, pos=self.pos,
                        size=self.compute_size(), term=self.term)
+
+    def json_bytes(self) -> bytes:
+        """``to_json_obj`` as encoded, byte for byte (kept on the entry: the
+        leader pushes the same entry to each follower)."""
+        wire = self.wire
+        if wire is None:
+            wire = self.wire = b'{"body":"%b","bodyCrc":%d,"chainCrc":%d,"channel":%d,' \
+                b'"index":%d,"magic":%d,"pos":%d,"size":%d,"term":%d}' % (
+                    b2a_base64(self.body, newline=False), self.body_crc, self.chain_crc,
+                    self.channel, self.index, self.magic, self.pos, self.compute_size(),
+                    self.term)
+        return wire
 
     @classmethod
     def from_json_obj(cls, obj: dict) -> Entry:

@@ -43,6 +43,10 @@ from rmq.store.mapped_file import MappedFileQueue
 log = logging.getLogger("rmq.dledger")
 
 CHECKPOINT_FILE = "checkpoint"
+# the leader's last appended entries kept in memory, up to this many body
+# bytes: its pushes (two followers, a resend) read them from here, not back
+# from the files
+RECENT_BYTES = 8 << 20
 # (entry, record buffer, body offset): may change the body before it is written
 AppendHook = Callable[[Entry, bytearray, int], None]
 
@@ -59,6 +63,25 @@ class DLedgerMmapFileStore:
         self.committed_index = -1
         self.committed_pos = -1
         self.append_hooks: list[AppendHook] = []
+        self._recent: dict[int, Entry] = {}  # index -> entry, the leader's last appends
+        self._recent_first = 0  # the lowest index in _recent
+        self._recent_bytes = 0
+
+    def _forget_recent(self) -> None:
+        """Drop the leader's kept entries (a follower's log is rewritten)."""
+        if self._recent:
+            self._recent.clear()
+            self._recent_bytes = 0
+
+    def _keep_recent(self, entry: Entry) -> None:
+        recent = self._recent
+        if not recent:
+            self._recent_first = entry.index
+        recent[entry.index] = entry
+        self._recent_bytes += entry.size
+        while self._recent_bytes > RECENT_BYTES and len(recent) > 1:
+            self._recent_bytes -= recent.pop(self._recent_first).size
+            self._recent_first += 1
 
     # ---- start and stop ---------------------------------------------------------
     def startup(self) -> None:
@@ -153,6 +176,7 @@ class DLedgerMmapFileStore:
 
     # ---- recovery -------------------------------------------------------------------
     def recover(self) -> None:
+        self._forget_recent()
         files = self.data.mapped_files
         if not files:
             if self.index.mapped_files:
@@ -309,6 +333,7 @@ class DLedgerMmapFileStore:
                 hook(entry, record, BODY_OFFSET)
             entry.body = bytes(record[BODY_OFFSET:])
         self._write(entry, record)
+        self._keep_recent(entry)
         return entry
 
     def append_as_follower(self, entry: Entry, leader_term: int, leader_id: str) -> Entry:
@@ -321,6 +346,7 @@ class DLedgerMmapFileStore:
         if leader_term != ms.curr_term or leader_id != ms.leader_id:
             raise DLedgerError(Code.INCONSISTENT_LEADER,
                                f"{leader_id}@{leader_term} is not {ms.leader_id}@{ms.curr_term}")
+        self._forget_recent()
         self._write(entry, entry.encode())
         return entry
 
@@ -332,6 +358,7 @@ class DLedgerMmapFileStore:
             raise DLedgerError(Code.NOT_FOLLOWER, f"role={ms.role.value}")
         if leader_term != ms.curr_term or leader_id != ms.leader_id:
             raise DLedgerError(Code.INCONSISTENT_LEADER)
+        self._forget_recent()
         try:
             existed = entry.same(self.get(entry.index))
         except DLedgerError:
@@ -362,6 +389,9 @@ class DLedgerMmapFileStore:
                                f"{index} < begin {self.ledger_begin_index}")
         if index > self.ledger_end_index:
             raise DLedgerError(Code.INDEX_OUT_OF_RANGE, f"{index} > end {self.ledger_end_index}")
+        kept = self._recent.get(index)
+        if kept is not None:
+            return kept
         unit = self._read(self.index, index * INDEX_UNIT_SIZE, INDEX_UNIT_SIZE)
         if unit is None:
             raise DLedgerError(Code.DISK_ERROR, f"no index unit for {index}")

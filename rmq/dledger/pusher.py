@@ -31,6 +31,7 @@ from rmq.dledger.entry import Entry
 from rmq.dledger.messages import (
     PushEntryRequest,
     PushEntryResponse,
+    push_append_body,
     push_request,
     push_response,
 )
@@ -362,9 +363,10 @@ class PeerDispatcher:
             self.write_index += len(entries)
 
     def _send(self, entries: list[Entry]) -> None:
-        batch = len(entries) > 1 or self.pusher.config.enable_batch_push
-        request = self._request(PushType.APPEND, None if batch else entries[0],
-                                entries if batch else None)
+        ms = self.pusher.ms
+        request = push_append_body(ms.group, ms.self_id, self.peer, ms.self_id, self.term,
+                                   self.pusher.store.committed_index, entries,
+                                   len(entries) > 1 or self.pusher.config.enable_batch_push)
         self.pending[entries[0].index] = _now_ms()
         self.last_push_commit = _now_ms()
         task = self.pusher.rpc.spawn_call(self.peer, RequestCode.PUSH, request)

@@ -22,14 +22,15 @@ class PeerRpc:
     async def close(self) -> None:
         await self.client.close()
 
-    async def call(self, peer: str, code: int, body: RequestOrResponse,
+    async def call(self, peer: str, code: int, body: RequestOrResponse | bytes,
                    timeout_ms: int = RPC_TIMEOUT_MS) -> RequestOrResponse:
-        """One DLedger request to ``peer``; its answer, of the response class
-        of ``code``.  As 0.3.1.2 reads it: the body decides, whatever the
+        """One DLedger request to ``peer`` (``body`` a request, or its JSON
+        already encoded); its answer, of the response class of ``code``.  As 0.3.1.2 reads it: the body decides, whatever the
         remoting code (200 from DLedger, 0 from older rmq nodes); an answer
         without a JSON body (a remoting error such as SYSTEM_ERROR), or with
         one that does not bind to the response class, is a NETWORK_ERROR."""
-        request = RemotingCommand.create_request(int(code), None, encode(body))
+        request = RemotingCommand.create_request(
+            int(code), None, body if type(body) is bytes else encode(body))
         response = await self.client.invoke(self.peer_map[peer], request, timeout_ms)
         answer = read_answer(peer, response)
         try:
@@ -37,7 +38,7 @@ class PeerRpc:
         except (ValueError, TypeError) as exc:
             raise DLedgerError(Code.NETWORK_ERROR, f"{peer} answered {answer}: {exc}") from None
 
-    def spawn_call(self, peer: str, code: int, body: RequestOrResponse) -> asyncio.Task:
+    def spawn_call(self, peer: str, code: int, body: RequestOrResponse | bytes) -> asyncio.Task:
         """``call`` as a task whose failure is read even when nobody awaits it
         (a heartbeat or vote answered after the quorum was reached)."""
         task = asyncio.ensure_future(self.call(peer, code, body))
