@@ -9,7 +9,7 @@ entry); beside each, the master's CPU per message as a multiple of the single
 master's.
 
     .venv/bin/python -m bench.dledger_broker [--inflight 16] [--duration 5]
-        [--runs single,group,unbatched] [--profile DIR]
+        [--runs single,group,unbatched] [--profile DIR [--native]]
 """
 
 from __future__ import annotations
@@ -38,27 +38,30 @@ def cpu(pid: int) -> float:
     return t.user + t.system
 
 
-def thread_cpu(pid: int) -> dict[int, float]:
-    """CPU seconds of each thread of ``pid`` (user + system)."""
-    return {t.id: t.user_time + t.system_time for t in psutil.Process(pid).threads()}
+def thread_cpu(pid: int) -> dict[int, tuple[float, float]]:
+    """(user, system) CPU seconds of each thread of ``pid``."""
+    return {t.id: (t.user_time, t.system_time) for t in psutil.Process(pid).threads()}
 
 
 def busiest_threads(before: dict[int, float], after: dict[int, float], sent: int,
                     main_tid: int) -> str:
     """Per-thread CPU per message between two ``thread_cpu`` reads, the
     busiest first (the event loop is the process's main thread)."""
-    rows = sorted(((after[t] - before.get(t, 0.0), t) for t in after), reverse=True)
-    return ", ".join(f"{'loop' if t == main_tid else t}: {d / sent * 1e6:.1f} µs"
-                     for d, t in rows[:3] if d > 0)
+    rows = sorted(((sum(after[t]) - sum(before.get(t, (0.0, 0.0))),
+                    after[t][1] - before.get(t, (0.0, 0.0))[1], t) for t in after), reverse=True)
+    return ", ".join(f"{'loop' if t == main_tid else t}: {d / sent * 1e6:.1f} µs "
+                     f"({s / sent * 1e6:.1f} system)" for d, s, t in rows[:3] if d > 0)
 
 
-def profile(pid: int, out: Path, seconds: float) -> subprocess.Popen:
-    """``py-spy record --gil --native`` of ``pid`` for ``seconds`` (collapsed
-    stacks in ``out``), started in the background."""
+def profile(pid: int, out: Path, seconds: float, native: bool) -> subprocess.Popen:
+    """``py-spy record --gil`` of ``pid`` for ``seconds`` (collapsed stacks in
+    ``out``), started in the background: with C frames (``--native``, which
+    pauses the process for each sample) or without pausing it."""
     from bench.profiling import py_spy
 
     return subprocess.Popen([py_spy(), "record", "--pid", str(pid), "--duration",
-                             str(int(seconds)), "--rate", "200", "--gil", "--native",
+                             str(int(seconds)), "--rate", "200", "--gil",
+                             "--native" if native else "--nonblocking",
                              "--function", "--format", "raw", "--output", str(out)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
 
@@ -121,7 +124,7 @@ def group(tmp: Path, args, batch_push: bool) -> tuple[dict, float]:
             out.mkdir(parents=True, exist_ok=True)
             kind = "batch" if batch_push else "single-push"
             spies = [profile(procs[i].pid, out / f"{kind}-{'leader' if i == leader else i}.raw",
-                             args.duration)
+                             args.duration, args.native)
                      for i in [leader] + followers]
         r = produce(f"127.0.0.1:{ns_port}", master, procs[leader].pid, args)
         sent = max(1, r["requests"])
@@ -175,8 +178,11 @@ def main() -> None:
     ap.add_argument("--runs", default="single,group,unbatched",
                     help="which to run, of single, group (batched pushes), unbatched")
     ap.add_argument("--profile", metavar="DIR",
-                    help="py-spy record --gil --native each group member during the load "
-                    "(collapsed stacks in DIR; the profiler's pauses raise the CPU figures)")
+                    help="py-spy record --gil each group member during the load (collapsed "
+                    "stacks in DIR)")
+    ap.add_argument("--native", action="store_true",
+                    help="with --profile: C frames too (py-spy pauses each process per sample, "
+                    "which slows the group down and raises the CPU figures)")
     args = ap.parse_args()
     runs = set(args.runs.split(","))
     rows = []

@@ -18,10 +18,11 @@ as ``DLedgerCommitLog.put_message`` stores it
 same dispatch room taken).  The read's answers are built as the send lane
 builds them (the general path's bytes) and held together on the group's
 quorum wait for its last entry: written in one go once a quorum holds the
-entries, or each replaced by the general path's failure answer when the wait
-fails.  Statistics are counted once per topic per read.  The first frame the
-lane does not take -- or a put it cannot make (no longer the leader, a
-dispatch file that cannot be made, ...) -- ends its turn, and that frame and
+entries, or each replaced by the general path's failure answer when the
+wait fails.
+Statistics are counted once per topic per read.  The first frame the lane
+does not take -- or a put it cannot make (no longer the leader, a dispatch
+file that cannot be made, ...) -- ends its turn, and that frame and
 everything after it go the general way, which stores and answers them as
 before.  Batches go the general way.
 """

@@ -29,7 +29,7 @@ HEADER_SIZE = POS_OFFSET + 8 + 4 + 4 + 4  # 44
 BODY_OFFSET = HEADER_SIZE + 4  # 48: where the body starts (4.9.8 commit-log data)
 INDEX_UNIT_SIZE = 32
 
-_HEADER = struct.Struct(">iiqqqiiii")
+RECORD_HEADER = struct.Struct(">iiqqqiiii")
 _INDEX = struct.Struct(">iqiqq")
 
 
@@ -64,7 +64,7 @@ class Entry:
     # --- the data record --------------------------------------------------------
     def encode(self) -> bytes:
         size = self.compute_size()
-        return _HEADER.pack(self.magic, size, self.index, self.term, self.pos, self.channel,
+        return RECORD_HEADER.pack(self.magic, size, self.index, self.term, self.pos, self.channel,
                             self.chain_crc, self.body_crc, len(self.body)) + self.body
 
     @classmethod
@@ -73,7 +73,7 @@ class Entry:
         if len(data) - offset < BODY_OFFSET:
             raise ValueError("truncated entry header")
         magic, size, index, term, pos, channel, chain, body_crc, body_size = \
-            _HEADER.unpack_from(data, offset)
+            RECORD_HEADER.unpack_from(data, offset)
         if body_size < 0 or body_size + BODY_OFFSET != size or offset + size > len(data):
             raise ValueError(f"bad entry size {size} (body {body_size})")
         body = bytes(data[offset + BODY_OFFSET:offset + size])

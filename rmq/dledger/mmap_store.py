@@ -31,6 +31,7 @@ from rmq.dledger.entry import (
     INDEX_UNIT_SIZE,
     MAGIC,
     MIN_BLANK_LEN,
+    RECORD_HEADER,
     Entry,
     blank,
     decode_index,
@@ -300,13 +301,32 @@ class DLedgerMmapFileStore:
             self.update_committed_index(self.member_state.curr_term, int(text))
 
     # ---- appends -------------------------------------------------------------------
-    def _write(self, entry: Entry, record: bytes | bytearray) -> None:
-        """Write a record whose ``pos`` is set, and its index unit."""
-        pos = self._append(self.data, bytes(record), True)
+    def _write(self, entry: Entry, hooks: list[AppendHook] | None = None) -> None:
+        """Write ``entry`` (its ``pos`` and ``size`` set) as a record at the end
+        of the data files, straight into the file (header, then body), and
+        its index unit.  ``hooks`` see the record in the file before the
+        entry's body is read back from it (the leader's appends)."""
+        size = entry.size
+        data = self.data
+        pos = self._pre_append(data, size, True)
         if pos != entry.pos:
             raise DLedgerError(Code.DISK_ERROR, f"entry {entry.index} went to {pos}, "
                                f"not {entry.pos}")
-        unit = encode_index(entry.pos, entry.size, entry.magic, entry.index, entry.term)
+        mf = data.get_last_mapped_file()
+        start = mf.wrote_position
+        view = mf.view
+        body = entry.body
+        RECORD_HEADER.pack_into(view, start, entry.magic, size, entry.index, entry.term, pos,
+                          entry.channel, entry.chain_crc, entry.body_crc, len(body))
+        view[start + BODY_OFFSET:start + size] = body
+        if hooks:
+            record = view[start:start + size]
+            for hook in hooks:
+                hook(entry, record, BODY_OFFSET)
+            entry.body = bytes(record[BODY_OFFSET:])
+            record.release()
+        _advance(mf, size)
+        unit = encode_index(pos, size, entry.magic, entry.index, entry.term)
         if self._append(self.index, unit, False) != entry.index * INDEX_UNIT_SIZE:
             raise DLedgerError(Code.DISK_ERROR, f"index of entry {entry.index} misplaced")
         self.ledger_end_index, self.ledger_end_term = entry.index, entry.term
@@ -322,17 +342,12 @@ class DLedgerMmapFileStore:
             raise DLedgerError(Code.LEADER_TRANSFERRING)
         if self.data.no_space:
             raise DLedgerError(Code.DISK_FULL)
-        entry = Entry(self.ledger_end_index + 1, ms.curr_term, body)
-        size = entry.compute_size()
-        entry.pos = self._pre_append(self.data, size, True)
-        if entry.pos == -1:
+        size = BODY_OFFSET + len(body)
+        pos = self._pre_append(self.data, size, True)
+        if pos == -1:
             raise DLedgerError(Code.DISK_ERROR, "no data file to append to")
-        record = bytearray(entry.encode())
-        if self.append_hooks:
-            for hook in self.append_hooks:
-                hook(entry, record, BODY_OFFSET)
-            entry.body = bytes(record[BODY_OFFSET:])
-        self._write(entry, record)
+        entry = Entry(self.ledger_end_index + 1, ms.curr_term, body, pos, MAGIC, 0, 0, 0, size)
+        self._write(entry, self.append_hooks)
         self._keep_recent(entry)
         return entry
 
@@ -347,7 +362,8 @@ class DLedgerMmapFileStore:
             raise DLedgerError(Code.INCONSISTENT_LEADER,
                                f"{leader_id}@{leader_term} is not {ms.leader_id}@{ms.curr_term}")
         self._forget_recent()
-        self._write(entry, entry.encode())
+        entry.compute_size()
+        self._write(entry)
         return entry
 
     def truncate(self, entry: Entry, leader_term: int, leader_id: str) -> int:
@@ -373,7 +389,7 @@ class DLedgerMmapFileStore:
             self.ledger_end_index, self.ledger_end_term = entry.index, entry.term
             self._update_member_state()
         else:
-            self._write(entry, entry.encode())
+            self._write(entry)
         self._revise_begin_index(fallback=entry.index)
         if self.committed_index > self.ledger_end_index:
             self.committed_index = self.ledger_end_index
