@@ -19,6 +19,7 @@ import struct
 from binascii import a2b_base64, b2a_base64
 from dataclasses import dataclass, field
 
+from rmq._fast import compiled
 from rmq.dledger.protocol import Ordered
 
 MAGIC = 1  # DLedgerMmapFileStore.MAGIC_1, the only magic 0.3.1.2 writes
@@ -31,6 +32,17 @@ INDEX_UNIT_SIZE = 32
 
 RECORD_HEADER = struct.Struct(">iiqqqiiii")
 _INDEX = struct.Struct(">iqiqq")
+
+
+def _b64encode(data) -> bytes:
+    """``binascii.b2a_base64`` without the newline (twin of ``rmq._fast.b64.encode``)."""
+    return b2a_base64(data, newline=False)
+
+
+# an entry's body in a push, in base64 (compiled: one pass, binascii for odd input)
+_b64 = compiled("b64")
+b64encode = _b64encode if _b64 is None else _b64.encode
+b64decode = a2b_base64 if _b64 is None else _b64.decode
 
 
 @dataclass(slots=True)
@@ -82,7 +94,7 @@ class Entry:
     # --- the JSON of PushEntryRequest (fastjson: getters, byte[] as base64) -----
     def to_json_obj(self) -> dict:
         """Keys in fastjson's (sorted) order, none null: encoded as built."""
-        return Ordered(body=b2a_base64(self.body, newline=False).decode("ascii"),
+        return Ordered(body=b64encode(self.body).decode("ascii"),
                        bodyCrc=self.body_crc, chainCrc=self.chain_crc, channel=self.channel,
                        index=self.index, magic=self.magic, pos=self.pos,
                        size=self.compute_size(), term=self.term)
@@ -94,7 +106,7 @@ class Entry:
         if wire is None:
             wire = self.wire = b'{"body":"%b","bodyCrc":%d,"chainCrc":%d,"channel":%d,' \
                 b'"index":%d,"magic":%d,"pos":%d,"size":%d,"term":%d}' % (
-                    b2a_base64(self.body, newline=False), self.body_crc, self.chain_crc,
+                    b64encode(self.body), self.body_crc, self.chain_crc,
                     self.channel, self.index, self.magic, self.pos, self.compute_size(),
                     self.term)
         return wire
@@ -103,7 +115,7 @@ class Entry:
     def from_json_obj(cls, obj: dict) -> Entry:
         body = obj.get("body")
         entry = cls(int(obj.get("index", -1)), int(obj.get("term", -1)),
-                    a2b_base64(body) if body else b"", int(obj.get("pos", -1)),
+                    b64decode(body) if body else b"", int(obj.get("pos", -1)),
                     int(obj.get("magic", MAGIC)), int(obj.get("channel", 0)),
                     int(obj.get("chainCrc", 0)), int(obj.get("bodyCrc", 0)))
         entry.compute_size()
