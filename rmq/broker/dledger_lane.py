@@ -33,15 +33,7 @@ import logging
 from typing import Any
 
 from rmq.broker.processor.send_support import channel_host
-from rmq.broker.send_lane import (
-    _MAX_PROPS,
-    SEND_BATCH,
-    SendLane,
-    SendLaneSupport,
-    _index_keys,
-    _props,
-    _response,
-)
+from rmq.broker.send_lane import SEND_BATCH, SendLane, SendLaneSupport, _index_keys, _response
 from rmq.common import message as mc
 from rmq.remoting.command import RPC_ONEWAY, RPC_RESPONSE
 from rmq.store import BrokerRole
@@ -110,16 +102,11 @@ class DLedgerSendLane:
     def _one(self, read: _Read, frame: tuple):
         """Store one single send and queue its answer: its entry, or None
         (nothing stored) to leave it to the general path."""
-        target = self.frames._target(read, frame)
-        if target is None:
+        plain = self.frames._plain(read, frame)
+        if plain is None:
             return None
-        (topic, queue_id, sys_flag, born_ts, mflag, text, reconsume), tc = target
-        props = _props(text or "", read.cluster)
-        if props is None:
-            return None
-        stored, _tags, _wait, special, keys, uniq = props
-        if special or len(stored) > _MAX_PROPS:
-            return None
+        (topic, queue_id, sys_flag, born_ts, mflag, _text, reconsume), tc, props = plain
+        stored, _tags, _wait, _special, keys, uniq = props
         sys_flag = (sys_flag & ~0x30) | read.host_bits
         if tc[2]:
             sys_flag |= mc.MULTI_TAGS_FLAG

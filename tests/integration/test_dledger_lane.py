@@ -17,73 +17,39 @@ import asyncio
 import struct
 from pathlib import Path
 
-import orjson
 import pytest
 
 from rmq.client.headers import send_header_v2
 from rmq.common.codes import RequestCode
 from rmq.remoting.command import RemotingCommand
-from rmq.testing.cluster import broker_conf
-from rmq.testing.frames import FrameCollector
-from rmq.testing.procs import RmqProcess, free_port
+from rmq.testing.procs import free_port
 from rmq.testing.store import BORNHOST_V6_FLAG
 from rmq.testing.wait import wait_until
-from tests.integration.test_send_lane import TOPIC, _answer, _frame, _index, _queues, _stream
+from tests.integration.test_send_lane import (
+    TOPIC,
+    _answer,
+    _frame,
+    _index,
+    _queues,
+    _run,
+    _stream,
+)
 
 R = RequestCode
 PROBE = 10**8  # opaques of the sends that wait for the leadership
 
 
-async def _run(tmp: Path, port: int, raft: int, mode: str, frames: list[bytes],
-               want: int) -> tuple[dict, Path, int]:
-    store = tmp / mode
-    conf = broker_conf(tmp, port, f"rmqSendLaneEnable={'false' if mode == 'general' else 'true'}\n"
-                       "autoCreateTopicEnable=true\nenableDLegerCommitLog=true\n"
-                       f"dLegerGroup=g\ndLegerSelfId=n0\ndLegerPeers=n0-127.0.0.1:{raft}\n",
-                       store=mode)
-    env = {"ROCKETMQ_HOME": str(tmp / f"home-{mode}")}
-    if mode == "twin":
-        env["RMQ_NO_EXTENSIONS"] = "1"
-    proc = RmqProcess("rmq.broker.startup", ["-c", conf], tmp / f"broker-{mode}.out", env=env)
-    proc.start(wait_for_port=port)
-    try:
-        loop = asyncio.get_running_loop()
-        admin = RemotingCommand.create_request(R.UPDATE_AND_CREATE_TOPIC, {
-            "topic": TOPIC, "defaultTopic": "TBW102", "readQueueNums": "4",
-            "writeQueueNums": "4", "perm": "6", "topicFilterType": "SINGLE_TAG"})
-        admin.opaque = 0
-        reader = FrameCollector()
-        transport, _ = await loop.create_connection(lambda: reader, "127.0.0.1", port)
-        transport.write(admin.encode())
-        await wait_until(lambda: 0 in reader.frames, 10, 0.01, "the topic created")
-        probe = send_header_v2("pg", TOPIC, "TBW102", 4, 0, 0, 1_600_000_000_000, 0, "", False,
-                               "broker-a")
-        for i in range(200):  # until the node leads its group: the first stored send
-            transport.write(_frame(R.SEND_MESSAGE_V2, probe, b"probe", PROBE + i))
-            await wait_until(lambda i=i: PROBE + i in reader.frames, 10, 0.01, "an answer")
-            if RemotingCommand.decode(reader.frames.pop(PROBE + i)[4:]).code == 0:
-                break
-            await asyncio.sleep(0.1)
-        done = reader.expect(want)
-        for i in range(0, len(frames), 200):  # a few large writes: runs of frames per read
-            transport.write(b"".join(frames[i:i + 200]))
-            await asyncio.sleep(0.05)
-        await asyncio.wait_for(done, 60)
-        info = RemotingCommand.create_request(R.GET_BROKER_RUNTIME_INFO)
-        info.opaque = 10**9
-        done = reader.expect(1)
-        transport.write(info.encode())
-        await asyncio.wait_for(done, 10)
-        table = orjson.loads(RemotingCommand.decode(reader.frames.pop(10**9)[4:]).body)["table"]
-        served = int(table["rmqSendLaneServed"])
-        puts = sum(int(part.rpartition(":")[2])
-                   for part in table["putMessageDistributeTime"].split())
-        reader.frames["stats"] = (table["msgPutTotalTodayNow"], table["putMessageTimesTotal"],
-                                  table["putMessageSizeTotal"], puts)
-        transport.close()
-    finally:
-        assert proc.stop() == 0, proc.output()
-    return reader.frames, store, served
+async def _leading(transport, reader) -> None:
+    """Until the node leads its group: sends until one is stored (the same
+    first message in every mode; the refused ones store nothing)."""
+    probe = send_header_v2("pg", TOPIC, "TBW102", 4, 0, 0, 1_600_000_000_000, 0, "", False,
+                           "broker-a")
+    for i in range(200):
+        transport.write(_frame(R.SEND_MESSAGE_V2, probe, b"probe", PROBE + i))
+        await wait_until(lambda i=i: PROBE + i in reader.frames, 10, 0.01, "an answer")
+        if RemotingCommand.decode(reader.frames.pop(PROBE + i)[4:]).code == 0:
+            return
+        await asyncio.sleep(0.1)
 
 
 def _entries(store: Path) -> list[bytes]:
@@ -113,8 +79,10 @@ async def test_dledger_lane_twin_and_general_path_store_and_answer_the_same(tmp_
     port = free_port(span=4) + 2
     raft = free_port()
     results = {}
+    group = ("enableDLegerCommitLog=true\ndLegerGroup=g\ndLegerSelfId=n0\n"
+             f"dLegerPeers=n0-127.0.0.1:{raft}\n")
     for mode in ("lane", "twin", "general"):
-        results[mode] = await _run(tmp_path, port, raft, mode, frames, want)
+        results[mode] = await _run(tmp_path, port, mode, frames, want, group, _leading)
     base_frames, base_store, served = results["general"]
     assert served == 0
     base_stats = base_frames.pop("stats")
