@@ -9,6 +9,7 @@ entry); beside each, the master's CPU per message as a multiple of the single
 master's.
 
     .venv/bin/python -m bench.dledger_broker [--inflight 16] [--duration 5]
+        [--runs single,group,unbatched] [--profile DIR [--native]]
 """
 
 from __future__ import annotations
@@ -35,6 +36,34 @@ NAME = "RaftNode00"
 def cpu(pid: int) -> float:
     t = psutil.Process(pid).cpu_times()
     return t.user + t.system
+
+
+def thread_cpu(pid: int) -> dict[int, tuple[float, float]]:
+    """(user, system) CPU seconds of each thread of ``pid``."""
+    return {t.id: (t.user_time, t.system_time) for t in psutil.Process(pid).threads()}
+
+
+def busiest_threads(before: dict[int, float], after: dict[int, float], sent: int,
+                    main_tid: int) -> str:
+    """Per-thread CPU per message between two ``thread_cpu`` reads, the
+    busiest first (the event loop is the process's main thread)."""
+    rows = sorted(((sum(after[t]) - sum(before.get(t, (0.0, 0.0))),
+                    after[t][1] - before.get(t, (0.0, 0.0))[1], t) for t in after), reverse=True)
+    return ", ".join(f"{'loop' if t == main_tid else t}: {d / sent * 1e6:.1f} µs "
+                     f"({s / sent * 1e6:.1f} system)" for d, s, t in rows[:3] if d > 0)
+
+
+def profile(pid: int, out: Path, seconds: float, native: bool) -> subprocess.Popen:
+    """``py-spy record --gil`` of ``pid`` for ``seconds`` (collapsed stacks in
+    ``out``), started in the background: with C frames (``--native``, which
+    pauses the process for each sample) or without pausing it."""
+    from bench.profiling import py_spy
+
+    return subprocess.Popen([py_spy(), "record", "--pid", str(pid), "--duration",
+                             str(int(seconds)), "--rate", "200", "--gil",
+                             "--native" if native else "--nonblocking",
+                             "--function", "--format", "raw", "--output", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
 
 
 async def master_and_topic(namesrv: str, ports: dict[str, int], queues: int) -> str:
@@ -88,9 +117,24 @@ def group(tmp: Path, args, batch_push: bool) -> tuple[dict, float]:
         leader = next(i for i in ids if master.endswith(f":{ports[i]}"))
         followers = [i for i in ids if i != leader]
         before = {i: cpu(procs[i].pid) for i in followers}
+        threads = {i: thread_cpu(procs[i].pid) for i in ids}
+        spies = []
+        if args.profile:
+            out = Path(args.profile)
+            out.mkdir(parents=True, exist_ok=True)
+            kind = "batch" if batch_push else "single-push"
+            spies = [profile(procs[i].pid, out / f"{kind}-{'leader' if i == leader else i}.raw",
+                             args.duration, args.native)
+                     for i in [leader] + followers]
         r = produce(f"127.0.0.1:{ns_port}", master, procs[leader].pid, args)
         sent = max(1, r["requests"])
         follower_us = sum(cpu(procs[i].pid) - before[i] for i in followers) / sent * 1e6
+        for i in [leader] + followers:
+            print(f"  {'leader' if i == leader else 'follower'} {i} threads: "
+                  + busiest_threads(threads[i], thread_cpu(procs[i].pid), sent, procs[i].pid),
+                  file=sys.stderr)
+        for spy in spies:
+            spy.wait(timeout=args.duration + 60)
         return r, follower_us
     finally:
         for p in procs.values():
@@ -131,23 +175,35 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--duration", type=float, default=5.0)
     ap.add_argument("--queues", type=int, default=8)
+    ap.add_argument("--runs", default="single,group,unbatched",
+                    help="which to run, of single, group (batched pushes), unbatched")
+    ap.add_argument("--profile", metavar="DIR",
+                    help="py-spy record --gil each group member during the load (collapsed "
+                    "stacks in DIR)")
+    ap.add_argument("--native", action="store_true",
+                    help="with --profile: C frames too (py-spy pauses each process per sample, "
+                    "which slows the group down and raises the CPU figures)")
     args = ap.parse_args()
+    runs = set(args.runs.split(","))
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for sub in ("single", "group", "batch"):
             (Path(tmp) / sub).mkdir()
-        one = single(Path(tmp) / "single", args)
-        three, follower_us = group(Path(tmp) / "group", args, True)
-        single_push, single_push_us = group(Path(tmp) / "batch", args, False)
+        if "single" in runs:
+            rows.append(("single master", single(Path(tmp) / "single", args), "-"))
+        if "group" in runs:
+            three, follower_us = group(Path(tmp) / "group", args, True)
+            rows.append(("3-node DLedger group", three, f"{follower_us:.1f} µs"))
+        if "unbatched" in runs:
+            single_push, single_push_us = group(Path(tmp) / "batch", args, False)
+            rows.append(("  with enableBatchPush=false", single_push, f"{single_push_us:.1f} µs"))
     print(f"{'broker':<30} {'msgs/s':>9} {'avg RT ms':>10} {'master CPU/msg':>15} "
           f"{'x single':>9} {'followers CPU/msg':>18}")
-    base = max(one["broker_cpu_us_per_msg"], 1e-9)
-    for name, r, extra in (("single master", one, "-"),
-                           ("3-node DLedger group", three, f"{follower_us:.1f} µs"),
-                           ("  with enableBatchPush=false", single_push,
-                            f"{single_push_us:.1f} µs")):
+    base = max(rows[0][1]["broker_cpu_us_per_msg"], 1e-9) if "single" in runs else None
+    for name, r, extra in rows:
+        times = f"{r['broker_cpu_us_per_msg'] / base:>8.1f}x" if base else f"{'-':>9}"
         print(f"{name:<30} {r['msgs_per_s']:>9,.0f} {r['avg_rt_ms']:>10.2f} "
-              f"{r['broker_cpu_us_per_msg']:>12.1f} µs {r['broker_cpu_us_per_msg'] / base:>8.1f}x "
-              f"{extra:>18}")
+              f"{r['broker_cpu_us_per_msg']:>12.1f} µs {times} {extra:>18}")
 
 
 if __name__ == "__main__":

@@ -533,8 +533,11 @@ class BrokerController:
         from rmq.broker.send_lane import SendLaneSupport, make_send_lane
 
         self.send_lane_support = SendLaneSupport(send)
+        make = make_send_lane
+        if self.message_store.commit_log.waits_for_quorum:  # a DLedger group's member
+            from rmq.broker.dledger_lane import DLedgerSendLane as make
         for server in (self.remoting_server, self.fast_remoting_server):
-            server.lane = make_send_lane(self.send_lane_support, server.config.frameMaxLength)
+            server.lane = make(self.send_lane_support, server.config.frameMaxLength)
 
     def _install_pull_lane(self, pull: Any) -> None:
         """Pulls that find messages are served straight from the receive

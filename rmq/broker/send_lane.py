@@ -461,19 +461,27 @@ class SendLane:
                 read.queues[(topic, queue_id)] = q
         return q
 
+    def _plain(self, read: Any, frame: tuple) -> tuple | None:
+        """A single send the lane may store: (the header's fields, the
+        topic's, ``fast_send_properties`` of its properties), or None (the
+        general path).  ``read``: a read with ``topics`` and ``cluster``."""
+        target = self._target(read, frame)
+        if target is None:
+            return None
+        fields, tc = target
+        props = _props(fields[5] or "", read.cluster)
+        if props is None or props[3] or len(props[0]) > _MAX_PROPS:
+            return None  # (props[3]: DELAY or TRAN_MSG sent)
+        return fields, tc, props
+
     def _one(self, read: _Read, frame: tuple) -> bool:
         """Store and answer one single send; False (nothing done) to leave it
         to the general path."""
-        target = self._target(read, frame)
-        if target is None:
+        plain = self._plain(read, frame)
+        if plain is None:
             return False
-        (topic, queue_id, sys_flag, born_ts, mflag, text, reconsume), tc = target
-        props = _props(text or "", read.cluster)
-        if props is None:
-            return False
-        stored, tags, wait, special, keys, uniq = props
-        if special or len(stored) > _MAX_PROPS:
-            return False
+        (topic, queue_id, sys_flag, born_ts, mflag, _text, reconsume), tc, props = plain
+        stored, tags, wait, _special, keys, uniq = props
         q = self._queue(read, topic, queue_id)
         if q is None:
             return False

@@ -158,6 +158,42 @@ class DLedgerCommitLog(CommitLog):
             entry = self.dledger.append_as_leader(record)
         return entry, self.server.pusher.wait_quorum(entry, first, _put_status)
 
+    def append_plain(self, topic: str, queue_id: int, flag: int, sys_flag: int, born_ts: int,
+                     born: bytes, reconsume: int, body, props: bytes,
+                     keys: int) -> tuple[Entry, int, int, int] | None:
+        """A plain send's record appended as ``put_message`` appends it (the
+        same record in the same entry, the same dispatch room taken), for
+        the leader's send lane: (entry, the record's physical offset, its
+        queue offset, its size), or None with nothing appended (the general
+        path then stores or refuses the send).  The caller waits for the
+        quorum (``quorum_wait``) and counts the put."""
+        topic_b = topic.encode()
+        size = codec.record_size(sys_flag, len(body), len(topic_b), len(props))
+        max_body = self.config.maxMessageSize
+        if len(body) > max_body or size > max_body + 65536 or \
+                size + 8 + BODY_OFFSET > self.file_size:
+            return None
+        key = (topic, queue_id)
+        queue_offset = self.topic_queue_table.get(key, 0)
+        if not self.store.dispatch_room.reserve(topic, queue_id, queue_offset, 1, keys):
+            return None
+        now = _now_ms()
+        record = bytearray(size)
+        codec.write_record(record, 0, queue_id, flag, queue_offset, 0, sys_flag, born_ts, born,
+                           now, self.store_host_field, reconsume, 0, body, topic_b, props)
+        try:
+            entry = self.dledger.append_as_leader(bytes(record))
+        except DLedgerError as exc:
+            log.warning("DLedger append refused: %s", exc)
+            return None
+        self.topic_queue_table[key] = queue_offset + 1
+        return entry, entry.pos + BODY_OFFSET, queue_offset, size
+
+    def quorum_wait(self, first: Entry, last: Entry) -> asyncio.Future:
+        """The quorum wait of the entries ``first``..``last`` appended by
+        ``append_plain``: a future of their PutMessageStatus."""
+        return self.server.pusher.wait_quorum(last, first.index, _put_status)
+
     def _status_of(self, exc: DLedgerError) -> AppendMessageResult:
         log.warning("DLedger append refused: %s", exc)
         return AppendMessageResult(AppendMessageStatus.UNKNOWN_ERROR)

@@ -31,6 +31,7 @@ from rmq.dledger.entry import (
     INDEX_UNIT_SIZE,
     MAGIC,
     MIN_BLANK_LEN,
+    RECORD_HEADER,
     Entry,
     blank,
     decode_index,
@@ -43,6 +44,10 @@ from rmq.store.mapped_file import MappedFileQueue
 log = logging.getLogger("rmq.dledger")
 
 CHECKPOINT_FILE = "checkpoint"
+# the leader's last appended entries kept in memory, up to this many body
+# bytes: its pushes (two followers, a resend) read them from here, not back
+# from the files
+RECENT_BYTES = 8 << 20
 # (entry, record buffer, body offset): may change the body before it is written
 AppendHook = Callable[[Entry, bytearray, int], None]
 
@@ -59,6 +64,25 @@ class DLedgerMmapFileStore:
         self.committed_index = -1
         self.committed_pos = -1
         self.append_hooks: list[AppendHook] = []
+        self._recent: dict[int, Entry] = {}  # index -> entry, the leader's last appends
+        self._recent_first = 0  # the lowest index in _recent
+        self._recent_bytes = 0
+
+    def _forget_recent(self) -> None:
+        """Drop the leader's kept entries (a follower's log is rewritten)."""
+        if self._recent:
+            self._recent.clear()
+            self._recent_bytes = 0
+
+    def _keep_recent(self, entry: Entry) -> None:
+        recent = self._recent
+        if not recent:
+            self._recent_first = entry.index
+        recent[entry.index] = entry
+        self._recent_bytes += entry.size
+        while self._recent_bytes > RECENT_BYTES and len(recent) > 1:
+            self._recent_bytes -= recent.pop(self._recent_first).size
+            self._recent_first += 1
 
     # ---- start and stop ---------------------------------------------------------
     def startup(self) -> None:
@@ -153,6 +177,7 @@ class DLedgerMmapFileStore:
 
     # ---- recovery -------------------------------------------------------------------
     def recover(self) -> None:
+        self._forget_recent()
         files = self.data.mapped_files
         if not files:
             if self.index.mapped_files:
@@ -276,13 +301,32 @@ class DLedgerMmapFileStore:
             self.update_committed_index(self.member_state.curr_term, int(text))
 
     # ---- appends -------------------------------------------------------------------
-    def _write(self, entry: Entry, record: bytes | bytearray) -> None:
-        """Write a record whose ``pos`` is set, and its index unit."""
-        pos = self._append(self.data, bytes(record), True)
+    def _write(self, entry: Entry, hooks: list[AppendHook] | None = None) -> None:
+        """Write ``entry`` (its ``pos`` and ``size`` set) as a record at the end
+        of the data files, straight into the file (header, then body), and
+        its index unit.  ``hooks`` see the record in the file before the
+        entry's body is read back from it (the leader's appends)."""
+        size = entry.size
+        data = self.data
+        pos = self._pre_append(data, size, True)
         if pos != entry.pos:
             raise DLedgerError(Code.DISK_ERROR, f"entry {entry.index} went to {pos}, "
                                f"not {entry.pos}")
-        unit = encode_index(entry.pos, entry.size, entry.magic, entry.index, entry.term)
+        mf = data.get_last_mapped_file()
+        start = mf.wrote_position
+        view = mf.view
+        body = entry.body
+        RECORD_HEADER.pack_into(view, start, entry.magic, size, entry.index, entry.term, pos,
+                          entry.channel, entry.chain_crc, entry.body_crc, len(body))
+        view[start + BODY_OFFSET:start + size] = body
+        if hooks:
+            record = view[start:start + size]
+            for hook in hooks:
+                hook(entry, record, BODY_OFFSET)
+            entry.body = bytes(record[BODY_OFFSET:])
+            record.release()
+        _advance(mf, size)
+        unit = encode_index(pos, size, entry.magic, entry.index, entry.term)
         if self._append(self.index, unit, False) != entry.index * INDEX_UNIT_SIZE:
             raise DLedgerError(Code.DISK_ERROR, f"index of entry {entry.index} misplaced")
         self.ledger_end_index, self.ledger_end_term = entry.index, entry.term
@@ -298,17 +342,13 @@ class DLedgerMmapFileStore:
             raise DLedgerError(Code.LEADER_TRANSFERRING)
         if self.data.no_space:
             raise DLedgerError(Code.DISK_FULL)
-        entry = Entry(self.ledger_end_index + 1, ms.curr_term, body)
-        size = entry.compute_size()
-        entry.pos = self._pre_append(self.data, size, True)
-        if entry.pos == -1:
+        size = BODY_OFFSET + len(body)
+        pos = self._pre_append(self.data, size, True)
+        if pos == -1:
             raise DLedgerError(Code.DISK_ERROR, "no data file to append to")
-        record = bytearray(entry.encode())
-        if self.append_hooks:
-            for hook in self.append_hooks:
-                hook(entry, record, BODY_OFFSET)
-            entry.body = bytes(record[BODY_OFFSET:])
-        self._write(entry, record)
+        entry = Entry(self.ledger_end_index + 1, ms.curr_term, body, pos, MAGIC, 0, 0, 0, size)
+        self._write(entry, self.append_hooks)
+        self._keep_recent(entry)
         return entry
 
     def append_as_follower(self, entry: Entry, leader_term: int, leader_id: str) -> Entry:
@@ -321,7 +361,9 @@ class DLedgerMmapFileStore:
         if leader_term != ms.curr_term or leader_id != ms.leader_id:
             raise DLedgerError(Code.INCONSISTENT_LEADER,
                                f"{leader_id}@{leader_term} is not {ms.leader_id}@{ms.curr_term}")
-        self._write(entry, entry.encode())
+        self._forget_recent()
+        entry.compute_size()
+        self._write(entry)
         return entry
 
     def truncate(self, entry: Entry, leader_term: int, leader_id: str) -> int:
@@ -332,6 +374,7 @@ class DLedgerMmapFileStore:
             raise DLedgerError(Code.NOT_FOLLOWER, f"role={ms.role.value}")
         if leader_term != ms.curr_term or leader_id != ms.leader_id:
             raise DLedgerError(Code.INCONSISTENT_LEADER)
+        self._forget_recent()
         try:
             existed = entry.same(self.get(entry.index))
         except DLedgerError:
@@ -346,7 +389,7 @@ class DLedgerMmapFileStore:
             self.ledger_end_index, self.ledger_end_term = entry.index, entry.term
             self._update_member_state()
         else:
-            self._write(entry, entry.encode())
+            self._write(entry)
         self._revise_begin_index(fallback=entry.index)
         if self.committed_index > self.ledger_end_index:
             self.committed_index = self.ledger_end_index
@@ -362,6 +405,9 @@ class DLedgerMmapFileStore:
                                f"{index} < begin {self.ledger_begin_index}")
         if index > self.ledger_end_index:
             raise DLedgerError(Code.INDEX_OUT_OF_RANGE, f"{index} > end {self.ledger_end_index}")
+        kept = self._recent.get(index)
+        if kept is not None:
+            return kept
         unit = self._read(self.index, index * INDEX_UNIT_SIZE, INDEX_UNIT_SIZE)
         if unit is None:
             raise DLedgerError(Code.DISK_ERROR, f"no index unit for {index}")

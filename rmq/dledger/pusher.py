@@ -31,6 +31,7 @@ from rmq.dledger.entry import Entry
 from rmq.dledger.messages import (
     PushEntryRequest,
     PushEntryResponse,
+    push_append_body,
     push_request,
     push_response,
 )
@@ -362,18 +363,18 @@ class PeerDispatcher:
             self.write_index += len(entries)
 
     def _send(self, entries: list[Entry]) -> None:
-        batch = len(entries) > 1 or self.pusher.config.enable_batch_push
-        request = self._request(PushType.APPEND, None if batch else entries[0],
-                                entries if batch else None)
+        ms = self.pusher.ms
+        request = push_append_body(ms.group, ms.self_id, self.peer, ms.self_id, self.term,
+                                   self.pusher.store.committed_index, entries,
+                                   len(entries) > 1 or self.pusher.config.enable_batch_push)
         self.pending[entries[0].index] = _now_ms()
         self.last_push_commit = _now_ms()
-        task = self.pusher.rpc.spawn_call(self.peer, RequestCode.PUSH, request)
-        task.add_done_callback(lambda t, n=len(entries): self._appended(t, n))
+        self.pusher.rpc.call_then(self.peer, RequestCode.PUSH, request,
+                                  lambda resp, n=len(entries): self._appended(resp, n))
 
-    def _appended(self, task: asyncio.Future, count: int) -> None:
-        if task.cancelled() or task.exception() is not None:
+    def _appended(self, resp: PushEntryResponse | None, count: int) -> None:
+        if resp is None:
             return  # resent when overdue
-        resp = task.result()
         code = resp.code
         if code == Code.SUCCESS:
             index = -1 if resp.index is None else resp.index

@@ -30,6 +30,7 @@ from rmq.dledger.messages import (
     LeadershipTransferRequest,
     LeadershipTransferResponse,
     MetadataResponse,
+    PushEntryRequest,
     RequestOrResponse,
     append_response,
     bare,
@@ -307,7 +308,34 @@ class _Processor:
     def __init__(self, server: DLedgerServer) -> None:
         self.server = server
 
-    async def process_request(self, channel, request: RemotingCommand) -> RemotingCommand:
+    def process_request(self, channel, request: RemotingCommand):
+        """The answer, or (when it must wait) a coroutine of it.  A PUSH a
+        follower applies at once -- every push that arrives in order -- is
+        answered here, without a task per push."""
+        if request.code == RequestCode.PUSH:
+            return self._push(request)
+        return self._process(request)
+
+    def _push(self, request: RemotingCommand):
+        try:
+            req = PushEntryRequest.from_json(decode(request.body or b"{}"))
+        except (ValueError, TypeError) as exc:  # orjson.JSONDecodeError is a ValueError
+            return RemotingCommand.create_response(ResponseCode.SYSTEM_ERROR,
+                                                   f"bad DLedger request body: {exc}")
+        server = self.server
+        wrong = server._check_target(req)
+        if wrong is not None:
+            resp = failure(req, wrong, server.member_state.leader_id, RequestCode.PUSH)
+        else:
+            resp = server.pusher.handler.handle(req)
+            if isinstance(resp, asyncio.Future):  # parked until the pushes before it arrive
+                return self._answer_later(resp)
+        return RemotingCommand.create_response(Code.SUCCESS, None, None, encode(resp))
+
+    async def _answer_later(self, pending: asyncio.Future) -> RemotingCommand:
+        return RemotingCommand.create_response(Code.SUCCESS, None, None, encode(await pending))
+
+    async def _process(self, request: RemotingCommand) -> RemotingCommand:
         if request.code not in RequestCode._value2member_map_:
             return RemotingCommand.create_response(
                 ResponseCode.REQUEST_CODE_NOT_SUPPORTED,

@@ -20,7 +20,9 @@ import os
 import random
 import re
 import struct
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -140,7 +142,12 @@ def _stream(seed: int) -> tuple[list[bytes], set[int]]:
 
 
 async def _run(tmp: Path, port: int, mode: str, frames: list[bytes], want: int,
-               extra: str) -> tuple[dict, Path, int]:
+               extra: str, ready: Callable[[Any, FrameCollector], Awaitable[None]] | None = None
+               ) -> tuple[dict, Path, int]:
+    """Start a broker (``extra`` lines in its conf), create the topic, await
+    ``ready(transport, reader)`` when given (it pops the answers it asked
+    for), write ``frames``; the answers by opaque, the store and the lane's
+    count."""
     store = tmp / mode
     conf = broker_conf(tmp, port, f"rmqSendLaneEnable={'false' if mode == 'general' else 'true'}\n"
                        f"autoCreateTopicEnable=true\n{extra}", store=mode)
@@ -160,6 +167,8 @@ async def _run(tmp: Path, port: int, mode: str, frames: list[bytes], want: int,
         transport, _ = await loop.create_connection(lambda: reader, "127.0.0.1", port)
         transport.write(admin.encode())
         await wait_until(lambda: 0 in reader.frames, 10, 0.01, "the topic created")
+        if ready is not None:
+            await ready(transport, reader)
         for i in range(0, len(frames), 200):  # a few large writes: runs of frames per read
             transport.write(b"".join(frames[i:i + 200]))
             await asyncio.sleep(0.05)

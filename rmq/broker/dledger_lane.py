@@ -1,0 +1,202 @@
+"""The send lane of a DLedger leader: plain single sends served straight
+from a connection's receive buffer, a whole read at a time.
+
+A broker with ``enableDLegerCommitLog`` is a SYNC_MASTER while it leads its
+group, and the send lane (``rmq.broker.send_lane``) declines it: the lane
+writes records, consume-queue entries and answers at once, while a DLedger
+put is an entry whose consume-queue entries are written when the group
+commits it and whose answer waits for a quorum.  Through the general path
+each send then pays for a ``RemotingCommand``, the dispatcher, the send
+processor, a ``MessageExtBrokerInner``, a put result and a response command,
+and a callback on the quorum wait.
+
+This lane takes the leading frames of a read that the send lane would take
+(read the same way, with the same checks: an existing ordinary topic, a
+valid queue, no transaction, no delay, ASCII property keys) and stores each
+as ``DLedgerCommitLog.put_message`` stores it
+(``DLedgerCommitLog.append_plain``: the same record in the same entry, the
+same dispatch room taken).  The read's answers are built as the send lane
+builds them (the general path's bytes) and held together on the group's
+quorum wait for its last entry: written in one go once a quorum holds the
+entries, or each replaced by the general path's failure answer when the
+wait fails.
+Statistics are counted once per topic per read.  The first frame the lane
+does not take -- or a put it cannot make (no longer the leader, a dispatch
+file that cannot be made, ...) -- ends its turn, and that frame and
+everything after it go the general way, which stores and answers them as
+before.  Batches go the general way.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from rmq.broker.processor.send_support import channel_host
+from rmq.broker.send_lane import SEND_BATCH, SendLane, SendLaneSupport, _index_keys, _response
+from rmq.common import message as mc
+from rmq.remoting.command import RPC_ONEWAY, RPC_RESPONSE
+from rmq.store import BrokerRole
+from rmq.store.results import PutMessageStatus
+
+log = logging.getLogger("rmq.broker")
+
+
+class DLedgerSendLane:
+    """The lane of a DLedger leader (``FrameLane``: ``serve`` and ``served``)."""
+
+    def __init__(self, support: SendLaneSupport, max_frame: int) -> None:
+        self.support = support
+        self.frames = SendLane(support, max_frame)  # the send lane's frame reader
+        self._counts: dict[tuple[int, bool], int] = {}
+
+    def served(self) -> list[tuple[int, bool, int]]:
+        """(request code, oneway, count) of what the last ``serve`` took."""
+        return [(code, oneway, n) for (code, oneway), n in sorted(self._counts.items())]
+
+    def _may_put(self) -> bool:
+        """What the send lane's ``begin`` and the store's status check ask,
+        for a leader: a send taken now would be stored, not refused."""
+        s = self.support
+        store, cl, bc = s.store, s.cl, s.bc
+        queue = s.send_queue
+        if queue is not None and not queue.runs_at_once():
+            return False
+        if store.is_os_page_cache_busy() or bc.startAcceptSendRequestTimeStamp or \
+                not bc.brokerPermission & mc.PERM_WRITE:
+            return False
+        if s.cfg.brokerRole is not BrokerRole.SYNC_MASTER or store._shutdown or \
+                not store.running_flags.is_writeable() or cl.begin_time_in_lock:
+            return False
+        ms = cl.server.member_state
+        return ms.is_leader() and ms.transferee is None and s.processor.cluster.isascii()
+
+    def serve(self, channel: Any, buf, pos: int, end: int) -> tuple[int, bytes | None]:
+        """Store the plain sends at the start of ``buf[pos:end]``; returns the
+        position of the first frame left to the general path.  The answers
+        go out when the quorum wait ends, so none is returned here."""
+        self._counts = {}
+        reader = self.frames
+        frame = reader._frame(buf, pos, end)
+        if frame is None or frame[0] == SEND_BATCH or not self._may_put():
+            return pos, None
+        read = _Read(self.support, channel)
+        first = last = None
+        try:
+            while frame is not None and frame[0] != SEND_BATCH:
+                entry = self._one(read, frame)
+                if entry is None:
+                    break
+                if first is None:
+                    first = entry
+                last = entry
+                key = (frame[0], bool(frame[1] & RPC_ONEWAY))
+                self._counts[key] = self._counts.get(key, 0) + 1
+                pos = frame[5]
+                frame = reader._frame(buf, pos, end)
+        finally:
+            if last is not None:
+                read.finish(first, last)
+        return pos, None
+
+    def _one(self, read: _Read, frame: tuple):
+        """Store one single send and queue its answer: its entry, or None
+        (nothing stored) to leave it to the general path."""
+        plain = self.frames._plain(read, frame)
+        if plain is None:
+            return None
+        (topic, queue_id, sys_flag, born_ts, mflag, _text, reconsume), tc, props = plain
+        stored, _tags, _wait, _special, keys, uniq = props
+        sys_flag = (sys_flag & ~0x30) | read.host_bits
+        if tc[2]:
+            sys_flag |= mc.MULTI_TAGS_FLAG
+        put = read.cl.append_plain(topic, queue_id, mflag, sys_flag, born_ts, read.born,
+                                   reconsume, frame[4], stored.encode(), _index_keys(keys, uniq))
+        if put is None:
+            return None
+        entry, phy, queue_offset, size = put
+        read.stored(topic, size)
+        if not frame[1] & RPC_ONEWAY:
+            read.answers.append(_response(read.host_hex, phy, queue_id,
+                                          queue_offset, frame[2], read.tails[frame[6]],
+                                          frame[6]))
+            read.asked.append((frame[2], frame[6]))
+        return entry
+
+
+class _Read:
+    """One read's context and what it stored and answers."""
+
+    __slots__ = ("support", "channel", "cl", "cluster", "born", "host_bits", "host_hex",
+                 "tails", "topics", "answers", "asked", "sizes")
+
+    def __init__(self, support: SendLaneSupport, channel: Any) -> None:
+        self.support = support
+        self.channel = channel
+        cl = self.cl = support.cl
+        self.cluster = support.processor.cluster
+        born = channel.attrs.get("born_field")  # the stored born-host field, once per connection
+        if born is None:
+            born = channel.attrs["born_field"] = cl.host_field(channel_host(channel))
+        self.born = born
+        self.host_bits = (mc.BORNHOST_V6_FLAG if len(born) == 20 else 0) | \
+            (mc.STOREHOSTADDRESS_V6_FLAG if cl.store_host_v6 else 0)
+        self.host_hex = cl.msg_id_prefix.encode()
+        self.tails = (support.tail(), support.rocketmq_tail())  # by serialize type
+        self.topics: dict[str, tuple | None] = {}
+        self.answers: list[bytes] = []
+        self.asked: list[tuple[int, int]] = []  # (opaque, serialize type) of each answer
+        self.sizes: dict[str, list[int]] = {}  # topic -> [messages, bytes]
+
+    def stored(self, topic: str, size: int) -> None:
+        t = self.sizes.get(topic)
+        if t is None:
+            self.sizes[topic] = [1, size]
+        else:
+            t[0] += 1
+            t[1] += size
+
+    def finish(self, first, last) -> None:
+        """Count the read's puts and hold its answers on the quorum wait of
+        its last entry (which covers the earlier ones)."""
+        support = self.support
+        stats = support.store.stats
+        for topic, (nums, size) in self.sizes.items():
+            stats.on_puts(topic, nums, size, nums)
+            support.served += nums
+        quorum = self.cl.quorum_wait(first, last)
+        if self.answers:
+            quorum.add_done_callback(_Answer(support.processor, self.channel,
+                                             b"".join(self.answers), self.asked))
+
+
+class _Answer:
+    """The done callback of a read's quorum wait: its answers as built when
+    a quorum holds the entries, else the general path's answer to a failed
+    put, per send."""
+
+    __slots__ = ("processor", "channel", "frames", "asked")
+
+    def __init__(self, processor: Any, channel: Any, frames: bytes,
+                 asked: list[tuple[int, int]]) -> None:
+        self.processor = processor
+        self.channel = channel
+        self.frames = frames
+        self.asked = asked
+
+    def __call__(self, quorum) -> None:
+        if quorum.cancelled():
+            return
+        status = quorum.result()
+        if status is PutMessageStatus.PUT_OK:
+            self.channel.write_bytes(self.frames)
+            return
+        code, remark = self.processor._failure(status)
+        out = []
+        for opaque, stype in self.asked:
+            response = self.processor.response(code, remark)
+            response.opaque = opaque
+            response.flag |= RPC_RESPONSE
+            response.serialize_type = stype
+            out.append(response.encode())
+        self.channel.write_bytes(b"".join(out))

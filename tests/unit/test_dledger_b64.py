@@ -1,0 +1,52 @@
+"""The compiled base64 of entry bodies (rmq._fast.b64) against binascii, its
+twin: the same text for every body, the same bytes -- or the same refusal --
+for every input, canonical or not (whitespace, stray characters, bad or
+early padding, bits left under the padding)."""
+
+from __future__ import annotations
+
+import binascii
+import os
+import random
+
+import pytest
+
+from rmq._fast import compiled_or_none
+from rmq.dledger.entry import Entry
+
+pytestmark = pytest.mark.timeout(60)
+C = compiled_or_none("b64")
+
+
+@pytest.mark.skipif(C is None, reason="compiled extensions not built")
+def test_bodies_encode_and_decode_as_binascii_does():
+    for n in [*range(70), 1200, 4096, 65537]:
+        for _ in range(10):
+            data = os.urandom(n)
+            text = binascii.b2a_base64(data, newline=False)
+            assert C.encode(data) == text and C.encode(bytearray(data)) == text
+            assert C.decode(text.decode()) == data and C.decode(text) == data
+
+
+def _outcome(fn, text):
+    try:
+        return True, fn(text)
+    except ValueError as exc:  # binascii.Error, or a str that is not ASCII
+        return False, type(exc)
+
+
+@pytest.mark.skipif(C is None, reason="compiled extensions not built")
+def test_odd_text_is_read_or_refused_as_binascii_does():
+    rnd = random.Random(5)
+    alphabet = "ABCab+/=\n -_*019"
+    cases = ["QQ==", "QR==", "QUI=", "QUJ=", "QUJD", "Q===", "====", "QUJD\n", "é", "QU=D"]
+    cases += ["".join(rnd.choice(alphabet) for _ in range(rnd.randrange(13)))
+              for _ in range(50_000)]
+    for text in cases:
+        assert _outcome(C.decode, text) == _outcome(binascii.a2b_base64, text), text
+
+
+def test_an_entry_reads_back_its_push_json():
+    entry = Entry(3, 2, os.urandom(1201), 4096)
+    again = Entry.from_json_obj(Entry.to_json_obj(entry))
+    assert again.same(entry) and again.body == entry.body
