@@ -26,6 +26,10 @@ WATCH_INTERVAL_S = 0.5
 class PlainAccessValidator:
     """The rules of ``home``'s ACL files, checked before every request."""
 
+    # nothing is done after a response: a request this hook passed may be
+    # answered by the broker's send and pull lanes
+    checks_only = True
+
     def __init__(self, home: str, plain_file: str = "conf/plain_acl.yml") -> None:
         self.manager = PlainPermissionManager(home, plain_file)
         self.watch = FileWatchService("AclFileWatchService", self._watched, self._files_changed,

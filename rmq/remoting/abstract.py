@@ -80,6 +80,10 @@ class RPCHook(Protocol):
     def do_after_response(self, remote_addr: str | None, request: RemotingCommand,
                           response: RemotingCommand | None) -> None: ...
 
+    # A hook may also set ``checks_only = True``: its ``do_after_response``
+    # does nothing, so a request it passed may be answered by a frame lane
+    # (which makes no response object to show it).
+
 
 class FrameLane(Protocol):
     """Serves recognised frames straight from a receive buffer (see ``RemotingService.lane``)."""
@@ -158,9 +162,12 @@ class RemotingService:
         # serves the leading frames of a read it recognises straight from the
         # receive buffer (returning the position of the first one it leaves
         # and the response frames to write); the rest are dispatched as usual.
-        # Not consulted while RPC hooks are on (a lane answers without them);
-        # request timing counts what a lane answered (``_lane_served``).
+        # While RPC hooks are on, a lane is offered one frame at a time, and
+        # only a frame the hooks passed, when every hook only checks requests
+        # (``lane_after_hooks``); request timing counts what a lane answered
+        # (``_lane_served``).
         self.lane: FrameLane | None = None
+        self.lane_after_hooks = False
         # rmq.remoting.busy_poll.BusyPoll: touched on every read when set
         self.busy_poll: Any = None
 
@@ -192,6 +199,7 @@ class RemotingService:
         """Run ``hook`` around every request from now on (``registerRPCHook``)."""
         if hook not in self._rpc_hooks:
             self._rpc_hooks.append(hook)
+        self.lane_after_hooks = all(getattr(h, "checks_only", False) for h in self._rpc_hooks)
 
     def _before_hooks(self, remote_addr: str | None, request: RemotingCommand) -> None:
         for hook in self._rpc_hooks:
@@ -214,26 +222,40 @@ class RemotingService:
 
     def _on_request(self, channel: Channel, cmd: RemotingCommand) -> None:
         start = 0.0 if self.rpc_latency is None else perf_counter()
+        entry = self._admit(channel, cmd, start)
+        if entry is not None:
+            self._process(channel, cmd, entry, start)
+
+    def _admit(self, channel: Channel, cmd: RemotingCommand, start: float) -> _Entry | None:
+        """The request's processor entry once it may be processed: a known
+        code (or the default processor), not rejected, under its admission
+        limit, passed by the RPC hooks; else None, the refusal answered."""
         entry = self._processors.get(cmd.code, self._default)
         if entry is None:
             self._reply(channel, cmd, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                         not_supported_remark(cmd.code), start)
-            return
+            return None
         reject = entry.reject
         if reject is not None and reject():
             self._reply(channel, cmd, ResponseCode.SYSTEM_BUSY, REMARK_REJECT, start)
-            return
+            return None
         adm = entry.admission
         if adm.in_flight >= adm.limit:
             if not cmd.flag & RPC_ONEWAY:
                 self._reply(channel, cmd, ResponseCode.SYSTEM_BUSY, REMARK_OVERLOAD, start)
-            return
+            return None
         if self._rpc_hooks:
             try:
                 self._before_hooks(channel.remote_addr, cmd)
             except Exception as e:  # noqa: BLE001 - a refusal (ACL) or a hook bug alike
                 self._hook_refused(channel, cmd, e)
-                return
+                return None
+        return entry
+
+    def _process(self, channel: Channel, cmd: RemotingCommand, entry: _Entry,
+                 start: float) -> None:
+        """Run an admitted request's processor and answer with its result."""
+        adm = entry.admission
         try:
             result = entry.process(channel, cmd)
         except Exception as e:  # noqa: BLE001 - any processor failure becomes SYSTEM_ERROR

@@ -265,6 +265,47 @@ class RemotingProtocol(asyncio.BufferedProtocol):
             if not self._dispatch(frames, channel, service):
                 return False
 
+    def _checked_turns(self, lane, channel: Channel, service: RemotingService) -> bool:
+        """With RPC hooks that only check requests (ACL): every whole frame is
+        decoded and admitted as the general way admits it (processor, limits,
+        the hooks); one that passes is offered to the lane alone, and goes to
+        its processor when the lane leaves it.  A lane never sees a frame the
+        hooks did not pass.  Stops at a frame not yet whole or not decodable
+        (the general decode waits for or reports it); False once the channel
+        closed."""
+        view, end, max_frame = self._view, self._end, self._max_frame
+        timed = service.rpc_latency is not None
+        while self._start < end:
+            pos = self._start
+            try:
+                length = codec.frame_length(view, pos, end, max_frame)
+            except RemotingCommandError:
+                return True
+            if length < 0:
+                return True
+            frame_end = pos + 4 + length
+            frames, next_pos, error = codec.decode_frames(view, pos, frame_end, max_frame)
+            if error is not None or not frames:
+                return True
+            self._start = next_pos
+            cmd = RemotingCommand(*frames[0])
+            if cmd.flag & RPC_RESPONSE:
+                service._on_response(cmd)
+            else:
+                start = perf_counter() if timed else 0.0
+                entry = service._admit(channel, cmd, start)
+                if entry is not None:
+                    taken, out = lane.serve(channel, view, pos, frame_end)
+                    if out is not None:
+                        channel.write_bytes(out)
+                    if taken == pos:
+                        service._process(channel, cmd, entry, start)
+                    elif timed:
+                        service._lane_served(lane.served(), start)
+            if channel._closed:
+                return False
+        return True
+
     def buffer_updated(self, nbytes: int) -> None:
         if nbytes == self._offered and len(self._buf) < _BUSY_BUFFER:
             self._offered = -1  # more is waiting: the next read gets a busy connection's room
@@ -277,8 +318,11 @@ class RemotingProtocol(asyncio.BufferedProtocol):
         if service.busy_poll is not None:
             service.busy_poll.touch()
         lane = service.lane
-        if lane is not None and not service._rpc_hooks:
-            if not self._lane_turns(lane, channel, service):
+        if lane is not None:
+            if not service._rpc_hooks:
+                if not self._lane_turns(lane, channel, service):
+                    return
+            elif service.lane_after_hooks and not self._checked_turns(lane, channel, service):
                 return
         pos, error = self._start, None
         if pos != self._end:  # (a lane took the whole read: nothing left to decode)

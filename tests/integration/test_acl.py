@@ -25,6 +25,7 @@ from rmq.client import (
     PushConsumer,
 )
 from rmq.client.exceptions import MQBrokerError
+from rmq.client.headers import pull_header
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.remoting import RemotingClient, RemotingCommand
 from rmq.testing.cluster import Cluster
@@ -163,15 +164,35 @@ async def test_signed_clients_produce_and_consume_within_their_permissions(clust
     try:
         traced = ProducerConfig(enable_msg_trace=True)
         async with Producer("pgAcl", config=traced, client_config=config()) as producer:
-            for i in range(3):
+            for i in range(10):
                 res = await producer.send(Message("TopicAcl", f"m{i}".encode()))
                 assert res.status.name == "SEND_OK"
             with pytest.raises(MQBrokerError) as info:
                 await producer.send(Message("TopicSubOnly", b"x"))
             assert info.value.code == RC.SYSTEM_ERROR
             assert REFUSED + "No default permission for topic:TopicSubOnly" in str(info.value)
-        await wait_until(lambda: len(received) >= 3, 30)
-        assert sorted(received) == [b"m0", b"m1", b"m2"]
+        await wait_until(lambda: len(received) >= 10, 30)
+        assert sorted(received) == sorted(f"m{i}".encode() for i in range(10))
+        # the sends and pulls the ACL passed were served by the lanes (but the
+        # first send into each of the 2 queues, which makes its consume queue;
+        # the push consumer's pulls were held until the sends and answered by
+        # long polling, so a signed pull of what is stored is made here); the
+        # refused send was stored by none
+        admin = signer("rocketmq2", "12345678")
+        try:
+            r = await call(admin, c.addr, R.PULL_MESSAGE, pull_header(
+                "cgAcl", "TopicAcl", 0, 0, 32, 2, 0, 0, "*", 0, "TAG", "broker-a"))
+            assert r.code == RC.SUCCESS and r.body, r
+            r = await call(admin, c.addr, R.GET_BROKER_RUNTIME_INFO)
+            table = orjson.loads(r.body)["table"]
+            assert int(table["rmqSendLaneServed"]) >= 8, table
+            assert int(table["rmqPullLaneServed"]) >= 1, table
+            for q in range(2):
+                r = await call(admin, c.addr, R.GET_MAX_OFFSET,
+                               {"topic": "TopicSubOnly", "queueId": q})
+                assert r.code == RC.SUCCESS and r.ext_fields["offset"] == "0"
+        finally:
+            await admin.close()
         # the trace records went out signed with the producer's keys (the account
         # has no permission on RMQ_SYS_TRACE_TOPIC: trace sends are never refused)
         admin = signer("rocketmq2", "12345678")

@@ -555,6 +555,17 @@ def test_small_benches_run(tmp_path):
 
 
 @pytest.mark.timeout(180)
+def test_acl_broker_bench_runs():
+    """bench/acl.py --broker, one small round: signed sends into an ACL broker
+    with the send lane off and on, both rows printed."""
+    out = subprocess.run([sys.executable, "-m", "bench.acl", "--broker", "--count", "300",
+                          "--rounds", "1", "--inflight", "4"],
+                         capture_output=True, text=True, timeout=170, cwd=ROOT)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "| off | " in out.stdout and "| on | " in out.stdout
+
+
+@pytest.mark.timeout(180)
 def test_dledger_broker_bench_runs():
     """bench/dledger_broker.py, one second per broker setup: it prints all three rows."""
     out = subprocess.run([sys.executable, "-m", "bench.dledger_broker",
