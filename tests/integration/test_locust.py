@@ -35,8 +35,10 @@ def cluster(tmp_path_factory):
         c.stop()
 
 
-def _locust(cluster: Cluster, tmp_path: Path, *extra: str, seconds: int = 4) -> dict[str, dict]:
-    """Run locust headless; returns the stats CSV rows by request type."""
+def _locust(cluster: Cluster, tmp_path: Path, *extra: str, seconds: int = 8) -> dict[str, dict]:
+    """Run locust headless; returns the stats CSV rows by request type.  The
+    run is long enough for the users' first requests on a loaded machine (runs
+    of 3-4 s there once ended before any user had made one)."""
     stem = tmp_path / "run"
     cmd = [LOCUST, "-f", str(ROOT / "bench" / "locustfile.py"), "--headless", "-u", "2",
            "-r", "2", "-t", f"{seconds}s", "--csv", str(stem), "--only-summary",
@@ -65,10 +67,7 @@ def test_producer_and_consumer_users(cluster, tmp_path):
 
 @pytest.mark.timeout(120)
 def test_batch_producer_only(cluster, tmp_path):
-    # (long enough for the users' first batch on a loaded machine: a run of 3 s
-    # once ended before any request was made)
-    rows = _locust(cluster, tmp_path, "--rmq-batch", "4", "--rmq-size", "100", "ProducerUser",
-                   seconds=6)
+    rows = _locust(cluster, tmp_path, "--rmq-batch", "4", "--rmq-size", "100", "ProducerUser")
     assert int(rows["SEND_BATCH"]["Request Count"]) > 0
     assert int(rows["SEND_BATCH"]["Failure Count"]) == 0
     assert float(rows["SEND_BATCH"]["Average Content Size"]) == 400
