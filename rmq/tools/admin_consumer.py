@@ -22,7 +22,7 @@ from rmq.client.admin import MQAdmin, mq_table, progress_rows
 from rmq.client.api import loads
 from rmq.client.exceptions import MQClientError
 from rmq.client.message import MessageQueue
-from rmq.common.codes import RequestCode
+from rmq.common.codes import RequestCode, ResponseCode
 from rmq.common.java import version_desc
 from rmq.common.protocol.headers_admin import (
     GetConsumerConnectionListRequestHeader,
@@ -315,6 +315,12 @@ async def group_consume_info(admin: MQAdmin, group: str) -> dict:
     return row
 
 
+# what 5.3.3's examineConsumeStats raises (CONSUMER_NOT_ONLINE) for a group
+# none of whose brokers holds an offset of it
+NO_OFFSETS = ("Not found the consumer group consume stats, because return offset table is "
+              "empty, maybe the consumer not consume any message")
+
+
 @CONSUMER_COMMANDS.command("consumerProgress", "Query consumer's progress, speed.", lambda p: (
     p.add_argument("-g", "--groupName", help="consumer group name (none: every group)"),
     p.add_argument("-t", "--topicName", help="topic name"),
@@ -339,6 +345,8 @@ async def consumer_progress(admin: MQAdmin, ns: argparse.Namespace) -> Output:
     topic = ns.topicName.strip() if ns.topicName else None
     cluster = ns.cluster.strip() if ns.cluster else None
     stats, tps = await admin.consume_stats_and_tps(group, topic, cluster)
+    if not stats:
+        raise MQClientError(ResponseCode.CONSUMER_NOT_ONLINE, NO_OFFSETS)
     rows = progress_rows(stats)
     if ns.showClientIP:
         ips = await queue_client_ips(admin, group)

@@ -136,6 +136,24 @@ async def test_client_ip_per_queue(cluster):
     assert [line.split()[5] for line in lines[1:3]] == ["N/A", "N/A"]
 
 
+async def test_a_group_without_offsets_is_an_error(cluster):
+    """A group its brokers hold no offset of (here: one heartbeat, so its
+    retry topic routes) fails as 5.3.3's examineConsumeStats fails it."""
+    c = cluster
+    await c.create_topic(TOPIC, 2)
+    hb = {"clientID": "127.0.0.1@none", "consumerDataSet": [{
+        "groupName": "cgProgNone", "consumeType": "CONSUME_PASSIVELY",
+        "messageModel": "CLUSTERING", "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+        "subscriptionDataSet": [{"topic": TOPIC, "subString": "*", "subVersion": 1}]}]}
+    r = await c.call(RequestCode.HEART_BEAT, body=fastjson.dumps(hb))
+    assert r.code == ResponseCode.SUCCESS, r.remark
+    await c.wait_routable("%RETRY%cgProgNone")
+    err = await admin_fails(c.namesrv_addr, "consumerProgress", "-g", "cgProgNone")
+    assert err.endswith("CODE: 206  DESC: Not found the consumer group consume stats, because "
+                        "return offset table is empty, maybe the consumer not consume any "
+                        "message"), err
+
+
 async def test_every_group(cluster):
     """No ``-g``: a line per ``%RETRY%`` topic the name server lists, with the
     group's clients (count, lowest version, PUSH/PULL, model) and its lag."""
