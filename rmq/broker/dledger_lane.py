@@ -33,7 +33,13 @@ import logging
 from typing import Any
 
 from rmq.broker.processor.send_support import channel_host
-from rmq.broker.send_lane import SEND_BATCH, SendLane, SendLaneSupport, _index_keys, _response
+from rmq.broker.send_lane import (
+    SEND_BATCH,
+    SendLane,
+    SendLaneSupport,
+    index_key_count,
+    response_frame,
+)
 from rmq.common import message as mc
 from rmq.remoting.command import RPC_ONEWAY, RPC_RESPONSE
 from rmq.store import BrokerRole
@@ -58,15 +64,9 @@ class DLedgerSendLane:
         """What the send lane's ``begin`` and the store's status check ask,
         for a leader: a send taken now would be stored, not refused."""
         s = self.support
-        store, cl, bc = s.store, s.cl, s.bc
-        queue = s.send_queue
-        if queue is not None and not queue.runs_at_once():
-            return False
-        if store.is_os_page_cache_busy() or bc.startAcceptSendRequestTimeStamp or \
-                not bc.brokerPermission & mc.PERM_WRITE:
-            return False
-        if s.cfg.brokerRole is not BrokerRole.SYNC_MASTER or store._shutdown or \
-                not store.running_flags.is_writeable() or cl.begin_time_in_lock:
+        cl = s.cl
+        if not s.accepting() or s.cfg.brokerRole is not BrokerRole.SYNC_MASTER or \
+                not s.store.accepts_puts or cl.begin_time_in_lock:
             return False
         ms = cl.server.member_state
         return ms.is_leader() and ms.transferee is None and s.processor.cluster.isascii()
@@ -77,7 +77,7 @@ class DLedgerSendLane:
         go out when the quorum wait ends, so none is returned here."""
         self._counts = {}
         reader = self.frames
-        frame = reader._frame(buf, pos, end)
+        frame = reader.read_frame(buf, pos, end)
         if frame is None or frame[0] == SEND_BATCH or not self._may_put():
             return pos, None
         read = _Read(self.support, channel)
@@ -93,7 +93,7 @@ class DLedgerSendLane:
                 key = (frame[0], bool(frame[1] & RPC_ONEWAY))
                 self._counts[key] = self._counts.get(key, 0) + 1
                 pos = frame[5]
-                frame = reader._frame(buf, pos, end)
+                frame = reader.read_frame(buf, pos, end)
         finally:
             if last is not None:
                 read.finish(first, last)
@@ -102,7 +102,7 @@ class DLedgerSendLane:
     def _one(self, read: _Read, frame: tuple):
         """Store one single send and queue its answer: its entry, or None
         (nothing stored) to leave it to the general path."""
-        plain = self.frames._plain(read, frame)
+        plain = self.frames.plain_send(read, frame)
         if plain is None:
             return None
         (topic, queue_id, sys_flag, born_ts, mflag, _text, reconsume), tc, props = plain
@@ -111,13 +111,13 @@ class DLedgerSendLane:
         if tc[2]:
             sys_flag |= mc.MULTI_TAGS_FLAG
         put = read.cl.append_plain(topic, queue_id, mflag, sys_flag, born_ts, read.born,
-                                   reconsume, frame[4], stored.encode(), _index_keys(keys, uniq))
+                                   reconsume, frame[4], stored.encode(), index_key_count(keys, uniq))
         if put is None:
             return None
         entry, phy, queue_offset, size = put
         read.stored(topic, size)
         if not frame[1] & RPC_ONEWAY:
-            read.answers.append(_response(read.host_hex, phy, queue_id,
+            read.answers.append(response_frame(read.host_hex, phy, queue_id,
                                           queue_offset, frame[2], read.tails[frame[6]],
                                           frame[6]))
             read.asked.append((frame[2], frame[6]))
@@ -134,7 +134,7 @@ class _Read:
         self.support = support
         self.channel = channel
         cl = self.cl = support.cl
-        self.cluster = support.processor.cluster
+        self.cluster = support.processor.cluster  # (read by SendLane.plain_send)
         born = channel.attrs.get("born_field")  # the stored born-host field, once per connection
         if born is None:
             born = channel.attrs["born_field"] = cl.host_field(channel_host(channel))

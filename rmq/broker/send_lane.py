@@ -141,12 +141,8 @@ class SendLaneSupport:
     def begin(self, channel: Any) -> LaneContext | None:
         """Open the store's append session and return the read's context, or
         None (nothing taken) when sends must go the general way now."""
-        store, cl, cfg, bc = self.store, self.cl, self.cfg, self.bc
-        queue = self.send_queue
-        if queue is not None and not queue.runs_at_once():
-            return None
-        if store.is_os_page_cache_busy() or bc.startAcceptSendRequestTimeStamp or \
-                not bc.brokerPermission & mc.PERM_WRITE:
+        store, cl, cfg = self.store, self.cl, self.cfg
+        if not self.accepting():
             return None
         if cfg.brokerRole is not BrokerRole.ASYNC_MASTER and \
                 cfg.brokerRole is not BrokerRole.SYNC_MASTER:
@@ -168,6 +164,18 @@ class SendLaneSupport:
                                store.consume_queue_table, cl.topic_queue_table,
                                hold.table if hold is not None else None,
                                self.c.stats.size_histograms is not None)
+
+    def accepting(self) -> bool:
+        """The broker takes a send now (as the general path would store it,
+        not refuse it): the send pool would run it at once, the page cache
+        is not busy, start-up's send delay is over and the broker is
+        writable.  Asked by both lanes once per read."""
+        queue = self.send_queue
+        if queue is not None and not queue.runs_at_once():
+            return False
+        bc = self.bc
+        return not (self.store.is_os_page_cache_busy() or bc.startAcceptSendRequestTimeStamp
+                    or not bc.brokerPermission & mc.PERM_WRITE)
 
     def failed(self, exc: BaseException) -> None:
         """The lane stopped on an unexpected error: what it stored stands, the
@@ -354,7 +362,7 @@ def _utf8_text(text: str) -> bool:
     return True
 
 
-def _index_keys(keys: str | None, uniq: str | None) -> int:
+def index_key_count(keys: str | None, uniq: str | None) -> int:
     """Index entries a message takes: UNIQ_KEY and every non-empty KEYS token."""
     return (1 if uniq else 0) + (sum(1 for t in keys.split(" ") if t) if keys else 0)
 
@@ -364,7 +372,7 @@ def send_head(buf, pos: int, end: int, max_frame: int) -> tuple | None:
     ``send_head``, which may leave more to the general path but must read
     the same where it does not): (code, flag, opaque, the fourteen header
     fields of its spelling, body length, end of the frame), or None."""
-    frame = SendLane(None, max_frame)._frame(buf, pos, end)
+    frame = SendLane(None, max_frame).read_frame(buf, pos, end)
     if frame is None:
         return None
     code, flag, opaque, ext, body, frame_end, _stype = frame
@@ -384,7 +392,7 @@ class SendLane:
         """(request code, oneway, count) of what the last ``serve`` took."""
         return [(code, oneway, n) for (code, oneway), n in sorted(self._counts.items())]
 
-    def _frame(self, buf, pos: int, end: int) -> tuple | None:
+    def read_frame(self, buf, pos: int, end: int) -> tuple | None:
         """(code, flag, opaque, extFields, body, frame end, serialize type) of
         the complete send request (JSON or ROCKETMQ header) at ``pos``, or None."""
         if end - pos < 4:
@@ -408,7 +416,7 @@ class SendLane:
         position of the first frame left to the general path and the
         response frames to write now (None when there are none)."""
         self._counts = {}
-        frame = self._frame(buf, pos, end)
+        frame = self.read_frame(buf, pos, end)
         if frame is None:
             return pos, None
         ctx = self.support.begin(channel)
@@ -424,7 +432,7 @@ class SendLane:
                 key = (frame[0], bool(frame[1] & RPC_ONEWAY))
                 self._counts[key] = self._counts.get(key, 0) + 1
                 pos = frame[5]
-                frame = self._frame(buf, pos, end)
+                frame = self.read_frame(buf, pos, end)
         finally:
             runs: list[tuple] = []
             try:
@@ -461,7 +469,7 @@ class SendLane:
                 read.queues[(topic, queue_id)] = q
         return q
 
-    def _plain(self, read: Any, frame: tuple) -> tuple | None:
+    def plain_send(self, read: Any, frame: tuple) -> tuple | None:
         """A single send the lane may store: (the header's fields, the
         topic's, ``fast_send_properties`` of its properties), or None (the
         general path).  ``read``: a read with ``topics`` and ``cluster``."""
@@ -477,7 +485,7 @@ class SendLane:
     def _one(self, read: _Read, frame: tuple) -> bool:
         """Store and answer one single send; False (nothing done) to leave it
         to the general path."""
-        plain = self._plain(read, frame)
+        plain = self.plain_send(read, frame)
         if plain is None:
             return False
         (topic, queue_id, sys_flag, born_ts, mflag, _text, reconsume), tc, props = plain
@@ -489,9 +497,9 @@ class SendLane:
         phy = read.run.phy
         if read.run.append_one(q, queue_id, mflag, sys_flag, born_ts, read.born, reconsume,
                                frame[4], topic, topic.encode(), stored, tags, keys, uniq,
-                               _index_keys(keys, uniq)) is None:
+                               index_key_count(keys, uniq)) is None:
             return False
-        read.answer(frame, wait, _response(read.host_hex, phy, queue_id, q.qoff - 1, frame[2],
+        read.answer(frame, wait, response_frame(read.host_hex, phy, queue_id, q.qoff - 1, frame[2],
                                            read.tails[frame[6]], frame[6]))
         return True
 
@@ -554,7 +562,7 @@ class _Read:
             self.out.append(response)
 
 
-def _response(host_hex: bytes, phy: int, queue_id: int, queue_offset: int, opaque: int,
+def response_frame(host_hex: bytes, phy: int, queue_id: int, queue_offset: int, opaque: int,
               tail: bytes, stype: int = codec.JSON) -> bytes:
     """The SUCCESS response frame of a stored send, as the general path
     encodes it (extFields msgId, queueId, queueOffset, MSG_REGION, TRACE_ON)."""

@@ -391,6 +391,14 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
     # ======================================================================
     # puts
     # ======================================================================
+    @property
+    def accepts_puts(self) -> bool:
+        """Whether the store's status lets a put in now: not shut down, not a
+        slave's, writeable (what ``_check_store_status`` refuses, for a lane
+        that asks before it reads a send)."""
+        return not self._shutdown and self.config.brokerRole is not BrokerRole.SLAVE and \
+            self.running_flags.is_writeable()
+
     def _check_store_status(self) -> PutMessageStatus:
         if self._shutdown:
             log.warning("message store has shutdown, so putMessage is forbidden")
