@@ -235,12 +235,6 @@ class MQAdmin:
         ``pullOffset`` counts none)."""
         return progress_rows(await self.consume_stats(group, topic))
 
-    async def consumer_progress_and_tps(self, group: str, topic: str | None = None,
-                                        cluster: str | None = None
-                                        ) -> tuple[list[dict], float]:
-        stats, tps = await self.consume_stats_and_tps(group, topic, cluster)
-        return progress_rows(stats), tps
-
     async def consumer_connection(self, group: str) -> dict:
         for addr in await self._group_brokers(f"%RETRY%{group}"):
             resp = await self.api.call(addr, RC.GET_CONSUMER_CONNECTION_LIST,

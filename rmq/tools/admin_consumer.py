@@ -297,8 +297,7 @@ async def group_consume_info(admin: MQAdmin, group: str) -> dict:
     try:
         stats, tps = await admin.consume_stats_and_tps(group)
         row["tps"] = int(tps)
-        row["diffTotal"] = sum(int(st.get("brokerOffset", 0)) - int(st.get("consumerOffset", 0))
-                               for _, st in stats)
+        row["diffTotal"] = sum(r["diff"] for r in progress_rows(stats))
     except (MQClientError, RemotingError):
         pass
     try:
