@@ -144,11 +144,10 @@ class SendLaneSupport:
         store, cl, cfg = self.store, self.cl, self.cfg
         if not self.accepting():
             return None
-        if cfg.brokerRole is not BrokerRole.ASYNC_MASTER and \
-                cfg.brokerRole is not BrokerRole.SYNC_MASTER:
-            return None  # a slave refuses sends: the general path answers
-        if cfg.brokerRole is BrokerRole.SYNC_MASTER or cl.multi.enabled:
-            return None  # (a DLedger leader is a SYNC_MASTER; its open_run is None too)
+        if cfg.brokerRole is not BrokerRole.ASYNC_MASTER or cl.multi.enabled:
+            # a slave refuses sends, a SYNC_MASTER (a DLedger leader too) waits
+            # for its slaves: the general path answers
+            return None
         cluster = self.processor.cluster
         if cluster is not self._ctx.cluster_name and not cluster.isascii():
             return None
