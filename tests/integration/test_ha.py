@@ -25,8 +25,11 @@ R = RequestCode
 RC = ResponseCode
 TOPIC = "TopicHA"
 QUEUES = 2
-# small files so the pair rolls commit-log and consume-queue files
-FILES = "mappedFileSizeCommitLog=65536\nmappedFileSizeConsumeQueue=2000\n"
+# small files so the pair rolls commit-log and consume-queue files; the stores
+# are compared from file 0, so a disk above diskSpaceCleanForciblyRatio (a busy
+# machine's /tmp) must not have the cleaner delete the oldest file first
+FILES = ("mappedFileSizeCommitLog=65536\nmappedFileSizeConsumeQueue=2000\n"
+         "cleanFileForciblyEnable=false\n")
 
 
 class Pair:
@@ -123,7 +126,7 @@ def commit_log_bytes(store: Path, upto: int) -> bytes:
     files = sorted((store / "commitlog").iterdir())
     data = b"".join(f.read_bytes() for f in files)
     first = int(files[0].name)
-    assert first == 0
+    assert first == 0, f"{store.name}: the commit log starts at {first}"
     return data[:upto]
 
 
