@@ -14,8 +14,10 @@ is the server's and the machine's, not a client's):
   RawRequests builds.
 
 Server on CPU 0 and client on CPU 1 unless ``--no-pin``.  Prints avg, p50,
-p99 round trip in µs for both, the difference, and the broker's CPU per
-message (its event-loop thread and the whole process).
+p99 round trip in µs for both, the difference, the broker's CPU per
+message (its event-loop thread and the whole process) and the echo server's
+CPU per request: what any server on this loop pays for a wake-up, a read and
+a write, below which no broker's one-in-flight CPU can go.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ import struct
 import subprocess
 import sys
 import time
+
+import psutil
 
 from bench.cluster import Cluster, create_topic
 from bench.cpu import ThreadCpuWindow
@@ -115,7 +119,14 @@ def measure_floor(args) -> dict:
                               + (["--no-pin"] if args.no_pin else []), cwd=ROOT)
     try:
         wait_port(port)
-        return latency_summary(_pings(port, args))
+        proc = psutil.Process(server.pid)
+        before = proc.cpu_times()
+        out = latency_summary(_pings(port, args))
+        after = proc.cpu_times()
+        n = args.count + args.count // 10 + 1  # the warm-up's round trips too
+        out["server_cpu_us_per_msg"] = 1e6 * (after.user - before.user
+                                              + after.system - before.system) / n
+        return out
     finally:
         server.kill()
         server.wait()
@@ -166,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['p99_ms'] * 1000:8.1f}")
     print(f"rmq - floor: {(rmq['avg_ms'] - floor['avg_ms']) * 1000:.1f} µs avg; broker CPU "
           f"{rmq['broker_cpu_us_per_msg']:.1f} µs/msg (event loop "
-          f"{rmq['broker_loop_cpu_us_per_msg']:.1f})")
+          f"{rmq['broker_loop_cpu_us_per_msg']:.1f}); the floor's server CPU "
+          f"{floor['server_cpu_us_per_msg']:.1f} µs/request")
     for name, us in rmq["broker_threads_us_per_msg"].items():
         print(f"    {name:28} {us:6.1f} µs/msg")
     return 0
