@@ -1,0 +1,116 @@
+"""What a flush syncs (``MappedFileQueue.flush``, ``MappedFile.flush``): only
+the pages from the flushed position to what is readable, only once
+``least_pages`` of them are pending (flushConsumeQueueLeastPages,
+flushCommitLogLeastPages; 0 = anything), and a queue with nothing written
+since its last flush syncs nothing -- the consume-queue flusher asks every
+queue of the store every round.  Both syncs (compiled and twin) are counted
+through the module's ``sync_range``."""
+
+from __future__ import annotations
+
+import pytest
+
+from rmq.store import mapped_file as mfm
+from rmq.store.consume_queue import ConsumeQueue
+from rmq.store.flush import FlushConsumeQueueService
+from rmq.store.mapped_file import OS_PAGE_SIZE, MappedFileQueue
+
+pytestmark = pytest.mark.timeout(60)
+
+SIZE = 16 * OS_PAGE_SIZE
+
+
+@pytest.fixture
+def syncs(monkeypatch) -> list[tuple[int, int]]:
+    """Every sync's ``(start, end)``, the real sync still made."""
+    made: list[tuple[int, int]] = []
+    real = mfm.sync_range
+
+    def counted(mm, fd, start, end):
+        made.append((start, end))
+        real(mm, fd, start, end)
+
+    monkeypatch.setattr(mfm, "sync_range", counted)
+    return made
+
+
+def _write(q: MappedFileQueue, n: int) -> None:
+    mf = q.get_last_mapped_file(0, True)
+    pos = mf.wrote_position
+    mf.view[pos:pos + n] = b"\x01" * n
+    mf.wrote_position = mf.committed_position = pos + n
+
+
+def test_nothing_written_syncs_nothing(tmp_path, syncs, monkeypatch) -> None:
+    q = MappedFileQueue(str(tmp_path), SIZE)
+    assert q.flush(2) and q.flush(0)  # no file yet
+    _write(q, 100)
+    assert q.flush(0) is False and syncs == [(0, 100)]
+    looked: list[int] = []
+    real_find = q.find_mapped_file_by_offset
+    monkeypatch.setattr(q, "find_mapped_file_by_offset",
+                        lambda *a: looked.append(a[0]) or real_find(*a))
+    for least in (2, 1, 0):
+        assert q.flush(least) is True
+    assert syncs == [(0, 100)]  # nothing new: no sync at all
+    assert looked == [100]  # and with pages asked for, not even a file looked up
+
+
+def test_least_pages_and_the_dirty_range(tmp_path, syncs) -> None:
+    q = MappedFileQueue(str(tmp_path), SIZE)
+    _write(q, OS_PAGE_SIZE + 20)  # one page boundary crossed: not yet two pages
+    assert q.flush(2) is True and syncs == []
+    _write(q, OS_PAGE_SIZE)  # two crossed
+    assert q.flush(2) is False
+    assert syncs == [(0, 2 * OS_PAGE_SIZE + 20)] and q.flushed_where == 2 * OS_PAGE_SIZE + 20
+    _write(q, 2 * OS_PAGE_SIZE)
+    assert q.flush(2) is False
+    # from where the last flush stopped, not the whole mapping
+    assert syncs[-1] == (2 * OS_PAGE_SIZE + 20, 4 * OS_PAGE_SIZE + 20)
+    _write(q, 8)
+    assert q.flush(2) is True and len(syncs) == 2  # below the least pages: kept for later
+    assert q.flush(0) is False and syncs[-1] == (4 * OS_PAGE_SIZE + 20, 4 * OS_PAGE_SIZE + 28)
+
+
+def test_a_full_file_is_flushed_whole_then_the_next(tmp_path, syncs) -> None:
+    q = MappedFileQueue(str(tmp_path), SIZE)
+    _write(q, SIZE - 10)
+    assert q.flush(2) is False
+    _write(q, 10)  # full: synced whatever its pages
+    assert q.flush(4) is False and syncs[-1] == (SIZE - 10, SIZE)
+    assert q.flushed_where == SIZE and q.flush(2) is True
+    q.get_last_mapped_file(SIZE, True)  # the next file, empty
+    assert q.flush(2) is True and len(syncs) == 2
+    _write(q, 3 * OS_PAGE_SIZE)
+    assert q.flush(2) is False and syncs[-1] == (0, 3 * OS_PAGE_SIZE)  # in the second file
+
+
+class _Store:
+    """What the consume-queue flusher asks of a store."""
+
+    def __init__(self, queues: list[ConsumeQueue], config) -> None:
+        self.queues = queues
+        self.config = config
+        self.checkpoint = type("Checkpoint", (), {"logics_msg_timestamp": 0, "flush": lambda s: None})()
+
+    def all_consume_queues(self) -> list[ConsumeQueue]:
+        return self.queues
+
+
+def test_the_consume_queue_flusher_syncs_only_queues_with_pages(tmp_path, syncs) -> None:
+    from rmq.store.config import MessageStoreConfig
+
+    cfg = MessageStoreConfig()
+    cfg.mappedFileSizeConsumeQueue = SIZE
+    queues = [ConsumeQueue("T", qid, str(tmp_path), SIZE, None) for qid in range(64)]
+    store = _Store(queues, cfg)
+    service = FlushConsumeQueueService(store)
+    service.do_flush(1)  # the first round is a thorough one
+    syncs.clear()
+    _write(queues[3].mfq, 3 * OS_PAGE_SIZE)
+    _write(queues[5].mfq, 20)
+    service.do_flush(1)
+    assert syncs == [(0, 3 * OS_PAGE_SIZE)]  # one queue with pages; the others cost no sync
+    cfg.flushConsumeQueueThoroughInterval = 0
+    service.do_flush(1)  # thorough: what is left of queue 5, and nothing else
+    assert syncs == [(0, 3 * OS_PAGE_SIZE), (0, 20)]
