@@ -266,7 +266,7 @@ class SendLaneSupport:
         cfg, store = self.cfg, self.store
         if cfg.flushDiskType is FlushDiskType.ASYNC_FLUSH:
             if not cfg.flushCommitLogTimed:
-                store.flush_service.wakeup()
+                store.flush_service.wake_for(ctx.run.file_from + wrote, store_ts)
         else:
             wait_flush(store, wait_end, waiting is not None, (channel, waiting), _flushed)
 

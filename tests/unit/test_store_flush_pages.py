@@ -114,3 +114,80 @@ def test_the_consume_queue_flusher_syncs_only_queues_with_pages(tmp_path, syncs)
     cfg.flushConsumeQueueThoroughInterval = 0
     service.do_flush(1)  # thorough: what is left of queue 5, and nothing else
     assert syncs == [(0, 3 * OS_PAGE_SIZE), (0, 20)]
+
+
+def _flusher(flushed: int, last_thorough: int):
+    from types import SimpleNamespace
+
+    from rmq.store.config import MessageStoreConfig
+    from rmq.store.flush import FlushRealTimeService
+
+    cfg = MessageStoreConfig()  # flushCommitLogLeastPages 4, thorough interval 10 s
+    mfq = SimpleNamespace(flushed_where=flushed, mapped_file_size=1024 * 1024)
+    service = FlushRealTimeService(SimpleNamespace(config=cfg, commit_log=SimpleNamespace(mfq=mfq)))
+    service.last_flush_timestamp = last_thorough
+    return service, cfg
+
+
+def test_a_put_wakes_the_commit_log_flusher_only_for_a_round_that_flushes() -> None:
+    now = 1_000_000
+    service, cfg = _flusher(100, now)
+    assert cfg.flushCommitLogLeastPages == 4
+    service.wake_for(100 + 3 * OS_PAGE_SIZE, now)  # 3 pages: the round would flush nothing
+    assert not service._wake.is_set()
+    service.wake_for(4 * OS_PAGE_SIZE, now)  # the 4th page boundary crossed: it flushes
+    assert service._wake.is_set()
+
+    service, cfg = _flusher(1024 * 1024 - 100, now)
+    service.wake_for(1024 * 1024 + 200, now)  # a full file's tail is flushed whatever its pages
+    assert service._wake.is_set()
+
+    service, cfg = _flusher(100, now)
+    service.wake_for(120, now + cfg.flushCommitLogThoroughInterval)  # a thorough flush is due
+    assert service._wake.is_set()
+
+    service, cfg = _flusher(100, now)
+    service._thorough_round = True  # the waiting round flushes anything
+    service.wake_for(100, now)
+    assert not service._wake.is_set()
+    service.wake_for(101, now)
+    assert service._wake.is_set()
+
+
+def test_a_store_flushes_asynchronously_as_before(tmp_path) -> None:
+    """ASYNC_FLUSH end to end: a few small puts stay in the page cache until
+    the least pages are there or the thorough interval passes, then reach the
+    disk; the flusher's position follows."""
+    import time
+
+    from rmq.store import DefaultMessageStore
+    from rmq.store.config import MessageStoreConfig
+    from rmq.store.message import MessageExtBrokerInner
+
+    cfg = MessageStoreConfig(storePathRootDir=str(tmp_path), mappedFileSizeCommitLog=1024 * 1024,
+                             mappedFileSizeConsumeQueue=20 * 64, maxHashSlotNum=64,
+                             maxIndexNum=256, flushIntervalCommitLog=50)
+    store = DefaultMessageStore(cfg, store_host=("127.0.0.1", 10911))
+    assert store.load()
+    store.start()
+    try:
+        def put(n: int) -> None:
+            for _ in range(n):
+                assert store.put_message(MessageExtBrokerInner(
+                    topic="T", queue_id=0, body=b"x" * 1000, properties={}, properties_string="",
+                    born_host=("127.0.0.1", 1), born_timestamp=int(time.time() * 1000))).is_ok()
+
+        put(1)
+        mfq = store.commit_log.mfq
+        time.sleep(0.3)  # the first round was a thorough one; what it found is flushed
+        first = mfq.flushed_where
+        put(2)  # under 4 pages: left to the thorough interval
+        time.sleep(0.3)
+        assert mfq.flushed_where == first
+        put(20)  # well over 4 pages: flushed at once
+        deadline = time.monotonic() + 5
+        while mfq.flushed_where < first + 4 * OS_PAGE_SIZE and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert mfq.flushed_where >= first + 4 * OS_PAGE_SIZE
+    finally:
+        store.shutdown()
