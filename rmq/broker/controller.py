@@ -823,13 +823,7 @@ class BrokerController:
         tuples): what ``_on_message_arriving`` does for each run, or for each
         put of a run that lists them; listeners with a runs form hear once,
         when they wait for anything or the read holds a topic of theirs."""
-        inc_put = self.stats.inc_put
-        for topic, queue_id, _qoff, _tags, _ts, nums, size, events, each in runs:
-            if each is None:
-                inc_put(topic, queue_id, nums, size, events)
-            else:
-                for put in each:
-                    inc_put(topic, queue_id, put[3], put[4], 1)
+        self.stats.inc_put_runs(runs)
         for listener, form, holder, attr, topics in self._runs_forms:
             if form is None:
                 for topic, queue_id, qoff, tags, store_ts, _n, _s, _e, each in runs:

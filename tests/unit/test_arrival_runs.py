@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
+import pytest
+
 from rmq.broker.controller import BrokerController
 from rmq.broker.pop_polling import PopPolling
 from rmq.broker.stats import BrokerStats
@@ -37,24 +39,28 @@ def _per_run(ctl: SimpleNamespace) -> None:
                                                       last_ts, put_nums, put_size)
 
 
-def test_runs_count_and_notify_as_each_run() -> None:
+@pytest.mark.parametrize("histograms", [False, True])
+def test_runs_count_and_notify_as_each_run(histograms: bool) -> None:
     heard: dict[str, list] = {"each": [], "runs": []}
     results = []
     for way in ("each", "runs"):
         stats = BrokerStats()
+        if histograms:
+            stats.size_histograms = {}
         ctl = _controller(stats)
         calls = heard[way]
         # a listener without a runs form hears every run and put as before
         BrokerController.add_arrival_listener(ctl, lambda *a, calls=calls: calls.append(a))
-        if way == "each":
-            _per_run(ctl)
-        else:
-            BrokerController._on_message_runs(ctl, RUNS)
+        for _ in range(2):  # the queues' first counts, then counts added to them
+            if way == "each":
+                _per_run(ctl)
+            else:
+                BrokerController._on_message_runs(ctl, RUNS)
         results.append((stats.put_total, dict(stats._put_pending)))
     assert results[0] == results[1]
-    assert results[0][0] == 41
+    assert results[0][0] == 82
     assert heard["each"] == heard["runs"]
-    assert len(heard["runs"]) == 5  # two runs, then three puts listed one by one
+    assert len(heard["runs"]) == 10  # two runs, then three puts listed one by one; twice
 
 
 def test_a_runs_form_is_called_once_per_read() -> None:
