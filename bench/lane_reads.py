@@ -95,6 +95,37 @@ def _serve_all(lane, channel: _Channel, reads: list[bytes]) -> int:
     return missed
 
 
+class _Reads:
+    """The broker's lane, warmed up (its queues made, its first reads served),
+    and the reads of 1 KiB SEND_MESSAGE_V2 frames handed to it."""
+
+    def __init__(self, controller) -> None:
+        self.lane = controller.remoting_server.lane
+        self.raw = RawRequests(TOPIC, b"x" * 1024, queues=QUEUES)
+        self.channel = _Channel()
+        self.n = 0  # frames made so far
+
+    async def warm(self) -> None:
+        lane, channel, raw = self.lane, self.channel, self.raw
+        for _ in range(200):
+            if _serve_all(lane, channel, [bytes(raw.frame(self.n)[1])]) == 0:
+                self.n += 1
+            if self.n >= 2 * QUEUES:
+                return
+            await asyncio.sleep(0.01)
+        raise RuntimeError("the send lane does not take the frames (store not writable?)")
+
+    def batch(self, reads: int, frames: int) -> list[bytes]:
+        batch = []
+        for _ in range(reads):
+            buf = bytearray()
+            for _ in range(frames):
+                buf += self.raw.frame(self.n)[1]
+                self.n += 1
+            batch.append(bytes(buf))
+        return batch
+
+
 async def calls(reads: int, frames: int) -> tuple[float, list[tuple[float, str]]]:
     """Function calls per read (``cProfile``): the total and, per function,
     its calls per read, most called first."""
@@ -104,27 +135,13 @@ async def calls(reads: int, frames: int) -> tuple[float, list[tuple[float, str]]
     root = Path(tempfile.mkdtemp(prefix="lane-reads-"))
     controller = await _controller(root)
     try:
-        lane = controller.remoting_server.lane
-        raw = RawRequests(TOPIC, b"x" * 1024, queues=QUEUES)
-        channel = _Channel()
-        n = 0
-        for _ in range(200):  # the lane's queues, and its first reads
-            if _serve_all(lane, channel, [bytes(raw.frame(n)[1])]) == 0:
-                n += 1
-            if n >= 2 * QUEUES:
-                break
-            await asyncio.sleep(0.01)
-        batch = []
-        for _ in range(reads):
-            buf = bytearray()
-            for _ in range(frames):
-                buf += raw.frame(n)[1]
-                n += 1
-            batch.append(bytes(buf))
+        r = _Reads(controller)
+        await r.warm()
+        batch = r.batch(reads, frames)
         await asyncio.sleep(0.02)
         profile = cProfile.Profile()
         profile.enable()
-        missed = _serve_all(lane, channel, batch)
+        missed = _serve_all(r.lane, r.channel, batch)
         profile.disable()
         if missed:
             raise RuntimeError("the send lane did not take every read")
@@ -132,8 +149,8 @@ async def calls(reads: int, frames: int) -> tuple[float, list[tuple[float, str]]
         rows = [(v[1] / reads, f"{Path(f).name}:{line} {name}" if line else name)
                 for (f, line, name), v in stats.items()
                 if name not in ("_serve_all", "<method 'disable' of '_lsprof.Profiler' objects>")]
-        rows.sort(key=lambda r: -r[0])
-        return sum(r[0] for r in rows), rows
+        rows.sort(key=lambda row: -row[0])
+        return sum(row[0] for row in rows), rows
     finally:
         await controller.shutdown()
         shutil.rmtree(root, ignore_errors=True)
@@ -144,29 +161,14 @@ async def measure(reads: int, frames: int, repeats: int,
     root = Path(tempfile.mkdtemp(prefix="lane-reads-"))
     controller = await _controller(root)
     try:
-        lane = controller.remoting_server.lane
         support = controller.send_lane_support
-        raw = RawRequests(TOPIC, b"x" * 1024, queues=QUEUES)
-        channel = _Channel()
-        n = 0
-        for _ in range(200):  # the lane's queues, and its first reads
-            if _serve_all(lane, channel, [bytes(raw.frame(n)[1])]) == 0:
-                n += 1
-            if n >= 2 * QUEUES:
-                break
-            await asyncio.sleep(0.01)
-        if n < 2 * QUEUES:
-            raise RuntimeError("the send lane does not take the frames (store not writable?)")
+        r = _Reads(controller)
+        await r.warm()
+        lane, channel = r.lane, r.channel
         gc.collect()
-        per_read, bracket = [], []
+        per_read, brackets = [], []
         for _ in range(repeats):
-            batch = []
-            for _ in range(reads):
-                buf = bytearray()
-                for _ in range(frames):
-                    buf += raw.frame(n)[1]
-                    n += 1
-                batch.append(bytes(buf))
+            batch = r.batch(reads, frames)
             await asyncio.sleep(0.02)  # the store's loop callbacks run between repeats
             t0 = time.process_time_ns()
             missed = _serve_all(lane, channel, batch)
@@ -178,8 +180,8 @@ async def measure(reads: int, frames: int, repeats: int,
             for _ in range(reads):
                 ctx = support.begin(channel)
                 support.end(ctx, ctx.run.wrote, 0, [], channel, None, 0)
-            bracket.append((time.process_time_ns() - t0) / reads / 1000)
-        return {"per_read_us": per_read, "begin_end_us": bracket}
+            brackets.append((time.process_time_ns() - t0) / reads / 1000)
+        return {"per_read_us": per_read, "begin_end_us": brackets}
     finally:
         await controller.shutdown()
         shutil.rmtree(root, ignore_errors=True)
