@@ -15,6 +15,7 @@ served these frames before the lanes read the binary header), alternated
 
     .venv/bin/python -m bench.java_frames [--inflight 1 16 64] [--rounds 3]
         [--seconds 5] [--size 1024] [--json-frames] [--lanes both|on|off]
+        [--broker-conf KEY=VALUE ...]
 """
 
 from __future__ import annotations
@@ -53,7 +54,9 @@ def _served(table: dict) -> tuple[int, int]:
 
 def _round(lanes: bool, inflights: list[int], args) -> dict[int, dict]:
     """One broker (lanes on or off), every in-flight figure against it."""
-    conf = {} if lanes else {"rmqSendLaneEnable": "false", "rmqPullLaneEnable": "false"}
+    conf = dict(kv.split("=", 1) for kv in args.broker_conf)
+    if not lanes:
+        conf.update(rmqSendLaneEnable="false", rmqPullLaneEnable="false")
     out = {}
     with Cluster(env=mode_env("compiled"), broker_conf=conf, pin=True) as cluster:
         # first a run that makes the 1024 consume queues (a queue's first
@@ -90,7 +93,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="the same load with JSON headers (a Java client on its default)")
     ap.add_argument("--lanes", choices=("both", "on", "off"), default="both",
                     help="brokers to run: lanes off and on alternated (default), or one kind")
+    ap.add_argument("--broker-conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra broker property for every broker (repeatable)")
     args = ap.parse_args(argv)
+    if any("=" not in kv for kv in args.broker_conf):
+        ap.error("--broker-conf takes KEY=VALUE")
     if args.rounds < 1 or any(n < 1 for n in args.inflight):
         print("java_frames: --rounds and --inflight must be >= 1", file=sys.stderr)
         return 2

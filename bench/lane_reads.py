@@ -11,6 +11,10 @@ A read of one frame is what a sender with one request in flight costs the
 broker besides the socket calls and the event loop; the spread between
 neighbouring runs on a shared machine is about 0.3 µs on the best figure.
 
+``--calls`` counts the function calls of one read instead (``cProfile`` over
+``--reads`` reads: calls per read, Python functions and built-ins, and the
+functions called), as deterministic as the instructions and quick.
+
 ``--instructions`` counts instead of timing: the reads alone (no bracket) run
 under valgrind's callgrind twice, with ``--reads`` and with ``--reads`` +
 10,000, and the difference of the two totals gives the instructions of one
@@ -19,6 +23,7 @@ compared while other work runs (slow: a few minutes per tree).
 
     .venv/bin/python -m bench.lane_reads [--reads 20000] [--frames 1] [--repeats 7]
     .venv/bin/python -m bench.lane_reads --instructions [--reads 2000] [--frames 1]
+    .venv/bin/python -m bench.lane_reads --calls [--reads 2000] [--frames 1]
 """
 
 from __future__ import annotations
@@ -90,34 +95,80 @@ def _serve_all(lane, channel: _Channel, reads: list[bytes]) -> int:
     return missed
 
 
+class _Reads:
+    """The broker's lane, warmed up (its queues made, its first reads served),
+    and the reads of 1 KiB SEND_MESSAGE_V2 frames handed to it."""
+
+    def __init__(self, controller) -> None:
+        self.lane = controller.remoting_server.lane
+        self.raw = RawRequests(TOPIC, b"x" * 1024, queues=QUEUES)
+        self.channel = _Channel()
+        self.n = 0  # frames made so far
+
+    async def warm(self) -> None:
+        lane, channel, raw = self.lane, self.channel, self.raw
+        for _ in range(200):
+            if _serve_all(lane, channel, [bytes(raw.frame(self.n)[1])]) == 0:
+                self.n += 1
+            if self.n >= 2 * QUEUES:
+                return
+            await asyncio.sleep(0.01)
+        raise RuntimeError("the send lane does not take the frames (store not writable?)")
+
+    def batch(self, reads: int, frames: int) -> list[bytes]:
+        batch = []
+        for _ in range(reads):
+            buf = bytearray()
+            for _ in range(frames):
+                buf += self.raw.frame(self.n)[1]
+                self.n += 1
+            batch.append(bytes(buf))
+        return batch
+
+
+async def calls(reads: int, frames: int) -> tuple[float, list[tuple[float, str]]]:
+    """Function calls per read (``cProfile``): the total and, per function,
+    its calls per read, most called first."""
+    import cProfile
+    import pstats
+
+    root = Path(tempfile.mkdtemp(prefix="lane-reads-"))
+    controller = await _controller(root)
+    try:
+        r = _Reads(controller)
+        await r.warm()
+        batch = r.batch(reads, frames)
+        await asyncio.sleep(0.02)
+        profile = cProfile.Profile()
+        profile.enable()
+        missed = _serve_all(r.lane, r.channel, batch)
+        profile.disable()
+        if missed:
+            raise RuntimeError("the send lane did not take every read")
+        stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+        rows = [(v[1] / reads, f"{Path(f).name}:{line} {name}" if line else name)
+                for (f, line, name), v in stats.items()
+                if name not in ("_serve_all", "<method 'disable' of '_lsprof.Profiler' objects>")]
+        rows.sort(key=lambda row: -row[0])
+        return sum(row[0] for row in rows), rows
+    finally:
+        await controller.shutdown()
+        shutil.rmtree(root, ignore_errors=True)
+
+
 async def measure(reads: int, frames: int, repeats: int,
                   bracket: bool = True) -> dict[str, list[float]]:
     root = Path(tempfile.mkdtemp(prefix="lane-reads-"))
     controller = await _controller(root)
     try:
-        lane = controller.remoting_server.lane
         support = controller.send_lane_support
-        raw = RawRequests(TOPIC, b"x" * 1024, queues=QUEUES)
-        channel = _Channel()
-        n = 0
-        for _ in range(200):  # the lane's queues, and its first reads
-            if _serve_all(lane, channel, [bytes(raw.frame(n)[1])]) == 0:
-                n += 1
-            if n >= 2 * QUEUES:
-                break
-            await asyncio.sleep(0.01)
-        if n < 2 * QUEUES:
-            raise RuntimeError("the send lane does not take the frames (store not writable?)")
+        r = _Reads(controller)
+        await r.warm()
+        lane, channel = r.lane, r.channel
         gc.collect()
-        per_read, bracket = [], []
+        per_read, brackets = [], []
         for _ in range(repeats):
-            batch = []
-            for _ in range(reads):
-                buf = bytearray()
-                for _ in range(frames):
-                    buf += raw.frame(n)[1]
-                    n += 1
-                batch.append(bytes(buf))
+            batch = r.batch(reads, frames)
             await asyncio.sleep(0.02)  # the store's loop callbacks run between repeats
             t0 = time.process_time_ns()
             missed = _serve_all(lane, channel, batch)
@@ -129,8 +180,8 @@ async def measure(reads: int, frames: int, repeats: int,
             for _ in range(reads):
                 ctx = support.begin(channel)
                 support.end(ctx, ctx.run.wrote, 0, [], channel, None, 0)
-            bracket.append((time.process_time_ns() - t0) / reads / 1000)
-        return {"per_read_us": per_read, "begin_end_us": bracket}
+            brackets.append((time.process_time_ns() - t0) / reads / 1000)
+        return {"per_read_us": per_read, "begin_end_us": brackets}
     finally:
         await controller.shutdown()
         shutil.rmtree(root, ignore_errors=True)
@@ -170,7 +221,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-bracket", action="store_true", help="time the reads alone")
     ap.add_argument("--instructions", action="store_true",
                     help="count instructions per read under callgrind instead of timing")
+    ap.add_argument("--calls", action="store_true",
+                    help="count the function calls per read (cProfile) instead of timing")
     args = ap.parse_args(argv)
+    if args.calls:
+        total, rows = asyncio.run(calls(args.reads, args.frames))
+        python = sum(c for c, name in rows if ".py:" in name)
+        print(f"calls_per_read ({args.frames} frame(s) a read): {total:.1f}, "
+              f"Python functions {python:.1f}")
+        for c, name in rows:
+            if c >= 0.5:
+                print(f"  {c:6.2f} {name}")
+        return 0
     if args.instructions:
         per_read = instructions(args.reads, args.frames)
         print(f"instructions_per_read ({args.frames} frame(s) a read): {per_read:,.0f}")

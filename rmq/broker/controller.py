@@ -238,8 +238,9 @@ class BrokerController:
         self.pull_lane_support: Any = None  # rmq.broker.pull_lane, while the lane is on
         self.access_validator: Any = None  # plain ACL (aclEnable=true)
         self.message_arriving_listeners: list[Callable[..., None]] = []
-        # a listener's form for a read's runs at once (add_arrival_listener)
-        self._arrival_runs: dict[Callable[..., None], Callable[[list[tuple]], None]] = {}
+        # what each listener is told of a send lane's read (add_arrival_listener):
+        # (per-run listener, runs form or None, waiting holder, its attribute, topics)
+        self._runs_forms: list[tuple] = []
         self.services: list[Any] = []
         self.master_addr: str | None = None
         self.update_master_ha_periodically = False
@@ -371,7 +372,8 @@ class BrokerController:
         timer = TimerMessageStore(self.message_store, self.store_config)
         timer.load()
         self.timer_message_store = timer
-        self.add_arrival_listener(timer.on_message_arriving, timer.on_message_runs)
+        self.add_arrival_listener(timer.on_message_arriving, timer.on_message_runs,
+                                  topics=frozenset((timer.TOPIC,)))
         if not self.is_slave():
             self.services.append(timer)
 
@@ -397,7 +399,8 @@ class BrokerController:
         self.services.append(self.ha_service)
         if not self.is_slave():
             self.add_arrival_listener(self.ha_service.on_message_arriving,
-                                      self.ha_service.on_message_runs)
+                                      self.ha_service.on_message_runs,
+                                      waiting=(self.ha_service, "data_waiter"))
 
     def _initial_transaction(self) -> None:
         """``initialTransaction``: the half-message service, its check listener
@@ -798,39 +801,47 @@ class BrokerController:
             listener(topic, queue_id, next_offset, tags_code, store_ts)
 
     def add_arrival_listener(self, each: Callable[..., None],
-                             runs: Callable[[list[tuple]], None]) -> None:
+                             runs: Callable[[list[tuple]], None] | None = None, *,
+                             waiting: tuple[Any, str] | None = None,
+                             topics: frozenset[str] | None = None) -> None:
         """Listen to stored messages: ``each(topic, queue_id, next_offset,
         tags_code, store_ts)`` per message or run of one queue, ``runs`` with
         the send lane's whole read at once (``RunQueue.summary`` tuples; it
         must do what ``each`` would do for every run and every put the run
         lists): a produce-only read over many queues then costs each
-        listener one call, not one per queue."""
+        listener one call, not one per queue.  A listener that has something
+        to do only while somebody waits says where that shows, ``waiting``
+        (an object and the name of an attribute that is falsy while nobody
+        waits), and one that cares for some topics only names them
+        (``topics``): a read nobody waits on and of none of those topics
+        then costs it an attribute read or a membership test, not a call."""
         self.message_arriving_listeners.append(each)
-        self._arrival_runs[each] = runs
+        self._runs_forms.append((each, runs, *(waiting or (None, "")), topics))
 
     def _on_message_runs(self, runs: list[tuple]) -> None:
         """The store's listener for a read of the send lane (``RunQueue.summary``
         tuples): what ``_on_message_arriving`` does for each run, or for each
-        put of a run that lists them; listeners with a runs form hear once."""
-        inc_put = self.stats.inc_put
-        for topic, queue_id, _qoff, _tags, _ts, nums, size, events, each in runs:
-            if each is None:
-                inc_put(topic, queue_id, nums, size, events)
-            else:
-                for put in each:
-                    inc_put(topic, queue_id, put[3], put[4], 1)
-        forms = self._arrival_runs
-        for listener in self.message_arriving_listeners:
-            form = forms.get(listener)
-            if form is not None:
-                form(runs)
+        put of a run that lists them; listeners with a runs form hear once,
+        when they wait for anything or the read holds a topic of theirs."""
+        self.stats.inc_put_runs(runs)
+        for listener, form, holder, attr, topics in self._runs_forms:
+            if form is None:
+                for topic, queue_id, qoff, tags, store_ts, _n, _s, _e, each in runs:
+                    if each is None:
+                        listener(topic, queue_id, qoff, tags, store_ts)
+                    else:
+                        for next_offset, last_tags, last_ts, _pn, _ps in each:
+                            listener(topic, queue_id, next_offset, last_tags, last_ts)
                 continue
-            for topic, queue_id, qoff, tags, store_ts, _n, _s, _e, each in runs:
-                if each is None:
-                    listener(topic, queue_id, qoff, tags, store_ts)
+            if holder is not None and not getattr(holder, attr):
+                continue  # nobody waits
+            if topics is not None:
+                for run in runs:
+                    if run[0] in topics:
+                        break
                 else:
-                    for next_offset, last_tags, last_ts, _pn, _ps in each:
-                        listener(topic, queue_id, next_offset, last_tags, last_ts)
+                    continue  # none of its topics
+            form(runs)
 
     # ---- runtime config changes ------------------------------------------------------
     def on_broker_permission_changed(self) -> None:

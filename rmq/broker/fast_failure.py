@@ -104,7 +104,10 @@ class RequestQueue:
         """Whether a request submitted now runs at once (a free worker, nobody
         waiting, no simulated delay): a lane serving requests of this pool
         straight from the receive buffer takes one only then."""
-        return not self._waiting and self.busy < self.workers and not self._delayed()
+        if self._waiting or self.busy >= self.workers:
+            return False
+        active = self.before_run_active  # _delayed, inline: asked by a lane every read
+        return active is None or not active()
 
     def submit(self, run: Run, channel: Channel, request: RemotingCommand) -> Any:
         """Run ``request`` now when a worker is free and nobody waits; else queue it

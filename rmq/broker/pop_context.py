@@ -25,7 +25,8 @@ class PopContext:
         self._ck_counter = itertools.count()
         self._recover_order_offsets()
         controller.services.append(self.revive)
-        controller.add_arrival_listener(self.polling.notify, self.polling.notify_runs)
+        controller.add_arrival_listener(self.polling.notify, self.polling.notify_runs,
+                                        waiting=(self.polling, "waiters"))
 
     def _recover_order_offsets(self) -> None:
         """consumerOffset.json is written every flushConsumerOffsetInterval, the

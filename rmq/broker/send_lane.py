@@ -136,6 +136,10 @@ class SendLaneSupport:
         self._batch_props: dict[str, tuple[bytes, bool]] = {}
         self.served = 0  # messages the lanes stored (GET_BROKER_RUNTIME_INFO rmqSendLaneServed)
         self._ctx = LaneContext()  # renewed for each read (begin)
+        # the response tails (tail, rocketmq_tail) and the region and trace
+        # switch they were made for: begin makes them again only when those change
+        self._tails_of: tuple[Any, Any] = (None, None)
+        self._tail_pair = (b"", b"")
 
     # ---- per read ------------------------------------------------------------------
     def begin(self, channel: Any) -> LaneContext | None:
@@ -158,7 +162,13 @@ class SendLaneSupport:
         born = channel.attrs.get("born_field")  # the stored born-host field, once per connection
         if born is None:
             born = channel.attrs["born_field"] = cl.host_field(channel_host(channel))
-        return self._ctx.renew(run, born, cluster, self.tail(), self.rocketmq_tail(),
+        bc = self.bc
+        made_for = self._tails_of
+        if bc.regionId is not made_for[0] or bc.traceOn is not made_for[1]:
+            self._tails_of = (bc.regionId, bc.traceOn)
+            self._tail_pair = (self.tail(), self.rocketmq_tail())
+        tails = self._tail_pair
+        return self._ctx.renew(run, born, cluster, tails[0], tails[1],
                                cfg.flushDiskType is FlushDiskType.SYNC_FLUSH,
                                store.consume_queue_table, cl.topic_queue_table,
                                hold.table if hold is not None else None,
@@ -256,7 +266,7 @@ class SendLaneSupport:
         cfg, store = self.cfg, self.store
         if cfg.flushDiskType is FlushDiskType.ASYNC_FLUSH:
             if not cfg.flushCommitLogTimed:
-                store.flush_service.wakeup()
+                store.flush_service.wake_for(ctx.run.file_from + wrote, store_ts)
         else:
             wait_flush(store, wait_end, waiting is not None, (channel, waiting), _flushed)
 

@@ -463,7 +463,8 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
         elif not cfg.flushCommitLogTimed:
             self.commit_service.wakeup()
         if cfg.flushDiskType is FlushDiskType.ASYNC_FLUSH and not cfg.flushCommitLogTimed:
-            self.flush_service.wakeup()
+            self.flush_service.wake_for(result.wrote_offset + result.wrote_bytes,
+                                        result.store_timestamp)
         return PutMessageResult(PutMessageStatus.PUT_OK, result)
 
     def _flush_request(self, result: PutMessageResult, wait: bool) -> GroupCommitRequest | None:

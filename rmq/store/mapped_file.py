@@ -554,8 +554,20 @@ class MappedFileQueue:
 
     # --- flush / commit ----------------------------------------------------------------
     def flush(self, least_pages: int) -> bool:
-        """Flush the file holding ``flushed_where``; True when nothing moved."""
-        mf = self.find_mapped_file_by_offset(self.flushed_where, self.flushed_where == 0)
+        """Flush the file holding ``flushed_where``; True when nothing moved.
+        A file syncs only its pages from the flushed position to what is
+        readable, and only with ``least_pages`` of them pending (0: any).
+        A queue with nothing written since its last flush answers at once
+        when pages are asked for: the consume-queue flusher asks every queue
+        of the store every round, most of them idle."""
+        where = self.flushed_where
+        if least_pages > 0:
+            files = self.mapped_files
+            if files:
+                last = files[-1]
+                if where == last.file_from_offset + last.read_position():
+                    return True
+        mf = self.find_mapped_file_by_offset(where, where == 0)
         if mf is None:
             return True
         ts = mf.store_timestamp

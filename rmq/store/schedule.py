@@ -84,7 +84,8 @@ class ScheduleMessageService(ConfigManager):
         self._read_pos: dict[int, int] = {}  # async delivery: the next entry to start
         self._tasks: list[asyncio.Task] = []
         self._started = False
-        controller.add_arrival_listener(self.on_message_arriving, self.on_message_runs)
+        controller.add_arrival_listener(self.on_message_arriving, self.on_message_runs,
+                                        topics=frozenset((SCHEDULE_TOPIC,)))
 
     # ---- persistence ----------------------------------------------------------
     def config_file_path(self) -> str:

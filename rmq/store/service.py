@@ -44,6 +44,12 @@ class ServiceThread:
         if not self._wake.is_set():  # set() takes the condition lock every time
             self._wake.set()
 
+    def wake_for(self, written: int, now_ms: int) -> None:
+        """A put moved the appends to ``written`` at ``now_ms``: wake the
+        service (a service that can tell a round would do nothing then
+        leaves itself asleep, FlushRealTimeService)."""
+        self.wakeup()
+
     def wait_for_running(self, interval_s: float) -> None:
         """Sleep up to ``interval_s`` or until woken; clears the wake flag."""
         self._wake.wait(interval_s)

@@ -130,7 +130,7 @@ def _after_put(store: Any, cfg: Any, topic: str, queue_id: int, queue_offset: in
         except Exception:  # noqa: BLE001 - a listener bug must not fail the stored send
             log.exception("message arriving listener failed")
     if cfg.flushDiskType is FlushDiskType.ASYNC_FLUSH and not cfg.flushCommitLogTimed:
-        store.flush_service.wakeup()
+        store.flush_service.wake_for(phy + size, now)
 
 
 def wait_flush(store: Any, end: int, wait: bool, token: object, done: Any) -> bool:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
+import pytest
+
 from rmq.broker.controller import BrokerController
 from rmq.broker.pop_polling import PopPolling
 from rmq.broker.stats import BrokerStats
@@ -22,7 +24,7 @@ RUNS = [
 
 
 def _controller(stats: BrokerStats) -> SimpleNamespace:
-    return SimpleNamespace(stats=stats, message_arriving_listeners=[], _arrival_runs={})
+    return SimpleNamespace(stats=stats, message_arriving_listeners=[], _runs_forms=[])
 
 
 def _per_run(ctl: SimpleNamespace) -> None:
@@ -37,24 +39,28 @@ def _per_run(ctl: SimpleNamespace) -> None:
                                                       last_ts, put_nums, put_size)
 
 
-def test_runs_count_and_notify_as_each_run() -> None:
+@pytest.mark.parametrize("histograms", [False, True])
+def test_runs_count_and_notify_as_each_run(histograms: bool) -> None:
     heard: dict[str, list] = {"each": [], "runs": []}
     results = []
     for way in ("each", "runs"):
         stats = BrokerStats()
+        if histograms:
+            stats.size_histograms = {}
         ctl = _controller(stats)
         calls = heard[way]
         # a listener without a runs form hears every run and put as before
-        ctl.message_arriving_listeners.append(lambda *a, calls=calls: calls.append(a))
-        if way == "each":
-            _per_run(ctl)
-        else:
-            BrokerController._on_message_runs(ctl, RUNS)
+        BrokerController.add_arrival_listener(ctl, lambda *a, calls=calls: calls.append(a))
+        for _ in range(2):  # the queues' first counts, then counts added to them
+            if way == "each":
+                _per_run(ctl)
+            else:
+                BrokerController._on_message_runs(ctl, RUNS)
         results.append((stats.put_total, dict(stats._put_pending)))
     assert results[0] == results[1]
-    assert results[0][0] == 41
+    assert results[0][0] == 82
     assert heard["each"] == heard["runs"]
-    assert len(heard["runs"]) == 5  # two runs, then three puts listed one by one
+    assert len(heard["runs"]) == 10  # two runs, then three puts listed one by one; twice
 
 
 def test_a_runs_form_is_called_once_per_read() -> None:
@@ -77,3 +83,25 @@ def test_a_runs_form_is_called_once_per_read() -> None:
         assert await other is False  # nothing of Z: it times out
 
     asyncio.run(scenario())
+
+
+def test_a_runs_form_nobody_waits_on_is_not_called() -> None:
+    """A listener that waits for nothing, or whose topics the read does not
+    hold, is skipped; it hears the read once it waits or a topic of its is in."""
+    ctl = _controller(BrokerStats())
+    holder = SimpleNamespace(table={})
+    heard: dict[str, list[int]] = {"waiting": [], "topics": [], "plain": []}
+    BrokerController.add_arrival_listener(ctl, lambda *a: None,
+                                          lambda runs: heard["waiting"].append(len(runs)),
+                                          waiting=(holder, "table"))
+    BrokerController.add_arrival_listener(ctl, lambda *a: None,
+                                          lambda runs: heard["topics"].append(len(runs)),
+                                          topics=frozenset(("T",)))
+    BrokerController.add_arrival_listener(ctl, lambda *a: None,
+                                          lambda runs: heard["plain"].append(len(runs)))
+    BrokerController._on_message_runs(ctl, RUNS)
+    assert heard == {"waiting": [], "topics": [], "plain": [4]}
+    holder.table[("A", 0)] = ["a held pull"]
+    BrokerController._on_message_runs(ctl, RUNS + [("T", 0, 1, 0, 1004, 1, 10, 1, None)])
+    assert heard == {"waiting": [5], "topics": [5], "plain": [4, 5]}
+    assert ctl.stats.put_total == 41 * 2 + 1

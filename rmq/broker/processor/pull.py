@@ -149,7 +149,8 @@ class PullMessageProcessor:
             lambda ch, req: self.process(ch, req, False))
         controller.pull_request_hold_service = self.hold
         controller.services.append(self.hold)
-        controller.add_arrival_listener(self.hold.on_message_arriving, self.hold.on_message_runs)
+        controller.add_arrival_listener(self.hold.on_message_arriving, self.hold.on_message_runs,
+                                        waiting=(self.hold, "table"))
         self._filters: dict[tuple[str, str, int], Callable[[int], bool] | None] = {}
         # subscriptions carried by requests, parsed once per distinct text (a
         # fresh parse per pull also gave every pull a new subVersion, so the

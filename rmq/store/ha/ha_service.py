@@ -36,7 +36,9 @@ class HAService:
         self.group_transfer: GroupTransferService | None = None
         self._server: asyncio.Server | None = None
         self._conn_tasks: set[asyncio.Task] = set()
-        self._data_fut: asyncio.Future | None = None
+        # the writers' future while they wait for new data (None when none waits);
+        # the broker skips telling this service of arrivals while it is None
+        self.data_waiter: asyncio.Future | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
@@ -112,26 +114,26 @@ class HAService:
     # ---- master: new data for the writers ---------------------------------------------------
     def data_signal(self) -> asyncio.Future:
         """A future completed at the next put (writers wait on it when caught up)."""
-        fut = self._data_fut
+        fut = self.data_waiter
         if fut is None:
-            fut = self._data_fut = self._loop.create_future()
+            fut = self.data_waiter = self._loop.create_future()
         return fut
 
     def wakeup(self) -> None:
-        fut = self._data_fut
+        fut = self.data_waiter
         if fut is not None:
-            self._data_fut = None
+            self.data_waiter = None
             if not fut.done():
                 fut.set_result(None)
 
     def on_message_arriving(self, *_args: Any) -> None:
         """Store arrival listener (called per dispatched message): wake the writers."""
-        if self._data_fut is not None:
+        if self.data_waiter is not None:
             self.wakeup()
 
     def on_message_runs(self, _runs: list[tuple]) -> None:
         """The same for a read's runs of messages: one wake-up."""
-        if self._data_fut is not None:
+        if self.data_waiter is not None:
             self.wakeup()
 
     # ---- slave --------------------------------------------------------------------------
