@@ -7,6 +7,11 @@ The run stops (and Python's per-record path takes over) at the first record
 that is not a plain message of the same topic/queue, carries DELAY, is not
 the next entry of the consume queue file, is already dispatched, has a
 non-ASCII key, or does not fit into the consume queue / index file.
+
+With ``entry_header`` (DLedger's 48 bytes) every record lies in an entry of
+its own, behind that header: the entry's size word (at 4) must be the
+record's size plus the header, and a blank (magic -1) ends the run, as
+``DLedgerCommitLog.dispatch_entries`` walks them.
 """
 
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
@@ -21,12 +26,14 @@ cdef enum:
 
 def dispatch_run(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, const uint8_t[::1] topic,
                  int queue_id, uint8_t[::1] cq, Py_ssize_t cq_pos, long long cq_base,
-                 long long max_physic_offset, index, long long max_slots, long long max_index):
+                 long long max_physic_offset, index, long long max_slots, long long max_index,
+                 Py_ssize_t entry_header=0):
     """Returns ``(pos, cq_pos, count, max_physic_offset, last)`` where ``last``
     is ``None`` or ``(queue_offset, tags_code, store_ts)``
     of the last record dispatched.  ``index`` is the writable buffer of the
     current index file or None when indexing is off."""
-    if pos < 0 or limit > buf.shape[0] or cq_pos < 0 or cq_pos > cq.shape[0] or cq_pos % 20:
+    if pos < 0 or limit > buf.shape[0] or cq_pos < 0 or cq_pos > cq.shape[0] or cq_pos % 20 \
+            or entry_header < 0:
         raise ValueError("bad dispatch range")
     cdef uint8_t[::1] ib
     cdef uint8_t *ix = NULL
@@ -43,6 +50,7 @@ def dispatch_run(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, const
     cdef int32_t topic_hash = ascii_hash(0, t, tlen)
     cdef Py_ssize_t count = 0, size, body_len, topic_len, props_len
     cdef const uint8_t *r
+    cdef const uint8_t *e
     cdef const uint8_t *p
     cdef const uint8_t *props
     cdef int32_t sys_flag, tx, qid, tags_code
@@ -54,10 +62,13 @@ def dispatch_run(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, const
         if t[k] >= 0x80:
             return pos, cq_pos, 0, max_physic_offset, None
     with nogil:
-        while pos + 91 <= limit and cq_pos + 20 <= cq_len:
-            r = b + pos
+        while pos + entry_header + 91 <= limit and cq_pos + 20 <= cq_len:
+            e = b + pos
+            r = e + entry_header
             size = get32(r)
-            if get32(r + 4) != MESSAGE_MAGIC or size < 91 or pos + size > limit:
+            if get32(r + 4) != MESSAGE_MAGIC or size < 91 or pos + entry_header + size > limit:
+                break
+            if entry_header and (get32(e) == -1 or get32(e + 4) != size + entry_header):
                 break
             qid = get32(r + 12)
             qoff = get64(r + 20)
@@ -105,7 +116,7 @@ def dispatch_run(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, const
             last_qoff = qoff
             last_tags = tags_code
             last_ts = store_ts
-            pos += size
+            pos += entry_header + size
             count += 1
     if count == 0:
         return pos, cq_pos, 0, max_physic_offset, None

@@ -275,11 +275,15 @@ class DLedgerCommitLog(CommitLog):
     def append_data(self, start_offset: int, data) -> bool:
         return False  # no HA stream: DLedger replicates
 
-    def dispatch_entries(self, view, dispatch) -> tuple[int, bool]:
+    entry_header = BODY_OFFSET
+
+    def dispatch_entries(self, view, dispatch, run=None) -> tuple[int, bool]:
         """The reput's walk of a readable region: each record lies behind a
         48-byte entry header; a blank ends the file (4.9.8's
-        ``DLedgerCommitLog.checkMessageAndReturnSize``).  Returns the position
-        reached and whether a blank was met."""
+        ``DLedgerCommitLog.checkMessageAndReturnSize``).  After a record
+        dispatched one by one, ``run`` (when given) dispatches the entries
+        that follow it of the same queue in bulk and says where to resume.
+        Returns the position reached and whether a blank was met."""
         n = len(view)
         pos = 0
         while pos + 8 <= n:
@@ -294,8 +298,11 @@ class DLedgerCommitLog(CommitLog):
                     dispatch(r)
                 except DispatchStalled:
                     return pos, False
-            else:
-                log.error("[BUG] DLedger entry of %d bytes holds no message", size)
+                pos += size
+                if run is not None and pos < n:
+                    pos = run(view, pos, n, r[2], r[3])
+                continue
+            log.error("[BUG] DLedger entry of %d bytes holds no message", size)
             pos += size
         return pos, False
 

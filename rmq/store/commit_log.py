@@ -48,9 +48,14 @@ def _now_ms() -> int:
 
 class CommitLog:
     # A commit log whose records lie inside entries of another format (DLedger's)
-    # walks a readable region itself: ``dispatch_entries(view, dispatch)`` calls
-    # ``dispatch(scan)`` for each record and returns (position reached, blank met)
-    dispatch_entries: Callable[[memoryview, Callable[[tuple], None]], tuple[int, bool]] | None = None
+    # walks a readable region itself: ``dispatch_entries(view, dispatch, run)`` calls
+    # ``dispatch(scan)`` for each record, then (unless None) ``run(view, pos, end,
+    # topic, queue_id)`` for the records after it, which returns where the walk
+    # resumes; it returns (position reached, blank met)
+    dispatch_entries: Callable[..., tuple[int, bool]] | None = None
+    # The bytes of such an entry's header before its record (a bulk run of
+    # ``dispatch.dispatch_run`` steps over them)
+    entry_header = 0
     # Whether records are dispatched once the log commits them (a DLedger group's
     # commit listener) rather than by the put that wrote them
     dispatch_on_commit = False

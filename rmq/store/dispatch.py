@@ -9,7 +9,10 @@ other than NOT/COMMIT, a DELAY property, non-ASCII properties or topic, a
 queue offset that is not the next entry of the consume queue file, a record
 already dispatched, a full consume queue or index file.  The pure-Python
 version below is the twin of ``rmq._fast.store_dispatch``; both write the same
-bytes and return the same tuple.
+bytes and return the same tuple.  With ``entry_header`` (DLedger's 48
+bytes) each record lies in an entry of its own behind that header, whose
+size word (at 4) must be the record's size plus the header; a blank entry
+(magic -1) ends the run.
 """
 
 from __future__ import annotations
@@ -37,10 +40,12 @@ _key_hash = index_key_hash_ascii
 
 
 def _dispatch_run(buf, pos: int, limit: int, topic: bytes, queue_id: int, cq, cq_pos: int, cq_base: int,
-                  max_physic_offset: int, index, max_slots: int, max_index: int) -> tuple:
+                  max_physic_offset: int, index, max_slots: int, max_index: int,
+                  entry_header: int = 0) -> tuple:
     """Returns ``(pos, cq_pos, count, max_physic_offset, last)``; ``last`` is
     None or ``(queue_offset, tags_code, store_ts)``."""
-    if pos < 0 or limit > len(buf) or cq_pos < 0 or cq_pos > len(cq) or cq_pos % 20:
+    if pos < 0 or limit > len(buf) or cq_pos < 0 or cq_pos > len(cq) or cq_pos % 20 or \
+            entry_header < 0:
         raise ValueError("bad dispatch range")
     if index is not None and (max_slots <= 0 or max_index <= 0 or len(index) < 40 + max_slots * 4 + max_index * 20):
         raise ValueError("index buffer smaller than its layout")
@@ -50,16 +55,20 @@ def _dispatch_run(buf, pos: int, limit: int, topic: bytes, queue_id: int, cq, cq
     count = 0
     last = None
     tlen = len(topic)
-    while pos + 91 <= limit and cq_pos + 20 <= len(cq):
-        size, magic, _crc, qid, _flag, qoff, phy, sys_flag = _HEAD.unpack_from(buf, pos)
-        if magic != MESSAGE_MAGIC_CODE or size < 91 or pos + size > limit:
+    while pos + entry_header + 91 <= limit and cq_pos + 20 <= len(cq):
+        r = pos + entry_header  # the record's start
+        size, magic, _crc, qid, _flag, qoff, phy, sys_flag = _HEAD.unpack_from(buf, r)
+        if magic != MESSAGE_MAGIC_CODE or size < 91 or r + size > limit:
+            break
+        if entry_header and (_INT.unpack_from(buf, pos)[0] == -1 or
+                             _INT.unpack_from(buf, pos + 4)[0] != size + entry_header):
             break
         tx = sys_flag & 0xC
         if qid != queue_id or tx not in (0, 8) or cq_base + cq_pos != qoff * 20:
             break
         if phy + size <= max_physic_offset:
             break
-        p = pos + 48 + (20 if sys_flag & 0x10 else 8)
+        p = r + 48 + (20 if sys_flag & 0x10 else 8)
         (store_ts,) = _LONG.unpack_from(buf, p)
         p += 8 + (20 if sys_flag & 0x20 else 8)
         (body_len,) = _INT.unpack_from(buf, p + 12)
@@ -72,7 +81,7 @@ def _dispatch_run(buf, pos: int, limit: int, topic: bytes, queue_id: int, cq, cq
         p += 1 + tlen
         (props_len,) = _SHORT.unpack_from(buf, p)
         ppos = p + 2
-        if props_len < 0 or ppos + props_len != pos + size:
+        if props_len < 0 or ppos + props_len != r + size:
             break
         raw = bytes(buf[ppos : ppos + props_len])
         tags, keys, uniq, delay = _find_props(raw)
@@ -92,7 +101,7 @@ def _dispatch_run(buf, pos: int, limit: int, topic: bytes, queue_id: int, cq, cq
         cq_pos += 20
         max_physic_offset = phy + size
         last = (qoff, tags_code, store_ts)
-        pos += size
+        pos = r + size
         count += 1
     return pos, cq_pos, count, max_physic_offset, last
 

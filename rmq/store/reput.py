@@ -97,7 +97,11 @@ class ReputMixin:
         position reached and whether a blank (end of file) was met."""
         walk = self.commit_log.dispatch_entries
         if walk is not None:  # records inside entries of another format (DLedger's)
-            return walk(view, lambda r: self._dispatch(r, notify))
+            run = None
+            if self._bulk_dispatch:
+                def run(v, p: int, end: int, topic: str, queue_id: int) -> int:
+                    return self._dispatch_run(v, p, end, topic, queue_id, notify)
+            return walk(view, lambda r: self._dispatch(r, notify), run)
         scan = codec.scan_record
         dispatch = self._dispatch
         n = len(view)
@@ -151,6 +155,7 @@ class ReputMixin:
         new_pos, cq_pos, count, max_phy, last = dispatch_run(
             view, pos, n, topic_b, queue_id, mf.view, mf.wrote_position, mf.file_from_offset,
             cq.max_physic_offset, index, cfg.maxHashSlotNum, cfg.maxIndexNum,
+            self.commit_log.entry_header,
         )
         if count:
             ix = self.index_service
@@ -161,7 +166,8 @@ class ReputMixin:
             qoff, tags_code, store_ts = last
             self.checkpoint.logics_msg_timestamp = store_ts
             if notify:
-                self._notify(topic, queue_id, qoff + 1, tags_code, store_ts, count, new_pos - pos)
+                self._notify(topic, queue_id, qoff + 1, tags_code, store_ts, count,
+                             new_pos - pos - count * self.commit_log.entry_header)
         return new_pos
 
     def _dispatch_put(self, msg: MessageExtBrokerInner, ar: AppendMessageResult) -> bool:

@@ -225,3 +225,47 @@ def test_dispatch_run_identical_and_consistent_with_per_record_path(keys):
             assert impl(log, 0, limit, b"Topic", 3, bytearray(2000), 140, 0, -1, small, 3, 10)[2] == 3  # 9 entries
         with pytest.raises(ValueError):
             impl(log, 0, limit + 100, b"Topic", 3, bytearray(200), 140, 0, -1, None, 1, 1)
+
+
+@pytest.mark.parametrize("keys", [True, False])
+def test_dispatch_run_over_dledger_entries_writes_what_a_plain_run_writes(keys):
+    """Each record in an entry of its own behind DLedger's 48-byte header:
+    the same consume-queue and index bytes as the records laid end to end,
+    twin and compiled alike; a blank entry or an entry whose size is not its
+    record's ends the run."""
+    import struct
+
+    from rmq.store import dispatch as dm
+    from rmq.store import message_codec as codec
+
+    log = _batch_log(40, ["TagA", "TagB", ""], keys)
+    limit = len(log) - 40
+    wrapped = bytearray()
+    starts = []
+    p = 0
+    for i in range(40):
+        size = codec._scan_record(log, p, limit, True)[1]
+        starts.append(len(wrapped))
+        wrapped += struct.pack(">iiqqqiiii", 1, size + 48, i, 1, len(wrapped), 0, 0, 0, size)
+        wrapped += log[p:p + size]
+        p += size
+    impls = [dm._dispatch_run] + ([DISPATCH.dispatch_run] if DISPATCH else [])
+    outs = []
+    for impl in impls:
+        for buf, hdr in ((log, 0), (wrapped, 48)):
+            cq = bytearray(20 * 64)
+            ib = bytearray(idx.index_file_size(11, 200))
+            res = impl(buf, 0, limit if hdr == 0 else len(wrapped), b"Topic", 3, cq, 140, 0, -1,
+                       ib if keys else None, 11, 200, hdr)
+            outs.append((res[1:], bytes(cq), bytes(ib)))
+            assert res[0] == (limit if hdr == 0 else len(wrapped))
+    assert all(o == outs[0] for o in outs)
+    blank = bytearray(wrapped)
+    struct.pack_into(">i", blank, starts[10], -1)
+    odd = bytearray(wrapped)
+    struct.pack_into(">i", odd, starts[20] + 4, 7)
+    for impl in impls:
+        res = impl(blank, 0, len(blank), b"Topic", 3, bytearray(2000), 140, 0, -1, None, 1, 1, 48)
+        assert (res[0], res[2]) == (starts[10], 10)
+        res = impl(odd, 0, len(odd), b"Topic", 3, bytearray(2000), 140, 0, -1, None, 1, 1, 48)
+        assert (res[0], res[2]) == (starts[20], 20)
