@@ -30,12 +30,12 @@ from rmq.dledger.messages import (
     LeadershipTransferRequest,
     LeadershipTransferResponse,
     MetadataResponse,
-    PushEntryRequest,
     RequestOrResponse,
     append_response,
     bare,
     base,
     failure,
+    read_push,
     reply_to,
 )
 from rmq.dledger.mmap_store import DLedgerMmapFileStore
@@ -318,7 +318,7 @@ class _Processor:
 
     def _push(self, request: RemotingCommand):
         try:
-            req = PushEntryRequest.from_json(decode(request.body or b"{}"))
+            req = read_push(request.body or b"{}")
         except (ValueError, TypeError) as exc:  # orjson.JSONDecodeError is a ValueError
             return RemotingCommand.create_response(ResponseCode.SYSTEM_ERROR,
                                                    f"bad DLedger request body: {exc}")
