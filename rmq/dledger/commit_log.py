@@ -280,13 +280,17 @@ class DLedgerCommitLog(CommitLog):
     def dispatch_entries(self, view, dispatch, run=None) -> tuple[int, bool]:
         """The reput's walk of a readable region: each record lies behind a
         48-byte entry header; a blank ends the file (4.9.8's
-        ``DLedgerCommitLog.checkMessageAndReturnSize``).  After a record
-        dispatched one by one, ``run`` (when given) dispatches the entries
-        that follow it of the same queue in bulk and says where to resume.
-        Returns the position reached and whether a blank was met."""
+        ``DLedgerCommitLog.checkMessageAndReturnSize``).  ``run`` (when
+        given) dispatches the entries from a position in bulk and says where
+        the walk goes on one by one.  Returns the position reached and
+        whether a blank was met."""
         n = len(view)
         pos = 0
         while pos + 8 <= n:
+            if run is not None:
+                pos = run(view, pos, n)
+                if pos + 8 > n:
+                    break
             if int.from_bytes(view[pos:pos + 4], "big", signed=True) == BLANK_MAGIC:
                 return pos, True
             size = int.from_bytes(view[pos + 4:pos + 8], "big", signed=True)
@@ -298,11 +302,8 @@ class DLedgerCommitLog(CommitLog):
                     dispatch(r)
                 except DispatchStalled:
                     return pos, False
-                pos += size
-                if run is not None and pos < n:
-                    pos = run(view, pos, n, r[2], r[3])
-                continue
-            log.error("[BUG] DLedger entry of %d bytes holds no message", size)
+            else:
+                log.error("[BUG] DLedger entry of %d bytes holds no message", size)
             pos += size
         return pos, False
 

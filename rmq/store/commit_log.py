@@ -49,12 +49,12 @@ def _now_ms() -> int:
 class CommitLog:
     # A commit log whose records lie inside entries of another format (DLedger's)
     # walks a readable region itself: ``dispatch_entries(view, dispatch, run)`` calls
-    # ``dispatch(scan)`` for each record, then (unless None) ``run(view, pos, end,
-    # topic, queue_id)`` for the records after it, which returns where the walk
-    # resumes; it returns (position reached, blank met)
+    # ``run(view, pos, end)`` (unless None: a bulk dispatch from ``pos``, which
+    # returns where it stopped) and ``dispatch(scan)`` for each record it left;
+    # it returns (position reached, blank met)
     dispatch_entries: Callable[..., tuple[int, bool]] | None = None
-    # The bytes of such an entry's header before its record (a bulk run of
-    # ``dispatch.dispatch_run`` steps over them)
+    # The bytes of such an entry's header before its record (a bulk walk of
+    # ``dispatch.dispatch_walk`` steps over them)
     entry_header = 0
     # Whether records are dispatched once the log commits them (a DLedger group's
     # commit listener) rather than by the put that wrote them
