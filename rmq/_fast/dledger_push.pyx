@@ -1,5 +1,11 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""A DLedger PUSH body read in one pass: the compiled twin of
+"""A DLedger PUSH body written and read in one pass.
+
+``encode_push`` is the compiled twin of ``messages._push_body``: an APPEND
+push's bytes, each entry's JSON object (kept on the entry: the leader pushes
+it to every follower) written with its body's base64 in place.
+
+``decode_push`` is the compiled twin of
 ``PushEntryRequest.from_json(protocol.decode(body))`` for the bodies leaders
 write (rmq's and 0.3.1.2's fastjson: no whitespace, no escapes, integers and
 plain strings).  A follower reads one per push; through orjson it built a
@@ -15,10 +21,13 @@ it, as before.
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdint cimport int64_t, uint8_t
-from libc.string cimport memcmp
+from libc.string cimport memcmp, memcpy
 
-from rmq._fast.b64 cimport _decode
+from rmq._fast.b64 cimport _decode, _encode_into
+from rmq._fast.json_text cimport json_write_int
 
 cdef enum:
     BODY_OFFSET = 48     # an entry's size: its 48-byte header and its body
@@ -244,3 +253,109 @@ def decode_push(body):
     finally:
         PyBuffer_Release(&pb)
     return (texts[0], texts[1], texts[2], texts[3], term, code, texts[4], commit, one, batch)
+
+
+cdef inline uint8_t* put(uint8_t* p, const char* s, Py_ssize_t n) noexcept nogil:
+    memcpy(p, s, n)
+    return p + n
+
+
+cdef inline uint8_t* put_b(uint8_t* p, bytes b) noexcept:
+    memcpy(p, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b))
+    return p + PyBytes_GET_SIZE(b)
+
+
+cdef bytes entry_wire(e):
+    """The entry's JSON object (``Entry.json_bytes``), made once and kept on it."""
+    cdef bytes wire = e.wire
+    if wire is not None:
+        return wire
+    cdef Py_buffer pb
+    cdef int64_t nums[7]
+    cdef Py_ssize_t b64n, size
+    cdef uint8_t* p
+    cdef uint8_t* start
+    PyObject_GetBuffer(e.body, &pb, PyBUF_SIMPLE)
+    try:
+        size = BODY_OFFSET + pb.len
+        nums[0] = e.body_crc
+        nums[1] = e.chain_crc
+        nums[2] = e.channel
+        nums[3] = e.index
+        nums[4] = e.magic
+        nums[5] = e.pos
+        nums[6] = e.term
+        b64n = (pb.len + 2) // 3 * 4
+        start = <uint8_t*>PyMem_Malloc(b64n + 256)
+        if start == NULL:
+            raise MemoryError()
+        try:
+            p = put(start, b'{"body":"', 9)
+            _encode_into(<const uint8_t*>pb.buf, pb.len, <char*>p)
+            p = put(p + b64n, b'","bodyCrc":', 12)
+            p = put(json_write_int(p, nums[0]), b',"chainCrc":', 12)
+            p = put(json_write_int(p, nums[1]), b',"channel":', 11)
+            p = put(json_write_int(p, nums[2]), b',"index":', 9)
+            p = put(json_write_int(p, nums[3]), b',"magic":', 9)
+            p = put(json_write_int(p, nums[4]), b',"pos":', 7)
+            p = put(json_write_int(p, nums[5]), b',"size":', 8)
+            p = put(json_write_int(p, size), b',"term":', 8)
+            p = put(json_write_int(p, nums[6]), b'}', 1)
+            wire = PyBytes_FromStringAndSize(<const char*>start, p - start)
+        finally:
+            PyMem_Free(start)
+    finally:
+        PyBuffer_Release(&pb)
+    e.size = size
+    e.wire = wire
+    return wire
+
+
+def encode_push(bytes group, bytes ids, int64_t term, int64_t commit_index, list entries,
+                bint batch):
+    """An APPEND push's bytes (``messages._push_body``): ``group`` the
+    group's JSON string, ``ids`` the leaderId, localId and remoteId members
+    written (each followed by a comma), ``batch`` puts ``entries`` in
+    ``batchEntry``, else the first in ``entry``."""
+    cdef Py_ssize_t n = len(entries) if batch else 1
+    cdef Py_ssize_t room = 256 + PyBytes_GET_SIZE(group) + PyBytes_GET_SIZE(ids) + n
+    cdef int64_t total = 0
+    cdef Py_ssize_t i
+    cdef uint8_t* start
+    cdef uint8_t* p
+    if not entries:
+        raise IndexError("a push carries an entry")
+    wires = []
+    for i in range(n):
+        w = entry_wire(entries[i])
+        wires.append(w)
+        room += PyBytes_GET_SIZE(w)
+        if batch:
+            total += entries[i].size
+    start = <uint8_t*>PyMem_Malloc(room)
+    if start == NULL:
+        raise MemoryError()
+    try:
+        if batch:
+            p = put(start, b'{"batch":true,"batchEntry":[', 28)
+            for i in range(n):
+                if i:
+                    p = put(p, b",", 1)
+                p = put_b(p, <bytes>wires[i])
+            p = put(p, b'],"code":200,"commitIndex":', 27)
+            p = put(json_write_int(p, commit_index), b',"count":', 9)
+            p = put(json_write_int(p, n), b',', 1)
+        else:
+            p = put(start, b'{"batch":false,"batchEntry":[],"code":200,"commitIndex":', 56)
+            p = put(json_write_int(p, commit_index), b',"count":1,"entry":', 19)
+            p = put(put_b(p, <bytes>wires[0]), b',', 1)
+        p = put(p, b'"firstEntryIndex":', 18)
+        p = put(json_write_int(p, entries[0].index), b',"group":', 9)
+        p = put(put_b(p, group), b',"lastEntryIndex":', 18)
+        p = put(json_write_int(p, entries[n - 1 if batch else len(entries) - 1].index), b',', 1)
+        p = put(put_b(p, ids), b'"term":', 7)
+        p = put(json_write_int(p, term), b',"totalSize":', 13)
+        p = put(json_write_int(p, total), b',"type":"APPEND"}', 17)
+        return PyBytes_FromStringAndSize(<const char*>start, p - start)
+    finally:
+        PyMem_Free(start)
