@@ -24,7 +24,7 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdint cimport int64_t, uint8_t
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memchr, memcmp, memcpy
 
 from rmq._fast.b64 cimport _decode, _encode_into
 from rmq._fast.json_text cimport json_write_int
@@ -70,21 +70,41 @@ cdef inline int64_t number(Cur* c) noexcept nogil:
 cdef inline Py_ssize_t string(Cur* c, const uint8_t** s) noexcept nogil:
     """A string of printable ASCII without escapes: its length, its text at
     ``s`` (``bad`` set otherwise)."""
+    cdef const uint8_t* p = c.p
+    cdef const uint8_t* end = c.end
+    cdef uint8_t ch
+    if p >= end or p[0] != b'"':
+        c.bad = True
+        return 0
+    p += 1
+    s[0] = p
+    while p < end:
+        ch = p[0]
+        if ch == b'"':
+            c.p = p + 1
+            return p - s[0]
+        if ch == b"\\" or ch < 0x20 or ch >= 0x80:
+            break
+        p += 1
+    c.bad = True
+    return 0
+
+
+cdef inline Py_ssize_t base64_text(Cur* c, const uint8_t** s) noexcept nogil:
+    """A string that should be base64: its raw text up to the next quote
+    (``_decode`` refuses any byte outside the alphabet, a backslash or a
+    control byte included, and the general reader then decides)."""
+    cdef const uint8_t* q
     if c.p >= c.end or c.p[0] != b'"':
         c.bad = True
         return 0
-    c.p += 1
-    s[0] = c.p
-    while c.p < c.end and c.p[0] != b'"':
-        if c.p[0] == b"\\" or c.p[0] < 0x20 or c.p[0] >= 0x80:
-            c.bad = True
-            return 0
-        c.p += 1
-    if c.p >= c.end:
+    s[0] = c.p + 1
+    q = <const uint8_t*>memchr(s[0], b'"', c.end - s[0])
+    if q == NULL:
         c.bad = True
         return 0
-    c.p += 1
-    return c.p - 1 - s[0]
+    c.p = q + 1
+    return q - s[0]
 
 
 cdef inline Py_ssize_t key(Cur* c, const uint8_t** s) noexcept nogil:
@@ -124,7 +144,7 @@ cdef object entry(Cur* c):
                 text = NULL
                 tn = 0
             else:
-                tn = string(c, &text)
+                tn = base64_text(c, &text)
         else:
             if named(s, n, b"index", 5):
                 at = 0
