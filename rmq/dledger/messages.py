@@ -21,7 +21,15 @@ import orjson
 
 from rmq._fast import compiled
 from rmq.dledger.entry import Entry
-from rmq.dledger.protocol import Code, JavaHashMap, PushType, RequestCode, VoteResult, decode
+from rmq.dledger.protocol import (
+    Code,
+    JavaHashMap,
+    PushType,
+    RequestCode,
+    VoteResult,
+    decode,
+    encode,
+)
 
 # how a field's value goes to and from JSON, by its annotation
 _INT, _STR, _BOOL, _BYTES, _ENTRY, _ENTRIES, _MAP = range(7)
@@ -343,6 +351,21 @@ def push_response(request: PushEntryRequest, code: int, begin_index: int,
         resp.index = request.first_index()
         resp.count = len(request.entries())
     return resp
+
+
+def push_response_body(resp: RequestOrResponse) -> bytes:
+    """``protocol.encode(resp)`` byte for byte; a follower's answer to a push
+    (``push_response``: no ids, an ASCII group) written straight, without
+    the generic walk of its fields."""
+    if type(resp) is not PushEntryResponse or resp.local_id is not None or \
+            resp.remote_id is not None or resp.leader_id is not None or \
+            type(resp.group) is not str or not resp.group.isascii() or \
+            '"' in resp.group or "\\" in resp.group or not resp.group.isprintable():
+        return encode(resp)
+    index = b"" if resp.index is None else b'"index":%d,' % resp.index
+    return b'{"beginIndex":%d,"code":%d,"count":%d,"endIndex":%d,"group":"%b",%b"term":%d}' % (
+        resp.begin_index, resp.code, resp.count, resp.end_index, resp.group.encode(), index,
+        resp.term)
 
 
 def append_response(group: str, term: int, leader_id: str | None, code: int = Code.SUCCESS,

@@ -35,6 +35,7 @@ from rmq.dledger.messages import (
     bare,
     base,
     failure,
+    push_response_body,
     read_push,
     reply_to,
 )
@@ -330,10 +331,11 @@ class _Processor:
             resp = server.pusher.handler.handle(req)
             if isinstance(resp, asyncio.Future):  # parked until the pushes before it arrive
                 return self._answer_later(resp)
-        return RemotingCommand.create_response(Code.SUCCESS, None, None, encode(resp))
+        return RemotingCommand.create_response(Code.SUCCESS, None, None, push_response_body(resp))
 
     async def _answer_later(self, pending: asyncio.Future) -> RemotingCommand:
-        return RemotingCommand.create_response(Code.SUCCESS, None, None, encode(await pending))
+        return RemotingCommand.create_response(Code.SUCCESS, None, None,
+                                               push_response_body(await pending))
 
     async def _process(self, request: RemotingCommand) -> RemotingCommand:
         if request.code not in RequestCode._value2member_map_:

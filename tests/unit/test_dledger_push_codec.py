@@ -145,3 +145,20 @@ def test_pushes_written_as_the_twin_writes_them():
                 assert got == generic
     with pytest.raises(IndexError):
         C.encode_push(b'"g"', b"", 1, 1, [], True)
+
+
+def test_push_answers_written_as_the_generic_walk_writes_them():
+    from rmq.dledger.messages import PushEntryResponse, failure, push_response, push_response_body
+    from rmq.dledger.protocol import Code, RequestCode
+
+    random.seed(6)
+    for push_type in (PushType.APPEND, PushType.COMMIT, PushType.COMPARE):
+        for group in ("g-0", "a\"b", "é", "x\\y", "tab\t", None):
+            req = push_request(group, "n0", "n1", "n0", 4, push_type, 3,
+                               batch=_entries(random.choice([1, 3])))
+            for code in (Code.SUCCESS, Code.INCONSISTENT_STATE, 200):
+                resp = push_response(req, code, -1 if code == 200 else 0, 2**35)
+                assert push_response_body(resp) == encode(resp)
+            wrong = failure(req, Code.UNKNOWN_MEMBER, "n0", RequestCode.PUSH)
+            assert push_response_body(wrong) == encode(wrong)
+    assert push_response_body(PushEntryResponse()) == encode(PushEntryResponse())
