@@ -178,11 +178,14 @@ class DLedgerCommitLog(CommitLog):
         if not self.store.dispatch_room.reserve(topic, queue_id, queue_offset, 1, keys):
             return None
         now = _now_ms()
-        record = bytearray(size)
-        codec.write_record(record, 0, queue_id, flag, queue_offset, 0, sys_flag, born_ts, born,
-                           now, self.store_host_field, reconsume, 0, body, topic_b, props)
+        store_host = self.store_host_field
+
+        def write(buf, at: int, phy: int) -> None:  # the record, its offset in place
+            codec.write_record(buf, at, queue_id, flag, queue_offset, phy, sys_flag, born_ts,
+                               born, now, store_host, reconsume, 0, body, topic_b, props)
+
         try:
-            entry = self.dledger.append_as_leader(bytes(record))
+            entry = self.dledger.append_in_place(size, write)
         except DLedgerError as exc:
             log.warning("DLedger append refused: %s", exc)
             return None

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
+from typing import Any
 
 from rmq.common.config_manager import write_file_safely
 from rmq.common.properties import ConfigError, load_properties
@@ -306,6 +307,21 @@ class DLedgerMmapFileStore:
         of the data files, straight into the file (header, then body), and
         its index unit.  ``hooks`` see the record in the file before the
         entry's body is read back from it (the leader's appends)."""
+        mf, start = self._place(entry)
+        view = mf.view
+        body = entry.body
+        size = entry.size
+        view[start + BODY_OFFSET:start + size] = body
+        if hooks:
+            record = view[start:start + size]
+            for hook in hooks:
+                hook(entry, record, BODY_OFFSET)
+            entry.body = bytes(record[BODY_OFFSET:])
+            record.release()
+        self._written(entry, mf)
+
+    def _place(self, entry: Entry):
+        """The data file and position ``entry`` goes to, its header written there."""
         size = entry.size
         data = self.data
         pos = self._pre_append(data, size, True)
@@ -314,19 +330,15 @@ class DLedgerMmapFileStore:
                                f"not {entry.pos}")
         mf = data.get_last_mapped_file()
         start = mf.wrote_position
-        view = mf.view
-        body = entry.body
-        RECORD_HEADER.pack_into(view, start, entry.magic, size, entry.index, entry.term, pos,
-                          entry.channel, entry.chain_crc, entry.body_crc, len(body))
-        view[start + BODY_OFFSET:start + size] = body
-        if hooks:
-            record = view[start:start + size]
-            for hook in hooks:
-                hook(entry, record, BODY_OFFSET)
-            entry.body = bytes(record[BODY_OFFSET:])
-            record.release()
+        RECORD_HEADER.pack_into(mf.view, start, entry.magic, size, entry.index, entry.term, pos,
+                                entry.channel, entry.chain_crc, entry.body_crc, size - BODY_OFFSET)
+        return mf, start
+
+    def _written(self, entry: Entry, mf) -> None:
+        """The entry's record is in ``mf``: past it, its index unit, the ledger's end."""
+        size = entry.size
         _advance(mf, size)
-        unit = encode_index(pos, size, entry.magic, entry.index, entry.term)
+        unit = encode_index(entry.pos, size, entry.magic, entry.index, entry.term)
         if self._append(self.index, unit, False) != entry.index * INDEX_UNIT_SIZE:
             raise DLedgerError(Code.DISK_ERROR, f"index of entry {entry.index} misplaced")
         self.ledger_end_index, self.ledger_end_term = entry.index, entry.term
@@ -334,7 +346,7 @@ class DLedgerMmapFileStore:
             self.ledger_begin_index = entry.index
         self._update_member_state()
 
-    def append_as_leader(self, body: bytes) -> Entry:
+    def _leader_checks(self) -> MemberState:
         ms = self.member_state
         if not ms.is_leader():
             raise DLedgerError(Code.NOT_LEADER)
@@ -342,12 +354,35 @@ class DLedgerMmapFileStore:
             raise DLedgerError(Code.LEADER_TRANSFERRING)
         if self.data.no_space:
             raise DLedgerError(Code.DISK_FULL)
+        return ms
+
+    def append_as_leader(self, body: bytes) -> Entry:
+        ms = self._leader_checks()
         size = BODY_OFFSET + len(body)
         pos = self._pre_append(self.data, size, True)
         if pos == -1:
             raise DLedgerError(Code.DISK_ERROR, "no data file to append to")
         entry = Entry(self.ledger_end_index + 1, ms.curr_term, body, pos, MAGIC, 0, 0, 0, size)
         self._write(entry, self.append_hooks)
+        self._keep_recent(entry)
+        return entry
+
+    def append_in_place(self, body_size: int, write: Callable[[Any, int, int], None]) -> Entry:
+        """``append_as_leader`` of a body written straight into the data file:
+        ``write(buffer, at, offset)`` writes its final bytes (the append
+        hooks' work included) at ``buffer[at:at + body_size]``, ``offset``
+        being where they lie in the data files."""
+        ms = self._leader_checks()
+        size = BODY_OFFSET + body_size
+        pos = self._pre_append(self.data, size, True)
+        if pos == -1:
+            raise DLedgerError(Code.DISK_ERROR, "no data file to append to")
+        entry = Entry(self.ledger_end_index + 1, ms.curr_term, b"", pos, MAGIC, 0, 0, 0, size)
+        mf, start = self._place(entry)
+        view = mf.view
+        write(view, start + BODY_OFFSET, pos + BODY_OFFSET)
+        entry.body = bytes(view[start + BODY_OFFSET:start + size])
+        self._written(entry, mf)
         self._keep_recent(entry)
         return entry
 
