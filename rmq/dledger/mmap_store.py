@@ -336,15 +336,8 @@ class DLedgerMmapFileStore:
 
     def _written(self, entry: Entry, mf) -> None:
         """The entry's record is in ``mf``: past it, its index unit, the ledger's end."""
-        size = entry.size
-        _advance(mf, size)
-        unit = encode_index(entry.pos, size, entry.magic, entry.index, entry.term)
-        if self._append(self.index, unit, False) != entry.index * INDEX_UNIT_SIZE:
-            raise DLedgerError(Code.DISK_ERROR, f"index of entry {entry.index} misplaced")
-        self.ledger_end_index, self.ledger_end_term = entry.index, entry.term
-        if self.ledger_begin_index == -1:
-            self.ledger_begin_index = entry.index
-        self._update_member_state()
+        _advance(mf, entry.size)
+        self._indexed([entry])
 
     def _leader_checks(self) -> MemberState:
         ms = self.member_state
@@ -387,19 +380,54 @@ class DLedgerMmapFileStore:
         return entry
 
     def append_as_follower(self, entry: Entry, leader_term: int, leader_id: str) -> Entry:
+        self.append_all_as_follower([entry], leader_term, leader_id)
+        return entry
+
+    def append_all_as_follower(self, entries: list[Entry], leader_term: int,
+                               leader_id: str) -> None:
+        """``append_as_follower`` of each of ``entries`` in turn (a push's),
+        their index units appended together and the ledger's end moved once:
+        on a refusal the entries before it stay appended, as one by one."""
         ms = self.member_state
         if not ms.is_follower():
             raise DLedgerError(Code.NOT_FOLLOWER, f"role={ms.role.value}")
-        if entry.index != self.ledger_end_index + 1:
+        if entries and entries[0].index != self.ledger_end_index + 1:
             raise DLedgerError(Code.INCONSISTENT_INDEX,
-                               f"{entry.index} != {self.ledger_end_index + 1}")
+                               f"{entries[0].index} != {self.ledger_end_index + 1}")
         if leader_term != ms.curr_term or leader_id != ms.leader_id:
             raise DLedgerError(Code.INCONSISTENT_LEADER,
                                f"{leader_id}@{leader_term} is not {ms.leader_id}@{ms.curr_term}")
         self._forget_recent()
-        entry.compute_size()
-        self._write(entry)
-        return entry
+        done: list[Entry] = []
+        try:
+            for entry in entries:
+                expect = self.ledger_end_index + 1 + len(done)
+                if entry.index != expect:
+                    raise DLedgerError(Code.INCONSISTENT_INDEX, f"{entry.index} != {expect}")
+                size = entry.compute_size()
+                mf, start = self._place(entry)
+                mf.view[start + BODY_OFFSET:start + size] = entry.body
+                _advance(mf, size)
+                done.append(entry)
+        finally:
+            if done:
+                self._indexed(done)
+
+    def _indexed(self, entries: list[Entry]) -> None:
+        """The index units of ``entries`` (written, in order) and the ledger's end."""
+        units = b"".join([encode_index(e.pos, e.size, e.magic, e.index, e.term) for e in entries])
+        at = self._append(self.index, units, False)
+        if at == -1 and len(entries) > 1:  # past the index file's end: one by one
+            for e in entries:
+                self._indexed([e])
+            return
+        if at != entries[0].index * INDEX_UNIT_SIZE:
+            raise DLedgerError(Code.DISK_ERROR, f"index of entry {entries[0].index} misplaced")
+        last = entries[-1]
+        self.ledger_end_index, self.ledger_end_term = last.index, last.term
+        if self.ledger_begin_index == -1:
+            self.ledger_begin_index = entries[0].index
+        self._update_member_state()
 
     def truncate(self, entry: Entry, leader_term: int, leader_id: str) -> int:
         """Make ``entry`` the follower's last: drop what follows it (or replace
