@@ -320,14 +320,17 @@ class DLedgerMmapFileStore:
             record.release()
         self._written(entry, mf)
 
-    def _place(self, entry: Entry):
-        """The data file and position ``entry`` goes to, its header written there."""
+    def _place(self, entry: Entry, placed: bool = False):
+        """The data file and position ``entry`` goes to, its header written
+        there (``placed``: ``_pre_append`` has just made room for it at its pos)."""
         size = entry.size
         data = self.data
-        pos = self._pre_append(data, size, True)
-        if pos != entry.pos:
-            raise DLedgerError(Code.DISK_ERROR, f"entry {entry.index} went to {pos}, "
-                               f"not {entry.pos}")
+        if not placed:
+            pos = self._pre_append(data, size, True)
+            if pos != entry.pos:
+                raise DLedgerError(Code.DISK_ERROR, f"entry {entry.index} went to {pos}, "
+                                   f"not {entry.pos}")
+        pos = entry.pos
         mf = data.get_last_mapped_file()
         start = mf.wrote_position
         RECORD_HEADER.pack_into(mf.view, start, entry.magic, size, entry.index, entry.term, pos,
@@ -371,7 +374,7 @@ class DLedgerMmapFileStore:
         if pos == -1:
             raise DLedgerError(Code.DISK_ERROR, "no data file to append to")
         entry = Entry(self.ledger_end_index + 1, ms.curr_term, b"", pos, MAGIC, 0, 0, 0, size)
-        mf, start = self._place(entry)
+        mf, start = self._place(entry, True)
         view = mf.view
         write(view, start + BODY_OFFSET, pos + BODY_OFFSET)
         entry.body = bytes(view[start + BODY_OFFSET:start + size])
