@@ -24,7 +24,7 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdint cimport int64_t, uint8_t
-from libc.string cimport memchr, memcmp, memcpy
+from libc.string cimport memchr, memcmp, memcpy, strlen
 
 from rmq._fast.b64 cimport _decode, _encode_into
 from rmq._fast.json_text cimport json_write_int
@@ -119,6 +119,24 @@ cdef inline bint named(const uint8_t* s, Py_ssize_t n, const char* name,
     return n == m and memcmp(s, name, m) == 0
 
 
+# the names a field may have, NUL-separated, in the order of their slots
+cdef const char* ENTRY_NUMBERS = b"index\0term\0pos\0magic\0channel\0chainCrc\0bodyCrc\0size\0"
+cdef const char* PUSH_TEXTS = b"group\0localId\0remoteId\0leaderId\0type\0"
+
+
+cdef int name_at(const uint8_t* s, Py_ssize_t n, const char* names) noexcept nogil:
+    """The slot of the name ``s[:n]`` in ``names``, -1 when it is none of them."""
+    cdef int at = 0
+    cdef Py_ssize_t m
+    while names[0]:
+        m = strlen(names)
+        if named(s, n, names, m):
+            return at
+        names += m + 1
+        at += 1
+    return -1
+
+
 cdef object entry(Cur* c):
     """An entry object: (index, term, body, pos, magic, channel, chainCrc,
     bodyCrc, size) as ``Entry`` takes them, or None (``bad`` set)."""
@@ -146,25 +164,12 @@ cdef object entry(Cur* c):
             else:
                 tn = base64_text(c, &text)
         else:
-            if named(s, n, b"index", 5):
-                at = 0
-            elif named(s, n, b"term", 4):
-                at = 1
-            elif named(s, n, b"pos", 3):
-                at = 2
-            elif named(s, n, b"magic", 5):
-                at = 3
-            elif named(s, n, b"channel", 7):
-                at = 4
-            elif named(s, n, b"chainCrc", 8):
-                at = 5
-            elif named(s, n, b"bodyCrc", 7):
-                at = 6
-            elif named(s, n, b"size", 4):
-                at = -1  # a getter of the body's size: not read
-            else:
+            at = name_at(s, n, ENTRY_NUMBERS)
+            if at < 0:
                 c.bad = True
                 return None
+            if at == 7:
+                at = -1  # size: a getter of the body's size, not read
             if at >= 0:
                 v[at] = number(c)
             else:
@@ -246,17 +251,8 @@ def decode_push(body):
                         named(s, n, b"lastEntryIndex", 14) or named(s, n, b"totalSize", 9):
                     number(&c)  # getters: not read
                 else:
-                    if named(s, n, b"group", 5):
-                        at = 0
-                    elif named(s, n, b"localId", 7):
-                        at = 1
-                    elif named(s, n, b"remoteId", 8):
-                        at = 2
-                    elif named(s, n, b"leaderId", 8):
-                        at = 3
-                    elif named(s, n, b"type", 4):
-                        at = 4
-                    else:
+                    at = name_at(s, n, PUSH_TEXTS)
+                    if at < 0:
                         return None
                     n = string(&c, &s)
                     if c.bad:

@@ -133,6 +133,23 @@ class ReputMixin:
         the ext files (tags codes, store times and bitmaps per message)."""
         return not self.commit_log.multi.enabled and not self.config.enableConsumeQueueExt
 
+    def _bulk_index(self) -> tuple | None:
+        """The current index file's buffer for a bulk dispatch and its entry
+        count now ((None, 0) with indexing off); None when there is no index
+        file to write (the per-record path makes one or stalls)."""
+        if not self.config.messageIndexEnable:
+            return None, 0
+        f = self.index_service.writable_file()
+        if f is None:
+            return None
+        return f.mf.view, _INDEX_COUNT.unpack_from(f.mf.view, 36)[0]
+
+    def _index_room_used(self, index, used: int) -> None:
+        """A bulk dispatch's keys used the room puts kept for them."""
+        ix = self.index_service
+        if index is not None and ix.promised:
+            ix.promised = max(0, ix.promised - (_INDEX_COUNT.unpack_from(index, 36)[0] - used))
+
     def _dispatch_run(self, view, pos: int, n: int, topic: str, queue_id: int, notify: bool) -> int:
         """Dispatch the following records of the same topic/queue in bulk
         (``dispatch.dispatch_run``); returns where the per-record path resumes."""
@@ -140,15 +157,11 @@ class ReputMixin:
         mf = cq.tail_file if cq is not None else None
         if mf is None or mf.wrote_position >= cq.file_size:
             return pos
-        index = None
+        bulk = self._bulk_index()
+        if bulk is None:
+            return pos
+        index, used = bulk
         cfg = self.config
-        used = 0
-        if cfg.messageIndexEnable:
-            f = self.index_service.writable_file()
-            if f is None:
-                return pos
-            index = f.mf.view
-            used = _INDEX_COUNT.unpack_from(index, 36)[0]
         topic_b = self._topic_bytes.get(topic)
         if topic_b is None:
             topic_b = self._topic_bytes[topic] = topic.encode("utf-8")
@@ -157,9 +170,7 @@ class ReputMixin:
             cq.max_physic_offset, index, cfg.maxHashSlotNum, cfg.maxIndexNum,
         )
         if count:
-            ix = self.index_service
-            if index is not None and ix.promised:  # the keys written used the room kept for them
-                ix.promised = max(0, ix.promised - (_INDEX_COUNT.unpack_from(index, 36)[0] - used))
+            self._index_room_used(index, used)
             mf.wrote_position = mf.committed_position = cq_pos
             cq.max_physic_offset = max_phy
             qoff, tags_code, store_ts = last
@@ -173,21 +184,15 @@ class ReputMixin:
         walk (``dispatch.dispatch_walk``: each record's consume-queue entry
         and index keys written in place, each queue's file asked for once);
         returns where the per-record path resumes."""
-        index = None
+        bulk = self._bulk_index()
+        if bulk is None:
+            return pos
+        index, used = bulk
         cfg = self.config
-        used = 0
-        if cfg.messageIndexEnable:
-            f = self.index_service.writable_file()
-            if f is None:
-                return pos
-            index = f.mf.view
-            used = _INDEX_COUNT.unpack_from(index, 36)[0]
         new_pos, queues = dispatch_walk(view, pos, n, self._walk_queue, index, cfg.maxHashSlotNum,
                                         cfg.maxIndexNum, self.commit_log.entry_header)
         if queues:
-            ix = self.index_service
-            if index is not None and ix.promised:  # the keys written used the room kept for them
-                ix.promised = max(0, ix.promised - (_INDEX_COUNT.unpack_from(index, 36)[0] - used))
+            self._index_room_used(index, used)
             latest = 0
             for (cq, mf, topic, queue_id), cq_pos, count, max_phy, last, size in queues:
                 mf.wrote_position = mf.committed_position = cq_pos
