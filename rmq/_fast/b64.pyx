@@ -39,39 +39,40 @@ cdef void _init_table():
 _init_table()
 
 
+cdef void _encode_into(const uint8_t *src, Py_ssize_t n, char *dst) noexcept nogil:
+    """The base64 of ``src[:n]`` at ``dst`` (room for ``(n + 2) // 3 * 4`` bytes)."""
+    cdef Py_ssize_t full = n - n % 3
+    cdef Py_ssize_t i = 0, o = 0
+    cdef uint32_t v
+    while i < full:
+        v = (<uint32_t>src[i] << 16) | (<uint32_t>src[i + 1] << 8) | src[i + 2]
+        dst[o] = ALPHABET[v >> 18]
+        dst[o + 1] = ALPHABET[(v >> 12) & 63]
+        dst[o + 2] = ALPHABET[(v >> 6) & 63]
+        dst[o + 3] = ALPHABET[v & 63]
+        i += 3
+        o += 4
+    if n - full == 1:
+        v = <uint32_t>src[i] << 16
+        dst[o] = ALPHABET[v >> 18]
+        dst[o + 1] = ALPHABET[(v >> 12) & 63]
+        dst[o + 2] = b"="
+        dst[o + 3] = b"="
+    elif n - full == 2:
+        v = (<uint32_t>src[i] << 16) | (<uint32_t>src[i + 1] << 8)
+        dst[o] = ALPHABET[v >> 18]
+        dst[o + 1] = ALPHABET[(v >> 12) & 63]
+        dst[o + 2] = ALPHABET[(v >> 6) & 63]
+        dst[o + 3] = b"="
+
+
 def encode(data):
     """``binascii.b2a_base64(data, newline=False)``."""
     cdef Py_buffer pb
     PyObject_GetBuffer(data, &pb, PyBUF_SIMPLE)
-    cdef const uint8_t *src = <const uint8_t *>pb.buf
-    cdef Py_ssize_t n = pb.len
-    cdef Py_ssize_t full = n - n % 3
-    cdef Py_ssize_t i = 0, o = 0
-    cdef uint32_t v
-    cdef char *dst
     try:
-        out = PyBytes_FromStringAndSize(NULL, (n + 2) // 3 * 4)
-        dst = PyBytes_AS_STRING(out)
-        while i < full:
-            v = (<uint32_t>src[i] << 16) | (<uint32_t>src[i + 1] << 8) | src[i + 2]
-            dst[o] = ALPHABET[v >> 18]
-            dst[o + 1] = ALPHABET[(v >> 12) & 63]
-            dst[o + 2] = ALPHABET[(v >> 6) & 63]
-            dst[o + 3] = ALPHABET[v & 63]
-            i += 3
-            o += 4
-        if n - full == 1:
-            v = <uint32_t>src[i] << 16
-            dst[o] = ALPHABET[v >> 18]
-            dst[o + 1] = ALPHABET[(v >> 12) & 63]
-            dst[o + 2] = b"="
-            dst[o + 3] = b"="
-        elif n - full == 2:
-            v = (<uint32_t>src[i] << 16) | (<uint32_t>src[i + 1] << 8)
-            dst[o] = ALPHABET[v >> 18]
-            dst[o + 1] = ALPHABET[(v >> 12) & 63]
-            dst[o + 2] = ALPHABET[(v >> 6) & 63]
-            dst[o + 3] = b"="
+        out = PyBytes_FromStringAndSize(NULL, (pb.len + 2) // 3 * 4)
+        _encode_into(<const uint8_t *>pb.buf, pb.len, PyBytes_AS_STRING(out))
         return out
     finally:
         PyBuffer_Release(&pb)

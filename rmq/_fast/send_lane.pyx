@@ -545,6 +545,7 @@ cdef class SendLane:
     cdef Out out, held
     cdef list touched
     cdef bint busy
+    cdef bytes plain_cluster    # the read's cluster name (``begin_plain``)
 
     def __init__(self, support, Py_ssize_t max_frame):
         self.support = support
@@ -660,6 +661,59 @@ cdef class SendLane:
         q.cq.max_physic_offset = q.maxphy
         return (q.key[0], q.key[1], q.qoff, q.tags, q.store_ts, q.nums, q.size, q.events, q.each)
 
+    def begin_plain(self, bytes cluster):
+        """Start a read of ``plain_single`` calls (a DLedger leader's lane):
+        each topic's settings are asked for once in it; ``cluster`` is the
+        broker's cluster name, as the stored properties carry it."""
+        self.read_id += 1
+        self.plain_cluster = cluster
+
+    def plain_single(self, buf, Py_ssize_t pos, Py_ssize_t end):
+        """The plain single send at ``buf[pos:end]`` read as ``serve`` reads
+        it, with the same checks, without storing it: (frame end, code, flag,
+        opaque, serialize type, topic, queue id, sysFlag without the host
+        bits (MULTI_TAGS set for such a topic), born timestamp, flag,
+        reconsume times, body, stored properties, index keys), or None for
+        what the lane leaves to the general path (a batch included)."""
+        cdef Py_buffer view
+        cdef Head h
+        cdef SendFields s
+        cdef SendProps sp
+        cdef CTopic t
+        cdef bytes cluster = self.plain_cluster
+        if cluster is None:
+            raise ValueError("plain_single before begin_plain")
+        cdef Py_ssize_t clen = PyBytes_GET_SIZE(cluster)
+        cdef Py_ssize_t n, plen, nkeys
+        PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+        try:
+            if pos < 0 or end > view.len or pos > end:
+                raise ValueError("pos/end outside the buffer")
+            if not read_head(<const uint8_t*>view.buf, pos, end, self.max_frame, &h) or \
+                    h.code == SEND_BATCH:
+                return None
+            t = self.fields(&h, &s)
+            if t is None:
+                return None
+            n = self.props_text(s.props, s.props.s.n + clen + 16
+                                if s.props.kind == JV_STR else 64 + clen)
+            if n < 0:
+                return None
+            self.room(2 * n + clen + 16)
+            plen = send_props(<const char*>self.scratch, n, PyBytes_AS_STRING(cluster), clen,
+                              <char*>self.scratch + n, &sp)
+            if plen < 0 or sp.special or plen > MAX_PROPS:
+                return None
+            nkeys = (1 if sp.uniq_at >= 0 else 0) + \
+                (count_keys(self.scratch + sp.keys_at, sp.keys_len) if sp.keys_at >= 0 else 0)
+            return (h.frame_end, h.code, h.flag, h.opaque, h.stype, t.name, s.qid,
+                    (s.sys_flag & ~0x30) | (MULTI_TAGS_FLAG if t.multi else 0), s.born_ts,
+                    s.mflag, s.reconsume,
+                    PyBytes_FromStringAndSize(<const char*>h.body, h.body_len),
+                    PyBytes_FromStringAndSize(<const char*>self.scratch + n, plen), nkeys)
+        finally:
+            PyBuffer_Release(&view)
+
     def served(self):
         """(request code, oneway, count) of what the last ``serve`` took."""
         return [((SEND_V1, SEND_V2, SEND_BATCH)[i >> 1], bool(i & 1), self.counts[i])
@@ -690,7 +744,7 @@ cdef class SendLane:
             t.ok = found is not None
             if t.ok:
                 t.wq, t.rq, t.multi = found
-                t.cqs = self.cq_table.get(t.name)
+                t.cqs = self.cq_table.get(t.name) if self.cq_table is not None else None
         return t if t.ok else None
 
     cdef CQueue queue_of(self, CTopic t, int qid, list touched):

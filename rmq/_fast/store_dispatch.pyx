@@ -1,112 +1,286 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Compiled twin of ``rmq.store.dispatch._dispatch_run``: dispatch a run of
-consecutive commit log records of one topic/queue straight into the consume
-queue file and the index file, with no Python object per message.
+"""Compiled twin of ``rmq.store.dispatch._dispatch_run`` and ``_dispatch_walk``:
+dispatch consecutive commit log records straight into the consume queue
+files and the index file, with no Python object per message --
+``dispatch_run`` a run of one topic/queue, ``dispatch_walk`` records of any
+queues (each queue's file asked for once per walk).
 
-The run stops (and Python's per-record path takes over) at the first record
-that is not a plain message of the same topic/queue, carries DELAY, is not
-the next entry of the consume queue file, is already dispatched, has a
-non-ASCII key, or does not fit into the consume queue / index file.
+A run or walk stops (and Python's per-record path takes over) at the first
+record that is not a plain message (of the same topic/queue for a run),
+carries DELAY, is not the next entry of its consume queue file, is already
+dispatched, has a non-ASCII key or topic, or does not fit into the consume
+queue / index file.
+
+With ``entry_header`` (DLedger's 48 bytes) every record lies in an entry of
+its own, behind that header: the entry's size word (at 4) must be the
+record's size plus the header, and a blank (magic -1) ends the run, as
+``DLedgerCommitLog.dispatch_entries`` walks them.
 """
 
+from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_FromStringAndSize
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
+from libc.string cimport memcmp, memset
 from rmq._fast.byteorder cimport put32, put64, get32, get64, get16
 from rmq._fast.record cimport Props, ascii_hash, find_props, index_prop_keys, prop_keys
-from libc.string cimport memcmp
 
 
 cdef enum:
     MESSAGE_MAGIC = -626843481
+    MAX_WALK_QUEUES = 64
+
+
+cdef struct Step:
+    # what one record's dispatch wrote (``step``)
+    int64_t qoff, store_ts, size
+    int32_t tags_code
+
+
+cdef inline bint head(const uint8_t* b, Py_ssize_t pos, Py_ssize_t limit, Py_ssize_t entry_header,
+                      int32_t* qid, const uint8_t** tp, Py_ssize_t* tlen) noexcept nogil:
+    """The topic and queue of the plain message at ``pos`` (behind its entry
+    header), or False when there is none to dispatch in bulk."""
+    cdef const uint8_t* e = b + pos
+    cdef const uint8_t* r = e + entry_header
+    cdef const uint8_t* p
+    cdef int64_t size, body_len
+    cdef int32_t sys_flag
+    if pos + entry_header + 91 > limit:
+        return False
+    size = get32(r)
+    if get32(r + 4) != MESSAGE_MAGIC or size < 91 or pos + entry_header + size > limit:
+        return False
+    if entry_header and (get32(e) == -1 or get32(e + 4) != size + entry_header):
+        return False
+    sys_flag = get32(r + 36)
+    p = r + 48 + (20 if sys_flag & 0x10 else 8) + 8 + (20 if sys_flag & 0x20 else 8)
+    body_len = get32(p + 12)
+    if body_len < 0 or body_len > size - 91:
+        return False
+    p += 16 + body_len
+    qid[0] = get32(r + 12)
+    tp[0] = p + 1
+    tlen[0] = p[0]
+    return p + 1 + p[0] + 2 <= r + size
+
+
+cdef inline Py_ssize_t step(const uint8_t* b, Py_ssize_t pos, Py_ssize_t limit,
+                            Py_ssize_t entry_header, const uint8_t* t, Py_ssize_t tlen,
+                            int32_t topic_hash, int queue_id, uint8_t* c, Py_ssize_t* cq_pos,
+                            Py_ssize_t cq_len, int64_t cq_base, int64_t* max_physic_offset,
+                            uint8_t* ix, int64_t max_slots, int64_t max_index,
+                            Step* out) noexcept nogil:
+    """Dispatch the record at ``pos`` (behind its entry header) into its
+    consume queue file ``c`` and the index ``ix``: the position after it, or
+    -1 (nothing written) when it must go the per-record way."""
+    cdef const uint8_t* e = b + pos
+    cdef const uint8_t* r = e + entry_header
+    cdef const uint8_t* p
+    cdef const uint8_t* props
+    cdef Py_ssize_t size, body_len, topic_len, props_len
+    cdef int32_t sys_flag, tx, qid, tags_code
+    cdef int64_t qoff, phy, store_ts
+    cdef Props pr
+    if pos + entry_header + 91 > limit or cq_pos[0] + 20 > cq_len:
+        return -1
+    size = get32(r)
+    if get32(r + 4) != MESSAGE_MAGIC or size < 91 or pos + entry_header + size > limit:
+        return -1
+    if entry_header and (get32(e) == -1 or get32(e + 4) != size + entry_header):
+        return -1
+    qid = get32(r + 12)
+    qoff = get64(r + 20)
+    phy = get64(r + 28)
+    sys_flag = get32(r + 36)
+    tx = sys_flag & 0xC
+    if qid != queue_id or (tx != 0 and tx != 8) or cq_base + cq_pos[0] != qoff * 20:
+        return -1
+    if phy + size <= max_physic_offset[0]:
+        return -1
+    p = r + 48 + (20 if sys_flag & 0x10 else 8)
+    store_ts = get64(p)
+    p += 8 + (20 if sys_flag & 0x20 else 8)
+    body_len = get32(p + 12)
+    p += 16
+    if body_len < 0 or body_len > size - 91:
+        return -1
+    p += body_len
+    topic_len = p[0]
+    if topic_len != tlen or memcmp(p + 1, t, tlen) != 0:
+        return -1
+    p += 1 + topic_len
+    props_len = get16(p)
+    props = p + 2
+    if props_len < 0 or props + props_len != r + size:
+        return -1
+    find_props(props, props_len, &pr)
+    if pr.delay or pr.non_ascii:
+        return -1
+    if ix != NULL and (pr.keys_at >= 0 or pr.uniq_at >= 0):
+        if phy >= get64(ix + 24):  # not indexed yet (endPhyOffset rule)
+            if max(1, get32(ix + 36)) + prop_keys(props, &pr) > max_index:
+                return -1
+            index_prop_keys(ix, max_slots, max_index, topic_hash, props, &pr, phy, store_ts)
+    if pr.tags_at >= 0:
+        tags_code = ascii_hash(0, props + pr.tags_at, pr.tags_len)
+    else:
+        tags_code = 0
+    put64(c + cq_pos[0], phy)
+    put32(c + cq_pos[0] + 8, <int32_t>size)
+    put64(c + cq_pos[0] + 12, <int64_t>tags_code)
+    cq_pos[0] += 20
+    max_physic_offset[0] = phy + size
+    out.qoff = qoff
+    out.store_ts = store_ts
+    out.size = size
+    out.tags_code = tags_code
+    return pos + entry_header + size
+
+
+cdef uint8_t* index_of(index, Py_buffer* iv, long long max_slots, long long max_index) except? NULL:
+    """The writable index buffer (held in ``iv``), NULL with indexing off."""
+    if index is None:
+        return NULL
+    if max_slots <= 0 or max_index <= 0:
+        raise ValueError("index buffer smaller than its layout")
+    PyObject_GetBuffer(index, iv, PyBUF_WRITABLE)
+    if iv.len < 40 + max_slots * 4 + max_index * 20:
+        PyBuffer_Release(iv)
+        raise ValueError("index buffer smaller than its layout")
+    return <uint8_t*>iv.buf
 
 
 def dispatch_run(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, const uint8_t[::1] topic,
                  int queue_id, uint8_t[::1] cq, Py_ssize_t cq_pos, long long cq_base,
-                 long long max_physic_offset, index, long long max_slots, long long max_index):
+                 long long max_physic_offset, index, long long max_slots, long long max_index,
+                 Py_ssize_t entry_header=0):
     """Returns ``(pos, cq_pos, count, max_physic_offset, last)`` where ``last``
     is ``None`` or ``(queue_offset, tags_code, store_ts)``
     of the last record dispatched.  ``index`` is the writable buffer of the
     current index file or None when indexing is off."""
-    if pos < 0 or limit > buf.shape[0] or cq_pos < 0 or cq_pos > cq.shape[0] or cq_pos % 20:
+    if pos < 0 or limit > buf.shape[0] or cq_pos < 0 or cq_pos > cq.shape[0] or cq_pos % 20 \
+            or entry_header < 0:
         raise ValueError("bad dispatch range")
-    cdef uint8_t[::1] ib
-    cdef uint8_t *ix = NULL
-    if index is not None:
-        ib = index
-        if max_slots <= 0 or max_index <= 0 or ib.shape[0] < 40 + max_slots * 4 + max_index * 20:
-            raise ValueError("index buffer smaller than its layout")
-        ix = &ib[0]
+    cdef Py_buffer iv
+    cdef uint8_t *ix = index_of(index, &iv, max_slots, max_index)
     cdef const uint8_t *b = &buf[0] if buf.shape[0] else NULL
     cdef const uint8_t *t = &topic[0] if topic.shape[0] else NULL
     cdef Py_ssize_t tlen = topic.shape[0]
     cdef uint8_t *c = &cq[0] if cq.shape[0] else NULL
     cdef Py_ssize_t cq_len = cq.shape[0]
     cdef int32_t topic_hash = ascii_hash(0, t, tlen)
-    cdef Py_ssize_t count = 0, size, body_len, topic_len, props_len
-    cdef const uint8_t *r
-    cdef const uint8_t *p
-    cdef const uint8_t *props
-    cdef int32_t sys_flag, tx, qid, tags_code
-    cdef int64_t qoff, phy, store_ts, end_phy
-    cdef Props pr
-    cdef int64_t last_qoff = -1, last_ts = 0
-    cdef int32_t last_tags = 0
-    for k in range(tlen):
-        if t[k] >= 0x80:
-            return pos, cq_pos, 0, max_physic_offset, None
-    with nogil:
-        while pos + 91 <= limit and cq_pos + 20 <= cq_len:
-            r = b + pos
-            size = get32(r)
-            if get32(r + 4) != MESSAGE_MAGIC or size < 91 or pos + size > limit:
-                break
-            qid = get32(r + 12)
-            qoff = get64(r + 20)
-            phy = get64(r + 28)
-            sys_flag = get32(r + 36)
-            tx = sys_flag & 0xC
-            if qid != queue_id or (tx != 0 and tx != 8) or cq_base + cq_pos != qoff * 20:
-                break
-            if phy + size <= max_physic_offset:
-                break
-            p = r + 48 + (20 if sys_flag & 0x10 else 8)
-            store_ts = get64(p)
-            p += 8 + (20 if sys_flag & 0x20 else 8)
-            body_len = get32(p + 12)
-            p += 16
-            if body_len < 0 or body_len > size - 91:
-                break
-            p += body_len
-            topic_len = p[0]
-            if topic_len != tlen or memcmp(p + 1, t, tlen) != 0:
-                break
-            p += 1 + topic_len
-            props_len = get16(p)
-            props = p + 2
-            if props_len < 0 or props + props_len != r + size:
-                break
-            find_props(props, props_len, &pr)
-            if pr.delay or pr.non_ascii:
-                break
-            if ix != NULL and (pr.keys_at >= 0 or pr.uniq_at >= 0):
-                if phy >= get64(ix + 24):  # not indexed yet (endPhyOffset rule)
-                    if max(1, get32(ix + 36)) + prop_keys(props, &pr) > max_index:
-                        break
-                    index_prop_keys(ix, max_slots, max_index, topic_hash, props, &pr, phy, store_ts)
-            if pr.tags_at >= 0:
-                tags_code = ascii_hash(0, props + pr.tags_at, pr.tags_len)
-            else:
-                tags_code = 0
-            put64(c + cq_pos, phy)
-            put32(c + cq_pos + 8, <int32_t>size)
-            put64(c + cq_pos + 12, <int64_t>tags_code)
-            cq_pos += 20
-            end_phy = phy + size
-            max_physic_offset = end_phy
-            last_qoff = qoff
-            last_tags = tags_code
-            last_ts = store_ts
-            pos += size
-            count += 1
+    cdef Py_ssize_t count = 0, nxt
+    cdef int64_t maxphy = max_physic_offset
+    cdef Step s
+    try:
+        for k in range(tlen):
+            if t[k] >= 0x80:
+                return pos, cq_pos, 0, max_physic_offset, None
+        with nogil:
+            while True:
+                nxt = step(b, pos, limit, entry_header, t, tlen, topic_hash, queue_id, c, &cq_pos,
+                           cq_len, cq_base, &maxphy, ix, max_slots, max_index, &s)
+                if nxt < 0:
+                    break
+                pos = nxt
+                count += 1
+    finally:
+        if ix != NULL:
+            PyBuffer_Release(&iv)
     if count == 0:
-        return pos, cq_pos, 0, max_physic_offset, None
-    return pos, cq_pos, count, max_physic_offset, (last_qoff, last_tags, last_ts)
+        return pos, cq_pos, 0, maxphy, None
+    return pos, cq_pos, count, maxphy, (s.qoff, s.tags_code, s.store_ts)
+
+
+cdef struct WQ:
+    # a queue of a walk: its topic and id, its consume queue file, what the walk wrote
+    const uint8_t* tp        # the topic's bytes (in ``name``)
+    Py_ssize_t tlen
+    int32_t qid, topic_hash
+    Py_buffer cq
+    bint held
+    Py_ssize_t cq_pos
+    int64_t cq_base, max_phy, count, size
+    Step last
+
+
+def dispatch_walk(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, queue_of, index,
+                  long long max_slots, long long max_index, Py_ssize_t entry_header=0):
+    """Dispatch the records from ``pos`` whatever their queue, each queue's
+    file asked for once: ``queue_of(topic bytes, queue id)`` gives (a token,
+    the consume queue file's writable buffer, its write position, its file's
+    first offset, the queue's max physical offset), or None for a queue the
+    walk stops at.  Returns ``(pos, queues)``: the position reached and, per
+    queue written, ``(token, cq_pos, count, max_physic_offset, (queue_offset,
+    tags_code, store_ts) of its last record, bytes of its records)``."""
+    if pos < 0 or limit > buf.shape[0] or entry_header < 0:
+        raise ValueError("bad dispatch range")
+    cdef Py_buffer iv
+    cdef uint8_t *ix = index_of(index, &iv, max_slots, max_index)
+    cdef const uint8_t *b = &buf[0] if buf.shape[0] else NULL
+    cdef WQ qs[MAX_WALK_QUEUES]
+    cdef WQ* q
+    cdef int nq = 0, i, k
+    cdef int32_t qid
+    cdef const uint8_t* tp
+    cdef Py_ssize_t tlen, nxt
+    cdef Step s
+    tokens = []
+    memset(qs, 0, sizeof(qs))
+    try:
+        while head(b, pos, limit, entry_header, &qid, &tp, &tlen):
+            q = NULL
+            for i in range(nq):
+                if qs[i].qid == qid and qs[i].tlen == tlen and memcmp(qs[i].tp, tp, tlen) == 0:
+                    q = &qs[i]
+                    break
+            if q == NULL:
+                if nq == MAX_WALK_QUEUES:
+                    break
+                for k in range(tlen):
+                    if tp[k] >= 0x80:
+                        break
+                else:
+                    k = -1
+                if k >= 0:
+                    break
+                name = PyBytes_FromStringAndSize(<const char*>tp, tlen)
+                found = queue_of(name, qid)
+                if found is None:
+                    break
+                q = &qs[nq]
+                PyObject_GetBuffer(found[1], &q.cq, PyBUF_WRITABLE)
+                q.held = True
+                nq += 1
+                tokens.append((found[0], name))
+                q.tp = <const uint8_t*><char*>name
+                q.tlen = tlen
+                q.qid = qid
+                q.topic_hash = ascii_hash(0, tp, tlen)
+                q.cq_pos = found[2]
+                q.cq_base = found[3]
+                q.max_phy = found[4]
+                if q.cq_pos < 0 or q.cq_pos > q.cq.len or q.cq_pos % 20:
+                    raise ValueError("bad dispatch range")
+            nxt = step(b, pos, limit, entry_header, q.tp, q.tlen, q.topic_hash, q.qid,
+                       <uint8_t*>q.cq.buf, &q.cq_pos, q.cq.len, q.cq_base, &q.max_phy, ix,
+                       max_slots, max_index, &s)
+            if nxt < 0:
+                break
+            pos = nxt
+            q.count += 1
+            q.size += s.size
+            q.last = s
+        out = []
+        for i in range(nq):
+            q = &qs[i]
+            if q.count:
+                out.append((tokens[i][0], q.cq_pos, q.count, q.max_phy,
+                            (q.last.qoff, q.last.tags_code, q.last.store_ts), q.size))
+        return pos, out
+    finally:
+        for i in range(nq):
+            if qs[i].held:
+                PyBuffer_Release(&qs[i].cq)
+        if ix != NULL:
+            PyBuffer_Release(&iv)

@@ -33,13 +33,7 @@ import logging
 from typing import Any
 
 from rmq.broker.processor.send_support import channel_host
-from rmq.broker.send_lane import (
-    SEND_BATCH,
-    SendLane,
-    SendLaneSupport,
-    index_key_count,
-    response_frame,
-)
+from rmq.broker.send_lane import SendLaneSupport, make_send_lane, response_frame
 from rmq.common import message as mc
 from rmq.remoting.command import RPC_ONEWAY, RPC_RESPONSE
 from rmq.store import BrokerRole
@@ -53,7 +47,9 @@ class DLedgerSendLane:
 
     def __init__(self, support: SendLaneSupport, max_frame: int) -> None:
         self.support = support
-        self.frames = SendLane(support, max_frame)  # the send lane's frame reader
+        # the send lane's frame reader: compiled when built (its ``plain_single``
+        # reads a frame without a Python object per field), else the twin
+        self.frames = make_send_lane(support, max_frame)
         self._counts: dict[tuple[int, bool], int] = {}
 
     def served(self) -> list[tuple[int, bool, int]]:
@@ -77,64 +73,59 @@ class DLedgerSendLane:
         go out when the quorum wait ends, so none is returned here."""
         self._counts = {}
         reader = self.frames
-        frame = reader.read_frame(buf, pos, end)
-        if frame is None or frame[0] == SEND_BATCH or not self._may_put():
+        reader.begin_plain(self.support.processor.cluster.encode())
+        send = reader.plain_single(buf, pos, end)
+        if send is None or not self._may_put():
             return pos, None
         read = _Read(self.support, channel)
         first = last = None
+        counts = self._counts
         try:
-            while frame is not None and frame[0] != SEND_BATCH:
-                entry = self._one(read, frame)
+            while send is not None:
+                entry = self._one(read, send)
                 if entry is None:
                     break
                 if first is None:
                     first = entry
                 last = entry
-                key = (frame[0], bool(frame[1] & RPC_ONEWAY))
-                self._counts[key] = self._counts.get(key, 0) + 1
-                pos = frame[5]
-                frame = reader.read_frame(buf, pos, end)
+                key = (send[1], bool(send[2] & RPC_ONEWAY))
+                counts[key] = counts.get(key, 0) + 1
+                pos = send[0]
+                send = reader.plain_single(buf, pos, end)
         finally:
             if last is not None:
                 read.finish(first, last)
         return pos, None
 
-    def _one(self, read: _Read, frame: tuple):
-        """Store one single send and queue its answer: its entry, or None
-        (nothing stored) to leave it to the general path."""
-        plain = self.frames.plain_send(read, frame)
-        if plain is None:
-            return None
-        (topic, queue_id, sys_flag, born_ts, mflag, _text, reconsume), tc, props = plain
-        stored, _tags, _wait, _special, keys, uniq = props
-        sys_flag = (sys_flag & ~0x30) | read.host_bits
-        if tc[2]:
-            sys_flag |= mc.MULTI_TAGS_FLAG
-        put = read.cl.append_plain(topic, queue_id, mflag, sys_flag, born_ts, read.born,
-                                   reconsume, frame[4], stored.encode(), index_key_count(keys, uniq))
+    def _one(self, read: _Read, send: tuple):
+        """Store one single send (``plain_single``'s reading) and queue its
+        answer: its entry, or None (nothing stored) to leave it to the
+        general path."""
+        (_end, _code, flag, opaque, stype, topic, queue_id, sys_flag, born_ts, mflag,
+         reconsume, body, props, keys) = send
+        put = read.cl.append_plain(topic, queue_id, mflag, sys_flag | read.host_bits, born_ts,
+                                   read.born, reconsume, body, props, keys)
         if put is None:
             return None
         entry, phy, queue_offset, size = put
         read.stored(topic, size)
-        if not frame[1] & RPC_ONEWAY:
-            read.answers.append(response_frame(read.host_hex, phy, queue_id,
-                                          queue_offset, frame[2], read.tails[frame[6]],
-                                          frame[6]))
-            read.asked.append((frame[2], frame[6]))
+        if not flag & RPC_ONEWAY:
+            read.answers.append(response_frame(read.host_hex, phy, queue_id, queue_offset,
+                                               opaque, read.tails[stype], stype))
+            read.asked.append((opaque, stype))
         return entry
 
 
 class _Read:
     """One read's context and what it stored and answers."""
 
-    __slots__ = ("support", "channel", "cl", "cluster", "born", "host_bits", "host_hex",
-                 "tails", "topics", "answers", "asked", "sizes")
+    __slots__ = ("support", "channel", "cl", "born", "host_bits", "host_hex", "tails",
+                 "answers", "asked", "sizes")
 
     def __init__(self, support: SendLaneSupport, channel: Any) -> None:
         self.support = support
         self.channel = channel
         cl = self.cl = support.cl
-        self.cluster = support.processor.cluster  # (read by SendLane.plain_send)
         born = channel.attrs.get("born_field")  # the stored born-host field, once per connection
         if born is None:
             born = channel.attrs["born_field"] = cl.host_field(channel_host(channel))
@@ -143,7 +134,6 @@ class _Read:
             (mc.STOREHOSTADDRESS_V6_FLAG if cl.store_host_v6 else 0)
         self.host_hex = cl.msg_id_prefix.encode()
         self.tails = (support.tail(), support.rocketmq_tail())  # by serialize type
-        self.topics: dict[str, tuple | None] = {}
         self.answers: list[bytes] = []
         self.asked: list[tuple[int, int]] = []  # (opaque, serialize type) of each answer
         self.sizes: dict[str, list[int]] = {}  # topic -> [messages, bytes]

@@ -396,6 +396,7 @@ class SendLane:
         self.support = support
         self.max_frame = max_frame
         self._counts: dict[tuple[int, bool], int] = {}
+        self._plain: _PlainRead | None = None
 
     def served(self) -> list[tuple[int, bool, int]]:
         """(request code, oneway, count) of what the last ``serve`` took."""
@@ -491,6 +492,31 @@ class SendLane:
             return None  # (props[3]: DELAY or TRAN_MSG sent)
         return fields, tc, props
 
+    def begin_plain(self, cluster: bytes) -> None:
+        """Start a read of ``plain_single`` calls (a DLedger leader's lane):
+        each topic's settings are asked for once in it."""
+        self._plain = _PlainRead(cluster.decode())
+
+    def plain_single(self, buf, pos: int, end: int) -> tuple | None:
+        """The plain single send at ``buf[pos:end]`` read as ``serve`` reads
+        it, not stored: (frame end, code, flag, opaque, serialize type,
+        topic, queue id, sysFlag without the host bits (MULTI_TAGS set for
+        such a topic), born timestamp, flag, reconsume times, body, stored
+        properties, index keys), or None (the general path; a batch too)."""
+        frame = self.read_frame(buf, pos, end)
+        if frame is None or frame[0] == SEND_BATCH:
+            return None
+        plain = self.plain_send(self._plain, frame)
+        if plain is None:
+            return None
+        (topic, queue_id, sys_flag, born_ts, mflag, _text, reconsume), tc, props = plain
+        stored, _tags, _wait, _special, keys, uniq = props
+        sys_flag &= ~0x30
+        if tc[2]:
+            sys_flag |= mc.MULTI_TAGS_FLAG
+        return (frame[5], frame[0], frame[1], frame[2], frame[6], topic, queue_id, sys_flag,
+                born_ts, mflag, reconsume, frame[4], stored.encode(), index_key_count(keys, uniq))
+
     def _one(self, read: _Read, frame: tuple) -> bool:
         """Store and answer one single send; False (nothing done) to leave it
         to the general path."""
@@ -535,6 +561,16 @@ class SendLane:
         read.answer(frame, wait, _response_ids(ids.encode(), queue_id, q.qoff - count, frame[2],
                                                read.tails[frame[6]], frame[6]))
         return True
+
+
+class _PlainRead:
+    """A read of ``plain_single`` calls: the topics' settings asked for in it."""
+
+    __slots__ = ("cluster", "topics")
+
+    def __init__(self, cluster: str) -> None:
+        self.cluster = cluster
+        self.topics: dict[str, tuple | None] = {}
 
 
 class _Read:

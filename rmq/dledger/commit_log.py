@@ -178,11 +178,14 @@ class DLedgerCommitLog(CommitLog):
         if not self.store.dispatch_room.reserve(topic, queue_id, queue_offset, 1, keys):
             return None
         now = _now_ms()
-        record = bytearray(size)
-        codec.write_record(record, 0, queue_id, flag, queue_offset, 0, sys_flag, born_ts, born,
-                           now, self.store_host_field, reconsume, 0, body, topic_b, props)
+        store_host = self.store_host_field
+
+        def write(buf, at: int, phy: int) -> None:  # the record, its offset in place
+            codec.write_record(buf, at, queue_id, flag, queue_offset, phy, sys_flag, born_ts,
+                               born, now, store_host, reconsume, 0, body, topic_b, props)
+
         try:
-            entry = self.dledger.append_as_leader(bytes(record))
+            entry = self.dledger.append_in_place(size, write)
         except DLedgerError as exc:
             log.warning("DLedger append refused: %s", exc)
             return None
@@ -275,14 +278,22 @@ class DLedgerCommitLog(CommitLog):
     def append_data(self, start_offset: int, data) -> bool:
         return False  # no HA stream: DLedger replicates
 
-    def dispatch_entries(self, view, dispatch) -> tuple[int, bool]:
+    entry_header = BODY_OFFSET
+
+    def dispatch_entries(self, view, dispatch, run=None) -> tuple[int, bool]:
         """The reput's walk of a readable region: each record lies behind a
         48-byte entry header; a blank ends the file (4.9.8's
-        ``DLedgerCommitLog.checkMessageAndReturnSize``).  Returns the position
-        reached and whether a blank was met."""
+        ``DLedgerCommitLog.checkMessageAndReturnSize``).  ``run`` (when
+        given) dispatches the entries from a position in bulk and says where
+        the walk goes on one by one.  Returns the position reached and
+        whether a blank was met."""
         n = len(view)
         pos = 0
         while pos + 8 <= n:
+            if run is not None:
+                pos = run(view, pos, n)
+                if pos + 8 > n:
+                    break
             if int.from_bytes(view[pos:pos + 4], "big", signed=True) == BLANK_MAGIC:
                 return pos, True
             size = int.from_bytes(view[pos + 4:pos + 8], "big", signed=True)

@@ -14,12 +14,22 @@ made by ``copyBaseInfo`` has the request's base fields too.
 from __future__ import annotations
 
 import base64
+import functools
 from dataclasses import dataclass, field, fields
 
 import orjson
 
+from rmq._fast import compiled
 from rmq.dledger.entry import Entry
-from rmq.dledger.protocol import Code, JavaHashMap, PushType, RequestCode, VoteResult
+from rmq.dledger.protocol import (
+    Code,
+    JavaHashMap,
+    PushType,
+    RequestCode,
+    VoteResult,
+    decode,
+    encode,
+)
 
 # how a field's value goes to and from JSON, by its annotation
 _INT, _STR, _BOOL, _BYTES, _ENTRY, _ENTRIES, _MAP = range(7)
@@ -278,9 +288,29 @@ def push_append_body(group: str, local_id: str | None, remote_id: str | None,
                      leader_id: str | None, term: int, commit_index: int, entries: list[Entry],
                      batch: bool) -> bytes:
     """``encode(push_request(..., APPEND, ...))`` byte for byte, built from
-    each entry's ``json_bytes`` (made once per entry, not once per push and
+    each entry's JSON object (made once per entry, not once per push and
     follower) rather than through the generic JSON walk: ``batch`` puts
-    ``entries`` in ``batchEntry``, else the one entry in ``entry``."""
+    ``entries`` in ``batchEntry``, else the one entry in ``entry``.  In one
+    compiled pass when built (``rmq._fast.dledger_push.encode_push``)."""
+    names, ids = _names(group, local_id, remote_id, leader_id)
+    encode_push = _push_body if _push is None else _push.encode_push
+    return encode_push(names, ids, term, commit_index, entries, batch)
+
+
+@functools.lru_cache(maxsize=64)
+def _names(group: str, local_id: str | None, remote_id: str | None,
+           leader_id: str | None) -> tuple[bytes, bytes]:
+    """A push's group as a JSON string and its id members (each with its
+    comma), the same for every push of a leader to a follower."""
+    return orjson.dumps(group), b"".join([b'"%b":%b,' % (key, orjson.dumps(value)) for key, value in (
+        (b"leaderId", leader_id), (b"localId", local_id), (b"remoteId", remote_id))
+        if value is not None])
+
+
+def _push_body(group: bytes, ids: bytes, term: int, commit_index: int, entries: list[Entry],
+               batch: bool) -> bytes:
+    """Twin of ``rmq._fast.dledger_push.encode_push``: an APPEND push's bytes
+    from the group's JSON string and the id members (``_names``)."""
     if batch:
         head = b'{"batch":true,"batchEntry":[%b],"code":200,"commitIndex":%d,"count":%d,' % (
             b",".join([e.json_bytes() for e in entries]), commit_index, len(entries))
@@ -289,12 +319,26 @@ def push_append_body(group: str, local_id: str | None, remote_id: str | None,
         head = b'{"batch":false,"batchEntry":[],"code":200,"commitIndex":%d,"count":1,' \
             b'"entry":%b,' % (commit_index, entries[0].json_bytes())
         total = 0
-    ids = b"".join([b'"%b":%b,' % (key, orjson.dumps(value)) for key, value in (
-        (b"leaderId", leader_id), (b"localId", local_id), (b"remoteId", remote_id))
-        if value is not None])
     return head + b'"firstEntryIndex":%d,"group":%b,"lastEntryIndex":%d,%b"term":%d,' \
-        b'"totalSize":%d,"type":"APPEND"}' % (entries[0].index, orjson.dumps(group),
-                                               entries[-1].index, ids, term, total)
+        b'"totalSize":%d,"type":"APPEND"}' % (entries[0].index, group, entries[-1].index, ids,
+                                               term, total)
+
+
+_push = compiled("dledger_push")
+
+
+def read_push(body: bytes) -> PushEntryRequest:
+    """A PUSH body read as ``PushEntryRequest.from_json(decode(body))`` reads
+    it: in one compiled pass when built and the body is in the plain form
+    leaders write (``rmq._fast.dledger_push``), else (the twin) by orjson
+    and ``from_json``; ValueError or TypeError for a body that is not a push."""
+    got = None if _push is None else _push.decode_push(body)
+    if got is None:
+        return PushEntryRequest.from_json(decode(body))
+    group, local_id, remote_id, leader_id, term, code, push_type, commit_index, one, batch = got
+    return PushEntryRequest(group, local_id, remote_id, leader_id, term, code, push_type,
+                            commit_index, None if one is None else Entry(*one),
+                            [Entry(*row) for row in batch])
 
 
 def push_response(request: PushEntryRequest, code: int, begin_index: int,
@@ -307,6 +351,21 @@ def push_response(request: PushEntryRequest, code: int, begin_index: int,
         resp.index = request.first_index()
         resp.count = len(request.entries())
     return resp
+
+
+def push_response_body(resp: RequestOrResponse) -> bytes:
+    """``protocol.encode(resp)`` byte for byte; a follower's answer to a push
+    (``push_response``: no ids, an ASCII group) written straight, without
+    the generic walk of its fields."""
+    if type(resp) is not PushEntryResponse or resp.local_id is not None or \
+            resp.remote_id is not None or resp.leader_id is not None or \
+            type(resp.group) is not str or not resp.group.isascii() or \
+            '"' in resp.group or "\\" in resp.group or not resp.group.isprintable():
+        return encode(resp)
+    index = b"" if resp.index is None else b'"index":%d,' % resp.index
+    return b'{"beginIndex":%d,"code":%d,"count":%d,"endIndex":%d,"group":"%b",%b"term":%d}' % (
+        resp.begin_index, resp.code, resp.count, resp.end_index, resp.group.encode(), index,
+        resp.term)
 
 
 def append_response(group: str, term: int, leader_id: str | None, code: int = Code.SUCCESS,

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
+from typing import Any
 
 from rmq.common.config_manager import write_file_safely
 from rmq.common.properties import ConfigError, load_properties
@@ -306,18 +307,10 @@ class DLedgerMmapFileStore:
         of the data files, straight into the file (header, then body), and
         its index unit.  ``hooks`` see the record in the file before the
         entry's body is read back from it (the leader's appends)."""
-        size = entry.size
-        data = self.data
-        pos = self._pre_append(data, size, True)
-        if pos != entry.pos:
-            raise DLedgerError(Code.DISK_ERROR, f"entry {entry.index} went to {pos}, "
-                               f"not {entry.pos}")
-        mf = data.get_last_mapped_file()
-        start = mf.wrote_position
+        mf, start = self._place(entry)
         view = mf.view
         body = entry.body
-        RECORD_HEADER.pack_into(view, start, entry.magic, size, entry.index, entry.term, pos,
-                          entry.channel, entry.chain_crc, entry.body_crc, len(body))
+        size = entry.size
         view[start + BODY_OFFSET:start + size] = body
         if hooks:
             record = view[start:start + size]
@@ -325,16 +318,31 @@ class DLedgerMmapFileStore:
                 hook(entry, record, BODY_OFFSET)
             entry.body = bytes(record[BODY_OFFSET:])
             record.release()
-        _advance(mf, size)
-        unit = encode_index(pos, size, entry.magic, entry.index, entry.term)
-        if self._append(self.index, unit, False) != entry.index * INDEX_UNIT_SIZE:
-            raise DLedgerError(Code.DISK_ERROR, f"index of entry {entry.index} misplaced")
-        self.ledger_end_index, self.ledger_end_term = entry.index, entry.term
-        if self.ledger_begin_index == -1:
-            self.ledger_begin_index = entry.index
-        self._update_member_state()
+        self._written(entry, mf)
 
-    def append_as_leader(self, body: bytes) -> Entry:
+    def _place(self, entry: Entry, placed: bool = False):
+        """The data file and position ``entry`` goes to, its header written
+        there (``placed``: ``_pre_append`` has just made room for it at its pos)."""
+        size = entry.size
+        data = self.data
+        if not placed:
+            pos = self._pre_append(data, size, True)
+            if pos != entry.pos:
+                raise DLedgerError(Code.DISK_ERROR, f"entry {entry.index} went to {pos}, "
+                                   f"not {entry.pos}")
+        pos = entry.pos
+        mf = data.get_last_mapped_file()
+        start = mf.wrote_position
+        RECORD_HEADER.pack_into(mf.view, start, entry.magic, size, entry.index, entry.term, pos,
+                                entry.channel, entry.chain_crc, entry.body_crc, size - BODY_OFFSET)
+        return mf, start
+
+    def _written(self, entry: Entry, mf) -> None:
+        """The entry's record is in ``mf``: past it, its index unit, the ledger's end."""
+        _advance(mf, entry.size)
+        self._indexed([entry])
+
+    def _leader_checks(self) -> MemberState:
         ms = self.member_state
         if not ms.is_leader():
             raise DLedgerError(Code.NOT_LEADER)
@@ -342,6 +350,10 @@ class DLedgerMmapFileStore:
             raise DLedgerError(Code.LEADER_TRANSFERRING)
         if self.data.no_space:
             raise DLedgerError(Code.DISK_FULL)
+        return ms
+
+    def append_as_leader(self, body: bytes) -> Entry:
+        ms = self._leader_checks()
         size = BODY_OFFSET + len(body)
         pos = self._pre_append(self.data, size, True)
         if pos == -1:
@@ -351,20 +363,74 @@ class DLedgerMmapFileStore:
         self._keep_recent(entry)
         return entry
 
+    def append_in_place(self, body_size: int, write: Callable[[Any, int, int], None]) -> Entry:
+        """``append_as_leader`` of a body written straight into the data file:
+        ``write(buffer, at, offset)`` writes its final bytes (the append
+        hooks' work included) at ``buffer[at:at + body_size]``, ``offset``
+        being where they lie in the data files."""
+        ms = self._leader_checks()
+        size = BODY_OFFSET + body_size
+        pos = self._pre_append(self.data, size, True)
+        if pos == -1:
+            raise DLedgerError(Code.DISK_ERROR, "no data file to append to")
+        entry = Entry(self.ledger_end_index + 1, ms.curr_term, b"", pos, MAGIC, 0, 0, 0, size)
+        mf, start = self._place(entry, True)
+        view = mf.view
+        write(view, start + BODY_OFFSET, pos + BODY_OFFSET)
+        entry.body = bytes(view[start + BODY_OFFSET:start + size])
+        self._written(entry, mf)
+        self._keep_recent(entry)
+        return entry
+
     def append_as_follower(self, entry: Entry, leader_term: int, leader_id: str) -> Entry:
+        self.append_all_as_follower([entry], leader_term, leader_id)
+        return entry
+
+    def append_all_as_follower(self, entries: list[Entry], leader_term: int,
+                               leader_id: str) -> None:
+        """``append_as_follower`` of each of ``entries`` in turn (a push's),
+        their index units appended together and the ledger's end moved once:
+        on a refusal the entries before it stay appended, as one by one."""
         ms = self.member_state
         if not ms.is_follower():
             raise DLedgerError(Code.NOT_FOLLOWER, f"role={ms.role.value}")
-        if entry.index != self.ledger_end_index + 1:
+        if entries and entries[0].index != self.ledger_end_index + 1:
             raise DLedgerError(Code.INCONSISTENT_INDEX,
-                               f"{entry.index} != {self.ledger_end_index + 1}")
+                               f"{entries[0].index} != {self.ledger_end_index + 1}")
         if leader_term != ms.curr_term or leader_id != ms.leader_id:
             raise DLedgerError(Code.INCONSISTENT_LEADER,
                                f"{leader_id}@{leader_term} is not {ms.leader_id}@{ms.curr_term}")
         self._forget_recent()
-        entry.compute_size()
-        self._write(entry)
-        return entry
+        done: list[Entry] = []
+        try:
+            for entry in entries:
+                expect = self.ledger_end_index + 1 + len(done)
+                if entry.index != expect:
+                    raise DLedgerError(Code.INCONSISTENT_INDEX, f"{entry.index} != {expect}")
+                size = entry.compute_size()
+                mf, start = self._place(entry)
+                mf.view[start + BODY_OFFSET:start + size] = entry.body
+                _advance(mf, size)
+                done.append(entry)
+        finally:
+            if done:
+                self._indexed(done)
+
+    def _indexed(self, entries: list[Entry]) -> None:
+        """The index units of ``entries`` (written, in order) and the ledger's end."""
+        units = b"".join([encode_index(e.pos, e.size, e.magic, e.index, e.term) for e in entries])
+        at = self._append(self.index, units, False)
+        if at == -1 and len(entries) > 1:  # past the index file's end: one by one
+            for e in entries:
+                self._indexed([e])
+            return
+        if at != entries[0].index * INDEX_UNIT_SIZE:
+            raise DLedgerError(Code.DISK_ERROR, f"index of entry {entries[0].index} misplaced")
+        last = entries[-1]
+        self.ledger_end_index, self.ledger_end_term = last.index, last.term
+        if self.ledger_begin_index == -1:
+            self.ledger_begin_index = entries[0].index
+        self._update_member_state()
 
     def truncate(self, entry: Entry, leader_term: int, leader_id: str) -> int:
         """Make ``entry`` the follower's last: drop what follows it (or replace

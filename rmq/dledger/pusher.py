@@ -518,8 +518,7 @@ class FollowerHandler:
         store = self.pusher.store
         term, leader = req.term, req.leader_id or ""
         try:
-            for entry in entries:
-                store.append_as_follower(entry, term, leader)
+            store.append_all_as_follower(entries, term, leader)
         except DLedgerError as exc:
             log.info("append %d refused: %s", entries[0].index, exc)
             return self._response(req, Code.INCONSISTENT_STATE)

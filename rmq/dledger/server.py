@@ -30,12 +30,13 @@ from rmq.dledger.messages import (
     LeadershipTransferRequest,
     LeadershipTransferResponse,
     MetadataResponse,
-    PushEntryRequest,
     RequestOrResponse,
     append_response,
     bare,
     base,
     failure,
+    push_response_body,
+    read_push,
     reply_to,
 )
 from rmq.dledger.mmap_store import DLedgerMmapFileStore
@@ -318,7 +319,7 @@ class _Processor:
 
     def _push(self, request: RemotingCommand):
         try:
-            req = PushEntryRequest.from_json(decode(request.body or b"{}"))
+            req = read_push(request.body or b"{}")
         except (ValueError, TypeError) as exc:  # orjson.JSONDecodeError is a ValueError
             return RemotingCommand.create_response(ResponseCode.SYSTEM_ERROR,
                                                    f"bad DLedger request body: {exc}")
@@ -330,10 +331,11 @@ class _Processor:
             resp = server.pusher.handler.handle(req)
             if isinstance(resp, asyncio.Future):  # parked until the pushes before it arrive
                 return self._answer_later(resp)
-        return RemotingCommand.create_response(Code.SUCCESS, None, None, encode(resp))
+        return RemotingCommand.create_response(Code.SUCCESS, None, None, push_response_body(resp))
 
     async def _answer_later(self, pending: asyncio.Future) -> RemotingCommand:
-        return RemotingCommand.create_response(Code.SUCCESS, None, None, encode(await pending))
+        return RemotingCommand.create_response(Code.SUCCESS, None, None,
+                                               push_response_body(await pending))
 
     async def _process(self, request: RemotingCommand) -> RemotingCommand:
         if request.code not in RequestCode._value2member_map_:

@@ -48,9 +48,14 @@ def _now_ms() -> int:
 
 class CommitLog:
     # A commit log whose records lie inside entries of another format (DLedger's)
-    # walks a readable region itself: ``dispatch_entries(view, dispatch)`` calls
-    # ``dispatch(scan)`` for each record and returns (position reached, blank met)
-    dispatch_entries: Callable[[memoryview, Callable[[tuple], None]], tuple[int, bool]] | None = None
+    # walks a readable region itself: ``dispatch_entries(view, dispatch, run)`` calls
+    # ``run(view, pos, end)`` (unless None: a bulk dispatch from ``pos``, which
+    # returns where it stopped) and ``dispatch(scan)`` for each record it left;
+    # it returns (position reached, blank met)
+    dispatch_entries: Callable[..., tuple[int, bool]] | None = None
+    # The bytes of such an entry's header before its record (a bulk walk of
+    # ``dispatch.dispatch_walk`` steps over them)
+    entry_header = 0
     # Whether records are dispatched once the log commits them (a DLedger group's
     # commit listener) rather than by the put that wrote them
     dispatch_on_commit = False

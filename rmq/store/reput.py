@@ -22,7 +22,7 @@ from rmq.common import message as mc
 from rmq.common.topics import SCHEDULE_TOPIC
 from rmq.store import message_codec as codec
 from rmq.store.config import BrokerRole
-from rmq.store.dispatch import dispatch_run
+from rmq.store.dispatch import dispatch_run, dispatch_walk
 from rmq.store.dispatch_room import count_keys
 from rmq.store.message import MessageExtBrokerInner
 from rmq.store.results import AppendMessageResult
@@ -97,7 +97,11 @@ class ReputMixin:
         position reached and whether a blank (end of file) was met."""
         walk = self.commit_log.dispatch_entries
         if walk is not None:  # records inside entries of another format (DLedger's)
-            return walk(view, lambda r: self._dispatch(r, notify))
+            run = None
+            if self._bulk_dispatch:
+                def run(v, p: int, end: int) -> int:
+                    return self._dispatch_walk(v, p, end, notify)
+            return walk(view, lambda r: self._dispatch(r, notify), run)
         scan = codec.scan_record
         dispatch = self._dispatch
         n = len(view)
@@ -129,6 +133,23 @@ class ReputMixin:
         the ext files (tags codes, store times and bitmaps per message)."""
         return not self.commit_log.multi.enabled and not self.config.enableConsumeQueueExt
 
+    def _bulk_index(self) -> tuple | None:
+        """The current index file's buffer for a bulk dispatch and its entry
+        count now ((None, 0) with indexing off); None when there is no index
+        file to write (the per-record path makes one or stalls)."""
+        if not self.config.messageIndexEnable:
+            return None, 0
+        f = self.index_service.writable_file()
+        if f is None:
+            return None
+        return f.mf.view, _INDEX_COUNT.unpack_from(f.mf.view, 36)[0]
+
+    def _index_room_used(self, index, used: int) -> None:
+        """A bulk dispatch's keys used the room puts kept for them."""
+        ix = self.index_service
+        if index is not None and ix.promised:
+            ix.promised = max(0, ix.promised - (_INDEX_COUNT.unpack_from(index, 36)[0] - used))
+
     def _dispatch_run(self, view, pos: int, n: int, topic: str, queue_id: int, notify: bool) -> int:
         """Dispatch the following records of the same topic/queue in bulk
         (``dispatch.dispatch_run``); returns where the per-record path resumes."""
@@ -136,15 +157,11 @@ class ReputMixin:
         mf = cq.tail_file if cq is not None else None
         if mf is None or mf.wrote_position >= cq.file_size:
             return pos
-        index = None
+        bulk = self._bulk_index()
+        if bulk is None:
+            return pos
+        index, used = bulk
         cfg = self.config
-        used = 0
-        if cfg.messageIndexEnable:
-            f = self.index_service.writable_file()
-            if f is None:
-                return pos
-            index = f.mf.view
-            used = _INDEX_COUNT.unpack_from(index, 36)[0]
         topic_b = self._topic_bytes.get(topic)
         if topic_b is None:
             topic_b = self._topic_bytes[topic] = topic.encode("utf-8")
@@ -153,9 +170,7 @@ class ReputMixin:
             cq.max_physic_offset, index, cfg.maxHashSlotNum, cfg.maxIndexNum,
         )
         if count:
-            ix = self.index_service
-            if index is not None and ix.promised:  # the keys written used the room kept for them
-                ix.promised = max(0, ix.promised - (_INDEX_COUNT.unpack_from(index, 36)[0] - used))
+            self._index_room_used(index, used)
             mf.wrote_position = mf.committed_position = cq_pos
             cq.max_physic_offset = max_phy
             qoff, tags_code, store_ts = last
@@ -163,6 +178,42 @@ class ReputMixin:
             if notify:
                 self._notify(topic, queue_id, qoff + 1, tags_code, store_ts, count, new_pos - pos)
         return new_pos
+
+    def _dispatch_walk(self, view, pos: int, n: int, notify: bool) -> int:
+        """Dispatch the records from ``pos`` of whatever queues in one compiled
+        walk (``dispatch.dispatch_walk``: each record's consume-queue entry
+        and index keys written in place, each queue's file asked for once);
+        returns where the per-record path resumes."""
+        bulk = self._bulk_index()
+        if bulk is None:
+            return pos
+        index, used = bulk
+        cfg = self.config
+        new_pos, queues = dispatch_walk(view, pos, n, self._walk_queue, index, cfg.maxHashSlotNum,
+                                        cfg.maxIndexNum, self.commit_log.entry_header)
+        if queues:
+            self._index_room_used(index, used)
+            latest = 0
+            for (cq, mf, topic, queue_id), cq_pos, count, max_phy, last, size in queues:
+                mf.wrote_position = mf.committed_position = cq_pos
+                cq.max_physic_offset = max_phy
+                qoff, tags_code, store_ts = last
+                latest = max(latest, store_ts)
+                if notify:
+                    self._notify(topic, queue_id, qoff + 1, tags_code, store_ts, count, size)
+            self.checkpoint.logics_msg_timestamp = latest
+        return new_pos
+
+    def _walk_queue(self, topic_b: bytes, queue_id: int) -> tuple | None:
+        """A queue's consume-queue file for ``dispatch_walk``, None when its
+        entry must go the per-record way (no queue or file yet, a full file)."""
+        topic = topic_b.decode()
+        cq = self._existing_cq(topic, queue_id)
+        mf = cq.tail_file if cq is not None else None
+        if mf is None or mf.wrote_position >= cq.file_size:
+            return None
+        return ((cq, mf, topic, queue_id), mf.view, mf.wrote_position, mf.file_from_offset,
+                cq.max_physic_offset)
 
     def _dispatch_put(self, msg: MessageExtBrokerInner, ar: AppendMessageResult) -> bool:
         """Dispatch the record a single put has just written from what the put

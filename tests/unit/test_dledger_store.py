@@ -213,3 +213,33 @@ def test_the_inspector_reads_a_dledger_store(tmp_path, capsys):
     report = inspect_store(str(tmp_path), check_crc=False)
     assert any("queue offset 77" in e for e in report.errors), report.errors
     assert inspect_main([str(tmp_path), "--no-crc"]) == 1
+
+
+def test_a_push_appended_together_is_what_one_by_one_appends(tmp_path):
+    """``append_all_as_follower``: the same data and index files as entry by
+    entry, across a data file's end; a refused entry keeps those before it."""
+    leader = _store(tmp_path / "a", term=2, data_size=1 << 12)
+    for i in range(40):
+        leader.append_as_leader(bytes([i]) * (50 + 13 * i))
+    one = _store(tmp_path / "b", Role.FOLLOWER, term=2, data_size=1 << 12)
+    many = _store(tmp_path / "c", Role.FOLLOWER, term=2, data_size=1 << 12)
+    for s in (one, many):
+        s.member_state.leader_id = "n1"
+    for i in range(40):
+        one.append_as_follower(leader.get(i), 2, "n1")
+    many.append_all_as_follower([leader.get(i) for i in range(7)], 2, "n1")
+    many.append_all_as_follower([leader.get(i) for i in range(7, 40)], 2, "n1")
+    assert many.ledger_end_index == one.ledger_end_index == 39
+    assert [many.get(i).same(one.get(i)) for i in range(40)] == [True] * 40
+    for store in (one, many):
+        store.flush()
+    assert [bytes(mf.view[:mf.wrote_position]) for mf in many.data.mapped_files] == \
+        [bytes(mf.view[:mf.wrote_position]) for mf in one.data.mapped_files]
+    assert [bytes(mf.view[:mf.wrote_position]) for mf in many.index.mapped_files] == \
+        [bytes(mf.view[:mf.wrote_position]) for mf in one.index.mapped_files]
+    extra = leader.append_as_leader(b"next")
+    with pytest.raises(DLedgerError) as err:
+        many.append_all_as_follower([extra, leader.get(3)], 2, "n1")
+    assert err.value.code is Code.INCONSISTENT_INDEX and many.ledger_end_index == 40
+    for store in (leader, one, many):
+        store.shutdown()

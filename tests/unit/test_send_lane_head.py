@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rmq._fast import compiled_or_none
+from rmq._fast import compiled, compiled_or_none
 from rmq.broker.processor.send_support import V1_KEYS, V2_KEYS
 from rmq.broker.send_lane import send_head
 from rmq.remoting.command import RemotingCommand
@@ -175,3 +175,69 @@ def test_java_rocketmq_header_is_taken():
     got = _C.send_head(frame, 0, len(frame), MAX)
     assert got == (310, 0, 77, tuple(ext.get(k) for k in V2_KEYS), 4, len(frame))
     assert got == send_head(frame, 0, len(frame), MAX)
+
+
+# the compiled properties reader is set up by its twin's import, which a twin
+# build (RMQ_NO_EXTENSIONS=1) skips: plain_single is compared in the compiled pass
+_built = pytest.mark.skipif(compiled("send_lane") is None, reason="a twin build")
+
+
+class _Topics:
+    """The support ``plain_single`` asks: a topic's (write, read queue
+    numbers, MULTI_TAGS), None for one the lane does not store into."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def topic(self, name: str):
+        self.asked.append(name)
+        if name == "Auto0":
+            return None
+        return (4, 4, name == "Auto1")
+
+
+@_built
+def test_plain_single_reads_what_the_twin_reads():
+    """The DLedger leader's lane reads each frame with ``plain_single``:
+    compiled and twin give the same tuple (record fields, body, stored
+    properties, index keys) for every frame the compiled one takes, over
+    the send lane test's request stream (both header serializations, C++
+    and odd JSON spellings, batches, non-ASCII values, transactions)."""
+    from rmq.broker.send_lane import SendLane
+    from tests.integration.test_send_lane import _stream
+
+    frames, _oneway = _stream(11)
+    buf = b"".join(frames)
+    comp, twin = _Topics(), _Topics()
+    c, t = _C.SendLane(comp, MAX), SendLane(twin, MAX)
+    c.begin_plain(b"DefaultCluster")
+    t.begin_plain(b"DefaultCluster")
+    pos = taken = 0
+    for frame in frames:
+        end = pos + len(frame)
+        got = c.plain_single(buf, pos, len(buf))
+        want = t.plain_single(buf, pos, len(buf))
+        if got is not None:
+            taken += 1
+            assert got == want
+            assert got[0] == end
+        pos = end
+    assert taken > len(frames) // 2
+    with pytest.raises(ValueError):
+        c.plain_single(buf, 0, len(buf) + 1)
+
+
+@_built
+def test_plain_single_asks_each_topic_once_a_read():
+    frames = [RemotingCommand(310, 0, 409, i, 0, None, {
+        "a": "g", "b": "T", "c": "TBW102", "d": "4", "e": "1", "f": "0", "g": "17", "h": "0",
+        "i": "TAGS\x01A", "j": "0", "k": "false", "m": "false"}, b"x", 0).encode() for i in range(3)]
+    buf = b"".join(frames)
+    lane = _C.SendLane(_Topics(), MAX)
+    lane.begin_plain(b"C")
+    pos = 0
+    for _ in frames:
+        pos = lane.plain_single(buf, pos, len(buf))[0]
+    lane.begin_plain(b"C")
+    lane.plain_single(buf, 0, len(buf))
+    assert lane.support.asked == ["T", "T"]

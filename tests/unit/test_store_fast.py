@@ -161,7 +161,8 @@ def test_index_key_hash_special_values():
             assert IDX.key_hash(k) == idx._key_hash(k)
 
 
-def _batch_log(n: int, tags: list[str], keys: bool = True) -> bytes:
+def _batch_log(n: int, tags: list[str], keys: bool = True, topic: bytes = b"Topic",
+               queue_id: int = 3) -> bytes:
     from rmq.common.message_id import socket_address_bytes
     from rmq.store import message_codec as codec
 
@@ -177,7 +178,7 @@ def _batch_log(n: int, tags: list[str], keys: bool = True) -> bytes:
     host = socket_address_bytes(("10.0.0.1", 1))
     total, count = codec._batch_size(wire, 0, 5, 0)
     buf = bytearray(total + 40)
-    codec._write_batch(buf, 0, bytes(wire), 3, 0, 1, host, 1700000000000, host, 0, b"Topic", b"", 7, 5000,
+    codec._write_batch(buf, 0, bytes(wire), queue_id, 0, 1, host, 1700000000000, host, 0, topic, b"", 7, 5000,
                        codec.new_sizes_array(count))
     return bytes(buf)
 
@@ -225,3 +226,114 @@ def test_dispatch_run_identical_and_consistent_with_per_record_path(keys):
             assert impl(log, 0, limit, b"Topic", 3, bytearray(2000), 140, 0, -1, small, 3, 10)[2] == 3  # 9 entries
         with pytest.raises(ValueError):
             impl(log, 0, limit + 100, b"Topic", 3, bytearray(200), 140, 0, -1, None, 1, 1)
+
+
+@pytest.mark.parametrize("keys", [True, False])
+def test_dispatch_run_over_dledger_entries_writes_what_a_plain_run_writes(keys):
+    """Each record in an entry of its own behind DLedger's 48-byte header:
+    the same consume-queue and index bytes as the records laid end to end,
+    twin and compiled alike; a blank entry or an entry whose size is not its
+    record's ends the run."""
+    import struct
+
+    from rmq.store import dispatch as dm
+    from rmq.store import message_codec as codec
+
+    log = _batch_log(40, ["TagA", "TagB", ""], keys)
+    limit = len(log) - 40
+    wrapped = bytearray()
+    starts = []
+    p = 0
+    for i in range(40):
+        size = codec._scan_record(log, p, limit, True)[1]
+        starts.append(len(wrapped))
+        wrapped += struct.pack(">iiqqqiiii", 1, size + 48, i, 1, len(wrapped), 0, 0, 0, size)
+        wrapped += log[p:p + size]
+        p += size
+    impls = [dm._dispatch_run] + ([DISPATCH.dispatch_run] if DISPATCH else [])
+    outs = []
+    for impl in impls:
+        for buf, hdr in ((log, 0), (wrapped, 48)):
+            cq = bytearray(20 * 64)
+            ib = bytearray(idx.index_file_size(11, 200))
+            res = impl(buf, 0, limit if hdr == 0 else len(wrapped), b"Topic", 3, cq, 140, 0, -1,
+                       ib if keys else None, 11, 200, hdr)
+            outs.append((res[1:], bytes(cq), bytes(ib)))
+            assert res[0] == (limit if hdr == 0 else len(wrapped))
+    assert all(o == outs[0] for o in outs)
+    blank = bytearray(wrapped)
+    struct.pack_into(">i", blank, starts[10], -1)
+    odd = bytearray(wrapped)
+    struct.pack_into(">i", odd, starts[20] + 4, 7)
+    for impl in impls:
+        res = impl(blank, 0, len(blank), b"Topic", 3, bytearray(2000), 140, 0, -1, None, 1, 1, 48)
+        assert (res[0], res[2]) == (starts[10], 10)
+        res = impl(odd, 0, len(odd), b"Topic", 3, bytearray(2000), 140, 0, -1, None, 1, 1, 48)
+        assert (res[0], res[2]) == (starts[20], 20)
+
+
+def _records(log: bytes, n: int) -> list[bytes]:
+    from rmq.store import message_codec as codec
+
+    out, p = [], 0
+    for _ in range(n):
+        size = codec._scan_record(log, p, len(log), True)[1]
+        out.append(log[p:p + size])
+        p += size
+    return out
+
+
+@pytest.mark.parametrize("keys", [True, False])
+@pytest.mark.parametrize("header", [0, 48])
+def test_dispatch_walk_writes_each_queue_as_its_own_run_does(keys, header):
+    """Records of three queues interleaved (in DLedger entries or end to
+    end): the walk writes every queue's entries and the index as a run over
+    that queue's records alone would, twin and compiled alike, and stops
+    where ``queue_of`` declines a queue."""
+    import struct
+
+    from rmq.store import dispatch as dm
+
+    queues = [(b"Topic", 3), (b"Topic", 1), (b"Other", 0)]
+    logs = [_batch_log(20, ["TagA", "TagB", ""], keys, t, q) for t, q in queues]
+    recs = [_records(log, 20) for log in logs]
+    buf = bytearray()
+    starts = []
+    for i in range(20):
+        for r in recs:
+            starts.append(len(buf))
+            if header:
+                buf += struct.pack(">iiqqqiiii", 1, len(r[i]) + 48, len(starts), 1, len(buf), 0, 0,
+                                   0, len(r[i]))
+            buf += r[i]
+    buf = bytes(buf)
+    impls = [dm._dispatch_walk] + ([DISPATCH.dispatch_walk] if DISPATCH else [])
+    outs = []
+    for impl in impls:
+        cqs: dict = {}
+
+        def queue_of(topic, qid, cqs=cqs):
+            cq = cqs[(topic, qid)] = bytearray(20 * 64)
+            return (topic, qid), cq, 140, 0, -1
+
+        ib = bytearray(idx.index_file_size(11, 400))
+        pos, done = impl(buf, 0, len(buf), queue_of, ib if keys else None, 11, 400, header)
+        outs.append((pos, done, {k: bytes(v) for k, v in cqs.items()}, bytes(ib)))
+    assert all(o == outs[0] for o in outs)
+    pos, done, cqs, ib = outs[0]
+    assert pos == len(buf) and [d[0] for d in done] == queues
+    for (topic, qid), log in zip(queues, logs, strict=True):
+        cq = bytearray(20 * 64)
+        dm._dispatch_run(log, 0, len(log) - 40, topic, qid, cq, 140, 0, -1, None, 1, 1)
+        assert cqs[(topic, qid)] == bytes(cq)
+        (entry,) = [d for d in done if d[0] == (topic, qid)]
+        assert entry[1:4] == (140 + 20 * 20, 20, 5000 + len(log) - 40)
+        assert entry[4][0] == 26 and entry[5] == len(log) - 40
+    for impl in impls:  # a queue declined: the walk stops at its first record
+        def no_other(topic, qid):
+            return None if topic == b"Other" else ((topic, qid), bytearray(2000), 140, 0, -1)
+
+        pos, done = impl(buf, 0, len(buf), no_other, None, 1, 1, header)
+        assert pos == starts[2] and [d[2] for d in done] == [1, 1]
+        with pytest.raises(ValueError):
+            impl(buf, 0, len(buf) + 1, no_other, None, 1, 1, header)

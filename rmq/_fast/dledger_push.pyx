@@ -1,0 +1,377 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""A DLedger PUSH body written and read in one pass.
+
+``encode_push`` is the compiled twin of ``messages._push_body``: an APPEND
+push's bytes, each entry's JSON object (kept on the entry: the leader pushes
+it to every follower) written with its body's base64 in place.
+
+``decode_push`` is the compiled twin of
+``PushEntryRequest.from_json(protocol.decode(body))`` for the bodies leaders
+write (rmq's and 0.3.1.2's fastjson: no whitespace, no escapes, integers and
+plain strings).  A follower reads one per push; through orjson it built a
+dict per entry, then an ``Entry`` from it field by field and the body from
+base64 by a call of its own.  Here the fields are read where they lie and
+each body is decoded straight from the text (``b64._decode``).
+
+Whatever this reader does not take for certain -- whitespace, escapes,
+non-ASCII strings, floats, leading zeros, more than 18 digits, nulls inside
+an entry, an unknown key, anything after the object -- it answers None for,
+and the general reader (orjson, ``from_json``) reads the body, or refuses
+it, as before.
+"""
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from libc.stdint cimport int64_t, uint8_t
+from libc.string cimport memchr, memcmp, memcpy, strlen
+
+from rmq._fast.b64 cimport _decode, _encode_into
+from rmq._fast.json_text cimport json_write_int
+
+cdef enum:
+    BODY_OFFSET = 48     # an entry's size: its 48-byte header and its body
+    MAX_DIGITS = 18
+
+
+cdef struct Cur:
+    const uint8_t* p
+    const uint8_t* end
+    bint bad
+
+
+cdef inline bint lit(Cur* c, const char* s, Py_ssize_t n) noexcept nogil:
+    """Step over ``s`` when the text goes on with it."""
+    if c.end - c.p >= n and memcmp(c.p, s, n) == 0:
+        c.p += n
+        return True
+    return False
+
+
+cdef inline int64_t number(Cur* c) noexcept nogil:
+    """A JSON integer as fastjson writes one (``bad`` set otherwise)."""
+    cdef bint neg = False
+    cdef int64_t v = 0
+    cdef const uint8_t* start
+    if c.p < c.end and c.p[0] == b"-":
+        neg = True
+        c.p += 1
+    start = c.p
+    while c.p < c.end and 48 <= c.p[0] <= 57:
+        v = v * 10 + (c.p[0] - 48)
+        c.p += 1
+    if c.p == start or c.p - start > MAX_DIGITS or (start[0] == b"0" and c.p - start > 1) or \
+            (c.p < c.end and (c.p[0] == b"." or c.p[0] == b"e" or c.p[0] == b"E")):
+        c.bad = True
+        return 0
+    return -v if neg else v
+
+
+cdef inline Py_ssize_t string(Cur* c, const uint8_t** s) noexcept nogil:
+    """A string of printable ASCII without escapes: its length, its text at
+    ``s`` (``bad`` set otherwise)."""
+    cdef const uint8_t* p = c.p
+    cdef const uint8_t* end = c.end
+    cdef uint8_t ch
+    if p >= end or p[0] != b'"':
+        c.bad = True
+        return 0
+    p += 1
+    s[0] = p
+    while p < end:
+        ch = p[0]
+        if ch == b'"':
+            c.p = p + 1
+            return p - s[0]
+        if ch == b"\\" or ch < 0x20 or ch >= 0x80:
+            break
+        p += 1
+    c.bad = True
+    return 0
+
+
+cdef inline Py_ssize_t base64_text(Cur* c, const uint8_t** s) noexcept nogil:
+    """A string that should be base64: its raw text up to the next quote
+    (``_decode`` refuses any byte outside the alphabet, a backslash or a
+    control byte included, and the general reader then decides)."""
+    cdef const uint8_t* q
+    if c.p >= c.end or c.p[0] != b'"':
+        c.bad = True
+        return 0
+    s[0] = c.p + 1
+    q = <const uint8_t*>memchr(s[0], b'"', c.end - s[0])
+    if q == NULL:
+        c.bad = True
+        return 0
+    c.p = q + 1
+    return q - s[0]
+
+
+cdef inline Py_ssize_t key(Cur* c, const uint8_t** s) noexcept nogil:
+    cdef Py_ssize_t n = string(c, s)
+    if not c.bad and not lit(c, b":", 1):
+        c.bad = True
+    return n
+
+
+cdef inline bint named(const uint8_t* s, Py_ssize_t n, const char* name,
+                       Py_ssize_t m) noexcept nogil:
+    return n == m and memcmp(s, name, m) == 0
+
+
+# the names a field may have, NUL-separated, in the order of their slots
+cdef const char* ENTRY_NUMBERS = b"index\0term\0pos\0magic\0channel\0chainCrc\0bodyCrc\0size\0"
+cdef const char* PUSH_TEXTS = b"group\0localId\0remoteId\0leaderId\0type\0"
+
+
+cdef int name_at(const uint8_t* s, Py_ssize_t n, const char* names) noexcept nogil:
+    """The slot of the name ``s[:n]`` in ``names``, -1 when it is none of them."""
+    cdef int at = 0
+    cdef Py_ssize_t m
+    while names[0]:
+        m = strlen(names)
+        if named(s, n, names, m):
+            return at
+        names += m + 1
+        at += 1
+    return -1
+
+
+cdef object entry(Cur* c):
+    """An entry object: (index, term, body, pos, magic, channel, chainCrc,
+    bodyCrc, size) as ``Entry`` takes them, or None (``bad`` set)."""
+    cdef int64_t v[7]   # index, term, pos, magic, channel, chainCrc, bodyCrc
+    cdef const uint8_t* s
+    cdef const uint8_t* text = NULL
+    cdef Py_ssize_t n, tn = 0
+    cdef int at
+    v[0] = v[1] = v[2] = -1
+    v[3] = 1
+    v[4] = v[5] = v[6] = 0
+    if not lit(c, b"{", 1):
+        c.bad = True
+        return None
+    if lit(c, b"}", 1):
+        return (v[0], v[1], b"", v[2], v[3], v[4], v[5], v[6], BODY_OFFSET)
+    while True:
+        n = key(c, &s)
+        if c.bad:
+            return None
+        if named(s, n, b"body", 4):
+            if lit(c, b"null", 4):
+                text = NULL
+                tn = 0
+            else:
+                tn = base64_text(c, &text)
+        else:
+            at = name_at(s, n, ENTRY_NUMBERS)
+            if at < 0:
+                c.bad = True
+                return None
+            if at == 7:
+                at = -1  # size: a getter of the body's size, not read
+            if at >= 0:
+                v[at] = number(c)
+            else:
+                number(c)
+        if c.bad:
+            return None
+        if lit(c, b"}", 1):
+            break
+        if not lit(c, b",", 1):
+            c.bad = True
+            return None
+    body = b""
+    if tn:
+        body = _decode(text, tn)
+        if body is None:  # not canonical base64: binascii decides, in the general reader
+            c.bad = True
+            return None
+    if not (-2**31 <= v[3] < 2**31 and -2**31 <= v[4] < 2**31 and -2**31 <= v[5] < 2**31
+            and -2**31 <= v[6] < 2**31):
+        c.bad = True  # (from_json keeps any int; the general reader decides)
+        return None
+    return (v[0], v[1], body, v[2], v[3], v[4], v[5], v[6], BODY_OFFSET + len(body))
+
+
+def decode_push(body):
+    """(group, localId, remoteId, leaderId, term, code, type, commitIndex,
+    the ``entry`` or None, the ``batchEntry`` list) of a PUSH body, each
+    entry as (index, term, body, pos, magic, channel, chainCrc, bodyCrc,
+    size); None for a body the general reader must read."""
+    cdef Py_buffer pb
+    cdef Cur c
+    cdef const uint8_t* s
+    cdef Py_ssize_t n
+    cdef int64_t term = -1, code = 200, commit = -1
+    cdef list texts = [None, None, None, None, None]  # group, localId, remoteId, leaderId, type
+    cdef int at
+    one = None
+    batch = []
+    PyObject_GetBuffer(body, &pb, PyBUF_SIMPLE)
+    try:
+        c.p = <const uint8_t*>pb.buf
+        c.end = c.p + pb.len
+        c.bad = False
+        if not lit(&c, b"{", 1):
+            return None
+        if not lit(&c, b"}", 1):
+            while True:
+                n = key(&c, &s)
+                if c.bad:
+                    return None
+                if lit(&c, b"null", 4):
+                    pass  # a null is a missing field
+                elif named(s, n, b"batchEntry", 10):
+                    batch = []
+                    if not lit(&c, b"[", 1):
+                        return None
+                    if not lit(&c, b"]", 1):
+                        while True:
+                            e = entry(&c)
+                            if c.bad:
+                                return None
+                            batch.append(e)
+                            if lit(&c, b"]", 1):
+                                break
+                            if not lit(&c, b",", 1):
+                                return None
+                elif named(s, n, b"entry", 5):
+                    one = entry(&c)
+                elif named(s, n, b"batch", 5):
+                    if not lit(&c, b"true", 4) and not lit(&c, b"false", 5):
+                        return None  # (a getter: not read)
+                elif named(s, n, b"term", 4):
+                    term = number(&c)
+                elif named(s, n, b"code", 4):
+                    code = number(&c)
+                elif named(s, n, b"commitIndex", 11):
+                    commit = number(&c)
+                elif named(s, n, b"count", 5) or named(s, n, b"firstEntryIndex", 15) or \
+                        named(s, n, b"lastEntryIndex", 14) or named(s, n, b"totalSize", 9):
+                    number(&c)  # getters: not read
+                else:
+                    at = name_at(s, n, PUSH_TEXTS)
+                    if at < 0:
+                        return None
+                    n = string(&c, &s)
+                    if c.bad:
+                        return None
+                    texts[at] = (<bytes>s[:n]).decode("ascii")
+                if c.bad:
+                    return None
+                if lit(&c, b"}", 1):
+                    break
+                if not lit(&c, b",", 1):
+                    return None
+        if c.p != c.end:
+            return None
+    finally:
+        PyBuffer_Release(&pb)
+    return (texts[0], texts[1], texts[2], texts[3], term, code, texts[4], commit, one, batch)
+
+
+cdef inline uint8_t* put(uint8_t* p, const char* s, Py_ssize_t n) noexcept nogil:
+    memcpy(p, s, n)
+    return p + n
+
+
+cdef inline uint8_t* put_b(uint8_t* p, bytes b) noexcept:
+    memcpy(p, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b))
+    return p + PyBytes_GET_SIZE(b)
+
+
+cdef bytes entry_wire(e):
+    """The entry's JSON object (``Entry.json_bytes``), made once and kept on it."""
+    cdef bytes wire = e.wire
+    if wire is not None:
+        return wire
+    cdef Py_buffer pb
+    cdef int64_t nums[7]
+    cdef Py_ssize_t b64n, size
+    cdef uint8_t* p
+    cdef uint8_t* start
+    PyObject_GetBuffer(e.body, &pb, PyBUF_SIMPLE)
+    try:
+        size = BODY_OFFSET + pb.len
+        nums[0] = e.body_crc
+        nums[1] = e.chain_crc
+        nums[2] = e.channel
+        nums[3] = e.index
+        nums[4] = e.magic
+        nums[5] = e.pos
+        nums[6] = e.term
+        b64n = (pb.len + 2) // 3 * 4
+        start = <uint8_t*>PyMem_Malloc(b64n + 256)
+        if start == NULL:
+            raise MemoryError()
+        try:
+            p = put(start, b'{"body":"', 9)
+            _encode_into(<const uint8_t*>pb.buf, pb.len, <char*>p)
+            p = put(p + b64n, b'","bodyCrc":', 12)
+            p = put(json_write_int(p, nums[0]), b',"chainCrc":', 12)
+            p = put(json_write_int(p, nums[1]), b',"channel":', 11)
+            p = put(json_write_int(p, nums[2]), b',"index":', 9)
+            p = put(json_write_int(p, nums[3]), b',"magic":', 9)
+            p = put(json_write_int(p, nums[4]), b',"pos":', 7)
+            p = put(json_write_int(p, nums[5]), b',"size":', 8)
+            p = put(json_write_int(p, size), b',"term":', 8)
+            p = put(json_write_int(p, nums[6]), b'}', 1)
+            wire = PyBytes_FromStringAndSize(<const char*>start, p - start)
+        finally:
+            PyMem_Free(start)
+    finally:
+        PyBuffer_Release(&pb)
+    e.size = size
+    e.wire = wire
+    return wire
+
+
+def encode_push(bytes group, bytes ids, int64_t term, int64_t commit_index, list entries,
+                bint batch):
+    """An APPEND push's bytes (``messages._push_body``): ``group`` the
+    group's JSON string, ``ids`` the leaderId, localId and remoteId members
+    written (each followed by a comma), ``batch`` puts ``entries`` in
+    ``batchEntry``, else the first in ``entry``."""
+    cdef Py_ssize_t n = len(entries) if batch else 1
+    cdef Py_ssize_t room = 256 + PyBytes_GET_SIZE(group) + PyBytes_GET_SIZE(ids) + n
+    cdef int64_t total = 0
+    cdef Py_ssize_t i
+    cdef uint8_t* start
+    cdef uint8_t* p
+    if not entries:
+        raise IndexError("a push carries an entry")
+    wires = []
+    for i in range(n):
+        w = entry_wire(entries[i])
+        wires.append(w)
+        room += PyBytes_GET_SIZE(w)
+        if batch:
+            total += entries[i].size
+    start = <uint8_t*>PyMem_Malloc(room)
+    if start == NULL:
+        raise MemoryError()
+    try:
+        if batch:
+            p = put(start, b'{"batch":true,"batchEntry":[', 28)
+            for i in range(n):
+                if i:
+                    p = put(p, b",", 1)
+                p = put_b(p, <bytes>wires[i])
+            p = put(p, b'],"code":200,"commitIndex":', 27)
+            p = put(json_write_int(p, commit_index), b',"count":', 9)
+            p = put(json_write_int(p, n), b',', 1)
+        else:
+            p = put(start, b'{"batch":false,"batchEntry":[],"code":200,"commitIndex":', 56)
+            p = put(json_write_int(p, commit_index), b',"count":1,"entry":', 19)
+            p = put(put_b(p, <bytes>wires[0]), b',', 1)
+        p = put(p, b'"firstEntryIndex":', 18)
+        p = put(json_write_int(p, entries[0].index), b',"group":', 9)
+        p = put(put_b(p, group), b',"lastEntryIndex":', 18)
+        p = put(json_write_int(p, entries[n - 1 if batch else len(entries) - 1].index), b',', 1)
+        p = put(put_b(p, ids), b'"term":', 7)
+        p = put(json_write_int(p, term), b',"totalSize":', 13)
+        p = put(json_write_int(p, total), b',"type":"APPEND"}', 17)
+        return PyBytes_FromStringAndSize(<const char*>start, p - start)
+    finally:
+        PyMem_Free(start)
