@@ -8,7 +8,13 @@ of ``--repeats``), without the framing, header codec and socket work a
 request also costs; ``--parts`` adds the median wall time of the pieces
 (each wrapped, so a little more than alone).
 
-    .venv/bin/python -m bench.pop_calls [--cycles 300] [--repeats 5] [--parts]
+``--lane`` hands the same requests to the pop lane instead, as whole frames
+(the remoting decoder, the processors' functions and the answers' encoding,
+still no sockets); ``--profile FILE`` writes cProfile statistics of the
+measured cycles.
+
+    .venv/bin/python -m bench.pop_calls [--cycles 300] [--repeats 5] [--parts] [--lane]
+        [--profile FILE]
 """
 
 from __future__ import annotations
@@ -39,6 +45,10 @@ GROUP = "bench_pop_calls"
 class _Channel:
     attrs: dict = {}
     remote_addr = "127.0.0.1:40000"
+
+    @staticmethod
+    def write_bytes(frames: bytes) -> None:
+        raise RuntimeError("the lane's answers are returned, not written")
 
     @staticmethod
     def is_active() -> bool:
@@ -85,7 +95,8 @@ def _wrap(times: dict[str, list[int]], obj: Any, name: str, label: str) -> None:
     setattr(obj, name, timed)
 
 
-async def measure(cycles: int, repeats: int, parts: bool) -> dict[str, Any]:
+async def measure(cycles: int, repeats: int, parts: bool, lane: bool = False,
+                  profile: str | None = None) -> dict[str, Any]:
     from rmq.broker import pop_revive
     from rmq.broker.processor import ack as ack_mod
     from rmq.broker.processor.ack import AckMessageProcessor
@@ -101,7 +112,34 @@ async def measure(cycles: int, repeats: int, parts: bool) -> dict[str, Any]:
                "invisibleTime": "60000", "pollTime": "0", "bornTime": "0", "initMode": "0",
                "expType": "TAG", "exp": "*"}
 
+        serve = None
+        if lane:
+            from rmq.broker.pop_lane import PopLaneSupport, make_pop_lane
+
+            serve = make_pop_lane(PopLaneSupport(pop, ack), 1 << 24).serve
+
+        def lane_call(frame: bytes) -> tuple[RemotingCommand, int]:
+            t0 = time.process_time_ns()
+            taken, out = serve(channel, frame, 0, len(frame))
+            t1 = time.process_time_ns()
+            if taken != len(frame) or out is None:
+                raise RuntimeError("the lane left the request")
+            return RemotingCommand.decode(out[4:]), t1 - t0
+
+        def lane_cycle() -> tuple[int, int]:
+            r, tp = lane_call(RemotingCommand.create_request(RequestCode.POP_MESSAGE,
+                                                             dict(ext)).encode())
+            if r.code != 0:
+                raise RuntimeError(f"pop answered {r.code} {r.remark}")
+            a, ta = lane_call(RemotingCommand.create_request(
+                RequestCode.BATCH_ACK_MESSAGE, None, _ack_body(r)).encode())
+            if a.code != 0:
+                raise RuntimeError(f"batch ack answered {a.code} {a.remark}")
+            return tp, ta
+
         def cycle() -> tuple[int, int]:
+            if lane:
+                return lane_cycle()
             req = RemotingCommand.create_request(RequestCode.POP_MESSAGE, dict(ext))
             t0 = time.process_time_ns()
             r = pop.process_request(channel, req)
@@ -131,6 +169,12 @@ async def measure(cycles: int, repeats: int, parts: bool) -> dict[str, Any]:
                               (ack_mod.fastjson, "loads")):
                 _wrap(times, obj, name, name)
         out: dict[str, Any] = {"pop_us": [], "batch_ack_us": []}
+        prof = None
+        if profile:
+            import cProfile
+
+            prof = cProfile.Profile()
+            prof.enable()
         for _ in range(repeats):
             await asyncio.sleep(0.02)  # the loop's callbacks run between repeats
             tp = ta = 0
@@ -140,6 +184,9 @@ async def measure(cycles: int, repeats: int, parts: bool) -> dict[str, Any]:
                 ta += a
             out["pop_us"].append(tp / cycles / 1000)
             out["batch_ack_us"].append(ta / cycles / 1000)
+        if prof is not None:
+            prof.disable()
+            prof.dump_stats(profile)
         if parts:
             calls = cycles * repeats
             out["parts"] = {k: (statistics.median(v) / 1000, len(v) / calls)
@@ -155,11 +202,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cycles", type=int, default=300, help="pop + batch ack cycles per repeat")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--parts", action="store_true", help="time the pieces too")
+    ap.add_argument("--lane", action="store_true", help="whole frames through the pop lane")
+    ap.add_argument("--profile", help="write cProfile statistics of the cycles here")
     args = ap.parse_args(argv)
     import uvloop
 
     uvloop.install()
-    got = asyncio.run(measure(args.cycles, args.repeats, args.parts))
+    got = asyncio.run(measure(args.cycles, args.repeats, args.parts, args.lane, args.profile))
     for key in ("pop_us", "batch_ack_us"):
         values = got[key]
         print(f"{key} (32 messages a call): best {min(values):.1f}, median "

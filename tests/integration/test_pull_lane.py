@@ -252,7 +252,7 @@ def _normalized(frame: bytes) -> tuple:
     cmd = RemotingCommand.decode(frame[4:])
     if cmd.remark and "127.0.0.1:" in cmd.remark:
         head = re.sub(rb"127\.0\.0\.1:\d+", b"ADDR", head[8:])
-    if cmd.code == 0 and cmd.remark == "FOUND":
+    if cmd.code == 0 and body:  # records (a FOUND pull's, a pop's)
         pos = 0
         while pos < len(body):
             size, magic = struct.unpack_from(">ii", body, pos)

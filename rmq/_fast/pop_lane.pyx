@@ -1,0 +1,105 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Compiled twin of ``PopLane`` in rmq/broker/pop_lane.py: the POP_MESSAGE,
+ACK_MESSAGE and BATCH_ACK_MESSAGE requests at the start of a read, served
+without ``RemotingCommand`` objects or the dispatcher.
+
+The frames are walked in C: the length prefix, the serialization byte and the
+header length checked in place, and a frame whose header is not one of the
+lane's requests (its code read by the remoting decoder, compiled) ends the
+turn.  What lies between the header and the answer -- the processors' own
+functions -- is ``PopLaneSupport``'s, shared with the twin; the answers are
+encoded by the remoting encoder from the values those functions return and
+written together at the end of the read.
+"""
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from libc.stdint cimport uint8_t
+
+from rmq._fast.byteorder cimport get32
+
+cdef enum:
+    POP = 200050
+    ACK = 200051
+    BATCH_ACK = 200151
+
+
+cdef class PopLane:
+    """See ``rmq.broker.pop_lane.PopLane`` (the twin) for the contract."""
+
+    cdef readonly object support
+    cdef readonly Py_ssize_t max_frame
+    cdef object _take, _frame, _failed, _later, _read
+    cdef int _pops, _acks, _batch_acks
+
+    def __init__(self, support, Py_ssize_t max_frame):
+        self.support = support
+        self.max_frame = max_frame
+        self._take = support.take
+        self._frame = support.frame
+        self._failed = support.failed_frame
+        self._later = support.later
+        self._read = support.read
+        self._pops = self._acks = self._batch_acks = 0
+
+    def served(self):
+        """(request code, oneway, count) of what the last ``serve`` took."""
+        out = []
+        if self._pops:
+            out.append((POP, False, self._pops))
+        if self._batch_acks:
+            out.append((BATCH_ACK, False, self._batch_acks))
+        if self._acks:
+            out.append((ACK, False, self._acks))
+        return out
+
+    def serve(self, channel, buf, Py_ssize_t pos, Py_ssize_t end):
+        """Serve the lane's requests at the start of ``buf[pos:end]``; returns
+        the position of the first frame left to the general path and the
+        answers to write (None when there are none)."""
+        cdef Py_buffer pb
+        cdef const uint8_t *p
+        cdef Py_ssize_t length, hlen
+        cdef int code
+        cdef list out = []
+        self._pops = self._acks = self._batch_acks = 0
+        view = memoryview(buf)
+        PyObject_GetBuffer(buf, &pb, PyBUF_SIMPLE)
+        try:
+            p = <const uint8_t *>pb.buf
+            if end > pb.len:
+                end = pb.len
+            while pos >= 0 and end - pos >= 8:
+                length = get32(p + pos)
+                if length < 4 or length > self.max_frame or end - pos - 4 < length:
+                    break
+                if p[pos + 4] > 1:
+                    break  # an unknown serialization
+                hlen = ((<Py_ssize_t>p[pos + 5] << 16) | (<Py_ssize_t>p[pos + 6] << 8)
+                        | p[pos + 7])
+                if hlen + 4 > length:
+                    break
+                got = self._read(view[pos + 4:pos + 4 + length])
+                if got is None:
+                    break
+                code, opaque, stype, ext, body = <tuple>got
+                try:
+                    answer = self._take(channel, code, ext, body)
+                except Exception as exc:  # answered as the general path would
+                    out.append(self._failed(channel, code, opaque, stype, exc))
+                else:
+                    if answer is None:
+                        break
+                    if type(answer) is tuple:
+                        out.append(self._frame(answer, opaque, stype))
+                    else:
+                        self._later(channel, answer, code, opaque, stype)
+                if code == POP:
+                    self._pops += 1
+                elif code == BATCH_ACK:
+                    self._batch_acks += 1
+                else:
+                    self._acks += 1
+                pos += 4 + length
+        finally:
+            PyBuffer_Release(&pb)
+        return pos, (b"".join(out) if out else None)
