@@ -17,12 +17,14 @@ serialization.
 The lane takes only what it serves exactly as the general path would: a
 request frame of one of its codes (no oneway) whose request queue would run it
 at once; of the pops, one the processor's checks pass, of a group that is not
-orderly, with a TAG filter (no SQL92), and that may find messages
-(``may_find``, read without changing anything) -- a refusal, an orderly pop
-and a pop that would wait for messages (long polling) go the general way
-whole.  A taken request whose coroutine suspends (a revive record waiting for
-the group commit, a pop whose messages were all filtered out waiting for
-more) is answered when it completes.  The first frame the lane does not take
+orderly, with a TAG filter (no SQL92), and, when it would wait for messages
+(a pollTime), that may find some (``may_find``, read without changing
+anything) -- a refusal, an orderly pop and a pop that would wait (long
+polling) go the general way whole; a pop without a pollTime that finds
+nothing is answered here as there, at once.  A taken request whose
+coroutine suspends (a revive record waiting for the group commit, a pop
+whose messages were all filtered out waiting for more) is answered when it
+completes.  The first frame the lane does not take
 ends its turn; that frame goes the general way, then the lane tries again.
 
 ``PopLane`` here is the pure-Python twin of ``rmq._fast.pop_lane.PopLane``
@@ -87,7 +89,7 @@ class PopLaneSupport:
             self.revive.ensure_loaded()
             req = p.read_pop(channel, ext or {})
             if type(req) is not PopRequest or req.orderly or req.record_filter is not None \
-                    or not p.may_find(req):
+                    or (req.poll_time > 0 and not p.may_find(req)):
                 return None
             self.served += 1
             return run_eagerly(p.pop_answer(channel, req))

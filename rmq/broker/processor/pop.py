@@ -287,19 +287,28 @@ class PopMessageProcessor:
         """Whether a queue the pop reads holds messages past the group's offset
         (or has no offset yet): read without changing anything, so that the pop
         lane leaves a pop that would wait (long polling) to this path whole."""
-        com = self.c.consumer_offset_manager
-        store = self.store
         group, topic = req.group, req.topic
-        for t in (topic, *self.retry_topics(group, topic)):
-            if t == topic and req.queue_id >= 0:
-                qids: Any = (req.queue_id,)
-            else:
-                tc = self.c.topic_config_manager.select_topic_config(t)
-                qids = range(tc.readQueueNums if tc is not None else 0)
-            for qid in qids:
-                offset = com.query_offset(group, t, qid)
-                if offset < 0 or offset < store.get_max_offset_in_queue(t, qid):
-                    return True
+        if req.queue_id >= 0:
+            if self._unread(group, topic, (req.queue_id,)):
+                return True
+        elif self._unread(group, topic, None):
+            return True
+        return self._unread(group, retry_topic_v1(topic, group), None) or \
+            self._unread(group, retry_topic_v2(topic, group), None)
+
+    def _unread(self, group: str, topic: str, qids: Any) -> bool:
+        """Whether one of the queues ``qids`` (None: all the topic's) holds
+        messages past the group's offset or has no offset yet."""
+        if qids is None:
+            tc = self.c.topic_config_manager.select_topic_config(topic)
+            if tc is None:
+                return False
+            qids = range(tc.readQueueNums)
+        com, store = self.c.consumer_offset_manager, self.store
+        for qid in qids:
+            offset = com.query_offset(group, topic, qid)
+            if offset < 0 or offset < store.get_max_offset_in_queue(topic, qid):
+                return True
         return False
 
     async def pop_answer(self, channel: Channel, req: PopRequest
