@@ -18,9 +18,7 @@ from libc.stdint cimport uint8_t
 from rmq._fast.byteorder cimport get32
 
 cdef enum:
-    POP = 200050
-    ACK = 200051
-    BATCH_ACK = 200151
+    SYSTEM_ERROR = 1
 
 
 cdef class PopLane:
@@ -29,7 +27,7 @@ cdef class PopLane:
     cdef readonly object support
     cdef readonly Py_ssize_t max_frame
     cdef object _take, _frame, _failed, _later, _read
-    cdef int _pops, _acks, _batch_acks
+    cdef dict _counts
 
     def __init__(self, support, Py_ssize_t max_frame):
         self.support = support
@@ -39,18 +37,12 @@ cdef class PopLane:
         self._failed = support.failed_frame
         self._later = support.later
         self._read = support.read
-        self._pops = self._acks = self._batch_acks = 0
+        self._counts = {}
 
     def served(self):
-        """(request code, oneway, count) of what the last ``serve`` took."""
-        out = []
-        if self._pops:
-            out.append((POP, False, self._pops))
-        if self._batch_acks:
-            out.append((BATCH_ACK, False, self._batch_acks))
-        if self._acks:
-            out.append((ACK, False, self._acks))
-        return out
+        """(request code, oneway, count, response code) of what the last
+        ``serve`` took (a request answered later counted as SUCCESS)."""
+        return [(k[0], False, n, k[1]) for k, n in self._counts.items()]
 
     def serve(self, channel, buf, Py_ssize_t pos, Py_ssize_t end):
         """Serve the lane's requests at the start of ``buf[pos:end]``; returns
@@ -59,9 +51,10 @@ cdef class PopLane:
         cdef Py_buffer pb
         cdef const uint8_t *p
         cdef Py_ssize_t length, hlen
-        cdef int code
+        cdef int code, response
         cdef list out = []
-        self._pops = self._acks = self._batch_acks = 0
+        cdef dict counts = {}
+        self._counts = counts
         view = memoryview(buf)
         PyObject_GetBuffer(buf, &pb, PyBUF_SIMPLE)
         try:
@@ -86,19 +79,18 @@ cdef class PopLane:
                     answer = self._take(channel, code, ext, body)
                 except Exception as exc:  # answered as the general path would
                     out.append(self._failed(channel, code, opaque, stype, exc))
+                    response = SYSTEM_ERROR
                 else:
                     if answer is None:
                         break
                     if type(answer) is tuple:
                         out.append(self._frame(answer, opaque, stype))
+                        response = (<tuple>answer)[0]
                     else:
                         self._later(channel, answer, code, opaque, stype)
-                if code == POP:
-                    self._pops += 1
-                elif code == BATCH_ACK:
-                    self._batch_acks += 1
-                else:
-                    self._acks += 1
+                        response = 0
+                key = (code, response)
+                counts[key] = counts.get(key, 0) + 1
                 pos += 4 + length
         finally:
             PyBuffer_Release(&pb)

@@ -52,6 +52,7 @@ log = logging.getLogger("rmq.broker")
 POP = int(RequestCode.POP_MESSAGE)
 ACK = int(RequestCode.ACK_MESSAGE)
 BATCH_ACK = int(RequestCode.BATCH_ACK_MESSAGE)
+SYSTEM_ERROR = int(ResponseCode.SYSTEM_ERROR)
 
 
 def answer_frame(code: int, remark: str | None, ext: dict[str, str] | None, body: Any,
@@ -156,11 +157,12 @@ class PopLane:
     def __init__(self, support: PopLaneSupport, max_frame: int) -> None:
         self.support = support
         self.max_frame = max_frame
-        self._counts: dict[int, int] = {}
+        self._counts: dict[tuple[int, int], int] = {}
 
-    def served(self) -> list[tuple[int, bool, int]]:
-        """(request code, oneway, count) of what the last ``serve`` took."""
-        return [(code, False, n) for code, n in self._counts.items()]
+    def served(self) -> list[tuple[int, bool, int, int]]:
+        """(request code, oneway, count, response code) of what the last
+        ``serve`` took (a request answered later counted as SUCCESS)."""
+        return [(code, False, n, response) for (code, response), n in self._counts.items()]
 
     def serve(self, channel: Any, buf, pos: int, end: int) -> tuple[int, bytes | None]:
         """Serve the lane's requests at the start of ``buf[pos:end]``; returns
@@ -181,14 +183,18 @@ class PopLane:
                 answer = support.take(channel, code, ext, body)
             except Exception as exc:  # noqa: BLE001 - answered as the general path would
                 out.append(support.failed_frame(channel, code, opaque, stype, exc))
+                response = SYSTEM_ERROR
             else:
                 if answer is None:
                     break
                 if type(answer) is tuple:
                     out.append(support.frame(answer, opaque, stype))
+                    response = answer[0]
                 else:
                     support.later(channel, answer, code, opaque, stype)
-            counts[code] = counts.get(code, 0) + 1
+                    response = 0
+            key = (code, response)
+            counts[key] = counts.get(key, 0) + 1
             pos += 4 + length
         return pos, (b"".join(out) if out else None)
 
