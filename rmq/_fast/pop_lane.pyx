@@ -3,9 +3,10 @@
 ACK_MESSAGE and BATCH_ACK_MESSAGE requests at the start of a read, served
 without ``RemotingCommand`` objects or the dispatcher.
 
-The frames are walked in C: the length prefix, the serialization byte and the
-header length checked in place, and a frame whose header is not one of the
-lane's requests (its code read by the remoting decoder, compiled) ends the
+The frames are walked in C: the length prefix and the header length checked
+in place, and a frame that does not start as one of the lane's requests
+(``names_lane_code``: other lanes' frames cost a few byte compares) or whose
+header the remoting decoder (compiled) reads as another request ends the
 turn.  What lies between the header and the answer -- the processors' own
 functions -- is ``PopLaneSupport``'s, shared with the twin; the answers are
 encoded by the remoting encoder from the values those functions return and
@@ -14,11 +15,24 @@ written together at the end of the read.
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from libc.stdint cimport uint8_t
+from libc.string cimport memcmp
 
 from rmq._fast.byteorder cimport get32
 
 cdef enum:
     SYSTEM_ERROR = 1
+
+
+cdef inline bint names_lane_code(const uint8_t *f, Py_ssize_t n) noexcept nogil:
+    """``rmq.broker.pop_lane.names_lane_code`` of the frame ``f[:n]``: a JSON
+    header starting ``{"code":`` with 200050, 200051 or 200151."""
+    if n < 19 or f[0] != 0 or memcmp(f + 4, b'{"code":200', 11) != 0:
+        return False
+    if 48 <= f[18] <= 57:
+        return False
+    return ((f[15] == 48 and f[16] == 53 and f[17] == 48)          # 050
+            or (f[15] == 48 and f[16] == 53 and f[17] == 49)       # 051
+            or (f[15] == 49 and f[16] == 53 and f[17] == 49))      # 151
 
 
 cdef class PopLane:
@@ -65,8 +79,8 @@ cdef class PopLane:
                 length = get32(p + pos)
                 if length < 4 or length > self.max_frame or end - pos - 4 < length:
                     break
-                if p[pos + 4] > 1:
-                    break  # an unknown serialization
+                if not names_lane_code(p + pos + 4, length):
+                    break  # not one of the lane's requests: no decode
                 hlen = ((<Py_ssize_t>p[pos + 5] << 16) | (<Py_ssize_t>p[pos + 6] << 8)
                         | p[pos + 7])
                 if hlen + 4 > length:
