@@ -20,8 +20,8 @@ broker does for a request but the socket calls, the lanes as configured
 (``--no-pop-lane``: the pop lane left out, the general path).
 ``--instructions`` counts instead of timing: the wire cycles alone run under
 valgrind's callgrind twice, with ``--cycles`` and with ``--cycles`` + 200,
-and the difference of the two totals gives the instructions of one cycle
-(the machine's load does not move it).
+and the difference of the loop thread's two totals gives the instructions
+of one cycle (the machine's load does not move it).
 
     .venv/bin/python -m bench.pop_calls [--cycles 300] [--repeats 5] [--parts] [--lane]
         [--profile FILE]
@@ -184,22 +184,27 @@ EXTRA_CYCLES = 200  # what --instructions adds to the second run
 
 
 def _callgrind_total(cycles: int, fill: int, pop_lane: bool) -> int:
-    """Instructions of a whole --wire run under callgrind."""
+    """Instructions of the loop's thread (the store's flush threads, which
+    wake by the clock and so run more the slower the run, aside) over a whole
+    --wire run under callgrind."""
     import os
-    import re
     import subprocess
     import sys
 
     with tempfile.TemporaryDirectory(prefix="pop-calls-cg-") as tmp:
         done = subprocess.run(
-            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/out",
-             sys.executable, "-m", "bench.pop_calls", "--wire", "--cycles", str(cycles),
-             "--fill", str(fill), *([] if pop_lane else ["--no-pop-lane"])],
+            ["valgrind", "--tool=callgrind", "--separate-threads=yes",
+             f"--callgrind-out-file={tmp}/out", sys.executable, "-m", "bench.pop_calls",
+             "--wire", "--cycles", str(cycles), "--fill", str(fill),
+             *([] if pop_lane else ["--no-pop-lane"])],
             capture_output=True, text=True, env=os.environ, check=False)
-    found = re.search(r"Collected : (\d+)", done.stderr)
-    if done.returncode != 0 or found is None:
+        main = Path(tmp) / "out-01"
+        text = main.read_text(errors="replace") if main.exists() else ""
+    totals = [line.split()[1] for line in text.splitlines()
+              if line.startswith(("summary:", "totals:"))]
+    if done.returncode != 0 or not totals:
         raise SystemExit(f"callgrind run failed: {done.stdout[-500:]} {done.stderr[-500:]}")
-    return int(found.group(1))
+    return int(totals[0])
 
 
 def instructions(cycles: int, pop_lane: bool) -> float:
