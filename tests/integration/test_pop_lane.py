@@ -26,9 +26,9 @@ import pytest
 from rmq.client.headers import send_header_v2
 from rmq.common.codes import RequestCode
 from rmq.remoting.command import RemotingCommand
-from rmq.testing.cluster import broker_conf
+from rmq.testing.cluster import lane_broker
 from rmq.testing.frames import FrameCollector
-from rmq.testing.procs import RmqProcess, free_port
+from rmq.testing.procs import free_port
 from tests.integration.test_pull_lane import _call, _frame, _normalized
 
 R = RequestCode
@@ -171,13 +171,8 @@ async def _write(transport, reader: FrameCollector, frames: list[bytes]) -> dict
 
 
 async def _run(tmp: Path, port: int, mode: str) -> tuple[list[dict], dict]:
-    conf = broker_conf(tmp, port, f"rmqPopLaneEnable={'false' if mode == 'general' else 'true'}"
-                       "\nenablePropertyFilter=true\n", store=mode)
-    env = {"ROCKETMQ_HOME": str(tmp / f"home-{mode}")}
-    if mode == "twin":
-        env["RMQ_NO_EXTENSIONS"] = "1"
-    proc = RmqProcess("rmq.broker.startup", ["-c", conf], tmp / f"broker-{mode}.out", env=env)
-    proc.start(wait_for_port=port)
+    proc = lane_broker(tmp, port, mode, "enablePropertyFilter=true\n"
+                       f"rmqPopLaneEnable={'false' if mode == 'general' else 'true'}\n")
     try:
         loop = asyncio.get_running_loop()
         reader = FrameCollector()
