@@ -77,6 +77,7 @@ class PopLaneSupport:
         self.revive = pop.ctx.revive
         self.served = 0  # requests the lane answered (GET_BROKER_RUNTIME_INFO rmqPopLaneServed)
         self.read = read_request  # handed to the compiled lane with the rest
+        self._later: set[asyncio.Future] = set()  # answered later: held until done
 
     def take(self, channel: Any, code: int, ext: dict | None, body: Any) -> Any:
         """Serve one request of the lane's codes: its answer as the processor
@@ -120,6 +121,7 @@ class PopLaneSupport:
               stype: int) -> None:
         """Answer a taken request whose coroutine suspended when it completes."""
         def done(fut: asyncio.Future) -> None:
+            self._later.discard(fut)
             if fut.cancelled():
                 return
             exc = fut.exception()
@@ -132,6 +134,7 @@ class PopLaneSupport:
                 frame = self.failed_frame(channel, code, opaque, stype, exc)
             channel.write_bytes(frame)
 
+        self._later.add(task)  # the loop keeps only a weak reference to a task
         task.add_done_callback(done)
 
 
