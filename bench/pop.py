@@ -13,7 +13,7 @@ reads all of them twice with ``--inflight`` concurrent readers:
 and prints msgs/s, broker CPU µs per message and the ratio pop / pull.
 
     .venv/bin/python -m bench.pop [--messages 50000] [--size 256] [--inflight 8]
-        [--ack batch|single] [--no-pull-lane] [--twin] [--json] [--spy FILE]
+        [--ack batch|single] [--no-pull-lane] [--no-pop-lane] [--twin] [--json] [--spy FILE]
 """
 
 from __future__ import annotations
@@ -165,6 +165,8 @@ async def main(args: argparse.Namespace) -> dict:
     conf = {}
     if args.no_pull_lane:  # pulls through the processor table, as pops are served
         conf["rmqPullLaneEnable"] = "false"
+    if args.no_pop_lane:  # pops and acks through the processor table
+        conf["rmqPopLaneEnable"] = "false"
     c = start_cluster(args.twin, conf)
     try:
         await create_topic(c.broker_addr, c.namesrv_addr, TOPIC, QUEUES)
@@ -194,6 +196,8 @@ if __name__ == "__main__":
     ap.add_argument("--revive-rounds", type=int, default=10)
     ap.add_argument("--no-pull-lane", action="store_true",
                     help="serve pulls through the processor (rmqPullLaneEnable=false)")
+    ap.add_argument("--no-pop-lane", action="store_true",
+                    help="serve pops and acks through the processor (rmqPopLaneEnable=false)")
     ap.add_argument("--spy", help="write py-spy's collapsed stacks of the pop path here")
     ap.add_argument("--json", action="store_true")
     result = asyncio.run(main(ap.parse_args()))

@@ -8,7 +8,24 @@ of ``--repeats``), without the framing, header codec and socket work a
 request also costs; ``--parts`` adds the median wall time of the pieces
 (each wrapped, so a little more than alone).
 
-    .venv/bin/python -m bench.pop_calls [--cycles 300] [--repeats 5] [--parts]
+``--lane`` hands the same requests to the pop lane instead, as whole frames
+(the remoting decoder, the processors' functions and the answers' encoding,
+still no sockets); ``--profile FILE`` writes cProfile statistics of the
+measured cycles.
+
+``--wire`` hands each request's frame to the broker's own connection
+reader (``RemotingProtocol.buffer_updated`` of the main port, its answer
+taken from a stand-in transport once the loop's turn ends): everything the
+broker does for a request but the socket calls, the lanes as configured
+(``--no-pop-lane``: the pop lane left out, the general path).
+``--instructions`` counts instead of timing: the wire cycles alone run under
+valgrind's callgrind twice, with ``--cycles`` and with ``--cycles`` + 200,
+and the difference of the loop thread's two totals gives the instructions
+of one cycle (the machine's load does not move it).
+
+    .venv/bin/python -m bench.pop_calls [--cycles 300] [--repeats 5] [--parts] [--lane]
+        [--profile FILE]
+    .venv/bin/python -m bench.pop_calls --wire [--no-pop-lane] [--instructions]
 """
 
 from __future__ import annotations
@@ -39,6 +56,10 @@ GROUP = "bench_pop_calls"
 class _Channel:
     attrs: dict = {}
     remote_addr = "127.0.0.1:40000"
+
+    @staticmethod
+    def write_bytes(frames: bytes) -> None:
+        raise RuntimeError("the lane's answers are returned, not written")
 
     @staticmethod
     def is_active() -> bool:
@@ -72,6 +93,130 @@ def _ack_body(r: RemotingCommand) -> bytes:
     return orjson.dumps({"brokerName": "lane-reads", "acks": acks})
 
 
+class _Transport:
+    """A connection's transport that keeps what is written."""
+
+    def __init__(self) -> None:
+        self.out: list[bytes] = []
+
+    def write(self, data: bytes) -> None:
+        self.out.append(bytes(data))
+
+    def writelines(self, parts: list) -> None:
+        self.out.append(b"".join(bytes(p) for p in parts))
+
+    @staticmethod
+    def is_closing() -> bool:
+        return False
+
+    @staticmethod
+    def get_extra_info(name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 40000) if name in ("peername", "sockname") else default
+
+    def take(self) -> bytes:
+        data, self.out = b"".join(self.out), []
+        return data
+
+
+async def wire(cycles: int, pop_lane: bool, fill: int) -> list[float]:
+    """CPU µs of the pop and of the batch ack (the loop's thread: the store's
+    flush threads aside), each frame read by the main port's connection
+    reader (lanes as configured; without ``pop_lane`` the pop lane is left
+    out of them)."""
+    from rmq.remoting.channel import RemotingProtocol
+
+    root = Path(tempfile.mkdtemp(prefix="pop-calls-"))
+    controller = await _controller(root)
+    try:
+        _fill(controller.message_store, fill // QUEUES + 64)
+        server = controller.remoting_server
+        if not pop_lane:
+            from rmq.broker.lanes import Lanes
+
+            lane = server.lane
+            kept = [x for x in (lane.lanes if isinstance(lane, Lanes) else (lane,))
+                    if type(x).__name__ != "PopLane"]
+            server.lane = kept[0] if len(kept) == 1 else Lanes(*kept)
+        proto = RemotingProtocol(server, server.config.frameMaxLength)
+        transport = _Transport()
+        proto.connection_made(transport)
+        ext = {"consumerGroup": GROUP, "topic": TOPIC, "queueId": "-1", "maxMsgNums": "32",
+               "invisibleTime": "60000", "pollTime": "0", "bornTime": "0", "initMode": "0",
+               "expType": "TAG", "exp": "*"}
+        opaque = 0
+
+        async def call(code: int, ext: dict | None, body: bytes | None) -> tuple[Any, int]:
+            nonlocal opaque
+            opaque += 1
+            frame = RemotingCommand(code, 0, 409, opaque, 0, None, ext, body, 0).encode()
+            t0 = time.thread_time_ns()
+            buf = proto.get_buffer(len(frame))
+            buf[:len(frame)] = frame
+            proto.buffer_updated(len(frame))
+            await asyncio.sleep(0)  # the turn ends: queued answers are written
+            t1 = time.thread_time_ns()
+            answer = transport.take()
+            if not answer:
+                raise RuntimeError(f"no answer to request code {code}")
+            return RemotingCommand.decode(answer[4:]), t1 - t0
+
+        total = [0, 0]
+        for i in range(cycles // 4 + cycles):  # a quarter more first, not counted
+            if i == cycles // 4:
+                gc.collect()
+                await asyncio.sleep(0.5)  # the store's threads done with the fill
+                total = [0, 0]
+            r, tp = await call(RequestCode.POP_MESSAGE, dict(ext), None)
+            if r.code != 0:
+                raise RuntimeError(f"pop answered {r.code} {r.remark}")
+            a, ta = await call(RequestCode.BATCH_ACK_MESSAGE, None, _ack_body(r))
+            if a.code != 0:
+                raise RuntimeError(f"batch ack answered {a.code} {a.remark}")
+            total[0] += tp
+            total[1] += ta
+        return [t / cycles / 1000 for t in total]
+    finally:
+        await controller.shutdown()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+EXTRA_CYCLES = 200  # what --instructions adds to the second run
+
+
+def _callgrind_total(cycles: int, fill: int, pop_lane: bool) -> int:
+    """Instructions of the loop's thread (the store's flush threads, which
+    wake by the clock and so run more the slower the run, aside) over a whole
+    --wire run under callgrind."""
+    import os
+    import subprocess
+    import sys
+
+    with tempfile.TemporaryDirectory(prefix="pop-calls-cg-") as tmp:
+        done = subprocess.run(
+            ["valgrind", "--tool=callgrind", "--separate-threads=yes",
+             f"--callgrind-out-file={tmp}/out", sys.executable, "-m", "bench.pop_calls",
+             "--wire", "--cycles", str(cycles), "--fill", str(fill),
+             *([] if pop_lane else ["--no-pop-lane"])],
+            capture_output=True, text=True, env=os.environ, check=False)
+        main = Path(tmp) / "out-01"
+        text = main.read_text(errors="replace") if main.exists() else ""
+    totals = [line.split()[1] for line in text.splitlines()
+              if line.startswith(("summary:", "totals:"))]
+    if done.returncode != 0 or not totals:
+        raise SystemExit(f"callgrind run failed: {done.stdout[-500:]} {done.stderr[-500:]}")
+    return int(totals[0])
+
+
+def instructions(cycles: int, pop_lane: bool) -> float:
+    """Instructions per pop + batch ack cycle: the difference of two callgrind totals."""
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
+    fill = (cycles + EXTRA_CYCLES) * 40 + 1024
+    low = _callgrind_total(cycles, fill, pop_lane)
+    high = _callgrind_total(cycles + EXTRA_CYCLES, fill, pop_lane)
+    return (high - low) / EXTRA_CYCLES
+
+
 def _wrap(times: dict[str, list[int]], obj: Any, name: str, label: str) -> None:
     f = getattr(obj, name)
 
@@ -85,7 +230,8 @@ def _wrap(times: dict[str, list[int]], obj: Any, name: str, label: str) -> None:
     setattr(obj, name, timed)
 
 
-async def measure(cycles: int, repeats: int, parts: bool) -> dict[str, Any]:
+async def measure(cycles: int, repeats: int, parts: bool, lane: bool = False,
+                  profile: str | None = None) -> dict[str, Any]:
     from rmq.broker import pop_revive
     from rmq.broker.processor import ack as ack_mod
     from rmq.broker.processor.ack import AckMessageProcessor
@@ -101,7 +247,34 @@ async def measure(cycles: int, repeats: int, parts: bool) -> dict[str, Any]:
                "invisibleTime": "60000", "pollTime": "0", "bornTime": "0", "initMode": "0",
                "expType": "TAG", "exp": "*"}
 
+        serve = None
+        if lane:
+            from rmq.broker.pop_lane import PopLaneSupport, make_pop_lane
+
+            serve = make_pop_lane(PopLaneSupport(pop, ack), 1 << 24).serve
+
+        def lane_call(frame: bytes) -> tuple[RemotingCommand, int]:
+            t0 = time.process_time_ns()
+            taken, out = serve(channel, frame, 0, len(frame))
+            t1 = time.process_time_ns()
+            if taken != len(frame) or out is None:
+                raise RuntimeError("the lane left the request")
+            return RemotingCommand.decode(out[4:]), t1 - t0
+
+        def lane_cycle() -> tuple[int, int]:
+            r, tp = lane_call(RemotingCommand.create_request(RequestCode.POP_MESSAGE,
+                                                             dict(ext)).encode())
+            if r.code != 0:
+                raise RuntimeError(f"pop answered {r.code} {r.remark}")
+            a, ta = lane_call(RemotingCommand.create_request(
+                RequestCode.BATCH_ACK_MESSAGE, None, _ack_body(r)).encode())
+            if a.code != 0:
+                raise RuntimeError(f"batch ack answered {a.code} {a.remark}")
+            return tp, ta
+
         def cycle() -> tuple[int, int]:
+            if lane:
+                return lane_cycle()
             req = RemotingCommand.create_request(RequestCode.POP_MESSAGE, dict(ext))
             t0 = time.process_time_ns()
             r = pop.process_request(channel, req)
@@ -131,6 +304,12 @@ async def measure(cycles: int, repeats: int, parts: bool) -> dict[str, Any]:
                               (ack_mod.fastjson, "loads")):
                 _wrap(times, obj, name, name)
         out: dict[str, Any] = {"pop_us": [], "batch_ack_us": []}
+        prof = None
+        if profile:
+            import cProfile
+
+            prof = cProfile.Profile()
+            prof.enable()
         for _ in range(repeats):
             await asyncio.sleep(0.02)  # the loop's callbacks run between repeats
             tp = ta = 0
@@ -140,6 +319,9 @@ async def measure(cycles: int, repeats: int, parts: bool) -> dict[str, Any]:
                 ta += a
             out["pop_us"].append(tp / cycles / 1000)
             out["batch_ack_us"].append(ta / cycles / 1000)
+        if prof is not None:
+            prof.disable()
+            prof.dump_stats(profile)
         if parts:
             calls = cycles * repeats
             out["parts"] = {k: (statistics.median(v) / 1000, len(v) / calls)
@@ -155,11 +337,31 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cycles", type=int, default=300, help="pop + batch ack cycles per repeat")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--parts", action="store_true", help="time the pieces too")
+    ap.add_argument("--lane", action="store_true", help="whole frames through the pop lane")
+    ap.add_argument("--profile", help="write cProfile statistics of the cycles here")
+    ap.add_argument("--wire", action="store_true",
+                    help="whole frames through the broker's connection reader")
+    ap.add_argument("--no-pop-lane", action="store_true",
+                    help="--wire without the pop lane (the general path)")
+    ap.add_argument("--instructions", action="store_true",
+                    help="--wire: count instructions per cycle under callgrind")
+    ap.add_argument("--fill", type=int, default=0, help="--wire: messages stored first")
     args = ap.parse_args(argv)
     import uvloop
 
     uvloop.install()
-    got = asyncio.run(measure(args.cycles, args.repeats, args.parts))
+    if args.instructions:
+        per = instructions(args.cycles, not args.no_pop_lane)
+        print(f"instructions_per_cycle (pop of 32 + batch ack, "
+              f"{'general path' if args.no_pop_lane else 'lanes'}): {per:,.0f}")
+        return 0
+    if args.wire:
+        pop_us, ack_us = asyncio.run(wire(args.cycles, not args.no_pop_lane,
+                                          args.fill or args.cycles * 40 + 1024))
+        print(f"wire cycle ({'general path' if args.no_pop_lane else 'lanes'}): pop {pop_us:.1f} "
+              f"µs, batch ack {ack_us:.1f} µs, together {pop_us + ack_us:.1f} µs")
+        return 0
+    got = asyncio.run(measure(args.cycles, args.repeats, args.parts, args.lane, args.profile))
     for key in ("pop_us", "batch_ack_us"):
         values = got[key]
         print(f"{key} (32 messages a call): best {min(values):.1f}, median "

@@ -97,6 +97,25 @@ def _pull_frames() -> list[bytes]:
     return out
 
 
+def _pop_frames() -> list[bytes]:
+    """POP_MESSAGE, ACK_MESSAGE and BATCH_ACK_MESSAGE runs as the pop lane walks them."""
+    pop = {"consumerGroup": "cg", "topic": "TopicTest", "queueId": "-1", "maxMsgNums": "32",
+           "invisibleTime": "60000", "pollTime": "0", "bornTime": "0", "initMode": "0",
+           "expType": "TAG", "exp": "*", "order": "false", "bname": "broker-a"}
+    ack = {"consumerGroup": "cg", "topic": "TopicTest", "queueId": "1", "offset": "40",
+           "extraInfo": "32 1700000000000 60000 3 0 broker-a 1 40"}
+    batch = b'{"acks":[{"c":"cg","t":"TopicTest","r":"0","so":32,"q":1,"rq":3,' \
+            b'"pt":1700000000000,"it":60000,"b":"/w=="}],"brokerName":"broker-a"}'
+    out = [RemotingCommand(200050, 0, 409, 7, 0, None, pop, None, 0).encode(),
+           RemotingCommand(200051, 0, 409, 8, 0, None, ack, None, 0).encode(),
+           RemotingCommand(200151, 0, 409, 9, 0, None, None, batch, 0).encode()]
+    out.append(b"".join(out))
+    declined = {**pop, "consumerGroup": "decline"}
+    out.append(out[0] + RemotingCommand(200050, 0, 409, 10, 0, None, declined, None, 0).encode()
+               + out[2])
+    return out
+
+
 def _headers(stype: int) -> list[bytes]:
     out = []
     for cmd in _commands():
@@ -188,6 +207,7 @@ def seeds() -> dict[str, list[bytes]]:
         "plain_acl": [p.encode() for p in PLAIN_ACL],
         "send_head": _send_frames(),
         "pull_head": _pull_frames(),
+        "pop_frames": _pop_frames(),
     }
 
 

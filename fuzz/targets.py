@@ -22,6 +22,8 @@ from collections.abc import Callable
 from rmq._fast import compiled_or_none
 from rmq.acl.errors import AclException
 from rmq.acl.plain_config import load_yaml, mapping_of, parse_rules
+from rmq.broker.pop_lane import PopLane as TwinPopLane
+from rmq.broker.pop_lane import read_request as pop_read_request
 from rmq.broker.processor.client_manage import decode_heartbeat
 from rmq.broker.processor.pull import PullHeader
 from rmq.broker.pull_lane import pull_head as lane_pull_head
@@ -38,6 +40,7 @@ C_REMOTING = compiled_or_none("remoting_codec")
 C_STORE = compiled_or_none("store_codec")
 C_SEND_LANE = compiled_or_none("send_lane")
 C_PULL_LANE = compiled_or_none("pull_lane")
+C_POP_LANE = compiled_or_none("pop_lane")
 
 MAX_FRAME = 1 << 20
 _HOST = bytes([127, 0, 0, 1, 0, 0, 0x2A, 0x9F])
@@ -199,8 +202,50 @@ def pull_head(data: bytes) -> None:
               _pull_fields(comp))
 
 
+class _PopSupport:
+    """A pop lane's support that records what the lane hands it and answers
+    every request (a pop whose group is ``decline`` is left to the general
+    path), so that the compiled lane's frame walk is compared with the twin's."""
+
+    def __init__(self) -> None:
+        self.calls: list = []
+        self.read = pop_read_request
+
+    def take(self, _channel, code: int, ext: dict | None, body) -> tuple | None:
+        self.calls.append((code, ext, None if body is None else bytes(body)))
+        if ext and ext.get("consumerGroup") == "decline":
+            return None
+        return (0, None) if code != 200050 else (0, None, {"popTime": "1"}, None, 0)
+
+    @staticmethod
+    def frame(answer: tuple, opaque: int, stype: int) -> bytes:
+        return repr((answer, opaque, stype)).encode()
+
+    def failed_frame(self, *_args) -> bytes:  # take never raises here
+        raise AssertionError("unreachable")
+
+    def later(self, *_args) -> None:  # take never suspends here
+        raise AssertionError("unreachable")
+
+
+def pop_frames(data: bytes) -> None:
+    """Frames as the pop lane walks them (POP_MESSAGE, ACK_MESSAGE,
+    BATCH_ACK_MESSAGE and anything else): the compiled lane must take the
+    same frames as the twin, hand its support the same requests and return
+    the same answers."""
+    if C_POP_LANE is None:
+        return
+    view = memoryview(bytearray(data))
+    got = []
+    for make in (TwinPopLane, C_POP_LANE.PopLane):
+        support = _PopSupport()
+        lane = make(support, MAX_FRAME)
+        got.append((lane.serve(None, view, 0, len(data)), support.calls, sorted(lane.served())))
+    _same("pop_frames", *got)
+
+
 TARGETS: dict[str, Callable[[bytes], None]] = {
     f.__name__: f for f in (frames, header_json, header_rocketmq, stored_message, batch,
                             heartbeat, register_broker, sql92, properties, plain_acl, send_head,
-                            pull_head)
+                            pull_head, pop_frames)
 }

@@ -235,6 +235,10 @@ class BrokerConfig:
     # from the receive buffer, each answered at once (rmq.broker.pull_lane);
     # false sends every pull through the processor table.  Read at start-up.
     rmqPullLaneEnable: bool = True
+    # rmq only: pops that find messages and acks are served straight from the
+    # receive buffer (rmq.broker.pop_lane); false sends them through the
+    # processor table.  Read at start-up.
+    rmqPopLaneEnable: bool = True
     # rmq only (not in 4.9.8): after each read the event loop keeps polling
     # for this many microseconds instead of sleeping (rmq.remoting.busy_poll):
     # lower round trips for a CPU spent spinning; 0 = off.  Read at start-up.

@@ -236,6 +236,7 @@ class BrokerController:
         self.admin_processor: Any = None
         self.send_lane_support: Any = None  # rmq.broker.send_lane, while the lane is on
         self.pull_lane_support: Any = None  # rmq.broker.pull_lane, while the lane is on
+        self.pop_lane_support: Any = None  # rmq.broker.pop_lane, while the lane is on
         self.access_validator: Any = None  # plain ACL (aclEnable=true)
         self.message_arriving_listeners: list[Callable[..., None]] = []
         # what each listener is told of a send lane's read (add_arrival_listener):
@@ -521,6 +522,9 @@ class BrokerController:
         send = built.get(("send", "SendMessageProcessor"))
         if send is not None and self.broker_config.rmqSendLaneEnable:
             self._install_send_lane(send)
+        pop, ack = built.get(("pop", "PopMessageProcessor")), built.get(("ack", "AckMessageProcessor"))
+        if pop is not None and ack is not None and self.broker_config.rmqPopLaneEnable:
+            self._install_pop_lane(pop, ack)
         pull = built.get(("pull", "PullMessageProcessor"))
         if pull is not None and self.broker_config.rmqPullLaneEnable:
             self._install_pull_lane(pull)
@@ -553,6 +557,20 @@ class BrokerController:
         self.pull_lane_support = PullLaneSupport(pull)
         lane = make_pull_lane(self.pull_lane_support, server.config.frameMaxLength)
         server.lane = join_lanes(server.lane, lane)
+
+    def _install_pop_lane(self, pop: Any, ack: Any) -> None:
+        """Pops that find messages and acks are served straight from the
+        receive buffer on both ports, where they are served
+        (``rmq.broker.pop_lane``), after the send lane and before the pull
+        lane (a pull frame costs the pop lane a few byte compares; a pop frame
+        would cost the pull lane a header read)."""
+        from rmq.broker.lanes import join_lanes
+        from rmq.broker.pop_lane import PopLaneSupport, make_pop_lane
+
+        self.pop_lane_support = PopLaneSupport(pop, ack)
+        for server in (self.remoting_server, self.fast_remoting_server):
+            lane = make_pop_lane(self.pop_lane_support, server.config.frameMaxLength)
+            server.lane = join_lanes(server.lane, lane)
 
     def _build_processor(self, spec: ProcessorSpec) -> Any:
         name = f"rmq.broker.processor.{spec.module}"

@@ -36,8 +36,14 @@ class Lanes:
 
 
 def join_lanes(*lanes: Any) -> Any:
-    """One lane for a server from those that exist (None when none does)."""
-    present = [lane for lane in lanes if lane is not None]
+    """One lane for a server from those that exist (None when none does);
+    the lanes of a ``Lanes`` given are taken one by one, in their order."""
+    present = []
+    for lane in lanes:
+        if isinstance(lane, Lanes):
+            present.extend(lane.lanes)
+        elif lane is not None:
+            present.append(lane)
     if not present:
         return None
     return present[0] if len(present) == 1 else Lanes(*present)

@@ -344,12 +344,13 @@ class RemotingService:
 
     def _lane_served(self, served: list[tuple[int, bool, int]], start: float) -> None:
         """rocketmq_rpc_latency of the requests a frame lane answered in one
-        turn: (request code, oneway, count) each, all taken since ``start``
-        (the read's arrival), all answered SUCCESS by their processor."""
+        turn: (request code, oneway, count[, response code]) each, all taken
+        since ``start`` (the read's arrival), answered SUCCESS by their
+        processor unless a response code says otherwise."""
         elapsed = int((perf_counter() - start) * 1000)
-        for code, oneway, count in served:
-            self.rpc_latency.record(code, 0, False, ONEWAY if oneway else SUCCESS, elapsed,
-                                    count)
+        for code, oneway, count, *response in served:
+            self.rpc_latency.record(code, response[0] if response else 0, False,
+                                    ONEWAY if oneway else SUCCESS, elapsed, count)
 
     def _record(self, request: RemotingCommand, response_code: int | None, outcome: int,
                 start: float) -> None:

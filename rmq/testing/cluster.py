@@ -44,6 +44,20 @@ def broker_conf(tmp_path: Path, port: int, extra: str = "", name: str = "broker-
     return str(conf)
 
 
+def lane_broker(tmp_path: Path, port: int, mode: str, extra: str) -> RmqProcess:
+    """A started broker for a lane comparison (``mode``: "lane" compiled,
+    "twin" with ``RMQ_NO_EXTENSIONS=1``, "general" with ``extra`` turning the
+    lane off), its own store and ROCKETMQ_HOME under ``tmp_path``."""
+    conf = broker_conf(tmp_path, port, extra, store=mode)
+    env = {"ROCKETMQ_HOME": str(tmp_path / f"home-{mode}")}
+    if mode == "twin":
+        env["RMQ_NO_EXTENSIONS"] = "1"
+    proc = RmqProcess("rmq.broker.startup", ["-c", conf], tmp_path / f"broker-{mode}.out",
+                      env=env)
+    proc.start(wait_for_port=port)
+    return proc
+
+
 class Cluster:
     """rmq-namesrv + rmq-broker (``extra`` lines go into broker.conf).
 

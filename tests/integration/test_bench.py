@@ -547,6 +547,8 @@ def test_small_benches_run(tmp_path):
             ("lane_reads", ["--reads", "300", "--frames", "2", "--repeats", "2"],
              "per_read_us (2 frame(s) a read): best"),
             ("pop_calls", ["--cycles", "40", "--repeats", "2", "--parts"],
+             "batch_ack_us (32 messages a call): best"),
+            ("pop_calls", ["--cycles", "40", "--repeats", "2", "--lane"],
              "batch_ack_us (32 messages a call): best")):
         out = subprocess.run([sys.executable, "-m", f"bench.{script}", *args],
                              capture_output=True, text=True, timeout=100, cwd=ROOT)

@@ -32,9 +32,9 @@ from rmq.client.headers import pull_header, send_header_v2
 from rmq.client.message import Message
 from rmq.common.codes import RequestCode
 from rmq.remoting.command import RemotingCommand
-from rmq.testing.cluster import broker_conf
+from rmq.testing.cluster import lane_broker
 from rmq.testing.frames import FrameCollector
-from rmq.testing.procs import RmqProcess, free_port
+from rmq.testing.procs import free_port
 from rmq.testing.store import BORNHOST_V6_FLAG, MESSAGE_MAGIC
 
 R = RequestCode
@@ -181,14 +181,9 @@ async def _call(transport, reader: FrameCollector, code: int, ext: dict | None, 
 
 
 async def _run(tmp: Path, port: int, mode: str) -> tuple[dict, dict]:
-    conf = broker_conf(tmp, port, f"rmqPullLaneEnable={'false' if mode == 'general' else 'true'}"
-                       "\nenablePropertyFilter=true\nmappedFileSizeCommitLog=262144\n",
-                       store=mode)
-    env = {"ROCKETMQ_HOME": str(tmp / f"home-{mode}")}
-    if mode == "twin":
-        env["RMQ_NO_EXTENSIONS"] = "1"
-    proc = RmqProcess("rmq.broker.startup", ["-c", conf], tmp / f"broker-{mode}.out", env=env)
-    proc.start(wait_for_port=port)
+    proc = lane_broker(tmp, port, mode,
+                       f"rmqPullLaneEnable={'false' if mode == 'general' else 'true'}"
+                       "\nenablePropertyFilter=true\nmappedFileSizeCommitLog=262144\n")
     try:
         loop = asyncio.get_running_loop()
         reader = FrameCollector()
@@ -252,7 +247,7 @@ def _normalized(frame: bytes) -> tuple:
     cmd = RemotingCommand.decode(frame[4:])
     if cmd.remark and "127.0.0.1:" in cmd.remark:
         head = re.sub(rb"127\.0\.0\.1:\d+", b"ADDR", head[8:])
-    if cmd.code == 0 and cmd.remark == "FOUND":
+    if cmd.code == 0 and body:  # records (a FOUND pull's, a pop's)
         pos = 0
         while pos < len(body):
             size, magic = struct.unpack_from(">ii", body, pos)

@@ -51,6 +51,12 @@ def test_seeds_are_accepted_inputs():
         parse(f.read_text())
     for f in (CORPUS / "plain_acl").glob("seed-*"):
         assert parse_rules("x.yml", mapping_of(load_yaml(f.read_text(), "x.yml"), "x.yml")).accounts
+    from fuzz.targets import TwinPopLane, _PopSupport
+
+    for f in (CORPUS / "pop_frames").glob("seed-*"):
+        data = f.read_bytes()
+        taken, _ = TwinPopLane(_PopSupport(), 1 << 20).serve(None, data, 0, len(data))
+        assert taken > 0  # the pop lane takes its first frame at least
 
 
 def test_fastjson_refuses_deep_nesting():

@@ -109,29 +109,36 @@ class AckMessageProcessor:
 
     # ---- ACK_MESSAGE --------------------------------------------------------------
     async def ack(self, request: RemotingCommand) -> RemotingCommand:
-        ext = request.ext_fields or {}
+        return response(*await self.ack_answer(request.ext_fields or {}))
+
+    async def ack_answer(self, ext: dict[str, str]) -> tuple[int, str | None]:
+        """Serve an ACK_MESSAGE header: (code, remark) of its answer."""
         try:
             group, topic = ext_str(ext, "consumerGroup"), ext_str(ext, "topic")
             queue_id, offset = ext_int(ext, "queueId"), ext_int(ext, "offset")
             info = ExtraInfo.parse(ext.get("extraInfo"))
         except ValueError as exc:
-            return response(RC.SYSTEM_ERROR, str(exc))
+            return RC.SYSTEM_ERROR, str(exc)
         refused = self._check_queue(topic, queue_id, offset)
         if refused is not None:
-            return refused
+            return refused.code, refused.remark
         if not await self._ack_offsets(group, topic, queue_id, info, [offset]):
-            return response(RC.SYSTEM_ERROR, "put ack msg error")
-        return response(RC.SUCCESS)
+            return RC.SYSTEM_ERROR, "put ack msg error"
+        return RC.SUCCESS, None
 
     # ---- BATCH_ACK_MESSAGE -----------------------------------------------------------
     async def batch_ack(self, request: RemotingCommand) -> RemotingCommand:
+        return response(*await self.batch_ack_answer(request.body or b""))
+
+    async def batch_ack_answer(self, body: Any) -> tuple[int, str | None]:
+        """Serve a BATCH_ACK_MESSAGE body: (code, remark) of its answer."""
         try:
-            obj = fastjson.loads(bytes(request.body or b""))
+            obj = fastjson.loads(bytes(body))
             acks = obj.get("acks") or []
             if not isinstance(acks, list):
                 raise ValueError("acks is not a list")
         except (ValueError, AttributeError, fastjson.FastjsonError) as exc:
-            return response(RC.SYSTEM_ERROR, f"bad batch ack body: {exc}")
+            return RC.SYSTEM_ERROR, f"bad batch ack body: {exc}"
         broker_name = obj.get("brokerName") or self.bc.brokerName
         for a in acks:
             try:
@@ -142,13 +149,13 @@ class AckMessageProcessor:
                                  broker_name, queue_id, start)
                 offsets = bitset_offsets(start, a.get("b") or "")
             except (KeyError, ValueError, TypeError) as exc:
-                return response(RC.SYSTEM_ERROR, f"bad batch ack entry: {exc}")
+                return RC.SYSTEM_ERROR, f"bad batch ack entry: {exc}"
             refused = self._check_queue(topic, queue_id, None)
             if refused is not None:
-                return refused
+                return refused.code, refused.remark
             if offsets and not await self._ack_offsets(group, topic, queue_id, info, offsets):
-                return response(RC.SYSTEM_ERROR, "put ack msg error")
-        return response(RC.SUCCESS)
+                return RC.SYSTEM_ERROR, "put ack msg error"
+        return RC.SUCCESS, None
 
     # ---- CHANGE_MESSAGE_INVISIBLETIME -------------------------------------------------
     async def change_invisible(self, request: RemotingCommand) -> RemotingCommand:

@@ -272,6 +272,8 @@ class AdminBrokerProcessor(HandlerTableProcessor):
             "rmqSendLaneServed": c.send_lane_support.served if c.send_lane_support else 0,
             # rmq only: pulls answered by the pull lane (rmqPullLaneEnable)
             "rmqPullLaneServed": c.pull_lane_support.served if c.pull_lane_support else 0,
+            # rmq only: pops and acks answered by the pop lane (rmqPopLaneEnable)
+            "rmqPopLaneServed": c.pop_lane_support.served if c.pop_lane_support else 0,
         })
         if c.store_config.transientStorePoolEnable:
             info["remainHowManyDataToCommit"] = human_readable_bytes(

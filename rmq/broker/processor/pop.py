@@ -113,6 +113,22 @@ class PopResult:
     size: int = 0  # bytes of the records answered
 
 
+@dataclass(slots=True)
+class PopRequest:
+    """A POP_MESSAGE request read and checked (``PopMessageProcessor.read_pop``)."""
+
+    group: str
+    topic: str
+    queue_id: int
+    max_nums: int
+    invisible: int
+    poll_time: int
+    init_mode: int
+    orderly: bool
+    matches: Any
+    record_filter: Any
+
+
 class PopMessageProcessor:
     def __init__(self, controller: Any) -> None:
         self.c = controller
@@ -226,7 +242,16 @@ class PopMessageProcessor:
 
     # ---- POP_MESSAGE ------------------------------------------------------------
     async def pop(self, channel: Channel, request: RemotingCommand) -> RemotingCommand:
-        ext = request.ext_fields or {}
+        req = self.read_pop(channel, request.ext_fields or {})
+        if type(req) is not PopRequest:
+            return req
+        code, remark, ext_out, bodies, _size = await self.pop_answer(channel, req)
+        return response(code, remark, ext_out, bodies)
+
+    def read_pop(self, channel: Channel, ext: dict[str, str]) -> PopRequest | RemotingCommand:
+        """A POP_MESSAGE header read and checked: the request to serve, or the
+        refusal to answer.  Nothing is changed here, so the pop lane can read a
+        request and leave it to this path again."""
         try:
             group, topic = ext_str(ext, "consumerGroup"), ext_str(ext, "topic")
             queue_id = ext_int(ext, "queueId")
@@ -255,18 +280,55 @@ class PopMessageProcessor:
             return response(RC.SUBSCRIPTION_PARSE_FAILED, str(exc))
         cfg = self.c.subscription_group_manager.find_subscription_group_config(group)
         orderly = ext_bool(ext, "order") or cfg.consumeMessageOrderly
-        deadline = time.monotonic() + poll_time / 1000
+        return PopRequest(group, topic, queue_id, max_nums, invisible, poll_time, init_mode,
+                          orderly, matches, record_filter)
+
+    def may_find(self, req: PopRequest) -> bool:
+        """Whether a queue the pop reads holds messages past the group's offset
+        (or has no offset yet): read without changing anything, so that the pop
+        lane leaves a pop that would wait (long polling) to this path whole."""
+        group, topic = req.group, req.topic
+        if req.queue_id >= 0:
+            if self._unread(group, topic, (req.queue_id,)):
+                return True
+        elif self._unread(group, topic, None):
+            return True
+        return self._unread(group, retry_topic_v1(topic, group), None) or \
+            self._unread(group, retry_topic_v2(topic, group), None)
+
+    def _unread(self, group: str, topic: str, qids: Any) -> bool:
+        """Whether one of the queues ``qids`` (None: all the topic's) holds
+        messages past the group's offset or has no offset yet."""
+        if qids is None:
+            tc = self.c.topic_config_manager.select_topic_config(topic)
+            if tc is None:
+                return False
+            qids = range(tc.readQueueNums)
+        com, store = self.c.consumer_offset_manager, self.store
+        for qid in qids:
+            offset = com.query_offset(group, topic, qid)
+            if offset < 0 or offset < store.get_max_offset_in_queue(topic, qid):
+                return True
+        return False
+
+    async def pop_answer(self, channel: Channel, req: PopRequest
+                         ) -> tuple[int, str | None, dict[str, str] | None, Any, int]:
+        """Serve a checked pop: (code, remark, extFields, body, body bytes) of
+        its answer (the body a list of records, or None)."""
+        group, topic, queue_id = req.group, req.topic, req.queue_id
+        invisible, orderly = req.invisible, req.orderly
+        deadline = time.monotonic() + req.poll_time / 1000
         while True:
             out, pop_time, revive_qid = await self._pop_once(
-                group, topic, queue_id, max_nums, invisible, init_mode, orderly, matches,
-                record_filter)
+                group, topic, queue_id, req.max_nums, invisible, req.init_mode, orderly,
+                req.matches, req.record_filter)
             if out.count:
                 break
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not channel.is_active():
-                return response(RC.POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE")
+                return RC.POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE", None, None, 0
             if self.ctx.polling.full():
-                return response(RC.POLLING_FULL, "polling full")
+                return RC.POLLING_FULL, "polling full", None, None, 0
             await self.ctx.polling.wait(self.wait_topics(group, topic), remaining)
         if orderly:  # the queue stays blocked across a restart
             await self.ctx.persist_order()
@@ -277,7 +339,7 @@ class PopMessageProcessor:
         if orderly:
             ext_out["orderCountInfo"] = ";".join(out.order_info)
         self.c.stats.inc_get(group, topic, max(queue_id, 0), out.count, out.size, 0, False)
-        return response(RC.SUCCESS, None, ext_out, out.bodies)
+        return RC.SUCCESS, None, ext_out, out.bodies, out.size
 
     async def _pop_once(self, group: str, topic: str, queue_id: int, max_nums: int,
                         invisible: int, init_mode: int, orderly: bool, matches,
