@@ -96,9 +96,13 @@ async def _controller(root: Path, dledger: bool = False):
     controller.topic_config_manager.update_topic_config(TopicConfig(TOPIC, QUEUES, QUEUES))
     store = controller.message_store
     store.start()  # its services (the broker's own start would also open the ports)
-    if dledger:  # the group's endpoint: it elects itself; the lane makes the queues
+    if dledger:  # the group's endpoint alone (no other ports): it elects itself; the
+        # lane makes the queues
+        from rmq.broker.dledger_role_change import DLedgerService
+
         for service in controller.services:
-            await service.start()
+            if isinstance(service, DLedgerService):
+                await service.start()
         return controller
     for qid in range(QUEUES):  # the general put makes each consume queue
         props = {"UNIQ_KEY": f"{qid:032X}"}
