@@ -221,6 +221,13 @@ def test_the_inspector_reads_a_dledger_store(tmp_path, capsys):
     assert inspect_main([str(tmp_path), "--no-crc"]) == 1
 
 
+def _files(store: DLedgerMmapFileStore) -> tuple[list[bytes], list[bytes]]:
+    """The written bytes of the store's data files and index files (flushed)."""
+    store.flush()
+    return ([bytes(mf.view[:mf.wrote_position]) for mf in store.data.mapped_files],
+            [bytes(mf.view[:mf.wrote_position]) for mf in store.index.mapped_files])
+
+
 def test_a_push_appended_together_is_what_one_by_one_appends(tmp_path):
     """``append_all_as_follower``: the same data and index files as entry by
     entry, across a data file's end; a refused entry keeps those before it."""
@@ -237,12 +244,7 @@ def test_a_push_appended_together_is_what_one_by_one_appends(tmp_path):
     many.append_all_as_follower([leader.get(i) for i in range(7, 40)], 2, "n1")
     assert many.ledger_end_index == one.ledger_end_index == 39
     assert [many.get(i).same(one.get(i)) for i in range(40)] == [True] * 40
-    for store in (one, many):
-        store.flush()
-    assert [bytes(mf.view[:mf.wrote_position]) for mf in many.data.mapped_files] == \
-        [bytes(mf.view[:mf.wrote_position]) for mf in one.data.mapped_files]
-    assert [bytes(mf.view[:mf.wrote_position]) for mf in many.index.mapped_files] == \
-        [bytes(mf.view[:mf.wrote_position]) for mf in one.index.mapped_files]
+    assert _files(many) == _files(one)
     extra = leader.append_as_leader(b"next")
     with pytest.raises(DLedgerError) as err:
         many.append_all_as_follower([extra, leader.get(3)], 2, "n1")
@@ -326,12 +328,7 @@ def test_a_leaders_run_is_what_append_in_place_writes(tmp_path):
     assert run.ledger_end_index == one.ledger_end_index == 149 and run.ledger_begin_index == 0
     assert run.member_state.ledger_end_index == 149
     assert [run.get(i).same(one.get(i)) for i in range(150)] == [True] * 150
-    for store in (one, run):
-        store.flush()
-    assert [bytes(mf.view[:mf.wrote_position]) for mf in run.data.mapped_files] == \
-        [bytes(mf.view[:mf.wrote_position]) for mf in one.data.mapped_files]
-    assert [bytes(mf.view[:mf.wrote_position]) for mf in run.index.mapped_files] == \
-        [bytes(mf.view[:mf.wrote_position]) for mf in one.index.mapped_files]
+    assert _files(run) == _files(one)
     run.member_state.role = Role.FOLLOWER
     with pytest.raises(DLedgerError):
         run.append_run(sends[:2], born, host, now)
