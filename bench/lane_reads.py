@@ -21,9 +21,17 @@ under valgrind's callgrind twice, with ``--reads`` and with ``--reads`` +
 read.  The count does not move with the machine's load, so two trees can be
 compared while other work runs (slow: a few minutes per tree).
 
+``--dledger`` serves the reads to a DLedger leader's lane instead: the broker
+leads a group of one (its quorum is its own log, so each read's entries are
+committed, dispatched to the consume queues and answered within the read),
+the bracket is not timed.  ``--extra`` sets the reads the instruction count
+adds (fewer for many frames a read: each entry stays in the data files).
+
     .venv/bin/python -m bench.lane_reads [--reads 20000] [--frames 1] [--repeats 7]
     .venv/bin/python -m bench.lane_reads --instructions [--reads 2000] [--frames 1]
     .venv/bin/python -m bench.lane_reads --calls [--reads 2000] [--frames 1]
+    .venv/bin/python -m bench.lane_reads --dledger --instructions --reads 200 --extra 1000 \
+        --frames 16
 """
 
 from __future__ import annotations
@@ -57,16 +65,29 @@ class _Channel:
         self.attrs: dict = {}
         self.remote_addr = "127.0.0.1:40000"
 
+    def write_bytes(self, data: bytes) -> None:
+        """A DLedger lane's answers, once the quorum holds a read's entries."""
 
-async def _controller(root: Path):
-    """An initialized broker controller on a fresh store under ``root``."""
+
+async def _controller(root: Path, dledger: bool = False):
+    """An initialized broker controller on a fresh store under ``root``
+    (``dledger``: leading a DLedger group of one)."""
     from rmq.broker.controller import BrokerController
     from rmq.broker.startup import parse, prepare_store_paths
 
     conf = root / "broker.conf"
+    group = ""
+    if dledger:
+        import socket
+
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            raft = sock.getsockname()[1]
+        group = ("enableDLegerCommitLog=true\ndLegerGroup=g\ndLegerSelfId=n0\n"
+                 f"dLegerPeers=n0-127.0.0.1:{raft}\n")
     conf.write_text(f"brokerName=lane-reads\nlistenPort=40911\nstorePathRootDir={root}/store\n"
                     f"storePathCommitLog={root}/store/commitlog\n"
-                    "mappedFileSizeCommitLog=268435456\n")
+                    f"mappedFileSizeCommitLog=268435456\n{group}")
     _args, settings = parse(["-c", str(conf), "-n", "127.0.0.1:1"])
     prepare_store_paths(settings)
     controller = BrokerController(settings)
@@ -75,6 +96,14 @@ async def _controller(root: Path):
     controller.topic_config_manager.update_topic_config(TopicConfig(TOPIC, QUEUES, QUEUES))
     store = controller.message_store
     store.start()  # its services (the broker's own start would also open the ports)
+    if dledger:  # the group's endpoint alone (no other ports): it elects itself; the
+        # lane makes the queues
+        from rmq.broker.dledger_role_change import DLedgerService
+
+        for service in controller.services:
+            if isinstance(service, DLedgerService):
+                await service.start()
+        return controller
     for qid in range(QUEUES):  # the general put makes each consume queue
         props = {"UNIQ_KEY": f"{qid:032X}"}
         store.put_message(MessageExtBrokerInner(
@@ -107,7 +136,7 @@ class _Reads:
 
     async def warm(self) -> None:
         lane, channel, raw = self.lane, self.channel, self.raw
-        for _ in range(200):
+        for _ in range(2000):
             if _serve_all(lane, channel, [bytes(raw.frame(self.n)[1])]) == 0:
                 self.n += 1
             if self.n >= 2 * QUEUES:
@@ -126,14 +155,15 @@ class _Reads:
         return batch
 
 
-async def calls(reads: int, frames: int) -> tuple[float, list[tuple[float, str]]]:
+async def calls(reads: int, frames: int,
+                dledger: bool = False) -> tuple[float, list[tuple[float, str]]]:
     """Function calls per read (``cProfile``): the total and, per function,
     its calls per read, most called first."""
     import cProfile
     import pstats
 
     root = Path(tempfile.mkdtemp(prefix="lane-reads-"))
-    controller = await _controller(root)
+    controller = await _controller(root, dledger)
     try:
         r = _Reads(controller)
         await r.warm()
@@ -156,10 +186,10 @@ async def calls(reads: int, frames: int) -> tuple[float, list[tuple[float, str]]
         shutil.rmtree(root, ignore_errors=True)
 
 
-async def measure(reads: int, frames: int, repeats: int,
-                  bracket: bool = True) -> dict[str, list[float]]:
+async def measure(reads: int, frames: int, repeats: int, bracket: bool = True,
+                  dledger: bool = False) -> dict[str, list[float]]:
     root = Path(tempfile.mkdtemp(prefix="lane-reads-"))
-    controller = await _controller(root)
+    controller = await _controller(root, dledger)
     try:
         support = controller.send_lane_support
         r = _Reads(controller)
@@ -190,13 +220,14 @@ async def measure(reads: int, frames: int, repeats: int,
 EXTRA_READS = 10_000  # what --instructions adds to the second run
 
 
-def _callgrind_total(reads: int, frames: int) -> int:
+def _callgrind_total(reads: int, frames: int, dledger: bool = False) -> int:
     """Instructions of a whole run of the reads alone under callgrind."""
     with tempfile.TemporaryDirectory(prefix="lane-reads-cg-") as tmp:
         done = subprocess.run(
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/out",
              sys.executable, "-m", "bench.lane_reads", "--reads", str(reads), "--frames",
-             str(frames), "--repeats", "1", "--no-bracket"],
+             str(frames), "--repeats", "1", "--no-bracket",
+             *(["--dledger"] if dledger else [])],
             capture_output=True, text=True, env=os.environ, check=False)
     found = re.search(r"Collected : (\d+)", done.stderr)
     if done.returncode != 0 or found is None:
@@ -204,13 +235,14 @@ def _callgrind_total(reads: int, frames: int) -> int:
     return int(found.group(1))
 
 
-def instructions(reads: int, frames: int) -> float:
+def instructions(reads: int, frames: int, extra: int = EXTRA_READS,
+                 dledger: bool = False) -> float:
     """Instructions per read: the difference of two callgrind totals."""
     if shutil.which("valgrind") is None:
         raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
-    low = _callgrind_total(reads, frames)
-    high = _callgrind_total(reads + EXTRA_READS, frames)
-    return (high - low) / EXTRA_READS
+    low = _callgrind_total(reads, frames, dledger)
+    high = _callgrind_total(reads + extra, frames, dledger)
+    return (high - low) / extra
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -223,9 +255,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="count instructions per read under callgrind instead of timing")
     ap.add_argument("--calls", action="store_true",
                     help="count the function calls per read (cProfile) instead of timing")
+    ap.add_argument("--dledger", action="store_true",
+                    help="serve the reads to a DLedger leader's lane (a group of one)")
+    ap.add_argument("--extra", type=int, default=EXTRA_READS,
+                    help="reads the second --instructions run adds")
     args = ap.parse_args(argv)
     if args.calls:
-        total, rows = asyncio.run(calls(args.reads, args.frames))
+        total, rows = asyncio.run(calls(args.reads, args.frames, args.dledger))
         python = sum(c for c, name in rows if ".py:" in name)
         print(f"calls_per_read ({args.frames} frame(s) a read): {total:.1f}, "
               f"Python functions {python:.1f}")
@@ -234,15 +270,16 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {c:6.2f} {name}")
         return 0
     if args.instructions:
-        per_read = instructions(args.reads, args.frames)
+        per_read = instructions(args.reads, args.frames, args.extra, args.dledger)
         print(f"instructions_per_read ({args.frames} frame(s) a read): {per_read:,.0f}")
         return 0
     import uvloop
 
     uvloop.install()
-    got = asyncio.run(measure(args.reads, args.frames, args.repeats, not args.no_bracket))
+    got = asyncio.run(measure(args.reads, args.frames, args.repeats,
+                              not args.no_bracket and not args.dledger, args.dledger))
     for key, values in got.items():
-        if not values and key == "begin_end_us" and args.no_bracket:
+        if not values and key == "begin_end_us" and (args.no_bracket or args.dledger):
             continue
         if not values:
             print(f"{key}: no repeat was taken whole by the lane")

@@ -1137,6 +1137,40 @@ cdef inline uint8_t* rmq_entry(uint8_t* p, const char* key, Py_ssize_t klen,
     return stop
 
 
+def plain_answers(bytes host_hex not None, tuple tails not None, list sends not None,
+                  list stored not None, list asked not None):
+    """The SUCCESS frames of a DLedger leader's stored sends, joined, as
+    ``response_frame`` builds each (twin: ``_plain_answers`` in
+    rmq/broker/send_lane.py): ``sends[i]`` is ``plain_single``'s reading,
+    ``stored[i]`` (entry, physical offset, queue offset, size); oneway sends
+    get none; each answered send's (opaque, serialize type) is appended to
+    ``asked``."""
+    cdef Out o = Out()
+    cdef tuple send, put
+    cdef bytes tail
+    cdef uint8_t* p
+    cdef int stype
+    cdef Py_ssize_t i, n = min(len(sends), len(stored))
+    if len(tails) != 2 or type(tails[0]) is not bytes or type(tails[1]) is not bytes:
+        raise TypeError("tails: the JSON and the ROCKETMQ tail, bytes")
+    for i in range(n):
+        send = sends[i]
+        put = stored[i]
+        if <int64_t>send[2] & RPC_ONEWAY:
+            continue
+        stype = send[4]
+        if stype != 0 and stype != 1:
+            raise ValueError("serialize type %d" % stype)
+        tail = tails[stype]
+        o.reserve(RESPONSE_ROOM + PyBytes_GET_SIZE(host_hex) + PyBytes_GET_SIZE(tail))
+        p = respond_head(o, host_hex, stype)
+        put_hex16(p, put[1])
+        respond_tail(o, p + 16, send[6], put[2], send[3], tail, stype)
+        asked.append((send[3], stype))
+    out = o.take()
+    return b"" if out is None else out
+
+
 cdef object field_text(Field* f):
     """A header value as the general reader makes it (None when absent)."""
     cdef uint8_t* tmp

@@ -15,11 +15,12 @@ This lane takes the leading frames of a read that the send lane would take
 valid queue, no transaction, no delay, ASCII property keys) and stores each
 as ``DLedgerCommitLog.put_message`` stores it
 (``DLedgerCommitLog.append_plain``: the same record in the same entry, the
-same dispatch room taken).  The read's answers are built as the send lane
-builds them (the general path's bytes) and held together on the group's
-quorum wait for its last entry: written in one go once a quorum holds the
-entries, or each replaced by the general path's failure answer when the
-wait fails.
+same dispatch room taken; a read's entries and index units written in one
+compiled call).  The read's answers are built as the send lane builds them
+(the general path's bytes, in one call: ``plain_answers``) and held together
+on the group's quorum wait for its last entry: written in one go once a
+quorum holds the entries, or each replaced by the general path's failure
+answer when the wait fails.
 Statistics are counted once per topic per read.  The first frame the lane
 does not take -- or a put it cannot make (no longer the leader, a dispatch
 file that cannot be made, ...) -- ends its turn, and that frame and
@@ -33,7 +34,7 @@ import logging
 from typing import Any
 
 from rmq.broker.processor.send_support import channel_host
-from rmq.broker.send_lane import SendLaneSupport, make_send_lane, response_frame
+from rmq.broker.send_lane import SendLaneSupport, make_send_lane, plain_answers
 from rmq.common import message as mc
 from rmq.remoting.command import RPC_ONEWAY, RPC_RESPONSE
 from rmq.store import BrokerRole
@@ -77,43 +78,22 @@ class DLedgerSendLane:
         send = reader.plain_single(buf, pos, end)
         if send is None or not self._may_put():
             return pos, None
+        sends = []
+        while send is not None:
+            sends.append(send)
+            send = reader.plain_single(buf, send[0], end)
         read = _Read(self.support, channel)
-        first = last = None
+        stored = read.cl.append_plain(sends, read.host_bits, read.born)
+        if not stored:
+            return pos, None
         counts = self._counts
-        try:
-            while send is not None:
-                entry = self._one(read, send)
-                if entry is None:
-                    break
-                if first is None:
-                    first = entry
-                last = entry
-                key = (send[1], bool(send[2] & RPC_ONEWAY))
-                counts[key] = counts.get(key, 0) + 1
-                pos = send[0]
-                send = reader.plain_single(buf, pos, end)
-        finally:
-            if last is not None:
-                read.finish(first, last)
-        return pos, None
-
-    def _one(self, read: _Read, send: tuple):
-        """Store one single send (``plain_single``'s reading) and queue its
-        answer: its entry, or None (nothing stored) to leave it to the
-        general path."""
-        (_end, _code, flag, opaque, stype, topic, queue_id, sys_flag, born_ts, mflag,
-         reconsume, body, props, keys) = send
-        put = read.cl.append_plain(topic, queue_id, mflag, sys_flag | read.host_bits, born_ts,
-                                   read.born, reconsume, body, props, keys)
-        if put is None:
-            return None
-        entry, phy, queue_offset, size = put
-        read.stored(topic, size)
-        if not flag & RPC_ONEWAY:
-            read.answers.append(response_frame(read.host_hex, phy, queue_id, queue_offset,
-                                               opaque, read.tails[stype], stype))
-            read.asked.append((opaque, stype))
-        return entry
+        for send, put in zip(sends, stored, strict=False):
+            read.stored(send[5], put[3])
+            key = (send[1], bool(send[2] & RPC_ONEWAY))
+            counts[key] = counts.get(key, 0) + 1
+        read.answers = plain_answers(read.host_hex, read.tails, sends, stored, read.asked)
+        read.finish(stored[0][0], stored[-1][0])
+        return sends[len(stored) - 1][0], None
 
 
 class _Read:
@@ -134,7 +114,7 @@ class _Read:
             (mc.STOREHOSTADDRESS_V6_FLAG if cl.store_host_v6 else 0)
         self.host_hex = cl.msg_id_prefix.encode()
         self.tails = (support.tail(), support.rocketmq_tail())  # by serialize type
-        self.answers: list[bytes] = []
+        self.answers = b""  # the answered sends' frames
         self.asked: list[tuple[int, int]] = []  # (opaque, serialize type) of each answer
         self.sizes: dict[str, list[int]] = {}  # topic -> [messages, bytes]
 
@@ -157,7 +137,7 @@ class _Read:
         quorum = self.cl.quorum_wait(first, last)
         if self.answers:
             quorum.add_done_callback(_Answer(support.processor, self.channel,
-                                             b"".join(self.answers), self.asked))
+                                             self.answers, self.asked))
 
 
 class _Answer:

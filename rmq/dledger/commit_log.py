@@ -77,6 +77,26 @@ def _put_status(code: int | None) -> PutMessageStatus:
     return _STATUS.get(code, PutMessageStatus.UNKNOWN_ERROR)
 
 
+class _RecordWriter:
+    """``append_in_place``'s writer of a lane's send (``append_plain``'s tuple):
+    the record with its physical offset, in place."""
+
+    __slots__ = ("send", "born", "now", "store_host")
+
+    def __init__(self, send: tuple, born: bytes, now: int, store_host: bytes) -> None:
+        self.send = send
+        self.born = born
+        self.now = now
+        self.store_host = store_host
+
+    def __call__(self, buf, at: int, phy: int) -> None:
+        topic_b, queue_id, flag, queue_offset, sys_flag, born_ts, reconsume, body, props, \
+            _size = self.send
+        codec.write_record(buf, at, queue_id, flag, queue_offset, phy, sys_flag, born_ts,
+                           self.born, self.now, self.store_host, reconsume, 0, body, topic_b,
+                           props)
+
+
 def _patch_phy(entry: Entry, record: bytearray, body_at: int) -> None:
     """The append hook: the record's PHYSICALOFFSET is where its body lies."""
     _LONG.pack_into(record, body_at + PHY_IN_RECORD, entry.pos + body_at)
@@ -158,39 +178,61 @@ class DLedgerCommitLog(CommitLog):
             entry = self.dledger.append_as_leader(record)
         return entry, self.server.pusher.wait_quorum(entry, first, _put_status)
 
-    def append_plain(self, topic: str, queue_id: int, flag: int, sys_flag: int, born_ts: int,
-                     born: bytes, reconsume: int, body, props: bytes,
-                     keys: int) -> tuple[Entry, int, int, int] | None:
-        """A plain send's record appended as ``put_message`` appends it (the
-        same record in the same entry, the same dispatch room taken), for
-        the leader's send lane: (entry, the record's physical offset, its
-        queue offset, its size), or None with nothing appended (the general
-        path then stores or refuses the send).  The caller waits for the
-        quorum (``quorum_wait``) and counts the put."""
-        topic_b = topic.encode()
-        size = codec.record_size(sys_flag, len(body), len(topic_b), len(props))
+    def append_plain(self, sends: list[tuple], host_bits: int,
+                     born: bytes) -> list[tuple[Entry, int, int, int]]:
+        """Plain sends (``plain_single``'s readings, host bits aside) appended
+        as ``put_message`` appends each (the same record in the same entry,
+        the same dispatch room taken), for the leader's send lane: (entry,
+        the record's physical offset, queue offset, record size) of the
+        leading ones stored; the general path then stores or refuses the
+        rest.  One call per read: each send's checks, queue offset and
+        dispatch room, then the entries written together
+        (``DLedgerMmapFileStore.append_run``; one by one only where a file
+        ends).  The caller waits for the quorum (``quorum_wait``) and counts
+        the puts."""
         max_body = self.config.maxMessageSize
-        if len(body) > max_body or size > max_body + 65536 or \
-                size + 8 + BODY_OFFSET > self.file_size:
-            return None
-        key = (topic, queue_id)
-        queue_offset = self.topic_queue_table.get(key, 0)
-        if not self.store.dispatch_room.reserve(topic, queue_id, queue_offset, 1, keys):
-            return None
+        limit = self.file_size - 8 - BODY_OFFSET
+        table = self.topic_queue_table
+        reserve = self.store.dispatch_room.reserve
+        offsets: dict[tuple[str, int], int] = {}
+        runs: list[tuple] = []
+        for (_end, _code, _flag, _opaque, _stype, topic, queue_id, sys_flag, born_ts, mflag,
+             reconsume, body, props, keys) in sends:
+            topic_b = topic.encode()
+            sys_flag |= host_bits
+            size = codec.record_size(sys_flag, len(body), len(topic_b), len(props))
+            if len(body) > max_body or size > max_body + 65536 or size > limit:
+                break
+            key = (topic, queue_id)
+            queue_offset = offsets.get(key)
+            if queue_offset is None:
+                queue_offset = table.get(key, 0)
+            if not reserve(topic, queue_id, queue_offset, 1, keys):
+                break
+            offsets[key] = queue_offset + 1
+            runs.append((topic_b, queue_id, mflag, queue_offset, sys_flag, born_ts, reconsume,
+                         body, props, size))
         now = _now_ms()
         store_host = self.store_host_field
-
-        def write(buf, at: int, phy: int) -> None:  # the record, its offset in place
-            codec.write_record(buf, at, queue_id, flag, queue_offset, phy, sys_flag, born_ts,
-                               born, now, store_host, reconsume, 0, body, topic_b, props)
-
+        dledger = self.dledger
+        entries: list[Entry] = []
         try:
-            entry = self.dledger.append_in_place(size, write)
+            while len(entries) < len(runs):
+                done = dledger.append_run(runs[len(entries):], born, store_host, now)
+                if not done:  # a file to close or make first: this one the usual way
+                    done = [dledger.append_in_place(runs[len(entries)][9],
+                                                    _RecordWriter(runs[len(entries)], born,
+                                                                  now, store_host))]
+                entries += done
         except DLedgerError as exc:
             log.warning("DLedger append refused: %s", exc)
-            return None
-        self.topic_queue_table[key] = queue_offset + 1
-        return entry, entry.pos + BODY_OFFSET, queue_offset, size
+        except ValueError as exc:  # a send the writer refuses: nothing of it is in the files
+            log.error("[BUG] DLedger lane append: %s", exc)
+        out = []
+        for entry, send, run in zip(entries, sends, runs, strict=False):
+            table[(send[5], send[6])] = run[3] + 1
+            out.append((entry, entry.pos + BODY_OFFSET, run[3], run[9]))
+        return out
 
     def quorum_wait(self, first: Entry, last: Entry) -> asyncio.Future:
         """The quorum wait of the entries ``first``..``last`` appended by

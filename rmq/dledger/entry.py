@@ -31,7 +31,7 @@ BODY_OFFSET = HEADER_SIZE + 4  # 48: where the body starts (4.9.8 commit-log dat
 INDEX_UNIT_SIZE = 32
 
 RECORD_HEADER = struct.Struct(">iiqqqiiii")
-_INDEX = struct.Struct(">iqiqq")
+INDEX_UNIT = struct.Struct(">iqiqq")
 
 
 def _b64encode(data) -> bytes:
@@ -123,12 +123,12 @@ class Entry:
 
 
 def encode_index(pos: int, size: int, magic: int, index: int, term: int) -> bytes:
-    return _INDEX.pack(magic, pos, size, index, term)
+    return INDEX_UNIT.pack(magic, pos, size, index, term)
 
 
 def decode_index(data, offset: int = 0) -> tuple[int, int, int, int, int]:
     """(magic, pos, size, index, term) of the index unit at ``offset``."""
-    return _INDEX.unpack_from(data, offset)
+    return INDEX_UNIT.unpack_from(data, offset)
 
 
 def blank(length: int) -> bytes:

@@ -22,6 +22,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from rmq._fast import compiled
 from rmq.common.config_manager import write_file_safely
 from rmq.common.properties import ConfigError, load_properties
 from rmq.dledger.config import DLedgerConfig
@@ -29,6 +30,7 @@ from rmq.dledger.entry import (
     BLANK_MAGIC,
     BODY_OFFSET,
     HEADER_SIZE,
+    INDEX_UNIT,
     INDEX_UNIT_SIZE,
     MAGIC,
     MIN_BLANK_LEN,
@@ -40,6 +42,7 @@ from rmq.dledger.entry import (
 )
 from rmq.dledger.member_state import MemberState
 from rmq.dledger.protocol import Code, DLedgerError
+from rmq.store import message_codec as codec
 from rmq.store.mapped_file import MappedFileQueue
 
 log = logging.getLogger("rmq.dledger")
@@ -76,14 +79,22 @@ class DLedgerMmapFileStore:
             self._recent_bytes = 0
 
     def _keep_recent(self, entry: Entry) -> None:
+        self._keep_all_recent([entry])
+
+    def _keep_all_recent(self, entries: list[Entry]) -> None:
+        """Keep ``entries`` (appended in order), dropping the oldest beyond
+        ``RECENT_BYTES``."""
         recent = self._recent
         if not recent:
-            self._recent_first = entry.index
-        recent[entry.index] = entry
-        self._recent_bytes += entry.size
-        while self._recent_bytes > RECENT_BYTES and len(recent) > 1:
-            self._recent_bytes -= recent.pop(self._recent_first).size
+            self._recent_first = entries[0].index
+        kept = self._recent_bytes
+        for entry in entries:
+            recent[entry.index] = entry
+            kept += entry.size
+        while kept > RECENT_BYTES and len(recent) > 1:
+            kept -= recent.pop(self._recent_first).size
             self._recent_first += 1
+        self._recent_bytes = kept
 
     # ---- start and stop ---------------------------------------------------------
     def startup(self) -> None:
@@ -382,6 +393,36 @@ class DLedgerMmapFileStore:
         self._keep_recent(entry)
         return entry
 
+    def append_run(self, sends: list[tuple], born: bytes, store_host: bytes,
+                   now: int) -> list[Entry]:
+        """``append_in_place`` of the records of ``sends`` (``write_entries``'
+        tuples) as consecutive entries, in one call: the leading ones that fit
+        the current data and index files (none when a file must be made or
+        closed first: the caller appends that one with ``append_in_place``)."""
+        ms = self._leader_checks()
+        mf = self.data.get_last_mapped_file()
+        imf = self.index.get_last_mapped_file()
+        first = self.ledger_end_index + 1
+        if mf is None or mf.is_full() or imf is None or imf.is_full() or \
+                imf.file_from_offset + imf.wrote_position != first * INDEX_UNIT_SIZE:
+            return []
+        at, iat = mf.wrote_position, imf.wrote_position
+        entries, used, iused = write_entries(
+            mf.view, at, mf.file_from_offset + at, self.data.mapped_file_size - at, imf.view, iat,
+            self.index.mapped_file_size - iat, first, ms.curr_term, born, store_host, now, sends,
+            Entry)
+        if not entries:
+            return entries
+        _advance(mf, used)
+        _advance(imf, iused)
+        last = entries[-1]
+        self.ledger_end_index, self.ledger_end_term = last.index, last.term
+        if self.ledger_begin_index == -1:
+            self.ledger_begin_index = first
+        self._update_member_state()
+        self._keep_all_recent(entries)
+        return entries
+
     def append_as_follower(self, entry: Entry, leader_term: int, leader_id: str) -> Entry:
         self.append_all_as_follower([entry], leader_term, leader_id)
         return entry
@@ -496,6 +537,51 @@ class DLedgerMmapFileStore:
         entry = self.get(index)
         self.committed_index = index
         self.committed_pos = entry.pos + entry.size
+
+
+def _write_entries(data, at: int, pos: int, room: int, index, index_at: int, index_room: int,
+                   first_index: int, term: int, born: bytes, store_host: bytes, now: int,
+                   sends: list[tuple], make_entry) -> tuple[list[Entry], int, int]:
+    """Write ``sends`` as entries ``first_index``, ... of ``term`` at
+    ``data[at:at + room]`` (``pos``: where ``at`` lies in the data files) and
+    their index units at ``index[index_at:index_at + index_room]``; each send
+    is (topic bytes, queue id, flag, queue offset, sysFlag, born timestamp,
+    reconsume times, body bytes, stored properties bytes, record size).
+    Returns (the entries made by ``make_entry`` -- the leading sends that fit
+    --, data bytes written, index bytes written).  The twin of
+    ``rmq._fast.dledger_append.write_entries``: an entry stops the run where
+    it would not leave a blank's room in the data file or its index unit
+    would not fit."""
+    if at < 0 or room < 0 or at + room > len(data) or index_at < 0 or index_room < 0 or \
+            index_at + index_room > len(index):
+        raise ValueError("a place outside its file")
+    entries: list[Entry] = []
+    used = iused = 0
+    idx = first_index
+    for topic, queue_id, flag, queue_offset, sys_flag, born_ts, reconsume, body, props, \
+            rsize in sends:
+        if rsize != codec.record_size(sys_flag, len(body), len(topic), len(props)):
+            raise ValueError("a send's sizes do not add up")
+        size = rsize + BODY_OFFSET
+        if used + size + MIN_BLANK_LEN > room or iused + INDEX_UNIT_SIZE > index_room:
+            break
+        phy = pos + used
+        start = at + used
+        RECORD_HEADER.pack_into(data, start, MAGIC, size, idx, term, phy, 0, 0, 0, rsize)
+        codec.write_record(data, start + BODY_OFFSET, queue_id, flag, queue_offset,
+                           phy + BODY_OFFSET, sys_flag, born_ts, born, now, store_host, reconsume,
+                           0, body, topic, props)
+        INDEX_UNIT.pack_into(index, index_at + iused, MAGIC, phy, size, idx, term)
+        entries.append(make_entry(idx, term, bytes(data[start + BODY_OFFSET:start + size]), phy,
+                                  MAGIC, 0, 0, 0, size))
+        used += size
+        iused += INDEX_UNIT_SIZE
+        idx += 1
+    return entries, used, iused
+
+
+_c = compiled("dledger_append")
+write_entries = _write_entries if _c is None else _c.write_entries
 
 
 def _advance(mf, n: int) -> None:

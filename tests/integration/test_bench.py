@@ -537,7 +537,8 @@ def test_compare_runs_the_same_load_against_a_reference(tmp_path):
 @pytest.mark.timeout(120)
 def test_small_benches_run(tmp_path):
     """bench/metrics_cost.py, bench/sql92_bitmap.py, bench/dledger_bench.py,
-    bench/lane_reads.py and bench/pop_calls.py at small sizes: they run and
+    bench/lane_reads.py (a send lane's and a DLedger leader's) and
+    bench/pop_calls.py at small sizes: they run and
     print their figures (the figures themselves go in bench/RESULTS.md)."""
     for script, args, expect in (
             ("metrics_cost", ["--messages", "20000", "--series", "200"], "scrape of 200"),
@@ -546,6 +547,8 @@ def test_small_benches_run(tmp_path):
             ("dledger_bench", ["--appends", "400", "--inflight", "1,8"], "3 nodes"),
             ("lane_reads", ["--reads", "300", "--frames", "2", "--repeats", "2"],
              "per_read_us (2 frame(s) a read): best"),
+            ("lane_reads", ["--dledger", "--reads", "100", "--frames", "4", "--repeats", "2"],
+             "per_read_us (4 frame(s) a read): best"),
             ("pop_calls", ["--cycles", "40", "--repeats", "2", "--parts"],
              "batch_ack_us (32 messages a call): best"),
             ("pop_calls", ["--cycles", "40", "--repeats", "2", "--lane"],

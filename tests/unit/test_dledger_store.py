@@ -5,11 +5,15 @@ inspector on a DLedger store holding commit-log records."""
 from __future__ import annotations
 
 import os
+import random
 import struct
 
 import pytest
 
+from rmq._fast import compiled_or_none
 from rmq.common.message_id import socket_address_bytes
+from rmq.dledger import mmap_store
+from rmq.dledger.commit_log import _RecordWriter
 from rmq.dledger.config import DLedgerConfig, DLedgerConfigError, parse_peers
 from rmq.dledger.entry import (
     BLANK_MAGIC,
@@ -27,6 +31,8 @@ from rmq.store.inspect import inspect_store
 from rmq.store.inspect import main as inspect_main
 
 pytestmark = pytest.mark.timeout(60)
+
+_APPEND = compiled_or_none("dledger_append")
 
 
 def test_entry_layout_is_dledgers():
@@ -215,6 +221,13 @@ def test_the_inspector_reads_a_dledger_store(tmp_path, capsys):
     assert inspect_main([str(tmp_path), "--no-crc"]) == 1
 
 
+def _files(store: DLedgerMmapFileStore) -> tuple[list[bytes], list[bytes]]:
+    """The written bytes of the store's data files and index files (flushed)."""
+    store.flush()
+    return ([bytes(mf.view[:mf.wrote_position]) for mf in store.data.mapped_files],
+            [bytes(mf.view[:mf.wrote_position]) for mf in store.index.mapped_files])
+
+
 def test_a_push_appended_together_is_what_one_by_one_appends(tmp_path):
     """``append_all_as_follower``: the same data and index files as entry by
     entry, across a data file's end; a refused entry keeps those before it."""
@@ -231,15 +244,93 @@ def test_a_push_appended_together_is_what_one_by_one_appends(tmp_path):
     many.append_all_as_follower([leader.get(i) for i in range(7, 40)], 2, "n1")
     assert many.ledger_end_index == one.ledger_end_index == 39
     assert [many.get(i).same(one.get(i)) for i in range(40)] == [True] * 40
-    for store in (one, many):
-        store.flush()
-    assert [bytes(mf.view[:mf.wrote_position]) for mf in many.data.mapped_files] == \
-        [bytes(mf.view[:mf.wrote_position]) for mf in one.data.mapped_files]
-    assert [bytes(mf.view[:mf.wrote_position]) for mf in many.index.mapped_files] == \
-        [bytes(mf.view[:mf.wrote_position]) for mf in one.index.mapped_files]
+    assert _files(many) == _files(one)
     extra = leader.append_as_leader(b"next")
     with pytest.raises(DLedgerError) as err:
         many.append_all_as_follower([extra, leader.get(3)], 2, "n1")
     assert err.value.code is Code.INCONSISTENT_INDEX and many.ledger_end_index == 40
     for store in (leader, one, many):
+        store.shutdown()
+
+
+def _sends(count: int, born6: bool = False, seed: int = 7) -> list[tuple]:
+    """``write_entries``' tuples of plain sends of several shapes (empty
+    bodies and properties, several topics and queues), born on a v6 host
+    with ``born6``, stored on a v4 one."""
+    rnd = random.Random(seed)
+    out = []
+    for i in range(count):
+        topic = (b"T%d" % (i % 3)) * (1 + i % 5)
+        body = rnd.randbytes(rnd.choice((0, 1, 37, 300, 1200)))
+        props = b"" if i % 7 == 0 else b"TAGS\x01t%d\x02KEYS\x01k%d k\x02WAIT\x01true" % (i, i)
+        sys_flag = (0x10 if born6 else 0) | (i % 3)
+        size = codec.record_size(sys_flag, len(body), len(topic), len(props))
+        out.append((topic, i % 8, i % 3, 1000 + i, sys_flag, 1_600_000_000_000 + i, i % 2,
+                    body, props, size))
+    return out
+
+
+def _hosts() -> tuple[bytes, bytes]:
+    return socket_address_bytes(("127.0.0.1", 4000)), socket_address_bytes(("127.0.0.1", 10911))
+
+
+@pytest.mark.skipif(_APPEND is None, reason="compiled extensions not built")
+@pytest.mark.parametrize("room", [20_000, 5_000, 1_000, 0])
+def test_write_entries_compiled_and_twin_write_the_same(room):
+    """``write_entries``: the same data and index bytes, entries and counts from
+    the compiled writer and its twin, stopping where the room ends."""
+    born4, store = _hosts()
+    born6 = socket_address_bytes(("::1", 4000))
+    results = []
+    for write in (_APPEND.write_entries, mmap_store._write_entries):
+        for born in (born4, born6):
+            sends = _sends(40, len(born) == 20)
+            data, index = bytearray(room + 100), bytearray(32 * 30 + 16)
+            got = write(data, 50, 8192 + 50, room, index, 16, 32 * 30, 77, 3, born, store,
+                        1_700_000_000_123, sends, Entry)
+            results.append((bytes(data), bytes(index), got[1], got[2],
+                            [(e.index, e.term, e.body, e.pos, e.size) for e in got[0]]))
+    assert results[:2] == results[2:]
+    made = len(results[0][4])
+    assert made == {20_000: 30, 0: 0}.get(room, made) and made <= 30  # the index room ends a run
+    with pytest.raises(ValueError):
+        _APPEND.write_entries(bytearray(10), 0, 0, 11, bytearray(32), 0, 32, 0, 1, store, store,
+                              0, [], Entry)
+    bad = _sends(1)[0][:9] + (1,)
+    for write in (_APPEND.write_entries, mmap_store._write_entries):
+        with pytest.raises(ValueError):
+            write(bytearray(4096), 0, 0, 4096, bytearray(64), 0, 64, 0, 1, store, store, 0,
+                  [bad], Entry)
+
+
+def test_a_leaders_run_is_what_append_in_place_writes(tmp_path):
+    """``append_run`` (with the lane's one-by-one fallback where a data or
+    index file ends) leaves the same data and index files and entries as
+    ``append_in_place`` of each send: what the DLedger lane stores."""
+    born, host = _hosts()
+    sends = _sends(150)
+    one = _store(tmp_path / "a", term=2, data_size=1 << 14)
+    run = _store(tmp_path / "b", term=2, data_size=1 << 14)
+    now = 1_700_000_000_000
+    for send in sends:
+        one.append_in_place(send[9], _RecordWriter(send, born, now, host))
+    done: list[Entry] = []
+    calls = 0
+    while len(done) < len(sends):
+        part = run.append_run(sends[len(done):len(done) + 20], born, host, now)
+        if not part:
+            part = [run.append_in_place(sends[len(done)][9],
+                                        _RecordWriter(sends[len(done)], born, now, host))]
+        done += part
+        calls += 1
+    assert calls < len(sends) // 4
+    assert len(run.data.mapped_files) > 3 and len(run.index.mapped_files) > 1
+    assert run.ledger_end_index == one.ledger_end_index == 149 and run.ledger_begin_index == 0
+    assert run.member_state.ledger_end_index == 149
+    assert [run.get(i).same(one.get(i)) for i in range(150)] == [True] * 150
+    assert _files(run) == _files(one)
+    run.member_state.role = Role.FOLLOWER
+    with pytest.raises(DLedgerError):
+        run.append_run(sends[:2], born, host, now)
+    for store in (one, run):
         store.shutdown()
