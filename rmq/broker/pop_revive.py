@@ -481,18 +481,29 @@ def _apply_ack(svc: PopReviveService, ack: AckMsg) -> None:
         svc._settle(key)
 
 
+_TAG_CODES = {t: mc.tags_string_to_code(t) for t in (CK_TAG, ACK_TAG, BATCH_ACK_TAG)}
+
+
+def bind_compiled(c: Any) -> None:
+    """Hand ``rmq._fast.pop_revive`` what it needs of the layers above it."""
+    c.bind(PopCheckPoint, Pending, TIMER_ACK_GRACE_MS, FlushDiskType.SYNC_FLUSH,
+           BrokerRole.SYNC_MASTER, tuple((t, _TAG_CODES[t]) for t in (CK_TAG, ACK_TAG,
+                                                                      BATCH_ACK_TAG)),
+           PROPERTY_TIMER_DELIVER_MS, mc.PROPERTY_TAGS)
+
+
+_write_now = PopReviveService.write_now
 written = _written
 add_ck = _add_ck
 apply_ack = _apply_ack
 _c = compiled("pop_revive")
 if _c is not None:
-    _c.bind(PopCheckPoint, Pending, TIMER_ACK_GRACE_MS)
+    bind_compiled(_c)
     written = _c.written
     add_ck = _c.add_ck
     apply_ack = _c.apply_ack
-
-
-_TAG_CODES = {t: mc.tags_string_to_code(t) for t in (CK_TAG, ACK_TAG, BATCH_ACK_TAG)}
+    # a pop's and an ack's record: body, append and bookkeeping in one compiled call
+    PopReviveService.write_now = _c.write_now  # type: ignore[method-assign]
 
 
 def _record_props(tag: str, now: int) -> tuple[dict[str, str], str]:

@@ -231,7 +231,7 @@ def test_record_bookkeeping_compiled_and_twin_leave_the_same_state():
     impls = [(pr._written, pr._add_ck, pr._apply_ack)]
     c = compiled_or_none("pop_revive")
     if c is not None:
-        c.bind(PopCheckPoint, pr.Pending, pr.TIMER_ACK_GRACE_MS)
+        pr.bind_compiled(c)
         impls.append((c.written, c.add_ck, c.apply_ack))
     states, settled_all = [], []
     for written, add_ck, apply_ack in impls:
@@ -271,3 +271,49 @@ def test_record_bookkeeping_compiled_and_twin_leave_the_same_state():
         settled_all.append(settled)
     assert len(states[0][0]) > 20 and len(settled_all[0]) > 20
     assert all(s == states[0] for s in states) and all(s == settled_all[0] for s in settled_all)
+
+
+@pytest.mark.timeout(60)
+async def test_write_now_compiled_and_twin_store_and_apply_the_same(tmp_path):
+    """``write_now``, the twin and the compiled one (when built): the same
+    records stored (body, tags, property keys, queue offsets) and the same
+    service state after the same checkpoints and acks."""
+    from rmq._fast import compiled_or_none
+
+    impls = [pr._write_now]
+    c = compiled_or_none("pop_revive")
+    if c is not None:  # (bound here too when the twins are forced)
+        pr.bind_compiled(c)
+        compiled_or_none("store_put").bind(BrokerRole.SLAVE, FlushDiskType.ASYNC_FLUSH)
+        impls.append(c.write_now)
+    seen = []
+    for n, write_now in enumerate(impls):
+        store = DefaultMessageStore(_config(tmp_path / str(n)), HOST)
+        assert store.load()
+        store.start()
+        try:
+            svc = pr.PopReviveService(_Controller(store))
+            svc.ensure_loaded()
+            cks = [PopCheckPoint(f"T{i % 3}", "g", i % 4, 100 + i, 1_000 + i, 60_000,
+                                 list(range(0, 1 + i % 32, 1 + i % 2)), "b") for i in range(40)]
+            assert await svc.write(0, cks[0]) and await svc.write(1, cks[1])
+            got = []
+            for i, ck in enumerate(cks[2:], 2):
+                got.append(write_now(svc, i % 2, ck))
+                offs = ck.offsets()[: 1 + i % 3]
+                got.append(write_now(svc, i % 2, AckMsg(ck.topic, ck.cid, ck.queue_id,
+                                                        ck.start_offset, ck.pop_time,
+                                                        ck.broker_name, offs)))
+            assert got == [True] * len(got)
+            records = []
+            for qid in (0, 1):
+                for off in range(store.get_max_offset_in_queue(svc.topic, qid)):
+                    phy = store.consume_queue_table[svc.topic][qid].read_entry(off)[0]
+                    m = store.look_message_by_offset(phy)
+                    records.append((qid, m.queue_offset, m.body, m.properties["TAGS"],
+                                    sorted(m.properties)))
+            seen.append((records, _bookkeeping_state(svc)))
+        finally:
+            store.shutdown()
+    assert len(seen[0][0]) == 2 + 38 * 2
+    assert all(s == seen[0] for s in seen)
