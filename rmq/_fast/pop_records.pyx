@@ -75,6 +75,25 @@ cdef uint8_t *int_list(uint8_t *o, list values) except NULL:
     return o + 1
 
 
+cdef inline uint8_t *bn_and_c(uint8_t *o, bint has_bn, _Text bn, _Text c) noexcept:
+    """``,"bn":..`` (when there is a broker name) and ``,"c":..``: both records'."""
+    if has_bn:
+        o = lit(o, b',"bn":', 6)
+        o = json_write_string(o, bn.p, bn.n)
+    o = lit(o, b',"c":', 5)
+    return json_write_string(o, c.p, c.n)
+
+
+cdef inline uint8_t *so_and_t(uint8_t *o, long long start_offset, _Text t) noexcept:
+    """``,"so":..,"t":..}``: both records' last fields and the close."""
+    o = lit(o, b',"so":', 6)
+    o = json_write_int(o, start_offset)
+    o = lit(o, b',"t":', 5)
+    o = json_write_string(o, t.p, t.n)
+    o[0] = 125
+    return o + 1
+
+
 def ck_body(long long bit_map, object broker_name, str cid, list diffs,
             long long invisible_time, long long pop_time, long long queue_id,
             long long revive_offset, object reput_times, long long start_offset,
@@ -96,11 +115,7 @@ def ck_body(long long bit_map, object broker_name, str cid, list diffs,
     try:
         o = lit(o, b'{"bm":', 6)
         o = json_write_int(o, bit_map)
-        if broker_name is not None:
-            o = lit(o, b',"bn":', 6)
-            o = json_write_string(o, bn.p, bn.n)
-        o = lit(o, b',"c":', 5)
-        o = json_write_string(o, c.p, c.n)
+        o = bn_and_c(o, broker_name is not None, bn, c)
         o = lit(o, b',"d":', 5)
         o = int_list(o, diffs)
         o = lit(o, b',"it":', 6)
@@ -123,12 +138,7 @@ def ck_body(long long bit_map, object broker_name, str cid, list diffs,
         if reput_times is not None:
             o = lit(o, b',"rp":', 6)
             o = json_write_string(o, rp.p, rp.n)
-        o = lit(o, b',"so":', 6)
-        o = json_write_int(o, start_offset)
-        o = lit(o, b',"t":', 5)
-        o = json_write_string(o, t.p, t.n)
-        o[0] = 125
-        o += 1
+        o = so_and_t(o, start_offset, t)
         return PyBytes_FromStringAndSize(<char *>buf, o - buf)
     finally:
         free(buf)
@@ -156,21 +166,12 @@ def ack_body(list offsets, object broker_name, str group, long long pop_time,
         else:
             o = lit(o, b'{"aol":', 7)
             o = int_list(o, offsets)
-        if broker_name is not None:
-            o = lit(o, b',"bn":', 6)
-            o = json_write_string(o, bn.p, bn.n)
-        o = lit(o, b',"c":', 5)
-        o = json_write_string(o, c.p, c.n)
+        o = bn_and_c(o, broker_name is not None, bn, c)
         o = lit(o, b',"pt":', 6)
         o = json_write_int(o, pop_time)
         o = lit(o, b',"q":', 5)
         o = json_write_int(o, queue_id)
-        o = lit(o, b',"so":', 6)
-        o = json_write_int(o, start_offset)
-        o = lit(o, b',"t":', 5)
-        o = json_write_string(o, t.p, t.n)
-        o[0] = 125
-        o += 1
+        o = so_and_t(o, start_offset, t)
         return PyBytes_FromStringAndSize(<char *>buf, o - buf)
     finally:
         free(buf)
