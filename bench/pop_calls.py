@@ -295,10 +295,11 @@ async def measure(cycles: int, repeats: int, parts: bool, lane: bool = False,
         gc.collect()
         times: dict[str, list[int]] = defaultdict(list)
         if parts:
-            store, revive = controller.message_store, pop.ctx.revive
+            store = controller.message_store
             for obj, name in ((store, "get_message"), (pop_revive, "put_at_once"),
                               (pop_revive, "put_general"), (pop_revive, "record_body"),
-                              (revive, "add_ck"), (revive, "apply_ack"), (pop, "_check"),
+                              (pop_revive, "written"), (pop.ctx.revive, "write_now"),
+                              (pop, "_check"),
                               (pop, "_start_offset"), (pop, "retry_topics"), (pop, "_queue_ids"),
                               (ack_mod, "bitset_offsets"), (ack, "_check_queue"),
                               (ack_mod.fastjson, "loads")):

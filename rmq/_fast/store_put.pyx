@@ -1,13 +1,22 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Compiled twin of ``append_single`` in rmq/store/single_put.py.
+"""Compiled twins of ``append_single`` and ``put_single`` in rmq/store/single_put.py.
 
-One call writes a single send's commit-log record (STORE_FORMAT.md 2), its
-consume-queue entry (STORE_FORMAT.md 5) and returns the offset message id:
-the three steps the general put makes through three Python-level calls and
-two result objects.  Every size is checked against the limits and both
-buffers before the first byte is written; ``None`` means "nothing written,
-take the general path".
+``append_single``: one call writes a single send's commit-log record
+(STORE_FORMAT.md 2), its consume-queue entry (STORE_FORMAT.md 5) and returns
+the offset message id: the three steps the general put makes through three
+Python-level calls and two result objects.  Every size is checked against the
+limits and both buffers before the first byte is written; ``None`` means
+"nothing written, take the general path".
+
+``put_single``: the whole one-record append session (the checks and locks of
+``CommitLog.open_run``, the queue's tail, the append, the published
+positions, statistics, arrival notice and flush wake-up) in one call, with
+no session or queue objects: a pop's checkpoint and an ack's record (and the
+timer's delivery) each take one.  The store's enum members it compares with
+are handed over by ``bind`` (rmq.store is a layer above this package).
 """
+
+import logging
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
@@ -15,6 +24,9 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from rmq._fast.byteorder cimport put32, put64
 from rmq._fast.record cimport c_write_record
 from libc.string cimport memcpy
+from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
+
+from rmq.common.topics import SCHEDULE_TOPIC
 
 
 cdef extern from "Python.h":
@@ -40,11 +52,11 @@ cdef str msg_id(str host_hex, int64_t phy):
     return out
 
 
-def append_single(object buf, Py_ssize_t pos, Py_ssize_t limit, Py_ssize_t max_body,
-                  int queue_id, int flag, long long queue_offset, long long phy, int sys_flag,
-                  long long born_ts, bytes born_host, long long store_ts, bytes store_host,
-                  int reconsume, object body, bytes topic, str props, object cq_buf,
-                  Py_ssize_t cq_pos, long long tags_code, str host_hex):
+cdef object c_append_single(object buf, Py_ssize_t pos, Py_ssize_t limit, Py_ssize_t max_body,
+                            int queue_id, int flag, long long queue_offset, long long phy,
+                            int sys_flag, long long born_ts, bytes born_host, long long store_ts,
+                            bytes store_host, int reconsume, object body, bytes topic, str props,
+                            object cq_buf, Py_ssize_t cq_pos, long long tags_code, str host_hex):
     """(record size, offset message id), or None when the record is too big,
     does not end by ``limit`` or a field is too long (nothing written)."""
     if not PyUnicode_IS_ASCII(host_hex):
@@ -99,3 +111,146 @@ def append_single(object buf, Py_ssize_t pos, Py_ssize_t limit, Py_ssize_t max_b
     finally:
         PyBuffer_Release(&bv)
     return size, msg_id(host_hex, phy)
+
+
+def append_single(object buf, Py_ssize_t pos, Py_ssize_t limit, Py_ssize_t max_body,
+                  int queue_id, int flag, long long queue_offset, long long phy, int sys_flag,
+                  long long born_ts, bytes born_host, long long store_ts, bytes store_host,
+                  int reconsume, object body, bytes topic, str props, object cq_buf,
+                  Py_ssize_t cq_pos, long long tags_code, str host_hex):
+    """(record size, offset message id), or None when the record is too big,
+    does not end by ``limit`` or a field is too long (nothing written)."""
+    return c_append_single(buf, pos, limit, max_body, queue_id, flag, queue_offset, phy,
+                           sys_flag, born_ts, born_host, store_ts, store_host, reconsume, body,
+                           topic, props, cq_buf, cq_pos, tags_code, host_hex)
+
+
+log = logging.getLogger("store")
+cdef object _SLAVE = None
+cdef object _ASYNC_FLUSH = None
+cdef bint _bound = False
+
+
+def bind(slave: object, async_flush: object) -> None:
+    """The store's BrokerRole.SLAVE and FlushDiskType.ASYNC_FLUSH, which
+    ``put_single`` compares with (``rmq.store.single_put`` hands them over)."""
+    global _SLAVE, _ASYNC_FLUSH, _bound
+    _SLAVE = slave
+    _ASYNC_FLUSH = async_flush
+    _bound = True
+
+
+cdef inline int64_t now_ms() noexcept nogil:
+    """time.time_ns() // 1_000_000: the store time of a record appended now."""
+    cdef timespec ts
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
+
+
+cdef Py_ssize_t key_bound(object keys, object uniq):
+    """``_key_bound``: at least the index entries of a message."""
+    return (1 if uniq else 0) + ((<str>keys).count(" ") + 1 if keys else 0)
+
+
+def put_single(object store, str topic, bytes topic_b, int queue_id, int flag, object body,
+               object keys, object uniq, str stored, long long tags_code, int sys_flag,
+               long long born_ts, bytes born_host, int reconsume):
+    """Store one ordinary message in one append session, or None (nothing
+    done): ``put_single`` of rmq/store/single_put.py, step for step."""
+    if not _bound:
+        raise RuntimeError("store_put.bind was not called")
+    cfg = store.config
+    cl = store.commit_log
+    if (keys or uniq) and cfg.messageIndexEnable and \
+            not store.index_service.keys_fit(key_bound(keys, uniq)):
+        return None
+    # CommitLog.open_run(False)
+    ccfg = cl.config
+    if store._shutdown or ccfg.brokerRole is _SLAVE or cl.begin_time_in_lock or \
+            store.commit_service is not None or not store.running_flags.is_writeable():
+        return None
+    files = cl.mfq.mapped_files
+    if not files:
+        return None
+    mf = files[len(files) - 1]
+    if mf.write_buffer is not None:
+        return None
+    put_lock = cl.put_lock
+    reput_lock = store._reput_lock
+    put_lock.acquire()
+    reput_lock.acquire()
+    cdef long long file_from, phy, qoff, now
+    cdef Py_ssize_t wrote, cpos, size
+    try:
+        file_from = mf.file_from_offset
+        wrote = mf.wrote_position
+        if store.reput_from_offset != file_from + wrote:
+            return None
+        cl.zero_ahead(mf)
+        # AppendRun.queue
+        if topic == SCHEDULE_TOPIC:
+            return None
+        qs = store.consume_queue_table.get(topic)
+        cq = qs.get(queue_id) if qs is not None else None
+        if cq is None or cq.ext is not None:
+            return None
+        cmf = cq.tail_file
+        if cmf is None:
+            return None
+        key = (topic, queue_id)
+        tqt = cl.topic_queue_table
+        qoff = tqt.get(key, 0)
+        cpos = cmf.wrote_position
+        cview = cmf.view
+        phy = file_from + wrote
+        # RunQueue.slot_free(phy, 1)
+        if not (cpos < cq.file_size and cpos + 20 <= len(cview) and
+                cmf.file_from_offset + cpos == qoff * 20 and phy >= cq.max_physic_offset):
+            return None
+        # CommitLog.fast_sys_flag
+        sys_flag &= ~(0x10 | 0x20)
+        if len(born_host) == 20:
+            sys_flag |= 0x10
+        if cl.store_host_v6:
+            sys_flag |= 0x20
+        now = now_ms()
+        r = c_append_single(mf.view, wrote, cl.file_size - 8, ccfg.maxMessageSize, queue_id,
+                            flag, qoff, phy, sys_flag, born_ts, born_host, now,
+                            cl.store_host_field, reconsume, body, topic_b, stored, cview, cpos,
+                            tags_code, cl.msg_id_prefix)
+        if r is None:
+            return None
+        size = r[0]
+        msg_id = r[1]
+        wrote += size
+        qoff += 1
+        # AppendRun.publish_queue and publish
+        tqt[key] = qoff
+        cmf.wrote_position = cmf.committed_position = cpos + 20
+        cq.max_physic_offset = file_from + wrote
+        mf.wrote_position = wrote
+        mf.committed_position = wrote
+        mf.store_timestamp = now
+        store.checkpoint.logics_msg_timestamp = now
+        store.reput_from_offset = file_from + wrote
+        # _after_put
+        if (keys or uniq) and cfg.messageIndexEnable:
+            if not store.index_service.build_index(topic, phy, now, keys, uniq):
+                if store.index_service.no_space:
+                    store.mark_no_space("index")
+                    store.reput_from_offset = phy
+                else:
+                    store.running_flags.make_index_file_error()
+        store.stats.on_put_one(topic, size)
+        listener = store.message_arriving_listener
+        if listener is not None:
+            try:
+                listener(topic, queue_id, qoff, tags_code, now, 1, size)
+            except Exception:
+                log.exception("message arriving listener failed")
+        if cfg.flushDiskType is _ASYNC_FLUSH and not cfg.flushCommitLogTimed:
+            store.flush_service.wake_for(phy + size, now)
+    finally:
+        reput_lock.release()
+        put_lock.release()
+    return qoff - 1, msg_id, phy, size

@@ -37,6 +37,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from rmq._fast import compiled
 from rmq.broker.pop_records import (
     ACK_TAG,
     BATCH_ACK_TAG,
@@ -186,7 +187,7 @@ class PopReviveService:
         offset = await put_revive_record(self.c, self.topic, qid, record)
         if offset is None:
             return False
-        self._written(qid, record, offset)
+        written(self, qid, record, offset)
         return True
 
     def write_now(self, qid: int, record: PopCheckPoint | AckMsg) -> bool | None:
@@ -202,24 +203,8 @@ class PopReviveService:
         put = put_at_once(store, self.topic, qid, body, tag, now_ms())
         if put is None:
             return None
-        self._written(qid, record, put[0])
+        written(self, qid, record, put[0])
         return True
-
-    def _written(self, qid: int, record: PopCheckPoint | AckMsg, offset: int) -> None:
-        """Apply a record this broker stored at ``offset`` of revive queue ``qid``."""
-        read = self.read_offsets.get(qid, 0)
-        if offset < read:
-            return  # read back (and applied) while its put waited
-        if offset == read and self.loaded:  # the next to read: read on past it
-            self.read_offsets[qid] = offset + 1
-        else:  # behind records not read yet, or before the first read: skipped there
-            self.applied.setdefault(qid, set()).add(offset)
-        if isinstance(record, PopCheckPoint):
-            self.add_ck(record, qid, offset)
-            if record.revive_time < self._next_wake_ms:
-                self._wake.set()  # due before the service would look again
-        else:
-            self.apply_ack(record)
 
     def wake(self) -> None:
         self._wake.set()
@@ -293,36 +278,13 @@ class PopReviveService:
 
     def add_ck(self, ck: PopCheckPoint, qid: int, record_offset: int,
                via_timer: bool = False) -> None:
-        key = ck.key()
-        if key in self.pending:
-            return
-        entry = Pending(ck, qid, record_offset, set(ck.offsets()), via_timer)
-        self.pending[key] = entry
-        self.by_queue.setdefault(qid, {})[key] = entry
-        self._seq += 1
-        due = ck.revive_time + (TIMER_ACK_GRACE_MS if via_timer else 0)
-        heapq.heappush(self.heap, (due, self._seq, key))
-        self._commit_popped(ck)
-
-    def _commit_popped(self, ck: PopCheckPoint) -> None:
-        """The group's offset past the ck's messages: a pop commits it in memory
-        only, so a replay after a crash puts it back (never backwards)."""
-        if not ck.offset_diffs:
-            return
-        com = self.c.consumer_offset_manager
-        last = ck.start_offset + max(ck.offset_diffs) + 1
-        if com.query_offset(ck.cid, ck.topic, ck.queue_id) < last:
-            com.commit_offset("PopReviveService", ck.cid, ck.topic, ck.queue_id, last)
+        """A checkpoint pending: in the map, its queue's map and the heap; the
+        group's offset past its messages (``add_ck``)."""
+        add_ck(self, ck, qid, record_offset, via_timer)
 
     def apply_ack(self, ack: AckMsg) -> None:
-        key = ack.key()
-        entry = self.pending.get(key)
-        if entry is None:
-            return  # settled already, or never ours (5.3.3 ignores it as well)
-        left = entry.left
-        left.difference_update(ack.offsets)
-        if not left:
-            self._settle(key)
+        """Offsets of a pending checkpoint acked (``apply_ack``)."""
+        apply_ack(self, ack)
 
     def _settle(self, key: str) -> None:
         entry = self.pending.pop(key, None)
@@ -462,7 +424,86 @@ class PopReviveService:
                 com.commit_offset("PopReviveService", REVIVE_GROUP, self.topic, qid, done)
 
 
+def _written(svc: PopReviveService, qid: int, record: PopCheckPoint | AckMsg,
+             offset: int) -> None:
+    """Apply a record this broker stored at ``offset`` of revive queue ``qid``.
+    This and ``_add_ck`` / ``_apply_ack`` run for each record of a pop and an
+    ack: compiled twins in ``rmq._fast.pop_revive``."""
+    read = svc.read_offsets.get(qid, 0)
+    if offset < read:
+        return  # read back (and applied) while its put waited
+    if offset == read and svc.loaded:  # the next to read: read on past it
+        svc.read_offsets[qid] = offset + 1
+    else:  # behind records not read yet, or before the first read: skipped there
+        svc.applied.setdefault(qid, set()).add(offset)
+    if isinstance(record, PopCheckPoint):
+        _add_ck(svc, record, qid, offset)
+        if record.revive_time < svc._next_wake_ms:
+            svc._wake.set()  # due before the service would look again
+    else:
+        _apply_ack(svc, record)
+
+
+def _add_ck(svc: PopReviveService, ck: PopCheckPoint, qid: int, record_offset: int,
+            via_timer: bool = False) -> None:
+    """A checkpoint pending (once per key): ``Pending`` in the map and its
+    queue's map, its due time on the heap, and the group's offset past its
+    messages: a pop commits it in memory only, so a replay after a crash puts
+    it back (never backwards)."""
+    key = ck.key()
+    if key in svc.pending:
+        return
+    entry = Pending(ck, qid, record_offset, set(ck.offsets()), via_timer)
+    svc.pending[key] = entry
+    svc.by_queue.setdefault(qid, {})[key] = entry
+    svc._seq += 1
+    due = ck.revive_time + (TIMER_ACK_GRACE_MS if via_timer else 0)
+    heapq.heappush(svc.heap, (due, svc._seq, key))
+    if not ck.offset_diffs:
+        return
+    com = svc.c.consumer_offset_manager
+    last = ck.start_offset + max(ck.offset_diffs) + 1
+    if com.query_offset(ck.cid, ck.topic, ck.queue_id) < last:
+        com.commit_offset("PopReviveService", ck.cid, ck.topic, ck.queue_id, last)
+
+
+def _apply_ack(svc: PopReviveService, ack: AckMsg) -> None:
+    """The ack's offsets off its pending checkpoint, settled once none is left
+    (an ack of no pending checkpoint: settled already, or never ours; 5.3.3
+    ignores it as well)."""
+    key = ack.key()
+    entry = svc.pending.get(key)
+    if entry is None:
+        return
+    left = entry.left
+    left.difference_update(ack.offsets)
+    if not left:
+        svc._settle(key)
+
+
 _TAG_CODES = {t: mc.tags_string_to_code(t) for t in (CK_TAG, ACK_TAG, BATCH_ACK_TAG)}
+
+
+def bind_compiled(c: Any) -> None:
+    """Hand ``rmq._fast.pop_revive`` what it needs of the layers above it."""
+    c.bind(PopCheckPoint, Pending, TIMER_ACK_GRACE_MS, FlushDiskType.SYNC_FLUSH,
+           BrokerRole.SYNC_MASTER, tuple((t, _TAG_CODES[t]) for t in (CK_TAG, ACK_TAG,
+                                                                      BATCH_ACK_TAG)),
+           PROPERTY_TIMER_DELIVER_MS, mc.PROPERTY_TAGS)
+
+
+_write_now = PopReviveService.write_now
+written = _written
+add_ck = _add_ck
+apply_ack = _apply_ack
+_c = compiled("pop_revive")
+if _c is not None:
+    bind_compiled(_c)
+    written = _c.written
+    add_ck = _c.add_ck
+    apply_ack = _c.apply_ack
+    # a pop's and an ack's record: body, append and bookkeeping in one compiled call
+    PopReviveService.write_now = _c.write_now  # type: ignore[method-assign]
 
 
 def _record_props(tag: str, now: int) -> tuple[dict[str, str], str]:

@@ -17,8 +17,10 @@ threads see a slow append; here the whole put runs on the loop's thread
 without blocking, so no other reader can observe the bracket and it is left
 out.
 
-``append_single`` is the hot part: the pure-Python twin is here, the
-compiled one is ``rmq._fast.store_put``; both write the same bytes.
+``append_single`` (the record and its entry) and ``put_single`` (the whole
+session) have their pure-Python twins here and their compiled ones in
+``rmq._fast.store_put``; both write the same bytes and leave the store in
+the same state.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import logging
 from typing import Any
 
 from rmq._fast import compiled
-from rmq.store.config import FlushDiskType
+from rmq.store.config import BrokerRole, FlushDiskType
 from rmq.store.consume_queue import _cq_write
 from rmq.store.message_codec import (
     MAX_PROPERTIES_LENGTH,
@@ -67,9 +69,9 @@ def _append_single(buf, pos: int, limit: int, max_body: int, queue_id: int, flag
     return size, host_hex + (phy & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "big").hex().upper()
 
 
-def put_single(store: Any, topic: str, topic_b: bytes, queue_id: int, flag: int, body,
-               keys: str | None, uniq: str | None, stored: str, tags_code: int, sys_flag: int,
-               born_ts: int, born_host: bytes, reconsume: int) -> tuple[int, str, int, int] | None:
+def _put_single(store: Any, topic: str, topic_b: bytes, queue_id: int, flag: int, body,
+                keys: str | None, uniq: str | None, stored: str, tags_code: int, sys_flag: int,
+                born_ts: int, born_host: bytes, reconsume: int) -> tuple[int, str, int, int] | None:
     """Store one ordinary message in one append session, or None (nothing done).
 
     ``stored`` is the property string to store, ``keys`` and ``uniq`` its
@@ -153,6 +155,9 @@ def wait_flush(store: Any, end: int, wait: bool, token: object, done: Any) -> bo
 
 
 append_single = _append_single
+put_single = _put_single
 _c = compiled("store_put")
 if _c is not None:
+    _c.bind(BrokerRole.SLAVE, FlushDiskType.ASYNC_FLUSH)
     append_single = _c.append_single
+    put_single = _c.put_single

@@ -280,3 +280,17 @@ async def test_wait_flush_under_sync_flush(tmp_path):
         assert not wait_flush(store, phy + size, False, None, None)  # no wait: only woken
     finally:
         store.shutdown()
+
+
+def test_put_single_is_the_compiled_session_when_built():
+    """The store's single put is the compiled session when the extension is
+    built and not switched off (the tests above then compare it with the
+    general put), else the Python twin."""
+    from rmq._fast import NO_EXTENSIONS, compiled_or_none
+    from rmq.store import single_put
+
+    c = compiled_or_none("store_put")
+    if NO_EXTENSIONS or c is None:
+        assert single_put.put_single is single_put._put_single
+    else:
+        assert single_put.put_single is c.put_single

@@ -181,3 +181,44 @@ def test_rendered_checkpoint_equals_its_json_map():
                            rnd.choice([None, *_TEXTS]), rnd.choice(_INTS), rnd.choice(_INTS),
                            rnd.choice([None, *_TEXTS]))
         assert ck.encode() == orjson.dumps(ck.to_json_obj())
+
+
+def test_record_bodies_compiled_and_twin_equal_orjson():
+    """``ck_body`` and ``ack_body``, the twins and the compiled ones (when
+    built), are the bytes orjson gives for the records' maps."""
+    import random
+
+    import orjson
+
+    from rmq._fast import compiled_or_none
+    from rmq.broker import pop_records as prec
+
+    impls = [(prec._ck_body, prec._ack_body)]
+    c = compiled_or_none("pop_records")
+    if c is not None:
+        impls.append((c.ck_body, c.ack_body))
+    rnd = random.Random(11)
+    for _ in range(3000):
+        diffs = [rnd.choice(_INTS) for _ in range(rnd.choice([0, 1, 2, 32]))]
+        ck = PopCheckPoint(rnd.choice(_TEXTS), rnd.choice(_TEXTS), rnd.choice(_INTS),
+                           rnd.choice(_INTS), rnd.choice(_INTS),
+                           rnd.choice(_INTS + [2**63 - 1]), diffs,
+                           rnd.choice([None, *_TEXTS]), rnd.choice(_INTS), rnd.choice(_INTS),
+                           rnd.choice([None, *_TEXTS]))
+        ack = AckMsg(ck.topic, ck.cid, ck.queue_id, ck.start_offset, ck.pop_time,
+                     ck.broker_name, [ck.start_offset + d for d in diffs[:3]][:rnd.choice([1, 3])])
+        want_ck = orjson.dumps(ck.to_json_obj())
+        obj: dict = ({"ao": ack.offsets[0]} if len(ack.offsets) == 1 else
+                     {"aol": ack.offsets})
+        if ack.broker_name is not None:
+            obj["bn"] = ack.broker_name
+        obj.update({"c": ack.group, "pt": ack.pop_time, "q": ack.queue_id,
+                    "so": ack.start_offset, "t": ack.topic})
+        want_ack = orjson.dumps(obj)
+        for ck_body, ack_body in impls:
+            assert ck_body(ck.bit_map, ck.broker_name, ck.cid, ck.offset_diffs,
+                           ck.invisible_time, ck.pop_time, ck.queue_id, ck.revive_offset,
+                           ck.reput_times, ck.start_offset, ck.topic) == want_ck
+            assert ack_body(ack.offsets, ack.broker_name, ack.group, ack.pop_time,
+                            ack.queue_id, ack.start_offset, ack.topic) == want_ack
+        assert ack.encode() == (want_ack, "ack" if len(ack.offsets) == 1 else "bAck")

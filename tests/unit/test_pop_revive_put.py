@@ -205,3 +205,115 @@ async def test_revive_service_reads_on_past_its_own_records(tmp_path):
         assert svc.c.consumer_offset_manager.query_offset("g", "T", 2) == 21
     finally:
         store.shutdown()
+
+
+def _bookkeeping_state(svc: pr.PopReviveService) -> tuple:
+    def entry(e: pr.Pending) -> tuple:
+        return (e.ck, e.revive_qid, e.record_offset, sorted(e.left), e.via_timer)
+
+    return ({k: entry(e) for k, e in svc.pending.items()},
+            {q: {k: entry(e) for k, e in m.items()} for q, m in svc.by_queue.items()},
+            sorted(svc.heap), svc._seq, dict(svc.read_offsets),
+            {q: sorted(s) for q, s in svc.applied.items()},
+            dict(svc.c.consumer_offset_manager.table), svc._wake.is_set())
+
+
+def test_record_bookkeeping_compiled_and_twin_leave_the_same_state():
+    """``written`` / ``add_ck`` / ``apply_ack``: the twins and the compiled
+    ones (when built) leave the service in the same state after the same
+    records: checkpoints (some twice, some through the timer), acks of some
+    of their offsets, acks of none, records ahead of and behind the read
+    offset, before and after the first read."""
+    import random
+
+    from rmq._fast import compiled_or_none
+
+    impls = [(pr._written, pr._add_ck, pr._apply_ack)]
+    c = compiled_or_none("pop_revive")
+    if c is not None:
+        pr.bind_compiled(c)
+        impls.append((c.written, c.add_ck, c.apply_ack))
+    states, settled_all = [], []
+    for written, add_ck, apply_ack in impls:
+        rnd = random.Random(3)
+        svc = pr.PopReviveService(_Controller(None))
+        settled: list = []
+        svc.on_settled.append(lambda ck, out=settled: out.append(ck.key()))
+        svc._next_wake_ms = 1_000_000
+        cks: list[PopCheckPoint] = []
+        for i in range(600):
+            qid = rnd.randrange(2)
+            svc.loaded = i > 50
+            at = svc.read_offsets.get(qid, 0) + rnd.choice([-1, 0, 0, 0, 1, 2])
+            r = rnd.random()
+            if r < 0.4 or not cks:
+                diffs = sorted(rnd.sample(range(40), rnd.randrange(0, 6)))
+                ck = PopCheckPoint(f"T{i % 3}", "g", i % 4, 100 + i, 900_000 + i * 1000,
+                                   rnd.choice([1_000, 200_000]), diffs,
+                                   rnd.choice(["b", None]))
+                cks.append(ck)
+                written(svc, qid, ck, at)
+            elif r < 0.5:
+                add_ck(svc, rnd.choice(cks), qid, at, rnd.random() < 0.5)
+            else:
+                ck = rnd.choice(cks)
+                offs = rnd.sample(ck.offsets(), min(len(ck.offsets()), rnd.randrange(1, 4))) \
+                    or [ck.start_offset]
+                ack = AckMsg(ck.topic, ck.cid, ck.queue_id, ck.start_offset, ck.pop_time,
+                             ck.broker_name if r < 0.95 else "other", offs)
+                if r < 0.7:
+                    written(svc, qid, ack, at)
+                else:
+                    apply_ack(svc, ack)
+            if i % 97 == 0:
+                svc._wake.clear()
+        states.append(_bookkeeping_state(svc))
+        settled_all.append(settled)
+    assert len(states[0][0]) > 20 and len(settled_all[0]) > 20
+    assert all(s == states[0] for s in states) and all(s == settled_all[0] for s in settled_all)
+
+
+@pytest.mark.timeout(60)
+async def test_write_now_compiled_and_twin_store_and_apply_the_same(tmp_path):
+    """``write_now``, the twin and the compiled one (when built): the same
+    records stored (body, tags, property keys, queue offsets) and the same
+    service state after the same checkpoints and acks."""
+    from rmq._fast import compiled_or_none
+
+    impls = [pr._write_now]
+    c = compiled_or_none("pop_revive")
+    if c is not None:  # (bound here too when the twins are forced)
+        pr.bind_compiled(c)
+        compiled_or_none("store_put").bind(BrokerRole.SLAVE, FlushDiskType.ASYNC_FLUSH)
+        impls.append(c.write_now)
+    seen = []
+    for n, write_now in enumerate(impls):
+        store = DefaultMessageStore(_config(tmp_path / str(n)), HOST)
+        assert store.load()
+        store.start()
+        try:
+            svc = pr.PopReviveService(_Controller(store))
+            svc.ensure_loaded()
+            cks = [PopCheckPoint(f"T{i % 3}", "g", i % 4, 100 + i, 1_000 + i, 60_000,
+                                 list(range(0, 1 + i % 32, 1 + i % 2)), "b") for i in range(40)]
+            assert await svc.write(0, cks[0]) and await svc.write(1, cks[1])
+            got = []
+            for i, ck in enumerate(cks[2:], 2):
+                got.append(write_now(svc, i % 2, ck))
+                offs = ck.offsets()[: 1 + i % 3]
+                got.append(write_now(svc, i % 2, AckMsg(ck.topic, ck.cid, ck.queue_id,
+                                                        ck.start_offset, ck.pop_time,
+                                                        ck.broker_name, offs)))
+            assert got == [True] * len(got)
+            records = []
+            for qid in (0, 1):
+                for off in range(store.get_max_offset_in_queue(svc.topic, qid)):
+                    phy = store.consume_queue_table[svc.topic][qid].read_entry(off)[0]
+                    m = store.look_message_by_offset(phy)
+                    records.append((qid, m.queue_offset, m.body, m.properties["TAGS"],
+                                    sorted(m.properties)))
+            seen.append((records, _bookkeeping_state(svc)))
+        finally:
+            store.shutdown()
+    assert len(seen[0][0]) == 2 + 38 * 2
+    assert all(s == seen[0] for s in seen)
