@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rmq._fast import compiled, compiled_or_none
+from rmq._fast import compiled_or_none
 from rmq.broker.processor.send_support import V1_KEYS, V2_KEYS
 from rmq.broker.send_lane import send_head
 from rmq.remoting.command import RemotingCommand
@@ -179,7 +179,7 @@ def test_java_rocketmq_header_is_taken():
 
 # the compiled properties reader is set up by its twin's import, which a twin
 # build (RMQ_NO_EXTENSIONS=1) skips: plain_single is compared in the compiled pass
-_built = pytest.mark.skipif(compiled("send_lane") is None, reason="a twin build")
+_built = pytest.mark.compiled_only
 
 
 class _Topics:
