@@ -21,6 +21,12 @@ under valgrind's callgrind twice, with ``--reads`` and with ``--reads`` +
 read.  The count does not move with the machine's load, so two trees can be
 compared while other work runs (slow: a few minutes per tree).
 
+``--protocol`` hands each read to a connection's ``RemotingProtocol`` (the
+event loop's ``get_buffer`` then ``buffer_updated``, the answers to a
+transport that keeps them) instead of to the lane: the counts and times then
+cover the server's own per-read Python too (framing, the lanes' turn, the
+answer's write); ``--calls`` also prints the transport's writes per read.
+
 ``--dledger`` serves the reads to a DLedger leader's lane instead: the broker
 leads a group of one (its quorum is its own log, so each read's entries are
 committed, dispatched to the consume queues and answered within the read),
@@ -115,6 +121,49 @@ async def _controller(root: Path, dledger: bool = False):
     return controller
 
 
+class _Transport:
+    """A connection's transport that keeps nothing: counts the writes."""
+
+    def __init__(self) -> None:
+        self.writes = 0
+
+    def get_extra_info(self, name: str, default=None):
+        return ("127.0.0.1", 40000) if name in ("peername", "sockname") else default
+
+    def is_closing(self) -> bool:
+        return False
+
+    def write(self, data) -> None:
+        self.writes += 1
+
+    def writelines(self, parts) -> None:
+        self.writes += 1
+
+
+class _Connection:
+    """One connection's protocol of the broker's main server: ``serve``
+    hands it a read as the event loop does (the room it offers, filled, then
+    ``buffer_updated``; a read larger than the room in several)."""
+
+    def __init__(self, server) -> None:
+        from rmq.remoting.channel import RemotingProtocol
+
+        self.transport = _Transport()
+        self.protocol = RemotingProtocol(server, server.config.frameMaxLength)
+        self.protocol.connection_made(self.transport)
+        self.lane = self  # (``_serve_all`` asks ``lane.serve``)
+
+    def serve(self, _channel, buf: bytes, pos: int, end: int) -> tuple[int, None]:
+        protocol = self.protocol
+        while pos < end:
+            room = protocol.get_buffer(-1)
+            n = min(len(room), end - pos)
+            room[:n] = buf[pos:pos + n]
+            pos += n
+            protocol.buffer_updated(n)
+        return end, None
+
+
 def _serve_all(lane, channel: _Channel, reads: list[bytes]) -> int:
     """Hand every read to the lane; how many it did not take whole."""
     missed = 0
@@ -128,8 +177,9 @@ class _Reads:
     """The broker's lane, warmed up (its queues made, its first reads served),
     and the reads of 1 KiB SEND_MESSAGE_V2 frames handed to it."""
 
-    def __init__(self, controller) -> None:
+    def __init__(self, controller, protocol: bool = False) -> None:
         self.lane = controller.remoting_server.lane
+        self.connection = _Connection(controller.remoting_server) if protocol else None
         self.raw = RawRequests(TOPIC, b"x" * 1024, queues=QUEUES)
         self.channel = _Channel()
         self.n = 0  # frames made so far
@@ -155,23 +205,25 @@ class _Reads:
         return batch
 
 
-async def calls(reads: int, frames: int,
-                dledger: bool = False) -> tuple[float, list[tuple[float, str]]]:
+async def calls(reads: int, frames: int, dledger: bool = False,
+                protocol: bool = False) -> tuple[float, list[tuple[float, str]], float]:
     """Function calls per read (``cProfile``): the total and, per function,
-    its calls per read, most called first."""
+    its calls per read, most called first; and the transport's writes per
+    read (``protocol``; else 0)."""
     import cProfile
     import pstats
 
     root = Path(tempfile.mkdtemp(prefix="lane-reads-"))
     controller = await _controller(root, dledger)
     try:
-        r = _Reads(controller)
+        r = _Reads(controller, protocol)
         await r.warm()
         batch = r.batch(reads, frames)
         await asyncio.sleep(0.02)
+        lane = r.lane if r.connection is None else r.connection
         profile = cProfile.Profile()
         profile.enable()
-        missed = _serve_all(r.lane, r.channel, batch)
+        missed = _serve_all(lane, r.channel, batch)
         profile.disable()
         if missed:
             raise RuntimeError("the send lane did not take every read")
@@ -180,21 +232,22 @@ async def calls(reads: int, frames: int,
                 for (f, line, name), v in stats.items()
                 if name not in ("_serve_all", "<method 'disable' of '_lsprof.Profiler' objects>")]
         rows.sort(key=lambda row: -row[0])
-        return sum(row[0] for row in rows), rows
+        writes = 0.0 if r.connection is None else r.connection.transport.writes / reads
+        return sum(row[0] for row in rows), rows, writes
     finally:
         await controller.shutdown()
         shutil.rmtree(root, ignore_errors=True)
 
 
 async def measure(reads: int, frames: int, repeats: int, bracket: bool = True,
-                  dledger: bool = False) -> dict[str, list[float]]:
+                  dledger: bool = False, protocol: bool = False) -> dict[str, list[float]]:
     root = Path(tempfile.mkdtemp(prefix="lane-reads-"))
     controller = await _controller(root, dledger)
     try:
         support = controller.send_lane_support
-        r = _Reads(controller)
+        r = _Reads(controller, protocol)
         await r.warm()
-        lane, channel = r.lane, r.channel
+        lane, channel = r.lane if r.connection is None else r.connection, r.channel
         gc.collect()
         per_read, brackets = [], []
         for _ in range(repeats):
@@ -220,14 +273,15 @@ async def measure(reads: int, frames: int, repeats: int, bracket: bool = True,
 EXTRA_READS = 10_000  # what --instructions adds to the second run
 
 
-def _callgrind_total(reads: int, frames: int, dledger: bool = False) -> int:
+def _callgrind_total(reads: int, frames: int, dledger: bool = False,
+                     protocol: bool = False) -> int:
     """Instructions of a whole run of the reads alone under callgrind."""
     with tempfile.TemporaryDirectory(prefix="lane-reads-cg-") as tmp:
         done = subprocess.run(
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/out",
              sys.executable, "-m", "bench.lane_reads", "--reads", str(reads), "--frames",
              str(frames), "--repeats", "1", "--no-bracket",
-             *(["--dledger"] if dledger else [])],
+             *(["--dledger"] if dledger else []), *(["--protocol"] if protocol else [])],
             capture_output=True, text=True, env=os.environ, check=False)
     found = re.search(r"Collected : (\d+)", done.stderr)
     if done.returncode != 0 or found is None:
@@ -236,12 +290,12 @@ def _callgrind_total(reads: int, frames: int, dledger: bool = False) -> int:
 
 
 def instructions(reads: int, frames: int, extra: int = EXTRA_READS,
-                 dledger: bool = False) -> float:
+                 dledger: bool = False, protocol: bool = False) -> float:
     """Instructions per read: the difference of two callgrind totals."""
     if shutil.which("valgrind") is None:
         raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
-    low = _callgrind_total(reads, frames, dledger)
-    high = _callgrind_total(reads + extra, frames, dledger)
+    low = _callgrind_total(reads, frames, dledger, protocol)
+    high = _callgrind_total(reads + extra, frames, dledger, protocol)
     return (high - low) / extra
 
 
@@ -257,27 +311,33 @@ def main(argv: list[str] | None = None) -> int:
                     help="count the function calls per read (cProfile) instead of timing")
     ap.add_argument("--dledger", action="store_true",
                     help="serve the reads to a DLedger leader's lane (a group of one)")
+    ap.add_argument("--protocol", action="store_true",
+                    help="hand the reads to a connection's protocol (the server's per-read "
+                         "Python too), not to the lane")
     ap.add_argument("--extra", type=int, default=EXTRA_READS,
                     help="reads the second --instructions run adds")
     args = ap.parse_args(argv)
     if args.calls:
-        total, rows = asyncio.run(calls(args.reads, args.frames, args.dledger))
+        total, rows, writes = asyncio.run(calls(args.reads, args.frames, args.dledger,
+                                                args.protocol))
         python = sum(c for c, name in rows if ".py:" in name)
         print(f"calls_per_read ({args.frames} frame(s) a read): {total:.1f}, "
-              f"Python functions {python:.1f}")
+              f"Python functions {python:.1f}"
+              + (f", transport writes {writes:.2f}" if args.protocol else ""))
         for c, name in rows:
             if c >= 0.5:
                 print(f"  {c:6.2f} {name}")
         return 0
     if args.instructions:
-        per_read = instructions(args.reads, args.frames, args.extra, args.dledger)
+        per_read = instructions(args.reads, args.frames, args.extra, args.dledger, args.protocol)
         print(f"instructions_per_read ({args.frames} frame(s) a read): {per_read:,.0f}")
         return 0
     import uvloop
 
     uvloop.install()
     got = asyncio.run(measure(args.reads, args.frames, args.repeats,
-                              not args.no_bracket and not args.dledger, args.dledger))
+                              not args.no_bracket and not args.dledger, args.dledger,
+                              args.protocol))
     for key, values in got.items():
         if not values and key == "begin_end_us" and (args.no_bracket or args.dledger):
             continue

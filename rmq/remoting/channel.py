@@ -99,19 +99,27 @@ class Channel:
             self._transport.writelines(pending)
         self.last_active = time.monotonic()
 
-    def write_bytes(self, frames: bytes) -> None:
+    def write_bytes(self, frames: bytes, more: bool = False) -> None:
         """Write already encoded frames (a frame lane's answers to a whole read):
         at once when nothing else is queued -- they are a batch already, and
         waiting for the end of the loop's turn only adds latency -- else after
-        what is queued.  Dropped when the channel is gone, as a response to a
+        what is queued.  ``more``: the read they answer filled all the room
+        it was offered, so the loop reads the connection again in this turn
+        (uvloop reads until a read comes up short); they are queued to go out
+        with that read's answers in one write, at the latest at the end of
+        the turn.  Dropped when the channel is gone, as a response to a
         departed peer is."""
         if self._closed or self._transport.is_closing():
             return
         pending = self._pending
         if pending is None:
-            self._transport.write(frames)
-        else:
-            pending.append(frames)
+            if not more:
+                self._transport.write(frames)
+                self.last_active = time.monotonic()
+                return
+            pending = self._pending = []
+            self._loop.call_soon(self._flush)
+        pending.append(frames)
         self.last_active = time.monotonic()
 
     def _flush(self) -> None:
@@ -154,7 +162,7 @@ class RemotingProtocol(asyncio.BufferedProtocol):
     """Frames one connection and passes commands to its service."""
 
     __slots__ = ("_service", "_max_frame", "_buf", "_view", "_start", "_end", "_offered",
-                 "channel", "_lane_used")
+                 "channel", "_lane_used", "_full")
 
     def __init__(self, service: RemotingService, max_frame: int) -> None:
         self._service = service
@@ -166,6 +174,7 @@ class RemotingProtocol(asyncio.BufferedProtocol):
         self._offered = 0  # room handed to the last read
         self.channel: Channel | None = None
         self._lane_used = False  # the service's lane has served a frame of this connection
+        self._full = False  # the last read filled its room: another follows in this turn
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.channel = Channel(transport)
@@ -242,7 +251,7 @@ class RemotingProtocol(asyncio.BufferedProtocol):
             start = self._start
             pos, out = lane.serve(channel, view, start, end)
             if out is not None:
-                channel.write_bytes(out)
+                channel.write_bytes(out, self._full)
             self._start = pos
             if pos != start:
                 self._lane_used = True
@@ -297,7 +306,7 @@ class RemotingProtocol(asyncio.BufferedProtocol):
                 if entry is not None:
                     taken, out = lane.serve(channel, view, pos, frame_end)
                     if out is not None:
-                        channel.write_bytes(out)
+                        channel.write_bytes(out, self._full)
                     if taken == pos:
                         service._process(channel, cmd, entry, start)
                     elif timed:
@@ -307,7 +316,8 @@ class RemotingProtocol(asyncio.BufferedProtocol):
         return True
 
     def buffer_updated(self, nbytes: int) -> None:
-        if nbytes == self._offered and len(self._buf) < _BUSY_BUFFER:
+        full = self._full = nbytes == self._offered
+        if full and len(self._buf) < _BUSY_BUFFER:
             self._offered = -1  # more is waiting: the next read gets a busy connection's room
         self._end += nbytes
         channel = self.channel
