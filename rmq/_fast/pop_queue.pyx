@@ -11,6 +11,8 @@ the layers above are handed over by ``bind``.
 
 from orjson import dumps
 
+from rmq._fast.offset_table cimport commit_offset, query_offset
+
 cdef object _CK = None
 cdef object _FOUND = None
 cdef object _filter_result = None
@@ -34,31 +36,6 @@ cdef inline str retry_flag(str topic):
     if not topic.startswith(_RETRY_PREFIX):
         return "0"
     return "2" if "+" in topic else "1"
-
-
-cdef object query_offset(object com, str group, str topic, object qid):
-    """``ConsumerOffsetManager.query_offset``: the table read here unless
-    the manager keeps LMQ groups apart."""
-    if com.lmq:
-        return com.query_offset(group, topic, qid)
-    queues = (<dict>com.offset_table).get(topic + "@" + group)
-    if queues is None:
-        return -1
-    return (<dict>queues).get(qid, -1)
-
-
-cdef commit_offset(object com, str group, str topic, object qid, object offset):
-    """``ConsumerOffsetManager.commit_offset("pop", ...)``: the table written
-    here when the offset moves forward (or is new) and no LMQ group applies;
-    the manager's method otherwise (it logs a move backwards)."""
-    if not com.lmq:
-        queues = (<dict>com.offset_table).get(topic + "@" + group)
-        if queues is not None:
-            prev = (<dict>queues).get(qid)
-            if prev is None or not offset < prev:
-                (<dict>queues)[qid] = offset
-                return
-    com.commit_offset("pop", group, topic, qid, offset)
 
 
 cdef object start_offset(object p, str group, str topic, object qid, object init_mode):
@@ -122,7 +99,8 @@ def pop_queue_now(p, out, str group, str topic, str read_topic, qid, nums, pop_t
             result.release()
         if not offsets:
             if next_offset != offset and next_offset >= 0 and (not orderly or not found):
-                commit_offset(p.c.consumer_offset_manager, group, read_topic, qid, next_offset)
+                commit_offset(p.c.consumer_offset_manager, "pop", group, read_topic, qid,
+                              next_offset)
             return None
         if orderly:
             counts = ctx.order.on_pop(key, offsets, pop_time, invisible)
@@ -159,7 +137,7 @@ cpdef pop_queue_tail(p, out, str group, str topic, str read_topic, qid, offset, 
         result.release()
         return
     if commit:
-        commit_offset(p.c.consumer_offset_manager, group, read_topic, qid, next_offset)
+        commit_offset(p.c.consumer_offset_manager, "pop", group, read_topic, qid, next_offset)
     flag = retry_flag(read_topic)
     out.start_info.append(f"{flag} {qid} {offset}")
     out.msg_info.append(f"{flag} {qid} {(<bytes>dumps(offsets))[1:-1].decode()}")
