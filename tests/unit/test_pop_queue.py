@@ -5,6 +5,7 @@ texts and leave the same offsets, checkpoints and locks."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 import shutil
 
@@ -62,15 +63,24 @@ def _records(bodies: list) -> list[tuple]:
     return out
 
 
-async def _run(tmp_path, name: str, now, tail) -> tuple:
-    root = tmp_path / name
+@contextlib.asynccontextmanager
+async def _broker(root, per_queue: int):
+    """A broker controller on a fresh store under ``root``, its queues filled,
+    its pop processor and pop context (revive queues read)."""
     root.mkdir()
     controller = await _controller(root)
     try:
-        _fill(controller.message_store, 20)
-        pop = pm.PopMessageProcessor(controller)
+        _fill(controller.message_store, per_queue)
         ctx = pop_context(controller)
         ctx.revive.ensure_loaded()
+        yield controller, pm.PopMessageProcessor(controller), ctx
+    finally:
+        await controller.shutdown()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def _run(tmp_path, name: str, now, tail) -> tuple:
+    async with _broker(tmp_path / name, 20) as (controller, pop, ctx):
         rnd = random.Random(7)
         matches = {"*": pop._filters(GROUP, TOPIC, "TAG", "*")[0],
                    "a": pop._filters(GROUP, TOPIC, "TAG", "a")[0]}
@@ -110,9 +120,6 @@ async def _run(tmp_path, name: str, now, tail) -> tuple:
         offsets = {q: com.query_offset(GROUP, TOPIC, q) for q in range(QUEUES)}
         offsets["retry"] = com.query_offset(GROUP, RETRY, 0)
         return seen, offsets, sorted(revive.pending), staged_seen
-    finally:
-        await controller.shutdown()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.mark.timeout(120)
@@ -179,17 +186,10 @@ def _entries(rnd: random.Random, cks: list) -> list:
 
 
 async def _ack_run(tmp_path, name: str, entry_now) -> tuple:
-    root = tmp_path / ("ack-" + name)
-    root.mkdir()
-    controller = await _controller(root)
-    try:
-        _fill(controller.message_store, 40)
-        pop = pm.PopMessageProcessor(controller)
-        from rmq.broker.processor.ack import AckMessageProcessor
+    from rmq.broker.processor.ack import AckMessageProcessor
 
+    async with _broker(tmp_path / ("ack-" + name), 40) as (controller, pop, ctx):
         ack = AckMessageProcessor(controller)
-        ctx = pop_context(controller)
-        ctx.revive.ensure_loaded()
         for i in range(60):
             out = pm.PopResult()
             staged = pm._pop_queue_now(pop, out, GROUP, TOPIC, TOPIC, i % QUEUES, 1 + i % 5,
@@ -211,9 +211,6 @@ async def _ack_run(tmp_path, name: str, entry_now) -> tuple:
                     del ctx.revive.write_now
         left = {k: sorted(v.left) for k, v in ctx.revive.pending.items()}
         return answers, left
-    finally:
-        await controller.shutdown()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.mark.timeout(120)
