@@ -234,6 +234,7 @@ async def measure(cycles: int, repeats: int, parts: bool, lane: bool = False,
                   profile: str | None = None) -> dict[str, Any]:
     from rmq.broker import pop_revive
     from rmq.broker.processor import ack as ack_mod
+    from rmq.broker.processor import pop as pop_mod
     from rmq.broker.processor.ack import AckMessageProcessor
     from rmq.broker.processor.pop import PopMessageProcessor
 
@@ -301,6 +302,7 @@ async def measure(cycles: int, repeats: int, parts: bool, lane: bool = False,
                               (pop_revive, "written"), (pop.ctx.revive, "write_now"),
                               (pop, "_check"),
                               (pop, "_start_offset"), (pop, "retry_topics"), (pop, "_queue_ids"),
+                              (pop_mod, "pop_queue_now"), (ack_mod, "ack_entry_now"),
                               (ack_mod, "bitset_offsets"), (ack, "_check_queue"),
                               (ack_mod.fastjson, "loads")):
                 _wrap(times, obj, name, name)

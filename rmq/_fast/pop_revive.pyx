@@ -12,6 +12,7 @@ from heapq import heappush
 
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
+from rmq._fast.offset_table cimport commit_offset, query_offset
 from rmq._fast.pop_records import ack_body, ck_body
 from rmq._fast.store_put import put_single
 
@@ -138,8 +139,8 @@ cpdef add_ck(object svc, object ck, object qid, object record_offset, bint via_t
         return
     com = svc.c.consumer_offset_manager
     last = so + max(diffs) + 1
-    if com.query_offset(cid, topic, queue_id) < last:
-        com.commit_offset("PopReviveService", cid, topic, queue_id, last)
+    if query_offset(com, cid, topic, queue_id) < last:
+        commit_offset(com, "PopReviveService", cid, topic, queue_id, last)
 
 
 cpdef apply_ack(object svc, object ack):
@@ -152,4 +153,16 @@ cpdef apply_ack(object svc, object ack):
     left = entry.left
     left.difference_update(ack.offsets)
     if not left:
-        svc._settle(key)
+        settle(svc, key)
+
+
+cdef settle(object svc, str key):
+    """``PopReviveService._settle``."""
+    entry = (<dict>svc.pending).pop(key, None)
+    if entry is None:
+        return
+    queue = svc.by_queue.get(entry.revive_qid)
+    if queue is not None:
+        queue.pop(key, None)
+    for cb in svc.on_settled:
+        cb(entry.ck)

@@ -21,7 +21,7 @@ Mirrors RocketMQ's ``BrokerController``:
 Hook points for the messaging processors: ``MESSAGING_PROCESSORS`` names the
 module and class serving each group of request codes and the request queue
 (RocketMQ's thread-pool queue) that bounds them; a processor is built as
-``cls(controller)`` and may append to ``message_arriving_listeners`` (long
+``cls(controller)`` and may add arrival listeners (``add_arrival_listener``: long
 polling) and ``services`` (objects with ``async start()``/``async shutdown()``).
 """
 
@@ -238,7 +238,6 @@ class BrokerController:
         self.pull_lane_support: Any = None  # rmq.broker.pull_lane, while the lane is on
         self.pop_lane_support: Any = None  # rmq.broker.pop_lane, while the lane is on
         self.access_validator: Any = None  # plain ACL (aclEnable=true)
-        self.message_arriving_listeners: list[Callable[..., None]] = []
         # what each listener is told of a send lane's read (add_arrival_listener):
         # (per-run listener, runs form or None, waiting holder, its attribute, topics)
         self._runs_forms: list[tuple] = []
@@ -813,9 +812,17 @@ class BrokerController:
         """The store's arrival listener: count the put (``nums`` messages of
         ``size`` bytes in ``events`` requests: a batch is one, as 4.9.8 counts
         it), tell long polling and the delay-level service (explicit
-        arguments: called once per message or run)."""
+        arguments: called once per message or run).  A listener that said
+        when it has nothing to do (``add_arrival_listener``'s ``waiting`` and
+        ``topics``) is not called then, as for the send lane's runs: a revive
+        record or a plain send nobody waits for costs an attribute read per
+        such listener, not a call."""
         self.stats.inc_put(topic, queue_id, nums, size, events)
-        for listener in self.message_arriving_listeners:
+        for listener, _runs, holder, attr, topics in self._runs_forms:
+            if holder is not None and not getattr(holder, attr):
+                continue  # nobody waits: the listener would return at once
+            if topics is not None and topic not in topics:
+                continue  # none of its topics: likewise
             listener(topic, queue_id, next_offset, tags_code, store_ts)
 
     def add_arrival_listener(self, each: Callable[..., None],
@@ -833,7 +840,6 @@ class BrokerController:
         waits), and one that cares for some topics only names them
         (``topics``): a read nobody waits on and of none of those topics
         then costs it an attribute read or a membership test, not a call."""
-        self.message_arriving_listeners.append(each)
         self._runs_forms.append((each, runs, *(waiting or (None, "")), topics))
 
     def _on_message_runs(self, runs: list[tuple]) -> None:

@@ -24,7 +24,7 @@ RUNS = [
 
 
 def _controller(stats: BrokerStats) -> SimpleNamespace:
-    return SimpleNamespace(stats=stats, message_arriving_listeners=[], _runs_forms=[])
+    return SimpleNamespace(stats=stats, _runs_forms=[])
 
 
 def _per_run(ctl: SimpleNamespace) -> None:
@@ -105,3 +105,23 @@ def test_a_runs_form_nobody_waits_on_is_not_called() -> None:
     BrokerController._on_message_runs(ctl, RUNS + [("T", 0, 1, 0, 1004, 1, 10, 1, None)])
     assert heard == {"waiting": [5], "topics": [5], "plain": [4, 5]}
     assert ctl.stats.put_total == 41 * 2 + 1
+
+
+def test_a_put_skips_listeners_that_would_do_nothing() -> None:
+    """A single put tells a listener with ``waiting`` only while its holder
+    shows somebody waits, and one with ``topics`` only of those topics."""
+    heard: list[tuple] = []
+    holder = SimpleNamespace(waiters={})
+    ctl = _controller(BrokerStats())
+    BrokerController.add_arrival_listener(ctl, lambda *a: heard.append(("w", *a)), None,
+                                          waiting=(holder, "waiters"))
+    BrokerController.add_arrival_listener(ctl, lambda *a: heard.append(("t", *a)), None,
+                                          topics=frozenset(("T",)))
+    BrokerController.add_arrival_listener(ctl, lambda *a: heard.append(("a", *a)))
+    BrokerController._on_message_arriving(ctl, "A", 0, 1, 0, 5)
+    BrokerController._on_message_arriving(ctl, "T", 0, 2, 0, 6)
+    holder.waiters["A"] = {1}
+    BrokerController._on_message_arriving(ctl, "A", 0, 3, 0, 7)
+    assert heard == [("a", "A", 0, 1, 0, 5), ("t", "T", 0, 2, 0, 6), ("a", "T", 0, 2, 0, 6),
+                     ("w", "A", 0, 3, 0, 7), ("a", "A", 0, 3, 0, 7)]
+    assert ctl.stats.put_total == 3

@@ -20,6 +20,7 @@ import binascii
 import time
 from typing import Any
 
+from rmq._fast import compiled
 from rmq.broker.pop_context import pop_context
 from rmq.broker.pop_records import (
     ORDER_REVIVE_QUEUE,
@@ -141,19 +142,12 @@ class AckMessageProcessor:
             return RC.SYSTEM_ERROR, f"bad batch ack body: {exc}"
         broker_name = obj.get("brokerName") or self.bc.brokerName
         for a in acks:
-            try:
-                group, retry = str(a["c"]), str(a.get("r", "0"))
-                topic = real_topic(str(a["t"]), group, retry)
-                queue_id, start = int(a["q"]), int(a["so"])
-                info = ExtraInfo(start, int(a["pt"]), int(a.get("it", 0)), int(a["rq"]), retry,
-                                 broker_name, queue_id, start)
-                offsets = bitset_offsets(start, a.get("b") or "")
-            except (KeyError, ValueError, TypeError) as exc:
-                return RC.SYSTEM_ERROR, f"bad batch ack entry: {exc}"
-            refused = self._check_queue(topic, queue_id, None)
-            if refused is not None:
-                return refused.code, refused.remark
-            if offsets and not await self._ack_offsets(group, topic, queue_id, info, offsets):
+            got = ack_entry_now(self, a, broker_name)
+            if got is None:
+                continue
+            if len(got) == 2:
+                return got
+            if not await self._ack_offsets(*got):
                 return RC.SYSTEM_ERROR, "put ack msg error"
         return RC.SUCCESS, None
 
@@ -190,3 +184,42 @@ class AckMessageProcessor:
         await self._ack_offsets(group, topic, queue_id, info, [offset])
         return response(RC.SUCCESS, None, {"popTime": str(now), "invisibleTime": str(invisible),
                                            "reviveQid": str(qid)})
+
+
+def _ack_entry_now(p: AckMessageProcessor, a: Any, broker_name: str) -> tuple | None:
+    """One entry of a BATCH_ACK_MESSAGE served without a coroutine: None once
+    done (its ack record stored and applied, or nothing to store), ``(code,
+    remark)`` of the answer when the entry is refused, or the arguments of
+    ``_ack_offsets`` (nothing done yet) when its record must wait for the
+    store or it acks an orderly pop.  The twin of
+    ``rmq._fast.ack_entry.ack_entry_now``."""
+    try:
+        group, retry = str(a["c"]), str(a.get("r", "0"))
+        topic = real_topic(str(a["t"]), group, retry)
+        queue_id, start = int(a["q"]), int(a["so"])
+        info = ExtraInfo(start, int(a["pt"]), int(a.get("it", 0)), int(a["rq"]), retry,
+                         broker_name, queue_id, start)
+        offsets = bitset_offsets(start, a.get("b") or "")
+    except (KeyError, ValueError, TypeError) as exc:
+        return RC.SYSTEM_ERROR, f"bad batch ack entry: {exc}"
+    refused = p._check_queue(topic, queue_id, None)
+    if refused is not None:
+        return refused.code, refused.remark
+    if not offsets:
+        return None
+    revive = p.ctx.revive
+    if info.revive_qid == ORDER_REVIVE_QUEUE:
+        return group, topic, queue_id, info, offsets
+    if not 0 <= info.revive_qid < revive.queue_num:
+        return None  # a handle of no revive queue of ours: nothing to cross off
+    ack = AckMsg(topic, group, queue_id, start, info.pop_time, broker_name, offsets)
+    if revive.write_now(info.revive_qid, ack) is None:
+        return group, topic, queue_id, info, offsets
+    return None
+
+
+ack_entry_now = _ack_entry_now
+_c = compiled("ack_entry")
+if _c is not None:
+    _c.bind(ExtraInfo, AckMsg, real_topic, RC.SYSTEM_ERROR, ORDER_REVIVE_QUEUE)
+    ack_entry_now = _c.ack_entry_now

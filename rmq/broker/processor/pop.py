@@ -23,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from rmq._fast import compiled
 from rmq.broker.pop_context import pop_context
 from rmq.broker.pop_records import (
     ORDER_REVIVE_QUEUE,
@@ -355,76 +356,27 @@ class PopMessageProcessor:
             for qid in qids:
                 if out.count >= max_nums:
                     break
-                await self._pop_queue(out, group, topic, t, qid, max_nums - out.count,
-                                      pop_time, invisible, revive_qid, init_mode, orderly,
-                                      matches, record_filter)
+                staged = pop_queue_now(self, out, group, topic, t, qid, max_nums - out.count,
+                                       pop_time, invisible, revive_qid, init_mode, orderly,
+                                       matches, record_filter)
+                if staged is not None:
+                    await self._pop_queue_later(out, group, topic, staged, pop_time, invisible,
+                                                revive_qid)
         return out, pop_time, revive_qid
 
-    async def _pop_queue(self, out: PopResult, group: str, topic: str, read_topic: str,
-                         qid: int, nums: int, pop_time: int, invisible: int, revive_qid: int,
-                         init_mode: int, orderly: bool, matches, record_filter) -> None:
-        key = (read_topic, group, qid)
-        if key in self.ctx.locks:
-            return  # another pop of this group reads this queue right now
-        if orderly and self.ctx.order.blocked(key, pop_time):
-            return
-        self.ctx.locks.add(key)
+    async def _pop_queue_later(self, out: PopResult, group: str, topic: str, staged: tuple,
+                               pop_time: int, invisible: int, revive_qid: int) -> None:
+        """A queue ``pop_queue_now`` read whose checkpoint's record must wait
+        for the store (the general put, a group commit): the record written,
+        then the read handed out as ``pop_queue_now`` would have (the queue
+        stays locked until then)."""
+        key, ck, result, offsets, next_offset, buffers, offset = staged
+        read_topic, _group, qid = key
         try:
-            offset = self._start_offset(group, read_topic, qid, init_mode)
-            result = self.store.get_message(group, read_topic, qid, offset, nums, None, matches)
-            if result is None:
-                return
-            if record_filter is not None:
-                filter_result(result, record_filter)
-            found = result.status is FOUND and result.message_count > 0
-            offsets = result.message_queue_offsets if found else []
-            next_offset = result.next_begin_offset
-            out.rest += max(0, result.max_offset - next_offset)
-            if read_topic != topic:  # redeliveries are rewritten: copies
-                buffers = [bytes(b) for b in result.message_buffers] if found else []
-                result.release()
-            elif found:
-                buffers = result.body_views  # sent as they lie in the commit log
-            else:
-                buffers = []
-                result.release()
-            com = self.c.consumer_offset_manager
-            if not offsets:
-                # everything filtered out, or the offset corrected (a store newer
-                # than the offsets): go on from where the store says
-                if next_offset != offset and next_offset >= 0 and (not orderly or not found):
-                    com.commit_offset("pop", group, read_topic, qid, next_offset)
-                return
-            if orderly:
-                counts = self.ctx.order.on_pop(key, offsets, pop_time, invisible)
-                for o in offsets:  # 5.3.3 lists the offsets popped before only
-                    if counts[o] > 0:
-                        append_info(out.order_info, read_topic, order_offset_key(qid, o),
-                                    counts[o])
-                append_info(out.order_info, read_topic, qid, min(counts.values()))
-            else:
-                ck = PopCheckPoint(read_topic, group, qid, offset, pop_time, invisible,
-                                   [o - offset for o in offsets], self.bc.brokerName)
-                ck.revive_offset = 0
-                revive = self.ctx.revive
-                stored = revive.write_now(revive_qid, ck)
-                if stored is None:
-                    stored = await revive.write(revive_qid, ck)
-                if not stored:
-                    if read_topic == topic:
-                        result.release()
-                    return  # nothing handed out: the offset stays where it was
-                com.commit_offset("pop", group, read_topic, qid, next_offset)
-            append_info(out.start_info, read_topic, qid, offset)
-            append_info(out.msg_info, read_topic, qid, join_ints(offsets))
-            if read_topic != topic:  # redeliveries: handle inside, original topic
-                buffers = [self._as_original(b, topic, offset, pop_time, invisible,
-                                             revive_qid, read_topic) for b in buffers]
-            out.size += sum(map(len, buffers))
-            out.bodies.extend(buffers)
-            out.count += len(offsets)
-            if result.max_offset > next_offset:  # pops held while this one read can go on
-                self.ctx.polling.notify(read_topic)
+            stored = await self.ctx.revive.write(revive_qid, ck)
+            pop_queue_tail(self, out, group, topic, read_topic, qid, offset, offsets,
+                           next_offset, buffers, result, stored, True, pop_time, invisible,
+                           revive_qid)
         finally:
             self.ctx.locks.discard(key)
 
@@ -519,3 +471,107 @@ class PopMessageProcessor:
             return refused
         return response(RC.SUCCESS, None,
                         {"pollingNum": str(self.ctx.polling.polling_num(topic))})
+
+
+def _pop_queue_now(p: PopMessageProcessor, out: PopResult, group: str, topic: str,
+                   read_topic: str, qid: int, nums: int, pop_time: int, invisible: int,
+                   revive_qid: int, init_mode: int, orderly: bool, matches: Any,
+                   record_filter: Any) -> tuple | None:
+    """One queue of a pop read, its checkpoint written and its records added
+    to ``out``: None once done (or nothing to do), or, when the checkpoint's
+    record must wait for the store (``write_now`` declined), ``(lock key,
+    checkpoint, read result, offsets, next offset, records, start offset)``
+    with the queue still locked, for ``_pop_queue`` to write the record and
+    finish with ``pop_queue_tail``.  The twin of
+    ``rmq._fast.pop_queue.pop_queue_now``."""
+    ctx = p.ctx
+    key = (read_topic, group, qid)
+    locks = ctx.locks
+    if key in locks:
+        return None  # another pop of this group reads this queue right now
+    if orderly and ctx.order.blocked(key, pop_time):
+        return None
+    locks.add(key)
+    staged = None
+    try:
+        offset = p._start_offset(group, read_topic, qid, init_mode)
+        result = p.store.get_message(group, read_topic, qid, offset, nums, None, matches)
+        if result is None:
+            return None
+        if record_filter is not None:
+            filter_result(result, record_filter)
+        found = result.status is FOUND and result.message_count > 0
+        offsets = result.message_queue_offsets if found else []
+        next_offset = result.next_begin_offset
+        out.rest += max(0, result.max_offset - next_offset)
+        if read_topic != topic:  # redeliveries are rewritten: copies
+            buffers = [bytes(b) for b in result.message_buffers] if found else []
+            result.release()
+        elif found:
+            buffers = result.body_views  # sent as they lie in the commit log
+        else:
+            buffers = []
+            result.release()
+        if not offsets:
+            # everything filtered out, or the offset corrected (a store newer
+            # than the offsets): go on from where the store says
+            if next_offset != offset and next_offset >= 0 and (not orderly or not found):
+                p.c.consumer_offset_manager.commit_offset("pop", group, read_topic, qid,
+                                                          next_offset)
+            return None
+        if orderly:
+            counts = ctx.order.on_pop(key, offsets, pop_time, invisible)
+            for o in offsets:  # 5.3.3 lists the offsets popped before only
+                if counts[o] > 0:
+                    append_info(out.order_info, read_topic, order_offset_key(qid, o), counts[o])
+            append_info(out.order_info, read_topic, qid, min(counts.values()))
+            stored = True
+        else:
+            ck = PopCheckPoint(read_topic, group, qid, offset, pop_time, invisible,
+                               [o - offset for o in offsets], p.bc.brokerName)
+            ck.revive_offset = 0
+            stored = ctx.revive.write_now(revive_qid, ck)
+            if stored is None:
+                staged = (key, ck, result, offsets, next_offset, buffers, offset)
+                return staged
+        pop_queue_tail(p, out, group, topic, read_topic, qid, offset, offsets, next_offset,
+                       buffers, result, stored, not orderly, pop_time, invisible, revive_qid)
+        return None
+    finally:
+        if staged is None:
+            locks.discard(key)
+
+
+def _pop_queue_tail(p: PopMessageProcessor, out: PopResult, group: str, topic: str,
+                    read_topic: str, qid: int, offset: int, offsets: list[int],
+                    next_offset: int, buffers: list, result: Any, stored: bool, commit: bool,
+                    pop_time: int, invisible: int, revive_qid: int) -> None:
+    """A queue's read handed out once its checkpoint is stored (``stored``;
+    else nothing is and the offset stays where it was): the group's offset
+    moved (``commit``: not for an orderly pop), the offsets texts, the records.
+    The twin of ``rmq._fast.pop_queue.pop_queue_tail``."""
+    if not stored:
+        if read_topic == topic:
+            result.release()
+        return  # nothing handed out: the offset stays where it was
+    if commit:
+        p.c.consumer_offset_manager.commit_offset("pop", group, read_topic, qid, next_offset)
+    append_info(out.start_info, read_topic, qid, offset)
+    append_info(out.msg_info, read_topic, qid, join_ints(offsets))
+    if read_topic != topic:  # redeliveries: handle inside, original topic
+        buffers = [p._as_original(b, topic, offset, pop_time, invisible, revive_qid, read_topic)
+                   for b in buffers]
+    out.size += sum(map(len, buffers))
+    out.bodies.extend(buffers)
+    out.count += len(offsets)
+    if result.max_offset > next_offset:  # pops held while this one read can go on
+        p.ctx.polling.notify(read_topic)
+
+
+pop_queue_now = _pop_queue_now
+pop_queue_tail = _pop_queue_tail
+_c = compiled("pop_queue")
+if _c is not None:
+    _c.bind(PopCheckPoint, FOUND, filter_result, RETRY_GROUP_TOPIC_PREFIX)
+    pop_queue_now = _c.pop_queue_now
+    pop_queue_tail = _c.pop_queue_tail

@@ -1,0 +1,222 @@
+"""One queue's part of a pop (``pop_queue_now`` / ``pop_queue_tail`` of the
+pop processor): the pure-Python twins and the compiled ones, driven through
+the same pops on two brokers filled alike, hand out the same records and
+texts and leave the same offsets, checkpoints and locks."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import shutil
+
+import pytest
+
+from bench.lane_reads import QUEUES, TOPIC, _controller
+from rmq._fast import compiled_or_none
+from rmq.broker.pop_context import pop_context
+from rmq.broker.pop_records import retry_topic_v1
+from rmq.broker.processor import pop as pm
+from rmq.store.message import MessageExtBrokerInner
+from rmq.store.message_codec import decode_message, message_properties_to_string
+
+GROUP = "g_pop_queue"
+
+
+def _impls() -> list[tuple[str, object, object]]:
+    out = [("twin", pm._pop_queue_now, pm._pop_queue_tail)]
+    c = compiled_or_none("pop_queue")
+    if c is not None:
+        from rmq.common.topics import RETRY_GROUP_TOPIC_PREFIX
+
+        c.bind(pm.PopCheckPoint, pm.FOUND, pm.filter_result, RETRY_GROUP_TOPIC_PREFIX)
+        out.append(("compiled", c.pop_queue_now, c.pop_queue_tail))
+    return out
+
+
+RETRY = retry_topic_v1(TOPIC, GROUP)
+
+
+def _fill(store, per_queue: int) -> None:
+    for topic, qid in [*((TOPIC, q) for q in range(QUEUES)), (RETRY, 0)]:
+        for i in range(per_queue + qid * 3):
+            tags = "a" if i % 3 else "b"
+            props = {"TAGS": tags}
+            store.put_message(MessageExtBrokerInner(
+                topic=topic, queue_id=qid, body=b"m%d-%d" % (qid, i), properties=props,
+                properties_string=message_properties_to_string(props), born_timestamp=1,
+                born_host=("10.0.0.1", 5000)))
+    while store.reput_from_offset < store.commit_log.get_max_offset():
+        store.do_reput()
+
+
+def _records(bodies: list) -> list[tuple]:
+    out = []
+    for run in bodies:
+        data = bytes(run)
+        pos = 0
+        while pos < len(data):
+            size = int.from_bytes(data[pos:pos + 4], "big")
+            m = decode_message(data[pos:pos + size])
+            out.append((m.topic, m.queue_id, m.queue_offset, m.body,
+                        m.properties.get("POP_CK")))
+            pos += size
+    return out
+
+
+@contextlib.asynccontextmanager
+async def _broker(root, per_queue: int):
+    """A broker controller on a fresh store under ``root``, its queues filled,
+    its pop processor and pop context (revive queues read)."""
+    root.mkdir()
+    controller = await _controller(root)
+    try:
+        _fill(controller.message_store, per_queue)
+        ctx = pop_context(controller)
+        ctx.revive.ensure_loaded()
+        yield controller, pm.PopMessageProcessor(controller), ctx
+    finally:
+        await controller.shutdown()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def _run(tmp_path, name: str, now, tail) -> tuple:
+    async with _broker(tmp_path / name, 20) as (controller, pop, ctx):
+        rnd = random.Random(7)
+        matches = {"*": pop._filters(GROUP, TOPIC, "TAG", "*")[0],
+                   "a": pop._filters(GROUP, TOPIC, "TAG", "a")[0]}
+        seen = []
+        staged_seen = 0
+        revive = ctx.revive
+        for i in range(120):
+            out = pm.PopResult()
+            qid = rnd.randrange(QUEUES)
+            read_topic = TOPIC
+            if i % 6 == 5:  # redeliveries: copies with their handle, the original topic
+                read_topic, qid = RETRY, 0
+            nums = rnd.choice([1, 3, 8, 32])
+            orderly = rnd.random() < 0.2
+            decline = not orderly and rnd.random() < 0.15
+            if decline:  # the record must wait for the store: handed back, queue locked
+                revive.write_now = lambda _qid, _ck: None
+            try:
+                staged = now(pop, out, GROUP, TOPIC, read_topic, qid, nums, 1_000_000 + i,
+                             60_000, i % 8, rnd.choice([0, 1]), orderly,
+                             matches[rnd.choice(["*", "*", "a"])], None)
+            finally:
+                if decline:
+                    del revive.write_now
+            if staged is not None:
+                staged_seen += 1
+                key, ck, result, offsets, next_offset, buffers, offset = staged
+                assert key in ctx.locks
+                stored = await revive.write(i % 8, ck) if i % 2 else False
+                tail(pop, out, GROUP, TOPIC, read_topic, qid, offset, offsets, next_offset, buffers,
+                     result, stored, True, 1_000_000 + i, 60_000, i % 8)
+                ctx.locks.discard(key)
+            assert not ctx.locks
+            seen.append((_records(out.bodies), out.count, out.start_info, out.msg_info,
+                         out.order_info, out.rest, out.size, staged is not None))
+        com = controller.consumer_offset_manager
+        offsets = {q: com.query_offset(GROUP, TOPIC, q) for q in range(QUEUES)}
+        offsets["retry"] = com.query_offset(GROUP, RETRY, 0)
+        return seen, offsets, sorted(revive.pending), staged_seen
+
+
+@pytest.mark.timeout(120)
+async def test_pop_queue_compiled_and_twin_hand_out_and_leave_the_same(tmp_path):
+    got = [await _run(tmp_path, name, now, tail) for name, now, tail in _impls()]
+    seen, _offsets, pending, staged = got[0]
+    assert sum(s[1] for s in seen) > 100 and len(pending) > 20 and staged > 3
+    assert any(s[4] for s in seen)  # orderly pops among them
+    assert any(r[4] for s in seen for r in s[0])  # and redeliveries
+    assert all(g == got[0] for g in got)
+
+
+def _ack_impls() -> list[tuple[str, object]]:
+    from rmq.broker.processor import ack as am
+
+    out = [("twin", am._ack_entry_now)]
+    c = compiled_or_none("ack_entry")
+    if c is not None:
+        from rmq.broker.pop_records import ORDER_REVIVE_QUEUE, AckMsg, ExtraInfo, real_topic
+
+        c.bind(ExtraInfo, AckMsg, real_topic, am.RC.SYSTEM_ERROR, ORDER_REVIVE_QUEUE)
+        out.append(("compiled", c.ack_entry_now))
+    return out
+
+
+def _entries(rnd: random.Random, cks: list) -> list:
+    """Batch ack entries of the checkpoints ``cks`` (some offsets, all of
+    them, none) and bad ones: fields missing or not numbers, bitsets not
+    base64, queues and topics that do not exist, revive queues of no one,
+    orderly handles."""
+    import base64
+
+    out: list = []
+    for i, ck in enumerate(cks):
+        so = ck.start_offset
+        bits = 0
+        for d in ck.offset_diffs:
+            if rnd.random() < 0.7:
+                bits |= 1 << d
+        b = base64.b64encode(bits.to_bytes((bits.bit_length() + 7) // 8, "little")).decode()
+        e = {"c": ck.cid, "t": ck.topic, "r": "0", "so": so, "q": ck.queue_id, "rq": i % 8,
+             "pt": ck.pop_time, "it": 60_000, "b": b}
+        r = rnd.random()
+        if r < 0.05:
+            del e["pt"]
+        elif r < 0.1:
+            e["so"] = "x1"
+        elif r < 0.13:
+            e["b"] = "*not base64"
+        elif r < 0.16:
+            e["q"] = 99
+        elif r < 0.19:
+            e["t"] = "NoSuchTopic"
+        elif r < 0.22:
+            e["rq"] = 77
+        elif r < 0.25:
+            e["rq"] = 999
+        elif r < 0.28:
+            e["b"] = ""
+        elif r < 0.3:
+            e = [1, 2]
+        out.append(e)
+    return out
+
+
+async def _ack_run(tmp_path, name: str, entry_now) -> tuple:
+    from rmq.broker.processor.ack import AckMessageProcessor
+
+    async with _broker(tmp_path / ("ack-" + name), 40) as (controller, pop, ctx):
+        ack = AckMessageProcessor(controller)
+        for i in range(60):
+            out = pm.PopResult()
+            staged = pm._pop_queue_now(pop, out, GROUP, TOPIC, TOPIC, i % QUEUES, 1 + i % 5,
+                                       2_000_000 + i, 60_000, i % 8, 0, False, None, None)
+            if staged is not None:  # a revive queue's first record: the general put
+                await pop._pop_queue_later(out, GROUP, TOPIC, staged, 2_000_000 + i, 60_000,
+                                           i % 8)
+        cks = sorted((e.ck for e in ctx.revive.pending.values()), key=lambda c: c.pop_time)
+        rnd = random.Random(11)
+        answers = []
+        for e in _entries(rnd, cks):
+            decline = rnd.random() < 0.1
+            if decline:  # the record must wait for the store: nothing done, handed back
+                ctx.revive.write_now = lambda _qid, _ack: None
+            try:
+                answers.append(entry_now(ack, e, "lane-reads"))
+            finally:
+                if decline:
+                    del ctx.revive.write_now
+        left = {k: sorted(v.left) for k, v in ctx.revive.pending.items()}
+        return answers, left
+
+
+@pytest.mark.timeout(120)
+async def test_batch_ack_entry_compiled_and_twin_answer_and_apply_the_same(tmp_path):
+    got = [await _ack_run(tmp_path, name, now) for name, now in _ack_impls()]
+    answers, left = got[0]
+    kinds = {None if a is None else len(a) for a in answers}
+    assert kinds == {None, 2, 5} and len(left) < 60
+    assert all(g == got[0] for g in got)
