@@ -134,16 +134,18 @@ class _Read:
         for topic, (nums, size) in self.sizes.items():
             stats.on_puts(topic, nums, size, nums)
             support.served += nums
-        quorum = self.cl.quorum_wait(first, last)
-        if self.answers:
-            quorum.add_done_callback(_Answer(support.processor, self.channel,
-                                             self.answers, self.asked))
+        self.cl.quorum_wait(first, last, _Answer(support.processor, self.channel, self.answers,
+                                                 self.asked) if self.answers else _no_answer)
+
+
+def _no_answer(_status: PutMessageStatus) -> None:
+    """The quorum wait of a read of oneway sends: nothing to answer."""
 
 
 class _Answer:
-    """The done callback of a read's quorum wait: its answers as built when
-    a quorum holds the entries, else the general path's answer to a failed
-    put, per send."""
+    """What a read's quorum wait calls when it ends: the read's answers as
+    built when a quorum holds the entries, else the general path's answer
+    to a failed put, per send."""
 
     __slots__ = ("processor", "channel", "frames", "asked")
 
@@ -154,10 +156,7 @@ class _Answer:
         self.frames = frames
         self.asked = asked
 
-    def __call__(self, quorum) -> None:
-        if quorum.cancelled():
-            return
-        status = quorum.result()
+    def __call__(self, status: PutMessageStatus) -> None:
         if status is PutMessageStatus.PUT_OK:
             self.channel.write_bytes(self.frames)
             return

@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from rmq.dledger.messages import RESPONSE_OF, RequestOrResponse
-from rmq.dledger.protocol import Code, DLedgerError, encode, read_answer
+from rmq.dledger.messages import RESPONSE_OF, RequestOrResponse, push_answer
+from rmq.dledger.protocol import Code, DLedgerError, RequestCode, encode, read_answer
 from rmq.remoting import RemotingClient, RemotingCommand
 
 RPC_TIMEOUT_MS = 3000
@@ -58,6 +58,20 @@ class PeerRpc:
                 done(None)
                 return
             done(answer)
+
+        self.client.invoke_callback(self.peer_map[peer], request, timeout_ms, finished)
+
+    def push_then(self, peer: str, body: bytes,
+                  done: Callable[[tuple[int, int, int | None] | None], None],
+                  timeout_ms: int = RPC_TIMEOUT_MS) -> None:
+        """``call_then`` of an APPEND push (its JSON ``body``): ``done`` gets
+        the answer's (code, term, index) as ``messages.push_answer`` reads
+        them, without a response object, or None when no answer came or it
+        does not bind."""
+        request = RemotingCommand.create_request(RequestCode.PUSH, None, body)
+
+        def finished(response: RemotingCommand | None, error: BaseException | None) -> None:
+            done(None if error is not None else push_answer(response.body))
 
         self.client.invoke_callback(self.peer_map[peer], request, timeout_ms, finished)
 
