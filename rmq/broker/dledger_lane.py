@@ -87,8 +87,14 @@ class DLedgerSendLane:
         if not stored:
             return pos, None
         counts = self._counts
+        sizes = read.sizes
         for send, put in zip(sends, stored, strict=False):
-            read.stored(send[5], put[3])
+            t = sizes.get(send[5])  # the put statistics, per topic
+            if t is None:
+                sizes[send[5]] = [1, put[3]]
+            else:
+                t[0] += 1
+                t[1] += put[3]
             key = (send[1], bool(send[2] & RPC_ONEWAY))
             counts[key] = counts.get(key, 0) + 1
         read.answers = plain_answers(read.host_hex, read.tails, sends, stored, read.asked)
@@ -117,14 +123,6 @@ class _Read:
         self.answers = b""  # the answered sends' frames
         self.asked: list[tuple[int, int]] = []  # (opaque, serialize type) of each answer
         self.sizes: dict[str, list[int]] = {}  # topic -> [messages, bytes]
-
-    def stored(self, topic: str, size: int) -> None:
-        t = self.sizes.get(topic)
-        if t is None:
-            self.sizes[topic] = [1, size]
-        else:
-            t[0] += 1
-            t[1] += size
 
     def finish(self, first, last) -> None:
         """Count the read's puts and hold its answers on the quorum wait of

@@ -405,20 +405,36 @@ class PeerDispatcher:
     def push_now(self) -> None:
         """Push what was appended, from the loop (``_push_round``) when
         appending: a dispatcher that is not appending, or whose term is
-        over, is woken to look again in its task instead."""
-        ms = self.pusher.ms
+        over, is woken to look again in its task instead (as is one with
+        ``MAX_PENDING`` pushes in flight: the task drops the acknowledged
+        ones and resends overdue ones, besides the idle COMMIT)."""
+        pusher = self.pusher
+        ms, store = pusher.ms, pusher.store
         if self.state != PushType.APPEND or self.term != ms.curr_term or \
                 ms.role is not Role.LEADER:
             self.wake.set()
             return
         try:
-            self._do_append()
+            while self.write_index <= store.ledger_end_index:
+                if len(self.pending) >= MAX_PENDING:
+                    self.wake.set()
+                    return
+                self._push_from(self.write_index)
         except Exception as exc:  # noqa: BLE001 - as in the task: compare again
             log.info("push to %s: %s", self.peer, exc)
             self._change(-1, PushType.COMPARE)
 
+    def _push_from(self, index: int) -> None:
+        """Push the entries from ``index`` (``write_index``) one push carries."""
+        config = self.pusher.config
+        entries = self.pusher.store.kept_run(
+            index, config.max_batch_push_size if config.enable_batch_push else 0)
+        self.pusher.close_group()
+        self._send(entries)
+        self.write_index = index + len(entries)
+
     def _do_append(self) -> None:
-        store, config = self.pusher.store, self.pusher.config
+        store = self.pusher.store
         while self.state == PushType.APPEND and self.pusher.ms.is_leader():
             if self.write_index > store.ledger_end_index:
                 self._do_commit()
@@ -430,16 +446,7 @@ class PeerDispatcher:
             if len(self.pending) >= MAX_PENDING:
                 self._resend_overdue()
                 return
-            entries = [store.get(self.write_index)]
-            if config.enable_batch_push:
-                size = entries[0].compute_size()
-                while size < config.max_batch_push_size and \
-                        self.write_index + len(entries) <= store.ledger_end_index:
-                    entries.append(store.get(self.write_index + len(entries)))
-                    size += entries[-1].size
-            self.pusher.close_group()
-            self._send(entries)
-            self.write_index += len(entries)
+            self._push_from(self.write_index)
 
     def _send(self, entries: list[Entry]) -> None:
         ms = self.pusher.ms
