@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from rmq.dledger.messages import RESPONSE_OF, RequestOrResponse, push_answer
+from rmq.dledger.messages import RESPONSE_OF, RequestOrResponse
 from rmq.dledger.protocol import Code, DLedgerError, RequestCode, encode, read_answer
 from rmq.remoting import RemotingClient, RemotingCommand
 
@@ -62,18 +62,14 @@ class PeerRpc:
         self.client.invoke_callback(self.peer_map[peer], request, timeout_ms, finished)
 
     def push_then(self, peer: str, body: bytes,
-                  done: Callable[[tuple[int, int, int | None] | None], None],
+                  done: Callable[[RemotingCommand | None, BaseException | None], None],
                   timeout_ms: int = RPC_TIMEOUT_MS) -> None:
-        """``call_then`` of an APPEND push (its JSON ``body``): ``done`` gets
-        the answer's (code, term, index) as ``messages.push_answer`` reads
-        them, without a response object, or None when no answer came or it
-        does not bind."""
+        """An APPEND push (its JSON ``body``) sent without a task, a coroutine
+        or a closure: ``done(response, None)`` or ``done(None, error)`` on the
+        loop, the remoting client's callback itself (the pusher reads the
+        answer with ``messages.push_answer``)."""
         request = RemotingCommand.create_request(RequestCode.PUSH, None, body)
-
-        def finished(response: RemotingCommand | None, error: BaseException | None) -> None:
-            done(None if error is not None else push_answer(response.body))
-
-        self.client.invoke_callback(self.peer_map[peer], request, timeout_ms, finished)
+        self.client.invoke_callback(self.peer_map[peer], request, timeout_ms, done)
 
     def spawn_call(self, peer: str, code: int, body: RequestOrResponse | bytes) -> asyncio.Task:
         """``call`` as a task whose failure is read even when nobody awaits it
