@@ -23,12 +23,28 @@ from rmq._fast.record cimport c_record_size, c_write_record
 
 from dataclasses import fields
 
-from rmq.dledger.entry import Entry
+# the fields of ``rmq.dledger.entry.Entry``, set below in place of its
+# ``__init__``; a ``make_entry`` of any other layout is called instead
+cdef tuple ENTRY_FIELDS = ("index", "term", "body", "pos", "magic", "channel", "chain_crc",
+                           "body_crc", "size", "wire")
+cdef object in_place_class = None  # the last class found to have them
 
-# the fields set below in place of ``Entry.__init__``; any other layout is
-# made by calling the class
-cdef bint ENTRY_IN_PLACE = tuple(f.name for f in fields(Entry)) == (
-    "index", "term", "body", "pos", "magic", "channel", "chain_crc", "body_crc", "size", "wire")
+
+cdef bint made_in_place(cls):
+    """Whether ``cls`` is a dataclass of exactly ``ENTRY_FIELDS``."""
+    global in_place_class
+    if cls is in_place_class:
+        return True
+    if not isinstance(cls, type):
+        return False
+    try:
+        names = tuple([f.name for f in fields(cls)])
+    except TypeError:
+        return False
+    if names != ENTRY_FIELDS:
+        return False
+    in_place_class = cls
+    return True
 
 cdef enum:
     MAGIC = 1          # entry.MAGIC
@@ -59,6 +75,7 @@ def write_entries(data, Py_ssize_t at, int64_t pos, Py_ssize_t room, index,
     cdef uint8_t* d
     cdef uint8_t* u
     cdef int32_t sys_flag
+    cdef bint in_place = made_in_place(make_entry)
     entries = []
     try:
         PyObject_GetBuffer(data, &dv, PyBUF_WRITABLE)
@@ -109,8 +126,8 @@ def write_entries(data, Py_ssize_t at, int64_t pos, Py_ssize_t room, index,
             put64(u + 16, idx)
             put64(u + 24, term)
             body = PyBytes_FromStringAndSize(<const char*>d + BODY_OFFSET, rsize)
-            if make_entry is Entry and ENTRY_IN_PLACE:  # its fields set here: no Python __init__ per send
-                e = Entry.__new__(Entry)
+            if in_place:  # its fields set here: no Python __init__ per send
+                e = make_entry.__new__(make_entry)
                 e.index = idx
                 e.term = term
                 e.body = body
