@@ -5,12 +5,11 @@ Leader side, one dispatcher per follower, in one of three states:
 * COMPARE — find the last index where the follower holds the leader's entry
   (walking back from the leader's end, using the follower's begin and end);
 * TRUNCATE — make that entry the follower's last, dropping a divergent tail;
-* APPEND — push entries in order (in batches with ``enableBatchPush``):
-  appends are pushed from the loop once per turn, one push in flight per
-  follower, the next one (all that was appended meanwhile) when it is
-  acknowledged; the dispatcher's task, every 50 ms, pushes what is left
-  (pipelined up to 1,000 in flight), resends one not acknowledged within
-  ``maxPushTimeOutMs``, and sends COMMIT once a second when idle.
+* APPEND — push entries in order (pipelined up to 1,000 in flight, or in
+  batches with ``enableBatchPush``; what is appended is pushed from the
+  loop once per turn, without waking the dispatcher's task), resend one
+  not acknowledged within ``maxPushTimeOutMs``, and send COMMIT once a
+  second when idle.
 
 Each acknowledgement raises the follower's water mark for the term; the
 quorum checker takes the median water mark as the committed index and
@@ -407,14 +406,11 @@ class PeerDispatcher:
 
     # ---- append -----------------------------------------------------------------------
     def push_now(self) -> None:
-        """Push what was appended, from the loop (``_push_round``) or when
-        the push in flight is acknowledged (``_appended``): one push in
-        flight per follower from here, so that what is appended while it
-        travels goes in the next push together (under load a push carries
-        many reads' entries, not one read's).  A dispatcher that is not
-        appending, or whose term is over, is woken to look again in its
-        task instead (which also resends overdue pushes and sends the idle
-        COMMIT)."""
+        """Push what was appended, from the loop (``_push_round``): a
+        dispatcher that is not appending, or whose term is over, is woken to
+        look again in its task instead (as is one with ``MAX_PENDING``
+        pushes in flight: the task drops the acknowledged ones and resends
+        overdue ones, besides the idle COMMIT)."""
         pusher = self.pusher
         ms, store = pusher.ms, pusher.store
         if self.state != PushType.APPEND or self.term != ms.curr_term or \
@@ -422,7 +418,10 @@ class PeerDispatcher:
             self.wake.set()
             return
         try:
-            if self.write_index <= store.ledger_end_index and not self.pending:
+            while self.write_index <= store.ledger_end_index:
+                if len(self.pending) >= MAX_PENDING:
+                    self.wake.set()
+                    return
                 self._push_from(self.write_index)
         except Exception as exc:  # noqa: BLE001 - as in the task: compare again
             log.info("push to %s: %s", self.peer, exc)
@@ -472,7 +471,7 @@ class PeerDispatcher:
             self.pending.pop(index, None)
             self.pusher.update_water_mark(term, self.peer, index + max(count, 1) - 1)
             if self.write_index <= self.pusher.store.ledger_end_index:
-                self.push_now()  # what was appended while this push travelled
+                self.wake.set()  # (pushes held back: MAX_PENDING in flight)
         elif code == Code.INCONSISTENT_STATE and self.state == PushType.APPEND:
             self._change(-1, PushType.COMPARE)
             self.wake.set()
