@@ -33,11 +33,21 @@ committed, dispatched to the consume queues and answered within the read),
 the bracket is not timed.  ``--extra`` sets the reads the instruction count
 adds (fewer for many frames a read: each entry stays in the data files).
 
+``--followers 2`` (with ``--dledger``) makes the group three: two DLedger
+nodes (``rmq.dledger.startup``) run as processes of their own, never
+candidates, so the broker in this process leads; each read then waits for its
+answer, which the leader writes once a follower acknowledged the read's push.
+A read's figures then hold the pushes to both followers, their answers, the
+quorum wait and the commit besides the lane, the append and the reput (the
+followers' CPU is not counted: valgrind does not follow them).
+
     .venv/bin/python -m bench.lane_reads [--reads 20000] [--frames 1] [--repeats 7]
     .venv/bin/python -m bench.lane_reads --instructions [--reads 2000] [--frames 1]
     .venv/bin/python -m bench.lane_reads --calls [--reads 2000] [--frames 1]
     .venv/bin/python -m bench.lane_reads --dledger --instructions --reads 200 --extra 1000 \
         --frames 16
+    .venv/bin/python -m bench.lane_reads --dledger --followers 2 --instructions --reads 100 \
+        --extra 500 --frames 4
 """
 
 from __future__ import annotations
@@ -70,33 +80,57 @@ class _Channel:
     def __init__(self) -> None:
         self.attrs: dict = {}
         self.remote_addr = "127.0.0.1:40000"
+        self.answered: asyncio.Future | None = None  # set by a DLedger lane's answers
 
     def write_bytes(self, data: bytes) -> None:
         """A DLedger lane's answers, once the quorum holds a read's entries."""
+        waiting = self.answered
+        if waiting is not None and not waiting.done():
+            waiting.set_result(data)
 
 
-async def _controller(root: Path, dledger: bool = False):
+def _followers(root: Path, ids: list[str], peers: str) -> list:
+    """DLedger nodes ``ids`` of group g as processes of their own, that never
+    stand for election (the broker here is the only candidate)."""
+    from rmq.testing.procs import RmqProcess
+
+    procs = []
+    for node in ids:
+        port = int(peers.split(f"{node}-127.0.0.1:")[1].split(";")[0])
+        procs.append(RmqProcess(
+            "rmq.dledger.startup",
+            ["--group", "g", "--id", node, "--peers", peers, "--store-base-dir",
+             str(root / "followers"), "--enable-batch-push", "--heartbeat-ms", "2000",
+             "--max-heartbeat-leak", "100000", "--min-vote-ms", "3600000", "--max-vote-ms",
+             "3600001", "--data-file-size", str(256 * 1024 * 1024)],
+            root / f"{node}.out").start(wait_for_port=port))
+    return procs
+
+
+async def _controller(root: Path, dledger: bool = False, followers: int = 0):
     """An initialized broker controller on a fresh store under ``root``
-    (``dledger``: leading a DLedger group of one)."""
+    (``dledger``: leading a DLedger group of one, or of 1 + ``followers``
+    whose follower processes it keeps in ``controller.bench_followers``)."""
     from rmq.broker.controller import BrokerController
     from rmq.broker.startup import parse, prepare_store_paths
+    from rmq.testing.procs import free_port
 
     conf = root / "broker.conf"
     group = ""
+    procs = []
     if dledger:
-        import socket
-
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            raft = sock.getsockname()[1]
+        ids = [f"n{i}" for i in range(1 + followers)]
+        peers = ";".join(f"{node}-127.0.0.1:{free_port()}" for node in ids)
+        procs = _followers(root, ids[1:], peers)
         group = ("enableDLegerCommitLog=true\ndLegerGroup=g\ndLegerSelfId=n0\n"
-                 f"dLegerPeers=n0-127.0.0.1:{raft}\n")
+                 f"dLegerPeers={peers}\n")
     conf.write_text(f"brokerName=lane-reads\nlistenPort=40911\nstorePathRootDir={root}/store\n"
                     f"storePathCommitLog={root}/store/commitlog\n"
                     f"mappedFileSizeCommitLog=268435456\n{group}")
     _args, settings = parse(["-c", str(conf), "-n", "127.0.0.1:1"])
     prepare_store_paths(settings)
     controller = BrokerController(settings)
+    controller.bench_followers = procs
     if not await controller.initialize():
         raise RuntimeError("the broker did not initialize")
     controller.topic_config_manager.update_topic_config(TopicConfig(TOPIC, QUEUES, QUEUES))
@@ -164,6 +198,12 @@ class _Connection:
         return end, None
 
 
+async def _shutdown(controller) -> None:
+    await controller.shutdown()
+    for proc in getattr(controller, "bench_followers", []):
+        proc.kill()
+
+
 def _serve_all(lane, channel: _Channel, reads: list[bytes]) -> int:
     """Hand every read to the lane; how many it did not take whole."""
     missed = 0
@@ -171,6 +211,26 @@ def _serve_all(lane, channel: _Channel, reads: list[bytes]) -> int:
         pos, _out = lane.serve(channel, buf, 0, len(buf))
         missed += pos != len(buf)
     return missed
+
+
+async def _serve_answered(lane, channel: _Channel, reads: list[bytes]) -> int:
+    """``_serve_all`` of a DLedger leader with followers: each read once the
+    one before it is answered (a quorum holds its entries)."""
+    missed = 0
+    loop = asyncio.get_running_loop()
+    for buf in reads:
+        answered = channel.answered = loop.create_future()
+        pos, _out = lane.serve(channel, buf, 0, len(buf))
+        missed += pos != len(buf)
+        if pos:
+            await asyncio.wait_for(answered, 30)
+    return missed
+
+
+async def _serve(lane, channel: _Channel, reads: list[bytes], answered: bool) -> int:
+    if answered:
+        return await _serve_answered(lane, channel, reads)
+    return _serve_all(lane, channel, reads)
 
 
 class _Reads:
@@ -183,11 +243,13 @@ class _Reads:
         self.raw = RawRequests(TOPIC, b"x" * 1024, queues=QUEUES)
         self.channel = _Channel()
         self.n = 0  # frames made so far
+        self.answered = bool(getattr(controller, "bench_followers", None))
 
     async def warm(self) -> None:
         lane, channel, raw = self.lane, self.channel, self.raw
-        for _ in range(2000):
-            if _serve_all(lane, channel, [bytes(raw.frame(self.n)[1])]) == 0:
+        # (a group's election under valgrind takes a while: up to a minute)
+        for _ in range(6000 if self.answered else 2000):
+            if await _serve(lane, channel, [bytes(raw.frame(self.n)[1])], self.answered) == 0:
                 self.n += 1
             if self.n >= 2 * QUEUES:
                 return
@@ -206,7 +268,8 @@ class _Reads:
 
 
 async def calls(reads: int, frames: int, dledger: bool = False,
-                protocol: bool = False) -> tuple[float, list[tuple[float, str]], float]:
+                protocol: bool = False,
+                followers: int = 0) -> tuple[float, list[tuple[float, str]], float]:
     """Function calls per read (``cProfile``): the total and, per function,
     its calls per read, most called first; and the transport's writes per
     read (``protocol``; else 0)."""
@@ -214,7 +277,7 @@ async def calls(reads: int, frames: int, dledger: bool = False,
     import pstats
 
     root = Path(tempfile.mkdtemp(prefix="lane-reads-"))
-    controller = await _controller(root, dledger)
+    controller = await _controller(root, dledger, followers)
     try:
         r = _Reads(controller, protocol)
         await r.warm()
@@ -223,26 +286,28 @@ async def calls(reads: int, frames: int, dledger: bool = False,
         lane = r.lane if r.connection is None else r.connection
         profile = cProfile.Profile()
         profile.enable()
-        missed = _serve_all(lane, r.channel, batch)
+        missed = await _serve(lane, r.channel, batch, r.answered)
         profile.disable()
         if missed:
             raise RuntimeError("the send lane did not take every read")
         stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
         rows = [(v[1] / reads, f"{Path(f).name}:{line} {name}" if line else name)
                 for (f, line, name), v in stats.items()
-                if name not in ("_serve_all", "<method 'disable' of '_lsprof.Profiler' objects>")]
+                if name not in ("_serve_all", "_serve", "_serve_answered",
+                                "<method 'disable' of '_lsprof.Profiler' objects>")]
         rows.sort(key=lambda row: -row[0])
         writes = 0.0 if r.connection is None else r.connection.transport.writes / reads
         return sum(row[0] for row in rows), rows, writes
     finally:
-        await controller.shutdown()
+        await _shutdown(controller)
         shutil.rmtree(root, ignore_errors=True)
 
 
 async def measure(reads: int, frames: int, repeats: int, bracket: bool = True,
-                  dledger: bool = False, protocol: bool = False) -> dict[str, list[float]]:
+                  dledger: bool = False, protocol: bool = False,
+                  followers: int = 0) -> dict[str, list[float]]:
     root = Path(tempfile.mkdtemp(prefix="lane-reads-"))
-    controller = await _controller(root, dledger)
+    controller = await _controller(root, dledger, followers)
     try:
         support = controller.send_lane_support
         r = _Reads(controller, protocol)
@@ -254,7 +319,7 @@ async def measure(reads: int, frames: int, repeats: int, bracket: bool = True,
             batch = r.batch(reads, frames)
             await asyncio.sleep(0.02)  # the store's loop callbacks run between repeats
             t0 = time.process_time_ns()
-            missed = _serve_all(lane, channel, batch)
+            missed = await _serve(lane, channel, batch, r.answered)
             if not missed:
                 per_read.append((time.process_time_ns() - t0) / reads / 1000)
             if not bracket:
@@ -266,7 +331,7 @@ async def measure(reads: int, frames: int, repeats: int, bracket: bool = True,
             brackets.append((time.process_time_ns() - t0) / reads / 1000)
         return {"per_read_us": per_read, "begin_end_us": brackets}
     finally:
-        await controller.shutdown()
+        await _shutdown(controller)
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -274,14 +339,15 @@ EXTRA_READS = 10_000  # what --instructions adds to the second run
 
 
 def _callgrind_total(reads: int, frames: int, dledger: bool = False,
-                     protocol: bool = False) -> int:
+                     protocol: bool = False, followers: int = 0) -> int:
     """Instructions of a whole run of the reads alone under callgrind."""
     with tempfile.TemporaryDirectory(prefix="lane-reads-cg-") as tmp:
         done = subprocess.run(
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/out",
              sys.executable, "-m", "bench.lane_reads", "--reads", str(reads), "--frames",
              str(frames), "--repeats", "1", "--no-bracket",
-             *(["--dledger"] if dledger else []), *(["--protocol"] if protocol else [])],
+             *(["--dledger"] if dledger else []), *(["--protocol"] if protocol else []),
+             "--followers", str(followers)],
             capture_output=True, text=True, env=os.environ, check=False)
     found = re.search(r"Collected : (\d+)", done.stderr)
     if done.returncode != 0 or found is None:
@@ -290,12 +356,13 @@ def _callgrind_total(reads: int, frames: int, dledger: bool = False,
 
 
 def instructions(reads: int, frames: int, extra: int = EXTRA_READS,
-                 dledger: bool = False, protocol: bool = False) -> float:
+                 dledger: bool = False, protocol: bool = False,
+                 followers: int = 0) -> float:
     """Instructions per read: the difference of two callgrind totals."""
     if shutil.which("valgrind") is None:
         raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
-    low = _callgrind_total(reads, frames, dledger, protocol)
-    high = _callgrind_total(reads + extra, frames, dledger, protocol)
+    low = _callgrind_total(reads, frames, dledger, protocol, followers)
+    high = _callgrind_total(reads + extra, frames, dledger, protocol, followers)
     return (high - low) / extra
 
 
@@ -316,10 +383,21 @@ def main(argv: list[str] | None = None) -> int:
                          "Python too), not to the lane")
     ap.add_argument("--extra", type=int, default=EXTRA_READS,
                     help="reads the second --instructions run adds")
+    ap.add_argument("--followers", type=int, default=0,
+                    help="with --dledger: follower processes in the group (each read then "
+                    "waits for its answer)")
     args = ap.parse_args(argv)
+    if args.followers and not args.dledger:
+        ap.error("--followers needs --dledger")
+    if args.followers and args.protocol:
+        ap.error("--followers answers through the bench's channel, not a protocol's")
+    if args.followers:  # the broker's loop: its pushes and answers go through sockets
+        import uvloop
+
+        uvloop.install()
     if args.calls:
         total, rows, writes = asyncio.run(calls(args.reads, args.frames, args.dledger,
-                                                args.protocol))
+                                                args.protocol, args.followers))
         python = sum(c for c, name in rows if ".py:" in name)
         print(f"calls_per_read ({args.frames} frame(s) a read): {total:.1f}, "
               f"Python functions {python:.1f}"
@@ -329,7 +407,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {c:6.2f} {name}")
         return 0
     if args.instructions:
-        per_read = instructions(args.reads, args.frames, args.extra, args.dledger, args.protocol)
+        per_read = instructions(args.reads, args.frames, args.extra, args.dledger, args.protocol,
+                                args.followers)
         print(f"instructions_per_read ({args.frames} frame(s) a read): {per_read:,.0f}")
         return 0
     import uvloop
@@ -337,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     uvloop.install()
     got = asyncio.run(measure(args.reads, args.frames, args.repeats,
                               not args.no_bracket and not args.dledger, args.dledger,
-                              args.protocol))
+                              args.protocol, args.followers))
     for key, values in got.items():
         if not values and key == "begin_end_us" and (args.no_bracket or args.dledger):
             continue

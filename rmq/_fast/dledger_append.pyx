@@ -5,7 +5,8 @@ leader's plain sends of one read written as consecutive entries in one call.
 Each send's entry -- the 48-byte entry header, then the commit-log record
 with its physical offset (where the record lies in the data files) -- is
 written straight into the mapped data file, and its 32-byte index unit into
-the mapped index file; an ``Entry`` is made per send for the leader's pushes.
+the mapped index file; an ``Entry`` is made per send for the leader's pushes
+(its fields set in place, without the dataclass's ``__init__``).
 Without it each send paid a dozen Python calls (the room check, the header,
 the record, the index unit, the ledger's end).  It stops before the first
 entry that would not leave a blank's room in the data file, or whose index
@@ -19,6 +20,31 @@ from libc.stdint cimport int32_t, int64_t, uint8_t
 
 from rmq._fast.byteorder cimport put32, put64
 from rmq._fast.record cimport c_record_size, c_write_record
+
+from dataclasses import fields
+
+# the fields of ``rmq.dledger.entry.Entry``, set below in place of its
+# ``__init__``; a ``make_entry`` of any other layout is called instead
+cdef tuple ENTRY_FIELDS = ("index", "term", "body", "pos", "magic", "channel", "chain_crc",
+                           "body_crc", "size", "wire")
+cdef object in_place_class = None  # the last class found to have them
+
+
+cdef bint made_in_place(cls):
+    """Whether ``cls`` is a dataclass of exactly ``ENTRY_FIELDS``."""
+    global in_place_class
+    if cls is in_place_class:
+        return True
+    if not isinstance(cls, type):
+        return False
+    try:
+        names = tuple([f.name for f in fields(cls)])
+    except TypeError:
+        return False
+    if names != ENTRY_FIELDS:
+        return False
+    in_place_class = cls
+    return True
 
 cdef enum:
     MAGIC = 1          # entry.MAGIC
@@ -49,6 +75,7 @@ def write_entries(data, Py_ssize_t at, int64_t pos, Py_ssize_t room, index,
     cdef uint8_t* d
     cdef uint8_t* u
     cdef int32_t sys_flag
+    cdef bint in_place = made_in_place(make_entry)
     entries = []
     try:
         PyObject_GetBuffer(data, &dv, PyBUF_WRITABLE)
@@ -98,8 +125,22 @@ def write_entries(data, Py_ssize_t at, int64_t pos, Py_ssize_t room, index,
             put32(u + 12, <int32_t>size)
             put64(u + 16, idx)
             put64(u + 24, term)
-            entries.append(make_entry(idx, term, PyBytes_FromStringAndSize(
-                <const char*>d + BODY_OFFSET, rsize), phy, MAGIC, 0, 0, 0, size))
+            body = PyBytes_FromStringAndSize(<const char*>d + BODY_OFFSET, rsize)
+            if in_place:  # its fields set here: no Python __init__ per send
+                e = make_entry.__new__(make_entry)
+                e.index = idx
+                e.term = term
+                e.body = body
+                e.pos = phy
+                e.magic = MAGIC
+                e.channel = 0
+                e.chain_crc = 0
+                e.body_crc = 0
+                e.size = size
+                e.wire = None
+                entries.append(e)
+            else:
+                entries.append(make_entry(idx, term, body, phy, MAGIC, 0, 0, 0, size))
             used += size
             iused += UNIT
             idx += 1

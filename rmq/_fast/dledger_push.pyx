@@ -375,3 +375,66 @@ def encode_push(bytes group, bytes ids, int64_t term, int64_t commit_index, list
         return PyBytes_FromStringAndSize(<const char*>start, p - start)
     finally:
         PyMem_Free(start)
+
+
+def decode_push_answer(body):
+    """(code, term, index) of a follower's answer to a push as
+    ``PushEntryResponse.from_json(protocol.decode(body))`` reads them (index
+    None when the answer has none); None for a body the general reader must
+    read (anything but an object of the response's fields as DLedger writes
+    them: integers, plain ASCII strings, nulls).  The leader reads one per
+    push and follower: through orjson it was a dict, then a response object
+    field by field."""
+    cdef Py_buffer pb
+    cdef Cur c
+    cdef const uint8_t* s
+    cdef Py_ssize_t n
+    cdef int64_t code = 200, term = -1, index = 0
+    cdef bint has_index = False
+    PyObject_GetBuffer(body, &pb, PyBUF_SIMPLE)
+    try:
+        c.p = <const uint8_t*>pb.buf
+        c.end = c.p + pb.len
+        c.bad = False
+        if not lit(&c, b"{", 1):
+            return None
+        if not lit(&c, b"}", 1):
+            while True:
+                n = key(&c, &s)
+                if c.bad:
+                    return None
+                if lit(&c, b"null", 4):  # a null is a missing field: its default
+                    if named(s, n, b"code", 4):
+                        code = 200
+                    elif named(s, n, b"term", 4):
+                        term = -1
+                    elif named(s, n, b"index", 5):
+                        has_index = False
+                    elif not (named(s, n, b"beginIndex", 10) or named(s, n, b"endIndex", 8) or
+                              named(s, n, b"count", 5) or 0 <= name_at(s, n, PUSH_TEXTS) < 4):
+                        return None
+                elif named(s, n, b"code", 4):
+                    code = number(&c)
+                elif named(s, n, b"term", 4):
+                    term = number(&c)
+                elif named(s, n, b"index", 5):
+                    index = number(&c)
+                    has_index = True
+                elif named(s, n, b"beginIndex", 10) or named(s, n, b"endIndex", 8) or \
+                        named(s, n, b"count", 5):
+                    number(&c)  # (the compare's business, not an append's)
+                elif 0 <= name_at(s, n, PUSH_TEXTS) < 4:  # group and the ids
+                    string(&c, &s)
+                else:
+                    return None
+                if c.bad:
+                    return None
+                if lit(&c, b"}", 1):
+                    break
+                if not lit(&c, b",", 1):
+                    return None
+        if c.p != c.end:
+            return None
+    finally:
+        PyBuffer_Release(&pb)
+    return (code, term, index if has_index else None)

@@ -87,8 +87,14 @@ class DLedgerSendLane:
         if not stored:
             return pos, None
         counts = self._counts
+        sizes = read.sizes
         for send, put in zip(sends, stored, strict=False):
-            read.stored(send[5], put[3])
+            t = sizes.get(send[5])  # the put statistics, per topic
+            if t is None:
+                sizes[send[5]] = [1, put[3]]
+            else:
+                t[0] += 1
+                t[1] += put[3]
             key = (send[1], bool(send[2] & RPC_ONEWAY))
             counts[key] = counts.get(key, 0) + 1
         read.answers = plain_answers(read.host_hex, read.tails, sends, stored, read.asked)
@@ -118,14 +124,6 @@ class _Read:
         self.asked: list[tuple[int, int]] = []  # (opaque, serialize type) of each answer
         self.sizes: dict[str, list[int]] = {}  # topic -> [messages, bytes]
 
-    def stored(self, topic: str, size: int) -> None:
-        t = self.sizes.get(topic)
-        if t is None:
-            self.sizes[topic] = [1, size]
-        else:
-            t[0] += 1
-            t[1] += size
-
     def finish(self, first, last) -> None:
         """Count the read's puts and hold its answers on the quorum wait of
         its last entry (which covers the earlier ones)."""
@@ -134,16 +132,18 @@ class _Read:
         for topic, (nums, size) in self.sizes.items():
             stats.on_puts(topic, nums, size, nums)
             support.served += nums
-        quorum = self.cl.quorum_wait(first, last)
-        if self.answers:
-            quorum.add_done_callback(_Answer(support.processor, self.channel,
-                                             self.answers, self.asked))
+        self.cl.quorum_wait(first, last, _Answer(support.processor, self.channel, self.answers,
+                                                 self.asked) if self.answers else _no_answer)
+
+
+def _no_answer(_status: PutMessageStatus) -> None:
+    """The quorum wait of a read of oneway sends: nothing to answer."""
 
 
 class _Answer:
-    """The done callback of a read's quorum wait: its answers as built when
-    a quorum holds the entries, else the general path's answer to a failed
-    put, per send."""
+    """What a read's quorum wait calls when it ends: the read's answers as
+    built when a quorum holds the entries, else the general path's answer
+    to a failed put, per send."""
 
     __slots__ = ("processor", "channel", "frames", "asked")
 
@@ -154,10 +154,7 @@ class _Answer:
         self.frames = frames
         self.asked = asked
 
-    def __call__(self, quorum) -> None:
-        if quorum.cancelled():
-            return
-        status = quorum.result()
+    def __call__(self, status: PutMessageStatus) -> None:
         if status is PutMessageStatus.PUT_OK:
             self.channel.write_bytes(self.frames)
             return

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+from collections.abc import Callable
 
 from rmq.common import message as mc
 from rmq.dledger.config import DLedgerConfig
@@ -185,17 +186,19 @@ class DLedgerCommitLog(CommitLog):
         the same dispatch room taken), for the leader's send lane: (entry,
         the record's physical offset, queue offset, record size) of the
         leading ones stored; the general path then stores or refuses the
-        rest.  One call per read: each send's checks, queue offset and
-        dispatch room, then the entries written together
+        rest.  One call per read: each send's checks and queue offset, the
+        dispatch room taken once per queue when no file has to be made for it
+        (``DispatchRoom.reserve_covered``; else send by send, so that a full
+        disk refuses the same sends), then the entries written together
         (``DLedgerMmapFileStore.append_run``; one by one only where a file
         ends).  The caller waits for the quorum (``quorum_wait``) and counts
         the puts."""
         max_body = self.config.maxMessageSize
         limit = self.file_size - 8 - BODY_OFFSET
         table = self.topic_queue_table
-        reserve = self.store.dispatch_room.reserve
         offsets: dict[tuple[str, int], int] = {}
         runs: list[tuple] = []
+        keys_of: list[int] = []
         for (_end, _code, _flag, _opaque, _stype, topic, queue_id, sys_flag, born_ts, mflag,
              reconsume, body, props, keys) in sends:
             topic_b = topic.encode()
@@ -207,11 +210,21 @@ class DLedgerCommitLog(CommitLog):
             queue_offset = offsets.get(key)
             if queue_offset is None:
                 queue_offset = table.get(key, 0)
-            if not reserve(topic, queue_id, queue_offset, 1, keys):
-                break
             offsets[key] = queue_offset + 1
             runs.append((topic_b, queue_id, mflag, queue_offset, sys_flag, born_ts, reconsume,
                          body, props, size))
+            keys_of.append(keys)
+        # the dispatch room: once per queue when nothing has to be made, else send by send
+        room = self.store.dispatch_room
+        queues = []
+        for key, end in offsets.items():
+            start = table.get(key, 0)
+            queues.append((key[0], key[1], start, end - start))
+        if not room.reserve_covered(queues, sum(keys_of)):
+            for n, (run, send, keys) in enumerate(zip(runs, sends, keys_of, strict=False)):
+                if not room.reserve(send[5], send[6], run[3], 1, keys):
+                    del runs[n:]
+                    break
         now = _now_ms()
         store_host = self.store_host_field
         dledger = self.dledger
@@ -234,10 +247,12 @@ class DLedgerCommitLog(CommitLog):
             out.append((entry, entry.pos + BODY_OFFSET, run[3], run[9]))
         return out
 
-    def quorum_wait(self, first: Entry, last: Entry) -> asyncio.Future:
+    def quorum_wait(self, first: Entry, last: Entry,
+                    then: Callable[[PutMessageStatus], None] | None = None) -> asyncio.Future | None:
         """The quorum wait of the entries ``first``..``last`` appended by
-        ``append_plain``: a future of their PutMessageStatus."""
-        return self.server.pusher.wait_quorum(last, first.index, _put_status)
+        ``append_plain``: a future of their PutMessageStatus, or with
+        ``then`` no future: ``then(status)`` once the wait ends."""
+        return self.server.pusher.wait_quorum(last, first.index, _put_status, then)
 
     def _status_of(self, exc: DLedgerError) -> AppendMessageResult:
         log.warning("DLedger append refused: %s", exc)

@@ -341,6 +341,30 @@ def read_push(body: bytes) -> PushEntryRequest:
                             [Entry(*row) for row in batch])
 
 
+def push_answer(body) -> tuple[int, int, int | None] | None:
+    """(code, term, index) of a follower's answer to an APPEND push, as
+    ``PushEntryResponse.from_json(decode(body))`` reads them: in one compiled
+    pass when built and the body is in the form DLedger writes
+    (``rmq._fast.dledger_push.decode_push_answer``), else by the twin; None
+    when the answer has no body or one that does not bind."""
+    if _push is not None and body:
+        got = _push.decode_push_answer(body)
+        if got is not None:
+            return got
+    return _push_answer(body)
+
+
+def _push_answer(body) -> tuple[int, int, int | None] | None:
+    """The twin of ``decode_push_answer``: orjson and ``from_json``."""
+    if not body:
+        return None
+    try:
+        resp = PushEntryResponse.from_json(decode(body))
+    except (ValueError, TypeError):
+        return None
+    return resp.code, resp.term, resp.index
+
+
 def push_response(request: PushEntryRequest, code: int, begin_index: int,
                   end_index: int) -> PushEntryResponse:
     """``EntryHandler.buildResponse``: group, code, the request's term, the

@@ -527,6 +527,26 @@ class DLedgerMmapFileStore:
             raise DLedgerError(Code.DISK_ERROR, f"entry {index}: pos {entry.pos} != {pos}")
         return entry
 
+    def kept_run(self, first: int, max_bytes: int) -> list[Entry]:
+        """The entries a leader's push from ``first`` carries: ``get(first)``,
+        then the next ones while the entries' sizes stay below ``max_bytes``
+        (0: that one alone), up to the ledger's end; read from the kept
+        entries (one dict look-up each), ``get`` for one not kept."""
+        entry = self.get(first)
+        entries = [entry]
+        size = entry.compute_size()
+        recent = self._recent
+        last = self.ledger_end_index
+        index = first + 1
+        while size < max_bytes and index <= last:
+            entry = recent.get(index)
+            if entry is None:
+                entry = self.get(index)
+            entries.append(entry)
+            size += entry.size
+            index += 1
+        return entries
+
     def update_committed_index(self, term: int, index: int) -> None:
         """Move the committed index up (never past this node's last entry)."""
         if index == -1 or self.ledger_end_index == -1 or term < self.member_state.curr_term:

@@ -6,8 +6,10 @@ Leader side, one dispatcher per follower, in one of three states:
   (walking back from the leader's end, using the follower's begin and end);
 * TRUNCATE — make that entry the follower's last, dropping a divergent tail;
 * APPEND — push entries in order (pipelined up to 1,000 in flight, or in
-  batches with ``enableBatchPush``), resend one not acknowledged within
-  ``maxPushTimeOutMs``, and send COMMIT once a second when idle.
+  batches with ``enableBatchPush``; what is appended is pushed from the
+  loop once per turn, without waking the dispatcher's task), resend one
+  not acknowledged within ``maxPushTimeOutMs``, and send COMMIT once a
+  second when idle.
 
 Each acknowledgement raises the follower's water mark for the term; the
 quorum checker takes the median water mark as the committed index and
@@ -28,9 +30,11 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rmq.dledger.entry import Entry
+from rmq.dledger.member_state import Role
 from rmq.dledger.messages import (
     PushEntryRequest,
     PushEntryResponse,
+    push_answer,
     push_append_body,
     push_request,
     push_response,
@@ -91,34 +95,59 @@ def _wake(fut: asyncio.Future) -> None:
 
 class AckGroup:
     """Appends waiting for their quorum: the entries up to ``last`` of one term
-    share one future, settled in order when the quorum index reaches ``last``.
+    share one outcome, settled in order when the quorum index reaches ``last``.
 
     Puts appended between two pushes join the open group (entries commit in
     order, so the last one's quorum covers them all): the leader keeps one
     waiter per push rather than one per entry, and settles them in one pass
-    from the front of a queue ordered by index (and so by deadline)."""
+    from the front of a queue ordered by index (and so by deadline).  A
+    waiter is told by a future (made when asked for, ``future``) or by a
+    plain callback (``then``: the DLedger lane's answers, no future and no
+    loop callback per read)."""
 
-    __slots__ = ("term", "first", "last", "deadline", "future", "outcome", "entry")
+    __slots__ = ("term", "first", "last", "deadline", "_future", "outcome", "entry", "then",
+                 "settled")
 
-    def __init__(self, entry: Entry, first: int, timeout_ms: int,
+    def __init__(self, entry: Entry, first: int, deadline: float,
                  outcome: Callable[[int | None], object] | None) -> None:
         self.term = entry.term
         self.first = first
         self.last = entry.index
         self.entry = entry
         self.outcome = outcome
-        self.future: asyncio.Future = asyncio.get_running_loop().create_future()
-        self.deadline = _now_ms() + timeout_ms
+        self._future: asyncio.Future | None = None
+        self.then: list[Callable[[object], None]] | None = None
+        self.settled = False
+        self.deadline = deadline
+
+    @property
+    def future(self) -> asyncio.Future:
+        fut = self._future
+        if fut is None:
+            fut = self._future = asyncio.get_running_loop().create_future()
+        return fut
 
     def settle(self, code: int | None, why: str = "") -> None:
         """``code`` None: a quorum holds the entries; else why they failed.
         Without an ``outcome`` the future gets the entry or a DLedgerError;
-        with one, what ``outcome(code)`` makes of it."""
-        fut = self.future
-        if fut.done():
+        with one, the future and each ``then`` callback get what
+        ``outcome(code)`` makes of it."""
+        if self.settled:
             return
+        self.settled = True
+        fut = self._future
         if self.outcome is not None:
-            fut.set_result(self.outcome(code))
+            value = self.outcome(code)
+            if fut is not None and not fut.done():
+                fut.set_result(value)
+            if self.then is not None:
+                for then in self.then:
+                    try:
+                        then(value)
+                    except Exception:  # noqa: BLE001 - one waiter's bug must not stop the rest
+                        log.exception("quorum waiter failed")
+        elif fut is None or fut.done():
+            return
         elif code is None:
             fut.set_result(self.entry)
         else:
@@ -139,6 +168,7 @@ class EntryPusher:
         self.waiters: deque[AckGroup] = deque()  # by index; older terms are failed first
         self._open: AckGroup | None = None  # the group later puts may join
         self.dispatchers = {peer: PeerDispatcher(self, peer) for peer in self.ms.others()}
+        self._push_soon = False  # a push round is scheduled for this loop turn
         self.handler = FollowerHandler(self)
         self._timer: asyncio.Task | None = None
 
@@ -166,32 +196,41 @@ class EntryPusher:
         return marks
 
     def update_water_mark(self, term: int, peer: str, index: int) -> None:
-        marks = self._marks(term)
+        marks = self.water_marks.get(term)
+        if marks is None:
+            marks = self._marks(term)
         if marks[peer] < index:
             marks[peer] = index
-            if self.ms.is_leader() and term == self.ms.curr_term:
-                self._check_quorum()
+            ms = self.ms
+            if ms.role is Role.LEADER and term == ms.curr_term:
+                self._check_quorum(marks)
 
     def water_mark(self, term: int, peer: str) -> int:
         return self._marks(term)[peer]
 
-    def _check_quorum(self) -> None:
-        """Commit the median water mark and settle the groups it covers."""
-        term = self.ms.curr_term
-        own = self._marks(term)
-        own[self.ms.self_id] = max(own[self.ms.self_id], self.store.ledger_end_index)
+    def _check_quorum(self, own: dict[str, int] | None = None) -> None:
+        """Commit the median water mark and settle the groups it covers
+        (``own``: the current term's marks, when the caller has them)."""
+        ms, store = self.ms, self.store
+        term = ms.curr_term
+        if own is None:
+            own = self._marks(term)
+        end = store.ledger_end_index
+        if own[ms.self_id] < end:
+            own[ms.self_id] = end
         marks = sorted(own.values(), reverse=True)
         quorum_index = marks[len(marks) // 2]
-        before = self.store.committed_index
-        self.store.update_committed_index(term, quorum_index)
+        before = store.committed_index
+        if quorum_index > before:
+            store.update_committed_index(term, quorum_index)
         waiting = self.waiters
         while waiting and waiting[0].last <= quorum_index:
             group = waiting.popleft()
             if group is self._open:
                 self._open = None
             group.settle(None if group.term == term else Code.TERM_CHANGED)
-        if self.store.committed_index != before:
-            self.on_committed(self.store.committed_index)
+        if store.committed_index != before:
+            self.on_committed(store.committed_index)
 
     # ---- appends on the leader ------------------------------------------------
     def pending_full(self) -> bool:
@@ -205,34 +244,62 @@ class EntryPusher:
         return self._wait(entry, entry.index, None)
 
     def wait_quorum(self, entry: Entry, first: int,
-                    outcome: Callable[[int | None], object]) -> asyncio.Future:
+                    outcome: Callable[[int | None], object],
+                    then: Callable[[object], None] | None = None) -> asyncio.Future | None:
         """A future of ``outcome(None)`` once a quorum holds the entries
         ``first``..``entry``, else of ``outcome(code)``.  Puts with the same
-        ``outcome`` appended before the next push share one future."""
+        ``outcome`` appended before the next push share one wait.  With
+        ``then``, no future: ``then(outcome(...))`` is called instead, on
+        the loop, when the wait ends (at once when it already has)."""
         group = self._open
         if group is not None and group.outcome is outcome and group.term == entry.term \
-                and group.last < entry.index and not group.future.done():
+                and group.last < entry.index and not group.settled:
             group.last = entry.index
-            self._appended_more()
-            return group.future
-        return self._wait(entry, first, outcome)
+        else:
+            group = self._new_group(entry, first, outcome)
+        if then is None:
+            fut = group.future
+        else:
+            fut = None
+            if group.then is None:
+                group.then = [then]
+            else:
+                group.then.append(then)
+        self._appended_more()
+        return fut
 
     def _wait(self, entry: Entry, first: int,
               outcome: Callable[[int | None], object] | None) -> asyncio.Future:
+        group = self._new_group(entry, first, outcome)
+        fut = group.future
+        self._appended_more()
+        return fut
+
+    def _new_group(self, entry: Entry, first: int,
+                   outcome: Callable[[int | None], object] | None) -> AckGroup:
         waiting = self.waiters
         if waiting and waiting[0].term != entry.term:  # TERM_CHANGED, as the ack checker does
             self._fail_waiters(lambda g: g.term != entry.term, Code.TERM_CHANGED)
-        group = AckGroup(entry, first, self.config.max_wait_ack_time_ms, outcome)
+        group = AckGroup(entry, first, _now_ms() + self.config.max_wait_ack_time_ms, outcome)
         waiting.append(group)
         self._open = group
-        self._appended_more()
-        return group.future
+        return group
 
     def _appended_more(self) -> None:
+        """Entries were appended: push them once this loop turn's other work
+        is done (the reads served in the same turn share the push), from the
+        loop's ready queue rather than by waking each dispatcher's task."""
         if not self.dispatchers:  # a group of one: the leader's own log is the quorum
             self._check_quorum()
+            return
+        if not self._push_soon:
+            self._push_soon = True
+            asyncio.get_running_loop().call_soon(self._push_round)
+
+    def _push_round(self) -> None:
+        self._push_soon = False
         for d in self.dispatchers.values():
-            d.wake.set()
+            d.push_now()
 
     def close_group(self) -> None:
         """A push is going out: later puts wait in a group of their own."""
@@ -338,8 +405,39 @@ class PeerDispatcher:
                             store.committed_index, entry, batch)
 
     # ---- append -----------------------------------------------------------------------
+    def push_now(self) -> None:
+        """Push what was appended, from the loop (``_push_round``): a
+        dispatcher that is not appending, or whose term is over, is woken to
+        look again in its task instead (as is one with ``MAX_PENDING``
+        pushes in flight: the task drops the acknowledged ones and resends
+        overdue ones, besides the idle COMMIT)."""
+        pusher = self.pusher
+        ms, store = pusher.ms, pusher.store
+        if self.state != PushType.APPEND or self.term != ms.curr_term or \
+                ms.role is not Role.LEADER:
+            self.wake.set()
+            return
+        try:
+            while self.write_index <= store.ledger_end_index:
+                if len(self.pending) >= MAX_PENDING:
+                    self.wake.set()
+                    return
+                self._push_from(self.write_index)
+        except Exception as exc:  # noqa: BLE001 - as in the task: compare again
+            log.info("push to %s: %s", self.peer, exc)
+            self._change(-1, PushType.COMPARE)
+
+    def _push_from(self, index: int) -> None:
+        """Push the entries from ``index`` (``write_index``) one push carries."""
+        config = self.pusher.config
+        entries = self.pusher.store.kept_run(
+            index, config.max_batch_push_size if config.enable_batch_push else 0)
+        self.pusher.close_group()
+        self._send(entries)
+        self.write_index = index + len(entries)
+
     def _do_append(self) -> None:
-        store, config = self.pusher.store, self.pusher.config
+        store = self.pusher.store
         while self.state == PushType.APPEND and self.pusher.ms.is_leader():
             if self.write_index > store.ledger_end_index:
                 self._do_commit()
@@ -351,36 +449,29 @@ class PeerDispatcher:
             if len(self.pending) >= MAX_PENDING:
                 self._resend_overdue()
                 return
-            entries = [store.get(self.write_index)]
-            if config.enable_batch_push:
-                size = entries[0].compute_size()
-                while size < config.max_batch_push_size and \
-                        self.write_index + len(entries) <= store.ledger_end_index:
-                    entries.append(store.get(self.write_index + len(entries)))
-                    size += entries[-1].size
-            self.pusher.close_group()
-            self._send(entries)
-            self.write_index += len(entries)
+            self._push_from(self.write_index)
 
     def _send(self, entries: list[Entry]) -> None:
         ms = self.pusher.ms
         request = push_append_body(ms.group, ms.self_id, self.peer, ms.self_id, self.term,
                                    self.pusher.store.committed_index, entries,
                                    len(entries) > 1 or self.pusher.config.enable_batch_push)
-        self.pending[entries[0].index] = _now_ms()
-        self.last_push_commit = _now_ms()
-        self.pusher.rpc.call_then(self.peer, RequestCode.PUSH, request,
-                                  lambda resp, n=len(entries): self._appended(resp, n))
+        self.pending[entries[0].index] = self.last_push_commit = _now_ms()
+        self.pusher.rpc.push_then(self.peer, request, _Acked(self, len(entries)))
 
-    def _appended(self, resp: PushEntryResponse | None, count: int) -> None:
-        if resp is None:
-            return  # resent when overdue
-        code = resp.code
+    def _appended(self, answer: tuple[int, int, int | None] | None, count: int) -> None:
+        """A follower's answer to an APPEND push of ``count`` entries: (code,
+        term, index), None when none came (resent when overdue)."""
+        if answer is None:
+            return
+        code, term, index = answer
         if code == Code.SUCCESS:
-            index = -1 if resp.index is None else resp.index
+            if index is None:
+                index = -1
             self.pending.pop(index, None)
-            self.pusher.update_water_mark(resp.term, self.peer, index + max(count, 1) - 1)
-            self.wake.set()
+            self.pusher.update_water_mark(term, self.peer, index + max(count, 1) - 1)
+            if self.write_index <= self.pusher.store.ledger_end_index:
+                self.wake.set()  # (pushes held back: MAX_PENDING in flight)
         elif code == Code.INCONSISTENT_STATE and self.state == PushType.APPEND:
             self._change(-1, PushType.COMPARE)
             self.wake.set()
@@ -453,6 +544,22 @@ class PeerDispatcher:
         log.info("[%s] truncated %s after index %d", self.pusher.ms.self_id, self.peer, index)
         self.last_push_commit = _now_ms()
         self._change(index, PushType.APPEND)
+
+
+class _Acked:
+    """The remoting callback of one APPEND push: the follower's answer read
+    (``push_answer``: None when none came or it does not bind) and handed to
+    its dispatcher's ``_appended``."""
+
+    __slots__ = ("dispatcher", "count")
+
+    def __init__(self, dispatcher: PeerDispatcher, count: int) -> None:
+        self.dispatcher = dispatcher
+        self.count = count
+
+    def __call__(self, response, error: BaseException | None) -> None:
+        self.dispatcher._appended(None if error is not None else push_answer(response.body),
+                                  self.count)
 
 
 class FollowerHandler:

@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import Callable
 
 from rmq.dledger.messages import RESPONSE_OF, RequestOrResponse
-from rmq.dledger.protocol import Code, DLedgerError, encode, read_answer
+from rmq.dledger.protocol import Code, DLedgerError, RequestCode, encode, read_answer
 from rmq.remoting import RemotingClient, RemotingCommand
 
 RPC_TIMEOUT_MS = 3000
@@ -60,6 +60,16 @@ class PeerRpc:
             done(answer)
 
         self.client.invoke_callback(self.peer_map[peer], request, timeout_ms, finished)
+
+    def push_then(self, peer: str, body: bytes,
+                  done: Callable[[RemotingCommand | None, BaseException | None], None],
+                  timeout_ms: int = RPC_TIMEOUT_MS) -> None:
+        """An APPEND push (its JSON ``body``) sent without a task, a coroutine
+        or a closure: ``done(response, None)`` or ``done(None, error)`` on the
+        loop, the remoting client's callback itself (the pusher reads the
+        answer with ``messages.push_answer``)."""
+        request = RemotingCommand.create_request(RequestCode.PUSH, None, body)
+        self.client.invoke_callback(self.peer_map[peer], request, timeout_ms, done)
 
     def spawn_call(self, peer: str, code: int, body: RequestOrResponse | bytes) -> asyncio.Task:
         """``call`` as a task whose failure is read even when nobody awaits it

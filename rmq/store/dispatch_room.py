@@ -104,6 +104,31 @@ class DispatchRoom:
                 ix.promised += keys  # dispatched later: the room stays taken until then
         return True
 
+    def reserve_covered(self, queues: list[tuple[str, int, int, int]], keys: int) -> bool:
+        """``reserve`` of a read's sends at once -- ``queues`` (topic, queue
+        id, first queue offset, entries) and ``keys`` index entries in all --
+        when nothing has to be made for them: each queue's files already
+        hold its entries' places and the index file has room for the keys
+        (one comparison per queue, one header read).  Then exactly what
+        ``reserve`` of each send in turn would do, as it would make no file
+        and refuse none.  False, with nothing reserved, when a file would
+        have to be made: the caller then reserves send by send, so that what
+        a full disk refuses stays the sends from the first one without room."""
+        store = self.store
+        table = store.consume_queue_table
+        for topic, queue_id, first, count in queues:
+            qs = table.get(topic)
+            cq = qs.get(queue_id) if qs is not None else None
+            if cq is None or not queue_covers(cq, first, count):
+                return False
+        if keys and store.config.messageIndexEnable:
+            ix = store.index_service
+            if not ix.keys_fit(keys):
+                return False
+            if store.commit_service is not None or store.commit_log.dispatch_on_commit:
+                ix.promised += keys  # dispatched later: the room stays taken until then
+        return True
+
     def _queue_room(self, cq: ConsumeQueue, first: int, count: int) -> bool:
         if queue_covers(cq, first, count):
             return True

@@ -194,15 +194,34 @@ class ReputMixin:
         if queues:
             self._index_room_used(index, used)
             latest = 0
+            runs = []
             for (cq, mf, topic, queue_id), cq_pos, count, max_phy, last, size in queues:
                 mf.wrote_position = mf.committed_position = cq_pos
                 cq.max_physic_offset = max_phy
                 qoff, tags_code, store_ts = last
-                latest = max(latest, store_ts)
-                if notify:
-                    self._notify(topic, queue_id, qoff + 1, tags_code, store_ts, count, size)
+                if store_ts > latest:
+                    latest = store_ts
+                runs.append((topic, queue_id, qoff + 1, tags_code, store_ts, count, size, 1, None))
             self.checkpoint.logics_msg_timestamp = latest
+            if notify:
+                self._notify_runs(runs)
         return new_pos
+
+    def _notify_runs(self, runs: list[tuple]) -> None:
+        """The arrival notices of a walk's queues (``RunQueue.summary`` tuples,
+        one request counted per queue as ``_notify`` counts it): in one call
+        of the store's runs listener when it has one and dispatch runs on the
+        loop's thread, else one ``_notify`` per queue."""
+        runs_listener = self.message_runs_listener
+        if runs_listener is None or (self._loop is not None and
+                                     threading.get_ident() != self._loop_thread):
+            for topic, queue_id, next_offset, tags_code, store_ts, nums, size, _e, _each in runs:
+                self._notify(topic, queue_id, next_offset, tags_code, store_ts, nums, size)
+            return
+        try:
+            runs_listener(runs)
+        except Exception:  # noqa: BLE001 - a listener bug must not stop dispatch
+            log.exception("message arriving listener failed")
 
     def _walk_queue(self, topic_b: bytes, queue_id: int) -> tuple | None:
         """A queue's consume-queue file for ``dispatch_walk``, None when its

@@ -534,10 +534,11 @@ def test_compare_runs_the_same_load_against_a_reference(tmp_path):
     assert bad.returncode == 2 and "--inflight" in bad.stderr
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(180)
 def test_small_benches_run(tmp_path):
     """bench/metrics_cost.py, bench/sql92_bitmap.py, bench/dledger_bench.py,
-    bench/lane_reads.py (a send lane's and a DLedger leader's) and
+    bench/lane_reads.py (a send lane's, a DLedger leader's alone and with
+    two followers) and
     bench/pop_calls.py at small sizes: they run and
     print their figures (the figures themselves go in bench/RESULTS.md)."""
     for script, args, expect in (
@@ -549,6 +550,8 @@ def test_small_benches_run(tmp_path):
              "per_read_us (2 frame(s) a read): best"),
             ("lane_reads", ["--dledger", "--reads", "100", "--frames", "4", "--repeats", "2"],
              "per_read_us (4 frame(s) a read): best"),
+            ("lane_reads", ["--dledger", "--followers", "2", "--reads", "50", "--frames", "4",
+                            "--repeats", "2"], "per_read_us (4 frame(s) a read): best"),
             ("pop_calls", ["--cycles", "40", "--repeats", "2", "--parts"],
              "batch_ack_us (32 messages a call): best"),
             ("pop_calls", ["--cycles", "40", "--repeats", "2", "--lane"],

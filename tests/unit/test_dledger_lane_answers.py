@@ -5,7 +5,6 @@ gets its answers as built, in one write."""
 
 from __future__ import annotations
 
-import asyncio
 from types import SimpleNamespace
 
 import pytest
@@ -61,24 +60,18 @@ def _general(processor: SendSupport, status: PutMessageStatus, opaque: int, styp
 
 @pytest.mark.parametrize("code", [Code.WAIT_QUORUM_ACK_TIMEOUT, Code.TERM_CHANGED,
                                   Code.NOT_LEADER])
-async def test_a_failed_quorum_wait_answers_as_the_general_path(code):
+def test_a_failed_quorum_wait_answers_as_the_general_path(code):
     processor = _processor()
     channel = _Channel()
     asked = [(7, codec.JSON), (8, codec.ROCKETMQ), (9, codec.JSON)]
-    quorum = asyncio.get_running_loop().create_future()
-    quorum.add_done_callback(_Answer(processor, channel, b"never written", asked))
-    quorum.set_result(_put_status(code))
-    await asyncio.sleep(0)
+    _Answer(processor, channel, b"never written", asked)(_put_status(code))
     status = _put_status(code)
     assert channel.writes == [b"".join(_general(processor, status, op, st) for op, st in asked)]
 
 
-async def test_a_quorum_answers_the_read_as_built():
+def test_a_quorum_answers_the_read_as_built():
     channel = _Channel()
-    quorum = asyncio.get_running_loop().create_future()
-    quorum.add_done_callback(_Answer(_processor(), channel, b"frames", [(1, codec.JSON)]))
-    quorum.set_result(_put_status(None))
-    await asyncio.sleep(0)
+    _Answer(_processor(), channel, b"frames", [(1, codec.JSON)])(_put_status(None))
     assert channel.writes == [b"frames"]
 
 

@@ -162,3 +162,67 @@ def test_push_answers_written_as_the_generic_walk_writes_them():
             wrong = failure(req, Code.UNKNOWN_MEMBER, "n0", RequestCode.PUSH)
             assert push_response_body(wrong) == encode(wrong)
     assert push_response_body(PushEntryResponse()) == encode(PushEntryResponse())
+
+
+def _answers() -> list[bytes]:
+    """Follower answers to pushes: rmq's, the Java shape (ids, nulls, another
+    order), and bodies the compiled reader must leave to the general one."""
+    from rmq.dledger.messages import failure, push_response, push_response_body
+    from rmq.dledger.protocol import Code, RequestCode
+
+    bodies = []
+    for push_type in (PushType.APPEND, PushType.COMMIT):
+        req = push_request("g-0", "n0", "n1", "n0", 4, push_type, 3, batch=_entries(3))
+        for code in (Code.SUCCESS, Code.INCONSISTENT_STATE, Code.REPEATED_PUSH):
+            bodies.append(push_response_body(push_response(req, code, 0, 2**35)))
+        bodies.append(encode(failure(req, Code.UNKNOWN_MEMBER, "n0", RequestCode.PUSH)))
+    bodies += [b"{}", b"", b"[]", b"null", b"{", b'{"code":200}x', b'{"code":200,}',
+               b'{"index":null,"code":null,"term":null,"count":null,"group":null}',
+               b'{"index":5,"index":null,"term":3,"term":4}',
+               b'{"term":7,"leaderId":"n0","localId":"n1","remoteId":"n0","index":-1,'
+               b'"code":200,"beginIndex":-1,"endIndex":-1,"count":0,"group":"g"}',
+               b'{"code":"200","index":4}', b'{"code":2.0e2}', b'{"code":true}',
+               b'{"index":1234567890123456789012}', b'{"group":"\\u00e9","code":200}',
+               b'{"code": 200}', b'{"other":1,"code":200}', b'{"code":-0,"term":007}',
+               b'{"index":{"a":1}}', b'{"group":5}']
+    return bodies
+
+
+@pytest.mark.compiled_only
+def test_push_answers_read_as_the_general_reader_reads_them():
+    """``decode_push_answer`` gives what ``_push_answer`` (orjson,
+    ``from_json``) gives for every answer it takes, and takes rmq's and
+    Java's."""
+    from rmq.dledger.messages import _push_answer
+
+    taken = 0
+    for body in _answers():
+        got = C.decode_push_answer(body) if body else None
+        if got is not None:
+            taken += 1
+            assert got == _push_answer(body), body
+    assert taken >= 10
+    random.seed(7)
+    for _ in range(3000):  # broken answers: never a crash, never a different reading
+        body = bytearray(random.choice(_answers()[:8]))
+        for _ in range(random.randint(1, 3)):
+            if body:
+                body[random.randrange(len(body))] = random.randrange(256)
+        got = C.decode_push_answer(bytes(body))
+        if got is not None:
+            assert got == _push_answer(bytes(body)), bytes(body)
+
+
+def test_push_answer_reads_what_from_json_reads():
+    """``push_answer`` (compiled or twin, whichever this run has) against
+    ``PushEntryResponse.from_json``: the same (code, term, index), None where
+    the general reader refuses the body."""
+    from rmq.dledger.messages import PushEntryResponse, push_answer
+
+    for body in _answers():
+        try:
+            resp = PushEntryResponse.from_json(decode(body))
+        except (ValueError, TypeError):
+            assert push_answer(body) is None, body
+            continue
+        assert push_answer(body) == (resp.code, resp.term, resp.index), body

@@ -4,6 +4,7 @@ inspector on a DLedger store holding commit-log records."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 import struct
@@ -334,3 +335,25 @@ def test_a_leaders_run_is_what_append_in_place_writes(tmp_path):
         run.append_run(sends[:2], born, host, now)
     for store in (one, run):
         store.shutdown()
+
+
+@pytest.mark.compiled_only
+def test_write_entries_makes_whole_entries_without_their_init():
+    """The compiled writer sets an ``Entry``'s fields in place of its
+    ``__init__``: every field as the twin's entries have it (equal, the kept
+    push JSON unset); a ``make_entry`` that is not such a class is called
+    with the same arguments."""
+    born, store = _hosts()
+    made = {}
+    for write in (_APPEND.write_entries, mmap_store._write_entries):
+        for maker in (Entry, lambda *args: args):
+            data, index = bytearray(40_000), bytearray(32 * 40)
+            made[(write, maker is Entry)] = write(data, 0, 0, 40_000, index, 0, 32 * 40, 5, 2,
+                                                  born, store, 1_700_000_000_123, _sends(12),
+                                                  maker)[0]
+    compiled, twin = made[(_APPEND.write_entries, True)], made[(mmap_store._write_entries, True)]
+    assert compiled == twin and len(compiled) == 12
+    assert all(type(e) is Entry and e.wire is None for e in compiled)
+    assert [dataclasses.astuple(e) for e in compiled] == [dataclasses.astuple(e) for e in twin]
+    assert made[(_APPEND.write_entries, False)] == made[(mmap_store._write_entries, False)] == \
+        [dataclasses.astuple(e)[:9] for e in twin]

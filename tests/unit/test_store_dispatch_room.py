@@ -258,3 +258,32 @@ def test_the_fast_single_put_leaves_a_full_index_file_to_the_general_put(tmp_pat
         found.release()
     finally:
         s.shutdown()
+
+
+def test_a_reads_reservation_at_once_is_what_each_sends_would_be(tmp_path):
+    """``reserve_covered`` (a DLedger leader's read, once per queue): where no
+    file has to be made, True and the index room kept that ``reserve`` of
+    each send keeps; where one would, False with nothing kept or made (the
+    caller then reserves send by send, and a full disk refuses as before)."""
+    s = open_store(tmp_path, transientStorePoolEnable=True, transientStorePoolSize=3,
+                   commitIntervalCommitLog=600_000)  # dispatch after commit: room is kept
+    try:
+        assert s.put_message(make_msg(0)).is_ok()
+        room, ix = s.dispatch_room, s.index_service
+        start = ix.promised
+        for i in range(3):
+            assert room.reserve("T", 0, 1 + i, 1, 2 + i)
+        each = ix.promised - start
+        assert room.reserve_covered([("T", 0, 1, 3)], 2 + 3 + 4)
+        assert ix.promised - start == 2 * each
+        kept = ix.promised
+        files = sorted(os.listdir(tmp_path / "consumequeue" / "T" / "0"))
+        assert room.reserve_covered([("T", 0, 1, 63)], 0)  # the first file's last place
+        assert not room.reserve_covered([("T", 0, 1, 64)], 1)  # the next file's first
+        assert not room.reserve_covered([("T", 0, 1, 1), ("U", 0, 0, 1)], 1)  # no queue yet
+        assert not room.reserve_covered([("T", 0, 1, 1)], 10**6)  # no index room
+        assert ix.promised == kept
+        assert sorted(os.listdir(tmp_path / "consumequeue" / "T" / "0")) == files
+        assert not (tmp_path / "consumequeue" / "U").exists()
+    finally:
+        s.shutdown()
