@@ -8,10 +8,11 @@ the entries appended, the committed ones dispatched to the consume queues
 (the reput), the answer encoded for the connection.
 
 ``--instructions`` counts under valgrind's callgrind instead of timing: the
-pushes alone run twice, with ``--pushes`` and with ``--pushes`` + ``--extra``,
-and the difference of the two totals gives the instructions of one push and
-of one entry.  The count does not move with the machine's load, so two trees
-can be compared while other work runs.
+pushes alone run twice, with ``--pushes`` and with ``--pushes`` + ``--extra``
+(both runs record the same pushes first), and the difference of the two
+totals gives the instructions of one push and of one entry.  The count does
+not move with the machine's load, so two trees can be compared while other
+work runs.
 
     .venv/bin/python -m bench.dledger_follow [--pushes 3000] [--batch 4] [--repeats 5]
     .venv/bin/python -m bench.dledger_follow --instructions [--pushes 500] [--extra 3000] \
@@ -41,6 +42,7 @@ from rmq.dledger.mmap_store import _write_entries
 from rmq.dledger.protocol import RequestCode
 from rmq.remoting.command import RemotingCommand
 from rmq.store import message_codec as codec
+from rmq.store.config import BrokerRole
 
 TOPIC = "BenchTopic"
 QUEUES = 8
@@ -73,6 +75,7 @@ async def _follower(root: Path):
         raise RuntimeError("the broker did not initialize")
     controller.topic_config_manager.update_topic_config(TopicConfig(TOPIC, QUEUES, QUEUES))
     controller.message_store.start()
+    controller.store_config.brokerRole = BrokerRole.SLAVE  # as a follower's role change sets
     server = controller.message_store.commit_log.server
     server.member_state.change_to_follower(TERM, LEADER)
     return controller, server
@@ -132,13 +135,14 @@ def _feed(remoting, channel: _Channel, frames: list[bytes]) -> None:
         remoting._on_request(channel, RemotingCommand.decode(frame[4:]))
 
 
-async def run(count: int, batch: int, repeats: int) -> list[float]:
-    """CPU µs per entry of each repeat (a fresh follower each)."""
+async def run(count: int, batch: int, repeats: int, recorded: int = 0) -> list[float]:
+    """CPU µs per entry of each repeat (a fresh follower each) of the first
+    ``count`` of ``recorded`` pushes."""
     from rmq.dledger.server import _Processor
     from rmq.remoting import RemotingServer
     from rmq.remoting.config import NettyServerConfig
 
-    frames = pushes(count, batch)
+    frames = pushes(max(count, recorded), batch)[:count]
     per_entry = []
     for _ in range(repeats):
         root = Path(tempfile.mkdtemp(prefix="dledger-follow-"))
@@ -165,13 +169,14 @@ async def run(count: int, batch: int, repeats: int) -> list[float]:
     return per_entry
 
 
-def _callgrind_total(count: int, batch: int) -> int:
+def _callgrind_total(count: int, batch: int, recorded: int) -> int:
     """Instructions of a whole run of the pushes under callgrind."""
     with tempfile.TemporaryDirectory(prefix="dledger-follow-cg-") as tmp:
         done = subprocess.run(
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/out",
              sys.executable, "-m", "bench.dledger_follow",
-             "--pushes", str(count), "--batch", str(batch), "--repeats", "1"],
+             "--pushes", str(count), "--batch", str(batch), "--repeats", "1",
+             "--recorded", str(recorded)],
             capture_output=True, text=True, env=os.environ, check=False)
     found = re.search(r"Collected : (\d+)", done.stderr)
     if done.returncode != 0 or found is None:
@@ -186,19 +191,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--instructions", action="store_true",
                     help="count instructions per entry under callgrind instead of timing")
+    ap.add_argument("--recorded", type=int, default=0,
+                    help="pushes recorded before the run (at least --pushes)")
     ap.add_argument("--extra", type=int, default=3000,
                     help="pushes the second --instructions run adds")
     args = ap.parse_args(argv)
     if args.instructions:
         if shutil.which("valgrind") is None:
             raise SystemExit("--instructions needs valgrind")
-        low = _callgrind_total(args.pushes, args.batch)
-        high = _callgrind_total(args.pushes + args.extra, args.batch)
+        recorded = args.pushes + args.extra
+        low = _callgrind_total(args.pushes, args.batch, recorded)
+        high = _callgrind_total(args.pushes + args.extra, args.batch, recorded)
         per_push = (high - low) / args.extra
         print(f"instructions_per_push ({args.batch} entries a push): {per_push:,.0f}, "
               f"per entry {per_push / args.batch:,.0f}")
         return 0
-    got = asyncio.run(run(args.pushes, args.batch, args.repeats))
+    got = asyncio.run(run(args.pushes, args.batch, args.repeats, args.recorded))
     print(f"cpu_us_per_entry ({args.batch} entries a push): best {min(got):.2f}, median "
           f"{statistics.median(got):.2f} ({', '.join(f'{v:.2f}' for v in got)})")
     return 0

@@ -577,9 +577,33 @@ class DLedgerMmapFileStore:
         index = min(index, self.ledger_end_index)
         if index <= self.committed_index:
             return
-        entry = self.get(index)
+        self.committed_pos = self._end_of(index)
         self.committed_index = index
-        self.committed_pos = entry.pos + entry.size
+
+    def _end_of(self, index: int) -> int:
+        """Where entry ``index`` ends in the data files (``get(index)``'s pos +
+        size), from the kept entry or from its index unit and its record's
+        header -- a follower's commit need not read the record's body back."""
+        if index < self.ledger_begin_index or self.ledger_begin_index == -1 or \
+                index > self.ledger_end_index:
+            entry = self.get(index)  # (raises get's error)
+            return entry.pos + entry.size
+        kept = self._recent.get(index)
+        if kept is not None:
+            return kept.pos + kept.size
+        unit = self._read(self.index, index * INDEX_UNIT_SIZE, INDEX_UNIT_SIZE)
+        if unit is None:
+            raise DLedgerError(Code.DISK_ERROR, f"no index unit for {index}")
+        _, pos, size, _, _ = decode_index(unit)
+        mf = self.data.find_mapped_file_by_offset(pos, pos == 0)
+        start = -1 if mf is None else pos - mf.file_from_offset
+        if start < 0 or size < BODY_OFFSET or start + size > mf.read_position():
+            raise DLedgerError(Code.DISK_ERROR, f"no data for {index} at {pos}")
+        _, record_size, _, _, record_pos, _, _, _, body_size = RECORD_HEADER.unpack_from(
+            mf.view, start)
+        if record_pos != pos or record_size != size or body_size + BODY_OFFSET != size:
+            raise DLedgerError(Code.DISK_ERROR, f"entry {index}: pos {record_pos} != {pos}")
+        return pos + size
 
 
 def _write_entries(data, at: int, pos: int, room: int, index, index_at: int, index_room: int,
