@@ -26,14 +26,24 @@ cdef extern from "Python.h":
 
 cdef const char *ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 cdef uint8_t VALUE[256]
+# each character's 6 bits already in place for its position in a group of
+# four (SHIFTED[k][c] = VALUE[c] << 18 - 6k), a character outside the
+# alphabet set in the top byte: a group is four loads and three ORs
+cdef uint32_t SHIFTED[4][256]
+cdef enum:
+    BAD = 0xFF000000
 
 
 cdef void _init_table():
-    cdef int i
+    cdef int i, k
     for i in range(256):
         VALUE[i] = 255
+        for k in range(4):
+            SHIFTED[k][i] = BAD
     for i in range(64):
         VALUE[<uint8_t>ALPHABET[i]] = i
+        for k in range(4):
+            SHIFTED[k][<uint8_t>ALPHABET[i]] = <uint32_t>i << (18 - 6 * k)
 
 
 _init_table()
@@ -94,13 +104,10 @@ cdef object _decode(const uint8_t *src, Py_ssize_t n):
     cdef Py_ssize_t g, i = 0, o = 0
     cdef uint32_t a, b, c, d
     for g in range(groups - 1):
-        a = VALUE[src[i]]
-        b = VALUE[src[i + 1]]
-        c = VALUE[src[i + 2]]
-        d = VALUE[src[i + 3]]
-        if (a | b | c | d) & 0xC0:
+        a = SHIFTED[0][src[i]] | SHIFTED[1][src[i + 1]] | SHIFTED[2][src[i + 2]] | \
+            SHIFTED[3][src[i + 3]]
+        if a & BAD:
             return None
-        a = (a << 18) | (b << 12) | (c << 6) | d
         dst[o] = <uint8_t>(a >> 16)
         dst[o + 1] = <uint8_t>(a >> 8)
         dst[o + 2] = <uint8_t>a

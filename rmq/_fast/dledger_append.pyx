@@ -17,6 +17,7 @@ next file) and calls again.
 from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.string cimport memcpy
 
 from rmq._fast.byteorder cimport put32, put64
 from rmq._fast.record cimport c_record_size, c_write_record
@@ -150,3 +151,81 @@ def write_entries(data, Py_ssize_t at, int64_t pos, Py_ssize_t room, index,
         if d_held:
             PyBuffer_Release(&dv)
     return entries, used, iused
+
+
+cdef inline bint int32_ok(object v):
+    return -2147483648 <= v <= 2147483647
+
+
+def write_rows(data, Py_ssize_t at, int64_t pos, Py_ssize_t room, index,
+               Py_ssize_t index_at, Py_ssize_t index_room, int64_t first_index,
+               list rows not None):
+    """Compiled twin of ``_write_rows`` in rmq/dledger/mmap_store.py: a
+    follower's pushed entries written as consecutive entries in one call.
+
+    ``rows`` are the entries of a push as ``decode_push`` reads them
+    (index, term, body, pos, magic, channel, chainCrc, bodyCrc, size); each
+    is written as ``DLedgerMmapFileStore._place`` and the body copy write it
+    -- the 48-byte header, the body -- at ``data[at + used:]`` and its index
+    unit at ``index[index_at + iused:]``.  It stops before the first row not
+    in order (its index not ``first_index`` + the rows before it, its pos
+    not where the data's end lies: ``pos`` + bytes written), not leaving a
+    blank's room in the data file, whose index unit would not fit, or with a
+    field out of the record's range: the general append decides that one.
+    Returns (rows written, data bytes written, index bytes written)."""
+    cdef Py_buffer dv, iv
+    cdef bint d_held = False, i_held = False
+    cdef Py_ssize_t used = 0, iused = 0, size, blen, n = 0
+    cdef int64_t idx = first_index, phy, term
+    cdef int32_t magic
+    cdef tuple r
+    cdef bytes body
+    cdef uint8_t* d
+    cdef uint8_t* u
+    try:
+        PyObject_GetBuffer(data, &dv, PyBUF_WRITABLE)
+        d_held = True
+        PyObject_GetBuffer(index, &iv, PyBUF_WRITABLE)
+        i_held = True
+        if at < 0 or room < 0 or at + room > dv.len or index_at < 0 or index_room < 0 or \
+                index_at + index_room > iv.len:
+            raise ValueError("a place outside its file")
+        for r in rows:
+            body = r[2]
+            if body is None or r[0] != idx or r[3] != pos + used or not int32_ok(r[4]) or \
+                    not int32_ok(r[5]) or not int32_ok(r[6]) or not int32_ok(r[7]):
+                break
+            blen = PyBytes_GET_SIZE(body)
+            size = blen + BODY_OFFSET
+            if size > 2147483647 or used + size + MIN_BLANK > room or iused + UNIT > index_room:
+                break
+            phy = pos + used
+            term = r[1]
+            magic = r[4]
+            d = <uint8_t*>dv.buf + at + used
+            put32(d, magic)
+            put32(d + 4, <int32_t>size)
+            put64(d + 8, idx)
+            put64(d + 16, term)
+            put64(d + 24, phy)
+            put32(d + 32, <int32_t>r[5])
+            put32(d + 36, <int32_t>r[6])
+            put32(d + 40, <int32_t>r[7])
+            put32(d + 44, <int32_t>blen)
+            memcpy(d + BODY_OFFSET, PyBytes_AS_STRING(body), blen)
+            u = <uint8_t*>iv.buf + index_at + iused
+            put32(u, magic)
+            put64(u + 4, phy)
+            put32(u + 12, <int32_t>size)
+            put64(u + 16, idx)
+            put64(u + 24, term)
+            used += size
+            iused += UNIT
+            idx += 1
+            n += 1
+    finally:
+        if i_held:
+            PyBuffer_Release(&iv)
+        if d_held:
+            PyBuffer_Release(&dv)
+    return n, used, iused

@@ -226,7 +226,6 @@ def dispatch_walk(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, queu
     cdef Py_ssize_t tlen, nxt
     cdef Step s
     tokens = []
-    memset(qs, 0, sizeof(qs))
     try:
         while head(b, pos, limit, entry_header, &qid, &tp, &tlen):
             q = NULL
@@ -249,6 +248,7 @@ def dispatch_walk(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, queu
                 if found is None:
                     break
                 q = &qs[nq]
+                memset(q, 0, sizeof(WQ))  # (only the queues met: a walk meets a few)
                 PyObject_GetBuffer(found[1], &q.cq, PyBUF_WRITABLE)
                 q.held = True
                 nq += 1

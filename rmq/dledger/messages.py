@@ -332,9 +332,23 @@ def read_push(body: bytes) -> PushEntryRequest:
     it: in one compiled pass when built and the body is in the plain form
     leaders write (``rmq._fast.dledger_push``), else (the twin) by orjson
     and ``from_json``; ValueError or TypeError for a body that is not a push."""
-    got = None if _push is None else _push.decode_push(body)
+    got = push_fields(body)
     if got is None:
         return PushEntryRequest.from_json(decode(body))
+    return push_of_fields(got)
+
+
+def push_fields(body: bytes) -> tuple | None:
+    """``decode_push``'s fields of a PUSH body in the plain form leaders
+    write: (group, localId, remoteId, leaderId, term, code, type,
+    commitIndex, the entry row or None, the batch's rows), each row
+    (index, term, body, pos, magic, channel, chainCrc, bodyCrc, size); None
+    when not compiled or for any other body (``read_push`` reads those)."""
+    return None if _push is None else _push.decode_push(body)
+
+
+def push_of_fields(got: tuple) -> PushEntryRequest:
+    """The request of ``push_fields``' fields, an ``Entry`` per row."""
     group, local_id, remote_id, leader_id, term, code, push_type, commit_index, one, batch = got
     return PushEntryRequest(group, local_id, remote_id, leader_id, term, code, push_type,
                             commit_index, None if one is None else Entry(*one),
@@ -382,14 +396,24 @@ def push_response_body(resp: RequestOrResponse) -> bytes:
     (``push_response``: no ids, an ASCII group) written straight, without
     the generic walk of its fields."""
     if type(resp) is not PushEntryResponse or resp.local_id is not None or \
-            resp.remote_id is not None or resp.leader_id is not None or \
-            type(resp.group) is not str or not resp.group.isascii() or \
-            '"' in resp.group or "\\" in resp.group or not resp.group.isprintable():
+            resp.remote_id is not None or resp.leader_id is not None:
         return encode(resp)
-    index = b"" if resp.index is None else b'"index":%d,' % resp.index
+    answer = push_answer_bytes(resp.group, resp.code, resp.term, resp.begin_index, resp.end_index,
+                         resp.index, resp.count)
+    return encode(resp) if answer is None else answer
+
+
+def push_answer_bytes(group, code: int, term: int, begin_index: int, end_index: int,
+                index: int | None, count: int) -> bytes | None:
+    """The bytes of a follower's answer to a push (``push_response``'s
+    fields), as ``protocol.encode`` writes them; None for a group not in
+    plain printable ASCII (``encode`` escapes it)."""
+    if type(group) is not str or not group.isascii() or '"' in group or "\\" in group or \
+            not group.isprintable():
+        return None
+    at = b"" if index is None else b'"index":%d,' % index
     return b'{"beginIndex":%d,"code":%d,"count":%d,"endIndex":%d,"group":"%b",%b"term":%d}' % (
-        resp.begin_index, resp.code, resp.count, resp.end_index, resp.group.encode(), index,
-        resp.term)
+        begin_index, code, count, end_index, group.encode(), at, term)
 
 
 def append_response(group: str, term: int, leader_id: str | None, code: int = Code.SUCCESS,

@@ -457,6 +457,49 @@ class DLedgerMmapFileStore:
             if done:
                 self._indexed(done)
 
+    def append_rows_as_follower(self, rows: list[tuple], leader_term: int,
+                                leader_id: str) -> None:
+        """``append_all_as_follower`` of a push's entries as ``decode_push``
+        reads them, (index, term, body, pos, magic, channel, chainCrc,
+        bodyCrc, size) rows, with no ``Entry`` per row: the rows that fit
+        the current data and index files are written in one call
+        (``write_rows``), and a row that does not (a file's end, a row out
+        of order) goes through ``append_all_as_follower``, which closes the
+        file or refuses it as it would any entry.  On a refusal the rows
+        before it stay appended."""
+        ms = self.member_state
+        if not ms.is_follower():
+            raise DLedgerError(Code.NOT_FOLLOWER, f"role={ms.role.value}")
+        if leader_term != ms.curr_term or leader_id != ms.leader_id:
+            raise DLedgerError(Code.INCONSISTENT_LEADER,
+                               f"{leader_id}@{leader_term} is not {ms.leader_id}@{ms.curr_term}")
+        self._forget_recent()
+        done, count = 0, len(rows)
+        while done < count:
+            first = self.ledger_end_index + 1
+            mf = self.data.get_last_mapped_file()
+            imf = self.index.get_last_mapped_file()
+            if mf is not None and not mf.is_full() and imf is not None and \
+                    not imf.is_full() and \
+                    imf.file_from_offset + imf.wrote_position == first * INDEX_UNIT_SIZE:
+                at, iat = mf.wrote_position, imf.wrote_position
+                n, used, iused = write_rows(
+                    mf.view, at, mf.file_from_offset + at, self.data.mapped_file_size - at,
+                    imf.view, iat, self.index.mapped_file_size - iat, first,
+                    rows[done:] if done else rows)
+                if n:
+                    _advance(mf, used)
+                    _advance(imf, iused)
+                    last = rows[done + n - 1]
+                    self.ledger_end_index, self.ledger_end_term = last[0], last[1]
+                    if self.ledger_begin_index == -1:
+                        self.ledger_begin_index = first
+                    self._update_member_state()
+                    done += n
+                    continue
+            self.append_all_as_follower([Entry(*rows[done])], leader_term, leader_id)
+            done += 1
+
     def _indexed(self, entries: list[Entry]) -> None:
         """The index units of ``entries`` (written, in order) and the ledger's end."""
         units = b"".join([encode_index(e.pos, e.size, e.magic, e.index, e.term) for e in entries])
@@ -554,9 +597,33 @@ class DLedgerMmapFileStore:
         index = min(index, self.ledger_end_index)
         if index <= self.committed_index:
             return
-        entry = self.get(index)
+        self.committed_pos = self._end_of(index)
         self.committed_index = index
-        self.committed_pos = entry.pos + entry.size
+
+    def _end_of(self, index: int) -> int:
+        """Where entry ``index`` ends in the data files (``get(index)``'s pos +
+        size), from the kept entry or from its index unit and its record's
+        header -- a follower's commit need not read the record's body back."""
+        if index < self.ledger_begin_index or self.ledger_begin_index == -1 or \
+                index > self.ledger_end_index:
+            entry = self.get(index)  # (raises get's error)
+            return entry.pos + entry.size
+        kept = self._recent.get(index)
+        if kept is not None:
+            return kept.pos + kept.size
+        unit = self._read(self.index, index * INDEX_UNIT_SIZE, INDEX_UNIT_SIZE)
+        if unit is None:
+            raise DLedgerError(Code.DISK_ERROR, f"no index unit for {index}")
+        _, pos, size, _, _ = decode_index(unit)
+        mf = self.data.find_mapped_file_by_offset(pos, pos == 0)
+        start = -1 if mf is None else pos - mf.file_from_offset
+        if start < 0 or size < BODY_OFFSET or start + size > mf.read_position():
+            raise DLedgerError(Code.DISK_ERROR, f"no data for {index} at {pos}")
+        _, record_size, _, _, record_pos, _, _, _, body_size = RECORD_HEADER.unpack_from(
+            mf.view, start)
+        if record_pos != pos or record_size != size or body_size + BODY_OFFSET != size:
+            raise DLedgerError(Code.DISK_ERROR, f"entry {index}: pos {record_pos} != {pos}")
+        return pos + size
 
 
 def _write_entries(data, at: int, pos: int, room: int, index, index_at: int, index_room: int,
@@ -600,8 +667,45 @@ def _write_entries(data, at: int, pos: int, room: int, index, index_at: int, ind
     return entries, used, iused
 
 
+def _write_rows(data, at: int, pos: int, room: int, index, index_at: int, index_room: int,
+                first_index: int, rows: list[tuple]) -> tuple[int, int, int]:
+    """Write a push's ``rows`` (``decode_push``'s: index, term, body, pos,
+    magic, channel, chainCrc, bodyCrc, size) as entries at
+    ``data[at:at + room]`` (``pos``: where ``at`` lies in the data files),
+    their index units at ``index[index_at:index_at + index_room]``, the
+    bytes ``_place`` and the body copy write.  Stops before the first row
+    not in order (index, pos), not leaving a blank's room, whose index unit
+    would not fit, or with a field out of the record's range.  Returns
+    (rows written, data bytes written, index bytes written).  The twin of
+    ``rmq._fast.dledger_append.write_rows``."""
+    if at < 0 or room < 0 or at + room > len(data) or index_at < 0 or index_room < 0 or \
+            index_at + index_room > len(index):
+        raise ValueError("a place outside its file")
+    used = iused = n = 0
+    idx = first_index
+    for index_of, term, body, row_pos, magic, channel, chain_crc, body_crc, _size in rows:
+        if body is None or index_of != idx or row_pos != pos + used or \
+                not all(-2**31 <= v < 2**31 for v in (magic, channel, chain_crc, body_crc)):
+            break
+        size = len(body) + BODY_OFFSET
+        if size >= 2**31 or used + size + MIN_BLANK_LEN > room or \
+                iused + INDEX_UNIT_SIZE > index_room:
+            break
+        start = at + used
+        RECORD_HEADER.pack_into(data, start, magic, size, idx, term, row_pos, channel, chain_crc,
+                                body_crc, len(body))
+        data[start + BODY_OFFSET:start + size] = body
+        INDEX_UNIT.pack_into(index, index_at + iused, magic, row_pos, size, idx, term)
+        used += size
+        iused += INDEX_UNIT_SIZE
+        idx += 1
+        n += 1
+    return n, used, iused
+
+
 _c = compiled("dledger_append")
 write_entries = _write_entries if _c is None else _c.write_entries
+write_rows = _write_rows if _c is None else _c.write_rows
 
 
 def _advance(mf, n: int) -> None:

@@ -30,17 +30,29 @@ from rmq.dledger.messages import (
     LeadershipTransferRequest,
     LeadershipTransferResponse,
     MetadataResponse,
+    PushEntryResponse,
     RequestOrResponse,
     append_response,
     bare,
     base,
     failure,
+    push_answer_bytes,
+    push_fields,
+    push_of_fields,
     push_response_body,
     read_push,
     reply_to,
 )
 from rmq.dledger.mmap_store import DLedgerMmapFileStore
-from rmq.dledger.protocol import Code, DLedgerError, JavaHashMap, RequestCode, decode, encode
+from rmq.dledger.protocol import (
+    Code,
+    DLedgerError,
+    JavaHashMap,
+    PushType,
+    RequestCode,
+    decode,
+    encode,
+)
 from rmq.dledger.pusher import EntryPusher
 from rmq.dledger.rpc import PeerRpc
 from rmq.remoting import RemotingCommand, RemotingServer
@@ -318,11 +330,19 @@ class _Processor:
         return self._process(request)
 
     def _push(self, request: RemotingCommand):
-        try:
-            req = read_push(request.body or b"{}")
-        except (ValueError, TypeError) as exc:  # orjson.JSONDecodeError is a ValueError
-            return RemotingCommand.create_response(ResponseCode.SYSTEM_ERROR,
-                                                   f"bad DLedger request body: {exc}")
+        body = request.body or b"{}"
+        got = push_fields(body)
+        if got is not None:
+            answer = self._append_rows(got)
+            if answer is not None:
+                return RemotingCommand.create_response(Code.SUCCESS, None, None, answer)
+            req = push_of_fields(got)
+        else:
+            try:
+                req = read_push(body)
+            except (ValueError, TypeError) as exc:  # orjson.JSONDecodeError is a ValueError
+                return RemotingCommand.create_response(ResponseCode.SYSTEM_ERROR,
+                                                       f"bad DLedger request body: {exc}")
         server = self.server
         wrong = server._check_target(req)
         if wrong is not None:
@@ -332,6 +352,40 @@ class _Processor:
             if isinstance(resp, asyncio.Future):  # parked until the pushes before it arrive
                 return self._answer_later(resp)
         return RemotingCommand.create_response(Code.SUCCESS, None, None, push_response_body(resp))
+
+    def _append_rows(self, got: tuple) -> bytes | None:
+        """The answer to the push of ``push_fields``' fields when it is the
+        common case -- an APPEND to this follower of the entries that come
+        next, nothing parked -- its rows appended with no ``Entry`` each
+        (``append_rows_as_follower``), answered as ``FollowerHandler``
+        answers; None for any other push (``FollowerHandler`` takes it)."""
+        group, _local, remote_id, leader_id, term, _code, push_type, commit_index, one, \
+            batch = got
+        rows = batch or ([one] if one is not None else None)
+        server = self.server
+        ms, store = server.member_state, server.store
+        if not rows or push_type != PushType.APPEND or remote_id != ms.self_id or \
+                group != ms.group or not ms.is_follower() or server.pusher.handler.parked or \
+                rows[0][0] != store.ledger_end_index + 1:
+            return None
+        code = Code.SUCCESS
+        try:
+            store.append_rows_as_follower(rows, term, leader_id or "")
+        except DLedgerError as exc:
+            log.info("append %d refused: %s", rows[0][0], exc)
+            code = Code.INCONSISTENT_STATE
+        else:
+            before = store.committed_index
+            store.update_committed_index(term, commit_index)
+            if store.committed_index != before:
+                server.pusher.on_committed(store.committed_index)
+        begin, end, first = store.ledger_begin_index, store.ledger_end_index, rows[0][0]
+        answer = push_answer_bytes(group, code, term, begin, end, first, len(rows))
+        if answer is None:  # a group fastjson escapes
+            answer = encode(PushEntryResponse(group=group, code=int(code), term=term,
+                                              begin_index=begin, end_index=end, index=first,
+                                              count=len(rows)))
+        return answer
 
     async def _answer_later(self, pending: asyncio.Future) -> RemotingCommand:
         return RemotingCommand.create_response(Code.SUCCESS, None, None,

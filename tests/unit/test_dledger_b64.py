@@ -50,3 +50,14 @@ def test_an_entry_reads_back_its_push_json():
     entry = Entry(3, 2, os.urandom(1201), 4096)
     again = Entry.from_json_obj(Entry.to_json_obj(entry))
     assert again.same(entry) and again.body == entry.body
+
+
+@pytest.mark.compiled_only
+def test_every_byte_in_every_place_of_a_group_is_read_as_binascii_reads_it():
+    assert C is not None, "rmq._fast.b64 is not built (make ext)"
+    for at in range(8):
+        for value in range(256):
+            text = bytearray(b"QUJDRUZH")
+            text[at] = value
+            assert _outcome(C.decode, bytes(text)) == \
+                _outcome(binascii.a2b_base64, bytes(text)), (at, value)
