@@ -1,13 +1,23 @@
-# cython: language_level=3
+# cython: language_level=3, boundscheck=False, wraparound=False
 """Compiled twin of ``_ack_entry_now`` in rmq/broker/processor/ack.py: one
 entry of a BATCH_ACK_MESSAGE -- its fields read, its queue checked, its
 bitset's offsets, its ack record stored and applied -- step for step in one
 call; the bitset is read here (what ``bitset_offsets`` gives), the record
 goes through the revive service's ``write_now``.  The classes and functions
 of the layers above are handed over by ``bind``.
+
+``read_batch_ack`` reads the batch's JSON body (5.3.3's
+BatchAckMessageRequestBody) straight to each entry's fields, without a dict
+per entry; it takes only the plain bodies every client writes and leaves
+anything else to the general JSON reader, whose twin path it is.
 """
 
 from binascii import a2b_base64
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdint cimport uint8_t
+from libc.string cimport memcmp
 
 cdef object _EXTRA = None
 cdef object _ACK = None
@@ -52,12 +62,13 @@ def ack_entry_now(p, a, broker_name):
     if not _bound:
         raise RuntimeError("ack_entry.bind was not called")
     try:
-        group, retry = str(a["c"]), str(a.get("r", "0"))
-        topic = _real_topic(str(a["t"]), group, retry)
-        queue_id, start = int(a["q"]), int(a["so"])
-        info = _EXTRA(start, int(a["pt"]), int(a.get("it", 0)), int(a["rq"]), retry,
-                      broker_name, queue_id, start)
-        offsets = bitset_offsets(start, a.get("b") or "")
+        if type(a) is not tuple:  # the general reader's object: ``entry_fields``
+            a = (str(a["c"]), str(a.get("r", "0")), str(a["t"]), int(a["q"]), int(a["so"]),
+                 int(a["pt"]), int(a.get("it", 0)), int(a["rq"]), a.get("b") or "")
+        group, retry, raw_topic, queue_id, start, pop_time, invisible, qid, data = <tuple>a
+        topic = _real_topic(raw_topic, group, retry)
+        info = _EXTRA(start, pop_time, invisible, qid, retry, broker_name, queue_id, start)
+        offsets = bitset_offsets(start, data)
     except (KeyError, ValueError, TypeError) as exc:
         return _SYSTEM_ERROR, f"bad batch ack entry: {exc}"
     refused = p._check_queue(topic, queue_id, None)
@@ -66,7 +77,6 @@ def ack_entry_now(p, a, broker_name):
     if not offsets:
         return None
     revive = p.ctx.revive
-    qid = info.revive_qid
     if qid == _ORDER_QID:
         return group, topic, queue_id, info, offsets
     if not 0 <= qid < revive.queue_num:
@@ -75,3 +85,295 @@ def ack_entry_now(p, a, broker_name):
     if revive.write_now(qid, ack) is None:
         return group, topic, queue_id, info, offsets
     return None
+
+
+# ---- the batch's body ---------------------------------------------------------------
+# An entry's keys (BatchAck's JSON names), in the order of ``entry_fields``' tuple.
+cdef enum:
+    K_C = 0
+    K_R = 1
+    K_T = 2
+    K_Q = 3
+    K_SO = 4
+    K_PT = 5
+    K_IT = 6
+    K_RQ = 7
+    K_B = 8
+    REQUIRED = (1 << K_C) | (1 << K_T) | (1 << K_Q) | (1 << K_SO) | (1 << K_PT) | (1 << K_RQ)
+
+
+cdef inline Py_ssize_t _ws(const uint8_t *p, Py_ssize_t i, Py_ssize_t n) noexcept:
+    while i < n and (p[i] == 32 or p[i] == 10 or p[i] == 13 or p[i] == 9):
+        i += 1
+    return i
+
+
+cdef Py_ssize_t _string_end(const uint8_t *p, Py_ssize_t i, Py_ssize_t n,
+                            bint *ascii) noexcept:
+    """The closing quote of the string opening at ``p[i]``, or -1 for one this
+    reader leaves to the general one (an escape, a control byte, no end)."""
+    cdef uint8_t c
+    ascii[0] = True
+    i += 1
+    while i < n:
+        c = p[i]
+        if c == 34:
+            return i
+        if c == 92 or c < 32:
+            return -1
+        if c >= 128:
+            ascii[0] = False
+        i += 1
+    return -1
+
+
+cdef Py_ssize_t _int_end(const uint8_t *p, Py_ssize_t i, Py_ssize_t n,
+                         long long *value) noexcept:
+    """The end of the JSON integer at ``p[i]`` (``-?(0|[1-9][0-9]*)``, at most
+    18 digits, no fraction or exponent after it) with its value, or -1."""
+    cdef bint neg = False
+    cdef Py_ssize_t start
+    cdef long long v = 0
+    if i < n and p[i] == 45:
+        neg = True
+        i += 1
+    start = i
+    while i < n and 48 <= p[i] <= 57:
+        if i - start >= 18:
+            return -1
+        v = v * 10 + (p[i] - 48)
+        i += 1
+    if i == start or (p[start] == 48 and i - start > 1):
+        return -1
+    if i < n and (p[i] == 46 or p[i] == 101 or p[i] == 69):
+        return -1
+    value[0] = -v if neg else v
+    return i
+
+
+cdef Py_ssize_t _null_end(const uint8_t *p, Py_ssize_t i, Py_ssize_t n) noexcept:
+    if n - i >= 4 and memcmp(p + i, b"null", 4) == 0:
+        return i + 4
+    return -1
+
+
+cdef Py_ssize_t _skip_scalar(const uint8_t *p, Py_ssize_t i, Py_ssize_t n) noexcept:
+    """The end of a value of a key nobody reads: a plain ASCII string, an
+    integer, true, false or null; -1 for anything else."""
+    cdef bint ascii
+    cdef long long v
+    cdef uint8_t c = p[i]
+    if c == 34:
+        i = _string_end(p, i, n, &ascii)
+        return i + 1 if i >= 0 and ascii else -1
+    if c == 45 or 48 <= c <= 57:
+        return _int_end(p, i, n, &v)
+    if n - i >= 4 and memcmp(p + i, b"true", 4) == 0:
+        return i + 4
+    if n - i >= 5 and memcmp(p + i, b"false", 5) == 0:
+        return i + 5
+    return _null_end(p, i, n)
+
+
+cdef object _text(const uint8_t *p, Py_ssize_t start, Py_ssize_t end):
+    """The string between ``p[start:end]``, or None when it is not UTF-8."""
+    try:
+        return PyUnicode_DecodeUTF8(<const char *>p + start, end - start, NULL)
+    except UnicodeDecodeError:
+        return None
+
+
+cdef int _entry_key(const uint8_t *k, Py_ssize_t n) noexcept:
+    if n == 1:
+        if k[0] == 99:
+            return K_C
+        if k[0] == 116:
+            return K_T
+        if k[0] == 114:
+            return K_R
+        if k[0] == 113:
+            return K_Q
+        if k[0] == 98:
+            return K_B
+    elif n == 2:
+        if k[0] == 115 and k[1] == 111:
+            return K_SO
+        if k[0] == 112 and k[1] == 116:
+            return K_PT
+        if k[0] == 105 and k[1] == 116:
+            return K_IT
+        if k[0] == 114 and k[1] == 113:
+            return K_RQ
+    return -1
+
+
+cdef Py_ssize_t _read_entry(const uint8_t *p, Py_ssize_t i, Py_ssize_t n, list out):
+    """The entry object opening at ``p[i]`` appended to ``out`` as the tuple
+    ``entry_fields`` makes; its end, or -1 when it is not a plain entry."""
+    cdef Py_ssize_t ks, ke, j
+    cdef bint ascii
+    cdef int k, seen = 0
+    cdef long long ints[5]
+    ints[K_IT - K_Q] = 0
+    c = t = None
+    r = "0"
+    b = ""
+    i = _ws(p, i + 1, n)
+    while True:
+        if i >= n or p[i] != 34:
+            return -1
+        ke = _string_end(p, i, n, &ascii)
+        if ke < 0 or not ascii:
+            return -1
+        ks = i + 1
+        i = _ws(p, ke + 1, n)
+        if i >= n or p[i] != 58:
+            return -1
+        i = _ws(p, i + 1, n)
+        if i >= n:
+            return -1
+        k = _entry_key(p + ks, ke - ks)
+        if k >= 0:
+            if seen & (1 << k):
+                return -1  # a key twice: the general reader's rule
+            seen |= 1 << k
+        if k == K_C or k == K_R or k == K_T or k == K_B:
+            if k == K_B and p[i] == 110:
+                i = _null_end(p, i, n)
+                if i < 0:
+                    return -1
+            else:
+                if p[i] != 34:
+                    return -1
+                j = _string_end(p, i, n, &ascii)
+                if j < 0:
+                    return -1
+                text = _text(p, i + 1, j)
+                if text is None:
+                    return -1
+                if k == K_C:
+                    c = text
+                elif k == K_R:
+                    r = text
+                elif k == K_T:
+                    t = text
+                else:
+                    b = text
+                i = j + 1
+        elif k >= K_Q:
+            i = _int_end(p, i, n, &ints[k - K_Q])
+            if i < 0:
+                return -1
+        else:
+            i = _skip_scalar(p, i, n)
+            if i < 0:
+                return -1
+        i = _ws(p, i, n)
+        if i < n and p[i] == 44:
+            i = _ws(p, i + 1, n)
+            continue
+        if i < n and p[i] == 125:
+            break
+        return -1
+    if seen & REQUIRED != REQUIRED:
+        return -1
+    out.append((c, r, t, ints[0], ints[1], ints[2], ints[3], ints[4], b))
+    return i + 1
+
+
+cdef Py_ssize_t _read_acks(const uint8_t *p, Py_ssize_t i, Py_ssize_t n, list out):
+    """The array of entries opening at ``p[i]``; its end, or -1."""
+    i = _ws(p, i + 1, n)
+    if i < n and p[i] == 93:
+        return i + 1
+    while True:
+        if i >= n or p[i] != 123:
+            return -1
+        i = _read_entry(p, i, n, out)
+        if i < 0:
+            return -1
+        i = _ws(p, i, n)
+        if i < n and p[i] == 44:
+            i = _ws(p, i + 1, n)
+            continue
+        if i < n and p[i] == 93:
+            return i + 1
+        return -1
+
+
+cdef object _read_body(const uint8_t *p, Py_ssize_t n):
+    cdef Py_ssize_t i = _ws(p, 0, n), ks, ke, j
+    cdef bint ascii, seen_acks = False, seen_name = False
+    cdef list acks = []
+    broker = None
+    if i >= n or p[i] != 123:
+        return None
+    i = _ws(p, i + 1, n)
+    if i < n and p[i] == 125:
+        i += 1
+    else:
+        while True:
+            if i >= n or p[i] != 34:
+                return None
+            ke = _string_end(p, i, n, &ascii)
+            if ke < 0 or not ascii:
+                return None
+            ks = i + 1
+            i = _ws(p, ke + 1, n)
+            if i >= n or p[i] != 58:
+                return None
+            i = _ws(p, i + 1, n)
+            if i >= n:
+                return None
+            if ke - ks == 4 and memcmp(p + ks, b"acks", 4) == 0:
+                if seen_acks:
+                    return None
+                seen_acks = True
+                if p[i] == 91:
+                    i = _read_acks(p, i, n, acks)
+                else:
+                    i = _null_end(p, i, n)  # null: no entries, as an empty list
+            elif ke - ks == 10 and memcmp(p + ks, b"brokerName", 10) == 0:
+                if seen_name:
+                    return None
+                seen_name = True
+                if p[i] == 34:
+                    j = _string_end(p, i, n, &ascii)
+                    if j < 0:
+                        return None
+                    broker = _text(p, i + 1, j)
+                    if broker is None:
+                        return None
+                    i = j + 1
+                else:
+                    i = _null_end(p, i, n)
+            else:
+                i = _skip_scalar(p, i, n)
+            if i < 0:
+                return None
+            i = _ws(p, i, n)
+            if i < n and p[i] == 44:
+                i = _ws(p, i + 1, n)
+                continue
+            if i < n and p[i] == 125:
+                i += 1
+                break
+            return None
+    if _ws(p, i, n) != n:
+        return None
+    return broker, acks
+
+
+def read_batch_ack(body):
+    """A BATCH_ACK_MESSAGE body (bytes-like) read to ``(brokerName or None,
+    [entry fields, ...])``, each entry the tuple ``ack.entry_fields`` makes
+    of the general reader's object; None for a body it does not take (not
+    plain JSON of strings and integers, an entry without a required field or
+    with a field of another type, a key twice, anything odd), which the
+    general reader then reads and judges."""
+    cdef Py_buffer pb
+    PyObject_GetBuffer(body, &pb, PyBUF_SIMPLE)
+    try:
+        return _read_body(<const uint8_t *>pb.buf, pb.len)
+    finally:
+        PyBuffer_Release(&pb)

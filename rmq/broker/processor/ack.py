@@ -133,14 +133,19 @@ class AckMessageProcessor:
 
     async def batch_ack_answer(self, body: Any) -> tuple[int, str | None]:
         """Serve a BATCH_ACK_MESSAGE body: (code, remark) of its answer."""
-        try:
-            obj = fastjson.loads(bytes(body))
-            acks = obj.get("acks") or []
-            if not isinstance(acks, list):
-                raise ValueError("acks is not a list")
-        except (ValueError, AttributeError, fastjson.FastjsonError) as exc:
-            return RC.SYSTEM_ERROR, f"bad batch ack body: {exc}"
-        broker_name = obj.get("brokerName") or self.bc.brokerName
+        read = None if read_batch_ack is None else read_batch_ack(body)
+        if read is None:  # not built, or a body the compiled reader leaves to this one
+            try:
+                obj = fastjson.loads(bytes(body))
+                acks = obj.get("acks") or []
+                if not isinstance(acks, list):
+                    raise ValueError("acks is not a list")
+            except (ValueError, AttributeError, fastjson.FastjsonError) as exc:
+                return RC.SYSTEM_ERROR, f"bad batch ack body: {exc}"
+            broker_name = obj.get("brokerName")
+        else:
+            broker_name, acks = read
+        broker_name = broker_name or self.bc.brokerName
         for a in acks:
             got = ack_entry_now(self, a, broker_name)
             if got is None:
@@ -186,20 +191,32 @@ class AckMessageProcessor:
                                            "reviveQid": str(qid)})
 
 
+def entry_fields(a: Any) -> tuple:
+    """One BATCH_ACK_MESSAGE entry (BatchAck: c, r, t, q, so, pt, it, rq, b) as
+    the general JSON reader gives it, read to ``(group, retry, topic, queue
+    id, start offset, pop time, invisible time, revive queue id, bitset
+    text)``; raises KeyError, ValueError or TypeError for a field missing or
+    of no use.  ``rmq._fast.ack_entry.read_batch_ack`` reads a plain body
+    straight to these tuples."""
+    return (str(a["c"]), str(a.get("r", "0")), str(a["t"]), int(a["q"]), int(a["so"]),
+            int(a["pt"]), int(a.get("it", 0)), int(a["rq"]), a.get("b") or "")
+
+
 def _ack_entry_now(p: AckMessageProcessor, a: Any, broker_name: str) -> tuple | None:
     """One entry of a BATCH_ACK_MESSAGE served without a coroutine: None once
     done (its ack record stored and applied, or nothing to store), ``(code,
     remark)`` of the answer when the entry is refused, or the arguments of
     ``_ack_offsets`` (nothing done yet) when its record must wait for the
-    store or it acks an orderly pop.  The twin of
+    store or it acks an orderly pop.  ``a`` is the general reader's object
+    or the tuple ``entry_fields`` makes of it.  The twin of
     ``rmq._fast.ack_entry.ack_entry_now``."""
     try:
-        group, retry = str(a["c"]), str(a.get("r", "0"))
-        topic = real_topic(str(a["t"]), group, retry)
-        queue_id, start = int(a["q"]), int(a["so"])
-        info = ExtraInfo(start, int(a["pt"]), int(a.get("it", 0)), int(a["rq"]), retry,
-                         broker_name, queue_id, start)
-        offsets = bitset_offsets(start, a.get("b") or "")
+        if type(a) is not tuple:
+            a = entry_fields(a)
+        group, retry, raw_topic, queue_id, start, pop_time, invisible, qid, data = a
+        topic = real_topic(raw_topic, group, retry)
+        info = ExtraInfo(start, pop_time, invisible, qid, retry, broker_name, queue_id, start)
+        offsets = bitset_offsets(start, data)
     except (KeyError, ValueError, TypeError) as exc:
         return RC.SYSTEM_ERROR, f"bad batch ack entry: {exc}"
     refused = p._check_queue(topic, queue_id, None)
@@ -219,7 +236,9 @@ def _ack_entry_now(p: AckMessageProcessor, a: Any, broker_name: str) -> tuple | 
 
 
 ack_entry_now = _ack_entry_now
+read_batch_ack = None  # the compiled body reader; without it the general reader reads all
 _c = compiled("ack_entry")
 if _c is not None:
     _c.bind(ExtraInfo, AckMsg, real_topic, RC.SYSTEM_ERROR, ORDER_REVIVE_QUEUE)
     ack_entry_now = _c.ack_entry_now
+    read_batch_ack = _c.read_batch_ack
