@@ -7,7 +7,7 @@ through the dispatcher, the request queue and the processor's coroutine, and
 encodes a response command.  The lane reads each frame with the remoting
 decoder (compiled when built), hands the header's values (or the batch ack's
 body) to the processors' own functions -- ``PopMessageProcessor.read_pop``,
-``pop_answer``, ``AckMessageProcessor.ack_answer``, ``batch_ack_answer``: the
+``pop_answer_now``, ``AckMessageProcessor.ack_answer``, ``batch_ack_now``: the
 checks, checkpoint and ack records, offsets, statistics are theirs -- and
 encodes the answer with the remoting encoder from the values those functions
 return, the answers of one read written together.  The bytes are the general
@@ -94,12 +94,14 @@ class PopLaneSupport:
                     or (req.poll_time > 0 and not p.may_find(req)):
                 return None
             self.served += 1
-            return run_eagerly(p.pop_answer(channel, req))
+            got = p.pop_answer_now(channel, req)
+            return got if type(got) is tuple else run_eagerly(got)
         if not self.ack_queue.runs_at_once():
             return None
         self.served += 1
         if code == BATCH_ACK:
-            return run_eagerly(self.ack.batch_ack_answer(body if body is not None else b""))
+            got = self.ack.batch_ack_now(body if body is not None else b"")
+            return got if type(got) is tuple else run_eagerly(got)
         return run_eagerly(self.ack.ack_answer(ext or {}))
 
     def frame(self, answer: tuple, opaque: int, stype: int) -> bytes:

@@ -129,10 +129,14 @@ class AckMessageProcessor:
 
     # ---- BATCH_ACK_MESSAGE -----------------------------------------------------------
     async def batch_ack(self, request: RemotingCommand) -> RemotingCommand:
-        return response(*await self.batch_ack_answer(request.body or b""))
+        got = self.batch_ack_now(request.body or b"")
+        return response(*(got if type(got) is tuple else await got))
 
-    async def batch_ack_answer(self, body: Any) -> tuple[int, str | None]:
-        """Serve a BATCH_ACK_MESSAGE body: (code, remark) of its answer."""
+    def batch_ack_now(self, body: Any) -> Any:
+        """Serve a BATCH_ACK_MESSAGE body: (code, remark) of its answer when
+        every entry is done at once, without a coroutine; else a coroutine
+        that goes on from the first entry whose ack record must wait for the
+        store (or that acks an orderly pop) and completes with the answer."""
         read = None if read_batch_ack is None else read_batch_ack(body)
         if read is None:  # not built, or a body the compiled reader leaves to this one
             try:
@@ -146,15 +150,31 @@ class AckMessageProcessor:
         else:
             broker_name, acks = read
         broker_name = broker_name or self.bc.brokerName
-        for a in acks:
+        for i, a in enumerate(acks):
             got = ack_entry_now(self, a, broker_name)
             if got is None:
                 continue
             if len(got) == 2:
                 return got
+            return self._batch_ack_rest(got, acks, i + 1, broker_name)
+        return RC.SUCCESS, None
+
+    async def _batch_ack_rest(self, got: tuple, acks: list, i: int, broker_name: str
+                              ) -> tuple[int, str | None]:
+        """``batch_ack_now`` from an entry handed back (``got``, the arguments
+        of ``_ack_offsets``) and the entries after it, ``acks[i:]``."""
+        while True:
             if not await self._ack_offsets(*got):
                 return RC.SYSTEM_ERROR, "put ack msg error"
-        return RC.SUCCESS, None
+            while i < len(acks):
+                got = ack_entry_now(self, acks[i], broker_name)
+                i += 1
+                if got is not None:
+                    break
+            else:
+                return RC.SUCCESS, None
+            if len(got) == 2:
+                return got
 
     # ---- CHANGE_MESSAGE_INVISIBLETIME -------------------------------------------------
     async def change_invisible(self, request: RemotingCommand) -> RemotingCommand:

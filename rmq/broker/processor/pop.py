@@ -246,7 +246,10 @@ class PopMessageProcessor:
         req = self.read_pop(channel, request.ext_fields or {})
         if type(req) is not PopRequest:
             return req
-        code, remark, ext_out, bodies, _size = await self.pop_answer(channel, req)
+        got = self.pop_answer_now(channel, req)
+        if type(got) is not tuple:
+            got = await got
+        code, remark, ext_out, bodies, _size = got
         return response(code, remark, ext_out, bodies)
 
     def read_pop(self, channel: Channel, ext: dict[str, str]) -> PopRequest | RemotingCommand:
@@ -312,57 +315,104 @@ class PopMessageProcessor:
                 return True
         return False
 
-    async def pop_answer(self, channel: Channel, req: PopRequest
-                         ) -> tuple[int, str | None, dict[str, str] | None, Any, int]:
+    def pop_answer_now(self, channel: Channel, req: PopRequest) -> Any:
         """Serve a checked pop: (code, remark, extFields, body, body bytes) of
-        its answer (the body a list of records, or None)."""
-        group, topic, queue_id = req.group, req.topic, req.queue_id
-        invisible, orderly = req.invisible, req.orderly
+        its answer (the body a list of records, or None) when it is answered at
+        once -- it finds messages, or finds none and has no pollTime to wait --
+        without a coroutine; else a coroutine that goes on from where the pop
+        stopped (a queue's checkpoint record waiting for the store, a wait for
+        messages, an orderly pop's state saved) and completes with the answer."""
         deadline = time.monotonic() + req.poll_time / 1000
+        got = self._pop_once_now(req)
+        if type(got) is tuple and not req.orderly:
+            if got[0].count:
+                return self._answer(req, *got)
+            if req.poll_time <= 0:  # the deadline has passed: no wait
+                return RC.POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE", None, None, 0
+        return self._pop_answer_rest(channel, req, deadline, got)
+
+    async def _pop_answer_rest(self, channel: Channel, req: PopRequest, deadline: float,
+                               got: Any) -> tuple[int, str | None, dict[str, str] | None, Any,
+                                                  int]:
+        """``pop_answer_now`` from its first try ``got`` (what ``_pop_once_now``
+        returned): tries again as messages arrive until the deadline."""
         while True:
-            out, pop_time, revive_qid = await self._pop_once(
-                group, topic, queue_id, req.max_nums, invisible, req.init_mode, orderly,
-                req.matches, req.record_filter)
-            if out.count:
+            if type(got) is not tuple:
+                got = await got
+            if got[0].count:
                 break
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not channel.is_active():
                 return RC.POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE", None, None, 0
             if self.ctx.polling.full():
                 return RC.POLLING_FULL, "polling full", None, None, 0
-            await self.ctx.polling.wait(self.wait_topics(group, topic), remaining)
-        if orderly:  # the queue stays blocked across a restart
+            await self.ctx.polling.wait(self.wait_topics(req.group, req.topic), remaining)
+            got = self._pop_once_now(req)
+        if req.orderly:  # the queue stays blocked across a restart
             await self.ctx.persist_order()
-        ext_out = {"popTime": str(pop_time), "invisibleTime": str(invisible),
+        return self._answer(req, *got)
+
+    def _answer(self, req: PopRequest, out: PopResult, pop_time: int, revive_qid: int
+                ) -> tuple[int, None, dict[str, str], list, int]:
+        """The answer of a pop that found ``out``, its statistics counted."""
+        ext_out = {"popTime": str(pop_time), "invisibleTime": str(req.invisible),
                    "reviveQid": str(revive_qid), "restNum": str(out.rest),
                    "startOffsetInfo": ";".join(out.start_info),
                    "msgOffsetInfo": ";".join(out.msg_info)}
-        if orderly:
+        if req.orderly:
             ext_out["orderCountInfo"] = ";".join(out.order_info)
-        self.c.stats.inc_get(group, topic, max(queue_id, 0), out.count, out.size, 0, False)
+        self.c.stats.inc_get(req.group, req.topic, max(req.queue_id, 0), out.count, out.size,
+                             0, False)
         return RC.SUCCESS, None, ext_out, out.bodies, out.size
 
-    async def _pop_once(self, group: str, topic: str, queue_id: int, max_nums: int,
-                        invisible: int, init_mode: int, orderly: bool, matches,
-                        record_filter) -> tuple[PopResult, int, int]:
+    def _pop_once_now(self, req: PopRequest) -> Any:
+        """One try of a pop over its queues (the retry topics first with
+        popFromRetryProbability percent): ``(result, pop time, revive queue
+        id)``, or, when a queue's checkpoint record must wait for the store, a
+        coroutine that writes it, reads the queues after it and completes
+        with them."""
         out = PopResult()
         pop_time = now_ms()
+        orderly = req.orderly
         revive_qid = ORDER_REVIVE_QUEUE if orderly else self.ctx.next_revive_qid()
-        retry = [] if orderly else self.retry_topics(group, topic)
+        retry = [] if orderly else self.retry_topics(req.group, req.topic)
         retry_first = bool(retry) and random.randrange(100) < self.bc.popFromRetryProbability
-        order = ([*retry, topic] if retry_first else [topic, *retry])
-        for t in order:
-            qids = self._queue_ids(t, queue_id if t == topic else -1)
-            for qid in qids:
-                if out.count >= max_nums:
-                    break
+        order = ([*retry, req.topic] if retry_first else [req.topic, *retry])
+        later = self._pop_queues(req, out, pop_time, revive_qid, order, 0, None, 0)
+        return (out, pop_time, revive_qid) if later is None else later
+
+    def _pop_queues(self, req: PopRequest, out: PopResult, pop_time: int, revive_qid: int,
+                    order: list[str], ti: int, qids: list[int] | None, qi: int) -> Any:
+        """The queues of the topics ``order`` read into ``out``, from topic
+        ``ti``'s queue ``qi`` on (``qids``: that topic's queue ids, None to pick
+        them): None once done, or the coroutine that finishes them when a
+        queue's checkpoint record must wait for the store."""
+        group, topic, max_nums = req.group, req.topic, req.max_nums
+        while ti < len(order):
+            t = order[ti]
+            if qids is None:
+                qids = self._queue_ids(t, req.queue_id if t == topic else -1)
+            while qi < len(qids) and out.count < max_nums:
+                qid = qids[qi]
+                qi += 1
                 staged = pop_queue_now(self, out, group, topic, t, qid, max_nums - out.count,
-                                       pop_time, invisible, revive_qid, init_mode, orderly,
-                                       matches, record_filter)
+                                       pop_time, req.invisible, revive_qid, req.init_mode,
+                                       req.orderly, req.matches, req.record_filter)
                 if staged is not None:
-                    await self._pop_queue_later(out, group, topic, staged, pop_time, invisible,
-                                                revive_qid)
-        return out, pop_time, revive_qid
+                    return self._pop_queues_later(req, out, pop_time, revive_qid, staged,
+                                                  order, ti, qids, qi)
+            ti += 1
+            qids = None
+            qi = 0
+        return None
+
+    async def _pop_queues_later(self, req: PopRequest, out: PopResult, pop_time: int,
+                                revive_qid: int, staged: tuple, order: list[str], ti: int,
+                                qids: list[int], qi: int) -> tuple[PopResult, int, int]:
+        await self._pop_queue_later(out, req.group, req.topic, staged, pop_time, req.invisible,
+                                    revive_qid)
+        later = self._pop_queues(req, out, pop_time, revive_qid, order, ti, qids, qi)
+        return (out, pop_time, revive_qid) if later is None else await later
 
     async def _pop_queue_later(self, out: PopResult, group: str, topic: str, staged: tuple,
                                pop_time: int, invisible: int, revive_qid: int) -> None:
