@@ -20,6 +20,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 from libc.string cimport memcmp, memcpy
 
 from rmq._fast.byteorder cimport get32, put32
+from rmq._fast.json_text cimport JV_INT, json_number
 
 
 def push_frame(bytes head, int32_t opaque, bytes tail, bytes body):
@@ -64,30 +65,11 @@ cdef inline bint lit(const uint8_t** p, const uint8_t* end, const char* s,
 
 
 cdef inline bint int32_json(const uint8_t** p, const uint8_t* end, int64_t* out) noexcept nogil:
-    """An integer in JSON's form (no leading zeros) within int32."""
-    cdef const uint8_t* q = p[0]
-    cdef bint neg = False
-    cdef int64_t v = 0
-    cdef int nd = 0
-    if q < end and q[0] == 45:
-        neg = True
-        q += 1
-    if q >= end or not (48 <= q[0] <= 57):
+    """An integer in JSON's form (no leading zeros, not -0) within int32."""
+    cdef int kind
+    cdef const uint8_t* q = json_number(p[0], end, &kind, out)
+    if kind != JV_INT or not -2147483648 <= out[0] <= 2147483647:
         return False
-    if q[0] == 48:
-        q += 1
-    else:
-        while q < end and 48 <= q[0] <= 57:
-            v = v * 10 + (q[0] - 48)
-            nd += 1
-            if nd > 10:
-                return False
-            q += 1
-    if neg:
-        v = -v
-    if v < -2147483648 or v > 2147483647:
-        return False
-    out[0] = v
     p[0] = q
     return True
 

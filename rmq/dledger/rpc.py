@@ -42,7 +42,7 @@ RPC_TIMEOUT_MS = 3000
 PUSH_HEAD = b'{"code":%d,"flag":0,"language":"JAVA","opaque":' % RequestCode.PUSH
 PUSH_TAIL = b',"serializeTypeCurrentRPC":"JSON","version":%d}' % CURRENT_VERSION
 _PREFIX = struct.Struct(">ii")
-_INT = rb"(-?(?:0|[1-9][0-9]*))"
+_INT = rb"(0|-?[1-9][0-9]*)"  # (not -0: the compiled reader leaves it to orjson)
 _ANSWER_HEAD = re.compile(rb'\{"code":' + _INT + rb',"flag":' + _INT
                           + rb',"language":"[A-Z_]+","opaque":' + _INT
                           + rb'(?:,"serializeTypeCurrentRPC":"JSON")?,"version":' + _INT + rb"\}")
@@ -59,7 +59,7 @@ def py_answer_at(buf, pos: int, end: int, max_frame: int) -> tuple[int, int, int
     """(opaque, body start, frame end) of the whole response frame at
     ``pos`` in ``buf[:end]`` when its JSON header has exactly the plain form
     rmq and 0.3.1.2 answer with (code, flag, language, opaque, the optional
-    serializeTypeCurrentRPC, version; integers in JSON's form within int32;
+    serializeTypeCurrentRPC, version; integers in JSON's form within int32, not -0;
     no whitespace, remark or extFields); None for anything else, which the
     general decoder reads or refuses as before."""
     if pos < 0 or end > len(buf) or end - pos < 8:

@@ -79,6 +79,8 @@ def _frames() -> list[tuple[bytes, bool]]:
         (_java(16, ANSWER, flag=0), False),
         (_java(17, ANSWER, lang="java"), False),
         (_answer(-3, ANSWER), True),
+        (_java(21, ANSWER).replace(b'"flag":1', b'"flag":1.0'), False),
+        (_java(0, ANSWER).replace(b'"opaque":0', b'"opaque":-0'), False),
         (_java(18, ANSWER).replace(b'"opaque":18', b'"opaque":018'), False),
         (_java(19, ANSWER).replace(b'"opaque":19', b'"opaque": 19'), False),
         (_java(20, ANSWER).replace(b'"opaque":20', b'"opaque":99999999999'), False),
