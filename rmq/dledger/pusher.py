@@ -34,7 +34,6 @@ from rmq.dledger.member_state import Role
 from rmq.dledger.messages import (
     PushEntryRequest,
     PushEntryResponse,
-    push_answer,
     push_append_body,
     push_request,
     push_response,
@@ -433,8 +432,9 @@ class PeerDispatcher:
         entries = self.pusher.store.kept_run(
             index, config.max_batch_push_size if config.enable_batch_push else 0)
         self.pusher.close_group()
-        self._send(entries)
-        self.write_index = index + len(entries)
+        after = index + len(entries)
+        self._send(entries, after <= self.pusher.store.ledger_end_index)
+        self.write_index = after
 
     def _do_append(self) -> None:
         store = self.pusher.store
@@ -451,13 +451,14 @@ class PeerDispatcher:
                 return
             self._push_from(self.write_index)
 
-    def _send(self, entries: list[Entry]) -> None:
+    def _send(self, entries: list[Entry], more: bool = False) -> None:
+        """Push ``entries`` (``more``: another push follows in this turn)."""
         ms = self.pusher.ms
         request = push_append_body(ms.group, ms.self_id, self.peer, ms.self_id, self.term,
                                    self.pusher.store.committed_index, entries,
                                    len(entries) > 1 or self.pusher.config.enable_batch_push)
         self.pending[entries[0].index] = self.last_push_commit = _now_ms()
-        self.pusher.rpc.push_then(self.peer, request, _Acked(self, len(entries)))
+        self.pusher.rpc.push_then(self.peer, request, _Acked(self, len(entries)), more)
 
     def _appended(self, answer: tuple[int, int, int | None] | None, count: int) -> None:
         """A follower's answer to an APPEND push of ``count`` entries: (code,
@@ -547,9 +548,9 @@ class PeerDispatcher:
 
 
 class _Acked:
-    """The remoting callback of one APPEND push: the follower's answer read
-    (``push_answer``: None when none came or it does not bind) and handed to
-    its dispatcher's ``_appended``."""
+    """The callback of one APPEND push: the follower's answer as
+    ``push_answer`` reads it (None when none came or it does not bind),
+    handed to its dispatcher's ``_appended``."""
 
     __slots__ = ("dispatcher", "count")
 
@@ -557,9 +558,8 @@ class _Acked:
         self.dispatcher = dispatcher
         self.count = count
 
-    def __call__(self, response, error: BaseException | None) -> None:
-        self.dispatcher._appended(None if error is not None else push_answer(response.body),
-                                  self.count)
+    def __call__(self, answer: tuple[int, int, int | None] | None) -> None:
+        self.dispatcher._appended(answer, self.count)
 
 
 class FollowerHandler:

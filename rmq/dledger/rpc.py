@@ -1,24 +1,220 @@
 """The requests a DLedger member sends to its peers, over one remoting client
 (``DLedgerRpcNettyService``'s sending half): the elector and the pusher hold
-this object, not the server, so that each sees only the wire."""
+this object, not the server, so that each sees only the wire.
+
+A leader's APPEND pushes -- one per follower and read, its costliest
+requests -- skip the general request path: ``PeerClient.push`` writes each
+as a whole frame (``push_frame``: the bytes the general client writes for
+the same request, opaque from the same counter) on the peer's connection
+and keeps (callback, channel, deadline) in a table of its own; the
+connection's lane (``_PushAnswers``) finds the answers' frames in the
+receive buffer (``answer_at``) and hands their bodies to the callback,
+without a ``RemotingCommand``, a future or a loop callback per push.  The
+table's pushes time out with the response table's scan and fail when their
+connection closes, as the general client's requests do; a push to a peer
+not connected (or with RPC hooks on), and an answer in another header form,
+take the general way.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
+import struct
 from collections.abc import Callable
 
-from rmq.dledger.messages import RESPONSE_OF, RequestOrResponse
+from rmq._fast import compiled
+from rmq.common.codes import CURRENT_VERSION
+from rmq.dledger.messages import RESPONSE_OF, RequestOrResponse, push_answer
 from rmq.dledger.protocol import Code, DLedgerError, RequestCode, encode, read_answer
 from rmq.remoting import RemotingClient, RemotingCommand
+from rmq.remoting.abstract import SCAN_INTERVAL
+from rmq.remoting.channel import Channel
+from rmq.remoting.command import next_opaque
+
+log = logging.getLogger("rmq.dledger")
 
 RPC_TIMEOUT_MS = 3000
+
+# A PUSH request's JSON header around its opaque, as the general codec
+# writes ``RemotingCommand.create_request(PUSH, None, body)``'s.
+PUSH_HEAD = b'{"code":%d,"flag":0,"language":"JAVA","opaque":' % RequestCode.PUSH
+PUSH_TAIL = b',"serializeTypeCurrentRPC":"JSON","version":%d}' % CURRENT_VERSION
+_PREFIX = struct.Struct(">ii")
+_INT = rb"(0|-?[1-9][0-9]*)"  # (not -0: the compiled reader leaves it to orjson)
+_ANSWER_HEAD = re.compile(rb'\{"code":' + _INT + rb',"flag":' + _INT
+                          + rb',"language":"[A-Z_]+","opaque":' + _INT
+                          + rb'(?:,"serializeTypeCurrentRPC":"JSON")?,"version":' + _INT + rb"\}")
+
+
+def py_push_frame(head: bytes, opaque: int, tail: bytes, body: bytes) -> bytes:
+    """The frame of ``head``, ``opaque`` in decimal, ``tail`` (the JSON
+    header) and ``body``, with its length and header-length words."""
+    header = b"%b%d%b" % (head, opaque, tail)
+    return b"".join((_PREFIX.pack(4 + len(header) + len(body), len(header)), header, body))
+
+
+def py_answer_at(buf, pos: int, end: int, max_frame: int) -> tuple[int, int, int] | None:
+    """(opaque, body start, frame end) of the whole response frame at
+    ``pos`` in ``buf[:end]`` when its JSON header has exactly the plain form
+    rmq and 0.3.1.2 answer with (code, flag, language, opaque, the optional
+    serializeTypeCurrentRPC, version; integers in JSON's form within int32, not -0;
+    no whitespace, remark or extFields); None for anything else, which the
+    general decoder reads or refuses as before."""
+    if pos < 0 or end > len(buf) or end - pos < 8:
+        return None
+    length = int.from_bytes(buf[pos:pos + 4], "big", signed=True)
+    if length < 4 or length > max_frame or end - pos - 4 < length:
+        return None
+    hlen = int.from_bytes(buf[pos + 4:pos + 8], "big")
+    if hlen >> 24 or hlen > length - 4:  # (the top byte: a serialize type other than JSON)
+        return None
+    head = _ANSWER_HEAD.fullmatch(buf, pos + 8, pos + 8 + hlen)
+    if head is None:
+        return None
+    code, flag, opaque, version = (int(n) for n in head.groups())
+    for n in (code, flag, opaque, version):
+        if not -2147483648 <= n <= 2147483647:
+            return None
+    if not flag & 1:
+        return None
+    return opaque, pos + 8 + hlen, pos + 4 + length
+
+
+push_frame = py_push_frame
+answer_at = py_answer_at
+_c = compiled("dledger_frames")
+if _c is not None:
+    push_frame = _c.push_frame
+    answer_at = _c.answer_at
+
+
+def _told(done: Callable[[tuple | None], None], answer: tuple | None) -> None:
+    """``done(answer)``, a failure logged (one push's callback must not
+    stop the others, nor the connection's read)."""
+    try:
+        done(answer)
+    except Exception:  # noqa: BLE001
+        log.exception("push callback failed")
+
+
+class _Answered:
+    """A push that went the general way: its remoting callback, the answer
+    read as the lane reads it."""
+
+    __slots__ = ("done",)
+
+    def __init__(self, done: Callable[[tuple | None], None]) -> None:
+        self.done = done
+
+    def __call__(self, response: RemotingCommand | None, error: BaseException | None) -> None:
+        self.done(None if error is not None else push_answer(response.body))
+
+
+class _PushAnswers:
+    """The frame lane of a ``PeerClient``'s connections: the leading frames
+    of a read that answer pushes in the table, each handed to its callback;
+    the first other frame, and what follows it, go the general way."""
+
+    __slots__ = ("pushes", "max_frame")
+
+    def __init__(self, pushes: dict, max_frame: int) -> None:
+        self.pushes = pushes
+        self.max_frame = max_frame
+
+    def serve(self, channel: Channel, buf: memoryview, pos: int, end: int
+              ) -> tuple[int, None]:
+        pushes, max_frame = self.pushes, self.max_frame
+        while pos < end:
+            got = answer_at(buf, pos, end, max_frame)
+            if got is None:
+                break
+            push = pushes.pop(got[0], None)
+            if push is None:
+                break
+            pos = got[2]
+            try:
+                push[0](push_answer(buf[got[1]:pos]))
+            except Exception:  # noqa: BLE001 - as _told: the read goes on
+                log.exception("push callback failed")
+        return pos, None
+
+    def served(self) -> list[tuple[int, bool, int]]:
+        return []
+
+
+class PeerClient(RemotingClient):
+    """The remoting client of a member's requests to its peers, with the
+    leader's APPEND pushes written and answered as raw frames (``push``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        # opaque -> (callback, channel, deadline on the loop clock)
+        self._pushes: dict[int, tuple[Callable[[tuple | None], None], Channel, float]] = {}
+        self.lane = _PushAnswers(self._pushes, self.config.frameMaxLength)
+
+    def push(self, addr: str, body: bytes, timeout_ms: int,
+             done: Callable[[tuple | None], None], more: bool = False) -> None:
+        """Send the APPEND push ``body`` to ``addr``: ``done`` gets the
+        answer's (code, term, index) (``messages.push_answer``), or None
+        when none came in time, the connection failed or the answer does
+        not bind, once, on the loop.  ``more``: another push to the same
+        peer follows in this loop turn (they go out in one write at its
+        end; else this one is written at once)."""
+        ch = self._table.get(addr)
+        if ch is None or self._rpc_hooks or not ch.is_active():
+            self.invoke_callback(addr, RemotingCommand.create_request(RequestCode.PUSH, None, body),
+                                 timeout_ms, _Answered(done))
+            return
+        opaque = next_opaque()
+        frame = push_frame(PUSH_HEAD, opaque, PUSH_TAIL, body)
+        loop = asyncio.get_running_loop()
+        self._pushes[opaque] = (done, ch, loop.time() + timeout_ms / 1000.0)
+        if self._scan_handle is None or self._scan_loop is not loop:
+            self._scan_loop = loop
+            self._scan_handle = loop.call_later(SCAN_INTERVAL, self._scan_responses, loop)
+        ch.write_bytes(frame, more)
+
+    def _on_response(self, cmd: RemotingCommand) -> None:
+        """An answer the lane left (another header form, or a read the
+        lane did not start) still finds its push."""
+        push = self._pushes.pop(cmd.opaque, None)
+        if push is None:
+            super()._on_response(cmd)
+        else:
+            _told(push[0], push_answer(cmd.body))
+
+    def _scan_responses(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The general scan, and the pushes past their deadline told None."""
+        if loop is not self._scan_loop:
+            return
+        super()._scan_responses(loop)
+        pushes = self._pushes
+        if not pushes:
+            return
+        now = loop.time()
+        for opaque in [op for op, push in pushes.items() if push[2] <= now]:
+            loop.call_soon(_told, pushes.pop(opaque)[0], None)
+        if pushes and self._scan_handle is None and not loop.is_closed():
+            self._scan_handle = loop.call_later(SCAN_INTERVAL, self._scan_responses, loop)
+
+    def _fail_pending(self, channel: Channel) -> None:
+        """The general requests, and the pushes on ``channel`` told None."""
+        super()._fail_pending(channel)
+        pushes = self._pushes
+        dead = [op for op, push in pushes.items() if push[1] is channel]
+        if dead:
+            loop = asyncio.get_running_loop()
+            for opaque in dead:
+                loop.call_soon(_told, pushes.pop(opaque)[0], None)
 
 
 class PeerRpc:
     def __init__(self, peer_map: dict[str, str]) -> None:
         """``peer_map``: peer id -> address, as the member state holds it."""
         self.peer_map = peer_map
-        self.client = RemotingClient()
+        self.client = PeerClient()
 
     async def close(self) -> None:
         await self.client.close()
@@ -61,15 +257,12 @@ class PeerRpc:
 
         self.client.invoke_callback(self.peer_map[peer], request, timeout_ms, finished)
 
-    def push_then(self, peer: str, body: bytes,
-                  done: Callable[[RemotingCommand | None, BaseException | None], None],
-                  timeout_ms: int = RPC_TIMEOUT_MS) -> None:
-        """An APPEND push (its JSON ``body``) sent without a task, a coroutine
-        or a closure: ``done(response, None)`` or ``done(None, error)`` on the
-        loop, the remoting client's callback itself (the pusher reads the
-        answer with ``messages.push_answer``)."""
-        request = RemotingCommand.create_request(RequestCode.PUSH, None, body)
-        self.client.invoke_callback(self.peer_map[peer], request, timeout_ms, done)
+    def push_then(self, peer: str, body: bytes, done: Callable[[tuple | None], None],
+                  more: bool = False, timeout_ms: int = RPC_TIMEOUT_MS) -> None:
+        """An APPEND push (its JSON ``body``) sent as a raw frame
+        (``PeerClient.push``): ``done((code, term, index))`` on the loop, or
+        ``done(None)`` when no answer came or it does not bind."""
+        self.client.push(self.peer_map[peer], body, timeout_ms, done, more)
 
     def spawn_call(self, peer: str, code: int, body: RequestOrResponse | bytes) -> asyncio.Task:
         """``call`` as a task whose failure is read even when nobody awaits it

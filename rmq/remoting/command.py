@@ -32,7 +32,7 @@ class SerializeType(IntEnum):
     ROCKETMQ = 1
 
 
-def _next_opaque() -> int:
+def next_opaque() -> int:
     """Process-wide request id, always a non-negative int32 (Java wraps to
     negative; the C++ client masks the sign bit, so staying positive is safe)."""
     return next(_opaques) & 0x7FFFFFFF
@@ -72,7 +72,7 @@ class RemotingCommand:
     def create_request(cls, code: int, header: CommandHeader | dict[str, str] | None = None,
                        body: bytes | None = None) -> RemotingCommand:
         """A request with a fresh opaque."""
-        return cls(code, 0, CURRENT_VERSION, _next_opaque(), 0, None, _ext(header), body, 0)
+        return cls(code, 0, CURRENT_VERSION, next_opaque(), 0, None, _ext(header), body, 0)
 
     @classmethod
     def create_response(cls, code: int, remark: str | None = None,

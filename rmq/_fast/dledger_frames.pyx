@@ -1,0 +1,115 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""A DLedger leader's APPEND push written as a whole remoting frame, and a
+follower's answer frame found in a receive buffer, without a
+``RemotingCommand`` either way: the compiled twins of ``push_frame`` and
+``answer_at`` in rmq/dledger/rpc.py.
+
+``push_frame`` writes the frame the general client writes for the same
+request (its JSON header with the opaque, then the body) in one exactly
+sized allocation.  ``answer_at`` takes only a response frame whose JSON
+header has exactly the form rmq and 0.3.1.2 answer with -- code, flag,
+language, opaque, serializeTypeCurrentRPC (optional) and version, in that
+order, integers in JSON's form within int32, no whitespace, no remark, no
+extFields; anything else is left to the general decoder (None), which reads
+or refuses it as before.
+"""
+
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
+from libc.string cimport memcmp, memcpy
+
+from rmq._fast.byteorder cimport get32, put32
+from rmq._fast.json_text cimport JV_INT, json_number
+
+
+def push_frame(bytes head, int32_t opaque, bytes tail, bytes body):
+    """The frame of ``head``, ``opaque`` in decimal, ``tail`` (the JSON
+    header) and ``body``, with its length and header-length words."""
+    cdef char digits[12]
+    cdef int nd = 0
+    cdef uint32_t v = <uint32_t>(-<int64_t>opaque) if opaque < 0 else <uint32_t>opaque
+    cdef Py_ssize_t hn, bn = PyBytes_GET_SIZE(body)
+    cdef char* p
+    while True:
+        digits[11 - nd] = <char>(48 + v % 10)
+        nd += 1
+        v //= 10
+        if v == 0:
+            break
+    if opaque < 0:
+        digits[11 - nd] = 45
+        nd += 1
+    hn = PyBytes_GET_SIZE(head) + nd + PyBytes_GET_SIZE(tail)
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, 8 + hn + bn)
+    p = PyBytes_AS_STRING(out)
+    put32(<uint8_t*>p, <int32_t>(4 + hn + bn))
+    put32(<uint8_t*>p + 4, <int32_t>hn)
+    p += 8
+    memcpy(p, PyBytes_AS_STRING(head), PyBytes_GET_SIZE(head))
+    p += PyBytes_GET_SIZE(head)
+    memcpy(p, digits + 12 - nd, nd)
+    p += nd
+    memcpy(p, PyBytes_AS_STRING(tail), PyBytes_GET_SIZE(tail))
+    p += PyBytes_GET_SIZE(tail)
+    memcpy(p, PyBytes_AS_STRING(body), bn)
+    return out
+
+
+cdef inline bint lit(const uint8_t** p, const uint8_t* end, const char* s,
+                     Py_ssize_t n) noexcept nogil:
+    if end - p[0] < n or memcmp(p[0], s, n) != 0:
+        return False
+    p[0] += n
+    return True
+
+
+cdef inline bint int32_json(const uint8_t** p, const uint8_t* end, int64_t* out) noexcept nogil:
+    """An integer in JSON's form (no leading zeros, not -0) within int32."""
+    cdef int kind
+    cdef const uint8_t* q = json_number(p[0], end, &kind, out)
+    if kind != JV_INT or not -2147483648 <= out[0] <= 2147483647:
+        return False
+    p[0] = q
+    return True
+
+
+def answer_at(buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_frame):
+    """(opaque, body start, frame end) of the whole response frame at
+    ``pos`` in ``buf[:end]`` when its header has the plain answer form;
+    None for anything else (not whole, not a response, another form)."""
+    cdef Py_buffer pb
+    cdef const uint8_t* b
+    cdef const uint8_t* p
+    cdef const uint8_t* hend
+    cdef int64_t length, hlen, code, flag, opaque, version
+    PyObject_GetBuffer(buf, &pb, PyBUF_SIMPLE)
+    try:
+        if pos < 0 or end > pb.len or end - pos < 8:
+            return None
+        b = <const uint8_t*>pb.buf + pos
+        length = get32(b)
+        if length < 4 or length > max_frame or end - pos - 4 < length:
+            return None
+        hlen = <uint32_t>get32(b + 4)
+        if hlen >> 24 or hlen > length - 4:  # (the top byte: a serialize type other than JSON)
+            return None
+        p = b + 8
+        hend = p + hlen
+        if not (lit(&p, hend, '{"code":', 8) and int32_json(&p, hend, &code)
+                and lit(&p, hend, ',"flag":', 8) and int32_json(&p, hend, &flag)
+                and lit(&p, hend, ',"language":"', 13)):
+            return None
+        if p >= hend or not (65 <= p[0] <= 90 or p[0] == 95):
+            return None
+        while p < hend and (65 <= p[0] <= 90 or p[0] == 95):
+            p += 1
+        if not (lit(&p, hend, '","opaque":', 11) and int32_json(&p, hend, &opaque)):
+            return None
+        lit(&p, hend, ',"serializeTypeCurrentRPC":"JSON"', 33)
+        if not (lit(&p, hend, ',"version":', 11) and int32_json(&p, hend, &version)
+                and lit(&p, hend, '}', 1)) or p != hend or not flag & 1:
+            return None
+        return opaque, pos + 8 + hlen, pos + 4 + length
+    finally:
+        PyBuffer_Release(&pb)

@@ -1,0 +1,274 @@
+"""A leader's APPEND pushes written and answered as raw frames
+(rmq/dledger/rpc.py ``PeerClient.push``, compiled twin
+rmq._fast.dledger_frames): the frame is the general client's frame of the
+same request byte for byte; an answer frame is taken only in the plain
+header form and then read as the general decoder reads it; a push ends
+exactly once -- answered, timed out, its connection closed -- as a general
+request does."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import struct
+
+import pytest
+
+from rmq._fast import compiled_or_none
+from rmq.dledger import rpc
+from rmq.dledger.messages import push_answer, push_answer_bytes
+from rmq.dledger.protocol import RequestCode
+from rmq.remoting import RemotingCommand, codec
+from rmq.remoting.command import RPC_RESPONSE
+
+pytestmark = pytest.mark.timeout(60)
+C = compiled_or_none("dledger_frames")
+PUSHERS = [rpc.py_push_frame] + ([C.push_frame] if C is not None else [])
+READERS = [rpc.py_answer_at] + ([C.answer_at] if C is not None else [])
+MAX = 16 * 1024 * 1024
+ANSWER = push_answer_bytes("g", 200, 3, 0, 7, 5, 1)
+
+
+def _general_push(opaque: int, body: bytes) -> bytes:
+    request = RemotingCommand.create_request(RequestCode.PUSH, None, body)
+    request.opaque = opaque
+    head = codec.py_encode(request.code, request.language, request.version, opaque,
+                           request.flag, None, None, 0, len(body))
+    assert request.encode() == head + body  # the compiled codec, when built, writes the same
+    return head + body
+
+
+@pytest.mark.parametrize("write", PUSHERS)
+def test_push_frame_is_the_general_clients_frame(write):
+    for opaque in (0, 1, 9, 10, 99, 12345, 2**31 - 1, -1, -2**31):
+        for body in (b"", b"{}", ANSWER, bytes(range(256)) * 300):
+            assert write(rpc.PUSH_HEAD, opaque, rpc.PUSH_TAIL, body) == \
+                _general_push(opaque, body), (opaque, len(body))
+
+
+def _answer(opaque: int, body: bytes | None, code: int = 200, remark: str | None = None,
+            ext: dict | None = None, stype: int = 0, flag: int = RPC_RESPONSE) -> bytes:
+    head = codec.py_encode(code, 0, 409, opaque, flag, remark, ext, stype, len(body or b""))
+    return head + (body or b"")
+
+
+def _java(opaque: int, body: bytes, flag: int = 1, lang: str = "JAVA",
+          stype_word: bool = True) -> bytes:
+    """0.3.1.2's answer header (fastjson's order; the type word optional)."""
+    typ = ',"serializeTypeCurrentRPC":"JSON"' if stype_word else ""
+    header = (f'{{"code":200,"flag":{flag},"language":"{lang}","opaque":{opaque}{typ},'
+              f'"version":409}}').encode()
+    return struct.pack(">ii", 4 + len(header) + len(body), len(header)) + header + body
+
+
+def _frames() -> list[tuple[bytes, bool]]:
+    """(frame bytes, whether the lane must take it)."""
+    return [
+        (_answer(5, ANSWER), True),
+        (_answer(2**31 - 1, ANSWER), True),
+        (_answer(6, None), True),
+        (_answer(7, ANSWER, code=1), True),
+        (_java(8, ANSWER), True),
+        (_java(9, ANSWER, stype_word=False), True),
+        (_java(10, ANSWER, lang="CPP"), True),
+        (_java(11, ANSWER, flag=3), True),
+        (_answer(12, ANSWER, remark="busy"), False),
+        (_answer(13, ANSWER, ext={"a": "b"}), False),
+        (_answer(14, ANSWER, stype=1), False),
+        (_answer(15, ANSWER, flag=0), False),
+        (_java(16, ANSWER, flag=0), False),
+        (_java(17, ANSWER, lang="java"), False),
+        (_answer(-3, ANSWER), True),
+        (_java(21, ANSWER).replace(b'"flag":1', b'"flag":1.0'), False),
+        (_java(0, ANSWER).replace(b'"opaque":0', b'"opaque":-0'), False),
+        (_java(18, ANSWER).replace(b'"opaque":18', b'"opaque":018'), False),
+        (_java(19, ANSWER).replace(b'"opaque":19', b'"opaque": 19'), False),
+        (_java(20, ANSWER).replace(b'"opaque":20', b'"opaque":99999999999'), False),
+    ]
+
+
+def _general(buf: bytes, pos: int, end: int) -> tuple | None:
+    """(opaque, body, frame end) of the first frame by the general decoder,
+    None when it refuses it or it is not whole; 'request' for a request."""
+    frames, next_pos, error = codec.py_decode_frames(memoryview(buf), pos, end, MAX)
+    if not frames:
+        return None
+    code, language, version, opaque, flag, remark, ext, body, stype = frames[0]
+    if not flag & RPC_RESPONSE:
+        return "request"
+    length = struct.unpack_from(">i", buf, pos)[0]
+    return opaque, body, pos + 4 + length
+
+
+def _agree(read, buf: bytes, pos: int = 0, end: int | None = None) -> bool:
+    end = len(buf) if end is None else end
+    got = read(memoryview(buf), pos, end, MAX)
+    if got is None:
+        return False
+    general = _general(buf, pos, end)
+    assert general is not None and general != "request", buf
+    opaque, body_at, frame_end = got
+    assert (opaque, buf[body_at:frame_end] or None, frame_end) == general, buf
+    return True
+
+
+@pytest.mark.parametrize("read", READERS)
+def test_answer_frames_read_as_the_general_decoder_reads_them(read):
+    for frame, taken in _frames():
+        assert _agree(read, frame) == taken, frame
+        assert read(memoryview(frame), 0, len(frame) - 1, MAX) is None  # not whole yet
+        two = frame + _answer(77, ANSWER)
+        assert _agree(read, two, len(frame)), frame  # the second of two
+        assert _agree(read, two) == taken
+    frame = _answer(5, ANSWER)
+    assert read(memoryview(frame), 0, len(frame), len(frame) - 5) is None  # over max_frame
+
+
+@pytest.mark.parametrize("read", READERS)
+def test_broken_answer_frames_never_crash_and_agree(read):
+    random.seed(11)
+    frames = [f for f, taken in _frames() if taken]
+    taken = 0
+    for _ in range(3000):
+        frame = bytearray(random.choice(frames))
+        for _ in range(random.randint(1, 3)):
+            frame[random.randrange(len(frame))] = random.randrange(256)
+        frame = bytes(frame)
+        taken += _agree(read, frame)  # (taken: the general decoder reads the same)
+        if C is not None:
+            assert C.answer_at(memoryview(frame), 0, len(frame), MAX) == \
+                rpc.py_answer_at(memoryview(frame), 0, len(frame), MAX), frame
+    assert taken > 500
+
+
+# ---- the client against a scripted peer ---------------------------------------------
+
+
+class Peer:
+    """A follower's remoting server that records each request frame and
+    answers as told: 'plain' (rmq's header), 'remark' (a header the lane
+    leaves to the general decoder), 'none' (no answer), 'close'."""
+
+    def __init__(self) -> None:
+        self.mode = "plain"
+        self.frames: list[bytes] = []
+        self.writers: list[asyncio.StreamWriter] = []
+        self.server: asyncio.AbstractServer | None = None
+        self.addr = ""
+
+    async def start(self) -> None:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.addr = f"127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.writers.append(writer)
+        try:
+            while True:
+                (length,) = struct.unpack(">i", await reader.readexactly(4))
+                frame = await reader.readexactly(length)
+                self.frames.append(struct.pack(">i", length) + frame)
+                opaque = codec.py_decode(frame)[3]
+                if self.mode == "plain":
+                    writer.write(_answer(opaque, ANSWER))
+                elif self.mode == "remark":
+                    writer.write(_answer(opaque, ANSWER, remark="r"))
+                elif self.mode == "close":
+                    writer.close()
+                    return
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+            pass  # (the connection or the server closed)
+
+    async def stop(self) -> None:
+        for w in self.writers:
+            w.close()
+        self.server.close()
+        await self.server.wait_closed()
+
+
+async def _push(peer_rpc: rpc.PeerRpc, body: bytes, timeout_ms: int = 3000,
+                wait: float = 5.0) -> list:
+    got: list = []
+    peer_rpc.push_then("n1", body, got.append, timeout_ms=timeout_ms)
+    for _ in range(int(wait / 0.01)):
+        if got:
+            break
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.05)  # and only once
+    return got
+
+
+@pytest.mark.asyncio
+async def test_a_push_to_a_peer_is_answered_and_fails_as_a_general_request():
+    peer = Peer()
+    await peer.start()
+    peer_rpc = rpc.PeerRpc({"n1": peer.addr})
+    client = peer_rpc.client
+    try:
+        expected = [push_answer(ANSWER)]
+        assert await _push(peer_rpc, b'{"a":1}') == expected  # connects: the general way
+        assert await _push(peer_rpc, b'{"a":2}') == expected  # the raw frame, the lane
+        assert client.lane is not None and not client._pushes
+        sent = peer.frames[-1]
+        opaque = codec.py_decode(sent[4:])[3]
+        assert sent == _general_push(opaque, b'{"a":2}')
+        peer.mode = "remark"  # another header form: the general decoder finds the push
+        assert await _push(peer_rpc, b'{"a":3}') == expected and not client._pushes
+        peer.mode = "plain"
+        # pushes in one turn go out together and are all answered
+        got: list = []
+        for i in range(5):
+            peer_rpc.push_then("n1", b'{"n":%d}' % i, got.append, more=i < 4)
+        for _ in range(500):
+            if len(got) == 5:
+                break
+            await asyncio.sleep(0.01)
+        assert got == expected * 5 and not client._pushes
+        peer.mode = "none"  # no answer: None once the timeout passes
+        assert await _push(peer_rpc, b'{"a":4}', timeout_ms=200) == [None]
+        assert not client._pushes
+        peer.mode = "close"  # the connection closed: None at once
+        assert await _push(peer_rpc, b'{"a":5}', wait=2.0) == [None]
+        assert not client._pushes
+        peer.mode = "plain"  # connects again
+        assert await _push(peer_rpc, b'{"a":6}') == expected
+    finally:
+        await peer_rpc.close()
+        await peer.stop()
+
+
+@pytest.mark.asyncio
+async def test_pushes_and_general_requests_share_a_connection():
+    """Answers to pushes and to other requests in one read, in either order:
+    each reaches its own caller."""
+    peer = Peer()
+    await peer.start()
+    peer_rpc = rpc.PeerRpc({"n1": peer.addr})
+    try:
+        for _ in range(2):  # (the second as a raw frame, answered through the lane)
+            assert await _push(peer_rpc, b"{}") == [push_answer(ANSWER)]
+        peer.mode = "none"
+        got: list = []
+        peer_rpc.push_then("n1", b'{"p":1}', got.append)
+        general = asyncio.ensure_future(peer_rpc.client.invoke(
+            peer.addr, RemotingCommand.create_request(RequestCode.METADATA, None, b"{}"), 3000))
+        peer_rpc.push_then("n1", b'{"p":2}', got.append)
+        for _ in range(300):
+            if len(peer.frames) == 5:
+                break
+            await asyncio.sleep(0.01)
+        heads = [codec.py_decode(f[4:]) for f in peer.frames[2:]]
+        meta = next(h[3] for h in heads if h[0] == RequestCode.METADATA)
+        pushes = [h[3] for h in heads if h[0] == RequestCode.PUSH]
+        w = peer.writers[-1]
+        w.write(_answer(pushes[0], ANSWER) + _answer(meta, b'{"code":200}')
+                + _answer(pushes[1], ANSWER))
+        response = await asyncio.wait_for(general, 5)
+        assert response.body == b'{"code":200}'
+        for _ in range(300):
+            if len(got) == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert got == [push_answer(ANSWER)] * 2 and not peer_rpc.client._pushes
+    finally:
+        await peer_rpc.close()
+        await peer.stop()
