@@ -138,13 +138,15 @@ cdef inline Py_ssize_t first_key(Cur* c, const uint8_t** s) noexcept nogil:
 
 cdef inline Py_ssize_t next_key(Cur* c, const uint8_t** s) noexcept nogil:
     """After a member's value: the next member's key (``key``); -1 at the
-    object's ``}``, or with ``bad`` set (by the value or here)."""
-    if c.bad or lit(c, b"}", 1):
+    object's ``}``, or with ``bad`` set (by the value or here).  The comma,
+    the more common, is looked for first."""
+    if c.bad:
         return -1
-    if not lit(c, b",", 1):
+    if lit(c, b",", 1):
+        return key(c, s)
+    if not lit(c, b"}", 1):
         c.bad = True
-        return -1
-    return key(c, s)
+    return -1
 
 
 cdef inline Cur* text_of(Cur* c, const Py_buffer* pb) noexcept nogil:
