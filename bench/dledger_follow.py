@@ -24,17 +24,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import os
-import re
 import shutil
 import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+from bench.callgrind import callgrind_total
 from rmq.common.topic_config import TopicConfig
 from rmq.dledger.entry import Entry
 from rmq.dledger.messages import push_append_body
@@ -171,17 +168,9 @@ async def run(count: int, batch: int, repeats: int, recorded: int = 0) -> list[f
 
 def _callgrind_total(count: int, batch: int, recorded: int) -> int:
     """Instructions of a whole run of the pushes under callgrind."""
-    with tempfile.TemporaryDirectory(prefix="dledger-follow-cg-") as tmp:
-        done = subprocess.run(
-            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/out",
-             sys.executable, "-m", "bench.dledger_follow",
-             "--pushes", str(count), "--batch", str(batch), "--repeats", "1",
-             "--recorded", str(recorded)],
-            capture_output=True, text=True, env=os.environ, check=False)
-    found = re.search(r"Collected : (\d+)", done.stderr)
-    if done.returncode != 0 or found is None:
-        raise SystemExit(f"callgrind run failed: {done.stderr[-500:]}")
-    return int(found.group(1))
+    return callgrind_total("bench.dledger_follow", [
+        "--pushes", str(count), "--batch", str(batch), "--repeats", "1",
+        "--recorded", str(recorded)])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -55,16 +55,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import os
-import re
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+from bench.callgrind import callgrind_total
 from bench.raw import RawRequests
 from rmq.common.topic_config import TopicConfig
 from rmq.store.message import MessageExtBrokerInner
@@ -341,18 +338,10 @@ EXTRA_READS = 10_000  # what --instructions adds to the second run
 def _callgrind_total(reads: int, frames: int, dledger: bool = False,
                      protocol: bool = False, followers: int = 0) -> int:
     """Instructions of a whole run of the reads alone under callgrind."""
-    with tempfile.TemporaryDirectory(prefix="lane-reads-cg-") as tmp:
-        done = subprocess.run(
-            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/out",
-             sys.executable, "-m", "bench.lane_reads", "--reads", str(reads), "--frames",
-             str(frames), "--repeats", "1", "--no-bracket",
-             *(["--dledger"] if dledger else []), *(["--protocol"] if protocol else []),
-             "--followers", str(followers)],
-            capture_output=True, text=True, env=os.environ, check=False)
-    found = re.search(r"Collected : (\d+)", done.stderr)
-    if done.returncode != 0 or found is None:
-        raise SystemExit(f"callgrind run failed: {done.stderr[-500:]}")
-    return int(found.group(1))
+    return callgrind_total("bench.lane_reads", [
+        "--reads", str(reads), "--frames", str(frames), "--repeats", "1", "--no-bracket",
+        *(["--dledger"] if dledger else []), *(["--protocol"] if protocol else []),
+        "--followers", str(followers)])
 
 
 def instructions(reads: int, frames: int, extra: int = EXTRA_READS,

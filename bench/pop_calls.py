@@ -43,6 +43,7 @@ from typing import Any
 
 import orjson
 
+from bench.callgrind import callgrind_total
 from bench.lane_reads import QUEUES, TOPIC, _controller
 from bench.pop import _bitset
 from rmq.common.codes import RequestCode
@@ -187,24 +188,9 @@ def _callgrind_total(cycles: int, fill: int, pop_lane: bool) -> int:
     """Instructions of the loop's thread (the store's flush threads, which
     wake by the clock and so run more the slower the run, aside) over a whole
     --wire run under callgrind."""
-    import os
-    import subprocess
-    import sys
-
-    with tempfile.TemporaryDirectory(prefix="pop-calls-cg-") as tmp:
-        done = subprocess.run(
-            ["valgrind", "--tool=callgrind", "--separate-threads=yes",
-             f"--callgrind-out-file={tmp}/out", sys.executable, "-m", "bench.pop_calls",
-             "--wire", "--cycles", str(cycles), "--fill", str(fill),
-             *([] if pop_lane else ["--no-pop-lane"])],
-            capture_output=True, text=True, env=os.environ, check=False)
-        main = Path(tmp) / "out-01"
-        text = main.read_text(errors="replace") if main.exists() else ""
-    totals = [line.split()[1] for line in text.splitlines()
-              if line.startswith(("summary:", "totals:"))]
-    if done.returncode != 0 or not totals:
-        raise SystemExit(f"callgrind run failed: {done.stdout[-500:]} {done.stderr[-500:]}")
-    return int(totals[0])
+    return callgrind_total("bench.pop_calls", [
+        "--wire", "--cycles", str(cycles), "--fill", str(fill),
+        *([] if pop_lane else ["--no-pop-lane"])], main_thread=True)
 
 
 def instructions(cycles: int, pop_lane: bool) -> float:

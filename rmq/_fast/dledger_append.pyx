@@ -56,6 +56,57 @@ cdef enum:
     MAX_PROPS = 32767  # message_codec.MAX_PROPERTIES_LENGTH
 
 
+cdef struct Files:
+    Py_buffer data   # the mapped data file's
+    Py_buffer index  # the mapped index file's
+    bint data_held
+    bint index_held
+
+
+cdef inline int hold(Files* f, data, Py_ssize_t at, Py_ssize_t room, index, Py_ssize_t index_at,
+                     Py_ssize_t index_room) except -1:
+    """Hold the writable buffers of ``data`` and ``index`` in ``f`` and check
+    ``data[at:at + room]`` and ``index[index_at:index_at + index_room]`` lie
+    inside them; ``release`` lets go of what it held, raised or not."""
+    f.data_held = f.index_held = False
+    PyObject_GetBuffer(data, &f.data, PyBUF_WRITABLE)
+    f.data_held = True
+    PyObject_GetBuffer(index, &f.index, PyBUF_WRITABLE)
+    f.index_held = True
+    if at < 0 or room < 0 or at + room > f.data.len or index_at < 0 or index_room < 0 or \
+            index_at + index_room > f.index.len:
+        raise ValueError("a place outside its file")
+    return 0
+
+
+cdef inline void release(Files* f) noexcept:
+    if f.index_held:
+        PyBuffer_Release(&f.index)
+    if f.data_held:
+        PyBuffer_Release(&f.data)
+
+
+cdef inline void put_head(uint8_t* d, uint8_t* u, int32_t magic, int32_t size, int64_t index,
+                          int64_t term, int64_t pos, int32_t channel, int32_t chain_crc,
+                          int32_t body_crc, int32_t body_size) noexcept nogil:
+    """An entry's 48-byte header at ``d`` (its body follows) and its 32-byte
+    index unit at ``u``."""
+    put32(d, magic)
+    put32(d + 4, size)
+    put64(d + 8, index)
+    put64(d + 16, term)
+    put64(d + 24, pos)
+    put32(d + 32, channel)
+    put32(d + 36, chain_crc)
+    put32(d + 40, body_crc)
+    put32(d + 44, body_size)
+    put32(u, magic)
+    put64(u + 4, pos)
+    put32(u + 12, size)
+    put64(u + 16, index)
+    put64(u + 24, term)
+
+
 def write_entries(data, Py_ssize_t at, int64_t pos, Py_ssize_t room, index,
                   Py_ssize_t index_at, Py_ssize_t index_room, int64_t first_index, int64_t term,
                   bytes born not None, bytes store_host not None, int64_t now,
@@ -67,25 +118,17 @@ def write_entries(data, Py_ssize_t at, int64_t pos, Py_ssize_t room, index,
     reconsume times, body bytes, stored properties bytes, record size).
     Returns (the entries made by ``make_entry`` -- the leading sends that fit
     --, data bytes written, index bytes written)."""
-    cdef Py_buffer dv, iv
-    cdef bint d_held = False, i_held = False
+    cdef Files f
     cdef Py_ssize_t used = 0, iused = 0, size, rsize
     cdef int64_t idx = first_index, phy
     cdef tuple s
     cdef bytes topic, body, props
     cdef uint8_t* d
-    cdef uint8_t* u
     cdef int32_t sys_flag
     cdef bint in_place = made_in_place(make_entry)
     entries = []
     try:
-        PyObject_GetBuffer(data, &dv, PyBUF_WRITABLE)
-        d_held = True
-        PyObject_GetBuffer(index, &iv, PyBUF_WRITABLE)
-        i_held = True
-        if at < 0 or room < 0 or at + room > dv.len or index_at < 0 or index_room < 0 or \
-                index_at + index_room > iv.len:
-            raise ValueError("a place outside its file")
+        hold(&f, data, at, room, index, index_at, index_room)
         for s in sends:
             topic, body, props = s[0], s[7], s[8]
             if topic is None or body is None or props is None:
@@ -102,16 +145,9 @@ def write_entries(data, Py_ssize_t at, int64_t pos, Py_ssize_t room, index,
             if used + size + MIN_BLANK > room or iused + UNIT > index_room:
                 break
             phy = pos + used
-            d = <uint8_t*>dv.buf + at + used
-            put32(d, MAGIC)
-            put32(d + 4, <int32_t>size)
-            put64(d + 8, idx)
-            put64(d + 16, term)
-            put64(d + 24, phy)
-            put32(d + 32, 0)  # channel
-            put32(d + 36, 0)  # chain CRC
-            put32(d + 40, 0)  # body CRC
-            put32(d + 44, <int32_t>rsize)
+            d = <uint8_t*>f.data.buf + at + used
+            put_head(d, <uint8_t*>f.index.buf + index_at + iused, MAGIC, <int32_t>size, idx, term,
+                     phy, 0, 0, 0, <int32_t>rsize)  # channel, chain and body CRC 0
             c_write_record(d + BODY_OFFSET, <int32_t>s[1], <int32_t>s[2], <int64_t>s[3],
                            phy + BODY_OFFSET, sys_flag, <int64_t>s[5],
                            <const uint8_t*>PyBytes_AS_STRING(born), PyBytes_GET_SIZE(born), now,
@@ -120,12 +156,6 @@ def write_entries(data, Py_ssize_t at, int64_t pos, Py_ssize_t room, index,
                            <const uint8_t*>PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body),
                            <const uint8_t*>PyBytes_AS_STRING(topic), PyBytes_GET_SIZE(topic),
                            <const uint8_t*>PyBytes_AS_STRING(props), PyBytes_GET_SIZE(props))
-            u = <uint8_t*>iv.buf + index_at + iused
-            put32(u, MAGIC)
-            put64(u + 4, phy)
-            put32(u + 12, <int32_t>size)
-            put64(u + 16, idx)
-            put64(u + 24, term)
             body = PyBytes_FromStringAndSize(<const char*>d + BODY_OFFSET, rsize)
             if in_place:  # its fields set here: no Python __init__ per send
                 e = make_entry.__new__(make_entry)
@@ -146,10 +176,7 @@ def write_entries(data, Py_ssize_t at, int64_t pos, Py_ssize_t room, index,
             iused += UNIT
             idx += 1
     finally:
-        if i_held:
-            PyBuffer_Release(&iv)
-        if d_held:
-            PyBuffer_Release(&dv)
+        release(&f)
     return entries, used, iused
 
 
@@ -173,23 +200,15 @@ def write_rows(data, Py_ssize_t at, int64_t pos, Py_ssize_t room, index,
     blank's room in the data file, whose index unit would not fit, or with a
     field out of the record's range: the general append decides that one.
     Returns (rows written, data bytes written, index bytes written)."""
-    cdef Py_buffer dv, iv
-    cdef bint d_held = False, i_held = False
+    cdef Files f
     cdef Py_ssize_t used = 0, iused = 0, size, blen, n = 0
     cdef int64_t idx = first_index, phy, term
     cdef int32_t magic
     cdef tuple r
     cdef bytes body
     cdef uint8_t* d
-    cdef uint8_t* u
     try:
-        PyObject_GetBuffer(data, &dv, PyBUF_WRITABLE)
-        d_held = True
-        PyObject_GetBuffer(index, &iv, PyBUF_WRITABLE)
-        i_held = True
-        if at < 0 or room < 0 or at + room > dv.len or index_at < 0 or index_room < 0 or \
-                index_at + index_room > iv.len:
-            raise ValueError("a place outside its file")
+        hold(&f, data, at, room, index, index_at, index_room)
         for r in rows:
             body = r[2]
             if body is None or r[0] != idx or r[3] != pos + used or not int32_ok(r[4]) or \
@@ -202,30 +221,14 @@ def write_rows(data, Py_ssize_t at, int64_t pos, Py_ssize_t room, index,
             phy = pos + used
             term = r[1]
             magic = r[4]
-            d = <uint8_t*>dv.buf + at + used
-            put32(d, magic)
-            put32(d + 4, <int32_t>size)
-            put64(d + 8, idx)
-            put64(d + 16, term)
-            put64(d + 24, phy)
-            put32(d + 32, <int32_t>r[5])
-            put32(d + 36, <int32_t>r[6])
-            put32(d + 40, <int32_t>r[7])
-            put32(d + 44, <int32_t>blen)
+            d = <uint8_t*>f.data.buf + at + used
+            put_head(d, <uint8_t*>f.index.buf + index_at + iused, magic, <int32_t>size, idx, term,
+                     phy, <int32_t>r[5], <int32_t>r[6], <int32_t>r[7], <int32_t>blen)
             memcpy(d + BODY_OFFSET, PyBytes_AS_STRING(body), blen)
-            u = <uint8_t*>iv.buf + index_at + iused
-            put32(u, magic)
-            put64(u + 4, phy)
-            put32(u + 12, <int32_t>size)
-            put64(u + 16, idx)
-            put64(u + 24, term)
             used += size
             iused += UNIT
             idx += 1
             n += 1
     finally:
-        if i_held:
-            PyBuffer_Release(&iv)
-        if d_held:
-            PyBuffer_Release(&dv)
+        release(&f)
     return n, used, iused

@@ -108,10 +108,53 @@ cdef inline Py_ssize_t base64_text(Cur* c, const uint8_t** s) noexcept nogil:
 
 
 cdef inline Py_ssize_t key(Cur* c, const uint8_t** s) noexcept nogil:
+    """A member's key and its colon: the key's length, its text at ``s``;
+    -1 with ``bad`` set otherwise."""
     cdef Py_ssize_t n = string(c, s)
-    if not c.bad and not lit(c, b":", 1):
+    if c.bad or not lit(c, b":", 1):
         c.bad = True
+        return -1
     return n
+
+
+# Every reader here walks an object's members the same way, ``first_key``
+# and ``next_key`` stepping over the braces, commas and keys around the values:
+#     n = first_key(c, &s)
+#     while n >= 0:
+#         ...read the value of the member named s[:n]...
+#         n = next_key(c, &s)
+#     if c.bad: ...refuse the text...
+
+cdef inline Py_ssize_t first_key(Cur* c, const uint8_t** s) noexcept nogil:
+    """Step over an object's ``{`` and its first member's key (``key``);
+    -1 for an empty object, or with ``bad`` set for text that is none."""
+    if not lit(c, b"{", 1):
+        c.bad = True
+        return -1
+    if lit(c, b"}", 1):
+        return -1
+    return key(c, s)
+
+
+cdef inline Py_ssize_t next_key(Cur* c, const uint8_t** s) noexcept nogil:
+    """After a member's value: the next member's key (``key``); -1 at the
+    object's ``}``, or with ``bad`` set (by the value or here).  The comma,
+    the more common, is looked for first."""
+    if c.bad:
+        return -1
+    if lit(c, b",", 1):
+        return key(c, s)
+    if not lit(c, b"}", 1):
+        c.bad = True
+    return -1
+
+
+cdef inline Cur* text_of(Cur* c, const Py_buffer* pb) noexcept nogil:
+    """``c`` at the start of the text held in ``pb``."""
+    c.p = <const uint8_t*>pb.buf
+    c.end = c.p + pb.len
+    c.bad = False
+    return c
 
 
 cdef inline bint named(const uint8_t* s, Py_ssize_t n, const char* name,
@@ -148,15 +191,8 @@ cdef object entry(Cur* c):
     v[0] = v[1] = v[2] = -1
     v[3] = 1
     v[4] = v[5] = v[6] = 0
-    if not lit(c, b"{", 1):
-        c.bad = True
-        return None
-    if lit(c, b"}", 1):
-        return (v[0], v[1], b"", v[2], v[3], v[4], v[5], v[6], BODY_OFFSET)
-    while True:
-        n = key(c, &s)
-        if c.bad:
-            return None
+    n = first_key(c, &s)
+    while n >= 0:
         if named(s, n, b"body", 4):
             if lit(c, b"null", 4):
                 text = NULL
@@ -174,13 +210,9 @@ cdef object entry(Cur* c):
                 v[at] = number(c)
             else:
                 number(c)
-        if c.bad:
-            return None
-        if lit(c, b"}", 1):
-            break
-        if not lit(c, b",", 1):
-            c.bad = True
-            return None
+        n = next_key(c, &s)
+    if c.bad:
+        return None
     body = b""
     if tn:
         body = _decode(text, tn)
@@ -210,61 +242,48 @@ def decode_push(body):
     batch = []
     PyObject_GetBuffer(body, &pb, PyBUF_SIMPLE)
     try:
-        c.p = <const uint8_t*>pb.buf
-        c.end = c.p + pb.len
-        c.bad = False
-        if not lit(&c, b"{", 1):
-            return None
-        if not lit(&c, b"}", 1):
-            while True:
-                n = key(&c, &s)
+        n = first_key(text_of(&c, &pb), &s)
+        while n >= 0:
+            if lit(&c, b"null", 4):
+                pass  # a null is a missing field
+            elif named(s, n, b"batchEntry", 10):
+                batch = []
+                if not lit(&c, b"[", 1):
+                    return None
+                if not lit(&c, b"]", 1):
+                    while True:
+                        e = entry(&c)
+                        if c.bad:
+                            return None
+                        batch.append(e)
+                        if lit(&c, b"]", 1):
+                            break
+                        if not lit(&c, b",", 1):
+                            return None
+            elif named(s, n, b"entry", 5):
+                one = entry(&c)
+            elif named(s, n, b"batch", 5):
+                if not lit(&c, b"true", 4) and not lit(&c, b"false", 5):
+                    return None  # (a getter: not read)
+            elif named(s, n, b"term", 4):
+                term = number(&c)
+            elif named(s, n, b"code", 4):
+                code = number(&c)
+            elif named(s, n, b"commitIndex", 11):
+                commit = number(&c)
+            elif named(s, n, b"count", 5) or named(s, n, b"firstEntryIndex", 15) or \
+                    named(s, n, b"lastEntryIndex", 14) or named(s, n, b"totalSize", 9):
+                number(&c)  # getters: not read
+            else:
+                at = name_at(s, n, PUSH_TEXTS)
+                if at < 0:
+                    return None
+                n = string(&c, &s)
                 if c.bad:
                     return None
-                if lit(&c, b"null", 4):
-                    pass  # a null is a missing field
-                elif named(s, n, b"batchEntry", 10):
-                    batch = []
-                    if not lit(&c, b"[", 1):
-                        return None
-                    if not lit(&c, b"]", 1):
-                        while True:
-                            e = entry(&c)
-                            if c.bad:
-                                return None
-                            batch.append(e)
-                            if lit(&c, b"]", 1):
-                                break
-                            if not lit(&c, b",", 1):
-                                return None
-                elif named(s, n, b"entry", 5):
-                    one = entry(&c)
-                elif named(s, n, b"batch", 5):
-                    if not lit(&c, b"true", 4) and not lit(&c, b"false", 5):
-                        return None  # (a getter: not read)
-                elif named(s, n, b"term", 4):
-                    term = number(&c)
-                elif named(s, n, b"code", 4):
-                    code = number(&c)
-                elif named(s, n, b"commitIndex", 11):
-                    commit = number(&c)
-                elif named(s, n, b"count", 5) or named(s, n, b"firstEntryIndex", 15) or \
-                        named(s, n, b"lastEntryIndex", 14) or named(s, n, b"totalSize", 9):
-                    number(&c)  # getters: not read
-                else:
-                    at = name_at(s, n, PUSH_TEXTS)
-                    if at < 0:
-                        return None
-                    n = string(&c, &s)
-                    if c.bad:
-                        return None
-                    texts[at] = (<bytes>s[:n]).decode("ascii")
-                if c.bad:
-                    return None
-                if lit(&c, b"}", 1):
-                    break
-                if not lit(&c, b",", 1):
-                    return None
-        if c.p != c.end:
+                texts[at] = (<bytes>s[:n]).decode("ascii")
+            n = next_key(&c, &s)
+        if c.bad or c.p != c.end:
             return None
     finally:
         PyBuffer_Release(&pb)
@@ -393,47 +412,34 @@ def decode_push_answer(body):
     cdef bint has_index = False
     PyObject_GetBuffer(body, &pb, PyBUF_SIMPLE)
     try:
-        c.p = <const uint8_t*>pb.buf
-        c.end = c.p + pb.len
-        c.bad = False
-        if not lit(&c, b"{", 1):
-            return None
-        if not lit(&c, b"}", 1):
-            while True:
-                n = key(&c, &s)
-                if c.bad:
-                    return None
-                if lit(&c, b"null", 4):  # a null is a missing field: its default
-                    if named(s, n, b"code", 4):
-                        code = 200
-                    elif named(s, n, b"term", 4):
-                        term = -1
-                    elif named(s, n, b"index", 5):
-                        has_index = False
-                    elif not (named(s, n, b"beginIndex", 10) or named(s, n, b"endIndex", 8) or
-                              named(s, n, b"count", 5) or 0 <= name_at(s, n, PUSH_TEXTS) < 4):
-                        return None
-                elif named(s, n, b"code", 4):
-                    code = number(&c)
+        n = first_key(text_of(&c, &pb), &s)
+        while n >= 0:
+            if lit(&c, b"null", 4):  # a null is a missing field: its default
+                if named(s, n, b"code", 4):
+                    code = 200
                 elif named(s, n, b"term", 4):
-                    term = number(&c)
+                    term = -1
                 elif named(s, n, b"index", 5):
-                    index = number(&c)
-                    has_index = True
-                elif named(s, n, b"beginIndex", 10) or named(s, n, b"endIndex", 8) or \
-                        named(s, n, b"count", 5):
-                    number(&c)  # (the compare's business, not an append's)
-                elif 0 <= name_at(s, n, PUSH_TEXTS) < 4:  # group and the ids
-                    string(&c, &s)
-                else:
+                    has_index = False
+                elif not (named(s, n, b"beginIndex", 10) or named(s, n, b"endIndex", 8) or
+                          named(s, n, b"count", 5) or 0 <= name_at(s, n, PUSH_TEXTS) < 4):
                     return None
-                if c.bad:
-                    return None
-                if lit(&c, b"}", 1):
-                    break
-                if not lit(&c, b",", 1):
-                    return None
-        if c.p != c.end:
+            elif named(s, n, b"code", 4):
+                code = number(&c)
+            elif named(s, n, b"term", 4):
+                term = number(&c)
+            elif named(s, n, b"index", 5):
+                index = number(&c)
+                has_index = True
+            elif named(s, n, b"beginIndex", 10) or named(s, n, b"endIndex", 8) or \
+                    named(s, n, b"count", 5):
+                number(&c)  # (the compare's business, not an append's)
+            elif 0 <= name_at(s, n, PUSH_TEXTS) < 4:  # group and the ids
+                string(&c, &s)
+            else:
+                return None
+            n = next_key(&c, &s)
+        if c.bad or c.p != c.end:
             return None
     finally:
         PyBuffer_Release(&pb)
