@@ -262,7 +262,15 @@ class SendLaneSupport:
         ``RunQueue.summary``."""
         if not ctx.run.close(wrote, store_ts):
             return
-        self._notify(runs)
+        self.served += put_counts(self.store.stats, runs)
+        runs_listener = self.store.message_runs_listener
+        if runs_listener is not None:
+            try:
+                runs_listener(runs)
+            except Exception:  # noqa: BLE001 - a listener bug must not fail stored sends
+                log.exception("message arriving listener failed")
+        else:
+            self._notify_each(runs)
         cfg, store = self.cfg, self.store
         if cfg.flushDiskType is FlushDiskType.ASYNC_FLUSH:
             if not cfg.flushCommitLogTimed:
@@ -270,34 +278,10 @@ class SendLaneSupport:
         else:
             wait_flush(store, wait_end, waiting is not None, (channel, waiting), _flushed)
 
-    def _notify(self, runs: list[tuple]) -> None:
-        """Statistics and arrival notices of the read's messages, per queue."""
-        stats = self.store.stats
-        runs_listener = self.store.message_runs_listener
+    def _notify_each(self, runs: list[tuple]) -> None:
+        """The arrival notices of the read's messages, per queue, to a store
+        without a runs listener."""
         listener = self.store.message_arriving_listener
-        if len(runs) == 1:
-            run = runs[0]
-            stats.on_puts(run[0], run[5], run[6], run[7])
-            self.served += run[5]
-        else:  # the statistics are per topic: one call for a topic's queues
-            totals: dict[str, list[int]] = {}
-            for run in runs:
-                t = totals.get(run[0])
-                if t is None:
-                    totals[run[0]] = [run[5], run[6], run[7]]
-                else:
-                    t[0] += run[5]
-                    t[1] += run[6]
-                    t[2] += run[7]
-            for topic, (nums, size, events) in totals.items():
-                stats.on_puts(topic, nums, size, events)
-                self.served += nums
-        if runs_listener is not None:
-            try:
-                runs_listener(runs)
-            except Exception:  # noqa: BLE001 - a listener bug must not fail stored sends
-                log.exception("message arriving listener failed")
-            return
         if listener is None:
             return
         for topic, queue_id, qoff, tags, store_ts, nums, size, events, each in runs:
@@ -341,6 +325,31 @@ def _with_code(frames: bytes, code: int) -> bytes:
         out.append(cmd.encode())
         pos += 4 + length
     return b"".join(out)
+
+
+def _put_counts(stats: Any, runs: list[tuple]) -> int:
+    """The store's statistics of a read's runs: ``stats.on_puts`` once per
+    topic, in the order the topics were met, with its messages, bytes and
+    puts summed; the read's messages (twin of the compiled
+    ``rmq._fast.lane_runs.put_counts``)."""
+    totals: dict[str, list[int]] = {}
+    for run in runs:
+        t = totals.get(run[0])
+        if t is None:
+            totals[run[0]] = [run[5], run[6], run[7]]
+        else:
+            t[0] += run[5]
+            t[1] += run[6]
+            t[2] += run[7]
+    served = 0
+    for topic, (nums, size, events) in totals.items():
+        stats.on_puts(topic, nums, size, events)
+        served += nums
+    return served
+
+
+_lane_runs = compiled("lane_runs")
+put_counts = _put_counts if _lane_runs is None else _lane_runs.put_counts
 
 
 # ---- the twin ----------------------------------------------------------------------------
