@@ -56,6 +56,7 @@ from rmq.store.message_codec import (
     string_to_message_properties,
 )
 from rmq.store.results import PutMessageStatus
+from rmq.store.running_flags import NOT_WRITEABLE_MASK
 from rmq.store.single_put import wait_flush
 
 log = logging.getLogger("rmq.broker")
@@ -140,6 +141,13 @@ class SendLaneSupport:
         # switch they were made for: begin makes them again only when those change
         self._tails_of: tuple[Any, Any] = (None, None)
         self._tail_pair = (b"", b"")
+        # what the compiled lane's own begin and end compare with (rmq._fast
+        # sits below the store's layer): the roles and flush kinds it serves
+        # and the running flags that make the store unwriteable
+        self.async_master = BrokerRole.ASYNC_MASTER
+        self.async_flush = FlushDiskType.ASYNC_FLUSH
+        self.sync_flush = FlushDiskType.SYNC_FLUSH
+        self.not_writeable = NOT_WRITEABLE_MASK
 
     # ---- per read ------------------------------------------------------------------
     def begin(self, channel: Any) -> LaneContext | None:
@@ -161,18 +169,31 @@ class SendLaneSupport:
         hold = self.hold
         born = channel.attrs.get("born_field")  # the stored born-host field, once per connection
         if born is None:
-            born = channel.attrs["born_field"] = cl.host_field(channel_host(channel))
+            born = self.born_field(channel)
         bc = self.bc
         made_for = self._tails_of
-        if bc.regionId is not made_for[0] or bc.traceOn is not made_for[1]:
-            self._tails_of = (bc.regionId, bc.traceOn)
-            self._tail_pair = (self.tail(), self.rocketmq_tail())
         tails = self._tail_pair
+        if bc.regionId is not made_for[0] or bc.traceOn is not made_for[1]:
+            tails = self.new_tails()
         return self._ctx.renew(run, born, cluster, tails[0], tails[1],
                                cfg.flushDiskType is FlushDiskType.SYNC_FLUSH,
                                store.consume_queue_table, cl.topic_queue_table,
                                hold.table if hold is not None else None,
                                self.c.stats.size_histograms is not None)
+
+    def born_field(self, channel: Any) -> bytes:
+        """The stored born-host field of a connection's sends, made once per
+        connection (kept in its attributes)."""
+        born = channel.attrs["born_field"] = self.cl.host_field(channel_host(channel))
+        return born
+
+    def new_tails(self) -> tuple[bytes, bytes]:
+        """The response tails (JSON, ROCKETMQ) for the broker's regionId and
+        traceOn now, kept until those change."""
+        bc = self.bc
+        self._tails_of = (bc.regionId, bc.traceOn)
+        self._tail_pair = (self.tail(), self.rocketmq_tail())
+        return self._tail_pair
 
     def accepting(self) -> bool:
         """The broker takes a send now (as the general path would store it,
@@ -268,17 +289,28 @@ class SendLaneSupport:
             try:
                 runs_listener(runs)
             except Exception:  # noqa: BLE001 - a listener bug must not fail stored sends
-                log.exception("message arriving listener failed")
+                self.listener_failed()
         else:
-            self._notify_each(runs)
+            self.notify_each(runs)
         cfg, store = self.cfg, self.store
         if cfg.flushDiskType is FlushDiskType.ASYNC_FLUSH:
             if not cfg.flushCommitLogTimed:
                 store.flush_service.wake_for(ctx.run.file_from + wrote, store_ts)
         else:
-            wait_flush(store, wait_end, waiting is not None, (channel, waiting), _flushed)
+            self.wait_flush(channel, waiting, wait_end)
 
-    def _notify_each(self, runs: list[tuple]) -> None:
+    def wait_flush(self, channel: Any, waiting: bytes | None, wait_end: int) -> None:
+        """Under SYNC_FLUSH: the read's group-commit waiter (its held answers
+        ``waiting`` written once the flush covers ``wait_end``)."""
+        wait_flush(self.store, wait_end, waiting is not None, (channel, waiting), _flushed)
+
+    @staticmethod
+    def listener_failed() -> None:
+        """An arrival listener raised (called in its ``except``): logged; the
+        stored sends stand."""
+        log.exception("message arriving listener failed")
+
+    def notify_each(self, runs: list[tuple]) -> None:
         """The arrival notices of the read's messages, per queue, to a store
         without a runs listener."""
         listener = self.store.message_arriving_listener
@@ -293,7 +325,7 @@ class SendLaneSupport:
                         listener(topic, queue_id, next_offset, last_tags, last_ts, put_nums,
                                  put_size)
             except Exception:  # noqa: BLE001 - a listener bug must not fail stored sends
-                log.exception("message arriving listener failed")
+                self.listener_failed()
 
 
 def _rocketmq_entries(ext: dict) -> bytes:
