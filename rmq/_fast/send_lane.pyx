@@ -27,6 +27,8 @@ from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 from rmq._fast.byteorder cimport get32, get64, put32, put64
 from rmq._fast.lane_runs import put_counts
 from rmq.common.message import PERM_WRITE
+from rmq.common.topic_config import MULTI_TAG
+from rmq.common.topics import NOT_ALLOWED_SEND_TOPICS, RETRY_GROUP_TOPIC_PREFIX
 from rmq._fast.index_slot cimport index_put
 from rmq._fast.json_text cimport (
     JV_FAIL,
@@ -431,7 +433,7 @@ cdef class CTopic:
     cdef bytes name_b
     cdef str name
     cdef int wq, rq
-    cdef bint multi, ok
+    cdef bint multi, ok, allowed
     cdef int32_t hash
     cdef list queues            # CQueue or None by queue id
     cdef object cqs             # the store's consume queues of the topic, this read
@@ -517,6 +519,9 @@ cdef class SendLane:
     cdef long long read_id      # the read being served
     # the read's tables (SendLaneSupport.begin): consume queues, queue offsets, held pulls
     cdef object cq_table, tq_table, hold_table
+    # the broker's topic configs (SendLaneSupport.topics.table) of a served
+    # read; None in a read of begin_plain (the support's ``topic`` is asked)
+    cdef object topic_table
     cdef object run_obj         # the read's AppendRun (its ``queue`` for a queue met anew)
     cdef bint histograms
     # the broker's cluster name and the store's message-id prefix as last
@@ -698,7 +703,8 @@ cdef class SendLane:
                 reput_lock.release()
                 put_lock.release()
                 return False
-            cl.zero_ahead(mf)
+            if cl.zero_ahead_enabled and mf.zeroed_to - mf.wrote_position < sup.zero_ahead:
+                cl.zero_ahead(mf)  # (it has zeros to write)
             # AppendRun.arm
             run.mf = mf
             run.buffer = mf.view  # (no write buffer: the mapping)
@@ -777,6 +783,7 @@ cdef class SendLane:
         c.tail, c.rtail = tails
         c.sync = cfg.flushDiskType is sup.sync_flush
         self.cq_table = store.consume_queue_table
+        self.topic_table = sup.topics.table
         self.tq_table = cl.topic_queue_table
         hold = sup.hold
         self.hold_table = hold.table if hold is not None else None
@@ -840,6 +847,7 @@ cdef class SendLane:
         broker's cluster name, as the stored properties carry it."""
         self.read_id += 1
         self.plain_cluster = cluster
+        self.topic_table = None  # (a topic's settings asked of the support)
 
     def plain_single(self, buf, Py_ssize_t pos, Py_ssize_t end):
         """The plain single send at ``buf[pos:end]`` read as ``serve`` reads
@@ -908,16 +916,29 @@ cdef class SendLane:
                 t.name = PyUnicode_New(n, 127)
                 memcpy(PyUnicode_DATA(t.name), p, n)
                 t.hash = ascii_hash(0, p, n)
+                # neither a retry topic nor one of the system topics sends never go to
+                t.allowed = not t.name.startswith(RETRY_GROUP_TOPIC_PREFIX) and \
+                    t.name not in NOT_ALLOWED_SEND_TOPICS
                 t.queues = []
                 self.topic_cache[key] = t
             self.last_topic = t
-        if t.read != self.read_id:
+        if t.read != self.read_id and self.topic_table is None:  # begin_plain's reads
             t.read = self.read_id
             found = self.support.topic(t.name)
             t.ok = found is not None
             if t.ok:
                 t.wq, t.rq, t.multi = found
                 t.cqs = self.cq_table.get(t.name) if self.cq_table is not None else None
+        elif t.read != self.read_id:  # a served read: SendLaneSupport.topic, inlined
+            t.read = self.read_id
+            t.ok = False
+            if t.allowed:
+                tc = self.topic_table.get(t.name)
+                if tc is not None:
+                    t.wq, t.rq = tc.writeQueueNums, tc.readQueueNums
+                    t.multi = tc.topicFilterType == MULTI_TAG
+                    t.ok = True
+                    t.cqs = self.cq_table.get(t.name) if self.cq_table is not None else None
         return t if t.ok else None
 
     cdef CQueue queue_of(self, CTopic t, int qid, list touched):

@@ -49,6 +49,7 @@ from rmq.remoting.command import RPC_ONEWAY, RPC_RESPONSE, RemotingCommand
 from rmq.remoting.exceptions import RemotingCommandError
 from rmq.store import BrokerRole, FlushDiskType
 from rmq.store.append_run import AppendRun, RunQueue
+from rmq.store.mapped_file import ZERO_AHEAD
 from rmq.store.message import wait_store_msg_ok
 from rmq.store.message_codec import (
     fast_send_properties,
@@ -148,6 +149,7 @@ class SendLaneSupport:
         self.async_flush = FlushDiskType.ASYNC_FLUSH
         self.sync_flush = FlushDiskType.SYNC_FLUSH
         self.not_writeable = NOT_WRITEABLE_MASK
+        self.zero_ahead = ZERO_AHEAD  # CommitLog.zero_ahead has nothing to do past this
 
     # ---- per read ------------------------------------------------------------------
     def begin(self, channel: Any) -> LaneContext | None:

@@ -18,6 +18,7 @@ from bench.lane_reads import QUEUES, TOPIC, _Channel, _controller, _shutdown
 from bench.raw import RawRequests
 from rmq._fast import compiled_or_none
 from rmq.broker import send_lane
+from rmq.common.topic_config import TopicConfig
 from rmq.store import BrokerRole
 from rmq.store.running_flags import DISK_FULL_BIT
 
@@ -104,6 +105,20 @@ async def test_compiled_lane_opens_and_closes_reads_as_the_twin() -> None:
                     assert _locks_free(controller), (name, way)
             finally:
                 undo()
+        # topics the lane never stores into, though they exist; a queue past both counts
+        topics = controller.topic_config_manager
+        for topic in ("%RETRY%G", "RMQ_SYS_TRANS_HALF_TOPIC", "SCHEDULE_TOPIC_XXXX"):
+            topics.update_topic_config(TopicConfig(topic, QUEUES, QUEUES))
+            other = RawRequests(topic, b"x" * 1024, queues=QUEUES)
+            for way, lane in lanes.items():
+                buf = bytes(other.frame(1)[1])
+                assert lane.serve(channel, buf, 0, len(buf)) == (0, None), (topic, way)
+                assert _locks_free(controller), (topic, way)
+        topics.update_topic_config(TopicConfig(TOPIC, 2, 2))
+        for way, lane in lanes.items():
+            buf = bytes(raw.frame(3)[1])  # queue 3 of a topic now of 2
+            assert lane.serve(channel, buf, 0, len(buf)) == (0, None), way
+        topics.update_topic_config(TopicConfig(TOPIC, QUEUES, QUEUES))
         deltas = {}
         for frames in (1, 6, 11):
             for way, lane in lanes.items():
