@@ -242,8 +242,10 @@ class BrokerController:
         self.topic_create_times: ExecutionTimes | None = None
         self.group_create_times: ExecutionTimes | None = None
         self.configuration = Configuration(settings)
-        self.put_delay = PutDelay(lambda: self.broker_config.rmqTestPutDelayMillis,
-                                  lambda: self.store_config.osPageCacheBusyTimeOutMills)
+        # (the settings read by C calls: a lane asks for the delay every read)
+        self.put_delay = PutDelay(partial(getattr, bc, "rmqTestPutDelayMillis"),
+                                  partial(getattr, self.store_config,
+                                          "osPageCacheBusyTimeOutMills"))
         self.request_queues = {
             name: RequestQueue(name, getattr(bc, prop) if prop else None,
                                getattr(bc, QUEUE_WORKERS[name]))
