@@ -676,7 +676,11 @@ cdef class SendLane:
             run = cl.open_run(cfg.messageIndexEnable)
             if run is None:
                 return False
-            self.fill(c, sup, store, cl, cfg, channel, run, run.mf)
+            try:
+                self.fill(c, sup, store, cl, cfg, channel, run, run.mf)
+            except BaseException:
+                run.release()
+                raise
             return True
         if store._shutdown or cl.begin_time_in_lock or store.commit_service is not None or \
                 store.running_flags.flag_bits & sup.not_writeable:
@@ -916,7 +920,7 @@ cdef class SendLane:
                 t.name = PyUnicode_New(n, 127)
                 memcpy(PyUnicode_DATA(t.name), p, n)
                 t.hash = ascii_hash(0, p, n)
-                # neither a retry topic nor one of the system topics sends never go to
+                # the lane never stores into a retry topic or a system topic sends may not use
                 t.allowed = not t.name.startswith(RETRY_GROUP_TOPIC_PREFIX) and \
                     t.name not in NOT_ALLOWED_SEND_TOPICS
                 t.queues = []
