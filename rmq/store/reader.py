@@ -18,10 +18,11 @@ from collections.abc import Callable
 
 from rmq._fast import compiled
 from rmq.store import message_codec as codec
-from rmq.store.commit_log import _now_ms
+from rmq.store.commit_log import CommitLog, _now_ms
 from rmq.store.config import BrokerRole
 from rmq.store.consume_queue import CQ_STORE_UNIT_SIZE, FILLER_SIZE, ConsumeQueue
 from rmq.store.consume_queue_ext import is_ext_addr
+from rmq.store.mapped_file import MappedFile, MappedFileQueue
 from rmq.store.message import MessageExt
 from rmq.store.multi_dispatch import LMQ_PREFIX, is_lmq
 from rmq.store.results import GetMessageResult, GetMessageStatus, QueryMessageResult
@@ -403,7 +404,8 @@ _c = compiled("store_read")
 if _c is not None:
     QueueScan = _c.QueueScan
     read_queue = _c.read_queue
-    _c.bind(GetMessageResult, NOT_READABLE_BIT, LMQ_PREFIX, _read_messages)
+    _c.bind(GetMessageResult, NOT_READABLE_BIT, LMQ_PREFIX, _read_messages, CommitLog,
+            ConsumeQueue, MappedFileQueue, MappedFile)
     # a read's positions without calls; the twins read what they leave
     MessageReaderMixin.read_messages = _c.read_messages  # type: ignore[method-assign]
     MessageReaderMixin.get_message = _c.get_message  # type: ignore[method-assign]

@@ -260,5 +260,21 @@ def test_compiled_get_message_matches_twin(tmp_path):
                         GetMessageStatus.OFFSET_TOO_SMALL, GetMessageStatus.OFFSET_OVERFLOW_ONE,
                         GetMessageStatus.OFFSET_OVERFLOW_BADLY,
                         GetMessageStatus.NO_MATCHED_LOGIC_QUEUE}
+        # a commit log of another class (DLedger's: its own readable end) is asked
+        from rmq.store.commit_log import CommitLog
+
+        class _Committed(CommitLog):
+            def get_max_offset(self) -> int:
+                return 3000
+
+        store.running_flags.flag_bits &= ~1
+        plain = [_got(FAST.get_message, store, "T", 0, offset, 32, None, None)
+                 for offset in (0, 5, 60)]
+        store.commit_log.__class__ = _Committed
+        for offset, before in zip((0, 5, 60), plain, strict=True):
+            got = _got(FAST.get_message, store, "T", 0, offset, 32, None, None)
+            assert got == _got(reader._get_message, store, "T", 0, offset, 32, None, None)
+            assert got[0] is GetMessageStatus.FOUND and got[9] != before[9]  # disk_fall_behind
+        store.commit_log.__class__ = CommitLog
     finally:
         store.shutdown()
