@@ -275,3 +275,45 @@ def put_single(object store, str topic, bytes topic_b, int queue_id, int flag, o
         reput_lock.release()
         put_lock.release()
     return qoff - 1, msg_id, phy, size
+
+
+# ---- the put's bookkeeping calls (set on their classes when built) ---------------------
+cdef object _PAGE = 4096  # mapped_file.OS_PAGE_SIZE (handed over by ``bind_calls``)
+
+
+def bind_calls(page_size: int) -> None:
+    """mapped_file.OS_PAGE_SIZE, which ``wake_for`` counts pages with."""
+    global _PAGE
+    _PAGE = page_size
+
+
+def on_put_one(self, topic, size):
+    """``StoreStatsService.on_put_one``, step for step."""
+    self.put_message_times_total += 1
+    self.put_message_size_total += size
+    nums = self.topic_put_nums
+    nums[topic] += 1
+    sizes = self.topic_put_size
+    sizes[topic] += size
+    latency = self.put_latency
+    latency[0] += 1
+
+
+def wake_for(self, written, now_ms):
+    """``FlushRealTimeService.wake_for``, step for step."""
+    wake = self._wake
+    if wake.is_set():
+        return
+    store = self.store
+    cfg = store.config
+    mfq = store.commit_log.mfq
+    flushed = mfq.flushed_where
+    least = 0 if self._thorough_round else cfg.flushCommitLogLeastPages
+    if least > 0:
+        file_size = mfq.mapped_file_size
+        due = written // _PAGE - flushed // _PAGE >= least or \
+            written // file_size != flushed // file_size  # a full file's tail
+    else:
+        due = written > flushed
+    if due or now_ms >= self.last_flush_timestamp + cfg.flushCommitLogThoroughInterval:
+        wake.set()
