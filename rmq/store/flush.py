@@ -21,7 +21,6 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 
-from rmq._fast import compiled
 from rmq.store.mapped_file import OS_PAGE_SIZE
 from rmq.store.results import PutMessageStatus
 from rmq.store.service import ServiceThread
@@ -298,11 +297,3 @@ class FlushConsumeQueueService(ServiceThread):
             self.wait_for_running(cfg.flushIntervalConsumeQueue / 1000)
             self.do_flush(1)
         self.do_flush(3)
-
-
-_wake_for = FlushRealTimeService.wake_for  # the twin
-_c = compiled("store_put")
-if _c is not None:
-    _c.bind_calls(OS_PAGE_SIZE)
-    # each put's wake-up check (every revive record and every send) without a frame
-    FlushRealTimeService.wake_for = _c.wake_for  # type: ignore[method-assign]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import collections
 import time
 
-from rmq._fast import compiled
 from rmq.store.service import ServiceThread
 
 _BUCKETS = (0, 10, 50, 100, 200, 500, 1000, 2000, 3000, 4000, 5000, 10000)
@@ -151,10 +150,3 @@ class StoreStatsService(ServiceThread):
             "putLatency99": self._latency_percentile(0.99),
             "putLatency999": self._latency_percentile(0.999),
         }
-
-
-_on_put_one = StoreStatsService.on_put_one  # the twin
-_c = compiled("store_put")
-if _c is not None:
-    # each single put's count (every revive record a pop or an ack writes) without a frame
-    StoreStatsService.on_put_one = _c.on_put_one  # type: ignore[method-assign]

@@ -129,61 +129,29 @@ def _flusher(flushed: int, last_thorough: int):
     return service, cfg
 
 
-def _wake_fors() -> list:
-    """``FlushRealTimeService.wake_for``: the twin and the compiled one (when built)."""
-    from rmq._fast import compiled_or_none
-    from rmq.store import flush
-
-    c = compiled_or_none("store_put")
-    if c is not None:
-        c.bind_calls(OS_PAGE_SIZE)
-    return [flush._wake_for] + ([c.wake_for] if c is not None else [])
-
-
-@pytest.mark.parametrize("wake_for", _wake_fors())
-def test_a_put_wakes_the_commit_log_flusher_only_for_a_round_that_flushes(wake_for) -> None:
+def test_a_put_wakes_the_commit_log_flusher_only_for_a_round_that_flushes() -> None:
     now = 1_000_000
     service, cfg = _flusher(100, now)
     assert cfg.flushCommitLogLeastPages == 4
-    wake_for(service, 100 + 3 * OS_PAGE_SIZE, now)  # 3 pages: the round would flush nothing
+    service.wake_for(100 + 3 * OS_PAGE_SIZE, now)  # 3 pages: the round would flush nothing
     assert not service._wake.is_set()
-    wake_for(service, 4 * OS_PAGE_SIZE, now)  # the 4th page boundary crossed: it flushes
+    service.wake_for(4 * OS_PAGE_SIZE, now)  # the 4th page boundary crossed: it flushes
     assert service._wake.is_set()
 
     service, cfg = _flusher(1024 * 1024 - 100, now)
-    wake_for(service, 1024 * 1024 + 200, now)  # a full file's tail is flushed whatever its pages
+    service.wake_for(1024 * 1024 + 200, now)  # a full file's tail is flushed whatever its pages
     assert service._wake.is_set()
 
     service, cfg = _flusher(100, now)
-    wake_for(service, 120, now + cfg.flushCommitLogThoroughInterval)  # a thorough flush is due
+    service.wake_for(120, now + cfg.flushCommitLogThoroughInterval)  # a thorough flush is due
     assert service._wake.is_set()
-
-    service, cfg = _flusher(100, now)
-    wake_for(service, 120, now + cfg.flushCommitLogThoroughInterval - 1)  # not yet
-    assert not service._wake.is_set()
 
     service, cfg = _flusher(100, now)
     service._thorough_round = True  # the waiting round flushes anything
-    wake_for(service, 100, now)
+    service.wake_for(100, now)
     assert not service._wake.is_set()
-    wake_for(service, 101, now)
+    service.wake_for(101, now)
     assert service._wake.is_set()
-
-
-def test_a_put_is_counted_alike_by_both_on_put_one() -> None:
-    """``StoreStatsService.on_put_one``, the twin and the compiled one (when built)."""
-    from rmq._fast import compiled_or_none
-    from rmq.store import stats
-
-    c = compiled_or_none("store_put")
-    seen = []
-    for on_put_one in [stats._on_put_one] + ([c.on_put_one] if c is not None else []):
-        st = stats.StoreStatsService()
-        for i in range(50):
-            on_put_one(st, f"T{i % 3}", 100 + i)
-        seen.append((st.put_message_times_total, st.put_message_size_total,
-                     dict(st.topic_put_nums), dict(st.topic_put_size), list(st.put_latency)))
-    assert seen[0][0] == 50 and all(s == seen[0] for s in seen)
 
 
 def test_a_store_flushes_asynchronously_as_before(tmp_path) -> None:
