@@ -16,6 +16,7 @@ from binascii import a2b_base64
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.limits cimport LLONG_MAX
 from libc.stdint cimport uint8_t
 from libc.string cimport memcmp
 
@@ -48,12 +49,25 @@ cdef list bitset_offsets(object start, object data):
     cdef int bit
     cdef unsigned char byte
     cdef list out = []
+    cdef long long s
+    try:
+        s = start
+    except OverflowError:
+        s = -1
+    if s < 0 or s > LLONG_MAX - 8 * n:  # beyond a long: Python's integers
+        for i in range(n):
+            byte = bits[i]
+            if byte:
+                for bit in range(8):
+                    if byte >> bit & 1:
+                        out.append(start + (i * 8 + bit))
+        return out
     for i in range(n):
         byte = bits[i]
         if byte:
             for bit in range(8):
                 if byte >> bit & 1:
-                    out.append(start + (i * 8 + bit))
+                    out.append(s + (i * 8 + bit))
     return out
 
 

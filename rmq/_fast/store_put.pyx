@@ -128,16 +128,34 @@ def append_single(object buf, Py_ssize_t pos, Py_ssize_t limit, Py_ssize_t max_b
 log = logging.getLogger("store")
 cdef object _SLAVE = None
 cdef object _ASYNC_FLUSH = None
+cdef long _NOT_WRITEABLE = -1  # RunningFlags' bits that refuse a write (-1: not known)
+cdef long long _ZERO_AHEAD = -1  # CommitLog.zero_ahead's reach (-1: not known)
 cdef bint _bound = False
 
 
-def bind(slave: object, async_flush: object) -> None:
+def bind(slave: object, async_flush: object, not_writeable: int | None = None,
+         zero_ahead: int | None = None) -> None:
     """The store's BrokerRole.SLAVE and FlushDiskType.ASYNC_FLUSH, which
-    ``put_single`` compares with (``rmq.store.single_put`` hands them over)."""
-    global _SLAVE, _ASYNC_FLUSH, _bound
+    ``put_single`` compares with, and (when given) RunningFlags' mask of the
+    bits that refuse writes and mapped_file.ZERO_AHEAD, with which it reads
+    ``is_writeable`` and the zeros ahead of the append without a call
+    (``rmq.store.single_put`` hands them over; left as they were when not
+    given)."""
+    global _SLAVE, _ASYNC_FLUSH, _NOT_WRITEABLE, _ZERO_AHEAD, _bound
     _SLAVE = slave
     _ASYNC_FLUSH = async_flush
+    if not_writeable is not None:
+        _NOT_WRITEABLE = not_writeable
+    if zero_ahead is not None:
+        _ZERO_AHEAD = zero_ahead
     _bound = True
+
+
+cdef inline bint writeable(object flags) except -1:
+    """``RunningFlags.is_writeable``."""
+    if _NOT_WRITEABLE < 0:
+        return flags.is_writeable()
+    return not (<long>flags.flag_bits & _NOT_WRITEABLE)
 
 
 cdef inline int64_t now_ms() noexcept nogil:
@@ -167,7 +185,7 @@ def put_single(object store, str topic, bytes topic_b, int queue_id, int flag, o
     # CommitLog.open_run(False)
     ccfg = cl.config
     if store._shutdown or ccfg.brokerRole is _SLAVE or cl.begin_time_in_lock or \
-            store.commit_service is not None or not store.running_flags.is_writeable():
+            store.commit_service is not None or not writeable(store.running_flags):
         return None
     files = cl.mfq.mapped_files
     if not files:
@@ -186,7 +204,10 @@ def put_single(object store, str topic, bytes topic_b, int queue_id, int flag, o
         wrote = mf.wrote_position
         if store.reput_from_offset != file_from + wrote:
             return None
-        cl.zero_ahead(mf)
+        # CommitLog.zero_ahead, called only when there is something to do
+        if _ZERO_AHEAD < 0 or (cl.zero_ahead_enabled and
+                               <long long>mf.zeroed_to - wrote < _ZERO_AHEAD):
+            cl.zero_ahead(mf)
         # AppendRun.queue
         if topic == SCHEDULE_TOPIC:
             return None

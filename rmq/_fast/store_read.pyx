@@ -18,6 +18,7 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy
+from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
 from rmq._fast.byteorder cimport get32, get64
 
@@ -221,11 +222,16 @@ def read_queue(reader, cq, result, long long offset, int max_nums, max_bytes, me
                long long max_phy):
     """Compiled twin of ``rmq.store.reader.read_queue`` (the same steps, the
     scan called in C, the numbers typed)."""
+    c_read_queue(reader, cq, result, offset, max_nums, max_bytes, message_filter, max_phy)
+
+
+cdef c_read_queue(reader, cq, result, long long offset, int max_nums, max_bytes, message_filter,
+                  long long max_phy):
     cdef QueueScan scan
     cdef long long memory_limit, file_start = 0, readable_end = 0, off, fall
     cdef int size
     cdef Py_ssize_t limit, n
-    buf = cq.get_index_buffer(offset)
+    buf = index_buffer(cq, offset)
     if buf is None:
         result.status = _FOUND_NULL
         per_file = cq.file_size // UNIT
@@ -252,7 +258,7 @@ def read_queue(reader, cq, result, long long offset, int max_nums, max_bytes, me
             if file_view is not None:
                 file_view.release()  # the runs cut from it stay valid
                 file_view = None
-            found = commit_log.readable_file(off, size)
+            found = readable_file(commit_log, off, size)
             if found is None:
                 scan.skip_missing(commit_log.roll_next_file(off))
             else:
@@ -273,3 +279,201 @@ def read_queue(reader, cq, result, long long offset, int max_nums, max_bytes, me
     fall = max_phy - scan.max_phy_pulling
     result.disk_fall_behind = fall
     result.suggest_pulling_from_slave = fall > memory_limit
+
+
+cdef object _RESULT = None  # GetMessageResult
+cdef long _NOT_READABLE = 0  # RunningFlags' bit that refuses reads
+cdef str _LMQ_PREFIX = None
+cdef object _READ_MESSAGES = None  # the twin, MessageReaderMixin.read_messages
+# CommitLog, ConsumeQueue, MappedFileQueue, MappedFile: their methods below are
+# read without a call for these exact classes (a DLedger commit log has its own
+# readable end), by calling them for any other
+cdef object _CL = None
+cdef object _CQ = None
+cdef object _MFQ = None
+cdef object _MF = None
+cdef bint _bound = False
+
+
+def bind(result_type: type, not_readable: int, lmq_prefix: str, read_messages: object,
+         commit_log_type: type, cq_type: type, mfq_type: type, mf_type: type) -> None:
+    """GetMessageResult, RunningFlags' NOT_READABLE_BIT, the LMQ topics'
+    prefix, the pure-Python ``read_messages`` (which reads what the compiled
+    one leaves), and the classes CommitLog, ConsumeQueue, MappedFileQueue and
+    MappedFile, handed over by rmq.store.reader (a layer above)."""
+    global _RESULT, _NOT_READABLE, _LMQ_PREFIX, _READ_MESSAGES, _CL, _CQ, _MFQ, _MF, _bound
+    _RESULT = result_type
+    _NOT_READABLE = not_readable
+    _LMQ_PREFIX = lmq_prefix
+    _READ_MESSAGES = read_messages
+    _CL = commit_log_type
+    _CQ = cq_type
+    _MFQ = mfq_type
+    _MF = mf_type
+    _bound = True
+
+
+cdef inline long long read_position(object mf) except? -1:
+    """``MappedFile.read_position``."""
+    if type(mf) is not _MF:
+        return mf.read_position()
+    if mf.write_buffer is not None:
+        return mf.committed_position
+    return mf.wrote_position
+
+
+cdef object find_file(object mfq, long long offset):
+    """``MappedFileQueue.find_mapped_file_by_offset``: the file at its index;
+    the method's walk when that one does not hold ``offset``."""
+    if type(mfq) is not _MFQ or offset < 0:
+        return mfq.find_mapped_file_by_offset(offset)
+    files = mfq.mapped_files
+    if not files:
+        return None
+    cdef long long size = mfq.mapped_file_size
+    cdef long long first = files[0].file_from_offset
+    cdef long long start
+    cdef Py_ssize_t idx
+    if size > 0 and first >= 0:
+        idx = <Py_ssize_t>(offset // size - first // size)
+        if 0 <= idx < len(files):
+            mf = files[idx]
+            start = mf.file_from_offset
+            if start <= offset < start + size:
+                return mf
+    return mfq.find_mapped_file_by_offset(offset)
+
+
+cdef object select_rest(object mf, long long pos):
+    """``MappedFile.select(pos)``: the readable bytes from ``pos`` on, None
+    when there are none or the file is unmapped."""
+    if type(mf) is not _MF:
+        return mf.select(pos)
+    cdef long long end = read_position(mf)
+    if pos < 0 or pos >= end:
+        return None
+    try:
+        return mf.view[pos:end]
+    except ValueError:  # released: unmapped
+        return None
+
+
+cdef object index_buffer(object cq, long long start_index):
+    """``ConsumeQueue.get_index_buffer``."""
+    if type(cq) is not _CQ or start_index < 0:
+        return cq.get_index_buffer(start_index)
+    cdef long long offset = start_index * UNIT
+    if offset < cq.min_logic_offset:
+        return None
+    mf = find_file(cq.mfq, offset)
+    if mf is None:
+        return None
+    view = select_rest(mf, offset % <long long>cq.file_size)
+    if view is None:
+        return None
+    return view, offset
+
+
+cdef object readable_file(object cl, long long offset, int size):
+    """``CommitLog.readable_file``."""
+    if type(cl) is not _CL:
+        return cl.readable_file(offset, size)
+    mf = find_file(cl.mfq, offset)
+    if mf is None:
+        return None
+    readable = select_rest(mf, 0)
+    if readable is None:
+        return None
+    cdef long long start = mf.file_from_offset
+    if size >= 0 and start <= offset and offset + size <= start + len(readable):
+        return readable, start
+    readable.release()
+    return None
+
+
+cdef long long max_offset(object cl) except? -1:
+    """``CommitLog.get_max_offset`` (its MappedFileQueue's readable end)."""
+    if type(cl) is not _CL:
+        return cl.get_max_offset()
+    mfq = cl.mfq
+    if type(mfq) is not _MFQ:
+        return mfq.get_max_offset()
+    files = mfq.mapped_files
+    if not files:
+        return 0
+    last = files[len(files) - 1]
+    return <long long>last.file_from_offset + read_position(last)
+
+
+cdef inline long long now_ms() noexcept nogil:
+    """time.time_ns() // 1_000_000."""
+    cdef timespec ts
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return <long long>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
+
+
+cdef object c_read_messages(object store, object group, object topic, object queue_id,
+                            object offset, object max_msg_nums, object max_total_msg_size,
+                            object message_filter):
+    """``MessageReaderMixin.read_messages`` for a readable store and an
+    offset inside a queue that exists (no LMQ topic, no consume-queue
+    extension with a filter): the store's positions read without calls
+    (``CommitLog.get_max_offset``, ``_existing_cq``, the queue's lowest and
+    highest offsets) and the scan started at once; anything else is the
+    twin's, which it then reads from the start."""
+    if not _bound:
+        raise RuntimeError("store_read.bind was not called")
+    if store._shutdown or <long>store.running_flags.flag_bits & _NOT_READABLE or \
+            type(topic) is not str or (<str>topic).startswith(_LMQ_PREFIX) or \
+            type(offset) is not int:
+        return _READ_MESSAGES(store, group, topic, queue_id, offset, max_msg_nums,
+                              max_total_msg_size, message_filter)
+    cdef long long max_phy = max_offset(store.commit_log)
+    qs = store.consume_queue_table.get(topic)
+    cq = qs.get(queue_id) if qs is not None else None
+    if type(cq) is not _CQ or (cq.ext is not None and message_filter is not None):
+        return _READ_MESSAGES(store, group, topic, queue_id, offset, max_msg_nums,
+                              max_total_msg_size, message_filter)
+    min_off = cq.min_logic_offset // UNIT
+    # ConsumeQueue.get_max_offset_in_queue (its _last_written: the last file with entries)
+    cq_files = cq.mfq.mapped_files
+    mf = None
+    cdef Py_ssize_t i = len(cq_files)
+    while i > 0:
+        i -= 1
+        f = cq_files[i]
+        if f.wrote_position:
+            mf = f
+            break
+    if mf is None and cq_files:
+        mf = cq_files[0]
+    max_off = (mf.file_from_offset + read_position(mf)) // UNIT if mf is not None else 0
+    if max_off == 0 or not min_off <= offset < max_off:
+        return _READ_MESSAGES(store, group, topic, queue_id, offset, max_msg_nums,
+                              max_total_msg_size, message_filter)
+    result = _RESULT()
+    result.min_offset = min_off
+    result.max_offset = max_off
+    c_read_queue(store, cq, result, offset, max_msg_nums, max_total_msg_size, message_filter,
+                 max_phy)
+    return result
+
+
+def read_messages(store, group, topic, queue_id, offset, max_msg_nums, max_total_msg_size=None,
+                  message_filter=None):
+    """Compiled twin of ``MessageReaderMixin.read_messages`` (set on the
+    class when built)."""
+    return c_read_messages(store, group, topic, queue_id, offset, max_msg_nums,
+                           max_total_msg_size, message_filter)
+
+
+def get_message(store, group, topic, queue_id, offset, max_msg_nums, max_total_msg_size=None,
+                message_filter=None):
+    """Compiled twin of ``MessageReaderMixin.get_message`` (set on the class
+    when built): ``read_messages`` and its count (``count_get``)."""
+    cdef long long begin = now_ms()
+    result = c_read_messages(store, group, topic, queue_id, offset, max_msg_nums,
+                             max_total_msg_size, message_filter)
+    if result is not None:
+        store.stats.on_get(len(result.sizes), now_ms() - begin)
+    return result

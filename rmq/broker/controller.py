@@ -929,3 +929,10 @@ class BrokerController:
             await maybe_await(self.message_store.shutdown())
         await self.outer_api.close()
         log.info("broker shutdown OK")
+
+
+_on_message_arriving = BrokerController._on_message_arriving  # the twin
+_c = compiled("arrival")
+if _c is not None:
+    # each single put's arrival notice (every revive record a pop or an ack writes)
+    BrokerController._on_message_arriving = _c.on_message_arriving  # type: ignore[method-assign]

@@ -34,7 +34,6 @@ import heapq
 import logging
 import struct
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from rmq._fast import compiled
@@ -74,21 +73,50 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-@dataclass(slots=True)
-class Pending:
-    """An unsettled checkpoint: its record's place and the offsets not acked
-    yet (a set an ack takes its offsets out of: the check for the last one is
-    a set's emptiness, not a walk of the checkpoint's offsets per ack)."""
+_I64_MIN = -(1 << 63)
+_I64_MAX = (1 << 63) - 1
 
-    ck: PopCheckPoint
-    revive_qid: int
-    record_offset: int  # the ck record's offset in its revive queue
-    left: set[int] = field(default_factory=set)
-    via_timer: bool = False  # written by 5.3.3: its acks arrive through the timer
+
+class _Pending:
+    """An unsettled checkpoint: its record's place and the offsets not acked
+    yet.  ``ack`` crosses offsets off and tells when none is left: the check
+    for the last one is a set's emptiness, not a walk of the checkpoint's
+    offsets per ack.  The compiled twin (``rmq._fast.pop_revive.Pending``)
+    keeps the offsets in a C array with a flag each, so a pop's checkpoint
+    and its ack make no set and no integer per message."""
+
+    __slots__ = ("ck", "revive_qid", "record_offset", "via_timer", "_left")
+
+    def __init__(self, ck: PopCheckPoint, revive_qid: int, record_offset: int,
+                 via_timer: bool = False) -> None:
+        so = ck.start_offset
+        left = set()
+        for d in ck.offset_diffs:
+            o = so + d
+            if not _I64_MIN <= o <= _I64_MAX:  # a long in 5.3.3, and in the C twin
+                raise ValueError(f"checkpoint offset {o} out of range")
+            left.add(o)
+        self.ck = ck
+        self.revive_qid = revive_qid
+        self.record_offset = record_offset  # the ck record's offset in its revive queue
+        self.via_timer = via_timer  # written by 5.3.3: its acks arrive through the timer
+        self._left = left
+
+    @property
+    def left(self) -> set[int]:
+        """The offsets not acked yet."""
+        return set(self._left)
+
+    def ack(self, offsets: list[int]) -> bool:
+        """Cross ``offsets`` off (any not among the checkpoint's: ignored);
+        True once none of the checkpoint's is left."""
+        left = self._left
+        left.difference_update(offsets)
+        return not left
 
     def unacked(self) -> list[int]:
         """The offsets not acked, in the checkpoint's order."""
-        left = self.left
+        left = self._left
         return [o for o in self.ck.offsets() if o in left]
 
 
@@ -453,7 +481,7 @@ def _add_ck(svc: PopReviveService, ck: PopCheckPoint, qid: int, record_offset: i
     key = ck.key()
     if key in svc.pending:
         return
-    entry = Pending(ck, qid, record_offset, set(ck.offsets()), via_timer)
+    entry = _Pending(ck, qid, record_offset, via_timer)
     svc.pending[key] = entry
     svc.by_queue.setdefault(qid, {})[key] = entry
     svc._seq += 1
@@ -473,11 +501,7 @@ def _apply_ack(svc: PopReviveService, ack: AckMsg) -> None:
     ignores it as well)."""
     key = ack.key()
     entry = svc.pending.get(key)
-    if entry is None:
-        return
-    left = entry.left
-    left.difference_update(ack.offsets)
-    if not left:
+    if entry is not None and entry.ack(ack.offsets):
         svc._settle(key)
 
 
@@ -486,19 +510,21 @@ _TAG_CODES = {t: mc.tags_string_to_code(t) for t in (CK_TAG, ACK_TAG, BATCH_ACK_
 
 def bind_compiled(c: Any) -> None:
     """Hand ``rmq._fast.pop_revive`` what it needs of the layers above it."""
-    c.bind(PopCheckPoint, Pending, TIMER_ACK_GRACE_MS, FlushDiskType.SYNC_FLUSH,
+    c.bind(PopCheckPoint, TIMER_ACK_GRACE_MS, FlushDiskType.SYNC_FLUSH,
            BrokerRole.SYNC_MASTER, tuple((t, _TAG_CODES[t]) for t in (CK_TAG, ACK_TAG,
                                                                       BATCH_ACK_TAG)),
            PROPERTY_TIMER_DELIVER_MS, mc.PROPERTY_TAGS)
 
 
 _write_now = PopReviveService.write_now
+Pending = _Pending
 written = _written
 add_ck = _add_ck
 apply_ack = _apply_ack
 _c = compiled("pop_revive")
 if _c is not None:
     bind_compiled(_c)
+    Pending = _c.Pending  # type: ignore[misc]
     written = _c.written
     add_ck = _c.add_ck
     apply_ack = _c.apply_ack

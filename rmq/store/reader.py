@@ -18,13 +18,15 @@ from collections.abc import Callable
 
 from rmq._fast import compiled
 from rmq.store import message_codec as codec
-from rmq.store.commit_log import _now_ms
+from rmq.store.commit_log import CommitLog, _now_ms
 from rmq.store.config import BrokerRole
 from rmq.store.consume_queue import CQ_STORE_UNIT_SIZE, FILLER_SIZE, ConsumeQueue
 from rmq.store.consume_queue_ext import is_ext_addr
+from rmq.store.mapped_file import MappedFile, MappedFileQueue
 from rmq.store.message import MessageExt
-from rmq.store.multi_dispatch import is_lmq
+from rmq.store.multi_dispatch import LMQ_PREFIX, is_lmq
 from rmq.store.results import GetMessageResult, GetMessageStatus, QueryMessageResult
+from rmq.store.running_flags import NOT_READABLE_BIT
 
 log = logging.getLogger("store")
 
@@ -395,8 +397,15 @@ class MessageReaderMixin:
 # the twins by default; the compiled ones replace them when built
 QueueScan = _QueueScan
 read_queue = _read_queue
+_read_messages = MessageReaderMixin.read_messages
+_get_message = MessageReaderMixin.get_message
 
 _c = compiled("store_read")
 if _c is not None:
     QueueScan = _c.QueueScan
     read_queue = _c.read_queue
+    _c.bind(GetMessageResult, NOT_READABLE_BIT, LMQ_PREFIX, _read_messages, CommitLog,
+            ConsumeQueue, MappedFileQueue, MappedFile)
+    # a read's positions without calls; the twins read what they leave
+    MessageReaderMixin.read_messages = _c.read_messages  # type: ignore[method-assign]
+    MessageReaderMixin.get_message = _c.get_message  # type: ignore[method-assign]

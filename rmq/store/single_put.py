@@ -31,12 +31,14 @@ from typing import Any
 from rmq._fast import compiled
 from rmq.store.config import BrokerRole, FlushDiskType
 from rmq.store.consume_queue import _cq_write
+from rmq.store.mapped_file import ZERO_AHEAD
 from rmq.store.message_codec import (
     MAX_PROPERTIES_LENGTH,
     MAX_TOPIC_LENGTH,
     _record_size,
     _write_record,
 )
+from rmq.store.running_flags import _NOT_WRITEABLE_MASK
 
 log = logging.getLogger("store")
 
@@ -158,6 +160,6 @@ append_single = _append_single
 put_single = _put_single
 _c = compiled("store_put")
 if _c is not None:
-    _c.bind(BrokerRole.SLAVE, FlushDiskType.ASYNC_FLUSH)
+    _c.bind(BrokerRole.SLAVE, FlushDiskType.ASYNC_FLUSH, _NOT_WRITEABLE_MASK, ZERO_AHEAD)
     append_single = _c.append_single
     put_single = _c.put_single

@@ -107,9 +107,20 @@ def test_a_runs_form_nobody_waits_on_is_not_called() -> None:
     assert ctl.stats.put_total == 41 * 2 + 1
 
 
-def test_a_put_skips_listeners_that_would_do_nothing() -> None:
+def _arriving_impls() -> list:
+    """``_on_message_arriving``: the twin and the compiled one (when built)."""
+    from rmq._fast import compiled_or_none
+    from rmq.broker import controller
+
+    c = compiled_or_none("arrival")
+    return [controller._on_message_arriving] + ([c.on_message_arriving] if c else [])
+
+
+@pytest.mark.parametrize("arriving", _arriving_impls())
+def test_a_put_skips_listeners_that_would_do_nothing(arriving) -> None:
     """A single put tells a listener with ``waiting`` only while its holder
-    shows somebody waits, and one with ``topics`` only of those topics."""
+    shows somebody waits, and one with ``topics`` only of those topics (the
+    twin and the compiled listener alike, counts included)."""
     heard: list[tuple] = []
     holder = SimpleNamespace(waiters={})
     ctl = _controller(BrokerStats())
@@ -118,10 +129,11 @@ def test_a_put_skips_listeners_that_would_do_nothing() -> None:
     BrokerController.add_arrival_listener(ctl, lambda *a: heard.append(("t", *a)), None,
                                           topics=frozenset(("T",)))
     BrokerController.add_arrival_listener(ctl, lambda *a: heard.append(("a", *a)))
-    BrokerController._on_message_arriving(ctl, "A", 0, 1, 0, 5)
-    BrokerController._on_message_arriving(ctl, "T", 0, 2, 0, 6)
+    arriving(ctl, "A", 0, 1, 0, 5)
+    arriving(ctl, "T", 0, 2, 0, 6)
     holder.waiters["A"] = {1}
-    BrokerController._on_message_arriving(ctl, "A", 0, 3, 0, 7)
+    arriving(ctl, "A", 0, 3, 0, 7, 4, 400, 2)
     assert heard == [("a", "A", 0, 1, 0, 5), ("t", "T", 0, 2, 0, 6), ("a", "T", 0, 2, 0, 6),
                      ("w", "A", 0, 3, 0, 7), ("a", "A", 0, 3, 0, 7)]
-    assert ctl.stats.put_total == 3
+    assert ctl.stats.put_total == 6
+    assert ctl.stats._put_pending[("A", 0)][:3] == [5, 3, 400]  # messages, puts, bytes

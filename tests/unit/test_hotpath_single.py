@@ -183,6 +183,9 @@ def test_put_single_equals_general_put(tmp_path):
         assert commit_log_records(a) == commit_log_records(b) and len(commit_log_records(a)) > 600
         assert a.reput_from_offset == a.commit_log.get_max_offset() == b.reput_from_offset
         assert a.commit_log.topic_queue_table == b.commit_log.topic_queue_table
+        # the zeros written ahead of the appends (CommitLog.zero_ahead) reach as far
+        assert [(f.file_from_offset, f.zeroed_to) for f in a.commit_log.mfq.mapped_files] == \
+            [(f.file_from_offset, f.zeroed_to) for f in b.commit_log.mfq.mapped_files]
         for topic, qs in b.consume_queue_table.items():
             for qid, cq in qs.items():
                 n = cq.get_max_offset_in_queue()

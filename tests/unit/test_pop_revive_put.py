@@ -317,3 +317,57 @@ async def test_write_now_compiled_and_twin_store_and_apply_the_same(tmp_path):
             store.shutdown()
     assert len(seen[0][0]) == 2 + 38 * 2
     assert all(s == seen[0] for s in seen)
+
+
+def test_pending_checkpoints_compiled_and_twin_cross_off_alike():
+    """``Pending``, the twin and the compiled one (when built): the same
+    offsets left, unacked (in the checkpoint's order) and the same answer to
+    each ``ack`` for checkpoints whose offsets run on, rise with gaps, or come
+    in any order with repeats; acks of offsets not there, of other number
+    types and beyond 64 bits; offsets out of a long's range refused alike."""
+    import random
+
+    from rmq._fast import compiled_or_none
+
+    types = [pr._Pending]
+    c = compiled_or_none("pop_revive")
+    if c is not None:
+        types.append(c.Pending)
+    rnd = random.Random(7)
+    cases = []
+    for i in range(400):
+        shape = i % 3
+        n = rnd.randrange(0, 34)
+        if shape == 0:
+            diffs = list(range(n))
+        elif shape == 1:
+            diffs = sorted(rnd.sample(range(80), n))
+        else:
+            diffs = [rnd.randrange(-3, 40) for _ in range(n)]
+        so = rnd.choice([0, 5, 1 << 40])
+        acks = []
+        for _ in range(rnd.randrange(1, 6)):
+            mine = [so + d for d in diffs]
+            offs = rnd.sample(mine, rnd.randrange(0, len(mine) + 1)) + \
+                [so + rnd.randrange(-5, 85) for _ in range(rnd.randrange(0, 4))]
+            if rnd.random() < 0.1:
+                offs += [True, float(so + 1), 1 << 70, -(1 << 70)]
+            acks.append(offs)
+        cases.append((PopCheckPoint("T", "g", 1, so, 1_000, 60_000, diffs, "b"), acks,
+                      i % 2 == 0))
+    seen = []
+    for t in types:
+        got = []
+        for ck, acks, via_timer in cases:
+            e = t(ck, 3, 17, via_timer)
+            got.append((e.ck, e.revive_qid, e.record_offset, e.via_timer, sorted(e.left),
+                        e.unacked()))
+            for offs in acks:
+                got.append((e.ack(offs), sorted(e.left), e.unacked()))
+        for so, diffs in (((1 << 63) - 2, [0, 1, 2]), (-(1 << 63), [-1]), (1 << 64, [0]),
+                          (0, [1 << 63])):
+            with pytest.raises(ValueError):
+                t(PopCheckPoint("T", "g", 1, so, 1, 1, diffs, "b"), 0, 0)
+        seen.append(got)
+    assert sum(1 for g in seen[0] if g[0] is True) > 100
+    assert all(s == seen[0] for s in seen)

@@ -199,3 +199,82 @@ def test_compiled_read_queue_matches_twin(tmp_path):
                         GetMessageStatus.OFFSET_FOUND_NULL}
     finally:
         store.shutdown()
+
+
+def _got(fn, store, topic: str, queue_id: int, offset, max_nums: int, max_bytes,
+         message_filter) -> tuple | None:
+    """Everything ``get_message`` (``fn``) answers and counts."""
+    st = store.stats
+    before = (st.get_message_times_total_found, st.get_message_times_total_miss,
+              st.get_message_transfered_msg_count)
+    r = fn(store, "g", topic, queue_id, offset, max_nums, max_bytes, message_filter)
+    counted = (st.get_message_times_total_found - before[0],
+               st.get_message_times_total_miss - before[1],
+               st.get_message_transfered_msg_count - before[2])
+    if r is None:
+        return None, counted
+    out = (r.status, r.next_begin_offset, r.min_offset, r.max_offset,
+           [bytes(v) for v in r.body_views], r.run_offsets, r.run_counts, list(r.sizes),
+           r.buffer_total_size, r.disk_fall_behind, r.suggest_pulling_from_slave, counted)
+    r.release()
+    return out
+
+
+@pytest.mark.compiled_only
+def test_compiled_get_message_matches_twin(tmp_path):
+    """``get_message`` / ``read_messages``, compiled (the store's methods when
+    built) and twin: the same results and counts for reads inside a queue,
+    before its first offset (files removed), at and past its end, of a queue
+    or topic that does not exist, of an LMQ topic, with filters and byte
+    limits, and on a store that is not readable."""
+    from tests.unit.test_store_basic import HOST, make_msg, small_config
+
+    assert FAST is not None
+    assert DefaultMessageStore.get_message is FAST.get_message
+    store = DefaultMessageStore(small_config(tmp_path, accessMessageInMemoryMaxRatio=1), HOST)
+    assert store.load()
+    store.start()
+    try:
+        for i in range(300):
+            store.put_message(make_msg(i, qid=i % 3 if i < 200 else 0, body=bytes(i % 200)))
+        store.consume_queue_table["T"][1].min_logic_offset = 20 * 10  # as after a clean-up
+        seen = set()
+        for readable in (True, False):
+            if not readable:
+                store.running_flags.flag_bits |= 1  # NOT_READABLE_BIT
+            for topic, queue_id in (("T", 0), ("T", 1), ("T", 2), ("T", 7), ("U", 0),
+                                    ("%LMQ%x", 0)):
+                top = store.get_max_offset_in_queue(topic, queue_id)
+                for offset in (-1, 0, 1, 9, 10, 31, 64, top - 1, top, top + 1, top + 200):
+                    for max_nums, max_bytes in ((1, None), (32, None), (64, 600), (32, 0)):
+                        for filt in (None, lambda t: t % 2 == 0):
+                            got = _got(FAST.get_message, store, topic, queue_id, offset,
+                                       max_nums, max_bytes, filt)
+                            assert got == _got(reader._get_message, store, topic, queue_id,
+                                               offset, max_nums, max_bytes, filt)
+                            assert FAST.read_messages(store, "g", topic, queue_id, offset,
+                                                      max_nums, max_bytes, filt) is None \
+                                if got[0] is None else True
+                            seen.add(got[0])
+        assert seen >= {None, GetMessageStatus.FOUND, GetMessageStatus.NO_MATCHED_MESSAGE,
+                        GetMessageStatus.OFFSET_TOO_SMALL, GetMessageStatus.OFFSET_OVERFLOW_ONE,
+                        GetMessageStatus.OFFSET_OVERFLOW_BADLY,
+                        GetMessageStatus.NO_MATCHED_LOGIC_QUEUE}
+        # a commit log of another class (DLedger's: its own readable end) is asked
+        from rmq.store.commit_log import CommitLog
+
+        class _Committed(CommitLog):
+            def get_max_offset(self) -> int:
+                return 3000
+
+        store.running_flags.flag_bits &= ~1
+        plain = [_got(FAST.get_message, store, "T", 0, offset, 32, None, None)
+                 for offset in (0, 5, 60)]
+        store.commit_log.__class__ = _Committed
+        for offset, before in zip((0, 5, 60), plain, strict=True):
+            got = _got(FAST.get_message, store, "T", 0, offset, 32, None, None)
+            assert got == _got(reader._get_message, store, "T", 0, offset, 32, None, None)
+            assert got[0] is GetMessageStatus.FOUND and got[9] != before[9]  # disk_fall_behind
+        store.commit_log.__class__ = CommitLog
+    finally:
+        store.shutdown()
