@@ -9,10 +9,11 @@ import pytest
 
 from fuzz.targets import _PopSupport
 from rmq._fast import compiled_or_none
-from rmq.broker.pop_lane import PopLane, answer_frame
-from rmq.broker.processor.pop import response
-from rmq.common.codes import RequestCode
+from rmq.broker.pop_lane import PopLane, answer_frame, bind_frame, frame
+from rmq.broker.processor.pop import PopResult, answer_ext, response
+from rmq.common.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RPC_RESPONSE, RemotingCommand
+from rmq.remoting.exceptions import RemotingCommandError
 
 C_POP_LANE = compiled_or_none("pop_lane")
 LANES = [PopLane] + ([C_POP_LANE.PopLane] if C_POP_LANE is not None else [])
@@ -85,3 +86,63 @@ def test_lanes_decode_only_frames_that_start_as_theirs(make):
         support = _PopSupport()
         assert make(support, 1 << 20).serve(None, data, 0, len(data)) == (0, None)
         assert support.calls == []
+
+
+def _pop_answer(pop_time=1700000000123, invisible=60000, revive_qid=3, rest=12,
+                start=("0 1 32", "0 2 7"), msg=("0 1 32,33", "0 2 7"), orderly=False,
+                bodies=(b"rec-one", b"rec-two"), size=None) -> tuple:
+    out = PopResult(bodies=[memoryview(b) if i % 2 else b for i, b in enumerate(bodies)],
+                    count=len(bodies), start_info=list(start), msg_info=list(msg),
+                    order_info=["0 1 0"] if orderly else [], rest=rest,
+                    size=sum(map(len, bodies)) if size is None else size, pop_time=pop_time,
+                    invisible=invisible, revive_qid=revive_qid, orderly=orderly)
+    return (ResponseCode.SUCCESS, None, out, out.bodies, out.size)
+
+
+_ANSWERS = [
+    _pop_answer(),
+    _pop_answer(start=("0 1 32",), msg=("0 1 32",), bodies=(b"x" * 5000,)),
+    _pop_answer(pop_time=0, invisible=1, revive_qid=0, rest=0),
+    _pop_answer(invisible=2**63 - 1, rest=2**62, pop_time=-5),
+    _pop_answer(invisible=2**63, rest=10**30),  # past 64 bits: the twin writes them
+    _pop_answer(start=("1 0 5", "0 7 123456789012"), msg=("1 0 5,6,7", "0 7 1,2")),
+    _pop_answer(start=(), msg=()),
+    _pop_answer(start=("0 1 2", ""), msg=("", "0 1 2")),
+    _pop_answer(start=('0 "q" 1',), msg=("0 \\ 1",)),  # texts to escape
+    _pop_answer(start=("0 \x01 1",), msg=("0\t1",)),
+    _pop_answer(start=("0 é 1",), msg=("0 é 1",)),  # not ASCII
+    _pop_answer(orderly=True),
+    _pop_answer(bodies=()),
+    (ResponseCode.SUCCESS, None, {"popTime": "1"}, [b"r"], 1),
+    (ResponseCode.POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE", None, None, 0),
+    (ResponseCode.SUCCESS, None),
+    (0, None),
+    (ResponseCode.SYSTEM_ERROR, "bad batch ack body: \"quoted\" é"),
+    (2**31 - 1, None),
+    (-(2**31), None),
+    (True, None),
+]
+
+
+@pytest.mark.skipif(C_POP_LANE is None, reason="not built")
+@pytest.mark.parametrize("stype", [0, 1])
+def test_compiled_answer_frames_are_the_twins(stype):
+    """The compiled ``frame`` writes a found pop's and a plain answer's header
+    from pieces of the general encoder's text: the same bytes as the twin
+    (and the remoting layer's for the processor's response) for every value,
+    and whatever it does not write itself left to the twin."""
+    bind_frame(C_POP_LANE)
+    for answer in _ANSWERS:
+        for opaque in (0, 1, 77, 2**31 - 1, -(2**31), -5):
+            want = frame(answer, opaque, stype)
+            assert C_POP_LANE.frame(answer, opaque, stype) == want, (answer, opaque)
+            general = answer if len(answer) == 2 else \
+                (answer[0], answer[1], answer_ext(answer[2]), answer[3])
+            assert want == _general(general, opaque, stype), (answer, opaque)
+    for answer in (_pop_answer(), (0, None)):  # an opaque past int32: both refuse it
+        for write in (frame, C_POP_LANE.frame):
+            with pytest.raises(RemotingCommandError):
+                write(answer, 2**31, stype)
+    bodies = (b"abc", b"de")  # records that are not the size the answer says
+    with pytest.raises(ValueError):
+        C_POP_LANE.frame(_pop_answer(bodies=bodies, size=4), 1, 0)

@@ -103,7 +103,10 @@ def ext_bool(ext: dict[str, str], name: str) -> bool:
 
 @dataclass(slots=True)
 class PopResult:
-    """What one pop collected, queue after queue."""
+    """What one pop collected, queue after queue; once answered (``_answer``)
+    also the answer's header values, kept as values so that the pop lane
+    writes the header straight from them (``rmq.broker.pop_lane.frame``)
+    and only the general path makes the extFields dict (``ext_fields``)."""
 
     bodies: list[Any] = field(default_factory=list)  # runs of records (views or bytes)
     count: int = 0
@@ -112,6 +115,26 @@ class PopResult:
     order_info: list[str] = field(default_factory=list)
     rest: int = 0
     size: int = 0  # bytes of the records answered
+    pop_time: int = 0
+    invisible: int = 0
+    revive_qid: int = 0
+    orderly: bool = False
+
+    def ext_fields(self) -> dict[str, str]:
+        """The answer's extFields, in the order the general path writes them."""
+        ext = {"popTime": str(self.pop_time), "invisibleTime": str(self.invisible),
+               "reviveQid": str(self.revive_qid), "restNum": str(self.rest),
+               "startOffsetInfo": ";".join(self.start_info),
+               "msgOffsetInfo": ";".join(self.msg_info)}
+        if self.orderly:
+            ext["orderCountInfo"] = ";".join(self.order_info)
+        return ext
+
+
+def answer_ext(ext: Any) -> dict[str, str] | None:
+    """The extFields of a ``pop_answer_now`` answer's third value (a
+    ``PopResult`` for a pop that found messages, else the dict or None)."""
+    return ext.ext_fields() if type(ext) is PopResult else ext
 
 
 @dataclass(slots=True)
@@ -250,7 +273,7 @@ class PopMessageProcessor:
         if type(got) is not tuple:
             got = await got
         code, remark, ext_out, bodies, _size = got
-        return response(code, remark, ext_out, bodies)
+        return response(code, remark, answer_ext(ext_out), bodies)
 
     def read_pop(self, channel: Channel, ext: dict[str, str]) -> PopRequest | RemotingCommand:
         """A POP_MESSAGE header read and checked: the request to serve, or the
@@ -317,7 +340,8 @@ class PopMessageProcessor:
 
     def pop_answer_now(self, channel: Channel, req: PopRequest) -> Any:
         """Serve a checked pop: (code, remark, extFields, body, body bytes) of
-        its answer (the body a list of records, or None) when it is answered at
+        its answer (the body a list of records, or None; the extFields a
+        ``PopResult`` when it found messages, see ``answer_ext``) when it is answered at
         once -- it finds messages, or finds none and has no pollTime to wait --
         without a coroutine; else a coroutine that goes on from where the pop
         stopped (a queue's checkpoint record waiting for the store, a wait for
@@ -332,8 +356,7 @@ class PopMessageProcessor:
         return self._pop_answer_rest(channel, req, deadline, got)
 
     async def _pop_answer_rest(self, channel: Channel, req: PopRequest, deadline: float,
-                               got: Any) -> tuple[int, str | None, dict[str, str] | None, Any,
-                                                  int]:
+                               got: Any) -> tuple[int, str | None, Any, Any, int]:
         """``pop_answer_now`` from its first try ``got`` (what ``_pop_once_now``
         returned): tries again as messages arrive until the deadline."""
         while True:
@@ -353,17 +376,16 @@ class PopMessageProcessor:
         return self._answer(req, *got)
 
     def _answer(self, req: PopRequest, out: PopResult, pop_time: int, revive_qid: int
-                ) -> tuple[int, None, dict[str, str], list, int]:
-        """The answer of a pop that found ``out``, its statistics counted."""
-        ext_out = {"popTime": str(pop_time), "invisibleTime": str(req.invisible),
-                   "reviveQid": str(revive_qid), "restNum": str(out.rest),
-                   "startOffsetInfo": ";".join(out.start_info),
-                   "msgOffsetInfo": ";".join(out.msg_info)}
-        if req.orderly:
-            ext_out["orderCountInfo"] = ";".join(out.order_info)
+                ) -> tuple[int, None, PopResult, list, int]:
+        """The answer of a pop that found ``out``, its statistics counted: its
+        extFields are ``out``'s header values (``answer_ext``)."""
+        out.pop_time = pop_time
+        out.invisible = req.invisible
+        out.revive_qid = revive_qid
+        out.orderly = req.orderly
         self.c.stats.inc_get(req.group, req.topic, max(req.queue_id, 0), out.count, out.size,
                              0, False)
-        return RC.SUCCESS, None, ext_out, out.bodies, out.size
+        return RC.SUCCESS, None, out, out.bodies, out.size
 
     def _pop_once_now(self, req: PopRequest) -> Any:
         """One try of a pop over its queues (the retry topics first with
