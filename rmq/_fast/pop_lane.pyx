@@ -52,6 +52,8 @@ cdef enum:
     ACK_VALUES = 2   # code, opaque
     INT_ROOM = 24
 
+cdef object _decode = None       # the remoting decoder (``codec.decode``)
+cdef object _decode_error = None # and the error it raises on a bad header
 cdef object _general = None      # the twin ``frame``: whatever is not written here
 cdef object _pop_result = None   # rmq.broker.processor.pop.PopResult
 cdef list _pop_pieces = None
@@ -60,12 +62,16 @@ cdef int _pop_order[POP_VALUES]
 cdef int _ack_order[ACK_VALUES]
 
 
-def bind(pop_result, general, pop_pieces, pop_order, ack_pieces, ack_order):
-    """The pop answer's class, the twin ``frame`` and the header pieces of a
-    found pop's and of a plain (no remark) answer, with which value follows
-    each piece; None pieces leave every answer to the twin."""
-    global _general, _pop_result, _pop_pieces, _ack_pieces
+def bind(decode, decode_error, pop_result, general, pop_pieces, pop_order, ack_pieces,
+         ack_order):
+    """The remoting decoder and its error, the pop answer's class, the twin
+    ``frame`` and the header pieces of a found pop's and of a plain (no
+    remark) answer, with which value follows each piece; None pieces leave
+    every answer to the twin."""
+    global _decode, _decode_error, _general, _pop_result, _pop_pieces, _ack_pieces
     cdef int i
+    _decode = decode
+    _decode_error = decode_error
     _general = general
     _pop_result = pop_result
     _pop_pieces = _ack_pieces = None
@@ -205,6 +211,30 @@ cdef inline bint put_int64(object o, char *digits, Py_ssize_t *n):
         return False
     n[0] = json_write_int(<uint8_t *>digits, v) - <uint8_t *>digits
     return True
+
+
+def read_request(frame):
+    """``rmq.broker.pop_lane.read_request`` (the twin): ``(code, opaque,
+    serialize type, extFields, body)`` of a request frame of one of the
+    lane's codes (the bytes after the length prefix), None for any other."""
+    cdef Py_buffer pb
+    cdef bint ours
+    cdef Py_ssize_t off, n
+    PyObject_GetBuffer(frame, &pb, PyBUF_SIMPLE)
+    ours = names_lane_code(<const uint8_t *>pb.buf, pb.len)
+    n = pb.len
+    PyBuffer_Release(&pb)
+    if not ours:
+        return None
+    try:
+        fields = <tuple>_decode(frame)
+    except _decode_error:
+        return None
+    code = fields[0]
+    if (code != 200050 and code != 200151 and code != 200051) or <int>fields[4] & 3:
+        return None  # a response (1) or a oneway request (2)
+    off = fields[8]
+    return code, fields[3], fields[7], fields[6], (frame[off:] if off < n else None)
 
 
 def frame(tuple answer, opaque, int stype):

@@ -95,14 +95,16 @@ def _pop_marks_header() -> bytes:
 
 
 def bind_frame(c: Any) -> None:
-    """Hand the compiled ``frame`` the header pieces of the general encoder
-    (a found pop's, a plain answer's); a header the marks do not cut cleanly
-    leaves those answers to the twin."""
+    """Hand the compiled ``read_request`` the remoting decoder and the
+    compiled ``frame`` the header pieces of the general encoder (a found
+    pop's, a plain answer's); a header the marks do not cut cleanly leaves
+    those answers to the twin."""
     opaque = str(_OPAQUE_MARK).encode()
     pop = codec.header_pieces(_pop_marks_header(), [m.encode() for m in _POP_MARKS] + [opaque])
     plain = codec.header_pieces(answer_frame(_CODE_MARK, None, None, None, 0, _OPAQUE_MARK, 0)[8:],
                                 [str(_CODE_MARK).encode(), opaque])
-    c.bind(PopResult, frame, *(pop or (None, None)), *(plain or (None, None)))
+    c.bind(codec.decode, RemotingCommandError, PopResult, frame, *(pop or (None, None)),
+           *(plain or (None, None)))
 
 
 class PopLaneSupport:
@@ -116,8 +118,9 @@ class PopLaneSupport:
         self.ack_queue = ack.c.request_queues["consumer_manager"]
         self.revive = pop.ctx.revive
         self.served = 0  # requests the lane answered (GET_BROKER_RUNTIME_INFO rmqPopLaneServed)
-        self.read = read_request  # handed to the compiled lane with the rest
-        self.frame = make_frame()  # the response frame of a ``take`` answer
+        # the request reader and answer writer, compiled when built: handed to
+        # the compiled lane with the rest
+        self.read, self.frame = make_codec()
         self._later: set[asyncio.Future] = set()  # answered later: held until done
 
     def take(self, channel: Any, code: int, ext: dict | None, body: Any) -> Any:
@@ -254,13 +257,13 @@ class PopLane:
         return pos, (b"".join(out) if out else None)
 
 
-def make_frame() -> Any:
-    """``frame``: compiled when built (its header pieces bound), else the twin."""
+def make_codec() -> tuple[Any, Any]:
+    """``read_request`` and ``frame``: compiled when built (bound), else the twins."""
     c = compiled("pop_lane")
     if c is None:
-        return frame
+        return read_request, frame
     bind_frame(c)
-    return c.frame
+    return c.read_request, c.frame
 
 
 def make_pop_lane(support: PopLaneSupport, max_frame: int) -> Any:
