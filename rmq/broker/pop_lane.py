@@ -132,7 +132,8 @@ class PopLaneSupport:
             if body is not None or not self.pop_queue.runs_at_once():
                 return None
             p = self.pop
-            self.revive.ensure_loaded()
+            if not self.revive.loaded:
+                self.revive.ensure_loaded()
             req = p.read_pop(channel, ext or {})
             if type(req) is not PopRequest or req.orderly or req.record_filter is not None \
                     or (req.poll_time > 0 and not p.may_find(req)):

@@ -181,6 +181,7 @@ class PopMessageProcessor:
         self.store = controller.message_store
         self.ctx = pop_context(controller)
         self._filter_cache: dict[tuple, tuple] = {}
+        self._retry_names: dict[tuple[str, str], tuple[str, str]] = {}
 
     def process_request(self, channel: Channel, request: RemotingCommand) -> Any:
         self.ctx.revive.ensure_loaded()
@@ -274,9 +275,22 @@ class PopMessageProcessor:
         return offset
 
     def retry_topics(self, group: str, topic: str) -> list[str]:
-        tcm = self.c.topic_config_manager
-        out = [t for t in (retry_topic_v1(topic, group), retry_topic_v2(topic, group))
-               if tcm.select_topic_config(t) is not None]
+        """The group's pop retry topics of ``topic`` that exist (v1, v2): their
+        names made once per (group, topic), every pop asks."""
+        key = (group, topic)
+        names = self._retry_names.get(key)
+        if names is None:
+            if len(self._retry_names) > 4096:
+                self._retry_names.clear()
+            names = self._retry_names[key] = (retry_topic_v1(topic, group),
+                                              retry_topic_v2(topic, group))
+        select = self.c.topic_config_manager.select_topic_config
+        v1, v2 = names
+        out = []
+        if select(v1) is not None:
+            out.append(v1)
+        if select(v2) is not None:
+            out.append(v2)
         return out
 
     @staticmethod
