@@ -17,6 +17,10 @@ cdef extern from "Python.h":
     Py_ssize_t PyUnicode_GET_LENGTH(object o)
 
 
+cdef tuple INT_FIELDS = ("queueId", "maxMsgNums", "invisibleTime", "pollTime", "bornTime",
+                         "initMode")
+
+
 cdef inline bint plain_int(object value, int64_t *out):
     """A str of an optional '-' and 1-18 ASCII digits: its value."""
     cdef const uint8_t *p
@@ -74,29 +78,18 @@ def pop_header(dict ext):
     bornTime, initMode, order, expType, exp)`` of a POP_MESSAGE's extFields,
     or the remark of the SYSTEM_ERROR answer to a missing or unreadable one
     (the first in that order, as the twin)."""
+    cdef list ints = []
+    cdef int i
     group = ext.get("consumerGroup")
     if not group:
         return "the custom field consumerGroup is null"
     topic = ext.get("topic")
     if not topic:
         return "the custom field topic is null"
-    queue_id = field_int(ext, "queueId", True)
-    if type(queue_id) is str:
-        return queue_id
-    max_nums = field_int(ext, "maxMsgNums", True)
-    if type(max_nums) is str:
-        return max_nums
-    invisible = field_int(ext, "invisibleTime", True)
-    if type(invisible) is str:
-        return invisible
-    poll_time = field_int(ext, "pollTime", False)
-    if type(poll_time) is str:
-        return poll_time
-    born_time = field_int(ext, "bornTime", False)
-    if type(born_time) is str:
-        return born_time
-    init_mode = field_int(ext, "initMode", False)
-    if type(init_mode) is str:
-        return init_mode
-    return (group, topic, queue_id, max_nums, invisible, poll_time, born_time, init_mode,
+    for i in range(6):  # the first three required, the others 0 when missing
+        value = field_int(ext, <str>INT_FIELDS[i], i < 3)
+        if type(value) is str:
+            return value
+        ints.append(value)
+    return (group, topic, ints[0], ints[1], ints[2], ints[3], ints[4], ints[5],
             field_true(ext), ext.get("expType"), ext.get("exp"))

@@ -20,6 +20,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.string cimport memcmp, memcpy
 
 from rmq._fast.byteorder cimport get32, put32
+from rmq._fast.frame_body cimport copy_records
 from rmq._fast.json_text cimport json_escape8, json_load8, json_write_int
 
 cdef extern from "Python.h":
@@ -152,9 +153,8 @@ cdef object body_frame(list pieces, const int *order, int nvalues, char ints[][I
     the texts ``texts[w - text_from]`` joined with ';') and the body's
     ``size`` bytes, in one allocation; None when the frame would be longer
     than its int32 length allows (the general encoder's error to raise)."""
-    cdef Py_ssize_t hlen = 0, at, end, i
+    cdef Py_ssize_t hlen = 0, at, i
     cdef Py_ssize_t ntexts = len(texts) if texts is not None else 0
-    cdef Py_buffer vb
     cdef char *out
     cdef int w
     for piece in pieces:
@@ -180,18 +180,7 @@ cdef object body_frame(list pieces, const int *order, int nvalues, char ints[][I
                 memcpy(out + at, ints[w], lens[w])
                 at += lens[w]
     if size:
-        end = at + size
-        for view in <list>body:
-            PyObject_GetBuffer(view, &vb, PyBUF_SIMPLE)
-            try:
-                if vb.len > end - at:
-                    raise ValueError("the records are longer than the answer said")
-                memcpy(out + at, vb.buf, vb.len)
-                at += vb.len
-            finally:
-                PyBuffer_Release(&vb)
-        if at != end:
-            raise ValueError("the records are shorter than the answer said")
+        copy_records(out, at, size, <list>body)
     return result
 
 
