@@ -16,16 +16,19 @@ import tempfile
 from pathlib import Path
 
 
-def callgrind_total(module: str, args: list[str], main_thread: bool = False) -> int:
+def callgrind_total(module: str, args: list[str], main_thread: bool = False,
+                    inside: str | None = None) -> int:
     """Instructions of ``python -m module *args`` under callgrind; with
     ``main_thread`` those of its first thread alone (threads that wake by the
     clock, such as a store's flushers, run more the slower the run, so they
-    would blur a difference of two runs)."""
+    would blur a difference of two runs); with ``inside`` (a C function's
+    symbol) only those executed within calls of that function."""
     with tempfile.TemporaryDirectory(prefix=module.rpartition(".")[2].replace("_", "-")
                                      + "-cg-") as tmp:
         done = subprocess.run(
             ["valgrind", "--tool=callgrind",
              *(["--separate-threads=yes"] if main_thread else []),
+             *([f"--toggle-collect={inside}"] if inside else []),
              f"--callgrind-out-file={tmp}/out", sys.executable, "-m", module, *args],
             capture_output=True, text=True, env=os.environ, check=False)
         if main_thread:

@@ -20,12 +20,17 @@ broker does for a request but the socket calls, the lanes as configured
 (``--no-pop-lane``: the pop lane left out, the general path).
 ``--instructions`` counts instead of timing: the wire cycles alone run under
 valgrind's callgrind twice, with ``--cycles`` and with ``--cycles`` + 200,
-and the difference of the loop thread's two totals gives the instructions
-of one cycle (the machine's load does not move it).
+and the difference of the loop thread's two totals over the difference of
+the cycles the two runs ran (each runs a quarter more first: 250) gives
+the instructions of one cycle.  The loop thread's total moves with the
+machine's load by a few per cent (work that runs by the clock);
+``--in-lane`` counts only within the compiled pop lane's ``serve`` -- the
+broker's work on the requests, without the loop, the connection reader and
+the bench's client side -- which the load hardly moves.
 
     .venv/bin/python -m bench.pop_calls [--cycles 300] [--repeats 5] [--parts] [--lane]
         [--profile FILE]
-    .venv/bin/python -m bench.pop_calls --wire [--no-pop-lane] [--instructions]
+    .venv/bin/python -m bench.pop_calls --wire [--no-pop-lane] [--instructions [--in-lane]]
 """
 
 from __future__ import annotations
@@ -184,23 +189,36 @@ async def wire(cycles: int, pop_lane: bool, fill: int) -> list[float]:
 EXTRA_CYCLES = 200  # what --instructions adds to the second run
 
 
-def _callgrind_total(cycles: int, fill: int, pop_lane: bool) -> int:
+# the compiled pop lane's serve (its C symbol): --in-lane counts only within it
+LANE_SERVE = "__pyx_pw_3rmq_5_fast_8pop_lane_7PopLane_5serve"
+
+
+def _callgrind_total(cycles: int, fill: int, pop_lane: bool, in_lane: bool = False) -> int:
     """Instructions of the loop's thread (the store's flush threads, which
     wake by the clock and so run more the slower the run, aside) over a whole
-    --wire run under callgrind."""
+    --wire run under callgrind; ``in_lane``: only those within the compiled
+    pop lane's ``serve`` (the broker's work on the requests, without the
+    loop, the connection reader and the bench's client side)."""
     return callgrind_total("bench.pop_calls", [
         "--wire", "--cycles", str(cycles), "--fill", str(fill),
-        *([] if pop_lane else ["--no-pop-lane"])], main_thread=True)
+        *([] if pop_lane else ["--no-pop-lane"])], main_thread=not in_lane,
+        inside=LANE_SERVE if in_lane else None)
 
 
-def instructions(cycles: int, pop_lane: bool) -> float:
-    """Instructions per pop + batch ack cycle: the difference of two callgrind totals."""
+def _runs(cycles: int) -> int:
+    """Cycles a --wire run of ``cycles`` runs: a quarter more first, not timed."""
+    return cycles // 4 + cycles
+
+
+def instructions(cycles: int, pop_lane: bool, in_lane: bool = False) -> float:
+    """Instructions per pop + batch ack cycle: the difference of two callgrind
+    totals over the difference of the cycles the two runs ran."""
     if shutil.which("valgrind") is None:
         raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
     fill = (cycles + EXTRA_CYCLES) * 40 + 1024
-    low = _callgrind_total(cycles, fill, pop_lane)
-    high = _callgrind_total(cycles + EXTRA_CYCLES, fill, pop_lane)
-    return (high - low) / EXTRA_CYCLES
+    low = _callgrind_total(cycles, fill, pop_lane, in_lane)
+    high = _callgrind_total(cycles + EXTRA_CYCLES, fill, pop_lane, in_lane)
+    return (high - low) / (_runs(cycles + EXTRA_CYCLES) - _runs(cycles))
 
 
 def _wrap(times: dict[str, list[int]], obj: Any, name: str, label: str) -> None:
@@ -334,15 +352,20 @@ def main(argv: list[str] | None = None) -> int:
                     help="--wire without the pop lane (the general path)")
     ap.add_argument("--instructions", action="store_true",
                     help="--wire: count instructions per cycle under callgrind")
+    ap.add_argument("--in-lane", action="store_true",
+                    help="--instructions: count only within the compiled pop lane's serve")
     ap.add_argument("--fill", type=int, default=0, help="--wire: messages stored first")
     args = ap.parse_args(argv)
     import uvloop
 
     uvloop.install()
     if args.instructions:
-        per = instructions(args.cycles, not args.no_pop_lane)
-        print(f"instructions_per_cycle (pop of 32 + batch ack, "
-              f"{'general path' if args.no_pop_lane else 'lanes'}): {per:,.0f}")
+        if args.in_lane and args.no_pop_lane:
+            raise SystemExit("--in-lane counts within the pop lane: not with --no-pop-lane")
+        per = instructions(args.cycles, not args.no_pop_lane, args.in_lane)
+        where = ("within the pop lane's serve" if args.in_lane
+                 else "general path" if args.no_pop_lane else "lanes")
+        print(f"instructions_per_cycle (pop of 32 + batch ack, {where}): {per:,.0f}")
         return 0
     if args.wire:
         pop_us, ack_us = asyncio.run(wire(args.cycles, not args.no_pop_lane,

@@ -122,6 +122,22 @@ cdef inline Py_ssize_t _ws(const uint8_t *p, Py_ssize_t i, Py_ssize_t n) noexcep
     return i
 
 
+cdef inline Py_ssize_t _next_or_end(const uint8_t *p, Py_ssize_t i, Py_ssize_t n,
+                                     uint8_t close, bint *more) noexcept:
+    """The step after an object's member or an array's element that ends
+    before ``p[i]``: blanks skipped, then a comma goes on (``more`` set; the
+    position of the next one, blanks skipped) and ``close`` ends (``more``
+    clear; the position past it); -1 for anything else."""
+    i = _ws(p, i, n)
+    if i < n and p[i] == 44:
+        more[0] = True
+        return _ws(p, i + 1, n)
+    more[0] = False
+    if i < n and p[i] == close:
+        return i + 1
+    return -1
+
+
 cdef Py_ssize_t _string_end(const uint8_t *p, Py_ssize_t i, Py_ssize_t n,
                             bint *ascii) noexcept:
     """The closing quote of the string opening at ``p[i]``, or -1 for one this
@@ -225,7 +241,7 @@ cdef Py_ssize_t _read_entry(const uint8_t *p, Py_ssize_t i, Py_ssize_t n, list o
     """The entry object opening at ``p[i]`` appended to ``out`` as the tuple
     ``entry_fields`` makes; its end, or -1 when it is not a plain entry."""
     cdef Py_ssize_t ks, ke, j
-    cdef bint ascii
+    cdef bint ascii, more
     cdef int k, seen = 0
     cdef long long ints[5]
     ints[K_IT - K_Q] = 0
@@ -282,21 +298,20 @@ cdef Py_ssize_t _read_entry(const uint8_t *p, Py_ssize_t i, Py_ssize_t n, list o
             i = _skip_scalar(p, i, n)
             if i < 0:
                 return -1
-        i = _ws(p, i, n)
-        if i < n and p[i] == 44:
-            i = _ws(p, i + 1, n)
-            continue
-        if i < n and p[i] == 125:
+        i = _next_or_end(p, i, n, 125, &more)
+        if i < 0:
+            return -1
+        if not more:
             break
-        return -1
     if seen & REQUIRED != REQUIRED:
         return -1
     out.append((c, r, t, ints[0], ints[1], ints[2], ints[3], ints[4], b))
-    return i + 1
+    return i
 
 
 cdef Py_ssize_t _read_acks(const uint8_t *p, Py_ssize_t i, Py_ssize_t n, list out):
     """The array of entries opening at ``p[i]``; its end, or -1."""
+    cdef bint more
     i = _ws(p, i + 1, n)
     if i < n and p[i] == 93:
         return i + 1
@@ -306,18 +321,14 @@ cdef Py_ssize_t _read_acks(const uint8_t *p, Py_ssize_t i, Py_ssize_t n, list ou
         i = _read_entry(p, i, n, out)
         if i < 0:
             return -1
-        i = _ws(p, i, n)
-        if i < n and p[i] == 44:
-            i = _ws(p, i + 1, n)
-            continue
-        if i < n and p[i] == 93:
-            return i + 1
-        return -1
+        i = _next_or_end(p, i, n, 93, &more)
+        if i < 0 or not more:
+            return i
 
 
 cdef object _read_body(const uint8_t *p, Py_ssize_t n):
     cdef Py_ssize_t i = _ws(p, 0, n), ks, ke, j
-    cdef bint ascii, seen_acks = False, seen_name = False
+    cdef bint ascii, more, seen_acks = False, seen_name = False
     cdef list acks = []
     broker = None
     if i >= n or p[i] != 123:
@@ -365,14 +376,11 @@ cdef object _read_body(const uint8_t *p, Py_ssize_t n):
                 i = _skip_scalar(p, i, n)
             if i < 0:
                 return None
-            i = _ws(p, i, n)
-            if i < n and p[i] == 44:
-                i = _ws(p, i + 1, n)
-                continue
-            if i < n and p[i] == 125:
-                i += 1
+            i = _next_or_end(p, i, n, 125, &more)
+            if i < 0:
+                return None
+            if not more:
                 break
-            return None
     if _ws(p, i, n) != n:
         return None
     return broker, acks

@@ -9,15 +9,25 @@ in place, and a frame that does not start as one of the lane's requests
 header the remoting decoder (compiled) reads as another request ends the
 turn.  What lies between the header and the answer -- the processors' own
 functions -- is ``PopLaneSupport``'s, shared with the twin; the answers are
-encoded by the remoting encoder from the values those functions return and
+written by ``frame`` (a found pop's and a plain answer's header from the
+general encoder's pieces, here) from the values those functions return and
 written together at the end of the read.
 """
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
-from libc.stdint cimport uint8_t
-from libc.string cimport memcmp
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from libc.stdint cimport int32_t, int64_t, uint8_t
+from libc.string cimport memcmp, memcpy
 
-from rmq._fast.byteorder cimport get32
+from rmq._fast.byteorder cimport get32, put32
+from rmq._fast.frame_body cimport copy_records
+from rmq._fast.json_text cimport json_escape8, json_load8, json_write_int
+
+cdef extern from "Python.h":
+    bint PyUnicode_IS_COMPACT_ASCII(object o)
+    void *PyUnicode_DATA(object o)
+    Py_ssize_t PyUnicode_GET_LENGTH(object o)
+    long long PyLong_AsLongLongAndOverflow(object o, int *overflow) except? -1
 
 cdef enum:
     SYSTEM_ERROR = 1
@@ -33,6 +43,228 @@ cdef inline bint names_lane_code(const uint8_t *f, Py_ssize_t n) noexcept nogil:
     return ((f[15] == 48 and f[16] == 53 and f[17] == 48)          # 050
             or (f[15] == 48 and f[16] == 53 and f[17] == 49)       # 051
             or (f[15] == 49 and f[16] == 53 and f[17] == 49))      # 151
+
+
+# The answer headers as pieces of the general encoder's text with the values
+# between them (``rmq.broker.pop_lane.AnswerPieces``), set by ``bind``.
+cdef enum:
+    POP_VALUES = 7   # popTime, invisibleTime, reviveQid, restNum, startOffsetInfo,
+                     # msgOffsetInfo (the two texts: 4 and 5), the opaque
+    ACK_VALUES = 2   # code, opaque
+    INT_ROOM = 24
+
+cdef object _decode = None       # the remoting decoder (``codec.decode``)
+cdef object _decode_error = None # and the error it raises on a bad header
+cdef object _general = None      # the twin ``frame``: whatever is not written here
+cdef object _pop_result = None   # rmq.broker.processor.pop.PopResult
+cdef list _pop_pieces = None
+cdef list _ack_pieces = None
+cdef int _pop_order[POP_VALUES]
+cdef int _ack_order[ACK_VALUES]
+
+
+def bind(decode, decode_error, pop_result, general, pop_pieces, pop_order, ack_pieces,
+         ack_order):
+    """The remoting decoder and its error, the pop answer's class, the twin
+    ``frame`` and the header pieces of a found pop's and of a plain (no
+    remark) answer, with which value follows each piece; None pieces leave
+    every answer to the twin."""
+    global _decode, _decode_error, _general, _pop_result, _pop_pieces, _ack_pieces
+    cdef int i
+    _decode = decode
+    _decode_error = decode_error
+    _general = general
+    _pop_result = pop_result
+    _pop_pieces = _ack_pieces = None
+    if pop_pieces is not None:
+        if len(pop_pieces) != POP_VALUES + 1 or sorted(pop_order) != list(range(POP_VALUES)):
+            raise ValueError("a pop answer's header holds seven values")
+        for i in range(POP_VALUES):
+            _pop_order[i] = pop_order[i]
+        _pop_pieces = [bytes(b) for b in pop_pieces]
+    if ack_pieces is not None:
+        if len(ack_pieces) != ACK_VALUES + 1 or sorted(ack_order) != list(range(ACK_VALUES)):
+            raise ValueError("a plain answer's header holds two values")
+        for i in range(ACK_VALUES):
+            _ack_order[i] = ack_order[i]
+        _ack_pieces = [bytes(b) for b in ack_pieces]
+
+
+cdef inline bint as_int64(object o, int64_t *out, bint exact=True):
+    """An int (``exact``: not of a subclass, whose str may differ, such as an
+    enum's) that fits 64 bits (anything else: False)."""
+    cdef int overflow = 0
+    if type(o) is not int and (exact or not isinstance(o, int) or isinstance(o, bool)):
+        return False
+    out[0] = PyLong_AsLongLongAndOverflow(o, &overflow)
+    return overflow == 0
+
+
+cdef inline bint plain_ascii(const uint8_t *p, Py_ssize_t n) noexcept nogil:
+    """Whether ``p[:n]`` (ASCII) holds no byte JSON escapes ('"', '\\', control)."""
+    cdef Py_ssize_t i = 0
+    while i + 8 <= n:
+        if json_escape8(json_load8(p + i)):
+            return False
+        i += 8
+    while i < n:
+        if p[i] == 34 or p[i] == 92 or p[i] < 32:
+            return False
+        i += 1
+    return True
+
+
+cdef Py_ssize_t info_len(object parts):
+    """Bytes of ``";".join(parts)`` written as JSON string content, or -1 when
+    it is not a list of plain ASCII texts (left to the general encoder)."""
+    cdef Py_ssize_t n = 0, k
+    if type(parts) is not list:
+        return -1
+    for t in <list>parts:
+        if type(t) is not str or not PyUnicode_IS_COMPACT_ASCII(t):
+            return -1
+        k = PyUnicode_GET_LENGTH(t)
+        if not plain_ascii(<const uint8_t *>PyUnicode_DATA(t), k):
+            return -1
+        n += k + 1
+    return n - 1 if n else 0
+
+
+cdef char *put_info(char *o, list parts):
+    """``";".join(parts)`` at ``o`` (``info_len`` vouched for them)."""
+    cdef Py_ssize_t k
+    cdef bint first = True
+    for t in parts:
+        if not first:
+            o[0] = 59
+            o += 1
+        first = False
+        k = PyUnicode_GET_LENGTH(t)
+        memcpy(o, PyUnicode_DATA(t), k)
+        o += k
+    return o
+
+
+cdef object body_frame(list pieces, const int *order, int nvalues, char ints[][INT_ROOM],
+                       const Py_ssize_t *lens, list texts, int text_from, object body,
+                       Py_ssize_t size):
+    """Prefix, header (``pieces`` with value ``order[i]`` after piece i: the
+    digits ``ints[w]``, or for ``text_from <= w < text_from + len(texts)``
+    the texts ``texts[w - text_from]`` joined with ';') and the body's
+    ``size`` bytes, in one allocation; None when the frame would be longer
+    than its int32 length allows (the general encoder's error to raise)."""
+    cdef Py_ssize_t hlen = 0, at, i
+    cdef Py_ssize_t ntexts = len(texts) if texts is not None else 0
+    cdef char *out
+    cdef int w
+    for piece in pieces:
+        hlen += len(<bytes>piece)
+    for i in range(nvalues):
+        hlen += lens[i]
+    if hlen > 0xFFFFFF or 4 + hlen + size > 2147483647:
+        return None
+    result = PyBytes_FromStringAndSize(NULL, 8 + hlen + size)
+    out = PyBytes_AS_STRING(result)
+    put32(<uint8_t *>out, <int32_t>(4 + hlen + size))
+    put32(<uint8_t *>out + 4, <int32_t>hlen)
+    at = 8
+    for i in range(nvalues + 1):
+        piece = <bytes>pieces[i]
+        memcpy(out + at, PyBytes_AS_STRING(piece), len(piece))
+        at += len(piece)
+        if i < nvalues:
+            w = order[i]
+            if text_from <= w < text_from + ntexts:
+                at = put_info(out + at, <list>texts[w - text_from]) - out
+            else:
+                memcpy(out + at, ints[w], lens[w])
+                at += lens[w]
+    if size:
+        copy_records(out, at, size, <list>body)
+    return result
+
+
+cdef inline bint put_int32(object o, char *digits, Py_ssize_t *n, bint exact=True):
+    """An int32's digits (anything else: False)."""
+    cdef int64_t v = 0
+    if not as_int64(o, &v, exact) or not -2147483648 <= v <= 2147483647:
+        return False
+    n[0] = json_write_int(<uint8_t *>digits, v) - <uint8_t *>digits
+    return True
+
+
+cdef inline bint put_int64(object o, char *digits, Py_ssize_t *n):
+    """A 64-bit int's digits (anything else: False)."""
+    cdef int64_t v = 0
+    if not as_int64(o, &v):
+        return False
+    n[0] = json_write_int(<uint8_t *>digits, v) - <uint8_t *>digits
+    return True
+
+
+def read_request(frame):
+    """``rmq.broker.pop_lane.read_request`` (the twin): ``(code, opaque,
+    serialize type, extFields, body)`` of a request frame of one of the
+    lane's codes (the bytes after the length prefix), None for any other."""
+    cdef Py_buffer pb
+    cdef bint ours
+    cdef Py_ssize_t off, n
+    PyObject_GetBuffer(frame, &pb, PyBUF_SIMPLE)
+    ours = names_lane_code(<const uint8_t *>pb.buf, pb.len)
+    n = pb.len
+    PyBuffer_Release(&pb)
+    if not ours:
+        return None
+    try:
+        fields = <tuple>_decode(frame)
+    except _decode_error:
+        return None
+    code = fields[0]
+    if (code != 200050 and code != 200151 and code != 200051) or <int>fields[4] & 3:
+        return None  # a response (1) or a oneway request (2)
+    off = fields[8]
+    return code, fields[3], fields[7], fields[6], (frame[off:] if off < n else None)
+
+
+def frame(tuple answer, opaque, int stype):
+    """``rmq.broker.pop_lane.frame`` (the twin): the response frame of a
+    lane answer -- a pop that found messages and a plain ``(code, None)``
+    answer written here from the header pieces, in one allocation with the
+    records; anything else (a remark, extFields of a dict, the ROCKETMQ
+    serialization, an orderly pop, a text to escape) by the twin."""
+    cdef char ints[POP_VALUES][INT_ROOM]
+    cdef Py_ssize_t lens[POP_VALUES]
+    cdef int64_t size = 0
+    cdef Py_ssize_t n = len(answer)
+    if stype != 0:
+        pass
+    elif n == 2:
+        if _ack_pieces is not None and answer[1] is None \
+                and put_int32(answer[0], ints[0], &lens[0], False) \
+                and put_int32(opaque, ints[1], &lens[1]):
+            got = body_frame(_ack_pieces, _ack_order, ACK_VALUES, ints, lens, None, 0, None, 0)
+            if got is not None:
+                return got
+    elif n == 5 and _pop_pieces is not None and type(answer[2]) is _pop_result \
+            and answer[0] == 0 and answer[1] is None:
+        out = answer[2]
+        body = answer[3]
+        if not out.orderly and type(body) is list and len(<list>body) \
+                and as_int64(answer[4], &size) and 0 < size <= 2147483647 \
+                and put_int64(out.pop_time, ints[0], &lens[0]) \
+                and put_int64(out.invisible, ints[1], &lens[1]) \
+                and put_int64(out.revive_qid, ints[2], &lens[2]) \
+                and put_int64(out.rest, ints[3], &lens[3]) \
+                and put_int32(opaque, ints[6], &lens[6]):
+            start, msg = out.start_info, out.msg_info
+            lens[4] = info_len(start)
+            lens[5] = info_len(msg)
+            if lens[4] >= 0 and lens[5] >= 0:
+                got = body_frame(_pop_pieces, _pop_order, POP_VALUES, ints, lens,
+                                 [start, msg], 4, body, <Py_ssize_t>size)
+                if got is not None:
+                    return got
+    return _general(answer, opaque, stype)
 
 
 cdef class PopLane:

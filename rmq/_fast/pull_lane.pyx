@@ -31,6 +31,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.string cimport memcmp, memcpy
 
 from rmq._fast.byteorder cimport get32, put32
+from rmq._fast.frame_body cimport copy_records
 from rmq._fast.json_text cimport header_utf8, json_utf8_valid
 
 cdef enum:
@@ -625,8 +626,7 @@ cdef class PullLane:
         """The response frames of ``answers`` back to back: each its header
         and its records (``(views, suggest, nextBeginOffset, minOffset,
         maxOffset, size)`` as ``take`` gave them, and the request's opaque)."""
-        cdef Py_ssize_t total = 0, at = 0, end, size
-        cdef Py_buffer vb
+        cdef Py_ssize_t total = 0, at = 0, size
         cdef char *out
         for answer in answers:
             total += self._head(<tuple>answer, NULL) + <Py_ssize_t>(answer[0][5])
@@ -635,16 +635,5 @@ cdef class PullLane:
         for answer in answers:
             size = answer[0][5]
             at += self._head(<tuple>answer, out + at)
-            end = at + size
-            for view in <list>(answer[0][0]):
-                PyObject_GetBuffer(view, &vb, PyBUF_SIMPLE)
-                try:
-                    if vb.len > end - at:
-                        raise ValueError("the records are longer than the read said")
-                    memcpy(out + at, vb.buf, vb.len)
-                    at += vb.len
-                finally:
-                    PyBuffer_Release(&vb)
-            if at != end:
-                raise ValueError("the records are shorter than the read said")
+            at = copy_records(out, at, size, <list>(answer[0][0]))
         return result

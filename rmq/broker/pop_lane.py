@@ -9,10 +9,12 @@ decoder (compiled when built), hands the header's values (or the batch ack's
 body) to the processors' own functions -- ``PopMessageProcessor.read_pop``,
 ``pop_answer_now``, ``AckMessageProcessor.ack_answer``, ``batch_ack_now``: the
 checks, checkpoint and ack records, offsets, statistics are theirs -- and
-encodes the answer with the remoting encoder from the values those functions
-return, the answers of one read written together.  The bytes are the general
-path's by construction: the same encoder, the same values, the request's
-serialization.
+writes the answer from the values those functions return (``frame``), the
+answers of one read together.  The bytes are the general path's: the twin
+``frame`` uses the same encoder on the same values; the compiled one writes
+a found pop's header and a plain ack answer's from pieces cut from that
+encoder's text, the records in the same allocation, and leaves anything
+else to the twin.
 
 The lane takes only what it serves exactly as the general path would: a
 request frame of one of its codes (no oneway) whose request queue would run it
@@ -39,7 +41,7 @@ import logging
 from typing import Any
 
 from rmq._fast import compiled
-from rmq.broker.processor.pop import PopRequest
+from rmq.broker.processor.pop import PopRequest, PopResult, answer_ext
 from rmq.common.codes import CURRENT_VERSION, RequestCode, ResponseCode
 from rmq.common.eager import run_eagerly
 from rmq.remoting import codec
@@ -65,6 +67,46 @@ def answer_frame(code: int, remark: str | None, ext: dict[str, str] | None, body
     return b"".join([head, *body]) if body else head
 
 
+def frame(answer: tuple, opaque: int, stype: int) -> bytes:
+    """The response frame of a ``PopLaneSupport.take`` answer: ``(code,
+    remark)`` of an ack, ``(code, remark, ext, body, size)`` of a pop (ext a
+    ``PopResult`` when it found messages).  The twin of
+    ``rmq._fast.pop_lane.frame``, which writes the usual answers straight
+    from header pieces cut from this encoder's text (``bind_frame``)."""
+    if len(answer) == 2:
+        return answer_frame(answer[0], answer[1], None, None, 0, opaque, stype)
+    code, remark, ext, body, size = answer
+    return answer_frame(code, remark, answer_ext(ext), body, size, opaque, stype)
+
+
+# placeholders of a found pop's header values (popTime, invisibleTime,
+# reviveQid, restNum, startOffsetInfo, msgOffsetInfo; the opaque) and of a
+# plain answer's (code, opaque): each occurs once in the encoded header
+_POP_MARKS = ("-9000000000000000001", "-9000000000000000002", "-9000000000000000003",
+              "-9000000000000000004", "@@startOffsetInfo@@", "@@msgOffsetInfo@@")
+_OPAQUE_MARK = -2147480001
+_CODE_MARK = -2147480002
+
+
+def _pop_marks_header() -> bytes:
+    ext = dict(zip(("popTime", "invisibleTime", "reviveQid", "restNum", "startOffsetInfo",
+                    "msgOffsetInfo"), _POP_MARKS, strict=True))
+    return answer_frame(ResponseCode.SUCCESS, None, ext, None, 0, _OPAQUE_MARK, 0)[8:]
+
+
+def bind_frame(c: Any) -> None:
+    """Hand the compiled ``read_request`` the remoting decoder and the
+    compiled ``frame`` the header pieces of the general encoder (a found
+    pop's, a plain answer's); a header the marks do not cut cleanly leaves
+    those answers to the twin."""
+    opaque = str(_OPAQUE_MARK).encode()
+    pop = codec.header_pieces(_pop_marks_header(), [m.encode() for m in _POP_MARKS] + [opaque])
+    plain = codec.header_pieces(answer_frame(_CODE_MARK, None, None, None, 0, _OPAQUE_MARK, 0)[8:],
+                                [str(_CODE_MARK).encode(), opaque])
+    c.bind(codec.decode, RemotingCommandError, PopResult, frame, *(pop or (None, None)),
+           *(plain or (None, None)))
+
+
 class PopLaneSupport:
     """What both lanes (compiled and twin) do between reading a request and
     writing its answer; built once per broker from its pop and ack processors."""
@@ -76,7 +118,9 @@ class PopLaneSupport:
         self.ack_queue = ack.c.request_queues["consumer_manager"]
         self.revive = pop.ctx.revive
         self.served = 0  # requests the lane answered (GET_BROKER_RUNTIME_INFO rmqPopLaneServed)
-        self.read = read_request  # handed to the compiled lane with the rest
+        # the request reader and answer writer, compiled when built: handed to
+        # the compiled lane with the rest
+        self.read, self.frame = make_codec()
         self._later: set[asyncio.Future] = set()  # answered later: held until done
 
     def take(self, channel: Any, code: int, ext: dict | None, body: Any) -> Any:
@@ -88,7 +132,8 @@ class PopLaneSupport:
             if body is not None or not self.pop_queue.runs_at_once():
                 return None
             p = self.pop
-            self.revive.ensure_loaded()
+            if not self.revive.loaded:
+                self.revive.ensure_loaded()
             req = p.read_pop(channel, ext or {})
             if type(req) is not PopRequest or req.orderly or req.record_filter is not None \
                     or (req.poll_time > 0 and not p.may_find(req)):
@@ -103,12 +148,6 @@ class PopLaneSupport:
             got = self.ack.batch_ack_now(body if body is not None else b"")
             return got if type(got) is tuple else run_eagerly(got)
         return run_eagerly(self.ack.ack_answer(ext or {}))
-
-    def frame(self, answer: tuple, opaque: int, stype: int) -> bytes:
-        """The response frame of a ``take`` answer."""
-        if len(answer) == 2:
-            return answer_frame(answer[0], answer[1], None, None, 0, opaque, stype)
-        return answer_frame(*answer, opaque, stype)
 
     def failed_frame(self, channel: Any, code: int, opaque: int, stype: int,
                      exc: BaseException) -> bytes:
@@ -217,6 +256,15 @@ class PopLane:
             counts[key] = counts.get(key, 0) + 1
             pos += 4 + length
         return pos, (b"".join(out) if out else None)
+
+
+def make_codec() -> tuple[Any, Any]:
+    """``read_request`` and ``frame``: compiled when built (bound), else the twins."""
+    c = compiled("pop_lane")
+    if c is None:
+        return read_request, frame
+    bind_frame(c)
+    return c.read_request, c.frame
 
 
 def make_pop_lane(support: PopLaneSupport, max_frame: int) -> Any:

@@ -80,17 +80,11 @@ class FoundHeader:
         frame = self._encode(*_EXT_MARKS, _OPAQUE_MARK)
         header = frame[8:]
         marks = [s.encode() for s in _EXT_MARKS] + [str(_OPAQUE_MARK).encode()]
-        self.pieces: list[bytes] = []
-        self.order: list[int] = []  # which number (0-3 extFields, 4 opaque) follows piece i
-        self.ok = all(header.count(m) == 1 for m in marks)
+        cut = codec.header_pieces(header, marks)
+        # which number (0-3 extFields, 4 opaque) follows piece i
+        self.pieces, self.order = cut if cut is not None else ([], [])
+        self.ok = cut is not None
         if self.ok:
-            at = sorted((header.index(m), i) for i, m in enumerate(marks))
-            pos = 0
-            for start, i in at:
-                self.pieces.append(header[pos:start])
-                self.order.append(i)
-                pos = start + len(marks[i])
-            self.pieces.append(header[pos:])
             self.ok = all(self.render(*v, 0) == self._encode(*map(str, v[:4]), v[4])
                           for v in ((0, 0, 0, 0, 0), (1, 32, 0, 12416, 1000000001),
                                     (-1, 2**63 - 1, -(2**63), 7, -(2**31)),

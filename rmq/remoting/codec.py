@@ -297,6 +297,27 @@ def py_decode_frames(buf, pos: int, end: int, max_frame: int) -> tuple:
     return frames, pos, None
 
 
+def header_pieces(header: bytes, marks: list[bytes]) -> tuple[list[bytes], list[int]] | None:
+    """``header`` (an encoded header written with placeholder values ``marks``)
+    cut around them: the texts before, between and after the marks, and
+    which mark each text is followed by, so that a lane writes the header of
+    other values the way this encoder does; None unless every mark occurs
+    exactly once."""
+    if not all(header.count(m) == 1 for m in marks):
+        return None
+    pieces: list[bytes] = []
+    order: list[int] = []
+    pos = 0
+    for start, i in sorted((header.index(m), i) for i, m in enumerate(marks)):
+        if start < pos:
+            return None  # marks that overlap
+        pieces.append(header[pos:start])
+        order.append(i)
+        pos = start + len(marks[i])
+    pieces.append(header[pos:])
+    return pieces, order
+
+
 encode = py_encode
 decode = py_decode
 frame_length = py_frame_length

@@ -15,7 +15,7 @@ import pytest
 from bench.lane_reads import QUEUES, TOPIC, _controller
 from rmq.broker.pop_context import pop_context
 from rmq.broker.processor.ack import AckMessageProcessor
-from rmq.broker.processor.pop import PopMessageProcessor
+from rmq.broker.processor.pop import PopMessageProcessor, PopResult, answer_ext
 from rmq.common.codes import ResponseCode
 from rmq.store.message import MessageExtBrokerInner
 from rmq.store.message_codec import message_properties_to_string
@@ -78,8 +78,10 @@ async def test_pops_and_batch_acks_answered_at_once_need_no_coroutine(tmp_path):
                 assert (remark, out, bodies, size) == ("NO_MESSAGE_IN_QUEUE", None, None, 0)
                 break
             assert code == ResponseCode.SUCCESS and size == sum(map(len, bodies))
-            popped += len(out["msgOffsetInfo"].split(",")) + out["msgOffsetInfo"].count(";")
-            answer = ack.batch_ack_now(_ack_body(out))
+            assert type(out) is PopResult and bodies is out.bodies  # the header as values
+            ext_out = answer_ext(out)
+            popped += len(ext_out["msgOffsetInfo"].split(",")) + ext_out["msgOffsetInfo"].count(";")
+            answer = ack.batch_ack_now(_ack_body(ext_out))
             kinds["ack"].add(type(answer) is tuple)
             if type(answer) is not tuple:
                 answer = await answer

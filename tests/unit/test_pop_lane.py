@@ -5,14 +5,17 @@ answered with its response code (request timing)."""
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from fuzz.targets import _PopSupport
 from rmq._fast import compiled_or_none
-from rmq.broker.pop_lane import PopLane, answer_frame
-from rmq.broker.processor.pop import response
-from rmq.common.codes import RequestCode
+from rmq.broker.pop_lane import PopLane, answer_frame, bind_frame, frame, read_request
+from rmq.broker.processor.pop import PopResult, answer_ext, response
+from rmq.common.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RPC_RESPONSE, RemotingCommand
+from rmq.remoting.exceptions import RemotingCommandError
 
 C_POP_LANE = compiled_or_none("pop_lane")
 LANES = [PopLane] + ([C_POP_LANE.PopLane] if C_POP_LANE is not None else [])
@@ -85,3 +88,106 @@ def test_lanes_decode_only_frames_that_start_as_theirs(make):
         support = _PopSupport()
         assert make(support, 1 << 20).serve(None, data, 0, len(data)) == (0, None)
         assert support.calls == []
+
+
+def _pop_answer(pop_time=1700000000123, invisible=60000, revive_qid=3, rest=12,
+                start=("0 1 32", "0 2 7"), msg=("0 1 32,33", "0 2 7"), orderly=False,
+                bodies=(b"rec-one", b"rec-two"), size=None) -> tuple:
+    out = PopResult(bodies=[memoryview(b) if i % 2 else b for i, b in enumerate(bodies)],
+                    count=len(bodies), start_info=list(start), msg_info=list(msg),
+                    order_info=["0 1 0"] if orderly else [], rest=rest,
+                    size=sum(map(len, bodies)) if size is None else size, pop_time=pop_time,
+                    invisible=invisible, revive_qid=revive_qid, orderly=orderly)
+    return (ResponseCode.SUCCESS, None, out, out.bodies, out.size)
+
+
+_ANSWERS = [
+    _pop_answer(),
+    _pop_answer(start=("0 1 32",), msg=("0 1 32",), bodies=(b"x" * 5000,)),
+    _pop_answer(pop_time=0, invisible=1, revive_qid=0, rest=0),
+    _pop_answer(invisible=2**63 - 1, rest=2**62, pop_time=-5),
+    _pop_answer(invisible=2**63, rest=10**30),  # past 64 bits: the twin writes them
+    _pop_answer(start=("1 0 5", "0 7 123456789012"), msg=("1 0 5,6,7", "0 7 1,2")),
+    _pop_answer(start=(), msg=()),
+    _pop_answer(start=("0 1 2", ""), msg=("", "0 1 2")),
+    _pop_answer(start=('0 "q" 1',), msg=("0 \\ 1",)),  # texts to escape
+    _pop_answer(start=("0 \x01 1",), msg=("0\t1",)),
+    _pop_answer(start=("0 é 1",), msg=("0 é 1",)),  # not ASCII
+    _pop_answer(orderly=True),
+    _pop_answer(bodies=()),
+    (ResponseCode.SUCCESS, None, {"popTime": "1"}, [b"r"], 1),
+    (ResponseCode.POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE", None, None, 0),
+    (ResponseCode.SUCCESS, None),
+    (0, None),
+    (ResponseCode.SYSTEM_ERROR, "bad batch ack body: \"quoted\" é"),
+    (2**31 - 1, None),
+    (-(2**31), None),
+    (True, None),
+]
+
+
+@pytest.mark.skipif(C_POP_LANE is None, reason="not built")
+@pytest.mark.parametrize("stype", [0, 1])
+def test_compiled_answer_frames_are_the_twins(stype):
+    """The compiled ``frame`` writes a found pop's and a plain answer's header
+    from pieces of the general encoder's text: the same bytes as the twin
+    (and the remoting layer's for the processor's response) for every value,
+    and whatever it does not write itself left to the twin."""
+    bind_frame(C_POP_LANE)
+    for answer in _ANSWERS:
+        for opaque in (0, 1, 77, 2**31 - 1, -(2**31), -5):
+            want = frame(answer, opaque, stype)
+            assert C_POP_LANE.frame(answer, opaque, stype) == want, (answer, opaque)
+            general = answer if len(answer) == 2 else \
+                (answer[0], answer[1], answer_ext(answer[2]), answer[3])
+            assert want == _general(general, opaque, stype), (answer, opaque)
+    for answer in (_pop_answer(), (0, None)):  # an opaque past int32: both refuse it
+        for write in (frame, C_POP_LANE.frame):
+            with pytest.raises(RemotingCommandError):
+                write(answer, 2**31, stype)
+    bodies = (b"abc", b"de")  # records that are not the size the answer says
+    with pytest.raises(ValueError):
+        C_POP_LANE.frame(_pop_answer(bodies=bodies, size=4), 1, 0)
+
+
+def _same_read(frame_bytes: bytes) -> None:
+    view = memoryview(bytearray(frame_bytes))
+    want = read_request(view)
+    got = C_POP_LANE.read_request(view)
+    if want is None or got is None:
+        assert got is want, frame_bytes
+    else:
+        assert got[:4] == want[:4] and (got[4] is None) == (want[4] is None), frame_bytes
+        assert got[4] is None or bytes(got[4]) == bytes(want[4]), frame_bytes
+
+
+@pytest.mark.skipif(C_POP_LANE is None, reason="not built")
+def test_compiled_request_reader_is_the_twins():
+    """The compiled ``read_request`` takes the frames the twin takes, with the
+    same code, opaque, serialization, extFields and body: the lane's
+    requests, other codes, responses, oneway requests, ROCKETMQ headers and
+    thousands of mutated frames."""
+    bind_frame(C_POP_LANE)
+    pop = {"consumerGroup": "g", "topic": "t", "queueId": "0", "maxMsgNums": "8",
+           "invisibleTime": "1000"}
+    seeds = [RemotingCommand(code, 0, 409, opaque, flag, None, ext, body, stype).encode()[4:]
+             for code, ext, body in ((R.POP_MESSAGE, pop, None),
+                                     (R.ACK_MESSAGE, {"consumerGroup": "g"}, None),
+                                     (R.BATCH_ACK_MESSAGE, None, b'{"acks":[]}'),
+                                     (R.PULL_MESSAGE, pop, None), (2000500, pop, None))
+             for opaque in (0, 7, -3) for flag in (0, 1, 2, 3) for stype in (0, 1)]
+    for seed in seeds:
+        _same_read(seed)
+    rnd = random.Random(37)
+    for _ in range(4000):
+        data = bytearray(rnd.choice(seeds))
+        for _ in range(rnd.randint(1, 3)):
+            i = rnd.randrange(len(data))
+            r = rnd.random()
+            if r < 0.4:
+                data[i] = rnd.randrange(256)
+            elif r < 0.7:
+                del data[i]
+            else:
+                data.insert(i, rnd.choice(b'0123456789{}":, '))
+        _same_read(bytes(data))

@@ -101,9 +101,33 @@ def ext_bool(ext: dict[str, str], name: str) -> bool:
     return str(ext.get(name, "false")).lower() == "true"
 
 
+def _pop_header(ext: dict[str, str]) -> tuple | str:
+    """``(group, topic, queueId, maxMsgNums, invisibleTime, pollTime,
+    bornTime, initMode, order, expType, exp)`` of a POP_MESSAGE's extFields,
+    or the remark of the SYSTEM_ERROR answer to the first missing or
+    unreadable one.  The twin of ``rmq._fast.pop_header.pop_header``."""
+    try:
+        return (ext_str(ext, "consumerGroup"), ext_str(ext, "topic"), ext_int(ext, "queueId"),
+                ext_int(ext, "maxMsgNums"), ext_int(ext, "invisibleTime"),
+                ext_int(ext, "pollTime", 0), ext_int(ext, "bornTime", 0),
+                ext_int(ext, "initMode", 0), ext_bool(ext, "order"), ext.get("expType"),
+                ext.get("exp"))
+    except HeaderError as exc:
+        return str(exc)
+
+
+pop_header = _pop_header
+_c_header = compiled("pop_header")
+if _c_header is not None:
+    pop_header = _c_header.pop_header
+
+
 @dataclass(slots=True)
 class PopResult:
-    """What one pop collected, queue after queue."""
+    """What one pop collected, queue after queue; once answered (``_answer``)
+    also the answer's header values, kept as values so that the pop lane
+    writes the header straight from them (``rmq.broker.pop_lane.frame``)
+    and only the general path makes the extFields dict (``ext_fields``)."""
 
     bodies: list[Any] = field(default_factory=list)  # runs of records (views or bytes)
     count: int = 0
@@ -112,6 +136,26 @@ class PopResult:
     order_info: list[str] = field(default_factory=list)
     rest: int = 0
     size: int = 0  # bytes of the records answered
+    pop_time: int = 0
+    invisible: int = 0
+    revive_qid: int = 0
+    orderly: bool = False
+
+    def ext_fields(self) -> dict[str, str]:
+        """The answer's extFields, in the order the general path writes them."""
+        ext = {"popTime": str(self.pop_time), "invisibleTime": str(self.invisible),
+               "reviveQid": str(self.revive_qid), "restNum": str(self.rest),
+               "startOffsetInfo": ";".join(self.start_info),
+               "msgOffsetInfo": ";".join(self.msg_info)}
+        if self.orderly:
+            ext["orderCountInfo"] = ";".join(self.order_info)
+        return ext
+
+
+def answer_ext(ext: Any) -> dict[str, str] | None:
+    """The extFields of a ``pop_answer_now`` answer's third value (a
+    ``PopResult`` for a pop that found messages, else the dict or None)."""
+    return ext.ext_fields() if type(ext) is PopResult else ext
 
 
 @dataclass(slots=True)
@@ -137,6 +181,7 @@ class PopMessageProcessor:
         self.store = controller.message_store
         self.ctx = pop_context(controller)
         self._filter_cache: dict[tuple, tuple] = {}
+        self._retry_names: dict[tuple[str, str], tuple[str, str]] = {}
 
     def process_request(self, channel: Channel, request: RemotingCommand) -> Any:
         self.ctx.revive.ensure_loaded()
@@ -230,9 +275,22 @@ class PopMessageProcessor:
         return offset
 
     def retry_topics(self, group: str, topic: str) -> list[str]:
-        tcm = self.c.topic_config_manager
-        out = [t for t in (retry_topic_v1(topic, group), retry_topic_v2(topic, group))
-               if tcm.select_topic_config(t) is not None]
+        """The group's pop retry topics of ``topic`` that exist (v1, v2): their
+        names made once per (group, topic), every pop asks."""
+        key = (group, topic)
+        names = self._retry_names.get(key)
+        if names is None:
+            if len(self._retry_names) > 4096:
+                self._retry_names.clear()
+            names = self._retry_names[key] = (retry_topic_v1(topic, group),
+                                              retry_topic_v2(topic, group))
+        select = self.c.topic_config_manager.select_topic_config
+        v1, v2 = names
+        out = []
+        if select(v1) is not None:
+            out.append(v1)
+        if select(v2) is not None:
+            out.append(v2)
         return out
 
     @staticmethod
@@ -250,22 +308,17 @@ class PopMessageProcessor:
         if type(got) is not tuple:
             got = await got
         code, remark, ext_out, bodies, _size = got
-        return response(code, remark, ext_out, bodies)
+        return response(code, remark, answer_ext(ext_out), bodies)
 
     def read_pop(self, channel: Channel, ext: dict[str, str]) -> PopRequest | RemotingCommand:
         """A POP_MESSAGE header read and checked: the request to serve, or the
         refusal to answer.  Nothing is changed here, so the pop lane can read a
         request and leave it to this path again."""
-        try:
-            group, topic = ext_str(ext, "consumerGroup"), ext_str(ext, "topic")
-            queue_id = ext_int(ext, "queueId")
-            max_nums = ext_int(ext, "maxMsgNums")
-            invisible = ext_int(ext, "invisibleTime")
-            poll_time = ext_int(ext, "pollTime", 0)
-            born_time = ext_int(ext, "bornTime", 0)
-            init_mode = ext_int(ext, "initMode", 0)
-        except HeaderError as exc:
-            return response(RC.SYSTEM_ERROR, str(exc))
+        got = pop_header(ext)
+        if type(got) is str:
+            return response(RC.SYSTEM_ERROR, got)
+        (group, topic, queue_id, max_nums, invisible, poll_time, born_time, init_mode, order,
+         exp_type, exp) = got
         refused = self._check(channel, group, topic, queue_id)
         if refused is not None:
             return refused
@@ -278,12 +331,12 @@ class PopMessageProcessor:
         if born_time > 0 and now_ms() - born_time - poll_time > BORN_TIME_SLACK_MS:
             return response(RC.POLLING_TIMEOUT, "poll time out")
         try:
-            matches, record_filter = self._filters(group, topic, ext.get("expType"),
-                                                   ext.get("exp"))
+            matches, record_filter = self._filters(group, topic, exp_type, exp)
         except (HeaderError, ValueError) as exc:
             return response(RC.SUBSCRIPTION_PARSE_FAILED, str(exc))
-        cfg = self.c.subscription_group_manager.find_subscription_group_config(group)
-        orderly = ext_bool(ext, "order") or cfg.consumeMessageOrderly
+        orderly = order or \
+            self.c.subscription_group_manager.find_subscription_group_config(group) \
+            .consumeMessageOrderly
         return PopRequest(group, topic, queue_id, max_nums, invisible, poll_time, init_mode,
                           orderly, matches, record_filter)
 
@@ -317,7 +370,8 @@ class PopMessageProcessor:
 
     def pop_answer_now(self, channel: Channel, req: PopRequest) -> Any:
         """Serve a checked pop: (code, remark, extFields, body, body bytes) of
-        its answer (the body a list of records, or None) when it is answered at
+        its answer (the body a list of records, or None; the extFields a
+        ``PopResult`` when it found messages, see ``answer_ext``) when it is answered at
         once -- it finds messages, or finds none and has no pollTime to wait --
         without a coroutine; else a coroutine that goes on from where the pop
         stopped (a queue's checkpoint record waiting for the store, a wait for
@@ -332,8 +386,7 @@ class PopMessageProcessor:
         return self._pop_answer_rest(channel, req, deadline, got)
 
     async def _pop_answer_rest(self, channel: Channel, req: PopRequest, deadline: float,
-                               got: Any) -> tuple[int, str | None, dict[str, str] | None, Any,
-                                                  int]:
+                               got: Any) -> tuple[int, str | None, Any, Any, int]:
         """``pop_answer_now`` from its first try ``got`` (what ``_pop_once_now``
         returned): tries again as messages arrive until the deadline."""
         while True:
@@ -353,17 +406,16 @@ class PopMessageProcessor:
         return self._answer(req, *got)
 
     def _answer(self, req: PopRequest, out: PopResult, pop_time: int, revive_qid: int
-                ) -> tuple[int, None, dict[str, str], list, int]:
-        """The answer of a pop that found ``out``, its statistics counted."""
-        ext_out = {"popTime": str(pop_time), "invisibleTime": str(req.invisible),
-                   "reviveQid": str(revive_qid), "restNum": str(out.rest),
-                   "startOffsetInfo": ";".join(out.start_info),
-                   "msgOffsetInfo": ";".join(out.msg_info)}
-        if req.orderly:
-            ext_out["orderCountInfo"] = ";".join(out.order_info)
+                ) -> tuple[int, None, PopResult, list, int]:
+        """The answer of a pop that found ``out``, its statistics counted: its
+        extFields are ``out``'s header values (``answer_ext``)."""
+        out.pop_time = pop_time
+        out.invisible = req.invisible
+        out.revive_qid = revive_qid
+        out.orderly = req.orderly
         self.c.stats.inc_get(req.group, req.topic, max(req.queue_id, 0), out.count, out.size,
                              0, False)
-        return RC.SUCCESS, None, ext_out, out.bodies, out.size
+        return RC.SUCCESS, None, out, out.bodies, out.size
 
     def _pop_once_now(self, req: PopRequest) -> Any:
         """One try of a pop over its queues (the retry topics first with
