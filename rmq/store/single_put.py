@@ -38,7 +38,7 @@ from rmq.store.message_codec import (
     _record_size,
     _write_record,
 )
-from rmq.store.running_flags import _NOT_WRITEABLE_MASK
+from rmq.store.running_flags import NOT_WRITEABLE_MASK
 
 log = logging.getLogger("store")
 
@@ -160,6 +160,6 @@ append_single = _append_single
 put_single = _put_single
 _c = compiled("store_put")
 if _c is not None:
-    _c.bind(BrokerRole.SLAVE, FlushDiskType.ASYNC_FLUSH, _NOT_WRITEABLE_MASK, ZERO_AHEAD)
+    _c.bind(BrokerRole.SLAVE, FlushDiskType.ASYNC_FLUSH, NOT_WRITEABLE_MASK, ZERO_AHEAD)
     append_single = _c.append_single
     put_single = _c.put_single
