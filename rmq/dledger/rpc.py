@@ -26,7 +26,14 @@ from collections.abc import Callable
 
 from rmq._fast import compiled
 from rmq.common.codes import CURRENT_VERSION
-from rmq.dledger.messages import RESPONSE_OF, RequestOrResponse, push_answer
+from rmq.dledger.entry import Entry
+from rmq.dledger.messages import (
+    RESPONSE_OF,
+    RequestOrResponse,
+    _push_answer,
+    _push_body,
+    push_answer,
+)
 from rmq.dledger.protocol import Code, DLedgerError, RequestCode, encode, read_answer
 from rmq.remoting import RemotingClient, RemotingCommand
 from rmq.remoting.abstract import SCAN_INTERVAL
@@ -82,12 +89,30 @@ def py_answer_at(buf, pos: int, end: int, max_frame: int) -> tuple[int, int, int
     return opaque, pos + 8 + hlen, pos + 4 + length
 
 
+def py_push_entries_frame(head: bytes, opaque: int, tail: bytes, group: bytes, ids: bytes,
+                          term: int, commit_index: int, entries: list[Entry],
+                          batch: bool) -> bytes:
+    """The whole frame of an APPEND push of ``entries`` (``push_frame`` of
+    ``messages._push_body``'s bytes): the twin of
+    ``rmq._fast.dledger_push.encode_push_frame``."""
+    return py_push_frame(head, opaque, tail,
+                         _push_body(group, ids, term, commit_index, entries, batch))
+
+
 push_frame = py_push_frame
 answer_at = py_answer_at
+push_entries_frame = py_push_entries_frame
 _c = compiled("dledger_frames")
 if _c is not None:
     push_frame = _c.push_frame
     answer_at = _c.answer_at
+# an answer's (code, term, index) read at once when it has the form DLedger
+# writes, else None (``push_answer`` then reads it as it reads any answer)
+read_push_answer = _push_answer
+_p = compiled("dledger_push")
+if _p is not None:
+    push_entries_frame = _p.encode_push_frame
+    read_push_answer = _p.decode_push_answer
 
 
 def _told(done: Callable[[tuple | None], None], answer: tuple | None) -> None:
@@ -135,7 +160,8 @@ class _PushAnswers:
                 break
             pos = got[2]
             try:
-                push[0](push_answer(buf[got[1]:pos]))
+                answer = read_push_answer(buf[got[1]:pos])
+                push[0](push_answer(buf[got[1]:pos]) if answer is None else answer)
             except Exception:  # noqa: BLE001 - as _told: the read goes on
                 log.exception("push callback failed")
         return pos, None
@@ -168,7 +194,30 @@ class PeerClient(RemotingClient):
                                  timeout_ms, _Answered(done))
             return
         opaque = next_opaque()
-        frame = push_frame(PUSH_HEAD, opaque, PUSH_TAIL, body)
+        self._write_push(ch, opaque, push_frame(PUSH_HEAD, opaque, PUSH_TAIL, body), timeout_ms,
+                         done, more)
+
+    def push_entries(self, addr: str, names: tuple[bytes, bytes], term: int,
+                     commit_index: int, entries: list[Entry], batch: bool, timeout_ms: int,
+                     done: Callable[[tuple | None], None], more: bool = False) -> None:
+        """``push`` of the APPEND push of ``entries`` (``names``: the group
+        and id members ``messages._names`` writes), its frame built from
+        the entries in one call (``push_entries_frame``) when the peer is
+        connected."""
+        ch = self._table.get(addr)
+        if ch is None or self._rpc_hooks or not ch.is_active():
+            self.push(addr, _push_body(names[0], names[1], term, commit_index, entries, batch),
+                      timeout_ms, done)
+            return
+        opaque = next_opaque()
+        self._write_push(ch, opaque, push_entries_frame(PUSH_HEAD, opaque, PUSH_TAIL, names[0],
+                                                        names[1], term, commit_index, entries,
+                                                        batch), timeout_ms, done, more)
+
+    def _write_push(self, ch: Channel, opaque: int, frame: bytes, timeout_ms: int,
+                    done: Callable[[tuple | None], None], more: bool) -> None:
+        """Keep the push ``opaque`` in the table (its deadline watched by
+        the response scan) and write its ``frame`` on ``ch``."""
         loop = asyncio.get_running_loop()
         self._pushes[opaque] = (done, ch, loop.time() + timeout_ms / 1000.0)
         if self._scan_handle is None or self._scan_loop is not loop:
@@ -256,13 +305,6 @@ class PeerRpc:
             done(answer)
 
         self.client.invoke_callback(self.peer_map[peer], request, timeout_ms, finished)
-
-    def push_then(self, peer: str, body: bytes, done: Callable[[tuple | None], None],
-                  more: bool = False, timeout_ms: int = RPC_TIMEOUT_MS) -> None:
-        """An APPEND push (its JSON ``body``) sent as a raw frame
-        (``PeerClient.push``): ``done((code, term, index))`` on the loop, or
-        ``done(None)`` when no answer came or it does not bind."""
-        self.client.push(self.peer_map[peer], body, timeout_ms, done, more)
 
     def spawn_call(self, peer: str, code: int, body: RequestOrResponse | bytes) -> asyncio.Task:
         """``call`` as a task whose failure is read even when nobody awaits it
