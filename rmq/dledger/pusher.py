@@ -35,6 +35,7 @@ from rmq.dledger.messages import (
     PushEntryRequest,
     PushEntryResponse,
     _names,
+    push_answer,
     push_request,
     push_response,
 )
@@ -537,9 +538,9 @@ class PeerDispatcher:
 
 
 class _Acked:
-    """The callback of one APPEND push of ``count`` entries: the follower's
-    answer as ``push_answer`` reads it, (code, term, index), or None when
-    none came (the push is resent when overdue) or it does not bind."""
+    """The callback of one APPEND push of ``count`` entries: the body of the
+    follower's answer, read by ``push_answer`` to (code, term, index), or
+    None when none came (the push is resent when overdue)."""
 
     __slots__ = ("dispatcher", "count")
 
@@ -547,8 +548,11 @@ class _Acked:
         self.dispatcher = dispatcher
         self.count = count
 
-    def __call__(self, answer: tuple[int, int, int | None] | None) -> None:
-        if answer is None:
+    def __call__(self, body) -> None:
+        if body is None:
+            return
+        answer = push_answer(body)
+        if answer is None:  # (an answer that does not bind: as none)
             return
         d = self.dispatcher
         code, term, index = answer

@@ -30,13 +30,11 @@ from rmq.dledger.entry import Entry
 from rmq.dledger.messages import (
     RESPONSE_OF,
     RequestOrResponse,
-    _push_answer,
     _push_body,
-    push_answer,
 )
 from rmq.dledger.protocol import Code, DLedgerError, RequestCode, encode, read_answer
 from rmq.remoting import RemotingClient, RemotingCommand
-from rmq.remoting.abstract import SCAN_INTERVAL
+from rmq.remoting.abstract import FrameWait
 from rmq.remoting.channel import Channel
 from rmq.remoting.command import next_opaque
 
@@ -106,64 +104,49 @@ _c = compiled("dledger_frames")
 if _c is not None:
     push_frame = _c.push_frame
     answer_at = _c.answer_at
-# an answer's (code, term, index) read at once when it has the form DLedger
-# writes, else None (``push_answer`` then reads it as it reads any answer)
-read_push_answer = _push_answer
 _p = compiled("dledger_push")
 if _p is not None:
     push_entries_frame = _p.encode_push_frame
-    read_push_answer = _p.decode_push_answer
-
-
-def _told(done: Callable[[tuple | None], None], answer: tuple | None) -> None:
-    """``done(answer)``, a failure logged (one push's callback must not
-    stop the others, nor the connection's read)."""
-    try:
-        done(answer)
-    except Exception:  # noqa: BLE001
-        log.exception("push callback failed")
 
 
 class _Answered:
-    """A push that went the general way: its remoting callback, the answer
-    read as the lane reads it."""
+    """A push that went the general way: its remoting callback, the
+    answer's body handed on as the lane hands it."""
 
     __slots__ = ("done",)
 
-    def __init__(self, done: Callable[[tuple | None], None]) -> None:
+    def __init__(self, done: Callable[[object], None]) -> None:
         self.done = done
 
     def __call__(self, response: RemotingCommand | None, error: BaseException | None) -> None:
-        self.done(None if error is not None else push_answer(response.body))
+        self.done(None if error is not None else response.body)
 
 
 class _PushAnswers:
     """The frame lane of a ``PeerClient``'s connections: the leading frames
-    of a read that answer pushes in the table, each handed to its callback;
-    the first other frame, and what follows it, go the general way."""
+    of a read that answer raw-frame requests of the response table
+    (``FrameWait``), each body handed to its callback; the first other
+    frame, and what follows it, go the general way."""
 
-    __slots__ = ("pushes", "max_frame")
+    __slots__ = ("responses", "max_frame")
 
-    def __init__(self, pushes: dict, max_frame: int) -> None:
-        self.pushes = pushes
+    def __init__(self, responses: dict, max_frame: int) -> None:
+        self.responses = responses
         self.max_frame = max_frame
 
     def serve(self, channel: Channel, buf: memoryview, pos: int, end: int
               ) -> tuple[int, None]:
-        pushes, max_frame = self.pushes, self.max_frame
+        responses, max_frame = self.responses, self.max_frame
         while pos < end:
             got = answer_at(buf, pos, end, max_frame)
             if got is None:
                 break
-            push = pushes.pop(got[0], None)
-            if push is None:
+            entry = responses.get(got[0])
+            if entry is None or type(entry[0]) is not FrameWait:
                 break
+            del responses[got[0]]
             pos = got[2]
-            try:
-                answer = read_push_answer(buf[got[1]:pos])
-                push[0](push_answer(buf[got[1]:pos]) if answer is None else answer)
-            except Exception:  # noqa: BLE001 - as _told: the read goes on
-                log.exception("push callback failed")
+            entry[0].tell(buf[got[1]:pos])
         return pos, None
 
     def served(self) -> list[tuple[int, bool, int]]:
@@ -172,34 +155,34 @@ class _PushAnswers:
 
 class PeerClient(RemotingClient):
     """The remoting client of a member's requests to its peers, with the
-    leader's APPEND pushes written and answered as raw frames (``push``)."""
+    leader's APPEND pushes written as raw frames (``send_frame``: kept in
+    the general response table, timed out by its scan) and their answers
+    read from the receive buffer by the connections' lane."""
 
     def __init__(self) -> None:
         super().__init__()
-        # opaque -> (callback, channel, deadline on the loop clock)
-        self._pushes: dict[int, tuple[Callable[[tuple | None], None], Channel, float]] = {}
-        self.lane = _PushAnswers(self._pushes, self.config.frameMaxLength)
+        self.lane = _PushAnswers(self._responses, self.config.frameMaxLength)
 
     def push(self, addr: str, body: bytes, timeout_ms: int,
-             done: Callable[[tuple | None], None], more: bool = False) -> None:
+             done: Callable[[object], None], more: bool = False) -> None:
         """Send the APPEND push ``body`` to ``addr``: ``done`` gets the
-        answer's (code, term, index) (``messages.push_answer``), or None
-        when none came in time, the connection failed or the answer does
-        not bind, once, on the loop.  ``more``: another push to the same
-        peer follows in this loop turn (they go out in one write at its
-        end; else this one is written at once)."""
+        answer's body (``messages.push_answer`` reads it), or None when
+        none came in time or the connection failed, once, on the loop.
+        ``more``: another push to the same peer follows in this loop turn
+        (they go out in one write at its end; else this one is written at
+        once)."""
         ch = self._table.get(addr)
         if ch is None or self._rpc_hooks or not ch.is_active():
             self.invoke_callback(addr, RemotingCommand.create_request(RequestCode.PUSH, None, body),
                                  timeout_ms, _Answered(done))
             return
         opaque = next_opaque()
-        self._write_push(ch, opaque, push_frame(PUSH_HEAD, opaque, PUSH_TAIL, body), timeout_ms,
-                         done, more)
+        self.send_frame(ch, opaque, push_frame(PUSH_HEAD, opaque, PUSH_TAIL, body), timeout_ms,
+                        done, more)
 
     def push_entries(self, addr: str, names: tuple[bytes, bytes], term: int,
                      commit_index: int, entries: list[Entry], batch: bool, timeout_ms: int,
-                     done: Callable[[tuple | None], None], more: bool = False) -> None:
+                     done: Callable[[object], None], more: bool = False) -> None:
         """``push`` of the APPEND push of ``entries`` (``names``: the group
         and id members ``messages._names`` writes), its frame built from
         the entries in one call (``push_entries_frame``) when the peer is
@@ -210,53 +193,9 @@ class PeerClient(RemotingClient):
                       timeout_ms, done)
             return
         opaque = next_opaque()
-        self._write_push(ch, opaque, push_entries_frame(PUSH_HEAD, opaque, PUSH_TAIL, names[0],
-                                                        names[1], term, commit_index, entries,
-                                                        batch), timeout_ms, done, more)
-
-    def _write_push(self, ch: Channel, opaque: int, frame: bytes, timeout_ms: int,
-                    done: Callable[[tuple | None], None], more: bool) -> None:
-        """Keep the push ``opaque`` in the table (its deadline watched by
-        the response scan) and write its ``frame`` on ``ch``."""
-        loop = asyncio.get_running_loop()
-        self._pushes[opaque] = (done, ch, loop.time() + timeout_ms / 1000.0)
-        if self._scan_handle is None or self._scan_loop is not loop:
-            self._scan_loop = loop
-            self._scan_handle = loop.call_later(SCAN_INTERVAL, self._scan_responses, loop)
-        ch.write_bytes(frame, more)
-
-    def _on_response(self, cmd: RemotingCommand) -> None:
-        """An answer the lane left (another header form, or a read the
-        lane did not start) still finds its push."""
-        push = self._pushes.pop(cmd.opaque, None)
-        if push is None:
-            super()._on_response(cmd)
-        else:
-            _told(push[0], push_answer(cmd.body))
-
-    def _scan_responses(self, loop: asyncio.AbstractEventLoop) -> None:
-        """The general scan, and the pushes past their deadline told None."""
-        if loop is not self._scan_loop:
-            return
-        super()._scan_responses(loop)
-        pushes = self._pushes
-        if not pushes:
-            return
-        now = loop.time()
-        for opaque in [op for op, push in pushes.items() if push[2] <= now]:
-            loop.call_soon(_told, pushes.pop(opaque)[0], None)
-        if pushes and self._scan_handle is None and not loop.is_closed():
-            self._scan_handle = loop.call_later(SCAN_INTERVAL, self._scan_responses, loop)
-
-    def _fail_pending(self, channel: Channel) -> None:
-        """The general requests, and the pushes on ``channel`` told None."""
-        super()._fail_pending(channel)
-        pushes = self._pushes
-        dead = [op for op, push in pushes.items() if push[1] is channel]
-        if dead:
-            loop = asyncio.get_running_loop()
-            for opaque in dead:
-                loop.call_soon(_told, pushes.pop(opaque)[0], None)
+        self.send_frame(ch, opaque, push_entries_frame(PUSH_HEAD, opaque, PUSH_TAIL, names[0],
+                                                       names[1], term, commit_index, entries,
+                                                       batch), timeout_ms, done, more)
 
 
 class PeerRpc:

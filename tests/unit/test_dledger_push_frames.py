@@ -212,9 +212,14 @@ class Peer:
         await self.server.wait_closed()
 
 
+def _read(done):
+    """A push's callback: the answer's body read as the pusher reads it."""
+    return lambda body: done(None if body is None else push_answer(body))
+
+
 def _push_raw(peer_rpc: rpc.PeerRpc, body: bytes, done, more: bool = False,
               timeout_ms: int = 3000) -> None:
-    peer_rpc.client.push(peer_rpc.peer_map["n1"], body, timeout_ms, done, more)
+    peer_rpc.client.push(peer_rpc.peer_map["n1"], body, timeout_ms, _read(done), more)
 
 
 async def _push(peer_rpc: rpc.PeerRpc, body: bytes, timeout_ms: int = 3000,
@@ -239,12 +244,12 @@ async def test_a_push_to_a_peer_is_answered_and_fails_as_a_general_request():
         expected = [push_answer(ANSWER)]
         assert await _push(peer_rpc, b'{"a":1}') == expected  # connects: the general way
         assert await _push(peer_rpc, b'{"a":2}') == expected  # the raw frame, the lane
-        assert client.lane is not None and not client._pushes
+        assert client.lane is not None and not client._responses
         sent = peer.frames[-1]
         opaque = codec.py_decode(sent[4:])[3]
         assert sent == _general_push(opaque, b'{"a":2}')
         peer.mode = "remark"  # another header form: the general decoder finds the push
-        assert await _push(peer_rpc, b'{"a":3}') == expected and not client._pushes
+        assert await _push(peer_rpc, b'{"a":3}') == expected and not client._responses
         peer.mode = "plain"
         # pushes in one turn go out together and are all answered
         got: list = []
@@ -254,13 +259,13 @@ async def test_a_push_to_a_peer_is_answered_and_fails_as_a_general_request():
             if len(got) == 5:
                 break
             await asyncio.sleep(0.01)
-        assert got == expected * 5 and not client._pushes
+        assert got == expected * 5 and not client._responses
         peer.mode = "none"  # no answer: None once the timeout passes
         assert await _push(peer_rpc, b'{"a":4}', timeout_ms=200) == [None]
-        assert not client._pushes
+        assert not client._responses
         peer.mode = "close"  # the connection closed: None at once
         assert await _push(peer_rpc, b'{"a":5}', wait=2.0) == [None]
-        assert not client._pushes
+        assert not client._responses
         peer.mode = "plain"  # connects again
         assert await _push(peer_rpc, b'{"a":6}') == expected
     finally:
@@ -300,7 +305,7 @@ async def test_pushes_and_general_requests_share_a_connection():
             if len(got) == 2:
                 break
             await asyncio.sleep(0.01)
-        assert got == [push_answer(ANSWER)] * 2 and not peer_rpc.client._pushes
+        assert got == [push_answer(ANSWER)] * 2 and not peer_rpc.client._responses
     finally:
         await peer_rpc.close()
         await peer.stop()
@@ -320,12 +325,12 @@ async def test_pushes_of_entries_go_as_raw_frames_once_connected():
         for _ in range(2):
             got: list = []
             entries = _entries(3, 20)
-            client.push_entries(peer.addr, names, 4, 19, entries, True, 3000, got.append)
+            client.push_entries(peer.addr, names, 4, 19, entries, True, 3000, _read(got.append))
             for _ in range(500):
                 if got:
                     break
                 await asyncio.sleep(0.01)
-            assert got == [push_answer(ANSWER)] and not client._pushes
+            assert got == [push_answer(ANSWER)] and not client._responses
             sent = peer.frames[-1]
             opaque = codec.py_decode(sent[4:])[3]
             assert sent == _general_push(
