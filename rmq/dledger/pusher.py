@@ -38,9 +38,11 @@ from rmq.dledger.messages import (
     push_answer,
     push_request,
     push_response,
+    read_push_answer,
 )
 from rmq.dledger.protocol import Code, DLedgerError, PushType, RequestCode
 from rmq.dledger.rpc import RPC_TIMEOUT_MS
+from rmq.remoting.abstract import FrameWait
 
 if TYPE_CHECKING:
     from rmq.dledger.config import DLedgerConfig
@@ -537,36 +539,43 @@ class PeerDispatcher:
         self._change(index, PushType.APPEND)
 
 
-class _Acked:
-    """The callback of one APPEND push of ``count`` entries: the body of the
-    follower's answer, read by ``push_answer`` to (code, term, index), or
-    None when none came (the push is resent when overdue)."""
+class _Acked(FrameWait):
+    """The wait of one APPEND push of ``count`` entries in the response
+    table: told the body of the follower's answer, read to (code, term,
+    index), or None when none came (the push is resent when overdue)."""
 
     __slots__ = ("dispatcher", "count")
 
     def __init__(self, dispatcher: PeerDispatcher, count: int) -> None:
         self.dispatcher = dispatcher
         self.count = count
+        self.told = False
 
-    def __call__(self, body) -> None:
+    def tell(self, body) -> None:
+        self.told = True
         if body is None:
             return
-        answer = push_answer(body)
-        if answer is None:  # (an answer that does not bind: as none)
-            return
-        d = self.dispatcher
-        code, term, index = answer
-        if code == Code.SUCCESS:
-            if index is None:
-                index = -1
-            d.pending.pop(index, None)
-            pusher = d.pusher
-            pusher.update_water_mark(term, d.peer, index + max(self.count, 1) - 1)
-            if d.write_index <= pusher.store.ledger_end_index:
-                d.wake.set()  # (pushes held back: MAX_PENDING in flight)
-        elif code == Code.INCONSISTENT_STATE and d.state == PushType.APPEND:
-            d._change(-1, PushType.COMPARE)
-            d.wake.set()
+        try:
+            answer = read_push_answer(body)
+            if answer is None:
+                answer = push_answer(body)  # (None: an answer that does not bind, as none)
+                if answer is None:
+                    return
+            code, term, index = answer
+            d = self.dispatcher
+            if code == Code.SUCCESS:
+                if index is None:
+                    index = -1
+                d.pending.pop(index, None)
+                pusher = d.pusher
+                pusher.update_water_mark(term, d.peer, index + max(self.count, 1) - 1)
+                if d.write_index <= pusher.store.ledger_end_index:
+                    d.wake.set()  # (pushes held back: MAX_PENDING in flight)
+            elif code == Code.INCONSISTENT_STATE and d.state == PushType.APPEND:
+                d._change(-1, PushType.COMPARE)
+                d.wake.set()
+        except Exception:  # noqa: BLE001 - one push's answer must not stop the connection's read
+            log.exception("push answer failed")
 
 
 class FollowerHandler:

@@ -111,15 +111,15 @@ if _p is not None:
 
 class _Answered:
     """A push that went the general way: its remoting callback, the
-    answer's body handed on as the lane hands it."""
+    answer's body told to the push's wait as the lane tells it."""
 
-    __slots__ = ("done",)
+    __slots__ = ("wait",)
 
-    def __init__(self, done: Callable[[object], None]) -> None:
-        self.done = done
+    def __init__(self, wait: FrameWait) -> None:
+        self.wait = wait
 
     def __call__(self, response: RemotingCommand | None, error: BaseException | None) -> None:
-        self.done(None if error is not None else response.body)
+        self.wait.tell(None if error is not None else response.body)
 
 
 class _PushAnswers:
@@ -142,7 +142,7 @@ class _PushAnswers:
             if got is None:
                 break
             entry = responses.get(got[0])
-            if entry is None or type(entry[0]) is not FrameWait:
+            if entry is None or not isinstance(entry[0], FrameWait):
                 break
             del responses[got[0]]
             pos = got[2]
@@ -163,9 +163,9 @@ class PeerClient(RemotingClient):
         super().__init__()
         self.lane = _PushAnswers(self._responses, self.config.frameMaxLength)
 
-    def push(self, addr: str, body: bytes, timeout_ms: int,
-             done: Callable[[object], None], more: bool = False) -> None:
-        """Send the APPEND push ``body`` to ``addr``: ``done`` gets the
+    def push(self, addr: str, body: bytes, timeout_ms: int, wait: FrameWait,
+             more: bool = False) -> None:
+        """Send the APPEND push ``body`` to ``addr``: ``wait`` is told the
         answer's body (``messages.push_answer`` reads it), or None when
         none came in time or the connection failed, once, on the loop.
         ``more``: another push to the same peer follows in this loop turn
@@ -174,15 +174,15 @@ class PeerClient(RemotingClient):
         ch = self._table.get(addr)
         if ch is None or self._rpc_hooks or not ch.is_active():
             self.invoke_callback(addr, RemotingCommand.create_request(RequestCode.PUSH, None, body),
-                                 timeout_ms, _Answered(done))
+                                 timeout_ms, _Answered(wait))
             return
         opaque = next_opaque()
         self.send_frame(ch, opaque, push_frame(PUSH_HEAD, opaque, PUSH_TAIL, body), timeout_ms,
-                        done, more)
+                        wait, more)
 
     def push_entries(self, addr: str, names: tuple[bytes, bytes], term: int,
                      commit_index: int, entries: list[Entry], batch: bool, timeout_ms: int,
-                     done: Callable[[object], None], more: bool = False) -> None:
+                     wait: FrameWait, more: bool = False) -> None:
         """``push`` of the APPEND push of ``entries`` (``names``: the group
         and id members ``messages._names`` writes), its frame built from
         the entries in one call (``push_entries_frame``) when the peer is
@@ -190,12 +190,12 @@ class PeerClient(RemotingClient):
         ch = self._table.get(addr)
         if ch is None or self._rpc_hooks or not ch.is_active():
             self.push(addr, _push_body(names[0], names[1], term, commit_index, entries, batch),
-                      timeout_ms, done)
+                      timeout_ms, wait)
             return
         opaque = next_opaque()
         self.send_frame(ch, opaque, push_entries_frame(PUSH_HEAD, opaque, PUSH_TAIL, names[0],
                                                        names[1], term, commit_index, entries,
-                                                       batch), timeout_ms, done, more)
+                                                       batch), timeout_ms, wait, more)
 
 
 class PeerRpc:

@@ -412,17 +412,16 @@ class RemotingService:
         return fut
 
     def send_frame(self, channel: Channel, opaque: int, frame: bytes, timeout_ms: int,
-                   callback: Callable[[Any], None], more: bool = False) -> None:
+                   wait: FrameWait, more: bool = False) -> None:
         """Write a request already encoded as a whole ``frame`` (its opaque
-        ``opaque``) on ``channel`` and keep it in the response table:
-        ``callback(body)`` with its response's body, or ``callback(None)``
+        ``opaque``) on ``channel`` and keep ``wait`` in the response table:
+        ``wait.tell(body)`` with its response's body, or ``wait.tell(None)``
         when none came within ``timeout_ms`` or the connection closed --
         once, on the loop, without a future or a ``RemotingCommand`` for the
         request.  ``more``: another frame to ``channel`` follows in this
         loop turn (``Channel.write_bytes``)."""
         loop = asyncio.get_running_loop()
-        self._responses[opaque] = (FrameWait(callback), channel,
-                                   loop.time() + timeout_ms / 1000.0, timeout_ms)
+        self._responses[opaque] = (wait, channel, loop.time() + timeout_ms / 1000.0, timeout_ms)
         if self._scan_handle is None or self._scan_loop is not loop:
             self._scan_loop = loop
             self._scan_handle = loop.call_later(SCAN_INTERVAL, self._scan_responses, loop)
@@ -536,7 +535,9 @@ class FrameWait:
     response table, where a future would be: the table's readers (the
     response path, the timeout scan, a closed connection) tell it as they
     tell a future, and a frame lane that finds its answer in the receive
-    buffer tells it the body straight (``tell``)."""
+    buffer tells it the body straight (``tell``).  This one hands the body
+    to ``callback``; a subclass may take it itself (``tell``), saving the
+    callback's call on a hot path."""
 
     __slots__ = ("callback", "told")
 
@@ -548,23 +549,21 @@ class FrameWait:
         return self.told
 
     def tell(self, body: Any) -> None:
-        """The response's body (None: no answer), to the callback at once."""
+        """The response's body (None: no answer), at once; a failure is
+        logged (one request's callback must not stop the others, nor the
+        connection's read)."""
         self.told = True
-        _tell(self.callback, body)
+        try:
+            self.callback(body)
+        except Exception:  # noqa: BLE001
+            log.exception("frame callback failed")
 
     def set_result(self, response: RemotingCommand) -> None:
         self.tell(response.body)
 
     def set_exception(self, _exc: BaseException) -> None:
         self.told = True
-        asyncio.get_running_loop().call_soon(_tell, self.callback, None)
-
-
-def _tell(callback: Callable[[Any], None], body: Any) -> None:
-    try:
-        callback(body)
-    except Exception:  # noqa: BLE001 - one request's callback must not stop the others
-        log.exception("frame callback failed")
+        asyncio.get_running_loop().call_soon(self.tell, None)
 
 
 def _call(callback: ResponseCallback, response: RemotingCommand | None,

@@ -20,6 +20,7 @@ from rmq.dledger.entry import Entry
 from rmq.dledger.messages import _names, push_answer, push_answer_bytes, push_append_body
 from rmq.dledger.protocol import RequestCode
 from rmq.remoting import RemotingCommand, codec
+from rmq.remoting.abstract import FrameWait
 from rmq.remoting.command import RPC_RESPONSE
 
 pytestmark = pytest.mark.timeout(60)
@@ -212,9 +213,23 @@ class Peer:
         await self.server.wait_closed()
 
 
-def _read(done):
-    """A push's callback: the answer's body read as the pusher reads it."""
-    return lambda body: done(None if body is None else push_answer(body))
+def _read(done) -> FrameWait:
+    """A push's wait: the answer's body read as the pusher reads it."""
+    return FrameWait(lambda body: done(None if body is None else push_answer(body)))
+
+
+class _Seen(FrameWait):
+    """A push's wait that tells whether the general path answered it."""
+
+    __slots__ = ("general",)
+
+    def __init__(self, callback) -> None:
+        super().__init__(callback)
+        self.general = False
+
+    def set_result(self, response) -> None:
+        self.general = True
+        super().set_result(response)
 
 
 def _push_raw(peer_rpc: rpc.PeerRpc, body: bytes, done, more: bool = False,
@@ -322,10 +337,11 @@ async def test_pushes_of_entries_go_as_raw_frames_once_connected():
     client = peer_rpc.client
     names = _names("g", "n0", "n1", "n0")
     try:
-        for _ in range(2):
+        for connected in range(2):
             got: list = []
             entries = _entries(3, 20)
-            client.push_entries(peer.addr, names, 4, 19, entries, True, 3000, _read(got.append))
+            wait = _Seen(lambda body, got=got: got.append(push_answer(body)))
+            client.push_entries(peer.addr, names, 4, 19, entries, True, 3000, wait)
             for _ in range(500):
                 if got:
                     break
@@ -335,6 +351,9 @@ async def test_pushes_of_entries_go_as_raw_frames_once_connected():
             opaque = codec.py_decode(sent[4:])[3]
             assert sent == _general_push(
                 opaque, push_append_body("g", "n0", "n1", "n0", 4, 19, _entries(3, 20), True))
+            # (the first went the general way: not connected yet); once
+            # connected, the answer is read by the lane, not the response path
+            assert not (connected and wait.general)
     finally:
         await peer_rpc.close()
         await peer.stop()
