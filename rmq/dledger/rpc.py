@@ -2,18 +2,19 @@
 (``DLedgerRpcNettyService``'s sending half): the elector and the pusher hold
 this object, not the server, so that each sees only the wire.
 
-A leader's APPEND pushes -- one per follower and read, its costliest
-requests -- skip the general request path: ``PeerClient.push`` writes each
-as a whole frame (``push_frame``: the bytes the general client writes for
-the same request, opaque from the same counter) on the peer's connection
-and keeps (callback, channel, deadline) in a table of its own; the
-connection's lane (``_PushAnswers``) finds the answers' frames in the
-receive buffer (``answer_at``) and hands their bodies to the callback,
-without a ``RemotingCommand``, a future or a loop callback per push.  The
-table's pushes time out with the response table's scan and fail when their
-connection closes, as the general client's requests do; a push to a peer
-not connected (or with RPC hooks on), and an answer in another header form,
-take the general way.
+A leader's APPEND pushes -- one per follower and push round, its costliest
+requests -- skip the general request path: ``PeerClient.push_entries``
+writes each as a whole frame built from its entries in one call
+(``push_entries_frame``: the bytes the general client writes for the same
+request, opaque from the same counter) on the peer's connection, and keeps
+its wait (a ``FrameWait``) in the general response table
+(``RemotingNode.send_frame``); the connection's lane (``_PushAnswers``)
+finds the answers' frames in the receive buffer (``answer_at``) and tells
+their bodies to the waits, without a ``RemotingCommand``, a future or a loop
+callback per push.  The pushes time out with the response table's scan and
+fail when their connection closes, as the general client's requests do; a
+push to a peer not connected (or with RPC hooks on), and an answer in
+another header form, take the general way.
 """
 
 from __future__ import annotations
