@@ -25,6 +25,10 @@ from libc.string cimport memcmp, memcpy, memset
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
 from rmq._fast.byteorder cimport get32, get64, put32, put64
+from rmq._fast.lane_runs import put_counts
+from rmq.common.message import PERM_WRITE
+from rmq.common.topic_config import MULTI_TAG
+from rmq.common.topics import NOT_ALLOWED_SEND_TOPICS, RETRY_GROUP_TOPIC_PREFIX
 from rmq._fast.index_slot cimport index_put
 from rmq._fast.json_text cimport (
     JV_FAIL,
@@ -429,7 +433,7 @@ cdef class CTopic:
     cdef bytes name_b
     cdef str name
     cdef int wq, rq
-    cdef bint multi, ok
+    cdef bint multi, ok, allowed
     cdef int32_t hash
     cdef list queues            # CQueue or None by queue id
     cdef object cqs             # the store's consume queues of the topic, this read
@@ -458,40 +462,18 @@ cdef class CQueue:
 
 
 cdef class Ctx:
-    """A read's context in C fields, read once per read: the broker's
-    ``LaneContext`` (``lane``) and its store append session (``run``).  The
-    lane keeps one and fills it again for each read (``fill_ctx``), as the
-    broker renews its ``LaneContext``."""
-    cdef object lane, run, target, index
+    """A read's context in C fields (``SendLane.open_read``): the store's
+    append session (``run``, its file ``mf``, its buffers and limits) and the
+    broker's part (born host, message-id prefix, cluster, response tails,
+    SYNC_FLUSH).  The lane keeps one and fills it again for each read."""
+    cdef object run, mf, target, index
     cdef int64_t start, file_from, limit, max_body, slots, entries
     cdef bytes born, store_host, host_hex, cluster, tail, rtail
     cdef bint sync
 
     cdef void clear(self) noexcept:
         """Let go of the read's session and buffers once it is served."""
-        self.lane = self.run = self.target = self.index = None
-
-
-cdef Ctx fill_ctx(Ctx c, lane):
-    run = lane.run
-    c.lane = lane
-    c.run = run
-    c.target = run.buffer
-    c.index = run.index
-    c.start = run.wrote
-    c.file_from = run.file_from
-    c.limit = run.limit
-    c.max_body = run.max_body
-    c.slots = run.slots
-    c.entries = run.entries
-    c.born = lane.born
-    c.store_host = run.store_host
-    c.host_hex = lane.host_hex
-    c.cluster = lane.cluster
-    c.tail = lane.tail
-    c.rtail = lane.rocketmq_tail
-    c.sync = lane.sync
-    return c
+        self.run = self.mf = self.target = self.index = None
 
 
 cdef class Out:
@@ -537,8 +519,15 @@ cdef class SendLane:
     cdef long long read_id      # the read being served
     # the read's tables (SendLaneSupport.begin): consume queues, queue offsets, held pulls
     cdef object cq_table, tq_table, hold_table
-    cdef object lane_ctx        # the read's LaneContext (for SendLaneSupport.queue)
+    # the broker's topic configs (SendLaneSupport.topics.table) of a served
+    # read; None in a read of begin_plain (the support's ``topic`` is asked)
+    cdef object topic_table
+    cdef object run_obj         # the read's AppendRun (its ``queue`` for a queue met anew)
     cdef bint histograms
+    # the broker's cluster name and the store's message-id prefix as last
+    # encoded (again only when they change)
+    cdef str cluster_name, hex_of
+    cdef bytes cluster_b, host_hex_b
     # one read's working objects, kept between reads (a read of one send then
     # makes no object of its own); ``busy`` while a read uses them
     cdef Ctx ctx
@@ -582,15 +571,17 @@ cdef class SendLane:
                 raise ValueError("pos/end outside the buffer")
             if not read_head(<const uint8_t*>view.buf, pos, end, self.max_frame, &h):
                 return pos, None
-            lane_ctx = self.support.begin(channel)
-            if lane_ctx is None:
-                return pos, None
             if self.busy:  # a read served from within another's listeners: objects of its own
-                return self.run(channel, fill_ctx(Ctx.__new__(Ctx), lane_ctx),
-                                <const uint8_t*>view.buf, pos, end, &h, Out(), Out(), [])
+                ctx = Ctx.__new__(Ctx)
+                if not self.open_read(channel, ctx):
+                    return pos, None
+                return self.run(channel, ctx, <const uint8_t*>view.buf, pos, end, &h, Out(),
+                                Out(), [])
+            if not self.open_read(channel, self.ctx):
+                return pos, None
             self.busy = True
             try:
-                return self.run(channel, fill_ctx(self.ctx, lane_ctx), <const uint8_t*>view.buf,
+                return self.run(channel, self.ctx, <const uint8_t*>view.buf,
                                 pos, end, &h, self.out, self.held, self.touched)
             finally:
                 self.busy = False
@@ -611,9 +602,7 @@ cdef class SendLane:
         cdef int r
         support = self.support
         self.read_id += 1
-        self.lane_ctx = lane_ctx = ctx.lane
-        self.cq_table, self.tq_table = lane_ctx.cq_table, lane_ctx.offsets
-        self.hold_table, self.histograms = lane_ctx.held_pulls, lane_ctx.histograms
+        self.run_obj = ctx.run
         try:
             try:
                 PyObject_GetBuffer(ctx.target, &tv, PyBUF_WRITABLE)
@@ -646,9 +635,204 @@ cdef class SendLane:
                         runs.append(self.publish(q))
                     q.each = None
             finally:
-                self.lane_ctx = None
-                support.end(lane_ctx, wrote, store_ts, runs, channel, held.take(), wait_end)
+                self.run_obj = None
+                self.close_read(ctx, wrote, store_ts, runs, channel, held.take(), wait_end)
         return pos, out.take()
+
+    cdef bint open_read(self, channel, Ctx c) except -1:
+        """``SendLaneSupport.begin`` (its twin, check for check) with the
+        calls it makes inlined: whether the broker takes a send now, the
+        store's append session opened (``open_run``: its checks, the locks,
+        the zero fill ahead, the session armed) and the read's context in
+        ``c``; False (nothing taken, no lock held) when sends must go the
+        general way now.  One C call instead of about fifteen Python ones."""
+        sup = self.support
+        # SendLaneSupport.accepting: the send pool would run it at once ...
+        queue = sup.send_queue
+        if queue is not None:
+            if queue._waiting or queue.busy >= queue.workers:
+                return False
+            active = queue.before_run_active
+            if active is not None and active():
+                return False
+        store, cl, cfg, bc = sup.store, sup.cl, sup.cfg, sup.bc
+        # ... the page cache is not busy (a put holds the lock: asked in full) ...
+        if cl.begin_time_in_lock != 0 and store.is_os_page_cache_busy():
+            return False
+        # ... start-up's send delay is over and the broker is writable
+        if bc.startAcceptSendRequestTimeStamp or not bc.brokerPermission & PERM_WRITE:
+            return False
+        if cfg.brokerRole is not sup.async_master or cl.multi.enabled:
+            return False
+        cluster = sup.processor.cluster
+        if cluster is not self.cluster_name:
+            if not cluster.isascii():
+                return False
+            self.cluster_name = cluster
+            self.cluster_b = cluster.encode()
+        # CommitLog.open_run
+        run = cl.append_run
+        if run is None:  # the session's first opening: made by the store's own code
+            run = cl.open_run(cfg.messageIndexEnable)
+            if run is None:
+                return False
+            try:
+                self.fill(c, sup, store, cl, cfg, channel, run, run.mf)
+            except BaseException:
+                run.release()
+                raise
+            return True
+        if store._shutdown or cl.begin_time_in_lock or store.commit_service is not None or \
+                store.running_flags.flag_bits & sup.not_writeable:
+            return False
+        files = cl.mfq.mapped_files
+        if not files:
+            return False
+        mf = files[len(files) - 1]
+        if mf.write_buffer is not None:
+            return False
+        index = None
+        cdef int64_t slots = 0, entries = 0
+        if cfg.messageIndexEnable:
+            ix = store.index_service
+            f = self.index_file(ix)
+            if f is None:
+                return False
+            index, slots, entries = f.mf.view, ix.max_slots, ix.max_index
+        put_lock, reput_lock = cl.put_lock, store._reput_lock
+        put_lock.acquire()
+        reput_lock.acquire()
+        try:
+            if store.reput_from_offset != mf.file_from_offset + mf.wrote_position:
+                reput_lock.release()
+                put_lock.release()
+                return False
+            if cl.zero_ahead_enabled and mf.zeroed_to - mf.wrote_position < sup.zero_ahead:
+                cl.zero_ahead(mf)  # (it has zeros to write)
+            # AppendRun.arm
+            run.mf = mf
+            run.buffer = mf.view  # (no write buffer: the mapping)
+            run.start = run.wrote = mf.wrote_position
+            run.file_from = mf.file_from_offset
+            run.limit = cl.file_size - 8
+            run.max_body = cl.config.maxMessageSize
+            run.index = index
+            run.slots = slots
+            run.entries = entries
+            run.store_host = cl.store_host_field
+            run.host_hex = cl.msg_id_prefix
+            run.store_ts = 0
+            run._open = True
+            self.fill(c, sup, store, cl, cfg, channel, run, mf)
+        except BaseException:
+            if run._open:
+                run.release()
+            else:
+                reput_lock.release()
+                put_lock.release()
+            raise
+        return True
+
+    cdef object index_file(self, ix):
+        """``IndexService.append_file``: the current index file when a
+        session may write keys into it, else None; the file made ahead (a
+        change of files) is left to the store's own code."""
+        cdef Py_buffer hv
+        cdef int32_t used
+        if ix._unfinished is not None:
+            return None
+        files = ix.files
+        if not files:
+            return None
+        last = files[len(files) - 1]
+        if last is ix._spare:
+            return ix.append_file()
+        PyObject_GetBuffer(last.mf.view, &hv, PyBUF_SIMPLE)
+        try:
+            if hv.len < 40:
+                raise ValueError("index file shorter than its header")
+            used = <int32_t>get32(<uint8_t*>hv.buf + 36)
+        finally:
+            PyBuffer_Release(&hv)
+        return None if used >= <int64_t>last.max_index else last
+
+    cdef void fill(self, Ctx c, sup, store, cl, cfg, channel, run, mf) except *:
+        """The read's context from the session just armed (``run``) and the
+        broker (``LaneContext.renew``'s fields)."""
+        c.run = run
+        c.mf = mf
+        c.target = run.buffer
+        c.index = run.index
+        c.start = run.wrote
+        c.file_from = run.file_from
+        c.limit = run.limit
+        c.max_body = run.max_body
+        c.slots = run.slots
+        c.entries = run.entries
+        c.store_host = run.store_host
+        host_hex = run.host_hex
+        if host_hex is not self.hex_of:
+            self.hex_of = host_hex
+            self.host_hex_b = host_hex.encode()
+        c.host_hex = self.host_hex_b
+        c.cluster = self.cluster_b
+        attrs = channel.attrs
+        born = attrs.get("born_field")  # the stored born-host field, once per connection
+        c.born = sup.born_field(channel) if born is None else born
+        bc = sup.bc
+        made_for = sup._tails_of
+        tails = sup._tail_pair
+        if bc.regionId is not made_for[0] or bc.traceOn is not made_for[1]:
+            tails = sup.new_tails()
+        c.tail, c.rtail = tails
+        c.sync = cfg.flushDiskType is sup.sync_flush
+        self.cq_table = store.consume_queue_table
+        self.topic_table = sup.topics.table
+        self.tq_table = cl.topic_queue_table
+        hold = sup.hold
+        self.hold_table = hold.table if hold is not None else None
+        self.histograms = sup.c.stats.size_histograms is not None
+
+    cdef void close_read(self, Ctx c, int64_t wrote, int64_t store_ts, list runs, channel,
+                         waiting, int64_t wait_end) except *:
+        """``SendLaneSupport.end`` (its twin): the session closed (the
+        commit log's write position, the checkpoint's store time and the
+        dispatch position published, then the locks released), then the
+        statistics, the arrival notices, the flush wake-up or waiter."""
+        sup = self.support
+        run = c.run
+        store = sup.store
+        stored = wrote != c.start
+        try:
+            if stored:  # AppendRun.publish
+                mf = c.mf
+                mf.wrote_position = wrote
+                mf.committed_position = wrote
+                mf.store_timestamp = store_ts
+                store.checkpoint.logics_msg_timestamp = store_ts
+                store.reput_from_offset = c.file_from + wrote
+        finally:  # AppendRun.release
+            if run._open:
+                run._open = False
+                store._reput_lock.release()
+                sup.cl.put_lock.release()
+        if not stored:
+            return
+        sup.served += put_counts(store.stats, runs)
+        runs_listener = store.message_runs_listener
+        if runs_listener is not None:
+            try:
+                runs_listener(runs)
+            except Exception:  # noqa: BLE001 - a listener bug must not fail stored sends
+                sup.listener_failed()
+        else:
+            sup.notify_each(runs)
+        cfg = sup.cfg
+        if cfg.flushDiskType is sup.async_flush:
+            if not cfg.flushCommitLogTimed:
+                store.flush_service.wake_for(c.file_from + wrote, store_ts)
+        else:
+            sup.wait_flush(channel, waiting, wait_end)
 
     cdef tuple publish(self, CQueue q):
         """Bring a queue's tail and offset up to date while the append session
@@ -667,6 +851,7 @@ cdef class SendLane:
         broker's cluster name, as the stored properties carry it."""
         self.read_id += 1
         self.plain_cluster = cluster
+        self.topic_table = None  # (a topic's settings asked of the support)
 
     def plain_single(self, buf, Py_ssize_t pos, Py_ssize_t end):
         """The plain single send at ``buf[pos:end]`` read as ``serve`` reads
@@ -735,16 +920,29 @@ cdef class SendLane:
                 t.name = PyUnicode_New(n, 127)
                 memcpy(PyUnicode_DATA(t.name), p, n)
                 t.hash = ascii_hash(0, p, n)
+                # the lane never stores into a retry topic or a system topic sends may not use
+                t.allowed = not t.name.startswith(RETRY_GROUP_TOPIC_PREFIX) and \
+                    t.name not in NOT_ALLOWED_SEND_TOPICS
                 t.queues = []
                 self.topic_cache[key] = t
             self.last_topic = t
-        if t.read != self.read_id:
+        if t.read != self.read_id and self.topic_table is None:  # begin_plain's reads
             t.read = self.read_id
             found = self.support.topic(t.name)
             t.ok = found is not None
             if t.ok:
                 t.wq, t.rq, t.multi = found
                 t.cqs = self.cq_table.get(t.name) if self.cq_table is not None else None
+        elif t.read != self.read_id:  # a served read: SendLaneSupport.topic, inlined
+            t.read = self.read_id
+            t.ok = False
+            if t.allowed:
+                tc = self.topic_table.get(t.name)
+                if tc is not None:
+                    t.wq, t.rq = tc.writeQueueNums, tc.readQueueNums
+                    t.multi = tc.topicFilterType == MULTI_TAG
+                    t.ok = True
+                    t.cqs = self.cq_table.get(t.name) if self.cq_table is not None else None
         return t if t.ok else None
 
     cdef CQueue queue_of(self, CTopic t, int qid, list touched):
@@ -766,7 +964,8 @@ cdef class SendLane:
         current = qs.get(qid) if qs is not None else None
         if current is None or current is not q.cq or current.tail_file is not q.cmf or \
                 current.ext is not None:
-            lq = self.support.queue(self.lane_ctx, t.name, qid)
+            hold = self.hold_table  # SendLaneSupport.queue: listed one by one when watched
+            lq = self.run_obj.queue(t.name, qid, self.histograms or bool(hold and q.key in hold))
             if lq is None:
                 return None
             q.cq, q.cmf = lq.cq, lq.cmf

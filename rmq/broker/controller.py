@@ -37,8 +37,10 @@ import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
+from rmq._fast import compiled
 from rmq.broker import slave_synchronize as slave_sync
 from rmq.broker.client_manager import (
     ClientHousekeepingService,
@@ -71,6 +73,35 @@ log = logging.getLogger(BROKER_LOGGER_NAME)
 watermark_log = logging.getLogger(WATER_MARK_LOGGER_NAME)
 
 R = RequestCode
+
+
+def _on_runs(stats: BrokerStats, forms: list[tuple], runs: list[tuple]) -> None:
+    """``BrokerController._on_message_runs`` over the controller's statistics
+    and ``_runs_forms``: the read's put counts, then every listener that has
+    something to do (twin of the compiled ``rmq._fast.lane_runs.on_runs``)."""
+    stats.inc_put_runs(runs)
+    for listener, form, holder, attr, topics in forms:
+        if form is None:
+            for topic, queue_id, qoff, tags, store_ts, _n, _s, _e, each in runs:
+                if each is None:
+                    listener(topic, queue_id, qoff, tags, store_ts)
+                else:
+                    for next_offset, last_tags, last_ts, _pn, _ps in each:
+                        listener(topic, queue_id, next_offset, last_tags, last_ts)
+            continue
+        if holder is not None and not getattr(holder, attr):
+            continue  # nobody waits
+        if topics is not None:
+            for run in runs:
+                if run[0] in topics:
+                    break
+            else:
+                continue  # none of its topics
+        form(runs)
+
+
+_lane_runs = compiled("lane_runs")
+on_runs = _on_runs if _lane_runs is None else _lane_runs.on_runs
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,8 +242,10 @@ class BrokerController:
         self.topic_create_times: ExecutionTimes | None = None
         self.group_create_times: ExecutionTimes | None = None
         self.configuration = Configuration(settings)
-        self.put_delay = PutDelay(lambda: self.broker_config.rmqTestPutDelayMillis,
-                                  lambda: self.store_config.osPageCacheBusyTimeOutMills)
+        # (the settings read by C calls: a lane asks for the delay every read)
+        self.put_delay = PutDelay(partial(getattr, bc, "rmqTestPutDelayMillis"),
+                                  partial(getattr, self.store_config,
+                                          "osPageCacheBusyTimeOutMills"))
         self.request_queues = {
             name: RequestQueue(name, getattr(bc, prop) if prop else None,
                                getattr(bc, QUEUE_WORKERS[name]))
@@ -346,7 +379,8 @@ class BrokerController:
             store_host=(self.broker_config.brokerIP1, self.server_config.listenPort),
             broker_cluster_name=self.broker_config.brokerClusterName,
             message_arriving_listener=self._on_message_arriving, commit_log=commit_log)
-        self.message_store.message_runs_listener = self._on_message_runs
+        # the store calls the (compiled) walk straight: no frame of ours per read
+        self.message_store.message_runs_listener = partial(on_runs, self.stats, self._runs_forms)
         # CommitLogDispatcherCalcBitMap (it checks enableCalcFilterBitMap per message)
         self.message_store.bitmap_calculator = self.consumer_filter_manager.calc_bitmap
         ok = await maybe_await(self.message_store.load())
@@ -847,25 +881,7 @@ class BrokerController:
         tuples): what ``_on_message_arriving`` does for each run, or for each
         put of a run that lists them; listeners with a runs form hear once,
         when they wait for anything or the read holds a topic of theirs."""
-        self.stats.inc_put_runs(runs)
-        for listener, form, holder, attr, topics in self._runs_forms:
-            if form is None:
-                for topic, queue_id, qoff, tags, store_ts, _n, _s, _e, each in runs:
-                    if each is None:
-                        listener(topic, queue_id, qoff, tags, store_ts)
-                    else:
-                        for next_offset, last_tags, last_ts, _pn, _ps in each:
-                            listener(topic, queue_id, next_offset, last_tags, last_ts)
-                continue
-            if holder is not None and not getattr(holder, attr):
-                continue  # nobody waits
-            if topics is not None:
-                for run in runs:
-                    if run[0] in topics:
-                        break
-                else:
-                    continue  # none of its topics
-            form(runs)
+        on_runs(self.stats, self._runs_forms, runs)
 
     # ---- runtime config changes ------------------------------------------------------
     def on_broker_permission_changed(self) -> None:

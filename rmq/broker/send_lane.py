@@ -49,6 +49,7 @@ from rmq.remoting.command import RPC_ONEWAY, RPC_RESPONSE, RemotingCommand
 from rmq.remoting.exceptions import RemotingCommandError
 from rmq.store import BrokerRole, FlushDiskType
 from rmq.store.append_run import AppendRun, RunQueue
+from rmq.store.mapped_file import ZERO_AHEAD
 from rmq.store.message import wait_store_msg_ok
 from rmq.store.message_codec import (
     fast_send_properties,
@@ -56,6 +57,7 @@ from rmq.store.message_codec import (
     string_to_message_properties,
 )
 from rmq.store.results import PutMessageStatus
+from rmq.store.running_flags import NOT_WRITEABLE_MASK
 from rmq.store.single_put import wait_flush
 
 log = logging.getLogger("rmq.broker")
@@ -140,6 +142,14 @@ class SendLaneSupport:
         # switch they were made for: begin makes them again only when those change
         self._tails_of: tuple[Any, Any] = (None, None)
         self._tail_pair = (b"", b"")
+        # what the compiled lane's own begin and end compare with (rmq._fast
+        # sits below the store's layer): the roles and flush kinds it serves
+        # and the running flags that make the store unwriteable
+        self.async_master = BrokerRole.ASYNC_MASTER
+        self.async_flush = FlushDiskType.ASYNC_FLUSH
+        self.sync_flush = FlushDiskType.SYNC_FLUSH
+        self.not_writeable = NOT_WRITEABLE_MASK
+        self.zero_ahead = ZERO_AHEAD  # CommitLog.zero_ahead has nothing to do past this
 
     # ---- per read ------------------------------------------------------------------
     def begin(self, channel: Any) -> LaneContext | None:
@@ -161,18 +171,31 @@ class SendLaneSupport:
         hold = self.hold
         born = channel.attrs.get("born_field")  # the stored born-host field, once per connection
         if born is None:
-            born = channel.attrs["born_field"] = cl.host_field(channel_host(channel))
+            born = self.born_field(channel)
         bc = self.bc
         made_for = self._tails_of
-        if bc.regionId is not made_for[0] or bc.traceOn is not made_for[1]:
-            self._tails_of = (bc.regionId, bc.traceOn)
-            self._tail_pair = (self.tail(), self.rocketmq_tail())
         tails = self._tail_pair
+        if bc.regionId is not made_for[0] or bc.traceOn is not made_for[1]:
+            tails = self.new_tails()
         return self._ctx.renew(run, born, cluster, tails[0], tails[1],
                                cfg.flushDiskType is FlushDiskType.SYNC_FLUSH,
                                store.consume_queue_table, cl.topic_queue_table,
                                hold.table if hold is not None else None,
                                self.c.stats.size_histograms is not None)
+
+    def born_field(self, channel: Any) -> bytes:
+        """The stored born-host field of a connection's sends, made once per
+        connection (kept in its attributes)."""
+        born = channel.attrs["born_field"] = self.cl.host_field(channel_host(channel))
+        return born
+
+    def new_tails(self) -> tuple[bytes, bytes]:
+        """The response tails (JSON, ROCKETMQ) for the broker's regionId and
+        traceOn now, kept until those change."""
+        bc = self.bc
+        self._tails_of = (bc.regionId, bc.traceOn)
+        self._tail_pair = (self.tail(), self.rocketmq_tail())
+        return self._tail_pair
 
     def accepting(self) -> bool:
         """The broker takes a send now (as the general path would store it,
@@ -262,42 +285,37 @@ class SendLaneSupport:
         ``RunQueue.summary``."""
         if not ctx.run.close(wrote, store_ts):
             return
-        self._notify(runs)
+        self.served += put_counts(self.store.stats, runs)
+        runs_listener = self.store.message_runs_listener
+        if runs_listener is not None:
+            try:
+                runs_listener(runs)
+            except Exception:  # noqa: BLE001 - a listener bug must not fail stored sends
+                self.listener_failed()
+        else:
+            self.notify_each(runs)
         cfg, store = self.cfg, self.store
         if cfg.flushDiskType is FlushDiskType.ASYNC_FLUSH:
             if not cfg.flushCommitLogTimed:
                 store.flush_service.wake_for(ctx.run.file_from + wrote, store_ts)
         else:
-            wait_flush(store, wait_end, waiting is not None, (channel, waiting), _flushed)
+            self.wait_flush(channel, waiting, wait_end)
 
-    def _notify(self, runs: list[tuple]) -> None:
-        """Statistics and arrival notices of the read's messages, per queue."""
-        stats = self.store.stats
-        runs_listener = self.store.message_runs_listener
+    def wait_flush(self, channel: Any, waiting: bytes | None, wait_end: int) -> None:
+        """Under SYNC_FLUSH: the read's group-commit waiter (its held answers
+        ``waiting`` written once the flush covers ``wait_end``)."""
+        wait_flush(self.store, wait_end, waiting is not None, (channel, waiting), _flushed)
+
+    @staticmethod
+    def listener_failed() -> None:
+        """An arrival listener raised (called in its ``except``): logged; the
+        stored sends stand."""
+        log.exception("message arriving listener failed")
+
+    def notify_each(self, runs: list[tuple]) -> None:
+        """The arrival notices of the read's messages, per queue, to a store
+        without a runs listener."""
         listener = self.store.message_arriving_listener
-        if len(runs) == 1:
-            run = runs[0]
-            stats.on_puts(run[0], run[5], run[6], run[7])
-            self.served += run[5]
-        else:  # the statistics are per topic: one call for a topic's queues
-            totals: dict[str, list[int]] = {}
-            for run in runs:
-                t = totals.get(run[0])
-                if t is None:
-                    totals[run[0]] = [run[5], run[6], run[7]]
-                else:
-                    t[0] += run[5]
-                    t[1] += run[6]
-                    t[2] += run[7]
-            for topic, (nums, size, events) in totals.items():
-                stats.on_puts(topic, nums, size, events)
-                self.served += nums
-        if runs_listener is not None:
-            try:
-                runs_listener(runs)
-            except Exception:  # noqa: BLE001 - a listener bug must not fail stored sends
-                log.exception("message arriving listener failed")
-            return
         if listener is None:
             return
         for topic, queue_id, qoff, tags, store_ts, nums, size, events, each in runs:
@@ -309,7 +327,7 @@ class SendLaneSupport:
                         listener(topic, queue_id, next_offset, last_tags, last_ts, put_nums,
                                  put_size)
             except Exception:  # noqa: BLE001 - a listener bug must not fail stored sends
-                log.exception("message arriving listener failed")
+                self.listener_failed()
 
 
 def _rocketmq_entries(ext: dict) -> bytes:
@@ -341,6 +359,31 @@ def _with_code(frames: bytes, code: int) -> bytes:
         out.append(cmd.encode())
         pos += 4 + length
     return b"".join(out)
+
+
+def _put_counts(stats: Any, runs: list[tuple]) -> int:
+    """The store's statistics of a read's runs: ``stats.on_puts`` once per
+    topic, in the order the topics were met, with its messages, bytes and
+    puts summed; the read's messages (twin of the compiled
+    ``rmq._fast.lane_runs.put_counts``)."""
+    totals: dict[str, list[int]] = {}
+    for run in runs:
+        t = totals.get(run[0])
+        if t is None:
+            totals[run[0]] = [run[5], run[6], run[7]]
+        else:
+            t[0] += run[5]
+            t[1] += run[6]
+            t[2] += run[7]
+    served = 0
+    for topic, (nums, size, events) in totals.items():
+        stats.on_puts(topic, nums, size, events)
+        served += nums
+    return served
+
+
+_lane_runs = compiled("lane_runs")
+put_counts = _put_counts if _lane_runs is None else _lane_runs.put_counts
 
 
 # ---- the twin ----------------------------------------------------------------------------

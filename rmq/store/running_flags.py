@@ -7,7 +7,7 @@ NOT_WRITEABLE_BIT = 1 << 1
 WRITE_LOGICS_QUEUE_ERROR_BIT = 1 << 2
 WRITE_INDEX_FILE_ERROR_BIT = 1 << 3
 DISK_FULL_BIT = 1 << 4
-_NOT_WRITEABLE_MASK = NOT_WRITEABLE_BIT | WRITE_LOGICS_QUEUE_ERROR_BIT | DISK_FULL_BIT | WRITE_INDEX_FILE_ERROR_BIT
+NOT_WRITEABLE_MASK = NOT_WRITEABLE_BIT | WRITE_LOGICS_QUEUE_ERROR_BIT | DISK_FULL_BIT | WRITE_INDEX_FILE_ERROR_BIT
 
 
 class RunningFlags:
@@ -20,7 +20,7 @@ class RunningFlags:
         return not self.flag_bits & NOT_READABLE_BIT
 
     def is_writeable(self) -> bool:
-        return not self.flag_bits & _NOT_WRITEABLE_MASK
+        return not self.flag_bits & NOT_WRITEABLE_MASK
 
     def is_cq_writeable(self) -> bool:
         return not self.flag_bits & (NOT_WRITEABLE_BIT | WRITE_LOGICS_QUEUE_ERROR_BIT | WRITE_INDEX_FILE_ERROR_BIT)

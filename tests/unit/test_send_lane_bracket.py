@@ -1,0 +1,139 @@
+"""The compiled send lane opens and closes a read's append session itself
+(``SendLane.open_read`` / ``close_read``, the calls of
+``SendLaneSupport.begin`` / ``end`` inlined): it takes and declines a read
+when the twin does, holds no lock after either, and publishes, counts and
+notifies what the twin does.  Both lanes serve the same broker in turn."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.lane_reads import QUEUES, TOPIC, _Channel, _controller, _shutdown
+from bench.raw import RawRequests
+from rmq._fast import compiled_or_none
+from rmq.broker import send_lane
+from rmq.common.topic_config import TopicConfig
+from rmq.store import BrokerRole
+from rmq.store.running_flags import DISK_FULL_BIT
+
+FAST = compiled_or_none("send_lane")
+MAX_FRAME = 16 * 1024 * 1024
+
+
+def _locks_free(controller: Any) -> bool:
+    cl = controller.message_store.commit_log
+    locks = (cl.put_lock, controller.message_store._reput_lock)
+    for lock in locks:
+        if not lock.acquire(blocking=False):
+            return False
+        lock.release()
+    return True
+
+
+def _declines(controller: Any) -> list[tuple[str, Callable[[], Any], Callable[[], Any]]]:
+    """(name, make the broker refuse lane sends, undo it)."""
+    bc = controller.broker_config
+    store = controller.message_store
+    cfg = store.config
+    queue = controller.send_lane_support.send_queue
+    flags = store.running_flags
+    ix = store.index_service
+
+    def setter(obj: Any, name: str, value: Any) -> tuple[Callable[[], Any], Callable[[], Any]]:
+        old = getattr(obj, name)
+        return (lambda: setattr(obj, name, value)), (lambda: setattr(obj, name, old))
+
+    return [
+        ("permission", *setter(bc, "brokerPermission", 4)),
+        ("start delay", *setter(bc, "startAcceptSendRequestTimeStamp", 1)),
+        ("slave", *setter(cfg, "brokerRole", BrokerRole.SLAVE)),
+        ("sync master", *setter(cfg, "brokerRole", BrokerRole.SYNC_MASTER)),
+        ("disk full", lambda: setattr(flags, "flag_bits", flags.flag_bits | DISK_FULL_BIT),
+         lambda: setattr(flags, "flag_bits", flags.flag_bits & ~DISK_FULL_BIT)),
+        ("pool busy", *setter(queue, "busy", queue.workers)),
+        ("put delay", *setter(queue, "before_run_active", lambda: True)),
+        ("put in lock", *setter(store.commit_log, "begin_time_in_lock", 1)),
+        ("non-ascii cluster", *setter(controller.send_lane_support.processor, "cluster", "é")),
+        ("index keys unfinished", *setter(ix, "_unfinished", object())),
+        ("shut down", *setter(store, "_shutdown", True)),
+    ]
+
+
+def _snapshot(controller: Any) -> tuple:
+    store = controller.message_store
+    stats = controller.stats
+    return (controller.send_lane_support.served, store.stats.put_message_times_total,
+            store.stats.put_message_size_total, stats.put_total,
+            store.reput_from_offset == store.commit_log.get_max_offset())
+
+
+@pytest.mark.compiled_only
+async def test_compiled_lane_opens_and_closes_reads_as_the_twin() -> None:
+    assert FAST is not None, "rmq._fast.send_lane is not built"
+    root = Path(tempfile.mkdtemp(prefix="lane-bracket-"))
+    controller = await _controller(root)
+    try:
+        support = controller.send_lane_support
+        lanes = {"compiled": FAST.SendLane(support, MAX_FRAME),
+                 "twin": send_lane.SendLane(support, MAX_FRAME)}
+        raw = RawRequests(TOPIC, b"x" * 1024, queues=QUEUES)
+        channel = _Channel()
+        heard: list[int] = []
+        controller.add_arrival_listener(lambda *a: None, lambda runs: heard.append(len(runs)))
+        n = 0
+
+        def read(frames: int) -> bytes:
+            nonlocal n
+            buf = bytearray()
+            for _ in range(frames):
+                buf += raw.frame(n)[1]
+                n += 1
+            return bytes(buf)
+
+        for name, apply, undo in _declines(controller):
+            apply()
+            try:
+                for way, lane in lanes.items():
+                    buf = read(2)
+                    assert lane.serve(channel, buf, 0, len(buf)) == (0, None), (name, way)
+                    assert _locks_free(controller), (name, way)
+            finally:
+                undo()
+        # topics the lane never stores into, though they exist; a queue past both counts
+        topics = controller.topic_config_manager
+        for topic in ("%RETRY%G", "RMQ_SYS_TRANS_HALF_TOPIC", "SCHEDULE_TOPIC_XXXX"):
+            topics.update_topic_config(TopicConfig(topic, QUEUES, QUEUES))
+            other = RawRequests(topic, b"x" * 1024, queues=QUEUES)
+            for way, lane in lanes.items():
+                buf = bytes(other.frame(1)[1])
+                assert lane.serve(channel, buf, 0, len(buf)) == (0, None), (topic, way)
+                assert _locks_free(controller), (topic, way)
+        topics.update_topic_config(TopicConfig(TOPIC, 2, 2))
+        for way, lane in lanes.items():
+            buf = bytes(raw.frame(3)[1])  # queue 3 of a topic now of 2
+            assert lane.serve(channel, buf, 0, len(buf)) == (0, None), way
+        topics.update_topic_config(TopicConfig(TOPIC, QUEUES, QUEUES))
+        deltas = {}
+        for frames in (1, 6, 11):
+            for way, lane in lanes.items():
+                before = _snapshot(controller)
+                heard.clear()
+                buf = read(frames)
+                pos, out = lane.serve(channel, buf, 0, len(buf))
+                assert pos == len(buf), way
+                assert _locks_free(controller), way
+                after = _snapshot(controller)
+                deltas[way] = (out.count(b'"code":0'), heard[:],
+                               *(a - b for a, b in zip(after[:4], before[:4], strict=True)),
+                               after[4])
+            assert deltas["compiled"] == deltas["twin"], frames
+            assert deltas["twin"][:3] == (frames, [min(frames, QUEUES)], frames)
+    finally:
+        await _shutdown(controller)
+        shutil.rmtree(root, ignore_errors=True)
