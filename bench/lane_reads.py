@@ -79,7 +79,7 @@ class _Channel:
         self.remote_addr = "127.0.0.1:40000"
         self.answered: asyncio.Future | None = None  # set by a DLedger lane's answers
 
-    def write_bytes(self, data: bytes) -> None:
+    def write_bytes(self, data: bytes, _more: bool = False) -> None:
         """A DLedger lane's answers, once the quorum holds a read's entries."""
         waiting = self.answered
         if waiting is not None and not waiting.done():

@@ -17,10 +17,10 @@ or refuses it as before.
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memcpy
 
 from rmq._fast.byteorder cimport get32, put32
-from rmq._fast.json_text cimport JV_INT, json_number
+from rmq._fast.json_text cimport JV_INT, json_number, json_step
 
 
 def push_frame(bytes head, int32_t opaque, bytes tail, bytes body):
@@ -56,14 +56,6 @@ def push_frame(bytes head, int32_t opaque, bytes tail, bytes body):
     return out
 
 
-cdef inline bint lit(const uint8_t** p, const uint8_t* end, const char* s,
-                     Py_ssize_t n) noexcept nogil:
-    if end - p[0] < n or memcmp(p[0], s, n) != 0:
-        return False
-    p[0] += n
-    return True
-
-
 cdef inline bint int32_json(const uint8_t** p, const uint8_t* end, int64_t* out) noexcept nogil:
     """An integer in JSON's form (no leading zeros, not -0) within int32."""
     cdef int kind
@@ -96,19 +88,19 @@ def answer_at(buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_frame):
             return None
         p = b + 8
         hend = p + hlen
-        if not (lit(&p, hend, '{"code":', 8) and int32_json(&p, hend, &code)
-                and lit(&p, hend, ',"flag":', 8) and int32_json(&p, hend, &flag)
-                and lit(&p, hend, ',"language":"', 13)):
+        if not (json_step(&p, hend, '{"code":', 8) and int32_json(&p, hend, &code)
+                and json_step(&p, hend, ',"flag":', 8) and int32_json(&p, hend, &flag)
+                and json_step(&p, hend, ',"language":"', 13)):
             return None
         if p >= hend or not (65 <= p[0] <= 90 or p[0] == 95):
             return None
         while p < hend and (65 <= p[0] <= 90 or p[0] == 95):
             p += 1
-        if not (lit(&p, hend, '","opaque":', 11) and int32_json(&p, hend, &opaque)):
+        if not (json_step(&p, hend, '","opaque":', 11) and int32_json(&p, hend, &opaque)):
             return None
-        lit(&p, hend, ',"serializeTypeCurrentRPC":"JSON"', 33)
-        if not (lit(&p, hend, ',"version":', 11) and int32_json(&p, hend, &version)
-                and lit(&p, hend, '}', 1)) or p != hend or not flag & 1:
+        json_step(&p, hend, ',"serializeTypeCurrentRPC":"JSON"', 33)
+        if not (json_step(&p, hend, ',"version":', 11) and int32_json(&p, hend, &version)
+                and json_step(&p, hend, '}', 1)) or p != hend or not flag & 1:
             return None
         return opaque, pos + 8 + hlen, pos + 4 + length
     finally:

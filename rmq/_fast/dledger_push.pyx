@@ -3,7 +3,10 @@
 
 ``encode_push`` is the compiled twin of ``messages._push_body``: an APPEND
 push's bytes, each entry's JSON object (kept on the entry: the leader pushes
-it to every follower) written with its body's base64 in place.
+it to every follower) written with its body's base64 in place;
+``encode_push_frame`` writes the same body as a whole remoting frame (the
+twin: ``rpc.py_push_entries_frame``), so a leader's push to a follower is
+one compiled call from its entries to the bytes it writes.
 
 ``decode_push`` is the compiled twin of
 ``PushEntryRequest.from_json(protocol.decode(body))`` for the bodies leaders
@@ -23,10 +26,11 @@ it, as before.
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
-from libc.stdint cimport int64_t, uint8_t
+from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.string cimport memchr, memcmp, memcpy, strlen
 
 from rmq._fast.b64 cimport _decode, _encode_into
+from rmq._fast.byteorder cimport put32
 from rmq._fast.json_text cimport json_write_int
 
 cdef enum:
@@ -346,20 +350,21 @@ cdef bytes entry_wire(e):
     return wire
 
 
-def encode_push(bytes group, bytes ids, int64_t term, int64_t commit_index, list entries,
-                bint batch):
-    """An APPEND push's bytes (``messages._push_body``): ``group`` the
-    group's JSON string, ``ids`` the leaderId, localId and remoteId members
-    written (each followed by a comma), ``batch`` puts ``entries`` in
-    ``batchEntry``, else the first in ``entry``."""
+cdef bytes push_bytes(bytes head, int64_t opaque, bytes tail, bytes group, bytes ids,
+                      int64_t term, int64_t commit_index, list entries, bint batch):
+    """An APPEND push's body; with ``head`` (not None) the whole remoting
+    frame around it: the length words, then ``head``, ``opaque`` in decimal
+    and ``tail`` (the frame's JSON header), then the body."""
     cdef Py_ssize_t n = len(entries) if batch else 1
     cdef Py_ssize_t room = 256 + PyBytes_GET_SIZE(group) + PyBytes_GET_SIZE(ids) + n
     cdef int64_t total = 0
-    cdef Py_ssize_t i
+    cdef Py_ssize_t i, hn = 0
     cdef uint8_t* start
     cdef uint8_t* p
     if not entries:
         raise IndexError("a push carries an entry")
+    if head is not None:
+        room += 8 + PyBytes_GET_SIZE(head) + 20 + PyBytes_GET_SIZE(tail)
     wires = []
     for i in range(n):
         w = entry_wire(entries[i])
@@ -371,8 +376,13 @@ def encode_push(bytes group, bytes ids, int64_t term, int64_t commit_index, list
     if start == NULL:
         raise MemoryError()
     try:
+        p = start
+        if head is not None:
+            p = put_b(start + 8, head)
+            p = put_b(json_write_int(p, opaque), tail)
+            hn = p - start - 8
         if batch:
-            p = put(start, b'{"batch":true,"batchEntry":[', 28)
+            p = put(p, b'{"batch":true,"batchEntry":[', 28)
             for i in range(n):
                 if i:
                     p = put(p, b",", 1)
@@ -381,7 +391,7 @@ def encode_push(bytes group, bytes ids, int64_t term, int64_t commit_index, list
             p = put(json_write_int(p, commit_index), b',"count":', 9)
             p = put(json_write_int(p, n), b',', 1)
         else:
-            p = put(start, b'{"batch":false,"batchEntry":[],"code":200,"commitIndex":', 56)
+            p = put(p, b'{"batch":false,"batchEntry":[],"code":200,"commitIndex":', 56)
             p = put(json_write_int(p, commit_index), b',"count":1,"entry":', 19)
             p = put(put_b(p, <bytes>wires[0]), b',', 1)
         p = put(p, b'"firstEntryIndex":', 18)
@@ -391,9 +401,31 @@ def encode_push(bytes group, bytes ids, int64_t term, int64_t commit_index, list
         p = put(put_b(p, ids), b'"term":', 7)
         p = put(json_write_int(p, term), b',"totalSize":', 13)
         p = put(json_write_int(p, total), b',"type":"APPEND"}', 17)
+        if head is not None:
+            put32(start, <int32_t>(p - start - 4))
+            put32(start + 4, <int32_t>hn)
         return PyBytes_FromStringAndSize(<const char*>start, p - start)
     finally:
         PyMem_Free(start)
+
+
+def encode_push(bytes group, bytes ids, int64_t term, int64_t commit_index, list entries,
+                bint batch):
+    """An APPEND push's bytes (``messages._push_body``): ``group`` the
+    group's JSON string, ``ids`` the leaderId, localId and remoteId members
+    written (each followed by a comma), ``batch`` puts ``entries`` in
+    ``batchEntry``, else the first in ``entry``."""
+    return push_bytes(None, 0, None, group, ids, term, commit_index, entries, batch)
+
+
+def encode_push_frame(bytes head not None, int32_t opaque, bytes tail not None, bytes group,
+                      bytes ids, int64_t term, int64_t commit_index, list entries, bint batch):
+    """The whole remoting frame of an APPEND push (``rpc.py_push_entries_frame``):
+    ``encode_push``'s body behind the frame's length words and its JSON
+    header (``head``, ``opaque`` in decimal, ``tail``), written in one pass
+    -- the bytes ``dledger_frames.push_frame`` makes of ``head``, ``opaque``,
+    ``tail`` and ``encode_push``'s body."""
+    return push_bytes(head, opaque, tail, group, ids, term, commit_index, entries, batch)
 
 
 def decode_push_answer(body):

@@ -36,6 +36,7 @@ from rmq._fast.json_text cimport (
     json_index,
     json_index_words,
     json_literal,
+    json_step,
     json_load_short,
     json_number,
     json_page_has32,
@@ -839,15 +840,6 @@ cdef object fast_json(const uint8_t* data, Py_ssize_t n, object tail_a, object t
             PyMem_Free(bm)
 
 
-cdef inline bint literal(const uint8_t** p, const uint8_t* end, const char* text,
-                         Py_ssize_t n) noexcept nogil:
-    """Step over ``text`` when it comes next."""
-    if end - p[0] < n or memcmp(p[0], text, n) != 0:
-        return False
-    p[0] += n
-    return True
-
-
 cdef inline bint int32_at(const uint8_t** p, const uint8_t* end, int64_t* out) noexcept nogil:
     """An int32 number next (JSON integer text, nothing left to orjson)."""
     cdef int kind
@@ -869,33 +861,33 @@ cdef object canonical_header(const JIndex* ix, const uint8_t* data, Py_ssize_t n
     cdef JStr s
     ext = None
     remark = None
-    if not literal(&p, end, '{"code":', 8) or not int32_at(&p, end, &code):
+    if not json_step(&p, end, '{"code":', 8) or not int32_at(&p, end, &code):
         return NotImplemented
-    if literal(&p, end, ',"extFields":{', 14):
+    if json_step(&p, end, ',"extFields":{', 14):
         p -= 1
         ext = json_ext(ix, &p, end)
         if ext is None:
             return None
-    if not literal(&p, end, ',"flag":', 8) or not int32_at(&p, end, &flag):
+    if not json_step(&p, end, ',"flag":', 8) or not int32_at(&p, end, &flag):
         return NotImplemented
-    if not literal(&p, end, ',"language":"', 13):
+    if not json_step(&p, end, ',"language":"', 13):
         return NotImplemented
     p = json_scan_string(ix, p - 1, end, &s)
     if p == NULL or s.esc or (s.wide and not json_ascii(s.s, s.n)):
         return NotImplemented
     language = language_of(s.s, s.n)
-    if not literal(&p, end, ',"opaque":', 10) or not int32_at(&p, end, &opaque):
+    if not json_step(&p, end, ',"opaque":', 10) or not int32_at(&p, end, &opaque):
         return NotImplemented
-    if literal(&p, end, ',"remark":"', 11):
+    if json_step(&p, end, ',"remark":"', 11):
         p = json_scan_string(ix, p - 1, end, &s)
         if p == NULL:
             return NotImplemented
         remark = jtext(&s)
         if remark is None:
             return None
-    literal(&p, end, ',"serializeTypeCurrentRPC":"JSON"', 33)
-    if (not literal(&p, end, ',"version":', 11) or not int32_at(&p, end, &version)
-            or not literal(&p, end, '}', 1) or json_ws(p, end) != end):
+    json_step(&p, end, ',"serializeTypeCurrentRPC":"JSON"', 33)
+    if (not json_step(&p, end, ',"version":', 11) or not int32_at(&p, end, &version)
+            or not json_step(&p, end, '}', 1) or json_ws(p, end) != end):
         return NotImplemented
     return (int_object(code), int_object(language), int_object(version), int_object(opaque),
             int_object(flag), remark, ext, tail_a, tail_b)

@@ -460,6 +460,16 @@ cdef inline const uint8_t* json_number(const uint8_t* p, const uint8_t* end, int
     return p
 
 
+cdef inline bint json_step(const uint8_t** p, const uint8_t* end, const char* text,
+                          Py_ssize_t n) noexcept nogil:
+    """Step ``p`` over ``text`` (``n`` bytes) when it comes next: the fixed
+    pieces of a header of a known form, matched in place."""
+    if end - p[0] < n or memcmp(p[0], text, n) != 0:
+        return False
+    p[0] += n
+    return True
+
+
 cdef inline const uint8_t* json_literal(const uint8_t* p, const uint8_t* end,
                                         int* kind) noexcept nogil:
     """true / false / null at ``p``."""

@@ -156,7 +156,7 @@ class _Answer:
 
     def __call__(self, status: PutMessageStatus) -> None:
         if status is PutMessageStatus.PUT_OK:
-            self.channel.write_bytes(self.frames)
+            self.channel.write_bytes(self.frames, True)
             return
         code, remark = self.processor._failure(status)
         out = []

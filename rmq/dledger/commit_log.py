@@ -337,15 +337,14 @@ class DLedgerCommitLog(CommitLog):
 
     entry_header = BODY_OFFSET
 
-    def dispatch_entries(self, view, dispatch, run=None) -> tuple[int, bool]:
-        """The reput's walk of a readable region: each record lies behind a
-        48-byte entry header; a blank ends the file (4.9.8's
+    def dispatch_entries(self, view, dispatch, run=None, pos: int = 0) -> tuple[int, bool]:
+        """The reput's walk of a readable region from ``pos``: each record
+        lies behind a 48-byte entry header; a blank ends the file (4.9.8's
         ``DLedgerCommitLog.checkMessageAndReturnSize``).  ``run`` (when
         given) dispatches the entries from a position in bulk and says where
         the walk goes on one by one.  Returns the position reached and
         whether a blank was met."""
         n = len(view)
-        pos = 0
         while pos + 8 <= n:
             if run is not None:
                 pos = run(view, pos, n)

@@ -379,6 +379,11 @@ def _push_answer(body) -> tuple[int, int, int | None] | None:
     return resp.code, resp.term, resp.index
 
 
+# (code, term, index) of an answer in the form DLedger writes, else None
+# (``push_answer`` then reads it): in one compiled pass when built
+read_push_answer = _push_answer if _push is None else _push.decode_push_answer
+
+
 def push_response(request: PushEntryRequest, code: int, begin_index: int,
                   end_index: int) -> PushEntryResponse:
     """``EntryHandler.buildResponse``: group, code, the request's term, the

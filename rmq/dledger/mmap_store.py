@@ -575,11 +575,13 @@ class DLedgerMmapFileStore:
         then the next ones while the entries' sizes stay below ``max_bytes``
         (0: that one alone), up to the ledger's end; read from the kept
         entries (one dict look-up each), ``get`` for one not kept."""
-        entry = self.get(first)
-        entries = [entry]
-        size = entry.compute_size()
         recent = self._recent
         last = self.ledger_end_index
+        entry = recent.get(first) if self.ledger_begin_index <= first <= last else None
+        if entry is None:
+            entry = self.get(first)  # (or its refusal)
+        entries = [entry]
+        entry.size = size = BODY_OFFSET + len(entry.body)  # (compute_size)
         index = first + 1
         while size < max_bytes and index <= last:
             entry = recent.get(index)

@@ -34,11 +34,15 @@ from rmq.dledger.member_state import Role
 from rmq.dledger.messages import (
     PushEntryRequest,
     PushEntryResponse,
-    push_append_body,
+    _names,
+    push_answer,
     push_request,
     push_response,
+    read_push_answer,
 )
 from rmq.dledger.protocol import Code, DLedgerError, PushType, RequestCode
+from rmq.dledger.rpc import RPC_TIMEOUT_MS
+from rmq.remoting.abstract import FrameWait
 
 if TYPE_CHECKING:
     from rmq.dledger.config import DLedgerConfig
@@ -300,10 +304,6 @@ class EntryPusher:
         for d in self.dispatchers.values():
             d.push_now()
 
-    def close_group(self) -> None:
-        """A push is going out: later puts wait in a group of their own."""
-        self._open = None
-
     def _fail_waiters(self, which: Callable[[AckGroup], bool], code: int,
                       why: str = "") -> None:
         kept: deque[AckGroup] = deque()
@@ -351,6 +351,9 @@ class PeerDispatcher:
         self.write_index = -1
         self.compare_index = -1
         self.pending: dict[int, float] = {}  # first index of a push in flight -> sent at
+        ms = pusher.ms
+        # the group and id members of every APPEND push to this follower
+        self.names = _names(ms.group, ms.self_id, peer, ms.self_id)
         self.last_push_commit = 0.0
         self.wake = Wakeup()
         self.task: asyncio.Task | None = None
@@ -427,13 +430,19 @@ class PeerDispatcher:
             self._change(-1, PushType.COMPARE)
 
     def _push_from(self, index: int) -> None:
-        """Push the entries from ``index`` (``write_index``) one push carries."""
-        config = self.pusher.config
-        entries = self.pusher.store.kept_run(
-            index, config.max_batch_push_size if config.enable_batch_push else 0)
-        self.pusher.close_group()
+        """Push the entries from ``index`` (``write_index``) one push carries;
+        later puts wait in a quorum group of their own."""
+        pusher = self.pusher
+        store, config = pusher.store, pusher.config
+        batch = config.enable_batch_push
+        entries = store.kept_run(index, config.max_batch_push_size if batch else 0)
+        pusher._open = None
         after = index + len(entries)
-        self._send(entries, after <= self.pusher.store.ledger_end_index)
+        self.pending[index] = self.last_push_commit = time.monotonic() * 1000
+        pusher.rpc.client.push_entries(
+            pusher.rpc.peer_map[self.peer], self.names, self.term, store.committed_index, entries,
+            batch or after - index > 1, RPC_TIMEOUT_MS, _Acked(self, after - index),
+            after <= store.ledger_end_index)
         self.write_index = after
 
     def _do_append(self) -> None:
@@ -451,31 +460,14 @@ class PeerDispatcher:
                 return
             self._push_from(self.write_index)
 
-    def _send(self, entries: list[Entry], more: bool = False) -> None:
-        """Push ``entries`` (``more``: another push follows in this turn)."""
-        ms = self.pusher.ms
-        request = push_append_body(ms.group, ms.self_id, self.peer, ms.self_id, self.term,
-                                   self.pusher.store.committed_index, entries,
-                                   len(entries) > 1 or self.pusher.config.enable_batch_push)
+    def _resend(self, entries: list[Entry]) -> None:
+        """Push ``entries`` again (the first not acknowledged in time)."""
+        pusher = self.pusher
         self.pending[entries[0].index] = self.last_push_commit = _now_ms()
-        self.pusher.rpc.push_then(self.peer, request, _Acked(self, len(entries)), more)
-
-    def _appended(self, answer: tuple[int, int, int | None] | None, count: int) -> None:
-        """A follower's answer to an APPEND push of ``count`` entries: (code,
-        term, index), None when none came (resent when overdue)."""
-        if answer is None:
-            return
-        code, term, index = answer
-        if code == Code.SUCCESS:
-            if index is None:
-                index = -1
-            self.pending.pop(index, None)
-            self.pusher.update_water_mark(term, self.peer, index + max(count, 1) - 1)
-            if self.write_index <= self.pusher.store.ledger_end_index:
-                self.wake.set()  # (pushes held back: MAX_PENDING in flight)
-        elif code == Code.INCONSISTENT_STATE and self.state == PushType.APPEND:
-            self._change(-1, PushType.COMPARE)
-            self.wake.set()
+        pusher.rpc.client.push_entries(
+            pusher.rpc.peer_map[self.peer], self.names, self.term, pusher.store.committed_index,
+            entries, len(entries) > 1 or pusher.config.enable_batch_push, RPC_TIMEOUT_MS,
+            _Acked(self, len(entries)))
 
     def _resend_overdue(self) -> None:
         mark = self.pusher.water_mark(self.term, self.peer)
@@ -490,7 +482,7 @@ class PeerDispatcher:
                         entries[-1].index < last:
                     entries.append(store.get(entries[-1].index + 1))
                     size += entries[-1].size
-            self._send(entries)
+            self._resend(entries)
 
     def _do_commit(self) -> None:
         if _now_ms() - self.last_push_commit > 1000:
@@ -547,19 +539,43 @@ class PeerDispatcher:
         self._change(index, PushType.APPEND)
 
 
-class _Acked:
-    """The callback of one APPEND push: the follower's answer as
-    ``push_answer`` reads it (None when none came or it does not bind),
-    handed to its dispatcher's ``_appended``."""
+class _Acked(FrameWait):
+    """The wait of one APPEND push of ``count`` entries in the response
+    table: told the body of the follower's answer, read to (code, term,
+    index), or None when none came (the push is resent when overdue)."""
 
     __slots__ = ("dispatcher", "count")
 
     def __init__(self, dispatcher: PeerDispatcher, count: int) -> None:
         self.dispatcher = dispatcher
         self.count = count
+        self.told = False
 
-    def __call__(self, answer: tuple[int, int, int | None] | None) -> None:
-        self.dispatcher._appended(answer, self.count)
+    def tell(self, body) -> None:
+        self.told = True
+        if body is None:
+            return
+        try:
+            answer = read_push_answer(body)
+            if answer is None:
+                answer = push_answer(body)  # (None: an answer that does not bind, as none)
+                if answer is None:
+                    return
+            code, term, index = answer
+            d = self.dispatcher
+            if code == Code.SUCCESS:
+                if index is None:
+                    index = -1
+                d.pending.pop(index, None)
+                pusher = d.pusher
+                pusher.update_water_mark(term, d.peer, index + max(self.count, 1) - 1)
+                if d.write_index <= pusher.store.ledger_end_index:
+                    d.wake.set()  # (pushes held back: MAX_PENDING in flight)
+            elif code == Code.INCONSISTENT_STATE and d.state == PushType.APPEND:
+                d._change(-1, PushType.COMPARE)
+                d.wake.set()
+        except Exception:  # noqa: BLE001 - one push's answer must not stop the connection's read
+            log.exception("push answer failed")
 
 
 class FollowerHandler:

@@ -2,18 +2,19 @@
 (``DLedgerRpcNettyService``'s sending half): the elector and the pusher hold
 this object, not the server, so that each sees only the wire.
 
-A leader's APPEND pushes -- one per follower and read, its costliest
-requests -- skip the general request path: ``PeerClient.push`` writes each
-as a whole frame (``push_frame``: the bytes the general client writes for
-the same request, opaque from the same counter) on the peer's connection
-and keeps (callback, channel, deadline) in a table of its own; the
-connection's lane (``_PushAnswers``) finds the answers' frames in the
-receive buffer (``answer_at``) and hands their bodies to the callback,
-without a ``RemotingCommand``, a future or a loop callback per push.  The
-table's pushes time out with the response table's scan and fail when their
-connection closes, as the general client's requests do; a push to a peer
-not connected (or with RPC hooks on), and an answer in another header form,
-take the general way.
+A leader's APPEND pushes -- one per follower and push round, its costliest
+requests -- skip the general request path: ``PeerClient.push_entries``
+writes each as a whole frame built from its entries in one call
+(``push_entries_frame``: the bytes the general client writes for the same
+request, opaque from the same counter) on the peer's connection, and keeps
+its wait (a ``FrameWait``) in the general response table
+(``RemotingNode.send_frame``); the connection's lane (``_PushAnswers``)
+finds the answers' frames in the receive buffer (``answer_at``) and tells
+their bodies to the waits, without a ``RemotingCommand``, a future or a loop
+callback per push.  The pushes time out with the response table's scan and
+fail when their connection closes, as the general client's requests do; a
+push to a peer not connected (or with RPC hooks on), and an answer in
+another header form, take the general way.
 """
 
 from __future__ import annotations
@@ -26,10 +27,15 @@ from collections.abc import Callable
 
 from rmq._fast import compiled
 from rmq.common.codes import CURRENT_VERSION
-from rmq.dledger.messages import RESPONSE_OF, RequestOrResponse, push_answer
+from rmq.dledger.entry import Entry
+from rmq.dledger.messages import (
+    RESPONSE_OF,
+    RequestOrResponse,
+    _push_body,
+)
 from rmq.dledger.protocol import Code, DLedgerError, RequestCode, encode, read_answer
 from rmq.remoting import RemotingClient, RemotingCommand
-from rmq.remoting.abstract import SCAN_INTERVAL
+from rmq.remoting.abstract import FrameWait
 from rmq.remoting.channel import Channel
 from rmq.remoting.command import next_opaque
 
@@ -82,62 +88,66 @@ def py_answer_at(buf, pos: int, end: int, max_frame: int) -> tuple[int, int, int
     return opaque, pos + 8 + hlen, pos + 4 + length
 
 
+def py_push_entries_frame(head: bytes, opaque: int, tail: bytes, group: bytes, ids: bytes,
+                          term: int, commit_index: int, entries: list[Entry],
+                          batch: bool) -> bytes:
+    """The whole frame of an APPEND push of ``entries`` (``push_frame`` of
+    ``messages._push_body``'s bytes): the twin of
+    ``rmq._fast.dledger_push.encode_push_frame``."""
+    return py_push_frame(head, opaque, tail,
+                         _push_body(group, ids, term, commit_index, entries, batch))
+
+
 push_frame = py_push_frame
 answer_at = py_answer_at
+push_entries_frame = py_push_entries_frame
 _c = compiled("dledger_frames")
 if _c is not None:
     push_frame = _c.push_frame
     answer_at = _c.answer_at
-
-
-def _told(done: Callable[[tuple | None], None], answer: tuple | None) -> None:
-    """``done(answer)``, a failure logged (one push's callback must not
-    stop the others, nor the connection's read)."""
-    try:
-        done(answer)
-    except Exception:  # noqa: BLE001
-        log.exception("push callback failed")
+_p = compiled("dledger_push")
+if _p is not None:
+    push_entries_frame = _p.encode_push_frame
 
 
 class _Answered:
-    """A push that went the general way: its remoting callback, the answer
-    read as the lane reads it."""
+    """A push that went the general way: its remoting callback, the
+    answer's body told to the push's wait as the lane tells it."""
 
-    __slots__ = ("done",)
+    __slots__ = ("wait",)
 
-    def __init__(self, done: Callable[[tuple | None], None]) -> None:
-        self.done = done
+    def __init__(self, wait: FrameWait) -> None:
+        self.wait = wait
 
     def __call__(self, response: RemotingCommand | None, error: BaseException | None) -> None:
-        self.done(None if error is not None else push_answer(response.body))
+        self.wait.tell(None if error is not None else response.body)
 
 
 class _PushAnswers:
     """The frame lane of a ``PeerClient``'s connections: the leading frames
-    of a read that answer pushes in the table, each handed to its callback;
-    the first other frame, and what follows it, go the general way."""
+    of a read that answer raw-frame requests of the response table
+    (``FrameWait``), each body handed to its callback; the first other
+    frame, and what follows it, go the general way."""
 
-    __slots__ = ("pushes", "max_frame")
+    __slots__ = ("responses", "max_frame")
 
-    def __init__(self, pushes: dict, max_frame: int) -> None:
-        self.pushes = pushes
+    def __init__(self, responses: dict, max_frame: int) -> None:
+        self.responses = responses
         self.max_frame = max_frame
 
     def serve(self, channel: Channel, buf: memoryview, pos: int, end: int
               ) -> tuple[int, None]:
-        pushes, max_frame = self.pushes, self.max_frame
+        responses, max_frame = self.responses, self.max_frame
         while pos < end:
             got = answer_at(buf, pos, end, max_frame)
             if got is None:
                 break
-            push = pushes.pop(got[0], None)
-            if push is None:
+            entry = responses.get(got[0])
+            if entry is None or not isinstance(entry[0], FrameWait):
                 break
+            del responses[got[0]]
             pos = got[2]
-            try:
-                push[0](push_answer(buf[got[1]:pos]))
-            except Exception:  # noqa: BLE001 - as _told: the read goes on
-                log.exception("push callback failed")
+            entry[0].tell(buf[got[1]:pos])
         return pos, None
 
     def served(self) -> list[tuple[int, bool, int]]:
@@ -146,68 +156,47 @@ class _PushAnswers:
 
 class PeerClient(RemotingClient):
     """The remoting client of a member's requests to its peers, with the
-    leader's APPEND pushes written and answered as raw frames (``push``)."""
+    leader's APPEND pushes written as raw frames (``send_frame``: kept in
+    the general response table, timed out by its scan) and their answers
+    read from the receive buffer by the connections' lane."""
 
     def __init__(self) -> None:
         super().__init__()
-        # opaque -> (callback, channel, deadline on the loop clock)
-        self._pushes: dict[int, tuple[Callable[[tuple | None], None], Channel, float]] = {}
-        self.lane = _PushAnswers(self._pushes, self.config.frameMaxLength)
+        self.lane = _PushAnswers(self._responses, self.config.frameMaxLength)
 
-    def push(self, addr: str, body: bytes, timeout_ms: int,
-             done: Callable[[tuple | None], None], more: bool = False) -> None:
-        """Send the APPEND push ``body`` to ``addr``: ``done`` gets the
-        answer's (code, term, index) (``messages.push_answer``), or None
-        when none came in time, the connection failed or the answer does
-        not bind, once, on the loop.  ``more``: another push to the same
-        peer follows in this loop turn (they go out in one write at its
-        end; else this one is written at once)."""
+    def push(self, addr: str, body: bytes, timeout_ms: int, wait: FrameWait,
+             more: bool = False) -> None:
+        """Send the APPEND push ``body`` to ``addr``: ``wait`` is told the
+        answer's body (``messages.push_answer`` reads it), or None when
+        none came in time or the connection failed, once, on the loop.
+        ``more``: another push to the same peer follows in this loop turn
+        (they go out in one write at its end; else this one is written at
+        once)."""
         ch = self._table.get(addr)
         if ch is None or self._rpc_hooks or not ch.is_active():
             self.invoke_callback(addr, RemotingCommand.create_request(RequestCode.PUSH, None, body),
-                                 timeout_ms, _Answered(done))
+                                 timeout_ms, _Answered(wait))
             return
         opaque = next_opaque()
-        frame = push_frame(PUSH_HEAD, opaque, PUSH_TAIL, body)
-        loop = asyncio.get_running_loop()
-        self._pushes[opaque] = (done, ch, loop.time() + timeout_ms / 1000.0)
-        if self._scan_handle is None or self._scan_loop is not loop:
-            self._scan_loop = loop
-            self._scan_handle = loop.call_later(SCAN_INTERVAL, self._scan_responses, loop)
-        ch.write_bytes(frame, more)
+        self.send_frame(ch, opaque, push_frame(PUSH_HEAD, opaque, PUSH_TAIL, body), timeout_ms,
+                        wait, more)
 
-    def _on_response(self, cmd: RemotingCommand) -> None:
-        """An answer the lane left (another header form, or a read the
-        lane did not start) still finds its push."""
-        push = self._pushes.pop(cmd.opaque, None)
-        if push is None:
-            super()._on_response(cmd)
-        else:
-            _told(push[0], push_answer(cmd.body))
-
-    def _scan_responses(self, loop: asyncio.AbstractEventLoop) -> None:
-        """The general scan, and the pushes past their deadline told None."""
-        if loop is not self._scan_loop:
+    def push_entries(self, addr: str, names: tuple[bytes, bytes], term: int,
+                     commit_index: int, entries: list[Entry], batch: bool, timeout_ms: int,
+                     wait: FrameWait, more: bool = False) -> None:
+        """``push`` of the APPEND push of ``entries`` (``names``: the group
+        and id members ``messages._names`` writes), its frame built from
+        the entries in one call (``push_entries_frame``) when the peer is
+        connected."""
+        ch = self._table.get(addr)
+        if ch is None or self._rpc_hooks or not ch.is_active():
+            self.push(addr, _push_body(names[0], names[1], term, commit_index, entries, batch),
+                      timeout_ms, wait)
             return
-        super()._scan_responses(loop)
-        pushes = self._pushes
-        if not pushes:
-            return
-        now = loop.time()
-        for opaque in [op for op, push in pushes.items() if push[2] <= now]:
-            loop.call_soon(_told, pushes.pop(opaque)[0], None)
-        if pushes and self._scan_handle is None and not loop.is_closed():
-            self._scan_handle = loop.call_later(SCAN_INTERVAL, self._scan_responses, loop)
-
-    def _fail_pending(self, channel: Channel) -> None:
-        """The general requests, and the pushes on ``channel`` told None."""
-        super()._fail_pending(channel)
-        pushes = self._pushes
-        dead = [op for op, push in pushes.items() if push[1] is channel]
-        if dead:
-            loop = asyncio.get_running_loop()
-            for opaque in dead:
-                loop.call_soon(_told, pushes.pop(opaque)[0], None)
+        opaque = next_opaque()
+        self.send_frame(ch, opaque, push_entries_frame(PUSH_HEAD, opaque, PUSH_TAIL, names[0],
+                                                       names[1], term, commit_index, entries,
+                                                       batch), timeout_ms, wait, more)
 
 
 class PeerRpc:
@@ -256,13 +245,6 @@ class PeerRpc:
             done(answer)
 
         self.client.invoke_callback(self.peer_map[peer], request, timeout_ms, finished)
-
-    def push_then(self, peer: str, body: bytes, done: Callable[[tuple | None], None],
-                  more: bool = False, timeout_ms: int = RPC_TIMEOUT_MS) -> None:
-        """An APPEND push (its JSON ``body``) sent as a raw frame
-        (``PeerClient.push``): ``done((code, term, index))`` on the loop, or
-        ``done(None)`` when no answer came or it does not bind."""
-        self.client.push(self.peer_map[peer], body, timeout_ms, done, more)
 
     def spawn_call(self, peer: str, code: int, body: RequestOrResponse | bytes) -> asyncio.Task:
         """``call`` as a task whose failure is read even when nobody awaits it

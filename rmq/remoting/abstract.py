@@ -148,7 +148,8 @@ class RemotingService:
         self._default: _Entry | None = None
         self._pools: dict[str, Admission] = {}
         # opaque -> (future, channel, deadline on the loop clock, timeout_ms)
-        self._responses: dict[int, tuple[asyncio.Future, Channel, float, int]] = {}
+        # opaque -> (future or FrameWait, channel, deadline on the loop clock, timeout)
+        self._responses: dict[int, tuple[Any, Channel, float, int]] = {}
         self._scan_handle: asyncio.TimerHandle | None = None
         self._scan_loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Future] = set()  # in-flight responses (tasks or futures)
@@ -410,6 +411,22 @@ class RemotingService:
             raise RemotingSendRequestError(channel.remote_addr, e) from e
         return fut
 
+    def send_frame(self, channel: Channel, opaque: int, frame: bytes, timeout_ms: int,
+                   wait: FrameWait, more: bool = False) -> None:
+        """Write a request already encoded as a whole ``frame`` (its opaque
+        ``opaque``) on ``channel`` and keep ``wait`` in the response table:
+        ``wait.tell(body)`` with its response's body, or ``wait.tell(None)``
+        when none came within ``timeout_ms`` or the connection closed --
+        once, on the loop, without a future or a ``RemotingCommand`` for the
+        request.  ``more``: another frame to ``channel`` follows in this
+        loop turn (``Channel.write_bytes``)."""
+        loop = asyncio.get_running_loop()
+        self._responses[opaque] = (wait, channel, loop.time() + timeout_ms / 1000.0, timeout_ms)
+        if self._scan_handle is None or self._scan_loop is not loop:
+            self._scan_loop = loop
+            self._scan_handle = loop.call_later(SCAN_INTERVAL, self._scan_responses, loop)
+        channel.write_bytes(frame, more)
+
     def _scan_responses(self, loop: asyncio.AbstractEventLoop) -> None:
         """Fail every request past its deadline; keep scanning while any are
         pending (one timer for the whole table instead of one per request)."""
@@ -511,6 +528,42 @@ class RemotingService:
     async def _stop_idle_scan(self) -> None:
         task, self._idle_task = self._idle_task, None
         await cancel_and_wait(task)
+
+
+class FrameWait:
+    """A request sent as a raw frame (``RemotingNode.send_frame``) in the
+    response table, where a future would be: the table's readers (the
+    response path, the timeout scan, a closed connection) tell it as they
+    tell a future, and a frame lane that finds its answer in the receive
+    buffer tells it the body straight (``tell``).  This one hands the body
+    to ``callback``; a subclass may take it itself (``tell``), saving the
+    callback's call on a hot path."""
+
+    __slots__ = ("callback", "told")
+
+    def __init__(self, callback: Callable[[Any], None]) -> None:
+        self.callback = callback
+        self.told = False
+
+    def done(self) -> bool:
+        return self.told
+
+    def tell(self, body: Any) -> None:
+        """The response's body (None: no answer), at once; a failure is
+        logged (one request's callback must not stop the others, nor the
+        connection's read)."""
+        self.told = True
+        try:
+            self.callback(body)
+        except Exception:  # noqa: BLE001
+            log.exception("frame callback failed")
+
+    def set_result(self, response: RemotingCommand) -> None:
+        self.tell(response.body)
+
+    def set_exception(self, _exc: BaseException) -> None:
+        self.told = True
+        asyncio.get_running_loop().call_soon(self.tell, None)
 
 
 def _call(callback: ResponseCallback, response: RemotingCommand | None,

@@ -48,10 +48,11 @@ def _now_ms() -> int:
 
 class CommitLog:
     # A commit log whose records lie inside entries of another format (DLedger's)
-    # walks a readable region itself: ``dispatch_entries(view, dispatch, run)`` calls
-    # ``run(view, pos, end)`` (unless None: a bulk dispatch from ``pos``, which
-    # returns where it stopped) and ``dispatch(scan)`` for each record it left;
-    # it returns (position reached, blank met)
+    # walks a readable region itself: ``dispatch_entries(view, dispatch, run, pos)``
+    # walks from ``pos`` (an entry's start), calls ``run(view, pos, end)`` (unless
+    # None: a bulk dispatch from ``pos``, which returns where it stopped) and
+    # ``dispatch(scan)`` for each record it left; it returns (position reached,
+    # blank met)
     dispatch_entries: Callable[..., tuple[int, bool]] | None = None
     # The bytes of such an entry's header before its record (a bulk walk of
     # ``dispatch.dispatch_walk`` steps over them)

@@ -119,7 +119,11 @@ class DispatchRoom:
         for topic, queue_id, first, count in queues:
             qs = table.get(topic)
             cq = qs.get(queue_id) if qs is not None else None
-            if cq is None or not queue_covers(cq, first, count):
+            if cq is None:
+                return False
+            files = cq.mfq.mapped_files  # (queue_covers, inline: once per queue of a read)
+            if not files or files[-1].file_from_offset + cq.file_size < \
+                    (first + count) * CQ_STORE_UNIT_SIZE:
                 return False
         if keys and store.config.messageIndexEnable:
             ix = store.index_service

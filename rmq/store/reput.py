@@ -98,10 +98,16 @@ class ReputMixin:
         walk = self.commit_log.dispatch_entries
         if walk is not None:  # records inside entries of another format (DLedger's)
             run = None
+            pos = 0
             if self._bulk_dispatch:
+                # the common case: one compiled walk takes the whole region
+                pos = self._dispatch_walk(view, 0, len(view), notify)
+                if pos >= len(view):
+                    return pos, False
+
                 def run(v, p: int, end: int) -> int:
                     return self._dispatch_walk(v, p, end, notify)
-            return walk(view, lambda r: self._dispatch(r, notify), run)
+            return walk(view, lambda r: self._dispatch(r, notify), run, pos)
         scan = codec.scan_record
         dispatch = self._dispatch
         n = len(view)
@@ -227,7 +233,8 @@ class ReputMixin:
         """A queue's consume-queue file for ``dispatch_walk``, None when its
         entry must go the per-record way (no queue or file yet, a full file)."""
         topic = topic_b.decode()
-        cq = self._existing_cq(topic, queue_id)
+        qs = self.consume_queue_table.get(topic)  # (_existing_cq, inline: once per queue a walk)
+        cq = qs.get(queue_id) if qs is not None else None
         mf = cq.tail_file if cq is not None else None
         if mf is None or mf.wrote_position >= cq.file_size:
             return None

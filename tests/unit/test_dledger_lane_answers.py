@@ -33,8 +33,9 @@ class _Channel:
     def __init__(self) -> None:
         self.writes: list[bytes] = []
 
-    def write_bytes(self, frames: bytes) -> None:
+    def write_bytes(self, frames: bytes, more: bool = False) -> None:
         self.writes.append(frames)
+        self.more = more
 
 
 def _processor() -> SendSupport:
@@ -73,6 +74,7 @@ def test_a_quorum_answers_the_read_as_built():
     channel = _Channel()
     _Answer(_processor(), channel, b"frames", [(1, codec.JSON)])(_put_status(None))
     assert channel.writes == [b"frames"]
+    assert channel.more  # (with the other reads' answers of the quorum, at the turn's end)
 
 
 @pytest.mark.skipif(_LANE is None, reason="compiled extensions not built")

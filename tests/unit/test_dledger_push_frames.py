@@ -16,14 +16,18 @@ import pytest
 
 from rmq._fast import compiled_or_none
 from rmq.dledger import rpc
-from rmq.dledger.messages import push_answer, push_answer_bytes
+from rmq.dledger.entry import Entry
+from rmq.dledger.messages import _names, push_answer, push_answer_bytes, push_append_body
 from rmq.dledger.protocol import RequestCode
 from rmq.remoting import RemotingCommand, codec
+from rmq.remoting.abstract import FrameWait
 from rmq.remoting.command import RPC_RESPONSE
 
 pytestmark = pytest.mark.timeout(60)
 C = compiled_or_none("dledger_frames")
+P = compiled_or_none("dledger_push")
 PUSHERS = [rpc.py_push_frame] + ([C.push_frame] if C is not None else [])
+ENTRY_PUSHERS = [rpc.py_push_entries_frame] + ([P.encode_push_frame] if P is not None else [])
 READERS = [rpc.py_answer_at] + ([C.answer_at] if C is not None else [])
 MAX = 16 * 1024 * 1024
 ANSWER = push_answer_bytes("g", 200, 3, 0, 7, 5, 1)
@@ -44,6 +48,30 @@ def test_push_frame_is_the_general_clients_frame(write):
         for body in (b"", b"{}", ANSWER, bytes(range(256)) * 300):
             assert write(rpc.PUSH_HEAD, opaque, rpc.PUSH_TAIL, body) == \
                 _general_push(opaque, body), (opaque, len(body))
+
+
+def _entries(n: int, first: int) -> list[Entry]:
+    rnd = random.Random(first * 31 + n)
+    return [Entry(first + i, 3, rnd.randbytes(rnd.choice([0, 1, 2, 3, 100, 1200])), 4096 * i,
+                  channel=i % 2, chain_crc=-i, body_crc=2**31 - 1 - i) for i in range(n)]
+
+
+@pytest.mark.parametrize("write", ENTRY_PUSHERS)
+def test_a_push_of_entries_is_the_general_clients_frame_of_its_body(write):
+    """The frame written from the entries in one call is the general client's
+    frame of ``push_append_body``'s bytes, for single entries and batches,
+    entries whose JSON is made here or was kept from an earlier push."""
+    for n, batch in ((1, False), (1, True), (3, True), (40, True), (3, False)):
+        for ids in (("g", "n0", "n1", "n0"), ('g"\u00e9', None, "n1", None)):
+            for opaque, term, commit in ((0, 5, -1), (12345, 7, 0), (2**31 - 1, 2**40, 2**33)):
+                for _kept in range(2):
+                    entries = _entries(n, 9 + n)
+                    got = write(rpc.PUSH_HEAD, opaque, rpc.PUSH_TAIL, *_names(*ids), term,
+                                commit, entries, batch)
+                    body = push_append_body(*ids, term, commit, _entries(n, 9 + n), batch)
+                    assert got == _general_push(opaque, body), (n, batch, ids, opaque)
+    with pytest.raises(IndexError):
+        write(rpc.PUSH_HEAD, 1, rpc.PUSH_TAIL, b'"g"', b"", 1, 1, [], True)
 
 
 def _answer(opaque: int, body: bytes | None, code: int = 200, remark: str | None = None,
@@ -185,10 +213,34 @@ class Peer:
         await self.server.wait_closed()
 
 
+def _read(done) -> FrameWait:
+    """A push's wait: the answer's body read as the pusher reads it."""
+    return FrameWait(lambda body: done(None if body is None else push_answer(body)))
+
+
+class _Seen(FrameWait):
+    """A push's wait that tells whether the general path answered it."""
+
+    __slots__ = ("general",)
+
+    def __init__(self, callback) -> None:
+        super().__init__(callback)
+        self.general = False
+
+    def set_result(self, response) -> None:
+        self.general = True
+        super().set_result(response)
+
+
+def _push_raw(peer_rpc: rpc.PeerRpc, body: bytes, done, more: bool = False,
+              timeout_ms: int = 3000) -> None:
+    peer_rpc.client.push(peer_rpc.peer_map["n1"], body, timeout_ms, _read(done), more)
+
+
 async def _push(peer_rpc: rpc.PeerRpc, body: bytes, timeout_ms: int = 3000,
                 wait: float = 5.0) -> list:
     got: list = []
-    peer_rpc.push_then("n1", body, got.append, timeout_ms=timeout_ms)
+    _push_raw(peer_rpc, body, got.append, timeout_ms=timeout_ms)
     for _ in range(int(wait / 0.01)):
         if got:
             break
@@ -207,28 +259,28 @@ async def test_a_push_to_a_peer_is_answered_and_fails_as_a_general_request():
         expected = [push_answer(ANSWER)]
         assert await _push(peer_rpc, b'{"a":1}') == expected  # connects: the general way
         assert await _push(peer_rpc, b'{"a":2}') == expected  # the raw frame, the lane
-        assert client.lane is not None and not client._pushes
+        assert client.lane is not None and not client._responses
         sent = peer.frames[-1]
         opaque = codec.py_decode(sent[4:])[3]
         assert sent == _general_push(opaque, b'{"a":2}')
         peer.mode = "remark"  # another header form: the general decoder finds the push
-        assert await _push(peer_rpc, b'{"a":3}') == expected and not client._pushes
+        assert await _push(peer_rpc, b'{"a":3}') == expected and not client._responses
         peer.mode = "plain"
         # pushes in one turn go out together and are all answered
         got: list = []
         for i in range(5):
-            peer_rpc.push_then("n1", b'{"n":%d}' % i, got.append, more=i < 4)
+            _push_raw(peer_rpc, b'{"n":%d}' % i, got.append, more=i < 4)
         for _ in range(500):
             if len(got) == 5:
                 break
             await asyncio.sleep(0.01)
-        assert got == expected * 5 and not client._pushes
+        assert got == expected * 5 and not client._responses
         peer.mode = "none"  # no answer: None once the timeout passes
         assert await _push(peer_rpc, b'{"a":4}', timeout_ms=200) == [None]
-        assert not client._pushes
+        assert not client._responses
         peer.mode = "close"  # the connection closed: None at once
         assert await _push(peer_rpc, b'{"a":5}', wait=2.0) == [None]
-        assert not client._pushes
+        assert not client._responses
         peer.mode = "plain"  # connects again
         assert await _push(peer_rpc, b'{"a":6}') == expected
     finally:
@@ -248,10 +300,10 @@ async def test_pushes_and_general_requests_share_a_connection():
             assert await _push(peer_rpc, b"{}") == [push_answer(ANSWER)]
         peer.mode = "none"
         got: list = []
-        peer_rpc.push_then("n1", b'{"p":1}', got.append)
+        _push_raw(peer_rpc, b'{"p":1}', got.append)
         general = asyncio.ensure_future(peer_rpc.client.invoke(
             peer.addr, RemotingCommand.create_request(RequestCode.METADATA, None, b"{}"), 3000))
-        peer_rpc.push_then("n1", b'{"p":2}', got.append)
+        _push_raw(peer_rpc, b'{"p":2}', got.append)
         for _ in range(300):
             if len(peer.frames) == 5:
                 break
@@ -268,7 +320,40 @@ async def test_pushes_and_general_requests_share_a_connection():
             if len(got) == 2:
                 break
             await asyncio.sleep(0.01)
-        assert got == [push_answer(ANSWER)] * 2 and not peer_rpc.client._pushes
+        assert got == [push_answer(ANSWER)] * 2 and not peer_rpc.client._responses
+    finally:
+        await peer_rpc.close()
+        await peer.stop()
+
+
+@pytest.mark.asyncio
+async def test_pushes_of_entries_go_as_raw_frames_once_connected():
+    """``push_entries``: the general way while not connected, then the
+    frame written from the entries; the follower gets the same bytes
+    either way, and each push is answered once."""
+    peer = Peer()
+    await peer.start()
+    peer_rpc = rpc.PeerRpc({"n1": peer.addr})
+    client = peer_rpc.client
+    names = _names("g", "n0", "n1", "n0")
+    try:
+        for connected in range(2):
+            got: list = []
+            entries = _entries(3, 20)
+            wait = _Seen(lambda body, got=got: got.append(push_answer(body)))
+            client.push_entries(peer.addr, names, 4, 19, entries, True, 3000, wait)
+            for _ in range(500):
+                if got:
+                    break
+                await asyncio.sleep(0.01)
+            assert got == [push_answer(ANSWER)] and not client._responses
+            sent = peer.frames[-1]
+            opaque = codec.py_decode(sent[4:])[3]
+            assert sent == _general_push(
+                opaque, push_append_body("g", "n0", "n1", "n0", 4, 19, _entries(3, 20), True))
+            # (the first went the general way: not connected yet); once
+            # connected, the answer is read by the lane, not the response path
+            assert not (connected and wait.general)
     finally:
         await peer_rpc.close()
         await peer.stop()
