@@ -54,20 +54,13 @@ cdef list bitset_offsets(object start, object data):
         s = start
     except OverflowError:
         s = -1
-    if s < 0 or s > LLONG_MAX - 8 * n:  # beyond a long: Python's integers
-        for i in range(n):
-            byte = bits[i]
-            if byte:
-                for bit in range(8):
-                    if byte >> bit & 1:
-                        out.append(start + (i * 8 + bit))
-        return out
+    cdef bint big = s < 0 or s > LLONG_MAX - 8 * n  # beyond a long: Python's integers
     for i in range(n):
         byte = bits[i]
         if byte:
             for bit in range(8):
                 if byte >> bit & 1:
-                    out.append(s + (i * 8 + bit))
+                    out.append(start + (i * 8 + bit) if big else s + (i * 8 + bit))
     return out
 
 

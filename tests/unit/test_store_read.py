@@ -159,6 +159,19 @@ def test_store_pull_runs(tmp_path):
         store.shutdown()
 
 
+def _filled_store(tmp_path) -> DefaultMessageStore:
+    """A started store whose small commit-log and consume-queue files hold 300
+    messages of topic T: queues 0-2 in turn, then 100 more in queue 0."""
+    from tests.unit.test_store_basic import HOST, make_msg, small_config
+
+    store = DefaultMessageStore(small_config(tmp_path, accessMessageInMemoryMaxRatio=1), HOST)
+    assert store.load()
+    store.start()
+    for i in range(300):
+        store.put_message(make_msg(i, qid=i % 3 if i < 200 else 0, body=bytes(i % 200)))
+    return store
+
+
 def _read(fn, store, queue_id: int, offset: int, max_nums: int, message_filter) -> tuple:
     """Everything ``read_queue`` (``fn``) leaves in a fresh result."""
     from rmq.store.results import GetMessageResult
@@ -176,15 +189,9 @@ def test_compiled_read_queue_matches_twin(tmp_path):
     """The driver of the walk, compiled and twin, on a real store whose small
     commit-log and consume-queue files make reads cross file ends: found,
     filtered down or out, beyond the queue's files."""
-    from tests.unit.test_store_basic import HOST, make_msg, small_config
-
     assert FAST is not None
-    store = DefaultMessageStore(small_config(tmp_path, accessMessageInMemoryMaxRatio=1), HOST)
-    assert store.load()
-    store.start()
+    store = _filled_store(tmp_path)
     try:
-        for i in range(300):
-            store.put_message(make_msg(i, qid=i % 3 if i < 200 else 0, body=bytes(i % 200)))
         seen = set()
         for queue_id in range(3):
             top = store.get_max_offset_in_queue("T", queue_id)
@@ -227,16 +234,10 @@ def test_compiled_get_message_matches_twin(tmp_path):
     before its first offset (files removed), at and past its end, of a queue
     or topic that does not exist, of an LMQ topic, with filters and byte
     limits, and on a store that is not readable."""
-    from tests.unit.test_store_basic import HOST, make_msg, small_config
-
     assert FAST is not None
     assert DefaultMessageStore.get_message is FAST.get_message
-    store = DefaultMessageStore(small_config(tmp_path, accessMessageInMemoryMaxRatio=1), HOST)
-    assert store.load()
-    store.start()
+    store = _filled_store(tmp_path)
     try:
-        for i in range(300):
-            store.put_message(make_msg(i, qid=i % 3 if i < 200 else 0, body=bytes(i % 200)))
         store.consume_queue_table["T"][1].min_logic_offset = 20 * 10  # as after a clean-up
         seen = set()
         for readable in (True, False):
