@@ -225,3 +225,14 @@ cdef inline void index_prop_keys(uint8_t *ix, int64_t max_slots, int64_t max_ind
         if k > ks:
             index_put(ix, max_slots, max_index,
                       index_key_hash(topic_hash, props + pr.keys_at + ks, k - ks), phy, store_ts)
+
+
+cdef inline object direct_tail(object commit_log):
+    """The commit log's last mapped file when a compiled put may write records
+    straight into it: there is one, and it keeps no separate write buffer (the
+    transient store pool's commit step would otherwise have to copy them)."""
+    files = commit_log.mfq.mapped_files
+    if not files:
+        return None
+    mf = files[len(files) - 1]
+    return None if mf.write_buffer is not None else mf

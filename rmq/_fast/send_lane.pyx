@@ -60,6 +60,7 @@ from rmq._fast.record cimport (
     c_record_size,
     c_write_record,
     count_keys,
+    direct_tail,
     index_key_hash,
     is_ascii,
 )
@@ -685,11 +686,8 @@ cdef class SendLane:
         if store._shutdown or cl.begin_time_in_lock or store.commit_service is not None or \
                 store.running_flags.flag_bits & sup.not_writeable:
             return False
-        files = cl.mfq.mapped_files
-        if not files:
-            return False
-        mf = files[len(files) - 1]
-        if mf.write_buffer is not None:
+        mf = direct_tail(cl)
+        if mf is None:
             return False
         index = None
         cdef int64_t slots = 0, entries = 0

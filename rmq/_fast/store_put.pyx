@@ -22,7 +22,7 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyOb
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from rmq._fast.byteorder cimport put32, put64
-from rmq._fast.record cimport c_write_record
+from rmq._fast.record cimport c_write_record, direct_tail
 from libc.string cimport memcpy
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
@@ -187,11 +187,8 @@ def put_single(object store, str topic, bytes topic_b, int queue_id, int flag, o
     if store._shutdown or ccfg.brokerRole is _SLAVE or cl.begin_time_in_lock or \
             store.commit_service is not None or not writeable(store.running_flags):
         return None
-    files = cl.mfq.mapped_files
-    if not files:
-        return None
-    mf = files[len(files) - 1]
-    if mf.write_buffer is not None:
+    mf = direct_tail(cl)
+    if mf is None:
         return None
     put_lock = cl.put_lock
     reput_lock = store._reput_lock
