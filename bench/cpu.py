@@ -31,6 +31,47 @@ def cpu_seconds(pid: int) -> float:
     return t.user + t.system
 
 
+def system_seconds(pid: int) -> float:
+    """System (kernel) CPU seconds consumed so far by ``pid`` (and its threads)."""
+    import psutil
+
+    return psutil.Process(pid).cpu_times().system
+
+
+def read_write_calls(pid: int) -> tuple[int, int]:
+    """(read, write) system calls of ``pid`` so far, /proc/<pid>/io's ``syscr``
+    and ``syscw``: a broker's socket reads and writes, plus its few file ones."""
+    calls = {}
+    with open(f"/proc/{pid}/io") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            calls[key] = int(value)
+    return calls["syscr"], calls["syscw"]
+
+
+@dataclass(slots=True)
+class CallWindow:
+    """Read and write system calls and kernel CPU of a process over a
+    measured window.  A lane's cost per message is its cost per read over the
+    messages a read brings, and how many arrive per read is set by the two
+    sides' timing (and the machine's other work), not by the code measured:
+    a figure per message means little without the messages per read beside it."""
+
+    pid: int
+    start: tuple[int, int, float] = (0, 0, 0.0)
+    reads: int = 0
+    writes: int = 0
+    system: float = 0.0
+
+    def begin(self) -> None:
+        self.start = (*read_write_calls(self.pid), system_seconds(self.pid))
+
+    def end(self) -> None:
+        reads, writes = read_write_calls(self.pid)
+        self.reads, self.writes = reads - self.start[0], writes - self.start[1]
+        self.system = system_seconds(self.pid) - self.start[2]
+
+
 @dataclass(slots=True)
 class CpuWindow:
     """CPU seconds of a process over a measured window (start .. stop)."""

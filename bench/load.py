@@ -15,7 +15,7 @@ import sys
 import time
 from dataclasses import dataclass
 
-from bench.cpu import CpuWindow, ThreadCpuWindow, can_pin, proc_status
+from bench.cpu import CallWindow, CpuWindow, ThreadCpuWindow, can_pin, proc_status
 from bench.modes import ROOT
 from bench.raw import RawConnection, RawPulls, RawRequests, read_frame
 from bench.stats import latency_summary
@@ -52,7 +52,8 @@ class LoadSpec:
 
 def _result(spec: LoadSpec, msgs: int, nbytes: int, failures: int, elapsed: float,
             latencies: list[float], broker_cpu: float, client_cpu: float,
-            errors: dict[str, int], threads: dict[str, float] | None = None) -> dict:
+            errors: dict[str, int], threads: dict[str, float] | None = None,
+            calls: CallWindow | None = None) -> dict:
     out = {"kind": spec.kind, "msgs": msgs, "bytes": nbytes, "failures": failures,
            "elapsed_s": elapsed, "msgs_per_s": msgs / elapsed if elapsed else 0.0,
            "mb_per_s": nbytes / elapsed / 1e6 if elapsed else 0.0,
@@ -63,6 +64,11 @@ def _result(spec: LoadSpec, msgs: int, nbytes: int, failures: int, elapsed: floa
         out["broker_cpu_us_per_msg"] = 1e6 * broker_cpu / msgs if msgs else 0.0
         out["broker_cpu_util"] = broker_cpu / elapsed if elapsed else 0.0
         out.update({f"broker_{k}": v for k, v in proc_status(spec.broker_pid).items()})
+    if calls is not None and msgs:
+        out["broker_system_us_per_msg"] = 1e6 * calls.system / msgs
+        out["broker_reads_per_msg"] = calls.reads / msgs
+        out["broker_writes_per_msg"] = calls.writes / msgs
+        out["broker_msgs_per_read"] = msgs / calls.reads if calls.reads else 0.0
     if threads is not None:
         per_msg = {name: 1e6 * sec / msgs if msgs else 0.0
                    for name, sec in sorted(threads.items(), key=lambda kv: -kv[1])}
@@ -82,6 +88,7 @@ class _Window:
         self.errors: dict[str, int] = {}
         self.broker = CpuWindow(spec.broker_pid) if spec.broker_pid else None
         self.threads = ThreadCpuWindow(spec.broker_pid) if spec.broker_pid else None
+        self.calls = CallWindow(spec.broker_pid) if spec.broker_pid else None
         self.client = CpuWindow(os.getpid())
         self.t0 = 0.0
         # the window in time.time_ns(), for loads that stamp their messages
@@ -116,6 +123,8 @@ class _Window:
                 self.broker.begin()
             if self.threads:
                 self.threads.begin()
+            if self.calls:
+                self.calls.begin()
             self.client.begin()
             self.t0 = time.perf_counter()
             self.t0_ns = time.time_ns()
@@ -126,6 +135,8 @@ class _Window:
             elapsed = time.perf_counter() - self.t0
             broker_cpu = self.broker.end() if self.broker else 0.0
             threads = self.threads.end() if self.threads else None
+            if self.calls:
+                self.calls.end()
             client_cpu = self.client.end()
         finally:
             stop.set()
@@ -133,7 +144,8 @@ class _Window:
             for t in tasks:
                 t.cancel()
         return _result(self.spec, self.msgs, self.bytes, self.failures, elapsed,
-                       self.latencies, broker_cpu, client_cpu, self.errors, threads)
+                       self.latencies, broker_cpu, client_cpu, self.errors, threads,
+                       self.calls)
 
 
 async def _sdk_sender(spec: LoadSpec, body: bytes):
