@@ -30,10 +30,14 @@ log = logging.getLogger("rmq.remoting")
 # Receive buffer: a connection starts small (thousands of idle clients must
 # cost little), grows to _BUSY_BUFFER once a read fills all the room it was
 # offered (pipelined traffic: fewer, larger reads), beyond that only for a
-# frame that needs it, and goes back to _INITIAL_BUFFER after a small read
-# that leaves nothing pending.
+# frame that needs it, and goes back to _INITIAL_BUFFER only after
+# _QUIET_READS small reads in a row that leave nothing pending.  A pipelining
+# client's reads come in all sizes (one request, then a burst of many): a
+# buffer given back after one small read met the next burst with 4 KiB, a
+# full read, a new 64 KiB buffer and a second read.
 _INITIAL_BUFFER = 4 * 1024
 _BUSY_BUFFER = 64 * 1024
+_QUIET_READS = 64
 _MIN_FREE = 16 * 1024  # room offered to a read, at most half the buffer
 # queued parts (headers, inline frames, bodies) that make Channel.write send at once
 _FLUSH_PARTS = 32
@@ -162,7 +166,7 @@ class RemotingProtocol(asyncio.BufferedProtocol):
     """Frames one connection and passes commands to its service."""
 
     __slots__ = ("_service", "_max_frame", "_buf", "_view", "_start", "_end", "_offered",
-                 "channel", "_lane_used", "_full")
+                 "channel", "_lane_used", "_full", "_small")
 
     def __init__(self, service: RemotingService, max_frame: int) -> None:
         self._service = service
@@ -175,6 +179,7 @@ class RemotingProtocol(asyncio.BufferedProtocol):
         self.channel: Channel | None = None
         self._lane_used = False  # the service's lane has served a frame of this connection
         self._full = False  # the last read filled its room: another follows in this turn
+        self._small = 0  # small reads in a row of a grown buffer (see _QUIET_READS)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.channel = Channel(transport)
@@ -345,7 +350,13 @@ class RemotingProtocol(asyncio.BufferedProtocol):
             service._frame_error(channel, error)
         elif pos == self._end:
             self._start = self._end = 0
-            if nbytes <= _INITIAL_BUFFER // 2 and len(self._buf) > _INITIAL_BUFFER:
-                self._resize(_INITIAL_BUFFER)  # a quiet connection gives its room back
+            if len(self._buf) > _INITIAL_BUFFER:
+                if nbytes > _INITIAL_BUFFER // 2:
+                    self._small = 0
+                else:
+                    self._small += 1
+                    if self._small >= _QUIET_READS:
+                        self._small = 0
+                        self._resize(_INITIAL_BUFFER)  # a quiet connection gives its room back
         else:
             self._start = pos

@@ -66,3 +66,47 @@ async def test_frames_survive_any_read_sizes(seed):
     assert [(c.ext_fields["i"], c.body) for c in service.got] == \
         [(c.ext_fields["i"], c.body) for c in cmds]
     assert len(proto._buf) <= 4 * 256 * 1024  # grown for the largest frame only
+
+
+def _feed(proto: RemotingProtocol, data: bytes) -> int:
+    """One read of at most what ``get_buffer`` offers; the bytes it took."""
+    buf = proto.get_buffer(-1)
+    n = min(len(buf), len(data))
+    buf[:n] = data[:n]
+    buf.release()
+    proto.buffer_updated(n)
+    return n
+
+
+@pytest.mark.timeout(30)
+async def test_buffer_kept_after_a_short_read():
+    """A pipelining client's reads come in all sizes: a grown receive buffer
+    stays grown over short reads, so a burst after a quiet moment is read
+    whole, not in 4 KiB pieces; only a run of short reads gives it back."""
+    from rmq.remoting.channel import _BUSY_BUFFER, _INITIAL_BUFFER, _QUIET_READS
+
+    service = _Service()
+    proto = RemotingProtocol(service, 16 * 1024 * 1024)
+    proto.connection_made(_Transport())
+    small = RemotingCommand.create_request(310, {"i": "s"}, b"x" * 100).encode()
+    burst = b"".join(RemotingCommand.create_request(310, {"i": str(i)}, os.urandom(500)).encode()
+                     for i in range(30))
+    assert _INITIAL_BUFFER < len(burst) < _BUSY_BUFFER // 2
+    assert len(proto._buf) == _INITIAL_BUFFER  # a new connection starts small
+    for _ in range(3):
+        _feed(proto, small)
+    assert len(proto._buf) == _INITIAL_BUFFER  # short reads never grow it
+    # the first burst fills the small buffer once; the rest comes in one read
+    taken = _feed(proto, burst)
+    assert taken == _INITIAL_BUFFER
+    assert _feed(proto, burst[taken:]) == len(burst) - taken
+    assert len(proto._buf) == _BUSY_BUFFER
+    for _ in range(_QUIET_READS - 1):
+        _feed(proto, small)  # a quiet moment, one request at a time
+        assert len(proto._buf) == _BUSY_BUFFER
+    assert _feed(proto, burst) == len(burst)  # the next burst: one read
+    for _ in range(_QUIET_READS):
+        _feed(proto, small)
+    assert len(proto._buf) == _INITIAL_BUFFER  # quiet for long: the room given back
+    assert not service.errors
+    assert len(service.got) == 3 + 30 + (_QUIET_READS - 1) + 30 + _QUIET_READS
