@@ -437,7 +437,7 @@ cdef class CTopic:
     cdef bint multi, ok, allowed
     cdef int32_t hash
     cdef list queues            # CQueue or None by queue id
-    cdef object cqs             # the store's consume queues of the topic, this read
+    cdef dict cqs               # the store's consume queues of the topic, this read
     cdef long long read
 
 
@@ -518,11 +518,13 @@ cdef class SendLane:
     cdef dict topic_cache       # topic bytes -> CTopic
     cdef CTopic last_topic
     cdef long long read_id      # the read being served
-    # the read's tables (SendLaneSupport.begin): consume queues, queue offsets, held pulls
-    cdef object cq_table, tq_table, hold_table
+    # the read's tables (SendLaneSupport.begin): consume queues, queue offsets,
+    # held pulls; dicts, so a queue's look-ups per read are C calls, not
+    # method calls (the Java load meets a new queue with nearly every message)
+    cdef dict cq_table, tq_table, hold_table
     # the broker's topic configs (SendLaneSupport.topics.table) of a served
     # read; None in a read of begin_plain (the support's ``topic`` is asked)
-    cdef object topic_table
+    cdef dict topic_table
     cdef object run_obj         # the read's AppendRun (its ``queue`` for a queue met anew)
     cdef bint histograms
     # the broker's cluster name and the store's message-id prefix as last
@@ -950,6 +952,7 @@ cdef class SendLane:
         while len(t.queues) <= qid:
             t.queues.append(None)
         cdef CQueue q = t.queues[qid]
+        cdef dict hold
         if q is None:
             q = CQueue()
             q.key = (t.name, qid)
@@ -958,12 +961,13 @@ cdef class SendLane:
             return q if q.ok else None
         q.read = self.read_id
         q.ok = False
-        qs = t.cqs
+        cdef dict qs = t.cqs
         current = qs.get(qid) if qs is not None else None
         if current is None or current is not q.cq or current.tail_file is not q.cmf or \
                 current.ext is not None:
             hold = self.hold_table  # SendLaneSupport.queue: listed one by one when watched
-            lq = self.run_obj.queue(t.name, qid, self.histograms or bool(hold and q.key in hold))
+            lq = self.run_obj.queue(t.name, qid,
+                                    self.histograms or bool(hold is not None and q.key in hold))
             if lq is None:
                 return None
             q.cq, q.cmf = lq.cq, lq.cmf
@@ -973,7 +977,7 @@ cdef class SendLane:
         q.qoff = self.tq_table.get(q.key, 0)
         q.maxphy = q.cq.max_physic_offset
         hold = self.hold_table
-        q.each = [] if self.histograms or (hold and q.key in hold) else None
+        q.each = [] if self.histograms or (hold is not None and q.key in hold) else None
         PyObject_GetBuffer(cmf.view, &q.buf, PyBUF_WRITABLE)
         q.held = True
         if q.csize > q.buf.len:
