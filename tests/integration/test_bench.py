@@ -21,6 +21,7 @@ from bench import run as suite
 from bench.cluster import Cluster
 from bench.cpu import (
     BROKER_CPUS,
+    CallWindow,
     ThreadCpuWindow,
     can_pin,
     proc_status,
@@ -180,6 +181,24 @@ def test_scenario_rows_list_each_broker_thread():
     names = [r[1] for r in suite.scenario_rows("send_1k", res)]
     assert names.index("broker thread loop µs/msg") < names.index(
         "broker thread FlushRealTimeService µs/msg")
+
+
+def test_call_window_counts_reads_and_writes(tmp_path):
+    """The read and write system calls of a process over a window (a load's
+    messages per read are its messages over the broker's reads)."""
+    window = CallWindow(os.getpid())
+    window.begin()
+    fd = os.open(tmp_path / "f", os.O_CREAT | os.O_RDWR)
+    try:
+        for _ in range(20):
+            os.write(fd, b"x")
+        for _ in range(30):
+            os.pread(fd, 1, 0)
+    finally:
+        os.close(fd)
+    window.end()
+    assert window.writes >= 20 and window.reads >= 30
+    assert window.system >= 0.0
 
 
 def test_thread_cpu_by_native_name():
