@@ -272,12 +272,21 @@ cdef class PopLane:
 
     cdef readonly object support
     cdef readonly Py_ssize_t max_frame
-    cdef object _take, _frame, _failed, _later, _read
-    cdef dict _counts
+    cdef readonly object service
+    cdef object _take, _frame, _failed, _later, _read, _hold
+    cdef dict _counts, _admissions
 
-    def __init__(self, support, Py_ssize_t max_frame):
+    def __init__(self, support, Py_ssize_t max_frame, service=None):
         self.support = support
         self.max_frame = max_frame
+        self.service = service
+        self._hold = None if service is None else service.hold
+        self._admissions = {}  # ``lane_admissions`` of the twin module
+        if service is not None:
+            for code in (200050, 200051, 200151):
+                adm = service.admission_of(code)
+                if adm is not None:
+                    self._admissions[code] = adm
         self._take = support.take
         self._frame = support.frame
         self._failed = support.failed_frame
@@ -321,6 +330,9 @@ cdef class PopLane:
                 if got is None:
                     break
                 code, opaque, stype, ext, body = <tuple>got
+                adm = self._admissions.get(code) if self._admissions else None
+                if adm is not None and adm.in_flight >= adm.limit:
+                    break  # the general path answers it SYSTEM_BUSY
                 try:
                     answer = self._take(channel, code, ext, body)
                 except Exception as exc:  # answered as the general path would
@@ -334,6 +346,8 @@ cdef class PopLane:
                         response = (<tuple>answer)[0]
                     else:
                         self._later(channel, answer, code, opaque, stype)
+                        if self._hold is not None:
+                            self._hold(answer, adm)
                         response = 0
                 key = (code, response)
                 counts[key] = counts.get(key, 0) + 1

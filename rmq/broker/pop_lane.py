@@ -213,9 +213,11 @@ def read_request(frame) -> tuple[int, int, int, dict | None, Any] | None:
 class PopLane:
     """Pure-Python twin of ``rmq._fast.pop_lane.PopLane`` (see the module docstring)."""
 
-    def __init__(self, support: PopLaneSupport, max_frame: int) -> None:
+    def __init__(self, support: PopLaneSupport, max_frame: int, service: Any = None) -> None:
         self.support = support
         self.max_frame = max_frame
+        self.service = service
+        self._admissions = lane_admissions(service)
         self._counts: dict[tuple[int, int], int] = {}
 
     def served(self) -> list[tuple[int, bool, int, int]]:
@@ -238,6 +240,9 @@ class PopLane:
             if got is None:
                 break
             code, opaque, stype, ext, body = got
+            adm = self._admissions.get(code)
+            if adm is not None and adm.in_flight >= adm.limit:
+                break  # the general path answers it SYSTEM_BUSY
             try:
                 answer = support.take(channel, code, ext, body)
             except Exception as exc:  # noqa: BLE001 - answered as the general path would
@@ -251,11 +256,26 @@ class PopLane:
                     response = answer[0]
                 else:
                     support.later(channel, answer, code, opaque, stype)
+                    if self.service is not None:
+                        self.service.hold(answer, adm)
                     response = 0
             key = (code, response)
             counts[key] = counts.get(key, 0) + 1
             pos += 4 + length
         return pos, (b"".join(out) if out else None)
+
+
+def lane_admissions(service: Any) -> dict[int, Any]:
+    """The in-flight counts (``Admission``) that bound the lane's codes on
+    ``service``, the server whose connections the lane reads: the lane takes
+    a request only under its bound and counts one answered later against it
+    until done (``service.hold``), as the general path does, so that a pop
+    waiting in the lane fills the same room as one waiting there.  None
+    (no server: a test's lane) bounds nothing."""
+    if service is None:
+        return {}
+    got = {code: service.admission_of(code) for code in (POP, ACK, BATCH_ACK)}
+    return {code: adm for code, adm in got.items() if adm is not None}
 
 
 def make_codec() -> tuple[Any, Any]:
@@ -267,8 +287,8 @@ def make_codec() -> tuple[Any, Any]:
     return c.read_request, c.frame
 
 
-def make_pop_lane(support: PopLaneSupport, max_frame: int) -> Any:
-    """A pop lane for a server reading frames up to ``max_frame`` bytes:
-    compiled when built, else the twin."""
+def make_pop_lane(support: PopLaneSupport, max_frame: int, service: Any = None) -> Any:
+    """A pop lane for ``service``, a server reading frames up to
+    ``max_frame`` bytes: compiled when built, else the twin."""
     c = compiled("pop_lane")
-    return (PopLane if c is None else c.PopLane)(support, max_frame)
+    return (PopLane if c is None else c.PopLane)(support, max_frame, service)
