@@ -41,7 +41,8 @@ import logging
 from typing import Any
 
 from rmq._fast import compiled
-from rmq.broker.processor.pop import PopRequest, PopResult, answer_ext
+from rmq.broker.processor.ack import batch_ack_now
+from rmq.broker.processor.pop import PopResult, answer_ext, lane_pop
 from rmq.common.codes import CURRENT_VERSION, RequestCode, ResponseCode
 from rmq.common.eager import run_eagerly
 from rmq.remoting import codec
@@ -131,21 +132,18 @@ class PopLaneSupport:
         if code == POP:
             if body is not None or not self.pop_queue.runs_at_once():
                 return None
-            p = self.pop
             if not self.revive.loaded:
                 self.revive.ensure_loaded()
-            req = p.read_pop(channel, ext or {})
-            if type(req) is not PopRequest or req.orderly or req.record_filter is not None \
-                    or (req.poll_time > 0 and not p.may_find(req)):
+            got = lane_pop(self.pop, channel, ext or {})
+            if got is None:
                 return None
             self.served += 1
-            got = p.pop_answer_now(channel, req)
             return got if type(got) is tuple else run_eagerly(got)
         if not self.ack_queue.runs_at_once():
             return None
         self.served += 1
         if code == BATCH_ACK:
-            got = self.ack.batch_ack_now(body if body is not None else b"")
+            got = batch_ack_now(self.ack, body if body is not None else b"")
             return got if type(got) is tuple else run_eagerly(got)
         return run_eagerly(self.ack.ack_answer(ext or {}))
 
