@@ -103,8 +103,8 @@ cdef object entry_now(p, a, broker_name):
             a = (str(a["c"]), str(a.get("r", "0")), str(a["t"]), int(a["q"]), int(a["so"]),
                  int(a["pt"]), int(a.get("it", 0)), int(a["rq"]), a.get("b") or "")
         group, retry, raw_topic, queue_id, start, pop_time, invisible, qid, data = <tuple>a
-        topic = _real_topic(raw_topic, group, retry)
-        info = _EXTRA(start, pop_time, invisible, qid, retry, broker_name, queue_id, start)
+        # ``real_topic``: the topic itself unless the flag names a retry topic
+        topic = raw_topic if retry == "0" else _real_topic(raw_topic, group, retry)
         offsets = bitset_offsets(start, data)
     except (KeyError, ValueError, TypeError) as exc:
         return _SYSTEM_ERROR, f"bad batch ack entry: {exc}"
@@ -117,12 +117,14 @@ cdef object entry_now(p, a, broker_name):
         return None
     revive = p.ctx.revive
     if qid == _ORDER_QID:
-        return group, topic, queue_id, info, offsets
+        return group, topic, queue_id, _EXTRA(start, pop_time, invisible, qid, retry,
+                                               broker_name, queue_id, start), offsets
     if not 0 <= qid < revive.queue_num:
         return None
-    ack = _ACK(topic, group, queue_id, start, info.pop_time, broker_name, offsets)
-    if revive.write_now(qid, ack) is None:
-        return group, topic, queue_id, info, offsets
+    ack = _ACK(topic, group, queue_id, start, pop_time, broker_name, offsets)
+    if revive.write_now(qid, ack) is None:  # the ExtraInfo only when handed back
+        return group, topic, queue_id, _EXTRA(start, pop_time, invisible, qid, retry,
+                                              broker_name, queue_id, start), offsets
     return None
 
 

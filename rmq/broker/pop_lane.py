@@ -6,11 +6,15 @@ The general path turns each request into a ``RemotingCommand``, runs it
 through the dispatcher, the request queue and the processor's coroutine, and
 encodes a response command.  The lane reads each frame with the remoting
 decoder (compiled when built), hands the header's values (or the batch ack's
-body) to the processors' own functions -- ``PopMessageProcessor.read_pop``,
-``pop_answer_now``, ``AckMessageProcessor.ack_answer``, ``batch_ack_now``: the
-checks, checkpoint and ack records, offsets, statistics are theirs -- and
+body) to the processors' own functions -- ``pop.lane_pop`` (``read_pop``
+and ``pop_answer_now``), ``AckMessageProcessor.ack_answer``,
+``ack.batch_ack_now``: the checks, checkpoint and ack records, offsets,
+statistics are theirs; the compiled ``lane_pop`` and ``batch_ack_now`` serve
+the usual request in one call and hand anything else to their twins -- and
 writes the answer from the values those functions return (``frame``), the
-answers of one read together.  The bytes are the general path's: the twin
+answers of one read together.  A request answered later counts against its
+pool's in-flight bound on the lane's server and is held there, so ``stop``
+waits for it and then cancels it, as for the general path's.  The bytes are the general path's: the twin
 ``frame`` uses the same encoder on the same values; the compiled one writes
 a found pop's header and a plain ack answer's from pieces cut from that
 encoder's text, the records in the same allocation, and leaves anything
@@ -111,6 +115,10 @@ def bind_frame(c: Any) -> None:
 class PopLaneSupport:
     """What both lanes (compiled and twin) do between reading a request and
     writing its answer; built once per broker from its pop and ack processors."""
+
+    # ``take`` is this class's: the compiled lane runs its compiled twin
+    # (``rmq._fast.pop_lane.take``) instead of calling it
+    direct_take = True
 
     def __init__(self, pop: Any, ack: Any) -> None:
         self.pop = pop
@@ -282,6 +290,7 @@ def make_codec() -> tuple[Any, Any]:
     if c is None:
         return read_request, frame
     bind_frame(c)
+    c.bind_take(lane_pop, batch_ack_now, run_eagerly)
     return c.read_request, c.frame
 
 
