@@ -20,19 +20,23 @@ from libc.limits cimport LLONG_MAX
 from libc.stdint cimport uint8_t
 from libc.string cimport memcmp
 
+from rmq._fast.topic_table cimport topic_config
+
 cdef object _EXTRA = None
 cdef object _ACK = None
 cdef object _real_topic = None
 cdef object _SYSTEM_ERROR = None
 cdef object _ORDER_QID = None
+cdef object _SUCCESS = 0
 cdef bint _bound = False
 
 
 def bind(extra_type: type, ack_type: type, real_topic: object, system_error: object,
-         order_qid: object) -> None:
+         order_qid: object, success: object = 0) -> None:
     """ExtraInfo, AckMsg, ``pop_records.real_topic``, ResponseCode.SYSTEM_ERROR
-    and the orderly pops' revive queue id."""
-    global _EXTRA, _ACK, _real_topic, _SYSTEM_ERROR, _ORDER_QID, _bound
+    and the orderly pops' revive queue id (and SUCCESS)."""
+    global _EXTRA, _ACK, _real_topic, _SYSTEM_ERROR, _ORDER_QID, _bound, _SUCCESS
+    _SUCCESS = success
     _EXTRA = extra_type
     _ACK = ack_type
     _real_topic = real_topic
@@ -68,29 +72,59 @@ def ack_entry_now(p, a, broker_name):
     """``_ack_entry_now`` of rmq/broker/processor/ack.py, step for step."""
     if not _bound:
         raise RuntimeError("ack_entry.bind was not called")
+    return entry_now(p, a, broker_name)
+
+
+def batch_ack_now(p, body):
+    """``AckMessageProcessor.batch_ack_now`` (the twin), step for step, for
+    a body ``read_batch_ack`` takes; any other body goes to the twin."""
+    cdef Py_ssize_t i = 0
+    if not _bound:
+        raise RuntimeError("ack_entry.bind was not called")
+    read = read_batch_ack(body)
+    if read is None:
+        return p.batch_ack_now(body)
+    broker_name, acks = <tuple>read
+    broker_name = broker_name or p.bc.brokerName
+    for a in <list>acks:
+        i += 1
+        got = entry_now(p, a, broker_name)
+        if got is None:
+            continue
+        if len(<tuple>got) == 2:
+            return got
+        return p._batch_ack_rest(got, acks, i, broker_name)
+    return _SUCCESS, None
+
+
+cdef object entry_now(p, a, broker_name):
     try:
         if type(a) is not tuple:  # the general reader's object: ``entry_fields``
             a = (str(a["c"]), str(a.get("r", "0")), str(a["t"]), int(a["q"]), int(a["so"]),
                  int(a["pt"]), int(a.get("it", 0)), int(a["rq"]), a.get("b") or "")
         group, retry, raw_topic, queue_id, start, pop_time, invisible, qid, data = <tuple>a
-        topic = _real_topic(raw_topic, group, retry)
-        info = _EXTRA(start, pop_time, invisible, qid, retry, broker_name, queue_id, start)
+        # ``real_topic``: the topic itself unless the flag names a retry topic
+        topic = raw_topic if retry == "0" else _real_topic(raw_topic, group, retry)
         offsets = bitset_offsets(start, data)
     except (KeyError, ValueError, TypeError) as exc:
         return _SYSTEM_ERROR, f"bad batch ack entry: {exc}"
-    refused = p._check_queue(topic, queue_id, None)
-    if refused is not None:
-        return refused.code, refused.remark
+    tc = topic_config(p.c.topic_config_manager, topic) if type(topic) is str else None
+    if tc is None or not 0 <= queue_id < tc.readQueueNums:  # ``_check_queue`` refuses it
+        refused = p._check_queue(topic, queue_id, None)
+        if refused is not None:
+            return refused.code, refused.remark
     if not offsets:
         return None
     revive = p.ctx.revive
     if qid == _ORDER_QID:
-        return group, topic, queue_id, info, offsets
+        return group, topic, queue_id, _EXTRA(start, pop_time, invisible, qid, retry,
+                                               broker_name, queue_id, start), offsets
     if not 0 <= qid < revive.queue_num:
         return None
-    ack = _ACK(topic, group, queue_id, start, info.pop_time, broker_name, offsets)
-    if revive.write_now(qid, ack) is None:
-        return group, topic, queue_id, info, offsets
+    ack = _ACK(topic, group, queue_id, start, pop_time, broker_name, offsets)
+    if revive.write_now(qid, ack) is None:  # the ExtraInfo only when handed back
+        return group, topic, queue_id, _EXTRA(start, pop_time, invisible, qid, retry,
+                                              broker_name, queue_id, start), offsets
     return None
 
 

@@ -267,22 +267,74 @@ def frame(tuple answer, opaque, int stype):
     return _general(answer, opaque, stype)
 
 
+# ``PopLaneSupport.take``'s calls, set by ``bind_take``: the processors'
+# functions (compiled when built) and ``run_eagerly``
+cdef object _lane_pop = None
+cdef object _batch_ack_now = None
+cdef object _run_eagerly = None
+
+
+def bind_take(lane_pop, batch_ack_now, run_eagerly):
+    """The pop processor's ``lane_pop``, the ack processor's
+    ``batch_ack_now`` and ``run_eagerly``, for ``take`` (the compiled twin
+    of ``PopLaneSupport.take``)."""
+    global _lane_pop, _batch_ack_now, _run_eagerly
+    _lane_pop = lane_pop
+    _batch_ack_now = batch_ack_now
+    _run_eagerly = run_eagerly
+
+
+cdef object take(object support, object channel, int code, object ext, object body):
+    """``PopLaneSupport.take`` (the twin), step for step, without its frame:
+    the compiled lane calls it for a ``PopLaneSupport`` (``direct_take``)."""
+    if code == 200050:
+        if body is not None or not support.pop_queue.runs_at_once():
+            return None
+        revive = support.revive
+        if not revive.loaded:
+            revive.ensure_loaded()
+        got = _lane_pop(support.pop, channel, ext if ext else {})
+        if got is None:
+            return None
+        support.served += 1
+        return got if type(got) is tuple else _run_eagerly(got)
+    if not support.ack_queue.runs_at_once():
+        return None
+    support.served += 1
+    if code == 200151:
+        got = _batch_ack_now(support.ack, body if body is not None else b"")
+        return got if type(got) is tuple else _run_eagerly(got)
+    return _run_eagerly(support.ack.ack_answer(ext if ext else {}))
+
+
 cdef class PopLane:
     """See ``rmq.broker.pop_lane.PopLane`` (the twin) for the contract."""
 
     cdef readonly object support
     cdef readonly Py_ssize_t max_frame
-    cdef object _take, _frame, _failed, _later, _read
-    cdef dict _counts
+    cdef readonly object service
+    cdef object _take, _frame, _failed, _later, _read, _hold
+    cdef dict _counts, _admissions
+    cdef bint _direct
 
-    def __init__(self, support, Py_ssize_t max_frame):
+    def __init__(self, support, Py_ssize_t max_frame, service=None):
         self.support = support
         self.max_frame = max_frame
+        self.service = service
+        self._hold = None if service is None else service.hold
+        self._admissions = {}  # ``lane_admissions`` of the twin module
+        if service is not None:
+            for code in (200050, 200051, 200151):
+                adm = service.admission_of(code)
+                if adm is not None:
+                    self._admissions[code] = adm
         self._take = support.take
         self._frame = support.frame
         self._failed = support.failed_frame
         self._later = support.later
         self._read = support.read
+        # the support's take is PopLaneSupport's: its compiled twin runs here
+        self._direct = getattr(support, "direct_take", False) is True and _lane_pop is not None
         self._counts = {}
 
     def served(self):
@@ -321,8 +373,14 @@ cdef class PopLane:
                 if got is None:
                     break
                 code, opaque, stype, ext, body = <tuple>got
+                adm = self._admissions.get(code) if self._admissions else None
+                if adm is not None and adm.in_flight >= adm.limit:
+                    break  # the general path answers it SYSTEM_BUSY
                 try:
-                    answer = self._take(channel, code, ext, body)
+                    if self._direct:
+                        answer = take(self.support, channel, code, ext, body)
+                    else:
+                        answer = self._take(channel, code, ext, body)
                 except Exception as exc:  # answered as the general path would
                     out.append(self._failed(channel, code, opaque, stype, exc))
                     response = SYSTEM_ERROR
@@ -334,6 +392,8 @@ cdef class PopLane:
                         response = (<tuple>answer)[0]
                     else:
                         self._later(channel, answer, code, opaque, stype)
+                        if self._hold is not None:
+                            self._hold(answer, adm)
                         response = 0
                 key = (code, response)
                 counts[key] = counts.get(key, 0) + 1

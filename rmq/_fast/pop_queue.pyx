@@ -9,15 +9,30 @@ else applies, the offsets texts written here).  The classes and functions of
 the layers above are handed over by ``bind``.
 """
 
+import random as _random
+
 from orjson import dumps
+from posix.time cimport CLOCK_MONOTONIC, CLOCK_REALTIME, clock_gettime, timespec
 
 from rmq._fast.offset_table cimport commit_offset, query_offset
+from rmq._fast.topic_table cimport topic_config
 
 cdef object _CK = None
 cdef object _FOUND = None
 cdef object _filter_result = None
 cdef str _RETRY_PREFIX = None
 cdef bint _bound = False
+cdef object _lane_pop_twin = None
+cdef object _PopResult = None
+cdef object _PopRequest = None
+cdef object _pop_header = None
+cdef object _SUCCESS = None
+cdef object _POLLING_TIMEOUT = None
+
+cdef enum:
+    MAX_POP_NUMS = 32
+    BORN_TIME_SLACK_MS = 500
+    PERM_READ = 4
 
 
 def bind(ck_type: type, found: object, filter_result: object, retry_prefix: str) -> None:
@@ -29,6 +44,20 @@ def bind(ck_type: type, found: object, filter_result: object, retry_prefix: str)
     _filter_result = filter_result
     _RETRY_PREFIX = retry_prefix
     _bound = True
+
+
+def bind_lane(lane_pop_twin: object, pop_result: type, pop_request: type, pop_header: object,
+              success: object, polling_timeout: object) -> None:
+    """For ``lane_pop``: its twin (what it hands anything unusual),
+    PopResult, PopRequest, the header reader and the SUCCESS and
+    POLLING_TIMEOUT codes."""
+    global _lane_pop_twin, _PopResult, _PopRequest, _pop_header, _SUCCESS, _POLLING_TIMEOUT
+    _lane_pop_twin = lane_pop_twin
+    _PopResult = pop_result
+    _PopRequest = pop_request
+    _pop_header = pop_header
+    _SUCCESS = success
+    _POLLING_TIMEOUT = polling_timeout
 
 
 cdef inline str retry_flag(str topic):
@@ -66,6 +95,12 @@ def pop_queue_now(p, out, str group, str topic, str read_topic, qid, nums, pop_t
     """``_pop_queue_now`` of rmq/broker/processor/pop.py, step for step."""
     if not _bound:
         raise RuntimeError("pop_queue.bind was not called")
+    return queue_now(p, out, group, topic, read_topic, qid, nums, pop_time, invisible,
+                     revive_qid, init_mode, orderly, matches, record_filter)
+
+
+cdef object queue_now(p, out, str group, str topic, str read_topic, qid, nums, pop_time,
+                      invisible, revive_qid, init_mode, bint orderly, matches, record_filter):
     ctx = p.ctx
     key = (read_topic, group, qid)
     cdef set locks = ctx.locks
@@ -152,3 +187,97 @@ cpdef pop_queue_tail(p, out, str group, str topic, str read_topic, qid, offset, 
     out.count += len(offsets)
     if result.max_offset > next_offset:
         p.ctx.polling.notify(read_topic)
+
+
+cdef inline long long clock_ms(int clock):
+    """``time.time_ns() // 1_000_000`` (CLOCK_REALTIME) or the monotonic
+    clock in milliseconds, as ``time`` reads them."""
+    cdef timespec ts
+    clock_gettime(clock, &ts)
+    return <long long>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
+
+
+def lane_pop(p, channel, dict ext):
+    """``_lane_pop`` of rmq/broker/processor/pop.py (the twin): the usual pop
+    -- checks passed, not orderly, a TAG filter already made, no pollTime,
+    its queues read without waiting for the store -- served here in one call:
+    ``read_pop``'s checks read from the configs' tables, then
+    ``pop_answer_now``'s queues and answer.  Anything else goes to the twin
+    before anything is changed; a queue whose checkpoint record must wait
+    goes on in the processor's coroutine as there."""
+    cdef Py_ssize_t ti, qi, n, start
+    if not _bound or _lane_pop_twin is None:
+        raise RuntimeError("pop_queue.bind was not called")
+    got = _pop_header(ext)
+    if type(got) is not tuple:
+        return _lane_pop_twin(p, channel, ext)
+    (group, topic, queue_id, max_nums, invisible, poll_time, born_time, init_mode, order,
+     exp_type, exp) = <tuple>got
+    c = p.c
+    bc = p.bc
+    if order or poll_time > 0 or not (bc.brokerPermission & PERM_READ) \
+            or not 0 < max_nums <= MAX_POP_NUMS or invisible <= 0:
+        return _lane_pop_twin(p, channel, ext)
+    tcm = c.topic_config_manager
+    tc = topic_config(tcm, topic)
+    if tc is None or not (tc.perm & PERM_READ) or queue_id < -1 or queue_id >= tc.readQueueNums:
+        return _lane_pop_twin(p, channel, ext)
+    cfg = (<dict>c.subscription_group_manager.table).get(group)
+    if cfg is None or not cfg.consumeEnable or cfg.consumeMessageOrderly:
+        return _lane_pop_twin(p, channel, ext)
+    if born_time > 0 and clock_ms(CLOCK_REALTIME) - born_time - poll_time > BORN_TIME_SLACK_MS:
+        return _lane_pop_twin(p, channel, ext)
+    filters = (<dict>p._filter_cache).get((group, topic, exp_type, exp))
+    if filters is None or (<tuple>filters)[1] is not None:
+        return _lane_pop_twin(p, channel, ext)
+    matches = (<tuple>filters)[0]
+    # pop_answer_now, _pop_once_now and _pop_queues
+    deadline = clock_ms(CLOCK_MONOTONIC)  # (the pollTime is 0: the deadline is now)
+    out = _PopResult()
+    pop_time = clock_ms(CLOCK_REALTIME)
+    ctx = p.ctx
+    revive_qid = next(ctx._ck_counter) % ctx.revive.queue_num
+    names = (<dict>p._retry_names).get((group, topic))
+    if names is None:
+        retry = p.retry_topics(group, topic)
+    else:
+        retry = []
+        for name in <tuple>names:
+            if topic_config(tcm, name) is not None:
+                retry.append(name)
+    if retry and _random.randrange(100) < bc.popFromRetryProbability:
+        order_topics = [*retry, topic]
+    else:
+        order_topics = [topic, *retry]
+    ti = 0
+    while ti < len(order_topics):
+        t = order_topics[ti]
+        if t == topic and queue_id >= 0:
+            qids = [queue_id]
+        else:
+            qtc = topic_config(tcm, t)
+            n = qtc.readQueueNums if qtc is not None else 0
+            start = int(_random.random() * n)
+            qids = [*range(start, n), *range(start)]
+        qi = 0
+        while qi < len(qids) and out.count < max_nums:
+            qid = qids[qi]
+            qi += 1
+            staged = queue_now(p, out, group, topic, t, qid, max_nums - out.count, pop_time,
+                               invisible, revive_qid, init_mode, False, matches, None)
+            if staged is not None:
+                req = _PopRequest(group, topic, queue_id, max_nums, invisible, poll_time,
+                                  init_mode, False, matches, None)
+                later = p._pop_queues_later(req, out, pop_time, revive_qid, staged,
+                                            order_topics, ti, qids, qi)
+                return p._pop_answer_rest(channel, req, deadline / 1000.0, later)
+        ti += 1
+    if out.count:  # _answer
+        out.pop_time = pop_time
+        out.invisible = invisible
+        out.revive_qid = revive_qid
+        out.orderly = False
+        c.stats.inc_get(group, topic, queue_id if queue_id > 0 else 0, out.count, out.size,
+                        0, False)
+        return _SUCCESS, None, out, out.bodies, out.size
+    return _POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE", None, None, 0

@@ -602,7 +602,7 @@ class BrokerController:
 
         self.pop_lane_support = PopLaneSupport(pop, ack)
         for server in (self.remoting_server, self.fast_remoting_server):
-            lane = make_pop_lane(self.pop_lane_support, server.config.frameMaxLength)
+            lane = make_pop_lane(self.pop_lane_support, server.config.frameMaxLength, server)
             server.lane = join_lanes(server.lane, lane)
 
     def _build_processor(self, spec: ProcessorSpec) -> Any:

@@ -6,11 +6,15 @@ The general path turns each request into a ``RemotingCommand``, runs it
 through the dispatcher, the request queue and the processor's coroutine, and
 encodes a response command.  The lane reads each frame with the remoting
 decoder (compiled when built), hands the header's values (or the batch ack's
-body) to the processors' own functions -- ``PopMessageProcessor.read_pop``,
-``pop_answer_now``, ``AckMessageProcessor.ack_answer``, ``batch_ack_now``: the
-checks, checkpoint and ack records, offsets, statistics are theirs -- and
+body) to the processors' own functions -- ``pop.lane_pop`` (``read_pop``
+and ``pop_answer_now``), ``AckMessageProcessor.ack_answer``,
+``ack.batch_ack_now``: the checks, checkpoint and ack records, offsets,
+statistics are theirs; the compiled ``lane_pop`` and ``batch_ack_now`` serve
+the usual request in one call and hand anything else to their twins -- and
 writes the answer from the values those functions return (``frame``), the
-answers of one read together.  The bytes are the general path's: the twin
+answers of one read together.  A request answered later counts against its
+pool's in-flight bound on the lane's server and is held there, so ``stop``
+waits for it and then cancels it, as for the general path's.  The bytes are the general path's: the twin
 ``frame`` uses the same encoder on the same values; the compiled one writes
 a found pop's header and a plain ack answer's from pieces cut from that
 encoder's text, the records in the same allocation, and leaves anything
@@ -41,7 +45,8 @@ import logging
 from typing import Any
 
 from rmq._fast import compiled
-from rmq.broker.processor.pop import PopRequest, PopResult, answer_ext
+from rmq.broker.processor.ack import batch_ack_now
+from rmq.broker.processor.pop import PopResult, answer_ext, lane_pop
 from rmq.common.codes import CURRENT_VERSION, RequestCode, ResponseCode
 from rmq.common.eager import run_eagerly
 from rmq.remoting import codec
@@ -111,6 +116,10 @@ class PopLaneSupport:
     """What both lanes (compiled and twin) do between reading a request and
     writing its answer; built once per broker from its pop and ack processors."""
 
+    # ``take`` is this class's: the compiled lane runs its compiled twin
+    # (``rmq._fast.pop_lane.take``) instead of calling it
+    direct_take = True
+
     def __init__(self, pop: Any, ack: Any) -> None:
         self.pop = pop
         self.ack = ack
@@ -131,21 +140,18 @@ class PopLaneSupport:
         if code == POP:
             if body is not None or not self.pop_queue.runs_at_once():
                 return None
-            p = self.pop
             if not self.revive.loaded:
                 self.revive.ensure_loaded()
-            req = p.read_pop(channel, ext or {})
-            if type(req) is not PopRequest or req.orderly or req.record_filter is not None \
-                    or (req.poll_time > 0 and not p.may_find(req)):
+            got = lane_pop(self.pop, channel, ext or {})
+            if got is None:
                 return None
             self.served += 1
-            got = p.pop_answer_now(channel, req)
             return got if type(got) is tuple else run_eagerly(got)
         if not self.ack_queue.runs_at_once():
             return None
         self.served += 1
         if code == BATCH_ACK:
-            got = self.ack.batch_ack_now(body if body is not None else b"")
+            got = batch_ack_now(self.ack, body if body is not None else b"")
             return got if type(got) is tuple else run_eagerly(got)
         return run_eagerly(self.ack.ack_answer(ext or {}))
 
@@ -213,9 +219,11 @@ def read_request(frame) -> tuple[int, int, int, dict | None, Any] | None:
 class PopLane:
     """Pure-Python twin of ``rmq._fast.pop_lane.PopLane`` (see the module docstring)."""
 
-    def __init__(self, support: PopLaneSupport, max_frame: int) -> None:
+    def __init__(self, support: PopLaneSupport, max_frame: int, service: Any = None) -> None:
         self.support = support
         self.max_frame = max_frame
+        self.service = service
+        self._admissions = lane_admissions(service)
         self._counts: dict[tuple[int, int], int] = {}
 
     def served(self) -> list[tuple[int, bool, int, int]]:
@@ -238,6 +246,9 @@ class PopLane:
             if got is None:
                 break
             code, opaque, stype, ext, body = got
+            adm = self._admissions.get(code)
+            if adm is not None and adm.in_flight >= adm.limit:
+                break  # the general path answers it SYSTEM_BUSY
             try:
                 answer = support.take(channel, code, ext, body)
             except Exception as exc:  # noqa: BLE001 - answered as the general path would
@@ -251,11 +262,26 @@ class PopLane:
                     response = answer[0]
                 else:
                     support.later(channel, answer, code, opaque, stype)
+                    if self.service is not None:
+                        self.service.hold(answer, adm)
                     response = 0
             key = (code, response)
             counts[key] = counts.get(key, 0) + 1
             pos += 4 + length
         return pos, (b"".join(out) if out else None)
+
+
+def lane_admissions(service: Any) -> dict[int, Any]:
+    """The in-flight counts (``Admission``) that bound the lane's codes on
+    ``service``, the server whose connections the lane reads: the lane takes
+    a request only under its bound and counts one answered later against it
+    until done (``service.hold``), as the general path does, so that a pop
+    waiting in the lane fills the same room as one waiting there.  None
+    (no server: a test's lane) bounds nothing."""
+    if service is None:
+        return {}
+    got = {code: service.admission_of(code) for code in (POP, ACK, BATCH_ACK)}
+    return {code: adm for code, adm in got.items() if adm is not None}
 
 
 def make_codec() -> tuple[Any, Any]:
@@ -264,11 +290,12 @@ def make_codec() -> tuple[Any, Any]:
     if c is None:
         return read_request, frame
     bind_frame(c)
+    c.bind_take(lane_pop, batch_ack_now, run_eagerly)
     return c.read_request, c.frame
 
 
-def make_pop_lane(support: PopLaneSupport, max_frame: int) -> Any:
-    """A pop lane for a server reading frames up to ``max_frame`` bytes:
-    compiled when built, else the twin."""
+def make_pop_lane(support: PopLaneSupport, max_frame: int, service: Any = None) -> Any:
+    """A pop lane for ``service``, a server reading frames up to
+    ``max_frame`` bytes: compiled when built, else the twin."""
     c = compiled("pop_lane")
-    return (PopLane if c is None else c.PopLane)(support, max_frame)
+    return (PopLane if c is None else c.PopLane)(support, max_frame, service)

@@ -287,6 +287,30 @@ class RemotingService:
         ``channel`` as usual."""
         self._on_request(channel, cmd)
 
+    def admission_of(self, code: int) -> Admission | None:
+        """The in-flight count that bounds requests of ``code`` (its processor's
+        or pool's; the default processor's for a code without its own): a
+        frame lane serving such requests checks and counts them as
+        ``_admit`` and ``_process`` do."""
+        entry = self._processors.get(code, self._default)
+        return None if entry is None else entry.admission
+
+    def hold(self, fut: asyncio.Future, adm: Admission | None) -> None:
+        """A request a frame lane took whose answer comes later (``fut``):
+        counted in flight against ``adm`` until it completes, and kept among
+        the requests ``stop`` waits for and then cancels -- as ``_process``
+        keeps a processor's awaitable."""
+        if adm is not None:
+            adm.in_flight += 1
+        self._tasks.add(fut)
+
+        def done(f: asyncio.Future) -> None:
+            if adm is not None:
+                adm.in_flight -= 1
+            self._tasks.discard(f)
+
+        fut.add_done_callback(done)
+
     async def _await_result(self, channel: Channel, cmd: RemotingCommand,
                             awaitable: Awaitable, adm: Admission, start: float) -> None:
         try:

@@ -5,6 +5,7 @@ answered with its response code (request timing)."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 
 import pytest
@@ -15,7 +16,9 @@ from rmq.broker.pop_lane import PopLane, answer_frame, bind_frame, frame, read_r
 from rmq.broker.processor.pop import PopResult, answer_ext, response
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RPC_RESPONSE, RemotingCommand
+from rmq.remoting.config import NettyServerConfig
 from rmq.remoting.exceptions import RemotingCommandError
+from rmq.remoting.server import RemotingServer
 
 C_POP_LANE = compiled_or_none("pop_lane")
 LANES = [PopLane] + ([C_POP_LANE.PopLane] if C_POP_LANE is not None else [])
@@ -191,3 +194,86 @@ def test_compiled_request_reader_is_the_twins():
             else:
                 data.insert(i, rnd.choice(b'0123456789{}":, '))
         _same_read(bytes(data))
+
+
+class _LaterSupport(_PopSupport):
+    """Answers a pop later (a future left pending, as a pop waiting for
+    messages is), the acks at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pending: list[asyncio.Future] = []
+        self.answered: list = []
+
+    def take(self, channel, code: int, ext: dict | None, body) -> object:
+        self.calls.append((code, ext, None if body is None else bytes(body)))
+        if code != R.POP_MESSAGE:
+            return (0, None)
+        fut = asyncio.get_running_loop().create_future()
+        self.pending.append(fut)
+        return fut
+
+    def later(self, _channel, task, *_args) -> None:
+        task.add_done_callback(self.answered.append)
+
+
+class _Unused:
+    def process_request(self, *_args) -> None:
+        raise AssertionError("the lane serves these requests here")
+
+
+def _server(pop_limit: int) -> RemotingServer:
+    server = RemotingServer(NettyServerConfig(), name="pop-lane-test")
+    server.register_processor(R.POP_MESSAGE, _Unused(), pop_limit, pool="pull")
+    server.register_processor(R.PEEK_MESSAGE, _Unused(), pop_limit, pool="pull")
+    for code in (R.ACK_MESSAGE, R.BATCH_ACK_MESSAGE):
+        server.register_processor(code, _Unused(), None, pool="consumer_manager")
+    return server
+
+
+@pytest.mark.parametrize("make", LANES)
+def test_lane_counts_requests_answered_later_in_flight_and_stop_cancels_them(make):
+    """A pop the lane takes and answers later fills its pool's in-flight
+    room as the general path's would: once the room is full, the lane leaves
+    the next pop to the general path (which answers SYSTEM_BUSY), acks still
+    go; the count falls when the answer comes; and the server's ``stop``
+    waits for such a pop and then cancels it, as it does the general path's."""
+    pop = {"consumerGroup": "g", "topic": "t", "queueId": "0", "maxMsgNums": "8",
+           "invisibleTime": "1000", "pollTime": "5000"}
+
+    async def run() -> None:
+        server = _server(2)
+        support = _LaterSupport()
+        lane = make(support, 1 << 20, server)
+        adm = server.admission_of(R.POP_MESSAGE)
+        data = b"".join(_frame(R.POP_MESSAGE, pop, None, i) for i in range(3))
+        taken, out = lane.serve(None, data, 0, len(data))
+        assert out is None and len(support.pending) == 2 and adm.in_flight == 2
+        assert data[taken:] == _frame(R.POP_MESSAGE, pop, None, 2)  # over the room: general
+        ack = _frame(R.ACK_MESSAGE, {"consumerGroup": "g"}, None, 9)
+        assert lane.serve(None, ack, 0, len(ack))[0] == len(ack)  # acks have their own room
+        support.pending[0].set_result((0, None))
+        await asyncio.sleep(0)
+        assert adm.in_flight == 1 and len(support.answered) == 1
+        taken, _ = lane.serve(None, data, 0, len(data))  # room for one again
+        assert taken == len(data) // 3 and adm.in_flight == 2
+        await server.stop(grace_seconds=0.05)
+        assert all(f.cancelled() for f in support.pending[1:]) and adm.in_flight == 0
+        assert len(support.answered) == 3  # the lane's done callbacks ran (cancelled)
+
+    asyncio.run(asyncio.wait_for(run(), 10))
+
+
+@pytest.mark.parametrize("make", LANES)
+def test_lane_without_a_server_bounds_nothing(make):
+    pop = {"consumerGroup": "g", "topic": "t", "queueId": "0"}
+
+    async def run() -> None:
+        support = _LaterSupport()
+        lane = make(support, 1 << 20)
+        data = b"".join(_frame(R.POP_MESSAGE, pop, None, i) for i in range(5))
+        assert lane.serve(None, data, 0, len(data))[0] == len(data)
+        for f in support.pending:
+            f.cancel()
+
+    asyncio.run(asyncio.wait_for(run(), 10))

@@ -220,3 +220,134 @@ async def test_batch_ack_entry_compiled_and_twin_answer_and_apply_the_same(tmp_p
     kinds = {None if a is None else len(a) for a in answers}
     assert kinds == {None, 2, 5} and len(left) < 60
     assert all(g == got[0] for g in got)
+
+
+def _lane_impls() -> list[tuple[str, object, object]]:
+    from rmq.broker.processor import ack as am
+
+    out = [("twin", pm._lane_pop, am._batch_ack_now)]
+    c, ca = compiled_or_none("pop_queue"), compiled_or_none("ack_entry")
+    if c is not None and ca is not None:
+        out.append(("compiled", c.lane_pop, ca.batch_ack_now))
+    return out
+
+
+def _lane_pops(rnd: random.Random) -> list[dict]:
+    """POP_MESSAGE headers: the usual ones (one queue, all queues, TAG
+    filters) and every kind the compiled pop hands to its twin."""
+    out = []
+    for _ in range(160):
+        ext = {"consumerGroup": GROUP, "topic": TOPIC, "queueId": str(rnd.randrange(-1, QUEUES)),
+               "maxMsgNums": str(rnd.choice([1, 5, 32])), "invisibleTime": "60000",
+               "pollTime": "0", "bornTime": "0", "initMode": "0", "expType": "TAG",
+               "exp": rnd.choice(["*", "*", "a", "b || a"])}
+        r = rnd.random()
+        if r < 0.04:
+            ext["maxMsgNums"] = rnd.choice(["0", "33", "x"])
+        elif r < 0.07:
+            ext["invisibleTime"] = "0"
+        elif r < 0.1:
+            ext["order"] = "true"
+        elif r < 0.13:
+            ext["pollTime"] = "20"  # may find: served; else left to the general path
+        elif r < 0.16:
+            ext["bornTime"] = rnd.choice(["1", str(1 << 62)])
+        elif r < 0.19:
+            ext["topic"] = rnd.choice(["NoSuchTopic", "%LMQ%x"])
+        elif r < 0.22:
+            ext["consumerGroup"] = "no_such_group"
+        elif r < 0.25:
+            ext["queueId"] = str(rnd.choice([QUEUES, -2]))
+        elif r < 0.28:
+            ext["expType"], ext["exp"] = "SQL92", "a > 1"
+        elif r < 0.3:
+            del ext["topic"]
+        out.append(ext)
+    return out
+
+
+def _answer(got) -> tuple:
+    """A lane pop's answer with the pop time (the clock's) left out."""
+    if got is None or len(got) == 2:
+        return got
+    code, remark, out, bodies, size = got
+    if type(out) is not pm.PopResult:
+        return code, remark, out, bodies, size
+    pt = str(out.pop_time)
+    records = [tuple(x.replace(pt, "PT") if type(x) is str else x for x in r)
+               for r in _records(bodies)]
+    return (code, remark, records, out.count, out.start_info, out.msg_info, out.rest, out.size,
+            out.invisible, out.revive_qid, out.orderly)
+
+
+async def _lane_run(tmp_path, name: str, lane_pop, batch_ack_now) -> tuple:
+    from rmq.broker.processor.ack import AckMessageProcessor
+    from rmq.broker.processor.pop import answer_ext
+    from rmq.common.topic_config import TopicConfig
+    from tests.unit.test_pop_answer_now import _ack_body, _Channel
+
+    async with _broker(tmp_path / ("lane-" + name), 150) as (controller, pop, ctx):
+        tcm = controller.topic_config_manager
+        tcm.table[RETRY] = TopicConfig(RETRY, 1, 1, 6)  # redeliveries read too
+        tcm.lmq = True
+        ack = AckMessageProcessor(controller)
+        ch = _Channel()
+        rnd = random.Random(5)
+        answers, acks = [], []
+        for i, ext in enumerate(_lane_pops(rnd)):
+            decline = rnd.random() < 0.1
+            if decline:  # a checkpoint record that must wait for the store
+                ctx.revive.write_now = lambda _qid, _ck: None
+            random.seed(i)  # the queue order and the retry topics' turn alike
+            try:
+                got = lane_pop(pop, ch, ext)
+            finally:
+                if decline:
+                    del ctx.revive.write_now
+            if got is not None and type(got) is not tuple:
+                got = await got
+            answers.append(_answer(got))
+            if got is not None and got[0] == 0 and i % 3:
+                body = _ack_body(answer_ext(got[2]))
+                if i % 7 == 0:
+                    body = body.replace(b'"acks"', b'"acks" ', 1)  # the general reader's
+                got = batch_ack_now(ack, body)
+                acks.append(got if type(got) is tuple else await got)
+        acks.append(batch_ack_now(ack, b'{"acks": 5}'))
+        com = controller.consumer_offset_manager
+        offsets = {q: com.query_offset(GROUP, TOPIC, q) for q in range(QUEUES)}
+        left = sorted(sorted(v.left) for v in ctx.revive.pending.values())  # keys: pop times
+        return answers, acks, offsets, left
+
+
+@pytest.mark.timeout(120)
+async def test_lane_pop_and_batch_ack_compiled_and_twin_answer_the_same(tmp_path):
+    """The pop lane's whole pop (``lane_pop``) and batch ack
+    (``batch_ack_now``): the compiled ones serve the usual requests in one
+    call and hand anything else to their twins; both answer every request
+    alike and leave the same offsets and checkpoints."""
+    handed = []
+    c = compiled_or_none("pop_queue")
+    if c is not None:  # count what the compiled one hands its twin
+        def twin(*args):
+            handed.append(args[2])
+            return pm._lane_pop(*args)
+
+        c.bind_lane(twin, pm.PopResult, pm.PopRequest, pm.pop_header, pm.RC.SUCCESS,
+                    pm.RC.POLLING_TIMEOUT)
+    try:
+        got = [await _lane_run(tmp_path, *impl) for impl in _lane_impls()]
+    finally:
+        if c is not None:
+            c.bind_lane(pm._lane_pop, pm.PopResult, pm.PopRequest, pm.pop_header,
+                        pm.RC.SUCCESS, pm.RC.POLLING_TIMEOUT)
+    answers, acks, _offsets, _left = got[0]
+    if c is not None:  # the usual pops served in C, the rest by the twin
+        assert 30 < len(handed) < 100, len(handed)
+    codes = {None if a is None else a[0] for a in answers}
+    assert codes == {None, 0, 210} and answers.count(None) > 20, codes  # refusals: general
+    assert sum(1 for a in answers if a and a[0] == 0) > 40 and len(acks) > 20
+    for g in got[1:]:
+        for i, (a, b) in enumerate(zip(g[0], answers, strict=True)):
+            assert a == b, i
+        assert g == got[0]

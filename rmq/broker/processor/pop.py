@@ -670,10 +670,28 @@ def _pop_queue_tail(p: PopMessageProcessor, out: PopResult, group: str, topic: s
         p.ctx.polling.notify(read_topic)
 
 
+def _lane_pop(p: PopMessageProcessor, channel: Channel, ext: dict[str, str]) -> Any:
+    """A POP_MESSAGE the pop lane serves (``PopLaneSupport.take``): its
+    answer or the coroutine that completes with it, as ``pop_answer_now``
+    gives them; None (nothing done) for a pop the general path is to serve
+    whole -- a refusal, an orderly pop, an SQL92 filter, or one that would
+    wait for messages (a pollTime) where none may be found.  The twin of
+    ``rmq._fast.pop_queue.lane_pop``, which serves the usual pop in one call
+    and hands anything else to this one."""
+    req = p.read_pop(channel, ext)
+    if type(req) is not PopRequest or req.orderly or req.record_filter is not None \
+            or (req.poll_time > 0 and not p.may_find(req)):
+        return None
+    return p.pop_answer_now(channel, req)
+
+
 pop_queue_now = _pop_queue_now
 pop_queue_tail = _pop_queue_tail
+lane_pop = _lane_pop
 _c = compiled("pop_queue")
 if _c is not None:
     _c.bind(PopCheckPoint, FOUND, filter_result, RETRY_GROUP_TOPIC_PREFIX)
+    _c.bind_lane(_lane_pop, PopResult, PopRequest, pop_header, RC.SUCCESS, RC.POLLING_TIMEOUT)
     pop_queue_now = _c.pop_queue_now
     pop_queue_tail = _c.pop_queue_tail
+    lane_pop = _c.lane_pop
