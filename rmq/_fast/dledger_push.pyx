@@ -476,3 +476,19 @@ def decode_push_answer(body):
     finally:
         PyBuffer_Release(&pb)
     return (code, term, index if has_index else None)
+
+
+def kept_more(dict recent not None, list entries not None, int64_t index, int64_t last,
+              int64_t size, int64_t max_bytes):
+    """Add to ``entries`` (a push's, ``size`` bytes so far) the kept entries
+    ``recent[index]``, ``recent[index + 1]``, ... while ``size`` stays below
+    ``max_bytes``, up to ``last``; stops at one not kept.  Returns (the next
+    index, the size).  The twin of ``rmq.dledger.mmap_store._kept_more``."""
+    while size < max_bytes and index <= last:
+        entry = recent.get(index)
+        if entry is None:
+            break
+        entries.append(entry)
+        size += <int64_t>entry.size
+        index += 1
+    return index, size

@@ -1,8 +1,8 @@
 """A DLedger leader's per-send work of one read in compiled calls: the rows,
 queue offsets and dispatch-room queues of the plain sends
 (``plain_runs``), the queue offsets taken for what was written
-(``plain_stored``) and the lane's statistics (``tally``), each against its
-pure-Python twin on the same input."""
+(``plain_stored``), the lane's statistics (``tally``) and a push's kept
+entries (``kept_more``), each against its pure-Python twin on the same input."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ import pytest
 
 from rmq._fast import compiled_or_none
 from rmq.broker import dledger_lane
-from rmq.dledger import commit_log
+from rmq.dledger import commit_log, mmap_store
 from rmq.remoting.command import RPC_ONEWAY
 
 _APPEND = compiled_or_none("dledger_append")
+_PUSH = compiled_or_none("dledger_push")
 
 
 def _send(i: int, topic: str = "T", queue: int = 0, body: bytes = b"x" * 100,
@@ -85,3 +86,25 @@ def test_plain_stored_and_tally_twins_agree() -> None:
     c_counts: dict = {}
     c_tally(sends, stored, c_sizes, c_counts, RPC_ONEWAY)
     assert (c_sizes, c_counts) == (sizes, counts)
+
+
+@pytest.mark.parametrize("max_bytes", [0, 150, 1000, 1 << 20])
+def test_kept_more_twins_agree(max_bytes: int) -> None:
+    """A push's entries taken from the kept ones: up to a size, the ledger's
+    end, or the first not kept (4 here)."""
+    recent = {i: SimpleNamespace(index=i, size=40 + i) for i in (1, 2, 3, 5, 6)}
+    py = mmap_store._kept_more
+    got = py(recent, [], 1, 6, 48, max_bytes)
+    entries: list = []
+    assert py(recent, entries, 1, 6, 48, max_bytes) == got
+    if max_bytes == 1 << 20:
+        assert got == (4, 48 + 41 + 42 + 43) and [e.index for e in entries] == [1, 2, 3]
+    if max_bytes == 0:
+        assert got == (1, 48) and entries == []
+    assert py(recent, [], 5, 5, 0, max_bytes)[0] == (6 if max_bytes else 5)
+    if _PUSH is not None:
+        c_entries: list = []
+        assert _PUSH.kept_more(recent, c_entries, 1, 6, 48, max_bytes) == got
+        assert c_entries == entries
+        assert _PUSH.kept_more(recent, [], 5, 5, 0, max_bytes) == py(recent, [], 5, 5, 0,
+                                                                         max_bytes)
