@@ -17,6 +17,7 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_GET_LENGTH
 from libc.stdint cimport uint8_t, uint32_t
+from libc.string cimport memcpy
 
 
 cdef extern from "Python.h":
@@ -49,6 +50,21 @@ cdef void _init_table():
 _init_table()
 
 
+# the two characters of each 12-bit value: a group of three bytes is two
+# look-ups and two 2-byte stores, not four of each
+cdef char PAIRS[4096][2]
+
+
+cdef void _init_pairs():
+    cdef int v
+    for v in range(4096):
+        PAIRS[v][0] = ALPHABET[v >> 6]
+        PAIRS[v][1] = ALPHABET[v & 63]
+
+
+_init_pairs()
+
+
 cdef void _encode_into(const uint8_t *src, Py_ssize_t n, char *dst) noexcept nogil:
     """The base64 of ``src[:n]`` at ``dst`` (room for ``(n + 2) // 3 * 4`` bytes)."""
     cdef Py_ssize_t full = n - n % 3
@@ -56,10 +72,8 @@ cdef void _encode_into(const uint8_t *src, Py_ssize_t n, char *dst) noexcept nog
     cdef uint32_t v
     while i < full:
         v = (<uint32_t>src[i] << 16) | (<uint32_t>src[i + 1] << 8) | src[i + 2]
-        dst[o] = ALPHABET[v >> 18]
-        dst[o + 1] = ALPHABET[(v >> 12) & 63]
-        dst[o + 2] = ALPHABET[(v >> 6) & 63]
-        dst[o + 3] = ALPHABET[v & 63]
+        memcpy(dst + o, PAIRS[v >> 12], 2)
+        memcpy(dst + o + 2, PAIRS[v & 4095], 2)
         i += 3
         o += 4
     if n - full == 1:

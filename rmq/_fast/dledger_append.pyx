@@ -232,3 +232,84 @@ def write_rows(data, Py_ssize_t at, int64_t pos, Py_ssize_t room, index,
     finally:
         release(&f)
     return n, used, iused
+
+
+def plain_runs(list sends not None, int32_t host_bits, dict table not None,
+               Py_ssize_t max_body, Py_ssize_t limit):
+    """A DLedger leader's plain sends of one read (``plain_single``'s
+    readings) made into the rows ``write_entries`` writes, each with its
+    queue offset (the next of ``table``, the (topic, queue id) -> next
+    offset map, counting the sends before it): stops before the first send
+    too big for ``max_body`` or for a data file (``limit``).  Returns (the
+    rows, (topic, queue id, first queue offset, sends) per queue, each
+    row's index keys, their sum).  The twin of
+    ``rmq.dledger.commit_log._plain_runs``."""
+    cdef dict offsets = {}
+    cdef list runs = []
+    cdef list keys_of = []
+    cdef list queues = []
+    cdef tuple s
+    cdef bytes topic_b
+    cdef int32_t sys_flag
+    cdef Py_ssize_t body_len, size, total = 0
+    for s in sends:
+        topic_b = s[5].encode()
+        sys_flag = <int32_t>s[7] | host_bits
+        body = s[11]
+        props = s[12]
+        body_len = len(body)
+        size = c_record_size(sys_flag, body_len, PyBytes_GET_SIZE(topic_b), len(props))
+        if body_len > max_body or size > max_body + 65536 or size > limit:
+            break
+        key = (s[5], s[6])
+        queue_offset = offsets.get(key)
+        if queue_offset is None:
+            queue_offset = table.get(key, 0)
+        offsets[key] = queue_offset + 1
+        runs.append((topic_b, s[6], s[9], queue_offset, sys_flag, s[8], s[10], body, props, size))
+        keys_of.append(s[13])
+        total += s[13]
+    for key, end in offsets.items():
+        start = table.get(key, 0)
+        queues.append((key[0], key[1], start, end - start))
+    return runs, queues, keys_of, total
+
+
+def plain_stored(list entries not None, list sends not None, list runs not None,
+                 dict table not None, int64_t body_offset):
+    """The leading ``entries`` written for ``runs`` (``plain_runs``' rows of
+    ``sends``): each send's queue offset taken in ``table``; returns (entry,
+    the record's physical offset, queue offset, record size) per entry.
+    The twin of ``rmq.dledger.commit_log._plain_stored``."""
+    cdef Py_ssize_t i, n = min(len(entries), len(sends), len(runs))
+    cdef list out = []
+    cdef tuple s, run
+    for i in range(n):
+        entry = entries[i]
+        s = sends[i]
+        run = runs[i]
+        table[(s[5], s[6])] = run[3] + 1
+        out.append((entry, entry.pos + body_offset, run[3], run[9]))
+    return out
+
+
+def tally(list sends not None, list stored not None, dict sizes not None, dict counts not None,
+          int oneway_bit):
+    """Count the stored sends (``stored``: what ``plain_stored`` returned
+    for the leading ``sends``): [messages, bytes] per topic in ``sizes``,
+    sends per (request code, oneway) in ``counts``.  The twin of
+    ``rmq.broker.dledger_lane._tally``."""
+    cdef Py_ssize_t i, n = min(len(sends), len(stored))
+    cdef tuple s
+    cdef list t
+    for i in range(n):
+        s = sends[i]
+        size = (<tuple>stored[i])[3]
+        t = sizes.get(s[5])
+        if t is None:
+            sizes[s[5]] = [1, size]
+        else:
+            t[0] += 1
+            t[1] += size
+        key = (s[1], bool(s[2] & oneway_bit))
+        counts[key] = counts.get(key, 0) + 1

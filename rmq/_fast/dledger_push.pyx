@@ -33,6 +33,14 @@ from rmq._fast.b64 cimport _decode, _encode_into
 from rmq._fast.byteorder cimport put32
 from rmq._fast.json_text cimport json_write_int
 
+
+cdef extern from "Python.h":
+    ctypedef struct PyObject
+    PyObject* new_bytes "PyBytes_FromStringAndSize"(const char* s, Py_ssize_t n)
+    char* raw_bytes_at "PyBytes_AS_STRING"(PyObject* b)
+    int _PyBytes_Resize(PyObject** b, Py_ssize_t n)
+    object take_ref "(PyObject*)"(PyObject* o)  # the reference handed over, not a new one
+
 cdef enum:
     BODY_OFFSET = 48     # an entry's size: its 48-byte header and its body
     MAX_DIGITS = 18
@@ -372,41 +380,45 @@ cdef bytes push_bytes(bytes head, int64_t opaque, bytes tail, bytes group, bytes
         room += PyBytes_GET_SIZE(w)
         if batch:
             total += entries[i].size
-    start = <uint8_t*>PyMem_Malloc(room)
-    if start == NULL:
+    cdef int64_t first_index = entries[0].index
+    cdef int64_t last_index = entries[n - 1 if batch else len(entries) - 1].index
+    # written in place into the bytes object returned (no second copy of the
+    # push), which is shrunk to what was written
+    cdef PyObject* out = new_bytes(NULL, room)
+    if out == NULL:
         raise MemoryError()
-    try:
-        p = start
-        if head is not None:
-            p = put_b(start + 8, head)
-            p = put_b(json_write_int(p, opaque), tail)
-            hn = p - start - 8
-        if batch:
-            p = put(p, b'{"batch":true,"batchEntry":[', 28)
-            for i in range(n):
-                if i:
-                    p = put(p, b",", 1)
-                p = put_b(p, <bytes>wires[i])
-            p = put(p, b'],"code":200,"commitIndex":', 27)
-            p = put(json_write_int(p, commit_index), b',"count":', 9)
-            p = put(json_write_int(p, n), b',', 1)
-        else:
-            p = put(p, b'{"batch":false,"batchEntry":[],"code":200,"commitIndex":', 56)
-            p = put(json_write_int(p, commit_index), b',"count":1,"entry":', 19)
-            p = put(put_b(p, <bytes>wires[0]), b',', 1)
-        p = put(p, b'"firstEntryIndex":', 18)
-        p = put(json_write_int(p, entries[0].index), b',"group":', 9)
-        p = put(put_b(p, group), b',"lastEntryIndex":', 18)
-        p = put(json_write_int(p, entries[n - 1 if batch else len(entries) - 1].index), b',', 1)
-        p = put(put_b(p, ids), b'"term":', 7)
-        p = put(json_write_int(p, term), b',"totalSize":', 13)
-        p = put(json_write_int(p, total), b',"type":"APPEND"}', 17)
-        if head is not None:
-            put32(start, <int32_t>(p - start - 4))
-            put32(start + 4, <int32_t>hn)
-        return PyBytes_FromStringAndSize(<const char*>start, p - start)
-    finally:
-        PyMem_Free(start)
+    start = <uint8_t*>raw_bytes_at(out)
+    p = start
+    if head is not None:
+        p = put_b(start + 8, head)
+        p = put_b(json_write_int(p, opaque), tail)
+        hn = p - start - 8
+    if batch:
+        p = put(p, b'{"batch":true,"batchEntry":[', 28)
+        for i in range(n):
+            if i:
+                p = put(p, b",", 1)
+            p = put_b(p, <bytes>wires[i])
+        p = put(p, b'],"code":200,"commitIndex":', 27)
+        p = put(json_write_int(p, commit_index), b',"count":', 9)
+        p = put(json_write_int(p, n), b',', 1)
+    else:
+        p = put(p, b'{"batch":false,"batchEntry":[],"code":200,"commitIndex":', 56)
+        p = put(json_write_int(p, commit_index), b',"count":1,"entry":', 19)
+        p = put(put_b(p, <bytes>wires[0]), b',', 1)
+    p = put(p, b'"firstEntryIndex":', 18)
+    p = put(json_write_int(p, first_index), b',"group":', 9)
+    p = put(put_b(p, group), b',"lastEntryIndex":', 18)
+    p = put(json_write_int(p, last_index), b',', 1)
+    p = put(put_b(p, ids), b'"term":', 7)
+    p = put(json_write_int(p, term), b',"totalSize":', 13)
+    p = put(json_write_int(p, total), b',"type":"APPEND"}', 17)
+    if head is not None:
+        put32(start, <int32_t>(p - start - 4))
+        put32(start + 4, <int32_t>hn)
+    if _PyBytes_Resize(&out, p - start) < 0:  # (out freed and NULL then)
+        raise MemoryError()
+    return take_ref(out)
 
 
 def encode_push(bytes group, bytes ids, int64_t term, int64_t commit_index, list entries,
@@ -476,3 +488,19 @@ def decode_push_answer(body):
     finally:
         PyBuffer_Release(&pb)
     return (code, term, index if has_index else None)
+
+
+def kept_more(dict recent not None, list entries not None, int64_t index, int64_t last,
+              int64_t size, int64_t max_bytes):
+    """Add to ``entries`` (a push's, ``size`` bytes so far) the kept entries
+    ``recent[index]``, ``recent[index + 1]``, ... while ``size`` stays below
+    ``max_bytes``, up to ``last``; stops at one not kept.  Returns (the next
+    index, the size).  The twin of ``rmq.dledger.mmap_store._kept_more``."""
+    while size < max_bytes and index <= last:
+        entry = recent.get(index)
+        if entry is None:
+            break
+        entries.append(entry)
+        size += <int64_t>entry.size
+        index += 1
+    return index, size

@@ -33,6 +33,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from rmq._fast import compiled
 from rmq.broker.processor.send_support import channel_host
 from rmq.broker.send_lane import SendLaneSupport, make_send_lane, plain_answers
 from rmq.common import message as mc
@@ -86,20 +87,31 @@ class DLedgerSendLane:
         stored = read.cl.append_plain(sends, read.host_bits, read.born)
         if not stored:
             return pos, None
-        counts = self._counts
-        sizes = read.sizes
-        for send, put in zip(sends, stored, strict=False):
-            t = sizes.get(send[5])  # the put statistics, per topic
-            if t is None:
-                sizes[send[5]] = [1, put[3]]
-            else:
-                t[0] += 1
-                t[1] += put[3]
-            key = (send[1], bool(send[2] & RPC_ONEWAY))
-            counts[key] = counts.get(key, 0) + 1
+        tally(sends, stored, read.sizes, self._counts, RPC_ONEWAY)
         read.answers = plain_answers(read.host_hex, read.tails, sends, stored, read.asked)
         read.finish(stored[0][0], stored[-1][0])
         return sends[len(stored) - 1][0], None
+
+
+def _tally(sends: list[tuple], stored: list[tuple], sizes: dict[str, list[int]],
+           counts: dict[tuple[int, bool], int], oneway_bit: int) -> None:
+    """Count the stored sends (``stored``: what ``append_plain`` returned
+    for the leading ``sends``): [messages, bytes] per topic in ``sizes``
+    (the put statistics), sends per (request code, oneway) in ``counts``.
+    The twin of ``rmq._fast.dledger_append.tally``."""
+    for send, put in zip(sends, stored, strict=False):
+        t = sizes.get(send[5])
+        if t is None:
+            sizes[send[5]] = [1, put[3]]
+        else:
+            t[0] += 1
+            t[1] += put[3]
+        key = (send[1], bool(send[2] & oneway_bit))
+        counts[key] = counts.get(key, 0) + 1
+
+
+_c = compiled("dledger_append")
+tally = _tally if _c is None else _c.tally
 
 
 class _Read:

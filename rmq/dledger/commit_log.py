@@ -22,6 +22,7 @@ import logging
 import struct
 from collections.abc import Callable
 
+from rmq._fast import compiled
 from rmq.common import message as mc
 from rmq.dledger.config import DLedgerConfig
 from rmq.dledger.entry import BLANK_MAGIC, BODY_OFFSET, Entry
@@ -96,6 +97,58 @@ class _RecordWriter:
         codec.write_record(buf, at, queue_id, flag, queue_offset, phy, sys_flag, born_ts,
                            self.born, self.now, self.store_host, reconsume, 0, body, topic_b,
                            props)
+
+
+def _plain_runs(sends: list[tuple], host_bits: int, table: dict[tuple[str, int], int],
+                max_body: int, limit: int) -> tuple[list[tuple], list[tuple], list[int], int]:
+    """A DLedger leader's plain sends of one read (``plain_single``'s
+    readings) made into the rows ``write_entries`` writes, each with its
+    queue offset (the next of ``table``, the (topic, queue id) -> next
+    offset map, counting the sends before it): stops before the first send
+    too big for ``max_body`` or for a data file (``limit``).  Returns (the
+    rows, (topic, queue id, first queue offset, sends) per queue, each
+    row's index keys, their sum).  The twin of
+    ``rmq._fast.dledger_append.plain_runs``."""
+    offsets: dict[tuple[str, int], int] = {}
+    runs: list[tuple] = []
+    keys_of: list[int] = []
+    for (_end, _code, _flag, _opaque, _stype, topic, queue_id, sys_flag, born_ts, mflag,
+         reconsume, body, props, keys) in sends:
+        topic_b = topic.encode()
+        sys_flag |= host_bits
+        size = codec.record_size(sys_flag, len(body), len(topic_b), len(props))
+        if len(body) > max_body or size > max_body + 65536 or size > limit:
+            break
+        key = (topic, queue_id)
+        queue_offset = offsets.get(key)
+        if queue_offset is None:
+            queue_offset = table.get(key, 0)
+        offsets[key] = queue_offset + 1
+        runs.append((topic_b, queue_id, mflag, queue_offset, sys_flag, born_ts, reconsume,
+                     body, props, size))
+        keys_of.append(keys)
+    queues = [(key[0], key[1], table.get(key, 0), end - table.get(key, 0))
+              for key, end in offsets.items()]
+    return runs, queues, keys_of, sum(keys_of)
+
+
+def _plain_stored(entries: list[Entry], sends: list[tuple], runs: list[tuple],
+                  table: dict[tuple[str, int], int],
+                  body_offset: int) -> list[tuple[Entry, int, int, int]]:
+    """The leading ``entries`` written for ``runs`` (``plain_runs``' rows of
+    ``sends``): each send's queue offset taken in ``table``; returns (entry,
+    the record's physical offset, queue offset, record size) per entry.
+    The twin of ``rmq._fast.dledger_append.plain_stored``."""
+    out = []
+    for entry, send, run in zip(entries, sends, runs, strict=False):
+        table[(send[5], send[6])] = run[3] + 1
+        out.append((entry, entry.pos + body_offset, run[3], run[9]))
+    return out
+
+
+_c = compiled("dledger_append")
+plain_runs = _plain_runs if _c is None else _c.plain_runs
+plain_stored = _plain_stored if _c is None else _c.plain_stored
 
 
 def _patch_phy(entry: Entry, record: bytearray, body_at: int) -> None:
@@ -193,34 +246,13 @@ class DLedgerCommitLog(CommitLog):
         (``DLedgerMmapFileStore.append_run``; one by one only where a file
         ends).  The caller waits for the quorum (``quorum_wait``) and counts
         the puts."""
-        max_body = self.config.maxMessageSize
-        limit = self.file_size - 8 - BODY_OFFSET
         table = self.topic_queue_table
-        offsets: dict[tuple[str, int], int] = {}
-        runs: list[tuple] = []
-        keys_of: list[int] = []
-        for (_end, _code, _flag, _opaque, _stype, topic, queue_id, sys_flag, born_ts, mflag,
-             reconsume, body, props, keys) in sends:
-            topic_b = topic.encode()
-            sys_flag |= host_bits
-            size = codec.record_size(sys_flag, len(body), len(topic_b), len(props))
-            if len(body) > max_body or size > max_body + 65536 or size > limit:
-                break
-            key = (topic, queue_id)
-            queue_offset = offsets.get(key)
-            if queue_offset is None:
-                queue_offset = table.get(key, 0)
-            offsets[key] = queue_offset + 1
-            runs.append((topic_b, queue_id, mflag, queue_offset, sys_flag, born_ts, reconsume,
-                         body, props, size))
-            keys_of.append(keys)
+        runs, queues, keys_of, key_count = plain_runs(sends, host_bits, table,
+                                                      self.config.maxMessageSize,
+                                                      self.file_size - 8 - BODY_OFFSET)
         # the dispatch room: once per queue when nothing has to be made, else send by send
         room = self.store.dispatch_room
-        queues = []
-        for key, end in offsets.items():
-            start = table.get(key, 0)
-            queues.append((key[0], key[1], start, end - start))
-        if not room.reserve_covered(queues, sum(keys_of)):
+        if not room.reserve_covered(queues, key_count):
             for n, (run, send, keys) in enumerate(zip(runs, sends, keys_of, strict=False)):
                 if not room.reserve(send[5], send[6], run[3], 1, keys):
                     del runs[n:]
@@ -241,11 +273,7 @@ class DLedgerCommitLog(CommitLog):
             log.warning("DLedger append refused: %s", exc)
         except ValueError as exc:  # a send the writer refuses: nothing of it is in the files
             log.error("[BUG] DLedger lane append: %s", exc)
-        out = []
-        for entry, send, run in zip(entries, sends, runs, strict=False):
-            table[(send[5], send[6])] = run[3] + 1
-            out.append((entry, entry.pos + BODY_OFFSET, run[3], run[9]))
-        return out
+        return plain_stored(entries, sends, runs, table, BODY_OFFSET)
 
     def quorum_wait(self, first: Entry, last: Entry,
                     then: Callable[[PutMessageStatus], None] | None = None) -> asyncio.Future | None:

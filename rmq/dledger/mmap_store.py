@@ -584,12 +584,12 @@ class DLedgerMmapFileStore:
         entry.size = size = BODY_OFFSET + len(entry.body)  # (compute_size)
         index = first + 1
         while size < max_bytes and index <= last:
-            entry = recent.get(index)
-            if entry is None:
+            index, size = kept_more(recent, entries, index, last, size, max_bytes)
+            if size < max_bytes and index <= last:  # one not kept
                 entry = self.get(index)
-            entries.append(entry)
-            size += entry.size
-            index += 1
+                entries.append(entry)
+                size += entry.size
+                index += 1
         return entries
 
     def update_committed_index(self, term: int, index: int) -> None:
@@ -705,6 +705,24 @@ def _write_rows(data, at: int, pos: int, room: int, index, index_at: int, index_
     return n, used, iused
 
 
+def _kept_more(recent: dict[int, Entry], entries: list[Entry], index: int, last: int,
+               size: int, max_bytes: int) -> tuple[int, int]:
+    """Add to ``entries`` (a push's, ``size`` bytes so far) the kept entries
+    ``recent[index]``, ``recent[index + 1]``, ... while ``size`` stays below
+    ``max_bytes``, up to ``last``; stops at one not kept.  Returns (the next
+    index, the size).  The twin of ``rmq._fast.dledger_push.kept_more``."""
+    while size < max_bytes and index <= last:
+        entry = recent.get(index)
+        if entry is None:
+            break
+        entries.append(entry)
+        size += entry.size
+        index += 1
+    return index, size
+
+
+_p = compiled("dledger_push")
+kept_more = _kept_more if _p is None else _p.kept_more
 _c = compiled("dledger_append")
 write_entries = _write_entries if _c is None else _c.write_entries
 write_rows = _write_rows if _c is None else _c.write_rows

@@ -28,6 +28,14 @@ def test_bodies_encode_and_decode_as_binascii_does():
             assert C.decode(text.decode()) == data and C.decode(text) == data
 
 
+@pytest.mark.skipif(C is None, reason="compiled extensions not built")
+def test_every_twelve_bits_in_either_half_of_a_group_encode_as_binascii_does():
+    """A group of three bytes is written as two 12-bit halves: every value in
+    each half, beside a different one in the other."""
+    data = b"".join(((v << 12) | (v ^ 0xABC)).to_bytes(3, "big") for v in range(4096))
+    assert C.encode(data) == binascii.b2a_base64(data, newline=False)
+
+
 def _outcome(fn, text):
     try:
         return True, fn(text)

@@ -1,0 +1,110 @@
+"""A DLedger leader's per-send work of one read in compiled calls: the rows,
+queue offsets and dispatch-room queues of the plain sends
+(``plain_runs``), the queue offsets taken for what was written
+(``plain_stored``), the lane's statistics (``tally``) and a push's kept
+entries (``kept_more``), each against its pure-Python twin on the same input."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from rmq._fast import compiled_or_none
+from rmq.broker import dledger_lane
+from rmq.dledger import commit_log, mmap_store
+from rmq.remoting.command import RPC_ONEWAY
+
+_APPEND = compiled_or_none("dledger_append")
+_PUSH = compiled_or_none("dledger_push")
+
+
+def _send(i: int, topic: str = "T", queue: int = 0, body: bytes = b"x" * 100,
+          keys: int = 0, flag: int = 0, code: int = 310) -> tuple:
+    """A reading of ``plain_single``: (end, code, flag, opaque, serialize
+    type, topic, queue id, sysFlag, born timestamp, message flag, reconsume
+    times, body, stored properties, index keys)."""
+    return (100 * (i + 1), code, flag, i, 0, topic, queue, i % 2, 1_700_000_000_000 + i, i % 3,
+            i % 4, body, b"UNIQ_KEY\x01k%d\x02" % i, keys)
+
+
+def _sends() -> list[tuple]:
+    return [_send(i, topic=f"T{i % 3}", queue=i % 4, keys=i % 2,
+                  flag=RPC_ONEWAY if i % 5 == 0 else 0, code=310 if i % 2 else 10)
+            for i in range(40)]
+
+
+def _twins(name_py: str, name_c: str, module):
+    py = getattr(module, name_py)
+    c = getattr(_APPEND, name_c) if _APPEND is not None else None
+    return py, c
+
+
+@pytest.mark.parametrize("limit", [1 << 30, 20 * 160])
+@pytest.mark.parametrize("max_body", [4 << 20, 50])
+def test_plain_runs_twins_agree(limit: int, max_body: int) -> None:
+    py, c = _twins("_plain_runs", "plain_runs", commit_log)
+    sends = _sends()
+    sends[7] = _send(7, body=b"y" * 60)  # bigger than a 50-byte max body: the run stops there
+    table = {("T1", 1): 5, ("T0", 0): 2}
+    want = py(sends, 0x10, dict(table), max_body, limit)
+    runs, queues, keys_of, total = want
+    assert total == sum(keys_of) and len(runs) == len(keys_of)
+    if max_body == 50:
+        assert runs == []
+    elif limit == 1 << 30:
+        assert len(runs) == len(sends)
+        # queue offsets: the table's next, then one more per send of the queue
+        offsets = [r[3] for r in runs if (r[0], r[1]) == (b"T1", 1)]
+        assert offsets == list(range(5, 5 + len(offsets)))
+        assert sum(q[3] for q in queues) == len(runs)
+    if c is not None:
+        assert c(sends, 0x10, dict(table), max_body, limit) == want
+
+
+def test_plain_stored_and_tally_twins_agree() -> None:
+    sends = _sends()
+    runs = commit_log._plain_runs(sends, 0, {}, 4 << 20, 1 << 30)[0]
+    entries = [SimpleNamespace(pos=1000 * i) for i in range(len(runs) - 3)]  # the leading ones
+    py_stored, c_stored = _twins("_plain_stored", "plain_stored", commit_log)
+    py_table: dict = {("T0", 0): 1}
+    stored = py_stored(entries, sends, runs, py_table, 48)
+    assert len(stored) == len(entries)
+    assert stored[1] == (entries[1], 1048, runs[1][3], runs[1][9])
+    py_tally, c_tally = _twins("_tally", "tally", dledger_lane)
+    sizes: dict = {"T1": [2, 10]}
+    counts: dict = {}
+    py_tally(sends, stored, sizes, counts, RPC_ONEWAY)
+    assert sum(counts.values()) == len(stored)
+    assert sizes["T1"][0] == 2 + sum(1 for s in sends[:len(stored)] if s[5] == "T1")
+    if c_stored is None:
+        return
+    c_table: dict = {("T0", 0): 1}
+    assert c_stored(entries, sends, runs, c_table, 48) == stored
+    assert c_table == py_table
+    c_sizes: dict = {"T1": [2, 10]}
+    c_counts: dict = {}
+    c_tally(sends, stored, c_sizes, c_counts, RPC_ONEWAY)
+    assert (c_sizes, c_counts) == (sizes, counts)
+
+
+@pytest.mark.parametrize("max_bytes", [0, 150, 1000, 1 << 20])
+def test_kept_more_twins_agree(max_bytes: int) -> None:
+    """A push's entries taken from the kept ones: up to a size, the ledger's
+    end, or the first not kept (4 here)."""
+    recent = {i: SimpleNamespace(index=i, size=40 + i) for i in (1, 2, 3, 5, 6)}
+    py = mmap_store._kept_more
+    got = py(recent, [], 1, 6, 48, max_bytes)
+    entries: list = []
+    assert py(recent, entries, 1, 6, 48, max_bytes) == got
+    if max_bytes == 1 << 20:
+        assert got == (4, 48 + 41 + 42 + 43) and [e.index for e in entries] == [1, 2, 3]
+    if max_bytes == 0:
+        assert got == (1, 48) and entries == []
+    assert py(recent, [], 5, 5, 0, max_bytes)[0] == (6 if max_bytes else 5)
+    if _PUSH is not None:
+        c_entries: list = []
+        assert _PUSH.kept_more(recent, c_entries, 1, 6, 48, max_bytes) == got
+        assert c_entries == entries
+        assert _PUSH.kept_more(recent, [], 5, 5, 0, max_bytes) == py(recent, [], 5, 5, 0,
+                                                                         max_bytes)
