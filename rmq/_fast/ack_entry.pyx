@@ -88,8 +88,8 @@ def ack_entry_now(p, a, broker_name):
         return group, topic, queue_id, info, offsets
     if not 0 <= qid < revive.queue_num:
         return None
-    ack = _ACK(topic, group, queue_id, start, info.pop_time, broker_name, offsets)
-    if revive.write_now(qid, ack) is None:
+    if revive.write_ack_now(qid, topic, group, queue_id, start, pop_time, broker_name,
+                            offsets) is None:
         return group, topic, queue_id, info, offsets
     return None
 

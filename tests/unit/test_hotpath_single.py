@@ -197,6 +197,9 @@ def test_put_single_equals_general_put(tmp_path):
         assert [x[:4] + x[5:] for x in a_arr] == [x[:4] + x[5:] for x in b_arr]
         assert a.stats.put_message_times_total == b.stats.put_message_times_total == 600
         assert a.stats.put_message_size_total == b.stats.put_message_size_total
+        assert a.stats.topic_put_nums == b.stats.topic_put_nums
+        assert a.stats.topic_put_size == b.stats.topic_put_size
+        assert sum(a.stats.put_latency) == sum(b.stats.put_latency) == 600
         now = int(time.time() * 1000) + 60_000
         for key in ("shared", "k5", "k77", f"{123:032X}"):
             for topic in ("T", "Tö"):
