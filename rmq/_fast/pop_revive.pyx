@@ -446,7 +446,11 @@ cdef file_ck(object svc, object pending, Pending entry, str key, object cid, obj
     """``entry`` in ``pending`` (the service's map), its queue's map and on
     the heap at ``due``; the group's offset past its messages."""
     pending[key] = entry
-    svc.by_queue.setdefault(entry.revive_qid, {})[key] = entry
+    by_queue = svc.by_queue
+    queue = by_queue.get(entry.revive_qid)
+    if queue is None:  # (setdefault would make a map for every checkpoint)
+        queue = by_queue[entry.revive_qid] = {}
+    queue[key] = entry
     seq = svc._seq + 1
     svc._seq = seq
     heappush(svc.heap, (due, seq, key))

@@ -215,6 +215,49 @@ def test_put_single_equals_general_put(tmp_path):
 
 
 @pytest.mark.timeout(60)
+def test_put_single_alternating_stores_write_each_its_own(tmp_path):
+    """Puts alternating between two stores, and a store made after another
+    is gone: each put lands in its own store (the compiled put keeps what it
+    reads of a store once per store, not across stores)."""
+    import gc
+
+    born = socket_address_bytes(("10.0.0.1", 5000))
+    stores = []
+    for name in ("a", "b"):
+        st = DefaultMessageStore(_config(tmp_path / name), HOST)
+        assert st.load()
+        st.start()
+        msg = MessageExtBrokerInner("T", 0, 0, b"x", {}, "", 0, 0, 1, ("10.0.0.1", 5000),
+                                    HOST, 0, 0)
+        assert st.put_message(msg).status is PutMessageStatus.PUT_OK
+        stores.append(st)
+    a, b = stores
+    try:
+        for i in range(50):
+            for st in (a, b) if i % 2 else (b, a):
+                assert put_single(st, "T", b"T", 0, 0, b"m%d" % i, None, None, "", 0, 0, 1,
+                                  born, 0) is not None
+        assert commit_log_records(a) == commit_log_records(b)
+        assert a.get_max_offset_in_queue("T", 0) == b.get_max_offset_in_queue("T", 0) == 51
+    finally:
+        a.shutdown()
+        b.shutdown()
+    del a, b, st, stores
+    gc.collect()
+    c = DefaultMessageStore(_config(tmp_path / "c"), HOST)
+    assert c.load()
+    c.start()
+    try:
+        msg = MessageExtBrokerInner("T", 0, 0, b"x", {}, "", 0, 0, 1, ("10.0.0.1", 5000),
+                                    HOST, 0, 0)
+        assert c.put_message(msg).status is PutMessageStatus.PUT_OK
+        assert put_single(c, "T", b"T", 0, 0, b"y", None, None, "", 0, 0, 1, born, 0)[0] == 1
+        assert c.get_max_offset_in_queue("T", 0) == 2
+    finally:
+        c.shutdown()
+
+
+@pytest.mark.timeout(60)
 def test_put_single_declines_without_side_effects(tmp_path):
     store = DefaultMessageStore(_config(tmp_path), HOST)
     assert store.load()
