@@ -12,11 +12,12 @@ from heapq import heappush
 
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
-from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t
+from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t, uint8_t
 from libc.string cimport memcpy
 
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
+from rmq._fast.json_text cimport json_write_int
 from rmq._fast.offset_table cimport commit_offset, query_offset
 from rmq._fast.pop_records import ack_body, ck_body, ck_body_of_offsets
 from rmq._fast.store_put import put_single
@@ -329,28 +330,6 @@ cdef object put_record(object svc, object qid, object store, object cfg, bytes b
     return (<tuple>r)[0]
 
 
-cdef Py_ssize_t put_decimal(char *o, long long v) noexcept nogil:
-    """``str(v)`` into ``o`` (at most 20 characters); its length."""
-    cdef char tmp[20]
-    cdef Py_ssize_t n = 0, i = 0
-    cdef unsigned long long u = <unsigned long long>v
-    if v < 0:
-        o[0] = 45
-        i = 1
-        u = 0 - u
-    while True:
-        tmp[n] = <char>(48 + u % 10)
-        n += 1
-        u //= 10
-        if u == 0:
-            break
-    while n:
-        n -= 1
-        o[i] = tmp[n]
-        i += 1
-    return i
-
-
 cdef inline bint long_of(object v, long long *out) except -1:
     """An exact int that fits a long long into ``out``: True; else False."""
     cdef int ovf = 0
@@ -372,9 +351,9 @@ cdef str merge_key(object topic, object group, object queue_id, object start_off
             PyUnicode_IS_ASCII(group) and (broker_name is None or (
                 type(broker_name) is str and PyUnicode_IS_ASCII(broker_name))) and \
             long_of(queue_id, &q) and long_of(start_offset, &so) and long_of(pop_time, &pt):
-        dl = put_decimal(digits, q)
-        dl += put_decimal(digits + dl, so)
-        dl += put_decimal(digits + dl, pt)
+        o = <char *>json_write_int(<uint8_t *>digits, q)
+        o = <char *>json_write_int(<uint8_t *>o, so)
+        dl = <char *>json_write_int(<uint8_t *>o, pt) - digits
         tl = PyUnicode_GET_LENGTH(topic)
         gl = PyUnicode_GET_LENGTH(group)
         bl = 4 if broker_name is None else PyUnicode_GET_LENGTH(broker_name)
