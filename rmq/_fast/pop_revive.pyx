@@ -231,10 +231,6 @@ cpdef write_now(object svc, object qid, object record):
     nothing done when the general way must store the record."""
     if not _bound:
         raise RuntimeError("pop_revive.bind was not called")
-    store = svc.store
-    cfg = store.config
-    if cfg.flushDiskType is _SYNC_FLUSH:
-        return None
     # record_body
     if isinstance(record, _CK):
         body = ck_body(record.bit_map, record.broker_name, record.cid, record.offset_diffs,
@@ -247,7 +243,7 @@ cpdef write_now(object svc, object qid, object record):
         body = ack_body(offsets, record.broker_name, record.group, record.pop_time,
                         record.queue_id, record.start_offset, record.topic)
         tag, code = _TAGS[1] if len(offsets) == 1 else _TAGS[2]
-    offset = put_record(svc, qid, store, cfg, body, tag, code)
+    offset = put_record(svc, qid, body, tag, code)
     if offset is None:
         return None
     written(svc, qid, record, offset)
@@ -262,14 +258,10 @@ cpdef write_ck_now(object svc, object qid, str topic, str cid, object queue_id,
     pending entry makes it when asked for)."""
     if not _bound:
         raise RuntimeError("pop_revive.bind was not called")
-    store = svc.store
-    cfg = store.config
-    if cfg.flushDiskType is _SYNC_FLUSH:
-        return None
     body = ck_body_of_offsets(broker_name, cid, offsets, invisible, pop_time, queue_id,
                               start_offset, topic)
     tag, code = _TAGS[0]
-    offset = put_record(svc, qid, store, cfg, body, tag, code)
+    offset = put_record(svc, qid, body, tag, code)
     if offset is None:
         return None
     if not mark_read(svc, qid, offset):
@@ -294,13 +286,9 @@ cpdef write_ack_now(object svc, object qid, str topic, str group, object queue_i
     offsets), without the AckMsg."""
     if not _bound:
         raise RuntimeError("pop_revive.bind was not called")
-    store = svc.store
-    cfg = store.config
-    if cfg.flushDiskType is _SYNC_FLUSH:
-        return None
     body = ack_body(offsets, broker_name, group, pop_time, queue_id, start_offset, topic)
     tag, code = _TAGS[1] if len(offsets) == 1 else _TAGS[2]
-    offset = put_record(svc, qid, store, cfg, body, tag, code)
+    offset = put_record(svc, qid, body, tag, code)
     if offset is None:
         return None
     if mark_read(svc, qid, offset):
@@ -309,10 +297,16 @@ cpdef write_ack_now(object svc, object qid, str topic, str group, object queue_i
     return True
 
 
-cdef object put_record(object svc, object qid, object store, object cfg, bytes body,
-                       str tag, object code):
+cdef object put_record(object svc, object qid, bytes body, str tag, object code):
     """``put_at_once`` of a record's body: its queue offset, None with
-    nothing done."""
+    nothing done (under SYNC_FLUSH too: the general way waits for the
+    group commit)."""
+    if not _bound:
+        raise RuntimeError("pop_revive.bind was not called")
+    store = svc.store
+    cfg = store.config
+    if cfg.flushDiskType is _SYNC_FLUSH:
+        return None
     cdef long long now = now_ms()
     topic = svc.topic
     if cfg.brokerRole is _SYNC_MASTER or not cfg.timerWheelEnable or \
