@@ -3,7 +3,7 @@
 entry of a BATCH_ACK_MESSAGE -- its fields read, its queue checked, its
 bitset's offsets, its ack record stored and applied -- step for step in one
 call; the bitset is read here (what ``bitset_offsets`` gives), the record
-goes through the revive service's ``write_now``.  The classes and functions
+goes through the revive service's ``write_ack_now``.  The classes and functions
 of the layers above are handed over by ``bind``.
 
 ``read_batch_ack`` reads the batch's JSON body (5.3.3's
@@ -23,7 +23,6 @@ from libc.string cimport memcmp
 from rmq._fast.topic_table cimport topic_config
 
 cdef object _EXTRA = None
-cdef object _ACK = None
 cdef object _real_topic = None
 cdef object _SYSTEM_ERROR = None
 cdef object _ORDER_QID = None
@@ -31,14 +30,13 @@ cdef object _SUCCESS = 0
 cdef bint _bound = False
 
 
-def bind(extra_type: type, ack_type: type, real_topic: object, system_error: object,
+def bind(extra_type: type, real_topic: object, system_error: object,
          order_qid: object, success: object = 0) -> None:
-    """ExtraInfo, AckMsg, ``pop_records.real_topic``, ResponseCode.SYSTEM_ERROR
+    """ExtraInfo, ``pop_records.real_topic``, ResponseCode.SYSTEM_ERROR
     and the orderly pops' revive queue id (and SUCCESS)."""
-    global _EXTRA, _ACK, _real_topic, _SYSTEM_ERROR, _ORDER_QID, _bound, _SUCCESS
+    global _EXTRA, _real_topic, _SYSTEM_ERROR, _ORDER_QID, _bound, _SUCCESS
     _SUCCESS = success
     _EXTRA = extra_type
-    _ACK = ack_type
     _real_topic = real_topic
     _SYSTEM_ERROR = system_error
     _ORDER_QID = order_qid
@@ -121,8 +119,8 @@ cdef object entry_now(p, a, broker_name):
                                                broker_name, queue_id, start), offsets
     if not 0 <= qid < revive.queue_num:
         return None
-    ack = _ACK(topic, group, queue_id, start, pop_time, broker_name, offsets)
-    if revive.write_now(qid, ack) is None:  # the ExtraInfo only when handed back
+    if revive.write_ack_now(qid, topic, group, queue_id, start, pop_time, broker_name,
+                            offsets) is None:  # the ExtraInfo only when handed back
         return group, topic, queue_id, _EXTRA(start, pop_time, invisible, qid, retry,
                                               broker_name, queue_id, start), offsets
     return None

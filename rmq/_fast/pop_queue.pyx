@@ -147,11 +147,13 @@ cdef object queue_now(p, out, str group, str topic, str read_topic, qid, nums, p
             order_info.append(f"{flag} {qid} {min(counts.values())}")
             stored = True
         else:
-            ck = _CK(read_topic, group, qid, offset, pop_time, invisible,
-                     [o - offset for o in offsets], p.bc.brokerName)
-            ck.revive_offset = 0
-            stored = ctx.revive.write_now(revive_qid, ck)
+            broker_name = p.bc.brokerName
+            stored = ctx.revive.write_ck_now(revive_qid, read_topic, group, qid, offset,
+                                             pop_time, invisible, offsets, broker_name)
             if stored is None:
+                ck = _CK(read_topic, group, qid, offset, pop_time, invisible,
+                         [o - offset for o in offsets], broker_name)
+                ck.revive_offset = 0
                 held = True
                 return (key, ck, result, offsets, next_offset, buffers, offset)
         pop_queue_tail(p, out, group, topic, read_topic, qid, offset, offsets, next_offset,

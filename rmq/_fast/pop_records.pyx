@@ -61,16 +61,37 @@ cdef uint8_t *write_int_obj(uint8_t *o, object v) except NULL:
     return lit(o, PyBytes_AS_STRING(big), PyBytes_GET_SIZE(big))
 
 
-cdef uint8_t *int_list(uint8_t *o, list values) except NULL:
-    """``[a,b,...]`` as orjson writes a list of ints."""
+cdef uint8_t *int_list(uint8_t *o, list values, object base=None) except NULL:
+    """``[a,b,...]`` as orjson writes a list of ints; with ``base``, of each
+    value less ``base`` (a checkpoint's diffs from its offsets)."""
     cdef Py_ssize_t i, n = PyList_GET_SIZE(values)
+    cdef long long b = 0, x
+    cdef int ovf = 0
+    cdef bint c_base = base is not None
+    if c_base:
+        b = PyLong_AsLongLongAndOverflow(base, &ovf)
+        if b == -1 and not ovf and PyErr_Occurred():
+            return NULL
+        c_base = not ovf
     o[0] = 91
     o += 1
     for i in range(n):
         if i:
             o[0] = 44
             o += 1
-        o = write_int_obj(o, <object>PyList_GET_ITEM(values, i))
+        v = <object>PyList_GET_ITEM(values, i)
+        if base is None:
+            o = write_int_obj(o, v)
+            continue
+        if c_base and type(v) is int:
+            x = PyLong_AsLongLongAndOverflow(v, &ovf)
+            if not ovf and not (b > 0 and x < INT64_MIN + b) and \
+                    not (b < 0 and x > INT64_MAX + b):
+                o = json_write_int(o, x - b)
+                continue
+            if x == -1 and not ovf and PyErr_Occurred():
+                return NULL
+        o = write_int_obj(o, v - base)
     o[0] = 93
     return o + 1
 
@@ -99,6 +120,25 @@ def ck_body(long long bit_map, object broker_name, str cid, list diffs,
             long long revive_offset, object reput_times, long long start_offset,
             str topic) -> bytes:
     """A checkpoint's JSON body (``PopCheckPoint.encode``)."""
+    return c_ck_body(bit_map, broker_name, cid, diffs, None, invisible_time, pop_time,
+                     queue_id, revive_offset, reput_times, start_offset, topic)
+
+
+def ck_body_of_offsets(object broker_name, str cid, list offsets, long long invisible_time,
+                       long long pop_time, long long queue_id, object start_offset,
+                       str topic) -> bytes:
+    """The JSON body of a pop's checkpoint of ``offsets`` (no bit map,
+    revive offset or reput times): ``ck_body`` of their diffs from
+    ``start_offset``, without the list of diffs."""
+    return c_ck_body(0, broker_name, cid, offsets, start_offset, invisible_time, pop_time,
+                     queue_id, 0, None, start_offset, topic)
+
+
+cdef bytes c_ck_body(long long bit_map, object broker_name, str cid, list diffs, object base,
+                     long long invisible_time, long long pop_time, long long queue_id,
+                     long long revive_offset, object reput_times, long long start_offset,
+                     str topic):
+    """``ck_body``; with ``base``, ``diffs`` are offsets and their diffs are written."""
     cdef _Text bn = _Text(), c = _Text(), rp = _Text(), t = _Text()
     utf8_of(c, cid)
     utf8_of(t, topic)
@@ -117,7 +157,7 @@ def ck_body(long long bit_map, object broker_name, str cid, list diffs,
         o = json_write_int(o, bit_map)
         o = bn_and_c(o, broker_name is not None, bn, c)
         o = lit(o, b',"d":', 5)
-        o = int_list(o, diffs)
+        o = int_list(o, diffs, base)
         o = lit(o, b',"it":', 6)
         o = json_write_int(o, invisible_time)
         o = lit(o, b',"n":', 5)

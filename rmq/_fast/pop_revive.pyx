@@ -10,14 +10,24 @@ of the layers above are handed over by ``bind``.
 
 from heapq import heappush
 
+from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
-from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t
+from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t, uint8_t
+from libc.string cimport memcpy
 
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
+from rmq._fast.json_text cimport json_write_int
 from rmq._fast.offset_table cimport commit_offset, query_offset
-from rmq._fast.pop_records import ack_body, ck_body
+from rmq._fast.pop_records import ack_body, ck_body, ck_body_of_offsets
 from rmq._fast.store_put import put_single
+
+
+cdef extern from "Python.h":
+    object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
+    void *PyUnicode_DATA(object o)
+    int PyUnicode_IS_ASCII(object o)
+    Py_ssize_t PyUnicode_GET_LENGTH(object o)
 
 cdef object _CK = None
 cdef object _GRACE = 0
@@ -27,6 +37,8 @@ cdef tuple _TAGS = None  # (tag, tagsCode) of a checkpoint, an ack, a batch ack
 cdef str _PROPS_HEAD = None  # TIMER_DELIVER_MS's key and separator
 cdef str _TAGS_KEY = None  # the separator and TAGS's key
 cdef bint _bound = False
+cdef object _TOPIC = None  # the last revive topic written and its bytes
+cdef bytes _TOPIC_B = None
 
 
 def bind(ck_type: type, grace_ms: int, sync_flush: object, sync_master: object,
@@ -65,7 +77,8 @@ cdef class Pending:
     offsets may repeat: an offset acked flags all its entries, so none left
     is the twin's empty set)."""
 
-    cdef readonly object ck
+    cdef object _ck  # the PopCheckPoint; None until asked for when filed from its fields
+    cdef tuple _fields  # (topic, cid, queue_id, start_offset, pop_time, invisible, broker_name)
     cdef readonly object revive_qid
     cdef readonly object record_offset
     cdef readonly bint via_timer
@@ -82,8 +95,24 @@ cdef class Pending:
     def __dealloc__(self):
         PyMem_Free(self.offs)
 
+    @property
+    def ck(self):
+        """The checkpoint (made from its fields the first time when it was
+        filed without one: a pop's, of no bit map, revive offset or reput
+        times)."""
+        cdef Py_ssize_t i
+        cdef int64_t so
+        if self._ck is None:
+            topic, cid, queue_id, start_offset, pop_time, invisible, bn = self._fields
+            so = start_offset
+            self._ck = _CK(topic, cid, queue_id, start_offset, pop_time, invisible,
+                           [self.offs[i] - so for i in range(self.n)], bn)
+        return self._ck
+
     cdef int _init(self, object ck, object revive_qid, object record_offset, bint via_timer,
-                   object start_offset, object diffs) except -1:
+                   object start_offset, object diffs, bint absolute=False) except -1:
+        """The offsets ``start_offset`` + each of ``diffs``, or with
+        ``absolute`` the items of ``diffs`` themselves."""
         cdef Py_ssize_t n = len(diffs)
         cdef Py_ssize_t i
         cdef int64_t so, d, o, top = 0
@@ -104,14 +133,20 @@ cdef class Pending:
         for item in diffs:
             if i == n:
                 raise RuntimeError("offset_diffs changed size")
-            try:
-                d = item
-            except OverflowError:
-                raise ValueError(f"checkpoint offset {start_offset + item} out of range") \
-                    from None
-            if (d > 0 and so > INT64_MAX - d) or (d < 0 and so < INT64_MIN - d):
-                raise ValueError(f"checkpoint offset {start_offset + item} out of range")
-            o = so + d
+            if absolute:
+                try:
+                    o = item
+                except OverflowError:
+                    raise ValueError(f"checkpoint offset {item} out of range") from None
+            else:
+                try:
+                    d = item
+                except OverflowError:
+                    raise ValueError(f"checkpoint offset {start_offset + item} out of range") \
+                        from None
+                if (d > 0 and so > INT64_MAX - d) or (d < 0 and so < INT64_MIN - d):
+                    raise ValueError(f"checkpoint offset {start_offset + item} out of range")
+                o = so + d
             if shape == RUN and o != so + i:
                 shape = SORTED
             if shape == SORTED and i and o <= self.offs[i - 1]:
@@ -126,7 +161,7 @@ cdef class Pending:
         self.n = self.left_n = n
         self.shape = shape
         self.end = top + 1 if n else 0
-        self.ck = ck
+        self._ck = ck
         self.revive_qid = revive_qid
         self.record_offset = record_offset
         self.via_timer = via_timer
@@ -196,10 +231,6 @@ cpdef write_now(object svc, object qid, object record):
     nothing done when the general way must store the record."""
     if not _bound:
         raise RuntimeError("pop_revive.bind was not called")
-    store = svc.store
-    cfg = store.config
-    if cfg.flushDiskType is _SYNC_FLUSH:
-        return None
     # record_body
     if isinstance(record, _CK):
         body = ck_body(record.bit_map, record.broker_name, record.cid, record.offset_diffs,
@@ -212,24 +243,127 @@ cpdef write_now(object svc, object qid, object record):
         body = ack_body(offsets, record.broker_name, record.group, record.pop_time,
                         record.queue_id, record.start_offset, record.topic)
         tag, code = _TAGS[1] if len(offsets) == 1 else _TAGS[2]
+    offset = put_record(svc, qid, body, tag, code)
+    if offset is None:
+        return None
+    written(svc, qid, record, offset)
+    return True
+
+
+cpdef write_ck_now(object svc, object qid, str topic, str cid, object queue_id,
+                   object start_offset, object pop_time, object invisible, list offsets,
+                   object broker_name):
+    """``PopReviveService.write_ck_now``: ``write_now`` of a pop's checkpoint
+    of ``offsets`` made from its fields, without the PopCheckPoint (the
+    pending entry makes it when asked for)."""
+    if not _bound:
+        raise RuntimeError("pop_revive.bind was not called")
+    body = ck_body_of_offsets(broker_name, cid, offsets, invisible, pop_time, queue_id,
+                              start_offset, topic)
+    tag, code = _TAGS[0]
+    offset = put_record(svc, qid, body, tag, code)
+    if offset is None:
+        return None
+    if not mark_read(svc, qid, offset):
+        return True
+    key = merge_key(topic, cid, queue_id, start_offset, pop_time, broker_name)
+    pending = svc.pending
+    cdef Pending entry
+    if key not in pending:
+        entry = Pending.__new__(Pending)
+        entry._init(None, qid, offset, False, start_offset, offsets, True)
+        entry._fields = (topic, cid, queue_id, start_offset, pop_time, invisible, broker_name)
+        file_ck(svc, pending, entry, key, cid, topic, queue_id, pop_time + invisible)
+    if pop_time + invisible < svc._next_wake_ms:
+        svc._wake.set()
+    return True
+
+
+cpdef write_ack_now(object svc, object qid, str topic, str group, object queue_id,
+                    object start_offset, object pop_time, object broker_name, list offsets):
+    """``PopReviveService.write_ack_now``: ``write_now`` of the ack record
+    AckMsg(topic, group, queue_id, start_offset, pop_time, broker_name,
+    offsets), without the AckMsg."""
+    if not _bound:
+        raise RuntimeError("pop_revive.bind was not called")
+    body = ack_body(offsets, broker_name, group, pop_time, queue_id, start_offset, topic)
+    tag, code = _TAGS[1] if len(offsets) == 1 else _TAGS[2]
+    offset = put_record(svc, qid, body, tag, code)
+    if offset is None:
+        return None
+    if mark_read(svc, qid, offset):
+        cross_off(svc, merge_key(topic, group, queue_id, start_offset, pop_time, broker_name),
+                  offsets)
+    return True
+
+
+cdef object put_record(object svc, object qid, bytes body, str tag, object code):
+    """``put_at_once`` of a record's body: its queue offset, None with
+    nothing done (under SYNC_FLUSH too: the general way waits for the
+    group commit)."""
+    if not _bound:
+        raise RuntimeError("pop_revive.bind was not called")
+    store = svc.store
+    cfg = store.config
+    if cfg.flushDiskType is _SYNC_FLUSH:
+        return None
     cdef long long now = now_ms()
-    # put_at_once
     topic = svc.topic
     if cfg.brokerRole is _SYNC_MASTER or not cfg.timerWheelEnable or \
-            not (<str>topic).isascii():
+            not PyUnicode_IS_ASCII(<str>topic):
         return None
-    r = put_single(store, topic, (<str>topic).encode(), qid, 0, body, None, None,
+    global _TOPIC, _TOPIC_B
+    if topic is not _TOPIC:  # the revive topic: encoded once
+        _TOPIC_B = (<str>topic).encode()
+        _TOPIC = topic
+    r = put_single(store, topic, _TOPIC_B, qid, 0, body, None, None,
                    f"{_PROPS_HEAD}{now}{_TAGS_KEY}{tag}", code, 0, now,
                    store.commit_log.store_host_field, 0)
     if r is None:
         return None
-    written(svc, qid, record, r[0])
-    return True
+    return (<tuple>r)[0]
 
 
-cdef inline str merge_key(object topic, object group, object queue_id, object start_offset,
-                          object pop_time, object broker_name):
-    """``pop_records.merge_key``."""
+cdef inline bint long_of(object v, long long *out) except -1:
+    """An exact int that fits a long long into ``out``: True; else False."""
+    cdef int ovf = 0
+    if type(v) is not int:
+        return False
+    out[0] = PyLong_AsLongLongAndOverflow(v, &ovf)
+    return not ovf
+
+
+cdef str merge_key(object topic, object group, object queue_id, object start_offset,
+                   object pop_time, object broker_name):
+    """``pop_records.merge_key``: ASCII names and numbers of a long written
+    straight into the key's text; anything else by the f-string."""
+    cdef long long q, so, pt
+    cdef char digits[60]
+    cdef Py_ssize_t dl, tl, gl, bl, n
+    cdef char *o
+    if type(topic) is str and type(group) is str and PyUnicode_IS_ASCII(topic) and \
+            PyUnicode_IS_ASCII(group) and (broker_name is None or (
+                type(broker_name) is str and PyUnicode_IS_ASCII(broker_name))) and \
+            long_of(queue_id, &q) and long_of(start_offset, &so) and long_of(pop_time, &pt):
+        o = <char *>json_write_int(<uint8_t *>digits, q)
+        o = <char *>json_write_int(<uint8_t *>o, so)
+        dl = <char *>json_write_int(<uint8_t *>o, pt) - digits
+        tl = PyUnicode_GET_LENGTH(topic)
+        gl = PyUnicode_GET_LENGTH(group)
+        bl = 4 if broker_name is None else PyUnicode_GET_LENGTH(broker_name)
+        key = PyUnicode_New(tl + gl + dl + bl, 127)
+        o = <char *>PyUnicode_DATA(key)
+        memcpy(o, PyUnicode_DATA(topic), tl)
+        n = tl
+        memcpy(o + n, PyUnicode_DATA(group), gl)
+        n += gl
+        memcpy(o + n, digits, dl)
+        n += dl
+        if broker_name is None:
+            memcpy(o + n, b"None", 4)
+        else:
+            memcpy(o + n, PyUnicode_DATA(broker_name), bl)
+        return key
     return f"{topic}{group}{queue_id}{start_offset}{pop_time}{broker_name}"
 
 
@@ -237,20 +371,28 @@ cpdef written(object svc, object qid, object record, object offset):
     """Apply a record this broker stored at ``offset`` of revive queue ``qid``."""
     if not _bound:
         raise RuntimeError("pop_revive.bind was not called")
-    read_offsets = svc.read_offsets
-    read = read_offsets.get(qid, 0)
-    if offset < read:
+    if not mark_read(svc, qid, offset):
         return
-    if offset == read and svc.loaded:
-        read_offsets[qid] = offset + 1
-    else:
-        svc.applied.setdefault(qid, set()).add(offset)
     if isinstance(record, _CK):
         add_ck(svc, record, qid, offset)
         if record.pop_time + record.invisible_time < svc._next_wake_ms:
             svc._wake.set()
     else:
         apply_ack(svc, record)
+
+
+cdef bint mark_read(object svc, object qid, object offset) except -1:
+    """``_written``'s read offset: False when the record at ``offset`` was
+    read back (and applied) already; else it is marked read or applied."""
+    read_offsets = svc.read_offsets
+    read = read_offsets.get(qid, 0)
+    if offset < read:
+        return False
+    if offset == read and svc.loaded:
+        read_offsets[qid] = offset + 1
+    else:
+        svc.applied.setdefault(qid, set()).add(offset)
+    return True
 
 
 cpdef add_ck(object svc, object ck, object qid, object record_offset, bint via_timer=False):
@@ -266,13 +408,24 @@ cpdef add_ck(object svc, object ck, object qid, object record_offset, bint via_t
         return
     cdef Pending entry = Pending.__new__(Pending)
     entry._init(ck, qid, record_offset, via_timer, so, ck.offset_diffs)
-    pending[key] = entry
-    svc.by_queue.setdefault(qid, {})[key] = entry
-    seq = svc._seq + 1
-    svc._seq = seq
     due = pop_time + ck.invisible_time
     if via_timer:
         due = due + _GRACE
+    file_ck(svc, pending, entry, key, cid, topic, queue_id, due)
+
+
+cdef file_ck(object svc, object pending, Pending entry, str key, object cid, object topic,
+             object queue_id, object due):
+    """``entry`` in ``pending`` (the service's map), its queue's map and on
+    the heap at ``due``; the group's offset past its messages."""
+    pending[key] = entry
+    by_queue = svc.by_queue
+    queue = by_queue.get(entry.revive_qid)
+    if queue is None:  # (setdefault would make a map for every checkpoint)
+        queue = by_queue[entry.revive_qid] = {}
+    queue[key] = entry
+    seq = svc._seq + 1
+    svc._seq = seq
     heappush(svc.heap, (due, seq, key))
     if not entry.n:
         return
@@ -284,12 +437,16 @@ cpdef add_ck(object svc, object ck, object qid, object record_offset, bint via_t
 
 cpdef apply_ack(object svc, object ack):
     """The ack's offsets off its pending checkpoint, settled once none is left."""
-    key = merge_key(ack.topic, ack.group, ack.queue_id, ack.start_offset, ack.pop_time,
-                    ack.broker_name)
+    cross_off(svc, merge_key(ack.topic, ack.group, ack.queue_id, ack.start_offset,
+                             ack.pop_time, ack.broker_name), ack.offsets)
+
+
+cdef cross_off(object svc, str key, object offsets):
+    """``offsets`` off the pending checkpoint of ``key``, settled once none is left."""
     entry = svc.pending.get(key)
     if entry is None:
         return
-    if (<Pending>entry).ack(ack.offsets) if type(entry) is Pending else entry.ack(ack.offsets):
+    if (<Pending>entry).ack(offsets) if type(entry) is Pending else entry.ack(offsets):
         settle(svc, key)
 
 

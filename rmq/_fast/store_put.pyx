@@ -20,6 +20,9 @@ import logging
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.dict cimport PyDict_GetItem
+from cpython.object cimport PyObject
+from cpython.weakref cimport PyWeakref_GetObject, PyWeakref_NewRef
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from rmq._fast.byteorder cimport put32, put64
 from rmq._fast.record cimport c_write_record, direct_tail
@@ -165,6 +168,52 @@ cdef inline int64_t now_ms() noexcept nogil:
     return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
 
 
+cdef inline object dict_get(object d, object key, object default):
+    """``d.get(key, default)``, without the method call for a plain dict
+    (the keys here, a str, an int or a tuple of them, hash without fail)."""
+    cdef PyObject *found
+    if type(d) is not dict:
+        return d.get(key, default)
+    found = PyDict_GetItem(d, key)
+    return default if found == NULL else <object>found
+
+
+cdef class _Fixed:
+    """What ``put_single`` reads of a store that stays for the store's life
+    (set when the store and its commit log are made): read once per store,
+    not per put."""
+    cdef object store_ref  # a weak reference: the store is not kept alive here
+    cdef object cfg, cl, ccfg, flags, put_lock, reput_lock, stats, host_field, id_prefix
+    cdef Py_ssize_t file_size
+    cdef bint host_v6
+
+
+cdef _Fixed _fixed = None  # the last store's
+
+
+cdef _Fixed fixed_of(object store):
+    """The store's ``_Fixed`` (made anew when another store puts)."""
+    global _fixed
+    cdef _Fixed f = _fixed
+    if f is not None and PyWeakref_GetObject(f.store_ref) == <PyObject *>store:
+        return f
+    f = _Fixed.__new__(_Fixed)
+    f.cfg = store.config
+    f.cl = cl = store.commit_log
+    f.ccfg = cl.config
+    f.flags = store.running_flags
+    f.put_lock = cl.put_lock
+    f.reput_lock = store._reput_lock
+    f.stats = store.stats
+    f.host_field = cl.store_host_field
+    f.id_prefix = cl.msg_id_prefix
+    f.file_size = cl.file_size
+    f.host_v6 = cl.store_host_v6
+    f.store_ref = PyWeakref_NewRef(store, None)
+    _fixed = f
+    return f
+
+
 cdef Py_ssize_t key_bound(object keys, object uniq):
     """``_key_bound``: at least the index entries of a message."""
     return (1 if uniq else 0) + ((<str>keys).count(" ") + 1 if keys else 0)
@@ -177,21 +226,22 @@ def put_single(object store, str topic, bytes topic_b, int queue_id, int flag, o
     done): ``put_single`` of rmq/store/single_put.py, step for step."""
     if not _bound:
         raise RuntimeError("store_put.bind was not called")
-    cfg = store.config
-    cl = store.commit_log
+    cdef _Fixed fx = fixed_of(store)
+    cfg = fx.cfg
+    cl = fx.cl
     if (keys or uniq) and cfg.messageIndexEnable and \
             not store.index_service.keys_fit(key_bound(keys, uniq)):
         return None
     # CommitLog.open_run(False)
-    ccfg = cl.config
+    ccfg = fx.ccfg
     if store._shutdown or ccfg.brokerRole is _SLAVE or cl.begin_time_in_lock or \
-            store.commit_service is not None or not writeable(store.running_flags):
+            store.commit_service is not None or not writeable(fx.flags):
         return None
     mf = direct_tail(cl)
     if mf is None:
         return None
-    put_lock = cl.put_lock
-    reput_lock = store._reput_lock
+    put_lock = fx.put_lock
+    reput_lock = fx.reput_lock
     put_lock.acquire()
     reput_lock.acquire()
     cdef long long file_from, phy, qoff, now
@@ -208,8 +258,8 @@ def put_single(object store, str topic, bytes topic_b, int queue_id, int flag, o
         # AppendRun.queue
         if topic == SCHEDULE_TOPIC:
             return None
-        qs = store.consume_queue_table.get(topic)
-        cq = qs.get(queue_id) if qs is not None else None
+        qs = dict_get(store.consume_queue_table, topic, None)
+        cq = dict_get(qs, queue_id, None) if qs is not None else None
         if cq is None or cq.ext is not None:
             return None
         cmf = cq.tail_file
@@ -217,7 +267,7 @@ def put_single(object store, str topic, bytes topic_b, int queue_id, int flag, o
             return None
         key = (topic, queue_id)
         tqt = cl.topic_queue_table
-        qoff = tqt.get(key, 0)
+        qoff = dict_get(tqt, key, 0)
         cpos = cmf.wrote_position
         cview = cmf.view
         phy = file_from + wrote
@@ -229,13 +279,13 @@ def put_single(object store, str topic, bytes topic_b, int queue_id, int flag, o
         sys_flag &= ~(0x10 | 0x20)
         if len(born_host) == 20:
             sys_flag |= 0x10
-        if cl.store_host_v6:
+        if fx.host_v6:
             sys_flag |= 0x20
         now = now_ms()
-        r = c_append_single(mf.view, wrote, cl.file_size - 8, ccfg.maxMessageSize, queue_id,
+        r = c_append_single(mf.view, wrote, fx.file_size - 8, ccfg.maxMessageSize, queue_id,
                             flag, qoff, phy, sys_flag, born_ts, born_host, now,
-                            cl.store_host_field, reconsume, body, topic_b, stored, cview, cpos,
-                            tags_code, cl.msg_id_prefix)
+                            fx.host_field, reconsume, body, topic_b, stored, cview, cpos,
+                            tags_code, fx.id_prefix)
         if r is None:
             return None
         size = r[0]
@@ -259,7 +309,7 @@ def put_single(object store, str topic, bytes topic_b, int queue_id, int flag, o
                     store.reput_from_offset = phy
                 else:
                     store.running_flags.make_index_file_error()
-        store.stats.on_put_one(topic, size)
+        fx.stats.on_put_one(topic, size)
         listener = store.message_arriving_listener
         if listener is not None:
             try:

@@ -234,6 +234,25 @@ class PopReviveService:
         written(self, qid, record, put[0])
         return True
 
+    def write_ck_now(self, qid: int, topic: str, cid: str, queue_id: int, start_offset: int,
+                     pop_time: int, invisible: int, offsets: list[int],
+                     broker_name: str | None) -> bool | None:
+        """``write_now`` of a pop's checkpoint of ``offsets`` given by its
+        fields.  The compiled twin (``rmq._fast.pop_revive.write_ck_now``)
+        writes its body from them and files the pending entry without
+        making the PopCheckPoint (the entry makes it when asked for)."""
+        return self.write_now(qid, PopCheckPoint(topic, cid, queue_id, start_offset, pop_time,
+                                                 invisible, [o - start_offset for o in offsets],
+                                                 broker_name))
+
+    def write_ack_now(self, qid: int, topic: str, group: str, queue_id: int,
+                      start_offset: int, pop_time: int, broker_name: str | None,
+                      offsets: list[int]) -> bool | None:
+        """``write_now`` of an ack record given by its fields (the compiled
+        twin makes no AckMsg)."""
+        return self.write_now(qid, AckMsg(topic, group, queue_id, start_offset, pop_time,
+                                          broker_name, offsets))
+
     def wake(self) -> None:
         self._wake.set()
 
@@ -517,6 +536,8 @@ def bind_compiled(c: Any) -> None:
 
 
 _write_now = PopReviveService.write_now
+_write_ck_now = PopReviveService.write_ck_now
+_write_ack_now = PopReviveService.write_ack_now
 Pending = _Pending
 written = _written
 add_ck = _add_ck
@@ -530,6 +551,8 @@ if _c is not None:
     apply_ack = _c.apply_ack
     # a pop's and an ack's record: body, append and bookkeeping in one compiled call
     PopReviveService.write_now = _c.write_now  # type: ignore[method-assign]
+    PopReviveService.write_ck_now = _c.write_ck_now  # type: ignore[method-assign]
+    PopReviveService.write_ack_now = _c.write_ack_now  # type: ignore[method-assign]
 
 
 def _record_props(tag: str, now: int) -> tuple[dict[str, str], str]:

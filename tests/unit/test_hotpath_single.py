@@ -197,6 +197,9 @@ def test_put_single_equals_general_put(tmp_path):
         assert [x[:4] + x[5:] for x in a_arr] == [x[:4] + x[5:] for x in b_arr]
         assert a.stats.put_message_times_total == b.stats.put_message_times_total == 600
         assert a.stats.put_message_size_total == b.stats.put_message_size_total
+        assert a.stats.topic_put_nums == b.stats.topic_put_nums
+        assert a.stats.topic_put_size == b.stats.topic_put_size
+        assert sum(a.stats.put_latency) == sum(b.stats.put_latency) == 600
         now = int(time.time() * 1000) + 60_000
         for key in ("shared", "k5", "k77", f"{123:032X}"):
             for topic in ("T", "Tö"):
@@ -209,6 +212,49 @@ def test_put_single_equals_general_put(tmp_path):
     finally:
         a.shutdown()
         b.shutdown()
+
+
+@pytest.mark.timeout(60)
+def test_put_single_alternating_stores_write_each_its_own(tmp_path):
+    """Puts alternating between two stores, and a store made after another
+    is gone: each put lands in its own store (the compiled put keeps what it
+    reads of a store once per store, not across stores)."""
+    import gc
+
+    born = socket_address_bytes(("10.0.0.1", 5000))
+    stores = []
+    for name in ("a", "b"):
+        st = DefaultMessageStore(_config(tmp_path / name), HOST)
+        assert st.load()
+        st.start()
+        msg = MessageExtBrokerInner("T", 0, 0, b"x", {}, "", 0, 0, 1, ("10.0.0.1", 5000),
+                                    HOST, 0, 0)
+        assert st.put_message(msg).status is PutMessageStatus.PUT_OK
+        stores.append(st)
+    a, b = stores
+    try:
+        for i in range(50):
+            for st in (a, b) if i % 2 else (b, a):
+                assert put_single(st, "T", b"T", 0, 0, b"m%d" % i, None, None, "", 0, 0, 1,
+                                  born, 0) is not None
+        assert commit_log_records(a) == commit_log_records(b)
+        assert a.get_max_offset_in_queue("T", 0) == b.get_max_offset_in_queue("T", 0) == 51
+    finally:
+        a.shutdown()
+        b.shutdown()
+    del a, b, st, stores
+    gc.collect()
+    c = DefaultMessageStore(_config(tmp_path / "c"), HOST)
+    assert c.load()
+    c.start()
+    try:
+        msg = MessageExtBrokerInner("T", 0, 0, b"x", {}, "", 0, 0, 1, ("10.0.0.1", 5000),
+                                    HOST, 0, 0)
+        assert c.put_message(msg).status is PutMessageStatus.PUT_OK
+        assert put_single(c, "T", b"T", 0, 0, b"y", None, None, "", 0, 0, 1, born, 0)[0] == 1
+        assert c.get_max_offset_in_queue("T", 0) == 2
+    finally:
+        c.shutdown()
 
 
 @pytest.mark.timeout(60)

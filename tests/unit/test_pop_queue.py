@@ -97,14 +97,14 @@ async def _run(tmp_path, name: str, now, tail) -> tuple:
             orderly = rnd.random() < 0.2
             decline = not orderly and rnd.random() < 0.15
             if decline:  # the record must wait for the store: handed back, queue locked
-                revive.write_now = lambda _qid, _ck: None
+                revive.write_now = revive.write_ck_now = lambda *_a: None
             try:
                 staged = now(pop, out, GROUP, TOPIC, read_topic, qid, nums, 1_000_000 + i,
                              60_000, i % 8, rnd.choice([0, 1]), orderly,
                              matches[rnd.choice(["*", "*", "a"])], None)
             finally:
                 if decline:
-                    del revive.write_now
+                    del revive.write_now, revive.write_ck_now
             if staged is not None:
                 staged_seen += 1
                 key, ck, result, offsets, next_offset, buffers, offset = staged
@@ -138,9 +138,9 @@ def _ack_impls() -> list[tuple[str, object]]:
     out = [("twin", am._ack_entry_now)]
     c = compiled_or_none("ack_entry")
     if c is not None:
-        from rmq.broker.pop_records import ORDER_REVIVE_QUEUE, AckMsg, ExtraInfo, real_topic
+        from rmq.broker.pop_records import ORDER_REVIVE_QUEUE, ExtraInfo, real_topic
 
-        c.bind(ExtraInfo, AckMsg, real_topic, am.RC.SYSTEM_ERROR, ORDER_REVIVE_QUEUE)
+        c.bind(ExtraInfo, real_topic, am.RC.SYSTEM_ERROR, ORDER_REVIVE_QUEUE)
         out.append(("compiled", c.ack_entry_now))
     return out
 
@@ -203,12 +203,12 @@ async def _ack_run(tmp_path, name: str, entry_now) -> tuple:
         for e in _entries(rnd, cks):
             decline = rnd.random() < 0.1
             if decline:  # the record must wait for the store: nothing done, handed back
-                ctx.revive.write_now = lambda _qid, _ack: None
+                ctx.revive.write_now = ctx.revive.write_ack_now = lambda *_a: None
             try:
                 answers.append(entry_now(ack, e, "lane-reads"))
             finally:
                 if decline:
-                    del ctx.revive.write_now
+                    del ctx.revive.write_now, ctx.revive.write_ack_now
         left = {k: sorted(v.left) for k, v in ctx.revive.pending.items()}
         return answers, left
 

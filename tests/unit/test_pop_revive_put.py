@@ -273,19 +273,58 @@ def test_record_bookkeeping_compiled_and_twin_leave_the_same_state():
     assert all(s == states[0] for s in states) and all(s == settled_all[0] for s in settled_all)
 
 
-@pytest.mark.timeout(60)
-async def test_write_now_compiled_and_twin_store_and_apply_the_same(tmp_path):
-    """``write_now``, the twin and the compiled one (when built): the same
-    records stored (body, tags, property keys, queue offsets) and the same
-    service state after the same checkpoints and acks."""
+def test_merge_keys_compiled_are_the_twins_text():
+    """The compiled bookkeeping writes a checkpoint's merge key itself for
+    ASCII names and numbers of a long: the keys it files checkpoints under
+    and matches acks by are ``merge_key``'s text for those, and for names
+    beyond ASCII, negative numbers, numbers past 64 bits, other number
+    types and no broker name."""
     from rmq._fast import compiled_or_none
 
-    impls = [pr._write_now]
+    c = compiled_or_none("pop_revive")
+    if c is None:
+        pytest.skip("not built")
+    pr.bind_compiled(c)
+    fields = [("T", "g", 0, 0, 0, "b"), ("Tä", "g", 3, 10, 1_700_000_000_000, "b"),
+              ("T", "grüppe", 1, 5, 7, None), ("T", "g", -1, -9, -(1 << 63), "b-ü"), ("T", "g", 1, 1, 1 - (1 << 63), "b"),
+              ("T", "g", 2, (1 << 63) - 1, (1 << 63) - 1, ""), ("", "", 0, 1, 1 << 70, None),
+              ("T", "g", True, 4, 5, "b"), ("rmq_sys_REVIVE_LOG_x", "CID_a", 7, 123, 456, "br")]
+    for topic, group, q, so, pt, bn in fields:
+        svc = pr.PopReviveService(_Controller(None))
+        ck = PopCheckPoint(topic, group, q, so, pt, 1000, [0, -1], bn)
+        c.add_ck(svc, ck, 0, 5)
+        assert list(svc.pending) == [ck.key()]
+        c.apply_ack(svc, AckMsg(topic, group, q, so, pt, bn, [so, so - 1]))
+        assert not svc.pending
+
+
+@pytest.mark.timeout(60)
+async def test_write_now_compiled_and_twin_store_and_apply_the_same(tmp_path):
+    """``write_now``, the twin and the compiled one (when built), and
+    ``write_ck_now`` / ``write_ack_now`` (records given by their fields,
+    twin and compiled): the same records stored (body, tags, property keys,
+    queue offsets) and the same service state after the same checkpoints and
+    acks (a checkpoint filed from its fields makes the same PopCheckPoint)."""
+    from rmq._fast import compiled_or_none
+
+    def by_fields(write_ck_now, write_ack_now):
+        """``write_now`` through ``write_ck_now`` / ``write_ack_now``: a
+        record given by its fields."""
+        def write(svc, qid, rec):
+            if isinstance(rec, PopCheckPoint):
+                return write_ck_now(svc, qid, rec.topic, rec.cid, rec.queue_id,
+                                    rec.start_offset, rec.pop_time, rec.invisible_time,
+                                    rec.offsets(), rec.broker_name)
+            return write_ack_now(svc, qid, rec.topic, rec.group, rec.queue_id,
+                                 rec.start_offset, rec.pop_time, rec.broker_name, rec.offsets)
+        return write
+
+    impls = [pr._write_now, by_fields(pr._write_ck_now, pr._write_ack_now)]
     c = compiled_or_none("pop_revive")
     if c is not None:  # (bound here too when the twins are forced)
         pr.bind_compiled(c)
         compiled_or_none("store_put").bind(BrokerRole.SLAVE, FlushDiskType.ASYNC_FLUSH)
-        impls.append(c.write_now)
+        impls += [c.write_now, by_fields(c.write_ck_now, c.write_ack_now)]
     seen = []
     for n, write_now in enumerate(impls):
         store = DefaultMessageStore(_config(tmp_path / str(n)), HOST)
@@ -293,6 +332,8 @@ async def test_write_now_compiled_and_twin_store_and_apply_the_same(tmp_path):
         store.start()
         try:
             svc = pr.PopReviveService(_Controller(store))
+            settled: list = []
+            svc.on_settled.append(settled.append)
             svc.ensure_loaded()
             cks = [PopCheckPoint(f"T{i % 3}", "g", i % 4, 100 + i, 1_000 + i, 60_000,
                                  list(range(0, 1 + i % 32, 1 + i % 2)), "b") for i in range(40)]
@@ -312,10 +353,10 @@ async def test_write_now_compiled_and_twin_store_and_apply_the_same(tmp_path):
                     m = store.look_message_by_offset(phy)
                     records.append((qid, m.queue_offset, m.body, m.properties["TAGS"],
                                     sorted(m.properties)))
-            seen.append((records, _bookkeeping_state(svc)))
+            seen.append((records, _bookkeeping_state(svc), settled))
         finally:
             store.shutdown()
-    assert len(seen[0][0]) == 2 + 38 * 2
+    assert len(seen[0][0]) == 2 + 38 * 2 and len(seen[0][2]) > 2
     assert all(s == seen[0] for s in seen)
 
 

@@ -267,7 +267,7 @@ batch_ack_now = _batch_ack_now
 read_batch_ack = None  # the compiled body reader; without it the general reader reads all
 _c = compiled("ack_entry")
 if _c is not None:
-    _c.bind(ExtraInfo, AckMsg, real_topic, RC.SYSTEM_ERROR, ORDER_REVIVE_QUEUE, RC.SUCCESS)
+    _c.bind(ExtraInfo, real_topic, RC.SYSTEM_ERROR, ORDER_REVIVE_QUEUE, RC.SUCCESS)
     ack_entry_now = _c.ack_entry_now
     batch_ack_now = _c.batch_ack_now
     read_batch_ack = _c.read_batch_ack
