@@ -67,6 +67,16 @@ def on_runs(stats, list forms not None, list runs not None):
     """``stats.inc_put_runs(runs)`` (``BrokerStats``), then each arrival
     listener of ``forms`` (``BrokerController._runs_forms``) as
     ``_on_message_runs`` calls it."""
+    walk(stats, forms, runs, False)
+
+
+def on_counted_runs(stats, list forms not None, list runs not None):
+    """``on_runs`` for a send lane that counted the puts of the runs that
+    list none (``stats.inc_put_runs(runs, True)``)."""
+    walk(stats, forms, runs, True)
+
+
+cdef walk(stats, list forms, list runs, bint counted):
     cdef Py_ssize_t n = PyList_GET_SIZE(runs), i
     cdef tuple run
     cdef list pending
@@ -76,9 +86,11 @@ def on_runs(stats, list forms not None, list runs not None):
     inc_put = None
     for i in range(n):
         run = <tuple>PyList_GET_ITEM(runs, i)
+        each = <object>PyTuple_GET_ITEM(run, 8)
+        if each is None and counted:
+            continue  # (by the send lane, put_total included)
         topic = <object>PyTuple_GET_ITEM(run, 0)
         queue_id = <object>PyTuple_GET_ITEM(run, 1)
-        each = <object>PyTuple_GET_ITEM(run, 8)
         if each is not None:
             if inc_put is None:
                 inc_put = stats.inc_put

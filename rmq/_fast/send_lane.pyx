@@ -452,6 +452,10 @@ cdef class CQueue:
     cdef long long read
     cdef int64_t cpos, cfrom, csize, qoff, maxphy, nums, events, size, tags, store_ts
     cdef object each
+    # the broker's put counts of the queue not yet folded into its statistics
+    # (``SendLane.take_puts``); ``listed`` while the lane's ``counted`` holds it
+    cdef int64_t pend_nums, pend_size, pend_events
+    cdef bint listed
 
     cdef void release(self) noexcept:
         if self.held:
@@ -471,6 +475,7 @@ cdef class Ctx:
     cdef int64_t start, file_from, limit, max_body, slots, entries
     cdef bytes born, store_host, host_hex, cluster, tail, rtail
     cdef bint sync
+    cdef bint counting          # the broker's put counts kept by the lane (SendLaneSupport.end)
 
     cdef void clear(self) noexcept:
         """Let go of the read's session and buffers once it is served."""
@@ -527,6 +532,8 @@ cdef class SendLane:
     cdef dict topic_table
     cdef object run_obj         # the read's AppendRun (its ``queue`` for a queue met anew)
     cdef bint histograms
+    cdef object bstats          # the broker's statistics (BrokerStats)
+    cdef list counted           # CQueues with put counts not yet taken (take_puts)
     # the broker's cluster name and the store's message-id prefix as last
     # encoded (again only when they change)
     cdef str cluster_name, hex_of
@@ -548,6 +555,10 @@ cdef class SendLane:
         self.out = Out()
         self.held = Out()
         self.touched = []
+        self.counted = []
+        lanes = getattr(support, "lanes", None)
+        if lanes is not None:  # SendLaneSupport.take_puts asks this lane's counts too
+            lanes.append(self)
 
     def __dealloc__(self):
         PyMem_Free(self.scratch)
@@ -600,7 +611,7 @@ cdef class SendLane:
         cdef bint t_held = False, i_held = False
         cdef int64_t wrote = ctx.start
         cdef int64_t start_wrote = wrote
-        cdef int64_t store_ts = 0, wait_end = 0
+        cdef int64_t store_ts = 0, wait_end = 0, counted = 0
         cdef CQueue q
         cdef int r
         support = self.support
@@ -636,10 +647,19 @@ cdef class SendLane:
                     q.release()
                     if q.nums:
                         runs.append(self.publish(q))
+                        if ctx.counting and q.each is None:  # SendLaneSupport.count_puts
+                            counted += q.nums
+                            q.pend_nums += q.nums
+                            q.pend_size += q.size
+                            q.pend_events += q.events
+                            if not q.listed:
+                                q.listed = True
+                                self.counted.append(q)
                     q.each = None
             finally:
                 self.run_obj = None
-                self.close_read(ctx, wrote, store_ts, runs, channel, held.take(), wait_end)
+                self.close_read(ctx, wrote, store_ts, runs, channel, held.take(), wait_end,
+                                counted)
         return pos, out.take()
 
     cdef bint open_read(self, channel, Ctx c) except -1:
@@ -791,14 +811,19 @@ cdef class SendLane:
         self.tq_table = cl.topic_queue_table
         hold = sup.hold
         self.hold_table = hold.table if hold is not None else None
-        self.histograms = sup.c.stats.size_histograms is not None
+        self.bstats = sup.c.stats
+        self.histograms = self.bstats.size_histograms is not None
+        listener = sup.runs_listener
+        c.counting = listener is not None and store.message_runs_listener is listener
 
     cdef void close_read(self, Ctx c, int64_t wrote, int64_t store_ts, list runs, channel,
-                         waiting, int64_t wait_end) except *:
+                         waiting, int64_t wait_end, int64_t counted) except *:
         """``SendLaneSupport.end`` (its twin): the session closed (the
         commit log's write position, the checkpoint's store time and the
         dispatch position published, then the locks released), then the
-        statistics, the arrival notices, the flush wake-up or waiter."""
+        statistics (``counted``: the messages of the runs counted on their
+        queues, see ``SendLaneSupport.count_puts``), the arrival notices,
+        the flush wake-up or waiter."""
         sup = self.support
         run = c.run
         store = sup.store
@@ -820,6 +845,10 @@ cdef class SendLane:
             return
         sup.served += put_counts(store.stats, runs)
         runs_listener = store.message_runs_listener
+        if c.counting:
+            if counted:
+                self.bstats.put_total += counted
+            runs_listener = sup.counted_runs_listener
         if runs_listener is not None:
             try:
                 runs_listener(runs)
@@ -844,6 +873,24 @@ cdef class SendLane:
         cmf.committed_position = q.cpos
         q.cq.max_physic_offset = q.maxphy
         return (q.key[0], q.key[1], q.qoff, q.tags, q.store_ts, q.nums, q.size, q.events, q.each)
+
+    def take_puts(self, stats):
+        """Hand the put counts kept on the queues since the last call to the
+        broker's statistics (``SendLaneSupport.take_puts``, at each fold).
+        Each queue's counters are read and zeroed before the statistics are
+        called, so a read served meanwhile counts into them again."""
+        cdef list queues = self.counted
+        cdef CQueue q
+        cdef int64_t nums, size, events
+        if not queues:
+            return
+        self.counted = []
+        for q in queues:
+            nums, size, events = q.pend_nums, q.pend_size, q.pend_events
+            q.pend_nums = q.pend_size = q.pend_events = 0
+            q.listed = False
+            if events:
+                stats.add_pending_put(q.key[0], q.key[1], nums, size, events)
 
     def begin_plain(self, bytes cluster):
         """Start a read of ``plain_single`` calls (a DLedger leader's lane):

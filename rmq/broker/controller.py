@@ -75,11 +75,14 @@ watermark_log = logging.getLogger(WATER_MARK_LOGGER_NAME)
 R = RequestCode
 
 
-def _on_runs(stats: BrokerStats, forms: list[tuple], runs: list[tuple]) -> None:
+def _on_runs(stats: BrokerStats, forms: list[tuple], runs: list[tuple],
+             counted: bool = False) -> None:
     """``BrokerController._on_message_runs`` over the controller's statistics
-    and ``_runs_forms``: the read's put counts, then every listener that has
-    something to do (twin of the compiled ``rmq._fast.lane_runs.on_runs``)."""
-    stats.inc_put_runs(runs)
+    and ``_runs_forms``: the read's put counts (``counted``: those of the runs
+    that list no puts are counted already, by the send lane), then every
+    listener that has something to do (twin of the compiled
+    ``rmq._fast.lane_runs.on_runs``)."""
+    stats.inc_put_runs(runs, counted)
     for listener, form, holder, attr, topics in forms:
         if form is None:
             for topic, queue_id, qoff, tags, store_ts, _n, _s, _e, each in runs:
@@ -100,8 +103,15 @@ def _on_runs(stats: BrokerStats, forms: list[tuple], runs: list[tuple]) -> None:
         form(runs)
 
 
+def _on_counted_runs(stats: BrokerStats, forms: list[tuple], runs: list[tuple]) -> None:
+    """``_on_runs`` for a send lane that counted the puts of the runs that
+    list none itself (twin of ``rmq._fast.lane_runs.on_counted_runs``)."""
+    _on_runs(stats, forms, runs, True)
+
+
 _lane_runs = compiled("lane_runs")
 on_runs = _on_runs if _lane_runs is None else _lane_runs.on_runs
+on_counted_runs = _on_counted_runs if _lane_runs is None else _lane_runs.on_counted_runs
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +284,10 @@ class BrokerController:
         # what each listener is told of a send lane's read (add_arrival_listener):
         # (per-run listener, runs form or None, waiting holder, its attribute, topics)
         self._runs_forms: list[tuple] = []
+        # the store's runs listener, and the same for a send lane that counted
+        # its runs' puts itself (``BrokerStats.add_put_source``)
+        self.runs_listener = partial(on_runs, self.stats, self._runs_forms)
+        self.counted_runs_listener = partial(on_counted_runs, self.stats, self._runs_forms)
         self.services: list[Any] = []
         self.master_addr: str | None = None
         self.update_master_ha_periodically = False
@@ -380,7 +394,7 @@ class BrokerController:
             broker_cluster_name=self.broker_config.brokerClusterName,
             message_arriving_listener=self._on_message_arriving, commit_log=commit_log)
         # the store calls the (compiled) walk straight: no frame of ours per read
-        self.message_store.message_runs_listener = partial(on_runs, self.stats, self._runs_forms)
+        self.message_store.message_runs_listener = self.runs_listener
         # CommitLogDispatcherCalcBitMap (it checks enableCalcFilterBitMap per message)
         self.message_store.bitmap_calculator = self.consumer_filter_manager.calc_bitmap
         ok = await maybe_await(self.message_store.load())

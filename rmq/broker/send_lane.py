@@ -150,6 +150,18 @@ class SendLaneSupport:
         self.sync_flush = FlushDiskType.SYNC_FLUSH
         self.not_writeable = NOT_WRITEABLE_MASK
         self.zero_ahead = ZERO_AHEAD  # CommitLog.zero_ahead has nothing to do past this
+        # the broker's put counts: when the store's runs listener is the
+        # broker's own (``runs_listener``), a read's runs that list no puts
+        # are counted by the lane -- the compiled one in C counters on its
+        # queues, the twin in ``_counts`` -- added to ``put_total`` at once and
+        # handed to the broker's statistics when they fold (``take_puts``);
+        # the listener is then told with ``counted_runs_listener``
+        self.runs_listener = getattr(self.c, "runs_listener", None)
+        self.counted_runs_listener = getattr(self.c, "counted_runs_listener", None)
+        self._counts: dict[tuple[str, int], list[int]] = {}  # -> [messages, bytes, puts]
+        self.lanes: list[Any] = []  # the compiled lanes made on this support (they count)
+        if self.counted_runs_listener is not None:
+            self.c.stats.add_put_source(self.take_puts)
 
     # ---- per read ------------------------------------------------------------------
     def begin(self, channel: Any) -> LaneContext | None:
@@ -288,6 +300,9 @@ class SendLaneSupport:
         self.served += put_counts(self.store.stats, runs)
         runs_listener = self.store.message_runs_listener
         if runs_listener is not None:
+            if runs_listener is self.runs_listener:
+                self.count_puts(runs)
+                runs_listener = self.counted_runs_listener
             try:
                 runs_listener(runs)
             except Exception:  # noqa: BLE001 - a listener bug must not fail stored sends
@@ -300,6 +315,37 @@ class SendLaneSupport:
                 store.flush_service.wake_for(ctx.run.file_from + wrote, store_ts)
         else:
             self.wait_flush(channel, waiting, wait_end)
+
+    def count_puts(self, runs: list[tuple]) -> None:
+        """The broker's put counts of the runs that list no puts (those that
+        do are counted per put by the listener): the total at once, the
+        rest kept until the statistics fold (the compiled lane's counters
+        on its queues)."""
+        counts = self._counts
+        added = 0
+        for topic, queue_id, _qoff, _tags, _ts, nums, size, events, each in runs:
+            if each is not None:
+                continue
+            added += nums
+            row = counts.get((topic, queue_id))
+            if row is None:
+                counts[(topic, queue_id)] = [nums, size, events]
+            else:
+                row[0] += nums
+                row[1] += size
+                row[2] += events
+        if added:
+            self.c.stats.put_total += added
+
+    def take_puts(self, stats: Any) -> None:
+        """Hand the counts kept since the last fold to the broker's statistics
+        (``BrokerStats.add_put_source``): the twin's, then each compiled
+        lane's."""
+        counts, self._counts = self._counts, {}
+        for (topic, queue_id), (nums, size, events) in counts.items():
+            stats.add_pending_put(topic, queue_id, nums, size, events)
+        for lane in self.lanes:
+            lane.take_puts(stats)
 
     def wait_flush(self, channel: Any, waiting: bytes | None, wait_end: int) -> None:
         """Under SYNC_FLUSH: the read's group-commit waiter (its held answers

@@ -7,6 +7,9 @@ Puts are counted by the controller as the store dispatches each new message
 that ``fold`` adds into them every second and before every read -- one dict
 update per event instead of several bucket updates; Java samples its own
 items every 10 s, so the minute/hour/day figures keep their precision.
+The send lane counts the puts of its reads in counters of its own per queue
+and hands them over at each fold (``add_put_source``), adding to the total
+as it counts: the figures read are the same.
 
 The items and their keys are 4.9.8's: TOPIC_PUT_NUMS / TOPIC_PUT_SIZE by
 topic, QUEUE_PUT_NUMS / QUEUE_PUT_SIZE by ``topic@queueId`` and
@@ -31,6 +34,7 @@ import logging
 import time
 from bisect import bisect_left
 from collections import deque
+from collections.abc import Callable
 
 from rmq.common.logging import STATS_LOGGER_NAME
 
@@ -176,6 +180,8 @@ class BrokerStats:
         # topic -> messages per SIZE_BUCKETS bucket (+ one above), then the byte sum;
         # kept only while a metrics exporter reads them
         self.size_histograms: dict[str, list[int]] | None = None
+        # who keeps put counts of its own until a fold (``add_put_source``)
+        self._put_sources: list[Callable[[BrokerStats], None]] = []
 
     @property
     def fall_behind(self) -> dict[str, int]:
@@ -199,6 +205,12 @@ class BrokerStats:
         """``events`` put requests (one batch, or several single sends served
         in one read) of ``nums`` messages, ``size`` bytes in the commit log."""
         self.put_total += nums
+        self.add_pending_put(topic, queue_id, nums, size, events)
+
+    def add_pending_put(self, topic: str, queue_id: int, nums: int, size: int,
+                        events: int) -> None:
+        """``inc_put`` without ``put_total``: for a put source (``add_put_source``),
+        which adds to the total as it counts."""
         pending = self._put_pending.get((topic, queue_id))
         if pending is None:
             pending = self._put_pending[(topic, queue_id)] = \
@@ -210,16 +222,26 @@ class BrokerStats:
             mean = size // nums if nums else 0
             pending[3 if mean <= SMALLEST_BUCKET else 3 + bisect_left(SIZE_BUCKETS, mean)] += nums
 
-    def inc_put_runs(self, runs: list[tuple]) -> None:
+    def add_put_source(self, source: Callable[[BrokerStats], None]) -> None:
+        """``source(self)`` before every fold: a send lane keeps the put counts
+        of its queues in counters of its own (a read then does no dict work
+        per queue for them) and gives them here (``add_pending_put``) when
+        the items are folded; it adds to ``put_total`` as it counts."""
+        self._put_sources.append(source)
+
+    def inc_put_runs(self, runs: list[tuple], counted: bool = False) -> None:
         """``inc_put`` for every run of a send lane's read (``RunQueue.summary``
         tuples), or for every put of a run that lists them: one call for the
-        read, not one per queue."""
+        read, not one per queue.  ``counted``: the runs that list no puts are
+        counted already (by a put source)."""
         pending_of = self._put_pending
         inc_put = self.inc_put
         for topic, queue_id, _qoff, _tags, _ts, nums, size, events, each in runs:
             if each is not None:
                 for put in each:
                     inc_put(topic, queue_id, put[3], put[4], 1)
+                continue
+            if counted:
                 continue
             pending = pending_of.get((topic, queue_id))
             if pending is None or len(pending) > 3:  # a new key, or the size histogram
@@ -284,6 +306,8 @@ class BrokerStats:
         """Add the pending counts to their items, in the bucket of ``now_s``."""
         second = int(time.monotonic() if now_s is None else now_s)
         start = second // BUCKET_S * BUCKET_S
+        for source in self._put_sources:
+            source(self)
         if self._put_pending:
             self._fold_puts(start)
         if self._get_pending:

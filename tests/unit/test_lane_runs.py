@@ -44,9 +44,11 @@ def test_the_compiled_walks_are_the_ones_in_use_when_built() -> None:
     if compiled("lane_runs") is None:  # not built, or the twins forced
         assert send_lane.put_counts is send_lane._put_counts
         assert controller.on_runs is controller._on_runs
+        assert controller.on_counted_runs is controller._on_counted_runs
         return
     assert send_lane.put_counts is FAST.put_counts
     assert controller.on_runs is FAST.on_runs
+    assert controller.on_counted_runs is FAST.on_counted_runs
 
 
 @pytest.mark.parametrize("runs", SHAPES)
@@ -78,9 +80,13 @@ def _listeners(ctl: SimpleNamespace, heard: list) -> SimpleNamespace:
     return holder
 
 
+@pytest.mark.parametrize("counted", [False, True])
 @pytest.mark.parametrize("histograms", [False, True])
-def test_on_runs_counts_and_notifies_as_its_twin(histograms: bool) -> None:
-    ways = [controller._on_runs] + ([FAST.on_runs] if FAST is not None else [])
+def test_on_runs_counts_and_notifies_as_its_twin(histograms: bool, counted: bool) -> None:
+    if counted:
+        ways = [controller._on_counted_runs] + ([FAST.on_counted_runs] if FAST else [])
+    else:
+        ways = [controller._on_runs] + ([FAST.on_runs] if FAST is not None else [])
     got = []
     for way in ways:
         stats = BrokerStats()
@@ -96,4 +102,6 @@ def test_on_runs_counts_and_notifies_as_its_twin(histograms: bool) -> None:
         got.append((stats.put_total, {k: list(v) for k, v in stats._put_pending.items()},
                     heard))
     assert all(g == got[0] for g in got)
-    assert got[0][0] == 2 * sum(run[5] for runs in SHAPES for run in runs)
+    # counted: the runs that list no puts were counted by the lane, total included
+    assert got[0][0] == 2 * sum(run[5] for runs in SHAPES for run in runs
+                                if not counted or run[8] is not None)

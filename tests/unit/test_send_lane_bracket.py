@@ -16,7 +16,7 @@ import pytest
 
 from bench.lane_reads import QUEUES, TOPIC, _Channel, _controller, _shutdown
 from bench.raw import RawRequests
-from rmq._fast import compiled_or_none
+from rmq._fast import compiled, compiled_or_none
 from rmq.broker import send_lane
 from rmq.common.topic_config import TopicConfig
 from rmq.store import BrokerRole
@@ -134,6 +134,67 @@ async def test_compiled_lane_opens_and_closes_reads_as_the_twin() -> None:
                                after[4])
             assert deltas["compiled"] == deltas["twin"], frames
             assert deltas["twin"][:3] == (frames, [min(frames, QUEUES)], frames)
+    finally:
+        await _shutdown(controller)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _queue_puts(stats: Any) -> dict[str, tuple[int, int, int]]:
+    """QUEUE_PUT_NUMS / _SIZE of the bench topic's queues after a fold: (sum, times, bytes)."""
+    out = {}
+    for q in range(QUEUES):
+        key = f"{TOPIC}@{q}"
+        nums = stats.get_stats_item("QUEUE_PUT_NUMS", key)
+        if nums is not None:
+            size = stats.get_stats_item("QUEUE_PUT_SIZE", key)
+            out[key] = (nums.snapshot(60)["sum"], nums.times(60), size.snapshot(60)["sum"])
+    return out
+
+
+@pytest.mark.timeout(60)
+async def test_lane_counts_the_broker_puts_until_the_fold() -> None:
+    """A served read adds to ``put_total`` at once and keeps its queues' put
+    counts (compiled: C counters on the queues; twin: the support's table)
+    until the broker's statistics fold them; the items then show what the
+    general path's counting shows, with either lane."""
+    root = Path(tempfile.mkdtemp(prefix="lane-counts-"))
+    controller = await _controller(root)
+    try:
+        support = controller.send_lane_support
+        stats = controller.stats
+        lanes = [send_lane.SendLane(support, MAX_FRAME)]
+        fast = compiled("send_lane")  # (None in the twins' pass)
+        if fast is not None:
+            lanes.append(fast.SendLane(support, MAX_FRAME))
+        raw = RawRequests(TOPIC, b"x" * 1024, queues=QUEUES)
+        channel = _Channel()
+        stats.fold()
+        before = _queue_puts(stats)
+        n = 0
+        for lane in lanes:
+            for frames in (6, 11, 7):
+                buf = bytearray()
+                for _ in range(frames):
+                    buf += raw.frame(n)[1]
+                    n += 1
+                total = stats.put_total
+                pos, _out = lane.serve(channel, bytes(buf), 0, len(buf))
+                assert pos == len(buf)
+                assert stats.put_total == total + frames
+                assert not stats._put_pending  # kept by the lane until the fold
+        after = _queue_puts(stats)
+        added = {k: tuple(a - b for a, b in zip(v, before.get(k, (0, 0, 0)), strict=True))
+                 for k, v in after.items()}
+        served = n // QUEUES  # every queue got as many (n is a multiple of QUEUES)
+        assert n % QUEUES == 0
+        assert {k: v[:2] for k, v in added.items()} == {
+            f"{TOPIC}@{q}": (served, served) for q in range(QUEUES)}
+        sizes = {v[2] for v in added.values()}
+        assert len(sizes) == 1 and sizes.pop() > served * 1024
+        assert stats.get_stats_item("TOPIC_PUT_NUMS", TOPIC).snapshot(60)["sum"] == \
+            sum(v[0] for v in after.values())
+        stats.fold()  # nothing left to hand over
+        assert _queue_puts(stats) == after
     finally:
         await _shutdown(controller)
         shutil.rmtree(root, ignore_errors=True)
