@@ -61,6 +61,8 @@ ResponseCallback = Callable[[RemotingCommand | None, BaseException | None], None
 # How often the response table is scanned for expired requests: a request
 # fails between its timeout and its timeout plus this (Java: +1 s).
 SCAN_INTERVAL = 0.1
+# how many cancelled requests' opaques are kept to recognise their late answers
+_ABANDONED_KEPT = 1024
 
 
 @runtime_checkable
@@ -147,9 +149,11 @@ class RemotingService:
         self._processors: dict[int, _Entry] = {}
         self._default: _Entry | None = None
         self._pools: dict[str, Admission] = {}
-        # opaque -> (future, channel, deadline on the loop clock, timeout_ms)
         # opaque -> (future or FrameWait, channel, deadline on the loop clock, timeout)
         self._responses: dict[int, tuple[Any, Channel, float, int]] = {}
+        # requests whose caller stopped waiting (a cancelled task, e.g. a client's
+        # timer at shutdown): their answers may still come and are expected
+        self._abandoned: dict[int, None] = {}
         self._scan_handle: asyncio.TimerHandle | None = None
         self._scan_loop: asyncio.AbstractEventLoop | None = None
         self._tasks: set[asyncio.Future] = set()  # in-flight responses (tasks or futures)
@@ -405,6 +409,10 @@ class RemotingService:
     def _on_response(self, cmd: RemotingCommand) -> None:
         entry = self._responses.pop(cmd.opaque, None)
         if entry is None:
+            if self._abandoned.pop(cmd.opaque, 0) is None:
+                log.debug("%s: response %d (code %d) to a cancelled request dropped",
+                          self.name, cmd.opaque, cmd.code)
+                return
             log.warning("%s: response with unknown opaque %d (code %d) dropped", self.name,
                         cmd.opaque, cmd.code)
             return
@@ -472,8 +480,20 @@ class RemotingService:
         fut = self._send(channel, request, timeout_ms)
         try:
             return await fut
+        except asyncio.CancelledError:
+            if self._responses.pop(request.opaque, None) is not None:
+                self._abandon(request.opaque)
+            raise
         finally:
             self._responses.pop(request.opaque, None)
+
+    def _abandon(self, opaque: int) -> None:
+        """Remember that nobody waits for ``opaque`` any more, so its late
+        answer is dropped quietly; the oldest are forgotten past a bound."""
+        abandoned = self._abandoned
+        abandoned[opaque] = None
+        if len(abandoned) > _ABANDONED_KEPT:
+            del abandoned[next(iter(abandoned))]
 
     def _invoke_channel_callback(self, channel: Channel, request: RemotingCommand,
                                  timeout_ms: int, callback: ResponseCallback) -> None:
@@ -482,8 +502,10 @@ class RemotingService:
         responses = self._responses
 
         def done(f: asyncio.Future) -> None:
-            responses.pop(opaque, None)
+            pending = responses.pop(opaque, None)
             if f.cancelled():
+                if pending is not None:
+                    self._abandon(opaque)
                 _call(callback, None, asyncio.CancelledError())
             elif f.exception() is not None:
                 _call(callback, None, f.exception())

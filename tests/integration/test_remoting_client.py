@@ -248,3 +248,40 @@ def test_many_timeouts_share_one_scan_that_stops_when_idle():
         await client.close()
         await server.stop()
     run(body())
+
+
+class Slow:
+    """Answers after a delay, so a caller can give up first."""
+
+    async def process_request(self, channel, request):
+        await asyncio.sleep(0.3)
+        return RemotingCommand.create_response(0, "late")
+
+
+def test_answer_to_a_cancelled_request_is_dropped_quietly(caplog):
+    """A caller cancelled mid-request (a client's timer at shutdown) expects no
+    answer: its late answer is dropped at debug level; an answer nobody asked
+    for is still a warning."""
+    async def body():
+        server = await serve(proc=Slow())
+        client = RemotingClient()
+        addr = f"127.0.0.1:{server.port}"
+        task = asyncio.get_running_loop().create_task(
+            client.invoke(addr, RemotingCommand.create_request(2), 3000))
+        await wait_until(lambda: client._responses, 5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert client._responses == {}
+        with caplog.at_level("DEBUG", logger="rmq.remoting"):
+            await asyncio.sleep(0.5)  # the late answer arrives
+            stray = RemotingCommand.create_response(0, "stray")
+            stray.opaque = 987654
+            client._on_response(stray)
+        warnings = [r for r in caplog.records if r.levelname == "WARNING"]
+        debug = [r for r in caplog.records if "cancelled request" in r.getMessage()]
+        assert len(debug) == 1 and "code 0" in debug[0].getMessage()
+        assert len(warnings) == 1 and "unknown opaque 987654" in warnings[0].getMessage()
+        await client.close()
+        await server.stop()
+    run(body())
