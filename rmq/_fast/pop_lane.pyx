@@ -267,18 +267,21 @@ def frame(tuple answer, opaque, int stype):
     return _general(answer, opaque, stype)
 
 
-# ``PopLaneSupport.take``'s calls, set by ``bind_take``: the processors'
-# functions (compiled when built) and ``run_eagerly``
+# set by ``bind_take``: ``PopLaneSupport.take`` (the twin) and its calls,
+# the processors' functions (compiled when built) and ``run_eagerly``
+cdef object _twin_take = None
 cdef object _lane_pop = None
 cdef object _batch_ack_now = None
 cdef object _run_eagerly = None
 
 
-def bind_take(lane_pop, batch_ack_now, run_eagerly):
-    """The pop processor's ``lane_pop``, the ack processor's
-    ``batch_ack_now`` and ``run_eagerly``, for ``take`` (the compiled twin
-    of ``PopLaneSupport.take``)."""
-    global _lane_pop, _batch_ack_now, _run_eagerly
+def bind_take(twin_take, lane_pop, batch_ack_now, run_eagerly):
+    """``PopLaneSupport.take`` (the function), the pop processor's
+    ``lane_pop``, the ack processor's ``batch_ack_now`` and ``run_eagerly``,
+    for ``take``: a lane whose support's class has that ``take`` runs
+    ``take`` instead of calling it."""
+    global _twin_take, _lane_pop, _batch_ack_now, _run_eagerly
+    _twin_take = twin_take
     _lane_pop = lane_pop
     _batch_ack_now = batch_ack_now
     _run_eagerly = run_eagerly
@@ -286,7 +289,7 @@ def bind_take(lane_pop, batch_ack_now, run_eagerly):
 
 cdef object take(object support, object channel, int code, object ext, object body):
     """``PopLaneSupport.take`` (the twin), step for step, without its frame:
-    the compiled lane calls it for a ``PopLaneSupport`` (``direct_take``)."""
+    the compiled lane calls it when its support's ``take`` is that one."""
     if code == 200050:
         if body is not None or not support.pop_queue.runs_at_once():
             return None
@@ -333,8 +336,10 @@ cdef class PopLane:
         self._failed = support.failed_frame
         self._later = support.later
         self._read = support.read
-        # the support's take is PopLaneSupport's: its compiled twin runs here
-        self._direct = getattr(support, "direct_take", False) is True and _lane_pop is not None
+        # the support's take is PopLaneSupport's (not a subclass's or another
+        # support's): its compiled twin runs here, chosen once
+        self._direct = _twin_take is not None and \
+            getattr(type(support), "take", None) is _twin_take
         self._counts = {}
 
     def served(self):

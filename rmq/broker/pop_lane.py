@@ -14,11 +14,11 @@ the usual request in one call and hand anything else to their twins -- and
 writes the answer from the values those functions return (``frame``), the
 answers of one read together.  A request answered later counts against its
 pool's in-flight bound on the lane's server and is held there, so ``stop``
-waits for it and then cancels it, as for the general path's.  The bytes are the general path's: the twin
-``frame`` uses the same encoder on the same values; the compiled one writes
-a found pop's header and a plain ack answer's from pieces cut from that
-encoder's text, the records in the same allocation, and leaves anything
-else to the twin.
+waits for it and then cancels it, as for the general path's.  The bytes are
+the general path's: the twin ``frame`` uses the same encoder on the same
+values; the compiled one writes a found pop's header and a plain ack
+answer's from pieces cut from that encoder's text, the records in the same
+allocation, and leaves anything else to the twin.
 
 The lane takes only what it serves exactly as the general path would: a
 request frame of one of its codes (no oneway) whose request queue would run it
@@ -116,10 +116,6 @@ class PopLaneSupport:
     """What both lanes (compiled and twin) do between reading a request and
     writing its answer; built once per broker from its pop and ack processors."""
 
-    # ``take`` is this class's: the compiled lane runs its compiled twin
-    # (``rmq._fast.pop_lane.take``) instead of calling it
-    direct_take = True
-
     def __init__(self, pop: Any, ack: Any) -> None:
         self.pop = pop
         self.ack = ack
@@ -136,7 +132,9 @@ class PopLaneSupport:
         """Serve one request of the lane's codes: its answer as the processor
         function returns it (``(code, remark, ext, body, size)`` for a pop,
         ``(code, remark)`` for an ack), a Task that completes with it, or None
-        when the general path is to serve it (nothing done)."""
+        when the general path is to serve it (nothing done).  The compiled
+        lane runs its compiled twin (``rmq._fast.pop_lane.take``) instead of
+        this method, for a support whose class has not replaced it."""
         if code == POP:
             if body is not None or not self.pop_queue.runs_at_once():
                 return None
@@ -290,7 +288,9 @@ def make_codec() -> tuple[Any, Any]:
     if c is None:
         return read_request, frame
     bind_frame(c)
-    c.bind_take(lane_pop, batch_ack_now, run_eagerly)
+    # the compiled lane runs the compiled twin of ``PopLaneSupport.take``
+    # for a support whose ``take`` is that one
+    c.bind_take(PopLaneSupport.take, lane_pop, batch_ack_now, run_eagerly)
     return c.read_request, c.frame
 
 

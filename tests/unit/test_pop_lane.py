@@ -12,7 +12,15 @@ import pytest
 
 from fuzz.targets import _PopSupport
 from rmq._fast import compiled_or_none
-from rmq.broker.pop_lane import PopLane, answer_frame, bind_frame, frame, read_request
+from rmq.broker.pop_lane import (
+    PopLane,
+    PopLaneSupport,
+    answer_frame,
+    bind_frame,
+    frame,
+    make_codec,
+    read_request,
+)
 from rmq.broker.processor.pop import PopResult, answer_ext, response
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RPC_RESPONSE, RemotingCommand
@@ -74,6 +82,32 @@ def test_lanes_walk_frames_and_count_answers(make):
     # a frame of another code ends the turn at once
     other = _frame(R.PULL_MESSAGE, {"consumerGroup": "g"}, None, 6)
     assert lane.serve(None, other, 0, len(other)) == (0, None) and lane.served() == []
+
+
+class _OwnTake(PopLaneSupport):
+    """A ``PopLaneSupport`` whose class replaces ``take``: the lanes call it
+    (the compiled lane runs its own ``take`` only for PopLaneSupport's)."""
+
+    def __init__(self) -> None:  # no processors: nothing but take is asked
+        make_codec()  # binds the compiled take, as PopLaneSupport's own __init__ does
+        fake = _PopSupport()
+        self.read, self.frame = fake.read, fake.frame
+        self.failed_frame, self.later = fake.failed_frame, fake.later
+        self.calls = fake.calls
+        self._take = fake.take
+
+    def take(self, channel, code: int, ext: dict | None, body) -> tuple | None:
+        return self._take(channel, code, ext, body)
+
+
+@pytest.mark.parametrize("make", LANES)
+def test_lanes_call_a_take_that_replaces_the_supports(make):
+    data = (_frame(R.ACK_MESSAGE, {"consumerGroup": "g"}, None, 1)
+            + _frame(R.BATCH_ACK_MESSAGE, None, b'{"acks":[]}', 2))
+    support = _OwnTake()
+    taken, out = make(support, 1 << 20).serve(None, data, 0, len(data))
+    assert taken == len(data) and out is not None
+    assert [c[0] for c in support.calls] == [R.ACK_MESSAGE, R.BATCH_ACK_MESSAGE]
 
 
 @pytest.mark.parametrize("make", LANES)
