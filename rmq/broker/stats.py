@@ -230,27 +230,17 @@ class BrokerStats:
         self._put_sources.append(source)
 
     def inc_put_runs(self, runs: list[tuple], counted: bool = False) -> None:
-        """``inc_put`` for every run of a send lane's read (``RunQueue.summary``
-        tuples), or for every put of a run that lists them: one call for the
-        read, not one per queue.  ``counted``: the runs that list no puts are
-        counted already (by a put source)."""
-        pending_of = self._put_pending
+        """``inc_put`` for every run of a send lane's read or a reput walk
+        (``RunQueue.summary`` tuples), or for every put of a run that lists
+        them: one call for the read, not one per queue.  ``counted``: the
+        runs that list no puts are counted already (by a put source)."""
         inc_put = self.inc_put
         for topic, queue_id, _qoff, _tags, _ts, nums, size, events, each in runs:
             if each is not None:
                 for put in each:
                     inc_put(topic, queue_id, put[3], put[4], 1)
-                continue
-            if counted:
-                continue
-            pending = pending_of.get((topic, queue_id))
-            if pending is None or len(pending) > 3:  # a new key, or the size histogram
+            elif not counted:
                 inc_put(topic, queue_id, nums, size, events)
-                continue
-            self.put_total += nums
-            pending[0] += nums
-            pending[1] += events
-            pending[2] += size
 
     def inc_dlq(self, group: str, topic: str) -> None:
         """A message a consumer sent back went to its group's DLQ."""
