@@ -65,8 +65,8 @@ def put_counts(stats, list runs not None):
 
 def on_runs(stats, list forms not None, list runs not None):
     """``stats.inc_put_runs(runs)`` (``BrokerStats``), then each arrival
-    listener of ``forms`` (``BrokerController._runs_forms``) as
-    ``_on_message_runs`` calls it."""
+    listener of ``forms`` (``BrokerController._runs_forms``) that has
+    something to do, as ``rmq.broker.controller._on_runs`` does."""
     walk(stats, forms, runs, False)
 
 

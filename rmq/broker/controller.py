@@ -77,11 +77,15 @@ R = RequestCode
 
 def _on_runs(stats: BrokerStats, forms: list[tuple], runs: list[tuple],
              counted: bool = False) -> None:
-    """``BrokerController._on_message_runs`` over the controller's statistics
-    and ``_runs_forms``: the read's put counts (``counted``: those of the runs
-    that list no puts are counted already, by the send lane), then every
-    listener that has something to do (twin of the compiled
-    ``rmq._fast.lane_runs.on_runs``)."""
+    """The store's listener of a send lane's read or a reput walk
+    (``RunQueue.summary`` tuples), bound to the controller's statistics and
+    ``_runs_forms`` (``BrokerController.runs_listener``): what
+    ``_on_message_arriving`` does for each run, or for each put of a run that
+    lists them -- the put counts (``counted``: those of the runs that list no
+    puts are counted already, by the send lane), then every listener that has
+    something to do; one with a runs form hears once, when it waits for
+    anything or the runs hold a topic of its.  Twin of the compiled
+    ``rmq._fast.lane_runs.on_runs``."""
     stats.inc_put_runs(runs, counted)
     for listener, form, holder, attr, topics in forms:
         if form is None:
@@ -889,13 +893,6 @@ class BrokerController:
         (``topics``): a read nobody waits on and of none of those topics
         then costs it an attribute read or a membership test, not a call."""
         self._runs_forms.append((each, runs, *(waiting or (None, "")), topics))
-
-    def _on_message_runs(self, runs: list[tuple]) -> None:
-        """The store's listener for a read of the send lane (``RunQueue.summary``
-        tuples): what ``_on_message_arriving`` does for each run, or for each
-        put of a run that lists them; listeners with a runs form hear once,
-        when they wait for anything or the read holds a topic of theirs."""
-        on_runs(self.stats, self._runs_forms, runs)
 
     # ---- runtime config changes ------------------------------------------------------
     def on_broker_permission_changed(self) -> None:

@@ -1,4 +1,4 @@
-"""The send lane's arrivals told once per read (``BrokerController._on_message_runs``)
+"""The send lane's arrivals told once per read (``BrokerController.runs_listener``)
 count and notify exactly what the per-run listener (``_on_message_arriving``)
 does for every run, and for every put of a run that lists its puts."""
 
@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from rmq.broker.controller import BrokerController
+from rmq.broker.controller import BrokerController, on_runs
 from rmq.broker.pop_polling import PopPolling
 from rmq.broker.stats import BrokerStats
 
@@ -25,6 +25,11 @@ RUNS = [
 
 def _controller(stats: BrokerStats) -> SimpleNamespace:
     return SimpleNamespace(stats=stats, _runs_forms=[])
+
+
+def _runs(ctl: SimpleNamespace, runs: list[tuple]) -> None:
+    """What the controller's ``runs_listener`` does."""
+    on_runs(ctl.stats, ctl._runs_forms, runs)
 
 
 def _per_run(ctl: SimpleNamespace) -> None:
@@ -55,7 +60,7 @@ def test_runs_count_and_notify_as_each_run(histograms: bool) -> None:
             if way == "each":
                 _per_run(ctl)
             else:
-                BrokerController._on_message_runs(ctl, RUNS)
+                _runs(ctl, RUNS)
         results.append((stats.put_total, dict(stats._put_pending)))
     assert results[0] == results[1]
     assert results[0][0] == 82
@@ -77,7 +82,7 @@ def test_a_runs_form_is_called_once_per_read() -> None:
             polling.notify_runs(runs)
 
         BrokerController.add_arrival_listener(ctl, polling.notify, runs_form)
-        BrokerController._on_message_runs(ctl, RUNS)
+        _runs(ctl, RUNS)
         assert forms == [len(RUNS)]
         assert await asyncio.wait_for(waiter, 1.0) is True  # a message of B arrived
         assert await other is False  # nothing of Z: it times out
@@ -99,10 +104,10 @@ def test_a_runs_form_nobody_waits_on_is_not_called() -> None:
                                           topics=frozenset(("T",)))
     BrokerController.add_arrival_listener(ctl, lambda *a: None,
                                           lambda runs: heard["plain"].append(len(runs)))
-    BrokerController._on_message_runs(ctl, RUNS)
+    _runs(ctl, RUNS)
     assert heard == {"waiting": [], "topics": [], "plain": [4]}
     holder.table[("A", 0)] = ["a held pull"]
-    BrokerController._on_message_runs(ctl, RUNS + [("T", 0, 1, 0, 1004, 1, 10, 1, None)])
+    _runs(ctl, RUNS + [("T", 0, 1, 0, 1004, 1, 10, 1, None)])
     assert heard == {"waiting": [5], "topics": [5], "plain": [4, 5]}
     assert ctl.stats.put_total == 41 * 2 + 1
 
