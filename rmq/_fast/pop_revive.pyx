@@ -1,5 +1,6 @@
 # cython: language_level=3
-"""Compiled twins of ``_Pending``, ``_write_now``, ``_written``, ``_add_ck``
+"""Compiled twins of ``_Pending``, ``_write_now`` (and ``write_ck_now``,
+``write_ack_now``: a record given by its fields), ``_written``, ``_add_ck``
 and ``_apply_ack`` in rmq/broker/pop_revive.py: each revive record a pop or
 an ack writes -- its body, its append through the store's one-record session
 and its bookkeeping (the service's maps, its heap, the read offset and the
@@ -300,9 +301,7 @@ cpdef write_ack_now(object svc, object qid, str topic, str group, object queue_i
 cdef object put_record(object svc, object qid, bytes body, str tag, object code):
     """``put_at_once`` of a record's body: its queue offset, None with
     nothing done (under SYNC_FLUSH too: the general way waits for the
-    group commit)."""
-    if not _bound:
-        raise RuntimeError("pop_revive.bind was not called")
+    group commit).  Its callers checked ``bind``."""
     store = svc.store
     cfg = store.config
     if cfg.flushDiskType is _SYNC_FLUSH:
