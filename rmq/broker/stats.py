@@ -7,9 +7,16 @@ Puts are counted by the controller as the store dispatches each new message
 that ``fold`` adds into them every second and before every read -- one dict
 update per event instead of several bucket updates; Java samples its own
 items every 10 s, so the minute/hour/day figures keep their precision.
-The send lane counts the puts of its reads in counters of its own per queue
-and hands them over at each fold (``add_put_source``), adding to the total
-as it counts: the figures read are the same.
+A put reaches the pending table one of three ways, with the same figures:
+a single put through the store's arrival listener (``inc_put``); a reput
+walk's runs, and the runs of a send lane's read that list their puts (a
+held pull, the size histogram kept), through the store's runs listener
+(``inc_put_runs``, compiled in ``rmq._fast.lane_runs``); the other runs of
+a send lane's read in counters the lane keeps per queue (C counters on the
+compiled lane's queues), added to the total as it counts and handed over
+at each fold (``add_put_source``).  The store's reput has no counters of
+its own: it sits below the broker and reaches these statistics only
+through the runs listener, which is how it counts.
 
 The items and their keys are 4.9.8's: TOPIC_PUT_NUMS / TOPIC_PUT_SIZE by
 topic, QUEUE_PUT_NUMS / QUEUE_PUT_SIZE by ``topic@queueId`` and
