@@ -8,24 +8,17 @@ common case done here (a queue already counted, no size histogram), as
 ``rmq._fast.lane_runs.on_runs`` does it for a send lane's read.
 """
 
-from cpython.dict cimport PyDict_GetItem
-from cpython.object cimport PyObject
+from rmq._fast.put_pending cimport add_pending
 
 
 def on_message_arriving(controller, topic, queue_id, next_offset, tags_code, store_ts,
                         nums=1, size=0, events=1):
     """``BrokerController._on_message_arriving``, step for step."""
     stats = controller.stats
-    cdef PyObject *found = PyDict_GetItem(stats._put_pending, (topic, queue_id))
-    cdef list pending
-    if found == NULL or len(<list>found) > 3:  # a new key, or the size histogram
-        stats.inc_put(topic, queue_id, nums, size, events)
-    else:
+    if add_pending(stats._put_pending, (topic, queue_id), nums, size, events):
         stats.put_total += nums
-        pending = <list>found
-        pending[0] += nums
-        pending[1] += events
-        pending[2] += size
+    else:  # a new key, or the size histogram
+        stats.inc_put(topic, queue_id, nums, size, events)
     cdef tuple form
     for form in <list>controller._runs_forms:
         holder = form[2]

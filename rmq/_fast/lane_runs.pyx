@@ -13,10 +13,10 @@ Here both walks are loops in C over the same objects; the Python objects
 they update and the listeners they call are the same, in the same order.
 """
 
-from cpython.dict cimport PyDict_GetItem
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
-from cpython.object cimport PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM
+
+from rmq._fast.put_pending cimport add_pending
 
 
 def put_counts(stats, list runs not None):
@@ -79,10 +79,8 @@ def on_counted_runs(stats, list forms not None, list runs not None):
 cdef walk(stats, list forms, list runs, bint counted):
     cdef Py_ssize_t n = PyList_GET_SIZE(runs), i
     cdef tuple run
-    cdef list pending
-    cdef PyObject* found
     cdef dict pending_of = stats._put_pending
-    cdef long long added = 0, nums
+    cdef long long added = 0
     inc_put = None
     for i in range(n):
         run = <tuple>PyList_GET_ITEM(runs, i)
@@ -97,19 +95,15 @@ cdef walk(stats, list forms, list runs, bint counted):
             for put in each:
                 inc_put(topic, queue_id, put[3], put[4], 1)
             continue
-        found = PyDict_GetItem(pending_of, (topic, queue_id))
-        if found == NULL or len(<list>found) > 3:  # a new key, or the size histogram
-            if inc_put is None:
-                inc_put = stats.inc_put
-            inc_put(topic, queue_id, <object>PyTuple_GET_ITEM(run, 5),
-                    <object>PyTuple_GET_ITEM(run, 6), <object>PyTuple_GET_ITEM(run, 7))
-            continue
-        pending = <list>found
         nums = <object>PyTuple_GET_ITEM(run, 5)
-        added += nums
-        pending[0] += nums
-        pending[1] += <object>PyTuple_GET_ITEM(run, 7)
-        pending[2] += <object>PyTuple_GET_ITEM(run, 6)
+        size = <object>PyTuple_GET_ITEM(run, 6)
+        events = <object>PyTuple_GET_ITEM(run, 7)
+        if add_pending(pending_of, (topic, queue_id), nums, size, events):
+            added += <long long>nums
+            continue
+        if inc_put is None:  # a new key, or the size histogram
+            inc_put = stats.inc_put
+        inc_put(topic, queue_id, nums, size, events)
     if added:
         stats.put_total += added
     for form in forms:
