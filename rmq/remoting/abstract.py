@@ -409,7 +409,8 @@ class RemotingService:
     def _on_response(self, cmd: RemotingCommand) -> None:
         entry = self._responses.pop(cmd.opaque, None)
         if entry is None:
-            if self._abandoned.pop(cmd.opaque, 0) is None:
+            if cmd.opaque in self._abandoned:
+                del self._abandoned[cmd.opaque]
                 log.debug("%s: response %d (code %d) to a cancelled request dropped",
                           self.name, cmd.opaque, cmd.code)
                 return
