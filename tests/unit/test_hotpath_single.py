@@ -29,6 +29,7 @@ from rmq.store import (
 from rmq.store.message_codec import _send_properties, decode_message, fast_send_properties
 from rmq.store.results import msg_id_host_hex
 from rmq.store.single_put import _append_single, put_single
+from rmq.store.stats import StoreStatsService
 from rmq.testing.store import commit_log_records
 
 _C_PUT = compiled_or_none("store_put")
@@ -343,3 +344,61 @@ def test_put_single_is_the_compiled_session_when_built():
         assert single_put.put_single is single_put._put_single
     else:
         assert single_put.put_single is c.put_single
+
+
+class _CountingStats(StoreStatsService):
+    """Stats of another kind than StoreStatsService: the put asks them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple] = []
+
+    def on_put_one(self, topic: str, size: int) -> None:
+        self.calls.append((topic, size))
+        super().on_put_one(topic, size)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("which", ["twin", "compiled"])
+def test_put_single_counts_stats_as_on_put_one(tmp_path, which):
+    """The compiled put counts a put on the store's StoreStatsService fields
+    itself: they end as ``on_put_one`` leaves them (the twin calls it), and
+    stats of another kind are asked through ``on_put_one``."""
+    from rmq.store.single_put import _put_single
+
+    if which == "compiled" and _C_PUT is None:
+        pytest.skip("compiled store_put not built")
+    put = _put_single if which == "twin" else _C_PUT.put_single
+    born = socket_address_bytes(("10.0.0.1", 5000))
+    store = DefaultMessageStore(_config(tmp_path / "s"), HOST)
+    assert store.load()
+    store.start()
+    try:
+        msg = MessageExtBrokerInner("T", 0, 0, b"x", {}, "", 0, 0, 1, ("10.0.0.1", 5000),
+                                    HOST, 0, 0)
+        assert store.put_message(msg).status is PutMessageStatus.PUT_OK
+        s = store.stats
+        before = (s.put_message_times_total, s.put_message_size_total, dict(s.topic_put_nums),
+                  dict(s.topic_put_size), list(s.put_latency))
+        sizes = [put(store, "T", b"T", 0, 0, b"m" * i, None, None, "", 0, 0, 1, born, 0)[3]
+                 for i in range(1, 6)]
+        assert s.put_message_times_total == before[0] + 5
+        assert s.put_message_size_total == before[1] + sum(sizes)
+        assert s.topic_put_nums == {"T": before[2]["T"] + 5}
+        assert s.topic_put_size == {"T": before[3]["T"] + sum(sizes)}
+        assert s.put_latency == [before[4][0] + 5, *before[4][1:]]
+    finally:
+        store.shutdown()
+    other = DefaultMessageStore(_config(tmp_path / "o"), HOST)
+    other.stats = _CountingStats()
+    assert other.load()
+    other.start()
+    try:
+        msg = MessageExtBrokerInner("T", 0, 0, b"x", {}, "", 0, 0, 1, ("10.0.0.1", 5000),
+                                    HOST, 0, 0)
+        assert other.put_message(msg).status is PutMessageStatus.PUT_OK
+        other.stats.calls.clear()
+        r = put(other, "T", b"T", 0, 0, b"yy", None, None, "", 0, 0, 1, born, 0)
+        assert other.stats.calls == [("T", r[3])]
+    finally:
+        other.shutdown()
