@@ -133,27 +133,24 @@ cdef object _SLAVE = None
 cdef object _ASYNC_FLUSH = None
 cdef long _NOT_WRITEABLE = -1  # RunningFlags' bits that refuse a write (-1: not known)
 cdef long long _ZERO_AHEAD = -1  # CommitLog.zero_ahead's reach (-1: not known)
-cdef object _STATS_TYPE = None  # StoreStatsService: its on_put_one is done here
 cdef bint _bound = False
 
 
 def bind(slave: object, async_flush: object, not_writeable: int | None = None,
-         zero_ahead: int | None = None, stats_type: type | None = None) -> None:
+         zero_ahead: int | None = None) -> None:
     """The store's BrokerRole.SLAVE and FlushDiskType.ASYNC_FLUSH, which
     ``put_single`` compares with, and (when given) RunningFlags' mask of the
-    bits that refuse writes, mapped_file.ZERO_AHEAD and StoreStatsService,
-    with which it reads ``is_writeable``, the zeros ahead of the append and
-    counts the put without a call (``rmq.store.single_put`` hands them over;
-    left as they were when not given)."""
-    global _SLAVE, _ASYNC_FLUSH, _NOT_WRITEABLE, _ZERO_AHEAD, _STATS_TYPE, _bound
+    bits that refuse writes and mapped_file.ZERO_AHEAD, with which it reads
+    ``is_writeable`` and the zeros ahead of the append without a call
+    (``rmq.store.single_put`` hands them over; left as they were when not
+    given)."""
+    global _SLAVE, _ASYNC_FLUSH, _NOT_WRITEABLE, _ZERO_AHEAD, _bound
     _SLAVE = slave
     _ASYNC_FLUSH = async_flush
     if not_writeable is not None:
         _NOT_WRITEABLE = not_writeable
     if zero_ahead is not None:
         _ZERO_AHEAD = zero_ahead
-    if stats_type is not None:
-        _STATS_TYPE = stats_type
     _bound = True
 
 
@@ -186,13 +183,13 @@ cdef class _Fixed:
     (set when the store and its commit log are made): read once per store,
     not per put."""
     cdef object store_ref  # a weak reference: the store is not kept alive here
-    cdef object cfg, cl, ccfg, flags, stats, host_field, id_prefix, listener, flush_service
-    # the put and reput locks' bound acquire and release: no method lookup a put
-    cdef object put_acquire, put_release, reput_acquire, reput_release
+    cdef object cfg, cl, ccfg, flags, host_field, id_prefix, listener, flush_service
+    # bound methods (no lookup a put): the put and reput locks' acquire and
+    # release, the stats' on_put_one
+    cdef object put_acquire, put_release, reput_acquire, reput_release, on_put_one
     cdef Py_ssize_t file_size
     cdef bint host_v6
     cdef bint pooled  # a transient store pool's commit service (set when the store is made)
-    cdef bint stats_inline  # the stats are a StoreStatsService: count_put_one does on_put_one
 
 
 cdef _Fixed _fixed = None  # the last store's
@@ -215,8 +212,7 @@ cdef _Fixed fixed_of(object store):
     f.put_release = put_lock.release
     f.reput_acquire = reput_lock.acquire
     f.reput_release = reput_lock.release
-    f.stats = store.stats
-    f.stats_inline = _STATS_TYPE is not None and type(f.stats) is _STATS_TYPE
+    f.on_put_one = store.stats.on_put_one
     f.pooled = store.commit_service is not None
     f.listener = store.message_arriving_listener
     f.flush_service = store.flush_service
@@ -227,24 +223,6 @@ cdef _Fixed fixed_of(object store):
     f.store_ref = PyWeakref_NewRef(store, None)
     _fixed = f
     return f
-
-
-cdef int count_put_one(_Fixed fx, str topic, Py_ssize_t size) except -1:
-    """``StoreStatsService.on_put_one(topic, size)``: done here on the
-    service's fields when the stats are one (the common case), else called."""
-    stats = fx.stats
-    if not fx.stats_inline:
-        stats.on_put_one(topic, size)
-        return 0
-    stats.put_message_times_total += 1
-    stats.put_message_size_total += size
-    nums = stats.topic_put_nums
-    sizes = stats.topic_put_size
-    nums[topic] += 1
-    sizes[topic] += size
-    latency = stats.put_latency
-    latency[0] += 1
-    return 0
 
 
 cdef Py_ssize_t key_bound(object keys, object uniq):
@@ -340,7 +318,7 @@ def put_single(object store, str topic, bytes topic_b, int queue_id, int flag, o
                     store.reput_from_offset = phy
                 else:
                     store.running_flags.make_index_file_error()
-        count_put_one(fx, topic, size)
+        fx.on_put_one(topic, size)
         listener = fx.listener
         if listener is not None:
             try:

@@ -39,7 +39,6 @@ from rmq.store.message_codec import (
     _write_record,
 )
 from rmq.store.running_flags import NOT_WRITEABLE_MASK
-from rmq.store.stats import StoreStatsService
 
 log = logging.getLogger("store")
 
@@ -161,7 +160,6 @@ append_single = _append_single
 put_single = _put_single
 _c = compiled("store_put")
 if _c is not None:
-    _c.bind(BrokerRole.SLAVE, FlushDiskType.ASYNC_FLUSH, NOT_WRITEABLE_MASK, ZERO_AHEAD,
-            StoreStatsService)
+    _c.bind(BrokerRole.SLAVE, FlushDiskType.ASYNC_FLUSH, NOT_WRITEABLE_MASK, ZERO_AHEAD)
     append_single = _c.append_single
     put_single = _c.put_single

@@ -347,7 +347,7 @@ def test_put_single_is_the_compiled_session_when_built():
 
 
 class _CountingStats(StoreStatsService):
-    """Stats of another kind than StoreStatsService: the put asks them."""
+    """Stats of another kind, which note every put they are told of."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -361,9 +361,9 @@ class _CountingStats(StoreStatsService):
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("which", ["twin", "compiled"])
 def test_put_single_counts_stats_as_on_put_one(tmp_path, which):
-    """The compiled put counts a put on the store's StoreStatsService fields
-    itself: they end as ``on_put_one`` leaves them (the twin calls it), and
-    stats of another kind are asked through ``on_put_one``."""
+    """Both puts count each put through the stats' ``on_put_one`` (the
+    compiled one keeps the bound method once per store): the fields end as it
+    leaves them, and stats of another kind hear of every put."""
     from rmq.store.single_put import _put_single
 
     if which == "compiled" and _C_PUT is None:
