@@ -11,6 +11,8 @@ the layers above are handed over by ``bind``.
 
 import random as _random
 
+from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.ref cimport Py_INCREF
 from orjson import dumps
 from posix.time cimport CLOCK_MONOTONIC, CLOCK_REALTIME, clock_gettime, timespec
 
@@ -140,14 +142,28 @@ cdef object start_offset(object p, str group, str topic, object qid, object init
 
 
 cdef list queue_offsets(object result):
-    """``GetMessageResult.message_queue_offsets``."""
-    cdef list out = []
+    """``GetMessageResult.message_queue_offsets``: the runs' offsets one by
+    one (the list made at its size, no iterator over the runs)."""
+    cdef list firsts = result.run_offsets
+    cdef list counts = result.run_counts
+    cdef Py_ssize_t r, runs = len(firsts), total = 0, at = 0
     cdef long long first, n, i
-    for f, c in zip(result.run_offsets, result.run_counts, strict=True):
-        first = f
-        n = c
+    cdef object item
+    if len(counts) != runs:
+        raise ValueError("run_offsets and run_counts differ in length")
+    for r in range(runs):
+        n = counts[r]
+        if n > 0:
+            total += n
+    cdef list out = PyList_New(total)
+    for r in range(runs):
+        first = firsts[r]
+        n = counts[r]
         for i in range(n):
-            out.append(first + i)
+            item = first + i
+            Py_INCREF(item)
+            PyList_SET_ITEM(out, at, item)
+            at += 1
     return out
 
 
