@@ -12,22 +12,12 @@ the layers above are handed over by ``bind``.
 import random as _random
 
 from cpython.list cimport PyList_New, PyList_SET_ITEM
-from cpython.long cimport PyLong_AsLongLongAndOverflow
-from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from cpython.ref cimport Py_INCREF
 from orjson import dumps
 from posix.time cimport CLOCK_MONOTONIC, CLOCK_REALTIME, clock_gettime, timespec
 
-from libc.stdint cimport uint8_t
-from libc.string cimport memcpy
-
-from rmq._fast.json_text cimport json_write_int
 from rmq._fast.offset_table cimport commit_offset, query_offset
 from rmq._fast.topic_table cimport topic_config
-
-cdef extern from "Python.h":
-    object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
-    void *PyUnicode_DATA(object o)
 
 cdef object _CK = None
 cdef object _FOUND = None
@@ -251,40 +241,6 @@ cdef object queue_now(p, out, str group, str topic, str read_topic, qid, nums, p
             locks.discard(key)
 
 
-cpdef str offsets_text(list offsets):
-    """The offsets comma-separated, as ``orjson.dumps(offsets)[1:-1]`` writes
-    them (a checkpoint's msgOffsetInfo): digits written here for ints of a
-    long long; anything else through orjson."""
-    cdef Py_ssize_t i, n = len(offsets)
-    cdef int ovf = 0
-    cdef long long v
-    cdef uint8_t *buf
-    cdef uint8_t *o
-    if n == 0:
-        return ""
-    buf = <uint8_t *>PyMem_Malloc(21 * n)
-    if buf == NULL:
-        raise MemoryError()
-    try:
-        o = buf
-        for i in range(n):
-            item = offsets[i]
-            if type(item) is not int:
-                return (<bytes>dumps(offsets))[1:-1].decode()
-            v = PyLong_AsLongLongAndOverflow(item, &ovf)
-            if ovf:
-                return (<bytes>dumps(offsets))[1:-1].decode()
-            if i:
-                o[0] = 44  # ,
-                o += 1
-            o = json_write_int(o, v)
-        text = PyUnicode_New(o - buf, 127)
-        memcpy(PyUnicode_DATA(text), buf, o - buf)
-        return text
-    finally:
-        PyMem_Free(buf)
-
-
 cpdef pop_queue_tail(p, out, str group, str topic, str read_topic, qid, offset, list offsets,
                      next_offset, list buffers, result, stored, bint commit, pop_time,
                      invisible, revive_qid):
@@ -298,7 +254,7 @@ cpdef pop_queue_tail(p, out, str group, str topic, str read_topic, qid, offset, 
         commit_offset(p.c.consumer_offset_manager, "pop", group, read_topic, qid, next_offset)
     flag = retry_flag(read_topic)
     out.start_info.append(f"{flag} {qid} {offset}")
-    out.msg_info.append(f"{flag} {qid} {offsets_text(offsets)}")
+    out.msg_info.append(f"{flag} {qid} {(<bytes>dumps(offsets))[1:-1].decode()}")
     if read_topic != topic:
         buffers = [p._as_original(b, topic, offset, pop_time, invisible, revive_qid,
                                   read_topic) for b in buffers]

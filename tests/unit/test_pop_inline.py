@@ -118,12 +118,3 @@ def test_count_get_counts_as_inc_get(queue_id):
 
     _Q.count_get(Other("c"), "g", "T", queue_id, 2, 9)
     assert told == [("g", "T", queue_id, 2, 9, 0, False)]
-
-
-@pytest.mark.parametrize("offsets", [
-    [], [0], [5, 6, 7], [-1, 0, 2**63 - 1, -(2**63)], list(range(10**12, 10**12 + 32)),
-    [2**63, 1], [True, 3], [1.5]])
-def test_offsets_text_is_orjson_without_brackets(offsets):
-    import orjson
-
-    assert _Q.offsets_text(offsets) == orjson.dumps(offsets)[1:-1].decode()
