@@ -346,6 +346,20 @@ def test_put_single_is_the_compiled_session_when_built():
         assert single_put.put_single is c.put_single
 
 
+def _store_with_queue(root, stats: StoreStatsService | None = None) -> DefaultMessageStore:
+    """A started store (with ``stats`` when given) whose queue T/0 holds one
+    message stored the general way (a single put needs the queue made)."""
+    store = DefaultMessageStore(_config(root), HOST)
+    if stats is not None:
+        store.stats = stats
+    assert store.load()
+    store.start()
+    msg = MessageExtBrokerInner("T", 0, 0, b"x", {}, "", 0, 0, 1, ("10.0.0.1", 5000), HOST,
+                                0, 0)
+    assert store.put_message(msg).status is PutMessageStatus.PUT_OK
+    return store
+
+
 class _CountingStats(StoreStatsService):
     """Stats of another kind, which note every put they are told of."""
 
@@ -371,13 +385,8 @@ def test_put_single_counts_stats_as_on_put_one(tmp_path, which):
         pytest.skip("compiled store_put not built or switched off")
     put = _put_single if which == "twin" else _C_PUT.put_single
     born = socket_address_bytes(("10.0.0.1", 5000))
-    store = DefaultMessageStore(_config(tmp_path / "s"), HOST)
-    assert store.load()
-    store.start()
+    store = _store_with_queue(tmp_path / "s")
     try:
-        msg = MessageExtBrokerInner("T", 0, 0, b"x", {}, "", 0, 0, 1, ("10.0.0.1", 5000),
-                                    HOST, 0, 0)
-        assert store.put_message(msg).status is PutMessageStatus.PUT_OK
         s = store.stats
         before = (s.put_message_times_total, s.put_message_size_total, dict(s.topic_put_nums),
                   dict(s.topic_put_size), list(s.put_latency))
@@ -390,14 +399,8 @@ def test_put_single_counts_stats_as_on_put_one(tmp_path, which):
         assert s.put_latency == [before[4][0] + 5, *before[4][1:]]
     finally:
         store.shutdown()
-    other = DefaultMessageStore(_config(tmp_path / "o"), HOST)
-    other.stats = _CountingStats()
-    assert other.load()
-    other.start()
+    other = _store_with_queue(tmp_path / "o", _CountingStats())
     try:
-        msg = MessageExtBrokerInner("T", 0, 0, b"x", {}, "", 0, 0, 1, ("10.0.0.1", 5000),
-                                    HOST, 0, 0)
-        assert other.put_message(msg).status is PutMessageStatus.PUT_OK
         other.stats.calls.clear()
         r = put(other, "T", b"T", 0, 0, b"yy", None, None, "", 0, 0, 1, born, 0)
         assert other.stats.calls == [("T", r[3])]
