@@ -45,8 +45,8 @@ def bind(extra_type: type, real_topic: object, system_error: object,
 
 cdef list bitset_offsets(object start, object data):
     """``ack.bitset_offsets``: the offsets whose bit is set, lowest first."""
-    raw = a2b_base64(data) if data else b""
-    cdef const unsigned char[:] bits = raw
+    cdef bytes raw = a2b_base64(data) if data else b""
+    cdef const unsigned char *bits = raw  # (no memoryview: read in place)
     cdef Py_ssize_t i, n = len(raw)
     cdef int bit
     cdef unsigned char byte

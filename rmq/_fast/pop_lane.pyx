@@ -273,25 +273,39 @@ cdef object _twin_take = None
 cdef object _lane_pop = None
 cdef object _batch_ack_now = None
 cdef object _run_eagerly = None
+cdef object _queue_type = None  # RequestQueue: its runs_at_once is done here
 
 
-def bind_take(twin_take, lane_pop, batch_ack_now, run_eagerly):
+def bind_take(twin_take, lane_pop, batch_ack_now, run_eagerly, queue_type=None):
     """``PopLaneSupport.take`` (the function), the pop processor's
     ``lane_pop``, the ack processor's ``batch_ack_now`` and ``run_eagerly``,
     for ``take``: a lane whose support's class has that ``take`` runs
-    ``take`` instead of calling it."""
-    global _twin_take, _lane_pop, _batch_ack_now, _run_eagerly
+    ``take`` instead of calling it; and RequestQueue (``runs_at_once`` reads
+    the fields of that exact type itself)."""
+    global _twin_take, _lane_pop, _batch_ack_now, _run_eagerly, _queue_type
     _twin_take = twin_take
     _lane_pop = lane_pop
     _batch_ack_now = batch_ack_now
     _run_eagerly = run_eagerly
+    _queue_type = queue_type
+
+
+cpdef bint runs_at_once(object pool) except -1:
+    """``pool.runs_at_once()``, read here for a RequestQueue (asked twice a
+    pop and its ack: no frame for it)."""
+    if _queue_type is None or type(pool) is not _queue_type:
+        return pool.runs_at_once()
+    if pool._waiting or pool.busy >= pool.workers:
+        return False
+    active = pool.before_run_active
+    return active is None or not active()
 
 
 cdef object take(object support, object channel, int code, object ext, object body):
     """``PopLaneSupport.take`` (the twin), step for step, without its frame:
     the compiled lane calls it when its support's ``take`` is that one."""
     if code == 200050:
-        if body is not None or not support.pop_queue.runs_at_once():
+        if body is not None or not runs_at_once(support.pop_queue):
             return None
         revive = support.revive
         if not revive.loaded:
@@ -301,7 +315,7 @@ cdef object take(object support, object channel, int code, object ext, object bo
             return None
         support.served += 1
         return got if type(got) is tuple else _run_eagerly(got)
-    if not support.ack_queue.runs_at_once():
+    if not runs_at_once(support.ack_queue):
         return None
     support.served += 1
     if code == 200151:

@@ -11,6 +11,8 @@ the layers above are handed over by ``bind``.
 
 import random as _random
 
+from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.ref cimport Py_INCREF
 from orjson import dumps
 from posix.time cimport CLOCK_MONOTONIC, CLOCK_REALTIME, clock_gettime, timespec
 
@@ -28,6 +30,13 @@ cdef object _PopRequest = None
 cdef object _pop_header = None
 cdef object _SUCCESS = None
 cdef object _POLLING_TIMEOUT = None
+# classes whose small methods a pop calls are done here for these exact
+# types (``bind_types``; None: always called)
+cdef object _STORE_TYPE = None  # DefaultMessageStore: get_min_offset_in_queue
+cdef object _CQ_TYPE = None  # ConsumeQueue: get_min_offset_in_queue
+cdef object _POLLING_TYPE = None  # PopPolling: notify
+cdef object _STATS_TYPE = None  # BrokerStats: inc_get
+cdef object _CQ_UNIT = 20
 
 cdef enum:
     MAX_POP_NUMS = 32
@@ -60,6 +69,60 @@ def bind_lane(lane_pop_twin: object, pop_result: type, pop_request: type, pop_he
     _POLLING_TIMEOUT = polling_timeout
 
 
+def bind_types(store_type: type, cq_type: type, polling_type: type, stats_type: type,
+               cq_unit: int) -> None:
+    """DefaultMessageStore, ConsumeQueue, PopPolling and BrokerStats and the
+    consume queue's entry size: a pop reads the queue's low offset, tells
+    the long polling and counts the get of these here, as their methods
+    (``get_min_offset_in_queue``, ``notify``, ``inc_get``) do, without their
+    frames; anything of another type is asked through the method."""
+    global _STORE_TYPE, _CQ_TYPE, _POLLING_TYPE, _STATS_TYPE, _CQ_UNIT
+    _STORE_TYPE = store_type
+    _CQ_TYPE = cq_type
+    _POLLING_TYPE = polling_type
+    _STATS_TYPE = stats_type
+    _CQ_UNIT = cq_unit
+
+
+cpdef object min_offset_in_queue(object store, str topic, object qid):
+    """``store.get_min_offset_in_queue(topic, qid)``."""
+    if _STORE_TYPE is None or type(store) is not _STORE_TYPE:
+        return store.get_min_offset_in_queue(topic, qid)
+    qs = (<dict>store.consume_queue_table).get(topic)
+    cq = qs.get(qid) if qs is not None else None
+    if cq is None:
+        return -1
+    if type(cq) is not _CQ_TYPE:
+        return cq.get_min_offset_in_queue()
+    return cq.min_logic_offset // _CQ_UNIT
+
+
+cpdef notify_polling(object polling, str topic):
+    """``polling.notify(topic)``: not called when nobody waits for ``topic``."""
+    if _POLLING_TYPE is not None and type(polling) is _POLLING_TYPE and \
+            not (<dict>polling.waiters).get(topic):
+        return
+    polling.notify(topic)
+
+
+cpdef count_get(object stats, str group, str topic, object queue_id, object nums, object size):
+    """``stats.inc_get(group, topic, queue_id, nums, size, 0, False)``:
+    added here to a queue's counts already pending."""
+    cdef list pending
+    if _STATS_TYPE is None or type(stats) is not _STATS_TYPE:
+        stats.inc_get(group, topic, queue_id, nums, size, 0, False)
+        return
+    found = (<dict>stats._get_pending).get((topic, group, queue_id))
+    if type(found) is not list or len(<list>found) != 6:
+        stats.inc_get(group, topic, queue_id, nums, size, 0, False)
+        return
+    pending = <list>found
+    stats.get_total += nums
+    pending[0] += nums
+    pending[1] += size
+    pending[2] += 1
+
+
 cdef inline str retry_flag(str topic):
     """``pop_records.retry_flag``."""
     if not topic.startswith(_RETRY_PREFIX):
@@ -72,21 +135,35 @@ cdef object start_offset(object p, str group, str topic, object qid, object init
     offset = query_offset(p.c.consumer_offset_manager, group, topic, qid)
     if offset < 0:
         offset = p._init_offset(group, topic, qid, init_mode)
-    low = p.store.get_min_offset_in_queue(topic, qid)
+    low = min_offset_in_queue(p.store, topic, qid)
     if low > offset:
         offset = low
     return offset if offset > 0 else 0
 
 
 cdef list queue_offsets(object result):
-    """``GetMessageResult.message_queue_offsets``."""
-    cdef list out = []
+    """``GetMessageResult.message_queue_offsets``: the runs' offsets one by
+    one (the list made at its size, no iterator over the runs)."""
+    cdef list firsts = result.run_offsets
+    cdef list counts = result.run_counts
+    cdef Py_ssize_t r, runs = len(firsts), total = 0, at = 0
     cdef long long first, n, i
-    for f, c in zip(result.run_offsets, result.run_counts, strict=True):
-        first = f
-        n = c
+    cdef object item
+    if len(counts) != runs:
+        raise ValueError("run_offsets and run_counts differ in length")
+    for r in range(runs):
+        n = counts[r]
+        if n > 0:
+            total += n
+    cdef list out = PyList_New(total)
+    for r in range(runs):
+        first = firsts[r]
+        n = counts[r]
         for i in range(n):
-            out.append(first + i)
+            item = first + i
+            Py_INCREF(item)
+            PyList_SET_ITEM(out, at, item)
+            at += 1
     return out
 
 
@@ -188,7 +265,7 @@ cpdef pop_queue_tail(p, out, str group, str topic, str read_topic, qid, offset, 
     out.bodies.extend(buffers)
     out.count += len(offsets)
     if result.max_offset > next_offset:
-        p.ctx.polling.notify(read_topic)
+        notify_polling(p.ctx.polling, read_topic)
 
 
 cdef inline long long clock_ms(int clock):
@@ -279,7 +356,6 @@ def lane_pop(p, channel, dict ext):
         out.invisible = invisible
         out.revive_qid = revive_qid
         out.orderly = False
-        c.stats.inc_get(group, topic, queue_id if queue_id > 0 else 0, out.count, out.size,
-                        0, False)
+        count_get(c.stats, group, topic, queue_id if queue_id > 0 else 0, out.count, out.size)
         return _SUCCESS, None, out, out.bodies, out.size
     return _POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE", None, None, 0

@@ -183,9 +183,13 @@ cdef class _Fixed:
     (set when the store and its commit log are made): read once per store,
     not per put."""
     cdef object store_ref  # a weak reference: the store is not kept alive here
-    cdef object cfg, cl, ccfg, flags, put_lock, reput_lock, stats, host_field, id_prefix
+    cdef object cfg, cl, ccfg, flags, host_field, id_prefix, listener, flush_service
+    # bound methods (no lookup a put): the put and reput locks' acquire and
+    # release, the stats' on_put_one
+    cdef object put_acquire, put_release, reput_acquire, reput_release, on_put_one
     cdef Py_ssize_t file_size
     cdef bint host_v6
+    cdef bint pooled  # a transient store pool's commit service (set when the store is made)
 
 
 cdef _Fixed _fixed = None  # the last store's
@@ -202,9 +206,16 @@ cdef _Fixed fixed_of(object store):
     f.cl = cl = store.commit_log
     f.ccfg = cl.config
     f.flags = store.running_flags
-    f.put_lock = cl.put_lock
-    f.reput_lock = store._reput_lock
-    f.stats = store.stats
+    put_lock = cl.put_lock
+    reput_lock = store._reput_lock
+    f.put_acquire = put_lock.acquire
+    f.put_release = put_lock.release
+    f.reput_acquire = reput_lock.acquire
+    f.reput_release = reput_lock.release
+    f.on_put_one = store.stats.on_put_one
+    f.pooled = store.commit_service is not None
+    f.listener = store.message_arriving_listener
+    f.flush_service = store.flush_service
     f.host_field = cl.store_host_field
     f.id_prefix = cl.msg_id_prefix
     f.file_size = cl.file_size
@@ -235,15 +246,13 @@ def put_single(object store, str topic, bytes topic_b, int queue_id, int flag, o
     # CommitLog.open_run(False)
     ccfg = fx.ccfg
     if store._shutdown or ccfg.brokerRole is _SLAVE or cl.begin_time_in_lock or \
-            store.commit_service is not None or not writeable(fx.flags):
+            fx.pooled or not writeable(fx.flags):
         return None
     mf = direct_tail(cl)
     if mf is None:
         return None
-    put_lock = fx.put_lock
-    reput_lock = fx.reput_lock
-    put_lock.acquire()
-    reput_lock.acquire()
+    fx.put_acquire()
+    fx.reput_acquire()
     cdef long long file_from, phy, qoff, now
     cdef Py_ssize_t wrote, cpos, size
     try:
@@ -309,16 +318,16 @@ def put_single(object store, str topic, bytes topic_b, int queue_id, int flag, o
                     store.reput_from_offset = phy
                 else:
                     store.running_flags.make_index_file_error()
-        fx.stats.on_put_one(topic, size)
-        listener = store.message_arriving_listener
+        fx.on_put_one(topic, size)
+        listener = fx.listener
         if listener is not None:
             try:
                 listener(topic, queue_id, qoff, tags_code, now, 1, size)
             except Exception:
                 log.exception("message arriving listener failed")
         if cfg.flushDiskType is _ASYNC_FLUSH and not cfg.flushCommitLogTimed:
-            store.flush_service.wake_for(phy + size, now)
+            fx.flush_service.wake_for(phy + size, now)
     finally:
-        reput_lock.release()
-        put_lock.release()
+        fx.reput_release()
+        fx.put_release()
     return qoff - 1, msg_id, phy, size

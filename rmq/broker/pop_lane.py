@@ -45,6 +45,7 @@ import logging
 from typing import Any
 
 from rmq._fast import compiled
+from rmq.broker.fast_failure import RequestQueue
 from rmq.broker.processor.ack import batch_ack_now
 from rmq.broker.processor.pop import PopResult, answer_ext, lane_pop
 from rmq.common.codes import CURRENT_VERSION, RequestCode, ResponseCode
@@ -290,7 +291,7 @@ def make_codec() -> tuple[Any, Any]:
     bind_frame(c)
     # the compiled lane runs the compiled twin of ``PopLaneSupport.take``
     # for a support whose ``take`` is that one
-    c.bind_take(PopLaneSupport.take, lane_pop, batch_ack_now, run_eagerly)
+    c.bind_take(PopLaneSupport.take, lane_pop, batch_ack_now, run_eagerly, RequestQueue)
     return c.read_request, c.frame
 
 

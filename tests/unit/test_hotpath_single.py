@@ -29,6 +29,7 @@ from rmq.store import (
 from rmq.store.message_codec import _send_properties, decode_message, fast_send_properties
 from rmq.store.results import msg_id_host_hex
 from rmq.store.single_put import _append_single, put_single
+from rmq.store.stats import StoreStatsService
 from rmq.testing.store import commit_log_records
 
 _C_PUT = compiled_or_none("store_put")
@@ -343,3 +344,65 @@ def test_put_single_is_the_compiled_session_when_built():
         assert single_put.put_single is single_put._put_single
     else:
         assert single_put.put_single is c.put_single
+
+
+def _store_with_queue(root, stats: StoreStatsService | None = None) -> DefaultMessageStore:
+    """A started store (with ``stats`` when given) whose queue T/0 holds one
+    message stored the general way (a single put needs the queue made)."""
+    store = DefaultMessageStore(_config(root), HOST)
+    if stats is not None:
+        store.stats = stats
+    assert store.load()
+    store.start()
+    msg = MessageExtBrokerInner("T", 0, 0, b"x", {}, "", 0, 0, 1, ("10.0.0.1", 5000), HOST,
+                                0, 0)
+    assert store.put_message(msg).status is PutMessageStatus.PUT_OK
+    return store
+
+
+class _CountingStats(StoreStatsService):
+    """Stats of another kind, which note every put they are told of."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple] = []
+
+    def on_put_one(self, topic: str, size: int) -> None:
+        self.calls.append((topic, size))
+        super().on_put_one(topic, size)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("which", ["twin", "compiled"])
+def test_put_single_counts_stats_as_on_put_one(tmp_path, which):
+    """Both puts count each put through the stats' ``on_put_one`` (the
+    compiled one keeps the bound method once per store): the fields end as it
+    leaves them, and stats of another kind hear of every put."""
+    from rmq._fast import NO_EXTENSIONS
+    from rmq.store.single_put import _put_single
+
+    if which == "compiled" and (_C_PUT is None or NO_EXTENSIONS):
+        pytest.skip("compiled store_put not built or switched off")
+    put = _put_single if which == "twin" else _C_PUT.put_single
+    born = socket_address_bytes(("10.0.0.1", 5000))
+    store = _store_with_queue(tmp_path / "s")
+    try:
+        s = store.stats
+        before = (s.put_message_times_total, s.put_message_size_total, dict(s.topic_put_nums),
+                  dict(s.topic_put_size), list(s.put_latency))
+        sizes = [put(store, "T", b"T", 0, 0, b"m" * i, None, None, "", 0, 0, 1, born, 0)[3]
+                 for i in range(1, 6)]
+        assert s.put_message_times_total == before[0] + 5
+        assert s.put_message_size_total == before[1] + sum(sizes)
+        assert s.topic_put_nums == {"T": before[2]["T"] + 5}
+        assert s.topic_put_size == {"T": before[3]["T"] + sum(sizes)}
+        assert s.put_latency == [before[4][0] + 5, *before[4][1:]]
+    finally:
+        store.shutdown()
+    other = _store_with_queue(tmp_path / "o", _CountingStats())
+    try:
+        other.stats.calls.clear()
+        r = put(other, "T", b"T", 0, 0, b"yy", None, None, "", 0, 0, 1, born, 0)
+        assert other.stats.calls == [("T", r[3])]
+    finally:
+        other.shutdown()

@@ -25,6 +25,7 @@ import orjson
 
 from rmq._fast import compiled
 from rmq.broker.pop_context import pop_context
+from rmq.broker.pop_polling import PopPolling
 from rmq.broker.pop_records import (
     ORDER_REVIVE_QUEUE,
     PROPERTY_POP_CK,
@@ -37,6 +38,7 @@ from rmq.broker.pop_records import (
     retry_topic_v2,
 )
 from rmq.broker.processor.pull import tag_filter
+from rmq.broker.stats import BrokerStats
 from rmq.client.heartbeat import EXPRESSION_TAG, build_subscription
 from rmq.common import message as mc
 from rmq.common.codes import RequestCode, ResponseCode
@@ -45,6 +47,8 @@ from rmq.common.get_message_status import GetMessageStatus
 from rmq.common.topics import RETRY_GROUP_TOPIC_PREFIX
 from rmq.filter.message_filter import filter_result
 from rmq.remoting import Channel, RemotingCommand
+from rmq.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue
+from rmq.store.default_message_store import DefaultMessageStore
 from rmq.store.message_codec import decode_message, encode_message
 
 RC = ResponseCode
@@ -692,6 +696,7 @@ _c = compiled("pop_queue")
 if _c is not None:
     _c.bind(PopCheckPoint, FOUND, filter_result, RETRY_GROUP_TOPIC_PREFIX)
     _c.bind_lane(_lane_pop, PopResult, PopRequest, pop_header, RC.SUCCESS, RC.POLLING_TIMEOUT)
+    _c.bind_types(DefaultMessageStore, ConsumeQueue, PopPolling, BrokerStats, CQ_STORE_UNIT_SIZE)
     pop_queue_now = _c.pop_queue_now
     pop_queue_tail = _c.pop_queue_tail
     lane_pop = _c.lane_pop
