@@ -373,16 +373,13 @@ class _CountingStats(StoreStatsService):
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("which", ["twin", "compiled"])
+@pytest.mark.parametrize("which", ["twin", pytest.param("compiled", marks=pytest.mark.compiled_only)])
 def test_put_single_counts_stats_as_on_put_one(tmp_path, which):
     """Both puts count each put through the stats' ``on_put_one`` (the
     compiled one keeps the bound method once per store): the fields end as it
     leaves them, and stats of another kind hear of every put."""
-    from rmq._fast import NO_EXTENSIONS
     from rmq.store.single_put import _put_single
 
-    if which == "compiled" and (_C_PUT is None or NO_EXTENSIONS):
-        pytest.skip("compiled store_put not built or switched off")
     put = _put_single if which == "twin" else _C_PUT.put_single
     born = socket_address_bytes(("10.0.0.1", 5000))
     store = _store_with_queue(tmp_path / "s")
