@@ -700,7 +700,9 @@ cdef class SendLane:
             if run is None:
                 return False
             try:
-                self.fill(c, sup, store, cl, cfg, channel, run, run.mf)
+                self.fill(c, sup, store, cl, cfg, channel, run, run.mf, run.buffer, run.index,
+                          run.wrote, run.file_from, run.limit, run.max_body, run.slots,
+                          run.entries, run.store_host, run.host_hex)
             except BaseException:
                 run.release()
                 raise
@@ -729,21 +731,20 @@ cdef class SendLane:
                 return False
             if cl.zero_ahead_enabled and mf.zeroed_to - mf.wrote_position < sup.zero_ahead:
                 cl.zero_ahead(mf)  # (it has zeros to write)
-            # AppendRun.arm
+            # AppendRun.arm, of the run's fields those another reader may
+            # take: the file and the buffers it holds (so a file's mapping is
+            # never held past this read's) and ``_open`` (``release``).  The
+            # positions and limits are this read's alone: they go into ``c``
+            # (nothing reads them of the run before ``close_read``, and the
+            # store's own users arm the run again).
+            view = mf.view  # (no write buffer: the mapping)
             run.mf = mf
-            run.buffer = mf.view  # (no write buffer: the mapping)
-            run.start = run.wrote = mf.wrote_position
-            run.file_from = mf.file_from_offset
-            run.limit = cl.file_size - 8
-            run.max_body = cl.config.maxMessageSize
+            run.buffer = view
             run.index = index
-            run.slots = slots
-            run.entries = entries
-            run.store_host = cl.store_host_field
-            run.host_hex = cl.msg_id_prefix
-            run.store_ts = 0
             run._open = True
-            self.fill(c, sup, store, cl, cfg, channel, run, mf)
+            self.fill(c, sup, store, cl, cfg, channel, run, mf, view, index, mf.wrote_position,
+                      mf.file_from_offset, cl.file_size - 8, cl.config.maxMessageSize, slots,
+                      entries, cl.store_host_field, cl.msg_id_prefix)
         except BaseException:
             if run._open:
                 run.release()
@@ -776,21 +777,23 @@ cdef class SendLane:
             PyBuffer_Release(&hv)
         return None if used >= <int64_t>last.max_index else last
 
-    cdef void fill(self, Ctx c, sup, store, cl, cfg, channel, run, mf) except *:
-        """The read's context from the session just armed (``run``) and the
-        broker (``LaneContext.renew``'s fields)."""
+    cdef void fill(self, Ctx c, sup, store, cl, cfg, channel, run, mf, target, index,
+                   int64_t wrote, int64_t file_from, int64_t limit, int64_t max_body,
+                   int64_t slots, int64_t entries, bytes store_host, str host_hex) except *:
+        """The read's context from the session just armed (``run``: its file,
+        buffers, position and limits given) and the broker
+        (``LaneContext.renew``'s fields)."""
         c.run = run
         c.mf = mf
-        c.target = run.buffer
-        c.index = run.index
-        c.start = run.wrote
-        c.file_from = run.file_from
-        c.limit = run.limit
-        c.max_body = run.max_body
-        c.slots = run.slots
-        c.entries = run.entries
-        c.store_host = run.store_host
-        host_hex = run.host_hex
+        c.target = target
+        c.index = index
+        c.start = wrote
+        c.file_from = file_from
+        c.limit = limit
+        c.max_body = max_body
+        c.slots = slots
+        c.entries = entries
+        c.store_host = store_host
         if host_hex is not self.hex_of:
             self.hex_of = host_hex
             self.host_hex_b = host_hex.encode()
