@@ -545,9 +545,30 @@ cdef class SendLane:
     cdef list touched
     cdef bint busy
     cdef bytes plain_cluster    # the read's cluster name (``begin_plain``)
+    # the support's references, which it sets once (``SendLaneSupport.__init__``)
+    # and never rebinds: taken here once, not as attributes in every read
+    # (what they refer to -- configs, queues, flags -- is read in each read)
+    cdef object s_store, s_cl, s_cfg, s_bc, s_queue, s_processor, s_topics, s_hold
+    cdef object s_async_master, s_async_flush, s_sync_flush, s_runs_listener, s_counted_listener
+    cdef int64_t s_not_writeable, s_zero_ahead
 
     def __init__(self, support, Py_ssize_t max_frame):
         self.support = support
+        self.s_store = getattr(support, "store", None)
+        self.s_cl = getattr(support, "cl", None)
+        self.s_cfg = getattr(support, "cfg", None)
+        self.s_bc = getattr(support, "bc", None)
+        self.s_queue = getattr(support, "send_queue", None)
+        self.s_processor = getattr(support, "processor", None)
+        self.s_topics = getattr(support, "topics", None)
+        self.s_hold = getattr(support, "hold", None)
+        self.s_async_master = getattr(support, "async_master", None)
+        self.s_async_flush = getattr(support, "async_flush", None)
+        self.s_sync_flush = getattr(support, "sync_flush", None)
+        self.s_runs_listener = getattr(support, "runs_listener", None)
+        self.s_counted_listener = getattr(support, "counted_runs_listener", None)
+        self.s_not_writeable = getattr(support, "not_writeable", 0)
+        self.s_zero_ahead = getattr(support, "zero_ahead", 0)
         self.max_frame = max_frame
         self.batch_props = {}
         self.topic_cache = {}
@@ -671,23 +692,23 @@ cdef class SendLane:
         general way now.  One C call instead of about fifteen Python ones."""
         sup = self.support
         # SendLaneSupport.accepting: the send pool would run it at once ...
-        queue = sup.send_queue
+        queue = self.s_queue
         if queue is not None:
             if queue._waiting or queue.busy >= queue.workers:
                 return False
             active = queue.before_run_active
             if active is not None and active():
                 return False
-        store, cl, cfg, bc = sup.store, sup.cl, sup.cfg, sup.bc
+        store, cl, cfg, bc = self.s_store, self.s_cl, self.s_cfg, self.s_bc
         # ... the page cache is not busy (a put holds the lock: asked in full) ...
         if cl.begin_time_in_lock != 0 and store.is_os_page_cache_busy():
             return False
         # ... start-up's send delay is over and the broker is writable
         if bc.startAcceptSendRequestTimeStamp or not bc.brokerPermission & PERM_WRITE:
             return False
-        if cfg.brokerRole is not sup.async_master or cl.multi.enabled:
+        if cfg.brokerRole is not self.s_async_master or cl.multi.enabled:
             return False
-        cluster = sup.processor.cluster
+        cluster = self.s_processor.cluster
         if cluster is not self.cluster_name:
             if not cluster.isascii():
                 return False
@@ -708,7 +729,7 @@ cdef class SendLane:
                 raise
             return True
         if store._shutdown or cl.begin_time_in_lock or store.commit_service is not None or \
-                store.running_flags.flag_bits & sup.not_writeable:
+                store.running_flags.flag_bits & self.s_not_writeable:
             return False
         mf = direct_tail(cl)
         if mf is None:
@@ -729,7 +750,7 @@ cdef class SendLane:
                 reput_lock.release()
                 put_lock.release()
                 return False
-            if cl.zero_ahead_enabled and mf.zeroed_to - mf.wrote_position < sup.zero_ahead:
+            if cl.zero_ahead_enabled and mf.zeroed_to - mf.wrote_position < self.s_zero_ahead:
                 cl.zero_ahead(mf)  # (it has zeros to write)
             # AppendRun.arm, of the run's fields those another reader may
             # take: the file and the buffers it holds (so a file's mapping is
@@ -799,24 +820,24 @@ cdef class SendLane:
             self.host_hex_b = host_hex.encode()
         c.host_hex = self.host_hex_b
         c.cluster = self.cluster_b
-        attrs = channel.attrs
+        cdef dict attrs = channel.attrs
         born = attrs.get("born_field")  # the stored born-host field, once per connection
         c.born = sup.born_field(channel) if born is None else born
-        bc = sup.bc
+        bc = self.s_bc
         made_for = sup._tails_of
         tails = sup._tail_pair
         if bc.regionId is not made_for[0] or bc.traceOn is not made_for[1]:
             tails = sup.new_tails()
         c.tail, c.rtail = tails
-        c.sync = cfg.flushDiskType is sup.sync_flush
+        c.sync = cfg.flushDiskType is self.s_sync_flush
         self.cq_table = store.consume_queue_table
-        self.topic_table = sup.topics.table
+        self.topic_table = self.s_topics.table
         self.tq_table = cl.topic_queue_table
-        hold = sup.hold
+        hold = self.s_hold
         self.hold_table = hold.table if hold is not None else None
         self.bstats = sup.c.stats
         self.histograms = self.bstats.size_histograms is not None
-        listener = sup.runs_listener
+        listener = self.s_runs_listener
         c.counting = listener is not None and store.message_runs_listener is listener
 
     cdef void close_read(self, Ctx c, int64_t wrote, int64_t store_ts, list runs, channel,
@@ -829,7 +850,7 @@ cdef class SendLane:
         the flush wake-up or waiter."""
         sup = self.support
         run = c.run
-        store = sup.store
+        store = self.s_store
         stored = wrote != c.start
         try:
             if stored:  # AppendRun.publish
@@ -843,7 +864,7 @@ cdef class SendLane:
             if run._open:
                 run._open = False
                 store._reput_lock.release()
-                sup.cl.put_lock.release()
+                self.s_cl.put_lock.release()
         if not stored:
             return
         sup.served += put_counts(store.stats, runs)
@@ -851,7 +872,7 @@ cdef class SendLane:
         if c.counting:
             if counted:
                 self.bstats.put_total += counted
-            runs_listener = sup.counted_runs_listener
+            runs_listener = self.s_counted_listener
         if runs_listener is not None:
             try:
                 runs_listener(runs)
@@ -859,8 +880,8 @@ cdef class SendLane:
                 sup.listener_failed()
         else:
             sup.notify_each(runs)
-        cfg = sup.cfg
-        if cfg.flushDiskType is sup.async_flush:
+        cfg = self.s_cfg
+        if cfg.flushDiskType is self.s_async_flush:
             if not cfg.flushCommitLogTimed:
                 store.flush_service.wake_for(c.file_from + wrote, store_ts)
         else:
