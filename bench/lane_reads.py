@@ -32,6 +32,12 @@ binary header, its group and properties, ``bench.raw`` with ``java=True``)
 round a topic of 1024 queues, as ``bench.java_frames`` does against a broker:
 nearly every send of a read then meets a queue of its own.
 
+``--gc-freeze`` collects and freezes the heap once the set-up is done, as a
+broker does once started (``rmq.broker.startup.settle_gc``): the reads then
+meet the collections a broker's reads meet, not full ones over everything
+the set-up imported and built (which the difference of two instruction
+counts otherwise catches by chance, ~10k instructions per read and more).
+
 ``--dledger`` serves the reads to a DLedger leader's lane instead: the broker
 leads a group of one (its quorum is its own log, so each read's entries are
 committed, dispatched to the consume queues and answered within the read),
@@ -68,6 +74,7 @@ from pathlib import Path
 
 from bench.callgrind import callgrind_total
 from bench.raw import RawRequests
+from rmq.broker.startup import settle_gc
 from rmq.common.topic_config import TopicConfig
 from rmq.store.message import MessageExtBrokerInner
 from rmq.store.message_codec import message_properties_to_string
@@ -323,7 +330,8 @@ async def calls(reads: int, frames: int, dledger: bool = False,
 
 async def measure(reads: int, frames: int, repeats: int, bracket: bool = True,
                   dledger: bool = False, protocol: bool = False,
-                  followers: int = 0, java: bool = False) -> dict[str, list[float]]:
+                  followers: int = 0, java: bool = False,
+                  freeze: bool = False) -> dict[str, list[float]]:
     root = Path(tempfile.mkdtemp(prefix="lane-reads-"))
     controller = await _controller(root, dledger, followers, *_shape(java))
     try:
@@ -331,7 +339,10 @@ async def measure(reads: int, frames: int, repeats: int, bracket: bool = True,
         r = _Reads(controller, protocol, java)
         await r.warm()
         lane, channel = r.lane if r.connection is None else r.connection, r.channel
-        gc.collect()
+        if freeze:  # what a broker does once started (rmq.broker.startup.settle_gc)
+            settle_gc()
+        else:
+            gc.collect()
         per_read, brackets = [], []
         for _ in range(repeats):
             batch = r.batch(reads, frames)
@@ -357,23 +368,24 @@ EXTRA_READS = 10_000  # what --instructions adds to the second run
 
 
 def _callgrind_total(reads: int, frames: int, dledger: bool = False,
-                     protocol: bool = False, followers: int = 0, java: bool = False) -> int:
+                     protocol: bool = False, followers: int = 0, java: bool = False,
+                     freeze: bool = False) -> int:
     """Instructions of a whole run of the reads alone under callgrind."""
     return callgrind_total("bench.lane_reads", [
         "--reads", str(reads), "--frames", str(frames), "--repeats", "1", "--no-bracket",
         *(["--dledger"] if dledger else []), *(["--protocol"] if protocol else []),
-        *(["--java"] if java else []),
+        *(["--java"] if java else []), *(["--gc-freeze"] if freeze else []),
         "--followers", str(followers)])
 
 
 def instructions(reads: int, frames: int, extra: int = EXTRA_READS,
                  dledger: bool = False, protocol: bool = False,
-                 followers: int = 0, java: bool = False) -> float:
+                 followers: int = 0, java: bool = False, freeze: bool = False) -> float:
     """Instructions per read: the difference of two callgrind totals."""
     if shutil.which("valgrind") is None:
         raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
-    low = _callgrind_total(reads, frames, dledger, protocol, followers, java)
-    high = _callgrind_total(reads + extra, frames, dledger, protocol, followers, java)
+    low = _callgrind_total(reads, frames, dledger, protocol, followers, java, freeze)
+    high = _callgrind_total(reads + extra, frames, dledger, protocol, followers, java, freeze)
     return (high - low) / extra
 
 
@@ -395,6 +407,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--java", action="store_true",
                     help="the Java benchmark Producer's frames (ROCKETMQ header) over a topic of "
                          f"{JAVA_QUEUES} queues, instead of JSON ones over {QUEUES}")
+    ap.add_argument("--gc-freeze", action="store_true",
+                    help="collect and freeze the heap after the set-up, as a started broker does "
+                         "(timed and counted reads then meet only the collections a broker's do)")
     ap.add_argument("--extra", type=int, default=EXTRA_READS,
                     help="reads the second --instructions run adds")
     ap.add_argument("--followers", type=int, default=0,
@@ -422,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.instructions:
         per_read = instructions(args.reads, args.frames, args.extra, args.dledger, args.protocol,
-                                args.followers, args.java)
+                                args.followers, args.java, args.gc_freeze)
         print(f"instructions_per_read ({args.frames} frame(s) a read): {per_read:,.0f}")
         return 0
     import uvloop
@@ -430,7 +445,7 @@ def main(argv: list[str] | None = None) -> int:
     uvloop.install()
     got = asyncio.run(measure(args.reads, args.frames, args.repeats,
                               not args.no_bracket and not args.dledger, args.dledger,
-                              args.protocol, args.followers, args.java))
+                              args.protocol, args.followers, args.java, args.gc_freeze))
     for key, values in got.items():
         if not values and key == "begin_end_us" and (args.no_bracket or args.dledger):
             continue
