@@ -369,23 +369,25 @@ EXTRA_READS = 10_000  # what --instructions adds to the second run
 
 def _callgrind_total(reads: int, frames: int, dledger: bool = False,
                      protocol: bool = False, followers: int = 0, java: bool = False,
-                     freeze: bool = False) -> int:
+                     freeze: bool = False, main_thread: bool = False) -> int:
     """Instructions of a whole run of the reads alone under callgrind."""
     return callgrind_total("bench.lane_reads", [
         "--reads", str(reads), "--frames", str(frames), "--repeats", "1", "--no-bracket",
         *(["--dledger"] if dledger else []), *(["--protocol"] if protocol else []),
         *(["--java"] if java else []), *(["--gc-freeze"] if freeze else []),
-        "--followers", str(followers)])
+        "--followers", str(followers)], main_thread=main_thread)
 
 
 def instructions(reads: int, frames: int, extra: int = EXTRA_READS,
                  dledger: bool = False, protocol: bool = False,
-                 followers: int = 0, java: bool = False, freeze: bool = False) -> float:
+                 followers: int = 0, java: bool = False, freeze: bool = False,
+                 main_thread: bool = False) -> float:
     """Instructions per read: the difference of two callgrind totals."""
     if shutil.which("valgrind") is None:
         raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
-    low = _callgrind_total(reads, frames, dledger, protocol, followers, java, freeze)
-    high = _callgrind_total(reads + extra, frames, dledger, protocol, followers, java, freeze)
+    low = _callgrind_total(reads, frames, dledger, protocol, followers, java, freeze, main_thread)
+    high = _callgrind_total(reads + extra, frames, dledger, protocol, followers, java, freeze,
+                            main_thread)
     return (high - low) / extra
 
 
@@ -410,6 +412,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gc-freeze", action="store_true",
                     help="collect and freeze the heap after the set-up, as a started broker does "
                          "(timed and counted reads then meet only the collections a broker's do)")
+    ap.add_argument("--main-thread", action="store_true",
+                    help="with --instructions: count the loop's thread alone (the store's "
+                         "clocked threads run the more the slower a run, so the machine's load "
+                         "moves a count of all threads)")
     ap.add_argument("--extra", type=int, default=EXTRA_READS,
                     help="reads the second --instructions run adds")
     ap.add_argument("--followers", type=int, default=0,
@@ -437,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.instructions:
         per_read = instructions(args.reads, args.frames, args.extra, args.dledger, args.protocol,
-                                args.followers, args.java, args.gc_freeze)
+                                args.followers, args.java, args.gc_freeze, args.main_thread)
         print(f"instructions_per_read ({args.frames} frame(s) a read): {per_read:,.0f}")
         return 0
     import uvloop
