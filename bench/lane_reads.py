@@ -36,7 +36,9 @@ nearly every send of a read then meets a queue of its own.
 broker does once started (``rmq.broker.startup.settle_gc``): the reads then
 meet the collections a broker's reads meet, not full ones over everything
 the set-up imported and built (which the difference of two instruction
-counts otherwise catches by chance, ~10k instructions per read and more).
+counts otherwise catches or misses by chance).  ``--main-thread`` counts the
+loop's thread alone: the store's threads that wake by the clock run the more
+the longer a run takes under callgrind, which the machine's load sets.
 
 ``--dledger`` serves the reads to a DLedger leader's lane instead: the broker
 leads a group of one (its quorum is its own log, so each read's entries are
