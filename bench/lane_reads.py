@@ -27,6 +27,19 @@ transport that keeps them) instead of to the lane: the counts and times then
 cover the server's own per-read Python too (framing, the lanes' turn, the
 answer's write); ``--calls`` also prints the transport's writes per read.
 
+``--java`` sends the Java benchmark Producer's frames instead (the ROCKETMQ
+binary header, its group and properties, ``bench.raw`` with ``java=True``)
+round a topic of 1024 queues, as ``bench.java_frames`` does against a broker:
+nearly every send of a read then meets a queue of its own.
+
+``--gc-freeze`` collects and freezes the heap once the set-up is done, as a
+broker does once started (``rmq.broker.startup.settle_gc``): the reads then
+meet the collections a broker's reads meet, not full ones over everything
+the set-up imported and built (which the difference of two instruction
+counts otherwise catches or misses by chance).  ``--main-thread`` counts the
+loop's thread alone: the store's threads that wake by the clock run the more
+the longer a run takes under callgrind, which the machine's load sets.
+
 ``--dledger`` serves the reads to a DLedger leader's lane instead: the broker
 leads a group of one (its quorum is its own log, so each read's entries are
 committed, dispatched to the consume queues and answered within the read),
@@ -63,12 +76,18 @@ from pathlib import Path
 
 from bench.callgrind import callgrind_total
 from bench.raw import RawRequests
+from rmq.broker.startup import settle_gc
 from rmq.common.topic_config import TopicConfig
 from rmq.store.message import MessageExtBrokerInner
 from rmq.store.message_codec import message_properties_to_string
 
 TOPIC = "BenchTopic"
 QUEUES = 8
+# --java: the Java benchmark Producer's frames (ROCKETMQ header, its
+# properties) going round its topic's 1024 queues, so nearly every message
+# of a read meets a queue of its own, as against a broker
+JAVA_TOPIC = "BenchmarkTest"
+JAVA_QUEUES = 1024
 
 
 class _Channel:
@@ -104,10 +123,12 @@ def _followers(root: Path, ids: list[str], peers: str) -> list:
     return procs
 
 
-async def _controller(root: Path, dledger: bool = False, followers: int = 0):
+async def _controller(root: Path, dledger: bool = False, followers: int = 0,
+                      topic: str = TOPIC, queues: int = QUEUES):
     """An initialized broker controller on a fresh store under ``root``
     (``dledger``: leading a DLedger group of one, or of 1 + ``followers``
-    whose follower processes it keeps in ``controller.bench_followers``)."""
+    whose follower processes it keeps in ``controller.bench_followers``),
+    ``topic`` made with ``queues`` queues."""
     from rmq.broker.controller import BrokerController
     from rmq.broker.startup import parse, prepare_store_paths
     from rmq.testing.procs import free_port
@@ -130,7 +151,7 @@ async def _controller(root: Path, dledger: bool = False, followers: int = 0):
     controller.bench_followers = procs
     if not await controller.initialize():
         raise RuntimeError("the broker did not initialize")
-    controller.topic_config_manager.update_topic_config(TopicConfig(TOPIC, QUEUES, QUEUES))
+    controller.topic_config_manager.update_topic_config(TopicConfig(topic, queues, queues))
     store = controller.message_store
     store.start()  # its services (the broker's own start would also open the ports)
     if dledger:  # the group's endpoint alone (no other ports): it elects itself; the
@@ -141,15 +162,20 @@ async def _controller(root: Path, dledger: bool = False, followers: int = 0):
             if isinstance(service, DLedgerService):
                 await service.start()
         return controller
-    for qid in range(QUEUES):  # the general put makes each consume queue
+    for qid in range(queues):  # the general put makes each consume queue
         props = {"UNIQ_KEY": f"{qid:032X}"}
         store.put_message(MessageExtBrokerInner(
-            topic=TOPIC, queue_id=qid, body=b"x", properties=props,
+            topic=topic, queue_id=qid, body=b"x", properties=props,
             properties_string=message_properties_to_string(props),
             born_timestamp=int(time.time() * 1000), born_host=("10.0.0.1", 5000)))
     while store.reput_from_offset < store.commit_log.get_max_offset():
         store.do_reput()
     return controller
+
+
+def _shape(java: bool) -> tuple[str, int]:
+    """The topic and its queue count the reads go to."""
+    return (JAVA_TOPIC, JAVA_QUEUES) if java else (TOPIC, QUEUES)
 
 
 class _Transport:
@@ -234,10 +260,12 @@ class _Reads:
     """The broker's lane, warmed up (its queues made, its first reads served),
     and the reads of 1 KiB SEND_MESSAGE_V2 frames handed to it."""
 
-    def __init__(self, controller, protocol: bool = False) -> None:
+    def __init__(self, controller, protocol: bool = False, java: bool = False) -> None:
         self.lane = controller.remoting_server.lane
         self.connection = _Connection(controller.remoting_server) if protocol else None
-        self.raw = RawRequests(TOPIC, b"x" * 1024, queues=QUEUES)
+        self.queues = JAVA_QUEUES if java else QUEUES
+        self.raw = RawRequests(JAVA_TOPIC if java else TOPIC, b"x" * 1024, queues=self.queues,
+                               java=java)
         self.channel = _Channel()
         self.n = 0  # frames made so far
         self.answered = bool(getattr(controller, "bench_followers", None))
@@ -245,11 +273,13 @@ class _Reads:
     async def warm(self) -> None:
         lane, channel, raw = self.lane, self.channel, self.raw
         # (a group's election under valgrind takes a while: up to a minute)
-        for _ in range(6000 if self.answered else 2000):
+        for _ in range((6000 if self.answered else 2000) + 2 * self.queues):
             if await _serve(lane, channel, [bytes(raw.frame(self.n)[1])], self.answered) == 0:
                 self.n += 1
-            if self.n >= 2 * QUEUES:
-                return
+                if self.n >= 2 * self.queues:
+                    return
+                if self.n % (self.queues // QUEUES):  # (--java: a pause per 128 frames)
+                    continue
             await asyncio.sleep(0.01)
         raise RuntimeError("the send lane does not take the frames (store not writable?)")
 
@@ -266,7 +296,7 @@ class _Reads:
 
 async def calls(reads: int, frames: int, dledger: bool = False,
                 protocol: bool = False,
-                followers: int = 0) -> tuple[float, list[tuple[float, str]], float]:
+                followers: int = 0, java: bool = False) -> tuple[float, list[tuple[float, str]], float]:
     """Function calls per read (``cProfile``): the total and, per function,
     its calls per read, most called first; and the transport's writes per
     read (``protocol``; else 0)."""
@@ -274,9 +304,9 @@ async def calls(reads: int, frames: int, dledger: bool = False,
     import pstats
 
     root = Path(tempfile.mkdtemp(prefix="lane-reads-"))
-    controller = await _controller(root, dledger, followers)
+    controller = await _controller(root, dledger, followers, *_shape(java))
     try:
-        r = _Reads(controller, protocol)
+        r = _Reads(controller, protocol, java)
         await r.warm()
         batch = r.batch(reads, frames)
         await asyncio.sleep(0.02)
@@ -302,15 +332,19 @@ async def calls(reads: int, frames: int, dledger: bool = False,
 
 async def measure(reads: int, frames: int, repeats: int, bracket: bool = True,
                   dledger: bool = False, protocol: bool = False,
-                  followers: int = 0) -> dict[str, list[float]]:
+                  followers: int = 0, java: bool = False,
+                  freeze: bool = False) -> dict[str, list[float]]:
     root = Path(tempfile.mkdtemp(prefix="lane-reads-"))
-    controller = await _controller(root, dledger, followers)
+    controller = await _controller(root, dledger, followers, *_shape(java))
     try:
         support = controller.send_lane_support
-        r = _Reads(controller, protocol)
+        r = _Reads(controller, protocol, java)
         await r.warm()
         lane, channel = r.lane if r.connection is None else r.connection, r.channel
-        gc.collect()
+        if freeze:  # what a broker does once started (rmq.broker.startup.settle_gc)
+            settle_gc()
+        else:
+            gc.collect()
         per_read, brackets = [], []
         for _ in range(repeats):
             batch = r.batch(reads, frames)
@@ -336,22 +370,26 @@ EXTRA_READS = 10_000  # what --instructions adds to the second run
 
 
 def _callgrind_total(reads: int, frames: int, dledger: bool = False,
-                     protocol: bool = False, followers: int = 0) -> int:
+                     protocol: bool = False, followers: int = 0, java: bool = False,
+                     freeze: bool = False, main_thread: bool = False) -> int:
     """Instructions of a whole run of the reads alone under callgrind."""
     return callgrind_total("bench.lane_reads", [
         "--reads", str(reads), "--frames", str(frames), "--repeats", "1", "--no-bracket",
         *(["--dledger"] if dledger else []), *(["--protocol"] if protocol else []),
-        "--followers", str(followers)])
+        *(["--java"] if java else []), *(["--gc-freeze"] if freeze else []),
+        "--followers", str(followers)], main_thread=main_thread)
 
 
 def instructions(reads: int, frames: int, extra: int = EXTRA_READS,
                  dledger: bool = False, protocol: bool = False,
-                 followers: int = 0) -> float:
+                 followers: int = 0, java: bool = False, freeze: bool = False,
+                 main_thread: bool = False) -> float:
     """Instructions per read: the difference of two callgrind totals."""
     if shutil.which("valgrind") is None:
         raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
-    low = _callgrind_total(reads, frames, dledger, protocol, followers)
-    high = _callgrind_total(reads + extra, frames, dledger, protocol, followers)
+    low = _callgrind_total(reads, frames, dledger, protocol, followers, java, freeze, main_thread)
+    high = _callgrind_total(reads + extra, frames, dledger, protocol, followers, java, freeze,
+                            main_thread)
     return (high - low) / extra
 
 
@@ -370,6 +408,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--protocol", action="store_true",
                     help="hand the reads to a connection's protocol (the server's per-read "
                          "Python too), not to the lane")
+    ap.add_argument("--java", action="store_true",
+                    help="the Java benchmark Producer's frames (ROCKETMQ header) over a topic of "
+                         f"{JAVA_QUEUES} queues, instead of JSON ones over {QUEUES}")
+    ap.add_argument("--gc-freeze", action="store_true",
+                    help="collect and freeze the heap after the set-up, as a started broker does "
+                         "(timed and counted reads then meet only the collections a broker's do)")
+    ap.add_argument("--main-thread", action="store_true",
+                    help="with --instructions: count the loop's thread alone (the store's "
+                         "clocked threads run the more the slower a run, so the machine's load "
+                         "moves a count of all threads)")
     ap.add_argument("--extra", type=int, default=EXTRA_READS,
                     help="reads the second --instructions run adds")
     ap.add_argument("--followers", type=int, default=0,
@@ -386,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
         uvloop.install()
     if args.calls:
         total, rows, writes = asyncio.run(calls(args.reads, args.frames, args.dledger,
-                                                args.protocol, args.followers))
+                                                args.protocol, args.followers, args.java))
         python = sum(c for c, name in rows if ".py:" in name)
         print(f"calls_per_read ({args.frames} frame(s) a read): {total:.1f}, "
               f"Python functions {python:.1f}"
@@ -397,7 +445,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.instructions:
         per_read = instructions(args.reads, args.frames, args.extra, args.dledger, args.protocol,
-                                args.followers)
+                                args.followers, args.java, args.gc_freeze, args.main_thread)
         print(f"instructions_per_read ({args.frames} frame(s) a read): {per_read:,.0f}")
         return 0
     import uvloop
@@ -405,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
     uvloop.install()
     got = asyncio.run(measure(args.reads, args.frames, args.repeats,
                               not args.no_bracket and not args.dledger, args.dledger,
-                              args.protocol, args.followers))
+                              args.protocol, args.followers, args.java, args.gc_freeze))
     for key, values in got.items():
         if not values and key == "begin_end_us" and (args.no_bracket or args.dledger):
             continue

@@ -545,9 +545,30 @@ cdef class SendLane:
     cdef list touched
     cdef bint busy
     cdef bytes plain_cluster    # the read's cluster name (``begin_plain``)
+    # the support's references, which it sets once (``SendLaneSupport.__init__``)
+    # and never rebinds: taken here once, not as attributes in every read
+    # (what they refer to -- configs, queues, flags -- is read in each read)
+    cdef object s_store, s_cl, s_cfg, s_bc, s_queue, s_processor, s_topics, s_hold
+    cdef object s_async_master, s_async_flush, s_sync_flush, s_runs_listener, s_counted_listener
+    cdef int64_t s_not_writeable, s_zero_ahead
 
     def __init__(self, support, Py_ssize_t max_frame):
         self.support = support
+        self.s_store = getattr(support, "store", None)
+        self.s_cl = getattr(support, "cl", None)
+        self.s_cfg = getattr(support, "cfg", None)
+        self.s_bc = getattr(support, "bc", None)
+        self.s_queue = getattr(support, "send_queue", None)
+        self.s_processor = getattr(support, "processor", None)
+        self.s_topics = getattr(support, "topics", None)
+        self.s_hold = getattr(support, "hold", None)
+        self.s_async_master = getattr(support, "async_master", None)
+        self.s_async_flush = getattr(support, "async_flush", None)
+        self.s_sync_flush = getattr(support, "sync_flush", None)
+        self.s_runs_listener = getattr(support, "runs_listener", None)
+        self.s_counted_listener = getattr(support, "counted_runs_listener", None)
+        self.s_not_writeable = getattr(support, "not_writeable", 0)
+        self.s_zero_ahead = getattr(support, "zero_ahead", 0)
         self.max_frame = max_frame
         self.batch_props = {}
         self.topic_cache = {}
@@ -671,23 +692,23 @@ cdef class SendLane:
         general way now.  One C call instead of about fifteen Python ones."""
         sup = self.support
         # SendLaneSupport.accepting: the send pool would run it at once ...
-        queue = sup.send_queue
+        queue = self.s_queue
         if queue is not None:
             if queue._waiting or queue.busy >= queue.workers:
                 return False
             active = queue.before_run_active
             if active is not None and active():
                 return False
-        store, cl, cfg, bc = sup.store, sup.cl, sup.cfg, sup.bc
+        store, cl, cfg, bc = self.s_store, self.s_cl, self.s_cfg, self.s_bc
         # ... the page cache is not busy (a put holds the lock: asked in full) ...
         if cl.begin_time_in_lock != 0 and store.is_os_page_cache_busy():
             return False
         # ... start-up's send delay is over and the broker is writable
         if bc.startAcceptSendRequestTimeStamp or not bc.brokerPermission & PERM_WRITE:
             return False
-        if cfg.brokerRole is not sup.async_master or cl.multi.enabled:
+        if cfg.brokerRole is not self.s_async_master or cl.multi.enabled:
             return False
-        cluster = sup.processor.cluster
+        cluster = self.s_processor.cluster
         if cluster is not self.cluster_name:
             if not cluster.isascii():
                 return False
@@ -700,13 +721,15 @@ cdef class SendLane:
             if run is None:
                 return False
             try:
-                self.fill(c, sup, store, cl, cfg, channel, run, run.mf)
+                self.fill(c, sup, store, cl, cfg, channel, run, run.mf, run.buffer, run.index,
+                          run.wrote, run.file_from, run.limit, run.max_body, run.slots,
+                          run.entries, run.store_host, run.host_hex)
             except BaseException:
                 run.release()
                 raise
             return True
         if store._shutdown or cl.begin_time_in_lock or store.commit_service is not None or \
-                store.running_flags.flag_bits & sup.not_writeable:
+                store.running_flags.flag_bits & self.s_not_writeable:
             return False
         mf = direct_tail(cl)
         if mf is None:
@@ -727,23 +750,22 @@ cdef class SendLane:
                 reput_lock.release()
                 put_lock.release()
                 return False
-            if cl.zero_ahead_enabled and mf.zeroed_to - mf.wrote_position < sup.zero_ahead:
+            if cl.zero_ahead_enabled and mf.zeroed_to - mf.wrote_position < self.s_zero_ahead:
                 cl.zero_ahead(mf)  # (it has zeros to write)
-            # AppendRun.arm
+            # AppendRun.arm, of the run's fields those another reader may
+            # take: the file and the buffers it holds (so a file's mapping is
+            # never held past this read's) and ``_open`` (``release``).  The
+            # positions and limits are this read's alone: they go into ``c``
+            # (nothing reads them of the run before ``close_read``, and the
+            # store's own users arm the run again).
+            view = mf.view  # (no write buffer: the mapping)
             run.mf = mf
-            run.buffer = mf.view  # (no write buffer: the mapping)
-            run.start = run.wrote = mf.wrote_position
-            run.file_from = mf.file_from_offset
-            run.limit = cl.file_size - 8
-            run.max_body = cl.config.maxMessageSize
+            run.buffer = view
             run.index = index
-            run.slots = slots
-            run.entries = entries
-            run.store_host = cl.store_host_field
-            run.host_hex = cl.msg_id_prefix
-            run.store_ts = 0
             run._open = True
-            self.fill(c, sup, store, cl, cfg, channel, run, mf)
+            self.fill(c, sup, store, cl, cfg, channel, run, mf, view, index, mf.wrote_position,
+                      mf.file_from_offset, cl.file_size - 8, cl.config.maxMessageSize, slots,
+                      entries, cl.store_host_field, cl.msg_id_prefix)
         except BaseException:
             if run._open:
                 run.release()
@@ -776,44 +798,46 @@ cdef class SendLane:
             PyBuffer_Release(&hv)
         return None if used >= <int64_t>last.max_index else last
 
-    cdef void fill(self, Ctx c, sup, store, cl, cfg, channel, run, mf) except *:
-        """The read's context from the session just armed (``run``) and the
-        broker (``LaneContext.renew``'s fields)."""
+    cdef void fill(self, Ctx c, sup, store, cl, cfg, channel, run, mf, target, index,
+                   int64_t wrote, int64_t file_from, int64_t limit, int64_t max_body,
+                   int64_t slots, int64_t entries, bytes store_host, str host_hex) except *:
+        """The read's context from the session just armed (``run``: its file,
+        buffers, position and limits given) and the broker
+        (``LaneContext.renew``'s fields)."""
         c.run = run
         c.mf = mf
-        c.target = run.buffer
-        c.index = run.index
-        c.start = run.wrote
-        c.file_from = run.file_from
-        c.limit = run.limit
-        c.max_body = run.max_body
-        c.slots = run.slots
-        c.entries = run.entries
-        c.store_host = run.store_host
-        host_hex = run.host_hex
+        c.target = target
+        c.index = index
+        c.start = wrote
+        c.file_from = file_from
+        c.limit = limit
+        c.max_body = max_body
+        c.slots = slots
+        c.entries = entries
+        c.store_host = store_host
         if host_hex is not self.hex_of:
             self.hex_of = host_hex
             self.host_hex_b = host_hex.encode()
         c.host_hex = self.host_hex_b
         c.cluster = self.cluster_b
-        attrs = channel.attrs
+        cdef dict attrs = channel.attrs
         born = attrs.get("born_field")  # the stored born-host field, once per connection
         c.born = sup.born_field(channel) if born is None else born
-        bc = sup.bc
+        bc = self.s_bc
         made_for = sup._tails_of
         tails = sup._tail_pair
         if bc.regionId is not made_for[0] or bc.traceOn is not made_for[1]:
             tails = sup.new_tails()
         c.tail, c.rtail = tails
-        c.sync = cfg.flushDiskType is sup.sync_flush
+        c.sync = cfg.flushDiskType is self.s_sync_flush
         self.cq_table = store.consume_queue_table
-        self.topic_table = sup.topics.table
+        self.topic_table = self.s_topics.table
         self.tq_table = cl.topic_queue_table
-        hold = sup.hold
+        hold = self.s_hold
         self.hold_table = hold.table if hold is not None else None
         self.bstats = sup.c.stats
         self.histograms = self.bstats.size_histograms is not None
-        listener = sup.runs_listener
+        listener = self.s_runs_listener
         c.counting = listener is not None and store.message_runs_listener is listener
 
     cdef void close_read(self, Ctx c, int64_t wrote, int64_t store_ts, list runs, channel,
@@ -826,7 +850,7 @@ cdef class SendLane:
         the flush wake-up or waiter."""
         sup = self.support
         run = c.run
-        store = sup.store
+        store = self.s_store
         stored = wrote != c.start
         try:
             if stored:  # AppendRun.publish
@@ -840,7 +864,7 @@ cdef class SendLane:
             if run._open:
                 run._open = False
                 store._reput_lock.release()
-                sup.cl.put_lock.release()
+                self.s_cl.put_lock.release()
         if not stored:
             return
         sup.served += put_counts(store.stats, runs)
@@ -848,7 +872,7 @@ cdef class SendLane:
         if c.counting:
             if counted:
                 self.bstats.put_total += counted
-            runs_listener = sup.counted_runs_listener
+            runs_listener = self.s_counted_listener
         if runs_listener is not None:
             try:
                 runs_listener(runs)
@@ -856,8 +880,8 @@ cdef class SendLane:
                 sup.listener_failed()
         else:
             sup.notify_each(runs)
-        cfg = sup.cfg
-        if cfg.flushDiskType is sup.async_flush:
+        cfg = self.s_cfg
+        if cfg.flushDiskType is self.s_async_flush:
             if not cfg.flushCommitLogTimed:
                 store.flush_service.wake_for(c.file_from + wrote, store_ts)
         else:

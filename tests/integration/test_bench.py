@@ -556,8 +556,8 @@ def test_compare_runs_the_same_load_against_a_reference(tmp_path):
 @pytest.mark.timeout(180)
 def test_small_benches_run(tmp_path):
     """bench/metrics_cost.py, bench/sql92_bitmap.py, bench/dledger_bench.py,
-    bench/lane_reads.py (a send lane's, a DLedger leader's alone and with
-    two followers) and
+    bench/lane_reads.py (a send lane's, on JSON and on the Java Producer's
+    frames, a DLedger leader's alone and with two followers) and
     bench/pop_calls.py at small sizes: they run and
     print their figures (the figures themselves go in bench/RESULTS.md)."""
     for script, args, expect in (
@@ -567,6 +567,8 @@ def test_small_benches_run(tmp_path):
             ("dledger_bench", ["--appends", "400", "--inflight", "1,8"], "3 nodes"),
             ("lane_reads", ["--reads", "300", "--frames", "2", "--repeats", "2"],
              "per_read_us (2 frame(s) a read): best"),
+            ("lane_reads", ["--java", "--protocol", "--gc-freeze", "--reads", "200", "--frames",
+                            "3", "--repeats", "2"], "per_read_us (3 frame(s) a read): best"),
             ("lane_reads", ["--dledger", "--reads", "100", "--frames", "4", "--repeats", "2"],
              "per_read_us (4 frame(s) a read): best"),
             ("lane_reads", ["--dledger", "--followers", "2", "--reads", "50", "--frames", "4",
