@@ -66,42 +66,102 @@ cdef inline bint int32_json(const uint8_t** p, const uint8_t* end, int64_t* out)
     return True
 
 
+cdef bint _answer(const uint8_t* base, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_frame,
+                  int64_t* opaque, Py_ssize_t* body, Py_ssize_t* frame_end) noexcept nogil:
+    """``answer_at`` on a buffer's bytes: True with its opaque, body start
+    and frame end when the whole frame at ``pos`` has the plain answer form."""
+    cdef const uint8_t* b
+    cdef const uint8_t* p
+    cdef const uint8_t* hend
+    cdef int64_t length, hlen, code, flag, version
+    if pos < 0 or end - pos < 8:
+        return False
+    b = base + pos
+    length = <int32_t>get32(b)
+    if length < 4 or length > max_frame or end - pos - 4 < length:
+        return False
+    hlen = <uint32_t>get32(b + 4)
+    if hlen >> 24 or hlen > length - 4:  # (the top byte: a serialize type other than JSON)
+        return False
+    p = b + 8
+    hend = p + hlen
+    if not (json_step(&p, hend, '{"code":', 8) and int32_json(&p, hend, &code)
+            and json_step(&p, hend, ',"flag":', 8) and int32_json(&p, hend, &flag)
+            and json_step(&p, hend, ',"language":"', 13)):
+        return False
+    if p >= hend or not (65 <= p[0] <= 90 or p[0] == 95):
+        return False
+    while p < hend and (65 <= p[0] <= 90 or p[0] == 95):
+        p += 1
+    if not (json_step(&p, hend, '","opaque":', 11) and int32_json(&p, hend, opaque)):
+        return False
+    json_step(&p, hend, ',"serializeTypeCurrentRPC":"JSON"', 33)
+    if not (json_step(&p, hend, ',"version":', 11) and int32_json(&p, hend, &version)
+            and json_step(&p, hend, '}', 1)) or p != hend or not flag & 1:
+        return False
+    body[0] = pos + 8 + hlen
+    frame_end[0] = pos + 4 + length
+    return True
+
+
 def answer_at(buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_frame):
     """(opaque, body start, frame end) of the whole response frame at
     ``pos`` in ``buf[:end]`` when its header has the plain answer form;
     None for anything else (not whole, not a response, another form)."""
     cdef Py_buffer pb
-    cdef const uint8_t* b
-    cdef const uint8_t* p
-    cdef const uint8_t* hend
-    cdef int64_t length, hlen, code, flag, opaque, version
+    cdef int64_t opaque
+    cdef Py_ssize_t body, frame_end
     PyObject_GetBuffer(buf, &pb, PyBUF_SIMPLE)
     try:
-        if pos < 0 or end > pb.len or end - pos < 8:
+        if end > pb.len or not _answer(<const uint8_t*>pb.buf, pos, end, max_frame, &opaque,
+                                       &body, &frame_end):
             return None
-        b = <const uint8_t*>pb.buf + pos
-        length = get32(b)
-        if length < 4 or length > max_frame or end - pos - 4 < length:
-            return None
-        hlen = <uint32_t>get32(b + 4)
-        if hlen >> 24 or hlen > length - 4:  # (the top byte: a serialize type other than JSON)
-            return None
-        p = b + 8
-        hend = p + hlen
-        if not (json_step(&p, hend, '{"code":', 8) and int32_json(&p, hend, &code)
-                and json_step(&p, hend, ',"flag":', 8) and int32_json(&p, hend, &flag)
-                and json_step(&p, hend, ',"language":"', 13)):
-            return None
-        if p >= hend or not (65 <= p[0] <= 90 or p[0] == 95):
-            return None
-        while p < hend and (65 <= p[0] <= 90 or p[0] == 95):
-            p += 1
-        if not (json_step(&p, hend, '","opaque":', 11) and int32_json(&p, hend, &opaque)):
-            return None
-        json_step(&p, hend, ',"serializeTypeCurrentRPC":"JSON"', 33)
-        if not (json_step(&p, hend, ',"version":', 11) and int32_json(&p, hend, &version)
-                and json_step(&p, hend, '}', 1)) or p != hend or not flag & 1:
-            return None
-        return opaque, pos + 8 + hlen, pos + 4 + length
+        return opaque, body, frame_end
     finally:
         PyBuffer_Release(&pb)
+
+
+cdef class PushAnswers:
+    """The frame lane of a ``PeerClient``'s connections (the twin:
+    ``rmq.dledger.rpc.PyPushAnswers``): the leading frames of a read that
+    answer raw-frame requests of the response table (instances of
+    ``wait_type``, ``FrameWait``), each body told to its wait; the first
+    other frame, and what follows it, go the general way.  Compiled, a
+    follower's answer costs the leader no Python frame of the lane's."""
+
+    cdef dict responses
+    cdef Py_ssize_t max_frame
+    cdef object wait_type
+
+    def __init__(self, dict responses not None, Py_ssize_t max_frame, wait_type) -> None:
+        self.responses = responses
+        self.max_frame = max_frame
+        self.wait_type = wait_type
+
+    def serve(self, channel, buf, Py_ssize_t pos, Py_ssize_t end):
+        """(the position of the first frame left to the general way, None)."""
+        cdef Py_buffer pb
+        cdef int64_t opaque
+        cdef Py_ssize_t body, frame_end
+        cdef dict responses = self.responses
+        PyObject_GetBuffer(buf, &pb, PyBUF_SIMPLE)
+        try:
+            if end > pb.len:
+                return pos, None
+            while pos < end:
+                if not _answer(<const uint8_t*>pb.buf, pos, end, self.max_frame, &opaque, &body,
+                               &frame_end):
+                    break
+                key = opaque
+                entry = responses.get(key)
+                if entry is None or not isinstance(entry[0], self.wait_type):
+                    break
+                del responses[key]
+                pos = frame_end
+                entry[0].tell(buf[body:frame_end])
+        finally:
+            PyBuffer_Release(&pb)
+        return pos, None
+
+    def served(self) -> list:
+        return []

@@ -504,3 +504,20 @@ def kept_more(dict recent not None, list entries not None, int64_t index, int64_
         size += <int64_t>entry.size
         index += 1
     return index, size
+
+
+def keep_more(dict recent not None, list entries not None, int64_t first, int64_t kept,
+              int64_t max_bytes):
+    """Add ``entries`` (appended in order) to ``recent``, the kept entries
+    from index ``first`` (``kept`` bytes), then drop the oldest while more
+    than ``max_bytes`` are kept and more than one entry.  Returns the new
+    (first, kept).  The twin of ``rmq.dledger.mmap_store._keep_more``."""
+    if not recent:
+        first = entries[0].index
+    for entry in entries:
+        recent[entry.index] = entry
+        kept += <int64_t>entry.size
+    while kept > max_bytes and len(recent) > 1:
+        kept -= <int64_t>recent.pop(first).size
+        first += 1
+    return first, kept

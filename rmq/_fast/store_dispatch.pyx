@@ -1,5 +1,6 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Compiled twin of ``rmq.store.dispatch._dispatch_run`` and ``_dispatch_walk``:
+"""Compiled twin of ``rmq.store.dispatch._dispatch_run`` and ``_dispatch_walk``
+(and of ``rmq.store.reput._reput_walk``, a reput's walk with its store work):
 dispatch consecutive commit log records straight into the consume queue
 files and the index file, with no Python object per message --
 ``dispatch_run`` a run of one topic/queue, ``dispatch_walk`` records of any
@@ -19,10 +20,13 @@ record's size plus the header, and a blank (magic -1) ends the run, as
 
 from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.pythread cimport PyThread_get_thread_ident
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
 from libc.string cimport memcmp, memset
 from rmq._fast.byteorder cimport put32, put64, get32, get64, get16
 from rmq._fast.record cimport Props, ascii_hash, find_props, index_prop_keys, prop_keys
+
+import logging
 
 
 cdef enum:
@@ -213,6 +217,33 @@ def dispatch_walk(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, queu
     walk stops at.  Returns ``(pos, queues)``: the position reached and, per
     queue written, ``(token, cq_pos, count, max_physic_offset, (queue_offset,
     tags_code, store_ts) of its last record, bytes of its records)``."""
+    return _walk(buf, pos, limit, queue_of, None, index, max_slots, max_index, entry_header)
+
+
+cdef tuple _store_queue(table, bytes name, int32_t qid):
+    """``ReputMixin._walk_queue`` without its Python frame: the queue's
+    consume-queue file from the store's table (token ``(cq, mf, topic,
+    queue id)``), None when its entry must go the per-record way."""
+    topic = name.decode()
+    qs = table.get(topic)
+    if qs is None:
+        return None
+    cq = qs.get(qid)
+    if cq is None:
+        return None
+    mf = cq.tail_file
+    if mf is None:
+        return None
+    wrote = mf.wrote_position
+    if wrote >= cq.file_size:
+        return None
+    return ((cq, mf, topic, qid), mf.view, wrote, mf.file_from_offset, cq.max_physic_offset)
+
+
+cdef tuple _walk(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, queue_of, table, index,
+                 long long max_slots, long long max_index, Py_ssize_t entry_header):
+    """``dispatch_walk``; with ``queue_of`` None each queue is looked up in
+    the store's consume-queue ``table`` (``_store_queue``)."""
     if pos < 0 or limit > buf.shape[0] or entry_header < 0:
         raise ValueError("bad dispatch range")
     cdef Py_buffer iv
@@ -244,7 +275,8 @@ def dispatch_walk(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, queu
                 if k >= 0:
                     break
                 name = PyBytes_FromStringAndSize(<const char*>tp, tlen)
-                found = queue_of(name, qid)
+                found = queue_of(name, qid) if queue_of is not None else \
+                    _store_queue(table, name, qid)
                 if found is None:
                     break
                 q = &qs[nq]
@@ -284,3 +316,57 @@ def dispatch_walk(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, queu
                 PyBuffer_Release(&qs[i].cq)
         if ix != NULL:
             PyBuffer_Release(&iv)
+
+
+cdef object _log = logging.getLogger("store")
+
+
+def reput_walk(store, const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, bint notify):
+    """``rmq.store.reput._reput_walk`` in one call: a reput's records from
+    ``pos`` dispatched by one walk over the store's consume queues (looked
+    up here, not by a Python callback per queue), the queues' files and
+    maximum offsets moved, the index room kept for the keys used, the
+    checkpoint's logics timestamp set and the arrival listener told (the
+    store's runs listener in one call on the loop's thread, else
+    ``store._notify_runs``).  Returns where the per-record path resumes."""
+    cdef Py_ssize_t used = 0, new_pos
+    cdef const uint8_t[::1] counted
+    cfg = store.config
+    index = None
+    if cfg.messageIndexEnable:
+        f = store.index_service.writable_file()
+        if f is None:
+            return pos
+        index = f.mf.view
+        counted = index
+        used = <int32_t>get32(&counted[0] + 36)
+    new_pos, queues = _walk(buf, pos, limit, None, store.consume_queue_table, index,
+                            cfg.maxHashSlotNum, cfg.maxIndexNum, store.commit_log.entry_header)
+    if not queues:
+        return new_pos
+    if index is not None:
+        ix = store.index_service
+        if ix.promised:
+            ix.promised = max(0, ix.promised - (<int32_t>get32(&counted[0] + 36) - used))
+    latest = 0
+    runs = []
+    for (cq, mf, topic, queue_id), cq_pos, count, max_phy, last, size in queues:
+        mf.wrote_position = cq_pos
+        mf.committed_position = cq_pos
+        cq.max_physic_offset = max_phy
+        qoff, tags_code, store_ts = last
+        if store_ts > latest:
+            latest = store_ts
+        runs.append((topic, queue_id, qoff + 1, tags_code, store_ts, count, size, 1, None))
+    store.checkpoint.logics_msg_timestamp = latest
+    if notify:
+        listener = store.message_runs_listener
+        if listener is None or (store._loop is not None and
+                                PyThread_get_thread_ident() != store._loop_thread):
+            store._notify_runs(runs)
+        else:
+            try:
+                listener(runs)
+            except Exception:  # a listener bug must not stop dispatch
+                _log.exception("message arriving listener failed")
+    return new_pos

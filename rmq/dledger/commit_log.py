@@ -193,10 +193,36 @@ class DLedgerCommitLog(CommitLog):
             return self.dledger.committed_pos
         return max(0, self.get_min_offset())
 
+    def get_min_offset(self) -> int:
+        files = self.mfq.mapped_files  # (get_first_mapped_file's, inline: asked every reput)
+        return files[0].file_from_offset if files else -1
+
     def get_data(self, offset: int, return_first_on_not_found: bool = False):
+        """Committed bytes from ``offset`` to the end of its file: (view,
+        offset).  The reput's case (the file holding ``offset`` found by its
+        number, read to its write position) is read here in one call; any
+        other goes through ``CommitLog.get_data``."""
         limit = self.dledger.committed_pos
         if offset >= limit:
             return None
+        size = self.file_size
+        files = self.mfq.mapped_files
+        if files:
+            i = offset // size - files[0].file_from_offset // size
+            if 0 <= i < len(files):
+                mf = files[i]
+                start = mf.file_from_offset
+                if mf.write_buffer is None and start <= offset < start + size:
+                    pos = offset - start
+                    end = mf.wrote_position
+                    if pos >= end:
+                        return None
+                    if start + end > limit:
+                        end = limit - start
+                    try:
+                        return mf.view[pos:end], offset
+                    except ValueError:  # (unmapped: as select)
+                        return None
         data = super().get_data(offset, return_first_on_not_found)
         if data is None:
             return None

@@ -83,18 +83,9 @@ class DLedgerMmapFileStore:
 
     def _keep_all_recent(self, entries: list[Entry]) -> None:
         """Keep ``entries`` (appended in order), dropping the oldest beyond
-        ``RECENT_BYTES``."""
-        recent = self._recent
-        if not recent:
-            self._recent_first = entries[0].index
-        kept = self._recent_bytes
-        for entry in entries:
-            recent[entry.index] = entry
-            kept += entry.size
-        while kept > RECENT_BYTES and len(recent) > 1:
-            kept -= recent.pop(self._recent_first).size
-            self._recent_first += 1
-        self._recent_bytes = kept
+        ``RECENT_BYTES`` (``keep_more``: one compiled call a read's append)."""
+        self._recent_first, self._recent_bytes = keep_more(
+            self._recent, entries, self._recent_first, self._recent_bytes, RECENT_BYTES)
 
     # ---- start and stop ---------------------------------------------------------
     def startup(self) -> None:
@@ -721,8 +712,26 @@ def _kept_more(recent: dict[int, Entry], entries: list[Entry], index: int, last:
     return index, size
 
 
+def _keep_more(recent: dict[int, Entry], entries: list[Entry], first: int, kept: int,
+               max_bytes: int) -> tuple[int, int]:
+    """Add ``entries`` (appended in order) to ``recent``, the kept entries
+    from index ``first`` (``kept`` bytes), then drop the oldest while more
+    than ``max_bytes`` are kept and more than one entry.  Returns the new
+    (first, kept).  The twin of ``rmq._fast.dledger_push.keep_more``."""
+    if not recent:
+        first = entries[0].index
+    for entry in entries:
+        recent[entry.index] = entry
+        kept += entry.size
+    while kept > max_bytes and len(recent) > 1:
+        kept -= recent.pop(first).size
+        first += 1
+    return first, kept
+
+
 _p = compiled("dledger_push")
 kept_more = _kept_more if _p is None else _p.kept_more
+keep_more = _keep_more if _p is None else _p.keep_more
 _c = compiled("dledger_append")
 write_entries = _write_entries if _c is None else _c.write_entries
 write_rows = _write_rows if _c is None else _c.write_rows

@@ -8,7 +8,7 @@ writes each as a whole frame built from its entries in one call
 (``push_entries_frame``: the bytes the general client writes for the same
 request, opaque from the same counter) on the peer's connection, and keeps
 its wait (a ``FrameWait``) in the general response table
-(``RemotingNode.send_frame``); the connection's lane (``_PushAnswers``)
+(``RemotingNode.send_frame``); the connection's lane (``PushAnswers``)
 finds the answers' frames in the receive buffer (``answer_at``) and tells
 their bodies to the waits, without a ``RemotingCommand``, a future or a loop
 callback per push.  The pushes time out with the response table's scan and
@@ -123,27 +123,29 @@ class _Answered:
         self.wait.tell(None if error is not None else response.body)
 
 
-class _PushAnswers:
+class PyPushAnswers:
     """The frame lane of a ``PeerClient``'s connections: the leading frames
     of a read that answer raw-frame requests of the response table
-    (``FrameWait``), each body handed to its callback; the first other
-    frame, and what follows it, go the general way."""
+    (instances of ``wait_type``, ``FrameWait``), each body told to its wait;
+    the first other frame, and what follows it, go the general way.  The
+    twin of ``rmq._fast.dledger_frames.PushAnswers``."""
 
-    __slots__ = ("responses", "max_frame")
+    __slots__ = ("responses", "max_frame", "wait_type")
 
-    def __init__(self, responses: dict, max_frame: int) -> None:
+    def __init__(self, responses: dict, max_frame: int, wait_type: type) -> None:
         self.responses = responses
         self.max_frame = max_frame
+        self.wait_type = wait_type
 
     def serve(self, channel: Channel, buf: memoryview, pos: int, end: int
               ) -> tuple[int, None]:
-        responses, max_frame = self.responses, self.max_frame
+        responses, max_frame, wait_type = self.responses, self.max_frame, self.wait_type
         while pos < end:
-            got = answer_at(buf, pos, end, max_frame)
+            got = py_answer_at(buf, pos, end, max_frame)
             if got is None:
                 break
             entry = responses.get(got[0])
-            if entry is None or not isinstance(entry[0], FrameWait):
+            if entry is None or not isinstance(entry[0], wait_type):
                 break
             del responses[got[0]]
             pos = got[2]
@@ -154,6 +156,9 @@ class _PushAnswers:
         return []
 
 
+PushAnswers = PyPushAnswers if _c is None else _c.PushAnswers
+
+
 class PeerClient(RemotingClient):
     """The remoting client of a member's requests to its peers, with the
     leader's APPEND pushes written as raw frames (``send_frame``: kept in
@@ -162,7 +167,7 @@ class PeerClient(RemotingClient):
 
     def __init__(self) -> None:
         super().__init__()
-        self.lane = _PushAnswers(self._responses, self.config.frameMaxLength)
+        self.lane = PushAnswers(self._responses, self.config.frameMaxLength, FrameWait)
 
     def push(self, addr: str, body: bytes, timeout_ms: int, wait: FrameWait,
              more: bool = False) -> None:

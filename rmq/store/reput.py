@@ -18,6 +18,7 @@ import logging
 import struct
 import threading
 
+from rmq._fast import compiled
 from rmq.common import message as mc
 from rmq.common.topics import SCHEDULE_TOPIC
 from rmq.store import message_codec as codec
@@ -101,12 +102,12 @@ class ReputMixin:
             pos = 0
             if self._bulk_dispatch:
                 # the common case: one compiled walk takes the whole region
-                pos = self._dispatch_walk(view, 0, len(view), notify)
+                pos = reput_walk(self, view, 0, len(view), notify)
                 if pos >= len(view):
                     return pos, False
 
                 def run(v, p: int, end: int) -> int:
-                    return self._dispatch_walk(v, p, end, notify)
+                    return reput_walk(self, v, p, end, notify)
             return walk(view, lambda r: self._dispatch(r, notify), run, pos)
         scan = codec.scan_record
         dispatch = self._dispatch
@@ -183,34 +184,6 @@ class ReputMixin:
             self.checkpoint.logics_msg_timestamp = store_ts
             if notify:
                 self._notify(topic, queue_id, qoff + 1, tags_code, store_ts, count, new_pos - pos)
-        return new_pos
-
-    def _dispatch_walk(self, view, pos: int, n: int, notify: bool) -> int:
-        """Dispatch the records from ``pos`` of whatever queues in one compiled
-        walk (``dispatch.dispatch_walk``: each record's consume-queue entry
-        and index keys written in place, each queue's file asked for once);
-        returns where the per-record path resumes."""
-        bulk = self._bulk_index()
-        if bulk is None:
-            return pos
-        index, used = bulk
-        cfg = self.config
-        new_pos, queues = dispatch_walk(view, pos, n, self._walk_queue, index, cfg.maxHashSlotNum,
-                                        cfg.maxIndexNum, self.commit_log.entry_header)
-        if queues:
-            self._index_room_used(index, used)
-            latest = 0
-            runs = []
-            for (cq, mf, topic, queue_id), cq_pos, count, max_phy, last, size in queues:
-                mf.wrote_position = mf.committed_position = cq_pos
-                cq.max_physic_offset = max_phy
-                qoff, tags_code, store_ts = last
-                if store_ts > latest:
-                    latest = store_ts
-                runs.append((topic, queue_id, qoff + 1, tags_code, store_ts, count, size, 1, None))
-            self.checkpoint.logics_msg_timestamp = latest
-            if notify:
-                self._notify_runs(runs)
         return new_pos
 
     def _notify_runs(self, runs: list[tuple]) -> None:
@@ -384,3 +357,41 @@ class ReputMixin:
     def dispatch_behind_bytes(self) -> int:
         return max(0, self.commit_log.get_max_offset() - self.reput_from_offset)
 
+
+
+def _reput_walk(store, view, pos: int, n: int, notify: bool) -> int:
+    """Dispatch a reput's records from ``pos`` of whatever queues in one walk
+    (``dispatch.dispatch_walk``: each record's consume-queue entry and index
+    keys written in place, each queue's file asked for once through
+    ``store._walk_queue``), then move the queues' files and maximum offsets,
+    the index room kept and the checkpoint's logics timestamp, and tell the
+    arrival listener (``store._notify_runs``).  Returns where the
+    per-record path resumes.  The twin of ``rmq._fast.store_dispatch.reput_walk``,
+    which does the same in one call (the queue look-ups and the listener's
+    call included)."""
+    bulk = store._bulk_index()
+    if bulk is None:
+        return pos
+    index, used = bulk
+    cfg = store.config
+    new_pos, queues = dispatch_walk(view, pos, n, store._walk_queue, index, cfg.maxHashSlotNum,
+                                    cfg.maxIndexNum, store.commit_log.entry_header)
+    if queues:
+        store._index_room_used(index, used)
+        latest = 0
+        runs = []
+        for (cq, mf, topic, queue_id), cq_pos, count, max_phy, last, size in queues:
+            mf.wrote_position = mf.committed_position = cq_pos
+            cq.max_physic_offset = max_phy
+            qoff, tags_code, store_ts = last
+            if store_ts > latest:
+                latest = store_ts
+            runs.append((topic, queue_id, qoff + 1, tags_code, store_ts, count, size, 1, None))
+        store.checkpoint.logics_msg_timestamp = latest
+        if notify:
+            store._notify_runs(runs)
+    return new_pos
+
+
+_c = compiled("store_dispatch")
+reput_walk = _reput_walk if _c is None else _c.reput_walk

@@ -2,7 +2,8 @@
 queue offsets and dispatch-room queues of the plain sends
 (``plain_runs``), the queue offsets taken for what was written
 (``plain_stored``), the lane's statistics (``tally``) and a push's kept
-entries (``kept_more``), each against its pure-Python twin on the same input."""
+entries (``kept_more``) and a read's appended entries kept (``keep_more``), each
+against its pure-Python twin on the same input."""
 
 from __future__ import annotations
 
@@ -108,3 +109,30 @@ def test_kept_more_twins_agree(max_bytes: int) -> None:
         assert c_entries == entries
         assert _PUSH.kept_more(recent, [], 5, 5, 0, max_bytes) == py(recent, [], 5, 5, 0,
                                                                          max_bytes)
+
+
+@pytest.mark.parametrize("max_bytes", [10_000, 300, 0])
+@pytest.mark.parametrize("start", [True, False])
+def test_keep_more_twins_agree(max_bytes: int, start: bool) -> None:
+    """A read's appended entries kept for the pushes, the oldest dropped
+    beyond a size (never the last one): the same kept entries, first index
+    and size from the compiled call as from its twin."""
+    impls = [mmap_store._keep_more] + ([_PUSH.keep_more] if _PUSH is not None else [])
+    outs = []
+    for impl in impls:
+        recent = {} if start else {i: SimpleNamespace(index=i, size=50) for i in range(3, 7)}
+        first, kept = (0, 0) if start else (3, 200)
+        got = []
+        for n in range(3):  # three reads of four entries each
+            entries = [SimpleNamespace(index=7 + 4 * n + i, size=40 + i) for i in range(4)]
+            first, kept = impl(recent, entries, first, kept, max_bytes)
+            got.append((first, kept, sorted(recent)))
+        outs.append(got)
+    assert all(o == outs[0] for o in outs)
+    first, kept, indexes = outs[0][-1]
+    assert indexes == list(range(first, 19)) and kept == sum(
+        40 + (i - 7) % 4 if i >= 7 else 50 for i in indexes)
+    if max_bytes == 0:
+        assert indexes == [18]
+    if max_bytes == 10_000:
+        assert first == (7 if start else 3)

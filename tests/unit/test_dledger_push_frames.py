@@ -357,3 +357,61 @@ async def test_pushes_of_entries_go_as_raw_frames_once_connected():
     finally:
         await peer_rpc.close()
         await peer.stop()
+
+
+LANES = [rpc.PyPushAnswers] + ([C.PushAnswers] if C is not None else [])
+
+
+class _Told(FrameWait):
+    """A raw-frame wait that keeps what it is told."""
+
+    def __init__(self, told: list, key: int) -> None:
+        super().__init__(None)
+        self.told_to = told
+        self.key = key
+
+    def tell(self, body) -> None:
+        self.told = True
+        self.told_to.append((self.key, bytes(body)))
+
+
+@pytest.mark.parametrize("lane_type", LANES)
+def test_the_answers_lane_tells_the_leading_answers_and_stops_as_its_twin(lane_type):
+    """A read of answers: each leading plain answer of a raw-frame request
+    in the table is told its body and leaves the table; the lane stops at
+    the first frame that is not one (another header form, a request the
+    table holds as a future, an unknown opaque, a frame not whole), where
+    the general way goes on; the compiled lane and its twin alike."""
+    for stop in ("form", "future", "unknown", "partial", None):
+        told: list = []
+        responses: dict = {}
+        buf = bytearray()
+        for n in range(4):  # answers without a body and with one
+            responses[100 + n] = (_Told(told, 100 + n), 0)
+            buf += _answer(100 + n, ANSWER if n % 2 else None)
+        lead = len(buf)
+        if stop == "form":
+            buf += _answer(200, ANSWER, remark="busy")
+            responses[200] = (_Told(told, 200), 0)
+        elif stop == "future":
+            buf += _answer(201, ANSWER)
+            responses[201] = (object(), 0)
+        elif stop == "unknown":
+            buf += _answer(202, ANSWER)
+        elif stop == "partial":
+            buf += _answer(203, ANSWER)[:-3]
+            responses[203] = (_Told(told, 203), 0)
+        if stop != "partial":  # (a frame not whole is the read's last)
+            buf += _answer(104, ANSWER)  # after the stop: left to the general way
+            responses[104] = (_Told(told, 104), 0)
+        lane = lane_type(responses, MAX, FrameWait)
+        pos, out = lane.serve(None, memoryview(buf), 0, len(buf))
+        assert out is None and lane.served() == []
+        body = bytes(_answer(0, ANSWER)[-len(ANSWER):])
+        if stop is None:
+            assert pos == len(buf) and responses == {}
+            assert [k for k, _ in told] == [100, 101, 102, 103, 104]
+        else:
+            assert pos == lead and [k for k, _ in told] == [100, 101, 102, 103]
+            assert 100 not in responses and (stop == "partial" or 104 in responses)
+        assert [b for _, b in told[:4]] == [b"", body, b"", body]
