@@ -256,7 +256,7 @@ class BrokerController:
         self.topic_create_times: ExecutionTimes | None = None
         self.group_create_times: ExecutionTimes | None = None
         self.configuration = Configuration(settings)
-        # (the settings read by C calls: a lane asks for the delay every read)
+        # (the settings read by C calls; see on_put_delay_changed)
         self.put_delay = PutDelay(partial(getattr, bc, "rmqTestPutDelayMillis"),
                                   partial(getattr, self.store_config,
                                           "osPageCacheBusyTimeOutMills"))
@@ -267,7 +267,7 @@ class BrokerController:
         }
         send_queue = self.request_queues["send"]
         send_queue.before_run = self.put_delay.hold
-        send_queue.before_run_active = self.put_delay.active
+        self.on_put_delay_changed()
         self.fast_failure = BrokerFastFailure(
             self.request_queues,
             {q: (lambda p=prop: getattr(self.broker_config, p))
@@ -899,6 +899,15 @@ class BrokerController:
         """brokerPermission changed at runtime: new data version, re-register now."""
         self.topic_config_manager.bump_data_version()
         self._spawn(self.register_broker_all(False, False, True))
+
+    def on_put_delay_changed(self) -> None:
+        """rmqTestPutDelayMillis set (at start or at runtime): the send pool
+        asks the delay's ``active`` only while the setting is on, so with it
+        off (every broker but a test's) a lane's per-read check of the pool
+        is a None test, not a Python call."""
+        delay = self.put_delay
+        self.request_queues["send"].before_run_active = \
+            delay.active if delay.delay_ms() > 0 else None
 
     # ---- shutdown --------------------------------------------------------------------
     async def shutdown(self) -> None:

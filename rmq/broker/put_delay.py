@@ -9,9 +9,11 @@ other pools keep being served, and the page cache counts as busy once the
 lock has been held longer than ``osPageCacheBusyTimeOutMills`` -- what
 ``DefaultMessageStore.isOSPageCacheBusy`` reports in that situation.
 
-The setting is read on every request, so UPDATE_BROKER_CONFIG can switch it
-on and off on a running broker.  0 (the default) costs one attribute read
-per send.
+The setting is read on every request while it is on, and UPDATE_BROKER_CONFIG
+can switch it on and off on a running broker: the broker hands ``active`` to
+its send pool only while the setting is above 0
+(``BrokerController.on_put_delay_changed``), so 0 (the default) costs a send
+nothing.
 """
 
 from __future__ import annotations

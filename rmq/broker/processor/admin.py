@@ -221,6 +221,8 @@ class AdminBrokerProcessor(HandlerTableProcessor):
                           f"string2Properties error: cannot parse {', '.join(invalid)}")
         if "brokerPermission" in props:
             self.c.on_broker_permission_changed()
+        if "rmqTestPutDelayMillis" in props:
+            self.c.on_put_delay_changed()
         deferred = sorted(set(props) & START_ONLY_KEYS)
         if deferred:
             return RemotingCommand.create_response(
