@@ -552,6 +552,9 @@ cdef class SendLane:
     cdef object s_async_master, s_async_flush, s_sync_flush, s_runs_listener, s_counted_listener
     cdef int64_t s_not_writeable, s_zero_ahead, s_page
     cdef object s_realtime_flush
+    # what the store, its commit log and the broker make once and never
+    # rebind: the dispatch switches, running flags, both statistics
+    cdef object s_multi, s_flags, s_sstats, s_bstats, s_put_lock, s_reput_lock, s_clcfg
 
     def __init__(self, support, Py_ssize_t max_frame):
         self.support = support
@@ -572,6 +575,13 @@ cdef class SendLane:
         self.s_zero_ahead = getattr(support, "zero_ahead", 0)
         self.s_realtime_flush = getattr(support, "realtime_flush", None)
         self.s_page = getattr(support, "os_page_size", 4096)
+        self.s_multi = getattr(self.s_cl, "multi", None)
+        self.s_put_lock = getattr(self.s_cl, "put_lock", None)
+        self.s_clcfg = getattr(self.s_cl, "config", None)
+        self.s_reput_lock = getattr(self.s_store, "_reput_lock", None)
+        self.s_flags = getattr(self.s_store, "running_flags", None)
+        self.s_sstats = getattr(self.s_store, "stats", None)
+        self.s_bstats = getattr(getattr(support, "c", None), "stats", None)
         self.max_frame = max_frame
         self.batch_props = {}
         self.topic_cache = {}
@@ -704,12 +714,13 @@ cdef class SendLane:
                 return False
         store, cl, cfg, bc = self.s_store, self.s_cl, self.s_cfg, self.s_bc
         # ... the page cache is not busy (a put holds the lock: asked in full) ...
-        if cl.begin_time_in_lock != 0 and store.is_os_page_cache_busy():
+        began = cl.begin_time_in_lock
+        if began != 0 and store.is_os_page_cache_busy():
             return False
         # ... start-up's send delay is over and the broker is writable
         if bc.startAcceptSendRequestTimeStamp or not bc.brokerPermission & PERM_WRITE:
             return False
-        if cfg.brokerRole is not self.s_async_master or cl.multi.enabled:
+        if cfg.brokerRole is not self.s_async_master or self.s_multi.enabled:
             return False
         cluster = self.s_processor.cluster
         if cluster is not self.cluster_name:
@@ -731,29 +742,32 @@ cdef class SendLane:
                 run.release()
                 raise
             return True
-        if store._shutdown or cl.begin_time_in_lock or store.commit_service is not None or \
-                store.running_flags.flag_bits & self.s_not_writeable:
+        if store._shutdown or began or store.commit_service is not None or \
+                self.s_flags.flag_bits & self.s_not_writeable:
             return False
         mf = direct_tail(cl)
         if mf is None:
             return False
         index = None
-        cdef int64_t slots = 0, entries = 0
+        cdef int64_t slots = 0, entries = 0, wrote, file_from
         if cfg.messageIndexEnable:
             ix = store.index_service
             f = self.index_file(ix)
             if f is None:
                 return False
             index, slots, entries = f.mf.view, ix.max_slots, ix.max_index
-        put_lock, reput_lock = cl.put_lock, store._reput_lock
+        put_lock, reput_lock = self.s_put_lock, self.s_reput_lock
         put_lock.acquire()
         reput_lock.acquire()
         try:
-            if store.reput_from_offset != mf.file_from_offset + mf.wrote_position:
+            # (the file's position and offset, read once under the locks:
+            # only their holder moves them, and zero_ahead leaves them)
+            wrote, file_from = mf.wrote_position, mf.file_from_offset
+            if store.reput_from_offset != file_from + wrote:
                 reput_lock.release()
                 put_lock.release()
                 return False
-            if cl.zero_ahead_enabled and mf.zeroed_to - mf.wrote_position < self.s_zero_ahead:
+            if cl.zero_ahead_enabled and mf.zeroed_to - wrote < self.s_zero_ahead:
                 cl.zero_ahead(mf)  # (it has zeros to write)
             # AppendRun.arm, of the run's fields those another reader may
             # take: the file and the buffers it holds (so a file's mapping is
@@ -766,8 +780,8 @@ cdef class SendLane:
             run.buffer = view
             run.index = index
             run._open = True
-            self.fill(c, sup, store, cl, cfg, channel, run, mf, view, index, mf.wrote_position,
-                      mf.file_from_offset, cl.file_size - 8, cl.config.maxMessageSize, slots,
+            self.fill(c, sup, store, cl, cfg, channel, run, mf, view, index, wrote,
+                      file_from, cl.file_size - 8, self.s_clcfg.maxMessageSize, slots,
                       entries, cl.store_host_field, cl.msg_id_prefix)
         except BaseException:
             if run._open:
@@ -838,7 +852,7 @@ cdef class SendLane:
         self.tq_table = cl.topic_queue_table
         hold = self.s_hold
         self.hold_table = hold.table if hold is not None else None
-        self.bstats = sup.c.stats
+        self.bstats = self.s_bstats
         self.histograms = self.bstats.size_histograms is not None
         listener = self.s_runs_listener
         c.counting = listener is not None and store.message_runs_listener is listener
@@ -866,11 +880,11 @@ cdef class SendLane:
         finally:  # AppendRun.release
             if run._open:
                 run._open = False
-                store._reput_lock.release()
-                self.s_cl.put_lock.release()
+                self.s_reput_lock.release()
+                self.s_put_lock.release()
         if not stored:
             return
-        sup.served += put_counts(store.stats, runs)
+        sup.served += put_counts(self.s_sstats, runs)
         runs_listener = store.message_runs_listener
         if c.counting:
             if counted:
