@@ -19,32 +19,6 @@ from cpython.tuple cimport PyTuple_GET_ITEM
 from rmq._fast.put_pending cimport add_pending
 
 
-_store_stats = None  # StoreStatsService, whose on_puts ``add_puts`` does (inline_stats)
-
-
-def inline_stats(cls):
-    """Name the store's statistics class (``StoreStatsService``; rmq._fast
-    sits below the store's layer) whose ``on_puts`` ``put_counts`` does in C
-    for an object of exactly that class."""
-    global _store_stats
-    _store_stats = cls
-
-
-cdef add_puts(stats, topic, nums, size, events):
-    """``StoreStatsService.on_puts``, step for step, without its frame."""
-    if type(stats) is not _store_stats:
-        stats.on_puts(topic, nums, size, events)
-        return
-    stats.put_message_times_total += nums
-    stats.put_message_size_total += size
-    by_topic = stats.topic_put_nums
-    by_topic[topic] += nums
-    by_topic = stats.topic_put_size
-    by_topic[topic] += size
-    latency = stats.put_latency
-    latency[0] += events
-
-
 def put_counts(stats, list runs not None):
     """``stats.on_puts`` once per topic of ``runs`` (first-met order), with
     the topic's messages, bytes and puts summed; the messages in all."""
@@ -68,7 +42,7 @@ def put_counts(stats, list runs not None):
         size += <object>PyTuple_GET_ITEM(run, 6)
         events += <object>PyTuple_GET_ITEM(run, 7)
     else:
-        add_puts(stats, topic, nums, size, events)
+        stats.on_puts(topic, nums, size, events)
         return nums
     totals = {}
     for i in range(n):
@@ -84,7 +58,7 @@ def put_counts(stats, list runs not None):
             t[1] += <object>PyTuple_GET_ITEM(run, 6)
             t[2] += <object>PyTuple_GET_ITEM(run, 7)
     for topic, t in totals.items():
-        add_puts(stats, topic, t[0], t[1], t[2])
+        stats.on_puts(topic, t[0], t[1], t[2])
         served += <long long>t[0]
     return served
 

@@ -550,8 +550,7 @@ cdef class SendLane:
     # (what they refer to -- configs, queues, flags -- is read in each read)
     cdef object s_store, s_cl, s_cfg, s_bc, s_queue, s_processor, s_topics, s_hold
     cdef object s_async_master, s_async_flush, s_sync_flush, s_runs_listener, s_counted_listener
-    cdef int64_t s_not_writeable, s_zero_ahead, s_page
-    cdef object s_realtime_flush
+    cdef int64_t s_not_writeable, s_zero_ahead
     # what the store, its commit log and the broker make once and never
     # rebind: the dispatch switches, running flags, both statistics
     cdef object s_multi, s_flags, s_sstats, s_bstats, s_put_lock, s_reput_lock, s_clcfg
@@ -573,8 +572,6 @@ cdef class SendLane:
         self.s_counted_listener = getattr(support, "counted_runs_listener", None)
         self.s_not_writeable = getattr(support, "not_writeable", 0)
         self.s_zero_ahead = getattr(support, "zero_ahead", 0)
-        self.s_realtime_flush = getattr(support, "realtime_flush", None)
-        self.s_page = getattr(support, "os_page_size", 4096)
         self.s_multi = getattr(self.s_cl, "multi", None)
         self.s_put_lock = getattr(self.s_cl, "put_lock", None)
         self.s_clcfg = getattr(self.s_cl, "config", None)
@@ -900,37 +897,9 @@ cdef class SendLane:
         cfg = self.s_cfg
         if cfg.flushDiskType is self.s_async_flush:
             if not cfg.flushCommitLogTimed:
-                flush = store.flush_service
-                if type(flush) is self.s_realtime_flush:
-                    self.wake_realtime(flush, c.file_from + wrote, store_ts)
-                else:
-                    flush.wake_for(c.file_from + wrote, store_ts)
+                store.flush_service.wake_for(c.file_from + wrote, store_ts)
         else:
             sup.wait_flush(channel, waiting, wait_end)
-
-    cdef void wake_realtime(self, flush, int64_t written, int64_t now_ms) except *:
-        """``FlushRealTimeService.wake_for`` (the service's own, step for
-        step) without its two Python frames: wake the waiting round only
-        when it would flush.  ``_flag`` is what ``threading.Event.is_set``
-        returns."""
-        cdef int64_t flushed, least, page = self.s_page, size
-        cdef bint due
-        wake = flush._wake
-        if wake._flag:
-            return
-        store = flush.store
-        cfg = store.config
-        mfq = store.commit_log.mfq
-        flushed = mfq.flushed_where
-        least = 0 if flush._thorough_round else cfg.flushCommitLogLeastPages
-        if least > 0:
-            size = mfq.mapped_file_size
-            due = written // page - flushed // page >= least or written // size != flushed // size
-        else:
-            due = written > flushed
-        if due or now_ms >= <int64_t>flush.last_flush_timestamp + \
-                <int64_t>cfg.flushCommitLogThoroughInterval:
-            wake.set()
 
     cdef tuple publish(self, CQueue q):
         """Bring a queue's tail and offset up to date while the append session

@@ -49,8 +49,7 @@ from rmq.remoting.command import RPC_ONEWAY, RPC_RESPONSE, RemotingCommand
 from rmq.remoting.exceptions import RemotingCommandError
 from rmq.store import BrokerRole, FlushDiskType
 from rmq.store.append_run import AppendRun, RunQueue
-from rmq.store.flush import FlushRealTimeService
-from rmq.store.mapped_file import OS_PAGE_SIZE, ZERO_AHEAD
+from rmq.store.mapped_file import ZERO_AHEAD
 from rmq.store.message import wait_store_msg_ok
 from rmq.store.message_codec import (
     fast_send_properties,
@@ -151,9 +150,6 @@ class SendLaneSupport:
         self.sync_flush = FlushDiskType.SYNC_FLUSH
         self.not_writeable = NOT_WRITEABLE_MASK
         self.zero_ahead = ZERO_AHEAD  # CommitLog.zero_ahead has nothing to do past this
-        # the ASYNC_FLUSH service whose ``wake_for`` the compiled lane does in C
-        self.realtime_flush = FlushRealTimeService
-        self.os_page_size = OS_PAGE_SIZE
         # the broker's put counts: when the store's runs listener is the
         # broker's own (``runs_listener``), a read's runs that list no puts
         # are counted by the lane -- the compiled one in C counters on its

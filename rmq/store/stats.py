@@ -6,7 +6,6 @@ from __future__ import annotations
 import collections
 import time
 
-from rmq._fast import compiled
 from rmq.store.service import ServiceThread
 
 _BUCKETS = (0, 10, 50, 100, 200, 500, 1000, 2000, 3000, 4000, 5000, 10000)
@@ -65,8 +64,7 @@ class StoreStatsService(ServiceThread):
 
     def on_puts(self, topic: str, count: int, size: int, puts: int) -> None:
         """``puts`` puts (single sends, batches) of ``count`` messages and
-        ``size`` bytes in all, each stored in no measurable time.  (The
-        compiled ``rmq._fast.lane_runs.add_puts`` does the same: change both.)"""
+        ``size`` bytes in all, each stored in no measurable time."""
         self.put_message_times_total += count
         self.put_message_size_total += size
         self.topic_put_nums[topic] += count
@@ -152,8 +150,3 @@ class StoreStatsService(ServiceThread):
             "putLatency99": self._latency_percentile(0.99),
             "putLatency999": self._latency_percentile(0.999),
         }
-
-
-_lane_runs = compiled("lane_runs")
-if _lane_runs is not None:  # a send lane's read counts its puts without on_puts' frame
-    _lane_runs.inline_stats(StoreStatsService)
