@@ -358,7 +358,6 @@ class ReputMixin:
         return max(0, self.commit_log.get_max_offset() - self.reput_from_offset)
 
 
-
 def _reput_walk(store, view, pos: int, n: int, notify: bool) -> int:
     """Dispatch a reput's records from ``pos`` of whatever queues in one walk
     (``dispatch.dispatch_walk``: each record's consume-queue entry and index
