@@ -13,24 +13,34 @@ served these frames before the lanes read the binary header), alternated
 ``--rounds`` times; the medians are reported with the lane-served share
 (``rmqSendLaneServed`` over the messages put, from GET_BROKER_RUNTIME_INFO).
 
+``--full-page-cache`` measures a broker in service, whose new commit-log
+pages come from reclaiming old page cache, not from free memory (on this
+machine kind a first touch of free memory is dear: ``bench/page_cache.py``):
+a sparse file of the machine's memory is read beside the stores before
+each load (no disk blocks), and removed at the end; the reclaim threads'
+CPU per message is printed beside the broker's.
+
     .venv/bin/python -m bench.java_frames [--inflight 1 16 64] [--rounds 3]
         [--seconds 5] [--size 1024] [--json-frames] [--lanes both|on|off]
-        [--broker-conf KEY=VALUE ...]
+        [--broker-conf KEY=VALUE ...] [--full-page-cache]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
+import time
 
 import orjson
 
 from bench.cluster import Cluster
 from bench.cpu import LOAD_CPU
 from bench.load import LoadSpec, load_in_subprocess
-from bench.modes import mode_env
+from bench.modes import OUT_DIR, mode_env
+from bench.page_cache import MiB, PageCacheFiller, kswapd_seconds, meminfo
 from rmq.common.codes import RequestCode
 from rmq.remoting import RemotingClient, RemotingCommand
 
@@ -52,7 +62,21 @@ def _served(table: dict) -> tuple[int, int]:
     return int(table.get("rmqSendLaneServed", 0)), int(table["msgPutTotalTodayNow"])
 
 
-def _round(lanes: bool, inflights: list[int], args) -> dict[int, dict]:
+def _fill(filler: PageCacheFiller | None) -> None:
+    """--full-page-cache: top the page cache up before a load."""
+    if filler is not None:
+        added = filler.top_up()
+        print(f"page cache topped up by {added / MiB:,.0f} MiB (filler "
+              f"{filler.size() / MiB:,.0f} MiB, MemFree {meminfo('MemFree') / MiB:,.0f} MiB)",
+              flush=True)
+
+
+def _memory() -> str:
+    return f"MemFree {meminfo('MemFree') / MiB:,.0f} MiB, Cached {meminfo('Cached') / MiB:,.0f} MiB"
+
+
+def _round(lanes: bool, inflights: list[int], args,
+           filler: PageCacheFiller | None = None) -> dict[int, dict]:
     """One broker (lanes on or off), every in-flight figure against it."""
     conf = dict(kv.split("=", 1) for kv in args.broker_conf)
     if not lanes:
@@ -65,8 +89,11 @@ def _round(lanes: bool, inflights: list[int], args) -> dict[int, dict]:
                          size=args.size, inflight=64, broker_addr=cluster.broker_addr,
                          raw=True, queues=QUEUES, write_each=True,
                          java_frames=not args.json_frames)
+        _fill(filler)
         load_in_subprocess(prime, mode_env("compiled"), cpu=LOAD_CPU)
         for inflight in inflights:
+            _fill(filler)
+            kswapd0, t0 = kswapd_seconds(), time.monotonic()
             before = _served(asyncio.run(_runtime(cluster.broker_addr)))
             spec = LoadSpec("send", cluster.namesrv_addr, TOPIC, seconds=args.seconds,
                             warmup=1.0, size=args.size, inflight=inflight,
@@ -74,6 +101,10 @@ def _round(lanes: bool, inflights: list[int], args) -> dict[int, dict]:
                             raw=True, queues=QUEUES, write_each=True,
                             java_frames=not args.json_frames)
             r = load_in_subprocess(spec, mode_env("compiled"), cpu=LOAD_CPU)
+            if r.get("msgs_per_s"):
+                # over the whole load process (warm-up included) at the measured rate
+                msgs = r["msgs_per_s"] * (time.monotonic() - t0)
+                r["kswapd_cpu_us_per_msg"] = (kswapd_seconds() - kswapd0) / msgs * 1e6
             after = _served(asyncio.run(_runtime(cluster.broker_addr)))
             put = after[1] - before[1]
             r["lane_share"] = (after[0] - before[0]) / put if put else 0.0
@@ -95,6 +126,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="brokers to run: lanes off and on alternated (default), or one kind")
     ap.add_argument("--broker-conf", action="append", default=[], metavar="KEY=VALUE",
                     help="extra broker property for every broker (repeatable)")
+    ap.add_argument("--full-page-cache", action="store_true",
+                    help="measure with the page cache full, as on a broker in service: a "
+                         "sparse file beside the stores is read until little memory is free")
     args = ap.parse_args(argv)
     if any("=" not in kv for kv in args.broker_conf):
         ap.error("--broker-conf takes KEY=VALUE")
@@ -102,29 +136,45 @@ def main(argv: list[str] | None = None) -> int:
         print("java_frames: --rounds and --inflight must be >= 1", file=sys.stderr)
         return 2
     runs: dict[tuple[str, int], list[dict]] = {}
-    for _ in range(args.rounds):
-        for label, lanes in (("lanes off", False), ("lanes on", True)):
-            if args.lanes != "both" and lanes != (args.lanes == "on"):
-                continue
-            for inflight, r in _round(lanes, args.inflight, args).items():
-                runs.setdefault((label, inflight), []).append(r)
+    memory_before = _memory()
+    filler = None
+    if args.full_page_cache:
+        OUT_DIR.mkdir(parents=True, exist_ok=True)
+        filler = PageCacheFiller(OUT_DIR / f"page-cache-filler-{os.getpid()}", sparse=True)
+    try:
+        for _ in range(args.rounds):
+            for label, lanes in (("lanes off", False), ("lanes on", True)):
+                if args.lanes != "both" and lanes != (args.lanes == "on"):
+                    continue
+                for inflight, r in _round(lanes, args.inflight, args, filler).items():
+                    runs.setdefault((label, inflight), []).append(r)
+        memory_loaded = _memory()
+    finally:
+        if filler is not None:
+            filler.remove()
     frames = "JSON" if args.json_frames else "ROCKETMQ (Java benchmark Producer)"
-    print(f"{frames} frames, {args.size} B, {args.rounds} alternated rounds, medians")
+    cache = "full page cache" if args.full_page_cache else "free memory"
+    print(f"{frames} frames, {args.size} B, {cache}, {args.rounds} alternated rounds, medians")
+    print(f"/proc/meminfo before: {memory_before}; after the loads: {memory_loaded}; "
+          f"at the end: {_memory()}")
     # the broker's cost per message is its cost per read over the messages a
     # read brings, which the two sides' timing sets: the figure is only
     # comparable between runs beside its messages per read
+    kswapd = " kswapd CPU µs/msg |" if args.full_page_cache else ""
     print("| in flight | broker | msgs/s | broker CPU µs/msg | of it system | msgs/read "
-          "| broker µs/read | lane-served share |")
-    print("|---|---|---|---|---|---|---|---|")
+          f"| broker µs/read | lane-served share |{kswapd}")
+    print("|---|---|---|---|---|---|---|---|" + ("---|" if kswapd else ""))
     for (label, inflight), rs in sorted(runs.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         med = {k: statistics.median(r.get(k, 0.0) for r in rs)
                for k in ("msgs_per_s", "broker_cpu_us_per_msg", "lane_share",
-                         "broker_system_us_per_msg", "broker_msgs_per_read")}
+                         "broker_system_us_per_msg", "broker_msgs_per_read",
+                         "kswapd_cpu_us_per_msg")}
         per_read = statistics.median(r["broker_cpu_us_per_msg"] * r.get("broker_msgs_per_read", 0.0)
                                      for r in rs)
         print(f"| {inflight} | {label} | {med['msgs_per_s']:,.0f} | "
               f"{med['broker_cpu_us_per_msg']:.1f} | {med['broker_system_us_per_msg']:.1f} | "
-              f"{med['broker_msgs_per_read']:.1f} | {per_read:.0f} | {med['lane_share']:.0%} |")
+              f"{med['broker_msgs_per_read']:.1f} | {per_read:.0f} | {med['lane_share']:.0%} |"
+              + (f" {med['kswapd_cpu_us_per_msg']:.2f} |" if kswapd else ""))
     return 0
 
 

@@ -11,6 +11,9 @@ it -- the broker's loop.  ``bench/run.py --full-page-cache`` uses a
 ``PageCacheFiller`` to measure the steady state instead: before each
 scenario, a file beside the stores is grown until the machine has little
 free memory left, and flushed so its pages are clean and cheap to reclaim.
+A ``sparse`` filler grows a file of holes and reads it instead: the same
+clean pages of zeros in the page cache, and no disk blocks, for a disk
+with less room free than the machine has memory.
 
 Reclaim has a price of its own, paid by the kernel's ``kswapd`` threads
 (or by the allocating thread when they fall behind: then it is in the
@@ -33,6 +36,7 @@ LEAVE_FREE = 256 * MiB
 # the filler never takes the filesystem below this much free space
 LEAVE_DISK = 4 * GiB
 CHUNK = 64 * MiB
+READ = 1 * MiB  # a sparse filler's read size
 
 
 def meminfo(field: str) -> int:
@@ -71,10 +75,12 @@ class PageCacheFiller:
     """Keeps the page cache full with one file of zeros at ``path``."""
 
     def __init__(self, path: Path, leave_free: int = LEAVE_FREE,
-                 leave_disk: int = LEAVE_DISK, max_size: int | None = None) -> None:
+                 leave_disk: int = LEAVE_DISK, max_size: int | None = None,
+                 sparse: bool = False) -> None:
         self.path = Path(path)
         self.leave_free = leave_free
         self.leave_disk = leave_disk
+        self.sparse = sparse
         # the page cache cannot hold more than the machine's memory
         self.max_size = meminfo("MemTotal") if max_size is None else max_size
 
@@ -85,23 +91,44 @@ class PageCacheFiller:
         own, so free memory alone may never get that low); the file also
         stays below ``max_size`` (the machine's memory) and leaves ``leave_disk`` of the
         filesystem free.  Pages already cached stay; reclaim takes the
-        oldest first, and the file's are older than the next scenario's."""
-        zeros = bytes(CHUNK)
+        oldest first, and the file's are older than the next scenario's.
+        A sparse file takes no disk blocks: it is extended by a hole and the
+        hole read, which caches clean zero pages without writing any."""
+        # one buffer for the whole fill: no new memory of its own per chunk
+        buf = bytearray(READ) if self.sparse else bytes(CHUNK)
         added = 0
         reclaimed = reclaimed_pages()
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        fd = os.open(self.path, (os.O_RDWR if self.sparse else os.O_WRONLY | os.O_APPEND)
+                     | os.O_CREAT, 0o600)
         try:
             while (meminfo("MemFree") > self.leave_free + CHUNK
                    and reclaimed_pages() == reclaimed
                    and os.fstat(fd).st_size + CHUNK <= self.max_size):
-                fs = os.statvfs(self.path)
-                if fs.f_bavail * fs.f_frsize < self.leave_disk + CHUNK:
-                    break
-                added += os.write(fd, zeros)
-            os.fdatasync(fd)  # clean pages: reclaim drops them without writing
+                if not self.sparse:
+                    fs = os.statvfs(self.path)
+                    if fs.f_bavail * fs.f_frsize < self.leave_disk + CHUNK:
+                        break
+                added += self._grow(fd, buf)
+            if not self.sparse:
+                os.fdatasync(fd)  # clean pages: reclaim drops them without writing
         finally:
             os.close(fd)
         return added
+
+    def _grow(self, fd: int, buf: bytes | bytearray) -> int:
+        """One CHUNK more of the file, in the page cache: ``buf`` is CHUNK
+        zeros to write, or (sparse) a buffer to read the new hole into."""
+        if not self.sparse:
+            return os.write(fd, buf)
+        end = os.fstat(fd).st_size
+        os.ftruncate(fd, end + CHUNK)
+        done = 0
+        while done < CHUNK:
+            n = os.preadv(fd, [buf], end + done)
+            if not n:
+                break
+            done += n
+        return done
 
     def size(self) -> int:
         return self.path.stat().st_size if self.path.exists() else 0

@@ -624,6 +624,30 @@ def test_page_cache_filler_grows_to_its_mark_and_goes(tmp_path):
     assert not (tmp_path / "filler").exists()
 
 
+@pytest.mark.timeout(60)
+def test_sparse_page_cache_filler_caches_pages_without_disk_blocks(tmp_path):
+    from bench.page_cache import CHUNK, PageCacheFiller, meminfo
+
+    free = meminfo("MemFree")
+    with PageCacheFiller(tmp_path / "filler", leave_free=free - 2 * CHUNK,
+                         max_size=3 * CHUNK, sparse=True) as filler:
+        added = filler.top_up()
+        assert 0 < added <= 3 * CHUNK and filler.size() == added
+        # a file of holes: its pages are cached (read), none is on the disk
+        assert filler.path.stat().st_blocks == 0
+        # the disk's room is no limit of a sparse filler
+        assert PageCacheFiller(filler.path, leave_free=0, leave_disk=1 << 60, max_size=added,
+                               sparse=True).top_up() == 0
+    assert not (tmp_path / "filler").exists()
+
+
+def test_java_frames_takes_full_page_cache():
+    from bench import java_frames
+
+    assert "--full-page-cache" in java_frames.__doc__
+    assert java_frames.main(["--rounds", "0", "--full-page-cache"]) == 2
+
+
 def test_report_says_how_the_page_cache_was():
     doc = {"date": "d", "commit": "c", "command": "bench/run.py", "machine": "m",
            "loadavg_start": "0", "loadavg_end": "0", "modes": ["compiled"], "broker": {},
