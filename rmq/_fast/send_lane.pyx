@@ -443,13 +443,15 @@ cdef class CTopic:
 
 cdef class CQueue:
     """A consume queue the lane stores into, kept between reads: checked
-    against the store's tables and reloaded in every read that uses it
-    (``read``), its tail file's buffer held for that read."""
+    against the store's tables in every read that uses it (``read``), its
+    tail's position, queue offset and last physical offset reloaded when
+    anything may have moved them since the lane last published them
+    (``epoch``: ``SendLane.fill``), its tail file's buffer held for that read."""
     cdef object cq, cmf
     cdef tuple key              # (topic, queue id): the offset and held-pull tables' key
     cdef Py_buffer buf
     cdef bint held, ok
-    cdef long long read
+    cdef long long read, epoch
     cdef int64_t cpos, cfrom, csize, qoff, maxphy, nums, events, size, tags, store_ts
     cdef object each
     # the broker's put counts of the queue not yet folded into its statistics
@@ -523,6 +525,12 @@ cdef class SendLane:
     cdef dict topic_cache       # topic bytes -> CTopic
     cdef CTopic last_topic
     cdef long long read_id      # the read being served
+    # the queues' tails as the lane last published them hold while nothing
+    # else stored (``fill``): the store's end and last store time as this
+    # lane's last read left them (end -1: unknown), and the count of the
+    # times they did not (a queue loaded in another epoch is loaded again)
+    cdef int64_t published_to, published_ts, open_ts
+    cdef long long epoch
     # the read's tables (SendLaneSupport.begin): consume queues, queue offsets,
     # held pulls; dicts, so a queue's look-ups per read are C calls, not
     # method calls (the Java load meets a new queue with nearly every message)
@@ -580,6 +588,7 @@ cdef class SendLane:
         self.s_sstats = getattr(self.s_store, "stats", None)
         self.s_bstats = getattr(getattr(support, "c", None), "stats", None)
         self.max_frame = max_frame
+        self.published_to = -1
         self.batch_props = {}
         self.topic_cache = {}
         self.ctx = Ctx.__new__(Ctx)
@@ -673,6 +682,7 @@ cdef class SendLane:
             if t_held:
                 PyBuffer_Release(&tv)
             runs = []
+            queues_done = False
             try:
                 for q in touched:
                     q.release()
@@ -687,10 +697,11 @@ cdef class SendLane:
                                 q.listed = True
                                 self.counted.append(q)
                     q.each = None
+                queues_done = True
             finally:
                 self.run_obj = None
                 self.close_read(ctx, wrote, store_ts, runs, channel, held.take(), wait_end,
-                                counted)
+                                counted, queues_done)
         return pos, out.take()
 
     cdef bint open_read(self, channel, Ctx c) except -1:
@@ -844,9 +855,19 @@ cdef class SendLane:
             tails = sup.new_tails()
         c.tail, c.rtail = tails
         c.sync = cfg.flushDiskType is self.s_sync_flush
-        self.cq_table = store.consume_queue_table
+        # every consume-queue put goes through the commit log and moves the
+        # store's end and last store time: while both are as this lane's last
+        # read published them (and the tables are the same objects), the
+        # queues' tails are as it left them; otherwise all are loaded anew
+        self.open_ts = store.checkpoint.logics_msg_timestamp
+        cq_table, tq_table = store.consume_queue_table, cl.topic_queue_table
+        if file_from + wrote != self.published_to or self.open_ts != self.published_ts or \
+                cq_table is not self.cq_table or tq_table is not self.tq_table:
+            self.epoch += 1
+        self.published_to = -1  # (until this read publishes)
+        self.cq_table = cq_table
         self.topic_table = self.s_topics.table
-        self.tq_table = cl.topic_queue_table
+        self.tq_table = tq_table
         hold = self.s_hold
         self.hold_table = hold.table if hold is not None else None
         self.bstats = self.s_bstats
@@ -855,13 +876,15 @@ cdef class SendLane:
         c.counting = listener is not None and store.message_runs_listener is listener
 
     cdef void close_read(self, Ctx c, int64_t wrote, int64_t store_ts, list runs, channel,
-                         waiting, int64_t wait_end, int64_t counted) except *:
+                         waiting, int64_t wait_end, int64_t counted,
+                         bint queues_done) except *:
         """``SendLaneSupport.end`` (its twin): the session closed (the
         commit log's write position, the checkpoint's store time and the
         dispatch position published, then the locks released), then the
         statistics (``counted``: the messages of the runs counted on their
         queues, see ``SendLaneSupport.count_puts``), the arrival notices,
-        the flush wake-up or waiter."""
+        the flush wake-up or waiter.  ``queues_done``: every touched queue
+        published (its tail then holds for the next read, ``fill``)."""
         sup = self.support
         run = c.run
         store = self.s_store
@@ -874,6 +897,10 @@ cdef class SendLane:
                 mf.store_timestamp = store_ts
                 store.checkpoint.logics_msg_timestamp = store_ts
                 store.reput_from_offset = c.file_from + wrote
+                if queues_done:
+                    self.published_to, self.published_ts = c.file_from + wrote, store_ts
+            elif queues_done:
+                self.published_to, self.published_ts = c.file_from + wrote, self.open_ts
         finally:  # AppendRun.release
             if run._open:
                 run._open = False
@@ -1057,10 +1084,13 @@ cdef class SendLane:
                 return None
             q.cq, q.cmf = lq.cq, lq.cmf
             q.cfrom, q.csize = lq.cmf.file_from_offset, lq.cq.file_size  # fixed per file
+            q.epoch = 0
         cmf = q.cmf
-        q.cpos = cmf.wrote_position
-        q.qoff = self.tq_table.get(q.key, 0)
-        q.maxphy = q.cq.max_physic_offset
+        if q.epoch != self.epoch:  # (else as this lane published them)
+            q.cpos = cmf.wrote_position
+            q.qoff = self.tq_table.get(q.key, 0)
+            q.maxphy = q.cq.max_physic_offset
+            q.epoch = self.epoch
         hold = self.hold_table
         q.each = [] if self.histograms or (hold is not None and q.key in hold) else None
         PyObject_GetBuffer(cmf.view, &q.buf, PyBUF_WRITABLE)

@@ -7,6 +7,7 @@ notifies what the twin does.  Both lanes serve the same broker in turn."""
 from __future__ import annotations
 
 import shutil
+import struct
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -20,7 +21,9 @@ from rmq._fast import compiled, compiled_or_none
 from rmq.broker import send_lane
 from rmq.common.topic_config import TopicConfig
 from rmq.store import BrokerRole
+from rmq.store.message import MessageExtBrokerInner
 from rmq.store.running_flags import DISK_FULL_BIT
+from rmq.testing.wait import wait_until
 
 FAST = compiled_or_none("send_lane")
 MAX_FRAME = 16 * 1024 * 1024
@@ -195,6 +198,55 @@ async def test_lane_counts_the_broker_puts_until_the_fold() -> None:
             sum(v[0] for v in after.values())
         stats.fold()  # nothing left to hand over
         assert _queue_puts(stats) == after
+    finally:
+        await _shutdown(controller)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.compiled_only
+@pytest.mark.timeout(60)
+async def test_compiled_lane_appends_after_a_general_put_between_its_reads() -> None:
+    """The compiled lane keeps a queue's tail between its reads while nothing
+    else stored; a general put into that queue between two reads moves it,
+    and the next read appends after that put, not over it."""
+    assert FAST is not None, "rmq._fast.send_lane is not built"
+    root = Path(tempfile.mkdtemp(prefix="lane-general-"))
+    controller = await _controller(root)
+    try:
+        store = controller.message_store
+        cl = store.commit_log
+        lane = FAST.SendLane(controller.send_lane_support, MAX_FRAME)
+        raw = RawRequests(TOPIC, b"x" * 1024, queues=QUEUES)
+        channel = _Channel()
+        key = (TOPIC, 0)
+        first = cl.topic_queue_table[key]
+
+        def serve(n: int) -> None:  # frame n goes to queue n % QUEUES
+            buf = bytes(raw.frame(n)[1])
+            assert lane.serve(channel, buf, 0, len(buf))[0] == len(buf)
+
+        def dispatched() -> bool:
+            return store.reput_from_offset == cl.get_max_offset()
+
+        serve(0)
+        serve(QUEUES)  # the tail as the lane left it
+        msg = MessageExtBrokerInner(TOPIC, 0, 0, b"general", {}, "", 0, 0, 1,
+                                    ("10.0.0.1", 5000), ("10.0.0.2", 10911), 0, 0)
+        assert store.put_message(msg).is_ok()
+        await wait_until(dispatched, 10, 0.01, "the general put dispatched")
+        serve(2 * QUEUES)
+        serve(3 * QUEUES)
+        assert cl.topic_queue_table[key] == first + 5
+        cq = store.consume_queue_table[TOPIC][0]
+        bodies = []
+        for offset in range(first, first + 5):
+            buf, _ = cq.get_index_buffer(offset)
+            phy, _size, _tags = struct.unpack_from(">qiq", buf, 0)
+            found = store.look_message_by_offset(phy)
+            assert found.queue_offset == offset
+            bodies.append(bytes(found.body))
+        assert bodies[2] == b"general" and bodies.count(b"x" * 1024) == 4
+        assert cq.get_max_offset_in_queue() == first + 5
     finally:
         await _shutdown(controller)
         shutil.rmtree(root, ignore_errors=True)
