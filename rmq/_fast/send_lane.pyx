@@ -1085,6 +1085,13 @@ cdef class SendLane:
             q.cq, q.cmf = lq.cq, lq.cmf
             q.cfrom, q.csize = lq.cmf.file_from_offset, lq.cq.file_size  # fixed per file
             q.epoch = 0
+            # the offset table's entry of the queue keyed by the queue's own key
+            # object from now on: the lane's look-ups and updates (every read
+            # that stores into it) then find it by identity, not by comparing
+            # two tuples (the table's order does not matter)
+            qoff = self.tq_table.pop(q.key, None)
+            if qoff is not None:
+                self.tq_table[q.key] = qoff
         cmf = q.cmf
         if q.epoch != self.epoch:  # (else as this lane published them)
             q.cpos = cmf.wrote_position

@@ -73,6 +73,8 @@ def _snapshot(controller: Any) -> tuple:
     stats = controller.stats
     return (controller.send_lane_support.served, store.stats.put_message_times_total,
             store.stats.put_message_size_total, stats.put_total,
+            store.stats.topic_put_nums.get(TOPIC, 0), store.stats.topic_put_size.get(TOPIC, 0),
+            store.stats.put_latency[0],
             store.reput_from_offset == store.commit_log.get_max_offset())
 
 
@@ -133,10 +135,12 @@ async def test_compiled_lane_opens_and_closes_reads_as_the_twin() -> None:
                 assert _locks_free(controller), way
                 after = _snapshot(controller)
                 deltas[way] = (out.count(b'"code":0'), heard[:],
-                               *(a - b for a, b in zip(after[:4], before[:4], strict=True)),
-                               after[4])
+                               *(a - b for a, b in zip(after[:7], before[:7], strict=True)),
+                               after[7])
             assert deltas["compiled"] == deltas["twin"], frames
             assert deltas["twin"][:3] == (frames, [min(frames, QUEUES)], frames)
+            # the store's statistics: messages, of the topic, and puts (one per send)
+            assert deltas["twin"][3] == deltas["twin"][6] == deltas["twin"][8] == frames
     finally:
         await _shutdown(controller)
         shutil.rmtree(root, ignore_errors=True)
