@@ -1075,8 +1075,10 @@ cdef class SendLane:
         q.ok = False
         cdef dict qs = t.cqs
         current = qs.get(qid) if qs is not None else None
-        if current is None or current is not q.cq or current.tail_file is not q.cmf or \
-                current.ext is not None:
+        # (in the epoch the queue was checked in, its tail file is still the
+        # one it was: only a put or the store's recovery changes it)
+        if current is None or current is not q.cq or q.epoch != self.epoch and (
+                current.tail_file is not q.cmf or current.ext is not None):
             hold = self.hold_table  # SendLaneSupport.queue: listed one by one when watched
             lq = self.run_obj.queue(t.name, qid,
                                     self.histograms or bool(hold is not None and q.key in hold))
