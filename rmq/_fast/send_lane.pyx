@@ -934,8 +934,9 @@ cdef class SendLane:
         twin; the run ``SendLaneSupport.end`` notifies of (``RunQueue.summary``)."""
         self.tq_table[q.key] = q.qoff
         cmf = q.cmf
-        cmf.wrote_position = q.cpos
-        cmf.committed_position = q.cpos
+        cdef object cpos = q.cpos  # (one number object for both)
+        cmf.wrote_position = cpos
+        cmf.committed_position = cpos
         q.cq.max_physic_offset = q.maxphy
         return (q.key[0], q.key[1], q.qoff, q.tags, q.store_ts, q.nums, q.size, q.events, q.each)
 
@@ -1074,7 +1075,8 @@ cdef class SendLane:
         q.read = self.read_id
         q.ok = False
         cdef dict qs = t.cqs
-        current = qs.get(qid) if qs is not None else None
+        # (by the key's own number object: no new one for a queue id past 256)
+        current = qs.get(q.key[1]) if qs is not None else None
         # (in the epoch the queue was checked in, its tail file is still the
         # one it was: only a put or the store's recovery changes it)
         if current is None or current is not q.cq or q.epoch != self.epoch and (
@@ -1100,8 +1102,8 @@ cdef class SendLane:
             q.qoff = self.tq_table.get(q.key, 0)
             q.maxphy = q.cq.max_physic_offset
             q.epoch = self.epoch
-        hold = self.hold_table
-        q.each = [] if self.histograms or (hold is not None and q.key in hold) else None
+        hold = self.hold_table  # (no key hashed while no pull is held)
+        q.each = [] if self.histograms or (hold is not None and hold and q.key in hold) else None
         PyObject_GetBuffer(cmf.view, &q.buf, PyBUF_WRITABLE)
         q.held = True
         if q.csize > q.buf.len:
