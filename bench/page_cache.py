@@ -12,8 +12,8 @@ it -- the broker's loop.  ``bench/run.py --full-page-cache`` uses a
 scenario, a file beside the stores is grown until the machine has little
 free memory left, and flushed so its pages are clean and cheap to reclaim.
 A ``sparse`` filler grows a file of holes and reads it instead: the same
-clean pages of zeros in the page cache, and no disk blocks, for a disk
-with less room free than the machine has memory.
+clean pages of zeros in the page cache, and no disk blocks: for a disk
+that must not take a file of the machine's memory.
 
 Reclaim has a price of its own, paid by the kernel's ``kswapd`` threads
 (or by the allocating thread when they fall behind: then it is in the
