@@ -30,16 +30,10 @@ from libc.string cimport memchr, memcmp, memcpy, strlen
 
 from rmq._fast.b64 cimport _decode
 from rmq._fast.byteorder cimport put32
-from rmq._fast.dledger_wire cimport wire_of
+from rmq._fast.dledger_wire cimport (PyObject, _PyBytes_Resize, new_bytes, put, raw_bytes_at,
+                                     take_ref, wire_of)
 from rmq._fast.json_text cimport json_write_int
 
-
-cdef extern from "Python.h":
-    ctypedef struct PyObject
-    PyObject* new_bytes "PyBytes_FromStringAndSize"(const char* s, Py_ssize_t n)
-    char* raw_bytes_at "PyBytes_AS_STRING"(PyObject* b)
-    int _PyBytes_Resize(PyObject** b, Py_ssize_t n)
-    object take_ref "(PyObject*)"(PyObject* o)  # the reference handed over, not a new one
 
 cdef enum:
     BODY_OFFSET = 48     # an entry's size: its 48-byte header and its body
@@ -300,11 +294,6 @@ def decode_push(body):
     finally:
         PyBuffer_Release(&pb)
     return (texts[0], texts[1], texts[2], texts[3], term, code, texts[4], commit, one, batch)
-
-
-cdef inline uint8_t* put(uint8_t* p, const char* s, Py_ssize_t n) noexcept nogil:
-    memcpy(p, s, n)
-    return p + n
 
 
 cdef inline uint8_t* put_b(uint8_t* p, bytes b) noexcept:
