@@ -20,6 +20,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.string cimport memcpy
 
 from rmq._fast.byteorder cimport put32, put64
+from rmq._fast.dledger_wire cimport wire_of
 from rmq._fast.record cimport c_record_size, c_write_record
 
 from dataclasses import fields
@@ -110,12 +111,14 @@ cdef inline void put_head(uint8_t* d, uint8_t* u, int32_t magic, int32_t size, i
 def write_entries(data, Py_ssize_t at, int64_t pos, Py_ssize_t room, index,
                   Py_ssize_t index_at, Py_ssize_t index_room, int64_t first_index, int64_t term,
                   bytes born not None, bytes store_host not None, int64_t now,
-                  list sends not None, make_entry):
+                  list sends not None, make_entry, bint wire=False):
     """Write ``sends`` as entries ``first_index``, ... of ``term`` at
     ``data[at:at + room]`` (``pos``: where ``at`` lies in the data files) and
     their index units at ``index[index_at:index_at + index_room]``; each send
     is (topic bytes, queue id, flag, queue offset, sysFlag, born timestamp,
     reconsume times, body bytes, stored properties bytes, record size).
+    With ``wire`` (a leader with followers) each entry's push JSON
+    (``Entry.json_bytes``) is made here too, from the record just written.
     Returns (the entries made by ``make_entry`` -- the leading sends that fit
     --, data bytes written, index bytes written)."""
     cdef Files f
@@ -157,6 +160,8 @@ def write_entries(data, Py_ssize_t at, int64_t pos, Py_ssize_t room, index,
                            <const uint8_t*>PyBytes_AS_STRING(topic), PyBytes_GET_SIZE(topic),
                            <const uint8_t*>PyBytes_AS_STRING(props), PyBytes_GET_SIZE(props))
             body = PyBytes_FromStringAndSize(<const char*>d + BODY_OFFSET, rsize)
+            w = wire_of(d + BODY_OFFSET, rsize, 0, 0, 0, idx, MAGIC, phy, size, term) \
+                if wire else None
             if in_place:  # its fields set here: no Python __init__ per send
                 e = make_entry.__new__(make_entry)
                 e.index = idx
@@ -168,10 +173,13 @@ def write_entries(data, Py_ssize_t at, int64_t pos, Py_ssize_t room, index,
                 e.chain_crc = 0
                 e.body_crc = 0
                 e.size = size
-                e.wire = None
+                e.wire = w
                 entries.append(e)
             else:
-                entries.append(make_entry(idx, term, body, phy, MAGIC, 0, 0, 0, size))
+                e = make_entry(idx, term, body, phy, MAGIC, 0, 0, 0, size)
+                if wire:
+                    e.wire = w
+                entries.append(e)
             used += size
             iused += UNIT
             idx += 1

@@ -25,21 +25,15 @@ it, as before.
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.string cimport memchr, memcmp, memcpy, strlen
 
-from rmq._fast.b64 cimport _decode, _encode_into
+from rmq._fast.b64 cimport _decode
 from rmq._fast.byteorder cimport put32
+from rmq._fast.dledger_wire cimport (PyObject, _PyBytes_Resize, new_bytes, put, raw_bytes_at,
+                                     take_ref, wire_of)
 from rmq._fast.json_text cimport json_write_int
 
-
-cdef extern from "Python.h":
-    ctypedef struct PyObject
-    PyObject* new_bytes "PyBytes_FromStringAndSize"(const char* s, Py_ssize_t n)
-    char* raw_bytes_at "PyBytes_AS_STRING"(PyObject* b)
-    int _PyBytes_Resize(PyObject** b, Py_ssize_t n)
-    object take_ref "(PyObject*)"(PyObject* o)  # the reference handed over, not a new one
 
 cdef enum:
     BODY_OFFSET = 48     # an entry's size: its 48-byte header and its body
@@ -302,11 +296,6 @@ def decode_push(body):
     return (texts[0], texts[1], texts[2], texts[3], term, code, texts[4], commit, one, batch)
 
 
-cdef inline uint8_t* put(uint8_t* p, const char* s, Py_ssize_t n) noexcept nogil:
-    memcpy(p, s, n)
-    return p + n
-
-
 cdef inline uint8_t* put_b(uint8_t* p, bytes b) noexcept:
     memcpy(p, PyBytes_AS_STRING(b), PyBytes_GET_SIZE(b))
     return p + PyBytes_GET_SIZE(b)
@@ -318,39 +307,12 @@ cdef bytes entry_wire(e):
     if wire is not None:
         return wire
     cdef Py_buffer pb
-    cdef int64_t nums[7]
-    cdef Py_ssize_t b64n, size
-    cdef uint8_t* p
-    cdef uint8_t* start
+    cdef Py_ssize_t size
     PyObject_GetBuffer(e.body, &pb, PyBUF_SIMPLE)
     try:
         size = BODY_OFFSET + pb.len
-        nums[0] = e.body_crc
-        nums[1] = e.chain_crc
-        nums[2] = e.channel
-        nums[3] = e.index
-        nums[4] = e.magic
-        nums[5] = e.pos
-        nums[6] = e.term
-        b64n = (pb.len + 2) // 3 * 4
-        start = <uint8_t*>PyMem_Malloc(b64n + 256)
-        if start == NULL:
-            raise MemoryError()
-        try:
-            p = put(start, b'{"body":"', 9)
-            _encode_into(<const uint8_t*>pb.buf, pb.len, <char*>p)
-            p = put(p + b64n, b'","bodyCrc":', 12)
-            p = put(json_write_int(p, nums[0]), b',"chainCrc":', 12)
-            p = put(json_write_int(p, nums[1]), b',"channel":', 11)
-            p = put(json_write_int(p, nums[2]), b',"index":', 9)
-            p = put(json_write_int(p, nums[3]), b',"magic":', 9)
-            p = put(json_write_int(p, nums[4]), b',"pos":', 7)
-            p = put(json_write_int(p, nums[5]), b',"size":', 8)
-            p = put(json_write_int(p, size), b',"term":', 8)
-            p = put(json_write_int(p, nums[6]), b'}', 1)
-            wire = PyBytes_FromStringAndSize(<const char*>start, p - start)
-        finally:
-            PyMem_Free(start)
+        wire = wire_of(<const uint8_t*>pb.buf, pb.len, e.body_crc, e.chain_crc, e.channel,
+                       e.index, e.magic, e.pos, size, e.term)
     finally:
         PyBuffer_Release(&pb)
     e.size = size

@@ -401,7 +401,7 @@ class DLedgerMmapFileStore:
         entries, used, iused = write_entries(
             mf.view, at, mf.file_from_offset + at, self.data.mapped_file_size - at, imf.view, iat,
             self.index.mapped_file_size - iat, first, ms.curr_term, born, store_host, now, sends,
-            Entry)
+            Entry, len(ms.peer_map) > 1)
         if not entries:
             return entries
         _advance(mf, used)
@@ -621,12 +621,15 @@ class DLedgerMmapFileStore:
 
 def _write_entries(data, at: int, pos: int, room: int, index, index_at: int, index_room: int,
                    first_index: int, term: int, born: bytes, store_host: bytes, now: int,
-                   sends: list[tuple], make_entry) -> tuple[list[Entry], int, int]:
+                   sends: list[tuple], make_entry, wire: bool = False
+                   ) -> tuple[list[Entry], int, int]:
     """Write ``sends`` as entries ``first_index``, ... of ``term`` at
     ``data[at:at + room]`` (``pos``: where ``at`` lies in the data files) and
     their index units at ``index[index_at:index_at + index_room]``; each send
     is (topic bytes, queue id, flag, queue offset, sysFlag, born timestamp,
     reconsume times, body bytes, stored properties bytes, record size).
+    With ``wire`` (a leader with followers) each entry's push JSON
+    (``Entry.json_bytes``) is made here too.
     Returns (the entries made by ``make_entry`` -- the leading sends that fit
     --, data bytes written, index bytes written).  The twin of
     ``rmq._fast.dledger_append.write_entries``: an entry stops the run where
@@ -652,8 +655,11 @@ def _write_entries(data, at: int, pos: int, room: int, index, index_at: int, ind
                            phy + BODY_OFFSET, sys_flag, born_ts, born, now, store_host, reconsume,
                            0, body, topic, props)
         INDEX_UNIT.pack_into(index, index_at + iused, MAGIC, phy, size, idx, term)
-        entries.append(make_entry(idx, term, bytes(data[start + BODY_OFFSET:start + size]), phy,
-                                  MAGIC, 0, 0, 0, size))
+        entry = make_entry(idx, term, bytes(data[start + BODY_OFFSET:start + size]), phy, MAGIC,
+                           0, 0, 0, size)
+        if wire:
+            entry.json_bytes()
+        entries.append(entry)
         used += size
         iused += INDEX_UNIT_SIZE
         idx += 1

@@ -69,3 +69,27 @@ def test_every_byte_in_every_place_of_a_group_is_read_as_binascii_reads_it():
             text[at] = value
             assert _outcome(C.decode, bytes(text)) == \
                 _outcome(binascii.a2b_base64, bytes(text)), (at, value)
+
+
+@pytest.mark.compiled_only
+def test_both_encoder_paths_write_what_binascii_writes():
+    """The AVX2 steps (24 bytes each, from 28 bytes on) and the scalar loop
+    after them, at every length around a step's edges and from every
+    alignment of the input; then the scalar path alone."""
+    assert C is not None, "rmq._fast.b64 is not built (make ext)"
+    rnd = random.Random(7)
+    block = bytes(rnd.randrange(256) for _ in range(4200))
+    paths = ["scalar"] + (["avx2"] if C.path() == "avx2" else [])
+    try:
+        for name in paths:
+            assert C.set_path(name) == name
+            for n in [*range(130), 1199, 1200, 1201, 1250, 4096]:
+                for at in (0, 1, 5, 31):
+                    data = block[at:at + n]
+                    assert C.encode(data) == binascii.b2a_base64(data, newline=False), (name, n, at)
+            every = b"".join(((v << 12) | (v ^ 0xABC)).to_bytes(3, "big") for v in range(4096))
+            assert C.encode(every) == binascii.b2a_base64(every, newline=False), name
+    finally:
+        C.set_path(None)
+    with pytest.raises(ValueError):
+        C.set_path("neon")

@@ -357,3 +357,23 @@ def test_write_entries_makes_whole_entries_without_their_init():
     assert [dataclasses.astuple(e) for e in compiled] == [dataclasses.astuple(e) for e in twin]
     assert made[(_APPEND.write_entries, False)] == made[(mmap_store._write_entries, False)] == \
         [dataclasses.astuple(e)[:9] for e in twin]
+
+
+@pytest.mark.parametrize("compiled", [pytest.param(True, marks=pytest.mark.compiled_only), False])
+def test_write_entries_with_wire_keeps_each_entrys_push_json(compiled):
+    """``wire`` (a leader with followers): each entry made carries the push
+    JSON ``Entry.json_bytes`` makes of it afterwards, byte for byte; the same
+    entries and files as without."""
+    write = _APPEND.write_entries if compiled else mmap_store._write_entries
+    born, store = _hosts()
+    out = {}
+    for wire in (False, True):
+        data, index = bytearray(40_000), bytearray(32 * 40)
+        entries = write(data, 0, 8192, 40_000, index, 0, 32 * 40, 5, 2, born, store,
+                        1_700_000_000_123, _sends(12), Entry, wire)[0]
+        out[wire] = (bytes(data), bytes(index), entries)
+    assert out[True][:2] == out[False][:2] and out[True][2] == out[False][2]
+    for kept, plain in zip(out[True][2], out[False][2], strict=True):
+        assert plain.wire is None and kept.wire is not None
+        assert kept.wire == plain.json_bytes() == Entry(
+            plain.index, plain.term, plain.body, plain.pos).json_bytes()
