@@ -345,6 +345,7 @@ def lane_pop(p, channel, dict ext):
     before anything is changed; a queue whose checkpoint record must wait
     goes on in the processor's coroutine as there."""
     cdef Py_ssize_t ti, qi, n, start
+    cdef bint one
     if not _bound or _lane_pop_twin is None:
         raise RuntimeError("pop_queue.bind was not called")
     got = _pop_header(ext)
@@ -391,20 +392,24 @@ def lane_pop(p, channel, dict ext):
     ti = 0
     while ti < len(order_topics):
         t = order_topics[ti]
-        if t == topic and queue_id >= 0:
-            qids = [queue_id]
+        # the queues in turn, from ``start`` round to it (the list of them
+        # made only when a queue's read goes on in the coroutine)
+        one = t == topic and queue_id >= 0
+        if one:
+            n = 1
+            start = 0
         else:
             qtc = topic_config(tcm, t)
             n = qtc.readQueueNums if qtc is not None else 0
             start = int(_random.random() * n)
-            qids = [*range(start, n), *range(start)]
         qi = 0
-        while qi < len(qids) and out.count < max_nums:
-            qid = qids[qi]
+        while qi < n and out.count < max_nums:
+            qid = queue_id if one else start + qi - (n if start + qi >= n else 0)
             qi += 1
             staged = queue_now(p, out, group, topic, t, qid, max_nums - out.count, pop_time,
                                invisible, revive_qid, init_mode, False, matches, None)
             if staged is not None:
+                qids = [queue_id] if one else [*range(start, n), *range(start)]
                 req = _PopRequest(group, topic, queue_id, max_nums, invisible, poll_time,
                                   init_mode, False, matches, None)
                 later = p._pop_queues_later(req, out, pop_time, revive_qid, staged,
