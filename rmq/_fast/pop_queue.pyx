@@ -11,13 +11,24 @@ the layers above are handed over by ``bind``.
 
 import random as _random
 
-from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.list cimport PyList_GET_ITEM, PyList_New, PyList_SET_ITEM
+from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.ref cimport Py_INCREF
 from orjson import dumps
+from libc.stdint cimport uint8_t
+from libc.string cimport memcpy
 from posix.time cimport CLOCK_MONOTONIC, CLOCK_REALTIME, clock_gettime, timespec
+
+from rmq._fast.json_text cimport json_write_int
 
 from rmq._fast.offset_table cimport commit_offset, query_offset
 from rmq._fast.topic_table cimport topic_config
+
+cdef extern from "Python.h":
+    object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
+    void *PyUnicode_DATA(object o)
+    int PyUnicode_IS_ASCII(object o)
+    Py_ssize_t PyUnicode_GET_LENGTH(object o)
 
 cdef object _CK = None
 cdef object _FOUND = None
@@ -128,6 +139,52 @@ cdef inline str retry_flag(str topic):
     if not topic.startswith(_RETRY_PREFIX):
         return "0"
     return "2" if "+" in topic else "1"
+
+
+cdef inline bint exact_int(object v, long long *out):
+    """An exact int of 64 bits into ``out``: True; else False."""
+    cdef int ovf = 0
+    if type(v) is not int:
+        return False
+    out[0] = PyLong_AsLongLongAndOverflow(v, &ovf)
+    return not ovf
+
+
+cdef str info_text(str flag, object qid, object offset, list offsets):
+    """``f"{flag} {qid} {offset}"`` (a start offset's info) or, with
+    ``offsets``, ``f"{flag} {qid} {a,b,...}"`` (the offsets as orjson writes
+    a list of ints, its brackets cut off: a message offset's info), written
+    in one buffer; None when a value is not an exact int of 64 bits or there
+    are more than ``MAX_POP_NUMS`` offsets (the caller's f-strings then)."""
+    cdef char buf[(MAX_POP_NUMS + 2) * 21 + 8]
+    cdef uint8_t *o
+    cdef long long v = 0
+    cdef Py_ssize_t i, n = 0 if offsets is None else len(offsets)
+    cdef Py_ssize_t fl = PyUnicode_GET_LENGTH(flag)
+    if n > MAX_POP_NUMS or fl > 4 or not PyUnicode_IS_ASCII(flag) or not exact_int(qid, &v):
+        return None
+    memcpy(buf, PyUnicode_DATA(flag), fl)
+    o = <uint8_t *>buf + fl
+    o[0] = 32
+    o = json_write_int(o + 1, v)
+    o[0] = 32
+    o += 1
+    if offsets is None:
+        if not exact_int(offset, &v):
+            return None
+        o = json_write_int(o, v)
+    else:
+        for i in range(n):
+            if not exact_int(<object>PyList_GET_ITEM(offsets, i), &v):
+                return None
+            if i:
+                o[0] = 44
+                o += 1
+            o = json_write_int(o, v)
+    n = <char *>o - buf
+    text = PyUnicode_New(n, 127)
+    memcpy(PyUnicode_DATA(text), buf, n)
+    return text
 
 
 cdef object start_offset(object p, str group, str topic, object qid, object init_mode):
@@ -253,8 +310,11 @@ cpdef pop_queue_tail(p, out, str group, str topic, str read_topic, qid, offset, 
     if commit:
         commit_offset(p.c.consumer_offset_manager, "pop", group, read_topic, qid, next_offset)
     flag = retry_flag(read_topic)
-    out.start_info.append(f"{flag} {qid} {offset}")
-    out.msg_info.append(f"{flag} {qid} {(<bytes>dumps(offsets))[1:-1].decode()}")
+    text = info_text(flag, qid, offset, None)
+    out.start_info.append(text if text is not None else f"{flag} {qid} {offset}")
+    text = info_text(flag, qid, None, offsets)
+    out.msg_info.append(text if text is not None else
+                        f"{flag} {qid} {(<bytes>dumps(offsets))[1:-1].decode()}")
     if read_topic != topic:
         buffers = [p._as_original(b, topic, offset, pop_time, invisible, revive_qid,
                                   read_topic) for b in buffers]
@@ -285,6 +345,7 @@ def lane_pop(p, channel, dict ext):
     before anything is changed; a queue whose checkpoint record must wait
     goes on in the processor's coroutine as there."""
     cdef Py_ssize_t ti, qi, n, start
+    cdef bint one
     if not _bound or _lane_pop_twin is None:
         raise RuntimeError("pop_queue.bind was not called")
     got = _pop_header(ext)
@@ -331,20 +392,24 @@ def lane_pop(p, channel, dict ext):
     ti = 0
     while ti < len(order_topics):
         t = order_topics[ti]
-        if t == topic and queue_id >= 0:
-            qids = [queue_id]
+        # the queues in turn, from ``start`` round to it (the list of them
+        # made only when a queue's read goes on in the coroutine)
+        one = t == topic and queue_id >= 0
+        if one:
+            n = 1
+            start = 0
         else:
             qtc = topic_config(tcm, t)
             n = qtc.readQueueNums if qtc is not None else 0
             start = int(_random.random() * n)
-            qids = [*range(start, n), *range(start)]
         qi = 0
-        while qi < len(qids) and out.count < max_nums:
-            qid = qids[qi]
+        while qi < n and out.count < max_nums:
+            qid = queue_id if one else start + qi - (n if start + qi >= n else 0)
             qi += 1
             staged = queue_now(p, out, group, topic, t, qid, max_nums - out.count, pop_time,
                                invisible, revive_qid, init_mode, False, matches, None)
             if staged is not None:
+                qids = [queue_id] if one else [*range(start, n), *range(start)]
                 req = _PopRequest(group, topic, queue_id, max_nums, invisible, poll_time,
                                   init_mode, False, matches, None)
                 later = p._pop_queues_later(req, out, pop_time, revive_qid, staged,

@@ -21,7 +21,7 @@ from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 from rmq._fast.json_text cimport json_write_int
 from rmq._fast.offset_table cimport commit_offset, query_offset
 from rmq._fast.pop_records import ack_body, ck_body, ck_body_of_offsets
-from rmq._fast.store_put import put_single
+from rmq._fast.store_put cimport put_one
 
 
 cdef extern from "Python.h":
@@ -315,12 +315,14 @@ cdef object put_record(object svc, object qid, bytes body, str tag, object code)
     if topic is not _TOPIC:  # the revive topic: encoded once
         _TOPIC_B = (<str>topic).encode()
         _TOPIC = topic
-    r = put_single(store, topic, _TOPIC_B, qid, 0, body, None, None,
-                   f"{_PROPS_HEAD}{now}{_TAGS_KEY}{tag}", code, 0, now,
-                   store.commit_log.store_host_field, 0)
-    if r is None:
+    cdef int64_t phy
+    cdef Py_ssize_t size
+    cdef long long qoff = put_one(store, topic, _TOPIC_B, qid, 0, body, None, None,
+                                  f"{_PROPS_HEAD}{now}{_TAGS_KEY}{tag}", code, 0, now, None, 0,
+                                  &phy, &size)
+    if qoff < 0:
         return None
-    return (<tuple>r)[0]
+    return qoff
 
 
 cdef inline bint long_of(object v, long long *out) except -1:

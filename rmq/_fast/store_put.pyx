@@ -55,15 +55,15 @@ cdef str msg_id(str host_hex, int64_t phy):
     return out
 
 
-cdef object c_append_single(object buf, Py_ssize_t pos, Py_ssize_t limit, Py_ssize_t max_body,
-                            int queue_id, int flag, long long queue_offset, long long phy,
-                            int sys_flag, long long born_ts, bytes born_host, long long store_ts,
-                            bytes store_host, int reconsume, object body, bytes topic, str props,
-                            object cq_buf, Py_ssize_t cq_pos, long long tags_code, str host_hex):
-    """(record size, offset message id), or None when the record is too big,
-    does not end by ``limit`` or a field is too long (nothing written)."""
-    if not PyUnicode_IS_ASCII(host_hex):
-        raise ValueError("host hex must be ASCII")
+cdef Py_ssize_t write_single(object buf, Py_ssize_t pos, Py_ssize_t limit,
+                              Py_ssize_t max_body, int queue_id, int flag,
+                              long long queue_offset, long long phy, int sys_flag,
+                              long long born_ts, bytes born_host, long long store_ts,
+                              bytes store_host, int reconsume, object body, bytes topic,
+                              str props, object cq_buf, Py_ssize_t cq_pos,
+                              long long tags_code) except -2:
+    """The record's size, or -1 when the record is too big, does not end by
+    ``limit`` or a field is too long (nothing written)."""
     cdef bytes props_b = None
     cdef const uint8_t *pp
     cdef Py_ssize_t plen
@@ -80,7 +80,7 @@ cdef object c_append_single(object buf, Py_ssize_t pos, Py_ssize_t limit, Py_ssi
     if blen != (20 if sys_flag & 0x10 else 8) or slen != (20 if sys_flag & 0x20 else 8):
         raise ValueError("host field length does not match the sysFlag")
     if tlen > 127 or plen > 32767:
-        return None
+        return -1
     cdef Py_buffer bv, ov, cv
     cdef const uint8_t *bp
     cdef const uint8_t *sp
@@ -90,7 +90,7 @@ cdef object c_append_single(object buf, Py_ssize_t pos, Py_ssize_t limit, Py_ssi
                             + bv.len + 1 + tlen + 2 + plen)
     try:
         if bv.len > max_body or size > max_body + 65536 or pos < 0 or pos + size > limit:
-            return None
+            return -1
         PyObject_GetBuffer(buf, &ov, PyBUF_WRITABLE)
         try:
             PyObject_GetBuffer(cq_buf, &cv, PyBUF_WRITABLE)
@@ -113,6 +113,23 @@ cdef object c_append_single(object buf, Py_ssize_t pos, Py_ssize_t limit, Py_ssi
             PyBuffer_Release(&ov)
     finally:
         PyBuffer_Release(&bv)
+    return size
+
+
+cdef object c_append_single(object buf, Py_ssize_t pos, Py_ssize_t limit, Py_ssize_t max_body,
+                            int queue_id, int flag, long long queue_offset, long long phy,
+                            int sys_flag, long long born_ts, bytes born_host, long long store_ts,
+                            bytes store_host, int reconsume, object body, bytes topic, str props,
+                            object cq_buf, Py_ssize_t cq_pos, long long tags_code, str host_hex):
+    """(record size, offset message id), or None when the record is too big,
+    does not end by ``limit`` or a field is too long (nothing written)."""
+    if not PyUnicode_IS_ASCII(host_hex):
+        raise ValueError("host hex must be ASCII")
+    cdef Py_ssize_t size = write_single(buf, pos, limit, max_body, queue_id, flag, queue_offset,
+                                        phy, sys_flag, born_ts, born_host, store_ts, store_host,
+                                        reconsume, body, topic, props, cq_buf, cq_pos, tags_code)
+    if size < 0:
+        return None
     return size, msg_id(host_hex, phy)
 
 
@@ -235,22 +252,47 @@ def put_single(object store, str topic, bytes topic_b, int queue_id, int flag, o
                long long born_ts, bytes born_host, int reconsume):
     """Store one ordinary message in one append session, or None (nothing
     done): ``put_single`` of rmq/store/single_put.py, step for step."""
+    cdef int64_t phy = 0
+    cdef Py_ssize_t size = 0
+    host_hex = fixed_of(store).id_prefix
+    if not PyUnicode_IS_ASCII(host_hex):
+        raise ValueError("host hex must be ASCII")
+    if born_host is None:
+        raise TypeError("born_host must be bytes")
+    cdef long long qoff = put_one(store, topic, topic_b, queue_id, flag, body, keys, uniq,
+                                  stored, tags_code, sys_flag, born_ts, born_host, reconsume,
+                                  &phy, &size)
+    if qoff < 0:
+        return None
+    return qoff, msg_id(host_hex, phy), phy, size
+
+
+cdef long long put_one(object store, str topic, bytes topic_b, int queue_id, int flag,
+                       object body, object keys, object uniq, str stored, long long tags_code,
+                       int sys_flag, long long born_ts, bytes born_host, int reconsume,
+                       int64_t *phy_out, Py_ssize_t *size_out) except -2:
+    """``put_single`` without its answer's objects, for compiled callers:
+    the message's queue offset (its commit-log offset and record size in
+    ``phy_out`` and ``size_out``), or -1 with nothing done; ``born_host``
+    None is the store's own host field."""
     if not _bound:
         raise RuntimeError("store_put.bind was not called")
     cdef _Fixed fx = fixed_of(store)
     cfg = fx.cfg
     cl = fx.cl
+    if born_host is None:
+        born_host = fx.host_field
     if (keys or uniq) and cfg.messageIndexEnable and \
             not store.index_service.keys_fit(key_bound(keys, uniq)):
-        return None
+        return -1
     # CommitLog.open_run(False)
     ccfg = fx.ccfg
     if store._shutdown or ccfg.brokerRole is _SLAVE or cl.begin_time_in_lock or \
             fx.pooled or not writeable(fx.flags):
-        return None
+        return -1
     mf = direct_tail(cl)
     if mf is None:
-        return None
+        return -1
     fx.put_acquire()
     fx.reput_acquire()
     cdef long long file_from, phy, qoff, now
@@ -259,21 +301,21 @@ def put_single(object store, str topic, bytes topic_b, int queue_id, int flag, o
         file_from = mf.file_from_offset
         wrote = mf.wrote_position
         if store.reput_from_offset != file_from + wrote:
-            return None
+            return -1
         # CommitLog.zero_ahead, called only when there is something to do
         if _ZERO_AHEAD < 0 or (cl.zero_ahead_enabled and
                                <long long>mf.zeroed_to - wrote < _ZERO_AHEAD):
             cl.zero_ahead(mf)
         # AppendRun.queue
         if topic == SCHEDULE_TOPIC:
-            return None
+            return -1
         qs = dict_get(store.consume_queue_table, topic, None)
         cq = dict_get(qs, queue_id, None) if qs is not None else None
         if cq is None or cq.ext is not None:
-            return None
+            return -1
         cmf = cq.tail_file
         if cmf is None:
-            return None
+            return -1
         key = (topic, queue_id)
         tqt = cl.topic_queue_table
         qoff = dict_get(tqt, key, 0)
@@ -283,7 +325,7 @@ def put_single(object store, str topic, bytes topic_b, int queue_id, int flag, o
         # RunQueue.slot_free(phy, 1)
         if not (cpos < cq.file_size and cpos + 20 <= len(cview) and
                 cmf.file_from_offset + cpos == qoff * 20 and phy >= cq.max_physic_offset):
-            return None
+            return -1
         # CommitLog.fast_sys_flag
         sys_flag &= ~(0x10 | 0x20)
         if len(born_host) == 20:
@@ -291,14 +333,12 @@ def put_single(object store, str topic, bytes topic_b, int queue_id, int flag, o
         if fx.host_v6:
             sys_flag |= 0x20
         now = now_ms()
-        r = c_append_single(mf.view, wrote, fx.file_size - 8, ccfg.maxMessageSize, queue_id,
+        size = write_single(mf.view, wrote, fx.file_size - 8, ccfg.maxMessageSize, queue_id,
                             flag, qoff, phy, sys_flag, born_ts, born_host, now,
                             fx.host_field, reconsume, body, topic_b, stored, cview, cpos,
-                            tags_code, fx.id_prefix)
-        if r is None:
-            return None
-        size = r[0]
-        msg_id = r[1]
+                            tags_code)
+        if size < 0:
+            return -1
         wrote += size
         qoff += 1
         # AppendRun.publish_queue and publish
@@ -330,4 +370,6 @@ def put_single(object store, str topic, bytes topic_b, int queue_id, int flag, o
     finally:
         fx.reput_release()
         fx.put_release()
-    return qoff - 1, msg_id, phy, size
+    phy_out[0] = phy
+    size_out[0] = size
+    return qoff - 1

@@ -351,3 +351,27 @@ async def test_lane_pop_and_batch_ack_compiled_and_twin_answer_the_same(tmp_path
         for i, (a, b) in enumerate(zip(g[0], answers, strict=True)):
             assert a == b, i
         assert g == got[0]
+
+
+class _Spent:
+    """A read whose records were handed out: nothing left behind it."""
+
+    max_offset = 0
+
+
+@pytest.mark.parametrize("offsets", [
+    [0], [7, 8, 9], [-3, 0, 2**63 - 1], list(range(10**12, 10**12 + 32)),
+    list(range(40)),  # more than a pop's 32: the f-strings' way
+    [2**63, 1],  # past 64 bits: likewise
+])
+@pytest.mark.parametrize("read_topic", [TOPIC, RETRY])
+def test_pop_queue_tail_offsets_texts_compiled_and_twin_the_same(offsets, read_topic):
+    got = []
+    for _name, _now, tail in _impls():
+        out = pm.PopResult()
+        for qid, offset in ((3, offsets[0]), (-1, 2**40), (0, -5)):
+            tail(None, out, GROUP, read_topic, read_topic, qid, offset, offsets, 0, [],
+                 _Spent(), True, False, 0, 60_000, 0)
+        got.append((out.start_info, out.msg_info, out.count))
+    assert got[0][0][0] == f"{'1' if read_topic == RETRY else '0'} 3 {offsets[0]}"
+    assert all(g == got[0] for g in got)

@@ -1,0 +1,10 @@
+# cython: language_level=3
+# The single put's session (store_put.pyx), cimported by the revive writer.
+
+from libc.stdint cimport int64_t
+
+
+cdef long long put_one(object store, str topic, bytes topic_b, int queue_id, int flag,
+                       object body, object keys, object uniq, str stored, long long tags_code,
+                       int sys_flag, long long born_ts, bytes born_host, int reconsume,
+                       int64_t *phy_out, Py_ssize_t *size_out) except -2
