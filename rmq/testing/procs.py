@@ -23,6 +23,12 @@ from pathlib import Path
 # drawn, so without this memory two of them could overlap and the second
 # server would fail to bind.
 _GIVEN: deque[range] = deque(maxlen=64)
+# Ranges drawn with ``keep=True``: a port a test module picks when it is
+# imported is bound only when the module runs, maybe hundreds of draws later,
+# long after it left ``_GIVEN``; until then it is free, so any later draw
+# (a broker's listenPort-2 .. listenPort+1) could take it.  These stay out
+# of every draw for the life of the process.
+_KEPT: list[range] = []
 
 
 def _ephemeral_range() -> tuple[int, int]:
@@ -34,7 +40,7 @@ def _ephemeral_range() -> tuple[int, int]:
 
 
 def _all_free(base: int, span: int) -> bool:
-    if any(base < r.stop and r.start < base + span for r in _GIVEN):
+    if any(base < r.stop and r.start < base + span for r in (*_GIVEN, *_KEPT)):
         return False
     for p in range(base, base + span):
         with socket.socket() as t:
@@ -45,11 +51,13 @@ def _all_free(base: int, span: int) -> bool:
     return True
 
 
-def free_port(count: int = 1, span: int = 1) -> int:
+def free_port(count: int = 1, span: int = 1, keep: bool = False) -> int:
     """A loopback port ``p`` such that ``p .. p+span-1`` are all free now and
     overlap no range this process was given lately.
 
     ``span`` lets a broker test reserve listenPort-2 .. listenPort+1 at once.
+    ``keep``: the range is bound only much later (a module-level constant),
+    so no later draw of this process may overlap it.
     Ports are drawn below the kernel's ephemeral range: a port from that range
     can be taken as the local port of any outgoing connection (the suite makes
     thousands) between this check and the server's bind.
@@ -61,13 +69,13 @@ def free_port(count: int = 1, span: int = 1) -> int:
         for _ in range(500):
             base = rng.randrange(floor, top - span)
             if _all_free(base, span):
-                return _give(base, span)
+                return _give(base, span, keep)
     for _ in range(200):
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             base = s.getsockname()[1]
         if base + span <= 65535 and _all_free(base, span):
-            return _give(base, span)
+            return _give(base, span, keep)
     raise RuntimeError("no free port range found")
 
 
@@ -87,8 +95,8 @@ def _worker_slice(floor: int, top: int) -> tuple[int, int]:
     return floor + index * width, floor + (index + 1) * width
 
 
-def _give(base: int, span: int) -> int:
-    _GIVEN.append(range(base, base + span))
+def _give(base: int, span: int, keep: bool = False) -> int:
+    (_KEPT if keep else _GIVEN).append(range(base, base + span))
     return base
 
 

@@ -29,7 +29,7 @@ from tests.integration.admin_cli import recording_consumer
 # once: the metrics exporter, no compiled/twin pair of its own
 pytestmark = [pytest.mark.once, pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(120)]
 TOPIC, GROUP, SENT = "TopicProm", "cgProm", 8
-PORT = free_port()
+PORT = free_port(keep=True)  # (bound when the module runs)
 
 
 @pytest_asyncio.fixture(scope="module", loop_scope="module")

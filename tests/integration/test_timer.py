@@ -29,7 +29,7 @@ from tests.integration.test_messaging_raw import pull
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(90)]
 PRECISION = 100
-PROM_PORT = free_port()
+PROM_PORT = free_port(keep=True)  # (bound when the module runs)
 CONF = (f"timerPrecisionMs={PRECISION}\nmappedFileSizeTimerLog={1024 * 1024}\n"
         "timerMaxDelaySec=60\nmetricsExporterType=PROM\nmetricsPromExporterHost=127.0.0.1\n"
         f"metricsPromExporterPort={PROM_PORT}\n")

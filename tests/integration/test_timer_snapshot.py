@@ -19,7 +19,7 @@ from rmq.testing.procs import free_port
 from rmq.testing.wait import wait_until
 
 pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(90)]
-PROM_PORT = free_port()
+PROM_PORT = free_port(keep=True)  # (bound when the module runs)
 CONF = ("metricsExporterType=PROM\nmetricsPromExporterHost=127.0.0.1\n"
         f"metricsPromExporterPort={PROM_PORT}\n")  # timerPrecisionMs: 5.3.3's 1000
 TOPIC = "TimerSnap"

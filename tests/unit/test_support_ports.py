@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import socket
 
+from rmq.testing import procs
 from rmq.testing.procs import free_port
 
 
@@ -16,3 +17,15 @@ def test_ranges_drawn_together_are_disjoint_and_free():
     for port in ranges[0]:
         with socket.socket() as s:
             s.bind(("127.0.0.1", port))
+
+
+
+def test_a_kept_port_stays_out_of_every_later_draw():
+    """A module-level port (drawn at import, bound when the module runs) is
+    never offered again, however many draws come between (the memory of
+    recent draws turns over after 64)."""
+    kept = free_port(keep=True)
+    for _ in range(100):
+        free_port()
+    # free on the machine, yet no range that holds it can be drawn
+    assert not procs._all_free(kept - 3, 4) and not procs._all_free(kept, 1)
