@@ -66,12 +66,20 @@ def bind(ck_type: type, found: object, filter_result: object, retry_prefix: str)
     _bound = True
 
 
+# PopResult's fields, all of which ``new_pop_result`` sets
+cdef tuple _POP_RESULT_SLOTS = ("bodies", "count", "start_info", "msg_info", "order_info", "rest",
+                                "size", "pop_time", "invisible", "revive_qid", "orderly")
+
+
 def bind_lane(lane_pop_twin: object, pop_result: type, pop_request: type, pop_header: object,
               success: object, polling_timeout: object) -> None:
     """For ``lane_pop``: its twin (what it hands anything unusual),
     PopResult, PopRequest, the header reader and the SUCCESS and
     POLLING_TIMEOUT codes."""
     global _lane_pop_twin, _PopResult, _PopRequest, _pop_header, _SUCCESS, _POLLING_TIMEOUT
+    if getattr(pop_result, "__slots__", None) != _POP_RESULT_SLOTS:
+        raise TypeError(f"new_pop_result sets the fields {_POP_RESULT_SLOTS}, "
+                        f"not those of {pop_result!r}")
     _lane_pop_twin = lane_pop_twin
     _PopResult = pop_result
     _PopRequest = pop_request
@@ -336,6 +344,24 @@ cdef inline long long clock_ms(int clock):
     return <long long>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
 
 
+cdef object new_pop_result():
+    """``PopResult()`` without the dataclass's ``__init__`` (a Python call
+    and its default factories): each field set to its default here."""
+    out = _PopResult.__new__(_PopResult)
+    out.bodies = []
+    out.count = 0
+    out.start_info = []
+    out.msg_info = []
+    out.order_info = []
+    out.rest = 0
+    out.size = 0
+    out.pop_time = 0
+    out.invisible = 0
+    out.revive_qid = 0
+    out.orderly = False
+    return out
+
+
 def lane_pop(p, channel, dict ext):
     """``_lane_pop`` of rmq/broker/processor/pop.py (the twin): the usual pop
     -- checks passed, not orderly, a TAG filter already made, no pollTime,
@@ -373,7 +399,7 @@ def lane_pop(p, channel, dict ext):
     matches = (<tuple>filters)[0]
     # pop_answer_now, _pop_once_now and _pop_queues
     deadline = clock_ms(CLOCK_MONOTONIC)  # (the pollTime is 0: the deadline is now)
-    out = _PopResult()
+    out = new_pop_result()
     pop_time = clock_ms(CLOCK_REALTIME)
     ctx = p.ctx
     revive_qid = next(ctx._ck_counter) % ctx.revive.queue_num

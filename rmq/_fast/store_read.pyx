@@ -234,6 +234,14 @@ cdef c_read_queue(reader, cq, result, long long offset, int max_nums, max_bytes,
     buf = index_buffer(cq, offset)
     if buf is None:
         result.status = _FOUND_NULL
+        # the fields the found path sets (a result of ``new_result`` has none)
+        result.body_views = []
+        result.run_offsets = []
+        result.run_counts = []
+        result.sizes = clone(_SIZES_TEMPLATE, 0, False)
+        result.buffer_total_size = 0
+        result.suggest_pulling_from_slave = False
+        result.disk_fall_behind = -1
         per_file = cq.file_size // UNIT
         result.next_begin_offset = reader._next_offset_correction(
             offset, offset + per_file - offset % per_file)
@@ -295,6 +303,13 @@ cdef object _MF = None
 cdef bint _bound = False
 
 
+# GetMessageResult's fields, all of which ``new_result`` and ``c_read_queue`` set
+cdef tuple _RESULT_SLOTS = ("status", "next_begin_offset", "min_offset", "max_offset",
+                            "body_views", "run_offsets", "run_counts", "sizes",
+                            "buffer_total_size", "suggest_pulling_from_slave",
+                            "disk_fall_behind", "msg_count4_commercial", "_buffers")
+
+
 def bind(result_type: type, not_readable: int, lmq_prefix: str, read_messages: object,
          commit_log_type: type, cq_type: type, mfq_type: type, mf_type: type) -> None:
     """GetMessageResult, RunningFlags' NOT_READABLE_BIT, the LMQ topics'
@@ -302,6 +317,9 @@ def bind(result_type: type, not_readable: int, lmq_prefix: str, read_messages: o
     one leaves), and the classes CommitLog, ConsumeQueue, MappedFileQueue and
     MappedFile, handed over by rmq.store.reader (a layer above)."""
     global _RESULT, _NOT_READABLE, _LMQ_PREFIX, _READ_MESSAGES, _CL, _CQ, _MFQ, _MF, _bound
+    if getattr(result_type, "__slots__", None) != _RESULT_SLOTS:
+        raise TypeError(f"new_result and c_read_queue set the fields {_RESULT_SLOTS}, "
+                        f"not those of {result_type!r}")
     _RESULT = result_type
     _NOT_READABLE = not_readable
     _LMQ_PREFIX = lmq_prefix
@@ -412,6 +430,19 @@ cdef inline long long now_ms() noexcept nogil:
     return <long long>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
 
 
+cdef object new_result(object min_off, object max_off):
+    """``GetMessageResult(min_offset=min_off, max_offset=max_off)`` without
+    the dataclass's ``__init__``, whose default lists and array the read
+    replaces at once: the fields ``c_read_queue`` does not set are set here,
+    the rest by it, on each of its paths."""
+    result = _RESULT.__new__(_RESULT)
+    result.min_offset = min_off
+    result.max_offset = max_off
+    result.msg_count4_commercial = 0
+    result._buffers = None
+    return result
+
+
 cdef object c_read_messages(object store, object group, object topic, object queue_id,
                             object offset, object max_msg_nums, object max_total_msg_size,
                             object message_filter):
@@ -451,9 +482,7 @@ cdef object c_read_messages(object store, object group, object topic, object que
     if max_off == 0 or not min_off <= offset < max_off:
         return _READ_MESSAGES(store, group, topic, queue_id, offset, max_msg_nums,
                               max_total_msg_size, message_filter)
-    result = _RESULT()
-    result.min_offset = min_off
-    result.max_offset = max_off
+    result = new_result(min_off, max_off)
     c_read_queue(store, cq, result, offset, max_msg_nums, max_total_msg_size, message_filter,
                  max_phy)
     return result
