@@ -212,7 +212,8 @@ def test_enqueue_position_comes_back_from_the_log(tmp_path):
         store = _store(tmp_path)
         timer = TimerMessageStore(store, store.config)
         timer.load()
-        due = int(time.time() * 1000) + 60_000
+        # off a slot boundary: a due time on one belongs to the slot before (round_due)
+        due = (int(time.time() * 1000) // 100 + 600) * 100 + 50
         for i in range(10):
             store.put_message(_msg("Real", {"TIMER_DELIVER_MS": str(due), "UNIQ_KEY": str(i)}))
         store.do_reput()
