@@ -66,7 +66,8 @@ def bind(ck_type: type, found: object, filter_result: object, retry_prefix: str)
     _bound = True
 
 
-# PopResult's fields, all of which ``new_pop_result`` sets
+# PopResult's fields, all of which ``new_pop_result`` sets (to the class's
+# defaults, checked at bind)
 cdef tuple _POP_RESULT_SLOTS = ("bodies", "count", "start_info", "msg_info", "order_info", "rest",
                                 "size", "pop_time", "invisible", "revive_qid", "orderly")
 
@@ -82,6 +83,9 @@ def bind_lane(lane_pop_twin: object, pop_result: type, pop_request: type, pop_he
                         f"not those of {pop_result!r}")
     _lane_pop_twin = lane_pop_twin
     _PopResult = pop_result
+    made, made_here = pop_result(), new_pop_result()  # (the defaults, restated in C)
+    if any(getattr(made, f) != getattr(made_here, f) for f in _POP_RESULT_SLOTS):
+        raise TypeError(f"new_pop_result's defaults are not those of {pop_result!r}")
     _PopRequest = pop_request
     _pop_header = pop_header
     _SUCCESS = success
