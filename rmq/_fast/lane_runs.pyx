@@ -17,6 +17,17 @@ from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.tuple cimport PyTuple_GET_ITEM
 
 from rmq._fast.put_pending cimport add_pending
+from rmq._fast.store_stats cimport PutCounters, counters_of
+
+
+cdef inline int _count(stats, topic, long long nums, long long size,
+                       long long puts) except -1:
+    """``stats.on_puts``, without a Python call for the compiled counters."""
+    cdef PutCounters counters = counters_of(stats)
+    if counters is not None:
+        return counters.count_puts(topic, nums, size, puts)
+    stats.on_puts(topic, nums, size, puts)
+    return 0
 
 
 def put_counts(stats, list runs not None):
@@ -42,7 +53,7 @@ def put_counts(stats, list runs not None):
         size += <object>PyTuple_GET_ITEM(run, 6)
         events += <object>PyTuple_GET_ITEM(run, 7)
     else:
-        stats.on_puts(topic, nums, size, events)
+        _count(stats, topic, nums, size, events)
         return nums
     totals = {}
     for i in range(n):
@@ -58,7 +69,7 @@ def put_counts(stats, list runs not None):
             t[1] += <object>PyTuple_GET_ITEM(run, 6)
             t[2] += <object>PyTuple_GET_ITEM(run, 7)
     for topic, t in totals.items():
-        stats.on_puts(topic, t[0], t[1], t[2])
+        _count(stats, topic, t[0], t[1], t[2])
         served += <long long>t[0]
     return served
 

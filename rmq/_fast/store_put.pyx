@@ -26,6 +26,7 @@ from cpython.weakref cimport PyWeakref_GetObject, PyWeakref_NewRef
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from rmq._fast.byteorder cimport put32, put64
 from rmq._fast.record cimport c_write_record, direct_tail
+from rmq._fast.store_stats cimport PutCounters, counters_of
 from libc.string cimport memcpy
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
@@ -202,8 +203,10 @@ cdef class _Fixed:
     cdef object store_ref  # a weak reference: the store is not kept alive here
     cdef object cfg, cl, ccfg, flags, host_field, id_prefix, listener, flush_service
     # bound methods (no lookup a put): the put and reput locks' acquire and
-    # release, the stats' on_put_one
+    # release, the stats' on_put_one (``counters`` when the stats are the
+    # compiled counters: counted without a Python call)
     cdef object put_acquire, put_release, reput_acquire, reput_release, on_put_one
+    cdef PutCounters counters
     cdef Py_ssize_t file_size
     cdef bint host_v6
     cdef bint pooled  # a transient store pool's commit service (set when the store is made)
@@ -229,7 +232,9 @@ cdef _Fixed fixed_of(object store):
     f.put_release = put_lock.release
     f.reput_acquire = reput_lock.acquire
     f.reput_release = reput_lock.release
-    f.on_put_one = store.stats.on_put_one
+    stats = store.stats
+    f.on_put_one = stats.on_put_one
+    f.counters = counters_of(stats)
     f.pooled = store.commit_service is not None
     f.listener = store.message_arriving_listener
     f.flush_service = store.flush_service
@@ -358,7 +363,10 @@ cdef long long put_one(object store, str topic, bytes topic_b, int queue_id, int
                     store.reput_from_offset = phy
                 else:
                     store.running_flags.make_index_file_error()
-        fx.on_put_one(topic, size)
+        if fx.counters is not None:
+            fx.counters.count_puts(topic, 1, size, 1)
+        else:
+            fx.on_put_one(topic, size)
         listener = fx.listener
         if listener is not None:
             try:

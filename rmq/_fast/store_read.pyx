@@ -21,6 +21,7 @@ from libc.string cimport memcpy
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
 from rmq._fast.byteorder cimport get32, get64
+from rmq._fast.store_stats cimport PutCounters, counters_of
 
 from array import array as _py_array
 
@@ -501,8 +502,14 @@ def get_message(store, group, topic, queue_id, offset, max_msg_nums, max_total_m
     """Compiled twin of ``MessageReaderMixin.get_message`` (set on the class
     when built): ``read_messages`` and its count (``count_get``)."""
     cdef long long begin = now_ms()
+    cdef PutCounters counters
     result = c_read_messages(store, group, topic, queue_id, offset, max_msg_nums,
                              max_total_msg_size, message_filter)
     if result is not None:
-        store.stats.on_get(len(result.sizes), now_ms() - begin)
+        stats = store.stats
+        counters = counters_of(stats)
+        if counters is not None:
+            counters.count_get(len(result.sizes), now_ms() - begin)
+        else:
+            stats.on_get(len(result.sizes), now_ms() - begin)
     return result

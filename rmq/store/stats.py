@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import time
 
+from rmq._fast import compiled
 from rmq.store.service import ServiceThread
 
 _BUCKETS = (0, 10, 50, 100, 200, 500, 1000, 2000, 3000, 4000, 5000, 10000)
@@ -23,12 +24,12 @@ def _bucket(ms: int) -> int:
     return len(_BUCKETS)
 
 
-class StoreStatsService(ServiceThread):
-    name = "StoreStatsService"
+class PutCounters:
+    """The put and get counters of StoreStatsService (twin of
+    ``rmq._fast.store_stats.PutCounters``, whose compiled callers count
+    without a Python call)."""
 
     def __init__(self) -> None:
-        super().__init__()
-        self.boot_timestamp = int(time.time() * 1000)
         self.put_message_times_total = 0
         self.put_message_size_total = 0
         self.put_message_failed_times = 0
@@ -39,16 +40,14 @@ class StoreStatsService(ServiceThread):
         self.get_message_transfered_msg_count = 0
         self.dispatch_max_buffer = 0
         self.put_latency = [0] * (len(_BUCKETS) + 1)
-        self.topic_put_nums: dict[str, int] = collections.defaultdict(int)
-        self.topic_put_size: dict[str, int] = collections.defaultdict(int)
-        self._samples: collections.deque = collections.deque(maxlen=601)
+        self.topic_put_nums: dict[str, int] = {}
+        self.topic_put_size: dict[str, int] = {}
 
-    # --- recording (called on the put / get paths) ---------------------------------
     def on_put(self, topic: str, count: int, size: int, elapsed_ms: int) -> None:
         self.put_message_times_total += count
         self.put_message_size_total += size
-        self.topic_put_nums[topic] += count
-        self.topic_put_size[topic] += size
+        self.topic_put_nums[topic] = self.topic_put_nums.get(topic, 0) + count
+        self.topic_put_size[topic] = self.topic_put_size.get(topic, 0) + size
         self.put_latency[_bucket(elapsed_ms)] += 1
         if elapsed_ms > self.put_message_entire_time_max:
             self.put_message_entire_time_max = elapsed_ms
@@ -56,19 +55,15 @@ class StoreStatsService(ServiceThread):
     def on_put_one(self, topic: str, size: int) -> None:
         """``on_put`` of one message stored in no measurable time (the
         single-send path, once per message: no bucket search)."""
-        self.put_message_times_total += 1
-        self.put_message_size_total += size
-        self.topic_put_nums[topic] += 1
-        self.topic_put_size[topic] += size
-        self.put_latency[0] += 1
+        self.on_puts(topic, 1, size, 1)
 
     def on_puts(self, topic: str, count: int, size: int, puts: int) -> None:
         """``puts`` puts (single sends, batches) of ``count`` messages and
         ``size`` bytes in all, each stored in no measurable time."""
         self.put_message_times_total += count
         self.put_message_size_total += size
-        self.topic_put_nums[topic] += count
-        self.topic_put_size[topic] += size
+        self.topic_put_nums[topic] = self.topic_put_nums.get(topic, 0) + count
+        self.topic_put_size[topic] = self.topic_put_size.get(topic, 0) + size
         self.put_latency[0] += puts
 
     def on_put_failed(self) -> None:
@@ -82,6 +77,26 @@ class StoreStatsService(ServiceThread):
             self.get_message_times_total_miss += 1
         if elapsed_ms > self.get_message_entire_time_max:
             self.get_message_entire_time_max = elapsed_ms
+
+
+_fast = compiled("store_stats")
+if _fast is not None and _fast.BUCKET_LIMITS != _BUCKETS:
+    raise ImportError("rmq._fast.store_stats was built with other latency buckets: rebuild it")
+_Counters = _fast.PutCounters if _fast is not None else PutCounters
+
+
+class StoreStatsService(ServiceThread, _Counters):
+    """StoreStatsService of 4.9.8: the counters (compiled where built), a
+    sample a second and the runtime info texts made from them."""
+
+    name = "StoreStatsService"
+
+    def __init__(self) -> None:
+        ServiceThread.__init__(self)
+        if _Counters is PutCounters:
+            PutCounters.__init__(self)
+        self.boot_timestamp = int(time.time() * 1000)
+        self._samples: collections.deque = collections.deque(maxlen=601)
 
     # --- sampling ------------------------------------------------------------------------
     def sample(self) -> None:

@@ -6,6 +6,9 @@ no pull is held while still waking a held one."""
 
 from __future__ import annotations
 
+import pytest
+
+from rmq._fast import compiled_or_none
 from rmq.broker.longpolling.pull_request_hold_service import PullRequest, PullRequestHoldService
 from rmq.broker.stats import (
     BROKER_GET_NUMS,
@@ -15,7 +18,7 @@ from rmq.broker.stats import (
     TOPIC_PUT_NUMS,
     BrokerStats,
 )
-from rmq.store.stats import StoreStatsService
+from rmq.store.stats import PutCounters, StoreStatsService
 
 
 def test_fold_puts_keeps_sums_and_event_counts():
@@ -74,6 +77,42 @@ def test_on_put_one_matches_on_put():
     for field in ("put_message_times_total", "put_message_size_total", "put_latency",
                   "topic_put_nums", "topic_put_size", "put_message_entire_time_max"):
         assert getattr(one, field) == getattr(general, field), field
+
+
+_FIELDS = ("put_message_times_total", "put_message_size_total", "put_message_failed_times",
+           "put_message_entire_time_max", "get_message_entire_time_max",
+           "get_message_times_total_found", "get_message_times_total_miss",
+           "get_message_transfered_msg_count", "dispatch_max_buffer", "put_latency",
+           "topic_put_nums", "topic_put_size")
+
+
+def _count_all(c) -> None:
+    for i, ms in enumerate((0, 10, 11, 50, 99, 100, 500, 999, 1000, 5000, 10000, 10001, 7)):
+        c.on_put("T" if i % 3 else "U", i + 1, 100 * i, ms)
+    c.on_put_one("T", 10)
+    c.on_puts("V", 7, 700, 3)
+    c.on_put_failed()
+    for found, ms in ((3, 2), (0, 9), (32, 1)):
+        c.on_get(found, ms)
+
+
+@pytest.mark.compiled_only
+def test_compiled_counters_count_as_the_twin():
+    """rmq._fast.store_stats.PutCounters against its twin, every method and
+    every latency bucket; the stats service reads them the same way."""
+    fast = compiled_or_none("store_stats")
+    assert fast is not None
+    twin, comp = PutCounters(), fast.PutCounters()
+    for c in (twin, comp):
+        _count_all(c)
+    for field in _FIELDS:
+        assert getattr(comp, field) == getattr(twin, field), field
+    assert twin.put_latency == [5, 2, 2, 2, 0, 1, 2, 0, 0, 0, 1, 1, 1]
+    service = StoreStatsService()
+    _count_all(service)
+    info = service.runtime_info()
+    assert info["putMessageTimesTotal"] == str(twin.put_message_times_total)
+    assert info["putMessageDistributeTime"].startswith("[<=0ms]:5 [0~10ms]:2 ")
 
 
 class _Channel:
