@@ -1,5 +1,6 @@
 /*
- * Base64 encoding of long inputs with AVX2 (b64.pyx's _encode_into).
+ * Base64 encoding and decoding of long inputs with AVX2 (b64.pyx's
+ * _encode_into and _decode).
  *
  * A DLedger leader writes every entry's body in base64 into its pushes
  * (about 1.2 KiB an entry, 20 KiB a round at 16 sends in flight); the
@@ -16,8 +17,21 @@
  * input bytes remain (each step reads 16 bytes from the 12th on) and
  * returns how many input bytes it took (a multiple of 24); the caller
  * encodes the rest.  On a CPU or OS without AVX2 it takes nothing.
- * rmq_b64_set_path(0) keeps it off (the scalar loop alone, for tests that
- * compare both); rmq_b64_set_path(-1) goes back to the best path.
+ *
+ * Each follower decodes every body it is pushed.  The decoder takes 32
+ * characters a step: two nibble look-ups flag any byte outside the
+ * alphabet (a step with one is left to the scalar loop, which refuses the
+ * text as it always did), a third look-up by the high nibble ('/' set
+ * apart) gives the offset from each character to its 6-bit value, two
+ * multiply-adds merge four values into 24 bits per 32-bit word, and a byte
+ * shuffle and a lane permute pack the 24 bytes.  rmq_b64_decode_bulk(src,
+ * n, dst) decodes whole steps while at least 48 characters remain (each
+ * step stores 32 bytes, 8 past its own, which the next step or the scalar
+ * loop overwrites; the last group, which may hold padding, is never
+ * taken) and returns how many characters it took (a multiple of 32).
+ *
+ * rmq_b64_set_path(0) keeps both off (the scalar loops alone, for tests
+ * that compare both); rmq_b64_set_path(-1) goes back to the best path.
  */
 #ifndef RMQ_B64_FAST_H
 #define RMQ_B64_FAST_H
@@ -82,6 +96,65 @@ static size_t rmq_b64_encode_avx2(const uint8_t *src, size_t n, char *dst)
     return done;
 }
 
+/* 24 bytes of 32 characters of the alphabet at ``dst`` (32 bytes stored);
+ * 0 without storing anything when one of them is outside the alphabet */
+RMQ_B64_TARGET_AVX2
+static inline int rmq_b64_unstep(const uint8_t *src, uint8_t *dst)
+{
+    /* by low nibble and by high nibble, bit sets that share a bit only for
+     * a byte outside A-Z a-z 0-9 + / (any byte from 0x80 has a high nibble
+     * of 0x10 in every low nibble's set) */
+    const __m256i lut_lo = _mm256_setr_epi8(
+        0x15, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11,
+        0x11, 0x11, 0x13, 0x1A, 0x1B, 0x1B, 0x1B, 0x1A,
+        0x15, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11, 0x11,
+        0x11, 0x11, 0x13, 0x1A, 0x1B, 0x1B, 0x1B, 0x1A);
+    const __m256i lut_hi = _mm256_setr_epi8(
+        0x10, 0x10, 0x01, 0x02, 0x04, 0x08, 0x04, 0x08,
+        0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10,
+        0x10, 0x10, 0x01, 0x02, 0x04, 0x08, 0x04, 0x08,
+        0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10, 0x10);
+    /* value minus character, by high nibble ('+' 2, digits 3, A-O 4, P-Z
+     * 5, a-o 6, p-z 7), '/' at index 1 (its high nibble 2 less one) */
+    const __m256i lut_roll = _mm256_setr_epi8(
+        0, 16, 19, 4, -65, -65, -71, -71, 0, 0, 0, 0, 0, 0, 0, 0,
+        0, 16, 19, 4, -65, -65, -71, -71, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m256i mask_2f = _mm256_set1_epi8(0x2F);
+    __m256i in = _mm256_loadu_si256((const __m256i *)src);
+    /* a 32-bit shift leaves the next byte's low bits above the nibble:
+     * the masks keep bit 5 too, which the byte shuffles ignore */
+    __m256i hi_nibbles = _mm256_and_si256(_mm256_srli_epi32(in, 4), mask_2f);
+    __m256i lo_nibbles = _mm256_and_si256(in, mask_2f);
+    if (!_mm256_testz_si256(_mm256_shuffle_epi8(lut_lo, lo_nibbles),
+                            _mm256_shuffle_epi8(lut_hi, hi_nibbles)))
+        return 0;
+    __m256i roll = _mm256_shuffle_epi8(
+        lut_roll, _mm256_add_epi8(_mm256_cmpeq_epi8(in, mask_2f), hi_nibbles));
+    __m256i v = _mm256_add_epi8(in, roll);
+    /* [a b c d] 6-bit values per word: a*64+b and c*64+d per 16 bits,
+     * then (a*64+b)*4096 + (c*64+d) per 32 bits */
+    __m256i ab_cd = _mm256_maddubs_epi16(v, _mm256_set1_epi32(0x01400140));
+    __m256i word = _mm256_madd_epi16(ab_cd, _mm256_set1_epi32(0x00011000));
+    /* the three bytes of each word, most significant first, 12 a lane */
+    word = _mm256_shuffle_epi8(word, _mm256_setr_epi8(
+        2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, -1, -1, -1, -1,
+        2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, -1, -1, -1, -1));
+    word = _mm256_permutevar8x32_epi32(word, _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 7, 7));
+    _mm256_storeu_si256((__m256i *)dst, word);
+    return 1;
+}
+
+RMQ_B64_TARGET_AVX2
+static size_t rmq_b64_decode_avx2(const uint8_t *src, size_t n, uint8_t *dst)
+{
+    size_t done = 0;
+    while (n - done >= 48 && rmq_b64_unstep(src + done, dst)) {
+        done += 32;
+        dst += 24;
+    }
+    return done;
+}
+
 /* what the CPU and the OS allow: one of RMQ_B64_PATH_* */
 static inline int rmq_b64_best_path(void)
 {
@@ -101,6 +174,12 @@ static inline int rmq_b64_best_path(void)
 static inline int rmq_b64_best_path(void) { return RMQ_B64_PATH_SCALAR; }
 
 static size_t rmq_b64_encode_avx2(const uint8_t *src, size_t n, char *dst)
+{
+    (void)src; (void)n; (void)dst;
+    return 0;
+}
+
+static size_t rmq_b64_decode_avx2(const uint8_t *src, size_t n, uint8_t *dst)
 {
     (void)src; (void)n; (void)dst;
     return 0;
@@ -137,6 +216,15 @@ static inline size_t rmq_b64_encode_bulk(const uint8_t *src, size_t n, char *dst
     if (n < 28 || rmq_b64_path() != RMQ_B64_PATH_AVX2)
         return 0;
     return rmq_b64_encode_avx2(src, n, dst);
+}
+
+/* the leading whole steps of the characters ``src[:n]`` decoded at ``dst``
+ * (room for ``n / 4 * 3 - 2`` bytes): the characters taken */
+static inline size_t rmq_b64_decode_bulk(const uint8_t *src, size_t n, uint8_t *dst)
+{
+    if (n < 48 || rmq_b64_path() != RMQ_B64_PATH_AVX2)
+        return 0;
+    return rmq_b64_decode_avx2(src, n, dst);
 }
 
 #endif

@@ -169,7 +169,6 @@ cdef inline bint named(const uint8_t* s, Py_ssize_t n, const char* name,
 
 
 # the names a field may have, NUL-separated, in the order of their slots
-cdef const char* ENTRY_NUMBERS = b"index\0term\0pos\0magic\0channel\0chainCrc\0bodyCrc\0size\0"
 cdef const char* PUSH_TEXTS = b"group\0localId\0remoteId\0leaderId\0type\0"
 
 
@@ -183,6 +182,25 @@ cdef int name_at(const uint8_t* s, Py_ssize_t n, const char* names) noexcept nog
             return at
         names += m + 1
         at += 1
+    return -1
+
+
+cdef inline int entry_slot(const uint8_t* s, Py_ssize_t n) noexcept nogil:
+    """The slot of an entry's number named ``s[:n]`` (index, term, pos,
+    magic, channel, chainCrc, bodyCrc, size), -1 for any other name: told
+    apart by the name's length first (``name_at`` would count the length of
+    up to eight names for each of an entry's keys, and a push has a dozen
+    entries or more)."""
+    if n == 3:
+        return 2 if named(s, n, b"pos", 3) else -1
+    if n == 4:
+        return 1 if named(s, n, b"term", 4) else 7 if named(s, n, b"size", 4) else -1
+    if n == 5:
+        return 0 if named(s, n, b"index", 5) else 3 if named(s, n, b"magic", 5) else -1
+    if n == 7:
+        return 4 if named(s, n, b"channel", 7) else 6 if named(s, n, b"bodyCrc", 7) else -1
+    if n == 8:
+        return 5 if named(s, n, b"chainCrc", 8) else -1
     return -1
 
 
@@ -206,7 +224,7 @@ cdef object entry(Cur* c):
             else:
                 tn = base64_text(c, &text)
         else:
-            at = name_at(s, n, ENTRY_NUMBERS)
+            at = entry_slot(s, n)
             if at < 0:
                 c.bad = True
                 return None

@@ -39,6 +39,8 @@ log = logging.getLogger("store")
 PHY_IN_RECORD = 4 + 4 + 4 + 4 + 4 + 8  # PHYSICALOFFSET's place in a record
 _LONG = struct.Struct(">q")
 BATCH_PUSH_SIZE = 64 * 1024
+# the least of an entry file the flush thread keeps populated ahead of the appends
+DATA_POPULATE_AHEAD_MIN = 4 * 1024 * 1024
 
 # DLedger's answer -> the put status 4.9.8 reports for it
 _STATUS = {
@@ -176,6 +178,12 @@ class DLedgerCommitLog(CommitLog):
         self.zero_ahead_enabled = False
         self.allocator = None
         self.mfq = self.dledger.data  # readers, flushes and cleaning see the entry files
+        # no allocator populates a new entry file before its first append: the
+        # flush thread populates it ahead of the appends, from a few MiB and
+        # then twice a round's appends, rather than the commit log's 64 MiB at
+        # once (about 0.1 s of kernel page work at a group's first appends,
+        # which a single master's zeroing ahead of its appends never does)
+        self.mfq.populate_ahead_min = DATA_POPULATE_AHEAD_MIN
         self.file_size = self.mfq.mapped_file_size
 
     # --- offsets ----------------------------------------------------------------------

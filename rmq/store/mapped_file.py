@@ -424,6 +424,8 @@ class MappedFileQueue:
         self._reported: set[MappedFile] = set()
         self._populate_seen: int | None = None  # end of the appends at the last populate_ahead
         self._populate_target = 0  # end offset populate_ahead asked for last
+        # the least populate_ahead keeps populated ahead (None: POPULATE_AHEAD_MIN)
+        self.populate_ahead_min: int | None = None
         # the last file creation failed for want of disk space (cleared by the next one made)
         self.no_space = False
         self.last_error = ""  # why the last file creation failed
@@ -581,9 +583,10 @@ class MappedFileQueue:
     def populate_ahead(self) -> None:
         """Keep the page cache filled ahead of the appends to the last file,
         by twice what was appended since the last call (at least
-        POPULATE_AHEAD_MIN, at most POPULATE_AHEAD_MAX), so that appends
-        between two flush rounds never fault on an uncached page.  Called by
-        the commit log's flush thread each round."""
+        ``populate_ahead_min``, else POPULATE_AHEAD_MIN, at most
+        POPULATE_AHEAD_MAX), so that appends between two flush rounds never
+        fault on an uncached page.  Called by the commit log's flush thread
+        each round."""
         files = self.mapped_files
         if not files:
             return
@@ -592,7 +595,8 @@ class MappedFileQueue:
         end = mf.file_from_offset + wrote
         moved = end - self._populate_seen if self._populate_seen is not None else 0
         self._populate_seen = end
-        target = wrote + min(POPULATE_AHEAD_MAX, max(POPULATE_AHEAD_MIN, 2 * moved))
+        least = POPULATE_AHEAD_MIN if self.populate_ahead_min is None else self.populate_ahead_min
+        target = wrote + min(POPULATE_AHEAD_MAX, max(least, 2 * moved))
         # a request the allocator dropped (it was busy) is asked for again
         target = max(target, self._populate_target - mf.file_from_offset)
         self._populate_target = mf.file_from_offset + target

@@ -18,8 +18,9 @@ pytestmark = pytest.mark.timeout(60)
 C = compiled_or_none("b64")
 
 
-@pytest.mark.skipif(C is None, reason="compiled extensions not built")
+@pytest.mark.compiled_only
 def test_bodies_encode_and_decode_as_binascii_does():
+    assert C is not None, "rmq._fast.b64 is not built (make ext)"
     for n in [*range(70), 1200, 4096, 65537]:
         for _ in range(10):
             data = os.urandom(n)
@@ -28,7 +29,7 @@ def test_bodies_encode_and_decode_as_binascii_does():
             assert C.decode(text.decode()) == data and C.decode(text) == data
 
 
-@pytest.mark.skipif(C is None, reason="compiled extensions not built")
+@pytest.mark.compiled_only
 def test_every_twelve_bits_in_either_half_of_a_group_encode_as_binascii_does():
     """A group of three bytes is written as two 12-bit halves: every value in
     each half, beside a different one in the other."""
@@ -43,8 +44,9 @@ def _outcome(fn, text):
         return False, type(exc)
 
 
-@pytest.mark.skipif(C is None, reason="compiled extensions not built")
+@pytest.mark.compiled_only
 def test_odd_text_is_read_or_refused_as_binascii_does():
+    assert C is not None, "rmq._fast.b64 is not built (make ext)"
     rnd = random.Random(5)
     alphabet = "ABCab+/=\n -_*019"
     cases = ["QQ==", "QR==", "QUI=", "QUJ=", "QUJD", "Q===", "====", "QUJD\n", "é", "QU=D"]
@@ -93,3 +95,57 @@ def test_both_encoder_paths_write_what_binascii_writes():
         C.set_path(None)
     with pytest.raises(ValueError):
         C.set_path("neon")
+
+
+def _paths() -> list[str]:
+    return ["scalar"] + (["avx2"] if C.path() == "avx2" else [])
+
+
+@pytest.mark.compiled_only
+def test_both_decoder_paths_read_what_binascii_reads():
+    """The AVX2 steps (32 characters each, from 48 characters on, never the
+    last group) and the scalar loop after them, at every length around a
+    step's edges, from every alignment of the text, with each padding; then
+    the scalar path alone."""
+    assert C is not None, "rmq._fast.b64 is not built (make ext)"
+    rnd = random.Random(11)
+    block = bytes(rnd.randrange(256) for _ in range(4200))
+    texts = {n: binascii.b2a_base64(block[:n], newline=False) for n in range(300)}
+    try:
+        for name in _paths():
+            assert C.set_path(name) == name
+            for n in [*range(300), 1199, 1200, 1201, 1250, 4096]:
+                data = block[:n]
+                text = texts.get(n) or binascii.b2a_base64(data, newline=False)
+                for at in (0, 1, 5, 31):
+                    shifted = memoryview(b"x" * at + text)[at:]  # the text at another alignment
+                    assert C.decode(shifted) == data, (name, n, at)
+                assert C.decode(text.decode()) == data, (name, n)
+            every = bytes(range(256)) * 3  # every character of the alphabet in every place of a step
+            text = binascii.b2a_base64(every, newline=False)
+            for at in range(0, 64, 4):
+                assert C.decode(text[at:]) == binascii.a2b_base64(text[at:]), (name, at)
+    finally:
+        C.set_path(None)
+
+
+@pytest.mark.compiled_only
+def test_every_byte_in_every_place_of_a_step_is_read_or_refused_as_binascii_does():
+    """A byte outside the alphabet anywhere within the AVX2 steps, the
+    scalar groups after them or the last group: the same bytes or the same
+    refusal as binascii (the decoder hands odd text to binascii), on either
+    path."""
+    assert C is not None, "rmq._fast.b64 is not built (make ext)"
+    text = binascii.b2a_base64(bytes(range(60)), newline=False)  # 80 characters: 1 step, 12 groups
+    try:
+        for name in _paths():
+            C.set_path(name)
+            for at in range(len(text)):
+                for value in range(256):
+                    odd = bytearray(text)
+                    odd[at] = value
+                    odd = bytes(odd)
+                    assert _outcome(C.decode, odd) == _outcome(binascii.a2b_base64, odd), \
+                        (name, at, value)
+    finally:
+        C.set_path(None)

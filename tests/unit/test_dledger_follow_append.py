@@ -87,11 +87,20 @@ def test_write_rows_stops_at_a_row_out_of_order():
     assert _APPEND is not None, "rmq._fast.dledger_append is not built (make ext)"
     good = [(5, 1, b"ab", 100, 1, 0, 0, 0, 50), (6, 1, b"", 150, 1, 0, 0, 0, 48)]
     for bad in [(7, 1, b"x", 199, 1, 0, 0, 0, 49), (8, 1, b"x", 198, 1, 0, 0, 0, 49),
-                (7, 1, b"x", 198, 2**31, 0, 0, 0, 49), (7, 1, b"x", 198, 1, 0, 0, -2**31 - 1, 49)]:
+                (7, 1, b"x", 198, 2**31, 0, 0, 0, 49), (7, 1, b"x", 198, 1, 0, 0, -2**31 - 1, 49),
+                (2**64 + 7, 1, b"x", 198, 1, 0, 0, 0, 49), (7, 1, b"x", 2**64 + 198, 1, 0, 0, 0, 49),
+                (7, 1, b"x", 198, 1, 2**80, 0, 0, 49)]:
         for write in (_APPEND.write_rows, mmap_store._write_rows):
             data, index = bytearray(1000), bytearray(320)
             assert write(data, 100, 100, 900, index, 160, 160, 5, good + [bad]) == (2, 98, 64)
             assert bytes(data[198:]) == bytes(802) and bytes(index[224:]) == bytes(96)
+    edge = (7, 1, b"x", 198, -2**31, 2**31 - 1, -2**31, 2**31 - 1, 49)  # every int32 bound
+    written = []
+    for write in (_APPEND.write_rows, mmap_store._write_rows):
+        data, index = bytearray(1000), bytearray(320)
+        assert write(data, 100, 100, 900, index, 160, 160, 5, good + [edge]) == (3, 147, 96)
+        written.append((bytes(data), bytes(index)))
+    assert written[0] == written[1]
 
 
 @pytest.mark.parametrize("units", [64, 7])

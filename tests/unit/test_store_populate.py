@@ -113,6 +113,39 @@ def test_populate_ahead_follows_the_appends_by_twice_their_pace(tmp_path, monkey
         q.shutdown()
 
 
+def test_a_queue_of_its_own_minimum_populates_from_it(tmp_path, monkeypatch):
+    """``populate_ahead_min`` (a DLedger group's entry files: no allocator
+    populates them before their first append) replaces POPULATE_AHEAD_MIN;
+    twice a round's appends still go further."""
+    monkeypatch.setattr(mfm, "POPULATE_AHEAD_MIN", 8 * MiB)
+    d = tmp_path / "entries"
+    d.mkdir()
+    q = MappedFileQueue(str(d), 32 * MiB)
+    q.populate_ahead_min = 1 * MiB
+    mf = q.get_last_mapped_file(0, need_create=True)
+    try:
+        q.populate_ahead()
+        assert mf.populated_to == 1 * MiB
+        mf.wrote_position = 2 * MiB  # 2 MiB appended since: 4 MiB ahead
+        q.populate_ahead()
+        assert mf.populated_to == 6 * MiB
+    finally:
+        q.shutdown()
+
+
+def test_a_dledger_commit_log_populates_its_entry_files_from_a_few_mib(tmp_path):
+    from rmq.dledger.commit_log import DATA_POPULATE_AHEAD_MIN, DLedgerCommitLog
+    from rmq.store.config import MessageStoreConfig
+
+    cfg = MessageStoreConfig(storePathRootDir=str(tmp_path), enableDLegerCommitLog=True,
+                             dLegerGroup="g", dLegerSelfId="n0",
+                             dLegerPeers="n0-127.0.0.1:40911")
+
+    log = DLedgerCommitLog.__new__(DLedgerCommitLog)
+    log._open_files(cfg)
+    assert log.mfq.populate_ahead_min == DATA_POPULATE_AHEAD_MIN < mfm.POPULATE_AHEAD_MIN
+
+
 def _settle(alloc: AllocateMappedFileService) -> None:
     """Wait (bounded) for the service's populate job, if one runs."""
     fut = alloc._populating
