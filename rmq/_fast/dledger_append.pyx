@@ -347,6 +347,19 @@ cdef inline int find_key(Key* keys, int n, object topic, int32_t qid) except -2:
     return -1
 
 
+cdef inline Py_ssize_t row_size(tuple s, bytes topic_b, int32_t sys_flag, Py_ssize_t max_body,
+                                Py_ssize_t limit) except -2:
+    """The record size of send ``s`` (its topic encoded, its sysFlag with
+    the host bits), or -1 when it is too big for ``max_body`` or a data file
+    (``limit``): the run stops before it."""
+    cdef Py_ssize_t body_len = len(s[11])
+    cdef Py_ssize_t size = c_record_size(sys_flag, body_len, PyBytes_GET_SIZE(topic_b),
+                                         len(s[12]))
+    if body_len > max_body or size > max_body + 65536 or size > limit:
+        return -1
+    return size
+
+
 def plain_runs(list sends not None, int32_t host_bits, dict table not None,
                Py_ssize_t max_body, Py_ssize_t limit):
     """A DLedger leader's plain sends of one read (``plain_single``'s
@@ -371,7 +384,7 @@ def plain_runs(list sends not None, int32_t host_bits, dict table not None,
     cdef bytes topic_b = None
     cdef object last_topic = None
     cdef int32_t sys_flag, qid
-    cdef Py_ssize_t body_len, size, total = 0
+    cdef Py_ssize_t size, total = 0
     cdef int64_t queue_offset
     for s in sends:
         topic = s[5]
@@ -379,11 +392,8 @@ def plain_runs(list sends not None, int32_t host_bits, dict table not None,
             topic_b = topic.encode()
             last_topic = topic
         sys_flag = <int32_t>s[7] | host_bits
-        body = s[11]
-        props = s[12]
-        body_len = len(body)
-        size = c_record_size(sys_flag, body_len, PyBytes_GET_SIZE(topic_b), len(props))
-        if body_len > max_body or size > max_body + 65536 or size > limit:
+        size = row_size(s, topic_b, sys_flag, max_body, limit)
+        if size < 0:
             break
         qid_obj = s[6]
         qid = qid_obj
@@ -399,7 +409,7 @@ def plain_runs(list sends not None, int32_t host_bits, dict table not None,
             keys[k].start = keys[k].next = table.get((topic, qid_obj), 0)
         queue_offset = keys[k].next
         keys[k].next += 1
-        runs.append((topic_b, qid_obj, s[9], queue_offset, sys_flag, s[8], s[10], body, props,
+        runs.append((topic_b, qid_obj, s[9], queue_offset, sys_flag, s[8], s[10], s[11], s[12],
                      size))
         keys_of.append(s[13])
         total += s[13]
@@ -420,22 +430,20 @@ def _plain_runs_dict(list sends not None, int32_t host_bits, dict table not None
     cdef tuple s
     cdef bytes topic_b
     cdef int32_t sys_flag
-    cdef Py_ssize_t body_len, size, total = 0
+    cdef Py_ssize_t size, total = 0
     for s in sends:
         topic_b = s[5].encode()
         sys_flag = <int32_t>s[7] | host_bits
-        body = s[11]
-        props = s[12]
-        body_len = len(body)
-        size = c_record_size(sys_flag, body_len, PyBytes_GET_SIZE(topic_b), len(props))
-        if body_len > max_body or size > max_body + 65536 or size > limit:
+        size = row_size(s, topic_b, sys_flag, max_body, limit)
+        if size < 0:
             break
         key = (s[5], s[6])
         queue_offset = offsets.get(key)
         if queue_offset is None:
             queue_offset = table.get(key, 0)
         offsets[key] = queue_offset + 1
-        runs.append((topic_b, s[6], s[9], queue_offset, sys_flag, s[8], s[10], body, props, size))
+        runs.append((topic_b, s[6], s[9], queue_offset, sys_flag, s[8], s[10], s[11], s[12],
+                     size))
         keys_of.append(s[13])
         total += s[13]
     for key, end in offsets.items():
