@@ -15,27 +15,84 @@ next file) and calls again.
 """
 
 from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.object cimport PyObject
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.string cimport memcpy
 
 from rmq._fast.byteorder cimport put32, put64
-from rmq._fast.dledger_wire cimport wire_of
+from cpython.ref cimport Py_INCREF
+from rmq._fast.dledger_wire cimport take_ref, wire_of
 from rmq._fast.record cimport c_record_size, c_write_record
 
 from dataclasses import fields
+
+
+cdef extern from "Python.h":
+    void PyObject_GC_UnTrack(object)
+    ctypedef struct PyMemberDef:
+        const char* name
+        int type
+        Py_ssize_t offset
+        int flags
+    ctypedef struct PyMemberDescrObject:
+        PyMemberDef* d_member
+    ctypedef struct PyTypeObject:
+        PyObject* (*tp_alloc)(PyTypeObject*, Py_ssize_t) except NULL
+    int Py_T_OBJECT_EX "T_OBJECT_EX"
+    int Py_READONLY "READONLY"
+
+from types import MemberDescriptorType
 
 # the fields of ``rmq.dledger.entry.Entry``, set below in place of its
 # ``__init__``; a ``make_entry`` of any other layout is called instead
 cdef tuple ENTRY_FIELDS = ("index", "term", "body", "pos", "magic", "channel", "chain_crc",
                            "body_crc", "size", "wire")
 cdef object in_place_class = None  # the last class found to have them
+# where each of ENTRY_FIELDS lies in an instance of ``in_place_class``, when
+# it is a plain slots class (each field a writable object slot): an entry is
+# then made by the type's allocator and its slots filled directly, not by
+# ``__new__`` and ten ``setattr`` (~30k instructions a 16-send read)
+cdef Py_ssize_t slot_at[10]
+cdef bint slots_known = False
+
+
+cdef bint find_slots(cls):
+    """Whether every field of ``cls`` is a writable object slot (its place
+    then in ``slot_at``)."""
+    cdef int i
+    cdef PyMemberDef* m
+    if type(cls) is not type or cls.__new__ is not object.__new__ or \
+            cls.__setattr__ is not object.__setattr__ or cls.__dictoffset__ != 0:
+        return False
+    for i, name in enumerate(ENTRY_FIELDS):
+        d = cls.__dict__.get(name)
+        if type(d) is not MemberDescriptorType:
+            return False
+        m = (<PyMemberDescrObject*><PyObject*>d).d_member
+        if m.type != Py_T_OBJECT_EX or m.flags & Py_READONLY or m.offset <= 0:
+            return False
+        slot_at[i] = m.offset
+    return True
+
+
+cdef inline object new_entry(cls):
+    """An instance of ``in_place_class`` with no slot set, from its allocator."""
+    cdef PyTypeObject* t = <PyTypeObject*><PyObject*>cls
+    cdef PyObject* o = t.tp_alloc(t, 0)
+    return take_ref(o)
+
+
+cdef inline void set_slot(object e, int i, object v) noexcept:
+    """Slot ``i`` (of ``ENTRY_FIELDS``) of a fresh entry (unset before) set to ``v``."""
+    Py_INCREF(v)
+    (<PyObject**>(<char*><PyObject*>e + slot_at[i]))[0] = <PyObject*>v
 
 
 cdef bint made_in_place(cls):
     """Whether ``cls`` is a dataclass of exactly ``ENTRY_FIELDS``."""
-    global in_place_class
+    global in_place_class, slots_known
     if cls is in_place_class:
         return True
     if not isinstance(cls, type):
@@ -47,6 +104,7 @@ cdef bint made_in_place(cls):
     if names != ENTRY_FIELDS:
         return False
     in_place_class = cls
+    slots_known = find_slots(cls)
     return True
 
 cdef enum:
@@ -163,7 +221,21 @@ def write_entries(data, Py_ssize_t at, int64_t pos, Py_ssize_t room, index,
             body = PyBytes_FromStringAndSize(<const char*>d + BODY_OFFSET, rsize)
             w = wire_of(d + BODY_OFFSET, rsize, 0, 0, 0, idx, MAGIC, phy, size, term) \
                 if wire else None
-            if in_place:  # its fields set here: no Python __init__ per send
+            if in_place and slots_known:  # its slots filled here: no __new__, no setattr
+                e = new_entry(make_entry)
+                set_slot(e, 0, idx)
+                set_slot(e, 1, term)
+                set_slot(e, 2, body)
+                set_slot(e, 3, phy)
+                set_slot(e, 4, MAGIC)
+                set_slot(e, 5, 0)
+                set_slot(e, 6, 0)
+                set_slot(e, 7, 0)
+                set_slot(e, 8, size)
+                set_slot(e, 9, w)
+                PyObject_GC_UnTrack(e)  # (as below)
+                entries.append(e)
+            elif in_place:  # its fields set here: no Python __init__ per send
                 e = make_entry.__new__(make_entry)
                 e.index = idx
                 e.term = term
@@ -175,6 +247,11 @@ def write_entries(data, Py_ssize_t at, int64_t pos, Py_ssize_t room, index,
                 e.body_crc = 0
                 e.size = size
                 e.wire = w
+                # its fields are ints and bytes: it can be in no reference cycle, so
+                # the collector need not walk it -- a leader keeps ~8 MiB of them
+                # (``RECENT_BYTES``), which every older-generation collection
+                # walked again
+                PyObject_GC_UnTrack(e)
                 entries.append(e)
             else:
                 e = make_entry(idx, term, body, phy, MAGIC, 0, 0, 0, size)
@@ -262,6 +339,47 @@ def write_rows(data, Py_ssize_t at, int64_t pos, Py_ssize_t room, index,
     return n, used, iused
 
 
+cdef enum:
+    MAX_KEYS = 64  # distinct queues (or topics, codes) a read's sends are counted by in C
+
+
+cdef struct Key:
+    # a (topic, queue id) of a read's sends (``topic`` borrowed from a send)
+    PyObject* topic
+    int32_t qid
+    PyObject* qid_obj  # (borrowed: the queue id object of the send that met it first)
+    int64_t start, next, count
+
+
+cdef inline bint same_obj(PyObject* a, object b) except -1:
+    """``a == b`` as a dict key compares them (by identity first)."""
+    if a == <PyObject*>b:
+        return True
+    return (<object>a) == b
+
+
+cdef inline int find_key(Key* keys, int n, object topic, int32_t qid) except -2:
+    """The place of (``topic``, ``qid``) in ``keys[:n]``, -1 if not there."""
+    cdef int i
+    for i in range(n):
+        if keys[i].qid == qid and same_obj(keys[i].topic, topic):
+            return i
+    return -1
+
+
+cdef inline Py_ssize_t row_size(tuple s, bytes topic_b, int32_t sys_flag, Py_ssize_t max_body,
+                                Py_ssize_t limit) except -2:
+    """The record size of send ``s`` (its topic encoded, its sysFlag with
+    the host bits), or -1 when it is too big for ``max_body`` or a data file
+    (``limit``): the run stops before it."""
+    cdef Py_ssize_t body_len = len(s[11])
+    cdef Py_ssize_t size = c_record_size(sys_flag, body_len, PyBytes_GET_SIZE(topic_b),
+                                         len(s[12]))
+    if body_len > max_body or size > max_body + 65536 or size > limit:
+        return -1
+    return size
+
+
 def plain_runs(list sends not None, int32_t host_bits, dict table not None,
                Py_ssize_t max_body, Py_ssize_t limit):
     """A DLedger leader's plain sends of one read (``plain_single``'s
@@ -271,7 +389,60 @@ def plain_runs(list sends not None, int32_t host_bits, dict table not None,
     too big for ``max_body`` or for a data file (``limit``).  Returns (the
     rows, (topic, queue id, first queue offset, sends) per queue, each
     row's index keys, their sum).  The twin of
-    ``rmq.dledger.commit_log._plain_runs``."""
+    ``rmq.dledger.commit_log._plain_runs``.
+
+    The queues met are kept in a C array (a read meets a few): ``table`` is
+    read once per queue and each topic encoded once per run of sends of the
+    same topic, without a key tuple or dict update per send; more than
+    ``MAX_KEYS`` queues go through ``_plain_runs_dict``."""
+    cdef Key keys[MAX_KEYS]
+    cdef int nk = 0, k
+    cdef list runs = []
+    cdef list keys_of = []
+    cdef list queues = []
+    cdef tuple s
+    cdef bytes topic_b = None
+    cdef object last_topic = None
+    cdef int32_t sys_flag, qid
+    cdef Py_ssize_t size, total = 0
+    cdef int64_t queue_offset
+    for s in sends:
+        topic = s[5]
+        if last_topic is None or not same_obj(<PyObject*>last_topic, topic):
+            topic_b = topic.encode()
+            last_topic = topic
+        sys_flag = <int32_t>s[7] | host_bits
+        size = row_size(s, topic_b, sys_flag, max_body, limit)
+        if size < 0:
+            break
+        qid_obj = s[6]
+        qid = qid_obj
+        k = find_key(keys, nk, topic, qid)
+        if k < 0:
+            if nk == MAX_KEYS:
+                return _plain_runs_dict(sends, host_bits, table, max_body, limit)
+            k = nk
+            nk += 1
+            keys[k].topic = <PyObject*>topic
+            keys[k].qid = qid
+            keys[k].qid_obj = <PyObject*>qid_obj
+            keys[k].start = keys[k].next = table.get((topic, qid_obj), 0)
+        queue_offset = keys[k].next
+        keys[k].next += 1
+        runs.append((topic_b, qid_obj, s[9], queue_offset, sys_flag, s[8], s[10], s[11], s[12],
+                     size))
+        keys_of.append(s[13])
+        total += s[13]
+    for k in range(nk):
+        queues.append((<object>keys[k].topic, <object>keys[k].qid_obj, keys[k].start,
+                       keys[k].next - keys[k].start))
+    return runs, queues, keys_of, total
+
+
+def _plain_runs_dict(list sends not None, int32_t host_bits, dict table not None,
+                     Py_ssize_t max_body, Py_ssize_t limit):
+    """``plain_runs`` of a read of more than ``MAX_KEYS`` queues, its
+    queues counted in a dict."""
     cdef dict offsets = {}
     cdef list runs = []
     cdef list keys_of = []
@@ -279,22 +450,20 @@ def plain_runs(list sends not None, int32_t host_bits, dict table not None,
     cdef tuple s
     cdef bytes topic_b
     cdef int32_t sys_flag
-    cdef Py_ssize_t body_len, size, total = 0
+    cdef Py_ssize_t size, total = 0
     for s in sends:
         topic_b = s[5].encode()
         sys_flag = <int32_t>s[7] | host_bits
-        body = s[11]
-        props = s[12]
-        body_len = len(body)
-        size = c_record_size(sys_flag, body_len, PyBytes_GET_SIZE(topic_b), len(props))
-        if body_len > max_body or size > max_body + 65536 or size > limit:
+        size = row_size(s, topic_b, sys_flag, max_body, limit)
+        if size < 0:
             break
         key = (s[5], s[6])
         queue_offset = offsets.get(key)
         if queue_offset is None:
             queue_offset = table.get(key, 0)
         offsets[key] = queue_offset + 1
-        runs.append((topic_b, s[6], s[9], queue_offset, sys_flag, s[8], s[10], body, props, size))
+        runs.append((topic_b, s[6], s[9], queue_offset, sys_flag, s[8], s[10], s[11], s[12],
+                     size))
         keys_of.append(s[13])
         total += s[13]
     for key, end in offsets.items():
@@ -308,16 +477,43 @@ def plain_stored(list entries not None, list sends not None, list runs not None,
     """The leading ``entries`` written for ``runs`` (``plain_runs``' rows of
     ``sends``): each send's queue offset taken in ``table``; returns (entry,
     the record's physical offset, queue offset, record size) per entry.
-    The twin of ``rmq.dledger.commit_log._plain_stored``."""
+    The twin of ``rmq.dledger.commit_log._plain_stored``: ``table`` is set
+    once per queue (to its last send's, in the order the queues are first
+    met, as the twin's per-send writes leave it)."""
     cdef Py_ssize_t i, n = min(len(entries), len(sends), len(runs))
     cdef list out = []
     cdef tuple s, run
+    cdef Key keys[MAX_KEYS]
+    cdef int nk = 0, k
+    cdef bint many = False
+    cdef int32_t qid
     for i in range(n):
         entry = entries[i]
         s = sends[i]
         run = runs[i]
-        table[(s[5], s[6])] = run[3] + 1
+        if many:
+            table[(s[5], s[6])] = run[3] + 1
+        else:
+            qid = s[6]
+            k = find_key(keys, nk, s[5], qid)
+            if k < 0:
+                if nk == MAX_KEYS:  # the queues so far, then per send
+                    for k in range(nk):
+                        table[(<object>keys[k].topic, <object>keys[k].qid_obj)] = keys[k].next
+                    many = True
+                    table[(s[5], s[6])] = run[3] + 1
+                    out.append((entry, entry.pos + body_offset, run[3], run[9]))
+                    continue
+                k = nk
+                nk += 1
+                keys[k].topic = <PyObject*>s[5]
+                keys[k].qid = qid
+                keys[k].qid_obj = <PyObject*>s[6]
+            keys[k].next = run[3] + 1
         out.append((entry, entry.pos + body_offset, run[3], run[9]))
+    if not many:
+        for k in range(nk):
+            table[(<object>keys[k].topic, <object>keys[k].qid_obj)] = keys[k].next
     return out
 
 
@@ -326,7 +522,64 @@ def tally(list sends not None, list stored not None, dict sizes not None, dict c
     """Count the stored sends (``stored``: what ``plain_stored`` returned
     for the leading ``sends``): [messages, bytes] per topic in ``sizes``,
     sends per (request code, oneway) in ``counts``.  The twin of
-    ``rmq.broker.dledger_lane._tally``."""
+    ``rmq.broker.dledger_lane._tally``: the topics and (code, oneway) pairs
+    are counted in C arrays first, then each added to its dict once (in the
+    order first met, as the twin's per-send updates leave them); more than
+    ``MAX_KEYS`` of either go the twin's way."""
+    cdef Py_ssize_t i, n = min(len(sends), len(stored))
+    cdef tuple s
+    cdef list t
+    cdef Key topics[MAX_KEYS]  # (topic, count, bytes in start)
+    cdef Key codes[MAX_KEYS]   # (code object, oneway in qid, count)
+    cdef int nt = 0, nc = 0, k
+    cdef int32_t oneway
+    cdef int64_t size
+    for i in range(n):
+        s = sends[i]
+        size = (<tuple>stored[i])[3]
+        k = find_key(topics, nt, s[5], 0)
+        if k < 0:
+            if nt == MAX_KEYS:
+                return _tally_each(sends, stored, sizes, counts, oneway_bit)
+            k = nt
+            nt += 1
+            topics[k].topic = <PyObject*>s[5]
+            topics[k].qid = 0
+            topics[k].count = 0
+            topics[k].start = 0
+        topics[k].count += 1
+        topics[k].start += size
+        oneway = 1 if s[2] & oneway_bit else 0
+        for k in range(nc):
+            if codes[k].qid == oneway and same_obj(codes[k].topic, s[1]):
+                break
+        else:
+            if nc == MAX_KEYS:
+                return _tally_each(sends, stored, sizes, counts, oneway_bit)
+            k = nc
+            nc += 1
+            codes[k].topic = <PyObject*>s[1]
+            codes[k].qid = oneway
+            codes[k].count = 0
+        codes[k].count += 1
+    for k in range(nt):
+        topic = <object>topics[k].topic
+        t = sizes.get(topic)
+        if t is None:
+            sizes[topic] = [topics[k].count, topics[k].start]
+        else:
+            t[0] += topics[k].count
+            t[1] += topics[k].start
+    for k in range(nc):
+        key = (<object>codes[k].topic, codes[k].qid == 1)
+        counts[key] = counts.get(key, 0) + codes[k].count
+    return None
+
+
+def _tally_each(list sends not None, list stored not None, dict sizes not None,
+                dict counts not None, int oneway_bit):
+    """``tally`` send by send (a read of more than ``MAX_KEYS`` topics or
+    (code, oneway) pairs)."""
     cdef Py_ssize_t i, n = min(len(sends), len(stored))
     cdef tuple s
     cdef list t

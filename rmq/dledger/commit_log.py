@@ -30,8 +30,9 @@ from rmq.dledger.protocol import Code, DLedgerError
 from rmq.dledger.server import DLedgerServer
 from rmq.store import message_codec as codec
 from rmq.store.commit_log import CommitLog, _now_ms, batch_key_count
+from rmq.store.config import BrokerRole
 from rmq.store.message import MessageExtBatch, MessageExtBrokerInner
-from rmq.store.reput import DispatchStalled
+from rmq.store.reput import DispatchStalled, reput_walk
 from rmq.store.results import AppendMessageResult, AppendMessageStatus, PutMessageStatus
 
 log = logging.getLogger("store")
@@ -167,7 +168,7 @@ class DLedgerCommitLog(CommitLog):
 
     def __init__(self, store) -> None:
         super().__init__(store)
-        self.server.commit_listeners.append(lambda _index: store.do_reput())
+        self.server.commit_listeners.append(self.reput_committed)
 
     def _open_files(self, cfg) -> None:
         """The log is the group's entry data files; the group's own store
@@ -238,6 +239,49 @@ class DLedgerCommitLog(CommitLog):
         if start + len(view) > limit:
             view = view[:limit - start]
         return view, start
+
+    def reput_committed(self, _index: int) -> None:
+        """The group's commit listener: the store's reput of what is now
+        committed.  The usual case -- the committed entries after
+        ``reput_from_offset`` lie in one data file, bulk dispatch on, not a
+        slave -- is the compiled walk of them in one call (what ``do_reput``
+        comes to through ``get_max_offset``, ``get_min_offset``, ``get_data``
+        and ``_dispatch_region``); anything else, or a walk that stops before
+        the committed end, goes on through ``do_reput``."""
+        store = self.store
+        limit = self.dledger.committed_pos
+        files = self.mfq.mapped_files
+        if limit <= 0 or not files or store.config.brokerRole is BrokerRole.SLAVE or \
+                not store._bulk_dispatch:
+            store.do_reput()
+            return
+        with store._reput_lock:
+            start = store.reput_from_offset
+            if start >= limit:
+                return
+            first = files[0].file_from_offset
+            i = start // self.file_size - first // self.file_size
+            if start < first or i >= len(files) or files[i].write_buffer is not None:
+                store.do_reput()
+                return
+            mf = files[i]
+            base = mf.file_from_offset
+            end = min(mf.wrote_position, limit - base)
+            if start - base >= end:
+                store.do_reput()
+                return
+            try:
+                view = mf.view[start - base:end]
+            except ValueError:  # (unmapped: as get_data, nothing to read)
+                return
+            try:
+                pos = reput_walk(store, view, 0, end - start + base,
+                                 store.message_arriving_listener is not None)
+            finally:
+                view.release()
+            store.reput_from_offset = start + pos
+            if start + pos < limit:
+                store.do_reput()
 
     def recover_normally(self, max_phy_of_cq: int) -> int:
         return self._recover(max_phy_of_cq)

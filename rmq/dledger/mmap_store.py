@@ -390,28 +390,33 @@ class DLedgerMmapFileStore:
         tuples) as consecutive entries, in one call: the leading ones that fit
         the current data and index files (none when a file must be made or
         closed first: the caller appends that one with ``append_in_place``)."""
+        # (once per read of the lane: the files' ends, ``_advance``,
+        # ``_update_member_state`` and ``_keep_all_recent`` read inline)
         ms = self._leader_checks()
-        mf = self.data.get_last_mapped_file()
-        imf = self.index.get_last_mapped_file()
-        first = self.ledger_end_index + 1
-        if mf is None or mf.is_full() or imf is None or imf.is_full() or \
-                imf.file_from_offset + imf.wrote_position != first * INDEX_UNIT_SIZE:
+        files, ifiles = self.data.mapped_files, self.index.mapped_files
+        if not files or not ifiles:
             return []
+        mf, imf = files[-1], ifiles[-1]
+        first = self.ledger_end_index + 1
         at, iat = mf.wrote_position, imf.wrote_position
+        if at == mf.file_size or iat == imf.file_size or \
+                imf.file_from_offset + iat != first * INDEX_UNIT_SIZE:
+            return []
         entries, used, iused = write_entries(
             mf.view, at, mf.file_from_offset + at, self.data.mapped_file_size - at, imf.view, iat,
             self.index.mapped_file_size - iat, first, ms.curr_term, born, store_host, now, sends,
             Entry, len(ms.peer_map) > 1)
         if not entries:
             return entries
-        _advance(mf, used)
-        _advance(imf, iused)
+        mf.wrote_position = mf.committed_position = at + used
+        imf.wrote_position = imf.committed_position = iat + iused
         last = entries[-1]
-        self.ledger_end_index, self.ledger_end_term = last.index, last.term
+        self.ledger_end_index = ms.ledger_end_index = last.index
+        self.ledger_end_term = ms.ledger_end_term = last.term
         if self.ledger_begin_index == -1:
             self.ledger_begin_index = first
-        self._update_member_state()
-        self._keep_all_recent(entries)
+        self._recent_first, self._recent_bytes = keep_more(
+            self._recent, entries, self._recent_first, self._recent_bytes, RECENT_BYTES)
         return entries
 
     def append_as_follower(self, entry: Entry, leader_term: int, leader_id: str) -> Entry:

@@ -106,3 +106,50 @@ def test_a_batch_is_checked_as_a_plain_one_with_room_for_each_entry_header(tmp_p
                 assert log.put_messages(bad).status is AppendMessageStatus.MESSAGE_SIZE_EXCEEDED
     finally:
         plain.shutdown()
+
+
+async def _dispatched_queues(root, by_do_reput: bool) -> tuple[list[bytes], int]:
+    """Puts of 4 queues over several data files, each awaited, on a group of
+    one; the consume-queue files' bytes afterwards, and the puts' count."""
+    store = DefaultMessageStore(_config(root, mappedFileSizeCommitLog=16 * 1024,
+                                        mappedFileSizeConsumeQueue=20 * 1024),
+                                HOST, commit_log=DLedgerCommitLog)
+    assert store.load()
+    store.start()
+    server = store.commit_log.server
+    if by_do_reput:  # the general reput instead of the commit log's own
+        server.commit_listeners[:] = [lambda _index: store.do_reput()]
+    await server.start()
+    count = 240
+    try:
+        await wait_until(server.member_state.is_leader, 10, 0.02, "a leader")
+        for i in range(count):
+            result = await store.async_put_message(make_msg(i, qid=i % 4))
+            assert result.status is PutMessageStatus.PUT_OK
+        cl = store.commit_log
+        assert len(cl.mfq.mapped_files) >= 3  # the walks met the files' ends
+        assert store.reput_from_offset == cl.dledger.committed_pos
+        cl.reput_committed(0)  # nothing new: nothing moves
+        assert store.reput_from_offset == cl.dledger.committed_pos
+        for qid in range(4):
+            assert store.get_max_offset_in_queue("T", qid) == count // 4
+            got = store.get_message("g", "T", qid, 0, 32)
+            assert got.status is GetMessageStatus.FOUND and got.message_count == 32
+        queues = [bytes(mf.view[:mf.wrote_position])
+                  for qid in range(4)
+                  for mf in store.find_consume_queue("T", qid).mfq.mapped_files]
+    finally:
+        await server.shutdown()
+        store.shutdown()
+    return queues, count
+
+
+@pytest.mark.asyncio
+async def test_the_commit_logs_reput_dispatches_as_do_reput(tmp_path):
+    """The group's commit listener (``reput_committed``: the committed
+    entries of one data file walked in one call, the rest through
+    ``do_reput``) leaves the same consume-queue files as ``do_reput`` does,
+    across data files."""
+    own, count = await _dispatched_queues(tmp_path / "own", False)
+    general, _ = await _dispatched_queues(tmp_path / "general", True)
+    assert own == general and sum(len(q) for q in own) == 20 * count

@@ -82,11 +82,39 @@ def test_plain_stored_and_tally_twins_agree() -> None:
         return
     c_table: dict = {("T0", 0): 1}
     assert c_stored(entries, sends, runs, c_table, 48) == stored
-    assert c_table == py_table
+    assert list(c_table.items()) == list(py_table.items())
     c_sizes: dict = {"T1": [2, 10]}
     c_counts: dict = {}
     c_tally(sends, stored, c_sizes, c_counts, RPC_ONEWAY)
-    assert (c_sizes, c_counts) == (sizes, counts)
+    assert (list(c_sizes.items()), list(c_counts.items())) == \
+        (list(sizes.items()), list(counts.items()))
+
+
+@pytest.mark.compiled_only
+@pytest.mark.parametrize("queues", [1, 8, 64, 65, 200])
+def test_runs_stored_and_tally_twins_agree_past_the_counted_queues(queues: int) -> None:
+    """The compiled calls count a read's queues, topics and (code, oneway)
+    pairs in C up to 64 of each and go per send beyond: the same rows,
+    queues, table (its entries and their order), sizes and counts as the
+    twins either way, with a table that already holds some of the queues."""
+    sends = [_send(i, topic=f"T{i % queues % 70}", queue=i % queues, keys=i % 3,
+                   flag=RPC_ONEWAY if i % 7 == 0 else 0, code=300 + i % (queues + 1))
+             for i in range(3 * queues + 5)]
+    table = {("T1", 1): 9, ("X", 0): 3, (f"T{(queues - 1) % 70}", queues - 1): 4}
+    outs = []
+    for plain_runs, plain_stored, tally in (
+            (commit_log._plain_runs, commit_log._plain_stored, dledger_lane._tally),
+            (_APPEND.plain_runs, _APPEND.plain_stored, _APPEND.tally)):
+        own = dict(table)
+        runs = plain_runs(sends, 0x10, own, 4 << 20, 1 << 30)
+        entries = [SimpleNamespace(pos=900 * i) for i in range(len(runs[0]) - 2)]
+        stored = plain_stored(entries, sends, runs[0], own, 48)
+        sizes: dict = {"T1": [2, 10]}
+        counts: dict = {(301, False): 4}
+        tally(sends, stored, sizes, counts, RPC_ONEWAY)
+        outs.append((runs, stored, list(own.items()), list(sizes.items()),
+                     list(counts.items())))
+    assert outs[0] == outs[1]
 
 
 @pytest.mark.parametrize("max_bytes", [0, 150, 1000, 1 << 20])
