@@ -592,6 +592,19 @@ cdef inline uint8_t* json_write_int(uint8_t* o, int64_t v) noexcept nogil:
     return json_write_u64(o, <uint64_t>v)
 
 
+cdef inline uint8_t* json_write_ints(uint8_t* o, const int64_t* values, Py_ssize_t n,
+                                    int64_t less) noexcept nogil:
+    """``values[:n]``, each less ``less`` (the caller vouches that none leaves
+    64 bits), as decimal texts joined with commas (room for 21 bytes each)."""
+    cdef Py_ssize_t i
+    for i in range(n):
+        if i:
+            o[0] = 44
+            o += 1
+        o = json_write_int(o, values[i] - less)
+    return o
+
+
 cdef inline uint64_t json_tail_word(const uint8_t* p, Py_ssize_t n) noexcept nogil:
     """``p[:n]`` (1 <= n <= 8) as the low bytes of a word, the rest zero, from
     one load of the eight bytes that end at ``p + n``: the last bytes of a

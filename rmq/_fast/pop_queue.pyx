@@ -19,7 +19,7 @@ from libc.stdint cimport int64_t, uint8_t
 from libc.string cimport memcpy
 from posix.time cimport CLOCK_MONOTONIC, CLOCK_REALTIME, clock_gettime, timespec
 
-from rmq._fast.json_text cimport json_write_int
+from rmq._fast.json_text cimport json_write_int, json_write_ints
 
 from rmq._fast.offset_table cimport commit_offset, query_offset
 from rmq._fast.pop_revive cimport direct, write_ck_arr
@@ -195,7 +195,6 @@ cdef str info_text_of(str flag, object qid, const int64_t *values, Py_ssize_t n)
     cdef char buf[(MAX_POP_NUMS + 2) * 21 + 8]
     cdef uint8_t *o
     cdef long long v = 0
-    cdef Py_ssize_t i
     cdef Py_ssize_t fl = PyUnicode_GET_LENGTH(flag)
     if n > MAX_POP_NUMS or fl > 4 or not PyUnicode_IS_ASCII(flag) or not exact_int(qid, &v):
         return None
@@ -204,12 +203,7 @@ cdef str info_text_of(str flag, object qid, const int64_t *values, Py_ssize_t n)
     o[0] = 32
     o = json_write_int(o + 1, v)
     o[0] = 32
-    o += 1
-    for i in range(n):
-        if i:
-            o[0] = 44
-            o += 1
-        o = json_write_int(o, values[i])
+    o = json_write_ints(o + 1, values, n, 0)
     n = <char *>o - buf
     text = PyUnicode_New(n, 127)
     memcpy(PyUnicode_DATA(text), buf, n)

@@ -15,7 +15,7 @@ from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t, uint8_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 
-from rmq._fast.json_text cimport json_write_int, json_write_string
+from rmq._fast.json_text cimport json_write_int, json_write_ints, json_write_string
 
 
 cdef extern from "Python.h":
@@ -100,14 +100,8 @@ cdef inline uint8_t *int_arr(uint8_t *o, const int64_t *values, Py_ssize_t n,
                            int64_t base) noexcept:
     """``int_list`` of ``values[:n]`` less ``base`` each (the caller vouched
     that no difference leaves 64 bits)."""
-    cdef Py_ssize_t i
     o[0] = 91
-    o += 1
-    for i in range(n):
-        if i:
-            o[0] = 44
-            o += 1
-        o = json_write_int(o, values[i] - base)
+    o = json_write_ints(o + 1, values, n, base)
     o[0] = 93
     return o + 1
 

@@ -147,20 +147,12 @@ cdef class Pending:
         ``absolute`` the items of ``diffs`` themselves."""
         cdef Py_ssize_t n = len(diffs)
         cdef Py_ssize_t i
-        cdef int64_t so, d, o, top = 0
-        cdef int shape = RUN
+        cdef int64_t so, d, o
         try:
             so = start_offset
         except OverflowError:
             raise ValueError(f"checkpoint start offset {start_offset} out of range") from None
-        PyMem_Free(self.offs)
-        self.offs = NULL
-        self.n = self.left_n = 0
-        if n:
-            self.offs = <int64_t *>PyMem_Malloc(n * (sizeof(int64_t) + 1))
-            if self.offs is NULL:
-                raise MemoryError()
-            self.acked = <unsigned char *>(self.offs + n)
+        self._alloc(n)
         i = 0
         for item in diffs:
             if i == n:
@@ -179,32 +171,22 @@ cdef class Pending:
                 if (d > 0 and so > INT64_MAX - d) or (d < 0 and so < INT64_MIN - d):
                     raise ValueError(f"checkpoint offset {start_offset + item} out of range")
                 o = so + d
-            if shape == RUN and o != so + i:
-                shape = SORTED
-            if shape == SORTED and i and o <= self.offs[i - 1]:
-                shape = ANY
-            if i == 0 or o > top:
-                top = o
             self.offs[i] = o
-            self.acked[i] = 0
             i += 1
         if i != n:
             raise RuntimeError("offset_diffs changed size")
-        self.n = self.left_n = n
-        self.shape = shape
-        self.end = top + 1 if n else 0
-        self._ck = ck
-        self.revive_qid = revive_qid
-        self.record_offset = record_offset
-        self.via_timer = via_timer
-        return 0
+        return self._taken(n, ck, revive_qid, record_offset, via_timer)
 
     cdef int _init_arr(self, object revive_qid, object record_offset, const int64_t *src,
                        Py_ssize_t n) except -1:
         """``_init`` of the absolute offsets ``src[:n]`` (no checkpoint yet)."""
-        cdef Py_ssize_t i
-        cdef int64_t o, top = 0
-        cdef int shape = RUN
+        self._alloc(n)
+        if n:
+            memcpy(self.offs, src, n * sizeof(int64_t))
+        return self._taken(n, None, revive_qid, record_offset, False)
+
+    cdef int _alloc(self, Py_ssize_t n) except -1:
+        """Room for ``n`` offsets and their flags (any earlier ones freed)."""
         PyMem_Free(self.offs)
         self.offs = NULL
         self.n = self.left_n = 0
@@ -213,23 +195,31 @@ cdef class Pending:
             if self.offs is NULL:
                 raise MemoryError()
             self.acked = <unsigned char *>(self.offs + n)
+        return 0
+
+    cdef int _taken(self, Py_ssize_t n, object ck, object revive_qid, object record_offset,
+                    bint via_timer) except -1:
+        """The ``n`` offsets written to ``offs`` kept: none acked, their
+        shape and end found; the entry's other fields."""
+        cdef Py_ssize_t i
+        cdef int64_t o, top = 0
+        cdef int shape = RUN
         for i in range(n):
-            o = src[i]
-            if shape == RUN and o != src[0] + i:
+            o = self.offs[i]
+            if shape == RUN and o != self.offs[0] + i:
                 shape = SORTED
-            if shape == SORTED and i and o <= src[i - 1]:
+            if shape == SORTED and i and o <= self.offs[i - 1]:
                 shape = ANY
             if i == 0 or o > top:
                 top = o
-            self.offs[i] = o
             self.acked[i] = 0
         self.n = self.left_n = n
         self.shape = shape
         self.end = top + 1 if n else 0
-        self._ck = None
+        self._ck = ck
         self.revive_qid = revive_qid
         self.record_offset = record_offset
-        self.via_timer = False
+        self.via_timer = via_timer
         return 0
 
     cdef bint ack_arr(self, const int64_t *offs, Py_ssize_t n) noexcept:
