@@ -39,9 +39,19 @@ def py_spy() -> str:
     return str(local) if local.exists() else (shutil.which("py-spy") or "py-spy")
 
 
-async def measure(c: Cluster, what: str, run: Run, spy: str | None = None) -> dict:
-    """Run one path and print its JSON line (``spy``: write py-spy's collapsed
-    stacks of the broker over the run to this file)."""
+def figures(what: str, msgs: int, elapsed: float, cpu: float) -> dict:
+    """One path's printed figures: messages, seconds, msgs/s and the broker's
+    CPU µs per message over windows that took ``elapsed`` seconds and
+    ``cpu`` broker CPU seconds in all."""
+    return {"path": what, "msgs": msgs, "seconds": round(elapsed, 2),
+            "msgs_per_s": round(msgs / max(elapsed, 1e-9)), "broker_cpu_us_per_msg":
+            round(cpu / max(msgs, 1) * 1e6, 1)}
+
+
+async def window(c: Cluster, run: Run, spy: str | None = None) -> tuple[int, float, float]:
+    """Run one path once: (messages, seconds, broker CPU seconds) of the
+    window (``spy``: py-spy's collapsed stacks of the broker over it, to
+    this file)."""
     pid = c.broker.proc.pid
     recorder = None
     if spy:
@@ -55,11 +65,13 @@ async def measure(c: Cluster, what: str, run: Run, spy: str | None = None) -> di
         recorder.send_signal(2)
         recorder.wait(30)
     if isinstance(got, tuple):
-        msgs, elapsed, cpu = got[0], got[1], got[2] - cpu0
-    else:
-        msgs, elapsed, cpu = got, time.perf_counter() - t0, cpu_seconds(pid) - cpu0
-    out = {"path": what, "msgs": msgs, "seconds": round(elapsed, 2),
-           "msgs_per_s": round(msgs / elapsed), "broker_cpu_us_per_msg":
-           round(cpu / max(msgs, 1) * 1e6, 1)}
+        return got[0], got[1], got[2] - cpu0
+    return got, time.perf_counter() - t0, cpu_seconds(pid) - cpu0
+
+
+async def measure(c: Cluster, what: str, run: Run, spy: str | None = None) -> dict:
+    """Run one path and print its JSON line (``spy``: write py-spy's collapsed
+    stacks of the broker over the run to this file)."""
+    out = figures(what, *await window(c, run, spy))
     print(json.dumps(out), flush=True)
     return out

@@ -17,9 +17,10 @@ from binascii import a2b_base64
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.limits cimport LLONG_MAX
-from libc.stdint cimport uint8_t
+from libc.stdint cimport int64_t, uint8_t
 from libc.string cimport memcmp
 
+from rmq._fast.pop_revive cimport direct, write_ack_arr
 from rmq._fast.topic_table cimport topic_config
 
 cdef object _EXTRA = None
@@ -66,6 +67,40 @@ cdef list bitset_offsets(object start, object data):
     return out
 
 
+cdef enum:
+    ARR_ROOM = 64  # an entry's offsets kept in a C array up to this many
+
+
+cdef Py_ssize_t bitset_into(object start, bytes raw, int64_t *out) except -2:
+    """``bitset_offsets`` of the decoded bit map ``raw`` into ``out`` (room
+    for ``ARR_ROOM``): their number, or -1 (nothing to rely on in ``out``)
+    when there are more or ``start`` is not an exact int that keeps every
+    offset within 64 bits."""
+    cdef const unsigned char *bits = raw
+    cdef Py_ssize_t i, n = len(raw), at = 0
+    cdef int bit
+    cdef unsigned char byte
+    cdef long long s
+    if type(start) is not int:
+        return -1
+    try:
+        s = start
+    except OverflowError:
+        return -1
+    if s < 0 or s > LLONG_MAX - 8 * n:
+        return -1
+    for i in range(n):
+        byte = bits[i]
+        if byte:
+            for bit in range(8):
+                if byte >> bit & 1:
+                    if at == ARR_ROOM:
+                        return -1
+                    out[at] = s + (i * 8 + bit)
+                    at += 1
+    return at
+
+
 def ack_entry_now(p, a, broker_name):
     """``_ack_entry_now`` of rmq/broker/processor/ack.py, step for step."""
     if not _bound:
@@ -96,6 +131,9 @@ def batch_ack_now(p, body):
 
 
 cdef object entry_now(p, a, broker_name):
+    cdef int64_t offs[ARR_ROOM]
+    cdef Py_ssize_t n = -1, i
+    offsets = None
     try:
         if type(a) is not tuple:  # the general reader's object: ``entry_fields``
             a = (str(a["c"]), str(a.get("r", "0")), str(a["t"]), int(a["q"]), int(a["so"]),
@@ -103,7 +141,15 @@ cdef object entry_now(p, a, broker_name):
         group, retry, raw_topic, queue_id, start, pop_time, invisible, qid, data = <tuple>a
         # ``real_topic``: the topic itself unless the flag names a retry topic
         topic = raw_topic if retry == "0" else _real_topic(raw_topic, group, retry)
-        offsets = bitset_offsets(start, data)
+        # the bit map's offsets in ``offs`` (``n`` of them), or the list
+        # ``offsets`` when they do not fit there
+        if data:
+            n = bitset_into(start, a2b_base64(data), offs)
+        else:
+            n = 0
+        if n < 0:
+            offsets = bitset_offsets(start, data)
+            n = len(offsets)
     except (KeyError, ValueError, TypeError) as exc:
         return _SYSTEM_ERROR, f"bad batch ack entry: {exc}"
     tc = topic_config(p.c.topic_config_manager, topic) if type(topic) is str else None
@@ -111,19 +157,27 @@ cdef object entry_now(p, a, broker_name):
         refused = p._check_queue(topic, queue_id, None)
         if refused is not None:
             return refused.code, refused.remark
-    if not offsets:
+    if not n:
         return None
     revive = p.ctx.revive
-    if qid == _ORDER_QID:
-        return group, topic, queue_id, _EXTRA(start, pop_time, invisible, qid, retry,
-                                               broker_name, queue_id, start), offsets
-    if not 0 <= qid < revive.queue_num:
-        return None
-    if revive.write_ack_now(qid, topic, group, queue_id, start, pop_time, broker_name,
-                            offsets) is None:  # the ExtraInfo only when handed back
-        return group, topic, queue_id, _EXTRA(start, pop_time, invisible, qid, retry,
-                                              broker_name, queue_id, start), offsets
-    return None
+    if qid != _ORDER_QID:
+        if not 0 <= qid < revive.queue_num:
+            return None
+        if offsets is None and direct(revive, "write_ack_now"):
+            stored = write_ack_arr(revive, qid, topic, group, queue_id, start, pop_time,
+                                   broker_name, offs, n)
+        else:
+            if offsets is None:
+                offsets = [offs[i] for i in range(n)]
+            stored = revive.write_ack_now(qid, topic, group, queue_id, start, pop_time,
+                                          broker_name, offsets)
+        if stored is not None:
+            return None
+    # an orderly pop's ack, or a record that must wait (the ExtraInfo only then)
+    if offsets is None:
+        offsets = [offs[i] for i in range(n)]
+    return group, topic, queue_id, _EXTRA(start, pop_time, invisible, qid, retry,
+                                          broker_name, queue_id, start), offsets
 
 
 # ---- the batch's body ---------------------------------------------------------------

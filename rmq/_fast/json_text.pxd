@@ -121,6 +121,38 @@ cdef extern from *:
         if (n > 16) m |= rmq_json_mask16(p + 16, &wide) << 16;
         return (m & (((uint64_t)1 << n) - 1)) == 0;
     }
+    /* The decimal digits of u at o (room for 20 bytes), two at a time from
+       a table, their number from the bit length (Bit Twiddling Hacks'
+       base-10 logarithm). */
+    static const char rmq_json_digits2[201] =
+        "00010203040506070809101112131415161718192021222324"
+        "25262728293031323334353637383940414243444546474849"
+        "50515253545556575859606162636465666768697071727374"
+        "75767778798081828384858687888990919293949596979899";
+    static const uint64_t rmq_json_pow10[20] = {
+        1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL,
+        100000ULL, 1000000ULL, 10000000ULL, 100000000ULL, 1000000000ULL,
+        10000000000ULL, 100000000000ULL, 1000000000000ULL, 10000000000000ULL, 100000000000000ULL,
+        1000000000000000ULL, 10000000000000000ULL, 100000000000000000ULL,
+        1000000000000000000ULL, 10000000000000000000ULL};
+    static inline uint8_t *rmq_json_write_u64(uint8_t *o, uint64_t u) {
+        if (u < 10) {
+            o[0] = (uint8_t)('0' + u);
+            return o + 1;
+        }
+        int t = ((64 - __builtin_clzll(u)) * 1233) >> 12;
+        int n = t - (u < rmq_json_pow10[t]) + 1;
+        uint8_t *q = o + n;
+        while (u >= 100) {
+            unsigned r = (unsigned)(u % 100);
+            u /= 100;
+            q -= 2;
+            memcpy(q, rmq_json_digits2 + 2 * r, 2);
+        }
+        if (u >= 10) memcpy(q - 2, rmq_json_digits2 + 2 * u, 2);
+        else q[-1] = (uint8_t)('0' + u);
+        return o + n;
+    }
     """
     uint64_t json_load8 "rmq_json_load8"(const uint8_t* p) noexcept nogil
     void json_store8 "rmq_json_store8"(uint8_t* p, uint64_t w) noexcept nogil
@@ -130,6 +162,7 @@ cdef extern from *:
     int json_ctz64 "rmq_json_ctz64"(uint64_t m) noexcept nogil
     bint json_page_has32 "rmq_json_page_has32"(const uint8_t* p) noexcept nogil
     bint json_plain32 "rmq_json_plain32"(const uint8_t* p, Py_ssize_t n) noexcept nogil
+    uint8_t* json_write_u64 "rmq_json_write_u64"(uint8_t* o, uint64_t u) noexcept nogil
 
 
 cdef enum:
@@ -553,23 +586,23 @@ cdef inline const uint8_t* json_skip_value(const JIndex* ix, const uint8_t* p,
 
 cdef inline uint8_t* json_write_int(uint8_t* o, int64_t v) noexcept nogil:
     """Decimal digits of ``v`` at ``o`` (room for 20 bytes)."""
-    cdef uint64_t u = <uint64_t>(-v) if v < 0 else <uint64_t>v
-    cdef uint64_t t = u
-    cdef int digits = 1
     if v < 0:
         o[0] = 45
-        o += 1
-    while t >= 10:
-        t //= 10
-        digits += 1
-    cdef uint8_t* q = o + digits
-    while True:
-        q -= 1
-        q[0] = <uint8_t>(48 + u % 10)
-        u //= 10
-        if u == 0:
-            break
-    return o + digits
+        return json_write_u64(o + 1, <uint64_t>0 - <uint64_t>v)
+    return json_write_u64(o, <uint64_t>v)
+
+
+cdef inline uint8_t* json_write_ints(uint8_t* o, const int64_t* values, Py_ssize_t n,
+                                    int64_t less) noexcept nogil:
+    """``values[:n]``, each less ``less`` (the caller vouches that none leaves
+    64 bits), as decimal texts joined with commas (room for 21 bytes each)."""
+    cdef Py_ssize_t i
+    for i in range(n):
+        if i:
+            o[0] = 44
+            o += 1
+        o = json_write_int(o, values[i] - less)
+    return o
 
 
 cdef inline uint64_t json_tail_word(const uint8_t* p, Py_ssize_t n) noexcept nogil:

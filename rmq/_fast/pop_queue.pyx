@@ -15,13 +15,14 @@ from cpython.list cimport PyList_GET_ITEM, PyList_New, PyList_SET_ITEM
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.ref cimport Py_INCREF
 from orjson import dumps
-from libc.stdint cimport uint8_t
+from libc.stdint cimport int64_t, uint8_t
 from libc.string cimport memcpy
 from posix.time cimport CLOCK_MONOTONIC, CLOCK_REALTIME, clock_gettime, timespec
 
-from rmq._fast.json_text cimport json_write_int
+from rmq._fast.json_text cimport json_write_int, json_write_ints
 
 from rmq._fast.offset_table cimport commit_offset, query_offset
+from rmq._fast.pop_revive cimport direct, write_ck_arr
 from rmq._fast.topic_table cimport topic_config
 
 cdef extern from "Python.h":
@@ -168,10 +169,32 @@ cdef str info_text(str flag, object qid, object offset, list offsets):
     a list of ints, its brackets cut off: a message offset's info), written
     in one buffer; None when a value is not an exact int of 64 bits or there
     are more than ``MAX_POP_NUMS`` offsets (the caller's f-strings then)."""
+    cdef int64_t values[MAX_POP_NUMS]
+    cdef long long v = 0
+    cdef Py_ssize_t i, n = 0 if offsets is None else len(offsets)
+    if n > MAX_POP_NUMS:
+        return None
+    if offsets is None:
+        if not exact_int(offset, &v):
+            return None
+        values[0] = v
+        n = 1
+    else:
+        for i in range(n):
+            if not exact_int(<object>PyList_GET_ITEM(offsets, i), &v):
+                return None
+            values[i] = v
+    return info_text_of(flag, qid, values, n)
+
+
+cdef str info_text_of(str flag, object qid, const int64_t *values, Py_ssize_t n):
+    """``info_text``'s text of the numbers ``values[:n]`` (1 to
+    ``MAX_POP_NUMS`` of them): ``f"{flag} {qid} {a,b,...}"``; None when
+    ``qid`` is not an exact int of 64 bits or ``flag`` is not a short ASCII
+    text."""
     cdef char buf[(MAX_POP_NUMS + 2) * 21 + 8]
     cdef uint8_t *o
     cdef long long v = 0
-    cdef Py_ssize_t i, n = 0 if offsets is None else len(offsets)
     cdef Py_ssize_t fl = PyUnicode_GET_LENGTH(flag)
     if n > MAX_POP_NUMS or fl > 4 or not PyUnicode_IS_ASCII(flag) or not exact_int(qid, &v):
         return None
@@ -180,19 +203,7 @@ cdef str info_text(str flag, object qid, object offset, list offsets):
     o[0] = 32
     o = json_write_int(o + 1, v)
     o[0] = 32
-    o += 1
-    if offsets is None:
-        if not exact_int(offset, &v):
-            return None
-        o = json_write_int(o, v)
-    else:
-        for i in range(n):
-            if not exact_int(<object>PyList_GET_ITEM(offsets, i), &v):
-                return None
-            if i:
-                o[0] = 44
-                o += 1
-            o = json_write_int(o, v)
+    o = json_write_ints(o + 1, values, n, 0)
     n = <char *>o - buf
     text = PyUnicode_New(n, 127)
     memcpy(PyUnicode_DATA(text), buf, n)
@@ -236,6 +247,40 @@ cdef list queue_offsets(object result):
     return out
 
 
+cdef Py_ssize_t fill_offsets(object result, int64_t *out, long long low) except -2:
+    """``queue_offsets`` into ``out`` (room for ``MAX_POP_NUMS``): their
+    number, or -1 (nothing to rely on in ``out``) when there are more, a
+    run's first offset or count is not an exact int of 64 bits, or an offset
+    is below ``low`` (the read's start: a checkpoint's diffs stay small)."""
+    firsts = result.run_offsets
+    counts = result.run_counts
+    cdef Py_ssize_t r, runs, at = 0
+    cdef long long first = 0, n = 0, i
+    if type(firsts) is not list or type(counts) is not list:
+        return -1
+    runs = len(<list>firsts)
+    if len(<list>counts) != runs:
+        return -1
+    for r in range(runs):
+        if not exact_int(<object>PyList_GET_ITEM(firsts, r), &first) or \
+                not exact_int(<object>PyList_GET_ITEM(counts, r), &n):
+            return -1
+        if n <= 0:
+            continue
+        if n > MAX_POP_NUMS - at or first < low or first > 0x7FFFFFFFFFFFFFFF - n:
+            return -1
+        for i in range(n):
+            out[at] = first + i
+            at += 1
+    return at
+
+
+cdef list offsets_list(const int64_t *offs, Py_ssize_t n):
+    """The offsets ``offs[:n]`` as a list of ints."""
+    cdef Py_ssize_t i
+    return [offs[i] for i in range(n)]
+
+
 def pop_queue_now(p, out, str group, str topic, str read_topic, qid, nums, pop_time,
                   invisible, revive_qid, init_mode, bint orderly, matches, record_filter):
     """``_pop_queue_now`` of rmq/broker/processor/pop.py, step for step."""
@@ -257,6 +302,9 @@ cdef object queue_now(p, out, str group, str topic, str read_topic, qid, nums, p
     locks.add(key)
     cdef bint held = False
     cdef bint found
+    cdef int64_t offs[MAX_POP_NUMS]
+    cdef Py_ssize_t n
+    cdef long long so = 0
     try:
         offset = start_offset(p, group, read_topic, qid, init_mode)
         result = p.store.get_message(group, read_topic, qid, offset, nums, None, matches)
@@ -265,7 +313,16 @@ cdef object queue_now(p, out, str group, str topic, str read_topic, qid, nums, p
         if record_filter is not None:
             _filter_result(result, record_filter)
         found = result.status is _FOUND and len(result.sizes) > 0
-        offsets = queue_offsets(result) if found else []
+        # the offsets in ``offs`` (``n`` of them) or, when they do not fit
+        # there, in the list ``offsets`` (made from ``offs`` where a list is
+        # needed)
+        offsets = None
+        n = 0
+        if found:
+            n = fill_offsets(result, offs, so) if exact_int(offset, &so) else -1
+            if n < 0:
+                offsets = queue_offsets(result)
+                n = len(offsets)
         next_offset = result.next_begin_offset
         rest = result.max_offset - next_offset
         if rest > 0:
@@ -278,12 +335,14 @@ cdef object queue_now(p, out, str group, str topic, str read_topic, qid, nums, p
         else:
             buffers = []
             result.release()
-        if not offsets:
+        if not n:
             if next_offset != offset and next_offset >= 0 and (not orderly or not found):
                 commit_offset(p.c.consumer_offset_manager, "pop", group, read_topic, qid,
                               next_offset)
             return None
         if orderly:
+            if offsets is None:
+                offsets = offsets_list(offs, n)
             counts = ctx.order.on_pop(key, offsets, pop_time, invisible)
             order_info = out.order_info
             flag = retry_flag(read_topic)
@@ -294,16 +353,25 @@ cdef object queue_now(p, out, str group, str topic, str read_topic, qid, nums, p
             stored = True
         else:
             broker_name = p.bc.brokerName
-            stored = ctx.revive.write_ck_now(revive_qid, read_topic, group, qid, offset,
+            revive = ctx.revive
+            if offsets is None and direct(revive, "write_ck_now"):
+                stored = write_ck_arr(revive, revive_qid, read_topic, group, qid, offset,
+                                      pop_time, invisible, offs, n, broker_name)
+            else:
+                if offsets is None:
+                    offsets = offsets_list(offs, n)
+                stored = revive.write_ck_now(revive_qid, read_topic, group, qid, offset,
                                              pop_time, invisible, offsets, broker_name)
             if stored is None:
+                if offsets is None:
+                    offsets = offsets_list(offs, n)
                 ck = _CK(read_topic, group, qid, offset, pop_time, invisible,
                          [o - offset for o in offsets], broker_name)
                 ck.revive_offset = 0
                 held = True
                 return (key, ck, result, offsets, next_offset, buffers, offset)
-        pop_queue_tail(p, out, group, topic, read_topic, qid, offset, offsets, next_offset,
-                       buffers, result, stored, not orderly, pop_time, invisible, revive_qid)
+        tail(p, out, group, topic, read_topic, qid, offset, offsets, offs, n, next_offset,
+             buffers, result, stored, not orderly, pop_time, invisible, revive_qid)
         return None
     finally:
         if not held:
@@ -314,6 +382,15 @@ cpdef pop_queue_tail(p, out, str group, str topic, str read_topic, qid, offset, 
                      next_offset, list buffers, result, stored, bint commit, pop_time,
                      invisible, revive_qid):
     """``_pop_queue_tail`` of rmq/broker/processor/pop.py, step for step."""
+    tail(p, out, group, topic, read_topic, qid, offset, offsets, NULL, len(offsets),
+         next_offset, buffers, result, stored, commit, pop_time, invisible, revive_qid)
+
+
+cdef tail(p, out, str group, str topic, str read_topic, qid, offset, list offsets,
+          const int64_t *offs, Py_ssize_t n, next_offset, list buffers, result, stored,
+          bint commit, pop_time, invisible, revive_qid):
+    """``pop_queue_tail`` of ``offsets``, or when it is None of the ``n``
+    offsets ``offs[:n]`` (1 to ``MAX_POP_NUMS``)."""
     if not stored:
         if read_topic != topic:
             return
@@ -324,9 +401,13 @@ cpdef pop_queue_tail(p, out, str group, str topic, str read_topic, qid, offset, 
     flag = retry_flag(read_topic)
     text = info_text(flag, qid, offset, None)
     out.start_info.append(text if text is not None else f"{flag} {qid} {offset}")
-    text = info_text(flag, qid, None, offsets)
-    out.msg_info.append(text if text is not None else
-                        f"{flag} {qid} {(<bytes>dumps(offsets))[1:-1].decode()}")
+    text = info_text(flag, qid, None, offsets) if offsets is not None else \
+        info_text_of(flag, qid, offs, n)
+    if text is None:
+        if offsets is None:
+            offsets = offsets_list(offs, n)
+        text = f"{flag} {qid} {(<bytes>dumps(offsets))[1:-1].decode()}"
+    out.msg_info.append(text)
     if read_topic != topic:
         buffers = [p._as_original(b, topic, offset, pop_time, invisible, revive_qid,
                                   read_topic) for b in buffers]
@@ -335,7 +416,7 @@ cpdef pop_queue_tail(p, out, str group, str topic, str read_topic, qid, offset, 
         size += len(b)
     out.size += size
     out.bodies.extend(buffers)
-    out.count += len(offsets)
+    out.count += n
     if result.max_offset > next_offset:
         notify_polling(p.ctx.polling, read_topic)
 

@@ -15,7 +15,7 @@ from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t, uint8_t
 from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy
 
-from rmq._fast.json_text cimport json_write_int, json_write_string
+from rmq._fast.json_text cimport json_write_int, json_write_ints, json_write_string
 
 
 cdef extern from "Python.h":
@@ -96,6 +96,16 @@ cdef uint8_t *int_list(uint8_t *o, list values, object base=None) except NULL:
     return o + 1
 
 
+cdef inline uint8_t *int_arr(uint8_t *o, const int64_t *values, Py_ssize_t n,
+                           int64_t base) noexcept:
+    """``int_list`` of ``values[:n]`` less ``base`` each (the caller vouched
+    that no difference leaves 64 bits)."""
+    o[0] = 91
+    o = json_write_ints(o + 1, values, n, base)
+    o[0] = 93
+    return o + 1
+
+
 cdef inline uint8_t *bn_and_c(uint8_t *o, bint has_bn, _Text bn, _Text c) noexcept:
     """``,"bn":..`` (when there is a broker name) and ``,"c":..``: both records'."""
     if has_bn:
@@ -120,7 +130,7 @@ def ck_body(long long bit_map, object broker_name, str cid, list diffs,
             long long revive_offset, object reput_times, long long start_offset,
             str topic) -> bytes:
     """A checkpoint's JSON body (``PopCheckPoint.encode``)."""
-    return c_ck_body(bit_map, broker_name, cid, diffs, None, invisible_time, pop_time,
+    return c_ck_body(bit_map, broker_name, cid, diffs, None, NULL, 0, invisible_time, pop_time,
                      queue_id, revive_offset, reput_times, start_offset, topic)
 
 
@@ -130,15 +140,25 @@ def ck_body_of_offsets(object broker_name, str cid, list offsets, long long invi
     """The JSON body of a pop's checkpoint of ``offsets`` (no bit map,
     revive offset or reput times): ``ck_body`` of their diffs from
     ``start_offset``, without the list of diffs."""
-    return c_ck_body(0, broker_name, cid, offsets, start_offset, invisible_time, pop_time,
+    return c_ck_body(0, broker_name, cid, offsets, start_offset, NULL, 0, invisible_time,
+                     pop_time, queue_id, 0, None, start_offset, topic)
+
+
+cdef bytes ck_body_arr(object broker_name, str cid, const int64_t *offs, Py_ssize_t n,
+                       long long invisible_time, long long pop_time, long long queue_id,
+                       long long start_offset, str topic):
+    """``ck_body_of_offsets`` of the offsets ``offs[:n]``, each at least
+    ``start_offset`` (so that no difference leaves 64 bits; not checked)."""
+    return c_ck_body(0, broker_name, cid, None, None, offs, n, invisible_time, pop_time,
                      queue_id, 0, None, start_offset, topic)
 
 
 cdef bytes c_ck_body(long long bit_map, object broker_name, str cid, list diffs, object base,
-                     long long invisible_time, long long pop_time, long long queue_id,
-                     long long revive_offset, object reput_times, long long start_offset,
-                     str topic):
-    """``ck_body``; with ``base``, ``diffs`` are offsets and their diffs are written."""
+                     const int64_t *offs, Py_ssize_t n, long long invisible_time,
+                     long long pop_time, long long queue_id, long long revive_offset,
+                     object reput_times, long long start_offset, str topic):
+    """``ck_body``; with ``base``, ``diffs`` are offsets and their diffs are
+    written; with ``diffs`` None, the offsets ``offs[:n]`` less ``start_offset``."""
     cdef _Text bn = _Text(), c = _Text(), rp = _Text(), t = _Text()
     utf8_of(c, cid)
     utf8_of(t, topic)
@@ -146,8 +166,9 @@ cdef bytes c_ck_body(long long bit_map, object broker_name, str cid, list diffs,
         utf8_of(bn, <str?>broker_name)
     if reput_times is not None:
         utf8_of(rp, <str?>reput_times)
-    cdef Py_ssize_t cap = (200 + 22 * 7 + 22 * PyList_GET_SIZE(diffs)
-                           + 6 * (bn.n + c.n + rp.n + t.n) + 4 * 18)
+    if diffs is not None:
+        n = PyList_GET_SIZE(diffs)
+    cdef Py_ssize_t cap = (200 + 22 * 7 + 22 * n + 6 * (bn.n + c.n + rp.n + t.n) + 4 * 18)
     cdef uint8_t *buf = <uint8_t *>malloc(cap)
     if buf == NULL:
         raise MemoryError()
@@ -157,11 +178,14 @@ cdef bytes c_ck_body(long long bit_map, object broker_name, str cid, list diffs,
         o = json_write_int(o, bit_map)
         o = bn_and_c(o, broker_name is not None, bn, c)
         o = lit(o, b',"d":', 5)
-        o = int_list(o, diffs, base)
+        if diffs is None:
+            o = int_arr(o, offs, n, start_offset)
+        else:
+            o = int_list(o, diffs, base)
         o = lit(o, b',"it":', 6)
         o = json_write_int(o, invisible_time)
         o = lit(o, b',"n":', 5)
-        o = json_write_int(o, PyList_GET_SIZE(diffs))
+        o = json_write_int(o, n)
         o = lit(o, b',"pt":', 6)
         o = json_write_int(o, pop_time)
         o = lit(o, b',"q":', 5)
@@ -188,12 +212,28 @@ def ack_body(list offsets, object broker_name, str group, long long pop_time,
              long long queue_id, long long start_offset, str topic) -> bytes:
     """An ack record's JSON body (``AckMsg.encode``): ``ao`` for one offset,
     ``aol`` for any other number."""
+    return c_ack_body(offsets, NULL, 0, broker_name, group, pop_time, queue_id, start_offset,
+                      topic)
+
+
+cdef bytes ack_body_arr(const int64_t *offs, Py_ssize_t n, object broker_name, str group,
+                        long long pop_time, long long queue_id, long long start_offset,
+                        str topic):
+    """``ack_body`` of the offsets ``offs[:n]``."""
+    return c_ack_body(None, offs, n, broker_name, group, pop_time, queue_id, start_offset, topic)
+
+
+cdef bytes c_ack_body(list offsets, const int64_t *offs, Py_ssize_t n, object broker_name,
+                      str group, long long pop_time, long long queue_id,
+                      long long start_offset, str topic):
+    """``ack_body`` of ``offsets``, or when it is None of ``offs[:n]``."""
     cdef _Text bn = _Text(), c = _Text(), t = _Text()
     utf8_of(c, group)
     utf8_of(t, topic)
     if broker_name is not None:
         utf8_of(bn, <str?>broker_name)
-    cdef Py_ssize_t n = PyList_GET_SIZE(offsets)
+    if offsets is not None:
+        n = PyList_GET_SIZE(offsets)
     cdef Py_ssize_t cap = 120 + 22 * 4 + 22 * n + 6 * (bn.n + c.n + t.n) + 3 * 18
     cdef uint8_t *buf = <uint8_t *>malloc(cap)
     if buf == NULL:
@@ -202,10 +242,16 @@ def ack_body(list offsets, object broker_name, str group, long long pop_time,
     try:
         if n == 1:
             o = lit(o, b'{"ao":', 6)
-            o = write_int_obj(o, <object>PyList_GET_ITEM(offsets, 0))
+            if offsets is None:
+                o = json_write_int(o, offs[0])
+            else:
+                o = write_int_obj(o, <object>PyList_GET_ITEM(offsets, 0))
         else:
             o = lit(o, b'{"aol":', 7)
-            o = int_list(o, offsets)
+            if offsets is None:
+                o = int_arr(o, offs, n, 0)
+            else:
+                o = int_list(o, offsets)
         o = bn_and_c(o, broker_name is not None, bn, c)
         o = lit(o, b',"pt":', 6)
         o = json_write_int(o, pop_time)

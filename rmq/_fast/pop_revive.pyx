@@ -21,6 +21,7 @@ from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 from rmq._fast.json_text cimport json_write_int
 from rmq._fast.offset_table cimport commit_offset, query_offset
 from rmq._fast.pop_records import ack_body, ck_body, ck_body_of_offsets
+from rmq._fast.pop_records cimport ack_body_arr, ck_body_arr
 from rmq._fast.store_put cimport put_one
 
 
@@ -57,6 +58,36 @@ def bind(ck_type: type, grace_ms: int, sync_flush: object, sync_master: object,
     _PROPS_HEAD = timer_deliver_key + "\x01"
     _TAGS_KEY = "\x02" + tags_key + "\x01"
     _bound = True
+
+
+# PopReviveService and its (compiled) write_ck_now and write_ack_now as the
+# class holds them, set by ``bind_service``: ``direct`` vouches for a service
+# whose records the compiled pop and ack may write with ``write_ck_arr`` and
+# ``write_ack_arr``
+cdef object _SVC = None
+cdef object _SVC_CK = None
+cdef object _SVC_ACK = None
+
+
+def bind_service(svc_type: type) -> None:
+    """PopReviveService, once its ``write_ck_now`` and ``write_ack_now`` are
+    this module's."""
+    global _SVC, _SVC_CK, _SVC_ACK
+    _SVC = svc_type
+    _SVC_CK = svc_type.write_ck_now
+    _SVC_ACK = svc_type.write_ack_now
+
+
+cdef bint direct(object svc, str name) except -1:
+    """Whether ``svc.<name>`` (write_ck_now or write_ack_now) is this
+    module's: a PopReviveService whose class still holds it and that has no
+    attribute of that name of its own (a test's stand-in)."""
+    if _SVC is None or type(svc) is not _SVC:
+        return False
+    if getattr(_SVC, name) is not (_SVC_CK if name == "write_ck_now" else _SVC_ACK):
+        return False
+    own = getattr(svc, "__dict__", None)
+    return own is None or name not in <dict>own
 
 
 cdef inline long long now_ms() noexcept nogil:
@@ -116,20 +147,12 @@ cdef class Pending:
         ``absolute`` the items of ``diffs`` themselves."""
         cdef Py_ssize_t n = len(diffs)
         cdef Py_ssize_t i
-        cdef int64_t so, d, o, top = 0
-        cdef int shape = RUN
+        cdef int64_t so, d, o
         try:
             so = start_offset
         except OverflowError:
             raise ValueError(f"checkpoint start offset {start_offset} out of range") from None
-        PyMem_Free(self.offs)
-        self.offs = NULL
-        self.n = self.left_n = 0
-        if n:
-            self.offs = <int64_t *>PyMem_Malloc(n * (sizeof(int64_t) + 1))
-            if self.offs is NULL:
-                raise MemoryError()
-            self.acked = <unsigned char *>(self.offs + n)
+        self._alloc(n)
         i = 0
         for item in diffs:
             if i == n:
@@ -148,17 +171,48 @@ cdef class Pending:
                 if (d > 0 and so > INT64_MAX - d) or (d < 0 and so < INT64_MIN - d):
                     raise ValueError(f"checkpoint offset {start_offset + item} out of range")
                 o = so + d
-            if shape == RUN and o != so + i:
+            self.offs[i] = o
+            i += 1
+        if i != n:
+            raise RuntimeError("offset_diffs changed size")
+        return self._taken(n, ck, revive_qid, record_offset, via_timer)
+
+    cdef int _init_arr(self, object revive_qid, object record_offset, const int64_t *src,
+                       Py_ssize_t n) except -1:
+        """``_init`` of the absolute offsets ``src[:n]`` (no checkpoint yet)."""
+        self._alloc(n)
+        if n:
+            memcpy(self.offs, src, n * sizeof(int64_t))
+        return self._taken(n, None, revive_qid, record_offset, False)
+
+    cdef int _alloc(self, Py_ssize_t n) except -1:
+        """Room for ``n`` offsets and their flags (any earlier ones freed)."""
+        PyMem_Free(self.offs)
+        self.offs = NULL
+        self.n = self.left_n = 0
+        if n:
+            self.offs = <int64_t *>PyMem_Malloc(n * (sizeof(int64_t) + 1))
+            if self.offs is NULL:
+                raise MemoryError()
+            self.acked = <unsigned char *>(self.offs + n)
+        return 0
+
+    cdef int _taken(self, Py_ssize_t n, object ck, object revive_qid, object record_offset,
+                    bint via_timer) except -1:
+        """The ``n`` offsets written to ``offs`` kept: none acked, their
+        shape and end found; the entry's other fields."""
+        cdef Py_ssize_t i
+        cdef int64_t o, top = 0
+        cdef int shape = RUN
+        for i in range(n):
+            o = self.offs[i]
+            if shape == RUN and o != self.offs[0] + i:
                 shape = SORTED
             if shape == SORTED and i and o <= self.offs[i - 1]:
                 shape = ANY
             if i == 0 or o > top:
                 top = o
-            self.offs[i] = o
             self.acked[i] = 0
-            i += 1
-        if i != n:
-            raise RuntimeError("offset_diffs changed size")
         self.n = self.left_n = n
         self.shape = shape
         self.end = top + 1 if n else 0
@@ -167,6 +221,13 @@ cdef class Pending:
         self.record_offset = record_offset
         self.via_timer = via_timer
         return 0
+
+    cdef bint ack_arr(self, const int64_t *offs, Py_ssize_t n) noexcept:
+        """``ack`` of the offsets ``offs[:n]``."""
+        cdef Py_ssize_t i
+        for i in range(n):
+            self._cross(offs[i])
+        return self.left_n == 0
 
     @property
     def left(self):
@@ -261,6 +322,28 @@ cpdef write_ck_now(object svc, object qid, str topic, str cid, object queue_id,
         raise RuntimeError("pop_revive.bind was not called")
     body = ck_body_of_offsets(broker_name, cid, offsets, invisible, pop_time, queue_id,
                               start_offset, topic)
+    return ck_written(svc, qid, body, topic, cid, queue_id, start_offset, pop_time, invisible,
+                      broker_name, offsets, NULL, 0)
+
+
+cdef object write_ck_arr(object svc, object qid, str topic, str cid, object queue_id,
+                         object start_offset, object pop_time, object invisible,
+                         const int64_t *offs, Py_ssize_t n, object broker_name):
+    """``write_ck_now`` of the offsets ``offs[:n]``, each at least
+    ``start_offset`` (the caller's word), without their list."""
+    if not _bound:
+        raise RuntimeError("pop_revive.bind was not called")
+    body = ck_body_arr(broker_name, cid, offs, n, invisible, pop_time, queue_id, start_offset,
+                       topic)
+    return ck_written(svc, qid, body, topic, cid, queue_id, start_offset, pop_time, invisible,
+                      broker_name, None, offs, n)
+
+
+cdef object ck_written(object svc, object qid, bytes body, str topic, str cid, object queue_id,
+                       object start_offset, object pop_time, object invisible,
+                       object broker_name, list offsets, const int64_t *offs, Py_ssize_t n):
+    """A pop's checkpoint record of ``body`` stored and its pending entry
+    filed (of ``offsets``, or when it is None of ``offs[:n]``)."""
     tag, code = _TAGS[0]
     offset = put_record(svc, qid, body, tag, code)
     if offset is None:
@@ -272,7 +355,10 @@ cpdef write_ck_now(object svc, object qid, str topic, str cid, object queue_id,
     cdef Pending entry
     if key not in pending:
         entry = Pending.__new__(Pending)
-        entry._init(None, qid, offset, False, start_offset, offsets, True)
+        if offsets is None:
+            entry._init_arr(qid, offset, offs, n)
+        else:
+            entry._init(None, qid, offset, False, start_offset, offsets, True)
         entry._fields = (topic, cid, queue_id, start_offset, pop_time, invisible, broker_name)
         file_ck(svc, pending, entry, key, cid, topic, queue_id, pop_time + invisible)
     if pop_time + invisible < svc._next_wake_ms:
@@ -295,6 +381,32 @@ cpdef write_ack_now(object svc, object qid, str topic, str group, object queue_i
     if mark_read(svc, qid, offset):
         cross_off(svc, merge_key(topic, group, queue_id, start_offset, pop_time, broker_name),
                   offsets)
+    return True
+
+
+cdef object write_ack_arr(object svc, object qid, str topic, str group, object queue_id,
+                          object start_offset, object pop_time, object broker_name,
+                          const int64_t *offs, Py_ssize_t n):
+    """``write_ack_now`` of the offsets ``offs[:n]``, without their list."""
+    cdef Py_ssize_t i
+    if not _bound:
+        raise RuntimeError("pop_revive.bind was not called")
+    body = ack_body_arr(offs, n, broker_name, group, pop_time, queue_id, start_offset, topic)
+    tag, code = _TAGS[1] if n == 1 else _TAGS[2]
+    offset = put_record(svc, qid, body, tag, code)
+    if offset is None:
+        return None
+    if not mark_read(svc, qid, offset):
+        return True
+    key = merge_key(topic, group, queue_id, start_offset, pop_time, broker_name)
+    entry = svc.pending.get(key)
+    if entry is None:
+        return True
+    if type(entry) is Pending:
+        if (<Pending>entry).ack_arr(offs, n):
+            settle(svc, key)
+    elif entry.ack([offs[i] for i in range(n)]):
+        settle(svc, key)
     return True
 
 

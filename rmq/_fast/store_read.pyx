@@ -15,6 +15,8 @@ message.  Same attributes, same results (byte for byte) as the twin.
 
 from cpython.array cimport array, clone
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.dict cimport PyDict_GetItem
+from cpython.object cimport PyObject
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy
@@ -63,6 +65,15 @@ cdef class QueueScan:
                  long long memory_limit, long long mem_bytes, int mem_count,
                  long long disk_bytes, int disk_count, long long max_bytes,
                  message_filter):
+        self._setup(offset, max_nums, max_phy, memory_limit, mem_bytes, mem_count, disk_bytes,
+                    disk_count, max_bytes, message_filter)
+
+    cdef int _setup(self, long long offset, int max_nums, long long max_phy,
+                    long long memory_limit, long long mem_bytes, int mem_count,
+                    long long disk_bytes, int disk_count, long long max_bytes,
+                    message_filter) except -1:
+        """``__init__``'s fields (``read_queue`` makes its scan with
+        ``__new__`` and this: no argument tuple of Python numbers)."""
         self.offset = offset
         self.max_nums = max_nums
         self.max_phy = max_phy
@@ -84,6 +95,7 @@ cdef class QueueScan:
         self.runs = []
         self.run_offsets = []
         self.run_counts = []
+        return 0
 
     def __dealloc__(self):
         free(self._sizes)
@@ -250,10 +262,11 @@ cdef c_read_queue(reader, cq, result, long long offset, int max_nums, max_bytes,
     view = (<tuple>buf)[0]
     cfg = reader.config
     memory_limit = reader._memory_limit
-    scan = QueueScan(offset, max_nums, max_phy, memory_limit,
-                     cfg.maxTransferBytesOnMessageInMemory, cfg.maxTransferCountOnMessageInMemory,
-                     cfg.maxTransferBytesOnMessageInDisk, cfg.maxTransferCountOnMessageInDisk,
-                     -1 if max_bytes is None else max_bytes, message_filter)
+    scan = QueueScan.__new__(QueueScan)
+    scan._setup(offset, max_nums, max_phy, memory_limit,
+                cfg.maxTransferBytesOnMessageInMemory, cfg.maxTransferCountOnMessageInMemory,
+                cfg.maxTransferBytesOnMessageInDisk, cfg.maxTransferCountOnMessageInDisk,
+                -1 if max_bytes is None else max_bytes, message_filter)
     limit = max(16000, <Py_ssize_t>max_nums * UNIT)
     n = len(view)
     if n < limit:
@@ -424,6 +437,16 @@ cdef long long max_offset(object cl) except? -1:
     return <long long>last.file_from_offset + read_position(last)
 
 
+cdef inline object dict_get(object d, object key):
+    """``d.get(key)``, without the method call for a plain dict (the keys
+    here, a topic's str or a queue id's int, hash without fail)."""
+    cdef PyObject *found
+    if type(d) is not dict:
+        return d.get(key)
+    found = PyDict_GetItem(d, key)
+    return None if found == NULL else <object>found
+
+
 cdef inline long long now_ms() noexcept nogil:
     """time.time_ns() // 1_000_000."""
     cdef timespec ts
@@ -461,8 +484,8 @@ cdef object c_read_messages(object store, object group, object topic, object que
         return _READ_MESSAGES(store, group, topic, queue_id, offset, max_msg_nums,
                               max_total_msg_size, message_filter)
     cdef long long max_phy = max_offset(store.commit_log)
-    qs = store.consume_queue_table.get(topic)
-    cq = qs.get(queue_id) if qs is not None else None
+    qs = dict_get(store.consume_queue_table, topic)
+    cq = dict_get(qs, queue_id) if qs is not None else None
     if type(cq) is not _CQ or (cq.ext is not None and message_filter is not None):
         return _READ_MESSAGES(store, group, topic, queue_id, offset, max_msg_nums,
                               max_total_msg_size, message_filter)

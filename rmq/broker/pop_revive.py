@@ -553,6 +553,9 @@ if _c is not None:
     PopReviveService.write_now = _c.write_now  # type: ignore[method-assign]
     PopReviveService.write_ck_now = _c.write_ck_now  # type: ignore[method-assign]
     PopReviveService.write_ack_now = _c.write_ack_now  # type: ignore[method-assign]
+    # the compiled pop and ack write their records of offsets in a C array
+    # through these when a service's write_ck_now / write_ack_now are still them
+    _c.bind_service(PopReviveService)
 
 
 def _record_props(tag: str, now: int) -> tuple[dict[str, str], str]:

@@ -63,6 +63,25 @@ def _records(bodies: list) -> list[tuple]:
     return out
 
 
+def _revive_records(controller, revive) -> list[tuple]:
+    """The revive topic's records as the pops and acks wrote them: queue,
+    offset, tag and body (their write time aside)."""
+    store = controller.message_store
+    out = []
+    for qid in range(revive.queue_num):
+        offset = 0
+        while True:
+            r = store.get_message("t", revive.topic, qid, offset, 32)
+            if r is None or not r.sizes:
+                break
+            for mv in r.message_buffers:
+                m = decode_message(bytes(mv))
+                out.append((qid, m.queue_offset, m.properties.get("TAGS"), m.body))
+            offset = r.next_begin_offset
+            r.release()
+    return out
+
+
 @contextlib.asynccontextmanager
 async def _broker(root, per_queue: int):
     """A broker controller on a fresh store under ``root``, its queues filled,
@@ -119,14 +138,16 @@ async def _run(tmp_path, name: str, now, tail) -> tuple:
         com = controller.consumer_offset_manager
         offsets = {q: com.query_offset(GROUP, TOPIC, q) for q in range(QUEUES)}
         offsets["retry"] = com.query_offset(GROUP, RETRY, 0)
-        return seen, offsets, sorted(revive.pending), staged_seen
+        return seen, offsets, sorted(revive.pending), staged_seen, _revive_records(controller,
+                                                                                   revive)
 
 
 @pytest.mark.timeout(120)
 async def test_pop_queue_compiled_and_twin_hand_out_and_leave_the_same(tmp_path):
     got = [await _run(tmp_path, name, now, tail) for name, now, tail in _impls()]
-    seen, _offsets, pending, staged = got[0]
+    seen, _offsets, pending, staged, records = got[0]
     assert sum(s[1] for s in seen) > 100 and len(pending) > 20 and staged > 3
+    assert len(records) > 20  # the checkpoints' records, byte for byte below
     assert any(s[4] for s in seen)  # orderly pops among them
     assert any(r[4] for s in seen for r in s[0])  # and redeliveries
     assert all(g == got[0] for g in got)
@@ -210,13 +231,14 @@ async def _ack_run(tmp_path, name: str, entry_now) -> tuple:
                 if decline:
                     del ctx.revive.write_now, ctx.revive.write_ack_now
         left = {k: sorted(v.left) for k, v in ctx.revive.pending.items()}
-        return answers, left
+        return answers, left, _revive_records(controller, ctx.revive)
 
 
 @pytest.mark.timeout(120)
 async def test_batch_ack_entry_compiled_and_twin_answer_and_apply_the_same(tmp_path):
     got = [await _ack_run(tmp_path, name, now) for name, now in _ack_impls()]
-    answers, left = got[0]
+    answers, left, records = got[0]
+    assert any(r[2] != "ck" for r in records)  # ack records among them, byte for byte below
     kinds = {None if a is None else len(a) for a in answers}
     assert kinds == {None, 2, 5} and len(left) < 60
     assert all(g == got[0] for g in got)
@@ -317,7 +339,9 @@ async def _lane_run(tmp_path, name: str, lane_pop, batch_ack_now) -> tuple:
         com = controller.consumer_offset_manager
         offsets = {q: com.query_offset(GROUP, TOPIC, q) for q in range(QUEUES)}
         left = sorted(sorted(v.left) for v in ctx.revive.pending.values())  # keys: pop times
-        return answers, acks, offsets, left
+        # the records of both (pop times differ: their keys and bodies hold them)
+        records = [(q, o, tag) for q, o, tag, _body in _revive_records(controller, ctx.revive)]
+        return answers, acks, offsets, left, records
 
 
 @pytest.mark.timeout(120)
@@ -341,7 +365,8 @@ async def test_lane_pop_and_batch_ack_compiled_and_twin_answer_the_same(tmp_path
         if c is not None:
             c.bind_lane(pm._lane_pop, pm.PopResult, pm.PopRequest, pm.pop_header,
                         pm.RC.SUCCESS, pm.RC.POLLING_TIMEOUT)
-    answers, acks, _offsets, _left = got[0]
+    answers, acks, _offsets, _left, records = got[0]
+    assert {"ck", "bAck"} <= {r[2] for r in records}
     if c is not None:  # the usual pops served in C, the rest by the twin
         assert 30 < len(handed) < 100, len(handed)
     codes = {None if a is None else a[0] for a in answers}

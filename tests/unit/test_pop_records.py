@@ -254,3 +254,32 @@ def test_checkpoint_body_of_offsets_is_the_body_of_their_diffs():
             continue
         for body in impls:
             assert body(*args[:2], offsets, *args[2:], so, "T") == want
+
+
+def test_ack_body_numbers_at_every_digit_count():
+    """``ack_body``'s numbers (the compiled one writes them two digits at a
+    time, their count from the bit length): every power of ten, one either
+    side of it and of each power of two, the ends of a long, as orjson writes
+    them."""
+    import orjson
+
+    from rmq._fast import compiled_or_none
+    from rmq.broker import pop_records as prec
+
+    impls = [prec._ack_body]
+    c = compiled_or_none("pop_records")
+    if c is not None:
+        impls.append(c.ack_body)
+    edges = {0, 1, 2**63 - 1, -2**63}
+    for k in range(19):
+        edges.update({10**k - 1, 10**k, 10**k + 1, -(10**k), -(10**k) + 1})
+    for k in range(63):
+        edges.update({2**k - 1, 2**k, 2**k + 1, -(2**k)})
+    values = sorted(v for v in edges if -2**63 <= v < 2**63)
+    for i in range(0, len(values), 32):
+        chunk = values[i:i + 32]
+        want = orjson.dumps({"aol": chunk, "c": "g", "pt": chunk[0], "q": chunk[-1],
+                             "so": chunk[len(chunk) // 2], "t": "t"})
+        for ack_body in impls:
+            assert ack_body(chunk, None, "g", chunk[0], chunk[-1], chunk[len(chunk) // 2],
+                            "t") == want
