@@ -21,6 +21,8 @@ record's size plus the header, and a blank (magic -1) ends the run, as
 from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.pythread cimport PyThread_get_thread_ident
+from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
+from cpython.unicode cimport PyUnicode_DecodeASCII
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
 from libc.string cimport memcmp, memset
 from rmq._fast.byteorder cimport put32, put64, get32, get64, get16
@@ -197,8 +199,10 @@ def dispatch_run(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, const
 
 
 cdef struct WQ:
-    # a queue of a walk: its topic and id, its consume queue file, what the walk wrote
-    const uint8_t* tp        # the topic's bytes (in ``name``)
+    # a queue of a walk: its topic and id, its consume queue file, what the walk wrote;
+    # for the store's table (``reput_walk``) also its ConsumeQueue, tail MappedFile
+    # and topic str, owned references dropped by ``_release``
+    const uint8_t* tp        # the topic's bytes (in ``name`` or, for the table, the walked buffer)
     Py_ssize_t tlen
     int32_t qid, topic_hash
     Py_buffer cq
@@ -206,6 +210,9 @@ cdef struct WQ:
     Py_ssize_t cq_pos
     int64_t cq_base, max_phy, count, size
     Step last
+    PyObject* cq_obj
+    PyObject* mf_obj
+    PyObject* topic_obj
 
 
 def dispatch_walk(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, queue_of, index,
@@ -217,94 +224,17 @@ def dispatch_walk(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, queu
     walk stops at.  Returns ``(pos, queues)``: the position reached and, per
     queue written, ``(token, cq_pos, count, max_physic_offset, (queue_offset,
     tags_code, store_ts) of its last record, bytes of its records)``."""
-    return _walk(buf, pos, limit, queue_of, None, index, max_slots, max_index, entry_header)
-
-
-cdef tuple _store_queue(table, bytes name, int32_t qid):
-    """``ReputMixin._walk_queue`` without its Python frame: the queue's
-    consume-queue file from the store's table (token ``(cq, mf, topic,
-    queue id)``), None when its entry must go the per-record way."""
-    topic = name.decode()
-    # the store's tables are plain dicts: read them without a method call
-    # (``.get`` through the method protocol costs ~450 instructions a look-up)
-    qs = (<dict>table).get(topic) if type(table) is dict else table.get(topic)
-    if qs is None:
-        return None
-    cq = (<dict>qs).get(qid) if type(qs) is dict else qs.get(qid)
-    if cq is None:
-        return None
-    mf = cq.tail_file
-    if mf is None:
-        return None
-    wrote = mf.wrote_position
-    if wrote >= cq.file_size:
-        return None
-    return ((cq, mf, topic, qid), mf.view, wrote, mf.file_from_offset, cq.max_physic_offset)
-
-
-cdef tuple _walk(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, queue_of, table, index,
-                 long long max_slots, long long max_index, Py_ssize_t entry_header):
-    """``dispatch_walk``; with ``queue_of`` None each queue is looked up in
-    the store's consume-queue ``table`` (``_store_queue``)."""
     if pos < 0 or limit > buf.shape[0] or entry_header < 0:
         raise ValueError("bad dispatch range")
     cdef Py_buffer iv
     cdef uint8_t *ix = index_of(index, &iv, max_slots, max_index)
-    cdef const uint8_t *b = &buf[0] if buf.shape[0] else NULL
     cdef WQ qs[MAX_WALK_QUEUES]
     cdef WQ* q
-    cdef int nq = 0, i, k
-    cdef int32_t qid
-    cdef const uint8_t* tp
-    cdef Py_ssize_t tlen, nxt
-    cdef Step s
+    cdef int nq = 0, i
     tokens = []
     try:
-        while head(b, pos, limit, entry_header, &qid, &tp, &tlen):
-            q = NULL
-            for i in range(nq):
-                if qs[i].qid == qid and qs[i].tlen == tlen and memcmp(qs[i].tp, tp, tlen) == 0:
-                    q = &qs[i]
-                    break
-            if q == NULL:
-                if nq == MAX_WALK_QUEUES:
-                    break
-                for k in range(tlen):
-                    if tp[k] >= 0x80:
-                        break
-                else:
-                    k = -1
-                if k >= 0:
-                    break
-                name = PyBytes_FromStringAndSize(<const char*>tp, tlen)
-                found = queue_of(name, qid) if queue_of is not None else \
-                    _store_queue(table, name, qid)
-                if found is None:
-                    break
-                q = &qs[nq]
-                memset(q, 0, sizeof(WQ))  # (only the queues met: a walk meets a few)
-                PyObject_GetBuffer(found[1], &q.cq, PyBUF_WRITABLE)
-                q.held = True
-                nq += 1
-                tokens.append((found[0], name))
-                q.tp = <const uint8_t*><char*>name
-                q.tlen = tlen
-                q.qid = qid
-                q.topic_hash = ascii_hash(0, tp, tlen)
-                q.cq_pos = found[2]
-                q.cq_base = found[3]
-                q.max_phy = found[4]
-                if q.cq_pos < 0 or q.cq_pos > q.cq.len or q.cq_pos % 20:
-                    raise ValueError("bad dispatch range")
-            nxt = step(b, pos, limit, entry_header, q.tp, q.tlen, q.topic_hash, q.qid,
-                       <uint8_t*>q.cq.buf, &q.cq_pos, q.cq.len, q.cq_base, &q.max_phy, ix,
-                       max_slots, max_index, &s)
-            if nxt < 0:
-                break
-            pos = nxt
-            q.count += 1
-            q.size += s.size
-            q.last = s
+        pos = _walk(buf, pos, limit, queue_of, None, ix, max_slots, max_index, entry_header,
+                    qs, &nq, tokens)
         out = []
         for i in range(nq):
             q = &qs[i]
@@ -313,11 +243,125 @@ cdef tuple _walk(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, queue
                             (q.last.qoff, q.last.tags_code, q.last.store_ts), q.size))
         return pos, out
     finally:
-        for i in range(nq):
-            if qs[i].held:
-                PyBuffer_Release(&qs[i].cq)
+        _release(qs, nq)
         if ix != NULL:
             PyBuffer_Release(&iv)
+
+
+cdef void _release(WQ* qs, int nq) noexcept:
+    """Drop what a walk's queues hold: their files' buffers and objects."""
+    cdef int i
+    for i in range(nq):
+        if qs[i].held:
+            PyBuffer_Release(&qs[i].cq)
+            qs[i].held = False
+        Py_XDECREF(qs[i].cq_obj)
+        Py_XDECREF(qs[i].mf_obj)
+        Py_XDECREF(qs[i].topic_obj)
+        qs[i].cq_obj = qs[i].mf_obj = qs[i].topic_obj = NULL
+
+
+cdef bint _store_queue(table, const uint8_t* tp, Py_ssize_t tlen, int32_t qid, WQ* q) except -1:
+    """``ReputMixin._walk_queue`` without its Python frame or tuples: the
+    queue's consume-queue file from the store's table put into ``q`` (its
+    buffer held, the queue, file and topic referenced), False when its entry
+    must go the per-record way."""
+    topic = PyUnicode_DecodeASCII(<const char*>tp, tlen, NULL)
+    # the store's tables are plain dicts: read them without a method call
+    # (``.get`` through the method protocol costs ~450 instructions a look-up)
+    qs = (<dict>table).get(topic) if type(table) is dict else table.get(topic)
+    if qs is None:
+        return False
+    cq = (<dict>qs).get(qid) if type(qs) is dict else qs.get(qid)
+    if cq is None:
+        return False
+    mf = cq.tail_file
+    if mf is None:
+        return False
+    wrote = mf.wrote_position
+    if wrote >= cq.file_size:
+        return False
+    q.cq_pos = wrote
+    q.cq_base = mf.file_from_offset
+    q.max_phy = cq.max_physic_offset
+    PyObject_GetBuffer(mf.view, &q.cq, PyBUF_WRITABLE)
+    q.held = True
+    Py_INCREF(cq)
+    q.cq_obj = <PyObject*>cq
+    Py_INCREF(mf)
+    q.mf_obj = <PyObject*>mf
+    Py_INCREF(topic)
+    q.topic_obj = <PyObject*>topic
+    return True
+
+
+cdef Py_ssize_t _walk(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, queue_of, table,
+                      uint8_t* ix, long long max_slots, long long max_index,
+                      Py_ssize_t entry_header, WQ* qs, int* nq_out, list tokens) except -1:
+    """The walk of ``dispatch_walk`` and ``reput_walk`` into ``qs`` (``*nq_out``
+    queues, to be ``_release``d by the caller): with ``queue_of`` each queue
+    is asked for through it (its token and name kept in ``tokens``), with
+    ``queue_of`` None it is looked up in the store's consume-queue ``table``
+    (``_store_queue``).  Returns the position reached."""
+    if pos < 0 or limit > buf.shape[0] or entry_header < 0:
+        raise ValueError("bad dispatch range")
+    cdef const uint8_t *b = &buf[0] if buf.shape[0] else NULL
+    cdef WQ* q
+    cdef int i, k
+    cdef int32_t qid
+    cdef const uint8_t* tp
+    cdef Py_ssize_t tlen, nxt
+    cdef Step s
+    while head(b, pos, limit, entry_header, &qid, &tp, &tlen):
+        q = NULL
+        for i in range(nq_out[0]):
+            if qs[i].qid == qid and qs[i].tlen == tlen and memcmp(qs[i].tp, tp, tlen) == 0:
+                q = &qs[i]
+                break
+        if q == NULL:
+            if nq_out[0] == MAX_WALK_QUEUES:
+                break
+            for k in range(tlen):
+                if tp[k] >= 0x80:
+                    break
+            else:
+                k = -1
+            if k >= 0:
+                break
+            q = &qs[nq_out[0]]
+            memset(q, 0, sizeof(WQ))  # (only the queues met: a walk meets a few)
+            nq_out[0] += 1
+            if queue_of is None:
+                if not _store_queue(table, tp, tlen, qid, q):
+                    break
+                q.tp = tp  # (the walked buffer outlives the walk)
+            else:
+                name = PyBytes_FromStringAndSize(<const char*>tp, tlen)
+                found = queue_of(name, qid)
+                if found is None:
+                    break
+                PyObject_GetBuffer(found[1], &q.cq, PyBUF_WRITABLE)
+                q.held = True
+                tokens.append((found[0], name))
+                q.tp = <const uint8_t*><char*>name
+                q.cq_pos = found[2]
+                q.cq_base = found[3]
+                q.max_phy = found[4]
+            q.tlen = tlen
+            q.qid = qid
+            q.topic_hash = ascii_hash(0, tp, tlen)
+            if q.cq_pos < 0 or q.cq_pos > q.cq.len or q.cq_pos % 20:
+                raise ValueError("bad dispatch range")
+        nxt = step(b, pos, limit, entry_header, q.tp, q.tlen, q.topic_hash, q.qid,
+                   <uint8_t*>q.cq.buf, &q.cq_pos, q.cq.len, q.cq_base, &q.max_phy, ix,
+                   max_slots, max_index, &s)
+        if nxt < 0:
+            break
+        pos = nxt
+        q.count += 1
+        q.size += s.size
+        q.last = s
+    return pos
 
 
 cdef object _log = logging.getLogger("store")
@@ -326,13 +370,22 @@ cdef object _log = logging.getLogger("store")
 def reput_walk(store, const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, bint notify):
     """``rmq.store.reput._reput_walk`` in one call: a reput's records from
     ``pos`` dispatched by one walk over the store's consume queues (looked
-    up here, not by a Python callback per queue), the queues' files and
-    maximum offsets moved, the index room kept for the keys used, the
-    checkpoint's logics timestamp set and the arrival listener told (the
-    store's runs listener in one call on the loop's thread, else
-    ``store._notify_runs``).  Returns where the per-record path resumes."""
+    up here, not by a Python callback per queue, and kept in C structs for
+    the walk: no tuple per queue), the queues' files and maximum offsets
+    moved, the index room kept for the keys used, the checkpoint's logics
+    timestamp set and the arrival listener told (the store's runs listener
+    in one call on the loop's thread, else ``store._notify_runs``).  Returns
+    where the per-record path resumes."""
+    if pos < 0 or limit > buf.shape[0]:
+        raise ValueError("bad dispatch range")
     cdef Py_ssize_t used = 0, new_pos
     cdef const uint8_t[::1] counted
+    cdef Py_buffer iv
+    cdef uint8_t *ix = NULL
+    cdef WQ qs[MAX_WALK_QUEUES]
+    cdef WQ* q
+    cdef int nq = 0, i
+    cdef int64_t latest = 0
     cfg = store.config
     index = None
     if cfg.messageIndexEnable:
@@ -342,24 +395,37 @@ def reput_walk(store, const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, 
         index = f.mf.view
         counted = index
         used = <int32_t>get32(&counted[0] + 36)
-    new_pos, queues = _walk(buf, pos, limit, None, store.consume_queue_table, index,
-                            cfg.maxHashSlotNum, cfg.maxIndexNum, store.commit_log.entry_header)
-    if not queues:
+    ix = index_of(index, &iv, cfg.maxHashSlotNum, cfg.maxIndexNum)
+    runs = None
+    try:
+        new_pos = _walk(buf, pos, limit, None, store.consume_queue_table, ix,
+                        cfg.maxHashSlotNum, cfg.maxIndexNum, store.commit_log.entry_header,
+                        qs, &nq, None)
+        for i in range(nq):
+            q = &qs[i]
+            if not q.count:
+                continue
+            if runs is None:
+                runs = []
+            mf = <object>q.mf_obj
+            mf.wrote_position = q.cq_pos
+            mf.committed_position = q.cq_pos
+            (<object>q.cq_obj).max_physic_offset = q.max_phy
+            if q.last.store_ts > latest:
+                latest = q.last.store_ts
+            runs.append((<object>q.topic_obj, q.qid, q.last.qoff + 1, q.last.tags_code,
+                         q.last.store_ts, q.count, q.size, 1, None))
+    finally:
+        _release(qs, nq)
+        if ix != NULL:
+            PyBuffer_Release(&iv)
+    if runs is None:
         return new_pos
     if index is not None:
-        ix = store.index_service
-        if ix.promised:
-            ix.promised = max(0, ix.promised - (<int32_t>get32(&counted[0] + 36) - used))
-    latest = 0
-    runs = []
-    for (cq, mf, topic, queue_id), cq_pos, count, max_phy, last, size in queues:
-        mf.wrote_position = cq_pos
-        mf.committed_position = cq_pos
-        cq.max_physic_offset = max_phy
-        qoff, tags_code, store_ts = last
-        if store_ts > latest:
-            latest = store_ts
-        runs.append((topic, queue_id, qoff + 1, tags_code, store_ts, count, size, 1, None))
+        ix_service = store.index_service
+        if ix_service.promised:
+            ix_service.promised = max(0, ix_service.promised -
+                                      (<int32_t>get32(&counted[0] + 36) - used))
     store.checkpoint.logics_msg_timestamp = latest
     if notify:
         listener = store.message_runs_listener

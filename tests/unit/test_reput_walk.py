@@ -119,3 +119,57 @@ def test_reput_walk_without_an_index_file_leaves_the_records(impl) -> None:
     buf = _log(0, True)
     assert impl(store, memoryview(buf), 0, len(buf), True) == 0
     assert store.told == []
+
+
+def _recreated(store: _Store, topic: str, drop: bool) -> dict:
+    """Delete ``topic``'s queues between two walks and, unless ``drop``,
+    create them again: new queue objects with new files, positioned where
+    the old ones stopped (as a recreated topic's queues after their files
+    were loaded).  Returns the old queues' file bytes and write positions."""
+    old = store.consume_queue_table.pop(topic)
+    if not drop:
+        fresh = {}
+        for qid, cq in old.items():
+            was = cq.tail_file
+            mf = SimpleNamespace(wrote_position=was.wrote_position,
+                                 committed_position=was.committed_position,
+                                 view=bytearray(len(was.view)),
+                                 file_from_offset=was.file_from_offset)
+            fresh[qid] = SimpleNamespace(tail_file=mf, file_size=cq.file_size,
+                                         max_physic_offset=cq.max_physic_offset)
+        store.consume_queue_table[topic] = fresh
+    return {qid: (bytes(cq.tail_file.view), cq.tail_file.wrote_position)
+            for qid, cq in old.items()}
+
+
+@pytest.mark.parametrize("drop", [False, True])
+def test_reput_walk_sees_a_topic_recreated_between_walks(drop: bool) -> None:
+    """Nothing of a queue outlives its walk: after a topic is deleted (and
+    recreated with new queue files) between two walks, the next walk writes
+    into the new files, or stops at the deleted topic's first record, and
+    never into the old ones; both implementations alike."""
+    buf = _log(48, True)
+    outs = []
+    for impl in IMPLS:
+        store = _Store(48, True, True, True, None)
+        half = impl(store, memoryview(buf), 0, len(buf) // 2, True)
+        assert 0 < half < len(buf)
+        old = _recreated(store, "Topic", drop)
+        end = impl(store, memoryview(buf), half, len(buf), True)
+        outs.append((half, end, store.state(), old))
+    assert all(o == outs[0] for o in outs)
+    half, end, (qs, _ib, _promised, _latest, told), old = outs[0]
+    if drop:
+        assert end < len(buf)
+        assert ("Topic", 3) not in qs
+    else:
+        assert end == len(buf)
+        for qid in (3, 1):
+            wrote, committed, view, _max = qs[("Topic", qid)]
+            assert wrote == committed == 140 + 20 * 20
+            old_view, start = old[qid]  # (where the first walk stopped)
+            assert 140 < start < wrote
+            assert view[:start] == bytes(start)  # the new file got the second walk's alone
+            assert view[start:wrote] != bytes(wrote - start)
+            assert old_view[start:] == bytes(len(old_view) - start)  # the old one nothing more
+        assert {n[:3] for n in told[-1]} >= {("Topic", 3, 27), ("Topic", 1, 27)}
