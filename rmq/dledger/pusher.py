@@ -53,7 +53,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("rmq.dledger")
 
 _SUCCESS = int(Code.SUCCESS)
-_LEADER = Role.LEADER
 
 MAX_PENDING = 1000  # pushes in flight per follower (EntryDispatcher.maxPendingSize)
 IDLE_S = 0.05
@@ -599,17 +598,7 @@ class _Acked(FrameWait):
                     index = -1
                 d.pending.pop(index, None)
                 pusher = d.pusher
-                # update_water_mark, inline: once per follower's answer
-                last = index + self.count - 1
-                peer = d.peer
-                marks = pusher.water_marks.get(term)
-                if marks is None:
-                    marks = pusher._marks(term)
-                if marks[peer] < last:
-                    marks[peer] = last
-                    ms = pusher.ms
-                    if ms.role is _LEADER and term == ms.curr_term:
-                        pusher._check_quorum(marks)
+                pusher.update_water_mark(term, d.peer, index + self.count - 1)
                 if d.write_index <= pusher.store.ledger_end_index:
                     d.wake.set()  # (pushes held back: MAX_PENDING in flight)
             elif code == Code.INCONSISTENT_STATE and d.state == PushType.APPEND:
