@@ -590,12 +590,19 @@ class DLedgerMmapFileStore:
 
     def update_committed_index(self, term: int, index: int) -> None:
         """Move the committed index up (never past this node's last entry)."""
-        if index == -1 or self.ledger_end_index == -1 or term < self.member_state.curr_term:
+        end = self.ledger_end_index
+        if index == -1 or end == -1 or term < self.member_state.curr_term:
             return
-        index = min(index, self.ledger_end_index)
+        if index > end:
+            index = end
         if index <= self.committed_index:
             return
-        self.committed_pos = self._end_of(index)
+        # (the leader's commit, once per follower's answer: its kept entry, read inline)
+        kept = self._recent.get(index)
+        if kept is not None and index >= self.ledger_begin_index:
+            self.committed_pos = kept.pos + kept.size
+        else:
+            self.committed_pos = self._end_of(index)
         self.committed_index = index
 
     def _end_of(self, index: int) -> int:

@@ -52,6 +52,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("rmq.dledger")
 
+_SUCCESS = int(Code.SUCCESS)
+
 MAX_PENDING = 1000  # pushes in flight per follower (EntryDispatcher.maxPendingSize)
 IDLE_S = 0.05
 
@@ -160,18 +162,24 @@ class AckGroup:
 class EntryPusher:
     def __init__(self, config: DLedgerConfig, member_state: MemberState,
                  store: DLedgerMmapFileStore, rpc: PeerRpc,
-                 on_committed: Callable[[int], None]) -> None:
-        """``on_committed(index)``: told each time the committed index moves."""
+                 commit_listeners: list[Callable[[int], None]]) -> None:
+        """``commit_listeners``: each told ``listener(index)`` each time the
+        committed index moves (the list is shared: listeners added to it
+        later are told too)."""
         self.rpc = rpc
         self.ms = member_state
         self.store = store
         self.config = config
-        self.on_committed = on_committed
+        self.commit_listeners = commit_listeners
         self.water_marks: dict[int, dict[str, int]] = {}  # term -> peer -> acknowledged index
         self.waiters: deque[AckGroup] = deque()  # by index; older terms are failed first
         self._open: AckGroup | None = None  # the group later puts may join
         self.dispatchers = {peer: PeerDispatcher(self, peer) for peer in self.ms.others()}
         self._push_soon = False  # a push round is scheduled for this loop turn
+        # during a push round, the entries the last push carried ([] before
+        # the first; the next follower at the same index pushes the same
+        # ones); None outside a round
+        self._round_run: list[Entry] | None = None
         self.handler = FollowerHandler(self)
         self._timer: asyncio.Task | None = None
 
@@ -208,21 +216,29 @@ class EntryPusher:
             if ms.role is Role.LEADER and term == ms.curr_term:
                 self._check_quorum(marks)
 
+    def on_committed(self, index: int) -> None:
+        """Tell the commit listeners that the committed index moved to ``index``."""
+        for listener in self.commit_listeners:
+            listener(index)
+
     def water_mark(self, term: int, peer: str) -> int:
         return self._marks(term)[peer]
 
     def _check_quorum(self, own: dict[str, int] | None = None) -> None:
         """Commit the median water mark and settle the groups it covers
-        (``own``: the current term's marks, when the caller has them)."""
+        (``own``: the current term's marks, when the caller has them).
+        Runs once per follower's answer on the leader, so it reads each
+        attribute once and calls the commit listeners itself."""
         ms, store = self.ms, self.store
         term = ms.curr_term
         if own is None:
             own = self._marks(term)
         end = store.ledger_end_index
-        if own[ms.self_id] < end:
-            own[ms.self_id] = end
+        self_id = ms.self_id
+        if own[self_id] < end:
+            own[self_id] = end
         marks = sorted(own.values(), reverse=True)
-        quorum_index = marks[len(marks) // 2]
+        quorum_index = marks[len(marks) >> 1]
         before = store.committed_index
         if quorum_index > before:
             store.update_committed_index(term, quorum_index)
@@ -232,8 +248,10 @@ class EntryPusher:
             if group is self._open:
                 self._open = None
             group.settle(None if group.term == term else Code.TERM_CHANGED)
-        if store.committed_index != before:
-            self.on_committed(store.committed_index)
+        committed = store.committed_index
+        if committed != before:
+            for listener in self.commit_listeners:
+                listener(committed)
 
     # ---- appends on the leader ------------------------------------------------
     def pending_full(self) -> bool:
@@ -300,9 +318,15 @@ class EntryPusher:
             asyncio.get_running_loop().call_soon(self._push_round)
 
     def _push_round(self) -> None:
+        """Each dispatcher's ``push_now``; followers level with each other
+        push the same entries, read once for the round (``_round_run``)."""
         self._push_soon = False
-        for d in self.dispatchers.values():
-            d.push_now()
+        self._round_run = []
+        try:
+            for d in self.dispatchers.values():
+                d.push_now()
+        finally:
+            self._round_run = None
 
     def _fail_waiters(self, which: Callable[[AckGroup], bool], code: int,
                       why: str = "") -> None:
@@ -435,7 +459,13 @@ class PeerDispatcher:
         pusher = self.pusher
         store, config = pusher.store, pusher.config
         batch = config.enable_batch_push
-        entries = store.kept_run(index, config.max_batch_push_size if batch else 0)
+        run = pusher._round_run
+        if run and run[0].index == index:
+            entries = run
+        else:
+            entries = store.kept_run(index, config.max_batch_push_size if batch else 0)
+            if run is not None:
+                pusher._round_run = entries
         pusher._open = None
         after = index + len(entries)
         self.pending[index] = self.last_push_commit = time.monotonic() * 1000
@@ -548,7 +578,7 @@ class _Acked(FrameWait):
 
     def __init__(self, dispatcher: PeerDispatcher, count: int) -> None:
         self.dispatcher = dispatcher
-        self.count = count
+        self.count = count if count > 1 else 1
         self.told = False
 
     def tell(self, body) -> None:
@@ -563,12 +593,12 @@ class _Acked(FrameWait):
                     return
             code, term, index = answer
             d = self.dispatcher
-            if code == Code.SUCCESS:
+            if code == _SUCCESS:
                 if index is None:
                     index = -1
                 d.pending.pop(index, None)
                 pusher = d.pusher
-                pusher.update_water_mark(term, d.peer, index + max(self.count, 1) - 1)
+                pusher.update_water_mark(term, d.peer, index + self.count - 1)
                 if d.write_index <= pusher.store.ledger_end_index:
                     d.wake.set()  # (pushes held back: MAX_PENDING in flight)
             elif code == Code.INCONSISTENT_STATE and d.state == PushType.APPEND:

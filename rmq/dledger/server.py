@@ -77,9 +77,9 @@ class DLedgerServer:
         self.rpc = PeerRpc(self.member_state.peer_map)
         self.remoting: RemotingServer | None = None
         self.elector = LeaderElector(config, self.member_state, self.rpc)
-        self.pusher = EntryPusher(config, self.member_state, self.store, self.rpc,
-                                  self.on_committed)
         self.commit_listeners: list[Callable[[int], None]] = []
+        self.pusher = EntryPusher(config, self.member_state, self.store, self.rpc,
+                                  self.commit_listeners)
         self.elector.role_handlers.append(self._on_role)
         self.elector.role_handlers.append(self._take_leadership_check)
         self._take_leadership: tuple[int, asyncio.Future] | None = None
@@ -133,10 +133,6 @@ class DLedgerServer:
             raise DLedgerError(Code.LEADER_PENDING_FULL)
         entry = self.store.append_as_leader(body)
         return await self.pusher.wait_ack(entry)
-
-    def on_committed(self, index: int) -> None:
-        for listener in self.commit_listeners:
-            listener(index)
 
     def _on_role(self, term: int, role: Role) -> None:
         self.pusher.on_role_change()

@@ -102,6 +102,24 @@ def test_append_read_and_recover_across_files(tmp_path):
     again.shutdown()
 
 
+def test_committed_position_from_a_kept_entry_or_the_files(tmp_path):
+    """The leader's commit reads a kept entry's end inline; the same end as
+    an entry read from the files, and the index never moves back or past the
+    ledger's end."""
+    store = _store(tmp_path, data_size=1 << 20)
+    entries = [store.append_as_leader(b"x" * (10 + i)) for i in range(8)]
+    store.update_committed_index(1, 3)
+    assert (store.committed_index, store.committed_pos) == (3, entries[3].pos + entries[3].size)
+    store._forget_recent()  # the next one from the index unit and the record's header
+    store.update_committed_index(1, 5)
+    assert (store.committed_index, store.committed_pos) == (5, entries[5].pos + entries[5].size)
+    store.update_committed_index(1, 4)  # never back
+    assert store.committed_index == 5
+    store.update_committed_index(1, 99)  # never past the end
+    assert (store.committed_index, store.committed_pos) == (7, entries[7].pos + entries[7].size)
+    store.shutdown()
+
+
 def test_recovery_rebuilds_a_lost_index_and_cuts_a_torn_record(tmp_path):
     store = _store(tmp_path, data_size=1 << 20)
     for i in range(20):
