@@ -388,6 +388,14 @@ class Background:
             self.proc.communicate()
 
 
+def assert_ok(results: list[dict]) -> None:
+    """Every driver result ok; else the failures' errors and stderr tails in
+    the message (a consumer that fails at its stop says why)."""
+    bad = [{"error": r.get("error"), "stderr": r.get("stderr", "")[-1500:]}
+           for r in results if not r["ok"]]
+    assert not bad, bad
+
+
 def _result(returncode: int, stdout: str, stderr: str) -> dict:
     lines = [x for x in stdout.splitlines() if x.startswith("{")]
     if returncode != 0 or not lines:

@@ -13,7 +13,14 @@ import pytest
 from rmq.acl import AclClientRPCHook, SessionCredentials
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.remoting import RemotingClient, RemotingCommand
-from tests.interop.harness import Cluster, CppRunner, OnsRunner, PushGroup, ensure_node_clients
+from tests.interop.harness import (
+    Cluster,
+    CppRunner,
+    OnsRunner,
+    PushGroup,
+    assert_ok,
+    ensure_node_clients,
+)
 from tests.interop.messages import text_message
 
 pytestmark = pytest.mark.timeout(150)
@@ -95,7 +102,7 @@ def test_signed_cpp_clients_produce_and_consume(acl):
     assert all(r["ok"] and r["status"] == "OK" for r in results), results
     group = PushGroup(cpp, "cgCppAcl", "TopicCppAcl", credentials=USER)
     got = group.wait_for(lambda rs: {r["keys"] for r in rs} >= set(keys), timeout=60)
-    assert all(r["ok"] for r in group.stop())
+    assert_ok(group.stop())
     assert {r["keys"] for r in got} == set(keys)
     r = admin_call(c, RequestCode.QUERY_CONSUMER_OFFSET,
                    {"consumerGroup": "cgCppAcl", "topic": "TopicCppAcl", "queueId": "0"})
@@ -157,7 +164,7 @@ def test_ali_ons_signs_with_access_key_id_and_secret(acl):
         assert sent["ok"] and all(r["ok"] for r in sent["results"]), sent
         group = PushGroup(ons, "cgCppAcl", "TopicCppAcl", credentials=USER)
         got = group.wait_for(lambda rs: {r["keys"] for r in rs} >= set(keys), timeout=60)
-        assert all(r["ok"] for r in group.stop())
+        assert_ok(group.stop())
         assert {r["keys"] for r in got} == set(keys)
         # a wrong secret: the producer's start (its heartbeat) already fails
         res = ons.run({"op": "produce", "credentials": dict(USER, secret_key="notTheSecret"),

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from rmq.common.topics import retry_topic
-from tests.interop.harness import PushGroup
+from tests.interop.harness import PushGroup, assert_ok
 from tests.interop.messages import body_lengths, check_received, mixed_set
 
 pytestmark = pytest.mark.timeout(120)
@@ -67,7 +67,7 @@ def test_tag_subscription_filters(cluster, cpp):
     group = PushGroup(cpp, "cg_tags", "TopicTags", expression="TagB || TagBin",
                       body_len=body_lengths(msgs))
     got = group.wait_for(lambda rs: len(rs) >= len(wanted), settle=2.0)
-    assert all(r["ok"] for r in group.stop())
+    assert_ok(group.stop())
     assert sorted(r["keys"] for r in got) == sorted(m["keys"] for m in wanted)
     assert_content(msgs, got)
     cpp.assert_clean_logs()
@@ -85,7 +85,7 @@ def test_reconsume_later_comes_back_through_the_retry_topic(cluster, cpp):
     group.wait_members(1)
     produce(cpp, msgs[1:])
     got = group.wait_for(lambda rs: len(final_deliveries(rs)) >= len(msgs), timeout=60)
-    assert all(r["ok"] for r in group.stop())
+    assert_ok(group.stop())
     accepted = final_deliveries(got)
     assert sorted(r["keys"] for r in accepted) == sorted(m["keys"] for m in msgs)
     assert_content(msgs, accepted)

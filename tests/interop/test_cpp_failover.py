@@ -21,7 +21,7 @@ from rmq.client import ClientConfig, ConsumeFromWhere, ConsumerConfig, ConsumeSt
 from rmq.client.headers import PULL_FLAG_SUBSCRIPTION, pull_header, send_header_v2
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.testing.procs import RmqProcess, free_port
-from tests.interop.harness import Cluster, CppRunner, PushGroup
+from tests.interop.harness import Cluster, CppRunner, PushGroup, assert_ok
 from tests.interop.messages import body_lengths, text_message
 
 # run once, as the whole interop suite: the slave's store paths run in both builds in test_ha*
@@ -152,7 +152,7 @@ def test_consumers_read_from_the_slave_while_the_sync_master_is_down(cluster_fac
         during = [text_message(TOPIC, f"d-{i}") for i in range(40)]
         after = [text_message(TOPIC, f"z-{i}") for i in range(12)]
         lengths = body_lengths(before + during + after)
-        assert all(r["ok"] for r in cpp.run({"op": "produce", "messages": before})["results"])
+        assert_ok(cpp.run({"op": "produce", "messages": before})["results"])
         group = PushGroup(cpp, "cg_failover", TOPIC, body_len=lengths, max_s=280)
         group.wait_members(1)
         py = PyConsumer(cluster.namesrv_addr, "cg_failover_py")
@@ -205,7 +205,7 @@ def test_consumers_read_from_the_slave_while_the_sync_master_is_down(cluster_fac
         cluster.recovered()
         slave.wait_in_sync()
         assert py.error is None, py.error
-        assert all(r["ok"] for r in group.stop())
+        assert_ok(group.stop())
     finally:
         if py is not None:
             py.stop()

@@ -20,7 +20,7 @@ import pytest
 from rmq.common import fastjson
 from rmq.common.topics import retry_topic
 from rmq.testing.wait import wait_until_blocking
-from tests.interop.harness import PushGroup
+from tests.interop.harness import PushGroup, assert_ok
 from tests.interop.messages import body_lengths, check_received, mixed_set, text_message
 
 TOPIC = "TopicRestart"
@@ -81,7 +81,7 @@ def test_clients_survive_a_broker_restart(cluster, cpp, kind):
     got_tags = tags.wait_for(lambda rs: len({r["keys"] for r in rs}) >= len(wanted_tags),
                              timeout=60)
     cluster.recovered()  # both groups have everything: the restart is behind them
-    assert all(r["ok"] for r in main.stop() + tags.stop())
+    assert_ok(main.stop() + tags.stop())
 
     # nothing lost, content intact, the failed one redelivered through the retry topic
     counts = Counter(r["keys"] for r in accepted(got))
@@ -134,7 +134,7 @@ def test_clients_survive_a_broker_restart(cluster, cpp, kind):
     assert cpp.run({"op": "produce", "messages": [last]})["results"][0]["ok"]
     resumed = again.wait_for(lambda rs: any(r["keys"] == "c-last" for r in rs), settle=2.0)
     cluster.recovered()
-    assert all(r["ok"] for r in again.stop())
+    assert_ok(again.stop())
     assert [r["keys"] for r in resumed if r["reconsume_times"] == 0] == ["c-last"]
     if kind == "clean":
         assert [r["keys"] for r in resumed] == ["c-last"]
