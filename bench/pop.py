@@ -172,6 +172,8 @@ async def redelivery_lateness(c: Cluster, rounds: int) -> dict:
     finally:
         await client.close()
     late.sort()
+    if not late:  # --revive-rounds 0: not measured
+        return {"rounds": 0}
     return {"rounds": rounds, "late_ms_min": round(late[0], 1),
             "late_ms_median": round(late[len(late) // 2], 1), "late_ms_max": round(late[-1], 1)}
 
