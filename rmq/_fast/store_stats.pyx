@@ -72,10 +72,7 @@ cdef class PutCounters:
         return 0
 
     def on_put(self, topic, long long count, long long size, long long elapsed_ms):
-        self.put_message_times_total += count
-        self.put_message_size_total += size
-        _add(self.topic_put_nums, topic, count)
-        _add(self.topic_put_size, topic, size)
+        self.count_puts(topic, count, size, 0)
         self.latency[_bucket(elapsed_ms)] += 1
         if elapsed_ms > self.put_message_entire_time_max:
             self.put_message_entire_time_max = elapsed_ms

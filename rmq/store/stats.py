@@ -44,10 +44,7 @@ class PutCounters:
         self.topic_put_size: dict[str, int] = {}
 
     def on_put(self, topic: str, count: int, size: int, elapsed_ms: int) -> None:
-        self.put_message_times_total += count
-        self.put_message_size_total += size
-        self.topic_put_nums[topic] = self.topic_put_nums.get(topic, 0) + count
-        self.topic_put_size[topic] = self.topic_put_size.get(topic, 0) + size
+        self.on_puts(topic, count, size, 0)
         self.put_latency[_bucket(elapsed_ms)] += 1
         if elapsed_ms > self.put_message_entire_time_max:
             self.put_message_entire_time_max = elapsed_ms
