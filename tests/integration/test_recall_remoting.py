@@ -39,6 +39,8 @@ async def test_timer_send_answers_a_recall_handle_that_recalls_it(cluster):
     c = cluster
     await c.create_topic(TOPIC, 1)
     due = int(time.time() * 1000) + 2500
+    if due % 100 == 0:  # a due time on a 100 ms boundary belongs to the slot before
+        due += 1
     answers = {}
     for body in ("keep", "recall"):
         r = await send(c, TOPIC, body.encode(), 0, props(
