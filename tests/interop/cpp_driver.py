@@ -3,7 +3,8 @@
 librocketmq (the PyPI ``rocketmq`` 0.4.4 wheel) keeps global state and background
 threads, and a protocol disagreement can crash it; so every scenario runs here, in
 a child process, and a crash fails one test instead of pytest.  The parent passes a
-JSON spec file as the only argument and reads one JSON object from the last stdout line.
+JSON spec file as the only argument and reads one JSON object from the last stdout line
+(a push consumer writes one before its shutdown too, see ``op_push``).
 The client logs to ``$HOME/logs/rocketmq-cpp/``; the parent points HOME at a
 scenario directory and scans those logs (see ``cpp_logs.py``).
 
@@ -48,6 +49,8 @@ dll.GetMessageBody.restype = ctypes.c_void_p
 PULL_STATUS = {s.value: s.name for s in _CPullStatus}
 RECONSUME_LATER = 1
 CONSUME_SUCCESS = 0
+# a push result written before the consumer's shutdown (harness.BEFORE_SHUTDOWN)
+BEFORE_SHUTDOWN = "before_shutdown"
 
 
 def _check(status: int, what: str) -> None:
@@ -197,10 +200,15 @@ def op_push(spec: dict) -> dict:
     deadline = time.monotonic() + spec.get("max_s", 60)
     while not os.path.exists(spec["stop"]) and time.monotonic() < deadline:
         time.sleep(0.05)
+    out.close()
+    result = {"stopped_by": "stop" if os.path.exists(spec["stop"]) else "max_s"}
+    # Every delivery is in ``out`` now.  librocketmq has aborted inside its own
+    # shutdown (a boost::thread_interrupted escaping a worker), so the parent gets
+    # the result first, marked as not yet shut down, and then the final one.
+    _emit(dict(result, ok=True, phase=BEFORE_SHUTDOWN))
     _check(dll.ShutdownPushConsumer(handle), "ShutdownPushConsumer")
     _check(dll.DestroyPushConsumer(handle), "DestroyPushConsumer")
-    out.close()
-    return {"stopped_by": "stop" if os.path.exists(spec["stop"]) else "max_s"}
+    return result
 
 
 def op_pull(spec: dict) -> dict:
@@ -251,6 +259,12 @@ def _pull_queue(handle, mq, spec: dict, offset: int, body_len: dict) -> dict:
     return record
 
 
+def _emit(result: dict) -> None:
+    """One JSON line to the parent, flushed: the parent reads the last one."""
+    sys.stdout.write(json.dumps(result) + "\n")
+    sys.stdout.flush()
+
+
 OPS = {"produce": op_produce, "push": op_push, "pull": op_pull}
 
 
@@ -262,8 +276,7 @@ def main() -> int:
         result["ok"] = True
     except Exception as e:  # reported to the parent, which fails the test with it
         result = {"ok": False, "error": f"{type(e).__name__}: {e}"}
-    sys.stdout.write(json.dumps(result) + "\n")
-    sys.stdout.flush()
+    _emit(result)
     # librocketmq's static destructors have crashed at exit before; the result is out.
     os._exit(0)
 
