@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 from rmq.broker.processor.admin_consumer import time_text, version_desc
 from rmq.broker.stats import BrokerStats, StatsItem
 
@@ -98,12 +100,15 @@ def test_stats_log_lines_are_4_9_8s(caplog):
     stats.inc_put("T", 0, 3, 300)
     stats.inc_get("g", "T", 0, 2, 200, latency_ms=6)
     stats.record_disk_fall_behind_size("g", "T", 0, 99)
-    stats.fold(now_s=1005.0)
+    # the buckets are on the monotonic clock, which print_window reads: a fixed
+    # time would leave the day window once the machine has been up a day
+    folded = int(time.monotonic()) // 10 * 10 + 5
+    stats.fold(now_s=folded)
     item = stats.items["TOPIC_PUT_NUMS"]["T"]
-    assert item.log_line("TOPIC_PUT_NUMS", "T", "Minute", now_s=1010.0) == \
+    assert item.log_line("TOPIC_PUT_NUMS", "T", "Minute", now_s=folded + 5) == \
         "[TOPIC_PUT_NUMS] [T] Stats In One Minute, SUM: 3 TPS: 0.05 AVGPT: 3.00"
     latency = stats.items["GROUP_GET_LATENCY"]["0@T@g"]
-    assert latency.log_line("GROUP_GET_LATENCY", "0@T@g", "Hour", rt=True, now_s=1010.0) == \
+    assert latency.log_line("GROUP_GET_LATENCY", "0@T@g", "Hour", rt=True, now_s=folded + 5) == \
         "[GROUP_GET_LATENCY] [0@T@g] Stats In One Hour, TIMES: 1 AVGRT: 6.00"
     with caplog.at_level("INFO", logger="RocketmqStats"):
         stats.print_window("Day")
