@@ -355,8 +355,9 @@ cdef object queue_now(p, out, str group, str topic, str read_topic, qid, nums, p
             broker_name = p.bc.brokerName
             revive = ctx.revive
             if offsets is None and direct(revive, "write_ck_now"):
+                # (``tail`` commits the group's offset past them: the filing does not)
                 stored = write_ck_arr(revive, revive_qid, read_topic, group, qid, offset,
-                                      pop_time, invisible, offs, n, broker_name)
+                                      pop_time, invisible, offs, n, broker_name, True)
             else:
                 if offsets is None:
                     offsets = offsets_list(offs, n)

@@ -61,44 +61,23 @@ cdef uint8_t *write_int_obj(uint8_t *o, object v) except NULL:
     return lit(o, PyBytes_AS_STRING(big), PyBytes_GET_SIZE(big))
 
 
-cdef uint8_t *int_list(uint8_t *o, list values, object base=None) except NULL:
-    """``[a,b,...]`` as orjson writes a list of ints; with ``base``, of each
-    value less ``base`` (a checkpoint's diffs from its offsets)."""
+cdef uint8_t *int_list(uint8_t *o, list values) except NULL:
+    """``[a,b,...]`` as orjson writes a list of ints."""
     cdef Py_ssize_t i, n = PyList_GET_SIZE(values)
-    cdef long long b = 0, x
-    cdef int ovf = 0
-    cdef bint c_base = base is not None
-    if c_base:
-        b = PyLong_AsLongLongAndOverflow(base, &ovf)
-        if b == -1 and not ovf and PyErr_Occurred():
-            return NULL
-        c_base = not ovf
     o[0] = 91
     o += 1
     for i in range(n):
         if i:
             o[0] = 44
             o += 1
-        v = <object>PyList_GET_ITEM(values, i)
-        if base is None:
-            o = write_int_obj(o, v)
-            continue
-        if c_base and type(v) is int:
-            x = PyLong_AsLongLongAndOverflow(v, &ovf)
-            if not ovf and not (b > 0 and x < INT64_MIN + b) and \
-                    not (b < 0 and x > INT64_MAX + b):
-                o = json_write_int(o, x - b)
-                continue
-            if x == -1 and not ovf and PyErr_Occurred():
-                return NULL
-        o = write_int_obj(o, v - base)
+        o = write_int_obj(o, <object>PyList_GET_ITEM(values, i))
     o[0] = 93
     return o + 1
 
 
 cdef inline uint8_t *int_arr(uint8_t *o, const int64_t *values, Py_ssize_t n,
                            int64_t base) noexcept:
-    """``int_list`` of ``values[:n]`` less ``base`` each (the caller vouched
+    """``[a,b,...]`` of ``values[:n]`` less ``base`` each (the caller vouched
     that no difference leaves 64 bits)."""
     o[0] = 91
     o = json_write_ints(o + 1, values, n, base)
@@ -130,35 +109,26 @@ def ck_body(long long bit_map, object broker_name, str cid, list diffs,
             long long revive_offset, object reput_times, long long start_offset,
             str topic) -> bytes:
     """A checkpoint's JSON body (``PopCheckPoint.encode``)."""
-    return c_ck_body(bit_map, broker_name, cid, diffs, None, NULL, 0, invisible_time, pop_time,
+    return c_ck_body(bit_map, broker_name, cid, diffs, NULL, 0, invisible_time, pop_time,
                      queue_id, revive_offset, reput_times, start_offset, topic)
-
-
-def ck_body_of_offsets(object broker_name, str cid, list offsets, long long invisible_time,
-                       long long pop_time, long long queue_id, object start_offset,
-                       str topic) -> bytes:
-    """The JSON body of a pop's checkpoint of ``offsets`` (no bit map,
-    revive offset or reput times): ``ck_body`` of their diffs from
-    ``start_offset``, without the list of diffs."""
-    return c_ck_body(0, broker_name, cid, offsets, start_offset, NULL, 0, invisible_time,
-                     pop_time, queue_id, 0, None, start_offset, topic)
 
 
 cdef bytes ck_body_arr(object broker_name, str cid, const int64_t *offs, Py_ssize_t n,
                        long long invisible_time, long long pop_time, long long queue_id,
                        long long start_offset, str topic):
-    """``ck_body_of_offsets`` of the offsets ``offs[:n]``, each at least
-    ``start_offset`` (so that no difference leaves 64 bits; not checked)."""
-    return c_ck_body(0, broker_name, cid, None, None, offs, n, invisible_time, pop_time,
+    """The JSON body of a pop's checkpoint of the offsets ``offs[:n]`` (no
+    bit map, revive offset or reput times): ``ck_body`` of their diffs from
+    ``start_offset``, each within 64 bits (the caller's word; not checked)."""
+    return c_ck_body(0, broker_name, cid, None, offs, n, invisible_time, pop_time,
                      queue_id, 0, None, start_offset, topic)
 
 
-cdef bytes c_ck_body(long long bit_map, object broker_name, str cid, list diffs, object base,
+cdef bytes c_ck_body(long long bit_map, object broker_name, str cid, list diffs,
                      const int64_t *offs, Py_ssize_t n, long long invisible_time,
                      long long pop_time, long long queue_id, long long revive_offset,
                      object reput_times, long long start_offset, str topic):
-    """``ck_body``; with ``base``, ``diffs`` are offsets and their diffs are
-    written; with ``diffs`` None, the offsets ``offs[:n]`` less ``start_offset``."""
+    """``ck_body`` of ``diffs``, or when it is None of the offsets
+    ``offs[:n]`` less ``start_offset``."""
     cdef _Text bn = _Text(), c = _Text(), rp = _Text(), t = _Text()
     utf8_of(c, cid)
     utf8_of(t, topic)
@@ -181,7 +151,7 @@ cdef bytes c_ck_body(long long bit_map, object broker_name, str cid, list diffs,
         if diffs is None:
             o = int_arr(o, offs, n, start_offset)
         else:
-            o = int_list(o, diffs, base)
+            o = int_list(o, diffs)
         o = lit(o, b',"it":', 6)
         o = json_write_int(o, invisible_time)
         o = lit(o, b',"n":', 5)

@@ -20,7 +20,7 @@ from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
 from rmq._fast.json_text cimport json_write_int
 from rmq._fast.offset_table cimport commit_offset, query_offset
-from rmq._fast.pop_records import ack_body, ck_body, ck_body_of_offsets
+from rmq._fast.pop_records import ack_body, ck_body
 from rmq._fast.pop_records cimport ack_body_arr, ck_body_arr
 from rmq._fast.store_put cimport put_one
 
@@ -98,6 +98,10 @@ cdef inline long long now_ms() noexcept nogil:
 
 
 cdef enum:
+    MAX_STACK = 64  # offsets of a record taken on the stack; more in a block of their own
+
+
+cdef enum:
     RUN = 0  # the offsets are start, start + 1, ...: an offset's entry is its distance
     SORTED = 1  # strictly ascending: found by bisection
     ANY = 2  # any order, repeats: every entry compared
@@ -142,12 +146,11 @@ cdef class Pending:
         return self._ck
 
     cdef int _init(self, object ck, object revive_qid, object record_offset, bint via_timer,
-                   object start_offset, object diffs, bint absolute=False) except -1:
-        """The offsets ``start_offset`` + each of ``diffs``, or with
-        ``absolute`` the items of ``diffs`` themselves."""
+                   object start_offset, object diffs) except -1:
+        """The offsets ``start_offset`` + each of ``diffs``."""
         cdef Py_ssize_t n = len(diffs)
         cdef Py_ssize_t i
-        cdef int64_t so, d, o
+        cdef int64_t so, d
         try:
             so = start_offset
         except OverflowError:
@@ -157,21 +160,14 @@ cdef class Pending:
         for item in diffs:
             if i == n:
                 raise RuntimeError("offset_diffs changed size")
-            if absolute:
-                try:
-                    o = item
-                except OverflowError:
-                    raise ValueError(f"checkpoint offset {item} out of range") from None
-            else:
-                try:
-                    d = item
-                except OverflowError:
-                    raise ValueError(f"checkpoint offset {start_offset + item} out of range") \
-                        from None
-                if (d > 0 and so > INT64_MAX - d) or (d < 0 and so < INT64_MIN - d):
-                    raise ValueError(f"checkpoint offset {start_offset + item} out of range")
-                o = so + d
-            self.offs[i] = o
+            try:
+                d = item
+            except OverflowError:
+                raise ValueError(f"checkpoint offset {start_offset + item} out of range") \
+                    from None
+            if (d > 0 and so > INT64_MAX - d) or (d < 0 and so < INT64_MIN - d):
+                raise ValueError(f"checkpoint offset {start_offset + item} out of range")
+            self.offs[i] = so + d
             i += 1
         if i != n:
             raise RuntimeError("offset_diffs changed size")
@@ -317,33 +313,64 @@ cpdef write_ck_now(object svc, object qid, str topic, str cid, object queue_id,
                    object broker_name):
     """``PopReviveService.write_ck_now``: ``write_now`` of a pop's checkpoint
     of ``offsets`` made from its fields, without the PopCheckPoint (the
-    pending entry makes it when asked for)."""
+    pending entry makes it when asked for): the offsets taken into a C array
+    here, then ``write_ck_arr``."""
+    cdef int64_t room[MAX_STACK]
+    cdef int64_t *offs = room
+    cdef int64_t so
+    cdef Py_ssize_t n = len(offsets)
     if not _bound:
         raise RuntimeError("pop_revive.bind was not called")
-    body = ck_body_of_offsets(broker_name, cid, offsets, invisible, pop_time, queue_id,
-                              start_offset, topic)
-    return ck_written(svc, qid, body, topic, cid, queue_id, start_offset, pop_time, invisible,
-                      broker_name, offsets, NULL, 0)
+    try:
+        so = start_offset
+    except OverflowError:
+        raise ValueError(f"checkpoint start offset {start_offset} out of range") from None
+    if n > MAX_STACK:
+        offs = <int64_t *>PyMem_Malloc(n * sizeof(int64_t))
+        if offs is NULL:
+            raise MemoryError()
+    try:
+        offsets_into(offsets, offs, n, so)
+        return write_ck_arr(svc, qid, topic, cid, queue_id, start_offset, pop_time, invisible,
+                            offs, n, broker_name, False)
+    finally:
+        if offs is not room:
+            PyMem_Free(offs)
+
+
+cdef int offsets_into(list offsets, int64_t *out, Py_ssize_t n, int64_t so) except -1:
+    """The ``n`` items of ``offsets`` into ``out``: each an int whose
+    difference from ``so`` stays within 64 bits (a checkpoint's diff), else
+    ValueError."""
+    cdef Py_ssize_t i
+    cdef int64_t o
+    if len(offsets) != n:
+        raise RuntimeError("offsets changed size")
+    for i in range(n):
+        item = offsets[i]
+        try:
+            o = item
+        except OverflowError:
+            raise ValueError(f"checkpoint offset {item} out of range") from None
+        if (so > 0 and o < INT64_MIN + so) or (so < 0 and o > INT64_MAX + so):
+            raise ValueError(f"checkpoint offset {item} out of range")
+        out[i] = o
+    return 0
 
 
 cdef object write_ck_arr(object svc, object qid, str topic, str cid, object queue_id,
                          object start_offset, object pop_time, object invisible,
-                         const int64_t *offs, Py_ssize_t n, object broker_name):
-    """``write_ck_now`` of the offsets ``offs[:n]``, each at least
-    ``start_offset`` (the caller's word), without their list."""
+                         const int64_t *offs, Py_ssize_t n, object broker_name,
+                         bint commits):
+    """``write_ck_now`` of the offsets ``offs[:n]``, each of a difference
+    from ``start_offset`` within 64 bits (the caller's word): the record
+    stored and its pending entry filed.  ``commits``: the caller moves the
+    group's offset past these offsets (and on) itself right after, so the
+    filing leaves it (a compiled pop's queue: the same offset in the end)."""
     if not _bound:
         raise RuntimeError("pop_revive.bind was not called")
     body = ck_body_arr(broker_name, cid, offs, n, invisible, pop_time, queue_id, start_offset,
                        topic)
-    return ck_written(svc, qid, body, topic, cid, queue_id, start_offset, pop_time, invisible,
-                      broker_name, None, offs, n)
-
-
-cdef object ck_written(object svc, object qid, bytes body, str topic, str cid, object queue_id,
-                       object start_offset, object pop_time, object invisible,
-                       object broker_name, list offsets, const int64_t *offs, Py_ssize_t n):
-    """A pop's checkpoint record of ``body`` stored and its pending entry
-    filed (of ``offsets``, or when it is None of ``offs[:n]``)."""
     tag, code = _TAGS[0]
     offset = put_record(svc, qid, body, tag, code)
     if offset is None:
@@ -355,12 +382,10 @@ cdef object ck_written(object svc, object qid, bytes body, str topic, str cid, o
     cdef Pending entry
     if key not in pending:
         entry = Pending.__new__(Pending)
-        if offsets is None:
-            entry._init_arr(qid, offset, offs, n)
-        else:
-            entry._init(None, qid, offset, False, start_offset, offsets, True)
+        entry._init_arr(qid, offset, offs, n)
         entry._fields = (topic, cid, queue_id, start_offset, pop_time, invisible, broker_name)
-        file_ck(svc, pending, entry, key, cid, topic, queue_id, pop_time + invisible)
+        file_ck(svc, pending, entry, key, cid, topic, queue_id, pop_time + invisible,
+                not commits)
     if pop_time + invisible < svc._next_wake_ms:
         svc._wake.set()
     return True
@@ -370,35 +395,67 @@ cpdef write_ack_now(object svc, object qid, str topic, str group, object queue_i
                     object start_offset, object pop_time, object broker_name, list offsets):
     """``PopReviveService.write_ack_now``: ``write_now`` of the ack record
     AckMsg(topic, group, queue_id, start_offset, pop_time, broker_name,
-    offsets), without the AckMsg."""
+    offsets), without the AckMsg: its body written from the list (its
+    numbers as a client sent them), then ``ack_written`` of the offsets in a
+    C array (one that no checkpoint can hold, beyond 64 bits, left out)."""
+    cdef int64_t room[MAX_STACK]
+    cdef int64_t *offs = room
+    cdef Py_ssize_t i, n = len(offsets), kept = 0
+    cdef int64_t o
     if not _bound:
         raise RuntimeError("pop_revive.bind was not called")
     body = ack_body(offsets, broker_name, group, pop_time, queue_id, start_offset, topic)
-    tag, code = _TAGS[1] if len(offsets) == 1 else _TAGS[2]
-    offset = put_record(svc, qid, body, tag, code)
-    if offset is None:
-        return None
-    if mark_read(svc, qid, offset):
-        cross_off(svc, merge_key(topic, group, queue_id, start_offset, pop_time, broker_name),
-                  offsets)
-    return True
+    if n > MAX_STACK:
+        offs = <int64_t *>PyMem_Malloc(n * sizeof(int64_t))
+        if offs is NULL:
+            raise MemoryError()
+    try:
+        for i in range(min(n, len(offsets))):
+            item = offsets[i]
+            if type(item) is not int:  # a number of another type: compared as a set would
+                return ack_written(svc, qid, body, n, topic, group, queue_id, start_offset,
+                                   pop_time, broker_name, offsets, NULL, 0)
+            try:
+                o = item
+            except OverflowError:
+                continue  # beyond every offset kept
+            offs[kept] = o
+            kept += 1
+        return ack_written(svc, qid, body, n, topic, group, queue_id, start_offset, pop_time,
+                           broker_name, None, offs, kept)
+    finally:
+        if offs is not room:
+            PyMem_Free(offs)
 
 
 cdef object write_ack_arr(object svc, object qid, str topic, str group, object queue_id,
                           object start_offset, object pop_time, object broker_name,
                           const int64_t *offs, Py_ssize_t n):
     """``write_ack_now`` of the offsets ``offs[:n]``, without their list."""
-    cdef Py_ssize_t i
     if not _bound:
         raise RuntimeError("pop_revive.bind was not called")
     body = ack_body_arr(offs, n, broker_name, group, pop_time, queue_id, start_offset, topic)
-    tag, code = _TAGS[1] if n == 1 else _TAGS[2]
+    return ack_written(svc, qid, body, n, topic, group, queue_id, start_offset, pop_time,
+                       broker_name, None, offs, n)
+
+
+cdef object ack_written(object svc, object qid, bytes body, Py_ssize_t count, str topic,
+                        str group, object queue_id, object start_offset, object pop_time,
+                        object broker_name, list offsets, const int64_t *offs, Py_ssize_t n):
+    """An ack record of ``body`` (of ``count`` offsets) stored and its
+    offsets -- ``offs[:n]``, or ``offsets`` when not None -- crossed off its
+    pending checkpoint."""
+    cdef Py_ssize_t i
+    tag, code = _TAGS[1] if count == 1 else _TAGS[2]
     offset = put_record(svc, qid, body, tag, code)
     if offset is None:
         return None
     if not mark_read(svc, qid, offset):
         return True
     key = merge_key(topic, group, queue_id, start_offset, pop_time, broker_name)
+    if offsets is not None:
+        cross_off(svc, key, offsets)
+        return True
     entry = svc.pending.get(key)
     if entry is None:
         return True
@@ -528,9 +585,10 @@ cpdef add_ck(object svc, object ck, object qid, object record_offset, bint via_t
 
 
 cdef file_ck(object svc, object pending, Pending entry, str key, object cid, object topic,
-             object queue_id, object due):
+             object queue_id, object due, bint commit=True):
     """``entry`` in ``pending`` (the service's map), its queue's map and on
-    the heap at ``due``; the group's offset past its messages."""
+    the heap at ``due``; with ``commit``, the group's offset past its
+    messages."""
     pending[key] = entry
     by_queue = svc.by_queue
     queue = by_queue.get(entry.revive_qid)
@@ -540,7 +598,7 @@ cdef file_ck(object svc, object pending, Pending entry, str key, object cid, obj
     seq = svc._seq + 1
     svc._seq = seq
     heappush(svc.heap, (due, seq, key))
-    if not entry.n:
+    if not entry.n or not commit:
         return
     com = svc.c.consumer_offset_manager
     last = entry.end

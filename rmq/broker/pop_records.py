@@ -242,25 +242,12 @@ def _ack_body(offsets: list[int], broker_name: str | None, group: str, pop_time:
     return orjson.dumps(obj)
 
 
-def _ck_body_of_offsets(broker_name: str | None, cid: str, offsets: list[int],
-                        invisible_time: int, pop_time: int, queue_id: int, start_offset: int,
-                        topic: str) -> bytes:
-    """The body of a pop's checkpoint of ``offsets`` (no bit map, revive
-    offset or reput times): ``ck_body`` of their diffs from
-    ``start_offset``.  Compiled twin: ``rmq._fast.pop_records`` (no list of
-    diffs made)."""
-    return ck_body(0, broker_name, cid, [o - start_offset for o in offsets], invisible_time,
-                   pop_time, queue_id, 0, None, start_offset, topic)
-
-
 ck_body = _ck_body
 ack_body = _ack_body
-ck_body_of_offsets = _ck_body_of_offsets
 _c = compiled("pop_records")
 if _c is not None:
     ck_body = _c.ck_body
     ack_body = _c.ack_body
-    ck_body_of_offsets = _c.ck_body_of_offsets
 
 
 # ---- response header texts -----------------------------------------------------------

@@ -224,38 +224,6 @@ def test_record_bodies_compiled_and_twin_equal_orjson():
         assert ack.encode() == (want_ack, "ack" if len(ack.offsets) == 1 else "bAck")
 
 
-def test_checkpoint_body_of_offsets_is_the_body_of_their_diffs():
-    """``ck_body_of_offsets``, the twin and the compiled one (when built):
-    a pop's checkpoint body from its offsets is ``ck_body`` of their diffs,
-    offsets near and past a long's ends included (their diffs then come from
-    Python's integers)."""
-    import random
-
-    from rmq._fast import compiled_or_none
-    from rmq.broker import pop_records as prec
-
-    impls = [prec._ck_body_of_offsets]
-    c = compiled_or_none("pop_records")
-    if c is not None:
-        impls.append(c.ck_body_of_offsets)
-    rnd = random.Random(12)
-    edges = [0, 1, -1, 2**63 - 1, -(2**63), 2**63, 2**64 - 1, -(2**63) - 1]
-    for _ in range(3000):
-        so = rnd.choice(_INTS + edges[:5])
-        offsets = [rnd.choice([so + rnd.randrange(64), rnd.choice(_INTS + edges)])
-                   for _ in range(rnd.choice([0, 1, 2, 32]))]
-        diffs = [o - so for o in offsets]
-        args = (rnd.choice([None, *_TEXTS]), rnd.choice(_TEXTS), rnd.choice(_INTS),
-                rnd.choice(_INTS), rnd.choice(_INTS))
-        try:
-            want = prec._ck_body(0, args[0], args[1], diffs, args[2], args[3], args[4], 0,
-                                 None, so, "T")
-        except TypeError:  # a diff beyond what orjson writes (as ck_body refuses it)
-            continue
-        for body in impls:
-            assert body(*args[:2], offsets, *args[2:], so, "T") == want
-
-
 def test_ack_body_numbers_at_every_digit_count():
     """``ack_body``'s numbers (the compiled one writes them two digits at a
     time, their count from the bit length): every power of ten, one either

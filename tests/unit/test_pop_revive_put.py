@@ -335,13 +335,17 @@ async def test_write_now_compiled_and_twin_store_and_apply_the_same(tmp_path):
             settled: list = []
             svc.on_settled.append(settled.append)
             svc.ensure_loaded()
+            # (every fifth with an offset below its start offset: a diff below 0)
             cks = [PopCheckPoint(f"T{i % 3}", "g", i % 4, 100 + i, 1_000 + i, 60_000,
-                                 list(range(0, 1 + i % 32, 1 + i % 2)), "b") for i in range(40)]
+                                 list(range(0, 1 + i % 32, 1 + i % 2)) + [-3] * (i % 5 == 0),
+                                 "b") for i in range(40)]
             assert await svc.write(0, cks[0]) and await svc.write(1, cks[1])
             got = []
             for i, ck in enumerate(cks[2:], 2):
                 got.append(write_now(svc, i % 2, ck))
                 offs = ck.offsets()[: 1 + i % 3]
+                if i % 7 == 0:  # an offset no checkpoint holds, past 64 bits signed
+                    offs.append(2**63)
                 got.append(write_now(svc, i % 2, AckMsg(ck.topic, ck.cid, ck.queue_id,
                                                         ck.start_offset, ck.pop_time,
                                                         ck.broker_name, offs)))
