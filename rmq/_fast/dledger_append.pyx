@@ -23,7 +23,7 @@ from libc.string cimport memcpy
 
 from rmq._fast.byteorder cimport put32, put64
 from cpython.ref cimport Py_INCREF
-from rmq._fast.dledger_wire cimport take_ref, wire_of
+from rmq._fast.dledger_wire cimport slot_at_offset, slot_offset, take_ref, wire_of
 from rmq._fast.record cimport c_record_size, c_write_record
 
 from dataclasses import fields
@@ -31,17 +31,8 @@ from dataclasses import fields
 
 cdef extern from "Python.h":
     void PyObject_GC_UnTrack(object)
-    ctypedef struct PyMemberDef:
-        const char* name
-        int type
-        Py_ssize_t offset
-        int flags
-    ctypedef struct PyMemberDescrObject:
-        PyMemberDef* d_member
     ctypedef struct PyTypeObject:
         PyObject* (*tp_alloc)(PyTypeObject*, Py_ssize_t) except NULL
-    int Py_T_OBJECT_EX "T_OBJECT_EX"
-    int Py_READONLY "READONLY"
 
 from types import MemberDescriptorType
 
@@ -60,20 +51,14 @@ cdef bint slots_known = False
 
 cdef bint find_slots(cls):
     """Whether every field of ``cls`` is a writable object slot (its place
-    then in ``slot_at``)."""
+    then in ``slot_at``) and ``cls`` has no ``__new__`` of its own."""
     cdef int i
-    cdef PyMemberDef* m
-    if type(cls) is not type or cls.__new__ is not object.__new__ or \
-            cls.__setattr__ is not object.__setattr__ or cls.__dictoffset__ != 0:
+    if cls.__new__ is not object.__new__:
         return False
     for i, name in enumerate(ENTRY_FIELDS):
-        d = cls.__dict__.get(name)
-        if type(d) is not MemberDescriptorType:
+        slot_at[i] = slot_offset(cls, name, MemberDescriptorType)
+        if slot_at[i] < 0:
             return False
-        m = (<PyMemberDescrObject*><PyObject*>d).d_member
-        if m.type != Py_T_OBJECT_EX or m.flags & Py_READONLY or m.offset <= 0:
-            return False
-        slot_at[i] = m.offset
     return True
 
 
@@ -472,6 +457,16 @@ def _plain_runs_dict(list sends not None, int32_t host_bits, dict table not None
     return runs, queues, keys_of, total
 
 
+cdef inline object pos_of(entry):
+    """``entry.pos``, from its slot when it is of the class ``write_entries`` fills."""
+    cdef PyObject* v
+    if slots_known and type(entry) is in_place_class:
+        v = slot_at_offset(entry, slot_at[3])
+        if v != NULL:
+            return <object>v
+    return entry.pos
+
+
 def plain_stored(list entries not None, list sends not None, list runs not None,
                  dict table not None, int64_t body_offset):
     """The leading ``entries`` written for ``runs`` (``plain_runs``' rows of
@@ -502,7 +497,7 @@ def plain_stored(list entries not None, list sends not None, list runs not None,
                         table[(<object>keys[k].topic, <object>keys[k].qid_obj)] = keys[k].next
                     many = True
                     table[(s[5], s[6])] = run[3] + 1
-                    out.append((entry, entry.pos + body_offset, run[3], run[9]))
+                    out.append((entry, pos_of(entry) + body_offset, run[3], run[9]))
                     continue
                 k = nk
                 nk += 1
@@ -510,7 +505,7 @@ def plain_stored(list entries not None, list sends not None, list runs not None,
                 keys[k].qid = qid
                 keys[k].qid_obj = <PyObject*>s[6]
             keys[k].next = run[3] + 1
-        out.append((entry, entry.pos + body_offset, run[3], run[9]))
+        out.append((entry, pos_of(entry) + body_offset, run[3], run[9]))
     if not many:
         for k in range(nk):
             table[(<object>keys[k].topic, <object>keys[k].qid_obj)] = keys[k].next

@@ -14,6 +14,7 @@ import pytest
 from rmq._fast import compiled_or_none
 from rmq.broker import dledger_lane
 from rmq.dledger import commit_log, mmap_store
+from rmq.dledger.entry import Entry
 from rmq.remoting.command import RPC_ONEWAY
 
 _APPEND = compiled_or_none("dledger_append")
@@ -117,11 +118,29 @@ def test_runs_stored_and_tally_twins_agree_past_the_counted_queues(queues: int) 
     assert outs[0] == outs[1]
 
 
+def _plain(index: int, size: int) -> SimpleNamespace:
+    return SimpleNamespace(index=index, size=size)
+
+
+def _entry(index: int, size: int) -> Entry:
+    return Entry(index, 3, b"", 0, size=size)
+
+
+def _mixed(index: int, size: int) -> Entry | SimpleNamespace:
+    return (_entry if index % 2 else _plain)(index, size)
+
+
+# entries read through their attributes, from their slots (the compiled calls
+# read an ``Entry``'s fields there), and both in one list
+KINDS = [_plain, _entry, _mixed]
+
+
+@pytest.mark.parametrize("make", KINDS)
 @pytest.mark.parametrize("max_bytes", [0, 150, 1000, 1 << 20])
-def test_kept_more_twins_agree(max_bytes: int) -> None:
+def test_kept_more_twins_agree(max_bytes: int, make) -> None:
     """A push's entries taken from the kept ones: up to a size, the ledger's
     end, or the first not kept (4 here)."""
-    recent = {i: SimpleNamespace(index=i, size=40 + i) for i in (1, 2, 3, 5, 6)}
+    recent = {i: make(i, 40 + i) for i in (1, 2, 3, 5, 6)}
     py = mmap_store._kept_more
     got = py(recent, [], 1, 6, 48, max_bytes)
     entries: list = []
@@ -139,20 +158,21 @@ def test_kept_more_twins_agree(max_bytes: int) -> None:
                                                                          max_bytes)
 
 
+@pytest.mark.parametrize("make", KINDS)
 @pytest.mark.parametrize("max_bytes", [10_000, 300, 0])
 @pytest.mark.parametrize("start", [True, False])
-def test_keep_more_twins_agree(max_bytes: int, start: bool) -> None:
+def test_keep_more_twins_agree(max_bytes: int, start: bool, make) -> None:
     """A read's appended entries kept for the pushes, the oldest dropped
     beyond a size (never the last one): the same kept entries, first index
     and size from the compiled call as from its twin."""
     impls = [mmap_store._keep_more] + ([_PUSH.keep_more] if _PUSH is not None else [])
     outs = []
     for impl in impls:
-        recent = {} if start else {i: SimpleNamespace(index=i, size=50) for i in range(3, 7)}
+        recent = {} if start else {i: make(i, 50) for i in range(3, 7)}
         first, kept = (0, 0) if start else (3, 200)
         got = []
         for n in range(3):  # three reads of four entries each
-            entries = [SimpleNamespace(index=7 + 4 * n + i, size=40 + i) for i in range(4)]
+            entries = [make(7 + 4 * n + i, 40 + i) for i in range(4)]
             first, kept = impl(recent, entries, first, kept, max_bytes)
             got.append((first, kept, sorted(recent)))
         outs.append(got)

@@ -74,6 +74,31 @@ def test_a_push_of_entries_is_the_general_clients_frame_of_its_body(write):
         write(rpc.PUSH_HEAD, 1, rpc.PUSH_TAIL, b'"g"', b"", 1, 1, [], True)
 
 
+class _PlainEntry(Entry):
+    """An ``Entry`` with a ``__dict__`` (no slots of its own): the compiled
+    push reads its fields through its attributes."""
+
+
+@pytest.mark.parametrize("write", ENTRY_PUSHERS)
+def test_a_push_reads_entries_from_slots_or_attributes_alike(write):
+    """``Entry``s (the compiled push reads their fields from their slots),
+    entries of another class (through their attributes) and both in one push:
+    the same frame."""
+    for kinds in ((Entry,), (_PlainEntry,), (Entry, _PlainEntry), (_PlainEntry, Entry)):
+        for kept in range(2):
+            entries = [kinds[i % len(kinds)](e.index, e.term, e.body, e.pos, channel=e.channel,
+                                             chain_crc=e.chain_crc, body_crc=e.body_crc)
+                       for i, e in enumerate(_entries(7, 30))]
+            if kept:
+                for e in entries:
+                    e.compute_size()
+            for batch in (True, False):
+                got = write(rpc.PUSH_HEAD, 77, rpc.PUSH_TAIL, *_names("g", "n0", "n1", "n0"), 5,
+                            3, entries, batch)
+                body = push_append_body("g", "n0", "n1", "n0", 5, 3, _entries(7, 30), batch)
+                assert got == _general_push(77, body), (kinds, kept, batch)
+
+
 def _answer(opaque: int, body: bytes | None, code: int = 200, remark: str | None = None,
             ext: dict | None = None, stype: int = 0, flag: int = RPC_RESPONSE) -> bytes:
     head = codec.py_encode(code, 0, 409, opaque, flag, remark, ext, stype, len(body or b""))
