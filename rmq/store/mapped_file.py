@@ -31,6 +31,16 @@ OS_PAGE_SIZE = 4096
 POPULATE_AHEAD_MIN = 64 * 1024 * 1024
 POPULATE_AHEAD_MAX = 256 * 1024 * 1024
 _WILLNEED = getattr(os, "POSIX_FADV_WILLNEED", None)
+# A file written a few bytes at a time at one spot per page (a consume queue:
+# 20 bytes an entry) is mapped MADV_RANDOM.  A fault on a page not in the page
+# cache otherwise starts a readahead of up to ``read_ahead_kb`` around it (8
+# MiB on many virtual disks): the first entry of a consume queue made the
+# kernel zero-fill the whole 6 MB file (its blocks are reserved, so they read
+# as zeros), ~1.4 ms of kernel time per queue, and 1024 queues kept ~6 GiB of
+# zero pages in the page cache.  With it each page is faulted alone when an
+# entry first reaches it (one fault per 204 entries); a cold read of old
+# entries reads a page (204 entries) at a time.
+_MADV_RANDOM = getattr(mmap, "MADV_RANDOM", None)
 _POPULATE_CHUNK = 256 * 1024  # within any device's cap on one WILLNEED call
 _CLOCK_REALTIME_COARSE = 5  # Linux <time.h>; the time module does not name it
 # zeros kept written ahead of a commit log's appends (CommitLog.zero_ahead),
@@ -140,7 +150,8 @@ class MappedFile:
         "first_create_in_queue", "populated_to", "zeroed_to", "_closed", "_pool", "deleted_at",
     )
 
-    def __init__(self, file_name: str, file_size: int, pool: TransientStorePool | None = None) -> None:
+    def __init__(self, file_name: str, file_size: int, pool: TransientStorePool | None = None,
+                 random_access: bool = False) -> None:
         self.file_name = file_name
         self.file_size = file_size
         base = os.path.basename(file_name)
@@ -153,6 +164,8 @@ class MappedFile:
             fd = _create_sized(file_name, file_size)
         try:
             self.mm = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            if random_access and _MADV_RANDOM is not None:
+                self.mm.madvise(_MADV_RANDOM)
         except BaseException:
             os.close(fd)
             raise
@@ -408,12 +421,13 @@ class MappedFileQueue:
 
     def __init__(
         self, store_paths: list[str] | str, mapped_file_size: int, allocator=None,
-        read_only_paths: list[str] | None = None,
+        read_only_paths: list[str] | None = None, random_access: bool = False,
     ) -> None:
         self.store_paths = [store_paths] if isinstance(store_paths, str) else list(store_paths)
         self.read_only_paths = list(read_only_paths or [])
         self.mapped_file_size = mapped_file_size
         self.allocator = allocator
+        self.random_access = random_access  # files mapped MADV_RANDOM (see _MADV_RANDOM)
         self.mapped_files: list[MappedFile] = []
         self.flushed_where = 0
         self.committed_where = 0
@@ -452,7 +466,7 @@ class MappedFileQueue:
                 for f in files:
                     f.close()
                 return False
-            mf = MappedFile(path, self.mapped_file_size)
+            mf = MappedFile(path, self.mapped_file_size, random_access=self.random_access)
             mf.set_positions(self.mapped_file_size)
             files.append(mf)
         self.mapped_files = files
@@ -502,7 +516,7 @@ class MappedFileQueue:
             if self.allocator is not None:
                 mf = self.allocator.take(path, nxt, self.mapped_file_size, self.pool)
             else:
-                mf = MappedFile(path, self.mapped_file_size)
+                mf = MappedFile(path, self.mapped_file_size, random_access=self.random_access)
         except OSError as e:
             self.last_error = f"create mapped file {path} failed: {e}"
             if not quiet:  # a put making it ahead is refused, and says so once (DispatchRoom)

@@ -49,3 +49,30 @@ def test_read_only_buffers_are_refused(write):
         write(bytes(40), 0, 1, 2, 3)
     with pytest.raises((TypeError, BufferError)):
         write(memoryview(bytearray(40)).toreadonly(), 0, 1, 2, 3)
+
+
+def _resident_pages(mm: mmap.mmap) -> int:
+    """Pages of ``mm`` in the page cache (mincore)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+    pages = (len(mm) + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+    vec = ctypes.create_string_buffer(pages)
+    addr = ctypes.addressof(ctypes.c_char.from_buffer(mm))
+    assert libc.mincore(addr, len(mm), vec) == 0, ctypes.get_errno()
+    return sum(b & 1 for b in vec.raw)
+
+
+def test_a_queues_first_entry_brings_in_its_page_not_the_file(tmp_path):
+    """A consume queue's files are mapped MADV_RANDOM: the first entry's
+    fault does not read ahead (zero-fill) the rest of the file."""
+    cq = cqm.ConsumeQueue("T", 0, str(tmp_path), 300_000 * cqm.CQ_STORE_UNIT_SIZE)
+    assert cq.mfq.random_access
+    mf = cq.mfq.get_last_mapped_file(0, need_create=True)
+    try:
+        cq.put_message_position_info(0, 100, 7, 0)
+        assert _resident_pages(mf.mm) < 64  # 6 MB file: ~1465 pages
+        assert cq.read_entry(0) == (0, 100, 7)
+    finally:
+        cq.destroy()
