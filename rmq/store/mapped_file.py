@@ -38,8 +38,10 @@ _WILLNEED = getattr(os, "POSIX_FADV_WILLNEED", None)
 # kernel zero-fill the whole 6 MB file (its blocks are reserved, so they read
 # as zeros), ~1.4 ms of kernel time per queue, and 1024 queues kept ~6 GiB of
 # zero pages in the page cache.  With it each page is faulted alone when an
-# entry first reaches it (one fault per 204 entries); a cold read of old
-# entries reads a page (204 entries) at a time.
+# entry first reaches it (one fault per 204 entries).  Only the file appends
+# go to is: a full file (all but the last; the last one's predecessor when a
+# new one is made) is read ahead as usual, for a consumer reading it back
+# from disk.
 _MADV_RANDOM = getattr(mmap, "MADV_RANDOM", None)
 _POPULATE_CHUNK = 256 * 1024  # within any device's cap on one WILLNEED call
 _CLOCK_REALTIME_COARSE = 5  # Linux <time.h>; the time module does not name it
@@ -252,6 +254,16 @@ class MappedFile:
 
     def is_full(self) -> bool:
         return self.wrote_position == self.file_size
+
+    def end_random_access(self) -> None:
+        """Back to the kernel's usual readahead for this mapping (a full file
+        of a ``random_access`` queue: see _MADV_RANDOM)."""
+        if _MADV_RANDOM is None:
+            return
+        try:
+            self.mm.madvise(mmap.MADV_NORMAL)
+        except (OSError, ValueError) as e:  # closed meanwhile: nothing to advise
+            log.debug("madvise of %s failed: %s", self.file_name, e)
 
     def set_positions(self, pos: int) -> None:
         self.wrote_position = pos
@@ -466,9 +478,11 @@ class MappedFileQueue:
                 for f in files:
                     f.close()
                 return False
-            mf = MappedFile(path, self.mapped_file_size, random_access=self.random_access)
+            mf = MappedFile(path, self.mapped_file_size)
             mf.set_positions(self.mapped_file_size)
             files.append(mf)
+        if files and self.random_access and _MADV_RANDOM is not None:
+            files[-1].mm.madvise(_MADV_RANDOM)  # the one appends go on (see _MADV_RANDOM)
         self.mapped_files = files
         return True
 
@@ -526,6 +540,8 @@ class MappedFileQueue:
         self.no_space = False
         if not self.mapped_files:
             mf.first_create_in_queue = True
+        elif self.random_access:
+            self.mapped_files[-1].end_random_access()  # full now (see _MADV_RANDOM)
         with self._lock:
             self.mapped_files = self.mapped_files + [mf]
         return mf

@@ -76,3 +76,36 @@ def test_a_queues_first_entry_brings_in_its_page_not_the_file(tmp_path):
         assert cq.read_entry(0) == (0, 100, 7)
     finally:
         cq.destroy()
+
+
+def _random_read(mm: mmap.mmap) -> bool:
+    """Whether ``mm``'s mapping is advised MADV_RANDOM (``rr`` in smaps)."""
+    import ctypes
+
+    start = ctypes.addressof(ctypes.c_char.from_buffer(mm))
+    found = False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split(" ", 1)[0]
+            if "-" in head and not head.endswith(":"):
+                lo, hi = (int(x, 16) for x in head.split("-"))
+                found = lo <= start < hi
+            elif found and line.startswith("VmFlags:"):
+                return "rr" in line.split()[1:]
+    raise AssertionError("mapping not found")
+
+
+def test_only_the_file_appends_go_to_is_random_access(tmp_path):
+    """A full consume-queue file (the last one's predecessor, every loaded
+    file but the last) is read ahead as usual, for a cold consumer."""
+    size = 10 * cqm.CQ_STORE_UNIT_SIZE
+    cq = cqm.ConsumeQueue("T", 0, str(tmp_path), size)
+    for i in range(25):  # three files: two full, one with 5 entries
+        cq.put_message_position_info(i * 100, 100, 7, i)
+    files = cq.mfq.mapped_files
+    assert [_random_read(mf.mm) for mf in files] == [False, False, True]
+    cq.shutdown()
+    again = cqm.ConsumeQueue("T", 0, str(tmp_path), size)
+    assert again.load()
+    assert [_random_read(mf.mm) for mf in again.mfq.mapped_files] == [False, False, True]
+    again.destroy()
