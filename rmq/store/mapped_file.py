@@ -481,8 +481,7 @@ class MappedFileQueue:
             mf = MappedFile(path, self.mapped_file_size)
             mf.set_positions(self.mapped_file_size)
             files.append(mf)
-        if files and self.random_access and _MADV_RANDOM is not None:
-            files[-1].mm.madvise(_MADV_RANDOM)  # the one appends go on (see _MADV_RANDOM)
+        self._random_tail(files)
         self.mapped_files = files
         return True
 
@@ -659,8 +658,18 @@ class MappedFileQueue:
                     self._destroy(mf)
             else:
                 keep.append(mf)
+        self._random_tail(keep)  # appends go on in the file holding ``offset``
         with self._lock:
             self.mapped_files = keep
+
+    def _random_tail(self, files: list[MappedFile]) -> None:
+        """A ``random_access`` queue's file appends go on (the last of
+        ``files``) advised MADV_RANDOM (see _MADV_RANDOM)."""
+        if files and self.random_access and _MADV_RANDOM is not None:
+            try:
+                files[-1].mm.madvise(_MADV_RANDOM)
+            except (OSError, ValueError) as e:  # closed meanwhile: nothing to advise
+                log.debug("madvise of %s failed: %s", files[-1].file_name, e)
 
     def delete_last_mapped_file(self) -> None:
         files = self.mapped_files

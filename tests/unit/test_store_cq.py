@@ -109,3 +109,13 @@ def test_only_the_file_appends_go_to_is_random_access(tmp_path):
     assert again.load()
     assert [_random_read(mf.mm) for mf in again.mfq.mapped_files] == [False, False, True]
     again.destroy()
+
+
+def test_after_a_truncation_the_file_appends_go_on_in_is_random_access(tmp_path):
+    size = 10 * cqm.CQ_STORE_UNIT_SIZE
+    cq = cqm.ConsumeQueue("T", 0, str(tmp_path), size)
+    for i in range(25):
+        cq.put_message_position_info(i * 100, 100, 7, i)
+    cq.mfq.truncate_dirty_files(15 * cqm.CQ_STORE_UNIT_SIZE)  # into the second file
+    assert [_random_read(mf.mm) for mf in cq.mfq.mapped_files] == [False, True]
+    cq.destroy()
