@@ -76,7 +76,8 @@ class ConsumeQueue:
         self.topic = topic
         self.queue_id = queue_id
         self.file_size = file_size
-        self.mfq = MappedFileQueue(os.path.join(root, topic, str(queue_id)), file_size)
+        self.mfq = MappedFileQueue(os.path.join(root, topic, str(queue_id)), file_size,
+                                   random_access=True)
         # enableConsumeQueueExt: tags codes (and SQL92 bitmaps) in the ext files
         self.ext = ext
         self.max_physic_offset = -1

@@ -31,6 +31,18 @@ OS_PAGE_SIZE = 4096
 POPULATE_AHEAD_MIN = 64 * 1024 * 1024
 POPULATE_AHEAD_MAX = 256 * 1024 * 1024
 _WILLNEED = getattr(os, "POSIX_FADV_WILLNEED", None)
+# A file written a few bytes at a time at one spot per page (a consume queue:
+# 20 bytes an entry) is mapped MADV_RANDOM.  A fault on a page not in the page
+# cache otherwise starts a readahead of up to ``read_ahead_kb`` around it (8
+# MiB on many virtual disks): the first entry of a consume queue made the
+# kernel zero-fill the whole 6 MB file (its blocks are reserved, so they read
+# as zeros), ~1.4 ms of kernel time per queue, and 1024 queues kept ~6 GiB of
+# zero pages in the page cache.  With it each page is faulted alone when an
+# entry first reaches it (one fault per 204 entries).  Only the file appends
+# go to is: a full file (all but the last; the last one's predecessor when a
+# new one is made) is read ahead as usual, for a consumer reading it back
+# from disk.
+_MADV_RANDOM = getattr(mmap, "MADV_RANDOM", None)
 _POPULATE_CHUNK = 256 * 1024  # within any device's cap on one WILLNEED call
 _CLOCK_REALTIME_COARSE = 5  # Linux <time.h>; the time module does not name it
 # zeros kept written ahead of a commit log's appends (CommitLog.zero_ahead),
@@ -140,7 +152,8 @@ class MappedFile:
         "first_create_in_queue", "populated_to", "zeroed_to", "_closed", "_pool", "deleted_at",
     )
 
-    def __init__(self, file_name: str, file_size: int, pool: TransientStorePool | None = None) -> None:
+    def __init__(self, file_name: str, file_size: int, pool: TransientStorePool | None = None,
+                 random_access: bool = False) -> None:
         self.file_name = file_name
         self.file_size = file_size
         base = os.path.basename(file_name)
@@ -153,6 +166,8 @@ class MappedFile:
             fd = _create_sized(file_name, file_size)
         try:
             self.mm = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+            if random_access and _MADV_RANDOM is not None:
+                self.mm.madvise(_MADV_RANDOM)
         except BaseException:
             os.close(fd)
             raise
@@ -239,6 +254,16 @@ class MappedFile:
 
     def is_full(self) -> bool:
         return self.wrote_position == self.file_size
+
+    def end_random_access(self) -> None:
+        """Back to the kernel's usual readahead for this mapping (a full file
+        of a ``random_access`` queue: see _MADV_RANDOM)."""
+        if _MADV_RANDOM is None:
+            return
+        try:
+            self.mm.madvise(mmap.MADV_NORMAL)
+        except (OSError, ValueError) as e:  # closed meanwhile: nothing to advise
+            log.debug("madvise of %s failed: %s", self.file_name, e)
 
     def set_positions(self, pos: int) -> None:
         self.wrote_position = pos
@@ -408,12 +433,13 @@ class MappedFileQueue:
 
     def __init__(
         self, store_paths: list[str] | str, mapped_file_size: int, allocator=None,
-        read_only_paths: list[str] | None = None,
+        read_only_paths: list[str] | None = None, random_access: bool = False,
     ) -> None:
         self.store_paths = [store_paths] if isinstance(store_paths, str) else list(store_paths)
         self.read_only_paths = list(read_only_paths or [])
         self.mapped_file_size = mapped_file_size
         self.allocator = allocator
+        self.random_access = random_access  # files mapped MADV_RANDOM (see _MADV_RANDOM)
         self.mapped_files: list[MappedFile] = []
         self.flushed_where = 0
         self.committed_where = 0
@@ -455,6 +481,7 @@ class MappedFileQueue:
             mf = MappedFile(path, self.mapped_file_size)
             mf.set_positions(self.mapped_file_size)
             files.append(mf)
+        self._random_tail(files)
         self.mapped_files = files
         return True
 
@@ -502,7 +529,7 @@ class MappedFileQueue:
             if self.allocator is not None:
                 mf = self.allocator.take(path, nxt, self.mapped_file_size, self.pool)
             else:
-                mf = MappedFile(path, self.mapped_file_size)
+                mf = MappedFile(path, self.mapped_file_size, random_access=self.random_access)
         except OSError as e:
             self.last_error = f"create mapped file {path} failed: {e}"
             if not quiet:  # a put making it ahead is refused, and says so once (DispatchRoom)
@@ -512,6 +539,8 @@ class MappedFileQueue:
         self.no_space = False
         if not self.mapped_files:
             mf.first_create_in_queue = True
+        elif self.random_access:
+            self.mapped_files[-1].end_random_access()  # full now (see _MADV_RANDOM)
         with self._lock:
             self.mapped_files = self.mapped_files + [mf]
         return mf
@@ -629,8 +658,18 @@ class MappedFileQueue:
                     self._destroy(mf)
             else:
                 keep.append(mf)
+        self._random_tail(keep)  # appends go on in the file holding ``offset``
         with self._lock:
             self.mapped_files = keep
+
+    def _random_tail(self, files: list[MappedFile]) -> None:
+        """A ``random_access`` queue's file appends go on (the last of
+        ``files``) advised MADV_RANDOM (see _MADV_RANDOM)."""
+        if files and self.random_access and _MADV_RANDOM is not None:
+            try:
+                files[-1].mm.madvise(_MADV_RANDOM)
+            except (OSError, ValueError) as e:  # closed meanwhile: nothing to advise
+                log.debug("madvise of %s failed: %s", files[-1].file_name, e)
 
     def delete_last_mapped_file(self) -> None:
         files = self.mapped_files

@@ -49,3 +49,73 @@ def test_read_only_buffers_are_refused(write):
         write(bytes(40), 0, 1, 2, 3)
     with pytest.raises((TypeError, BufferError)):
         write(memoryview(bytearray(40)).toreadonly(), 0, 1, 2, 3)
+
+
+def _resident_pages(mm: mmap.mmap) -> int:
+    """Pages of ``mm`` in the page cache (mincore)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+    pages = (len(mm) + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+    vec = ctypes.create_string_buffer(pages)
+    addr = ctypes.addressof(ctypes.c_char.from_buffer(mm))
+    assert libc.mincore(addr, len(mm), vec) == 0, ctypes.get_errno()
+    return sum(b & 1 for b in vec.raw)
+
+
+def test_a_queues_first_entry_brings_in_its_page_not_the_file(tmp_path):
+    """A consume queue's files are mapped MADV_RANDOM: the first entry's
+    fault does not read ahead (zero-fill) the rest of the file."""
+    cq = cqm.ConsumeQueue("T", 0, str(tmp_path), 300_000 * cqm.CQ_STORE_UNIT_SIZE)
+    assert cq.mfq.random_access
+    mf = cq.mfq.get_last_mapped_file(0, need_create=True)
+    try:
+        cq.put_message_position_info(0, 100, 7, 0)
+        assert _resident_pages(mf.mm) < 64  # 6 MB file: ~1465 pages
+        assert cq.read_entry(0) == (0, 100, 7)
+    finally:
+        cq.destroy()
+
+
+def _random_read(mm: mmap.mmap) -> bool:
+    """Whether ``mm``'s mapping is advised MADV_RANDOM (``rr`` in smaps)."""
+    import ctypes
+
+    start = ctypes.addressof(ctypes.c_char.from_buffer(mm))
+    found = False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split(" ", 1)[0]
+            if "-" in head and not head.endswith(":"):
+                lo, hi = (int(x, 16) for x in head.split("-"))
+                found = lo <= start < hi
+            elif found and line.startswith("VmFlags:"):
+                return "rr" in line.split()[1:]
+    raise AssertionError("mapping not found")
+
+
+def test_only_the_file_appends_go_to_is_random_access(tmp_path):
+    """A full consume-queue file (the last one's predecessor, every loaded
+    file but the last) is read ahead as usual, for a cold consumer."""
+    size = 10 * cqm.CQ_STORE_UNIT_SIZE
+    cq = cqm.ConsumeQueue("T", 0, str(tmp_path), size)
+    for i in range(25):  # three files: two full, one with 5 entries
+        cq.put_message_position_info(i * 100, 100, 7, i)
+    files = cq.mfq.mapped_files
+    assert [_random_read(mf.mm) for mf in files] == [False, False, True]
+    cq.shutdown()
+    again = cqm.ConsumeQueue("T", 0, str(tmp_path), size)
+    assert again.load()
+    assert [_random_read(mf.mm) for mf in again.mfq.mapped_files] == [False, False, True]
+    again.destroy()
+
+
+def test_after_a_truncation_the_file_appends_go_on_in_is_random_access(tmp_path):
+    size = 10 * cqm.CQ_STORE_UNIT_SIZE
+    cq = cqm.ConsumeQueue("T", 0, str(tmp_path), size)
+    for i in range(25):
+        cq.put_message_position_info(i * 100, 100, 7, i)
+    cq.mfq.truncate_dirty_files(15 * cqm.CQ_STORE_UNIT_SIZE)  # into the second file
+    assert [_random_read(mf.mm) for mf in cq.mfq.mapped_files] == [False, True]
+    cq.destroy()
