@@ -53,6 +53,15 @@ cdef inline PyObject* slot_at_offset(object o, Py_ssize_t offset) noexcept:
     return (<PyObject**>(<char*><PyObject*>o + offset))[0]
 
 
+cdef inline object slot_value(object o, Py_ssize_t offset, str name):
+    """The slot at ``offset`` of ``o`` (``slot_offset`` of its field
+    ``name``), or the AttributeError reading an unset one raises."""
+    cdef PyObject* v = slot_at_offset(o, offset)
+    if v == NULL:
+        raise AttributeError(f"{type(o).__name__!r} object has no attribute {name!r}")
+    return <object>v
+
+
 cdef inline uint8_t* put(uint8_t* p, const char* s, Py_ssize_t n) noexcept nogil:
     memcpy(p, s, n)
     return p + n

@@ -18,8 +18,10 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.string cimport memcmp, memcpy
+from types import MemberDescriptorType
 
 from rmq._fast.byteorder cimport get32, put32
+from rmq._fast.dledger_wire cimport slot_offset, slot_value
 from rmq._fast.frame_body cimport copy_records
 from rmq._fast.json_text cimport json_escape8, json_load8, json_write_int
 
@@ -61,6 +63,13 @@ cdef list _pop_pieces = None
 cdef list _ack_pieces = None
 cdef int _pop_order[POP_VALUES]
 cdef int _ack_order[ACK_VALUES]
+# the pop answer's fields ``frame`` reads, and where each lies in an instance
+# of ``_pop_result`` (read there without the attribute protocol)
+cdef tuple _POP_FIELDS = ("orderly", "pop_time", "invisible", "revive_qid", "rest", "start_info",
+                          "msg_info")
+cdef enum:
+    F_ORDERLY, F_POP_TIME, F_INVISIBLE, F_REVIVE_QID, F_REST, F_START_INFO, F_MSG_INFO, F_FIELDS
+cdef Py_ssize_t _at[F_FIELDS]
 
 
 def bind(decode, decode_error, pop_result, general, pop_pieces, pop_order, ack_pieces,
@@ -68,9 +77,17 @@ def bind(decode, decode_error, pop_result, general, pop_pieces, pop_order, ack_p
     """The remoting decoder and its error, the pop answer's class, the twin
     ``frame`` and the header pieces of a found pop's and of a plain (no
     remark) answer, with which value follows each piece; None pieces leave
-    every answer to the twin."""
+    every answer to the twin.  The pop answer's class holds the fields
+    ``frame`` reads as plain slots."""
     global _decode, _decode_error, _general, _pop_result, _pop_pieces, _ack_pieces
+    cdef Py_ssize_t at[F_FIELDS]
     cdef int i
+    for i in range(F_FIELDS):
+        at[i] = slot_offset(pop_result, <str>_POP_FIELDS[i], MemberDescriptorType)
+        if at[i] < 0:
+            raise TypeError(f"{pop_result!r}'s field {_POP_FIELDS[i]} is not a plain slot")
+    for i in range(F_FIELDS):
+        _at[i] = at[i]
     _decode = decode
     _decode_error = decode_error
     _general = general
@@ -226,6 +243,11 @@ def read_request(frame):
     return code, fields[3], fields[7], fields[6], (frame[off:] if off < n else None)
 
 
+cdef inline object field(object out, int f):
+    """Field ``f`` of ``out``, a pop answer (of ``_pop_result``)."""
+    return slot_value(out, _at[f], <str>_POP_FIELDS[f])
+
+
 def frame(tuple answer, opaque, int stype):
     """``rmq.broker.pop_lane.frame`` (the twin): the response frame of a
     lane answer -- a pop that found messages and a plain ``(code, None)``
@@ -249,14 +271,14 @@ def frame(tuple answer, opaque, int stype):
             and answer[0] == 0 and answer[1] is None:
         out = answer[2]
         body = answer[3]
-        if not out.orderly and type(body) is list and len(<list>body) \
+        if not field(out, F_ORDERLY) and type(body) is list and len(<list>body) \
                 and as_int64(answer[4], &size) and 0 < size <= 2147483647 \
-                and put_int64(out.pop_time, ints[0], &lens[0]) \
-                and put_int64(out.invisible, ints[1], &lens[1]) \
-                and put_int64(out.revive_qid, ints[2], &lens[2]) \
-                and put_int64(out.rest, ints[3], &lens[3]) \
+                and put_int64(field(out, F_POP_TIME), ints[0], &lens[0]) \
+                and put_int64(field(out, F_INVISIBLE), ints[1], &lens[1]) \
+                and put_int64(field(out, F_REVIVE_QID), ints[2], &lens[2]) \
+                and put_int64(field(out, F_REST), ints[3], &lens[3]) \
                 and put_int32(opaque, ints[6], &lens[6]):
-            start, msg = out.start_info, out.msg_info
+            start, msg = field(out, F_START_INFO), field(out, F_MSG_INFO)
             lens[4] = info_len(start)
             lens[5] = info_len(msg)
             if lens[4] >= 0 and lens[5] >= 0:

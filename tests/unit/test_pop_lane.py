@@ -311,3 +311,18 @@ def test_lane_without_a_server_bounds_nothing(make):
             f.cancel()
 
     asyncio.run(asyncio.wait_for(run(), 10))
+
+
+@pytest.mark.compiled_only
+def test_the_compiled_frame_needs_the_pop_answers_fields_as_plain_slots():
+    """The compiled ``frame`` reads a pop answer's fields at the slots ``bind``
+    found: a class naming them without holding them as plain slots is refused
+    there, before anything is bound."""
+    c = compiled_or_none("pop_lane")
+
+    class Named:  # the fields' names, no slots behind them
+        pass
+
+    Named.__slots__ = PopResult.__slots__
+    with pytest.raises(TypeError, match="not a plain slot"):
+        c.bind(None, None, Named, None, None, None, None, None)

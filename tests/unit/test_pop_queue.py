@@ -400,3 +400,22 @@ def test_pop_queue_tail_offsets_texts_compiled_and_twin_the_same(offsets, read_t
         got.append((out.start_info, out.msg_info, out.count))
     assert got[0][0][0] == f"{'1' if read_topic == RETRY else '0'} 3 {offsets[0]}"
     assert all(g == got[0] for g in got)
+
+
+@pytest.mark.compiled_only
+def test_lane_pop_writes_its_pop_result_in_the_slots_it_finds_at_bind():
+    """``lane_pop`` makes and fills its PopResult at the slots ``bind_lane``
+    found: a class naming the fields without holding them as plain slots is
+    refused there (the defaults of one made in C are checked there too)."""
+    c = compiled_or_none("pop_queue")
+
+    class Named:  # the fields' names, no slots behind them
+        pass
+
+    Named.__slots__ = pm.PopResult.__slots__
+    args = (pm._lane_pop, pm.PopRequest, pm.pop_header, pm.RC.SUCCESS, pm.RC.POLLING_TIMEOUT)
+    try:
+        with pytest.raises(TypeError, match="not a plain slot"):
+            c.bind_lane(args[0], Named, *args[1:])
+    finally:
+        c.bind_lane(args[0], pm.PopResult, *args[1:])
