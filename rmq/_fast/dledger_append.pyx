@@ -23,7 +23,8 @@ from libc.string cimport memcpy
 
 from rmq._fast.byteorder cimport put32, put64
 from cpython.ref cimport Py_INCREF
-from rmq._fast.dledger_wire cimport slot_at_offset, slot_offset, take_ref, wire_of
+from rmq._fast.dledger_wire cimport take_ref, wire_of
+from rmq._fast.slots cimport slot_at_offset, slot_offset
 from rmq._fast.record cimport c_record_size, c_write_record
 
 from dataclasses import fields

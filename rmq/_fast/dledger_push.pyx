@@ -31,9 +31,9 @@ from libc.string cimport memchr, memcmp, memcpy, strlen
 from rmq._fast.b64 cimport _decode
 from rmq._fast.byteorder cimport put32
 from rmq._fast.dledger_wire cimport (PyObject, _PyBytes_Resize, new_bytes, put, raw_bytes_at,
-                                     slot_at_offset, slot_offset,
                                      take_ref, wire_of)
 from rmq._fast.json_text cimport json_write_int
+from rmq._fast.slots cimport slot_at_offset, slot_offset
 
 from types import MemberDescriptorType
 

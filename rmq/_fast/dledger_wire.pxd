@@ -4,6 +4,7 @@
 # entry pushed the first time, ``dledger_append.write_entries`` when a leader
 # with followers appends (its fields and body are at hand there).
 
+from cpython.ref cimport PyObject
 from libc.stdint cimport int64_t, uint8_t
 from libc.string cimport memcpy
 
@@ -13,53 +14,10 @@ from rmq._fast.json_text cimport json_write_int
 
 # (dledger_push writes its push frames with these too)
 cdef extern from "Python.h":
-    ctypedef struct PyObject
     PyObject* new_bytes "PyBytes_FromStringAndSize"(const char* s, Py_ssize_t n)
     char* raw_bytes_at "PyBytes_AS_STRING"(PyObject* b)
     int _PyBytes_Resize(PyObject** b, Py_ssize_t n)
     object take_ref "(PyObject*)"(PyObject* o)  # the reference handed over
-    ctypedef struct PyMemberDef:
-        const char* name
-        int type
-        Py_ssize_t offset
-        int flags
-    ctypedef struct PyMemberDescrObject:
-        PyMemberDef* d_member
-    int Py_T_OBJECT_EX "T_OBJECT_EX"
-    int Py_READONLY "READONLY"
-
-
-cdef inline Py_ssize_t slot_offset(cls, str name, member_type) except -2:
-    """Where field ``name`` of an instance of ``cls`` lies, when it is a
-    writable object slot of a plain slots class (``member_type``:
-    ``types.MemberDescriptorType``); else -1.  An ``Entry``'s fields are
-    then read and set at that offset, without the attribute protocol
-    (~140 instructions a read)."""
-    cdef PyMemberDef* m
-    if type(cls) is not type or cls.__getattribute__ is not object.__getattribute__ or \
-            cls.__setattr__ is not object.__setattr__ or cls.__dictoffset__ != 0:
-        return -1
-    d = cls.__dict__.get(name)
-    if type(d) is not member_type:
-        return -1
-    m = (<PyMemberDescrObject*><PyObject*>d).d_member
-    if m.type != Py_T_OBJECT_EX or m.flags & Py_READONLY or m.offset <= 0:
-        return -1
-    return m.offset
-
-
-cdef inline PyObject* slot_at_offset(object o, Py_ssize_t offset) noexcept:
-    """The slot at ``offset`` of ``o`` (borrowed; NULL when unset)."""
-    return (<PyObject**>(<char*><PyObject*>o + offset))[0]
-
-
-cdef inline object slot_value(object o, Py_ssize_t offset, str name):
-    """The slot at ``offset`` of ``o`` (``slot_offset`` of its field
-    ``name``), or the AttributeError reading an unset one raises."""
-    cdef PyObject* v = slot_at_offset(o, offset)
-    if v == NULL:
-        raise AttributeError(f"{type(o).__name__!r} object has no attribute {name!r}")
-    return <object>v
 
 
 cdef inline uint8_t* put(uint8_t* p, const char* s, Py_ssize_t n) noexcept nogil:

@@ -21,7 +21,7 @@ from libc.string cimport memcmp, memcpy
 from types import MemberDescriptorType
 
 from rmq._fast.byteorder cimport get32, put32
-from rmq._fast.dledger_wire cimport slot_offset, slot_value
+from rmq._fast.slots cimport slot_offset, slot_value
 from rmq._fast.frame_body cimport copy_records
 from rmq._fast.json_text cimport json_escape8, json_load8, json_write_int
 

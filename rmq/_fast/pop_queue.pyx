@@ -13,18 +13,18 @@ import random as _random
 
 from cpython.list cimport PyList_GET_ITEM, PyList_New, PyList_SET_ITEM
 from cpython.long cimport PyLong_AsLongLongAndOverflow
-from cpython.ref cimport PyObject, PyTypeObject, Py_INCREF, Py_XDECREF
+from cpython.ref cimport PyObject, PyTypeObject, Py_INCREF
 from orjson import dumps
 from libc.stdint cimport int64_t, uint8_t
 from libc.string cimport memcpy
 from posix.time cimport CLOCK_MONOTONIC, CLOCK_REALTIME, clock_gettime, timespec
 from types import MemberDescriptorType
 
-from rmq._fast.dledger_wire cimport slot_offset, slot_value
 from rmq._fast.json_text cimport json_write_int, json_write_ints
 
 from rmq._fast.offset_table cimport commit_offset, query_offset
 from rmq._fast.pop_revive cimport direct, write_ck_arr
+from rmq._fast.slots cimport set_slot_at_offset, slot_offset, slot_value
 from rmq._fast.topic_table cimport topic_config
 
 cdef extern from "Python.h":
@@ -454,11 +454,7 @@ cdef inline object field(object out, int f):
 
 cdef inline void set_field(object out, int f, object value):
     """Field ``f`` of ``out``, a PopResult (``_PopResult``), set to ``value``."""
-    cdef PyObject **at = <PyObject **>(<char *><PyObject *>out + _at[f])
-    cdef PyObject *old = at[0]
-    Py_INCREF(value)
-    at[0] = <PyObject *>value
-    Py_XDECREF(old)
+    set_slot_at_offset(out, _at[f], value)
 
 
 cdef object new_pop_result():

@@ -27,8 +27,10 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
 from libc.string cimport memcmp, memset
 from rmq._fast.byteorder cimport put32, put64, get32, get64, get16
 from rmq._fast.record cimport Props, ascii_hash, find_props, index_prop_keys, prop_keys
+from rmq._fast.slots cimport set_slot_at_offset, slot_at_offset, slot_offset
 
 import logging
+from types import MemberDescriptorType
 
 
 cdef enum:
@@ -261,6 +263,54 @@ cdef void _release(WQ* qs, int nq) noexcept:
         qs[i].cq_obj = qs[i].mf_obj = qs[i].topic_obj = NULL
 
 
+# The fields of a walk's ConsumeQueue and tail MappedFile read and set at their
+# slots (~140 instructions each through the attribute protocol; a walk reads
+# six and sets three a queue), for the last classes met when they are plain
+# slots classes; any other object, and an unset slot, through its attributes.
+cdef object cq_class = None, mf_class = None
+cdef Py_ssize_t at_tail_file = -1, at_file_size = -1, at_max_phy = -1
+cdef Py_ssize_t at_wrote = -1, at_committed = -1, at_from = -1, at_view = -1
+
+
+cdef inline object field(o, Py_ssize_t at, str name):
+    """``o``'s field ``name``, at its slot's offset ``at`` when that is known."""
+    cdef PyObject* v
+    if at > 0:
+        v = slot_at_offset(o, at)
+        if v != NULL:
+            return <object>v
+    return getattr(o, name)
+
+
+cdef inline int set_field(o, Py_ssize_t at, str name, value) except -1:
+    """Set ``o``'s field ``name``, at its slot's offset ``at`` when that is known."""
+    if at > 0:
+        set_slot_at_offset(o, at, value)
+    else:
+        setattr(o, name, value)
+    return 0
+
+
+cdef int know_classes(cq, mf) except -1:
+    """The slot offsets of ``cq``'s and ``mf``'s fields, for their classes."""
+    global cq_class, mf_class, at_tail_file, at_file_size, at_max_phy
+    global at_wrote, at_committed, at_from, at_view
+    if cq is not None and type(cq) is not cq_class:
+        cls = type(cq)
+        at_tail_file = slot_offset(cls, "tail_file", MemberDescriptorType)
+        at_file_size = slot_offset(cls, "file_size", MemberDescriptorType)
+        at_max_phy = slot_offset(cls, "max_physic_offset", MemberDescriptorType)
+        cq_class = cls
+    if mf is not None and type(mf) is not mf_class:
+        cls = type(mf)
+        at_wrote = slot_offset(cls, "wrote_position", MemberDescriptorType)
+        at_committed = slot_offset(cls, "committed_position", MemberDescriptorType)
+        at_from = slot_offset(cls, "file_from_offset", MemberDescriptorType)
+        at_view = slot_offset(cls, "view", MemberDescriptorType)
+        mf_class = cls
+    return 0
+
+
 cdef bint _store_queue(table, const uint8_t* tp, Py_ssize_t tlen, int32_t qid, WQ* q) except -1:
     """``ReputMixin._walk_queue`` without its Python frame or tuples: the
     queue's consume-queue file from the store's table put into ``q`` (its
@@ -275,16 +325,21 @@ cdef bint _store_queue(table, const uint8_t* tp, Py_ssize_t tlen, int32_t qid, W
     cq = (<dict>qs).get(qid) if type(qs) is dict else qs.get(qid)
     if cq is None:
         return False
-    mf = cq.tail_file
+    know_classes(cq, None)
+    mf = field(cq, at_tail_file, "tail_file")
     if mf is None:
         return False
-    wrote = mf.wrote_position
-    if wrote >= cq.file_size:
+    know_classes(cq, mf)
+    # (the offsets in locals: an attribute read may run code that walks other classes)
+    cdef Py_ssize_t file_size = at_file_size, max_phy = at_max_phy
+    cdef Py_ssize_t wrote_at = at_wrote, from_at = at_from, view_at = at_view
+    wrote = field(mf, wrote_at, "wrote_position")
+    if wrote >= field(cq, file_size, "file_size"):
         return False
     q.cq_pos = wrote
-    q.cq_base = mf.file_from_offset
-    q.max_phy = cq.max_physic_offset
-    PyObject_GetBuffer(mf.view, &q.cq, PyBUF_WRITABLE)
+    q.cq_base = field(mf, from_at, "file_from_offset")
+    q.max_phy = field(cq, max_phy, "max_physic_offset")
+    PyObject_GetBuffer(field(mf, view_at, "view"), &q.cq, PyBUF_WRITABLE)
     q.held = True
     Py_INCREF(cq)
     q.cq_obj = <PyObject*>cq
@@ -386,6 +441,7 @@ def reput_walk(store, const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, 
     cdef WQ* q
     cdef int nq = 0, i
     cdef int64_t latest = 0
+    cdef Py_ssize_t wrote_at, committed_at, max_phy_at
     cfg = store.config
     index = None
     if cfg.messageIndexEnable:
@@ -407,10 +463,14 @@ def reput_walk(store, const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, 
                 continue
             if runs is None:
                 runs = []
+            cq = <object>q.cq_obj
             mf = <object>q.mf_obj
-            mf.wrote_position = q.cq_pos
-            mf.committed_position = q.cq_pos
-            (<object>q.cq_obj).max_physic_offset = q.max_phy
+            know_classes(cq, mf)
+            wrote_at, committed_at, max_phy_at = at_wrote, at_committed, at_max_phy
+            cq_pos = q.cq_pos
+            set_field(mf, wrote_at, "wrote_position", cq_pos)
+            set_field(mf, committed_at, "committed_position", cq_pos)
+            set_field(cq, max_phy_at, "max_physic_offset", q.max_phy)
             if q.last.store_ts > latest:
                 latest = q.last.store_ts
             runs.append((<object>q.topic_obj, q.qid, q.last.qoff + 1, q.last.tags_code,

@@ -71,6 +71,11 @@ if _c is not None:
 class ConsumeQueue:
     """One topic/queue's consume queue files."""
 
+    # slots: the reput walk reads and sets a queue's fields at their offsets
+    # (``store_dispatch.reput_walk``), as it does its tail file's
+    __slots__ = ("topic", "queue_id", "file_size", "mfq", "ext", "max_physic_offset",
+                 "min_logic_offset", "checkpoint", "tail_file")
+
     def __init__(self, topic: str, queue_id: int, root: str, file_size: int, checkpoint=None,
                  ext: ConsumeQueueExt | None = None) -> None:
         self.topic = topic

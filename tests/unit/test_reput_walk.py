@@ -15,6 +15,8 @@ import pytest
 from rmq._fast import compiled_or_none
 from rmq.store import index as idx
 from rmq.store import reput
+from rmq.store.consume_queue import ConsumeQueue
+from rmq.store.mapped_file import MappedFile
 from tests.unit.test_store_fast import _batch_log, _records
 
 _C = compiled_or_none("store_dispatch")
@@ -173,3 +175,64 @@ def test_reput_walk_sees_a_topic_recreated_between_walks(drop: bool) -> None:
             assert view[start:wrote] != bytes(wrote - start)
             assert old_view[start:] == bytes(len(old_view) - start)  # the old one nothing more
         assert {n[:3] for n in told[-1]} >= {("Topic", 3, 27), ("Topic", 1, 27)}
+
+
+def _slotted(cq: SimpleNamespace) -> ConsumeQueue:
+    """A ``ConsumeQueue`` and ``MappedFile`` (slots classes: the compiled walk
+    reads and sets their fields at their slots) with ``cq``'s fields."""
+    mf = MappedFile.__new__(MappedFile)
+    for name, value in vars(cq.tail_file).items():
+        setattr(mf, name, value)
+    out = ConsumeQueue.__new__(ConsumeQueue)
+    out.tail_file, out.file_size, out.max_physic_offset = mf, cq.file_size, cq.max_physic_offset
+    return out
+
+
+@pytest.mark.parametrize("kinds", [("slots",), ("slots", "plain"), ("plain", "slots"),
+                                   ("mixed",)])
+def test_reput_walk_reads_queues_from_slots_or_attributes_alike(kinds: tuple[str, ...]) -> None:
+    """Queues of the store's classes (their fields read and set at their
+    slots), of other classes (through their attributes), both in one walk,
+    and a queue of the store's class with a plain file: the same bytes,
+    positions and notices as the attribute-only walk, in both
+    implementations."""
+    buf = _log(48, True)
+    want = None
+    for impl in IMPLS:
+        for plain in (True, False):
+            store = _Store(48, True, True, True, None)
+            if not plain:
+                n = 0
+                for by_id in store.consume_queue_table.values():
+                    for qid, cq in by_id.items():
+                        kind = kinds[n % len(kinds)]
+                        n += 1
+                        if kind == "slots":
+                            by_id[qid] = _slotted(cq)
+                        elif kind == "mixed":
+                            by_id[qid] = mixed = _slotted(cq)
+                            mixed.tail_file = cq.tail_file
+            half = impl(store, memoryview(buf), 0, len(buf) // 2, True)
+            end = impl(store, memoryview(buf), half, len(buf), True)
+            got = (half, end, store.state())
+            want = want or got
+            assert got == want, (impl, plain)
+    assert want[1] == len(buf)
+
+
+@pytest.mark.parametrize("unset", ["view", "file_from_offset", "max_physic_offset"])
+def test_reput_walk_of_an_unset_slot_fails_alike(unset: str) -> None:
+    """A field never set (an empty slot) fails the walk with the attribute's
+    own error in both implementations, before anything is written."""
+    buf = _log(0, False)
+    errors = []
+    for impl in IMPLS:
+        store = _Store(0, True, True, True, None)
+        by_id = store.consume_queue_table["Topic"]
+        by_id[3] = cq = _slotted(by_id[3])
+        delattr(cq if unset == "max_physic_offset" else cq.tail_file, unset)
+        with pytest.raises(AttributeError) as e:
+            impl(store, memoryview(buf), 0, len(buf), True)
+        errors.append(str(e.value))
+        assert store.told == [] and store.checkpoint.logics_msg_timestamp == 0
+    assert len(set(errors)) == 1 and unset in errors[0]

@@ -1,0 +1,64 @@
+# cython: language_level=3
+# An object's fields read and set at their slots' offsets, without the
+# attribute protocol (~140 instructions a read): for a plain slots class whose
+# field is a writable object slot (``slot_offset`` > 0), the caller falling
+# back to the attribute for any other class (and for an unset slot, so that
+# errors stay the attribute's).  Shared by the DLedger push and append (an
+# ``Entry``'s fields), the reput walk (``ConsumeQueue`` and ``MappedFile``)
+# and the pop lane (a ``PopResult``'s).
+
+from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
+
+
+cdef extern from "Python.h":
+    ctypedef struct PyMemberDef:
+        const char* name
+        int type
+        Py_ssize_t offset
+        int flags
+    ctypedef struct PyMemberDescrObject:
+        PyMemberDef* d_member
+    int Py_T_OBJECT_EX "T_OBJECT_EX"
+    int Py_READONLY "READONLY"
+
+
+cdef inline Py_ssize_t slot_offset(cls, str name, member_type) except -2:
+    """Where field ``name`` of an instance of ``cls`` lies, when it is a
+    writable object slot of a plain slots class (``member_type``:
+    ``types.MemberDescriptorType``); else -1."""
+    cdef PyMemberDef* m
+    if type(cls) is not type or cls.__getattribute__ is not object.__getattribute__ or \
+            cls.__setattr__ is not object.__setattr__ or cls.__dictoffset__ != 0:
+        return -1
+    d = cls.__dict__.get(name)
+    if type(d) is not member_type:
+        return -1
+    m = (<PyMemberDescrObject*><PyObject*>d).d_member
+    if m.type != Py_T_OBJECT_EX or m.flags & Py_READONLY or m.offset <= 0:
+        return -1
+    return m.offset
+
+
+cdef inline PyObject* slot_at_offset(object o, Py_ssize_t offset) noexcept:
+    """The slot at ``offset`` of ``o`` (borrowed; NULL when unset)."""
+    return (<PyObject**>(<char*><PyObject*>o + offset))[0]
+
+
+cdef inline object slot_value(object o, Py_ssize_t offset, str name):
+    """The slot at ``offset`` of ``o`` (``slot_offset`` of its field
+    ``name``), or the AttributeError reading an unset one raises."""
+    cdef PyObject* v = slot_at_offset(o, offset)
+    if v == NULL:
+        raise AttributeError(f"{type(o).__name__!r} object has no attribute {name!r}")
+    return <object>v
+
+
+cdef inline void set_slot_at_offset(object o, Py_ssize_t offset, object v) noexcept:
+    """Set the slot at ``offset`` of ``o`` to ``v``, as its member
+    descriptor's ``__set__`` does (the new value referenced, the old one
+    dropped after)."""
+    cdef PyObject** at = <PyObject**>(<char*><PyObject*>o + offset)
+    cdef PyObject* old = at[0]
+    Py_INCREF(v)
+    at[0] = <PyObject*>v
+    Py_XDECREF(old)
