@@ -24,7 +24,7 @@ from libc.string cimport memcpy
 from rmq._fast.byteorder cimport put32, put64
 from cpython.ref cimport Py_INCREF
 from rmq._fast.dledger_wire cimport take_ref, wire_of
-from rmq._fast.slots cimport slot_at_offset, slot_offset
+from rmq._fast.slots cimport slot_offset, slot_or_attr
 from rmq._fast.record cimport c_record_size, c_write_record
 
 from dataclasses import fields
@@ -460,12 +460,8 @@ def _plain_runs_dict(list sends not None, int32_t host_bits, dict table not None
 
 cdef inline object pos_of(entry):
     """``entry.pos``, from its slot when it is of the class ``write_entries`` fills."""
-    cdef PyObject* v
-    if slots_known and type(entry) is in_place_class:
-        v = slot_at_offset(entry, slot_at[3])
-        if v != NULL:
-            return <object>v
-    return entry.pos
+    return slot_or_attr(entry, slot_at[3] if slots_known and type(entry) is in_place_class
+                        else -1, "pos")
 
 
 def plain_stored(list entries not None, list sends not None, list runs not None,

@@ -33,7 +33,7 @@ from rmq._fast.byteorder cimport put32
 from rmq._fast.dledger_wire cimport (PyObject, _PyBytes_Resize, new_bytes, put, raw_bytes_at,
                                      take_ref, wire_of)
 from rmq._fast.json_text cimport json_write_int
-from rmq._fast.slots cimport slot_at_offset, slot_offset
+from rmq._fast.slots cimport slot_offset, slot_or_attr
 
 from types import MemberDescriptorType
 
@@ -326,8 +326,8 @@ cdef object read_class = None
 cdef Py_ssize_t at_index = -1, at_size = -1, at_wire = -1
 
 
-cdef bint slots_of(e) except -1:
-    """Whether ``e``'s ``index``, ``size`` and ``wire`` are read from their slots."""
+cdef inline int know_class(e) except -1:
+    """``at_index``, ``at_size`` and ``at_wire`` for ``e``'s class."""
     global read_class, at_index, at_size, at_wire
     cls = type(e)
     if cls is not read_class:
@@ -335,25 +335,17 @@ cdef bint slots_of(e) except -1:
         at_size = slot_offset(cls, "size", MemberDescriptorType)
         at_wire = slot_offset(cls, "wire", MemberDescriptorType)
         read_class = cls
-    return at_index > 0 and at_size > 0 and at_wire > 0
+    return 0
 
 
 cdef inline object index_of(e):
-    cdef PyObject* v
-    if type(e) is read_class and at_index > 0 or slots_of(e):
-        v = slot_at_offset(e, at_index)
-        if v != NULL:
-            return <object>v
-    return e.index
+    know_class(e)
+    return slot_or_attr(e, at_index, "index")
 
 
 cdef inline int64_t size_of(e) except? -1:
-    cdef PyObject* v
-    if type(e) is read_class and at_size > 0 or slots_of(e):
-        v = slot_at_offset(e, at_size)
-        if v != NULL:
-            return <int64_t><object>v
-    return <int64_t>e.size
+    know_class(e)
+    return <int64_t>slot_or_attr(e, at_size, "size")
 
 
 cdef inline uint8_t* put_b(uint8_t* p, bytes b) noexcept:
@@ -363,13 +355,8 @@ cdef inline uint8_t* put_b(uint8_t* p, bytes b) noexcept:
 
 cdef bytes entry_wire(e):
     """The entry's JSON object (``Entry.json_bytes``), made once and kept on it."""
-    cdef PyObject* v
-    cdef bytes wire
-    if type(e) is read_class and at_wire > 0 or slots_of(e):
-        v = slot_at_offset(e, at_wire)
-        wire = <object>v if v != NULL else e.wire
-    else:
-        wire = e.wire
+    know_class(e)
+    cdef bytes wire = slot_or_attr(e, at_wire, "wire")
     if wire is not None:
         return wire
     cdef Py_buffer pb

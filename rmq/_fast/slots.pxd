@@ -62,3 +62,24 @@ cdef inline void set_slot_at_offset(object o, Py_ssize_t offset, object v) noexc
     Py_INCREF(v)
     at[0] = <PyObject*>v
     Py_XDECREF(old)
+
+
+cdef inline object slot_or_attr(object o, Py_ssize_t offset, str name):
+    """``o``'s field ``name``: its slot at ``offset`` (``slot_offset`` for
+    ``type(o)``) when that is known (> 0) and set, else its attribute."""
+    cdef PyObject* v
+    if offset > 0:
+        v = slot_at_offset(o, offset)
+        if v != NULL:
+            return <object>v
+    return getattr(o, name)
+
+
+cdef inline int set_slot_or_attr(object o, Py_ssize_t offset, str name, object v) except -1:
+    """Set ``o``'s field ``name``: at its slot's ``offset`` when that is
+    known (> 0), else through its attribute."""
+    if offset > 0:
+        set_slot_at_offset(o, offset, v)
+    else:
+        setattr(o, name, v)
+    return 0

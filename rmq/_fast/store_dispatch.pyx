@@ -27,7 +27,7 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
 from libc.string cimport memcmp, memset
 from rmq._fast.byteorder cimport put32, put64, get32, get64, get16
 from rmq._fast.record cimport Props, ascii_hash, find_props, index_prop_keys, prop_keys
-from rmq._fast.slots cimport set_slot_at_offset, slot_at_offset, slot_offset
+from rmq._fast.slots cimport set_slot_or_attr, slot_offset, slot_or_attr
 
 import logging
 from types import MemberDescriptorType
@@ -272,25 +272,6 @@ cdef Py_ssize_t at_tail_file = -1, at_file_size = -1, at_max_phy = -1
 cdef Py_ssize_t at_wrote = -1, at_committed = -1, at_from = -1, at_view = -1
 
 
-cdef inline object field(o, Py_ssize_t at, str name):
-    """``o``'s field ``name``, at its slot's offset ``at`` when that is known."""
-    cdef PyObject* v
-    if at > 0:
-        v = slot_at_offset(o, at)
-        if v != NULL:
-            return <object>v
-    return getattr(o, name)
-
-
-cdef inline int set_field(o, Py_ssize_t at, str name, value) except -1:
-    """Set ``o``'s field ``name``, at its slot's offset ``at`` when that is known."""
-    if at > 0:
-        set_slot_at_offset(o, at, value)
-    else:
-        setattr(o, name, value)
-    return 0
-
-
 cdef int know_classes(cq, mf) except -1:
     """The slot offsets of ``cq``'s and ``mf``'s fields, for their classes."""
     global cq_class, mf_class, at_tail_file, at_file_size, at_max_phy
@@ -326,20 +307,20 @@ cdef bint _store_queue(table, const uint8_t* tp, Py_ssize_t tlen, int32_t qid, W
     if cq is None:
         return False
     know_classes(cq, None)
-    mf = field(cq, at_tail_file, "tail_file")
+    mf = slot_or_attr(cq, at_tail_file, "tail_file")
     if mf is None:
         return False
     know_classes(cq, mf)
     # (the offsets in locals: an attribute read may run code that walks other classes)
     cdef Py_ssize_t file_size = at_file_size, max_phy = at_max_phy
     cdef Py_ssize_t wrote_at = at_wrote, from_at = at_from, view_at = at_view
-    wrote = field(mf, wrote_at, "wrote_position")
-    if wrote >= field(cq, file_size, "file_size"):
+    wrote = slot_or_attr(mf, wrote_at, "wrote_position")
+    if wrote >= slot_or_attr(cq, file_size, "file_size"):
         return False
     q.cq_pos = wrote
-    q.cq_base = field(mf, from_at, "file_from_offset")
-    q.max_phy = field(cq, max_phy, "max_physic_offset")
-    PyObject_GetBuffer(field(mf, view_at, "view"), &q.cq, PyBUF_WRITABLE)
+    q.cq_base = slot_or_attr(mf, from_at, "file_from_offset")
+    q.max_phy = slot_or_attr(cq, max_phy, "max_physic_offset")
+    PyObject_GetBuffer(slot_or_attr(mf, view_at, "view"), &q.cq, PyBUF_WRITABLE)
     q.held = True
     Py_INCREF(cq)
     q.cq_obj = <PyObject*>cq
@@ -468,9 +449,9 @@ def reput_walk(store, const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, 
             know_classes(cq, mf)
             wrote_at, committed_at, max_phy_at = at_wrote, at_committed, at_max_phy
             cq_pos = q.cq_pos
-            set_field(mf, wrote_at, "wrote_position", cq_pos)
-            set_field(mf, committed_at, "committed_position", cq_pos)
-            set_field(cq, max_phy_at, "max_physic_offset", q.max_phy)
+            set_slot_or_attr(mf, wrote_at, "wrote_position", cq_pos)
+            set_slot_or_attr(mf, committed_at, "committed_position", cq_pos)
+            set_slot_or_attr(cq, max_phy_at, "max_physic_offset", q.max_phy)
             if q.last.store_ts > latest:
                 latest = q.last.store_ts
             runs.append((<object>q.topic_obj, q.qid, q.last.qoff + 1, q.last.tags_code,
