@@ -287,8 +287,8 @@ cdef inline Py_ssize_t _next_or_end(const uint8_t *p, Py_ssize_t i, Py_ssize_t n
     return -1
 
 
-cdef Py_ssize_t _string_end(const uint8_t *p, Py_ssize_t i, Py_ssize_t n,
-                            bint *ascii) noexcept:
+cdef inline Py_ssize_t _string_end(const uint8_t *p, Py_ssize_t i, Py_ssize_t n,
+                                   bint *ascii) noexcept:
     """The closing quote of the string opening at ``p[i]``, or -1 for one this
     reader leaves to the general one (an escape, a control byte, no end).
     Sixteen bytes at a time while as many are left, then byte by byte."""
@@ -320,8 +320,8 @@ cdef Py_ssize_t _string_end(const uint8_t *p, Py_ssize_t i, Py_ssize_t n,
     return -1
 
 
-cdef Py_ssize_t _int_end(const uint8_t *p, Py_ssize_t i, Py_ssize_t n,
-                         long long *value) noexcept:
+cdef inline Py_ssize_t _int_end(const uint8_t *p, Py_ssize_t i, Py_ssize_t n,
+                                long long *value) noexcept:
     """The end of the JSON integer at ``p[i]`` (``-?(0|[1-9][0-9]*)``, at most
     18 digits, no fraction or exponent after it) with its value, or -1."""
     cdef bint neg = False
