@@ -9,25 +9,36 @@ of the layers above are handed over by ``bind``.
 ``read_batch_ack`` reads the batch's JSON body (5.3.3's
 BatchAckMessageRequestBody) straight to each entry's fields, without a dict
 per entry; it takes only the plain bodies every client writes and leaves
-anything else to the general JSON reader, whose twin path it is.
+anything else to the general JSON reader, whose twin path it is.  A field's
+text that is the one read before is that str again (its hash then known),
+and a plain base64 bit map is decoded here on the stack, any other by
+``a2b_base64``.
 """
 
 from binascii import a2b_base64
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.list cimport PyList_GET_ITEM
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.limits cimport LLONG_MAX
-from libc.stdint cimport int64_t, uint8_t
-from libc.string cimport memcmp
+from libc.stdint cimport int64_t, uint8_t, uint64_t
+from libc.string cimport memcmp, memset
 
+from rmq._fast.json_text cimport json_ctz64, json_mask16
 from rmq._fast.pop_revive cimport direct, write_ack_arr
 from rmq._fast.topic_table cimport topic_config
+
+
+cdef extern from "Python.h":
+    void *PyUnicode_DATA(object o)
+    int PyUnicode_IS_ASCII(object o)
+    Py_ssize_t PyUnicode_GET_LENGTH(object o)
 
 cdef object _EXTRA = None
 cdef object _real_topic = None
 cdef object _SYSTEM_ERROR = None
 cdef object _ORDER_QID = None
-cdef object _SUCCESS = 0
+cdef tuple _DONE = (0, None)  # the answer of a batch done at once: (SUCCESS, no remark)
 cdef bint _bound = False
 
 
@@ -35,8 +46,8 @@ def bind(extra_type: type, real_topic: object, system_error: object,
          order_qid: object, success: object = 0) -> None:
     """ExtraInfo, ``pop_records.real_topic``, ResponseCode.SYSTEM_ERROR
     and the orderly pops' revive queue id (and SUCCESS)."""
-    global _EXTRA, _real_topic, _SYSTEM_ERROR, _ORDER_QID, _bound, _SUCCESS
-    _SUCCESS = success
+    global _EXTRA, _real_topic, _SYSTEM_ERROR, _ORDER_QID, _bound, _DONE
+    _DONE = (success, None)
     _EXTRA = extra_type
     _real_topic = real_topic
     _SYSTEM_ERROR = system_error
@@ -71,13 +82,13 @@ cdef enum:
     ARR_ROOM = 64  # an entry's offsets kept in a C array up to this many
 
 
-cdef Py_ssize_t bitset_into(object start, bytes raw, int64_t *out) except -2:
-    """``bitset_offsets`` of the decoded bit map ``raw`` into ``out`` (room
-    for ``ARR_ROOM``): their number, or -1 (nothing to rely on in ``out``)
-    when there are more or ``start`` is not an exact int that keeps every
-    offset within 64 bits."""
-    cdef const unsigned char *bits = raw
-    cdef Py_ssize_t i, n = len(raw), at = 0
+cdef Py_ssize_t bitset_into(object start, const unsigned char *bits, Py_ssize_t n,
+                            int64_t *out) except -2:
+    """``bitset_offsets`` of the decoded bit map ``bits[:n]`` into ``out``
+    (room for ``ARR_ROOM``): their number, or -1 (nothing to rely on in
+    ``out``) when there are more or ``start`` is not an exact int that keeps
+    every offset within 64 bits."""
+    cdef Py_ssize_t i, at = 0
     cdef int bit
     cdef unsigned char byte
     cdef long long s
@@ -91,14 +102,67 @@ cdef Py_ssize_t bitset_into(object start, bytes raw, int64_t *out) except -2:
         return -1
     for i in range(n):
         byte = bits[i]
-        if byte:
+        if byte == 0xFF and at + 8 <= ARR_ROOM:  # eight offsets in a row (most acks)
             for bit in range(8):
-                if byte >> bit & 1:
-                    if at == ARR_ROOM:
-                        return -1
-                    out[at] = s + (i * 8 + bit)
-                    at += 1
+                out[at + bit] = s + (i * 8 + bit)
+            at += 8
+            continue
+        while byte:  # its set bits, lowest first
+            if at == ARR_ROOM:
+                return -1
+            out[at] = s + (i * 8 + json_ctz64(byte))
+            at += 1
+            byte &= byte - 1
     return at
+
+
+cdef enum:
+    B64_ROOM = 256  # a bit map decoded on the stack up to this many bytes (2048 offsets)
+
+
+cdef signed char _B64[256]  # each byte's value in base64's alphabet; -1 outside it
+
+
+cdef void _b64_table() noexcept:
+    cdef const char *alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    cdef int i
+    memset(_B64, -1, 256)
+    for i in range(64):
+        _B64[<uint8_t>alphabet[i]] = i
+
+
+_b64_table()
+
+
+cdef Py_ssize_t b64_plain(object data, uint8_t *out) noexcept:
+    """``a2b_base64(data)`` into ``out`` (room for ``B64_ROOM``) for a plain
+    text: an ASCII str of whole quads of the alphabet, ``=`` only as the
+    padding of the last one; the number of bytes, or -1 for any other text
+    (or a longer one), which ``a2b_base64`` then decodes or refuses.  Like
+    it, the bits a padded quad leaves over are dropped."""
+    cdef const uint8_t *s
+    cdef Py_ssize_t n, i, at = 0, pad = 0
+    cdef int a, b, c, d
+    if type(data) is not str or not PyUnicode_IS_ASCII(data):
+        return -1
+    s = <const uint8_t *>PyUnicode_DATA(data)
+    n = PyUnicode_GET_LENGTH(data)
+    if n == 0 or n % 4 or n // 4 * 3 > B64_ROOM:
+        return -1
+    if s[n - 1] == 61:
+        pad = 2 if s[n - 2] == 61 else 1
+    for i in range(0, n, 4):
+        a = _B64[s[i]]
+        b = _B64[s[i + 1]]
+        c = _B64[s[i + 2]] if i + 4 < n or pad < 2 else 0
+        d = _B64[s[i + 3]] if i + 4 < n or pad < 1 else 0
+        if a < 0 or b < 0 or c < 0 or d < 0:
+            return -1
+        out[at] = <uint8_t>(a << 2 | b >> 4)
+        out[at + 1] = <uint8_t>(b << 4 | c >> 2)
+        out[at + 2] = <uint8_t>(c << 6 | d)
+        at += 3
+    return at - pad
 
 
 def ack_entry_now(p, a, broker_name):
@@ -114,7 +178,7 @@ def batch_ack_now(p, body):
     cdef Py_ssize_t i = 0
     if not _bound:
         raise RuntimeError("ack_entry.bind was not called")
-    read = read_batch_ack(body)
+    read = _read(body)
     if read is None:
         return p.batch_ack_now(body)
     broker_name, acks = <tuple>read
@@ -127,11 +191,12 @@ def batch_ack_now(p, body):
         if len(<tuple>got) == 2:
             return got
         return p._batch_ack_rest(got, acks, i, broker_name)
-    return _SUCCESS, None
+    return _DONE
 
 
 cdef object entry_now(p, a, broker_name):
     cdef int64_t offs[ARR_ROOM]
+    cdef uint8_t raw[B64_ROOM]
     cdef Py_ssize_t n = -1, i
     offsets = None
     try:
@@ -143,23 +208,28 @@ cdef object entry_now(p, a, broker_name):
         topic = raw_topic if retry == "0" else _real_topic(raw_topic, group, retry)
         # the bit map's offsets in ``offs`` (``n`` of them), or the list
         # ``offsets`` when they do not fit there
-        if data:
-            n = bitset_into(start, a2b_base64(data), offs)
-        else:
+        if not data:
             n = 0
+        else:
+            n = b64_plain(data, raw)
+            if n >= 0:
+                n = bitset_into(start, raw, n, offs)
+            else:
+                bits = a2b_base64(data)
+                n = bitset_into(start, bits, len(bits), offs)
         if n < 0:
             offsets = bitset_offsets(start, data)
             n = len(offsets)
     except (KeyError, ValueError, TypeError) as exc:
         return _SYSTEM_ERROR, f"bad batch ack entry: {exc}"
-    tc = topic_config(p.c.topic_config_manager, topic) if type(topic) is str else None
+    tc = topic_config(p.topics, topic) if type(topic) is str else None
     if tc is None or not 0 <= queue_id < tc.readQueueNums:  # ``_check_queue`` refuses it
         refused = p._check_queue(topic, queue_id, None)
         if refused is not None:
             return refused.code, refused.remark
     if not n:
         return None
-    revive = p.ctx.revive
+    revive = p.revive
     if qid != _ORDER_QID:
         if not 0 <= qid < revive.queue_num:
             return None
@@ -196,7 +266,7 @@ cdef enum:
 
 
 cdef inline Py_ssize_t _ws(const uint8_t *p, Py_ssize_t i, Py_ssize_t n) noexcept:
-    while i < n and (p[i] == 32 or p[i] == 10 or p[i] == 13 or p[i] == 9):
+    while i < n and p[i] <= 32 and (p[i] == 32 or p[i] == 10 or p[i] == 13 or p[i] == 9):
         i += 1
     return i
 
@@ -217,13 +287,27 @@ cdef inline Py_ssize_t _next_or_end(const uint8_t *p, Py_ssize_t i, Py_ssize_t n
     return -1
 
 
-cdef Py_ssize_t _string_end(const uint8_t *p, Py_ssize_t i, Py_ssize_t n,
-                            bint *ascii) noexcept:
+cdef inline Py_ssize_t _string_end(const uint8_t *p, Py_ssize_t i, Py_ssize_t n,
+                                   bint *ascii) noexcept:
     """The closing quote of the string opening at ``p[i]``, or -1 for one this
-    reader leaves to the general one (an escape, a control byte, no end)."""
+    reader leaves to the general one (an escape, a control byte, no end).
+    Sixteen bytes at a time while as many are left, then byte by byte."""
     cdef uint8_t c
+    cdef uint64_t m
+    cdef int wide, k
     ascii[0] = True
     i += 1
+    while i + 16 <= n:
+        wide = 0
+        m = json_mask16(p + i, &wide)  # '"', '\\' and control bytes; ``wide``: those >= 0x80
+        if m:
+            k = json_ctz64(m)
+            if wide & ((1 << k) - 1):
+                ascii[0] = False
+            return i + k if p[i + k] == 34 else -1
+        if wide:
+            ascii[0] = False
+        i += 16
     while i < n:
         c = p[i]
         if c == 34:
@@ -236,27 +320,29 @@ cdef Py_ssize_t _string_end(const uint8_t *p, Py_ssize_t i, Py_ssize_t n,
     return -1
 
 
-cdef Py_ssize_t _int_end(const uint8_t *p, Py_ssize_t i, Py_ssize_t n,
-                         long long *value) noexcept:
+cdef inline Py_ssize_t _int_end(const uint8_t *p, Py_ssize_t i, Py_ssize_t n,
+                                long long *value) noexcept:
     """The end of the JSON integer at ``p[i]`` (``-?(0|[1-9][0-9]*)``, at most
     18 digits, no fraction or exponent after it) with its value, or -1."""
     cdef bint neg = False
     cdef Py_ssize_t start
-    cdef long long v = 0
+    cdef unsigned long long v = 0  # (wraps past 19 digits: refused by their count)
+    cdef unsigned int d
     if i < n and p[i] == 45:
         neg = True
         i += 1
     start = i
-    while i < n and 48 <= p[i] <= 57:
-        if i - start >= 18:
-            return -1
-        v = v * 10 + (p[i] - 48)
+    while i < n:
+        d = p[i] - 48
+        if d > 9:
+            break
+        v = v * 10 + d
         i += 1
-    if i == start or (p[start] == 48 and i - start > 1):
+    if i == start or i - start > 18 or (p[start] == 48 and i - start > 1):
         return -1
     if i < n and (p[i] == 46 or p[i] == 101 or p[i] == 69):
         return -1
-    value[0] = -v if neg else v
+    value[0] = -<long long>v if neg else <long long>v
     return i
 
 
@@ -290,6 +376,30 @@ cdef object _text(const uint8_t *p, Py_ssize_t start, Py_ssize_t end):
         return PyUnicode_DecodeUTF8(<const char *>p + start, end - start, NULL)
     except UnicodeDecodeError:
         return None
+
+
+cdef enum:
+    K_BROKER = 9  # the body's brokerName: its ``_kept`` entry after the entries' keys
+
+
+cdef list _kept = [None] * (K_BROKER + 1)  # each field's last ASCII text read
+
+
+cdef object _field_text(const uint8_t *p, Py_ssize_t start, Py_ssize_t end, bint ascii,
+                        int field):
+    """``_text`` of one of the body's fields (its ``_kept`` index): the str
+    read for that field before when it is the same ASCII text (a client
+    sends the same group, topic and broker name again and again), else a new
+    one, kept when ASCII; its hash is then worked out only once."""
+    cdef Py_ssize_t n = end - start
+    last = <object>PyList_GET_ITEM(_kept, field)
+    if ascii and last is not None and PyUnicode_GET_LENGTH(last) == n and \
+            memcmp(PyUnicode_DATA(last), p + start, n) == 0:
+        return last
+    text = _text(p, start, end)
+    if ascii:
+        _kept[field] = text
+    return text
 
 
 cdef int _entry_key(const uint8_t *k, Py_ssize_t n) noexcept:
@@ -357,7 +467,7 @@ cdef Py_ssize_t _read_entry(const uint8_t *p, Py_ssize_t i, Py_ssize_t n, list o
                 j = _string_end(p, i, n, &ascii)
                 if j < 0:
                     return -1
-                text = _text(p, i + 1, j)
+                text = _field_text(p, i + 1, j, ascii, k)
                 if text is None:
                     return -1
                 if k == K_C:
@@ -445,7 +555,7 @@ cdef object _read_body(const uint8_t *p, Py_ssize_t n):
                     j = _string_end(p, i, n, &ascii)
                     if j < 0:
                         return None
-                    broker = _text(p, i + 1, j)
+                    broker = _field_text(p, i + 1, j, ascii, K_BROKER)
                     if broker is None:
                         return None
                     i = j + 1
@@ -472,6 +582,11 @@ def read_batch_ack(body):
     plain JSON of strings and integers, an entry without a required field or
     with a field of another type, a key twice, anything odd), which the
     general reader then reads and judges."""
+    return _read(body)
+
+
+cdef object _read(object body):
+    """``read_batch_ack``."""
     cdef Py_buffer pb
     PyObject_GetBuffer(body, &pb, PyBUF_SIMPLE)
     try:

@@ -11,6 +11,8 @@ of the layers above are handed over by ``bind``.
 
 from heapq import heappush
 
+cimport cython
+
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t, uint8_t
@@ -26,6 +28,10 @@ from rmq._fast.store_put cimport put_one
 
 
 cdef extern from "Python.h":
+    ctypedef struct PyObject
+    PyObject *_PyType_Lookup(type t, object name)  # borrowed; no error set
+    PyObject **_PyObject_GetDictPtr(object o)  # no error set
+    PyObject *PyDict_GetItemWithError(PyObject *d, object key) except? NULL  # borrowed
     object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
     void *PyUnicode_DATA(object o)
     int PyUnicode_IS_ASCII(object o)
@@ -81,13 +87,16 @@ def bind_service(svc_type: type) -> None:
 cdef bint direct(object svc, str name) except -1:
     """Whether ``svc.<name>`` (write_ck_now or write_ack_now) is this
     module's: a PopReviveService whose class still holds it and that has no
-    attribute of that name of its own (a test's stand-in)."""
+    attribute of that name of its own (a test's stand-in).  Read from the
+    class's and the instance's dicts (what ``getattr`` would look in)."""
+    cdef PyObject **own
     if _SVC is None or type(svc) is not _SVC:
         return False
-    if getattr(_SVC, name) is not (_SVC_CK if name == "write_ck_now" else _SVC_ACK):
+    ours = _SVC_CK if PyUnicode_GET_LENGTH(name) == 12 and name == "write_ck_now" else _SVC_ACK
+    if _PyType_Lookup(<type>_SVC, name) is not <PyObject *>ours:
         return False
-    own = getattr(svc, "__dict__", None)
-    return own is None or name not in <dict>own
+    own = _PyObject_GetDictPtr(svc)
+    return own is NULL or own[0] is NULL or PyDict_GetItemWithError(own[0], name) is NULL
 
 
 cdef inline long long now_ms() noexcept nogil:
@@ -219,10 +228,19 @@ cdef class Pending:
         return 0
 
     cdef bint ack_arr(self, const int64_t *offs, Py_ssize_t n) noexcept:
-        """``ack`` of the offsets ``offs[:n]``."""
+        """``ack`` of the offsets ``offs[:n]`` (of a run: each one's entry
+        found at its distance from the first, in one loop)."""
         cdef Py_ssize_t i
+        cdef int64_t first, o
+        if self.shape != RUN or not self.n:
+            for i in range(n):
+                self._cross(offs[i])
+            return self.left_n == 0
+        first = self.offs[0]
         for i in range(n):
-            self._cross(offs[i])
+            o = offs[i]
+            if o >= first and o - first < self.n:
+                self._flag(<Py_ssize_t>(o - first))
         return self.left_n == 0
 
     @property
@@ -231,12 +249,14 @@ cdef class Pending:
         cdef Py_ssize_t i
         return {self.offs[i] for i in range(self.n) if not self.acked[i]}
 
+    @cython.final
     cdef inline void _flag(self, Py_ssize_t i) noexcept:
         if not self.acked[i]:
             self.acked[i] = 1
             self.left_n -= 1
 
-    cdef void _cross(self, int64_t o) noexcept:
+    @cython.final
+    cdef inline void _cross(self, int64_t o) noexcept:
         """Flag the entries of offset ``o``."""
         cdef Py_ssize_t i, lo, hi, mid
         if self.shape == RUN:
@@ -456,14 +476,15 @@ cdef object ack_written(object svc, object qid, bytes body, Py_ssize_t count, st
     if offsets is not None:
         cross_off(svc, key, offsets)
         return True
-    entry = svc.pending.get(key)
+    cdef dict pending = svc.pending
+    entry = pending.get(key)
     if entry is None:
         return True
     if type(entry) is Pending:
         if (<Pending>entry).ack_arr(offs, n):
-            settle(svc, key)
+            settle(svc, pending, key)
     elif entry.ack([offs[i] for i in range(n)]):
-        settle(svc, key)
+        settle(svc, pending, key)
     return True
 
 
@@ -554,14 +575,14 @@ cpdef written(object svc, object qid, object record, object offset):
 cdef bint mark_read(object svc, object qid, object offset) except -1:
     """``_written``'s read offset: False when the record at ``offset`` was
     read back (and applied) already; else it is marked read or applied."""
-    read_offsets = svc.read_offsets
+    cdef dict read_offsets = svc.read_offsets
     read = read_offsets.get(qid, 0)
     if offset < read:
         return False
     if offset == read and svc.loaded:
         read_offsets[qid] = offset + 1
     else:
-        svc.applied.setdefault(qid, set()).add(offset)
+        (<dict?>svc.applied).setdefault(qid, set()).add(offset)
     return True
 
 
@@ -614,20 +635,22 @@ cpdef apply_ack(object svc, object ack):
 
 cdef cross_off(object svc, str key, object offsets):
     """``offsets`` off the pending checkpoint of ``key``, settled once none is left."""
-    entry = svc.pending.get(key)
+    cdef dict pending = svc.pending
+    entry = pending.get(key)
     if entry is None:
         return
     if (<Pending>entry).ack(offsets) if type(entry) is Pending else entry.ack(offsets):
-        settle(svc, key)
+        settle(svc, pending, key)
 
 
-cdef settle(object svc, str key):
-    """``PopReviveService._settle``."""
-    entry = (<dict>svc.pending).pop(key, None)
+cdef settle(object svc, dict pending, str key):
+    """``PopReviveService._settle`` (``pending``: its map)."""
+    entry = pending.pop(key, None)
     if entry is None:
         return
-    queue = svc.by_queue.get(entry.revive_qid)
+    qid = (<Pending>entry).revive_qid if type(entry) is Pending else entry.revive_qid
+    queue = (<dict?>svc.by_queue).get(qid)
     if queue is not None:
-        queue.pop(key, None)
+        (<dict?>queue).pop(key, None)
     for cb in svc.on_settled:
         cb(entry.ck)

@@ -166,6 +166,32 @@ def _ack_impls() -> list[tuple[str, object]]:
     return out
 
 
+def _odd_base64(b: str, bits: int, kind: int) -> str:
+    """The bit map ``b`` (of ``bits``) written otherwise: unpadded, with a
+    line break, with the bits its padding leaves over set, with ``=`` inside
+    it, with a bit far past its checkpoint (a long text), not a whole quad;
+    or another map: whole bytes of offsets past its checkpoint's, more of
+    them than an entry's C array holds."""
+    import base64
+
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    if kind == 0:
+        return b.rstrip("=")
+    if kind == 1:
+        return b[:4] + "\n" + b[4:]
+    if kind == 2 and b.endswith("="):
+        pad = len(b) - len(b.rstrip("="))
+        at = len(b) - pad - 1
+        return b[:at] + alphabet[alphabet.index(b[at]) | (15 if pad == 2 else 3)] + b[at + 1:]
+    if kind == 3:
+        return b[:4] + "=" + b[4:]
+    if kind in (4, 6, 7):
+        more = {4: 1 << 3000, 6: 0xFFFF << 8, 7: (1 << 72) - 1 << 8}[kind]
+        more |= bits
+        return base64.b64encode(more.to_bytes((more.bit_length() + 7) // 8, "little")).decode()
+    return b + "A"
+
+
 def _entries(rnd: random.Random, cks: list) -> list:
     """Batch ack entries of the checkpoints ``cks`` (some offsets, all of
     them, none) and bad ones: fields missing or not numbers, bitsets not
@@ -202,6 +228,8 @@ def _entries(rnd: random.Random, cks: list) -> list:
             e["b"] = ""
         elif r < 0.3:
             e = [1, 2]
+        elif r < 0.42:  # bit maps in base64 of other shapes, read as a2b_base64 reads them
+            e["b"] = _odd_base64(b, bits, int(r * 1000) % 8)
         out.append(e)
     return out
 

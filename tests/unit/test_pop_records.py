@@ -251,3 +251,28 @@ def test_ack_body_numbers_at_every_digit_count():
         for ack_body in impls:
             assert ack_body(chunk, None, "g", chunk[0], chunk[-1], chunk[len(chunk) // 2],
                             "t") == want
+
+
+def test_ack_body_runs_step_their_texts_right():
+    """``ack_body`` of runs of offsets (the compiled one steps the last digit
+    of the text before for a value one past it): runs across each power of
+    ten, through negative numbers and zero, at the ends of a long, and with
+    gaps, as orjson writes them."""
+    import orjson
+
+    from rmq._fast import compiled_or_none
+    from rmq.broker import pop_records as prec
+
+    impls = [prec._ack_body]
+    c = compiled_or_none("pop_records")
+    if c is not None:
+        impls.append(c.ack_body)
+    starts = [0, -25, -2**63, 2**63 - 40, 12_990]
+    starts += [10**k - 17 for k in range(1, 19)] + [-(10**k) - 3 for k in range(1, 18)]
+    for start in starts:
+        for gap_every in (0, 7):  # a whole run; one with a gap after each seventh
+            run = [o for o in (start + i + (i // gap_every if gap_every else 0)
+                               for i in range(40)) if o < 2**63]
+            want = orjson.dumps({"aol": run, "c": "g", "pt": 1, "q": 2, "so": 3, "t": "t"})
+            for ack_body in impls:
+                assert ack_body(run, None, "g", 1, 2, 3, "t") == want

@@ -62,6 +62,10 @@ class AckMessageProcessor:
         self.bc = controller.broker_config
         self.store = controller.message_store
         self.ctx = pop_context(controller)
+        # held here, not reached through the controller and the context, for
+        # the ack of each entry (the compiled one reads them too)
+        self.topics = controller.topic_config_manager
+        self.revive = self.ctx.revive
 
     def process_request(self, channel: Channel, request: RemotingCommand) -> Any:
         if request.code == RequestCode.BATCH_ACK_MESSAGE:
@@ -72,7 +76,7 @@ class AckMessageProcessor:
 
     def _check_queue(self, topic: str, queue_id: int, offset: int | None
                      ) -> RemotingCommand | None:
-        tc = self.c.topic_config_manager.select_topic_config(topic)
+        tc = self.topics.select_topic_config(topic)
         if tc is None:
             return response(RC.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
         if queue_id < 0 or queue_id >= tc.readQueueNums:
@@ -100,11 +104,11 @@ class AckMessageProcessor:
                 self._order_ack(group, topic, queue_id, o, info.pop_time)
             await self.ctx.persist_order()  # acked stays acked after a SIGKILL
             return True
-        if not 0 <= info.revive_qid < self.ctx.revive.queue_num:
+        if not 0 <= info.revive_qid < self.revive.queue_num:
             return True  # a handle of no revive queue of ours: nothing to cross off
         ack = AckMsg(topic, group, queue_id, info.ck_offset, info.pop_time, info.broker_name,
                      offsets)
-        revive = self.ctx.revive
+        revive = self.revive
         stored = revive.write_now(info.revive_qid, ack)
         return stored if stored is not None else await revive.write(info.revive_qid, ack)
 
@@ -200,11 +204,11 @@ class AckMessageProcessor:
             return response(RC.SUCCESS, None, {"popTime": str(info.pop_time),
                                                "invisibleTime": str(visible_at - info.pop_time),
                                                "reviveQid": str(ORDER_REVIVE_QUEUE)})
-        qid = info.revive_qid if 0 <= info.revive_qid < self.ctx.revive.queue_num \
+        qid = info.revive_qid if 0 <= info.revive_qid < self.revive.queue_num \
             else self.ctx.next_revive_qid()
         ck = PopCheckPoint(topic, group, queue_id, offset, now, invisible, [0],
                            self.bc.brokerName)
-        if not await self.ctx.revive.write(qid, ck):
+        if not await self.revive.write(qid, ck):
             return response(RC.SYSTEM_ERROR, "put ck msg error")
         await self._ack_offsets(group, topic, queue_id, info, [offset])
         return response(RC.SUCCESS, None, {"popTime": str(now), "invisibleTime": str(invisible),
@@ -244,7 +248,7 @@ def _ack_entry_now(p: AckMessageProcessor, a: Any, broker_name: str) -> tuple | 
         return refused.code, refused.remark
     if not offsets:
         return None
-    revive = p.ctx.revive
+    revive = p.revive
     if info.revive_qid == ORDER_REVIVE_QUEUE:
         return group, topic, queue_id, info, offsets
     if not 0 <= info.revive_qid < revive.queue_num:
