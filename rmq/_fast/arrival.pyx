@@ -6,21 +6,46 @@ listeners that have something to do, without the interpreter's frame and
 loop (set on the class when built).  The count is ``BrokerStats.inc_put``'s
 common case done here (a queue already counted, no size histogram), as
 ``rmq._fast.lane_runs.on_runs`` does it for a send lane's read.
+
+``arrive`` is its body for the controller's stats and listener forms (both
+made once with the controller, as its ``runs_listener`` binds them): the
+compiled single put (``rmq._fast.store_put``) calls it straight, without a
+Python call and its argument parsing, when the store's listener is this
+function bound to a controller.
 """
 
+from types import MemberDescriptorType
+
 from rmq._fast.put_pending cimport add_pending
+from rmq._fast.slots cimport set_slot_or_attr, slot_offsets, slot_or_attr
+
+# BrokerStats' ``_put_pending`` and ``put_total`` read and set at their slots
+# (~190 and ~340 instructions through the attribute protocol), for the last
+# stats class met; any other, and an unset slot, through the attributes
+cdef object _stats_class = None
+cdef Py_ssize_t _stats_at[2]  # _put_pending, put_total
+_STATS_FIELDS = ("_put_pending", "put_total")
 
 
-def on_message_arriving(controller, topic, queue_id, next_offset, tags_code, store_ts,
-                        nums=1, size=0, events=1):
-    """``BrokerController._on_message_arriving``, step for step."""
-    stats = controller.stats
-    if add_pending(stats._put_pending, (topic, queue_id), nums, size, events):
-        stats.put_total += nums
+cdef int arrive(object stats, list forms, tuple key, object next_offset, object tags_code,
+                object store_ts, object nums, object size, object events) except -1:
+    """``on_message_arriving`` of a controller whose ``stats`` and
+    ``_runs_forms`` these are, for the queue ``key`` (topic, queue id)."""
+    topic = key[0]
+    queue_id = key[1]
+    global _stats_class
+    if type(stats) is not _stats_class:
+        slot_offsets(type(stats), _STATS_FIELDS, _stats_at, MemberDescriptorType, True)
+        _stats_class = type(stats)
+    # (the offset in a local: an attribute read may run code that walks other classes)
+    cdef Py_ssize_t at_total = _stats_at[1]
+    if add_pending(slot_or_attr(stats, _stats_at[0], "_put_pending"), key, nums, size, events):
+        set_slot_or_attr(stats, at_total, "put_total",
+                         slot_or_attr(stats, at_total, "put_total") + nums)
     else:  # a new key, or the size histogram
         stats.inc_put(topic, queue_id, nums, size, events)
     cdef tuple form
-    for form in <list>controller._runs_forms:
+    for form in forms:
         holder = form[2]
         if holder is not None and not getattr(holder, form[3]):
             continue  # nobody waits: the listener would return at once
@@ -28,3 +53,11 @@ def on_message_arriving(controller, topic, queue_id, next_offset, tags_code, sto
         if topics is not None and topic not in topics:
             continue  # none of its topics: likewise
         form[0](topic, queue_id, next_offset, tags_code, store_ts)
+    return 0
+
+
+def on_message_arriving(controller, topic, queue_id, next_offset, tags_code, store_ts,
+                        nums=1, size=0, events=1):
+    """``BrokerController._on_message_arriving``, step for step."""
+    arrive(controller.stats, controller._runs_forms, (topic, queue_id), next_offset, tags_code,
+           store_ts, nums, size, events)

@@ -10,6 +10,7 @@ of the layers above are handed over by ``bind``.
 """
 
 from heapq import heappush
+from types import MemberDescriptorType
 
 cimport cython
 
@@ -24,6 +25,7 @@ from rmq._fast.json_text cimport json_write_int
 from rmq._fast.offset_table cimport commit_offset, query_offset
 from rmq._fast.pop_records import ack_body, ck_body
 from rmq._fast.pop_records cimport ack_body_arr, ck_body_arr
+from rmq._fast.slots cimport slot_offsets, slot_or_attr
 from rmq._fast.store_put cimport put_one
 
 
@@ -488,17 +490,31 @@ cdef object ack_written(object svc, object qid, bytes body, Py_ssize_t count, st
     return True
 
 
+# The store config's fields ``put_record`` reads each record (they change at
+# runtime: updateBrokerConfig) at their slots, for the last config class met
+cdef object _cfg_class = None
+cdef Py_ssize_t _cfg_at[3]  # flushDiskType, brokerRole, timerWheelEnable
+_CFG_FIELDS = ("flushDiskType", "brokerRole", "timerWheelEnable")
+
+
 cdef object put_record(object svc, object qid, bytes body, str tag, object code):
     """``put_at_once`` of a record's body: its queue offset, None with
     nothing done (under SYNC_FLUSH too: the general way waits for the
     group commit).  Its callers checked ``bind``."""
     store = svc.store
     cfg = store.config
-    if cfg.flushDiskType is _SYNC_FLUSH:
+    global _cfg_class
+    if type(cfg) is not _cfg_class:
+        slot_offsets(type(cfg), _CFG_FIELDS, _cfg_at, MemberDescriptorType)
+        _cfg_class = type(cfg)
+    # (the offsets in locals: an attribute read may run code that walks other classes)
+    cdef Py_ssize_t at_role = _cfg_at[1], at_timer = _cfg_at[2]
+    if slot_or_attr(cfg, _cfg_at[0], "flushDiskType") is _SYNC_FLUSH:
         return None
     cdef long long now = now_ms()
     topic = svc.topic
-    if cfg.brokerRole is _SYNC_MASTER or not cfg.timerWheelEnable or \
+    if slot_or_attr(cfg, at_role, "brokerRole") is _SYNC_MASTER or \
+            not slot_or_attr(cfg, at_timer, "timerWheelEnable") or \
             not PyUnicode_IS_ASCII(<str>topic):
         return None
     global _TOPIC, _TOPIC_B

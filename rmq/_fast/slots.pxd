@@ -22,13 +22,17 @@ cdef extern from "Python.h":
     int Py_READONLY "READONLY"
 
 
-cdef inline Py_ssize_t slot_offset(cls, str name, member_type) except -2:
+cdef inline Py_ssize_t slot_offset(cls, str name, member_type,
+                                   bint with_dict=False) except -2:
     """Where field ``name`` of an instance of ``cls`` lies, when it is a
     writable object slot of a plain slots class (``member_type``:
-    ``types.MemberDescriptorType``); else -1."""
+    ``types.MemberDescriptorType``); else -1.  ``with_dict``: the class may
+    also keep an instance dict (a class that slots only its hot fields: the
+    slot's member descriptor still decides every read and write of it)."""
     cdef PyMemberDef* m
     if type(cls) is not type or cls.__getattribute__ is not object.__getattribute__ or \
-            cls.__setattr__ is not object.__setattr__ or cls.__dictoffset__ != 0:
+            cls.__setattr__ is not object.__setattr__ or \
+            (cls.__dictoffset__ != 0 and not with_dict):
         return -1
     d = cls.__dict__.get(name)
     if type(d) is not member_type:
@@ -37,6 +41,15 @@ cdef inline Py_ssize_t slot_offset(cls, str name, member_type) except -2:
     if m.type != Py_T_OBJECT_EX or m.flags & Py_READONLY or m.offset <= 0:
         return -1
     return m.offset
+
+
+cdef inline int slot_offsets(cls, tuple names, Py_ssize_t* out, member_type,
+                             bint with_dict=False) except -1:
+    """``slot_offset`` of each field of ``names`` into ``out`` (as many)."""
+    cdef Py_ssize_t i
+    for i in range(len(names)):
+        out[i] = slot_offset(cls, names[i], member_type, with_dict)
+    return 0
 
 
 cdef inline PyObject* slot_at_offset(object o, Py_ssize_t offset) noexcept:

@@ -16,20 +16,27 @@ timer's delivery) each take one.  The store's enum members it compares with
 are handed over by ``bind`` (rmq.store is a layer above this package).
 """
 
+import _thread
 import logging
+from types import MemberDescriptorType, MethodType
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
-from cpython.dict cimport PyDict_GetItem
+from cpython.dict cimport PyDict_GetItemWithError
+from cpython.pythread cimport PY_LOCK_ACQUIRED, PyThread_acquire_lock, PyThread_release_lock
+from cpython.pythread cimport PyThread_type_lock
 from cpython.object cimport PyObject
 from cpython.weakref cimport PyWeakref_GetObject, PyWeakref_NewRef
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from rmq._fast.arrival cimport arrive
 from rmq._fast.byteorder cimport put32, put64
 from rmq._fast.record cimport c_write_record, direct_tail
+from rmq._fast.slots cimport set_slot_or_attr, slot_offset, slot_offsets, slot_or_attr
 from rmq._fast.store_stats cimport PutCounters, counters_of
 from libc.string cimport memcpy
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
+from rmq._fast.arrival import on_message_arriving
 from rmq.common.topics import SCHEDULE_TOPIC
 
 
@@ -101,13 +108,13 @@ cdef Py_ssize_t write_single(object buf, Py_ssize_t pos, Py_ssize_t limit,
                 bp = <const uint8_t *>PyBytes_AS_STRING(born_host)
                 sp = <const uint8_t *>PyBytes_AS_STRING(store_host)
                 tp = <const uint8_t *>PyBytes_AS_STRING(topic)
-                with nogil:
-                    c_write_record(<uint8_t *>ov.buf + pos, queue_id, flag, queue_offset, phy,
-                                   sys_flag, born_ts, bp, blen, store_ts, sp, slen, reconsume,
-                                   0, <const uint8_t *>bv.buf, bv.len, tp, tlen, pp, plen)
-                    put64(<uint8_t *>cv.buf + cq_pos, phy)
-                    put32(<uint8_t *>cv.buf + cq_pos + 8, <int32_t>size)
-                    put64(<uint8_t *>cv.buf + cq_pos + 12, tags_code)
+                # (with the GIL: releasing it costs more than writing a record)
+                c_write_record(<uint8_t *>ov.buf + pos, queue_id, flag, queue_offset, phy,
+                               sys_flag, born_ts, bp, blen, store_ts, sp, slen, reconsume,
+                               0, <const uint8_t *>bv.buf, bv.len, tp, tlen, pp, plen)
+                put64(<uint8_t *>cv.buf + cq_pos, phy)
+                put32(<uint8_t *>cv.buf + cq_pos + 8, <int32_t>size)
+                put64(<uint8_t *>cv.buf + cq_pos + 12, tags_code)
             finally:
                 PyBuffer_Release(&cv)
         finally:
@@ -172,13 +179,6 @@ def bind(slave: object, async_flush: object, not_writeable: int | None = None,
     _bound = True
 
 
-cdef inline bint writeable(object flags) except -1:
-    """``RunningFlags.is_writeable``."""
-    if _NOT_WRITEABLE < 0:
-        return flags.is_writeable()
-    return not (<long>flags.flag_bits & _NOT_WRITEABLE)
-
-
 cdef inline int64_t now_ms() noexcept nogil:
     """time.time_ns() // 1_000_000: the store time of a record appended now."""
     cdef timespec ts
@@ -188,12 +188,110 @@ cdef inline int64_t now_ms() noexcept nogil:
 
 cdef inline object dict_get(object d, object key, object default):
     """``d.get(key, default)``, without the method call for a plain dict
-    (the keys here, a str, an int or a tuple of them, hash without fail)."""
+    (nor PyDict_GetItem's saving and restoring of the error state)."""
     cdef PyObject *found
     if type(d) is not dict:
         return d.get(key, default)
-    found = PyDict_GetItem(d, key)
+    found = PyDict_GetItemWithError(d, key)  # (NULL with an error set: raised)
     return default if found == NULL else <object>found
+
+
+# The fields of a put's MappedFiles (the commit log's tail and the consume
+# queue's), ConsumeQueue and StoreCheckpoint read and set at their slots (~140
+# instructions each through the attribute protocol; a put reads ten and sets
+# seven, and as many of the store, its commit log and config, whose offsets
+# ``_Fixed`` keeps), for the last classes met when they are plain slots
+# classes; any other object, and an unset slot, through its attributes
+# (``slot_or_attr``).
+cdef enum:
+    # a MappedFile's fields, in ``_MF``'s order
+    MF_FROM = 0
+    MF_WROTE = 1
+    MF_COMMITTED = 2
+    MF_ZEROED = 3
+    MF_VIEW = 4
+    MF_STAMP = 5
+    MF_N = 6
+    # a ConsumeQueue's, in ``_CQ``'s
+    CQ_EXT = 0
+    CQ_TAIL = 1
+    CQ_SIZE = 2
+    CQ_MAX_PHY = 3
+    CQ_N = 4
+    OFFSETS_MAX = 6  # the most fields an ``_Offsets`` keeps
+
+
+cdef class _Offsets:
+    """The slot offsets of some fields (``names``) of the last class met."""
+    cdef object cls
+    cdef tuple names
+    cdef Py_ssize_t at[OFFSETS_MAX]
+
+    def __cinit__(self, tuple names):
+        if len(names) > OFFSETS_MAX:
+            raise ValueError("too many fields")
+        self.names = names
+
+    cdef int copy(self, object o, Py_ssize_t *out) except -1:
+        """The offsets of ``o``'s fields into ``out`` (as many as ``names``)."""
+        if type(o) is not self.cls:
+            slot_offsets(type(o), self.names, self.at, MemberDescriptorType)
+            self.cls = type(o)
+        memcpy(out, self.at, len(self.names) * sizeof(Py_ssize_t))
+        return 0
+
+
+cdef _Offsets _MF = _Offsets(("file_from_offset", "wrote_position", "committed_position",
+                              "zeroed_to", "view", "store_timestamp"))
+cdef _Offsets _CQ = _Offsets(("ext", "tail_file", "file_size", "max_physic_offset"))
+cdef _Offsets _CK = _Offsets(("logics_msg_timestamp",))
+
+
+# The put and reput locks taken without a Python call (~460 instructions an
+# acquire through the method, its arguments parsed): a plain ``_thread.lock``
+# and ``_thread.RLock`` whose layout is CPython's (Modules/_threadmodule.c,
+# checked by the type's size) are tried at their OS lock as their methods'
+# non-blocking first step does, and their bookkeeping fields set as the
+# methods set them; when the try fails (another thread holds the lock), for
+# another lock and on any error the lock's own method runs.
+cdef extern from "pythread.h":
+    unsigned long thread_ident "PyThread_get_thread_ident" ()
+
+cdef extern from *:
+    """
+    typedef struct {
+        PyObject_HEAD
+        PyThread_type_lock lock_lock;
+        PyObject *in_weakreflist;
+        char locked;
+    } rmq_lock_object;
+    typedef struct {
+        PyObject_HEAD
+        PyThread_type_lock rlock_lock;
+        unsigned long rlock_owner;
+        unsigned long rlock_count;
+        PyObject *in_weakreflist;
+    } rmq_rlock_object;
+    """
+    ctypedef struct rmq_lock_object:
+        PyThread_type_lock lock_lock
+        char locked
+    ctypedef struct rmq_rlock_object:
+        PyThread_type_lock rlock_lock
+        unsigned long rlock_owner
+        unsigned long rlock_count
+
+
+cdef inline bint raw_lock(object lock):
+    """``lock`` is a ``_thread.lock`` of the layout ``take_locks`` knows."""
+    return type(lock) is _thread.LockType and \
+        type(lock).__basicsize__ == sizeof(rmq_lock_object)
+
+
+cdef inline bint raw_rlock(object lock):
+    """``lock`` is a ``_thread.RLock`` of the layout ``take_locks`` knows."""
+    return type(lock) is _thread.RLock and \
+        type(lock).__basicsize__ == sizeof(rmq_rlock_object)
 
 
 cdef class _Fixed:
@@ -203,10 +301,23 @@ cdef class _Fixed:
     cdef object store_ref  # a weak reference: the store is not kept alive here
     cdef object cfg, cl, ccfg, flags, host_field, id_prefix, listener, flush_service
     # bound methods (no lookup a put): the put and reput locks' acquire and
-    # release, the stats' on_put_one (``counters`` when the stats are the
-    # compiled counters: counted without a Python call)
+    # release (``take_locks`` and ``give_locks`` call them for locks of another
+    # kind and when a lock is busy), the stats' on_put_one (``counters`` when
+    # the stats are the compiled counters: counted without a Python call)
     cdef object put_acquire, put_release, reput_acquire, reput_release, on_put_one
+    cdef object put_lock, reput_lock
+    cdef bint put_raw, reput_raw  # taken at their OS locks (``raw_lock``, ``raw_rlock``)
     cdef PutCounters counters
+    # the listener's controller's stats and listener forms when the listener
+    # is the compiled ``on_message_arriving`` bound to it (``arrive`` is then
+    # called straight), else None
+    cdef object arrival_stats
+    cdef list arrival_forms
+    # the slot offsets of the config fields read each put (their values change
+    # at runtime: updateBrokerConfig), of cfg's and ccfg's classes, of the
+    # running flags' bits and of the store's and commit log's hot fields
+    cdef Py_ssize_t at_index, at_flush, at_timed, at_role, at_max, at_bits
+    cdef Py_ssize_t at_shutdown, at_reput, at_cqt, at_ckpt, at_begin, at_zero, at_tqt
     cdef Py_ssize_t file_size
     cdef bint host_v6
     cdef bint pooled  # a transient store pool's commit service (set when the store is made)
@@ -222,12 +333,27 @@ cdef _Fixed fixed_of(object store):
     if f is not None and PyWeakref_GetObject(f.store_ref) == <PyObject *>store:
         return f
     f = _Fixed.__new__(_Fixed)
-    f.cfg = store.config
+    f.cfg = cfg = store.config
     f.cl = cl = store.commit_log
-    f.ccfg = cl.config
-    f.flags = store.running_flags
-    put_lock = cl.put_lock
-    reput_lock = store._reput_lock
+    f.ccfg = ccfg = cl.config
+    f.flags = flags = store.running_flags
+    f.at_index = slot_offset(type(cfg), "messageIndexEnable", MemberDescriptorType)
+    f.at_flush = slot_offset(type(cfg), "flushDiskType", MemberDescriptorType)
+    f.at_timed = slot_offset(type(cfg), "flushCommitLogTimed", MemberDescriptorType)
+    f.at_role = slot_offset(type(ccfg), "brokerRole", MemberDescriptorType)
+    f.at_max = slot_offset(type(ccfg), "maxMessageSize", MemberDescriptorType)
+    f.at_bits = slot_offset(type(flags), "flag_bits", MemberDescriptorType)
+    f.at_shutdown = slot_offset(type(store), "_shutdown", MemberDescriptorType, True)
+    f.at_reput = slot_offset(type(store), "reput_from_offset", MemberDescriptorType, True)
+    f.at_cqt = slot_offset(type(store), "consume_queue_table", MemberDescriptorType, True)
+    f.at_ckpt = slot_offset(type(store), "checkpoint", MemberDescriptorType, True)
+    f.at_begin = slot_offset(type(cl), "begin_time_in_lock", MemberDescriptorType, True)
+    f.at_zero = slot_offset(type(cl), "zero_ahead_enabled", MemberDescriptorType, True)
+    f.at_tqt = slot_offset(type(cl), "topic_queue_table", MemberDescriptorType, True)
+    f.put_lock = put_lock = cl.put_lock
+    f.reput_lock = reput_lock = store._reput_lock
+    f.put_raw = raw_lock(put_lock)
+    f.reput_raw = raw_rlock(reput_lock)
     f.put_acquire = put_lock.acquire
     f.put_release = put_lock.release
     f.reput_acquire = reput_lock.acquire
@@ -236,7 +362,10 @@ cdef _Fixed fixed_of(object store):
     f.on_put_one = stats.on_put_one
     f.counters = counters_of(stats)
     f.pooled = store.commit_service is not None
-    f.listener = store.message_arriving_listener
+    f.listener = listener = store.message_arriving_listener
+    if type(listener) is MethodType and listener.__func__ is on_message_arriving:
+        f.arrival_stats = listener.__self__.stats
+        f.arrival_forms = listener.__self__._runs_forms
     f.flush_service = store.flush_service
     f.host_field = cl.store_host_field
     f.id_prefix = cl.msg_id_prefix
@@ -245,6 +374,13 @@ cdef _Fixed fixed_of(object store):
     f.store_ref = PyWeakref_NewRef(store, None)
     _fixed = f
     return f
+
+
+cdef inline bint writeable(_Fixed fx) except -1:
+    """``RunningFlags.is_writeable`` of the store's flags."""
+    if _NOT_WRITEABLE < 0:
+        return fx.flags.is_writeable()
+    return not (<long>slot_or_attr(fx.flags, fx.at_bits, "flag_bits") & _NOT_WRITEABLE)
 
 
 cdef Py_ssize_t key_bound(object keys, object uniq):
@@ -287,49 +423,65 @@ cdef long long put_one(object store, str topic, bytes topic_b, int queue_id, int
     cl = fx.cl
     if born_host is None:
         born_host = fx.host_field
-    if (keys or uniq) and cfg.messageIndexEnable and \
+    if (keys or uniq) and slot_or_attr(cfg, fx.at_index, "messageIndexEnable") and \
             not store.index_service.keys_fit(key_bound(keys, uniq)):
         return -1
     # CommitLog.open_run(False)
     ccfg = fx.ccfg
-    if store._shutdown or ccfg.brokerRole is _SLAVE or cl.begin_time_in_lock or \
-            fx.pooled or not writeable(fx.flags):
+    if slot_or_attr(store, fx.at_shutdown, "_shutdown") or \
+            slot_or_attr(ccfg, fx.at_role, "brokerRole") is _SLAVE or \
+            slot_or_attr(cl, fx.at_begin, "begin_time_in_lock") or fx.pooled or \
+            not writeable(fx):
         return -1
     mf = direct_tail(cl)
     if mf is None:
         return -1
-    fx.put_acquire()
-    fx.reput_acquire()
-    cdef long long file_from, phy, qoff, now
+    # (the offsets copied: an attribute read may run code that walks other classes)
+    cdef Py_ssize_t m[MF_N]
+    cdef Py_ssize_t c[MF_N]
+    cdef Py_ssize_t q[CQ_N]
+    cdef Py_ssize_t at
+    _MF.copy(mf, m)
+    take_locks(fx)
+    cdef long long file_from, phy, qoff, now, end
     cdef Py_ssize_t wrote, cpos, size
+    cdef object qid, next_obj, cend_obj, end_obj, wrote_obj, now_obj  # each made once
     try:
-        file_from = mf.file_from_offset
-        wrote = mf.wrote_position
-        if store.reput_from_offset != file_from + wrote:
+        file_from = slot_or_attr(mf, m[MF_FROM], "file_from_offset")
+        wrote = slot_or_attr(mf, m[MF_WROTE], "wrote_position")
+        phy = file_from + wrote
+        if <long long>slot_or_attr(store, fx.at_reput, "reput_from_offset") != phy:
             return -1
         # CommitLog.zero_ahead, called only when there is something to do
-        if _ZERO_AHEAD < 0 or (cl.zero_ahead_enabled and
-                               <long long>mf.zeroed_to - wrote < _ZERO_AHEAD):
+        if _ZERO_AHEAD < 0 or (slot_or_attr(cl, fx.at_zero, "zero_ahead_enabled") and
+                               <long long>slot_or_attr(mf, m[MF_ZEROED], "zeroed_to") - wrote
+                               < _ZERO_AHEAD):
             cl.zero_ahead(mf)
         # AppendRun.queue
         if topic == SCHEDULE_TOPIC:
             return -1
-        qs = dict_get(store.consume_queue_table, topic, None)
-        cq = dict_get(qs, queue_id, None) if qs is not None else None
-        if cq is None or cq.ext is not None:
+        qs = dict_get(slot_or_attr(store, fx.at_cqt, "consume_queue_table"), topic, None)
+        qid = queue_id
+        cq = dict_get(qs, qid, None) if qs is not None else None
+        if cq is None:
             return -1
-        cmf = cq.tail_file
+        _CQ.copy(cq, q)
+        if slot_or_attr(cq, q[CQ_EXT], "ext") is not None:
+            return -1
+        cmf = slot_or_attr(cq, q[CQ_TAIL], "tail_file")
         if cmf is None:
             return -1
-        key = (topic, queue_id)
-        tqt = cl.topic_queue_table
+        _MF.copy(cmf, c)
+        key = (topic, qid)
+        tqt = slot_or_attr(cl, fx.at_tqt, "topic_queue_table")
         qoff = dict_get(tqt, key, 0)
-        cpos = cmf.wrote_position
-        cview = cmf.view
-        phy = file_from + wrote
+        cpos = slot_or_attr(cmf, c[MF_WROTE], "wrote_position")
+        cview = slot_or_attr(cmf, c[MF_VIEW], "view")
         # RunQueue.slot_free(phy, 1)
-        if not (cpos < cq.file_size and cpos + 20 <= len(cview) and
-                cmf.file_from_offset + cpos == qoff * 20 and phy >= cq.max_physic_offset):
+        if not (cpos < <Py_ssize_t>slot_or_attr(cq, q[CQ_SIZE], "file_size") and
+                cpos + 20 <= len(cview) and
+                <long long>slot_or_attr(cmf, c[MF_FROM], "file_from_offset") + cpos == qoff * 20
+                and phy >= <long long>slot_or_attr(cq, q[CQ_MAX_PHY], "max_physic_offset")):
             return -1
         # CommitLog.fast_sys_flag
         sys_flag &= ~(0x10 | 0x20)
@@ -338,7 +490,8 @@ cdef long long put_one(object store, str topic, bytes topic_b, int queue_id, int
         if fx.host_v6:
             sys_flag |= 0x20
         now = now_ms()
-        size = write_single(mf.view, wrote, fx.file_size - 8, ccfg.maxMessageSize, queue_id,
+        size = write_single(slot_or_attr(mf, m[MF_VIEW], "view"), wrote, fx.file_size - 8,
+                            slot_or_attr(ccfg, fx.at_max, "maxMessageSize"), queue_id,
                             flag, qoff, phy, sys_flag, born_ts, born_host, now,
                             fx.host_field, reconsume, body, topic_b, stored, cview, cpos,
                             tags_code)
@@ -346,17 +499,26 @@ cdef long long put_one(object store, str topic, bytes topic_b, int queue_id, int
             return -1
         wrote += size
         qoff += 1
-        # AppendRun.publish_queue and publish
-        tqt[key] = qoff
-        cmf.wrote_position = cmf.committed_position = cpos + 20
-        cq.max_physic_offset = file_from + wrote
-        mf.wrote_position = wrote
-        mf.committed_position = wrote
-        mf.store_timestamp = now
-        store.checkpoint.logics_msg_timestamp = now
-        store.reput_from_offset = file_from + wrote
+        end = phy + size
+        # AppendRun.publish_queue and publish (each new value made once)
+        next_obj = qoff
+        tqt[key] = next_obj
+        cend_obj = cpos + 20
+        set_slot_or_attr(cmf, c[MF_WROTE], "wrote_position", cend_obj)
+        set_slot_or_attr(cmf, c[MF_COMMITTED], "committed_position", cend_obj)
+        end_obj = end
+        set_slot_or_attr(cq, q[CQ_MAX_PHY], "max_physic_offset", end_obj)
+        wrote_obj = wrote
+        set_slot_or_attr(mf, m[MF_WROTE], "wrote_position", wrote_obj)
+        set_slot_or_attr(mf, m[MF_COMMITTED], "committed_position", wrote_obj)
+        now_obj = now
+        set_slot_or_attr(mf, m[MF_STAMP], "store_timestamp", now_obj)
+        ck = slot_or_attr(store, fx.at_ckpt, "checkpoint")
+        _CK.copy(ck, &at)
+        set_slot_or_attr(ck, at, "logics_msg_timestamp", now_obj)
+        set_slot_or_attr(store, fx.at_reput, "reput_from_offset", end_obj)
         # _after_put
-        if (keys or uniq) and cfg.messageIndexEnable:
+        if (keys or uniq) and slot_or_attr(cfg, fx.at_index, "messageIndexEnable"):
             if not store.index_service.build_index(topic, phy, now, keys, uniq):
                 if store.index_service.no_space:
                     store.mark_no_space("index")
@@ -367,17 +529,80 @@ cdef long long put_one(object store, str topic, bytes topic_b, int queue_id, int
             fx.counters.count_puts(topic, 1, size, 1)
         else:
             fx.on_put_one(topic, size)
-        listener = fx.listener
-        if listener is not None:
-            try:
-                listener(topic, queue_id, qoff, tags_code, now, 1, size)
-            except Exception:
-                log.exception("message arriving listener failed")
-        if cfg.flushDiskType is _ASYNC_FLUSH and not cfg.flushCommitLogTimed:
-            fx.flush_service.wake_for(phy + size, now)
+        notify(fx, key, next_obj, tags_code, now_obj, size)
+        if slot_or_attr(cfg, fx.at_flush, "flushDiskType") is _ASYNC_FLUSH and \
+                not slot_or_attr(cfg, fx.at_timed, "flushCommitLogTimed"):
+            fx.flush_service.wake_for(end, now)
     finally:
-        fx.reput_release()
-        fx.put_release()
+        give_locks(fx)
     phy_out[0] = phy
     size_out[0] = size
     return qoff - 1
+
+
+cdef int take_locks(_Fixed fx) except -1:
+    """``put_lock.acquire()`` then ``_reput_lock.acquire()``: at their OS
+    locks when raw (``raw_lock``, ``raw_rlock``) and free, or held by this
+    thread already (the RLock), with the fields their methods set; else
+    through the methods (which wait)."""
+    cdef rmq_lock_object *lk = <rmq_lock_object *><PyObject *>fx.put_lock
+    cdef rmq_rlock_object *rk = <rmq_rlock_object *><PyObject *>fx.reput_lock
+    cdef unsigned long tid
+    if fx.put_raw and PyThread_acquire_lock(lk.lock_lock, 0) == PY_LOCK_ACQUIRED:
+        lk.locked = 1
+    else:
+        fx.put_acquire()
+    if not fx.reput_raw:
+        fx.reput_acquire()
+        return 0
+    tid = thread_ident()
+    if rk.rlock_count > 0 and rk.rlock_owner == tid:
+        if rk.rlock_count + 1 > rk.rlock_count:
+            rk.rlock_count += 1
+        else:
+            fx.reput_acquire()  # its OverflowError
+    elif PyThread_acquire_lock(rk.rlock_lock, 0) == PY_LOCK_ACQUIRED:
+        rk.rlock_owner = tid
+        rk.rlock_count = 1
+    else:
+        fx.reput_acquire()
+    return 0
+
+
+cdef int give_locks(_Fixed fx) except -1:
+    """``_reput_lock.release()`` then ``put_lock.release()``, as
+    ``take_locks`` took them (a lock not held: its method raises)."""
+    cdef rmq_lock_object *lk = <rmq_lock_object *><PyObject *>fx.put_lock
+    cdef rmq_rlock_object *rk = <rmq_rlock_object *><PyObject *>fx.reput_lock
+    if fx.reput_raw and rk.rlock_count > 0 and rk.rlock_owner == thread_ident():
+        rk.rlock_count -= 1
+        if rk.rlock_count == 0:
+            rk.rlock_owner = 0
+            PyThread_release_lock(rk.rlock_lock)
+    else:
+        fx.reput_release()
+    if fx.put_raw and lk.locked:
+        lk.locked = 0
+        PyThread_release_lock(lk.lock_lock)
+    else:
+        fx.put_release()
+    return 0
+
+
+cdef int notify(_Fixed fx, tuple key, object next_offset, long long tags_code, object now,
+                Py_ssize_t size) except -1:
+    """The store's arrival listener told of the put to queue ``key`` (topic,
+    queue id) (``arrive`` straight for the controller's compiled one); its
+    failure logged, not raised."""
+    listener = fx.listener
+    if listener is None:
+        return 0
+    try:
+        if fx.arrival_forms is not None:
+            arrive(fx.arrival_stats, fx.arrival_forms, key, next_offset, tags_code, now, 1,
+                   size, 1)
+        else:
+            listener(key[0], key[1], next_offset, tags_code, now, 1, size)
+    except Exception:
+        log.exception("message arriving listener failed")
+    return 0

@@ -16,6 +16,11 @@ FILE_SIZE = 4096
 
 
 class StoreCheckpoint:
+    # slots: the compiled single put sets ``logics_msg_timestamp`` at its slot
+    # (rmq._fast.store_put), each put
+    __slots__ = ("path", "fd", "mm", "physic_msg_timestamp", "logics_msg_timestamp",
+                 "index_msg_timestamp")
+
     def __init__(self, path: str) -> None:
         os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         existed = os.path.exists(path)
