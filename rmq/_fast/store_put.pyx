@@ -272,7 +272,11 @@ cdef extern from *:
         unsigned long rlock_count;
         PyObject *in_weakreflist;
     } rmq_rlock_object;
+    /* the layouts above are _threadmodule.c's of CPython 3.11 and 3.12 only
+       (3.13 on rebuilt the locks; an RLock there may have the same size) */
+    #define RMQ_LOCK_LAYOUT_KNOWN (PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030D0000)
     """
+    bint RMQ_LOCK_LAYOUT_KNOWN
     ctypedef struct rmq_lock_object:
         PyThread_type_lock lock_lock
         char locked
@@ -284,13 +288,13 @@ cdef extern from *:
 
 cdef inline bint raw_lock(object lock):
     """``lock`` is a ``_thread.lock`` of the layout ``take_locks`` knows."""
-    return type(lock) is _thread.LockType and \
+    return RMQ_LOCK_LAYOUT_KNOWN and type(lock) is _thread.LockType and \
         type(lock).__basicsize__ == sizeof(rmq_lock_object)
 
 
 cdef inline bint raw_rlock(object lock):
     """``lock`` is a ``_thread.RLock`` of the layout ``take_locks`` knows."""
-    return type(lock) is _thread.RLock and \
+    return RMQ_LOCK_LAYOUT_KNOWN and type(lock) is _thread.RLock and \
         type(lock).__basicsize__ == sizeof(rmq_rlock_object)
 
 
