@@ -39,6 +39,17 @@ cdef inline Py_ssize_t slot_offset(cls, str name, member_type) except -2:
     return m.offset
 
 
+cdef inline int slot_offsets(cls, tuple names, Py_ssize_t* at, member_type) except -1:
+    """``slot_offset`` of each field of ``names`` into ``at``: TypeError for
+    the first that is not a plain slot (nothing to rely on in ``at`` then)."""
+    cdef Py_ssize_t i
+    for i in range(len(names)):
+        at[i] = slot_offset(cls, <str>names[i], member_type)
+        if at[i] < 0:
+            raise TypeError(f"{cls!r}'s field {names[i]} is not a plain slot")
+    return 0
+
+
 cdef inline PyObject* slot_at_offset(object o, Py_ssize_t offset) noexcept:
     """The slot at ``offset`` of ``o`` (borrowed; NULL when unset)."""
     return (<PyObject**>(<char*><PyObject*>o + offset))[0]
