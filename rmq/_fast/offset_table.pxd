@@ -6,13 +6,39 @@
 # move backwards it logs, a key not in the table yet, a stand-in without the
 # table) its own method runs.
 
+from libc.string cimport memcpy
+
+
+cdef extern from "Python.h":
+    object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
+    void *PyUnicode_DATA(object o)
+    int PyUnicode_IS_ASCII(object o)
+    Py_ssize_t PyUnicode_GET_LENGTH(object o)
+
+
+cdef inline str offset_key(str topic, str group):
+    """``topic + "@" + group``, the table's key: ASCII names written into
+    one text (not two concatenations)."""
+    cdef Py_ssize_t tl, gl
+    cdef char *o
+    if not (PyUnicode_IS_ASCII(topic) and PyUnicode_IS_ASCII(group)):
+        return topic + "@" + group
+    tl = PyUnicode_GET_LENGTH(topic)
+    gl = PyUnicode_GET_LENGTH(group)
+    key = PyUnicode_New(tl + 1 + gl, 127)
+    o = <char *>PyUnicode_DATA(key)
+    memcpy(o, PyUnicode_DATA(topic), tl)
+    o[tl] = 64  # '@'
+    memcpy(o + tl + 1, PyUnicode_DATA(group), gl)
+    return key
+
 
 cdef inline object query_offset(object com, str group, str topic, object qid):
     """``ConsumerOffsetManager.query_offset``."""
     table = getattr(com, "offset_table", None)
     if type(table) is not dict or com.lmq:
         return com.query_offset(group, topic, qid)
-    queues = (<dict>table).get(topic + "@" + group)
+    queues = (<dict>table).get(offset_key(topic, group))
     if queues is None:
         return -1
     return (<dict>queues).get(qid, -1)
@@ -23,7 +49,7 @@ cdef inline object commit_offset(object com, str client, str group, str topic, o
     """``ConsumerOffsetManager.commit_offset``."""
     table = getattr(com, "offset_table", None)
     if type(table) is dict and not com.lmq:
-        queues = (<dict>table).get(topic + "@" + group)
+        queues = (<dict>table).get(offset_key(topic, group))
         if queues is not None:
             prev = (<dict>queues).get(qid)
             if prev is None or not offset < prev:

@@ -21,9 +21,11 @@ from libc.string cimport memcmp, memcpy
 from types import MemberDescriptorType
 
 from rmq._fast.byteorder cimport get32, put32
-from rmq._fast.slots cimport slot_offset, slot_value
+from rmq._fast.slots cimport set_slot_or_attr, slot_offset, slot_offsets, slot_or_attr, \
+    slot_value
 from rmq._fast.frame_body cimport copy_records
 from rmq._fast.json_text cimport json_escape8, json_load8, json_write_int
+from rmq._fast.remoting_codec cimport decode_header
 
 cdef extern from "Python.h":
     bint PyUnicode_IS_COMPACT_ASCII(object o)
@@ -55,8 +57,7 @@ cdef enum:
     ACK_VALUES = 2   # code, opaque
     INT_ROOM = 24
 
-cdef object _decode = None       # the remoting decoder (``codec.decode``)
-cdef object _decode_error = None # and the error it raises on a bad header
+cdef object _decode_error = None # the error the remoting decoder raises on a bad header
 cdef object _general = None      # the twin ``frame``: whatever is not written here
 cdef object _pop_result = None   # rmq.broker.processor.pop.PopResult
 cdef list _pop_pieces = None
@@ -72,23 +73,18 @@ cdef enum:
 cdef Py_ssize_t _at[F_FIELDS]
 
 
-def bind(decode, decode_error, pop_result, general, pop_pieces, pop_order, ack_pieces,
-         ack_order):
-    """The remoting decoder and its error, the pop answer's class, the twin
+def bind(decode_error, pop_result, general, pop_pieces, pop_order, ack_pieces, ack_order):
+    """The error the remoting decoder raises, the pop answer's class, the twin
     ``frame`` and the header pieces of a found pop's and of a plain (no
     remark) answer, with which value follows each piece; None pieces leave
     every answer to the twin.  The pop answer's class holds the fields
     ``frame`` reads as plain slots."""
-    global _decode, _decode_error, _general, _pop_result, _pop_pieces, _ack_pieces
+    global _decode_error, _general, _pop_result, _pop_pieces, _ack_pieces
     cdef Py_ssize_t at[F_FIELDS]
     cdef int i
-    for i in range(F_FIELDS):
-        at[i] = slot_offset(pop_result, <str>_POP_FIELDS[i], MemberDescriptorType)
-        if at[i] < 0:
-            raise TypeError(f"{pop_result!r}'s field {_POP_FIELDS[i]} is not a plain slot")
+    slot_offsets(pop_result, _POP_FIELDS, at, MemberDescriptorType, False, True)
     for i in range(F_FIELDS):
         _at[i] = at[i]
-    _decode = decode
     _decode_error = decode_error
     _general = general
     _pop_result = pop_result
@@ -224,23 +220,33 @@ def read_request(frame):
     serialize type, extFields, body)`` of a request frame of one of the
     lane's codes (the bytes after the length prefix), None for any other."""
     cdef Py_buffer pb
-    cdef bint ours
-    cdef Py_ssize_t off, n
     PyObject_GetBuffer(frame, &pb, PyBUF_SIMPLE)
-    ours = names_lane_code(<const uint8_t *>pb.buf, pb.len)
-    n = pb.len
-    PyBuffer_Release(&pb)
-    if not ours:
+    try:
+        return read_at(frame, 0, <const uint8_t *>pb.buf, pb.len, frame)
+    finally:
+        PyBuffer_Release(&pb)
+
+
+cdef object read_at(object buf, Py_ssize_t base, const uint8_t *f, Py_ssize_t n, object cut):
+    """``read_request`` of the frame at ``f``, ``n`` bytes at ``base`` of
+    ``buf`` (whose buffer the caller holds), read where it lies; its body
+    cut out of ``cut`` at the same place (None: a memoryview of ``buf``,
+    made only for a frame with a body)."""
+    cdef Py_ssize_t off
+    if not names_lane_code(f, n):
         return None
     try:
-        fields = <tuple>_decode(frame)
+        fields = decode_header(buf, base, f, n, False)
     except _decode_error:
         return None
     code = fields[0]
     if (code != 200050 and code != 200151 and code != 200051) or <int>fields[4] & 3:
         return None  # a response (1) or a oneway request (2)
     off = fields[8]
-    return code, fields[3], fields[7], fields[6], (frame[off:] if off < n else None)
+    if off >= n:
+        return code, fields[3], fields[7], fields[6], None
+    return code, fields[3], fields[7], fields[6], \
+        (memoryview(buf) if cut is None else cut)[base + off:base + n]
 
 
 cdef inline object field(object out, int f):
@@ -254,6 +260,11 @@ def frame(tuple answer, opaque, int stype):
     answer written here from the header pieces, in one allocation with the
     records; anything else (a remark, extFields of a dict, the ROCKETMQ
     serialization, an orderly pop, a text to escape) by the twin."""
+    return answer_frame(answer, opaque, stype)
+
+
+cdef object answer_frame(tuple answer, object opaque, int stype):
+    """``frame``, without the call of a Python function."""
     cdef char ints[POP_VALUES][INT_ROOM]
     cdef Py_ssize_t lens[POP_VALUES]
     cdef int64_t size = 0
@@ -290,22 +301,46 @@ def frame(tuple answer, opaque, int stype):
 
 
 # set by ``bind_take``: ``PopLaneSupport.take`` (the twin) and its calls,
-# the processors' functions (compiled when built) and ``run_eagerly``
+# the processors' functions (compiled when built) and ``run_eagerly``; and
+# where PopLaneSupport's fields ``take`` reads lie in an instance
 cdef object _twin_take = None
+cdef object _support_type = None
+cdef tuple _SUPPORT_FIELDS = ("pop", "ack", "pop_queue", "ack_queue", "revive", "served")
+cdef enum:
+    S_POP, S_ACK, S_POP_QUEUE, S_ACK_QUEUE, S_REVIVE, S_SERVED, S_FIELDS
+cdef Py_ssize_t _s_at[S_FIELDS]
 cdef object _lane_pop = None
 cdef object _batch_ack_now = None
 cdef object _run_eagerly = None
 cdef object _queue_type = None  # RequestQueue: its runs_at_once is done here
+# the fields runs_at_once reads, and where each lies in a RequestQueue
+cdef tuple _QUEUE_FIELDS = ("_waiting", "busy", "workers", "before_run_active")
+cdef enum:
+    Q_WAITING, Q_BUSY, Q_WORKERS, Q_ACTIVE, Q_FIELDS
+cdef Py_ssize_t _q_at[Q_FIELDS]
 
 
-def bind_take(twin_take, lane_pop, batch_ack_now, run_eagerly, queue_type=None):
-    """``PopLaneSupport.take`` (the function), the pop processor's
-    ``lane_pop``, the ack processor's ``batch_ack_now`` and ``run_eagerly``,
-    for ``take``: a lane whose support's class has that ``take`` runs
-    ``take`` instead of calling it; and RequestQueue (``runs_at_once`` reads
-    the fields of that exact type itself)."""
-    global _twin_take, _lane_pop, _batch_ack_now, _run_eagerly, _queue_type
-    _twin_take = twin_take
+def bind_take(support_type, lane_pop, batch_ack_now, run_eagerly, queue_type=None):
+    """PopLaneSupport (a plain slots class of at least the fields ``take``
+    reads), the pop processor's ``lane_pop``, the ack processor's
+    ``batch_ack_now`` and ``run_eagerly``, for ``take``: a lane whose
+    support's class has PopLaneSupport's ``take`` runs ``take`` instead of
+    calling it; and RequestQueue (``runs_at_once`` reads the fields of that
+    exact type itself)."""
+    global _twin_take, _support_type, _lane_pop, _batch_ack_now, _run_eagerly, _queue_type
+    cdef Py_ssize_t at[S_FIELDS]
+    cdef Py_ssize_t q_at[Q_FIELDS]
+    cdef int i
+    slot_offsets(support_type, _SUPPORT_FIELDS, at, MemberDescriptorType, False, True)
+    for i in range(Q_FIELDS):  # (0: read through the attribute)
+        q_at[i] = 0 if queue_type is None else \
+            max(0, slot_offset(queue_type, <str>_QUEUE_FIELDS[i], MemberDescriptorType))
+    for i in range(S_FIELDS):
+        _s_at[i] = at[i]
+    for i in range(Q_FIELDS):
+        _q_at[i] = q_at[i]
+    _support_type = support_type
+    _twin_take = support_type.take
     _lane_pop = lane_pop
     _batch_ack_now = batch_ack_now
     _run_eagerly = run_eagerly
@@ -317,33 +352,51 @@ cpdef bint runs_at_once(object pool) except -1:
     pop and its ack: no frame for it)."""
     if _queue_type is None or type(pool) is not _queue_type:
         return pool.runs_at_once()
-    if pool._waiting or pool.busy >= pool.workers:
+    if qfield(pool, Q_WAITING) or qfield(pool, Q_BUSY) >= qfield(pool, Q_WORKERS):
         return False
-    active = pool.before_run_active
+    active = qfield(pool, Q_ACTIVE)
     return active is None or not active()
+
+
+cdef inline object qfield(object pool, int f):
+    """Field ``f`` of ``pool``, a RequestQueue."""
+    return slot_or_attr(pool, _q_at[f], <str>_QUEUE_FIELDS[f])
+
+
+cdef inline object sfield(object support, int f):
+    """Field ``f`` of ``support``: at its slot for a PopLaneSupport, else
+    through the attribute (a subclass's)."""
+    return slot_or_attr(support, _s_at[f] if type(support) is _support_type else 0,
+                        <str>_SUPPORT_FIELDS[f])
+
+
+cdef inline int count_served(object support) except -1:
+    """``support.served += 1``."""
+    return set_slot_or_attr(support, _s_at[S_SERVED] if type(support) is _support_type else 0,
+                            "served", sfield(support, S_SERVED) + 1)
 
 
 cdef object take(object support, object channel, int code, object ext, object body):
     """``PopLaneSupport.take`` (the twin), step for step, without its frame:
     the compiled lane calls it when its support's ``take`` is that one."""
     if code == 200050:
-        if body is not None or not runs_at_once(support.pop_queue):
+        if body is not None or not runs_at_once(sfield(support, S_POP_QUEUE)):
             return None
-        revive = support.revive
+        revive = sfield(support, S_REVIVE)
         if not revive.loaded:
             revive.ensure_loaded()
-        got = _lane_pop(support.pop, channel, ext if ext else {})
+        got = _lane_pop(sfield(support, S_POP), channel, ext if ext else {})
         if got is None:
             return None
-        support.served += 1
+        count_served(support)
         return got if type(got) is tuple else _run_eagerly(got)
-    if not runs_at_once(support.ack_queue):
+    if not runs_at_once(sfield(support, S_ACK_QUEUE)):
         return None
-    support.served += 1
+    count_served(support)
     if code == 200151:
-        got = _batch_ack_now(support.ack, body if body is not None else b"")
+        got = _batch_ack_now(sfield(support, S_ACK), body if body is not None else b"")
         return got if type(got) is tuple else _run_eagerly(got)
-    return _run_eagerly(support.ack.ack_answer(ext if ext else {}))
+    return _run_eagerly(sfield(support, S_ACK).ack_answer(ext if ext else {}))
 
 
 cdef class PopLane:
@@ -354,7 +407,11 @@ cdef class PopLane:
     cdef readonly object service
     cdef object _take, _frame, _failed, _later, _read, _hold
     cdef dict _counts, _admissions
-    cdef bint _direct
+    cdef bint _direct, _own_read, _own_frame
+    # the admissions' class and where its in_flight and limit lie (0: read
+    # through the attribute)
+    cdef object _adm_type
+    cdef Py_ssize_t _in_flight_at, _limit_at
 
     def __init__(self, support, Py_ssize_t max_frame, service=None):
         self.support = support
@@ -367,6 +424,12 @@ cdef class PopLane:
                 adm = service.admission_of(code)
                 if adm is not None:
                     self._admissions[code] = adm
+                    if self._adm_type is None:
+                        self._adm_type = type(adm)
+                        self._in_flight_at = max(0, slot_offset(
+                            type(adm), "in_flight", MemberDescriptorType))
+                        self._limit_at = max(0, slot_offset(type(adm), "limit",
+                                                            MemberDescriptorType))
         self._take = support.take
         self._frame = support.frame
         self._failed = support.failed_frame
@@ -376,7 +439,18 @@ cdef class PopLane:
         # support's): its compiled twin runs here, chosen once
         self._direct = _twin_take is not None and \
             getattr(type(support), "take", None) is _twin_take
+        # the support's reader and writer are this module's: called here
+        # without a Python call
+        self._own_read = self._read is read_request
+        self._own_frame = self._frame is frame
         self._counts = {}
+
+    cdef bint _full(self, object adm) except -1:
+        """``adm.in_flight >= adm.limit``: its fields read at their slots for
+        the admissions' class."""
+        cdef bint own = type(adm) is self._adm_type
+        return slot_or_attr(adm, self._in_flight_at if own else 0, "in_flight") >= \
+            slot_or_attr(adm, self._limit_at if own else 0, "limit")
 
     def served(self):
         """(request code, oneway, count, response code) of what the last
@@ -394,7 +468,6 @@ cdef class PopLane:
         cdef list out = []
         cdef dict counts = {}
         self._counts = counts
-        view = memoryview(buf)
         PyObject_GetBuffer(buf, &pb, PyBUF_SIMPLE)
         try:
             p = <const uint8_t *>pb.buf
@@ -410,12 +483,15 @@ cdef class PopLane:
                         | p[pos + 7])
                 if hlen + 4 > length:
                     break
-                got = self._read(view[pos + 4:pos + 4 + length])
+                if self._own_read:
+                    got = read_at(buf, pos + 4, p + pos + 4, length, None)
+                else:
+                    got = self._read(memoryview(buf)[pos + 4:pos + 4 + length])
                 if got is None:
                     break
                 code, opaque, stype, ext, body = <tuple>got
                 adm = self._admissions.get(code) if self._admissions else None
-                if adm is not None and adm.in_flight >= adm.limit:
+                if adm is not None and self._full(adm):
                     break  # the general path answers it SYSTEM_BUSY
                 try:
                     if self._direct:
@@ -429,7 +505,8 @@ cdef class PopLane:
                     if answer is None:
                         break
                     if type(answer) is tuple:
-                        out.append(self._frame(answer, opaque, stype))
+                        out.append(answer_frame(<tuple>answer, opaque, stype) if self._own_frame
+                                   else self._frame(answer, opaque, stype))
                         response = (<tuple>answer)[0]
                     else:
                         self._later(channel, answer, code, opaque, stype)

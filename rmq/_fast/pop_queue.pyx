@@ -24,8 +24,8 @@ from rmq._fast.json_text cimport json_write_int, json_write_ints
 
 from rmq._fast.offset_table cimport commit_offset, query_offset
 from rmq._fast.pop_revive cimport direct, write_ck_arr
-from rmq._fast.slots cimport set_slot_at_offset, slot_offset, slot_value
-from rmq._fast.topic_table cimport topic_config
+from rmq._fast.slots cimport set_slot_or_attr, slot_offset, slot_offsets, slot_or_attr
+from rmq._fast.topic_table cimport table_config
 
 cdef extern from "Python.h":
     object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
@@ -51,6 +51,7 @@ cdef object _CQ_TYPE = None  # ConsumeQueue: get_min_offset_in_queue
 cdef object _POLLING_TYPE = None  # PopPolling: notify
 cdef object _STATS_TYPE = None  # BrokerStats: inc_get
 cdef object _CQ_UNIT = 20
+cdef Py_ssize_t _CQ_MIN_AT = 0  # where a ConsumeQueue's min_logic_offset lies (0: unknown)
 
 cdef enum:
     MAX_POP_NUMS = 32
@@ -93,10 +94,7 @@ def bind_lane(lane_pop_twin: object, pop_result: type, pop_request: type, pop_he
     if getattr(pop_result, "__slots__", None) != _POP_RESULT_SLOTS:
         raise TypeError(f"new_pop_result sets the fields {_POP_RESULT_SLOTS}, "
                         f"not those of {pop_result!r}")
-    for i in range(R_FIELDS):
-        at[i] = slot_offset(pop_result, <str>_POP_RESULT_SLOTS[i], MemberDescriptorType)
-        if at[i] < 0:
-            raise TypeError(f"{pop_result!r}'s field {_POP_RESULT_SLOTS[i]} is not a plain slot")
+    slot_offsets(pop_result, _POP_RESULT_SLOTS, at, MemberDescriptorType, False, True)
     _lane_pop_twin = lane_pop_twin
     _PopResult = pop_result
     for i in range(R_FIELDS):
@@ -110,6 +108,102 @@ def bind_lane(lane_pop_twin: object, pop_result: type, pop_request: type, pop_he
     _POLLING_TIMEOUT = polling_timeout
 
 
+# The fields of the pop processor and of its pop context (plain slots
+# classes, ``bind_holders``) a pop reads, and where each lies in an instance:
+# read at that offset for an instance of exactly that class, through the
+# attribute for any other (a test's stand-in)
+cdef tuple _PROC_SLOTS = ("bc", "store", "com", "tcm", "sgm", "stats", "ctx", "_filter_cache",
+                          "_retry_names")
+cdef enum:
+    P_BC, P_STORE, P_COM, P_TCM, P_SGM, P_STATS, P_CTX, P_FILTER_CACHE, P_RETRY_NAMES, P_FIELDS
+cdef tuple _CTX_SLOTS = ("revive", "locks", "polling", "_ck_counter")
+cdef enum:
+    X_REVIVE, X_LOCKS, X_POLLING, X_CK_COUNTER, X_FIELDS
+# and of the configs a pop checks: the broker's, the topic's, the group's
+cdef tuple _CONF_SLOTS = ("brokerPermission", "popFromRetryProbability", "brokerName", "perm",
+                          "readQueueNums", "consumeEnable", "consumeMessageOrderly")
+cdef enum:
+    B_PERMISSION, B_RETRY_PROBABILITY, B_NAME, T_PERM, T_READ_QUEUES, G_ENABLE, G_ORDERLY, \
+        C_FIELDS
+# and of the store's read (GetMessageResult)
+cdef tuple _READ_SLOTS = ("status", "sizes", "run_offsets", "run_counts", "next_begin_offset",
+                          "max_offset", "body_views")
+cdef enum:
+    G_STATUS, G_SIZES, G_RUN_OFFSETS, G_RUN_COUNTS, G_NEXT, G_MAX, G_VIEWS, G_FIELDS
+cdef object _READ_TYPE = None
+cdef Py_ssize_t _g_at[G_FIELDS]
+cdef object _PROC_TYPE = None
+cdef object _CTX_TYPE = None
+cdef object _BC_TYPE = None
+cdef object _TC_TYPE = None
+cdef object _GC_TYPE = None
+cdef Py_ssize_t _p_at[P_FIELDS]
+cdef Py_ssize_t _x_at[X_FIELDS]
+cdef Py_ssize_t _c_at[C_FIELDS]
+
+
+def bind_holders(processor_type: type, context_type: type, broker_config_type: type,
+                 topic_config_type: type, group_config_type: type, read_type: type) -> None:
+    """PopMessageProcessor and PopContext, whose fields a pop reads (their
+    fixed objects: the broker's config, the store, the controller's
+    managers, the context, the caches, the revive service, the locks, the
+    polling, the counter) at their slots; BrokerConfig, TopicConfig and
+    SubscriptionGroupConfig, whose fields a pop checks likewise; and
+    GetMessageResult, the store's read."""
+    global _PROC_TYPE, _CTX_TYPE, _BC_TYPE, _TC_TYPE, _GC_TYPE, _READ_TYPE
+    cdef Py_ssize_t p_at[P_FIELDS]
+    cdef Py_ssize_t x_at[X_FIELDS]
+    cdef Py_ssize_t c_at[C_FIELDS]
+    cdef Py_ssize_t g_at[G_FIELDS]
+    cdef int i
+    slot_offsets(processor_type, _PROC_SLOTS, p_at, MemberDescriptorType, False, True)
+    slot_offsets(context_type, _CTX_SLOTS, x_at, MemberDescriptorType, False, True)
+    slot_offsets(broker_config_type, _CONF_SLOTS[:T_PERM], c_at, MemberDescriptorType, False,
+                 True)
+    slot_offsets(topic_config_type, _CONF_SLOTS[T_PERM:G_ENABLE], c_at + T_PERM,
+                 MemberDescriptorType, False, True)
+    slot_offsets(group_config_type, _CONF_SLOTS[G_ENABLE:], c_at + G_ENABLE,
+                 MemberDescriptorType, False, True)
+    slot_offsets(read_type, _READ_SLOTS, g_at, MemberDescriptorType, False, True)
+    for i in range(P_FIELDS):
+        _p_at[i] = p_at[i]
+    for i in range(X_FIELDS):
+        _x_at[i] = x_at[i]
+    for i in range(C_FIELDS):
+        _c_at[i] = c_at[i]
+    for i in range(G_FIELDS):
+        _g_at[i] = g_at[i]
+    _PROC_TYPE = processor_type
+    _CTX_TYPE = context_type
+    _BC_TYPE = broker_config_type
+    _TC_TYPE = topic_config_type
+    _GC_TYPE = group_config_type
+    _READ_TYPE = read_type
+
+
+cdef inline object pfield(object p, int f):
+    """Field ``f`` of the pop processor ``p``."""
+    return slot_or_attr(p, _p_at[f] if type(p) is _PROC_TYPE else 0, <str>_PROC_SLOTS[f])
+
+
+cdef inline object xfield(object ctx, int f):
+    """Field ``f`` of the pop context ``ctx``."""
+    return slot_or_attr(ctx, _x_at[f] if type(ctx) is _CTX_TYPE else 0, <str>_CTX_SLOTS[f])
+
+
+cdef inline object gfield(object result, int f):
+    """Field ``f`` of the store's read ``result``."""
+    return slot_or_attr(result, _g_at[f] if type(result) is _READ_TYPE else 0,
+                        <str>_READ_SLOTS[f])
+
+
+cdef inline object cfield(object conf, int f):
+    """Field ``f`` of a config: the broker's (``B_*``), a topic's (``T_*``)
+    or a group's (``G_*``)."""
+    cdef object cls = _BC_TYPE if f < T_PERM else _TC_TYPE if f < G_ENABLE else _GC_TYPE
+    return slot_or_attr(conf, _c_at[f] if type(conf) is cls else 0, <str>_CONF_SLOTS[f])
+
+
 def bind_types(store_type: type, cq_type: type, polling_type: type, stats_type: type,
                cq_unit: int) -> None:
     """DefaultMessageStore, ConsumeQueue, PopPolling and BrokerStats and the
@@ -117,7 +211,8 @@ def bind_types(store_type: type, cq_type: type, polling_type: type, stats_type: 
     the long polling and counts the get of these here, as their methods
     (``get_min_offset_in_queue``, ``notify``, ``inc_get``) do, without their
     frames; anything of another type is asked through the method."""
-    global _STORE_TYPE, _CQ_TYPE, _POLLING_TYPE, _STATS_TYPE, _CQ_UNIT
+    global _STORE_TYPE, _CQ_TYPE, _POLLING_TYPE, _STATS_TYPE, _CQ_UNIT, _CQ_MIN_AT
+    _CQ_MIN_AT = max(0, slot_offset(cq_type, "min_logic_offset", MemberDescriptorType))
     _STORE_TYPE = store_type
     _CQ_TYPE = cq_type
     _POLLING_TYPE = polling_type
@@ -130,12 +225,14 @@ cpdef object min_offset_in_queue(object store, str topic, object qid):
     if _STORE_TYPE is None or type(store) is not _STORE_TYPE:
         return store.get_min_offset_in_queue(topic, qid)
     qs = (<dict>store.consume_queue_table).get(topic)
-    cq = qs.get(qid) if qs is not None else None
+    if qs is None:
+        return -1
+    cq = (<dict>qs).get(qid) if type(qs) is dict else qs.get(qid)
     if cq is None:
         return -1
     if type(cq) is not _CQ_TYPE:
         return cq.get_min_offset_in_queue()
-    return cq.min_logic_offset // _CQ_UNIT
+    return slot_or_attr(cq, _CQ_MIN_AT, "min_logic_offset") // _CQ_UNIT
 
 
 cpdef notify_polling(object polling, str topic):
@@ -229,10 +326,10 @@ cdef str info_text_of(str flag, object qid, const int64_t *values, Py_ssize_t n)
 
 cdef object start_offset(object p, str group, str topic, object qid, object init_mode):
     """``PopMessageProcessor._start_offset``."""
-    offset = query_offset(p.c.consumer_offset_manager, group, topic, qid)
+    offset = query_offset(pfield(p, P_COM), group, topic, qid)
     if offset < 0:
         offset = p._init_offset(group, topic, qid, init_mode)
-    low = min_offset_in_queue(p.store, topic, qid)
+    low = min_offset_in_queue(pfield(p, P_STORE), topic, qid)
     if low > offset:
         offset = low
     return offset if offset > 0 else 0
@@ -241,8 +338,8 @@ cdef object start_offset(object p, str group, str topic, object qid, object init
 cdef list queue_offsets(object result):
     """``GetMessageResult.message_queue_offsets``: the runs' offsets one by
     one (the list made at its size, no iterator over the runs)."""
-    cdef list firsts = result.run_offsets
-    cdef list counts = result.run_counts
+    cdef list firsts = gfield(result, G_RUN_OFFSETS)
+    cdef list counts = gfield(result, G_RUN_COUNTS)
     cdef Py_ssize_t r, runs = len(firsts), total = 0, at = 0
     cdef long long first, n, i
     cdef object item
@@ -269,8 +366,8 @@ cdef Py_ssize_t fill_offsets(object result, int64_t *out, long long low) except 
     number, or -1 (nothing to rely on in ``out``) when there are more, a
     run's first offset or count is not an exact int of 64 bits, or an offset
     is below ``low`` (the read's start: a checkpoint's diffs stay small)."""
-    firsts = result.run_offsets
-    counts = result.run_counts
+    firsts = gfield(result, G_RUN_OFFSETS)
+    counts = gfield(result, G_RUN_COUNTS)
     cdef Py_ssize_t r, runs, at = 0
     cdef long long first = 0, n = 0, i
     if type(firsts) is not list or type(counts) is not list:
@@ -309,9 +406,9 @@ def pop_queue_now(p, out, str group, str topic, str read_topic, qid, nums, pop_t
 
 cdef object queue_now(p, out, str group, str topic, str read_topic, qid, nums, pop_time,
                       invisible, revive_qid, init_mode, bint orderly, matches, record_filter):
-    ctx = p.ctx
+    ctx = pfield(p, P_CTX)
     key = (read_topic, group, qid)
-    cdef set locks = ctx.locks
+    cdef set locks = xfield(ctx, X_LOCKS)
     if key in locks:
         return None
     if orderly and ctx.order.blocked(key, pop_time):
@@ -324,12 +421,13 @@ cdef object queue_now(p, out, str group, str topic, str read_topic, qid, nums, p
     cdef long long so = 0
     try:
         offset = start_offset(p, group, read_topic, qid, init_mode)
-        result = p.store.get_message(group, read_topic, qid, offset, nums, None, matches)
+        result = pfield(p, P_STORE).get_message(group, read_topic, qid, offset, nums, None,
+                                                matches)
         if result is None:
             return None
         if record_filter is not None:
             _filter_result(result, record_filter)
-        found = result.status is _FOUND and len(result.sizes) > 0
+        found = gfield(result, G_STATUS) is _FOUND and len(gfield(result, G_SIZES)) > 0
         # the offsets in ``offs`` (``n`` of them) or, when they do not fit
         # there, in the list ``offsets`` (made from ``offs`` where a list is
         # needed)
@@ -340,28 +438,27 @@ cdef object queue_now(p, out, str group, str topic, str read_topic, qid, nums, p
             if n < 0:
                 offsets = queue_offsets(result)
                 n = len(offsets)
-        next_offset = result.next_begin_offset
-        rest = result.max_offset - next_offset
+        next_offset = gfield(result, G_NEXT)
+        rest = gfield(result, G_MAX) - next_offset
         if rest > 0:
-            out.rest += rest
+            set_field(out, R_REST, field(out, R_REST) + rest)
         if read_topic != topic:
             buffers = [bytes(b) for b in result.message_buffers] if found else []
             result.release()
         elif found:
-            buffers = result.body_views
+            buffers = gfield(result, G_VIEWS)
         else:
             buffers = []
             result.release()
         if not n:
             if next_offset != offset and next_offset >= 0 and (not orderly or not found):
-                commit_offset(p.c.consumer_offset_manager, "pop", group, read_topic, qid,
-                              next_offset)
+                commit_offset(pfield(p, P_COM), "pop", group, read_topic, qid, next_offset)
             return None
         if orderly:
             if offsets is None:
                 offsets = offsets_list(offs, n)
             counts = ctx.order.on_pop(key, offsets, pop_time, invisible)
-            order_info = out.order_info
+            order_info = field(out, R_ORDER_INFO)
             flag = retry_flag(read_topic)
             for o in offsets:
                 if counts[o] > 0:
@@ -369,8 +466,8 @@ cdef object queue_now(p, out, str group, str topic, str read_topic, qid, nums, p
             order_info.append(f"{flag} {qid} {min(counts.values())}")
             stored = True
         else:
-            broker_name = p.bc.brokerName
-            revive = ctx.revive
+            broker_name = cfield(pfield(p, P_BC), B_NAME)
+            revive = xfield(ctx, X_REVIVE)
             if offsets is None and direct(revive, "write_ck_now"):
                 # (``tail`` commits the group's offset past them: the filing does not)
                 stored = write_ck_arr(revive, revive_qid, read_topic, group, qid, offset,
@@ -415,28 +512,32 @@ cdef tail(p, out, str group, str topic, str read_topic, qid, offset, list offset
         result.release()
         return
     if commit:
-        commit_offset(p.c.consumer_offset_manager, "pop", group, read_topic, qid, next_offset)
+        commit_offset(pfield(p, P_COM), "pop", group, read_topic, qid, next_offset)
     flag = retry_flag(read_topic)
     text = info_text(flag, qid, offset, None)
-    out.start_info.append(text if text is not None else f"{flag} {qid} {offset}")
+    field(out, R_START_INFO).append(text if text is not None else f"{flag} {qid} {offset}")
     text = info_text(flag, qid, None, offsets) if offsets is not None else \
         info_text_of(flag, qid, offs, n)
     if text is None:
         if offsets is None:
             offsets = offsets_list(offs, n)
         text = f"{flag} {qid} {(<bytes>dumps(offsets))[1:-1].decode()}"
-    out.msg_info.append(text)
+    field(out, R_MSG_INFO).append(text)
     if read_topic != topic:
         buffers = [p._as_original(b, topic, offset, pop_time, invisible, revive_qid,
                                   read_topic) for b in buffers]
     cdef Py_ssize_t size = 0
     for b in buffers:
         size += len(b)
-    out.size += size
-    out.bodies.extend(buffers)
-    out.count += n
-    if result.max_offset > next_offset:
-        notify_polling(p.ctx.polling, read_topic)
+    set_field(out, R_SIZE, field(out, R_SIZE) + size)
+    bodies = field(out, R_BODIES)
+    if type(bodies) is list:
+        (<list>bodies).extend(buffers)
+    else:
+        bodies.extend(buffers)
+    set_field(out, R_COUNT, field(out, R_COUNT) + n)
+    if gfield(result, G_MAX) > next_offset:
+        notify_polling(xfield(pfield(p, P_CTX), X_POLLING), read_topic)
 
 
 cdef inline long long clock_ms(int clock):
@@ -448,13 +549,17 @@ cdef inline long long clock_ms(int clock):
 
 
 cdef inline object field(object out, int f):
-    """Field ``f`` of ``out``, a PopResult (``_PopResult``)."""
-    return slot_value(out, _at[f], <str>_POP_RESULT_SLOTS[f])
+    """Field ``f`` of ``out``, a PopResult: at its slot for one of
+    ``_PopResult``, else through the attribute (a test's stand-in)."""
+    return slot_or_attr(out, _at[f] if type(out) is _PopResult else 0,
+                        <str>_POP_RESULT_SLOTS[f])
 
 
-cdef inline void set_field(object out, int f, object value):
-    """Field ``f`` of ``out``, a PopResult (``_PopResult``), set to ``value``."""
-    set_slot_at_offset(out, _at[f], value)
+cdef inline int set_field(object out, int f, object value) except -1:
+    """Field ``f`` of ``out``, a PopResult, set to ``value`` (as ``field``
+    reads it)."""
+    return set_slot_or_attr(out, _at[f] if type(out) is _PopResult else 0,
+                            <str>_POP_RESULT_SLOTS[f], value)
 
 
 cdef object new_pop_result():
@@ -493,21 +598,22 @@ def lane_pop(p, channel, dict ext):
         return _lane_pop_twin(p, channel, ext)
     (group, topic, queue_id, max_nums, invisible, poll_time, born_time, init_mode, order,
      exp_type, exp) = <tuple>got
-    c = p.c
-    bc = p.bc
-    if order or poll_time > 0 or not (bc.brokerPermission & PERM_READ) \
+    bc = pfield(p, P_BC)
+    if order or poll_time > 0 or not (cfield(bc, B_PERMISSION) & PERM_READ) \
             or not 0 < max_nums <= MAX_POP_NUMS or invisible <= 0:
         return _lane_pop_twin(p, channel, ext)
-    tcm = c.topic_config_manager
-    tc = topic_config(tcm, topic)
-    if tc is None or not (tc.perm & PERM_READ) or queue_id < -1 or queue_id >= tc.readQueueNums:
+    tcm = pfield(p, P_TCM)
+    cdef dict table = tcm.table
+    tc = table_config(table, tcm, topic)
+    if tc is None or not (cfield(tc, T_PERM) & PERM_READ) or queue_id < -1 \
+            or queue_id >= cfield(tc, T_READ_QUEUES):
         return _lane_pop_twin(p, channel, ext)
-    cfg = (<dict>c.subscription_group_manager.table).get(group)
-    if cfg is None or not cfg.consumeEnable or cfg.consumeMessageOrderly:
+    cfg = (<dict>pfield(p, P_SGM).table).get(group)
+    if cfg is None or not cfield(cfg, G_ENABLE) or cfield(cfg, G_ORDERLY):
         return _lane_pop_twin(p, channel, ext)
     if born_time > 0 and clock_ms(CLOCK_REALTIME) - born_time - poll_time > BORN_TIME_SLACK_MS:
         return _lane_pop_twin(p, channel, ext)
-    filters = (<dict>p._filter_cache).get((group, topic, exp_type, exp))
+    filters = (<dict>pfield(p, P_FILTER_CACHE)).get((group, topic, exp_type, exp))
     if filters is None or (<tuple>filters)[1] is not None:
         return _lane_pop_twin(p, channel, ext)
     matches = (<tuple>filters)[0]
@@ -515,17 +621,17 @@ def lane_pop(p, channel, dict ext):
     deadline = clock_ms(CLOCK_MONOTONIC)  # (the pollTime is 0: the deadline is now)
     out = new_pop_result()
     pop_time = clock_ms(CLOCK_REALTIME)
-    ctx = p.ctx
-    revive_qid = next(ctx._ck_counter) % ctx.revive.queue_num
-    names = (<dict>p._retry_names).get((group, topic))
+    ctx = pfield(p, P_CTX)
+    revive_qid = next(xfield(ctx, X_CK_COUNTER)) % xfield(ctx, X_REVIVE).queue_num
+    names = (<dict>pfield(p, P_RETRY_NAMES)).get((group, topic))
     if names is None:
         retry = p.retry_topics(group, topic)
     else:
         retry = []
         for name in <tuple>names:
-            if topic_config(tcm, name) is not None:
+            if table_config(table, tcm, name) is not None:
                 retry.append(name)
-    if retry and _random.randrange(100) < bc.popFromRetryProbability:
+    if retry and _random.randrange(100) < cfield(bc, B_RETRY_PROBABILITY):
         order_topics = [*retry, topic]
     else:
         order_topics = [topic, *retry]
@@ -539,8 +645,8 @@ def lane_pop(p, channel, dict ext):
             n = 1
             start = 0
         else:
-            qtc = topic_config(tcm, t)
-            n = qtc.readQueueNums if qtc is not None else 0
+            qtc = table_config(table, tcm, t)
+            n = cfield(qtc, T_READ_QUEUES) if qtc is not None else 0
             start = int(_random.random() * n)
         qi = 0
         while qi < n and field(out, R_COUNT) < max_nums:
@@ -564,6 +670,6 @@ def lane_pop(p, channel, dict ext):
         set_field(out, R_REVIVE_QID, revive_qid)
         set_field(out, R_ORDERLY, False)
         size = field(out, R_SIZE)
-        count_get(c.stats, group, topic, queue_id if queue_id > 0 else 0, count, size)
+        count_get(pfield(p, P_STATS), group, topic, queue_id if queue_id > 0 else 0, count, size)
         return _SUCCESS, None, out, field(out, R_BODIES), size
     return _POLLING_TIMEOUT, "NO_MESSAGE_IN_QUEUE", None, None, 0

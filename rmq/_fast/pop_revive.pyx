@@ -14,6 +14,7 @@ from types import MemberDescriptorType
 
 cimport cython
 
+from cpython.dict cimport PyDict_SetItem
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t, uint8_t
@@ -401,14 +402,14 @@ cdef object write_ck_arr(object svc, object qid, str topic, str cid, object queu
         return True
     key = merge_key(topic, cid, queue_id, start_offset, pop_time, broker_name)
     pending = svc.pending
+    due = pop_time + invisible
     cdef Pending entry
     if key not in pending:
         entry = Pending.__new__(Pending)
         entry._init_arr(qid, offset, offs, n)
         entry._fields = (topic, cid, queue_id, start_offset, pop_time, invisible, broker_name)
-        file_ck(svc, pending, entry, key, cid, topic, queue_id, pop_time + invisible,
-                not commits)
-    if pop_time + invisible < svc._next_wake_ms:
+        file_ck(svc, pending, entry, key, cid, topic, queue_id, due, not commits)
+    if due < svc._next_wake_ms:
         svc._wake.set()
     return True
 
@@ -621,17 +622,27 @@ cpdef add_ck(object svc, object ck, object qid, object record_offset, bint via_t
     file_ck(svc, pending, entry, key, cid, topic, queue_id, due)
 
 
+cdef inline int set_item(object mapping, object key, object value) except -1:
+    """``mapping[key] = value`` (a dict's without the mapping protocol)."""
+    if type(mapping) is dict:
+        return PyDict_SetItem(mapping, key, value)
+    mapping[key] = value
+    return 0
+
+
 cdef file_ck(object svc, object pending, Pending entry, str key, object cid, object topic,
              object queue_id, object due, bint commit=True):
     """``entry`` in ``pending`` (the service's map), its queue's map and on
     the heap at ``due``; with ``commit``, the group's offset past its
     messages."""
-    pending[key] = entry
+    set_item(pending, key, entry)
     by_queue = svc.by_queue
-    queue = by_queue.get(entry.revive_qid)
+    queue = (<dict>by_queue).get(entry.revive_qid) if type(by_queue) is dict else \
+        by_queue.get(entry.revive_qid)
     if queue is None:  # (setdefault would make a map for every checkpoint)
-        queue = by_queue[entry.revive_qid] = {}
-    queue[key] = entry
+        queue = {}
+        set_item(by_queue, entry.revive_qid, queue)
+    set_item(queue, key, entry)
     seq = svc._seq + 1
     svc._seq = seq
     heappush(svc.heap, (due, seq, key))

@@ -44,11 +44,15 @@ cdef inline Py_ssize_t slot_offset(cls, str name, member_type,
 
 
 cdef inline int slot_offsets(cls, tuple names, Py_ssize_t* out, member_type,
-                             bint with_dict=False) except -1:
-    """``slot_offset`` of each field of ``names`` into ``out`` (as many)."""
+                             bint with_dict=False, bint required=False) except -1:
+    """``slot_offset`` of each field of ``names`` into ``out`` (as many);
+    ``required``: TypeError for the first that is not a plain slot (nothing
+    to rely on in ``out`` then)."""
     cdef Py_ssize_t i
     for i in range(len(names)):
-        out[i] = slot_offset(cls, names[i], member_type, with_dict)
+        out[i] = slot_offset(cls, <str>names[i], member_type, with_dict)
+        if required and out[i] < 0:
+            raise TypeError(f"{cls!r}'s field {names[i]} is not a plain slot")
     return 0
 
 

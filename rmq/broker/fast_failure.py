@@ -74,6 +74,10 @@ class RequestQueue:
     simulated slow store put.
     """
 
+    # plain slots: the compiled pop lane reads ``runs_at_once``'s at their offsets
+    __slots__ = ("name", "capacity", "workers", "busy", "before_run", "before_run_active",
+                 "_waiting", "_tasks")
+
     def __init__(self, name: str, capacity: int | None, workers: int = 1,
                  before_run: Callable[[], Awaitable[None]] | None = None,
                  before_run_active: Callable[[], bool] | None = None) -> None:

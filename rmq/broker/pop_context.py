@@ -13,6 +13,10 @@ from rmq.broker.pop_revive import PopReviveService
 
 
 class PopContext:
+    # plain slots: the compiled pop reads them at their offsets
+    __slots__ = ("c", "revive", "order", "_order_lock", "_order_changes", "_order_saved",
+                 "polling", "locks", "_ck_counter")
+
     def __init__(self, controller: Any) -> None:
         self.c = controller
         self.revive = PopReviveService(controller)

@@ -101,7 +101,7 @@ def _pop_marks_header() -> bytes:
 
 
 def bind_frame(c: Any) -> None:
-    """Hand the compiled ``read_request`` the remoting decoder and the
+    """Hand the compiled ``read_request`` the remoting decoder's error and the
     compiled ``frame`` the header pieces of the general encoder (a found
     pop's, a plain answer's); a header the marks do not cut cleanly leaves
     those answers to the twin."""
@@ -109,13 +109,17 @@ def bind_frame(c: Any) -> None:
     pop = codec.header_pieces(_pop_marks_header(), [m.encode() for m in _POP_MARKS] + [opaque])
     plain = codec.header_pieces(answer_frame(_CODE_MARK, None, None, None, 0, _OPAQUE_MARK, 0)[8:],
                                 [str(_CODE_MARK).encode(), opaque])
-    c.bind(codec.decode, RemotingCommandError, PopResult, frame, *(pop or (None, None)),
+    c.bind(RemotingCommandError, PopResult, frame, *(pop or (None, None)),
            *(plain or (None, None)))
 
 
 class PopLaneSupport:
     """What both lanes (compiled and twin) do between reading a request and
     writing its answer; built once per broker from its pop and ack processors."""
+
+    # plain slots: the compiled lane's ``take`` reads them at their offsets
+    __slots__ = ("pop", "ack", "pop_queue", "ack_queue", "revive", "served", "read", "frame",
+                 "_later")
 
     def __init__(self, pop: Any, ack: Any) -> None:
         self.pop = pop
@@ -291,7 +295,7 @@ def make_codec() -> tuple[Any, Any]:
     bind_frame(c)
     # the compiled lane runs the compiled twin of ``PopLaneSupport.take``
     # for a support whose ``take`` is that one
-    c.bind_take(PopLaneSupport.take, lane_pop, batch_ack_now, run_eagerly, RequestQueue)
+    c.bind_take(PopLaneSupport, lane_pop, batch_ack_now, run_eagerly, RequestQueue)
     return c.read_request, c.frame
 
 

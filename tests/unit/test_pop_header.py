@@ -71,3 +71,25 @@ def test_pop_header_remarks():
         "the custom field maxMsgNums is not a number: 3x"
     got = C_HEADER.pop_header({**BASE, "order": "TRUE", "initMode": "1"})
     assert got[7] == 1 and got[8] is True and got[3] == 32 and got[2] == -1
+
+
+@pytest.mark.skipif(C_HEADER is None, reason="not built")
+def test_pop_header_finds_the_fields_by_their_whole_names():
+    """The compiled reader walks the items once: keys of a name's length and
+    first letter, other and non-ASCII keys are no field, and a key of another
+    type (a str subclass equal to a name) has the fields looked up as the
+    twin's ``dict.get`` does."""
+
+    class Key(str):
+        pass
+
+    near = {"topiX": "x", "qxxxxxx": "1", "pollTimf": "5", "c" * 13: "g", "eee": "q",
+            "tópic": "t", "": "0", "maxMsgNumz": "1", "orde": "true", "xTime": "1"}
+    _same({**BASE, **near})
+    for name in FIELDS:
+        ext = {k: v for k, v in BASE.items() if k != name}
+        _same({**ext, **near})
+        _same({**ext, Key(name): BASE[name]})
+        _same({**ext, Key(name): None})
+    _same({Key("other"): "1", **BASE})
+    _same({1: "x", **BASE})

@@ -84,6 +84,33 @@ def test_lanes_walk_frames_and_count_answers(make):
     assert lane.serve(None, other, 0, len(other)) == (0, None) and lane.served() == []
 
 
+@pytest.mark.skipif(C_POP_LANE is None, reason="not built")
+def test_compiled_lane_reads_frames_where_they_lie_as_the_twin_reads_them():
+    """With the compiled ``read_request`` as its reader, the compiled lane
+    reads each frame's header where it lies in the receive buffer (and cuts
+    an ack's body out of it there): the same requests, bodies and answers as
+    the twin lane reading copies, from any position."""
+    pop = {"consumerGroup": "g", "topic": "t", "queueId": "0", "maxMsgNums": "8",
+           "invisibleTime": "1000"}
+    data = (_frame(R.POP_MESSAGE, pop, None, 1)
+            + _frame(R.BATCH_ACK_MESSAGE, None, b'{"acks":[]}', 2)
+            + _frame(R.ACK_MESSAGE, {"consumerGroup": "g"}, b"body", 3)
+            + _frame(R.BATCH_ACK_MESSAGE, {"consumerGroup": "g"}, b'{"acks":[1]}', -4)
+            + _frame(R.POP_MESSAGE, {**pop, "consumerGroup": "decline"}, None, 5))
+    for lead in (0, 3, 17):
+        buf = bytearray(b"x" * lead + data + b"tail")
+        got = []
+        for make, read in ((PopLane, read_request), (C_POP_LANE.PopLane, C_POP_LANE.read_request)):
+            support = _PopSupport()
+            support.read = read
+            lane = make(support, 1 << 20)
+            got.append((lane.serve(None, buf, lead, lead + len(data)), support.calls,
+                        sorted(lane.served())))
+        assert got[0] == got[1], lead
+        assert got[0][0][0] == lead + len(data) - len(_frame(R.POP_MESSAGE, {
+            **pop, "consumerGroup": "decline"}, None, 5))
+
+
 class _OwnTake(PopLaneSupport):
     """A ``PopLaneSupport`` whose class replaces ``take``: the lanes call it
     (the compiled lane runs its own ``take`` only for PopLaneSupport's)."""
@@ -325,4 +352,4 @@ def test_the_compiled_frame_needs_the_pop_answers_fields_as_plain_slots():
 
     Named.__slots__ = PopResult.__slots__
     with pytest.raises(TypeError, match="not a plain slot"):
-        c.bind(None, None, Named, None, None, None, None, None)
+        c.bind(None, Named, None, None, None, None, None)

@@ -24,7 +24,8 @@ from typing import Any
 import orjson
 
 from rmq._fast import compiled
-from rmq.broker.pop_context import pop_context
+from rmq.broker.config import BrokerConfig
+from rmq.broker.pop_context import PopContext, pop_context
 from rmq.broker.pop_polling import PopPolling
 from rmq.broker.pop_records import (
     ORDER_REVIVE_QUEUE,
@@ -39,17 +40,20 @@ from rmq.broker.pop_records import (
 )
 from rmq.broker.processor.pull import tag_filter
 from rmq.broker.stats import BrokerStats
+from rmq.broker.subscription_group_manager import SubscriptionGroupConfig
 from rmq.client.heartbeat import EXPRESSION_TAG, build_subscription
 from rmq.common import message as mc
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.common.eager import run_eagerly
 from rmq.common.get_message_status import GetMessageStatus
+from rmq.common.topic_config import TopicConfig
 from rmq.common.topics import RETRY_GROUP_TOPIC_PREFIX
 from rmq.filter.message_filter import filter_result
 from rmq.remoting import Channel, RemotingCommand
 from rmq.store.consume_queue import CQ_STORE_UNIT_SIZE, ConsumeQueue
 from rmq.store.default_message_store import DefaultMessageStore
 from rmq.store.message_codec import decode_message, encode_message
+from rmq.store.results import GetMessageResult
 
 RC = ResponseCode
 MAX_POP_NUMS = 32
@@ -179,10 +183,19 @@ class PopRequest:
 
 
 class PopMessageProcessor:
+    # plain slots: the compiled pop reads them at their offsets (``bind_holders``)
+    __slots__ = ("c", "bc", "store", "com", "tcm", "sgm", "stats", "ctx", "_filter_cache",
+                 "_retry_names")
+
     def __init__(self, controller: Any) -> None:
         self.c = controller
         self.bc = controller.broker_config
         self.store = controller.message_store
+        # the controller's managers, made with it and kept for its life
+        self.com = controller.consumer_offset_manager
+        self.tcm = controller.topic_config_manager
+        self.sgm = controller.subscription_group_manager
+        self.stats = controller.stats
         self.ctx = pop_context(controller)
         self._filter_cache: dict[tuple, tuple] = {}
         self._retry_names: dict[tuple[str, str], tuple[str, str]] = {}
@@ -204,7 +217,7 @@ class PopMessageProcessor:
         if not mc.is_readable(self.bc.brokerPermission):
             return response(RC.NO_PERMISSION,
                             f"the broker[{self.bc.brokerIP1}] popping message is forbidden")
-        tc = self.c.topic_config_manager.select_topic_config(topic)
+        tc = self.tcm.select_topic_config(topic)
         if tc is None:
             return response(RC.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
         if not mc.is_readable(tc.perm):
@@ -213,7 +226,7 @@ class PopMessageProcessor:
             return response(RC.INVALID_PARAMETER, f"queueId[{queue_id}] is illegal, topic:[{topic}] "
                             f"topicConfig.readQueueNums:[{tc.readQueueNums}] "
                             f"consumer:[/{channel.remote_addr}]")
-        cfg = self.c.subscription_group_manager.find_subscription_group_config(group)
+        cfg = self.sgm.find_subscription_group_config(group)
         if cfg is None:
             return response(RC.SUBSCRIPTION_GROUP_NOT_EXIST,
                             f"subscription group [{group}] does not exist")
@@ -246,13 +259,13 @@ class PopMessageProcessor:
     def _queue_ids(self, topic: str, queue_id: int) -> list[int]:
         if queue_id >= 0:
             return [queue_id]
-        tc = self.c.topic_config_manager.select_topic_config(topic)
+        tc = self.tcm.select_topic_config(topic)
         n = tc.readQueueNums if tc is not None else 0
         start = int(random.random() * n)  # (randrange's uniform start, a third of its cost)
         return [*range(start, n), *range(start)]
 
     def _start_offset(self, group: str, topic: str, queue_id: int, init_mode: int) -> int:
-        offset = self.c.consumer_offset_manager.query_offset(group, topic, queue_id)
+        offset = self.com.query_offset(group, topic, queue_id)
         if offset < 0:
             offset = self._init_offset(group, topic, queue_id, init_mode)
         return max(offset, self.store.get_min_offset_in_queue(topic, queue_id), 0)
@@ -274,7 +287,7 @@ class PopMessageProcessor:
         else:
             offset = max(store.get_max_offset_in_queue(topic, queue_id) - 1, 0)
         offset = max(offset, 0)
-        self.c.consumer_offset_manager.commit_offset("getPopOffset", group, topic, queue_id,
+        self.com.commit_offset("getPopOffset", group, topic, queue_id,
                                                      offset)
         return offset
 
@@ -288,7 +301,7 @@ class PopMessageProcessor:
                 self._retry_names.clear()
             names = self._retry_names[key] = (retry_topic_v1(topic, group),
                                               retry_topic_v2(topic, group))
-        select = self.c.topic_config_manager.select_topic_config
+        select = self.tcm.select_topic_config
         v1, v2 = names
         out = []
         if select(v1) is not None:
@@ -339,7 +352,7 @@ class PopMessageProcessor:
         except (HeaderError, ValueError) as exc:
             return response(RC.SUBSCRIPTION_PARSE_FAILED, str(exc))
         orderly = order or \
-            self.c.subscription_group_manager.find_subscription_group_config(group) \
+            self.sgm.find_subscription_group_config(group) \
             .consumeMessageOrderly
         return PopRequest(group, topic, queue_id, max_nums, invisible, poll_time, init_mode,
                           orderly, matches, record_filter)
@@ -361,11 +374,11 @@ class PopMessageProcessor:
         """Whether one of the queues ``qids`` (None: all the topic's) holds
         messages past the group's offset or has no offset yet."""
         if qids is None:
-            tc = self.c.topic_config_manager.select_topic_config(topic)
+            tc = self.tcm.select_topic_config(topic)
             if tc is None:
                 return False
             qids = range(tc.readQueueNums)
-        com, store = self.c.consumer_offset_manager, self.store
+        com, store = self.com, self.store
         for qid in qids:
             offset = com.query_offset(group, topic, qid)
             if offset < 0 or offset < store.get_max_offset_in_queue(topic, qid):
@@ -417,7 +430,7 @@ class PopMessageProcessor:
         out.invisible = req.invisible
         out.revive_qid = revive_qid
         out.orderly = req.orderly
-        self.c.stats.inc_get(req.group, req.topic, max(req.queue_id, 0), out.count, out.size,
+        self.stats.inc_get(req.group, req.topic, max(req.queue_id, 0), out.count, out.size,
                              0, False)
         return RC.SUCCESS, None, out, out.bodies, out.size
 
@@ -552,7 +565,7 @@ class PopMessageProcessor:
         refused = self._check(channel, group, topic, queue_id)
         if refused is not None:
             return refused
-        cfg = self.c.subscription_group_manager.find_subscription_group_config(group)
+        cfg = self.sgm.find_subscription_group_config(group)
         orderly = ext_bool(ext, "order") or cfg.consumeMessageOrderly
         deadline = time.monotonic() + poll_time / 1000
         while True:
@@ -622,7 +635,7 @@ def _pop_queue_now(p: PopMessageProcessor, out: PopResult, group: str, topic: st
             # everything filtered out, or the offset corrected (a store newer
             # than the offsets): go on from where the store says
             if next_offset != offset and next_offset >= 0 and (not orderly or not found):
-                p.c.consumer_offset_manager.commit_offset("pop", group, read_topic, qid,
+                p.com.commit_offset("pop", group, read_topic, qid,
                                                           next_offset)
             return None
         if orderly:
@@ -661,7 +674,7 @@ def _pop_queue_tail(p: PopMessageProcessor, out: PopResult, group: str, topic: s
             result.release()
         return  # nothing handed out: the offset stays where it was
     if commit:
-        p.c.consumer_offset_manager.commit_offset("pop", group, read_topic, qid, next_offset)
+        p.com.commit_offset("pop", group, read_topic, qid, next_offset)
     append_info(out.start_info, read_topic, qid, offset)
     append_info(out.msg_info, read_topic, qid, join_ints(offsets))
     if read_topic != topic:  # redeliveries: handle inside, original topic
@@ -696,6 +709,8 @@ _c = compiled("pop_queue")
 if _c is not None:
     _c.bind(PopCheckPoint, FOUND, filter_result, RETRY_GROUP_TOPIC_PREFIX)
     _c.bind_lane(_lane_pop, PopResult, PopRequest, pop_header, RC.SUCCESS, RC.POLLING_TIMEOUT)
+    _c.bind_holders(PopMessageProcessor, PopContext, BrokerConfig, TopicConfig,
+                    SubscriptionGroupConfig, GetMessageResult)
     _c.bind_types(DefaultMessageStore, ConsumeQueue, PopPolling, BrokerStats, CQ_STORE_UNIT_SIZE)
     pop_queue_now = _c.pop_queue_now
     pop_queue_tail = _c.pop_queue_tail
