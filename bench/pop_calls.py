@@ -231,7 +231,10 @@ def _wrap(times: dict[str, list[int]], obj: Any, name: str, label: str) -> None:
         finally:
             times[label].append(time.perf_counter_ns() - t)
 
-    setattr(obj, name, timed)
+    try:
+        setattr(obj, name, timed)
+    except AttributeError:  # an instance of a slots class: its class's method, in this
+        setattr(type(obj), name, staticmethod(timed))  # process of one such instance
 
 
 async def measure(cycles: int, repeats: int, parts: bool, lane: bool = False,
