@@ -52,6 +52,9 @@ cdef object _POLLING_TYPE = None  # PopPolling: notify
 cdef object _STATS_TYPE = None  # BrokerStats: inc_get
 cdef object _CQ_UNIT = 20
 cdef Py_ssize_t _CQ_MIN_AT = 0  # where a ConsumeQueue's min_logic_offset lies (0: unknown)
+# where BrokerStats keeps _get_pending and get_total (0: unknown, the attribute)
+cdef Py_ssize_t _STATS_AT[2]
+_STATS_FIELDS = ("_get_pending", "get_total")
 
 cdef enum:
     MAX_POP_NUMS = 32
@@ -217,6 +220,9 @@ def bind_types(store_type: type, cq_type: type, polling_type: type, stats_type: 
     _CQ_TYPE = cq_type
     _POLLING_TYPE = polling_type
     _STATS_TYPE = stats_type
+    slot_offsets(stats_type, _STATS_FIELDS, _STATS_AT, MemberDescriptorType, True)
+    _STATS_AT[0] = max(0, _STATS_AT[0])
+    _STATS_AT[1] = max(0, _STATS_AT[1])
     _CQ_UNIT = cq_unit
 
 
@@ -250,12 +256,16 @@ cpdef count_get(object stats, str group, str topic, object queue_id, object nums
     if _STATS_TYPE is None or type(stats) is not _STATS_TYPE:
         stats.inc_get(group, topic, queue_id, nums, size, 0, False)
         return
-    found = (<dict>stats._get_pending).get((topic, group, queue_id))
+    # (the offset in a local: an attribute read may run code that walks other classes)
+    cdef Py_ssize_t at_total = _STATS_AT[1]
+    found = (<dict?>slot_or_attr(stats, _STATS_AT[0], "_get_pending")).get(
+        (topic, group, queue_id))
     if type(found) is not list or len(<list>found) != 6:
         stats.inc_get(group, topic, queue_id, nums, size, 0, False)
         return
     pending = <list>found
-    stats.get_total += nums
+    set_slot_or_attr(stats, at_total, "get_total",
+                     slot_or_attr(stats, at_total, "get_total") + nums)
     pending[0] += nums
     pending[1] += size
     pending[2] += 1

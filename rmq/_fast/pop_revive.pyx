@@ -26,7 +26,7 @@ from rmq._fast.json_text cimport json_write_int
 from rmq._fast.offset_table cimport commit_offset, query_offset
 from rmq._fast.pop_records import ack_body, ck_body
 from rmq._fast.pop_records cimport ack_body_arr, ck_body_arr
-from rmq._fast.slots cimport slot_offsets, slot_or_attr
+from rmq._fast.slots cimport set_slot_or_attr, slot_offsets, slot_or_attr
 from rmq._fast.store_put cimport put_one
 
 
@@ -76,15 +76,38 @@ def bind(ck_type: type, grace_ms: int, sync_flush: object, sync_master: object,
 cdef object _SVC = None
 cdef object _SVC_CK = None
 cdef object _SVC_ACK = None
+# the service's fields a record's writing reads and sets, at their slots for a
+# PopReviveService (0: unknown, or a service of another class: the attribute)
+cdef tuple _SVC_FIELDS = ("c", "store", "topic", "read_offsets", "pending", "by_queue", "heap",
+                          "_seq", "_wake", "applied", "_next_wake_ms", "loaded", "on_settled")
+cdef enum:
+    S_C, S_STORE, S_TOPIC, S_READ, S_PENDING, S_BY_QUEUE, S_HEAP, S_SEQ, S_WAKE, S_APPLIED, \
+        S_NEXT_WAKE, S_LOADED, S_ON_SETTLED, S_FIELDS
+cdef Py_ssize_t _s_at[S_FIELDS]
 
 
 def bind_service(svc_type: type) -> None:
     """PopReviveService, once its ``write_ck_now`` and ``write_ack_now`` are
-    this module's."""
+    this module's, and where its fields lie."""
     global _SVC, _SVC_CK, _SVC_ACK
+    cdef Py_ssize_t i
+    _SVC = None  # (no slot read while the offsets change)
+    slot_offsets(svc_type, _SVC_FIELDS, _s_at, MemberDescriptorType, True)
+    for i in range(S_FIELDS):
+        _s_at[i] = max(0, _s_at[i])
     _SVC = svc_type
     _SVC_CK = svc_type.write_ck_now
     _SVC_ACK = svc_type.write_ack_now
+
+
+cdef inline object sfield(object svc, int f):
+    """Field ``f`` of the service ``svc``."""
+    return slot_or_attr(svc, _s_at[f] if type(svc) is _SVC else 0, <str>_SVC_FIELDS[f])
+
+
+cdef inline int set_sfield(object svc, int f, object v) except -1:
+    """Set field ``f`` of the service ``svc``."""
+    return set_slot_or_attr(svc, _s_at[f] if type(svc) is _SVC else 0, <str>_SVC_FIELDS[f], v)
 
 
 cdef bint direct(object svc, str name) except -1:
@@ -401,7 +424,7 @@ cdef object write_ck_arr(object svc, object qid, str topic, str cid, object queu
     if not mark_read(svc, qid, offset):
         return True
     key = merge_key(topic, cid, queue_id, start_offset, pop_time, broker_name)
-    pending = svc.pending
+    pending = sfield(svc, S_PENDING)
     due = pop_time + invisible
     cdef Pending entry
     if key not in pending:
@@ -409,8 +432,8 @@ cdef object write_ck_arr(object svc, object qid, str topic, str cid, object queu
         entry._init_arr(qid, offset, offs, n)
         entry._fields = (topic, cid, queue_id, start_offset, pop_time, invisible, broker_name)
         file_ck(svc, pending, entry, key, cid, topic, queue_id, due, not commits)
-    if due < svc._next_wake_ms:
-        svc._wake.set()
+    if due < sfield(svc, S_NEXT_WAKE):
+        sfield(svc, S_WAKE).set()
     return True
 
 
@@ -479,7 +502,7 @@ cdef object ack_written(object svc, object qid, bytes body, Py_ssize_t count, st
     if offsets is not None:
         cross_off(svc, key, offsets)
         return True
-    cdef dict pending = svc.pending
+    cdef dict pending = sfield(svc, S_PENDING)
     entry = pending.get(key)
     if entry is None:
         return True
@@ -502,7 +525,7 @@ cdef object put_record(object svc, object qid, bytes body, str tag, object code)
     """``put_at_once`` of a record's body: its queue offset, None with
     nothing done (under SYNC_FLUSH too: the general way waits for the
     group commit).  Its callers checked ``bind``."""
-    store = svc.store
+    store = sfield(svc, S_STORE)
     cfg = store.config
     global _cfg_class
     if type(cfg) is not _cfg_class:
@@ -513,7 +536,7 @@ cdef object put_record(object svc, object qid, bytes body, str tag, object code)
     if slot_or_attr(cfg, _cfg_at[0], "flushDiskType") is _SYNC_FLUSH:
         return None
     cdef long long now = now_ms()
-    topic = svc.topic
+    topic = sfield(svc, S_TOPIC)
     if slot_or_attr(cfg, at_role, "brokerRole") is _SYNC_MASTER or \
             not slot_or_attr(cfg, at_timer, "timerWheelEnable") or \
             not PyUnicode_IS_ASCII(<str>topic):
@@ -583,8 +606,8 @@ cpdef written(object svc, object qid, object record, object offset):
         return
     if isinstance(record, _CK):
         add_ck(svc, record, qid, offset)
-        if record.pop_time + record.invisible_time < svc._next_wake_ms:
-            svc._wake.set()
+        if record.pop_time + record.invisible_time < sfield(svc, S_NEXT_WAKE):
+            sfield(svc, S_WAKE).set()
     else:
         apply_ack(svc, record)
 
@@ -592,14 +615,14 @@ cpdef written(object svc, object qid, object record, object offset):
 cdef bint mark_read(object svc, object qid, object offset) except -1:
     """``_written``'s read offset: False when the record at ``offset`` was
     read back (and applied) already; else it is marked read or applied."""
-    cdef dict read_offsets = svc.read_offsets
+    cdef dict read_offsets = sfield(svc, S_READ)
     read = read_offsets.get(qid, 0)
     if offset < read:
         return False
-    if offset == read and svc.loaded:
+    if offset == read and sfield(svc, S_LOADED):
         read_offsets[qid] = offset + 1
     else:
-        (<dict?>svc.applied).setdefault(qid, set()).add(offset)
+        (<dict?>sfield(svc, S_APPLIED)).setdefault(qid, set()).add(offset)
     return True
 
 
@@ -611,7 +634,7 @@ cpdef add_ck(object svc, object ck, object qid, object record_offset, bint via_t
     so = ck.start_offset
     pop_time = ck.pop_time
     key = merge_key(topic, cid, queue_id, so, pop_time, ck.broker_name)
-    pending = svc.pending
+    pending = sfield(svc, S_PENDING)
     if key in pending:
         return
     cdef Pending entry = Pending.__new__(Pending)
@@ -636,19 +659,19 @@ cdef file_ck(object svc, object pending, Pending entry, str key, object cid, obj
     the heap at ``due``; with ``commit``, the group's offset past its
     messages."""
     set_item(pending, key, entry)
-    by_queue = svc.by_queue
+    by_queue = sfield(svc, S_BY_QUEUE)
     queue = (<dict>by_queue).get(entry.revive_qid) if type(by_queue) is dict else \
         by_queue.get(entry.revive_qid)
     if queue is None:  # (setdefault would make a map for every checkpoint)
         queue = {}
         set_item(by_queue, entry.revive_qid, queue)
     set_item(queue, key, entry)
-    seq = svc._seq + 1
-    svc._seq = seq
-    heappush(svc.heap, (due, seq, key))
+    seq = sfield(svc, S_SEQ) + 1
+    set_sfield(svc, S_SEQ, seq)
+    heappush(sfield(svc, S_HEAP), (due, seq, key))
     if not entry.n or not commit:
         return
-    com = svc.c.consumer_offset_manager
+    com = sfield(svc, S_C).consumer_offset_manager
     last = entry.end
     if query_offset(com, cid, topic, queue_id) < last:
         commit_offset(com, "PopReviveService", cid, topic, queue_id, last)
@@ -662,7 +685,7 @@ cpdef apply_ack(object svc, object ack):
 
 cdef cross_off(object svc, str key, object offsets):
     """``offsets`` off the pending checkpoint of ``key``, settled once none is left."""
-    cdef dict pending = svc.pending
+    cdef dict pending = sfield(svc, S_PENDING)
     entry = pending.get(key)
     if entry is None:
         return
@@ -676,8 +699,8 @@ cdef settle(object svc, dict pending, str key):
     if entry is None:
         return
     qid = (<Pending>entry).revive_qid if type(entry) is Pending else entry.revive_qid
-    queue = (<dict?>svc.by_queue).get(qid)
+    queue = (<dict?>sfield(svc, S_BY_QUEUE)).get(qid)
     if queue is not None:
         (<dict?>queue).pop(key, None)
-    for cb in svc.on_settled:
+    for cb in sfield(svc, S_ON_SETTLED):
         cb(entry.ck)

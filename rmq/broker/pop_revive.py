@@ -155,6 +155,13 @@ _TIMER_OUT_KEY = PROPERTY_TIMER_OUT_MS.encode() + b"\x01"
 
 
 class PopReviveService:
+    # the fields each pop's and each ack's record reads and sets slotted: the
+    # compiled writer (rmq._fast.pop_revive) reads them at their slots; the
+    # rest in the dict, where a test may also set a method of its own
+    __slots__ = ("c", "store", "topic", "read_offsets", "pending", "by_queue", "heap", "_seq",
+                 "_wake", "applied", "_next_wake_ms", "loaded", "on_settled", "__dict__",
+                 "__weakref__")
+
     def __init__(self, controller: Any) -> None:
         self.c = controller
         self.bc = controller.broker_config

@@ -161,9 +161,11 @@ def ms_until_next_morning(now: dt.datetime | None = None) -> int:
 class BrokerStats:
     """Daily totals and every named item (see the module docstring)."""
 
-    # the fields each put's count reads and sets slotted: the compiled arrival
-    # notice (rmq._fast.arrival) reads them at their slots; the rest in the dict
-    __slots__ = ("put_total", "_put_pending", "__dict__", "__weakref__")
+    # the fields each put's and each pop's count reads and sets slotted: the
+    # compiled arrival notice (rmq._fast.arrival) and pop (rmq._fast.pop_queue's
+    # count_get) read them at their slots; the rest in the dict
+    __slots__ = ("put_total", "_put_pending", "get_total", "_get_pending", "__dict__",
+                 "__weakref__")
 
     def __init__(self, cluster: str = "", detail: bool = True) -> None:
         self.cluster = cluster

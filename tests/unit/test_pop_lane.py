@@ -111,6 +111,35 @@ def test_compiled_lane_reads_frames_where_they_lie_as_the_twin_reads_them():
             **pop, "consumerGroup": "decline"}, None, 5))
 
 
+class _Answers(_PopSupport):
+    """Answers each ack with the response code its ``r`` field names."""
+
+    def take(self, channel, code: int, ext: dict | None, body) -> tuple | None:
+        got = super().take(channel, code, ext, body)
+        return (int(ext["r"]), None) if ext and "r" in ext else got
+
+
+@pytest.mark.skipif(C_POP_LANE is None, reason="not built")
+def test_compiled_lane_counts_served_as_the_twin():
+    """The compiled lane keeps its counts in a C block: the same (code,
+    count, response) rows as the twin's dict, in the order first met, over
+    more pairs than the block's first room and anew each serve."""
+    data = b"".join(_frame(R.ACK_MESSAGE, {"consumerGroup": "g", "r": str(r)}, None, i)
+                    for i, r in enumerate([0, 17, 0, 3, 3, 9, 0, 1, 2, 4, 5, 6, 17, 7, 8]))
+    data += _frame(R.BATCH_ACK_MESSAGE, None, b'{"acks":[]}', 99)
+    again = _frame(R.BATCH_ACK_MESSAGE, None, b'{"acks":[]}', 100)
+    got = []
+    for make in (PopLane, C_POP_LANE.PopLane):
+        lane = make(_Answers(), 1 << 20)
+        lane.serve(None, data, 0, len(data))
+        first = lane.served()
+        lane.serve(None, again, 0, len(again))
+        got.append((first, lane.served()))
+    assert got[0] == got[1]
+    assert got[0][0][:2] == [(R.ACK_MESSAGE, False, 3, 0), (R.ACK_MESSAGE, False, 2, 17)]
+    assert got[0][1] == [(R.BATCH_ACK_MESSAGE, False, 1, 0)]
+
+
 class _OwnTake(PopLaneSupport):
     """A ``PopLaneSupport`` whose class replaces ``take``: the lanes call it
     (the compiled lane runs its own ``take`` only for PopLaneSupport's)."""

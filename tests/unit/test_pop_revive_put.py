@@ -218,12 +218,19 @@ def _bookkeeping_state(svc: pr.PopReviveService) -> tuple:
             dict(svc.c.consumer_offset_manager.table), svc._wake.is_set())
 
 
-def test_record_bookkeeping_compiled_and_twin_leave_the_same_state():
+class _OtherService(pr.PopReviveService):
+    """A service of another class: the compiled writer reads its fields
+    through their attributes, not at PopReviveService's slots."""
+
+
+@pytest.mark.parametrize("service", [pr.PopReviveService, _OtherService])
+def test_record_bookkeeping_compiled_and_twin_leave_the_same_state(service):
     """``written`` / ``add_ck`` / ``apply_ack``: the twins and the compiled
     ones (when built) leave the service in the same state after the same
     records: checkpoints (some twice, some through the timer), acks of some
     of their offsets, acks of none, records ahead of and behind the read
-    offset, before and after the first read."""
+    offset, before and after the first read; the service's fields read at
+    their slots or, for another class, through their attributes."""
     import random
 
     from rmq._fast import compiled_or_none
@@ -236,7 +243,7 @@ def test_record_bookkeeping_compiled_and_twin_leave_the_same_state():
     states, settled_all = [], []
     for written, add_ck, apply_ack in impls:
         rnd = random.Random(3)
-        svc = pr.PopReviveService(_Controller(None))
+        svc = service(_Controller(None))
         settled: list = []
         svc.on_settled.append(lambda ck, out=settled: out.append(ck.key()))
         svc._next_wake_ms = 1_000_000
