@@ -38,8 +38,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import re
 import shutil
 import statistics
+import subprocess
 import tempfile
 import time
 from collections import defaultdict
@@ -189,8 +191,18 @@ async def wire(cycles: int, pop_lane: bool, fill: int) -> list[float]:
 EXTRA_CYCLES = 200  # what --instructions adds to the second run
 
 
-# the compiled pop lane's serve (its C symbol): --in-lane counts only within it
-LANE_SERVE = "__pyx_pw_3rmq_5_fast_8pop_lane_7PopLane_5serve"
+def lane_serve_symbol() -> str:
+    """The C symbol of the compiled pop lane's ``serve`` (--in-lane counts only
+    within it), read from the built module: Cython numbers a method's wrapper
+    by its place in the class, so the name is not fixed."""
+    from rmq._fast import pop_lane
+
+    names = subprocess.run(["nm", pop_lane.__file__], capture_output=True, text=True,
+                           check=True).stdout
+    found = re.search(r"\b(__pyx_pw_\w*PopLane_\d+serve)\b", names)
+    if found is None:
+        raise SystemExit(f"no PopLane.serve symbol in {pop_lane.__file__}")
+    return found.group(1)
 
 
 def _callgrind_total(cycles: int, fill: int, pop_lane: bool, in_lane: bool = False) -> int:
@@ -202,7 +214,7 @@ def _callgrind_total(cycles: int, fill: int, pop_lane: bool, in_lane: bool = Fal
     return callgrind_total("bench.pop_calls", [
         "--wire", "--cycles", str(cycles), "--fill", str(fill),
         *([] if pop_lane else ["--no-pop-lane"])], main_thread=not in_lane,
-        inside=LANE_SERVE if in_lane else None)
+        inside=lane_serve_symbol() if in_lane else None)
 
 
 def _runs(cycles: int) -> int:

@@ -546,6 +546,5 @@ cdef class PopLane:
             PyBuffer_Release(&pb)
         return pos, (b"".join(out) if out else None)
 
-    # (after serve: its wrapper keeps the name bench.pop_calls counts within)
     def __dealloc__(self):
         PyMem_Free(self._counts)
