@@ -27,7 +27,7 @@ from rmq._fast.offset_table cimport commit_offset, query_offset
 from rmq._fast.pop_records import ack_body, ck_body
 from rmq._fast.pop_records cimport ack_body_arr, ck_body_arr
 from rmq._fast.slots cimport set_slot_or_attr, slot_offsets, slot_or_attr
-from rmq._fast.store_put cimport put_one
+from rmq._fast.store_put cimport ClassOffsets, put_one
 
 
 cdef extern from "Python.h":
@@ -516,9 +516,7 @@ cdef object ack_written(object svc, object qid, bytes body, Py_ssize_t count, st
 
 # The store config's fields ``put_record`` reads each record (they change at
 # runtime: updateBrokerConfig) at their slots, for the last config class met
-cdef object _cfg_class = None
-cdef Py_ssize_t _cfg_at[3]  # flushDiskType, brokerRole, timerWheelEnable
-_CFG_FIELDS = ("flushDiskType", "brokerRole", "timerWheelEnable")
+cdef ClassOffsets _CFG = ClassOffsets(("flushDiskType", "brokerRole", "timerWheelEnable"))
 
 
 cdef object put_record(object svc, object qid, bytes body, str tag, object code):
@@ -527,18 +525,15 @@ cdef object put_record(object svc, object qid, bytes body, str tag, object code)
     group commit).  Its callers checked ``bind``."""
     store = sfield(svc, S_STORE)
     cfg = store.config
-    global _cfg_class
-    if type(cfg) is not _cfg_class:
-        slot_offsets(type(cfg), _CFG_FIELDS, _cfg_at, MemberDescriptorType)
-        _cfg_class = type(cfg)
     # (the offsets in locals: an attribute read may run code that walks other classes)
-    cdef Py_ssize_t at_role = _cfg_at[1], at_timer = _cfg_at[2]
-    if slot_or_attr(cfg, _cfg_at[0], "flushDiskType") is _SYNC_FLUSH:
+    cdef Py_ssize_t at[3]
+    _CFG.copy(cfg, at)
+    if slot_or_attr(cfg, at[0], "flushDiskType") is _SYNC_FLUSH:
         return None
     cdef long long now = now_ms()
     topic = sfield(svc, S_TOPIC)
-    if slot_or_attr(cfg, at_role, "brokerRole") is _SYNC_MASTER or \
-            not slot_or_attr(cfg, at_timer, "timerWheelEnable") or \
+    if slot_or_attr(cfg, at[1], "brokerRole") is _SYNC_MASTER or \
+            not slot_or_attr(cfg, at[2], "timerWheelEnable") or \
             not PyUnicode_IS_ASCII(<str>topic):
         return None
     global _TOPIC, _TOPIC_B

@@ -1,5 +1,6 @@
 # cython: language_level=3
-# The single put's session (store_put.pyx), cimported by the revive writer.
+# The single put's session (store_put.pyx), cimported by the revive writer, and
+# the per-class slot offsets it keeps, which the revive writer keeps too.
 
 from libc.stdint cimport int64_t
 
@@ -8,3 +9,15 @@ cdef long long put_one(object store, str topic, bytes topic_b, int queue_id, int
                        object body, object keys, object uniq, str stored, long long tags_code,
                        int sys_flag, long long born_ts, bytes born_host, int reconsume,
                        int64_t *phy_out, Py_ssize_t *size_out) except -2
+
+
+cdef enum:
+    OFFSETS_MAX = 6  # the most fields a ``ClassOffsets`` keeps
+
+
+cdef class ClassOffsets:
+    cdef object cls
+    cdef tuple names
+    cdef Py_ssize_t at[OFFSETS_MAX]
+
+    cdef int copy(self, object o, Py_ssize_t *out) except -1

@@ -218,14 +218,10 @@ cdef enum:
     CQ_SIZE = 2
     CQ_MAX_PHY = 3
     CQ_N = 4
-    OFFSETS_MAX = 6  # the most fields an ``_Offsets`` keeps
 
 
-cdef class _Offsets:
+cdef class ClassOffsets:
     """The slot offsets of some fields (``names``) of the last class met."""
-    cdef object cls
-    cdef tuple names
-    cdef Py_ssize_t at[OFFSETS_MAX]
 
     def __cinit__(self, tuple names):
         if len(names) > OFFSETS_MAX:
@@ -241,10 +237,10 @@ cdef class _Offsets:
         return 0
 
 
-cdef _Offsets _MF = _Offsets(("file_from_offset", "wrote_position", "committed_position",
+cdef ClassOffsets _MF = ClassOffsets(("file_from_offset", "wrote_position", "committed_position",
                               "zeroed_to", "view", "store_timestamp"))
-cdef _Offsets _CQ = _Offsets(("ext", "tail_file", "file_size", "max_physic_offset"))
-cdef _Offsets _CK = _Offsets(("logics_msg_timestamp",))
+cdef ClassOffsets _CQ = ClassOffsets(("ext", "tail_file", "file_size", "max_physic_offset"))
+cdef ClassOffsets _CK = ClassOffsets(("logics_msg_timestamp",))
 
 
 # The put and reput locks taken without a Python call (~460 instructions an
