@@ -20,7 +20,7 @@ from libc.string cimport memcpy
 from posix.time cimport CLOCK_MONOTONIC, CLOCK_REALTIME, clock_gettime, timespec
 from types import MemberDescriptorType
 
-from rmq._fast.json_text cimport json_write_int, json_write_ints
+from rmq._fast.json_text cimport json_load8, json_store8, json_write_int
 
 from rmq._fast.offset_table cimport commit_offset, query_offset
 from rmq._fast.pop_revive cimport direct, write_ck_arr
@@ -311,6 +311,40 @@ cdef str info_text(str flag, object qid, object offset, list offsets):
     return info_text_of(flag, qid, values, n)
 
 
+cdef uint8_t *write_offsets(uint8_t *o, const int64_t *values, Py_ssize_t n) noexcept nogil:
+    """``json_write_ints(o, values, n, 0)`` (1 to ``MAX_POP_NUMS`` values,
+    room for 21 bytes each and 24 after the last): a value one more than the
+    one before -- the offsets of a read, one by one -- written as that one's
+    digits copied and counted up in place, not divided out again."""
+    cdef uint8_t *prev = o
+    cdef uint8_t *d
+    cdef Py_ssize_t i, k
+    o = json_write_int(o, values[0])
+    for i in range(1, n):
+        o[0] = 44
+        o += 1
+        if not (0 <= values[i - 1] < values[i] and values[i] - values[i - 1] == 1):
+            prev = o
+            o = json_write_int(o, values[i])
+            continue
+        k = o - 1 - prev  # the digits before (1 to 19 of them) copied whole words at a time
+        json_store8(o, json_load8(prev))
+        if k > 8:
+            json_store8(o + 8, json_load8(prev + 8))
+            json_store8(o + 16, json_load8(prev + 16))
+        prev = o
+        d = o + k - 1
+        while d[0] == 57 and d > o:  # the nines carried
+            d[0] = 48
+            d -= 1
+        if d[0] == 57:  # all nines: one digit more
+            o = json_write_int(o, values[i])
+        else:
+            d[0] += 1
+            o += k
+    return o
+
+
 cdef str info_text_of(str flag, object qid, const int64_t *values, Py_ssize_t n):
     """``info_text``'s text of the numbers ``values[:n]`` (1 to
     ``MAX_POP_NUMS`` of them): ``f"{flag} {qid} {a,b,...}"``; None when
@@ -327,7 +361,7 @@ cdef str info_text_of(str flag, object qid, const int64_t *values, Py_ssize_t n)
     o[0] = 32
     o = json_write_int(o + 1, v)
     o[0] = 32
-    o = json_write_ints(o + 1, values, n, 0)
+    o = write_offsets(o + 1, values, n)
     n = <char *>o - buf
     text = PyUnicode_New(n, 127)
     memcpy(PyUnicode_DATA(text), buf, n)
