@@ -231,8 +231,9 @@ def read_request(frame):
 cdef object read_at(object buf, Py_ssize_t base, const uint8_t *f, Py_ssize_t n, object cut):
     """``read_request`` of the frame at ``f``, ``n`` bytes at ``base`` of
     ``buf`` (whose buffer the caller holds), read where it lies; its body
-    cut out of ``cut`` at the same place (None: a memoryview of ``buf``,
-    made only for a frame with a body)."""
+    cut out of ``cut`` at the same place (None: a copy, bytes -- a batch
+    ack's few entries copy for less than a memoryview of ``buf`` and its
+    slice cost to make, and the copy does not keep ``buf`` exported)."""
     cdef Py_ssize_t off
     if not names_lane_code(f, n):
         return None
@@ -246,8 +247,10 @@ cdef object read_at(object buf, Py_ssize_t base, const uint8_t *f, Py_ssize_t n,
     off = fields[8]
     if off >= n:
         return code, fields[3], fields[7], fields[6], None
-    return code, fields[3], fields[7], fields[6], \
-        (memoryview(buf) if cut is None else cut)[base + off:base + n]
+    if cut is None:
+        return code, fields[3], fields[7], fields[6], \
+            PyBytes_FromStringAndSize(<const char *>f + off, n - off)
+    return code, fields[3], fields[7], fields[6], cut[base + off:base + n]
 
 
 cdef inline object field(object out, int f):
