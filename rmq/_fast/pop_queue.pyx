@@ -52,6 +52,7 @@ cdef object _POLLING_TYPE = None  # PopPolling: notify
 cdef object _STATS_TYPE = None  # BrokerStats: inc_get
 cdef object _CQ_UNIT = 20
 cdef Py_ssize_t _CQ_MIN_AT = 0  # where a ConsumeQueue's min_logic_offset lies (0: unknown)
+cdef Py_ssize_t _CQT_AT = 0  # where the store's consume_queue_table lies (0: unknown)
 # where BrokerStats keeps _get_pending and get_total (0: unknown, the attribute)
 cdef Py_ssize_t _STATS_AT[2]
 _STATS_FIELDS = ("_get_pending", "get_total")
@@ -214,8 +215,9 @@ def bind_types(store_type: type, cq_type: type, polling_type: type, stats_type: 
     the long polling and counts the get of these here, as their methods
     (``get_min_offset_in_queue``, ``notify``, ``inc_get``) do, without their
     frames; anything of another type is asked through the method."""
-    global _STORE_TYPE, _CQ_TYPE, _POLLING_TYPE, _STATS_TYPE, _CQ_UNIT, _CQ_MIN_AT
+    global _STORE_TYPE, _CQ_TYPE, _POLLING_TYPE, _STATS_TYPE, _CQ_UNIT, _CQ_MIN_AT, _CQT_AT
     _CQ_MIN_AT = max(0, slot_offset(cq_type, "min_logic_offset", MemberDescriptorType))
+    _CQT_AT = max(0, slot_offset(store_type, "consume_queue_table", MemberDescriptorType, True))
     _STORE_TYPE = store_type
     _CQ_TYPE = cq_type
     _POLLING_TYPE = polling_type
@@ -230,7 +232,7 @@ cpdef object min_offset_in_queue(object store, str topic, object qid):
     """``store.get_min_offset_in_queue(topic, qid)``."""
     if _STORE_TYPE is None or type(store) is not _STORE_TYPE:
         return store.get_min_offset_in_queue(topic, qid)
-    qs = (<dict>store.consume_queue_table).get(topic)
+    qs = (<dict>slot_or_attr(store, _CQT_AT, "consume_queue_table")).get(topic)
     if qs is None:
         return -1
     cq = (<dict>qs).get(qid) if type(qs) is dict else qs.get(qid)
@@ -688,8 +690,8 @@ def lane_pop(p, channel, dict ext):
         if one:
             n = 1
             start = 0
-        else:
-            qtc = table_config(table, tcm, t)
+        else:  # (the topic's config read above: nothing changed it since)
+            qtc = tc if t is topic else table_config(table, tcm, t)
             n = cfield(qtc, T_READ_QUEUES) if qtc is not None else 0
             start = int(_random.random() * n)
         qi = 0
