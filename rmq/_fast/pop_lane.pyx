@@ -410,7 +410,10 @@ cdef class PopLane:
     cdef readonly Py_ssize_t max_frame
     cdef readonly object service
     cdef object _take, _frame, _failed, _later, _read, _hold
-    cdef dict _admissions
+    # the admissions of POP_MESSAGE, ACK_MESSAGE and BATCH_ACK_MESSAGE (None:
+    # not bounded), ``lane_admissions`` of the twin module in three fields:
+    # found by the request's code without an int made for a dict's key
+    cdef object _adm_pop, _adm_ack, _adm_batch
     # what the last ``serve`` took: (request code, response code, count)
     # triples in the order first met (the twin's dict's), in a C block that
     # grows and stays with the lane (no key tuple and dict entry per request)
@@ -427,18 +430,17 @@ cdef class PopLane:
         self.max_frame = max_frame
         self.service = service
         self._hold = None if service is None else service.hold
-        self._admissions = {}  # ``lane_admissions`` of the twin module
         if service is not None:
-            for code in (200050, 200051, 200151):
-                adm = service.admission_of(code)
-                if adm is not None:
-                    self._admissions[code] = adm
-                    if self._adm_type is None:
-                        self._adm_type = type(adm)
-                        self._in_flight_at = max(0, slot_offset(
-                            type(adm), "in_flight", MemberDescriptorType))
-                        self._limit_at = max(0, slot_offset(type(adm), "limit",
-                                                            MemberDescriptorType))
+            self._adm_pop = service.admission_of(200050)
+            self._adm_ack = service.admission_of(200051)
+            self._adm_batch = service.admission_of(200151)
+            for adm in (self._adm_pop, self._adm_ack, self._adm_batch):
+                if adm is not None and self._adm_type is None:
+                    self._adm_type = type(adm)
+                    self._in_flight_at = max(0, slot_offset(
+                        type(adm), "in_flight", MemberDescriptorType))
+                    self._limit_at = max(0, slot_offset(type(adm), "limit",
+                                                        MemberDescriptorType))
         self._take = support.take
         self._frame = support.frame
         self._failed = support.failed_frame
@@ -520,7 +522,8 @@ cdef class PopLane:
                 if got is None:
                     break
                 code, opaque, stype, ext, body = <tuple>got
-                adm = self._admissions.get(code) if self._admissions else None
+                adm = self._adm_pop if code == 200050 else \
+                    self._adm_batch if code == 200151 else self._adm_ack
                 if adm is not None and self._full(adm):
                     break  # the general path answers it SYSTEM_BUSY
                 try:
