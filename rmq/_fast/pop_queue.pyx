@@ -693,7 +693,7 @@ def lane_pop(p, channel, dict ext):
         else:  # (the topic's config read above: nothing changed it since)
             qtc = tc if t is topic else table_config(table, tcm, t)
             n = cfield(qtc, T_READ_QUEUES) if qtc is not None else 0
-            start = int(_random.random() * n)
+            start = <Py_ssize_t>(<double>_random.random() * n)  # (int(random() * n), in C)
         qi = 0
         while qi < n and field(out, R_COUNT) < max_nums:
             qid = queue_id if one else start + qi - (n if start + qi >= n else 0)
