@@ -22,7 +22,7 @@ from types import MemberDescriptorType
 
 from rmq._fast.json_text cimport json_load8, json_store8, json_write_int
 
-from rmq._fast.offset_table cimport commit_offset, query_offset
+from rmq._fast.offset_table cimport commit_in, offset_in, offsets_of
 from rmq._fast.pop_revive cimport direct, write_ck_arr
 from rmq._fast.slots cimport set_slot_or_attr, slot_offset, slot_offsets, slot_or_attr
 from rmq._fast.topic_table cimport table_config
@@ -370,9 +370,11 @@ cdef str info_text_of(str flag, object qid, const int64_t *values, Py_ssize_t n)
     return text
 
 
-cdef object start_offset(object p, str group, str topic, object qid, object init_mode):
-    """``PopMessageProcessor._start_offset``."""
-    offset = query_offset(pfield(p, P_COM), group, topic, qid)
+cdef object start_offset(object p, object com, object queues, str group, str topic, object qid,
+                         object init_mode):
+    """``PopMessageProcessor._start_offset``, of the group's offsets
+    ``queues`` (``offsets_of`` in ``com``, the offset manager)."""
+    offset = offset_in(com, queues, group, topic, qid)
     if offset < 0:
         offset = p._init_offset(group, topic, qid, init_mode)
     low = min_offset_in_queue(pfield(p, P_STORE), topic, qid)
@@ -466,7 +468,11 @@ cdef object queue_now(p, out, str group, str topic, str read_topic, qid, nums, p
     cdef Py_ssize_t n
     cdef long long so = 0
     try:
-        offset = start_offset(p, group, read_topic, qid, init_mode)
+        # the group's offsets of the topic, read once for the query here and
+        # the commit in ``tail``
+        com = pfield(p, P_COM)
+        queues = offsets_of(com, group, read_topic)
+        offset = start_offset(p, com, queues, group, read_topic, qid, init_mode)
         result = pfield(p, P_STORE).get_message(group, read_topic, qid, offset, nums, None,
                                                 matches)
         if result is None:
@@ -498,7 +504,7 @@ cdef object queue_now(p, out, str group, str topic, str read_topic, qid, nums, p
             result.release()
         if not n:
             if next_offset != offset and next_offset >= 0 and (not orderly or not found):
-                commit_offset(pfield(p, P_COM), "pop", group, read_topic, qid, next_offset)
+                commit_in(com, queues, "pop", group, read_topic, qid, next_offset)
             return None
         if orderly:
             if offsets is None:
@@ -532,7 +538,7 @@ cdef object queue_now(p, out, str group, str topic, str read_topic, qid, nums, p
                 held = True
                 return (key, ck, result, offsets, next_offset, buffers, offset)
         tail(p, out, group, topic, read_topic, qid, offset, offsets, offs, n, next_offset,
-             buffers, result, stored, not orderly, pop_time, invisible, revive_qid)
+             buffers, result, stored, not orderly, queues, pop_time, invisible, revive_qid)
         return None
     finally:
         if not held:
@@ -544,21 +550,24 @@ cpdef pop_queue_tail(p, out, str group, str topic, str read_topic, qid, offset, 
                      invisible, revive_qid):
     """``_pop_queue_tail`` of rmq/broker/processor/pop.py, step for step."""
     tail(p, out, group, topic, read_topic, qid, offset, offsets, NULL, len(offsets),
-         next_offset, buffers, result, stored, commit, pop_time, invisible, revive_qid)
+         next_offset, buffers, result, stored, commit,
+         offsets_of(pfield(p, P_COM), group, read_topic) if commit else None, pop_time,
+         invisible, revive_qid)
 
 
 cdef tail(p, out, str group, str topic, str read_topic, qid, offset, list offsets,
           const int64_t *offs, Py_ssize_t n, next_offset, list buffers, result, stored,
-          bint commit, pop_time, invisible, revive_qid):
+          bint commit, queues, pop_time, invisible, revive_qid):
     """``pop_queue_tail`` of ``offsets``, or when it is None of the ``n``
-    offsets ``offs[:n]`` (1 to ``MAX_POP_NUMS``)."""
+    offsets ``offs[:n]`` (1 to ``MAX_POP_NUMS``); the group's offset
+    committed in ``queues`` (``offsets_of``)."""
     if not stored:
         if read_topic != topic:
             return
         result.release()
         return
     if commit:
-        commit_offset(pfield(p, P_COM), "pop", group, read_topic, qid, next_offset)
+        commit_in(pfield(p, P_COM), queues, "pop", group, read_topic, qid, next_offset)
     flag = retry_flag(read_topic)
     text = info_text(flag, qid, offset, None)
     field(out, R_START_INFO).append(text if text is not None else f"{flag} {qid} {offset}")
