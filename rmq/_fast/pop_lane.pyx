@@ -498,7 +498,10 @@ cdef class PopLane:
         cdef const uint8_t *p
         cdef Py_ssize_t length, hlen
         cdef int code, response
-        cdef list out = []
+        # the answers: the first alone (one request a read, the usual case:
+        # no list to join), a list once there are more
+        cdef object first = None
+        cdef list out = None
         self._n_counts = 0
         PyObject_GetBuffer(buf, &pb, PyBUF_SIMPLE)
         try:
@@ -526,31 +529,44 @@ cdef class PopLane:
                     self._adm_batch if code == 200151 else self._adm_ack
                 if adm is not None and self._full(adm):
                     break  # the general path answers it SYSTEM_BUSY
+                frame_out = None
                 try:
                     if self._direct:
                         answer = take(self.support, channel, code, ext, body)
                     else:
                         answer = self._take(channel, code, ext, body)
                 except Exception as exc:  # answered as the general path would
-                    out.append(self._failed(channel, code, opaque, stype, exc))
+                    frame_out = self._failed(channel, code, opaque, stype, exc)
                     response = SYSTEM_ERROR
                 else:
                     if answer is None:
                         break
                     if type(answer) is tuple:
-                        out.append(answer_frame(<tuple>answer, opaque, stype) if self._own_frame
-                                   else self._frame(answer, opaque, stype))
+                        frame_out = answer_frame(<tuple>answer, opaque, stype) if self._own_frame \
+                            else self._frame(answer, opaque, stype)
                         response = (<tuple>answer)[0]
                     else:
                         self._later(channel, answer, code, opaque, stype)
                         if self._hold is not None:
                             self._hold(answer, adm)
                         response = 0
+                if frame_out is None:
+                    pass
+                elif out is not None:
+                    out.append(frame_out)
+                elif first is None:
+                    first = frame_out
+                else:
+                    out = [first, frame_out]
                 self._count(code, response)
                 pos += 4 + length
         finally:
             PyBuffer_Release(&pb)
-        return pos, (b"".join(out) if out else None)
+        if out is not None:
+            return pos, b"".join(out)
+        if first is None or type(first) is bytes:
+            return pos, first
+        return pos, b"".join((first,))  # (as the join of one answer makes it: bytes)
 
     def __dealloc__(self):
         PyMem_Free(self._counts)
