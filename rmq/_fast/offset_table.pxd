@@ -33,27 +33,48 @@ cdef inline str offset_key(str topic, str group):
     return key
 
 
-cdef inline object query_offset(object com, str group, str topic, object qid):
-    """``ConsumerOffsetManager.query_offset``."""
+cdef inline object offsets_of(object com, str group, str topic):
+    """The table's entry of ``group`` on ``topic`` ({queueId: offset}), None
+    when there is none yet, False where the manager's own methods are to run
+    (a stand-in without the table, LMQ groups kept apart): what
+    ``offset_in`` and ``commit_in`` take, read once for a queue's query and
+    commit (nothing in between may replace the entry: no other code runs)."""
     table = getattr(com, "offset_table", None)
     if type(table) is not dict or com.lmq:
+        return False
+    return (<dict>table).get(offset_key(topic, group))
+
+
+cdef inline object offset_in(object com, object queues, str group, str topic, object qid):
+    """``ConsumerOffsetManager.query_offset``, of ``queues`` (``offsets_of``)."""
+    if queues is False:
         return com.query_offset(group, topic, qid)
-    queues = (<dict>table).get(offset_key(topic, group))
     if queues is None:
         return -1
     return (<dict>queues).get(qid, -1)
 
 
+cdef inline object commit_in(object com, object queues, str client, str group, str topic,
+                             object qid, object offset):
+    """``ConsumerOffsetManager.commit_offset``, in ``queues``
+    (``offsets_of``) where it moves forward there; else the manager's (a
+    key to add, a move backwards it logs)."""
+    cdef object prev
+    if type(queues) is dict:
+        prev = (<dict>queues).get(qid)
+        if prev is None or not offset < prev:
+            (<dict>queues)[qid] = offset
+            return None
+    com.commit_offset(client, group, topic, qid, offset)
+    return None
+
+
+cdef inline object query_offset(object com, str group, str topic, object qid):
+    """``ConsumerOffsetManager.query_offset``."""
+    return offset_in(com, offsets_of(com, group, topic), group, topic, qid)
+
+
 cdef inline object commit_offset(object com, str client, str group, str topic, object qid,
                                  object offset):
     """``ConsumerOffsetManager.commit_offset``."""
-    table = getattr(com, "offset_table", None)
-    if type(table) is dict and not com.lmq:
-        queues = (<dict>table).get(offset_key(topic, group))
-        if queues is not None:
-            prev = (<dict>queues).get(qid)
-            if prev is None or not offset < prev:
-                (<dict>queues)[qid] = offset
-                return None
-    com.commit_offset(client, group, topic, qid, offset)
-    return None
+    return commit_in(com, offsets_of(com, group, topic), client, group, topic, qid, offset)

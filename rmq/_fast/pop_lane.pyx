@@ -231,8 +231,9 @@ def read_request(frame):
 cdef object read_at(object buf, Py_ssize_t base, const uint8_t *f, Py_ssize_t n, object cut):
     """``read_request`` of the frame at ``f``, ``n`` bytes at ``base`` of
     ``buf`` (whose buffer the caller holds), read where it lies; its body
-    cut out of ``cut`` at the same place (None: a memoryview of ``buf``,
-    made only for a frame with a body)."""
+    cut out of ``cut`` at the same place (None: a copy, bytes -- a batch
+    ack's few entries copy for less than a memoryview of ``buf`` and its
+    slice cost to make, and the copy does not keep ``buf`` exported)."""
     cdef Py_ssize_t off
     if not names_lane_code(f, n):
         return None
@@ -246,8 +247,10 @@ cdef object read_at(object buf, Py_ssize_t base, const uint8_t *f, Py_ssize_t n,
     off = fields[8]
     if off >= n:
         return code, fields[3], fields[7], fields[6], None
-    return code, fields[3], fields[7], fields[6], \
-        (memoryview(buf) if cut is None else cut)[base + off:base + n]
+    if cut is None:
+        return code, fields[3], fields[7], fields[6], \
+            PyBytes_FromStringAndSize(<const char *>f + off, n - off)
+    return code, fields[3], fields[7], fields[6], cut[base + off:base + n]
 
 
 cdef inline object field(object out, int f):
@@ -407,7 +410,10 @@ cdef class PopLane:
     cdef readonly Py_ssize_t max_frame
     cdef readonly object service
     cdef object _take, _frame, _failed, _later, _read, _hold
-    cdef dict _admissions
+    # the admissions of POP_MESSAGE, ACK_MESSAGE and BATCH_ACK_MESSAGE (None:
+    # not bounded), ``lane_admissions`` of the twin module in three fields:
+    # found by the request's code without an int made for a dict's key
+    cdef object _adm_pop, _adm_ack, _adm_batch
     # what the last ``serve`` took: (request code, response code, count)
     # triples in the order first met (the twin's dict's), in a C block that
     # grows and stays with the lane (no key tuple and dict entry per request)
@@ -424,18 +430,17 @@ cdef class PopLane:
         self.max_frame = max_frame
         self.service = service
         self._hold = None if service is None else service.hold
-        self._admissions = {}  # ``lane_admissions`` of the twin module
         if service is not None:
-            for code in (200050, 200051, 200151):
-                adm = service.admission_of(code)
-                if adm is not None:
-                    self._admissions[code] = adm
-                    if self._adm_type is None:
-                        self._adm_type = type(adm)
-                        self._in_flight_at = max(0, slot_offset(
-                            type(adm), "in_flight", MemberDescriptorType))
-                        self._limit_at = max(0, slot_offset(type(adm), "limit",
-                                                            MemberDescriptorType))
+            self._adm_pop = service.admission_of(200050)
+            self._adm_ack = service.admission_of(200051)
+            self._adm_batch = service.admission_of(200151)
+            for adm in (self._adm_pop, self._adm_ack, self._adm_batch):
+                if adm is not None and self._adm_type is None:
+                    self._adm_type = type(adm)
+                    self._in_flight_at = max(0, slot_offset(
+                        type(adm), "in_flight", MemberDescriptorType))
+                    self._limit_at = max(0, slot_offset(type(adm), "limit",
+                                                        MemberDescriptorType))
         self._take = support.take
         self._frame = support.frame
         self._failed = support.failed_frame
@@ -493,7 +498,10 @@ cdef class PopLane:
         cdef const uint8_t *p
         cdef Py_ssize_t length, hlen
         cdef int code, response
-        cdef list out = []
+        # the answers: the first alone (one request a read, the usual case:
+        # no list to join), a list once there are more
+        cdef object first = None
+        cdef list out = None
         self._n_counts = 0
         PyObject_GetBuffer(buf, &pb, PyBUF_SIMPLE)
         try:
@@ -517,34 +525,48 @@ cdef class PopLane:
                 if got is None:
                     break
                 code, opaque, stype, ext, body = <tuple>got
-                adm = self._admissions.get(code) if self._admissions else None
+                adm = self._adm_pop if code == 200050 else \
+                    self._adm_batch if code == 200151 else self._adm_ack
                 if adm is not None and self._full(adm):
                     break  # the general path answers it SYSTEM_BUSY
+                frame_out = None
                 try:
                     if self._direct:
                         answer = take(self.support, channel, code, ext, body)
                     else:
                         answer = self._take(channel, code, ext, body)
                 except Exception as exc:  # answered as the general path would
-                    out.append(self._failed(channel, code, opaque, stype, exc))
+                    frame_out = self._failed(channel, code, opaque, stype, exc)
                     response = SYSTEM_ERROR
                 else:
                     if answer is None:
                         break
                     if type(answer) is tuple:
-                        out.append(answer_frame(<tuple>answer, opaque, stype) if self._own_frame
-                                   else self._frame(answer, opaque, stype))
+                        frame_out = answer_frame(<tuple>answer, opaque, stype) if self._own_frame \
+                            else self._frame(answer, opaque, stype)
                         response = (<tuple>answer)[0]
                     else:
                         self._later(channel, answer, code, opaque, stype)
                         if self._hold is not None:
                             self._hold(answer, adm)
                         response = 0
+                if frame_out is None:
+                    pass
+                elif out is not None:
+                    out.append(frame_out)
+                elif first is None:
+                    first = frame_out
+                else:
+                    out = [first, frame_out]
                 self._count(code, response)
                 pos += 4 + length
         finally:
             PyBuffer_Release(&pb)
-        return pos, (b"".join(out) if out else None)
+        if out is not None:
+            return pos, b"".join(out)
+        if first is None or type(first) is bytes:
+            return pos, first
+        return pos, b"".join((first,))  # (as the join of one answer makes it: bytes)
 
     def __dealloc__(self):
         PyMem_Free(self._counts)

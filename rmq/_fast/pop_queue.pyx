@@ -20,9 +20,9 @@ from libc.string cimport memcpy
 from posix.time cimport CLOCK_MONOTONIC, CLOCK_REALTIME, clock_gettime, timespec
 from types import MemberDescriptorType
 
-from rmq._fast.json_text cimport json_write_int, json_write_ints
+from rmq._fast.json_text cimport json_load8, json_store8, json_write_int
 
-from rmq._fast.offset_table cimport commit_offset, query_offset
+from rmq._fast.offset_table cimport commit_in, offset_in, offsets_of
 from rmq._fast.pop_revive cimport direct, write_ck_arr
 from rmq._fast.slots cimport set_slot_or_attr, slot_offset, slot_offsets, slot_or_attr
 from rmq._fast.topic_table cimport table_config
@@ -52,6 +52,7 @@ cdef object _POLLING_TYPE = None  # PopPolling: notify
 cdef object _STATS_TYPE = None  # BrokerStats: inc_get
 cdef object _CQ_UNIT = 20
 cdef Py_ssize_t _CQ_MIN_AT = 0  # where a ConsumeQueue's min_logic_offset lies (0: unknown)
+cdef Py_ssize_t _CQT_AT = 0  # where the store's consume_queue_table lies (0: unknown)
 # where BrokerStats keeps _get_pending and get_total (0: unknown, the attribute)
 cdef Py_ssize_t _STATS_AT[2]
 _STATS_FIELDS = ("_get_pending", "get_total")
@@ -214,8 +215,9 @@ def bind_types(store_type: type, cq_type: type, polling_type: type, stats_type: 
     the long polling and counts the get of these here, as their methods
     (``get_min_offset_in_queue``, ``notify``, ``inc_get``) do, without their
     frames; anything of another type is asked through the method."""
-    global _STORE_TYPE, _CQ_TYPE, _POLLING_TYPE, _STATS_TYPE, _CQ_UNIT, _CQ_MIN_AT
+    global _STORE_TYPE, _CQ_TYPE, _POLLING_TYPE, _STATS_TYPE, _CQ_UNIT, _CQ_MIN_AT, _CQT_AT
     _CQ_MIN_AT = max(0, slot_offset(cq_type, "min_logic_offset", MemberDescriptorType))
+    _CQT_AT = max(0, slot_offset(store_type, "consume_queue_table", MemberDescriptorType, True))
     _STORE_TYPE = store_type
     _CQ_TYPE = cq_type
     _POLLING_TYPE = polling_type
@@ -230,7 +232,7 @@ cpdef object min_offset_in_queue(object store, str topic, object qid):
     """``store.get_min_offset_in_queue(topic, qid)``."""
     if _STORE_TYPE is None or type(store) is not _STORE_TYPE:
         return store.get_min_offset_in_queue(topic, qid)
-    qs = (<dict>store.consume_queue_table).get(topic)
+    qs = (<dict>slot_or_attr(store, _CQT_AT, "consume_queue_table")).get(topic)
     if qs is None:
         return -1
     cq = (<dict>qs).get(qid) if type(qs) is dict else qs.get(qid)
@@ -311,6 +313,40 @@ cdef str info_text(str flag, object qid, object offset, list offsets):
     return info_text_of(flag, qid, values, n)
 
 
+cdef uint8_t *write_offsets(uint8_t *o, const int64_t *values, Py_ssize_t n) noexcept nogil:
+    """``json_write_ints(o, values, n, 0)`` (1 to ``MAX_POP_NUMS`` values,
+    room for 21 bytes each and 24 after the last): a value one more than the
+    one before -- the offsets of a read, one by one -- written as that one's
+    digits copied and counted up in place, not divided out again."""
+    cdef uint8_t *prev = o
+    cdef uint8_t *d
+    cdef Py_ssize_t i, k
+    o = json_write_int(o, values[0])
+    for i in range(1, n):
+        o[0] = 44
+        o += 1
+        if not (0 <= values[i - 1] < values[i] and values[i] - values[i - 1] == 1):
+            prev = o
+            o = json_write_int(o, values[i])
+            continue
+        k = o - 1 - prev  # the digits before (1 to 19 of them) copied whole words at a time
+        json_store8(o, json_load8(prev))
+        if k > 8:
+            json_store8(o + 8, json_load8(prev + 8))
+            json_store8(o + 16, json_load8(prev + 16))
+        prev = o
+        d = o + k - 1
+        while d[0] == 57 and d > o:  # the nines carried
+            d[0] = 48
+            d -= 1
+        if d[0] == 57:  # all nines: one digit more
+            o = json_write_int(o, values[i])
+        else:
+            d[0] += 1
+            o += k
+    return o
+
+
 cdef str info_text_of(str flag, object qid, const int64_t *values, Py_ssize_t n):
     """``info_text``'s text of the numbers ``values[:n]`` (1 to
     ``MAX_POP_NUMS`` of them): ``f"{flag} {qid} {a,b,...}"``; None when
@@ -327,16 +363,18 @@ cdef str info_text_of(str flag, object qid, const int64_t *values, Py_ssize_t n)
     o[0] = 32
     o = json_write_int(o + 1, v)
     o[0] = 32
-    o = json_write_ints(o + 1, values, n, 0)
+    o = write_offsets(o + 1, values, n)
     n = <char *>o - buf
     text = PyUnicode_New(n, 127)
     memcpy(PyUnicode_DATA(text), buf, n)
     return text
 
 
-cdef object start_offset(object p, str group, str topic, object qid, object init_mode):
-    """``PopMessageProcessor._start_offset``."""
-    offset = query_offset(pfield(p, P_COM), group, topic, qid)
+cdef object start_offset(object p, object com, object queues, str group, str topic, object qid,
+                         object init_mode):
+    """``PopMessageProcessor._start_offset``, of the group's offsets
+    ``queues`` (``offsets_of`` in ``com``, the offset manager)."""
+    offset = offset_in(com, queues, group, topic, qid)
     if offset < 0:
         offset = p._init_offset(group, topic, qid, init_mode)
     low = min_offset_in_queue(pfield(p, P_STORE), topic, qid)
@@ -430,7 +468,11 @@ cdef object queue_now(p, out, str group, str topic, str read_topic, qid, nums, p
     cdef Py_ssize_t n
     cdef long long so = 0
     try:
-        offset = start_offset(p, group, read_topic, qid, init_mode)
+        # the group's offsets of the topic, read once for the query here and
+        # the commit in ``tail``
+        com = pfield(p, P_COM)
+        queues = offsets_of(com, group, read_topic)
+        offset = start_offset(p, com, queues, group, read_topic, qid, init_mode)
         result = pfield(p, P_STORE).get_message(group, read_topic, qid, offset, nums, None,
                                                 matches)
         if result is None:
@@ -462,7 +504,7 @@ cdef object queue_now(p, out, str group, str topic, str read_topic, qid, nums, p
             result.release()
         if not n:
             if next_offset != offset and next_offset >= 0 and (not orderly or not found):
-                commit_offset(pfield(p, P_COM), "pop", group, read_topic, qid, next_offset)
+                commit_in(com, queues, "pop", group, read_topic, qid, next_offset)
             return None
         if orderly:
             if offsets is None:
@@ -496,7 +538,7 @@ cdef object queue_now(p, out, str group, str topic, str read_topic, qid, nums, p
                 held = True
                 return (key, ck, result, offsets, next_offset, buffers, offset)
         tail(p, out, group, topic, read_topic, qid, offset, offsets, offs, n, next_offset,
-             buffers, result, stored, not orderly, pop_time, invisible, revive_qid)
+             buffers, result, stored, not orderly, queues, pop_time, invisible, revive_qid)
         return None
     finally:
         if not held:
@@ -508,21 +550,24 @@ cpdef pop_queue_tail(p, out, str group, str topic, str read_topic, qid, offset, 
                      invisible, revive_qid):
     """``_pop_queue_tail`` of rmq/broker/processor/pop.py, step for step."""
     tail(p, out, group, topic, read_topic, qid, offset, offsets, NULL, len(offsets),
-         next_offset, buffers, result, stored, commit, pop_time, invisible, revive_qid)
+         next_offset, buffers, result, stored, commit,
+         offsets_of(pfield(p, P_COM), group, read_topic) if commit else None, pop_time,
+         invisible, revive_qid)
 
 
 cdef tail(p, out, str group, str topic, str read_topic, qid, offset, list offsets,
           const int64_t *offs, Py_ssize_t n, next_offset, list buffers, result, stored,
-          bint commit, pop_time, invisible, revive_qid):
+          bint commit, queues, pop_time, invisible, revive_qid):
     """``pop_queue_tail`` of ``offsets``, or when it is None of the ``n``
-    offsets ``offs[:n]`` (1 to ``MAX_POP_NUMS``)."""
+    offsets ``offs[:n]`` (1 to ``MAX_POP_NUMS``); the group's offset
+    committed in ``queues`` (``offsets_of``)."""
     if not stored:
         if read_topic != topic:
             return
         result.release()
         return
     if commit:
-        commit_offset(pfield(p, P_COM), "pop", group, read_topic, qid, next_offset)
+        commit_in(pfield(p, P_COM), queues, "pop", group, read_topic, qid, next_offset)
     flag = retry_flag(read_topic)
     text = info_text(flag, qid, offset, None)
     field(out, R_START_INFO).append(text if text is not None else f"{flag} {qid} {offset}")
@@ -654,10 +699,10 @@ def lane_pop(p, channel, dict ext):
         if one:
             n = 1
             start = 0
-        else:
-            qtc = table_config(table, tcm, t)
+        else:  # (the topic's config read above: nothing changed it since)
+            qtc = tc if t is topic else table_config(table, tcm, t)
             n = cfield(qtc, T_READ_QUEUES) if qtc is not None else 0
-            start = int(_random.random() * n)
+            start = <Py_ssize_t>(<double>_random.random() * n)  # (int(random() * n), in C)
         qi = 0
         while qi < n and field(out, R_COUNT) < max_nums:
             qid = queue_id if one else start + qi - (n if start + qi >= n else 0)

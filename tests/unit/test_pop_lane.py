@@ -87,7 +87,7 @@ def test_lanes_walk_frames_and_count_answers(make):
 @pytest.mark.skipif(C_POP_LANE is None, reason="not built")
 def test_compiled_lane_reads_frames_where_they_lie_as_the_twin_reads_them():
     """With the compiled ``read_request`` as its reader, the compiled lane
-    reads each frame's header where it lies in the receive buffer (and cuts
+    reads each frame's header where it lies in the receive buffer (and copies
     an ack's body out of it there): the same requests, bodies and answers as
     the twin lane reading copies, from any position."""
     pop = {"consumerGroup": "g", "topic": "t", "queueId": "0", "maxMsgNums": "8",

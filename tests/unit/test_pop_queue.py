@@ -424,6 +424,10 @@ class _Spent:
 
 @pytest.mark.parametrize("offsets", [
     [0], [7, 8, 9], [-3, 0, 2**63 - 1], list(range(10**12, 10**12 + 32)),
+    # runs counted up from the digits before: carries, a digit more, a word more
+    list(range(-2, 12)), list(range(990, 1022)), [9, 10, 11, 99, 100, 5, 6],
+    list(range(99_999_990, 100_000_010)), [10**17 - 1, 10**17, 10**18 - 1, 10**18],
+    [2**63 - 3, 2**63 - 2, 2**63 - 1], [5, 6, 5, 6, 6, 7],
     list(range(40)),  # more than a pop's 32: the f-strings' way
     [2**63, 1],  # past 64 bits: likewise
 ])
