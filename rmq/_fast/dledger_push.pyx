@@ -527,6 +527,12 @@ def keep_more(dict recent not None, list entries not None, int64_t first, int64_
     from index ``first`` (``kept`` bytes), then drop the oldest while more
     than ``max_bytes`` are kept and more than one entry.  Returns the new
     (first, kept).  The twin of ``rmq.dledger.mmap_store._keep_more``."""
+    return keep_entries(recent, entries, first, kept, max_bytes)
+
+
+cdef tuple keep_entries(dict recent, list entries, int64_t first, int64_t kept,
+                        int64_t max_bytes):
+    """``keep_more`` for compiled callers (``dledger_append.append_run``)."""
     if not recent:
         first = index_of(entries[0])
     for entry in entries:
