@@ -327,29 +327,27 @@ cdef tuple MF_FIELDS = ("file_from_offset", "wrote_position", "committed_positio
                         "view")
 
 
-cdef class _Offsets:
+cdef class FieldOffsets:
     """The slot offsets of ``names`` in the last class met (-1: through the
     attribute); a class whose instances may also keep a ``__dict__`` counts
     (the slots of its hot fields)."""
-    cdef object cls
-    cdef tuple names
-    cdef Py_ssize_t at[9]
 
     def __cinit__(self, tuple names):
-        if len(names) > 9:
+        if len(names) > FIELDS_MAX:
             raise ValueError("too many fields")
         self.names = names
 
-    cdef inline Py_ssize_t* of(self, object o) except NULL:
+    cdef Py_ssize_t* of(self, object o) except NULL:
+        """The offsets for ``o``'s class (found when it is not the last met)."""
         if type(o) is not self.cls:
             slot_offsets(type(o), self.names, self.at, MemberDescriptorType, True)
             self.cls = type(o)
         return self.at
 
 
-cdef _Offsets _ST = _Offsets(STORE_FIELDS)
-cdef _Offsets _MS = _Offsets(MS_FIELDS)
-cdef _Offsets _MFO = _Offsets(MF_FIELDS)
+cdef FieldOffsets _ST = FieldOffsets(STORE_FIELDS)
+cdef FieldOffsets _MS = FieldOffsets(MS_FIELDS)
+cdef FieldOffsets _MFO = FieldOffsets(MF_FIELDS)
 
 
 cdef inline object field(object o, Py_ssize_t* at, int i, tuple names):

@@ -17,10 +17,17 @@ or refuses it as before.
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
-from libc.string cimport memcpy
 
 from rmq._fast.byteorder cimport get32, put32
+from rmq._fast.dledger_append cimport FieldOffsets
+from rmq._fast.dledger_push cimport answer_fields
 from rmq._fast.json_text cimport JV_INT, json_number, json_step
+from rmq._fast.slots cimport set_slot_or_attr, slot_or_attr
+from libc.string cimport memcpy
+
+import logging
+
+log = logging.getLogger("rmq.dledger")
 
 
 def push_frame(bytes head, int32_t opaque, bytes tail, bytes body):
@@ -121,6 +128,114 @@ def answer_at(buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_frame):
         PyBuffer_Release(&pb)
 
 
+# A follower's answer to an APPEND push told to its wait (``_Acked`` of
+# rmq.dledger.pusher) in C: the answer read where it lies in the receive
+# buffer, the wait's, its dispatcher's, the pusher's, the member state's and
+# the store's fields at their slots, the water mark raised as
+# ``EntryPusher.update_water_mark`` raises it -- without the wait's ``tell``,
+# ``update_water_mark``'s Python frames, the body's slice and the answer's
+# tuple.  Any answer but a success, or one the compiled reader leaves to the
+# general one, is told to ``tell``.  ``bind_acked`` hands over the class and
+# ``Role.LEADER`` (rmq.dledger is a layer above this package).
+cdef object _acked_class = None
+cdef object _leader = None
+
+
+def bind_acked(acked_class, leader):
+    """``_Acked`` (its instances' answers told here) and ``Role.LEADER``."""
+    global _acked_class, _leader
+    _leader = leader
+    _acked_class = acked_class
+
+
+cdef enum:
+    SUCCESS = 200  # Code.SUCCESS
+    # a wait's fields, in ``ACKED_FIELDS``' order
+    A_DISPATCHER = 0
+    A_COUNT = 1
+    A_TOLD = 2
+    A_N = 3
+    # a dispatcher's, in ``PEER_FIELDS``'
+    P_PUSHER = 0
+    P_PEER = 1
+    P_PENDING = 2
+    P_WRITE = 3
+    P_WAKE = 4
+    P_N = 5
+    # the pusher's, in ``PUSHER_FIELDS``'
+    U_MARKS = 0
+    U_MS = 1
+    U_STORE = 2
+    U_N = 3
+    # the member state's, in ``STATE_FIELDS``'
+    S_ROLE = 0
+    S_TERM = 1
+    S_N = 2
+
+cdef tuple ACKED_FIELDS = ("dispatcher", "count", "told")
+cdef tuple PEER_FIELDS = ("pusher", "peer", "pending", "write_index", "wake")
+cdef tuple PUSHER_FIELDS = ("water_marks", "ms", "store")
+cdef tuple STATE_FIELDS = ("role", "curr_term")
+cdef tuple END_FIELDS = ("ledger_end_index",)
+cdef FieldOffsets _ACKED = FieldOffsets(ACKED_FIELDS)
+cdef FieldOffsets _PEER = FieldOffsets(PEER_FIELDS)
+cdef FieldOffsets _PUSHER = FieldOffsets(PUSHER_FIELDS)
+cdef FieldOffsets _STATE = FieldOffsets(STATE_FIELDS)
+cdef FieldOffsets _END = FieldOffsets(END_FIELDS)
+
+
+cdef inline object field(object o, Py_ssize_t* at, int i, tuple names):
+    return slot_or_attr(o, at[i], <str>names[i])
+
+
+cdef int tell_acked(object wait, const uint8_t* text, Py_ssize_t n, object buf,
+                    Py_ssize_t body, Py_ssize_t frame_end) except -1:
+    """``_Acked.tell`` of the answer ``text[:n]`` (``buf[body:frame_end]``),
+    step for step; its failure logged, not raised."""
+    cdef int64_t code, term, index
+    cdef bint has_index
+    cdef Py_ssize_t a[A_N]
+    cdef Py_ssize_t p[P_N]
+    cdef Py_ssize_t u[U_N]
+    cdef Py_ssize_t s[S_N]
+    cdef Py_ssize_t e
+    if not answer_fields(text, n, &code, &term, &index, &has_index) or code != SUCCESS:
+        wait.tell(buf[body:frame_end])
+        return 0
+    # (the offsets copied: an attribute read may run code that meets other classes)
+    memcpy(a, _ACKED.of(wait), A_N * sizeof(Py_ssize_t))
+    set_slot_or_attr(wait, a[A_TOLD], "told", True)
+    try:
+        d = field(wait, a, A_DISPATCHER, ACKED_FIELDS)
+        memcpy(p, _PEER.of(d), P_N * sizeof(Py_ssize_t))
+        if not has_index:
+            index = -1
+        field(d, p, P_PENDING, PEER_FIELDS).pop(index, None)
+        pusher = field(d, p, P_PUSHER, PEER_FIELDS)
+        memcpy(u, _PUSHER.of(pusher), U_N * sizeof(Py_ssize_t))
+        # EntryPusher.update_water_mark(term, d.peer, index + count - 1)
+        term_obj = term
+        peer = field(d, p, P_PEER, PEER_FIELDS)
+        mark = index + field(wait, a, A_COUNT, ACKED_FIELDS) - 1
+        marks = field(pusher, u, U_MARKS, PUSHER_FIELDS).get(term_obj)
+        if marks is None:
+            marks = pusher._marks(term_obj)
+        if marks[peer] < mark:
+            marks[peer] = mark
+            ms = field(pusher, u, U_MS, PUSHER_FIELDS)
+            memcpy(s, _STATE.of(ms), S_N * sizeof(Py_ssize_t))
+            if field(ms, s, S_ROLE, STATE_FIELDS) is _leader and \
+                    term_obj == field(ms, s, S_TERM, STATE_FIELDS):
+                pusher._check_quorum(marks)
+        store = field(pusher, u, U_STORE, PUSHER_FIELDS)
+        e = _END.of(store)[0]
+        if field(d, p, P_WRITE, PEER_FIELDS) <= slot_or_attr(store, e, "ledger_end_index"):
+            field(d, p, P_WAKE, PEER_FIELDS).set()  # (pushes held back: MAX_PENDING in flight)
+    except Exception:  # one push's answer must not stop the connection's read
+        log.exception("push answer failed")
+    return 0
+
+
 cdef class PushAnswers:
     """The frame lane of a ``PeerClient``'s connections (the twin:
     ``rmq.dledger.rpc.PyPushAnswers``): the leading frames of a read that
@@ -158,7 +273,12 @@ cdef class PushAnswers:
                     break
                 del responses[key]
                 pos = frame_end
-                entry[0].tell(buf[body:frame_end])
+                wait = entry[0]
+                if type(wait) is _acked_class:
+                    tell_acked(wait, <const uint8_t*>pb.buf + body, frame_end - body, buf, body,
+                               frame_end)
+                else:
+                    wait.tell(buf[body:frame_end])
         finally:
             PyBuffer_Release(&pb)
         return pos, None

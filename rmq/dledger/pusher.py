@@ -29,6 +29,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from rmq._fast import compiled
 from rmq.dledger.entry import Entry
 from rmq.dledger.member_state import Role
 from rmq.dledger.messages import (
@@ -160,6 +161,10 @@ class AckGroup:
 
 
 class EntryPusher:
+    # the fields a follower's answer reads (``dledger_frames.tell_acked``) as
+    # slots, read there at their offsets; the others in the instance dict
+    __slots__ = ("water_marks", "ms", "store", "__dict__")
+
     def __init__(self, config: DLedgerConfig, member_state: MemberState,
                  store: DLedgerMmapFileStore, rpc: PeerRpc,
                  commit_listeners: list[Callable[[int], None]]) -> None:
@@ -367,6 +372,10 @@ class EntryPusher:
 class PeerDispatcher:
     """The leader's replication to one follower (``EntryDispatcher``)."""
 
+    # the fields a follower's answer reads (``dledger_frames.tell_acked``) as
+    # slots, read there at their offsets; the others in the instance dict
+    __slots__ = ("pusher", "peer", "pending", "write_index", "wake", "__dict__")
+
     def __init__(self, pusher: EntryPusher, peer: str) -> None:
         self.pusher = pusher
         self.peer = peer
@@ -572,7 +581,9 @@ class PeerDispatcher:
 class _Acked(FrameWait):
     """The wait of one APPEND push of ``count`` entries in the response
     table: told the body of the follower's answer, read to (code, term,
-    index), or None when none came (the push is resent when overdue)."""
+    index), or None when none came (the push is resent when overdue).  The
+    compiled answer lane tells a success itself (``dledger_frames.tell_acked``,
+    the same steps without this one's and ``update_water_mark``'s frames)."""
 
     __slots__ = ("dispatcher", "count")
 
@@ -606,6 +617,11 @@ class _Acked(FrameWait):
                 d.wake.set()
         except Exception:  # noqa: BLE001 - one push's answer must not stop the connection's read
             log.exception("push answer failed")
+
+
+_frames = compiled("dledger_frames")
+if _frames is not None:
+    _frames.bind_acked(_Acked, Role.LEADER)
 
 
 class FollowerHandler:

@@ -11,14 +11,17 @@ from __future__ import annotations
 import asyncio
 import random
 import struct
+from types import SimpleNamespace
 
 import pytest
 
 from rmq._fast import compiled_or_none
+from rmq.dledger import pusher as pusher_mod
 from rmq.dledger import rpc
 from rmq.dledger.entry import Entry
+from rmq.dledger.member_state import Role
 from rmq.dledger.messages import _names, push_answer, push_answer_bytes, push_append_body
-from rmq.dledger.protocol import RequestCode
+from rmq.dledger.protocol import Code, PushType, RequestCode
 from rmq.remoting import RemotingCommand, codec
 from rmq.remoting.abstract import FrameWait
 from rmq.remoting.command import RPC_RESPONSE
@@ -440,3 +443,108 @@ def test_the_answers_lane_tells_the_leading_answers_and_stops_as_its_twin(lane_t
             assert pos == lead and [k for k, _ in told] == [100, 101, 102, 103]
             assert 100 not in responses and (stop == "partial" or 104 in responses)
         assert [b for _, b in told[:4]] == [b"", body, b"", body]
+
+
+class _Wake:
+    __slots__ = ("sets",)
+
+    def __init__(self) -> None:
+        self.sets = 0
+
+    def set(self) -> None:
+        self.sets += 1
+
+
+class _PusherFields:
+    """What an ``_Acked`` answer reaches of an ``EntryPusher``, recorded."""
+
+    def __init__(self, role, term: int, end: int) -> None:
+        self.water_marks = {term: {"n1": 3, "n2": 5}}
+        self.ms = SimpleNamespace(role=role, curr_term=term)
+        self.store = SimpleNamespace(ledger_end_index=end)
+        self.checks: list = []
+
+    update_water_mark = pusher_mod.EntryPusher.update_water_mark  # (the twin's)
+
+    def _marks(self, term: int) -> dict:
+        marks = self.water_marks[term] = {"n1": -1, "n2": -1}
+        return marks
+
+    def _check_quorum(self, marks: dict) -> None:
+        self.checks.append(dict(marks))
+
+
+class _SlottedPusher(_PusherFields):
+    __slots__ = ("water_marks", "ms", "store")  # (its base's __dict__ kept for the rest)
+
+
+class _DispatcherFields:
+    """What an ``_Acked`` answer reaches of a ``PeerDispatcher``, recorded."""
+
+    def __init__(self, pusher, write_index: int) -> None:
+        self.pusher = pusher
+        self.peer = "n1"
+        self.pending = {7: 1.0, 8: 2.0}
+        self.write_index = write_index
+        self.wake = _Wake()
+        self.state = PushType.APPEND
+        self.changes: list = []
+
+    def _change(self, index: int, target: str) -> None:
+        self.changes.append((index, target))
+
+
+class _SlottedDispatcher(_DispatcherFields):
+    __slots__ = ("pusher", "peer", "pending", "write_index", "wake")  # (as above)
+
+
+def _acked_answers() -> list[bytes]:
+    """A follower's answers of every kind: successes with and without an
+    index, of this term and of another, one that moves no mark, a failure,
+    one only the general reader reads, one it refuses."""
+    return [push_answer_bytes("g", 200, 3, 0, 9, 7, 1),
+            push_answer_bytes("g", 200, 3, 0, 9, None, 1),
+            push_answer_bytes("g", 200, 4, 0, 9, 8, 1),
+            push_answer_bytes("g", 200, 3, 0, 9, 1, 1),
+            push_answer_bytes("g", Code.INCONSISTENT_STATE, 3, 0, 9, 7, 1),
+            b'{"code": 200, "term": 3, "index": 8}',
+            b'{"code":200,"term":3,"index":',
+            push_answer_bytes("g", 200, 3, 0, 9, 7, 1)]
+
+
+def _tell_acked(lane_type, pusher_type, dispatcher_type, role, count: int) -> tuple:
+    pusher = pusher_type(role, 3, 20)
+    d = dispatcher_type(pusher, 12)
+    responses, buf = {}, bytearray()
+    waits = []
+    for n, body in enumerate(_acked_answers()):
+        waits.append(pusher_mod._Acked(d, count))
+        responses[300 + n] = (waits[-1], 0)
+        buf += _answer(300 + n, body)
+    pos, _ = lane_type(responses, MAX, FrameWait).serve(None, memoryview(buf), 0, len(buf))
+    return (pos, responses, [w.told for w in waits], pusher.water_marks, pusher.checks,
+            d.pending, d.wake.sets, d.changes)
+
+
+@pytest.mark.parametrize("role", [Role.LEADER, Role.FOLLOWER])
+@pytest.mark.parametrize("count", [1, 3])
+def test_push_answers_tell_their_waits_as_the_twin_from_slots_or_attributes(role, count):
+    """An ``_Acked`` wait's answers (``dledger_frames.tell_acked`` in the
+    compiled lane, ``_Acked.tell`` in the twin): the same water marks,
+    quorum checks, pending pushes, wake-ups and state changes, whether the
+    dispatcher's and pusher's fields are read at their slots or through
+    their attributes."""
+    got = {}
+    for lane_type in LANES:
+        for pusher_type, dispatcher_type in ((_PusherFields, _DispatcherFields),
+                                             (_SlottedPusher, _SlottedDispatcher),
+                                             (_PusherFields, _SlottedDispatcher)):
+            got[(lane_type, pusher_type, dispatcher_type)] = _tell_acked(
+                lane_type, pusher_type, dispatcher_type, role, count)
+    first = next(iter(got.values()))
+    assert all(v == first for v in got.values())
+    pos, responses, told, marks, checks, pending, wakes, changes = first
+    assert responses == {} and told == [True] * 8
+    assert marks[3]["n1"] == 8 + count - 1 and marks[4]["n1"] == 8 + count - 1
+    assert bool(checks) == (role is Role.LEADER) and pending == {}
+    assert changes == [(-1, PushType.COMPARE)] and wakes == 1 + 6
