@@ -16,6 +16,7 @@ or refuses it as before.
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 
 from rmq._fast.byteorder cimport get32, put32
@@ -139,12 +140,16 @@ def answer_at(buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_frame):
 # ``Role.LEADER`` (rmq.dledger is a layer above this package).
 cdef object _acked_class = None
 cdef object _leader = None
+cdef object _term_changed = None
 
 
-def bind_acked(acked_class, leader):
-    """``_Acked`` (its instances' answers told here) and ``Role.LEADER``."""
-    global _acked_class, _leader
+def bind_acked(acked_class, leader, term_changed):
+    """``_Acked`` (its instances' answers told here), ``Role.LEADER`` and
+    ``Code.TERM_CHANGED`` (what ``check_quorum`` settles an older term's
+    groups with)."""
+    global _acked_class, _leader, _term_changed
     _leader = leader
+    _term_changed = term_changed
     _acked_class = acked_class
 
 
@@ -172,11 +177,42 @@ cdef enum:
     S_TERM = 1
     S_N = 2
 
+    # the pusher's, in ``QUORUM_FIELDS``' (``check_quorum``)
+    Q_MS = 0
+    Q_STORE = 1
+    Q_WAITERS = 2
+    Q_OPEN = 3
+    Q_LISTENERS = 4
+    Q_N = 5
+    # the member state's, in ``SELF_FIELDS``'
+    M_TERM = 0
+    M_SELF = 1
+    M_N = 2
+    # the store's, in ``LEDGER_FIELDS``'
+    L_END = 0
+    L_COMMITTED = 1
+    L_N = 2
+    # a group's (``AckGroup``), in ``GROUP_FIELDS``'
+    G_LAST = 0
+    G_TERM = 1
+    G_N = 2
+
+cdef enum:
+    MEDIAN_MAX = 16  # the most marks ``median`` sorts in C
+
 cdef tuple ACKED_FIELDS = ("dispatcher", "count", "told")
 cdef tuple PEER_FIELDS = ("pusher", "peer", "pending", "write_index", "wake")
 cdef tuple PUSHER_FIELDS = ("water_marks", "ms", "store")
 cdef tuple STATE_FIELDS = ("role", "curr_term")
 cdef tuple END_FIELDS = ("ledger_end_index",)
+cdef tuple QUORUM_FIELDS = ("ms", "store", "waiters", "_open", "commit_listeners")
+cdef tuple SELF_FIELDS = ("curr_term", "self_id")
+cdef tuple LEDGER_FIELDS = ("ledger_end_index", "committed_index")
+cdef tuple GROUP_FIELDS = ("last", "term")
+cdef FieldOffsets _QUORUM = FieldOffsets(QUORUM_FIELDS)
+cdef FieldOffsets _SELF = FieldOffsets(SELF_FIELDS)
+cdef FieldOffsets _LEDGER = FieldOffsets(LEDGER_FIELDS)
+cdef FieldOffsets _GROUP = FieldOffsets(GROUP_FIELDS)
 cdef FieldOffsets _ACKED = FieldOffsets(ACKED_FIELDS)
 cdef FieldOffsets _PEER = FieldOffsets(PEER_FIELDS)
 cdef FieldOffsets _PUSHER = FieldOffsets(PUSHER_FIELDS)
@@ -186,6 +222,77 @@ cdef FieldOffsets _END = FieldOffsets(END_FIELDS)
 
 cdef inline object field(object o, Py_ssize_t* at, int i, tuple names):
     return slot_or_attr(o, at[i], <str>names[i])
+
+
+cdef object median(dict own):
+    """``sorted(own.values(), reverse=True)[len(own) >> 1]``: sorted in C
+    for up to ``MEDIAN_MAX`` marks, each an int in int64's range (a group's
+    members), else by ``sorted``."""
+    cdef int64_t v[MEDIAN_MAX]
+    cdef int64_t x
+    cdef Py_ssize_t n = len(own), i, j
+    cdef int overflow = 0
+    if n == 0 or n > MEDIAN_MAX:
+        return sorted(own.values(), reverse=True)[n >> 1]
+    i = 0
+    for mark in own.values():
+        if not PyLong_CheckExact(mark):
+            return sorted(own.values(), reverse=True)[n >> 1]
+        x = PyLong_AsLongLongAndOverflow(mark, &overflow)
+        if overflow:
+            return sorted(own.values(), reverse=True)[n >> 1]
+        j = i  # (insertion, largest first)
+        while j > 0 and v[j - 1] < x:
+            v[j] = v[j - 1]
+            j -= 1
+        v[j] = x
+        i += 1
+    return v[n >> 1]
+
+
+def check_quorum(pusher, own=None):
+    """``EntryPusher._check_quorum`` (its twin ``rmq.dledger.pusher._check_quorum``):
+    commit the median water mark and settle the groups it covers, the
+    pusher's, member state's, store's and groups' fields read at their
+    slots."""
+    cdef Py_ssize_t q[Q_N]
+    cdef Py_ssize_t m[M_N]
+    cdef Py_ssize_t led[L_N]
+    cdef Py_ssize_t* g
+    if _term_changed is None:
+        raise RuntimeError("dledger_frames.bind_acked was not called")
+    memcpy(q, _QUORUM.of(pusher), Q_N * sizeof(Py_ssize_t))
+    ms = field(pusher, q, Q_MS, QUORUM_FIELDS)
+    store = field(pusher, q, Q_STORE, QUORUM_FIELDS)
+    memcpy(m, _SELF.of(ms), M_N * sizeof(Py_ssize_t))
+    term = field(ms, m, M_TERM, SELF_FIELDS)
+    if own is None:
+        own = pusher._marks(term)
+    memcpy(led, _LEDGER.of(store), L_N * sizeof(Py_ssize_t))
+    end = field(store, led, L_END, LEDGER_FIELDS)
+    self_id = field(ms, m, M_SELF, SELF_FIELDS)
+    if own[self_id] < end:
+        own[self_id] = end
+    quorum_index = median(own) if type(own) is dict else \
+        sorted(own.values(), reverse=True)[len(own) >> 1]
+    before = field(store, led, L_COMMITTED, LEDGER_FIELDS)
+    if quorum_index > before:
+        store.update_committed_index(term, quorum_index)
+    waiting = field(pusher, q, Q_WAITERS, QUORUM_FIELDS)
+    while waiting:
+        group = waiting[0]
+        g = _GROUP.of(group)
+        if not slot_or_attr(group, g[G_LAST], "last") <= quorum_index:
+            break
+        group = waiting.popleft()
+        g = _GROUP.of(group)
+        if group is field(pusher, q, Q_OPEN, QUORUM_FIELDS):
+            set_slot_or_attr(pusher, q[Q_OPEN], "_open", None)
+        group.settle(None if slot_or_attr(group, g[G_TERM], "term") == term else _term_changed)
+    committed = field(store, led, L_COMMITTED, LEDGER_FIELDS)
+    if committed != before:
+        for listener in field(pusher, q, Q_LISTENERS, QUORUM_FIELDS):
+            listener(committed)
 
 
 cdef int tell_acked(object wait, const uint8_t* text, Py_ssize_t n, object buf,

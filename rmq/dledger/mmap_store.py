@@ -58,9 +58,11 @@ AppendHook = Callable[[Entry, bytearray, int], None]
 
 class DLedgerMmapFileStore:
     # the fields a leader's append reads and sets (``dledger_append.append_run``)
-    # as slots, read there at their offsets; the others in the instance dict
+    # and its quorum check reads (``dledger_frames.check_quorum``) as slots, read
+    # there at their offsets; the others in the instance dict
     __slots__ = ("member_state", "data", "index", "ledger_begin_index", "ledger_end_index",
-                 "ledger_end_term", "_recent", "_recent_first", "_recent_bytes", "__dict__")
+                 "ledger_end_term", "_recent", "_recent_first", "_recent_bytes", "committed_index",
+                 "__dict__")
 
     def __init__(self, config: DLedgerConfig, member_state: MemberState) -> None:
         self.config = config

@@ -161,9 +161,11 @@ class AckGroup:
 
 
 class EntryPusher:
-    # the fields a follower's answer reads (``dledger_frames.tell_acked``) as
-    # slots, read there at their offsets; the others in the instance dict
-    __slots__ = ("water_marks", "ms", "store", "__dict__")
+    # the fields a follower's answer and the quorum check read
+    # (``dledger_frames.tell_acked``, ``check_quorum``) as slots, read there at
+    # their offsets; the others in the instance dict
+    __slots__ = ("water_marks", "ms", "store", "waiters", "_open", "commit_listeners",
+                 "__dict__")
 
     def __init__(self, config: DLedgerConfig, member_state: MemberState,
                  store: DLedgerMmapFileStore, rpc: PeerRpc,
@@ -229,34 +231,8 @@ class EntryPusher:
     def water_mark(self, term: int, peer: str) -> int:
         return self._marks(term)[peer]
 
-    def _check_quorum(self, own: dict[str, int] | None = None) -> None:
-        """Commit the median water mark and settle the groups it covers
-        (``own``: the current term's marks, when the caller has them).
-        Runs once per follower's answer on the leader, so it reads each
-        attribute once and calls the commit listeners itself."""
-        ms, store = self.ms, self.store
-        term = ms.curr_term
-        if own is None:
-            own = self._marks(term)
-        end = store.ledger_end_index
-        self_id = ms.self_id
-        if own[self_id] < end:
-            own[self_id] = end
-        marks = sorted(own.values(), reverse=True)
-        quorum_index = marks[len(marks) >> 1]
-        before = store.committed_index
-        if quorum_index > before:
-            store.update_committed_index(term, quorum_index)
-        waiting = self.waiters
-        while waiting and waiting[0].last <= quorum_index:
-            group = waiting.popleft()
-            if group is self._open:
-                self._open = None
-            group.settle(None if group.term == term else Code.TERM_CHANGED)
-        committed = store.committed_index
-        if committed != before:
-            for listener in self.commit_listeners:
-                listener(committed)
+    # (the twin ``_check_quorum`` below, or its compiled one)
+    _check_quorum: Callable[[EntryPusher, dict[str, int] | None], None]
 
     # ---- appends on the leader ------------------------------------------------
     def pending_full(self) -> bool:
@@ -367,6 +343,42 @@ class EntryPusher:
         self._fail_waiters(lambda g: not leader or g.term != term, Code.TERM_CHANGED)
         for d in self.dispatchers.values():
             d.wake.set()
+
+
+def _check_quorum(pusher: EntryPusher, own: dict[str, int] | None = None) -> None:
+    """``EntryPusher._check_quorum``: commit the median water mark and
+    settle the groups it covers (``own``: the current term's marks, when
+    the caller has them).  Runs once per follower's answer on the leader,
+    so it reads each attribute once and calls the commit listeners itself.
+    The twin of ``rmq._fast.dledger_frames.check_quorum``, which reads the
+    pusher's, member state's and store's fields at their slots."""
+    ms, store = pusher.ms, pusher.store
+    term = ms.curr_term
+    if own is None:
+        own = pusher._marks(term)
+    end = store.ledger_end_index
+    self_id = ms.self_id
+    if own[self_id] < end:
+        own[self_id] = end
+    marks = sorted(own.values(), reverse=True)
+    quorum_index = marks[len(marks) >> 1]
+    before = store.committed_index
+    if quorum_index > before:
+        store.update_committed_index(term, quorum_index)
+    waiting = pusher.waiters
+    while waiting and waiting[0].last <= quorum_index:
+        group = waiting.popleft()
+        if group is pusher._open:
+            pusher._open = None
+        group.settle(None if group.term == term else Code.TERM_CHANGED)
+    committed = store.committed_index
+    if committed != before:
+        for listener in pusher.commit_listeners:
+            listener(committed)
+
+
+_frames = compiled("dledger_frames")
+EntryPusher._check_quorum = _check_quorum if _frames is None else _frames.check_quorum
 
 
 class PeerDispatcher:
@@ -619,9 +631,8 @@ class _Acked(FrameWait):
             log.exception("push answer failed")
 
 
-_frames = compiled("dledger_frames")
 if _frames is not None:
-    _frames.bind_acked(_Acked, Role.LEADER)
+    _frames.bind_acked(_Acked, Role.LEADER, Code.TERM_CHANGED)
 
 
 class FollowerHandler:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import random
 import struct
+from collections import deque
 from types import SimpleNamespace
 
 import pytest
@@ -548,3 +549,68 @@ def test_push_answers_tell_their_waits_as_the_twin_from_slots_or_attributes(role
     assert marks[3]["n1"] == 8 + count - 1 and marks[4]["n1"] == 8 + count - 1
     assert bool(checks) == (role is Role.LEADER) and pending == {}
     assert changes == [(-1, PushType.COMPARE)] and wakes == 1 + 6
+
+
+class _QuorumFields:
+    """What ``_check_quorum`` reaches of an ``EntryPusher``, recorded."""
+
+    def __init__(self, marks: dict, end: int, committed: int, term: int, groups) -> None:
+        self.water_marks = {term: marks}
+        self.ms = SimpleNamespace(curr_term=term, self_id="n0")
+        self.store = SimpleNamespace(ledger_end_index=end, committed_index=committed,
+                                     update_committed_index=self._commit)
+        self.waiters = deque(groups)
+        self._open = groups[-1] if groups else None
+        self.commit_listeners = [self._told]
+        self.log: list = []
+
+    def _marks(self, term: int) -> dict:
+        self.log.append(("marks", term))
+        return self.water_marks.setdefault(term, {"n0": -1, "n1": -1, "n2": -1})
+
+    def _commit(self, term: int, index: int) -> None:
+        self.log.append(("commit", term, index))
+        self.store.committed_index = min(index, self.store.ledger_end_index)
+
+    def _told(self, index: int) -> None:
+        self.log.append(("listener", index))
+
+
+class _SlottedQuorum(_QuorumFields):
+    __slots__ = ("ms", "store", "waiters", "_open", "commit_listeners")  # (as above)
+
+
+def _quorum_case(check, pusher_type, marks, end, committed, own) -> tuple:
+    settled: list = []
+    groups = []
+    for last, term in ((3, 1), (5, 2), (8, 2), (12, 2)):
+        g = pusher_mod.AckGroup(Entry(index=last, term=term), last - 1, 0.0,
+                                lambda code, last=last: settled.append((last, code)))
+        groups.append(g)
+    pusher = pusher_type(dict(marks), end, committed, 2, groups)
+    check(pusher, pusher.water_marks[2] if own else None)
+    return (pusher.water_marks, pusher.store.committed_index, [g.last for g in pusher.waiters],
+            pusher._open is None, settled, pusher.log)
+
+
+CHECKS = [pusher_mod._check_quorum, getattr(C, "check_quorum", None)]
+
+
+@pytest.mark.compiled_only
+@pytest.mark.parametrize("own", [True, False])
+@pytest.mark.parametrize("case", [({"n0": 4, "n1": 9, "n2": 2}, 10, 1),
+                                  ({"n0": 12, "n1": 12, "n2": 12}, 12, 3),
+                                  ({"n0": 1, "n1": -1, "n2": -1}, 1, 1),
+                                  ({"n0": 20, "n1": 2 ** 70, "n2": 6}, 20, -1),
+                                  ({"n0": 8, "n1": 7}, 8, 2)])
+def test_check_quorum_compiled_and_twin_commit_and_settle_alike(case, own):
+    """``EntryPusher._check_quorum`` compiled and its twin: the same marks,
+    commit, groups settled (an older term's with TERM_CHANGED) and left,
+    open group cleared and listeners told, the pusher's fields read at their
+    slots or through its attributes."""
+    marks, end, committed = case
+    got = {(check, t): _quorum_case(check, t, marks, end, committed, own)
+           for check in CHECKS for t in (_QuorumFields, _SlottedQuorum)}
+    first = next(iter(got.values()))
+    assert all(v == first for v in got.values())
+    assert first[4][:1] in ([], [(3, Code.TERM_CHANGED)])
