@@ -24,7 +24,8 @@ from libc.string cimport memcpy
 from rmq._fast.byteorder cimport put32, put64
 from cpython.ref cimport Py_INCREF
 from rmq._fast.dledger_wire cimport take_ref, wire_of
-from rmq._fast.slots cimport slot_offset, slot_or_attr
+from rmq._fast.dledger_push cimport keep_entries
+from rmq._fast.slots cimport set_slot_or_attr, slot_offset, slot_offsets, slot_or_attr
 from rmq._fast.record cimport c_record_size, c_write_record
 
 from dataclasses import fields
@@ -158,14 +159,28 @@ def write_entries(data, Py_ssize_t at, int64_t pos, Py_ssize_t room, index,
                   bytes born not None, bytes store_host not None, int64_t now,
                   list sends not None, make_entry, bint wire=False):
     """Write ``sends`` as entries ``first_index``, ... of ``term`` at
+    ``data[at:at + room]`` (``c_write_entries``, whose used data and index
+    bytes it returns after the entries)."""
+    cdef Py_ssize_t used = 0, iused = 0
+    entries = c_write_entries(data, at, pos, room, index, index_at, index_room, first_index,
+                              term, born, store_host, now, sends, make_entry, wire, &used,
+                              &iused)
+    return entries, used, iused
+
+
+cdef list c_write_entries(data, Py_ssize_t at, int64_t pos, Py_ssize_t room, index,
+                          Py_ssize_t index_at, Py_ssize_t index_room, int64_t first_index,
+                          int64_t term, bytes born, bytes store_host, int64_t now, list sends,
+                          make_entry, bint wire, Py_ssize_t* used_out, Py_ssize_t* iused_out):
+    """Write ``sends`` as entries ``first_index``, ... of ``term`` at
     ``data[at:at + room]`` (``pos``: where ``at`` lies in the data files) and
     their index units at ``index[index_at:index_at + index_room]``; each send
     is (topic bytes, queue id, flag, queue offset, sysFlag, born timestamp,
     reconsume times, body bytes, stored properties bytes, record size).
     With ``wire`` (a leader with followers) each entry's push JSON
     (``Entry.json_bytes``) is made here too, from the record just written.
-    Returns (the entries made by ``make_entry`` -- the leading sends that fit
-    --, data bytes written, index bytes written)."""
+    Returns the entries made by ``make_entry`` -- the leading sends that fit
+    --, the data and index bytes written in ``used_out`` and ``iused_out``."""
     cdef Files f
     cdef Py_ssize_t used = 0, iused = 0, size, rsize
     cdef int64_t idx = first_index, phy
@@ -249,7 +264,173 @@ def write_entries(data, Py_ssize_t at, int64_t pos, Py_ssize_t room, index,
             idx += 1
     finally:
         release(&f)
-    return entries, used, iused
+    used_out[0] = used
+    iused_out[0] = iused
+    return entries
+
+
+# The leader's append of a read's sends in one call (``append_run``): the
+# fields of the store, its member state and its two tail files read and set
+# at their slots (~140 instructions each through the attribute protocol; a
+# read's append reads about twenty and sets ten, besides the three Python
+# frames of the twin's method, its leader checks and ``is_leader``) for the
+# last classes met, through the attributes for any other object and for an
+# unset slot.  ``bind_store`` hands over what the store module owns.
+cdef object _entry_class = None  # rmq.dledger.entry.Entry
+cdef object _leader = None       # Role.LEADER
+cdef int64_t _recent_bytes_max = 0  # mmap_store.RECENT_BYTES
+
+
+def bind_store(entry_class, leader, int64_t recent_bytes):
+    """``Entry``, ``Role.LEADER`` and ``RECENT_BYTES`` of rmq.dledger, which
+    ``append_run`` makes entries of, compares the role with and keeps up to."""
+    global _entry_class, _leader, _recent_bytes_max
+    _entry_class = entry_class
+    _leader = leader
+    _recent_bytes_max = recent_bytes
+
+
+cdef enum:
+    # a DLedgerMmapFileStore's fields, in ``STORE_FIELDS``' order
+    ST_MS = 0
+    ST_DATA = 1
+    ST_INDEX = 2
+    ST_BEGIN = 3
+    ST_END = 4
+    ST_END_TERM = 5
+    ST_RECENT = 6
+    ST_RECENT_FIRST = 7
+    ST_RECENT_BYTES = 8
+    ST_N = 9
+    # a MemberState's, in ``MS_FIELDS``'
+    MS_ROLE = 0
+    MS_TRANSFEREE = 1
+    MS_TERM = 2
+    MS_PEERS = 3
+    MS_END = 4
+    MS_END_TERM = 5
+    MS_N = 6
+    # a MappedFile's, in ``MF_FIELDS``'
+    MF_FROM = 0
+    MF_WROTE = 1
+    MF_COMMITTED = 2
+    MF_SIZE = 3
+    MF_VIEW = 4
+    MF_N = 5
+
+cdef tuple STORE_FIELDS = ("member_state", "data", "index", "ledger_begin_index",
+                           "ledger_end_index", "ledger_end_term", "_recent", "_recent_first",
+                           "_recent_bytes")
+cdef tuple MS_FIELDS = ("role", "transferee", "curr_term", "peer_map", "ledger_end_index",
+                        "ledger_end_term")
+cdef tuple MF_FIELDS = ("file_from_offset", "wrote_position", "committed_position", "file_size",
+                        "view")
+
+
+cdef class FieldOffsets:
+    """The slot offsets of ``names`` in the last class met (-1: through the
+    attribute); a class whose instances may also keep a ``__dict__`` counts
+    (the slots of its hot fields)."""
+
+    def __cinit__(self, tuple names):
+        if len(names) > FIELDS_MAX:
+            raise ValueError("too many fields")
+        self.names = names
+
+    cdef Py_ssize_t* of(self, object o) except NULL:
+        """The offsets for ``o``'s class (found when it is not the last met)."""
+        if type(o) is not self.cls:
+            slot_offsets(type(o), self.names, self.at, MemberDescriptorType, True)
+            self.cls = type(o)
+        return self.at
+
+
+cdef FieldOffsets _ST = FieldOffsets(STORE_FIELDS)
+cdef FieldOffsets _MS = FieldOffsets(MS_FIELDS)
+cdef FieldOffsets _MFO = FieldOffsets(MF_FIELDS)
+
+
+cdef inline object field(object o, Py_ssize_t* at, int i, tuple names):
+    return slot_or_attr(o, at[i], <str>names[i])
+
+
+cdef inline int set_field(object o, Py_ssize_t* at, int i, tuple names, object v) except -1:
+    return set_slot_or_attr(o, at[i], <str>names[i], v)
+
+
+cdef object last_file(object queue):
+    """The queue's last mapped file, None when it has none."""
+    files = queue.mapped_files
+    return files[len(files) - 1] if files else None
+
+
+def append_run(store, list sends not None, bytes born not None, bytes store_host not None,
+               int64_t now):
+    """``append_in_place`` of the records of ``sends`` (``write_entries``'
+    tuples) as consecutive entries of the leader ``store`` in one call: the
+    leading ones that fit the current data and index files (none when a
+    file must be made or closed first).  Refused as its ``_leader_checks``
+    refuses.  The twin of ``rmq.dledger.mmap_store._append_run``."""
+    cdef Py_ssize_t st[ST_N]
+    cdef Py_ssize_t ma[MS_N]
+    cdef Py_ssize_t m[MF_N]
+    cdef Py_ssize_t im[MF_N]
+    cdef Py_ssize_t at, iat, used = 0, iused = 0
+    cdef int64_t first, pos
+    # (the offsets copied: an attribute read may run code that meets other classes)
+    memcpy(st, _ST.of(store), ST_N * sizeof(Py_ssize_t))
+    ms = field(store, st, ST_MS, STORE_FIELDS)
+    memcpy(ma, _MS.of(ms), MS_N * sizeof(Py_ssize_t))
+    data = field(store, st, ST_DATA, STORE_FIELDS)
+    index = field(store, st, ST_INDEX, STORE_FIELDS)
+    if _leader is None or field(ms, ma, MS_ROLE, MS_FIELDS) is not _leader or \
+            field(ms, ma, MS_TRANSFEREE, MS_FIELDS) is not None or data.no_space:
+        store._leader_checks()  # (raises why not)
+    mf = last_file(data)
+    imf = last_file(index)
+    if mf is None or imf is None:
+        return []
+    memcpy(m, _MFO.of(mf), MF_N * sizeof(Py_ssize_t))
+    memcpy(im, _MFO.of(imf), MF_N * sizeof(Py_ssize_t))
+    first = <int64_t>field(store, st, ST_END, STORE_FIELDS) + 1
+    at = field(mf, m, MF_WROTE, MF_FIELDS)
+    iat = field(imf, im, MF_WROTE, MF_FIELDS)
+    if at == <Py_ssize_t>field(mf, m, MF_SIZE, MF_FIELDS) or \
+            iat == <Py_ssize_t>field(imf, im, MF_SIZE, MF_FIELDS) or \
+            <int64_t>field(imf, im, MF_FROM, MF_FIELDS) + iat != first * UNIT:
+        return []
+    pos = <int64_t>field(mf, m, MF_FROM, MF_FIELDS) + at
+    entries = c_write_entries(field(mf, m, MF_VIEW, MF_FIELDS), at, pos,
+                              <Py_ssize_t>data.mapped_file_size - at,
+                              field(imf, im, MF_VIEW, MF_FIELDS), iat,
+                              <Py_ssize_t>index.mapped_file_size - iat, first,
+                              field(ms, ma, MS_TERM, MS_FIELDS), born, store_host, now, sends,
+                              _entry_class, len(field(ms, ma, MS_PEERS, MS_FIELDS)) > 1, &used,
+                              &iused)
+    if not entries:
+        return entries
+    wrote = at + used
+    set_field(mf, m, MF_WROTE, MF_FIELDS, wrote)
+    set_field(mf, m, MF_COMMITTED, MF_FIELDS, wrote)
+    wrote = iat + iused
+    set_field(imf, im, MF_WROTE, MF_FIELDS, wrote)
+    set_field(imf, im, MF_COMMITTED, MF_FIELDS, wrote)
+    last = entries[len(entries) - 1]
+    cdef bint slotted = slots_known and type(last) is in_place_class
+    end = slot_or_attr(last, slot_at[0] if slotted else -1, "index")
+    set_field(store, st, ST_END, STORE_FIELDS, end)
+    set_field(ms, ma, MS_END, MS_FIELDS, end)
+    end = slot_or_attr(last, slot_at[1] if slotted else -1, "term")
+    set_field(store, st, ST_END_TERM, STORE_FIELDS, end)
+    set_field(ms, ma, MS_END_TERM, MS_FIELDS, end)
+    if field(store, st, ST_BEGIN, STORE_FIELDS) == -1:
+        set_field(store, st, ST_BEGIN, STORE_FIELDS, first)
+    kept = keep_entries(field(store, st, ST_RECENT, STORE_FIELDS), entries,
+                        field(store, st, ST_RECENT_FIRST, STORE_FIELDS),
+                        field(store, st, ST_RECENT_BYTES, STORE_FIELDS), _recent_bytes_max)
+    set_field(store, st, ST_RECENT_FIRST, STORE_FIELDS, kept[0])
+    set_field(store, st, ST_RECENT_BYTES, STORE_FIELDS, kept[1])
+    return entries
 
 
 cdef inline bint int32_ok(object v):

@@ -16,11 +16,19 @@ or refuses it as before.
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
-from libc.string cimport memcpy
 
 from rmq._fast.byteorder cimport get32, put32
+from rmq._fast.dledger_append cimport FieldOffsets
+from rmq._fast.dledger_push cimport answer_fields
 from rmq._fast.json_text cimport JV_INT, json_number, json_step
+from rmq._fast.slots cimport set_slot_or_attr, slot_or_attr
+from libc.string cimport memcpy
+
+import logging
+
+log = logging.getLogger("rmq.dledger")
 
 
 def push_frame(bytes head, int32_t opaque, bytes tail, bytes body):
@@ -121,6 +129,220 @@ def answer_at(buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_frame):
         PyBuffer_Release(&pb)
 
 
+# A follower's answer to an APPEND push told to its wait (``_Acked`` of
+# rmq.dledger.pusher) in C: the answer read where it lies in the receive
+# buffer, the wait's, its dispatcher's, the pusher's, the member state's and
+# the store's fields at their slots, the water mark raised as
+# ``EntryPusher.update_water_mark`` raises it -- without the wait's ``tell``,
+# ``update_water_mark``'s Python frames, the body's slice and the answer's
+# tuple.  Any answer but a success, or one the compiled reader leaves to the
+# general one, is told to ``tell``.  ``bind_acked`` hands over the class and
+# ``Role.LEADER`` (rmq.dledger is a layer above this package).
+cdef object _acked_class = None
+cdef object _leader = None
+cdef object _term_changed = None
+
+
+def bind_acked(acked_class, leader, term_changed):
+    """``_Acked`` (its instances' answers told here), ``Role.LEADER`` and
+    ``Code.TERM_CHANGED`` (what ``check_quorum`` settles an older term's
+    groups with)."""
+    global _acked_class, _leader, _term_changed
+    _leader = leader
+    _term_changed = term_changed
+    _acked_class = acked_class
+
+
+cdef enum:
+    SUCCESS = 200  # Code.SUCCESS
+    # a wait's fields, in ``ACKED_FIELDS``' order
+    A_DISPATCHER = 0
+    A_COUNT = 1
+    A_TOLD = 2
+    A_N = 3
+    # a dispatcher's, in ``PEER_FIELDS``'
+    P_PUSHER = 0
+    P_PEER = 1
+    P_PENDING = 2
+    P_WRITE = 3
+    P_WAKE = 4
+    P_N = 5
+    # the pusher's, in ``PUSHER_FIELDS``'
+    U_MARKS = 0
+    U_MS = 1
+    U_STORE = 2
+    U_N = 3
+    # the member state's, in ``STATE_FIELDS``'
+    S_ROLE = 0
+    S_TERM = 1
+    S_N = 2
+
+    # the pusher's, in ``QUORUM_FIELDS``' (``check_quorum``)
+    Q_MS = 0
+    Q_STORE = 1
+    Q_WAITERS = 2
+    Q_OPEN = 3
+    Q_LISTENERS = 4
+    Q_N = 5
+    # the member state's, in ``SELF_FIELDS``'
+    M_TERM = 0
+    M_SELF = 1
+    M_N = 2
+    # the store's, in ``LEDGER_FIELDS``'
+    L_END = 0
+    L_COMMITTED = 1
+    L_N = 2
+    # a group's (``AckGroup``), in ``GROUP_FIELDS``'
+    G_LAST = 0
+    G_TERM = 1
+    G_N = 2
+
+cdef enum:
+    MEDIAN_MAX = 16  # the most marks ``median`` sorts in C
+
+cdef tuple ACKED_FIELDS = ("dispatcher", "count", "told")
+cdef tuple PEER_FIELDS = ("pusher", "peer", "pending", "write_index", "wake")
+cdef tuple PUSHER_FIELDS = ("water_marks", "ms", "store")
+cdef tuple STATE_FIELDS = ("role", "curr_term")
+cdef tuple END_FIELDS = ("ledger_end_index",)
+cdef tuple QUORUM_FIELDS = ("ms", "store", "waiters", "_open", "commit_listeners")
+cdef tuple SELF_FIELDS = ("curr_term", "self_id")
+cdef tuple LEDGER_FIELDS = ("ledger_end_index", "committed_index")
+cdef tuple GROUP_FIELDS = ("last", "term")
+cdef FieldOffsets _QUORUM = FieldOffsets(QUORUM_FIELDS)
+cdef FieldOffsets _SELF = FieldOffsets(SELF_FIELDS)
+cdef FieldOffsets _LEDGER = FieldOffsets(LEDGER_FIELDS)
+cdef FieldOffsets _GROUP = FieldOffsets(GROUP_FIELDS)
+cdef FieldOffsets _ACKED = FieldOffsets(ACKED_FIELDS)
+cdef FieldOffsets _PEER = FieldOffsets(PEER_FIELDS)
+cdef FieldOffsets _PUSHER = FieldOffsets(PUSHER_FIELDS)
+cdef FieldOffsets _STATE = FieldOffsets(STATE_FIELDS)
+cdef FieldOffsets _END = FieldOffsets(END_FIELDS)
+
+
+cdef inline object field(object o, Py_ssize_t* at, int i, tuple names):
+    return slot_or_attr(o, at[i], <str>names[i])
+
+
+cdef object median(dict own):
+    """``sorted(own.values(), reverse=True)[len(own) >> 1]``: sorted in C
+    for up to ``MEDIAN_MAX`` marks, each an int in int64's range (a group's
+    members), else by ``sorted``."""
+    cdef int64_t v[MEDIAN_MAX]
+    cdef int64_t x
+    cdef Py_ssize_t n = len(own), i, j
+    cdef int overflow = 0
+    if n == 0 or n > MEDIAN_MAX:
+        return sorted(own.values(), reverse=True)[n >> 1]
+    i = 0
+    for mark in own.values():
+        if not PyLong_CheckExact(mark):
+            return sorted(own.values(), reverse=True)[n >> 1]
+        x = PyLong_AsLongLongAndOverflow(mark, &overflow)
+        if overflow:
+            return sorted(own.values(), reverse=True)[n >> 1]
+        j = i  # (insertion, largest first)
+        while j > 0 and v[j - 1] < x:
+            v[j] = v[j - 1]
+            j -= 1
+        v[j] = x
+        i += 1
+    return v[n >> 1]
+
+
+def check_quorum(pusher, own=None):
+    """``EntryPusher._check_quorum`` (its twin ``rmq.dledger.pusher._check_quorum``):
+    commit the median water mark and settle the groups it covers, the
+    pusher's, member state's, store's and groups' fields read at their
+    slots."""
+    cdef Py_ssize_t q[Q_N]
+    cdef Py_ssize_t m[M_N]
+    cdef Py_ssize_t led[L_N]
+    cdef Py_ssize_t* g
+    if _term_changed is None:
+        raise RuntimeError("dledger_frames.bind_acked was not called")
+    memcpy(q, _QUORUM.of(pusher), Q_N * sizeof(Py_ssize_t))
+    ms = field(pusher, q, Q_MS, QUORUM_FIELDS)
+    store = field(pusher, q, Q_STORE, QUORUM_FIELDS)
+    memcpy(m, _SELF.of(ms), M_N * sizeof(Py_ssize_t))
+    term = field(ms, m, M_TERM, SELF_FIELDS)
+    if own is None:
+        own = pusher._marks(term)
+    memcpy(led, _LEDGER.of(store), L_N * sizeof(Py_ssize_t))
+    end = field(store, led, L_END, LEDGER_FIELDS)
+    self_id = field(ms, m, M_SELF, SELF_FIELDS)
+    if own[self_id] < end:
+        own[self_id] = end
+    quorum_index = median(own) if type(own) is dict else \
+        sorted(own.values(), reverse=True)[len(own) >> 1]
+    before = field(store, led, L_COMMITTED, LEDGER_FIELDS)
+    if quorum_index > before:
+        store.update_committed_index(term, quorum_index)
+    waiting = field(pusher, q, Q_WAITERS, QUORUM_FIELDS)
+    while waiting:
+        group = waiting[0]
+        g = _GROUP.of(group)
+        if not slot_or_attr(group, g[G_LAST], "last") <= quorum_index:
+            break
+        group = waiting.popleft()
+        g = _GROUP.of(group)
+        if group is field(pusher, q, Q_OPEN, QUORUM_FIELDS):
+            set_slot_or_attr(pusher, q[Q_OPEN], "_open", None)
+        group.settle(None if slot_or_attr(group, g[G_TERM], "term") == term else _term_changed)
+    committed = field(store, led, L_COMMITTED, LEDGER_FIELDS)
+    if committed != before:
+        for listener in field(pusher, q, Q_LISTENERS, QUORUM_FIELDS):
+            listener(committed)
+
+
+cdef int tell_acked(object wait, const uint8_t* text, Py_ssize_t n, object buf,
+                    Py_ssize_t body, Py_ssize_t frame_end) except -1:
+    """``_Acked.tell`` of the answer ``text[:n]`` (``buf[body:frame_end]``),
+    step for step; its failure logged, not raised."""
+    cdef int64_t code, term, index
+    cdef bint has_index
+    cdef Py_ssize_t a[A_N]
+    cdef Py_ssize_t p[P_N]
+    cdef Py_ssize_t u[U_N]
+    cdef Py_ssize_t s[S_N]
+    cdef Py_ssize_t e
+    if not answer_fields(text, n, &code, &term, &index, &has_index) or code != SUCCESS:
+        wait.tell(buf[body:frame_end])
+        return 0
+    # (the offsets copied: an attribute read may run code that meets other classes)
+    memcpy(a, _ACKED.of(wait), A_N * sizeof(Py_ssize_t))
+    set_slot_or_attr(wait, a[A_TOLD], "told", True)
+    try:
+        d = field(wait, a, A_DISPATCHER, ACKED_FIELDS)
+        memcpy(p, _PEER.of(d), P_N * sizeof(Py_ssize_t))
+        if not has_index:
+            index = -1
+        field(d, p, P_PENDING, PEER_FIELDS).pop(index, None)
+        pusher = field(d, p, P_PUSHER, PEER_FIELDS)
+        memcpy(u, _PUSHER.of(pusher), U_N * sizeof(Py_ssize_t))
+        # EntryPusher.update_water_mark(term, d.peer, index + count - 1)
+        term_obj = term
+        peer = field(d, p, P_PEER, PEER_FIELDS)
+        mark = index + field(wait, a, A_COUNT, ACKED_FIELDS) - 1
+        marks = field(pusher, u, U_MARKS, PUSHER_FIELDS).get(term_obj)
+        if marks is None:
+            marks = pusher._marks(term_obj)
+        if marks[peer] < mark:
+            marks[peer] = mark
+            ms = field(pusher, u, U_MS, PUSHER_FIELDS)
+            memcpy(s, _STATE.of(ms), S_N * sizeof(Py_ssize_t))
+            if field(ms, s, S_ROLE, STATE_FIELDS) is _leader and \
+                    term_obj == field(ms, s, S_TERM, STATE_FIELDS):
+                pusher._check_quorum(marks)
+        store = field(pusher, u, U_STORE, PUSHER_FIELDS)
+        e = _END.of(store)[0]
+        if field(d, p, P_WRITE, PEER_FIELDS) <= slot_or_attr(store, e, "ledger_end_index"):
+            field(d, p, P_WAKE, PEER_FIELDS).set()  # (pushes held back: MAX_PENDING in flight)
+    except Exception:  # one push's answer must not stop the connection's read
+        log.exception("push answer failed")
+    return 0
+
+
 cdef class PushAnswers:
     """The frame lane of a ``PeerClient``'s connections (the twin:
     ``rmq.dledger.rpc.PyPushAnswers``): the leading frames of a read that
@@ -158,7 +380,12 @@ cdef class PushAnswers:
                     break
                 del responses[key]
                 pos = frame_end
-                entry[0].tell(buf[body:frame_end])
+                wait = entry[0]
+                if type(wait) is _acked_class:
+                    tell_acked(wait, <const uint8_t*>pb.buf + body, frame_end - body, buf, body,
+                               frame_end)
+                else:
+                    wait.tell(buf[body:frame_end])
         finally:
             PyBuffer_Release(&pb)
         return pos, None

@@ -455,6 +455,72 @@ def encode_push_frame(bytes head not None, int32_t opaque, bytes tail not None, 
     return push_bytes(head, opaque, tail, group, ids, term, commit_index, entries, batch)
 
 
+# the numbers of a push's answer, in the order of their slots in ``answer_fields``
+# (beginIndex, endIndex and count, 3 to 5: the compare's business, not an append's)
+cdef const char* ANSWER_NUMBERS[6]
+ANSWER_NUMBERS[:] = [b"code", b"term", b"index", b"beginIndex", b"endIndex", b"count"]
+cdef Py_ssize_t ANSWER_LENGTHS[6]
+ANSWER_LENGTHS[:] = [4, 4, 5, 10, 8, 5]
+
+
+cdef inline int answer_slot(const uint8_t* s, Py_ssize_t n) noexcept nogil:
+    """The slot of a push answer's number named ``s[:n]``, -1 for any
+    other name (the lengths compared first: no ``strlen`` per name)."""
+    cdef int at
+    for at in range(6):
+        if ANSWER_LENGTHS[at] == n and memcmp(s, ANSWER_NUMBERS[at], n) == 0:
+            return at
+    return -1
+
+
+cdef bint answer_fields(const uint8_t* text, Py_ssize_t size, int64_t* code_out, int64_t* term_out,
+                        int64_t* index_out, bint* has_index_out) noexcept nogil:
+    """``decode_push_answer`` of the ``size`` bytes at ``text``, into the
+    outs: False for a body the general reader must read."""
+    cdef Cur c
+    cdef const uint8_t* s
+    cdef Py_ssize_t n
+    cdef int at
+    cdef int64_t x
+    cdef int64_t v[3]  # code, term, index
+    cdef bint has_index = False
+    v[0] = 200
+    v[1] = -1
+    v[2] = 0
+    c.p = text
+    c.end = text + size
+    c.bad = False
+    n = first_key(&c, &s)
+    while n >= 0:
+        at = answer_slot(s, n)
+        if lit(&c, b"null", 4):  # a null is a missing field: its default
+            if at == 0:
+                v[0] = 200
+            elif at == 1:
+                v[1] = -1
+            elif at == 2:
+                has_index = False
+            elif at < 0 and not 0 <= name_at(s, n, PUSH_TEXTS) < 4:
+                return False
+        elif at >= 0:
+            x = number(&c)
+            if at < 3:
+                v[at] = x
+                has_index = has_index or at == 2
+        elif 0 <= name_at(s, n, PUSH_TEXTS) < 4:  # group and the ids
+            string(&c, &s)
+        else:
+            return False
+        n = next_key(&c, &s)
+    if c.bad or c.p != c.end:
+        return False
+    code_out[0] = v[0]
+    term_out[0] = v[1]
+    index_out[0] = v[2]
+    has_index_out[0] = has_index
+    return True
+
+
 def decode_push_answer(body):
     """(code, term, index) of a follower's answer to a push as
     ``PushEntryResponse.from_json(protocol.decode(body))`` reads them (index
@@ -464,44 +530,15 @@ def decode_push_answer(body):
     push and follower: through orjson it was a dict, then a response object
     field by field."""
     cdef Py_buffer pb
-    cdef Cur c
-    cdef const uint8_t* s
-    cdef Py_ssize_t n
-    cdef int64_t code = 200, term = -1, index = 0
-    cdef bint has_index = False
+    cdef int64_t code, term, index
+    cdef bint has_index, ok
     PyObject_GetBuffer(body, &pb, PyBUF_SIMPLE)
     try:
-        n = first_key(text_of(&c, &pb), &s)
-        while n >= 0:
-            if lit(&c, b"null", 4):  # a null is a missing field: its default
-                if named(s, n, b"code", 4):
-                    code = 200
-                elif named(s, n, b"term", 4):
-                    term = -1
-                elif named(s, n, b"index", 5):
-                    has_index = False
-                elif not (named(s, n, b"beginIndex", 10) or named(s, n, b"endIndex", 8) or
-                          named(s, n, b"count", 5) or 0 <= name_at(s, n, PUSH_TEXTS) < 4):
-                    return None
-            elif named(s, n, b"code", 4):
-                code = number(&c)
-            elif named(s, n, b"term", 4):
-                term = number(&c)
-            elif named(s, n, b"index", 5):
-                index = number(&c)
-                has_index = True
-            elif named(s, n, b"beginIndex", 10) or named(s, n, b"endIndex", 8) or \
-                    named(s, n, b"count", 5):
-                number(&c)  # (the compare's business, not an append's)
-            elif 0 <= name_at(s, n, PUSH_TEXTS) < 4:  # group and the ids
-                string(&c, &s)
-            else:
-                return None
-            n = next_key(&c, &s)
-        if c.bad or c.p != c.end:
-            return None
+        ok = answer_fields(<const uint8_t*>pb.buf, pb.len, &code, &term, &index, &has_index)
     finally:
         PyBuffer_Release(&pb)
+    if not ok:
+        return None
     return (code, term, index if has_index else None)
 
 
@@ -527,6 +564,12 @@ def keep_more(dict recent not None, list entries not None, int64_t first, int64_
     from index ``first`` (``kept`` bytes), then drop the oldest while more
     than ``max_bytes`` are kept and more than one entry.  Returns the new
     (first, kept).  The twin of ``rmq.dledger.mmap_store._keep_more``."""
+    return keep_entries(recent, entries, first, kept, max_bytes)
+
+
+cdef tuple keep_entries(dict recent, list entries, int64_t first, int64_t kept,
+                        int64_t max_bytes):
+    """``keep_more`` for compiled callers (``dledger_append.append_run``)."""
     if not recent:
         first = index_of(entries[0])
     for entry in entries:

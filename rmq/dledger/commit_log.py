@@ -26,6 +26,7 @@ from rmq._fast import compiled
 from rmq.common import message as mc
 from rmq.dledger.config import DLedgerConfig
 from rmq.dledger.entry import BLANK_MAGIC, BODY_OFFSET, Entry
+from rmq.dledger.mmap_store import append_run
 from rmq.dledger.protocol import Code, DLedgerError
 from rmq.dledger.server import DLedgerServer
 from rmq.store import message_codec as codec
@@ -321,7 +322,7 @@ class DLedgerCommitLog(CommitLog):
         dispatch room taken once per queue when no file has to be made for it
         (``DispatchRoom.reserve_covered``; else send by send, so that a full
         disk refuses the same sends), then the entries written together
-        (``DLedgerMmapFileStore.append_run``; one by one only where a file
+        (``mmap_store.append_run``; one by one only where a file
         ends).  The caller waits for the quorum (``quorum_wait``) and counts
         the puts."""
         table = self.topic_queue_table
@@ -341,7 +342,7 @@ class DLedgerCommitLog(CommitLog):
         entries: list[Entry] = []
         try:
             while len(entries) < len(runs):
-                done = dledger.append_run(runs[len(entries):], born, store_host, now)
+                done = append_run(dledger, runs[len(entries):], born, store_host, now)
                 if not done:  # a file to close or make first: this one the usual way
                     done = [dledger.append_in_place(runs[len(entries)][9],
                                                     _RecordWriter(runs[len(entries)], born,

@@ -25,6 +25,12 @@ class Role(Enum):
 
 
 class MemberState:
+    # the fields a leader's append reads and sets (``dledger_append.append_run``)
+    # and its quorum check reads (``dledger_frames.check_quorum``) as slots, read
+    # there at their offsets; the others in the instance dict
+    __slots__ = ("role", "transferee", "curr_term", "peer_map", "ledger_end_index",
+                 "ledger_end_term", "self_id", "__dict__")
+
     def __init__(self, config: DLedgerConfig) -> None:
         self.config = config
         self.group = config.group

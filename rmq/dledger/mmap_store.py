@@ -40,7 +40,7 @@ from rmq.dledger.entry import (
     decode_index,
     encode_index,
 )
-from rmq.dledger.member_state import MemberState
+from rmq.dledger.member_state import MemberState, Role
 from rmq.dledger.protocol import Code, DLedgerError
 from rmq.store import message_codec as codec
 from rmq.store.mapped_file import MappedFileQueue
@@ -57,6 +57,13 @@ AppendHook = Callable[[Entry, bytearray, int], None]
 
 
 class DLedgerMmapFileStore:
+    # the fields a leader's append reads and sets (``dledger_append.append_run``)
+    # and its quorum check reads (``dledger_frames.check_quorum``) as slots, read
+    # there at their offsets; the others in the instance dict
+    __slots__ = ("member_state", "data", "index", "ledger_begin_index", "ledger_end_index",
+                 "ledger_end_term", "_recent", "_recent_first", "_recent_bytes", "committed_index",
+                 "__dict__")
+
     def __init__(self, config: DLedgerConfig, member_state: MemberState) -> None:
         self.config = config
         self.member_state = member_state
@@ -384,41 +391,6 @@ class DLedgerMmapFileStore:
         self._keep_recent(entry)
         return entry
 
-    def append_run(self, sends: list[tuple], born: bytes, store_host: bytes,
-                   now: int) -> list[Entry]:
-        """``append_in_place`` of the records of ``sends`` (``write_entries``'
-        tuples) as consecutive entries, in one call: the leading ones that fit
-        the current data and index files (none when a file must be made or
-        closed first: the caller appends that one with ``append_in_place``)."""
-        # (once per read of the lane: the files' ends, ``_advance``,
-        # ``_update_member_state`` and ``_keep_all_recent`` read inline)
-        ms = self._leader_checks()
-        files, ifiles = self.data.mapped_files, self.index.mapped_files
-        if not files or not ifiles:
-            return []
-        mf, imf = files[-1], ifiles[-1]
-        first = self.ledger_end_index + 1
-        at, iat = mf.wrote_position, imf.wrote_position
-        if at == mf.file_size or iat == imf.file_size or \
-                imf.file_from_offset + iat != first * INDEX_UNIT_SIZE:
-            return []
-        entries, used, iused = write_entries(
-            mf.view, at, mf.file_from_offset + at, self.data.mapped_file_size - at, imf.view, iat,
-            self.index.mapped_file_size - iat, first, ms.curr_term, born, store_host, now, sends,
-            Entry, len(ms.peer_map) > 1)
-        if not entries:
-            return entries
-        mf.wrote_position = mf.committed_position = at + used
-        imf.wrote_position = imf.committed_position = iat + iused
-        last = entries[-1]
-        self.ledger_end_index = ms.ledger_end_index = last.index
-        self.ledger_end_term = ms.ledger_end_term = last.term
-        if self.ledger_begin_index == -1:
-            self.ledger_begin_index = first
-        self._recent_first, self._recent_bytes = keep_more(
-            self._recent, entries, self._recent_first, self._recent_bytes, RECENT_BYTES)
-        return entries
-
     def append_as_follower(self, entry: Entry, leader_term: int, leader_id: str) -> Entry:
         self.append_all_as_follower([entry], leader_term, leader_id)
         return entry
@@ -678,6 +650,45 @@ def _write_entries(data, at: int, pos: int, room: int, index, index_at: int, ind
     return entries, used, iused
 
 
+def _append_run(store: DLedgerMmapFileStore, sends: list[tuple], born: bytes,
+                store_host: bytes, now: int) -> list[Entry]:
+    """``append_in_place`` of the records of ``sends`` (``write_entries``'
+    tuples) as consecutive entries of the leader ``store``, in one call: the
+    leading ones that fit the current data and index files (none when a file
+    must be made or closed first: the caller appends that one with
+    ``append_in_place``).  Refused as ``_leader_checks`` refuses.  The twin
+    of ``rmq._fast.dledger_append.append_run``, which reads the store's,
+    its member state's and its files' fields at their slots."""
+    # (once per read of the lane: the files' ends, ``_advance``,
+    # ``_update_member_state`` and ``_keep_all_recent`` read inline)
+    ms = store._leader_checks()
+    files, ifiles = store.data.mapped_files, store.index.mapped_files
+    if not files or not ifiles:
+        return []
+    mf, imf = files[-1], ifiles[-1]
+    first = store.ledger_end_index + 1
+    at, iat = mf.wrote_position, imf.wrote_position
+    if at == mf.file_size or iat == imf.file_size or \
+            imf.file_from_offset + iat != first * INDEX_UNIT_SIZE:
+        return []
+    entries, used, iused = write_entries(
+        mf.view, at, mf.file_from_offset + at, store.data.mapped_file_size - at, imf.view, iat,
+        store.index.mapped_file_size - iat, first, ms.curr_term, born, store_host, now, sends,
+        Entry, len(ms.peer_map) > 1)
+    if not entries:
+        return entries
+    mf.wrote_position = mf.committed_position = at + used
+    imf.wrote_position = imf.committed_position = iat + iused
+    last = entries[-1]
+    store.ledger_end_index = ms.ledger_end_index = last.index
+    store.ledger_end_term = ms.ledger_end_term = last.term
+    if store.ledger_begin_index == -1:
+        store.ledger_begin_index = first
+    store._recent_first, store._recent_bytes = keep_more(
+        store._recent, entries, store._recent_first, store._recent_bytes, RECENT_BYTES)
+    return entries
+
+
 def _write_rows(data, at: int, pos: int, room: int, index, index_at: int, index_room: int,
                 first_index: int, rows: list[tuple]) -> tuple[int, int, int]:
     """Write a push's ``rows`` (``decode_push``'s: index, term, body, pos,
@@ -753,6 +764,9 @@ keep_more = _keep_more if _p is None else _p.keep_more
 _c = compiled("dledger_append")
 write_entries = _write_entries if _c is None else _c.write_entries
 write_rows = _write_rows if _c is None else _c.write_rows
+if _c is not None:
+    _c.bind_store(Entry, Role.LEADER, RECENT_BYTES)
+append_run = _append_run if _c is None else _c.append_run
 
 
 def _advance(mf, n: int) -> None:

@@ -29,6 +29,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from rmq._fast import compiled
 from rmq.dledger.entry import Entry
 from rmq.dledger.member_state import Role
 from rmq.dledger.messages import (
@@ -160,6 +161,12 @@ class AckGroup:
 
 
 class EntryPusher:
+    # the fields a follower's answer and the quorum check read
+    # (``dledger_frames.tell_acked``, ``check_quorum``) as slots, read there at
+    # their offsets; the others in the instance dict
+    __slots__ = ("water_marks", "ms", "store", "waiters", "_open", "commit_listeners",
+                 "__dict__")
+
     def __init__(self, config: DLedgerConfig, member_state: MemberState,
                  store: DLedgerMmapFileStore, rpc: PeerRpc,
                  commit_listeners: list[Callable[[int], None]]) -> None:
@@ -224,34 +231,8 @@ class EntryPusher:
     def water_mark(self, term: int, peer: str) -> int:
         return self._marks(term)[peer]
 
-    def _check_quorum(self, own: dict[str, int] | None = None) -> None:
-        """Commit the median water mark and settle the groups it covers
-        (``own``: the current term's marks, when the caller has them).
-        Runs once per follower's answer on the leader, so it reads each
-        attribute once and calls the commit listeners itself."""
-        ms, store = self.ms, self.store
-        term = ms.curr_term
-        if own is None:
-            own = self._marks(term)
-        end = store.ledger_end_index
-        self_id = ms.self_id
-        if own[self_id] < end:
-            own[self_id] = end
-        marks = sorted(own.values(), reverse=True)
-        quorum_index = marks[len(marks) >> 1]
-        before = store.committed_index
-        if quorum_index > before:
-            store.update_committed_index(term, quorum_index)
-        waiting = self.waiters
-        while waiting and waiting[0].last <= quorum_index:
-            group = waiting.popleft()
-            if group is self._open:
-                self._open = None
-            group.settle(None if group.term == term else Code.TERM_CHANGED)
-        committed = store.committed_index
-        if committed != before:
-            for listener in self.commit_listeners:
-                listener(committed)
+    # (the twin ``_check_quorum`` below, or its compiled one)
+    _check_quorum: Callable[[EntryPusher, dict[str, int] | None], None]
 
     # ---- appends on the leader ------------------------------------------------
     def pending_full(self) -> bool:
@@ -364,8 +345,48 @@ class EntryPusher:
             d.wake.set()
 
 
+def _check_quorum(pusher: EntryPusher, own: dict[str, int] | None = None) -> None:
+    """``EntryPusher._check_quorum``: commit the median water mark and
+    settle the groups it covers (``own``: the current term's marks, when
+    the caller has them).  Runs once per follower's answer on the leader,
+    so it reads each attribute once and calls the commit listeners itself.
+    The twin of ``rmq._fast.dledger_frames.check_quorum``, which reads the
+    pusher's, member state's and store's fields at their slots."""
+    ms, store = pusher.ms, pusher.store
+    term = ms.curr_term
+    if own is None:
+        own = pusher._marks(term)
+    end = store.ledger_end_index
+    self_id = ms.self_id
+    if own[self_id] < end:
+        own[self_id] = end
+    marks = sorted(own.values(), reverse=True)
+    quorum_index = marks[len(marks) >> 1]
+    before = store.committed_index
+    if quorum_index > before:
+        store.update_committed_index(term, quorum_index)
+    waiting = pusher.waiters
+    while waiting and waiting[0].last <= quorum_index:
+        group = waiting.popleft()
+        if group is pusher._open:
+            pusher._open = None
+        group.settle(None if group.term == term else Code.TERM_CHANGED)
+    committed = store.committed_index
+    if committed != before:
+        for listener in pusher.commit_listeners:
+            listener(committed)
+
+
+_frames = compiled("dledger_frames")
+EntryPusher._check_quorum = _check_quorum if _frames is None else _frames.check_quorum
+
+
 class PeerDispatcher:
     """The leader's replication to one follower (``EntryDispatcher``)."""
+
+    # the fields a follower's answer reads (``dledger_frames.tell_acked``) as
+    # slots, read there at their offsets; the others in the instance dict
+    __slots__ = ("pusher", "peer", "pending", "write_index", "wake", "__dict__")
 
     def __init__(self, pusher: EntryPusher, peer: str) -> None:
         self.pusher = pusher
@@ -572,7 +593,9 @@ class PeerDispatcher:
 class _Acked(FrameWait):
     """The wait of one APPEND push of ``count`` entries in the response
     table: told the body of the follower's answer, read to (code, term,
-    index), or None when none came (the push is resent when overdue)."""
+    index), or None when none came (the push is resent when overdue).  The
+    compiled answer lane tells a success itself (``dledger_frames.tell_acked``,
+    the same steps without this one's and ``update_water_mark``'s frames)."""
 
     __slots__ = ("dispatcher", "count")
 
@@ -606,6 +629,10 @@ class _Acked(FrameWait):
                 d.wake.set()
         except Exception:  # noqa: BLE001 - one push's answer must not stop the connection's read
             log.exception("push answer failed")
+
+
+if _frames is not None:
+    _frames.bind_acked(_Acked, Role.LEADER, Code.TERM_CHANGED)
 
 
 class FollowerHandler:

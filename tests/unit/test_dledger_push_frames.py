@@ -11,14 +11,18 @@ from __future__ import annotations
 import asyncio
 import random
 import struct
+from collections import deque
+from types import SimpleNamespace
 
 import pytest
 
 from rmq._fast import compiled_or_none
+from rmq.dledger import pusher as pusher_mod
 from rmq.dledger import rpc
 from rmq.dledger.entry import Entry
+from rmq.dledger.member_state import Role
 from rmq.dledger.messages import _names, push_answer, push_answer_bytes, push_append_body
-from rmq.dledger.protocol import RequestCode
+from rmq.dledger.protocol import Code, PushType, RequestCode
 from rmq.remoting import RemotingCommand, codec
 from rmq.remoting.abstract import FrameWait
 from rmq.remoting.command import RPC_RESPONSE
@@ -440,3 +444,173 @@ def test_the_answers_lane_tells_the_leading_answers_and_stops_as_its_twin(lane_t
             assert pos == lead and [k for k, _ in told] == [100, 101, 102, 103]
             assert 100 not in responses and (stop == "partial" or 104 in responses)
         assert [b for _, b in told[:4]] == [b"", body, b"", body]
+
+
+class _Wake:
+    __slots__ = ("sets",)
+
+    def __init__(self) -> None:
+        self.sets = 0
+
+    def set(self) -> None:
+        self.sets += 1
+
+
+class _PusherFields:
+    """What an ``_Acked`` answer reaches of an ``EntryPusher``, recorded."""
+
+    def __init__(self, role, term: int, end: int) -> None:
+        self.water_marks = {term: {"n1": 3, "n2": 5}}
+        self.ms = SimpleNamespace(role=role, curr_term=term)
+        self.store = SimpleNamespace(ledger_end_index=end)
+        self.checks: list = []
+
+    update_water_mark = pusher_mod.EntryPusher.update_water_mark  # (the twin's)
+
+    def _marks(self, term: int) -> dict:
+        marks = self.water_marks[term] = {"n1": -1, "n2": -1}
+        return marks
+
+    def _check_quorum(self, marks: dict) -> None:
+        self.checks.append(dict(marks))
+
+
+class _SlottedPusher(_PusherFields):
+    __slots__ = ("water_marks", "ms", "store")  # (its base's __dict__ kept for the rest)
+
+
+class _DispatcherFields:
+    """What an ``_Acked`` answer reaches of a ``PeerDispatcher``, recorded."""
+
+    def __init__(self, pusher, write_index: int) -> None:
+        self.pusher = pusher
+        self.peer = "n1"
+        self.pending = {7: 1.0, 8: 2.0}
+        self.write_index = write_index
+        self.wake = _Wake()
+        self.state = PushType.APPEND
+        self.changes: list = []
+
+    def _change(self, index: int, target: str) -> None:
+        self.changes.append((index, target))
+
+
+class _SlottedDispatcher(_DispatcherFields):
+    __slots__ = ("pusher", "peer", "pending", "write_index", "wake")  # (as above)
+
+
+def _acked_answers() -> list[bytes]:
+    """A follower's answers of every kind: successes with and without an
+    index, of this term and of another, one that moves no mark, a failure,
+    one only the general reader reads, one it refuses."""
+    return [push_answer_bytes("g", 200, 3, 0, 9, 7, 1),
+            push_answer_bytes("g", 200, 3, 0, 9, None, 1),
+            push_answer_bytes("g", 200, 4, 0, 9, 8, 1),
+            push_answer_bytes("g", 200, 3, 0, 9, 1, 1),
+            push_answer_bytes("g", Code.INCONSISTENT_STATE, 3, 0, 9, 7, 1),
+            b'{"code": 200, "term": 3, "index": 8}',
+            b'{"code":200,"term":3,"index":',
+            push_answer_bytes("g", 200, 3, 0, 9, 7, 1)]
+
+
+def _tell_acked(lane_type, pusher_type, dispatcher_type, role, count: int) -> tuple:
+    pusher = pusher_type(role, 3, 20)
+    d = dispatcher_type(pusher, 12)
+    responses, buf = {}, bytearray()
+    waits = []
+    for n, body in enumerate(_acked_answers()):
+        waits.append(pusher_mod._Acked(d, count))
+        responses[300 + n] = (waits[-1], 0)
+        buf += _answer(300 + n, body)
+    pos, _ = lane_type(responses, MAX, FrameWait).serve(None, memoryview(buf), 0, len(buf))
+    return (pos, responses, [w.told for w in waits], pusher.water_marks, pusher.checks,
+            d.pending, d.wake.sets, d.changes)
+
+
+@pytest.mark.parametrize("role", [Role.LEADER, Role.FOLLOWER])
+@pytest.mark.parametrize("count", [1, 3])
+def test_push_answers_tell_their_waits_as_the_twin_from_slots_or_attributes(role, count):
+    """An ``_Acked`` wait's answers (``dledger_frames.tell_acked`` in the
+    compiled lane, ``_Acked.tell`` in the twin): the same water marks,
+    quorum checks, pending pushes, wake-ups and state changes, whether the
+    dispatcher's and pusher's fields are read at their slots or through
+    their attributes."""
+    got = {}
+    for lane_type in LANES:
+        for pusher_type, dispatcher_type in ((_PusherFields, _DispatcherFields),
+                                             (_SlottedPusher, _SlottedDispatcher),
+                                             (_PusherFields, _SlottedDispatcher)):
+            got[(lane_type, pusher_type, dispatcher_type)] = _tell_acked(
+                lane_type, pusher_type, dispatcher_type, role, count)
+    first = next(iter(got.values()))
+    assert all(v == first for v in got.values())
+    pos, responses, told, marks, checks, pending, wakes, changes = first
+    assert responses == {} and told == [True] * 8
+    assert marks[3]["n1"] == 8 + count - 1 and marks[4]["n1"] == 8 + count - 1
+    assert bool(checks) == (role is Role.LEADER) and pending == {}
+    assert changes == [(-1, PushType.COMPARE)] and wakes == 1 + 6
+
+
+class _QuorumFields:
+    """What ``_check_quorum`` reaches of an ``EntryPusher``, recorded."""
+
+    def __init__(self, marks: dict, end: int, committed: int, term: int, groups) -> None:
+        self.water_marks = {term: marks}
+        self.ms = SimpleNamespace(curr_term=term, self_id="n0")
+        self.store = SimpleNamespace(ledger_end_index=end, committed_index=committed,
+                                     update_committed_index=self._commit)
+        self.waiters = deque(groups)
+        self._open = groups[-1] if groups else None
+        self.commit_listeners = [self._told]
+        self.log: list = []
+
+    def _marks(self, term: int) -> dict:
+        self.log.append(("marks", term))
+        return self.water_marks.setdefault(term, {"n0": -1, "n1": -1, "n2": -1})
+
+    def _commit(self, term: int, index: int) -> None:
+        self.log.append(("commit", term, index))
+        self.store.committed_index = min(index, self.store.ledger_end_index)
+
+    def _told(self, index: int) -> None:
+        self.log.append(("listener", index))
+
+
+class _SlottedQuorum(_QuorumFields):
+    __slots__ = ("ms", "store", "waiters", "_open", "commit_listeners")  # (as above)
+
+
+def _quorum_case(check, pusher_type, marks, end, committed, own) -> tuple:
+    settled: list = []
+    groups = []
+    for last, term in ((3, 1), (5, 2), (8, 2), (12, 2)):
+        g = pusher_mod.AckGroup(Entry(index=last, term=term), last - 1, 0.0,
+                                lambda code, last=last: settled.append((last, code)))
+        groups.append(g)
+    pusher = pusher_type(dict(marks), end, committed, 2, groups)
+    check(pusher, pusher.water_marks[2] if own else None)
+    return (pusher.water_marks, pusher.store.committed_index, [g.last for g in pusher.waiters],
+            pusher._open is None, settled, pusher.log)
+
+
+CHECKS = [pusher_mod._check_quorum, getattr(C, "check_quorum", None)]
+
+
+@pytest.mark.compiled_only
+@pytest.mark.parametrize("own", [True, False])
+@pytest.mark.parametrize("case", [({"n0": 4, "n1": 9, "n2": 2}, 10, 1),
+                                  ({"n0": 12, "n1": 12, "n2": 12}, 12, 3),
+                                  ({"n0": 1, "n1": -1, "n2": -1}, 1, 1),
+                                  ({"n0": 20, "n1": 2 ** 70, "n2": 6}, 20, -1),
+                                  ({"n0": 8, "n1": 7}, 8, 2)])
+def test_check_quorum_compiled_and_twin_commit_and_settle_alike(case, own):
+    """``EntryPusher._check_quorum`` compiled and its twin: the same marks,
+    commit, groups settled (an older term's with TERM_CHANGED) and left,
+    open group cleared and listeners told, the pusher's fields read at their
+    slots or through its attributes."""
+    marks, end, committed = case
+    got = {(check, t): _quorum_case(check, t, marks, end, committed, own)
+           for check in CHECKS for t in (_QuorumFields, _SlottedQuorum)}
+    first = next(iter(got.values()))
+    assert all(v == first for v in got.values())
+    assert first[4][:1] in ([], [(3, Code.TERM_CHANGED)])

@@ -64,16 +64,17 @@ def test_peer_list_checks():
 
 
 def _store(tmp_path, role: Role = Role.LEADER, data_size: int = 4096,
-           term: int = 1) -> DLedgerMmapFileStore:
+           term: int = 1, store_class: type = DLedgerMmapFileStore,
+           state_class: type = MemberState) -> DLedgerMmapFileStore:
     config = DLedgerConfig(group="g", self_id="n0", peers="n0-127.0.0.1:1;n1-127.0.0.1:2",
                            store_base_dir=str(tmp_path), mapped_file_size_for_entry_data=data_size,
                            mapped_file_size_for_entry_index=INDEX_UNIT_SIZE * 64)
     config.validate()
-    ms = MemberState(config)
+    ms = state_class(config)
     ms.curr_term = term
     ms.role = role
     ms.leader_id = "n0" if role is Role.LEADER else "n1"
-    store = DLedgerMmapFileStore(config, ms)
+    store = store_class(config, ms)
     store.startup()
     return store
 
@@ -337,7 +338,7 @@ def test_a_leaders_run_is_what_append_in_place_writes(tmp_path):
     done: list[Entry] = []
     calls = 0
     while len(done) < len(sends):
-        part = run.append_run(sends[len(done):len(done) + 20], born, host, now)
+        part = mmap_store.append_run(run, sends[len(done):len(done) + 20], born, host, now)
         if not part:
             part = [run.append_in_place(sends[len(done)][9],
                                         _RecordWriter(sends[len(done)], born, now, host))]
@@ -351,9 +352,74 @@ def test_a_leaders_run_is_what_append_in_place_writes(tmp_path):
     assert _files(run) == _files(one)
     run.member_state.role = Role.FOLLOWER
     with pytest.raises(DLedgerError):
-        run.append_run(sends[:2], born, host, now)
+        mmap_store.append_run(run, sends[:2], born, host, now)
     for store in (one, run):
         store.shutdown()
+
+
+class _StoreByAttributes(DLedgerMmapFileStore):
+    """A store whose fields the compiled append does not take at their
+    slots (a ``__setattr__`` of its own): read and set through its
+    attributes."""
+
+    def __setattr__(self, name, value):
+        object.__setattr__(self, name, value)
+
+
+class _StateByAttributes(MemberState):
+    """A member state read and set through its attributes (as above)."""
+
+    def __setattr__(self, name, value):
+        object.__setattr__(self, name, value)
+
+
+def _run_state(store: DLedgerMmapFileStore) -> tuple:
+    """What an append leaves: the files, the ledger's ends, the member
+    state's, the kept entries."""
+    ms = store.member_state
+    return (_files(store), store.ledger_begin_index, store.ledger_end_index,
+            store.ledger_end_term, ms.ledger_end_index, ms.ledger_end_term,
+            [(mf.wrote_position, mf.committed_position)
+             for q in (store.data, store.index) for mf in q.mapped_files],
+            sorted(store._recent), store._recent_first, store._recent_bytes)
+
+
+@pytest.mark.compiled_only
+@pytest.mark.parametrize("classes", [(DLedgerMmapFileStore, MemberState),
+                                     (_StoreByAttributes, _StateByAttributes),
+                                     (DLedgerMmapFileStore, _StateByAttributes)])
+def test_append_run_compiled_and_twin_leave_the_same(tmp_path, classes):
+    """``append_run``: the compiled one (fields at their slots, or through
+    the attributes for other classes) and its twin write the same files,
+    entries, ledger ends and kept entries, across data and index files'
+    ends, and refuse alike."""
+    born, host = _hosts()
+    sends = _sends(150)
+    now = 1_700_000_000_000
+    got = []
+    for name, run in (("c", _APPEND.append_run), ("t", mmap_store._append_run)):
+        store = _store(tmp_path / name, term=2, data_size=1 << 14, store_class=classes[0],
+                       state_class=classes[1])
+        done: list[Entry] = []
+        while len(done) < len(sends):
+            part = run(store, sends[len(done):len(done) + 20], born, host, now)
+            if not part:
+                part = [store.append_in_place(sends[len(done)][9],
+                                              _RecordWriter(sends[len(done)], born, now, host))]
+            done += part
+        assert len(store.data.mapped_files) > 3 and len(store.index.mapped_files) > 1
+        refused = []
+        for role, transferee in ((Role.FOLLOWER, None), (Role.LEADER, "n1")):
+            store.member_state.role = role
+            store.member_state.transferee = transferee
+            with pytest.raises(DLedgerError) as why:
+                run(store, sends[:2], born, host, now)
+            refused.append(why.value.code)
+        got.append(([(e.index, e.term, e.body, e.pos, e.size, e.wire) for e in done],
+                     _run_state(store), refused))
+        store.shutdown()
+    assert got[0] == got[1]
+    assert got[0][2] == [Code.NOT_LEADER, Code.LEADER_TRANSFERRING]
 
 
 @pytest.mark.compiled_only
