@@ -27,7 +27,7 @@ from rmq._fast.offset_table cimport commit_offset, query_offset
 from rmq._fast.pop_records import ack_body, ck_body
 from rmq._fast.pop_records cimport ack_body_arr, ck_body_arr
 from rmq._fast.slots cimport set_slot_or_attr, slot_offsets, slot_or_attr
-from rmq._fast.store_put cimport ClassOffsets, put_one
+from rmq._fast.store_put cimport ClassOffsets, config_of, put_one
 
 
 cdef extern from "Python.h":
@@ -59,13 +59,19 @@ def bind(ck_type: type, grace_ms: int, sync_flush: object, sync_master: object,
     checkpoint, an ack, a batch ack) and the two property keys of a record."""
     global _CK, _GRACE, _SYNC_FLUSH, _SYNC_MASTER, _TAGS, _PROPS_HEAD, _TAGS_KEY
     global _bound
+    tags = tuple(tags)
+    head = timer_deliver_key + "\x01"
+    tags_sep = "\x02" + tags_key + "\x01"
+    # (``record_props`` writes them as they are: one byte a character)
+    if not all(PyUnicode_IS_ASCII(<str>text) for text in (head, tags_sep, *(t for t, _ in tags))):
+        raise ValueError("a revive record's property keys and tags must be ASCII")
     _CK = ck_type
     _GRACE = grace_ms
     _SYNC_FLUSH = sync_flush
     _SYNC_MASTER = sync_master
-    _TAGS = tuple(tags)
-    _PROPS_HEAD = timer_deliver_key + "\x01"
-    _TAGS_KEY = "\x02" + tags_key + "\x01"
+    _TAGS = tags
+    _PROPS_HEAD = head
+    _TAGS_KEY = tags_sep
     _bound = True
 
 
@@ -524,7 +530,7 @@ cdef object put_record(object svc, object qid, bytes body, str tag, object code)
     nothing done (under SYNC_FLUSH too: the general way waits for the
     group commit).  Its callers checked ``bind``."""
     store = sfield(svc, S_STORE)
-    cfg = store.config
+    cfg = config_of(store)
     # (the offsets in locals: an attribute read may run code that walks other classes)
     cdef Py_ssize_t at[3]
     _CFG.copy(cfg, at)
@@ -543,11 +549,31 @@ cdef object put_record(object svc, object qid, bytes body, str tag, object code)
     cdef int64_t phy
     cdef Py_ssize_t size
     cdef long long qoff = put_one(store, topic, _TOPIC_B, qid, 0, body, None, None,
-                                  f"{_PROPS_HEAD}{now}{_TAGS_KEY}{tag}", code, 0, now, None, 0,
-                                  &phy, &size)
+                                  record_props(now, tag), code, 0, now, None, 0, &phy, &size)
     if qoff < 0:
         return None
     return qoff
+
+
+cdef str record_props(long long now, str tag):
+    """A record's properties, ``f"{_PROPS_HEAD}{now}{_TAGS_KEY}{tag}"``,
+    written straight into one string (the f-string formats ``now`` into a
+    string of its own first, then joins): ``bind`` checked that the keys and
+    the tags (``tag`` is one) are ASCII."""
+    cdef char digits[24]
+    cdef Py_ssize_t hl = PyUnicode_GET_LENGTH(_PROPS_HEAD)
+    cdef Py_ssize_t kl = PyUnicode_GET_LENGTH(_TAGS_KEY)
+    cdef Py_ssize_t tl = PyUnicode_GET_LENGTH(tag)
+    cdef Py_ssize_t dl = <char *>json_write_int(<uint8_t *>digits, now) - digits
+    if not PyUnicode_IS_ASCII(tag):
+        raise ValueError("a revive record's tag must be ASCII")
+    props = PyUnicode_New(hl + dl + kl + tl, 127)
+    cdef char *o = <char *>PyUnicode_DATA(props)
+    memcpy(o, PyUnicode_DATA(_PROPS_HEAD), hl)
+    memcpy(o + hl, digits, dl)
+    memcpy(o + hl + dl, PyUnicode_DATA(_TAGS_KEY), kl)
+    memcpy(o + hl + dl + kl, PyUnicode_DATA(tag), tl)
+    return props
 
 
 cdef inline bint long_of(object v, long long *out) except -1:

@@ -10,6 +10,8 @@ cdef long long put_one(object store, str topic, bytes topic_b, int queue_id, int
                        int sys_flag, long long born_ts, bytes born_host, int reconsume,
                        int64_t *phy_out, Py_ssize_t *size_out) except -2
 
+cdef object config_of(object store)
+
 
 cdef enum:
     OFFSETS_MAX = 6  # the most fields a ``ClassOffsets`` keeps

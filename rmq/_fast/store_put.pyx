@@ -376,6 +376,12 @@ cdef _Fixed fixed_of(object store):
     return f
 
 
+cdef object config_of(object store):
+    """``store.config`` as the store's ``_Fixed`` keeps it (without the
+    attribute read a record's writer would make before its put)."""
+    return fixed_of(store).cfg
+
+
 cdef inline bint writeable(_Fixed fx) except -1:
     """``RunningFlags.is_writeable`` of the store's flags."""
     if _NOT_WRITEABLE < 0:
