@@ -16,7 +16,7 @@ function bound to a controller.
 
 from types import MemberDescriptorType
 
-from rmq._fast.put_pending cimport add_pending
+from rmq._fast.put_pending cimport add_pending_known
 from rmq._fast.slots cimport set_slot_or_attr, slot_offsets, slot_or_attr
 
 # BrokerStats' ``_put_pending`` and ``put_total`` read and set at their slots
@@ -27,10 +27,12 @@ cdef Py_ssize_t _stats_at[2]  # _put_pending, put_total
 _STATS_FIELDS = ("_put_pending", "put_total")
 
 
-cdef int arrive(object stats, list forms, tuple key, object next_offset, object tags_code,
-                object store_ts, object nums, object size, object events) except -1:
+cdef int arrive(object stats, list forms, tuple key, Py_hash_t key_hash, object next_offset,
+                object tags_code, object store_ts, object nums, object size,
+                object events) except -1:
     """``on_message_arriving`` of a controller whose ``stats`` and
-    ``_runs_forms`` these are, for the queue ``key`` (topic, queue id)."""
+    ``_runs_forms`` these are, for the queue ``key`` (topic, queue id) of
+    hash ``key_hash`` (the single put keeps both for a queue it puts to)."""
     topic = key[0]
     queue_id = key[1]
     global _stats_class
@@ -39,7 +41,8 @@ cdef int arrive(object stats, list forms, tuple key, object next_offset, object 
         _stats_class = type(stats)
     # (the offset in a local: an attribute read may run code that walks other classes)
     cdef Py_ssize_t at_total = _stats_at[1]
-    if add_pending(slot_or_attr(stats, _stats_at[0], "_put_pending"), key, nums, size, events):
+    if add_pending_known(slot_or_attr(stats, _stats_at[0], "_put_pending"), key, key_hash, nums,
+                         size, events):
         set_slot_or_attr(stats, at_total, "put_total",
                          slot_or_attr(stats, at_total, "put_total") + nums)
     else:  # a new key, or the size histogram
@@ -59,5 +62,6 @@ cdef int arrive(object stats, list forms, tuple key, object next_offset, object 
 def on_message_arriving(controller, topic, queue_id, next_offset, tags_code, store_ts,
                         nums=1, size=0, events=1):
     """``BrokerController._on_message_arriving``, step for step."""
-    arrive(controller.stats, controller._runs_forms, (topic, queue_id), next_offset, tags_code,
+    key = (topic, queue_id)
+    arrive(controller.stats, controller._runs_forms, key, hash(key), next_offset, tags_code,
            store_ts, nums, size, events)

@@ -26,10 +26,12 @@ from cpython.dict cimport PyDict_GetItemWithError
 from cpython.pythread cimport PY_LOCK_ACQUIRED, PyThread_acquire_lock, PyThread_release_lock
 from cpython.pythread cimport PyThread_type_lock
 from cpython.object cimport PyObject
+from cpython.tuple cimport PyTuple_GET_ITEM
 from cpython.weakref cimport PyWeakref_GetObject, PyWeakref_NewRef
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from rmq._fast.arrival cimport arrive
 from rmq._fast.byteorder cimport put32, put64
+from rmq._fast.known_hash cimport dict_get_known, dict_set_known
 from rmq._fast.record cimport c_write_record, direct_tail
 from rmq._fast.slots cimport set_slot_or_attr, slot_offset, slot_offsets, slot_or_attr
 from rmq._fast.store_stats cimport PutCounters, counters_of
@@ -204,6 +206,7 @@ cdef inline object dict_get(object d, object key, object default):
 # classes; any other object, and an unset slot, through its attributes
 # (``slot_or_attr``).
 cdef enum:
+    KEYS_N = 32  # queue ids whose keys a store keeps (``queue_key``)
     # a MappedFile's fields, in ``_MF``'s order
     MF_FROM = 0
     MF_WROTE = 1
@@ -321,9 +324,33 @@ cdef class _Fixed:
     cdef Py_ssize_t file_size
     cdef bint host_v6
     cdef bint pooled  # a transient store pool's commit service (set when the store is made)
+    # the (topic, queue id) key last put to of each queue id below KEYS_N, and
+    # its hash (``queue_key``): a revive queue's records reuse theirs
+    cdef list keys
+    cdef Py_hash_t key_hash[KEYS_N]
 
 
 cdef _Fixed _fixed = None  # the last store's
+
+
+cdef tuple queue_key(_Fixed fx, str topic, object qid, int queue_id, Py_hash_t *hash_out):
+    """The key (topic, ``qid``) of the commit log's and the stats' queue
+    tables and its hash (in ``hash_out``): for a queue id below KEYS_N the
+    key this store last put to with it when of the same topic object (the
+    tuple made and hashed once, not at each of its table lookups), else a
+    new one, then kept."""
+    cdef tuple key
+    if 0 <= queue_id < KEYS_N:
+        key = <tuple>fx.keys[queue_id]
+        if key is not None and <object>PyTuple_GET_ITEM(key, 0) is topic:
+            hash_out[0] = fx.key_hash[queue_id]
+            return key
+    key = (topic, qid)
+    hash_out[0] = hash(key)
+    if 0 <= queue_id < KEYS_N:
+        fx.keys[queue_id] = key
+        fx.key_hash[queue_id] = hash_out[0]
+    return key
 
 
 cdef _Fixed fixed_of(object store):
@@ -333,6 +360,7 @@ cdef _Fixed fixed_of(object store):
     if f is not None and PyWeakref_GetObject(f.store_ref) == <PyObject *>store:
         return f
     f = _Fixed.__new__(_Fixed)
+    f.keys = [None] * KEYS_N
     f.cfg = cfg = store.config
     f.cl = cl = store.commit_log
     f.ccfg = ccfg = cl.config
@@ -452,6 +480,8 @@ cdef long long put_one(object store, str topic, bytes topic_b, int queue_id, int
     cdef long long file_from, phy, qoff, now, end
     cdef Py_ssize_t wrote, cpos, size
     cdef object qid, next_obj, cend_obj, end_obj, wrote_obj, now_obj  # each made once
+    cdef Py_hash_t khash
+    cdef PyObject *found
     try:
         file_from = slot_or_attr(mf, m[MF_FROM], "file_from_offset")
         wrote = slot_or_attr(mf, m[MF_WROTE], "wrote_position")
@@ -478,9 +508,13 @@ cdef long long put_one(object store, str topic, bytes topic_b, int queue_id, int
         if cmf is None:
             return -1
         _MF.copy(cmf, c)
-        key = (topic, qid)
+        key = queue_key(fx, topic, qid, queue_id, &khash)
         tqt = slot_or_attr(cl, fx.at_tqt, "topic_queue_table")
-        qoff = dict_get(tqt, key, 0)
+        if type(tqt) is dict:
+            found = dict_get_known(tqt, key, khash)
+            qoff = 0 if found == NULL else <object>found
+        else:
+            qoff = tqt.get(key, 0)
         cpos = slot_or_attr(cmf, c[MF_WROTE], "wrote_position")
         cview = slot_or_attr(cmf, c[MF_VIEW], "view")
         # RunQueue.slot_free(phy, 1)
@@ -508,7 +542,10 @@ cdef long long put_one(object store, str topic, bytes topic_b, int queue_id, int
         end = phy + size
         # AppendRun.publish_queue and publish (each new value made once)
         next_obj = qoff
-        tqt[key] = next_obj
+        if type(tqt) is dict:
+            dict_set_known(tqt, key, next_obj, khash)
+        else:
+            tqt[key] = next_obj
         cend_obj = cpos + 20
         set_slot_or_attr(cmf, c[MF_WROTE], "wrote_position", cend_obj)
         set_slot_or_attr(cmf, c[MF_COMMITTED], "committed_position", cend_obj)
@@ -535,7 +572,7 @@ cdef long long put_one(object store, str topic, bytes topic_b, int queue_id, int
             fx.counters.count_puts(topic, 1, size, 1)
         else:
             fx.on_put_one(topic, size)
-        notify(fx, key, next_obj, tags_code, now_obj, size)
+        notify(fx, key, khash, next_obj, tags_code, now_obj, size)
         if slot_or_attr(cfg, fx.at_flush, "flushDiskType") is _ASYNC_FLUSH and \
                 not slot_or_attr(cfg, fx.at_timed, "flushCommitLogTimed"):
             fx.flush_service.wake_for(end, now)
@@ -595,18 +632,18 @@ cdef int give_locks(_Fixed fx) except -1:
     return 0
 
 
-cdef int notify(_Fixed fx, tuple key, object next_offset, long long tags_code, object now,
-                Py_ssize_t size) except -1:
+cdef int notify(_Fixed fx, tuple key, Py_hash_t key_hash, object next_offset,
+                long long tags_code, object now, Py_ssize_t size) except -1:
     """The store's arrival listener told of the put to queue ``key`` (topic,
-    queue id) (``arrive`` straight for the controller's compiled one); its
-    failure logged, not raised."""
+    queue id; of hash ``key_hash``) (``arrive`` straight for the controller's
+    compiled one); its failure logged, not raised."""
     listener = fx.listener
     if listener is None:
         return 0
     try:
         if fx.arrival_forms is not None:
-            arrive(fx.arrival_stats, fx.arrival_forms, key, next_offset, tags_code, now, 1,
-                   size, 1)
+            arrive(fx.arrival_stats, fx.arrival_forms, key, key_hash, next_offset, tags_code,
+                   now, 1, size, 1)
         else:
             listener(key[0], key[1], next_offset, tags_code, now, 1, size)
     except Exception:
