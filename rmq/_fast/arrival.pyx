@@ -16,7 +16,10 @@ function bound to a controller.
 
 from types import MemberDescriptorType
 
-from rmq._fast.put_pending cimport add_pending_known
+from cpython.long cimport PyLong_AsLongAndOverflow
+
+from rmq._fast.known_hash cimport dict_get_known
+from rmq._fast.put_pending cimport add_to_row
 from rmq._fast.slots cimport set_slot_or_attr, slot_offsets, slot_or_attr
 
 # BrokerStats' ``_put_pending`` and ``put_total`` read and set at their slots
@@ -25,6 +28,38 @@ from rmq._fast.slots cimport set_slot_or_attr, slot_offsets, slot_or_attr
 cdef object _stats_class = None
 cdef Py_ssize_t _stats_at[2]  # _put_pending, put_total
 _STATS_FIELDS = ("_put_pending", "put_total")
+
+# The pending row last found of each queue id below ROWS_N, as (table, key,
+# row): a put whose stats table and (topic, queue id) key are the same
+# objects again (the single put keeps a queue's key: ``store_put.queue_key``)
+# adds to the row without the table lookup, whose key compare is most of a
+# put's count.  Sound because BrokerStats swaps ``_put_pending`` for a new
+# dict at a fold and never removes or replaces a row of the live one; the
+# table and the key are held, so no other object takes their identity.
+cdef enum:
+    ROWS_N = 32
+cdef list _rows = [None] * ROWS_N
+
+
+cdef object pending_row(dict pending, tuple key, Py_hash_t key_hash):
+    """The row of queue ``key`` (of hash ``key_hash``) in the table
+    ``pending``, or None (a queue not counted since the last fold)."""
+    cdef int ovf = 0
+    cdef long q = -1
+    cdef tuple last
+    qid = key[1]
+    if type(qid) is int:
+        q = PyLong_AsLongAndOverflow(qid, &ovf)
+    if 0 <= q < ROWS_N and not ovf:
+        last = <tuple>_rows[q]
+        if last is not None and last[0] is pending and last[1] is key:
+            return last[2]
+    found = dict_get_known(pending, key, key_hash)
+    if found == NULL:
+        return None
+    if 0 <= q < ROWS_N and not ovf:
+        _rows[q] = (pending, key, <object>found)
+    return <object>found
 
 
 cdef int arrive(object stats, list forms, tuple key, Py_hash_t key_hash, object next_offset,
@@ -41,8 +76,8 @@ cdef int arrive(object stats, list forms, tuple key, Py_hash_t key_hash, object 
         _stats_class = type(stats)
     # (the offset in a local: an attribute read may run code that walks other classes)
     cdef Py_ssize_t at_total = _stats_at[1]
-    if add_pending_known(slot_or_attr(stats, _stats_at[0], "_put_pending"), key, key_hash, nums,
-                         size, events):
+    if add_to_row(pending_row(slot_or_attr(stats, _stats_at[0], "_put_pending"), key, key_hash),
+                  nums, size, events):
         set_slot_or_attr(stats, at_total, "put_total",
                          slot_or_attr(stats, at_total, "put_total") + nums)
     else:  # a new key, or the size histogram
