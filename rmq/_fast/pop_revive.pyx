@@ -18,7 +18,7 @@ from cpython.dict cimport PyDict_SetItem
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t, uint8_t
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
 
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
@@ -585,10 +585,30 @@ cdef inline bint long_of(object v, long long *out) except -1:
     return not ovf
 
 
+# The last key ``merge_key`` wrote and what it wrote it of: a pop's checkpoint
+# and the ack that follows it name the same one, which the ack then takes
+# (its hash computed already, at the checkpoint's filing) instead of writing
+# and hashing a new string of some sixty characters.
+cdef str _mk_key = None
+cdef str _mk_topic = None
+cdef str _mk_group = None
+cdef object _mk_broker = None
+cdef long long _mk_q, _mk_so, _mk_pt
+
+
+cdef inline bint ascii_same(str a, str b) noexcept:
+    """Two ASCII strings of the same text."""
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(a)
+    return a is b or (n == PyUnicode_GET_LENGTH(b) and
+                      memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), n) == 0)
+
+
 cdef str merge_key(object topic, object group, object queue_id, object start_offset,
                    object pop_time, object broker_name):
     """``pop_records.merge_key``: ASCII names and numbers of a long written
-    straight into the key's text; anything else by the f-string."""
+    straight into the key's text (or the last key when of the same names and
+    numbers); anything else by the f-string."""
+    global _mk_key, _mk_topic, _mk_group, _mk_broker, _mk_q, _mk_so, _mk_pt
     cdef long long q, so, pt
     cdef char digits[60]
     cdef Py_ssize_t dl, tl, gl, bl, n
@@ -597,6 +617,12 @@ cdef str merge_key(object topic, object group, object queue_id, object start_off
             PyUnicode_IS_ASCII(group) and (broker_name is None or (
                 type(broker_name) is str and PyUnicode_IS_ASCII(broker_name))) and \
             long_of(queue_id, &q) and long_of(start_offset, &so) and long_of(pop_time, &pt):
+        if _mk_key is not None and q == _mk_q and so == _mk_so and pt == _mk_pt and \
+                ascii_same(topic, _mk_topic) and ascii_same(group, _mk_group) and (
+                    broker_name is _mk_broker or (broker_name is not None and
+                                                  _mk_broker is not None and
+                                                  ascii_same(broker_name, _mk_broker))):
+            return _mk_key
         o = <char *>json_write_int(<uint8_t *>digits, q)
         o = <char *>json_write_int(<uint8_t *>o, so)
         dl = <char *>json_write_int(<uint8_t *>o, pt) - digits
@@ -615,6 +641,8 @@ cdef str merge_key(object topic, object group, object queue_id, object start_off
             memcpy(o + n, b"None", 4)
         else:
             memcpy(o + n, PyUnicode_DATA(broker_name), bl)
+        _mk_key, _mk_topic, _mk_group, _mk_broker = key, topic, group, broker_name
+        _mk_q, _mk_so, _mk_pt = q, so, pt
         return key
     return f"{topic}{group}{queue_id}{start_offset}{pop_time}{broker_name}"
 
