@@ -18,7 +18,7 @@ from cpython.dict cimport PyDict_SetItem
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t, uint8_t
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memcmp, memcpy, memset
 
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
@@ -238,18 +238,25 @@ cdef class Pending:
                     bint via_timer) except -1:
         """The ``n`` offsets written to ``offs`` kept: none acked, their
         shape and end found; the entry's other fields."""
-        cdef Py_ssize_t i
+        cdef Py_ssize_t i = 1
         cdef int64_t o, top = 0
         cdef int shape = RUN
-        for i in range(n):
-            o = self.offs[i]
-            if shape == RUN and o != self.offs[0] + i:
+        if n:
+            memset(self.acked, 0, n)
+            top = self.offs[0]
+            # a run (a pop's offsets mostly are) in one tight pass: its top the last
+            while i < n and self.offs[i] == top + i:
+                i += 1
+            if i == n:
+                top += n - 1
+            else:
                 shape = SORTED
-            if shape == SORTED and i and o <= self.offs[i - 1]:
-                shape = ANY
-            if i == 0 or o > top:
-                top = o
-            self.acked[i] = 0
+                for i in range(n):
+                    o = self.offs[i]
+                    if shape == SORTED and i and o <= self.offs[i - 1]:
+                        shape = ANY
+                    if o > top:
+                        top = o
         self.n = self.left_n = n
         self.shape = shape
         self.end = top + 1 if n else 0
