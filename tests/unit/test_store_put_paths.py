@@ -185,3 +185,30 @@ def test_put_waits_for_a_put_lock_held_elsewhere_and_nests_in_the_reput_lock(tmp
         assert not lock.locked()
     finally:
         store.shutdown()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.compiled_only
+def test_puts_across_queues_and_folds_count_into_the_table_of_their_time(tmp_path):
+    """Puts that rotate over queue ids (each queue's key and pending row kept
+    by the compiled put and listener) with the stats folded between them:
+    each put counted into the pending table of its time, none into a table a
+    fold took away; the same tables, totals and records as the twin's."""
+    seen = []
+    for n, (put, arriving) in enumerate(((_put_single, twin_arriving),
+                                         (_C_PUT.put_single, _C_ARRIVAL.on_message_arriving))):
+        heard: list = []
+        ctl = _controller(BrokerStats(), heard)
+        store = _store(tmp_path / str(n), MethodType(arriving, ctl))
+        tables = []
+        try:
+            for _ in range(4):
+                got = _puts(store, put, 7)
+                tables.append((got, dict(ctl.stats._put_pending)))
+                ctl.stats._fold_puts(0)
+            seen.append((tables, _state(store, ctl, heard, [])))
+        finally:
+            store.shutdown()
+    assert seen[0] == seen[1]
+    tables = seen[0][0]
+    assert [sum(r[0] for r in t.values()) for _, t in tables] == [7 + 2, 7, 7, 7]
