@@ -32,7 +32,7 @@ from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from rmq._fast.arrival cimport arrive
 from rmq._fast.byteorder cimport put32, put64
 from rmq._fast.known_hash cimport dict_get_known, dict_set_known
-from rmq._fast.record cimport c_write_record, direct_tail
+from rmq._fast.record cimport c_write_record, direct_tail_of
 from rmq._fast.slots cimport set_slot_or_attr, slot_offset, slot_offsets, slot_or_attr
 from rmq._fast.store_stats cimport PutCounters, counters_of
 from libc.string cimport memcpy
@@ -303,6 +303,7 @@ cdef class _Fixed:
     not per put."""
     cdef object store_ref  # a weak reference: the store is not kept alive here
     cdef object cfg, cl, ccfg, flags, host_field, id_prefix, listener, flush_service
+    cdef object mfq  # the commit log's files (its MappedFileQueue, made with it)
     # bound methods (no lookup a put): the put and reput locks' acquire and
     # release (``take_locks`` and ``give_locks`` call them for locks of another
     # kind and when a lock is busy), the stats' on_put_one (``counters`` when
@@ -364,6 +365,7 @@ cdef _Fixed fixed_of(object store):
     f.cfg = cfg = store.config
     f.cl = cl = store.commit_log
     f.ccfg = ccfg = cl.config
+    f.mfq = cl.mfq
     f.flags = flags = store.running_flags
     f.at_index = slot_offset(type(cfg), "messageIndexEnable", MemberDescriptorType)
     f.at_flush = slot_offset(type(cfg), "flushDiskType", MemberDescriptorType)
@@ -467,7 +469,7 @@ cdef long long put_one(object store, str topic, bytes topic_b, int queue_id, int
             slot_or_attr(cl, fx.at_begin, "begin_time_in_lock") or fx.pooled or \
             not writeable(fx):
         return -1
-    mf = direct_tail(cl)
+    mf = direct_tail_of(fx.mfq)
     if mf is None:
         return -1
     # (the offsets copied: an attribute read may run code that walks other classes)
