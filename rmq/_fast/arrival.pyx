@@ -20,7 +20,7 @@ from cpython.long cimport PyLong_AsLongAndOverflow
 
 from rmq._fast.known_hash cimport dict_get_known
 from rmq._fast.put_pending cimport add_to_row
-from rmq._fast.slots cimport set_slot_or_attr, slot_offsets, slot_or_attr
+from rmq._fast.slots cimport set_slot_or_attr, slot_offset, slot_offsets, slot_or_attr
 
 # BrokerStats' ``_put_pending`` and ``put_total`` read and set at their slots
 # (~190 and ~340 instructions through the attribute protocol), for the last
@@ -62,6 +62,30 @@ cdef object pending_row(dict pending, tuple key, Py_hash_t key_hash):
     return <object>found
 
 
+# Where each listener form's ``waiting`` attribute lies (``slot_offset``;
+# -1: read through the attribute), for the class and name last met at that
+# place of the controller's forms: the broker's holders (PopPolling,
+# PullRequestHoldService, HAService) slot them, so that a put that nobody
+# waits for costs a slot read per such listener, not an attribute lookup.
+cdef enum:
+    FORMS_N = 16
+cdef list _form_keys = [None] * FORMS_N  # (class, name) or None
+cdef Py_ssize_t _form_at[FORMS_N]
+
+
+cdef object waiting(object holder, str name, Py_ssize_t i):
+    """``getattr(holder, name)`` of the form at place ``i``."""
+    cdef Py_ssize_t at = -1
+    cdef tuple last
+    if i < FORMS_N:
+        last = <tuple>_form_keys[i]
+        if last is None or last[0] is not type(holder) or last[1] is not name:
+            _form_at[i] = slot_offset(type(holder), name, MemberDescriptorType, True)
+            _form_keys[i] = (type(holder), name)
+        at = _form_at[i]
+    return slot_or_attr(holder, at, name)
+
+
 cdef int arrive(object stats, list forms, tuple key, Py_hash_t key_hash, object next_offset,
                 object tags_code, object store_ts, object nums, object size,
                 object events) except -1:
@@ -83,9 +107,11 @@ cdef int arrive(object stats, list forms, tuple key, Py_hash_t key_hash, object 
     else:  # a new key, or the size histogram
         stats.inc_put(topic, queue_id, nums, size, events)
     cdef tuple form
+    cdef Py_ssize_t i = -1
     for form in forms:
+        i += 1
         holder = form[2]
-        if holder is not None and not getattr(holder, form[3]):
+        if holder is not None and not waiting(holder, form[3], i):
             continue  # nobody waits: the listener would return at once
         topics = form[4]
         if topics is not None and topic not in topics:
