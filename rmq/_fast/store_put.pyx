@@ -39,7 +39,9 @@ from libc.string cimport memcpy
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
 from rmq._fast.arrival import on_message_arriving
-from rmq.common.topics import SCHEDULE_TOPIC
+from rmq.common.topics import SCHEDULE_TOPIC as _SCHEDULE_TOPIC
+
+cdef str SCHEDULE_TOPIC = _SCHEDULE_TOPIC  # (a str compare, not a module lookup and a call)
 
 
 cdef extern from "Python.h":
@@ -230,13 +232,13 @@ cdef class ClassOffsets:
         if len(names) > OFFSETS_MAX:
             raise ValueError("too many fields")
         self.names = names
+        self.n = len(names)
 
-    cdef int copy(self, object o, Py_ssize_t *out) except -1:
-        """The offsets of ``o``'s fields into ``out`` (as many as ``names``)."""
-        if type(o) is not self.cls:
-            slot_offsets(type(o), self.names, self.at, MemberDescriptorType)
-            self.cls = type(o)
-        memcpy(out, self.at, len(self.names) * sizeof(Py_ssize_t))
+    cdef int find(self, object o) except -1:
+        """The offsets of the fields of ``o``'s class (``copy`` for a class
+        not met last)."""
+        slot_offsets(type(o), self.names, self.at, MemberDescriptorType)
+        self.cls = type(o)
         return 0
 
 
