@@ -276,6 +276,14 @@ cdef class Pending:
                 self._cross(offs[i])
             return self.left_n == 0
         first = self.offs[0]
+        if n == self.n:  # the whole run acked (a batch ack of a pop's): flagged at once
+            i = 0
+            while i < n and offs[i] == first + i:
+                i += 1
+            if i == n:
+                memset(self.acked, 1, n)
+                self.left_n = 0
+                return True
         for i in range(n):
             o = offs[i]
             if o >= first and o - first < self.n:
