@@ -22,7 +22,7 @@ from types import MemberDescriptorType, MethodType
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
-from cpython.dict cimport PyDict_GetItemWithError
+from cpython.dict cimport PyDict_DelItem, PyDict_GetItemWithError
 from cpython.pythread cimport PY_LOCK_ACQUIRED, PyThread_acquire_lock, PyThread_release_lock
 from cpython.pythread cimport PyThread_type_lock
 from cpython.object cimport PyObject
@@ -193,7 +193,7 @@ cdef inline int64_t now_ms() noexcept nogil:
 cdef inline object dict_get(object d, object key, object default):
     """``d.get(key, default)``, without the method call for a plain dict
     (nor PyDict_GetItem's saving and restoring of the error state)."""
-    cdef PyObject *found
+    cdef PyObject *found = NULL
     if type(d) is not dict:
         return d.get(key, default)
     found = PyDict_GetItemWithError(d, key)  # (NULL with an error set: raised)
@@ -328,8 +328,12 @@ cdef class _Fixed:
     cdef bint host_v6
     cdef bint pooled  # a transient store pool's commit service (set when the store is made)
     # the (topic, queue id) key last put to of each queue id below KEYS_N, and
-    # its hash (``queue_key``): a revive queue's records reuse theirs
+    # its hash (``queue_key``): a revive queue's records reuse theirs; and the
+    # topic_queue_table that holds that very key object (``put_one`` puts it
+    # there in place of an equal key: the table's lookups of it then match by
+    # identity, without comparing the tuples)
     cdef list keys
+    cdef list key_tables
     cdef Py_hash_t key_hash[KEYS_N]
 
 
@@ -353,6 +357,7 @@ cdef tuple queue_key(_Fixed fx, str topic, object qid, int queue_id, Py_hash_t *
     if 0 <= queue_id < KEYS_N:
         fx.keys[queue_id] = key
         fx.key_hash[queue_id] = hash_out[0]
+        fx.key_tables[queue_id] = None
     return key
 
 
@@ -364,6 +369,7 @@ cdef _Fixed fixed_of(object store):
         return f
     f = _Fixed.__new__(_Fixed)
     f.keys = [None] * KEYS_N
+    f.key_tables = [None] * KEYS_N
     f.cfg = cfg = store.config
     f.cl = cl = store.commit_log
     f.ccfg = ccfg = cl.config
@@ -485,7 +491,7 @@ cdef long long put_one(object store, str topic, bytes topic_b, int queue_id, int
     cdef Py_ssize_t wrote, cpos, size
     cdef object qid, next_obj, cend_obj, end_obj, wrote_obj, now_obj  # each made once
     cdef Py_hash_t khash
-    cdef PyObject *found
+    cdef PyObject *found = NULL
     try:
         file_from = slot_or_attr(mf, m[MF_FROM], "file_from_offset")
         wrote = slot_or_attr(mf, m[MF_WROTE], "wrote_position")
@@ -547,6 +553,10 @@ cdef long long put_one(object store, str topic, bytes topic_b, int queue_id, int
         # AppendRun.publish_queue and publish (each new value made once)
         next_obj = qoff
         if type(tqt) is dict:
+            if 0 <= queue_id < KEYS_N and fx.key_tables[queue_id] is not tqt:
+                if found != NULL:  # an equal key of its own: this one in its place
+                    PyDict_DelItem(tqt, key)
+                fx.key_tables[queue_id] = tqt
             dict_set_known(tqt, key, next_obj, khash)
         else:
             tqt[key] = next_obj
