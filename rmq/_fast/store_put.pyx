@@ -41,7 +41,7 @@ from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 from rmq._fast.arrival import on_message_arriving
 from rmq.common.topics import SCHEDULE_TOPIC as _SCHEDULE_TOPIC
 
-cdef str SCHEDULE_TOPIC = _SCHEDULE_TOPIC  # (a str compare, not a module lookup and a call)
+cdef str SCHEDULE_TOPIC = _SCHEDULE_TOPIC  # (not a module lookup a put)
 
 
 cdef extern from "Python.h":
@@ -504,7 +504,8 @@ cdef long long put_one(object store, str topic, bytes topic_b, int queue_id, int
                                < _ZERO_AHEAD):
             cl.zero_ahead(mf)
         # AppendRun.queue
-        if topic == SCHEDULE_TOPIC:
+        if PyUnicode_GET_LENGTH(topic) == PyUnicode_GET_LENGTH(SCHEDULE_TOPIC) and \
+                topic == SCHEDULE_TOPIC:  # (a length first: this compare calls PyUnicode_Compare)
             return -1
         qs = dict_get(slot_or_attr(store, fx.at_cqt, "consume_queue_table"), topic, None)
         qid = queue_id

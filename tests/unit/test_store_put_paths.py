@@ -20,6 +20,7 @@ from rmq.broker.controller import BrokerController
 from rmq.broker.controller import _on_message_arriving as twin_arriving
 from rmq.broker.stats import BrokerStats
 from rmq.common.message_id import socket_address_bytes
+from rmq.common.topics import SCHEDULE_TOPIC
 from rmq.store import DefaultMessageStore, MessageExtBrokerInner, MessageStoreConfig
 from rmq.store.single_put import _put_single, put_single
 from rmq.testing.store import commit_log_records
@@ -252,3 +253,18 @@ def test_puts_of_two_topics_to_the_same_queue_ids_end_as_the_twins(tmp_path):
     seen = _twin_and_compiled(tmp_path, run)
     assert seen[0] == seen[1]
     assert None not in seen[0][0] and seen[0][2][("U", 1)] == 7
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.compiled_only
+def test_a_put_to_the_schedule_topic_is_left_to_the_general_way(tmp_path):
+    """The delay levels' topic (its queues made by the schedule service) is
+    never put by the single put, twin or compiled: nothing done."""
+    def run(store, ctl, put, heard) -> tuple:
+        before = _state(store, ctl, heard, [])
+        for qid in (0, 1):
+            assert put(store, SCHEDULE_TOPIC, SCHEDULE_TOPIC.encode(), qid, 0, b"b", None,
+                       None, "TAGS\x01ck", 7, 0, 1_700_000_000_000, BORN, 0) is None
+        return before == _state(store, ctl, heard, [])
+
+    assert _twin_and_compiled(tmp_path, run) == [True, True]
