@@ -18,7 +18,7 @@ from cpython.dict cimport PyDict_SetItem
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdint cimport INT64_MAX, INT64_MIN, int64_t, uint8_t
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy, memset
 
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
@@ -27,7 +27,7 @@ from rmq._fast.offset_table cimport commit_offset, query_offset
 from rmq._fast.pop_records import ack_body, ck_body
 from rmq._fast.pop_records cimport ack_body_arr, ck_body_arr
 from rmq._fast.slots cimport set_slot_or_attr, slot_offsets, slot_or_attr
-from rmq._fast.store_put cimport ClassOffsets, put_one
+from rmq._fast.store_put cimport ClassOffsets, config_of, put_one
 
 
 cdef extern from "Python.h":
@@ -59,13 +59,19 @@ def bind(ck_type: type, grace_ms: int, sync_flush: object, sync_master: object,
     checkpoint, an ack, a batch ack) and the two property keys of a record."""
     global _CK, _GRACE, _SYNC_FLUSH, _SYNC_MASTER, _TAGS, _PROPS_HEAD, _TAGS_KEY
     global _bound
+    tags = tuple(tags)
+    head = timer_deliver_key + "\x01"
+    tags_sep = "\x02" + tags_key + "\x01"
+    # (``record_props`` writes them as they are: one byte a character)
+    if not all(PyUnicode_IS_ASCII(<str>text) for text in (head, tags_sep, *(t for t, _ in tags))):
+        raise ValueError("a revive record's property keys and tags must be ASCII")
     _CK = ck_type
     _GRACE = grace_ms
     _SYNC_FLUSH = sync_flush
     _SYNC_MASTER = sync_master
-    _TAGS = tuple(tags)
-    _PROPS_HEAD = timer_deliver_key + "\x01"
-    _TAGS_KEY = "\x02" + tags_key + "\x01"
+    _TAGS = tags
+    _PROPS_HEAD = head
+    _TAGS_KEY = tags_sep
     _bound = True
 
 
@@ -232,18 +238,25 @@ cdef class Pending:
                     bint via_timer) except -1:
         """The ``n`` offsets written to ``offs`` kept: none acked, their
         shape and end found; the entry's other fields."""
-        cdef Py_ssize_t i
+        cdef Py_ssize_t i = 1
         cdef int64_t o, top = 0
         cdef int shape = RUN
-        for i in range(n):
-            o = self.offs[i]
-            if shape == RUN and o != self.offs[0] + i:
+        if n:
+            memset(self.acked, 0, n)
+            top = self.offs[0]
+            # a run (a pop's offsets mostly are) in one tight pass: its top the last
+            while i < n and self.offs[i] == top + i:
+                i += 1
+            if i == n:
+                top += n - 1
+            else:
                 shape = SORTED
-            if shape == SORTED and i and o <= self.offs[i - 1]:
-                shape = ANY
-            if i == 0 or o > top:
-                top = o
-            self.acked[i] = 0
+                for i in range(n):
+                    o = self.offs[i]
+                    if shape == SORTED and i and o <= self.offs[i - 1]:
+                        shape = ANY
+                    if o > top:
+                        top = o
         self.n = self.left_n = n
         self.shape = shape
         self.end = top + 1 if n else 0
@@ -263,6 +276,14 @@ cdef class Pending:
                 self._cross(offs[i])
             return self.left_n == 0
         first = self.offs[0]
+        if n == self.n:  # the whole run acked (a batch ack of a pop's): flagged at once
+            i = 0
+            while i < n and offs[i] == first + i:
+                i += 1
+            if i == n:
+                memset(self.acked, 1, n)
+                self.left_n = 0
+                return True
         for i in range(n):
             o = offs[i]
             if o >= first and o - first < self.n:
@@ -524,7 +545,7 @@ cdef object put_record(object svc, object qid, bytes body, str tag, object code)
     nothing done (under SYNC_FLUSH too: the general way waits for the
     group commit).  Its callers checked ``bind``."""
     store = sfield(svc, S_STORE)
-    cfg = store.config
+    cfg = config_of(store)
     # (the offsets in locals: an attribute read may run code that walks other classes)
     cdef Py_ssize_t at[3]
     _CFG.copy(cfg, at)
@@ -543,11 +564,31 @@ cdef object put_record(object svc, object qid, bytes body, str tag, object code)
     cdef int64_t phy
     cdef Py_ssize_t size
     cdef long long qoff = put_one(store, topic, _TOPIC_B, qid, 0, body, None, None,
-                                  f"{_PROPS_HEAD}{now}{_TAGS_KEY}{tag}", code, 0, now, None, 0,
-                                  &phy, &size)
+                                  record_props(now, tag), code, 0, now, None, 0, &phy, &size)
     if qoff < 0:
         return None
     return qoff
+
+
+cdef str record_props(long long now, str tag):
+    """A record's properties, ``f"{_PROPS_HEAD}{now}{_TAGS_KEY}{tag}"``,
+    written straight into one string (the f-string formats ``now`` into a
+    string of its own first, then joins): ``bind`` checked that the keys and
+    the tags (``tag`` is one) are ASCII."""
+    cdef char digits[24]
+    cdef Py_ssize_t hl = PyUnicode_GET_LENGTH(_PROPS_HEAD)
+    cdef Py_ssize_t kl = PyUnicode_GET_LENGTH(_TAGS_KEY)
+    cdef Py_ssize_t tl = PyUnicode_GET_LENGTH(tag)
+    cdef Py_ssize_t dl = <char *>json_write_int(<uint8_t *>digits, now) - digits
+    if not PyUnicode_IS_ASCII(tag):
+        raise ValueError("a revive record's tag must be ASCII")
+    props = PyUnicode_New(hl + dl + kl + tl, 127)
+    cdef char *o = <char *>PyUnicode_DATA(props)
+    memcpy(o, PyUnicode_DATA(_PROPS_HEAD), hl)
+    memcpy(o + hl, digits, dl)
+    memcpy(o + hl + dl, PyUnicode_DATA(_TAGS_KEY), kl)
+    memcpy(o + hl + dl + kl, PyUnicode_DATA(tag), tl)
+    return props
 
 
 cdef inline bint long_of(object v, long long *out) except -1:
@@ -559,10 +600,30 @@ cdef inline bint long_of(object v, long long *out) except -1:
     return not ovf
 
 
+# The last key ``merge_key`` wrote and what it wrote it of: a pop's checkpoint
+# and the ack that follows it name the same one, which the ack then takes
+# (its hash computed already, at the checkpoint's filing) instead of writing
+# and hashing a new string of some sixty characters.
+cdef str _mk_key = None
+cdef str _mk_topic = None
+cdef str _mk_group = None
+cdef object _mk_broker = None
+cdef long long _mk_q, _mk_so, _mk_pt
+
+
+cdef inline bint ascii_same(str a, str b) noexcept:
+    """Two ASCII strings of the same text."""
+    cdef Py_ssize_t n = PyUnicode_GET_LENGTH(a)
+    return a is b or (n == PyUnicode_GET_LENGTH(b) and
+                      memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), n) == 0)
+
+
 cdef str merge_key(object topic, object group, object queue_id, object start_offset,
                    object pop_time, object broker_name):
     """``pop_records.merge_key``: ASCII names and numbers of a long written
-    straight into the key's text; anything else by the f-string."""
+    straight into the key's text (or the last key when of the same names and
+    numbers); anything else by the f-string."""
+    global _mk_key, _mk_topic, _mk_group, _mk_broker, _mk_q, _mk_so, _mk_pt
     cdef long long q, so, pt
     cdef char digits[60]
     cdef Py_ssize_t dl, tl, gl, bl, n
@@ -571,6 +632,12 @@ cdef str merge_key(object topic, object group, object queue_id, object start_off
             PyUnicode_IS_ASCII(group) and (broker_name is None or (
                 type(broker_name) is str and PyUnicode_IS_ASCII(broker_name))) and \
             long_of(queue_id, &q) and long_of(start_offset, &so) and long_of(pop_time, &pt):
+        if _mk_key is not None and q == _mk_q and so == _mk_so and pt == _mk_pt and \
+                ascii_same(topic, _mk_topic) and ascii_same(group, _mk_group) and (
+                    broker_name is _mk_broker or (broker_name is not None and
+                                                  _mk_broker is not None and
+                                                  ascii_same(broker_name, _mk_broker))):
+            return _mk_key
         o = <char *>json_write_int(<uint8_t *>digits, q)
         o = <char *>json_write_int(<uint8_t *>o, so)
         dl = <char *>json_write_int(<uint8_t *>o, pt) - digits
@@ -589,6 +656,8 @@ cdef str merge_key(object topic, object group, object queue_id, object start_off
             memcpy(o + n, b"None", 4)
         else:
             memcpy(o + n, PyUnicode_DATA(broker_name), bl)
+        _mk_key, _mk_topic, _mk_group, _mk_broker = key, topic, group, broker_name
+        _mk_q, _mk_so, _mk_pt = q, so, pt
         return key
     return f"{topic}{group}{queue_id}{start_offset}{pop_time}{broker_name}"
 

@@ -14,11 +14,16 @@ cdef inline bint add_pending(dict pending_of, object key, object nums, object si
     bytes]): True once added; False with nothing done for a new key or a row
     that keeps the size histogram, which the caller's ``inc_put`` counts."""
     cdef PyObject *found = PyDict_GetItem(pending_of, key)
-    cdef list row
-    if found == NULL or len(<list>found) > 3:
+    return add_to_row(None if found == NULL else <object>found, nums, size, events)
+
+
+cdef inline bint add_to_row(object row, object nums, object size, object events) except -1:
+    """``add_pending``'s sums into the queue's ``row`` (None: a new key, False)."""
+    cdef list r
+    if row is None or len(<list>row) > 3:
         return False
-    row = <list>found
-    row[0] += nums
-    row[1] += events
-    row[2] += size
+    r = <list>row
+    r[0] += nums
+    r[1] += events
+    r[2] += size
     return True

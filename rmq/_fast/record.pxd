@@ -231,7 +231,13 @@ cdef inline object direct_tail(object commit_log):
     """The commit log's last mapped file when a compiled put may write records
     straight into it: there is one, and it keeps no separate write buffer (the
     transient store pool's commit step would otherwise have to copy them)."""
-    files = commit_log.mfq.mapped_files
+    return direct_tail_of(commit_log.mfq)
+
+
+cdef inline object direct_tail_of(object mfq):
+    """``direct_tail`` of the commit log whose files are ``mfq`` (for a
+    caller that keeps it)."""
+    files = mfq.mapped_files
     if not files:
         return None
     mf = files[len(files) - 1]

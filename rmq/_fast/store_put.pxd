@@ -3,12 +3,15 @@
 # the per-class slot offsets it keeps, which the revive writer keeps too.
 
 from libc.stdint cimport int64_t
+from libc.string cimport memcpy
 
 
 cdef long long put_one(object store, str topic, bytes topic_b, int queue_id, int flag,
                        object body, object keys, object uniq, str stored, long long tags_code,
                        int sys_flag, long long born_ts, bytes born_host, int reconsume,
                        int64_t *phy_out, Py_ssize_t *size_out) except -2
+
+cdef object config_of(object store)
 
 
 cdef enum:
@@ -18,6 +21,16 @@ cdef enum:
 cdef class ClassOffsets:
     cdef object cls
     cdef tuple names
+    cdef Py_ssize_t n  # len(names)
     cdef Py_ssize_t at[OFFSETS_MAX]
 
-    cdef int copy(self, object o, Py_ssize_t *out) except -1
+    cdef int find(self, object o) except -1
+
+    cdef inline int copy(self, object o, Py_ssize_t *out) except -1:
+        """The offsets of ``o``'s fields into ``out`` (as many as ``names``):
+        those kept when ``o`` is of the class last met (inline: a put takes
+        five), else ``find``'s."""
+        if type(o) is not self.cls:
+            self.find(o)
+        memcpy(out, self.at, self.n * sizeof(Py_ssize_t))
+        return 0

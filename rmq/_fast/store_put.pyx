@@ -22,22 +22,26 @@ from types import MemberDescriptorType, MethodType
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
-from cpython.dict cimport PyDict_GetItemWithError
+from cpython.dict cimport PyDict_DelItem, PyDict_GetItemWithError
 from cpython.pythread cimport PY_LOCK_ACQUIRED, PyThread_acquire_lock, PyThread_release_lock
 from cpython.pythread cimport PyThread_type_lock
 from cpython.object cimport PyObject
+from cpython.tuple cimport PyTuple_GET_ITEM
 from cpython.weakref cimport PyWeakref_GetObject, PyWeakref_NewRef
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from rmq._fast.arrival cimport arrive
 from rmq._fast.byteorder cimport put32, put64
-from rmq._fast.record cimport c_write_record, direct_tail
+from rmq._fast.known_hash cimport dict_get_known, dict_set_known
+from rmq._fast.record cimport c_write_record, direct_tail_of
 from rmq._fast.slots cimport set_slot_or_attr, slot_offset, slot_offsets, slot_or_attr
 from rmq._fast.store_stats cimport PutCounters, counters_of
 from libc.string cimport memcpy
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
 from rmq._fast.arrival import on_message_arriving
-from rmq.common.topics import SCHEDULE_TOPIC
+from rmq.common.topics import SCHEDULE_TOPIC as _SCHEDULE_TOPIC
+
+cdef str SCHEDULE_TOPIC = _SCHEDULE_TOPIC  # (not a module lookup a put)
 
 
 cdef extern from "Python.h":
@@ -189,7 +193,7 @@ cdef inline int64_t now_ms() noexcept nogil:
 cdef inline object dict_get(object d, object key, object default):
     """``d.get(key, default)``, without the method call for a plain dict
     (nor PyDict_GetItem's saving and restoring of the error state)."""
-    cdef PyObject *found
+    cdef PyObject *found = NULL
     if type(d) is not dict:
         return d.get(key, default)
     found = PyDict_GetItemWithError(d, key)  # (NULL with an error set: raised)
@@ -204,6 +208,7 @@ cdef inline object dict_get(object d, object key, object default):
 # classes; any other object, and an unset slot, through its attributes
 # (``slot_or_attr``).
 cdef enum:
+    KEYS_N = 32  # queue ids whose keys a store keeps (``queue_key``)
     # a MappedFile's fields, in ``_MF``'s order
     MF_FROM = 0
     MF_WROTE = 1
@@ -227,13 +232,13 @@ cdef class ClassOffsets:
         if len(names) > OFFSETS_MAX:
             raise ValueError("too many fields")
         self.names = names
+        self.n = len(names)
 
-    cdef int copy(self, object o, Py_ssize_t *out) except -1:
-        """The offsets of ``o``'s fields into ``out`` (as many as ``names``)."""
-        if type(o) is not self.cls:
-            slot_offsets(type(o), self.names, self.at, MemberDescriptorType)
-            self.cls = type(o)
-        memcpy(out, self.at, len(self.names) * sizeof(Py_ssize_t))
+    cdef int find(self, object o) except -1:
+        """The offsets of the fields of ``o``'s class (``copy`` for a class
+        not met last)."""
+        slot_offsets(type(o), self.names, self.at, MemberDescriptorType)
+        self.cls = type(o)
         return 0
 
 
@@ -300,6 +305,7 @@ cdef class _Fixed:
     not per put."""
     cdef object store_ref  # a weak reference: the store is not kept alive here
     cdef object cfg, cl, ccfg, flags, host_field, id_prefix, listener, flush_service
+    cdef object mfq  # the commit log's files (its MappedFileQueue, made with it)
     # bound methods (no lookup a put): the put and reput locks' acquire and
     # release (``take_locks`` and ``give_locks`` call them for locks of another
     # kind and when a lock is busy), the stats' on_put_one (``counters`` when
@@ -321,9 +327,38 @@ cdef class _Fixed:
     cdef Py_ssize_t file_size
     cdef bint host_v6
     cdef bint pooled  # a transient store pool's commit service (set when the store is made)
+    # the (topic, queue id) key last put to of each queue id below KEYS_N, and
+    # its hash (``queue_key``): a revive queue's records reuse theirs; and the
+    # topic_queue_table that holds that very key object (``put_one`` puts it
+    # there in place of an equal key: the table's lookups of it then match by
+    # identity, without comparing the tuples)
+    cdef list keys
+    cdef list key_tables
+    cdef Py_hash_t key_hash[KEYS_N]
 
 
 cdef _Fixed _fixed = None  # the last store's
+
+
+cdef tuple queue_key(_Fixed fx, str topic, object qid, int queue_id, Py_hash_t *hash_out):
+    """The key (topic, ``qid``) of the commit log's and the stats' queue
+    tables and its hash (in ``hash_out``): for a queue id below KEYS_N the
+    key this store last put to with it when of the same topic object (the
+    tuple made and hashed once, not at each of its table lookups), else a
+    new one, then kept."""
+    cdef tuple key
+    if 0 <= queue_id < KEYS_N:
+        key = <tuple>fx.keys[queue_id]
+        if key is not None and <object>PyTuple_GET_ITEM(key, 0) is topic:
+            hash_out[0] = fx.key_hash[queue_id]
+            return key
+    key = (topic, qid)
+    hash_out[0] = hash(key)
+    if 0 <= queue_id < KEYS_N:
+        fx.keys[queue_id] = key
+        fx.key_hash[queue_id] = hash_out[0]
+        fx.key_tables[queue_id] = None
+    return key
 
 
 cdef _Fixed fixed_of(object store):
@@ -333,9 +368,12 @@ cdef _Fixed fixed_of(object store):
     if f is not None and PyWeakref_GetObject(f.store_ref) == <PyObject *>store:
         return f
     f = _Fixed.__new__(_Fixed)
+    f.keys = [None] * KEYS_N
+    f.key_tables = [None] * KEYS_N
     f.cfg = cfg = store.config
     f.cl = cl = store.commit_log
     f.ccfg = ccfg = cl.config
+    f.mfq = cl.mfq
     f.flags = flags = store.running_flags
     f.at_index = slot_offset(type(cfg), "messageIndexEnable", MemberDescriptorType)
     f.at_flush = slot_offset(type(cfg), "flushDiskType", MemberDescriptorType)
@@ -374,6 +412,12 @@ cdef _Fixed fixed_of(object store):
     f.store_ref = PyWeakref_NewRef(store, None)
     _fixed = f
     return f
+
+
+cdef object config_of(object store):
+    """``store.config`` as the store's ``_Fixed`` keeps it (without the
+    attribute read a record's writer would make before its put)."""
+    return fixed_of(store).cfg
 
 
 cdef inline bint writeable(_Fixed fx) except -1:
@@ -433,7 +477,7 @@ cdef long long put_one(object store, str topic, bytes topic_b, int queue_id, int
             slot_or_attr(cl, fx.at_begin, "begin_time_in_lock") or fx.pooled or \
             not writeable(fx):
         return -1
-    mf = direct_tail(cl)
+    mf = direct_tail_of(fx.mfq)
     if mf is None:
         return -1
     # (the offsets copied: an attribute read may run code that walks other classes)
@@ -446,6 +490,8 @@ cdef long long put_one(object store, str topic, bytes topic_b, int queue_id, int
     cdef long long file_from, phy, qoff, now, end
     cdef Py_ssize_t wrote, cpos, size
     cdef object qid, next_obj, cend_obj, end_obj, wrote_obj, now_obj  # each made once
+    cdef Py_hash_t khash
+    cdef PyObject *found = NULL
     try:
         file_from = slot_or_attr(mf, m[MF_FROM], "file_from_offset")
         wrote = slot_or_attr(mf, m[MF_WROTE], "wrote_position")
@@ -458,7 +504,8 @@ cdef long long put_one(object store, str topic, bytes topic_b, int queue_id, int
                                < _ZERO_AHEAD):
             cl.zero_ahead(mf)
         # AppendRun.queue
-        if topic == SCHEDULE_TOPIC:
+        if PyUnicode_GET_LENGTH(topic) == PyUnicode_GET_LENGTH(SCHEDULE_TOPIC) and \
+                topic == SCHEDULE_TOPIC:  # (a length first: this compare calls PyUnicode_Compare)
             return -1
         qs = dict_get(slot_or_attr(store, fx.at_cqt, "consume_queue_table"), topic, None)
         qid = queue_id
@@ -472,9 +519,13 @@ cdef long long put_one(object store, str topic, bytes topic_b, int queue_id, int
         if cmf is None:
             return -1
         _MF.copy(cmf, c)
-        key = (topic, qid)
+        key = queue_key(fx, topic, qid, queue_id, &khash)
         tqt = slot_or_attr(cl, fx.at_tqt, "topic_queue_table")
-        qoff = dict_get(tqt, key, 0)
+        if type(tqt) is dict:
+            found = dict_get_known(tqt, key, khash)
+            qoff = 0 if found == NULL else <object>found
+        else:
+            qoff = tqt.get(key, 0)
         cpos = slot_or_attr(cmf, c[MF_WROTE], "wrote_position")
         cview = slot_or_attr(cmf, c[MF_VIEW], "view")
         # RunQueue.slot_free(phy, 1)
@@ -502,7 +553,14 @@ cdef long long put_one(object store, str topic, bytes topic_b, int queue_id, int
         end = phy + size
         # AppendRun.publish_queue and publish (each new value made once)
         next_obj = qoff
-        tqt[key] = next_obj
+        if type(tqt) is dict:
+            if 0 <= queue_id < KEYS_N and fx.key_tables[queue_id] is not tqt:
+                if found != NULL:  # an equal key of its own: this one in its place
+                    PyDict_DelItem(tqt, key)
+                fx.key_tables[queue_id] = tqt
+            dict_set_known(tqt, key, next_obj, khash)
+        else:
+            tqt[key] = next_obj
         cend_obj = cpos + 20
         set_slot_or_attr(cmf, c[MF_WROTE], "wrote_position", cend_obj)
         set_slot_or_attr(cmf, c[MF_COMMITTED], "committed_position", cend_obj)
@@ -529,7 +587,7 @@ cdef long long put_one(object store, str topic, bytes topic_b, int queue_id, int
             fx.counters.count_puts(topic, 1, size, 1)
         else:
             fx.on_put_one(topic, size)
-        notify(fx, key, next_obj, tags_code, now_obj, size)
+        notify(fx, key, khash, next_obj, tags_code, now_obj, size)
         if slot_or_attr(cfg, fx.at_flush, "flushDiskType") is _ASYNC_FLUSH and \
                 not slot_or_attr(cfg, fx.at_timed, "flushCommitLogTimed"):
             fx.flush_service.wake_for(end, now)
@@ -589,18 +647,18 @@ cdef int give_locks(_Fixed fx) except -1:
     return 0
 
 
-cdef int notify(_Fixed fx, tuple key, object next_offset, long long tags_code, object now,
-                Py_ssize_t size) except -1:
+cdef int notify(_Fixed fx, tuple key, Py_hash_t key_hash, object next_offset,
+                long long tags_code, object now, Py_ssize_t size) except -1:
     """The store's arrival listener told of the put to queue ``key`` (topic,
-    queue id) (``arrive`` straight for the controller's compiled one); its
-    failure logged, not raised."""
+    queue id; of hash ``key_hash``) (``arrive`` straight for the controller's
+    compiled one); its failure logged, not raised."""
     listener = fx.listener
     if listener is None:
         return 0
     try:
         if fx.arrival_forms is not None:
-            arrive(fx.arrival_stats, fx.arrival_forms, key, next_offset, tags_code, now, 1,
-                   size, 1)
+            arrive(fx.arrival_stats, fx.arrival_forms, key, key_hash, next_offset, tags_code,
+                   now, 1, size, 1)
         else:
             listener(key[0], key[1], next_offset, tags_code, now, 1, size)
     except Exception:

@@ -13,7 +13,9 @@ tables as the same dicts, ``put_latency`` as a list (a copy: only the
 counting methods change it).
 """
 
-from cpython.dict cimport PyDict_GetItem, PyDict_SetItem
+from cpython.dict cimport PyDict_GetItemWithError, PyDict_SetItem
+from cpython.long cimport PyLong_AsLongLongAndOverflow
+from libc.limits cimport LLONG_MAX, LLONG_MIN
 from cpython.object cimport PyObject
 
 # each latency bucket's upper limit in ms; rmq/store/stats.py checks at
@@ -32,11 +34,20 @@ cdef inline int _bucket(long long ms):
 
 
 cdef inline int _add(dict table, object key, long long n) except -1:
-    cdef PyObject *found = PyDict_GetItem(table, key)
+    """``table[key] = table.get(key, 0) + n``: an int's sum taken in C when
+    it stays within a long long (no int object made of ``n`` to add)."""
+    cdef PyObject *found = PyDict_GetItemWithError(table, key)
+    cdef long long v
+    cdef int ovf = 0
     if found == NULL:
         PyDict_SetItem(table, key, n)
-    else:
-        PyDict_SetItem(table, key, <object>found + n)
+        return 0
+    if type(<object>found) is int:
+        v = PyLong_AsLongLongAndOverflow(<object>found, &ovf)
+        if not ovf and not (n > 0 and v > LLONG_MAX - n) and not (n < 0 and v < LLONG_MIN - n):
+            PyDict_SetItem(table, key, v + n)
+            return 0
+    PyDict_SetItem(table, key, <object>found + n)
     return 0
 
 

@@ -14,6 +14,10 @@ from typing import Any
 
 
 class PopPolling:
+    # ``waiters`` slotted: each put's arrival notice (rmq._fast.arrival) reads
+    # it at its slot to tell whether anybody waits; the rest in the dict
+    __slots__ = ("waiters", "__dict__", "__weakref__")
+
     def __init__(self, max_waiters: int) -> None:
         self.max_waiters = max_waiters
         self.waiters: dict[str, set[asyncio.Future]] = {}

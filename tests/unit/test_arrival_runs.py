@@ -142,3 +142,31 @@ def test_a_put_skips_listeners_that_would_do_nothing(arriving) -> None:
                      ("w", "A", 0, 3, 0, 7), ("a", "A", 0, 3, 0, 7)]
     assert ctl.stats.put_total == 6
     assert ctl.stats._put_pending[("A", 0)][:3] == [5, 3, 400]  # messages, puts, bytes
+
+
+@pytest.mark.parametrize("arriving", _arriving_impls())
+def test_waiting_read_at_the_holders_slot_as_through_its_attribute(arriving) -> None:
+    """A ``waiting`` holder whose attribute is a slot (the broker's PopPolling)
+    and one of another class at the same place of another controller's
+    forms: each put heard only while its holder shows somebody waits (the
+    twin and the compiled listener alike); an unset slot raises as the
+    attribute does."""
+    heard: list[tuple] = []
+    polling = PopPolling(10)
+    plain = SimpleNamespace(waiters={})
+    ctls = []
+    for holder in (polling, plain):
+        ctl = _controller(BrokerStats())
+        BrokerController.add_arrival_listener(ctl, lambda *a, h=holder: heard.append((h, *a)),
+                                              None, waiting=(holder, "waiters"))
+        ctls.append(ctl)
+    for n in range(4):
+        for ctl, holder in zip(ctls, (polling, plain), strict=True):
+            arriving(ctl, "A", 0, n, 0, 5)
+            holder.waiters = {"A": {1}} if n % 2 == 0 else {}
+    assert heard == [(h, "A", 0, n, 0, 5) for n in (1, 3) for h in (polling, plain)]
+    unset = _controller(BrokerStats())
+    BrokerController.add_arrival_listener(unset, lambda *a: None, None,
+                                          waiting=(PopPolling.__new__(PopPolling), "waiters"))
+    with pytest.raises(AttributeError):
+        arriving(unset, "A", 0, 1, 0, 5)

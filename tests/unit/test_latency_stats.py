@@ -115,6 +115,26 @@ def test_compiled_counters_count_as_the_twin():
     assert info["putMessageDistributeTime"].startswith("[<=0ms]:5 [0~10ms]:2 ")
 
 
+@pytest.mark.compiled_only
+def test_compiled_counters_sum_past_a_long_and_other_numbers_as_the_twin():
+    """The per-topic sums the compiled counters take in C when they stay
+    within a long long: past it, and for a table value of another number
+    type, they are the twin's Python sums."""
+    fast = compiled_or_none("store_stats")
+    assert fast is not None
+    seen = []
+    for c in (PutCounters(), fast.PutCounters()):
+        c.topic_put_size.update({"big": (1 << 63) - 3, "huge": 1 << 70, "f": 1.5, "t": True})
+        c.topic_put_nums.update({"big": -(1 << 63) + 1})
+        for topic in ("big", "huge", "f", "t", "new"):
+            c.on_put_one(topic, 5)
+            c.on_puts(topic, -3, 2, 1)
+        seen.append(({k: (type(v), v) for k, v in c.topic_put_size.items()},
+                     {k: (type(v), v) for k, v in c.topic_put_nums.items()}))
+    assert seen[0] == seen[1]
+    assert seen[1][0]["big"] == (int, (1 << 63) + 4)
+
+
 class _Channel:
     def __init__(self) -> None:
         self.sent: list = []

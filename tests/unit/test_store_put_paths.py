@@ -20,6 +20,7 @@ from rmq.broker.controller import BrokerController
 from rmq.broker.controller import _on_message_arriving as twin_arriving
 from rmq.broker.stats import BrokerStats
 from rmq.common.message_id import socket_address_bytes
+from rmq.common.topics import SCHEDULE_TOPIC
 from rmq.store import DefaultMessageStore, MessageExtBrokerInner, MessageStoreConfig
 from rmq.store.single_put import _put_single, put_single
 from rmq.testing.store import commit_log_records
@@ -185,3 +186,85 @@ def test_put_waits_for_a_put_lock_held_elsewhere_and_nests_in_the_reput_lock(tmp
         assert not lock.locked()
     finally:
         store.shutdown()
+
+
+def _twin_and_compiled(tmp_path, run) -> list:
+    """``run(store, ctl, put, heard)`` for the twin put and listener, then
+    the compiled ones, each on a store of its own: what each returned."""
+    seen = []
+    for n, (put, arriving) in enumerate(((_put_single, twin_arriving),
+                                         (_C_PUT.put_single, _C_ARRIVAL.on_message_arriving))):
+        heard: list = []
+        ctl = _controller(BrokerStats(), heard)
+        store = _store(tmp_path / str(n), MethodType(arriving, ctl))
+        try:
+            seen.append(run(store, ctl, put, heard))
+        finally:
+            store.shutdown()
+    return seen
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.compiled_only
+def test_puts_across_queues_and_folds_count_into_the_table_of_their_time(tmp_path):
+    """Puts that rotate over queue ids (each queue's key and pending row kept
+    by the compiled put and listener) with the stats folded between them and
+    the commit log's queue table once made anew (as a recovery does): each
+    put counted into the pending table of its time, none into a table a fold
+    took away, each queue's offset in the queue table of its time; the same
+    tables, totals and records as the twin's."""
+    def run(store, ctl, put, heard) -> tuple:
+        tables = []
+        for round_ in range(4):
+            got = _puts(store, put, 7)
+            tables.append((got, dict(ctl.stats._put_pending)))
+            ctl.stats._fold_puts(0)
+            if round_ == 1:
+                cl = store.commit_log
+                cl.topic_queue_table = {(t, int(str(q))): v  # (equal keys, other objects)
+                                        for (t, q), v in cl.topic_queue_table.items()}
+        return tables, _state(store, ctl, heard, [])
+
+    seen = _twin_and_compiled(tmp_path, run)
+    assert seen[0] == seen[1]
+    tables = seen[0][0]
+    assert [sum(r[0] for r in t.values()) for _, t in tables] == [7 + 2, 7, 7, 7]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.compiled_only
+def test_puts_of_two_topics_to_the_same_queue_ids_end_as_the_twins(tmp_path):
+    """Puts that alternate between two topics over the same queue ids (each
+    taking the other's kept key for its queue id): the same records, queue
+    offsets, queue table and counts as the twin's."""
+    def run(store, ctl, put, heard) -> tuple:
+        for qid in (0, 1):  # the second topic's queues made
+            msg = MessageExtBrokerInner("U", qid, 0, b"x", {}, "", 0, 0, 1,
+                                        ("10.0.0.1", 5000), HOST, 0, 0)
+            assert store.put_message(msg).is_ok()
+        got = []
+        for i in range(24):
+            topic = (T, "U")[(i // 2) % 2]
+            r = put(store, topic, topic.encode(), i % 2, 0, b"b%d" % i, None, None,
+                    "TAGS\x01ck", 7 + i, 0, 1_700_000_000_000 + i, BORN, 0)
+            got.append(None if r is None else (r[0], r[2], r[3]))
+        return _state(store, ctl, heard, got)
+
+    seen = _twin_and_compiled(tmp_path, run)
+    assert seen[0] == seen[1]
+    assert None not in seen[0][0] and seen[0][2][("U", 1)] == 7
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.compiled_only
+def test_a_put_to_the_schedule_topic_is_left_to_the_general_way(tmp_path):
+    """The delay levels' topic (its queues made by the schedule service) is
+    never put by the single put, twin or compiled: nothing done."""
+    def run(store, ctl, put, heard) -> tuple:
+        before = _state(store, ctl, heard, [])
+        for qid in (0, 1):
+            assert put(store, SCHEDULE_TOPIC, SCHEDULE_TOPIC.encode(), qid, 0, b"b", None,
+                       None, "TAGS\x01ck", 7, 0, 1_700_000_000_000, BORN, 0) is None
+        return before == _state(store, ctl, heard, [])
+
+    assert _twin_and_compiled(tmp_path, run) == [True, True]

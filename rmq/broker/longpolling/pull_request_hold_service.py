@@ -53,6 +53,10 @@ class PullRequest:
 class PullRequestHoldService:
     """Held pulls by (topic, queueId); ``wakeup`` re-runs a pull and answers it."""
 
+    # ``table`` slotted: each put's arrival notice (rmq._fast.arrival) reads it
+    # at its slot to tell whether anybody waits; the rest in the dict
+    __slots__ = ("table", "__dict__", "__weakref__")
+
     def __init__(self, store: Any, long_polling: Callable[[], bool],
                  wakeup: Callable[[Channel, RemotingCommand], RemotingCommand | None]) -> None:
         self.store = store

@@ -28,6 +28,10 @@ log = logging.getLogger(STORE_LOGGER_NAME)
 
 
 class HAService:
+    # ``data_waiter`` slotted: each put's arrival notice (rmq._fast.arrival)
+    # reads it at its slot to tell whether a writer waits; the rest in the dict
+    __slots__ = ("data_waiter", "__dict__", "__weakref__")
+
     def __init__(self, store: Any, bind_address: str = "0.0.0.0") -> None:
         self.store = store
         self.bind_address = bind_address
