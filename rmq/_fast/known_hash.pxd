@@ -1,8 +1,8 @@
 # cython: language_level=3
 # A plain dict read and set with a key whose hash the caller keeps (a tuple's
 # is computed anew at every lookup: ~150 instructions for (topic, queue id)):
-# CPython's _PyDict_GetItem_KnownHash and _PyDict_SetItem_KnownHash, public
-# in 3.11 and 3.12; later versions hash the key again.  Shared by the single
+# CPython's _PyDict_GetItem_KnownHash and _PyDict_SetItem_KnownHash, exported
+# (outside the limited API) by 3.11 and 3.12; later versions hash the key again.  Shared by the single
 # put (store_put.pyx) and its arrival notice (arrival.pyx, put_pending.pxd).
 
 from cpython.object cimport PyObject
