@@ -25,7 +25,8 @@ from rmq._fast.byteorder cimport put32, put64
 from cpython.ref cimport Py_INCREF
 from rmq._fast.dledger_wire cimport take_ref, wire_of
 from rmq._fast.dledger_push cimport keep_entries
-from rmq._fast.slots cimport set_slot_or_attr, slot_offset, slot_offsets, slot_or_attr
+from rmq._fast.slots cimport set_slot_or_attr, slot_offset, slot_or_attr
+from rmq._fast.store_put cimport ClassOffsets
 from rmq._fast.record cimport c_record_size, c_write_record
 
 from dataclasses import fields
@@ -327,27 +328,9 @@ cdef tuple MF_FIELDS = ("file_from_offset", "wrote_position", "committed_positio
                         "view")
 
 
-cdef class FieldOffsets:
-    """The slot offsets of ``names`` in the last class met (-1: through the
-    attribute); a class whose instances may also keep a ``__dict__`` counts
-    (the slots of its hot fields)."""
-
-    def __cinit__(self, tuple names):
-        if len(names) > FIELDS_MAX:
-            raise ValueError("too many fields")
-        self.names = names
-
-    cdef Py_ssize_t* of(self, object o) except NULL:
-        """The offsets for ``o``'s class (found when it is not the last met)."""
-        if type(o) is not self.cls:
-            slot_offsets(type(o), self.names, self.at, MemberDescriptorType, True)
-            self.cls = type(o)
-        return self.at
-
-
-cdef FieldOffsets _ST = FieldOffsets(STORE_FIELDS)
-cdef FieldOffsets _MS = FieldOffsets(MS_FIELDS)
-cdef FieldOffsets _MFO = FieldOffsets(MF_FIELDS)
+cdef ClassOffsets _ST = ClassOffsets(STORE_FIELDS, True)
+cdef ClassOffsets _MS = ClassOffsets(MS_FIELDS, True)
+cdef ClassOffsets _MFO = ClassOffsets(MF_FIELDS, True)
 
 
 cdef inline object field(object o, Py_ssize_t* at, int i, tuple names):
@@ -378,9 +361,9 @@ def append_run(store, list sends not None, bytes born not None, bytes store_host
     cdef Py_ssize_t at, iat, used = 0, iused = 0
     cdef int64_t first, pos
     # (the offsets copied: an attribute read may run code that meets other classes)
-    memcpy(st, _ST.of(store), ST_N * sizeof(Py_ssize_t))
+    _ST.copy(store, st)
     ms = field(store, st, ST_MS, STORE_FIELDS)
-    memcpy(ma, _MS.of(ms), MS_N * sizeof(Py_ssize_t))
+    _MS.copy(ms, ma)
     data = field(store, st, ST_DATA, STORE_FIELDS)
     index = field(store, st, ST_INDEX, STORE_FIELDS)
     if _leader is None or field(ms, ma, MS_ROLE, MS_FIELDS) is not _leader or \
@@ -390,8 +373,8 @@ def append_run(store, list sends not None, bytes born not None, bytes store_host
     imf = last_file(index)
     if mf is None or imf is None:
         return []
-    memcpy(m, _MFO.of(mf), MF_N * sizeof(Py_ssize_t))
-    memcpy(im, _MFO.of(imf), MF_N * sizeof(Py_ssize_t))
+    _MFO.copy(mf, m)
+    _MFO.copy(imf, im)
     first = <int64_t>field(store, st, ST_END, STORE_FIELDS) + 1
     at = field(mf, m, MF_WROTE, MF_FIELDS)
     iat = field(imf, im, MF_WROTE, MF_FIELDS)

@@ -20,10 +20,10 @@ from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 
 from rmq._fast.byteorder cimport get32, put32
-from rmq._fast.dledger_append cimport FieldOffsets
 from rmq._fast.dledger_push cimport answer_fields
 from rmq._fast.json_text cimport JV_INT, json_number, json_step
 from rmq._fast.slots cimport set_slot_or_attr, slot_or_attr
+from rmq._fast.store_put cimport ClassOffsets
 from libc.string cimport memcpy
 
 import logging
@@ -209,15 +209,15 @@ cdef tuple QUORUM_FIELDS = ("ms", "store", "waiters", "_open", "commit_listeners
 cdef tuple SELF_FIELDS = ("curr_term", "self_id")
 cdef tuple LEDGER_FIELDS = ("ledger_end_index", "committed_index")
 cdef tuple GROUP_FIELDS = ("last", "term")
-cdef FieldOffsets _QUORUM = FieldOffsets(QUORUM_FIELDS)
-cdef FieldOffsets _SELF = FieldOffsets(SELF_FIELDS)
-cdef FieldOffsets _LEDGER = FieldOffsets(LEDGER_FIELDS)
-cdef FieldOffsets _GROUP = FieldOffsets(GROUP_FIELDS)
-cdef FieldOffsets _ACKED = FieldOffsets(ACKED_FIELDS)
-cdef FieldOffsets _PEER = FieldOffsets(PEER_FIELDS)
-cdef FieldOffsets _PUSHER = FieldOffsets(PUSHER_FIELDS)
-cdef FieldOffsets _STATE = FieldOffsets(STATE_FIELDS)
-cdef FieldOffsets _END = FieldOffsets(END_FIELDS)
+cdef ClassOffsets _QUORUM = ClassOffsets(QUORUM_FIELDS, True)
+cdef ClassOffsets _SELF = ClassOffsets(SELF_FIELDS, True)
+cdef ClassOffsets _LEDGER = ClassOffsets(LEDGER_FIELDS, True)
+cdef ClassOffsets _GROUP = ClassOffsets(GROUP_FIELDS, True)
+cdef ClassOffsets _ACKED = ClassOffsets(ACKED_FIELDS, True)
+cdef ClassOffsets _PEER = ClassOffsets(PEER_FIELDS, True)
+cdef ClassOffsets _PUSHER = ClassOffsets(PUSHER_FIELDS, True)
+cdef ClassOffsets _STATE = ClassOffsets(STATE_FIELDS, True)
+cdef ClassOffsets _END = ClassOffsets(END_FIELDS, True)
 
 
 cdef inline object field(object o, Py_ssize_t* at, int i, tuple names):
@@ -258,17 +258,17 @@ def check_quorum(pusher, own=None):
     cdef Py_ssize_t q[Q_N]
     cdef Py_ssize_t m[M_N]
     cdef Py_ssize_t led[L_N]
-    cdef Py_ssize_t* g
+    cdef Py_ssize_t g[G_N]
     if _term_changed is None:
         raise RuntimeError("dledger_frames.bind_acked was not called")
-    memcpy(q, _QUORUM.of(pusher), Q_N * sizeof(Py_ssize_t))
+    _QUORUM.copy(pusher, q)
     ms = field(pusher, q, Q_MS, QUORUM_FIELDS)
     store = field(pusher, q, Q_STORE, QUORUM_FIELDS)
-    memcpy(m, _SELF.of(ms), M_N * sizeof(Py_ssize_t))
+    _SELF.copy(ms, m)
     term = field(ms, m, M_TERM, SELF_FIELDS)
     if own is None:
         own = pusher._marks(term)
-    memcpy(led, _LEDGER.of(store), L_N * sizeof(Py_ssize_t))
+    _LEDGER.copy(store, led)
     end = field(store, led, L_END, LEDGER_FIELDS)
     self_id = field(ms, m, M_SELF, SELF_FIELDS)
     if own[self_id] < end:
@@ -281,11 +281,11 @@ def check_quorum(pusher, own=None):
     waiting = field(pusher, q, Q_WAITERS, QUORUM_FIELDS)
     while waiting:
         group = waiting[0]
-        g = _GROUP.of(group)
+        _GROUP.copy(group, g)
         if not slot_or_attr(group, g[G_LAST], "last") <= quorum_index:
             break
         group = waiting.popleft()
-        g = _GROUP.of(group)
+        _GROUP.copy(group, g)
         if group is field(pusher, q, Q_OPEN, QUORUM_FIELDS):
             set_slot_or_attr(pusher, q[Q_OPEN], "_open", None)
         group.settle(None if slot_or_attr(group, g[G_TERM], "term") == term else _term_changed)
@@ -305,21 +305,21 @@ cdef int tell_acked(object wait, const uint8_t* text, Py_ssize_t n, object buf,
     cdef Py_ssize_t p[P_N]
     cdef Py_ssize_t u[U_N]
     cdef Py_ssize_t s[S_N]
-    cdef Py_ssize_t e
+    cdef Py_ssize_t e[1]
     if not answer_fields(text, n, &code, &term, &index, &has_index) or code != SUCCESS:
         wait.tell(buf[body:frame_end])
         return 0
     # (the offsets copied: an attribute read may run code that meets other classes)
-    memcpy(a, _ACKED.of(wait), A_N * sizeof(Py_ssize_t))
+    _ACKED.copy(wait, a)
     set_slot_or_attr(wait, a[A_TOLD], "told", True)
     try:
         d = field(wait, a, A_DISPATCHER, ACKED_FIELDS)
-        memcpy(p, _PEER.of(d), P_N * sizeof(Py_ssize_t))
+        _PEER.copy(d, p)
         if not has_index:
             index = -1
         field(d, p, P_PENDING, PEER_FIELDS).pop(index, None)
         pusher = field(d, p, P_PUSHER, PEER_FIELDS)
-        memcpy(u, _PUSHER.of(pusher), U_N * sizeof(Py_ssize_t))
+        _PUSHER.copy(pusher, u)
         # EntryPusher.update_water_mark(term, d.peer, index + count - 1)
         term_obj = term
         peer = field(d, p, P_PEER, PEER_FIELDS)
@@ -330,13 +330,13 @@ cdef int tell_acked(object wait, const uint8_t* text, Py_ssize_t n, object buf,
         if marks[peer] < mark:
             marks[peer] = mark
             ms = field(pusher, u, U_MS, PUSHER_FIELDS)
-            memcpy(s, _STATE.of(ms), S_N * sizeof(Py_ssize_t))
+            _STATE.copy(ms, s)
             if field(ms, s, S_ROLE, STATE_FIELDS) is _leader and \
                     term_obj == field(ms, s, S_TERM, STATE_FIELDS):
                 pusher._check_quorum(marks)
         store = field(pusher, u, U_STORE, PUSHER_FIELDS)
-        e = _END.of(store)[0]
-        if field(d, p, P_WRITE, PEER_FIELDS) <= slot_or_attr(store, e, "ledger_end_index"):
+        _END.copy(store, e)
+        if field(d, p, P_WRITE, PEER_FIELDS) <= slot_or_attr(store, e[0], "ledger_end_index"):
             field(d, p, P_WAKE, PEER_FIELDS).set()  # (pushes held back: MAX_PENDING in flight)
     except Exception:  # one push's answer must not stop the connection's read
         log.exception("push answer failed")

@@ -15,13 +15,14 @@ cdef object config_of(object store)
 
 
 cdef enum:
-    OFFSETS_MAX = 6  # the most fields a ``ClassOffsets`` keeps
+    OFFSETS_MAX = 9  # the most fields a ``ClassOffsets`` keeps
 
 
 cdef class ClassOffsets:
     cdef object cls
     cdef tuple names
     cdef Py_ssize_t n  # len(names)
+    cdef bint with_dict  # a class whose instances may also keep a __dict__ counts
     cdef Py_ssize_t at[OFFSETS_MAX]
 
     cdef int find(self, object o) except -1

@@ -226,18 +226,23 @@ cdef enum:
 
 
 cdef class ClassOffsets:
-    """The slot offsets of some fields (``names``) of the last class met."""
+    """The slot offsets of some fields (``names``) of the last class met
+    (-1: through the attribute); with ``with_dict``, those of a class whose
+    instances may also keep a ``__dict__`` too (the slots of its hot
+    fields): the store's put, the revive writer and the DLedger leader share
+    it."""
 
-    def __cinit__(self, tuple names):
+    def __cinit__(self, tuple names, bint with_dict=False):
         if len(names) > OFFSETS_MAX:
             raise ValueError("too many fields")
         self.names = names
         self.n = len(names)
+        self.with_dict = with_dict
 
     cdef int find(self, object o) except -1:
         """The offsets of the fields of ``o``'s class (``copy`` for a class
         not met last)."""
-        slot_offsets(type(o), self.names, self.at, MemberDescriptorType)
+        slot_offsets(type(o), self.names, self.at, MemberDescriptorType, self.with_dict)
         self.cls = type(o)
         return 0
 
