@@ -68,13 +68,3 @@ cdef inline object commit_in(object com, object queues, str client, str group, s
     com.commit_offset(client, group, topic, qid, offset)
     return None
 
-
-cdef inline object query_offset(object com, str group, str topic, object qid):
-    """``ConsumerOffsetManager.query_offset``."""
-    return offset_in(com, offsets_of(com, group, topic), group, topic, qid)
-
-
-cdef inline object commit_offset(object com, str client, str group, str topic, object qid,
-                                 object offset):
-    """``ConsumerOffsetManager.commit_offset``."""
-    return commit_in(com, offsets_of(com, group, topic), client, group, topic, qid, offset)

@@ -23,7 +23,7 @@ from libc.string cimport memcmp, memcpy, memset
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
 from rmq._fast.json_text cimport json_write_int
-from rmq._fast.offset_table cimport commit_offset, query_offset
+from rmq._fast.offset_table cimport commit_in, offset_in, offsets_of
 from rmq._fast.pop_records import ack_body, ck_body
 from rmq._fast.pop_records cimport ack_body_arr, ck_body_arr
 from rmq._fast.slots cimport set_slot_or_attr, slot_offsets, slot_or_attr
@@ -737,8 +737,9 @@ cdef file_ck(object svc, object pending, Pending entry, str key, object cid, obj
         return
     com = sfield(svc, S_C).consumer_offset_manager
     last = entry.end
-    if query_offset(com, cid, topic, queue_id) < last:
-        commit_offset(com, "PopReviveService", cid, topic, queue_id, last)
+    queues = offsets_of(com, cid, topic)  # (found once for the query and the commit)
+    if offset_in(com, queues, cid, topic, queue_id) < last:
+        commit_in(com, queues, "PopReviveService", cid, topic, queue_id, last)
 
 
 cpdef apply_ack(object svc, object ack):
