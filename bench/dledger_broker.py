@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -25,12 +26,15 @@ from pathlib import Path
 
 import psutil
 
+from bench.compare import pin
+from bench.cpu import LOAD_CPU, read_write_calls
 from bench.modes import ROOT
 from rmq.client.admin import MQAdmin
 from rmq.testing.cluster import broker_conf, start_namesrv
 from rmq.testing.procs import RmqProcess, free_port
 
 NAME = "RaftNode00"
+MASTER_CPU = 0  # with --pin (the load, followers and name server on bench.cpu.LOAD_CPU)
 
 
 def cpu(pid: int) -> float:
@@ -38,19 +42,28 @@ def cpu(pid: int) -> float:
     return t.user + t.system
 
 
-def thread_cpu(pid: int) -> dict[int, tuple[float, float]]:
-    """(user, system) CPU seconds of each thread of ``pid``."""
-    return {t.id: (t.user_time, t.system_time) for t in psutil.Process(pid).threads()}
+Snapshot = tuple[dict[int, tuple[float, float]], tuple[int, int]]
 
 
-def busiest_threads(before: dict[int, float], after: dict[int, float], sent: int,
-                    main_tid: int) -> str:
-    """Per-thread CPU per message between two ``thread_cpu`` reads, the
-    busiest first (the event loop is the process's main thread)."""
-    rows = sorted(((sum(after[t]) - sum(before.get(t, (0.0, 0.0))),
-                    after[t][1] - before.get(t, (0.0, 0.0))[1], t) for t in after), reverse=True)
+def snapshot(pid: int) -> Snapshot:
+    """(user, system) CPU seconds of each thread of ``pid``, and its (read,
+    write) system calls so far."""
+    return ({t.id: (t.user_time, t.system_time) for t in psutil.Process(pid).threads()},
+            read_write_calls(pid))
+
+
+def busiest_threads(before: Snapshot, after: Snapshot, sent: int, main_tid: int) -> str:
+    """Per-thread CPU per message between two ``snapshot`` reads, the
+    busiest first (the event loop is the process's main thread), and the
+    process's read and write system calls per message (a round's reads,
+    pushes and answers are paid per call, so their count per message tells
+    how many messages a round carried)."""
+    (t0, (r0, w0)), (t1, (r1, w1)) = before, after
+    rows = sorted(((sum(t1[t]) - sum(t0.get(t, (0.0, 0.0))),
+                    t1[t][1] - t0.get(t, (0.0, 0.0))[1], t) for t in t1), reverse=True)
     return ", ".join(f"{'loop' if t == main_tid else t}: {d / sent * 1e6:.1f} µs "
-                     f"({s / sent * 1e6:.1f} system)" for d, s, t in rows[:3] if d > 0)
+                     f"({s / sent * 1e6:.1f} system)" for d, s, t in rows[:3] if d > 0) + \
+        f"; reads/msg {(r1 - r0) / sent:.2f}, writes/msg {(w1 - w0) / sent:.2f}"
 
 
 def profile(pid: int, out: Path, seconds: float, native: bool) -> subprocess.Popen:
@@ -86,11 +99,12 @@ async def master_and_topic(namesrv: str, ports: dict[str, int], queues: int) -> 
 
 
 def produce(namesrv: str, broker: str, pid: int, args) -> dict:
+    env = dict(os.environ, RMQ_LOAD_CPU=str(LOAD_CPU)) if args.pin else None
     out = subprocess.run(
         [sys.executable, "-m", "bench.producer", "-n", namesrv, "--broker", broker,
          "--broker-pid", str(pid), "--inflight", str(args.inflight), "--size", str(args.size),
          "--duration", str(args.duration), "--mode", "compiled", "--no-half-rate", "--json"],
-        capture_output=True, text=True, cwd=ROOT, timeout=args.duration * 4 + 120)
+        capture_output=True, text=True, cwd=ROOT, timeout=args.duration * 4 + 120, env=env)
     if out.returncode != 0:
         raise SystemExit(out.stdout[-2000:] + out.stderr[-2000:])
     return json.loads(out.stdout[out.stdout.index("{"):])["compiled"]
@@ -116,8 +130,12 @@ def group(tmp: Path, args, batch_push: bool) -> tuple[dict, float]:
         master = asyncio.run(master_and_topic(f"127.0.0.1:{ns_port}", ports, args.queues))
         leader = next(i for i in ids if master.endswith(f":{ports[i]}"))
         followers = [i for i in ids if i != leader]
+        if args.pin:
+            pin(procs[leader].pid, MASTER_CPU)
+            for pid in [procs[i].pid for i in followers] + [namesrv.pid]:
+                pin(pid, LOAD_CPU)
         before = {i: cpu(procs[i].pid) for i in followers}
-        threads = {i: thread_cpu(procs[i].pid) for i in ids}
+        threads = {i: snapshot(procs[i].pid) for i in ids}
         spies = []
         if args.profile:
             out = Path(args.profile)
@@ -131,7 +149,7 @@ def group(tmp: Path, args, batch_push: bool) -> tuple[dict, float]:
         follower_us = sum(cpu(procs[i].pid) - before[i] for i in followers) / sent * 1e6
         for i in [leader] + followers:
             print(f"  {'leader' if i == leader else 'follower'} {i} threads: "
-                  + busiest_threads(threads[i], thread_cpu(procs[i].pid), sent, procs[i].pid),
+                  + busiest_threads(threads[i], snapshot(procs[i].pid), sent, procs[i].pid),
                   file=sys.stderr)
         for spy in spies:
             spy.wait(timeout=args.duration + 60)
@@ -163,7 +181,14 @@ def single(tmp: Path, args) -> dict:
                 await admin.close()
 
         asyncio.run(topic())
-        return produce(f"127.0.0.1:{ns_port}", f"127.0.0.1:{port}", broker.pid, args)
+        if args.pin:
+            pin(broker.pid, MASTER_CPU)
+            pin(namesrv.pid, LOAD_CPU)
+        threads = snapshot(broker.pid)
+        r = produce(f"127.0.0.1:{ns_port}", f"127.0.0.1:{port}", broker.pid, args)
+        print("  single master threads: " + busiest_threads(
+            threads, snapshot(broker.pid), max(1, r["requests"]), broker.pid), file=sys.stderr)
+        return r
     finally:
         broker.kill()
         namesrv.kill()
@@ -177,6 +202,9 @@ def main() -> None:
     ap.add_argument("--queues", type=int, default=8)
     ap.add_argument("--runs", default="single,group,unbatched",
                     help="which to run, of single, group (batched pushes), unbatched")
+    ap.add_argument("--pin", action="store_true",
+                    help="the master (single, or the group's leader) on CPU 0; the followers, "
+                    "the name server and the load on CPU 1")
     ap.add_argument("--profile", metavar="DIR",
                     help="py-spy record --gil each group member during the load (collapsed "
                     "stacks in DIR)")
