@@ -33,7 +33,8 @@ from rmq._fast.byteorder cimport put32
 from rmq._fast.dledger_wire cimport (PyObject, _PyBytes_Resize, new_bytes, put, raw_bytes_at,
                                      take_ref, wire_of)
 from rmq._fast.json_text cimport json_write_int
-from rmq._fast.slots cimport slot_offset, slot_or_attr
+from rmq._fast.slots cimport set_slot_or_attr, slot_offset, slot_or_attr
+from rmq._fast.store_put cimport ClassOffsets
 
 from types import MemberDescriptorType
 
@@ -323,17 +324,18 @@ def decode_push(body):
 # protocol), for the last entry class met when it is a plain slots class;
 # any other entry through its attributes.
 cdef object read_class = None
-cdef Py_ssize_t at_index = -1, at_size = -1, at_wire = -1
+cdef Py_ssize_t at_index = -1, at_size = -1, at_wire = -1, at_body = -1
 
 
 cdef inline int know_class(e) except -1:
-    """``at_index``, ``at_size`` and ``at_wire`` for ``e``'s class."""
-    global read_class, at_index, at_size, at_wire
+    """``at_index``, ``at_size``, ``at_wire`` and ``at_body`` for ``e``'s class."""
+    global read_class, at_index, at_size, at_wire, at_body
     cls = type(e)
     if cls is not read_class:
         at_index = slot_offset(cls, "index", MemberDescriptorType)
         at_size = slot_offset(cls, "size", MemberDescriptorType)
         at_wire = slot_offset(cls, "wire", MemberDescriptorType)
+        at_body = slot_offset(cls, "body", MemberDescriptorType)
         read_class = cls
     return 0
 
@@ -542,20 +544,39 @@ def decode_push_answer(body):
     return (code, term, index if has_index else None)
 
 
-def kept_more(dict recent not None, list entries not None, int64_t index, int64_t last,
-              int64_t size, int64_t max_bytes):
-    """Add to ``entries`` (a push's, ``size`` bytes so far) the kept entries
-    ``recent[index]``, ``recent[index + 1]``, ... while ``size`` stays below
-    ``max_bytes``, up to ``last``; stops at one not kept.  Returns (the next
-    index, the size).  The twin of ``rmq.dledger.mmap_store._kept_more``."""
+def kept_run(store, int64_t first, int64_t max_bytes):
+    """``DLedgerMmapFileStore.kept_run`` (its twin ``rmq.dledger.mmap_store._kept_run``):
+    the entries a push from ``first`` carries, up to ``max_bytes`` (0: that
+    one alone) and the ledger's end, each the kept one or ``store.get``'s;
+    the store's fields read at their slots."""
+    return c_kept_run(store, first, max_bytes)
+
+
+cdef list c_kept_run(store, int64_t first, int64_t max_bytes):
+    """``kept_run`` for the push round."""
+    cdef Py_ssize_t s[ST_N]
+    cdef int64_t size, index, last
+    _STORE.copy(store, s)
+    cdef dict recent = slot_or_attr(store, s[ST_RECENT], "_recent")
+    last = slot_or_attr(store, s[ST_END], "ledger_end_index")
+    entry = None
+    if slot_or_attr(store, s[ST_BEGIN], "ledger_begin_index") <= first <= last:
+        entry = recent.get(first)
+    if entry is None:
+        entry = store.get(first)  # (or its refusal)
+    cdef list entries = [entry]
+    know_class(entry)
+    size = BODY_OFFSET + len(slot_or_attr(entry, at_body, "body"))  # (compute_size)
+    set_slot_or_attr(entry, at_size, "size", size)
+    index = first + 1
     while size < max_bytes and index <= last:
         entry = recent.get(index)
         if entry is None:
-            break
+            entry = store.get(index)
         entries.append(entry)
         size += size_of(entry)
         index += 1
-    return index, size
+    return entries
 
 
 def keep_more(dict recent not None, list entries not None, int64_t first, int64_t kept,
@@ -579,3 +600,254 @@ cdef tuple keep_entries(dict recent, list entries, int64_t first, int64_t kept,
         kept -= size_of(recent.pop(first))
         first += 1
     return first, kept
+
+
+# ---- the leader's push round ------------------------------------------------
+# ``EntryPusher._push_round`` in one call (the twin: ``rmq.dledger.pusher._push_round``
+# and what it calls -- ``PeerDispatcher.push_now`` and ``_push_from``,
+# ``DLedgerMmapFileStore.kept_run``, ``PeerClient.push_entries``,
+# ``RemotingNode.send_frame``, ``Channel.write_bytes`` -- about eight Python
+# frames per follower and round, and ``_Acked``'s constructor): for each
+# dispatcher appending with room, the entries from its next index (read once
+# for followers level with each other), the frame, the wait kept in the
+# client's response table, the frame written.  The pusher's, dispatchers',
+# member state's, store's and channel's fields are read at their slots; what
+# is not the common case (a follower not appending, MAX_PENDING pushes in
+# flight, a peer not connected, the response table's scan not running, a
+# write queued behind others) takes the methods the twin calls.
+# ``bind_push`` hands over what the layers above own.
+
+import logging
+from asyncio import get_running_loop
+
+from libc.time cimport timespec
+from rmq._fast.slots cimport set_slot_at_offset, slot_offsets
+
+log = logging.getLogger("rmq.dledger")
+
+cdef extern from "<time.h>" nogil:
+    int clock_gettime(int clk, timespec* ts)
+    int CLOCK_MONOTONIC
+
+cdef extern from "Python.h":
+    ctypedef struct PyTypeObject:
+        PyObject* (*tp_alloc)(PyTypeObject*, Py_ssize_t) except NULL
+
+
+cdef object _acked_class = None   # pusher._Acked
+cdef Py_ssize_t acked_at[3]       # its dispatcher, count and told slots
+cdef bint acked_in_place = False  # made by its allocator, its slots set here
+cdef object _leader = None        # Role.LEADER
+cdef object _append = None        # PushType.APPEND
+cdef object _compare = None       # PushType.COMPARE
+cdef object _channel_class = None  # rmq.remoting.channel.Channel
+cdef object _opaques = None       # the request ids' counter (command.OPAQUES)
+cdef bytes _head = None, _tail = None  # a push's JSON header around its opaque
+cdef int64_t _max_pending = 0
+cdef object _timeout_ms = None
+cdef double _timeout_s = 0
+
+
+def bind_push(acked_class, leader, append, compare, channel_class, int64_t max_pending,
+              timeout_ms, bytes head not None, bytes tail not None, opaques):
+    """``_Acked`` (a push's wait), ``Role.LEADER``, ``PushType.APPEND`` and
+    ``COMPARE``, ``Channel``, ``MAX_PENDING``, ``RPC_TIMEOUT_MS``,
+    ``rpc.PUSH_HEAD`` and ``PUSH_TAIL``, and ``command.OPAQUES``."""
+    global _acked_class, acked_in_place, _leader, _append, _compare, _channel_class
+    global _opaques, _head, _tail, _max_pending, _timeout_ms, _timeout_s
+    slot_offsets(acked_class, ("dispatcher", "count", "told"), acked_at, MemberDescriptorType)
+    acked_in_place = acked_class.__new__ is object.__new__ and acked_at[0] > 0 and \
+        acked_at[1] > 0 and acked_at[2] > 0
+    _acked_class = acked_class
+    _leader = leader
+    _append = append
+    _compare = compare
+    _channel_class = channel_class
+    _max_pending = max_pending
+    _timeout_ms = timeout_ms
+    _timeout_s = timeout_ms / 1000.0
+    _head = head
+    _tail = tail
+    _opaques = opaques
+
+
+cdef inline double monotonic() noexcept nogil:
+    """``time.monotonic()`` (the same clock, the same double)."""
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return <double>(<int64_t>ts.tv_sec * 1000000000 + ts.tv_nsec) / 1e9
+
+
+cdef object new_acked(d, Py_ssize_t count):
+    """``_Acked(d, count)``: its constructor's fields set in place."""
+    if not acked_in_place:
+        return _acked_class(d, count)
+    cdef PyTypeObject* t = <PyTypeObject*><PyObject*>_acked_class
+    wait = take_ref(t.tp_alloc(t, 0))
+    set_slot_at_offset(wait, acked_at[0], d)
+    set_slot_at_offset(wait, acked_at[1], count if count > 1 else 1)
+    set_slot_at_offset(wait, acked_at[2], False)
+    return wait
+
+
+cdef enum:
+    # the pusher's fields, in ``_PUSHER``'s order
+    U_MS = 0
+    U_STORE = 1
+    U_OPEN = 2
+    U_DISPATCHERS = 3
+    U_CONFIG = 4
+    U_RPC = 5
+    U_SOON = 6
+    U_N = 7
+    # a dispatcher's, in ``_DISPATCHER``'s
+    D_PEER = 0
+    D_PENDING = 1
+    D_WRITE = 2
+    D_WAKE = 3
+    D_STATE = 4
+    D_TERM = 5
+    D_NAMES = 6
+    D_LAST_PUSH = 7
+    D_N = 8
+    # the member state's, in ``_LEADER``'s
+    M_ROLE = 0
+    M_TERM = 1
+    M_N = 2
+    # the store's, in ``_STORE``'s
+    ST_RECENT = 0
+    ST_BEGIN = 1
+    ST_END = 2
+    ST_COMMITTED = 3
+    ST_N = 4
+    # a channel's, in ``_CHANNEL``'s
+    C_CLOSED = 0
+    C_TRANSPORT = 1
+    C_PENDING = 2
+    C_ACTIVE = 3
+    C_N = 4
+
+cdef ClassOffsets _PUSHER = ClassOffsets(
+    ("ms", "store", "_open", "dispatchers", "config", "rpc", "_push_soon"), True)
+cdef ClassOffsets _DISPATCHER = ClassOffsets(
+    ("peer", "pending", "write_index", "wake", "state", "term", "names", "last_push_commit"), True)
+cdef ClassOffsets _LEADER = ClassOffsets(("role", "curr_term"), True)
+cdef ClassOffsets _STORE = ClassOffsets(
+    ("_recent", "ledger_begin_index", "ledger_end_index", "committed_index"), True)
+cdef ClassOffsets _CHANNEL = ClassOffsets(("_closed", "_transport", "_pending", "last_active"),
+                                          True)
+
+
+cdef class _Round:
+    """What one push round reads once for all its pushes."""
+    cdef object pusher, ms, store, client, peer_map, table, responses, loop
+    cdef bint batch, hooks, scanning
+    cdef int64_t max_bytes
+    cdef list run  # the entries of the round's last push (None before the first)
+
+
+def push_round(pusher):
+    """``EntryPusher._push_round`` (its twin ``rmq.dledger.pusher._push_round``):
+    each dispatcher's ``push_now``, in one call."""
+    cdef Py_ssize_t u[U_N]
+    cdef _Round r = _Round()
+    if _acked_class is None:
+        raise RuntimeError("dledger_push.bind_push was not called")
+    _PUSHER.copy(pusher, u)
+    set_slot_or_attr(pusher, u[U_SOON], "_push_soon", False)
+    r.pusher = pusher
+    r.ms = slot_or_attr(pusher, u[U_MS], "ms")
+    r.store = slot_or_attr(pusher, u[U_STORE], "store")
+    config = slot_or_attr(pusher, u[U_CONFIG], "config")
+    r.batch = config.enable_batch_push
+    r.max_bytes = config.max_batch_push_size if r.batch else 0
+    rpc = slot_or_attr(pusher, u[U_RPC], "rpc")
+    r.peer_map = rpc.peer_map
+    r.client = rpc.client
+    r.table = r.client._table
+    r.responses = r.client._responses
+    r.hooks = bool(r.client._rpc_hooks)
+    r.loop = get_running_loop()
+    r.scanning = r.client._scan_handle is not None and r.client._scan_loop is r.loop
+    for d in slot_or_attr(pusher, u[U_DISPATCHERS], "dispatchers").values():
+        push_now(r, d)
+
+
+cdef int push_now(_Round r, d) except -1:
+    """``PeerDispatcher.push_now``."""
+    cdef Py_ssize_t p[D_N]
+    cdef Py_ssize_t m[M_N]
+    cdef Py_ssize_t s[ST_N]
+    _DISPATCHER.copy(d, p)
+    _LEADER.copy(r.ms, m)
+    if slot_or_attr(d, p[D_STATE], "state") != _append or \
+            slot_or_attr(d, p[D_TERM], "term") != slot_or_attr(r.ms, m[M_TERM], "curr_term") or \
+            slot_or_attr(r.ms, m[M_ROLE], "role") is not _leader:
+        slot_or_attr(d, p[D_WAKE], "wake").set()
+        return 0
+    try:
+        while True:
+            _STORE.copy(r.store, s)
+            index = slot_or_attr(d, p[D_WRITE], "write_index")
+            if not index <= slot_or_attr(r.store, s[ST_END], "ledger_end_index"):
+                return 0
+            if len(slot_or_attr(d, p[D_PENDING], "pending")) >= _max_pending:
+                slot_or_attr(d, p[D_WAKE], "wake").set()
+                return 0
+            push_from(r, d, p, index)
+    except Exception as exc:  # as in the task: compare again
+        log.info("push to %s: %s", slot_or_attr(d, p[D_PEER], "peer"), exc)
+        d._change(-1, _compare)
+    return 0
+
+
+cdef int push_from(_Round r, d, Py_ssize_t* p, index) except -1:
+    """``PeerDispatcher._push_from(index)`` and ``PeerClient.push_entries``."""
+    cdef Py_ssize_t u[U_N]
+    cdef Py_ssize_t s[ST_N]
+    cdef Py_ssize_t c[C_N]
+    cdef int64_t first = index
+    cdef list entries = r.run
+    if entries is None or index_of(entries[0]) != first:
+        entries = r.run = c_kept_run(r.store, first, r.max_bytes)
+    _PUSHER.copy(r.pusher, u)
+    set_slot_or_attr(r.pusher, u[U_OPEN], "_open", None)
+    cdef Py_ssize_t n = len(entries)
+    after = first + n
+    now = monotonic() * 1000
+    slot_or_attr(d, p[D_PENDING], "pending")[index] = now
+    set_slot_or_attr(d, p[D_LAST_PUSH], "last_push_commit", now)
+    _STORE.copy(r.store, s)
+    committed = slot_or_attr(r.store, s[ST_COMMITTED], "committed_index")
+    term = slot_or_attr(d, p[D_TERM], "term")
+    names = slot_or_attr(d, p[D_NAMES], "names")
+    cdef bint batch = r.batch or n > 1
+    wait = new_acked(d, n)
+    more = after <= slot_or_attr(r.store, s[ST_END], "ledger_end_index")
+    addr = r.peer_map[slot_or_attr(d, p[D_PEER], "peer")]
+    ch = r.table.get(addr)
+    if ch is None or r.hooks or type(ch) is not _channel_class:
+        r.client.push_entries(addr, names, term, committed, entries, batch, _timeout_ms, wait, more)
+    else:
+        _CHANNEL.copy(ch, c)
+        transport = slot_or_attr(ch, c[C_TRANSPORT], "_transport")
+        if slot_or_attr(ch, c[C_CLOSED], "_closed") or transport.is_closing():
+            r.client.push_entries(addr, names, term, committed, entries, batch, _timeout_ms,
+                                  wait, more)
+        else:
+            opaque = next(_opaques) & 0x7FFFFFFF
+            frame = push_bytes(_head, opaque, _tail, names[0], names[1], term, committed,
+                               entries, batch)
+            if not r.scanning:  # (its scan of the response table started there)
+                r.client.send_frame(ch, opaque, frame, _timeout_ms, wait, more)
+                r.scanning = True
+            else:
+                # RemotingNode.send_frame and Channel.write_bytes
+                r.responses[opaque] = (wait, ch, r.loop.time() + _timeout_s, _timeout_ms)
+                if more or slot_or_attr(ch, c[C_PENDING], "_pending") is not None:
+                    ch.write_bytes(frame, more)
+                else:
+                    transport.write(frame)
+                    set_slot_or_attr(ch, c[C_ACTIVE], "last_active", monotonic())
+    set_slot_or_attr(d, p[D_WRITE], "write_index", after)
+    return 0

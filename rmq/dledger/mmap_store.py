@@ -538,27 +538,8 @@ class DLedgerMmapFileStore:
             raise DLedgerError(Code.DISK_ERROR, f"entry {index}: pos {entry.pos} != {pos}")
         return entry
 
-    def kept_run(self, first: int, max_bytes: int) -> list[Entry]:
-        """The entries a leader's push from ``first`` carries: ``get(first)``,
-        then the next ones while the entries' sizes stay below ``max_bytes``
-        (0: that one alone), up to the ledger's end; read from the kept
-        entries (one dict look-up each), ``get`` for one not kept."""
-        recent = self._recent
-        last = self.ledger_end_index
-        entry = recent.get(first) if self.ledger_begin_index <= first <= last else None
-        if entry is None:
-            entry = self.get(first)  # (or its refusal)
-        entries = [entry]
-        entry.size = size = BODY_OFFSET + len(entry.body)  # (compute_size)
-        index = first + 1
-        while size < max_bytes and index <= last:
-            index, size = kept_more(recent, entries, index, last, size, max_bytes)
-            if size < max_bytes and index <= last:  # one not kept
-                entry = self.get(index)
-                entries.append(entry)
-                size += entry.size
-                index += 1
-        return entries
+    # (the twin ``_kept_run`` below, or its compiled one)
+    kept_run: Callable[[DLedgerMmapFileStore, int, int], list[Entry]]
 
     def update_committed_index(self, term: int, index: int) -> None:
         """Move the committed index up (never past this node's last entry)."""
@@ -725,20 +706,28 @@ def _write_rows(data, at: int, pos: int, room: int, index, index_at: int, index_
     return n, used, iused
 
 
-def _kept_more(recent: dict[int, Entry], entries: list[Entry], index: int, last: int,
-               size: int, max_bytes: int) -> tuple[int, int]:
-    """Add to ``entries`` (a push's, ``size`` bytes so far) the kept entries
-    ``recent[index]``, ``recent[index + 1]``, ... while ``size`` stays below
-    ``max_bytes``, up to ``last``; stops at one not kept.  Returns (the next
-    index, the size).  The twin of ``rmq._fast.dledger_push.kept_more``."""
+def _kept_run(store: DLedgerMmapFileStore, first: int, max_bytes: int) -> list[Entry]:
+    """``DLedgerMmapFileStore.kept_run``: the entries a leader's push from
+    ``first`` carries: ``get(first)``, then the next ones while the entries'
+    sizes stay below ``max_bytes`` (0: that one alone), up to the ledger's
+    end; read from the kept entries (one dict look-up each), ``get`` for one
+    not kept.  The twin of ``rmq._fast.dledger_push.kept_run``."""
+    recent = store._recent
+    last = store.ledger_end_index
+    entry = recent.get(first) if store.ledger_begin_index <= first <= last else None
+    if entry is None:
+        entry = store.get(first)  # (or its refusal)
+    entries = [entry]
+    entry.size = size = BODY_OFFSET + len(entry.body)  # (compute_size)
+    index = first + 1
     while size < max_bytes and index <= last:
         entry = recent.get(index)
         if entry is None:
-            break
+            entry = store.get(index)
         entries.append(entry)
         size += entry.size
         index += 1
-    return index, size
+    return entries
 
 
 def _keep_more(recent: dict[int, Entry], entries: list[Entry], first: int, kept: int,
@@ -759,7 +748,7 @@ def _keep_more(recent: dict[int, Entry], entries: list[Entry], first: int, kept:
 
 
 _p = compiled("dledger_push")
-kept_more = _kept_more if _p is None else _p.kept_more
+DLedgerMmapFileStore.kept_run = _kept_run if _p is None else _p.kept_run
 keep_more = _keep_more if _p is None else _p.keep_more
 _c = compiled("dledger_append")
 write_entries = _write_entries if _c is None else _c.write_entries

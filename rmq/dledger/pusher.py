@@ -42,8 +42,10 @@ from rmq.dledger.messages import (
     read_push_answer,
 )
 from rmq.dledger.protocol import Code, DLedgerError, PushType, RequestCode
-from rmq.dledger.rpc import RPC_TIMEOUT_MS
+from rmq.dledger.rpc import PUSH_HEAD, PUSH_TAIL, RPC_TIMEOUT_MS
 from rmq.remoting.abstract import FrameWait
+from rmq.remoting.channel import Channel
+from rmq.remoting.command import OPAQUES
 
 if TYPE_CHECKING:
     from rmq.dledger.config import DLedgerConfig
@@ -298,16 +300,8 @@ class EntryPusher:
             self._push_soon = True
             asyncio.get_running_loop().call_soon(self._push_round)
 
-    def _push_round(self) -> None:
-        """Each dispatcher's ``push_now``; followers level with each other
-        push the same entries, read once for the round (``_round_run``)."""
-        self._push_soon = False
-        self._round_run = []
-        try:
-            for d in self.dispatchers.values():
-                d.push_now()
-        finally:
-            self._round_run = None
+    # (the twin ``_push_round`` below, or its compiled one)
+    _push_round: Callable[[EntryPusher], None]
 
     def _fail_waiters(self, which: Callable[[AckGroup], bool], code: int,
                       why: str = "") -> None:
@@ -377,6 +371,23 @@ def _check_quorum(pusher: EntryPusher, own: dict[str, int] | None = None) -> Non
             listener(committed)
 
 
+def _push_round(pusher: EntryPusher) -> None:
+    """``EntryPusher._push_round``: each dispatcher's ``push_now``;
+    followers level with each other push the same entries, read once for
+    the round (``_round_run``).  The twin of
+    ``rmq._fast.dledger_push.push_round``, which does the same steps in one
+    call: ``push_now``, ``_push_from``, ``PeerClient.push_entries``,
+    ``RemotingNode.send_frame`` and ``Channel.write_bytes``, fields read at
+    their slots."""
+    pusher._push_soon = False
+    pusher._round_run = []
+    try:
+        for d in pusher.dispatchers.values():
+            d.push_now()
+    finally:
+        pusher._round_run = None
+
+
 _frames = compiled("dledger_frames")
 EntryPusher._check_quorum = _check_quorum if _frames is None else _frames.check_quorum
 
@@ -384,9 +395,11 @@ EntryPusher._check_quorum = _check_quorum if _frames is None else _frames.check_
 class PeerDispatcher:
     """The leader's replication to one follower (``EntryDispatcher``)."""
 
-    # the fields a follower's answer reads (``dledger_frames.tell_acked``) as
-    # slots, read there at their offsets; the others in the instance dict
-    __slots__ = ("pusher", "peer", "pending", "write_index", "wake", "__dict__")
+    # the fields a follower's answer reads (``dledger_frames.tell_acked``)
+    # and a push round (``dledger_push.push_round``) as slots, read there at
+    # their offsets; the others in the instance dict
+    __slots__ = ("pusher", "peer", "pending", "write_index", "wake", "state", "term", "names",
+                 "last_push_commit", "__dict__")
 
     def __init__(self, pusher: EntryPusher, peer: str) -> None:
         self.pusher = pusher
@@ -633,6 +646,11 @@ class _Acked(FrameWait):
 
 if _frames is not None:
     _frames.bind_acked(_Acked, Role.LEADER, Code.TERM_CHANGED)
+_push = compiled("dledger_push")
+if _push is not None:
+    _push.bind_push(_Acked, Role.LEADER, PushType.APPEND, PushType.COMPARE, Channel, MAX_PENDING,
+                    RPC_TIMEOUT_MS, PUSH_HEAD, PUSH_TAIL, OPAQUES)
+EntryPusher._push_round = _push_round if _push is None else _push.push_round
 
 
 class FollowerHandler:

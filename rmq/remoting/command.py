@@ -22,7 +22,9 @@ H = TypeVar("H", bound=CommandHeader)
 RPC_RESPONSE = 1  # flag bit 0
 RPC_ONEWAY = 2  # flag bit 1
 
-_opaques = itertools.count(1)
+# the request ids' counter (``next_opaque``; the DLedger leader's compiled
+# push round draws from it too)
+OPAQUES = itertools.count(1)
 
 
 class SerializeType(IntEnum):
@@ -35,7 +37,7 @@ class SerializeType(IntEnum):
 def next_opaque() -> int:
     """Process-wide request id, always a non-negative int32 (Java wraps to
     negative; the C++ client masks the sign bit, so staying positive is safe)."""
-    return next(_opaques) & 0x7FFFFFFF
+    return next(OPAQUES) & 0x7FFFFFFF
 
 
 def _ext(header: CommandHeader | dict | None) -> dict[str, str] | None:

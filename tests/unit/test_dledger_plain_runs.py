@@ -2,7 +2,7 @@
 queue offsets and dispatch-room queues of the plain sends
 (``plain_runs``), the queue offsets taken for what was written
 (``plain_stored``), the lane's statistics (``tally``) and a push's kept
-entries (``kept_more``) and a read's appended entries kept (``keep_more``), each
+entries (``kept_run``) and a read's appended entries kept (``keep_more``), each
 against its pure-Python twin on the same input."""
 
 from __future__ import annotations
@@ -119,11 +119,11 @@ def test_runs_stored_and_tally_twins_agree_past_the_counted_queues(queues: int) 
 
 
 def _plain(index: int, size: int) -> SimpleNamespace:
-    return SimpleNamespace(index=index, size=size)
+    return SimpleNamespace(index=index, size=size, body=b"b" * (size - 48))
 
 
 def _entry(index: int, size: int) -> Entry:
-    return Entry(index, 3, b"", 0, size=size)
+    return Entry(index, 3, b"b" * (size - 48), 0, size=size)
 
 
 def _mixed(index: int, size: int) -> Entry | SimpleNamespace:
@@ -135,27 +135,41 @@ def _mixed(index: int, size: int) -> Entry | SimpleNamespace:
 KINDS = [_plain, _entry, _mixed]
 
 
+def _store(make) -> SimpleNamespace:
+    """A leader's store of entries 1 to 7 (each 49 + index bytes), 4 and 7
+    not kept (``get`` reads them)."""
+    recent = {i: make(i, 49 + i) for i in (1, 2, 3, 5, 6)}
+    read = []
+
+    def get(index: int):
+        read.append(index)
+        if not 1 <= index <= 7:
+            raise IndexError(index)
+        return make(index, 49 + index)
+
+    return SimpleNamespace(_recent=recent, ledger_begin_index=1, ledger_end_index=7, get=get,
+                           read=read)
+
+
 @pytest.mark.parametrize("make", KINDS)
 @pytest.mark.parametrize("max_bytes", [0, 150, 1000, 1 << 20])
-def test_kept_more_twins_agree(max_bytes: int, make) -> None:
-    """A push's entries taken from the kept ones: up to a size, the ledger's
-    end, or the first not kept (4 here)."""
-    recent = {i: make(i, 40 + i) for i in (1, 2, 3, 5, 6)}
-    py = mmap_store._kept_more
-    got = py(recent, [], 1, 6, 48, max_bytes)
-    entries: list = []
-    assert py(recent, entries, 1, 6, 48, max_bytes) == got
-    if max_bytes == 1 << 20:
-        assert got == (4, 48 + 41 + 42 + 43) and [e.index for e in entries] == [1, 2, 3]
+def test_kept_run_twins_agree(max_bytes: int, make) -> None:
+    """A push's entries: the kept ones (``get`` for one not kept) up to a
+    size or the ledger's end; the first one's size computed from its body."""
+    impls = [mmap_store._kept_run] + ([_PUSH.kept_run] if _PUSH is not None else [])
+    outs = []
+    for impl in impls:
+        store = _store(make)
+        runs = [[(e.index, e.size) for e in impl(store, first, max_bytes)] for first in (1, 3, 7)]
+        with pytest.raises(IndexError):
+            impl(store, 8, max_bytes)
+        outs.append((runs, store.read))
+    assert all(out == outs[0] for out in outs)
+    runs, read = outs[0]
     if max_bytes == 0:
-        assert got == (1, 48) and entries == []
-    assert py(recent, [], 5, 5, 0, max_bytes)[0] == (6 if max_bytes else 5)
-    if _PUSH is not None:
-        c_entries: list = []
-        assert _PUSH.kept_more(recent, c_entries, 1, 6, 48, max_bytes) == got
-        assert c_entries == entries
-        assert _PUSH.kept_more(recent, [], 5, 5, 0, max_bytes) == py(recent, [], 5, 5, 0,
-                                                                         max_bytes)
+        assert runs == [[(1, 50)], [(3, 52)], [(7, 56)]] and read == [7, 8]
+    if max_bytes == 1 << 20:
+        assert runs[0] == [(i, 49 + i) for i in range(1, 8)] and read == [4, 7, 4, 7, 7, 8]
 
 
 @pytest.mark.parametrize("make", KINDS)
