@@ -740,7 +740,8 @@ cdef ClassOffsets _CHANNEL = ClassOffsets(("_closed", "_transport", "_pending", 
 
 cdef class _Round:
     """What one push round reads once for all its pushes."""
-    cdef object pusher, ms, store, client, peer_map, table, responses, loop
+    cdef object pusher, ms, store, client, loop
+    cdef dict peer_map, table, responses  # (read through the dict calls, not their methods)
     cdef bint batch, hooks, scanning
     cdef int64_t max_bytes
     cdef list run  # the entries of the round's last push (None before the first)
