@@ -18,7 +18,7 @@ record's size plus the header, and a blank (magic -1) ends the run, as
 ``DLedgerCommitLog.dispatch_entries`` walks them.
 """
 
-from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.pythread cimport PyThread_get_thread_ident
 from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
@@ -28,6 +28,7 @@ from libc.string cimport memcmp, memset
 from rmq._fast.byteorder cimport put32, put64, get32, get64, get16
 from rmq._fast.record cimport Props, ascii_hash, find_props, index_prop_keys, prop_keys
 from rmq._fast.slots cimport set_slot_or_attr, slot_offset, slot_or_attr
+from rmq._fast.store_put cimport ClassOffsets, give_rlock, raw_rlock, take_rlock
 
 import logging
 from types import MemberDescriptorType
@@ -235,8 +236,8 @@ def dispatch_walk(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, queu
     cdef int nq = 0, i
     tokens = []
     try:
-        pos = _walk(buf, pos, limit, queue_of, None, ix, max_slots, max_index, entry_header,
-                    qs, &nq, tokens)
+        pos = _walk(&buf[0] if buf.shape[0] else NULL, buf.shape[0], pos, limit, queue_of, None,
+                    ix, max_slots, max_index, entry_header, qs, &nq, tokens)
         out = []
         for i in range(nq):
             q = &qs[i]
@@ -331,17 +332,17 @@ cdef bint _store_queue(table, const uint8_t* tp, Py_ssize_t tlen, int32_t qid, W
     return True
 
 
-cdef Py_ssize_t _walk(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, queue_of, table,
-                      uint8_t* ix, long long max_slots, long long max_index,
+cdef Py_ssize_t _walk(const uint8_t* b, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t limit,
+                      queue_of, table, uint8_t* ix, long long max_slots, long long max_index,
                       Py_ssize_t entry_header, WQ* qs, int* nq_out, list tokens) except -1:
-    """The walk of ``dispatch_walk`` and ``reput_walk`` into ``qs`` (``*nq_out``
-    queues, to be ``_release``d by the caller): with ``queue_of`` each queue
-    is asked for through it (its token and name kept in ``tokens``), with
-    ``queue_of`` None it is looked up in the store's consume-queue ``table``
-    (``_store_queue``).  Returns the position reached."""
-    if pos < 0 or limit > buf.shape[0] or entry_header < 0:
+    """The walk of ``dispatch_walk`` and ``reput_walk`` over the ``n`` bytes
+    at ``b`` into ``qs`` (``*nq_out`` queues, to be ``_release``d by the
+    caller): with ``queue_of`` each queue is asked for through it (its token
+    and name kept in ``tokens``), with ``queue_of`` None it is looked up in
+    the store's consume-queue ``table`` (``_store_queue``).  Returns the
+    position reached."""
+    if pos < 0 or limit > n or entry_header < 0:
         raise ValueError("bad dispatch range")
-    cdef const uint8_t *b = &buf[0] if buf.shape[0] else NULL
     cdef WQ* q
     cdef int i, k
     cdef int32_t qid
@@ -412,7 +413,13 @@ def reput_walk(store, const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, 
     timestamp set and the arrival listener told (the store's runs listener
     in one call on the loop's thread, else ``store._notify_runs``).  Returns
     where the per-record path resumes."""
-    if pos < 0 or limit > buf.shape[0]:
+    return _reput(store, &buf[0] if buf.shape[0] else NULL, buf.shape[0], pos, limit, notify)
+
+
+cdef Py_ssize_t _reput(store, const uint8_t* b, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t limit,
+                       bint notify) except -1:
+    """``reput_walk`` over the ``n`` bytes at ``b``."""
+    if pos < 0 or limit > n:
         raise ValueError("bad dispatch range")
     cdef Py_ssize_t used = 0, new_pos
     cdef const uint8_t[::1] counted
@@ -435,7 +442,7 @@ def reput_walk(store, const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, 
     ix = index_of(index, &iv, cfg.maxHashSlotNum, cfg.maxIndexNum)
     runs = None
     try:
-        new_pos = _walk(buf, pos, limit, None, store.consume_queue_table, ix,
+        new_pos = _walk(b, n, pos, limit, None, store.consume_queue_table, ix,
                         cfg.maxHashSlotNum, cfg.maxIndexNum, store.commit_log.entry_header,
                         qs, &nq, None)
         for i in range(nq):
@@ -479,3 +486,103 @@ def reput_walk(store, const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, 
             except Exception:  # a listener bug must not stop dispatch
                 _log.exception("message arriving listener failed")
     return new_pos
+
+
+# ``DLedgerCommitLog.reput_committed`` (its twin ``rmq.dledger.commit_log._reput_committed``):
+# the group's commit listener, called on the leader once per round with the
+# followers' answers -- in C, without its Python frame: the reput lock taken
+# at its OS lock (``store_put.take_rlock``), the data file's fields read at
+# their slots, its bytes walked in place (no memoryview slice).
+# ``bind_reput`` hands over ``BrokerRole.SLAVE`` (rmq.store is a layer above).
+cdef object _slave = None
+
+
+def bind_reput(slave) -> None:
+    """``BrokerRole.SLAVE``: a slave's reput goes through ``do_reput``."""
+    global _slave
+    _slave = slave
+
+
+cdef enum:
+    # a data file's fields, in ``_DATA_FILE``'s order
+    D_FROM = 0
+    D_WRITE_BUFFER = 1
+    D_WROTE = 2
+    D_VIEW = 3
+    D_N = 4
+    # the store's, in ``_REPUT_STORE``'s
+    R_REPUT = 0
+    R_N = 1
+
+cdef tuple DATA_FILE_FIELDS = ("file_from_offset", "write_buffer", "wrote_position", "view")
+cdef ClassOffsets _DATA_FILE = ClassOffsets(DATA_FILE_FIELDS)
+cdef ClassOffsets _REPUT_STORE = ClassOffsets(("reput_from_offset",), True)
+
+
+def reput_committed(cl, _index) -> None:
+    """The group's commit listener: the store's reput of what is now
+    committed.  The usual case -- the committed entries after
+    ``reput_from_offset`` lie in one data file, bulk dispatch on, not a
+    slave -- is one walk of them (``reput_walk``'s); anything else, or a
+    walk that stops before the committed end, goes on through
+    ``do_reput``."""
+    cdef Py_ssize_t d[D_N]
+    cdef Py_ssize_t r[R_N]
+    cdef int64_t limit, start, first, base, end, file_size, pos
+    cdef Py_ssize_t i
+    cdef Py_buffer pb
+    cdef bint raw
+    if _slave is None:
+        raise RuntimeError("store_dispatch.bind_reput was not called")
+    store = cl.store
+    limit = cl.dledger.committed_pos
+    files = cl.mfq.mapped_files
+    if limit <= 0 or not files or store.config.brokerRole is _slave or \
+            not store._bulk_dispatch:
+        store.do_reput()
+        return
+    lock = store._reput_lock
+    raw = raw_rlock(lock)
+    take_rlock(lock, raw)
+    try:
+        _REPUT_STORE.copy(store, r)
+        start = slot_or_attr(store, r[R_REPUT], "reput_from_offset")
+        if start >= limit:
+            return
+        mf = files[0]
+        _DATA_FILE.copy(mf, d)
+        first = slot_or_attr(mf, d[D_FROM], "file_from_offset")
+        if start < first:
+            store.do_reput()
+            return
+        file_size = cl.file_size
+        i = start // file_size - first // file_size
+        if i >= len(files):
+            store.do_reput()
+            return
+        mf = files[i]
+        _DATA_FILE.copy(mf, d)
+        if slot_or_attr(mf, d[D_WRITE_BUFFER], "write_buffer") is not None:
+            store.do_reput()
+            return
+        base = slot_or_attr(mf, d[D_FROM], "file_from_offset")
+        end = min(<int64_t>slot_or_attr(mf, d[D_WROTE], "wrote_position"), limit - base)
+        if start - base >= end:
+            store.do_reput()
+            return
+        view = slot_or_attr(mf, d[D_VIEW], "view")
+        try:
+            PyObject_GetBuffer(view, &pb, PyBUF_SIMPLE)
+        except ValueError:  # (unmapped: as get_data, nothing to read)
+            return
+        try:  # (the bytes from ``start`` to ``end``, or to the view's end: the twin's slice)
+            pos = _reput(store, <const uint8_t*>pb.buf + (start - base),
+                         min(end, <int64_t>pb.len) - start + base, 0, end - start + base,
+                         store.message_arriving_listener is not None)
+        finally:
+            PyBuffer_Release(&pb)
+        set_slot_or_attr(store, r[R_REPUT], "reput_from_offset", start + pos)
+        if start + pos < limit:
+            store.do_reput()
+    finally:
+        give_rlock(lock, raw)
