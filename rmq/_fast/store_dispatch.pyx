@@ -22,7 +22,7 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyOb
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.pythread cimport PyThread_get_thread_ident
 from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
-from cpython.unicode cimport PyUnicode_DecodeASCII
+from cpython.unicode cimport PyUnicode_DATA, PyUnicode_DecodeASCII, PyUnicode_GET_LENGTH
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
 from libc.string cimport memcmp, memset
 from rmq._fast.byteorder cimport put32, put64, get32, get64, get16
@@ -293,12 +293,38 @@ cdef int know_classes(cq, mf) except -1:
     return 0
 
 
+# The topics the walks met last, by their hash: a walk's queue takes its
+# topic's str from here when it met the same name before (no str made and
+# hashed again for the table look-ups: a leader's reput meets the same few
+# topics each round); strs are immutable, so a kept one is always right.
+cdef enum:
+    TOPICS_KEPT = 64
+cdef PyObject* _topics[TOPICS_KEPT]
+
+
+cdef object ascii_topic(const uint8_t* tp, Py_ssize_t tlen):
+    """The str of the ASCII topic ``tp[:tlen]``: the one kept for its hash
+    when equal, else a new one, then kept."""
+    cdef Py_ssize_t at = <uint32_t>ascii_hash(0, tp, tlen) % TOPICS_KEPT
+    cdef PyObject* kept = _topics[at]
+    cdef PyObject* old
+    if kept != NULL and PyUnicode_GET_LENGTH(<object>kept) == tlen and \
+            memcmp(PyUnicode_DATA(<object>kept), tp, tlen) == 0:
+        return <object>kept
+    topic = PyUnicode_DecodeASCII(<const char*>tp, tlen, NULL)
+    Py_INCREF(topic)
+    old = _topics[at]
+    _topics[at] = <PyObject*>topic
+    Py_XDECREF(old)
+    return topic
+
+
 cdef bint _store_queue(table, const uint8_t* tp, Py_ssize_t tlen, int32_t qid, WQ* q) except -1:
     """``ReputMixin._walk_queue`` without its Python frame or tuples: the
     queue's consume-queue file from the store's table put into ``q`` (its
     buffer held, the queue, file and topic referenced), False when its entry
     must go the per-record way."""
-    topic = PyUnicode_DecodeASCII(<const char*>tp, tlen, NULL)
+    topic = ascii_topic(tp, tlen)
     # the store's tables are plain dicts: read them without a method call
     # (``.get`` through the method protocol costs ~450 instructions a look-up)
     qs = (<dict>table).get(topic) if type(table) is dict else table.get(topic)
