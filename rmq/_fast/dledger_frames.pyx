@@ -141,15 +141,66 @@ def answer_at(buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_frame):
 cdef object _acked_class = None
 cdef object _leader = None
 cdef object _term_changed = None
+cdef object _pusher_class = None
+cdef object _group_class = None
+cdef object _store_class = None  # DLedgerMmapFileStore (``bind_store``)
 
 
-def bind_acked(acked_class, leader, term_changed):
-    """``_Acked`` (its instances' answers told here), ``Role.LEADER`` and
+def bind_store(store_class):
+    """``DLedgerMmapFileStore``, whose ``update_committed_index`` is this
+    module's: the quorum check commits on one without a method call."""
+    global _store_class
+    _store_class = store_class
+
+
+def update_committed_index(store, term, index):
+    """``DLedgerMmapFileStore.update_committed_index`` (its twin
+    ``rmq.dledger.mmap_store._update_committed_index``): move the committed
+    index up (never past this node's last entry), the store's, its member
+    state's and its kept entry's fields read and set at their slots."""
+    commit(store, term, index)
+
+
+cdef int commit(object store, object term, object index) except -1:
+    cdef Py_ssize_t k[K_N]
+    cdef Py_ssize_t s[S_N]
+    cdef Py_ssize_t e[E_N]
+    _COMMIT.copy(store, k)
+    end = field(store, k, K_END, COMMIT_FIELDS)
+    if index == -1 or end == -1:
+        return 0
+    ms = field(store, k, K_STATE, COMMIT_FIELDS)
+    _STATE.copy(ms, s)
+    if term < field(ms, s, S_TERM, STATE_FIELDS):
+        return 0
+    if index > end:
+        index = end
+    if index <= field(store, k, K_COMMITTED, COMMIT_FIELDS):
+        return 0
+    # (the leader's commit, once per follower's answer: its kept entry, read inline)
+    recent = field(store, k, K_RECENT, COMMIT_FIELDS)
+    kept = (<dict>recent).get(index) if type(recent) is dict else recent.get(index)
+    if kept is not None and index >= field(store, k, K_BEGIN, COMMIT_FIELDS):
+        _ENTRY.copy(kept, e)
+        pos = field(kept, e, E_POS, ENTRY_FIELDS) + field(kept, e, E_SIZE, ENTRY_FIELDS)
+    else:
+        pos = store._end_of(index)
+    set_slot_or_attr(store, k[K_POS], "committed_pos", pos)
+    set_slot_or_attr(store, k[K_COMMITTED], "committed_index", index)
+    return 0
+
+
+def bind_acked(acked_class, leader, term_changed, pusher_class, group_class):
+    """``_Acked`` (its instances' answers told here), ``Role.LEADER``,
     ``Code.TERM_CHANGED`` (what ``check_quorum`` settles an older term's
-    groups with)."""
-    global _acked_class, _leader, _term_changed
+    groups with), ``EntryPusher`` (whose ``_check_quorum`` is this module's:
+    an answer to one checks the quorum without a call through the method)
+    and ``AckGroup`` (whose quorum, with an outcome, is settled here)."""
+    global _acked_class, _leader, _term_changed, _pusher_class, _group_class
     _leader = leader
     _term_changed = term_changed
+    _pusher_class = pusher_class
+    _group_class = group_class
     _acked_class = acked_class
 
 
@@ -196,9 +247,27 @@ cdef enum:
     G_LAST = 0
     G_TERM = 1
     G_N = 2
+    # an ``AckGroup``'s, in ``SETTLE_FIELDS``' (``settle``)
+    T_SETTLED = 0
+    T_FUTURE = 1
+    T_OUTCOME = 2
+    T_THEN = 3
+    T_N = 4
 
 cdef enum:
     MEDIAN_MAX = 16  # the most marks ``median`` sorts in C
+    # the store's, in ``COMMIT_FIELDS``' (``update_committed_index``)
+    K_END = 0
+    K_STATE = 1
+    K_COMMITTED = 2
+    K_RECENT = 3
+    K_BEGIN = 4
+    K_POS = 5
+    K_N = 6
+    # a kept entry's, in ``ENTRY_FIELDS``'
+    E_POS = 0
+    E_SIZE = 1
+    E_N = 2
 
 cdef tuple ACKED_FIELDS = ("dispatcher", "count", "told")
 cdef tuple PEER_FIELDS = ("pusher", "peer", "pending", "write_index", "wake")
@@ -209,10 +278,17 @@ cdef tuple QUORUM_FIELDS = ("ms", "store", "waiters", "_open", "commit_listeners
 cdef tuple SELF_FIELDS = ("curr_term", "self_id")
 cdef tuple LEDGER_FIELDS = ("ledger_end_index", "committed_index")
 cdef tuple GROUP_FIELDS = ("last", "term")
+cdef tuple SETTLE_FIELDS = ("settled", "_future", "outcome", "then")
 cdef ClassOffsets _QUORUM = ClassOffsets(QUORUM_FIELDS, True)
 cdef ClassOffsets _SELF = ClassOffsets(SELF_FIELDS, True)
 cdef ClassOffsets _LEDGER = ClassOffsets(LEDGER_FIELDS, True)
 cdef ClassOffsets _GROUP = ClassOffsets(GROUP_FIELDS, True)
+cdef ClassOffsets _SETTLE = ClassOffsets(SETTLE_FIELDS)
+cdef tuple COMMIT_FIELDS = ("ledger_end_index", "member_state", "committed_index", "_recent",
+                            "ledger_begin_index", "committed_pos")
+cdef tuple ENTRY_FIELDS = ("pos", "size")
+cdef ClassOffsets _COMMIT = ClassOffsets(COMMIT_FIELDS, True)
+cdef ClassOffsets _ENTRY = ClassOffsets(ENTRY_FIELDS)
 cdef ClassOffsets _ACKED = ClassOffsets(ACKED_FIELDS, True)
 cdef ClassOffsets _PEER = ClassOffsets(PEER_FIELDS, True)
 cdef ClassOffsets _PUSHER = ClassOffsets(PUSHER_FIELDS, True)
@@ -250,11 +326,47 @@ cdef object median(dict own):
     return v[n >> 1]
 
 
+cdef int settle(object group, object code) except -1:
+    """``group.settle(code)``: for an ``AckGroup`` whose quorum holds (``code``
+    None) and that has an ``outcome``, its steps here (its fields at their
+    slots, no Python frame of its own); any other through the method."""
+    cdef Py_ssize_t t[T_N]
+    if type(group) is not _group_class or code is not None:
+        group.settle(code)
+        return 0
+    _SETTLE.copy(group, t)
+    outcome = field(group, t, T_OUTCOME, SETTLE_FIELDS)
+    if outcome is None:
+        group.settle(code)
+        return 0
+    if field(group, t, T_SETTLED, SETTLE_FIELDS):
+        return 0
+    set_slot_or_attr(group, t[T_SETTLED], "settled", True)
+    fut = field(group, t, T_FUTURE, SETTLE_FIELDS)
+    value = outcome(code)
+    if fut is not None and not fut.done():
+        fut.set_result(value)
+    waiting = field(group, t, T_THEN, SETTLE_FIELDS)
+    if waiting is not None:
+        for then in waiting:
+            try:
+                then(value)
+            except Exception:  # one waiter's bug must not stop the rest
+                log.exception("quorum waiter failed")
+    return 0
+
+
 def check_quorum(pusher, own=None):
     """``EntryPusher._check_quorum`` (its twin ``rmq.dledger.pusher._check_quorum``):
     commit the median water mark and settle the groups it covers, the
     pusher's, member state's, store's and groups' fields read at their
     slots."""
+    quorum(pusher, own)
+
+
+cdef int quorum(object pusher, object own) except -1:
+    """``check_quorum``'s steps (called straight by ``tell_acked`` for an
+    ``EntryPusher``)."""
     cdef Py_ssize_t q[Q_N]
     cdef Py_ssize_t m[M_N]
     cdef Py_ssize_t led[L_N]
@@ -277,7 +389,10 @@ def check_quorum(pusher, own=None):
         sorted(own.values(), reverse=True)[len(own) >> 1]
     before = field(store, led, L_COMMITTED, LEDGER_FIELDS)
     if quorum_index > before:
-        store.update_committed_index(term, quorum_index)
+        if type(store) is _store_class:
+            commit(store, term, quorum_index)
+        else:
+            store.update_committed_index(term, quorum_index)
     waiting = field(pusher, q, Q_WAITERS, QUORUM_FIELDS)
     while waiting:
         group = waiting[0]
@@ -288,11 +403,12 @@ def check_quorum(pusher, own=None):
         _GROUP.copy(group, g)
         if group is field(pusher, q, Q_OPEN, QUORUM_FIELDS):
             set_slot_or_attr(pusher, q[Q_OPEN], "_open", None)
-        group.settle(None if slot_or_attr(group, g[G_TERM], "term") == term else _term_changed)
+        settle(group, None if slot_or_attr(group, g[G_TERM], "term") == term else _term_changed)
     committed = field(store, led, L_COMMITTED, LEDGER_FIELDS)
     if committed != before:
         for listener in field(pusher, q, Q_LISTENERS, QUORUM_FIELDS):
             listener(committed)
+    return 0
 
 
 cdef int tell_acked(object wait, const uint8_t* text, Py_ssize_t n, object buf,
@@ -317,14 +433,19 @@ cdef int tell_acked(object wait, const uint8_t* text, Py_ssize_t n, object buf,
         _PEER.copy(d, p)
         if not has_index:
             index = -1
-        field(d, p, P_PENDING, PEER_FIELDS).pop(index, None)
+        pending = field(d, p, P_PENDING, PEER_FIELDS)
+        if type(pending) is dict:  # (no method call: a dict's pop in C)
+            (<dict>pending).pop(index, None)
+        else:
+            pending.pop(index, None)
         pusher = field(d, p, P_PUSHER, PEER_FIELDS)
         _PUSHER.copy(pusher, u)
         # EntryPusher.update_water_mark(term, d.peer, index + count - 1)
         term_obj = term
         peer = field(d, p, P_PEER, PEER_FIELDS)
         mark = index + field(wait, a, A_COUNT, ACKED_FIELDS) - 1
-        marks = field(pusher, u, U_MARKS, PUSHER_FIELDS).get(term_obj)
+        marks = field(pusher, u, U_MARKS, PUSHER_FIELDS)
+        marks = (<dict>marks).get(term_obj) if type(marks) is dict else marks.get(term_obj)
         if marks is None:
             marks = pusher._marks(term_obj)
         if marks[peer] < mark:
@@ -333,7 +454,10 @@ cdef int tell_acked(object wait, const uint8_t* text, Py_ssize_t n, object buf,
             _STATE.copy(ms, s)
             if field(ms, s, S_ROLE, STATE_FIELDS) is _leader and \
                     term_obj == field(ms, s, S_TERM, STATE_FIELDS):
-                pusher._check_quorum(marks)
+                if type(pusher) is _pusher_class:
+                    quorum(pusher, marks)
+                else:
+                    pusher._check_quorum(marks)
         store = field(pusher, u, U_STORE, PUSHER_FIELDS)
         _END.copy(store, e)
         if field(d, p, P_WRITE, PEER_FIELDS) <= slot_or_attr(store, e[0], "ledger_end_index"):

@@ -18,16 +18,17 @@ record's size plus the header, and a blank (magic -1) ends the run, as
 ``DLedgerCommitLog.dispatch_entries`` walks them.
 """
 
-from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.pythread cimport PyThread_get_thread_ident
 from cpython.ref cimport PyObject, Py_INCREF, Py_XDECREF
-from cpython.unicode cimport PyUnicode_DecodeASCII
+from cpython.unicode cimport PyUnicode_DATA, PyUnicode_DecodeASCII, PyUnicode_GET_LENGTH
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
 from libc.string cimport memcmp, memset
 from rmq._fast.byteorder cimport put32, put64, get32, get64, get16
 from rmq._fast.record cimport Props, ascii_hash, find_props, index_prop_keys, prop_keys
 from rmq._fast.slots cimport set_slot_or_attr, slot_offset, slot_or_attr
+from rmq._fast.store_put cimport ClassOffsets, give_rlock, raw_rlock, take_rlock
 
 import logging
 from types import MemberDescriptorType
@@ -235,8 +236,8 @@ def dispatch_walk(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, queu
     cdef int nq = 0, i
     tokens = []
     try:
-        pos = _walk(buf, pos, limit, queue_of, None, ix, max_slots, max_index, entry_header,
-                    qs, &nq, tokens)
+        pos = _walk(&buf[0] if buf.shape[0] else NULL, buf.shape[0], pos, limit, queue_of, None,
+                    ix, max_slots, max_index, entry_header, qs, &nq, tokens)
         out = []
         for i in range(nq):
             q = &qs[i]
@@ -292,12 +293,38 @@ cdef int know_classes(cq, mf) except -1:
     return 0
 
 
+# The topics the walks met last, by their hash: a walk's queue takes its
+# topic's str from here when it met the same name before (no str made and
+# hashed again for the table look-ups: a leader's reput meets the same few
+# topics each round); strs are immutable, so a kept one is always right.
+cdef enum:
+    TOPICS_KEPT = 64
+cdef PyObject* _topics[TOPICS_KEPT]
+
+
+cdef object ascii_topic(const uint8_t* tp, Py_ssize_t tlen):
+    """The str of the ASCII topic ``tp[:tlen]``: the one kept for its hash
+    when equal, else a new one, then kept."""
+    cdef Py_ssize_t at = <uint32_t>ascii_hash(0, tp, tlen) % TOPICS_KEPT
+    cdef PyObject* kept = _topics[at]
+    cdef PyObject* old
+    if kept != NULL and PyUnicode_GET_LENGTH(<object>kept) == tlen and \
+            memcmp(PyUnicode_DATA(<object>kept), tp, tlen) == 0:
+        return <object>kept
+    topic = PyUnicode_DecodeASCII(<const char*>tp, tlen, NULL)
+    Py_INCREF(topic)
+    old = _topics[at]
+    _topics[at] = <PyObject*>topic
+    Py_XDECREF(old)
+    return topic
+
+
 cdef bint _store_queue(table, const uint8_t* tp, Py_ssize_t tlen, int32_t qid, WQ* q) except -1:
     """``ReputMixin._walk_queue`` without its Python frame or tuples: the
     queue's consume-queue file from the store's table put into ``q`` (its
     buffer held, the queue, file and topic referenced), False when its entry
     must go the per-record way."""
-    topic = PyUnicode_DecodeASCII(<const char*>tp, tlen, NULL)
+    topic = ascii_topic(tp, tlen)
     # the store's tables are plain dicts: read them without a method call
     # (``.get`` through the method protocol costs ~450 instructions a look-up)
     qs = (<dict>table).get(topic) if type(table) is dict else table.get(topic)
@@ -331,17 +358,17 @@ cdef bint _store_queue(table, const uint8_t* tp, Py_ssize_t tlen, int32_t qid, W
     return True
 
 
-cdef Py_ssize_t _walk(const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, queue_of, table,
-                      uint8_t* ix, long long max_slots, long long max_index,
+cdef Py_ssize_t _walk(const uint8_t* b, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t limit,
+                      queue_of, table, uint8_t* ix, long long max_slots, long long max_index,
                       Py_ssize_t entry_header, WQ* qs, int* nq_out, list tokens) except -1:
-    """The walk of ``dispatch_walk`` and ``reput_walk`` into ``qs`` (``*nq_out``
-    queues, to be ``_release``d by the caller): with ``queue_of`` each queue
-    is asked for through it (its token and name kept in ``tokens``), with
-    ``queue_of`` None it is looked up in the store's consume-queue ``table``
-    (``_store_queue``).  Returns the position reached."""
-    if pos < 0 or limit > buf.shape[0] or entry_header < 0:
+    """The walk of ``dispatch_walk`` and ``reput_walk`` over the ``n`` bytes
+    at ``b`` into ``qs`` (``*nq_out`` queues, to be ``_release``d by the
+    caller): with ``queue_of`` each queue is asked for through it (its token
+    and name kept in ``tokens``), with ``queue_of`` None it is looked up in
+    the store's consume-queue ``table`` (``_store_queue``).  Returns the
+    position reached."""
+    if pos < 0 or limit > n or entry_header < 0:
         raise ValueError("bad dispatch range")
-    cdef const uint8_t *b = &buf[0] if buf.shape[0] else NULL
     cdef WQ* q
     cdef int i, k
     cdef int32_t qid
@@ -412,7 +439,13 @@ def reput_walk(store, const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, 
     timestamp set and the arrival listener told (the store's runs listener
     in one call on the loop's thread, else ``store._notify_runs``).  Returns
     where the per-record path resumes."""
-    if pos < 0 or limit > buf.shape[0]:
+    return _reput(store, &buf[0] if buf.shape[0] else NULL, buf.shape[0], pos, limit, notify)
+
+
+cdef Py_ssize_t _reput(store, const uint8_t* b, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t limit,
+                       bint notify) except -1:
+    """``reput_walk`` over the ``n`` bytes at ``b``."""
+    if pos < 0 or limit > n:
         raise ValueError("bad dispatch range")
     cdef Py_ssize_t used = 0, new_pos
     cdef const uint8_t[::1] counted
@@ -435,7 +468,7 @@ def reput_walk(store, const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, 
     ix = index_of(index, &iv, cfg.maxHashSlotNum, cfg.maxIndexNum)
     runs = None
     try:
-        new_pos = _walk(buf, pos, limit, None, store.consume_queue_table, ix,
+        new_pos = _walk(b, n, pos, limit, None, store.consume_queue_table, ix,
                         cfg.maxHashSlotNum, cfg.maxIndexNum, store.commit_log.entry_header,
                         qs, &nq, None)
         for i in range(nq):
@@ -479,3 +512,103 @@ def reput_walk(store, const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, 
             except Exception:  # a listener bug must not stop dispatch
                 _log.exception("message arriving listener failed")
     return new_pos
+
+
+# ``DLedgerCommitLog.reput_committed`` (its twin ``rmq.dledger.commit_log._reput_committed``):
+# the group's commit listener, called on the leader once per round with the
+# followers' answers -- in C, without its Python frame: the reput lock taken
+# at its OS lock (``store_put.take_rlock``), the data file's fields read at
+# their slots, its bytes walked in place (no memoryview slice).
+# ``bind_reput`` hands over ``BrokerRole.SLAVE`` (rmq.store is a layer above).
+cdef object _slave = None
+
+
+def bind_reput(slave) -> None:
+    """``BrokerRole.SLAVE``: a slave's reput goes through ``do_reput``."""
+    global _slave
+    _slave = slave
+
+
+cdef enum:
+    # a data file's fields, in ``_DATA_FILE``'s order
+    D_FROM = 0
+    D_WRITE_BUFFER = 1
+    D_WROTE = 2
+    D_VIEW = 3
+    D_N = 4
+    # the store's, in ``_REPUT_STORE``'s
+    R_REPUT = 0
+    R_N = 1
+
+cdef tuple DATA_FILE_FIELDS = ("file_from_offset", "write_buffer", "wrote_position", "view")
+cdef ClassOffsets _DATA_FILE = ClassOffsets(DATA_FILE_FIELDS)
+cdef ClassOffsets _REPUT_STORE = ClassOffsets(("reput_from_offset",), True)
+
+
+def reput_committed(cl, _index) -> None:
+    """The group's commit listener: the store's reput of what is now
+    committed.  The usual case -- the committed entries after
+    ``reput_from_offset`` lie in one data file, bulk dispatch on, not a
+    slave -- is one walk of them (``reput_walk``'s); anything else, or a
+    walk that stops before the committed end, goes on through
+    ``do_reput``."""
+    cdef Py_ssize_t d[D_N]
+    cdef Py_ssize_t r[R_N]
+    cdef int64_t limit, start, first, base, end, file_size, pos
+    cdef Py_ssize_t i
+    cdef Py_buffer pb
+    cdef bint raw
+    if _slave is None:
+        raise RuntimeError("store_dispatch.bind_reput was not called")
+    store = cl.store
+    limit = cl.dledger.committed_pos
+    files = cl.mfq.mapped_files
+    if limit <= 0 or not files or store.config.brokerRole is _slave or \
+            not store._bulk_dispatch:
+        store.do_reput()
+        return
+    lock = store._reput_lock
+    raw = raw_rlock(lock)
+    take_rlock(lock, raw)
+    try:
+        _REPUT_STORE.copy(store, r)
+        start = slot_or_attr(store, r[R_REPUT], "reput_from_offset")
+        if start >= limit:
+            return
+        mf = files[0]
+        _DATA_FILE.copy(mf, d)
+        first = slot_or_attr(mf, d[D_FROM], "file_from_offset")
+        if start < first:
+            store.do_reput()
+            return
+        file_size = cl.file_size
+        i = start // file_size - first // file_size
+        if i >= len(files):
+            store.do_reput()
+            return
+        mf = files[i]
+        _DATA_FILE.copy(mf, d)
+        if slot_or_attr(mf, d[D_WRITE_BUFFER], "write_buffer") is not None:
+            store.do_reput()
+            return
+        base = slot_or_attr(mf, d[D_FROM], "file_from_offset")
+        end = min(<int64_t>slot_or_attr(mf, d[D_WROTE], "wrote_position"), limit - base)
+        if start - base >= end:
+            store.do_reput()
+            return
+        view = slot_or_attr(mf, d[D_VIEW], "view")
+        try:
+            PyObject_GetBuffer(view, &pb, PyBUF_SIMPLE)
+        except ValueError:  # (unmapped: as get_data, nothing to read)
+            return
+        try:  # (the bytes from ``start`` to ``end``, or to the view's end: the twin's slice)
+            pos = _reput(store, <const uint8_t*>pb.buf + (start - base),
+                         min(end, <int64_t>pb.len) - start + base, 0, end - start + base,
+                         store.message_arriving_listener is not None)
+        finally:
+            PyBuffer_Release(&pb)
+        set_slot_or_attr(store, r[R_REPUT], "reput_from_offset", start + pos)
+        if start + pos < limit:
+            store.do_reput()
+    finally:
+        give_rlock(lock, raw)

@@ -13,6 +13,13 @@ cdef long long put_one(object store, str topic, bytes topic_b, int queue_id, int
 
 cdef object config_of(object store)
 
+# an RLock (the store's reput lock) taken and given at its OS lock when it is
+# a ``_thread.RLock`` of the layout known here (``raw_rlock``), else through
+# its methods
+cdef bint raw_rlock(object lock) noexcept
+cdef int take_rlock(object lock, bint raw) except -1
+cdef int give_rlock(object lock, bint raw) except -1
+
 
 cdef enum:
     OFFSETS_MAX = 9  # the most fields a ``ClassOffsets`` keeps

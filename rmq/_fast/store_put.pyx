@@ -298,10 +298,51 @@ cdef inline bint raw_lock(object lock):
         type(lock).__basicsize__ == sizeof(rmq_lock_object)
 
 
-cdef inline bint raw_rlock(object lock):
-    """``lock`` is a ``_thread.RLock`` of the layout ``take_locks`` knows."""
-    return RMQ_LOCK_LAYOUT_KNOWN and type(lock) is _thread.RLock and \
-        type(lock).__basicsize__ == sizeof(rmq_rlock_object)
+cdef object _RLOCK = _thread.RLock
+cdef bint _RLOCK_KNOWN = RMQ_LOCK_LAYOUT_KNOWN and \
+    _thread.RLock.__basicsize__ == sizeof(rmq_rlock_object)
+
+
+cdef bint raw_rlock(object lock) noexcept:
+    """``lock`` is a ``_thread.RLock`` of the layout ``take_rlock`` knows."""
+    return _RLOCK_KNOWN and type(lock) is _RLOCK
+
+
+cdef int take_rlock(object lock, bint raw) except -1:
+    """``lock.acquire()`` (``raw``: ``raw_rlock(lock)``): at its OS lock when
+    free, or held by this thread already, with the fields the method sets;
+    else through the method (which waits)."""
+    cdef rmq_rlock_object *rk = <rmq_rlock_object *><PyObject *>lock
+    cdef unsigned long tid
+    if not raw:
+        lock.acquire()
+        return 0
+    tid = thread_ident()
+    if rk.rlock_count > 0 and rk.rlock_owner == tid:
+        if rk.rlock_count + 1 > rk.rlock_count:
+            rk.rlock_count += 1
+        else:
+            lock.acquire()  # its OverflowError
+    elif PyThread_acquire_lock(rk.rlock_lock, 0) == PY_LOCK_ACQUIRED:
+        rk.rlock_owner = tid
+        rk.rlock_count = 1
+    else:
+        lock.acquire()
+    return 0
+
+
+cdef int give_rlock(object lock, bint raw) except -1:
+    """``lock.release()``, as ``take_rlock`` took it (a lock not held: its
+    method raises)."""
+    cdef rmq_rlock_object *rk = <rmq_rlock_object *><PyObject *>lock
+    if raw and rk.rlock_count > 0 and rk.rlock_owner == thread_ident():
+        rk.rlock_count -= 1
+        if rk.rlock_count == 0:
+            rk.rlock_owner = 0
+            PyThread_release_lock(rk.rlock_lock)
+    else:
+        lock.release()
+    return 0
 
 
 cdef class _Fixed:
@@ -311,11 +352,11 @@ cdef class _Fixed:
     cdef object store_ref  # a weak reference: the store is not kept alive here
     cdef object cfg, cl, ccfg, flags, host_field, id_prefix, listener, flush_service
     cdef object mfq  # the commit log's files (its MappedFileQueue, made with it)
-    # bound methods (no lookup a put): the put and reput locks' acquire and
-    # release (``take_locks`` and ``give_locks`` call them for locks of another
-    # kind and when a lock is busy), the stats' on_put_one (``counters`` when
+    # bound methods (no lookup a put): the put lock's acquire and release
+    # (``take_locks`` and ``give_locks`` call them for a lock of another kind
+    # and when the lock is busy; the reput lock's: ``take_rlock``), the stats' on_put_one (``counters`` when
     # the stats are the compiled counters: counted without a Python call)
-    cdef object put_acquire, put_release, reput_acquire, reput_release, on_put_one
+    cdef object put_acquire, put_release, on_put_one
     cdef object put_lock, reput_lock
     cdef bint put_raw, reput_raw  # taken at their OS locks (``raw_lock``, ``raw_rlock``)
     cdef PutCounters counters
@@ -399,8 +440,6 @@ cdef _Fixed fixed_of(object store):
     f.reput_raw = raw_rlock(reput_lock)
     f.put_acquire = put_lock.acquire
     f.put_release = put_lock.release
-    f.reput_acquire = reput_lock.acquire
-    f.reput_release = reput_lock.release
     stats = store.stats
     f.on_put_one = stats.on_put_one
     f.counters = counters_of(stats)
@@ -609,41 +648,18 @@ cdef int take_locks(_Fixed fx) except -1:
     thread already (the RLock), with the fields their methods set; else
     through the methods (which wait)."""
     cdef rmq_lock_object *lk = <rmq_lock_object *><PyObject *>fx.put_lock
-    cdef rmq_rlock_object *rk = <rmq_rlock_object *><PyObject *>fx.reput_lock
-    cdef unsigned long tid
     if fx.put_raw and PyThread_acquire_lock(lk.lock_lock, 0) == PY_LOCK_ACQUIRED:
         lk.locked = 1
     else:
         fx.put_acquire()
-    if not fx.reput_raw:
-        fx.reput_acquire()
-        return 0
-    tid = thread_ident()
-    if rk.rlock_count > 0 and rk.rlock_owner == tid:
-        if rk.rlock_count + 1 > rk.rlock_count:
-            rk.rlock_count += 1
-        else:
-            fx.reput_acquire()  # its OverflowError
-    elif PyThread_acquire_lock(rk.rlock_lock, 0) == PY_LOCK_ACQUIRED:
-        rk.rlock_owner = tid
-        rk.rlock_count = 1
-    else:
-        fx.reput_acquire()
-    return 0
+    return take_rlock(fx.reput_lock, fx.reput_raw)
 
 
 cdef int give_locks(_Fixed fx) except -1:
     """``_reput_lock.release()`` then ``put_lock.release()``, as
     ``take_locks`` took them (a lock not held: its method raises)."""
     cdef rmq_lock_object *lk = <rmq_lock_object *><PyObject *>fx.put_lock
-    cdef rmq_rlock_object *rk = <rmq_rlock_object *><PyObject *>fx.reput_lock
-    if fx.reput_raw and rk.rlock_count > 0 and rk.rlock_owner == thread_ident():
-        rk.rlock_count -= 1
-        if rk.rlock_count == 0:
-            rk.rlock_owner = 0
-            PyThread_release_lock(rk.rlock_lock)
-    else:
-        fx.reput_release()
+    give_rlock(fx.reput_lock, fx.reput_raw)
     if fx.put_raw and lk.locked:
         lk.locked = 0
         PyThread_release_lock(lk.lock_lock)

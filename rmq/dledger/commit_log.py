@@ -241,48 +241,8 @@ class DLedgerCommitLog(CommitLog):
             view = view[:limit - start]
         return view, start
 
-    def reput_committed(self, _index: int) -> None:
-        """The group's commit listener: the store's reput of what is now
-        committed.  The usual case -- the committed entries after
-        ``reput_from_offset`` lie in one data file, bulk dispatch on, not a
-        slave -- is the compiled walk of them in one call (what ``do_reput``
-        comes to through ``get_max_offset``, ``get_min_offset``, ``get_data``
-        and ``_dispatch_region``); anything else, or a walk that stops before
-        the committed end, goes on through ``do_reput``."""
-        store = self.store
-        limit = self.dledger.committed_pos
-        files = self.mfq.mapped_files
-        if limit <= 0 or not files or store.config.brokerRole is BrokerRole.SLAVE or \
-                not store._bulk_dispatch:
-            store.do_reput()
-            return
-        with store._reput_lock:
-            start = store.reput_from_offset
-            if start >= limit:
-                return
-            first = files[0].file_from_offset
-            i = start // self.file_size - first // self.file_size
-            if start < first or i >= len(files) or files[i].write_buffer is not None:
-                store.do_reput()
-                return
-            mf = files[i]
-            base = mf.file_from_offset
-            end = min(mf.wrote_position, limit - base)
-            if start - base >= end:
-                store.do_reput()
-                return
-            try:
-                view = mf.view[start - base:end]
-            except ValueError:  # (unmapped: as get_data, nothing to read)
-                return
-            try:
-                pos = reput_walk(store, view, 0, end - start + base,
-                                 store.message_arriving_listener is not None)
-            finally:
-                view.release()
-            store.reput_from_offset = start + pos
-            if start + pos < limit:
-                store.do_reput()
+    # the group's commit listener (``_reput_committed`` below, or its compiled twin)
+    reput_committed: Callable[[DLedgerCommitLog, int], None]
 
     def recover_normally(self, max_phy_of_cq: int) -> int:
         return self._recover(max_phy_of_cq)
@@ -475,3 +435,58 @@ class DLedgerCommitLog(CommitLog):
 
     def shutdown(self) -> None:
         self.dledger.shutdown()
+
+
+def _reput_committed(cl: DLedgerCommitLog, _index: int) -> None:
+    """``DLedgerCommitLog.reput_committed``, the group's commit listener: the
+    store's reput of what is now committed.  The usual case -- the committed
+    entries after ``reput_from_offset`` lie in one data file, bulk dispatch
+    on, not a slave -- is the compiled walk of them in one call (what
+    ``do_reput`` comes to through ``get_max_offset``, ``get_min_offset``,
+    ``get_data`` and ``_dispatch_region``); anything else, or a walk that
+    stops before the committed end, goes on through ``do_reput``.  The twin
+    of ``rmq._fast.store_dispatch.reput_committed``, which does the same
+    without a Python frame (the reput lock taken at its OS lock, the data
+    file walked in place)."""
+    store = cl.store
+    limit = cl.dledger.committed_pos
+    files = cl.mfq.mapped_files
+    if limit <= 0 or not files or store.config.brokerRole is BrokerRole.SLAVE or \
+            not store._bulk_dispatch:
+        store.do_reput()
+        return
+    with store._reput_lock:
+        start = store.reput_from_offset
+        if start >= limit:
+            return
+        first = files[0].file_from_offset
+        i = start // cl.file_size - first // cl.file_size
+        if start < first or i >= len(files) or files[i].write_buffer is not None:
+            store.do_reput()
+            return
+        mf = files[i]
+        base = mf.file_from_offset
+        end = min(mf.wrote_position, limit - base)
+        if start - base >= end:
+            store.do_reput()
+            return
+        try:
+            view = mf.view[start - base:end]
+        except ValueError:  # (unmapped: as get_data, nothing to read)
+            return
+        try:
+            pos = reput_walk(store, view, 0, end - start + base,
+                             store.message_arriving_listener is not None)
+        finally:
+            view.release()
+        store.reput_from_offset = start + pos
+        if start + pos < limit:
+            store.do_reput()
+
+
+_dispatch = compiled("store_dispatch")
+if _dispatch is None:
+    DLedgerCommitLog.reput_committed = _reput_committed
+else:
+    _dispatch.bind_reput(BrokerRole.SLAVE)
+    DLedgerCommitLog.reput_committed = _dispatch.reput_committed

@@ -58,11 +58,12 @@ AppendHook = Callable[[Entry, bytearray, int], None]
 
 class DLedgerMmapFileStore:
     # the fields a leader's append reads and sets (``dledger_append.append_run``)
-    # and its quorum check reads (``dledger_frames.check_quorum``) as slots, read
-    # there at their offsets; the others in the instance dict
+    # and its quorum check and commit read and set (``dledger_frames.check_quorum``,
+    # ``update_committed_index``) as slots, read there at their offsets; the
+    # others in the instance dict
     __slots__ = ("member_state", "data", "index", "ledger_begin_index", "ledger_end_index",
                  "ledger_end_term", "_recent", "_recent_first", "_recent_bytes", "committed_index",
-                 "__dict__")
+                 "committed_pos", "__dict__")
 
     def __init__(self, config: DLedgerConfig, member_state: MemberState) -> None:
         self.config = config
@@ -541,22 +542,8 @@ class DLedgerMmapFileStore:
     # (the twin ``_kept_run`` below, or its compiled one)
     kept_run: Callable[[DLedgerMmapFileStore, int, int], list[Entry]]
 
-    def update_committed_index(self, term: int, index: int) -> None:
-        """Move the committed index up (never past this node's last entry)."""
-        end = self.ledger_end_index
-        if index == -1 or end == -1 or term < self.member_state.curr_term:
-            return
-        if index > end:
-            index = end
-        if index <= self.committed_index:
-            return
-        # (the leader's commit, once per follower's answer: its kept entry, read inline)
-        kept = self._recent.get(index)
-        if kept is not None and index >= self.ledger_begin_index:
-            self.committed_pos = kept.pos + kept.size
-        else:
-            self.committed_pos = self._end_of(index)
-        self.committed_index = index
+    # (the twin ``_update_committed_index`` below, or its compiled one)
+    update_committed_index: Callable[[DLedgerMmapFileStore, int, int], None]
 
     def _end_of(self, index: int) -> int:
         """Where entry ``index`` ends in the data files (``get(index)``'s pos +
@@ -762,3 +749,33 @@ def _advance(mf, n: int) -> None:
     """Appended ``n`` bytes to a mapped file written directly (no write buffer)."""
     mf.wrote_position += n
     mf.committed_position = mf.wrote_position
+
+
+def _update_committed_index(store: DLedgerMmapFileStore, term: int, index: int) -> None:
+    """``DLedgerMmapFileStore.update_committed_index``: move the committed
+    index up (never past this node's last entry).  The twin of
+    ``rmq._fast.dledger_frames.update_committed_index``, which the compiled
+    quorum check calls without a Python frame (the store's fields at their
+    slots)."""
+    end = store.ledger_end_index
+    if index == -1 or end == -1 or term < store.member_state.curr_term:
+        return
+    if index > end:
+        index = end
+    if index <= store.committed_index:
+        return
+    # (the leader's commit, once per follower's answer: its kept entry, read inline)
+    kept = store._recent.get(index)
+    if kept is not None and index >= store.ledger_begin_index:
+        store.committed_pos = kept.pos + kept.size
+    else:
+        store.committed_pos = store._end_of(index)
+    store.committed_index = index
+
+
+_frames = compiled("dledger_frames")
+if _frames is None:
+    DLedgerMmapFileStore.update_committed_index = _update_committed_index
+else:
+    DLedgerMmapFileStore.update_committed_index = _frames.update_committed_index
+    _frames.bind_store(DLedgerMmapFileStore)

@@ -139,7 +139,9 @@ class AckGroup:
         """``code`` None: a quorum holds the entries; else why they failed.
         Without an ``outcome`` the future gets the entry or a DLedgerError;
         with one, the future and each ``then`` callback get what
-        ``outcome(code)`` makes of it."""
+        ``outcome(code)`` makes of it.  (The compiled quorum check takes
+        a held quorum's settle with an outcome itself, the same steps:
+        ``dledger_frames.settle``.)"""
         if self.settled:
             return
         self.settled = True
@@ -645,7 +647,7 @@ class _Acked(FrameWait):
 
 
 if _frames is not None:
-    _frames.bind_acked(_Acked, Role.LEADER, Code.TERM_CHANGED)
+    _frames.bind_acked(_Acked, Role.LEADER, Code.TERM_CHANGED, EntryPusher, AckGroup)
 _push = compiled("dledger_push")
 if _push is not None:
     _push.bind_push(_Acked, Role.LEADER, PushType.APPEND, PushType.COMPARE, Channel, MAX_PENDING,

@@ -10,11 +10,14 @@ import asyncio
 
 import pytest
 
+from rmq._fast import compiled_or_none
 from rmq.client.codec import encode_batch
 from rmq.client.message import Message
+from rmq.dledger import commit_log as commit_log_mod
 from rmq.dledger.commit_log import DLedgerCommitLog
 from rmq.dledger.entry import BODY_OFFSET
 from rmq.store import (
+    BrokerRole,
     DefaultMessageStore,
     GetMessageStatus,
     MessageExtBatch,
@@ -27,6 +30,8 @@ from rmq.testing.wait import wait_until
 from tests.unit.test_store_basic import HOST, make_msg
 
 pytestmark = pytest.mark.timeout(60)
+
+_DISPATCH = compiled_or_none("store_dispatch")
 
 
 def _config(tmp_path, **kw) -> MessageStoreConfig:
@@ -153,3 +158,50 @@ async def test_the_commit_logs_reput_dispatches_as_do_reput(tmp_path):
     own, count = await _dispatched_queues(tmp_path / "own", False)
     general, _ = await _dispatched_queues(tmp_path / "general", True)
     assert own == general and sum(len(q) for q in own) == 20 * count
+
+
+@pytest.mark.compiled_only
+@pytest.mark.asyncio
+async def test_the_compiled_commit_listener_dispatches_as_its_twin(tmp_path, monkeypatch):
+    """``reput_committed`` compiled (``store_dispatch.reput_committed``: the
+    reput lock at its OS lock, the data file walked in place) and its twin
+    (``commit_log._reput_committed``) leave the same consume-queue files,
+    across data files, and the reput lock free."""
+    assert _DISPATCH is not None
+    _DISPATCH.bind_reput(BrokerRole.SLAVE)
+    got = []
+    for name, listener in (("twin", commit_log_mod._reput_committed),
+                           ("compiled", _DISPATCH.reput_committed)):
+        monkeypatch.setattr(DLedgerCommitLog, "reput_committed", listener)
+        got.append(await _dispatched_queues(tmp_path / name, False))
+    assert got[0] == got[1] and sum(len(q) for q in got[0][0]) == 20 * got[0][1]
+
+
+@pytest.mark.compiled_only
+@pytest.mark.parametrize("held", [False, True])
+def test_the_compiled_commit_listener_takes_and_gives_the_reput_lock(tmp_path, held):
+    """The compiled listener on a store whose reput lock this thread holds
+    already (re-entered, as the RLock's method does) or nobody holds: the
+    lock is as it was afterwards."""
+    assert _DISPATCH is not None
+    _DISPATCH.bind_reput(BrokerRole.SLAVE)
+    store = DefaultMessageStore(_config(tmp_path), HOST, commit_log=DLedgerCommitLog)
+    assert store.load()
+    try:
+        cl = store.commit_log
+        mf = cl.mfq.get_last_mapped_file(0, True)
+        mf.wrote_position = 64  # zeros: no entry, the walk stops at once
+        cl.dledger.committed_pos = 64
+        lock = store._reput_lock
+        if held:
+            lock.acquire()
+        try:
+            _DISPATCH.reput_committed(cl, 0)
+            assert lock._is_owned() == held and store.reput_from_offset == 0
+        finally:
+            if held:
+                lock.release()
+        assert not lock._is_owned() and lock.acquire(blocking=False)
+        lock.release()
+    finally:
+        store.shutdown()

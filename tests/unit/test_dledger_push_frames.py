@@ -17,6 +17,7 @@ from types import SimpleNamespace
 import pytest
 
 from rmq._fast import compiled_or_none
+from rmq.dledger import mmap_store as mmap_store_mod
 from rmq.dledger import pusher as pusher_mod
 from rmq.dledger import rpc
 from rmq.dledger.entry import Entry
@@ -582,15 +583,23 @@ class _SlottedQuorum(_QuorumFields):
 
 def _quorum_case(check, pusher_type, marks, end, committed, own) -> tuple:
     settled: list = []
+    told: list = []
     groups = []
+
+    def failing(_value) -> None:
+        raise RuntimeError("a waiter's bug")
+
     for last, term in ((3, 1), (5, 2), (8, 2), (12, 2)):
         g = pusher_mod.AckGroup(Entry(index=last, term=term), last - 1, 0.0,
-                                lambda code, last=last: settled.append((last, code)))
+                                lambda code, last=last: settled.append((last, code)) or last)
+        if last != 8:  # (waiters told by callbacks, one failing; one group with none)
+            g.then = [failing, lambda value, last=last: told.append((last, value))]
         groups.append(g)
+    groups[1].settled = True  # (already settled: settled again, nothing happens)
     pusher = pusher_type(dict(marks), end, committed, 2, groups)
     check(pusher, pusher.water_marks[2] if own else None)
     return (pusher.water_marks, pusher.store.committed_index, [g.last for g in pusher.waiters],
-            pusher._open is None, settled, pusher.log)
+            pusher._open is None, settled, told, [g.settled for g in groups], pusher.log)
 
 
 CHECKS = [pusher_mod._check_quorum, getattr(C, "check_quorum", None)]
@@ -605,12 +614,63 @@ CHECKS = [pusher_mod._check_quorum, getattr(C, "check_quorum", None)]
                                   ({"n0": 8, "n1": 7}, 8, 2)])
 def test_check_quorum_compiled_and_twin_commit_and_settle_alike(case, own):
     """``EntryPusher._check_quorum`` compiled and its twin: the same marks,
-    commit, groups settled (an older term's with TERM_CHANGED) and left,
-    open group cleared and listeners told, the pusher's fields read at their
-    slots or through its attributes."""
+    commit, groups settled (an older term's with TERM_CHANGED; a held
+    quorum's by the compiled ``settle``: outcome, ``then`` callbacks, one
+    failing, a group settled before left as it was) and left, open group
+    cleared and listeners told, the pusher's fields read at their slots or
+    through its attributes."""
     marks, end, committed = case
     got = {(check, t): _quorum_case(check, t, marks, end, committed, own)
            for check in CHECKS for t in (_QuorumFields, _SlottedQuorum)}
     first = next(iter(got.values()))
     assert all(v == first for v in got.values())
-    assert first[4][:1] in ([], [(3, Code.TERM_CHANGED)])
+    assert first[4][:1] in ([], [(3, Code.TERM_CHANGED)]) and 5 not in dict(first[4])
+    assert first[5] == [(last, last) for last, code in first[4] if last != 8]
+
+
+class _CommitStore:
+    """What ``update_committed_index`` reaches of a ``DLedgerMmapFileStore``,
+    recorded."""
+
+    def __init__(self, end: int, committed: int, begin: int, kept: dict) -> None:
+        self.ledger_end_index = end
+        self.member_state = SimpleNamespace(role=Role.LEADER, curr_term=2)
+        self.committed_index = committed
+        self._recent = kept
+        self.ledger_begin_index = begin
+        self.committed_pos = -1
+        self.log: list = []
+
+    def _end_of(self, index: int) -> int:
+        self.log.append(index)
+        return 1000 + index
+
+
+class _SlottedCommitStore(_CommitStore):
+    __slots__ = ("ledger_end_index", "member_state", "committed_index", "_recent",
+                 "ledger_begin_index", "committed_pos")  # (as above)
+
+
+COMMITS = [mmap_store_mod._update_committed_index, getattr(C, "update_committed_index", None)]
+
+
+@pytest.mark.compiled_only
+@pytest.mark.parametrize("case", [(2, 5, 9, 3, 0), (2, -1, 9, 3, 0), (2, 5, -1, -1, 0),
+                                  (1, 5, 9, 3, 0), (3, 12, 9, 3, 0), (2, 3, 9, 3, 0),
+                                  (2, 6, 9, 3, 7), (2, 8, 9, 3, 0), (2, 2 ** 70, 9, 3, 0)])
+def test_update_committed_index_compiled_and_twin_alike(case):
+    """``DLedgerMmapFileStore.update_committed_index`` compiled and its twin:
+    the same committed index and position (from the kept entry, or from
+    ``_end_of`` when none is kept or it lies before the log's begin), and
+    nothing moved for an older term, an index of -1, an empty log or an
+    index at or below the committed one, the store's fields read at their
+    slots or through its attributes."""
+    term, index, end, committed, begin = case
+    got = []
+    for commit in COMMITS:
+        for t in (_CommitStore, _SlottedCommitStore):
+            kept = {i: Entry(index=i, term=2, pos=100 * i, size=60) for i in range(4, 8)}
+            store = t(end, committed, begin, kept)
+            commit(store, term, index)
+            got.append((store.committed_index, store.committed_pos, store.log))
+    assert all(g == got[0] for g in got)

@@ -7,6 +7,7 @@ notices, over DLedger entries and plain records alike."""
 from __future__ import annotations
 
 import struct
+import sys
 import threading
 from types import SimpleNamespace
 
@@ -101,6 +102,24 @@ def test_reput_walk_twins_agree(header: int, keys: bool, index: bool, runs: bool
         assert all(q[0] == q[1] == 160 for q in qs.values())
         notices = told[0] if runs else told
         assert [n[:3] for n in notices] == [("Topic", 3, 8), ("Topic", 1, 8)]
+
+@pytest.mark.parametrize("queues", [[(b"Aa", 3), (b"BB", 1), (b"Aa", 0)],
+                                    [(b"BB", 2), (b"Aa", 2), (b"C#", 2)]])
+def test_reput_walk_of_topics_of_one_hash_twice(monkeypatch, queues) -> None:
+    """Topics of one hash ("Aa", "BB", "C#": the compiled walk keeps the
+    topics it met by their hash) met in turn, in two walks: each queue gets
+    its own records and notices, as in the twin."""
+    monkeypatch.setattr(sys.modules[__name__], "QUEUES", queues)
+    buf = _log(48, True)
+    outs = []
+    for impl in IMPLS:
+        for _ in range(2):
+            store = _Store(48, True, True, True, None)
+            pos = impl(store, memoryview(buf), 0, len(buf), True)
+            outs.append((pos, store.state()))
+    assert all(o == outs[0] for o in outs) and outs[0][0] == len(buf)
+    assert [n[:3] for n in outs[0][1][4][0]] == [(t.decode(), q, 27) for t, q in queues]
+
 
 @pytest.mark.parametrize("impl", IMPLS)
 def test_reput_walk_off_the_loop_thread_notifies_per_queue(impl) -> None:
