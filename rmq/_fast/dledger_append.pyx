@@ -532,7 +532,7 @@ cdef inline Py_ssize_t row_size(tuple s, bytes topic_b, int32_t sys_flag, Py_ssi
 
 def plain_runs(list sends not None, int32_t host_bits, dict table not None,
                Py_ssize_t max_body, Py_ssize_t limit):
-    """A DLedger leader's plain sends of one read (``plain_single``'s
+    """A DLedger leader's plain sends of one read (``plain_sends``'
     readings) made into the rows ``write_entries`` writes, each with its
     queue offset (the next of ``table``, the (topic, queue id) -> next
     offset map, counting the sends before it): stops before the first send

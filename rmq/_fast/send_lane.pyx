@@ -536,7 +536,7 @@ cdef class SendLane:
     # method calls (the Java load meets a new queue with nearly every message)
     cdef dict cq_table, tq_table, hold_table
     # the broker's topic configs (SendLaneSupport.topics.table) of a served
-    # read; None in a read of begin_plain (the support's ``topic`` is asked)
+    # read; None in a read of plain_sends (the support's ``topic`` is asked)
     cdef dict topic_table
     cdef object run_obj         # the read's AppendRun (its ``queue`` for a queue met anew)
     cdef bint histograms
@@ -552,7 +552,6 @@ cdef class SendLane:
     cdef Out out, held
     cdef list touched
     cdef bint busy
-    cdef bytes plain_cluster    # the read's cluster name (``begin_plain``)
     # the support's references, which it sets once (``SendLaneSupport.__init__``)
     # and never rebinds: taken here once, not as attributes in every read
     # (what they refer to -- configs, queues, flags -- is read in each read)
@@ -958,59 +957,64 @@ cdef class SendLane:
             if events:
                 stats.add_pending_put(q.key[0], q.key[1], nums, size, events)
 
-    def begin_plain(self, bytes cluster):
-        """Start a read of ``plain_single`` calls (a DLedger leader's lane):
-        each topic's settings are asked for once in it; ``cluster`` is the
-        broker's cluster name, as the stored properties carry it."""
-        self.read_id += 1
-        self.plain_cluster = cluster
-        self.topic_table = None  # (a topic's settings asked of the support)
-
-    def plain_single(self, buf, Py_ssize_t pos, Py_ssize_t end):
-        """The plain single send at ``buf[pos:end]`` read as ``serve`` reads
-        it, with the same checks, without storing it: (frame end, code, flag,
-        opaque, serialize type, topic, queue id, sysFlag without the host
-        bits (MULTI_TAGS set for such a topic), born timestamp, flag,
-        reconsume times, body, stored properties, index keys), or None for
-        what the lane leaves to the general path (a batch included)."""
+    def plain_sends(self, bytes cluster not None, buf, Py_ssize_t pos, Py_ssize_t end):
+        """The plain single sends at the start of ``buf[pos:end]`` (a DLedger
+        leader's lane), each read as ``serve`` reads it, with the same checks,
+        without storing it: a list of readings (frame end, code, flag, opaque,
+        serialize type, topic, queue id, sysFlag without the host bits
+        (MULTI_TAGS set for such a topic), born timestamp, flag, reconsume
+        times, body, stored properties, index keys) up to the first frame the
+        lane leaves to the general path (a batch included).  One call a read
+        (the buffer held once; each topic's settings asked for once in it);
+        ``cluster`` is the broker's cluster name, as the stored properties
+        carry it."""
         cdef Py_buffer view
-        cdef Head h
-        cdef SendFields s
-        cdef SendProps sp
-        cdef CTopic t
-        cdef bytes cluster = self.plain_cluster
-        if cluster is None:
-            raise ValueError("plain_single before begin_plain")
-        cdef Py_ssize_t clen = PyBytes_GET_SIZE(cluster)
-        cdef Py_ssize_t n, plen, nkeys
+        cdef list sends = []
+        self.read_id += 1
+        self.topic_table = None  # (a topic's settings asked of the support)
         PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
         try:
             if pos < 0 or end > view.len or pos > end:
                 raise ValueError("pos/end outside the buffer")
-            if not read_head(<const uint8_t*>view.buf, pos, end, self.max_frame, &h) or \
-                    h.code == SEND_BATCH:
-                return None
-            t = self.fields(&h, &s)
-            if t is None:
-                return None
-            n = self.props_text(s.props, s.props.s.n + clen + 16
-                                if s.props.kind == JV_STR else 64 + clen)
-            if n < 0:
-                return None
-            self.room(2 * n + clen + 16)
-            plen = send_props(<const char*>self.scratch, n, PyBytes_AS_STRING(cluster), clen,
-                              <char*>self.scratch + n, &sp)
-            if plen < 0 or sp.special or plen > MAX_PROPS:
-                return None
-            nkeys = (1 if sp.uniq_at >= 0 else 0) + \
-                (count_keys(self.scratch + sp.keys_at, sp.keys_len) if sp.keys_at >= 0 else 0)
-            return (h.frame_end, h.code, h.flag, h.opaque, h.stype, t.name, s.qid,
-                    (s.sys_flag & ~0x30) | (MULTI_TAGS_FLAG if t.multi else 0), s.born_ts,
-                    s.mflag, s.reconsume,
-                    PyBytes_FromStringAndSize(<const char*>h.body, h.body_len),
-                    PyBytes_FromStringAndSize(<const char*>self.scratch + n, plen), nkeys)
+            while True:
+                send = self.plain_one(<const uint8_t*>view.buf, pos, end, cluster)
+                if send is None:
+                    return sends
+                sends.append(send)
+                pos = (<tuple>send)[0]
         finally:
             PyBuffer_Release(&view)
+
+    cdef object plain_one(self, const uint8_t* b, Py_ssize_t pos, Py_ssize_t end, bytes cluster):
+        """``plain_sends``' reading of the frame at ``b[pos:end]``, None when
+        the lane leaves it to the general path."""
+        cdef Head h
+        cdef SendFields s
+        cdef SendProps sp
+        cdef CTopic t
+        cdef Py_ssize_t clen = PyBytes_GET_SIZE(cluster)
+        cdef Py_ssize_t n, plen, nkeys
+        if not read_head(b, pos, end, self.max_frame, &h) or h.code == SEND_BATCH:
+            return None
+        t = self.fields(&h, &s)
+        if t is None:
+            return None
+        n = self.props_text(s.props, s.props.s.n + clen + 16
+                            if s.props.kind == JV_STR else 64 + clen)
+        if n < 0:
+            return None
+        self.room(2 * n + clen + 16)
+        plen = send_props(<const char*>self.scratch, n, PyBytes_AS_STRING(cluster), clen,
+                          <char*>self.scratch + n, &sp)
+        if plen < 0 or sp.special or plen > MAX_PROPS:
+            return None
+        nkeys = (1 if sp.uniq_at >= 0 else 0) + \
+            (count_keys(self.scratch + sp.keys_at, sp.keys_len) if sp.keys_at >= 0 else 0)
+        return (h.frame_end, h.code, h.flag, h.opaque, h.stype, t.name, s.qid,
+                (s.sys_flag & ~0x30) | (MULTI_TAGS_FLAG if t.multi else 0), s.born_ts,
+                s.mflag, s.reconsume,
+                PyBytes_FromStringAndSize(<const char*>h.body, h.body_len),
+                PyBytes_FromStringAndSize(<const char*>self.scratch + n, plen), nkeys)
 
     def served(self):
         """(request code, oneway, count) of what the last ``serve`` took."""
@@ -1039,7 +1043,7 @@ cdef class SendLane:
                 t.queues = []
                 self.topic_cache[key] = t
             self.last_topic = t
-        if t.read != self.read_id and self.topic_table is None:  # begin_plain's reads
+        if t.read != self.read_id and self.topic_table is None:  # plain_sends' reads
             t.read = self.read_id
             found = self.support.topic(t.name)
             t.ok = found is not None
@@ -1468,7 +1472,7 @@ def plain_answers(bytes host_hex not None, tuple tails not None, list sends not 
                   list stored not None, list asked not None):
     """The SUCCESS frames of a DLedger leader's stored sends, joined, as
     ``response_frame`` builds each (twin: ``_plain_answers`` in
-    rmq/broker/send_lane.py): ``sends[i]`` is ``plain_single``'s reading,
+    rmq/broker/send_lane.py): ``sends[i]`` is ``plain_sends``'s reading,
     ``stored[i]`` (entry, physical offset, queue offset, size); oneway sends
     get none; each answered send's (opaque, serialize type) is appended to
     ``asked``."""

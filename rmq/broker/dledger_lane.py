@@ -49,8 +49,9 @@ class DLedgerSendLane:
 
     def __init__(self, support: SendLaneSupport, max_frame: int) -> None:
         self.support = support
-        # the send lane's frame reader: compiled when built (its ``plain_single``
-        # reads a frame without a Python object per field), else the twin
+        # the send lane's frame reader: compiled when built (its ``plain_sends``
+        # reads a read's frames in one call, without a Python object per
+        # field), else the twin
         self.frames = make_send_lane(support, max_frame)
         self._counts: dict[tuple[int, bool], int] = {}
 
@@ -74,15 +75,9 @@ class DLedgerSendLane:
         position of the first frame left to the general path.  The answers
         go out when the quorum wait ends, so none is returned here."""
         self._counts = {}
-        reader = self.frames
-        reader.begin_plain(self.support.processor.cluster.encode())
-        send = reader.plain_single(buf, pos, end)
-        if send is None or not self._may_put():
+        sends = self.frames.plain_sends(self.support.processor.cluster.encode(), buf, pos, end)
+        if not sends or not self._may_put():
             return pos, None
-        sends = []
-        while send is not None:
-            sends.append(send)
-            send = reader.plain_single(buf, send[0], end)
         read = _Read(self.support, channel)
         stored = read.cl.append_plain(sends, read.host_bits, read.born)
         if not stored:

@@ -485,7 +485,6 @@ class SendLane:
         self.support = support
         self.max_frame = max_frame
         self._counts: dict[tuple[int, bool], int] = {}
-        self._plain: _PlainRead | None = None
 
     def served(self) -> list[tuple[int, bool, int]]:
         """(request code, oneway, count) of what the last ``serve`` took."""
@@ -581,21 +580,30 @@ class SendLane:
             return None  # (props[3]: DELAY or TRAN_MSG sent)
         return fields, tc, props
 
-    def begin_plain(self, cluster: bytes) -> None:
-        """Start a read of ``plain_single`` calls (a DLedger leader's lane):
-        each topic's settings are asked for once in it."""
-        self._plain = _PlainRead(cluster.decode())
+    def plain_sends(self, cluster: bytes, buf, pos: int, end: int) -> list[tuple]:
+        """The plain single sends at the start of ``buf[pos:end]`` (a DLedger
+        leader's lane), each read as ``serve`` reads it, not stored: a list of
+        readings (frame end, code, flag, opaque, serialize type, topic, queue
+        id, sysFlag without the host bits (MULTI_TAGS set for such a topic),
+        born timestamp, flag, reconsume times, body, stored properties, index
+        keys) up to the first frame left to the general path (a batch too).
+        Each topic's settings are asked for once in the call."""
+        read = _PlainRead(cluster.decode())
+        sends = []
+        while True:
+            send = self._plain_one(read, buf, pos, end)
+            if send is None:
+                return sends
+            sends.append(send)
+            pos = send[0]
 
-    def plain_single(self, buf, pos: int, end: int) -> tuple | None:
-        """The plain single send at ``buf[pos:end]`` read as ``serve`` reads
-        it, not stored: (frame end, code, flag, opaque, serialize type,
-        topic, queue id, sysFlag without the host bits (MULTI_TAGS set for
-        such a topic), born timestamp, flag, reconsume times, body, stored
-        properties, index keys), or None (the general path; a batch too)."""
+    def _plain_one(self, read: _PlainRead, buf, pos: int, end: int) -> tuple | None:
+        """``plain_sends``' reading of the frame at ``buf[pos:end]``, None
+        when the lane leaves it to the general path."""
         frame = self.read_frame(buf, pos, end)
         if frame is None or frame[0] == SEND_BATCH:
             return None
-        plain = self.plain_send(self._plain, frame)
+        plain = self.plain_send(read, frame)
         if plain is None:
             return None
         (topic, queue_id, sys_flag, born_ts, mflag, _text, reconsume), tc, props = plain
@@ -653,7 +661,7 @@ class SendLane:
 
 
 class _PlainRead:
-    """A read of ``plain_single`` calls: the topics' settings asked for in it."""
+    """A ``plain_sends`` call's read: the topics' settings asked for in it."""
 
     __slots__ = ("cluster", "topics")
 
@@ -732,7 +740,7 @@ def _rocketmq_entry(key: bytes, value: bytes) -> bytes:
 def _plain_answers(host_hex: bytes, tails: tuple[bytes, bytes], sends: list[tuple],
                    stored: list[tuple], asked: list[tuple[int, int]]) -> bytes:
     """The SUCCESS frames of a DLedger leader's stored sends, joined:
-    ``sends[i]`` is ``plain_single``'s reading, ``stored[i]`` (entry,
+    ``sends[i]`` is ``plain_sends``' reading, ``stored[i]`` (entry,
     physical offset, queue offset, size); oneway sends get none; each
     answered send's (opaque, serialize type) is appended to ``asked``.  The
     twin of the compiled ``plain_answers``."""

@@ -105,7 +105,7 @@ class _RecordWriter:
 
 def _plain_runs(sends: list[tuple], host_bits: int, table: dict[tuple[str, int], int],
                 max_body: int, limit: int) -> tuple[list[tuple], list[tuple], list[int], int]:
-    """A DLedger leader's plain sends of one read (``plain_single``'s
+    """A DLedger leader's plain sends of one read (``plain_sends``'
     readings) made into the rows ``write_entries`` writes, each with its
     queue offset (the next of ``table``, the (topic, queue id) -> next
     offset map, counting the sends before it): stops before the first send
@@ -273,7 +273,7 @@ class DLedgerCommitLog(CommitLog):
 
     def append_plain(self, sends: list[tuple], host_bits: int,
                      born: bytes) -> list[tuple[Entry, int, int, int]]:
-        """Plain sends (``plain_single``'s readings, host bits aside) appended
+        """Plain sends (``plain_sends``' readings, host bits aside) appended
         as ``put_message`` appends each (the same record in the same entry,
         the same dispatch room taken), for the leader's send lane: (entry,
         the record's physical offset, queue offset, record size) of the

@@ -23,7 +23,7 @@ _PUSH = compiled_or_none("dledger_push")
 
 def _send(i: int, topic: str = "T", queue: int = 0, body: bytes = b"x" * 100,
           keys: int = 0, flag: int = 0, code: int = 310) -> tuple:
-    """A reading of ``plain_single``: (end, code, flag, opaque, serialize
+    """A reading of ``plain_sends``: (end, code, flag, opaque, serialize
     type, topic, queue id, sysFlag, born timestamp, message flag, reconsume
     times, body, stored properties, index keys)."""
     return (100 * (i + 1), code, flag, i, 0, topic, queue, i % 2, 1_700_000_000_000 + i, i % 3,

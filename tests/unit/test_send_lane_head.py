@@ -178,12 +178,12 @@ def test_java_rocketmq_header_is_taken():
 
 
 # the compiled properties reader is set up by its twin's import, which a twin
-# build (RMQ_NO_EXTENSIONS=1) skips: plain_single is compared in the compiled pass
+# build (RMQ_NO_EXTENSIONS=1) skips: plain_sends is compared in the compiled pass
 _built = pytest.mark.compiled_only
 
 
 class _Topics:
-    """The support ``plain_single`` asks: a topic's (write, read queue
+    """The support ``plain_sends`` asks: a topic's (write, read queue
     numbers, MULTI_TAGS), None for one the lane does not store into."""
 
     def __init__(self) -> None:
@@ -197,12 +197,13 @@ class _Topics:
 
 
 @_built
-def test_plain_single_reads_what_the_twin_reads():
-    """The DLedger leader's lane reads each frame with ``plain_single``:
-    compiled and twin give the same tuple (record fields, body, stored
-    properties, index keys) for every frame the compiled one takes, over
-    the send lane test's request stream (both header serializations, C++
-    and odd JSON spellings, batches, non-ASCII values, transactions)."""
+def test_plain_sends_reads_what_the_twin_reads():
+    """The DLedger leader's lane reads a read's leading frames with
+    ``plain_sends``: compiled and twin give the same readings (record
+    fields, body, stored properties, index keys) from every frame of the
+    send lane test's request stream (both header serializations, C++ and
+    odd JSON spellings, batches, non-ASCII values, transactions), each frame
+    alone and with the frames after it."""
     from rmq.broker.send_lane import SendLane
     from tests.integration.test_send_lane import _stream
 
@@ -210,34 +211,32 @@ def test_plain_single_reads_what_the_twin_reads():
     buf = b"".join(frames)
     comp, twin = _Topics(), _Topics()
     c, t = _C.SendLane(comp, MAX), SendLane(twin, MAX)
-    c.begin_plain(b"DefaultCluster")
-    t.begin_plain(b"DefaultCluster")
     pos = taken = 0
     for frame in frames:
         end = pos + len(frame)
-        got = c.plain_single(buf, pos, len(buf))
-        want = t.plain_single(buf, pos, len(buf))
-        if got is not None:
+        got = c.plain_sends(b"DefaultCluster", buf, pos, end)
+        assert got == t.plain_sends(b"DefaultCluster", buf, pos, end)
+        if got:
             taken += 1
-            assert got == want
-            assert got[0] == end
+            assert len(got) == 1 and got[0][0] == end
+        rest = c.plain_sends(b"DefaultCluster", buf, pos, len(buf))
+        assert rest == t.plain_sends(b"DefaultCluster", buf, pos, len(buf))
+        assert rest[:1] == got
         pos = end
     assert taken > len(frames) // 2
     with pytest.raises(ValueError):
-        c.plain_single(buf, 0, len(buf) + 1)
+        c.plain_sends(b"DefaultCluster", buf, 0, len(buf) + 1)
 
 
 @_built
-def test_plain_single_asks_each_topic_once_a_read():
+def test_plain_sends_asks_each_topic_once_a_read():
+    from rmq.broker.send_lane import SendLane
+
     frames = [RemotingCommand(310, 0, 409, i, 0, None, {
         "a": "g", "b": "T", "c": "TBW102", "d": "4", "e": "1", "f": "0", "g": "17", "h": "0",
         "i": "TAGS\x01A", "j": "0", "k": "false", "m": "false"}, b"x", 0).encode() for i in range(3)]
     buf = b"".join(frames)
-    lane = _C.SendLane(_Topics(), MAX)
-    lane.begin_plain(b"C")
-    pos = 0
-    for _ in frames:
-        pos = lane.plain_single(buf, pos, len(buf))[0]
-    lane.begin_plain(b"C")
-    lane.plain_single(buf, 0, len(buf))
-    assert lane.support.asked == ["T", "T"]
+    for lane in (_C.SendLane(_Topics(), MAX), SendLane(_Topics(), MAX)):
+        assert [s[3] for s in lane.plain_sends(b"C", buf, 0, len(buf))] == [0, 1, 2]
+        assert len(lane.plain_sends(b"C", buf, 0, len(buf))) == 3
+        assert lane.support.asked == ["T", "T"]  # once per call (a read), not per frame
