@@ -1,6 +1,7 @@
 # cython: language_level=3
 # The single put's session (store_put.pyx), cimported by the revive writer, and
-# the per-class slot offsets it keeps, which the revive writer keeps too.
+# the per-class slot offsets it keeps, which the revive writer keeps too; the
+# put and reput locks as it takes them, which the send lane takes so too.
 
 from libc.stdint cimport int64_t
 from libc.string cimport memcpy
@@ -12,6 +13,16 @@ cdef long long put_one(object store, str topic, bytes topic_b, int queue_id, int
                        int64_t *phy_out, Py_ssize_t *size_out) except -2
 
 cdef object config_of(object store)
+
+
+cdef class PutLocks:
+    cdef object put_lock, reput_lock
+    cdef object put_acquire, put_release, reput_acquire, reput_release
+    cdef bint put_raw, reput_raw  # taken at their OS locks (``raw_lock``, ``raw_rlock``)
+
+
+cdef int take_locks(PutLocks fx) except -1
+cdef int give_locks(PutLocks fx) except -1
 
 
 cdef enum:

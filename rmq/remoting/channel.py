@@ -200,8 +200,10 @@ class RemotingProtocol(asyncio.BufferedProtocol):
             self._resize(max(size, _BUSY_BUFFER))  # the last read filled its room
         elif size - self._end < min(_MIN_FREE, size // 2):
             self._make_room()
-        self._offered = len(self._buf) - self._end
-        return self._view[self._end:]
+        end = self._end
+        self._offered = len(self._buf) - end
+        # nothing pending (a read taken whole): the buffer's own view, no slice made
+        return self._view[end:] if end else self._view
 
     def _make_room(self) -> None:
         """Move pending bytes to the front, or grow when a frame needs more room.
