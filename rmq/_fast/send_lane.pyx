@@ -65,6 +65,8 @@ from rmq._fast.record cimport (
     is_ascii,
 )
 from rmq._fast.send_fast cimport SendProps, ascii_int, java_int, send_props
+from rmq._fast.slots cimport set_slot_or_attr, slot_or_attr
+from rmq._fast.store_put cimport ClassOffsets, PutLocks, give_locks, take_locks
 from rmq._fast.store_batch cimport KEPT, check_wire, write_all
 
 cdef extern from "Python.h":
@@ -428,6 +430,18 @@ cdef inline int64_t now_ms() noexcept nogil:
     return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
 
 
+cdef inline Py_ssize_t* offsets_of(ClassOffsets fields, object o) except NULL:
+    """Where ``fields``' names lie in ``o`` (> 0: its slot, read and set there
+    at the cost of a load; else through its attribute, as for any other
+    class), found again when ``o`` is of another class than the last met:
+    the per-read fields of the broker and the store that ``open_read`` and
+    ``close_read`` read and set, ~140 instructions each through the
+    attribute protocol."""
+    if type(o) is not fields.cls:
+        fields.find(o)
+    return fields.at
+
+
 cdef class CTopic:
     """A topic the lane stores into, kept between reads; its settings are
     asked for again in every read that uses it (``read``)."""
@@ -560,7 +574,11 @@ cdef class SendLane:
     cdef int64_t s_not_writeable, s_zero_ahead
     # what the store, its commit log and the broker make once and never
     # rebind: the dispatch switches, running flags, both statistics
-    cdef object s_multi, s_flags, s_sstats, s_bstats, s_put_lock, s_reput_lock, s_clcfg
+    cdef object s_multi, s_flags, s_sstats, s_bstats, s_clcfg
+    cdef PutLocks s_locks       # the commit log's put lock and the reput lock (take_locks)
+    # where the fields read and set in every read lie in their objects (offsets_of)
+    cdef ClassOffsets f_queue, f_cl, f_bc, f_cfg, f_store, f_flags, f_checkpoint, f_mf, f_run
+    cdef ClassOffsets f_stats, f_hold, f_channel
 
     def __init__(self, support, Py_ssize_t max_frame):
         self.support = support
@@ -580,9 +598,11 @@ cdef class SendLane:
         self.s_not_writeable = getattr(support, "not_writeable", 0)
         self.s_zero_ahead = getattr(support, "zero_ahead", 0)
         self.s_multi = getattr(self.s_cl, "multi", None)
-        self.s_put_lock = getattr(self.s_cl, "put_lock", None)
+        put_lock = getattr(self.s_cl, "put_lock", None)
         self.s_clcfg = getattr(self.s_cl, "config", None)
-        self.s_reput_lock = getattr(self.s_store, "_reput_lock", None)
+        reput_lock = getattr(self.s_store, "_reput_lock", None)
+        if put_lock is not None and reput_lock is not None:
+            self.s_locks = PutLocks(put_lock, reput_lock)
         self.s_flags = getattr(self.s_store, "running_flags", None)
         self.s_sstats = getattr(self.s_store, "stats", None)
         self.s_bstats = getattr(getattr(support, "c", None), "stats", None)
@@ -595,6 +615,24 @@ cdef class SendLane:
         self.held = Out()
         self.touched = []
         self.counted = []
+        self.f_queue = ClassOffsets(("_waiting", "busy", "workers", "before_run_active"), True)
+        self.f_cl = ClassOffsets(("begin_time_in_lock", "append_run", "zero_ahead_enabled",
+                                  "topic_queue_table"), True)
+        self.f_bc = ClassOffsets(("startAcceptSendRequestTimeStamp", "brokerPermission",
+                                  "regionId", "traceOn"), True)
+        self.f_cfg = ClassOffsets(("brokerRole", "messageIndexEnable", "flushDiskType",
+                                   "flushCommitLogTimed", "maxMessageSize"), True)
+        self.f_store = ClassOffsets(("_shutdown", "commit_service", "reput_from_offset",
+                                     "checkpoint", "consume_queue_table",
+                                     "message_runs_listener"), True)
+        self.f_flags = ClassOffsets(("flag_bits",), True)
+        self.f_checkpoint = ClassOffsets(("logics_msg_timestamp",), True)
+        self.f_mf = ClassOffsets(("wrote_position", "file_from_offset", "zeroed_to", "view",
+                                  "committed_position", "store_timestamp"), True)
+        self.f_run = ClassOffsets(("mf", "buffer", "index", "_open"), True)
+        self.f_stats = ClassOffsets(("put_total", "size_histograms"), True)
+        self.f_hold = ClassOffsets(("table",), True)
+        self.f_channel = ClassOffsets(("attrs",), True)
         lanes = getattr(support, "lanes", None)
         if lanes is not None:  # SendLaneSupport.take_puts asks this lane's counts too
             lanes.append(self)
@@ -709,25 +747,35 @@ cdef class SendLane:
         store's append session opened (``open_run``: its checks, the locks,
         the zero fill ahead, the session armed) and the read's context in
         ``c``; False (nothing taken, no lock held) when sends must go the
-        general way now.  One C call instead of about fifteen Python ones."""
+        general way now.  One C call instead of about fifteen Python ones;
+        the fields it reads and sets, at their slots (``offsets_of``)."""
+        cdef Py_ssize_t* f
         sup = self.support
         # SendLaneSupport.accepting: the send pool would run it at once ...
         queue = self.s_queue
         if queue is not None:
-            if queue._waiting or queue.busy >= queue.workers:
+            f = offsets_of(self.f_queue, queue)
+            if slot_or_attr(queue, f[0], "_waiting") or \
+                    slot_or_attr(queue, f[1], "busy") >= slot_or_attr(queue, f[2], "workers"):
                 return False
-            active = queue.before_run_active
+            active = slot_or_attr(queue, f[3], "before_run_active")
             if active is not None and active():
                 return False
         store, cl, cfg, bc = self.s_store, self.s_cl, self.s_cfg, self.s_bc
+        cdef Py_ssize_t* fs = offsets_of(self.f_store, store)
+        cdef Py_ssize_t* fl = offsets_of(self.f_cl, cl)
+        cdef Py_ssize_t* fc = offsets_of(self.f_cfg, cfg)
         # ... the page cache is not busy (a put holds the lock: asked in full) ...
-        began = cl.begin_time_in_lock
+        began = slot_or_attr(cl, fl[0], "begin_time_in_lock")
         if began != 0 and store.is_os_page_cache_busy():
             return False
         # ... start-up's send delay is over and the broker is writable
-        if bc.startAcceptSendRequestTimeStamp or not bc.brokerPermission & PERM_WRITE:
+        f = offsets_of(self.f_bc, bc)
+        if slot_or_attr(bc, f[0], "startAcceptSendRequestTimeStamp") or \
+                not slot_or_attr(bc, f[1], "brokerPermission") & PERM_WRITE:
             return False
-        if cfg.brokerRole is not self.s_async_master or self.s_multi.enabled:
+        if slot_or_attr(cfg, fc[0], "brokerRole") is not self.s_async_master or \
+                self.s_multi.enabled:
             return False
         cluster = self.s_processor.cluster
         if cluster is not self.cluster_name:
@@ -736,9 +784,10 @@ cdef class SendLane:
             self.cluster_name = cluster
             self.cluster_b = cluster.encode()
         # CommitLog.open_run
-        run = cl.append_run
+        run = slot_or_attr(cl, fl[1], "append_run")
+        index_enabled = slot_or_attr(cfg, fc[1], "messageIndexEnable")
         if run is None:  # the session's first opening: made by the store's own code
-            run = cl.open_run(cfg.messageIndexEnable)
+            run = cl.open_run(index_enabled)
             if run is None:
                 return False
             try:
@@ -749,32 +798,38 @@ cdef class SendLane:
                 run.release()
                 raise
             return True
-        if store._shutdown or began or store.commit_service is not None or \
-                self.s_flags.flag_bits & self.s_not_writeable:
+        flags = self.s_flags
+        if slot_or_attr(store, fs[0], "_shutdown") or began or \
+                slot_or_attr(store, fs[1], "commit_service") is not None or \
+                slot_or_attr(flags, offsets_of(self.f_flags, flags)[0], "flag_bits") & \
+                self.s_not_writeable:
             return False
         mf = direct_tail(cl)
         if mf is None:
             return False
+        cdef Py_ssize_t* fm = offsets_of(self.f_mf, mf)
         index = None
         cdef int64_t slots = 0, entries = 0, wrote, file_from
-        if cfg.messageIndexEnable:
+        if index_enabled:
             ix = store.index_service
-            f = self.index_file(ix)
-            if f is None:
+            ixf = self.index_file(ix)
+            if ixf is None:
                 return False
-            index, slots, entries = f.mf.view, ix.max_slots, ix.max_index
-        put_lock, reput_lock = self.s_put_lock, self.s_reput_lock
-        put_lock.acquire()
-        reput_lock.acquire()
+            index, slots, entries = ixf.mf.view, ix.max_slots, ix.max_index
+        locks = self.s_locks
+        if locks is None:
+            raise TypeError("the send lane's support has no store locks")
+        take_locks(locks)
         try:
             # (the file's position and offset, read once under the locks:
             # only their holder moves them, and zero_ahead leaves them)
-            wrote, file_from = mf.wrote_position, mf.file_from_offset
-            if store.reput_from_offset != file_from + wrote:
-                reput_lock.release()
-                put_lock.release()
+            wrote = slot_or_attr(mf, fm[0], "wrote_position")
+            file_from = slot_or_attr(mf, fm[1], "file_from_offset")
+            if slot_or_attr(store, fs[2], "reput_from_offset") != file_from + wrote:
+                give_locks(locks)
                 return False
-            if cl.zero_ahead_enabled and mf.zeroed_to - wrote < self.s_zero_ahead:
+            if slot_or_attr(cl, fl[2], "zero_ahead_enabled") and \
+                    slot_or_attr(mf, fm[2], "zeroed_to") - wrote < self.s_zero_ahead:
                 cl.zero_ahead(mf)  # (it has zeros to write)
             # AppendRun.arm, of the run's fields those another reader may
             # take: the file and the buffers it holds (so a file's mapping is
@@ -782,20 +837,22 @@ cdef class SendLane:
             # positions and limits are this read's alone: they go into ``c``
             # (nothing reads them of the run before ``close_read``, and the
             # store's own users arm the run again).
-            view = mf.view  # (no write buffer: the mapping)
-            run.mf = mf
-            run.buffer = view
-            run.index = index
-            run._open = True
+            view = slot_or_attr(mf, fm[3], "view")  # (no write buffer: the mapping)
+            f = offsets_of(self.f_run, run)
+            set_slot_or_attr(run, f[0], "mf", mf)
+            set_slot_or_attr(run, f[1], "buffer", view)
+            set_slot_or_attr(run, f[2], "index", index)
+            set_slot_or_attr(run, f[3], "_open", True)
+            clcfg = self.s_clcfg
             self.fill(c, sup, store, cl, cfg, channel, run, mf, view, index, wrote,
-                      file_from, cl.file_size - 8, self.s_clcfg.maxMessageSize, slots,
-                      entries, cl.store_host_field, cl.msg_id_prefix)
+                      file_from, cl.file_size - 8,
+                      slot_or_attr(clcfg, offsets_of(self.f_cfg, clcfg)[4], "maxMessageSize"),
+                      slots, entries, cl.store_host_field, cl.msg_id_prefix)
         except BaseException:
             if run._open:
                 run.release()
             else:
-                reput_lock.release()
-                put_lock.release()
+                give_locks(locks)
             raise
         return True
 
@@ -844,22 +901,30 @@ cdef class SendLane:
             self.host_hex_b = host_hex.encode()
         c.host_hex = self.host_hex_b
         c.cluster = self.cluster_b
-        cdef dict attrs = channel.attrs
+        cdef dict attrs = slot_or_attr(channel, offsets_of(self.f_channel, channel)[0],
+                                       "attrs")
         born = attrs.get("born_field")  # the stored born-host field, once per connection
         c.born = sup.born_field(channel) if born is None else born
         bc = self.s_bc
+        cdef Py_ssize_t* f = offsets_of(self.f_bc, bc)
         made_for = sup._tails_of
         tails = sup._tail_pair
-        if bc.regionId is not made_for[0] or bc.traceOn is not made_for[1]:
+        if slot_or_attr(bc, f[2], "regionId") is not made_for[0] or \
+                slot_or_attr(bc, f[3], "traceOn") is not made_for[1]:
             tails = sup.new_tails()
         c.tail, c.rtail = tails
-        c.sync = cfg.flushDiskType is self.s_sync_flush
+        c.sync = slot_or_attr(cfg, offsets_of(self.f_cfg, cfg)[2], "flushDiskType") is \
+            self.s_sync_flush
         # every consume-queue put goes through the commit log and moves the
         # store's end and last store time: while both are as this lane's last
         # read published them (and the tables are the same objects), the
         # queues' tails are as it left them; otherwise all are loaded anew
-        self.open_ts = store.checkpoint.logics_msg_timestamp
-        cq_table, tq_table = store.consume_queue_table, cl.topic_queue_table
+        cdef Py_ssize_t* fs = offsets_of(self.f_store, store)
+        checkpoint = slot_or_attr(store, fs[3], "checkpoint")
+        self.open_ts = slot_or_attr(checkpoint, offsets_of(self.f_checkpoint, checkpoint)[0],
+                                    "logics_msg_timestamp")
+        cq_table = slot_or_attr(store, fs[4], "consume_queue_table")
+        tq_table = slot_or_attr(cl, offsets_of(self.f_cl, cl)[3], "topic_queue_table")
         if file_from + wrote != self.published_to or self.open_ts != self.published_ts or \
                 cq_table is not self.cq_table or tq_table is not self.tq_table:
             self.epoch += 1
@@ -868,11 +933,15 @@ cdef class SendLane:
         self.topic_table = self.s_topics.table
         self.tq_table = tq_table
         hold = self.s_hold
-        self.hold_table = hold.table if hold is not None else None
-        self.bstats = self.s_bstats
-        self.histograms = self.bstats.size_histograms is not None
+        self.hold_table = None if hold is None else \
+            slot_or_attr(hold, offsets_of(self.f_hold, hold)[0], "table")
+        bstats = self.bstats = self.s_bstats
+        self.histograms = \
+            slot_or_attr(bstats, offsets_of(self.f_stats, bstats)[1],
+                         "size_histograms") is not None
         listener = self.s_runs_listener
-        c.counting = listener is not None and store.message_runs_listener is listener
+        c.counting = listener is not None and \
+            slot_or_attr(store, fs[5], "message_runs_listener") is listener
 
     cdef void close_read(self, Ctx c, int64_t wrote, int64_t store_ts, list runs, channel,
                          waiting, int64_t wait_end, int64_t counted,
@@ -884,34 +953,43 @@ cdef class SendLane:
         queues, see ``SendLaneSupport.count_puts``), the arrival notices,
         the flush wake-up or waiter.  ``queues_done``: every touched queue
         published (its tail then holds for the next read, ``fill``)."""
+        cdef Py_ssize_t* f
         sup = self.support
         run = c.run
         store = self.s_store
+        cdef Py_ssize_t* fs = offsets_of(self.f_store, store)
         stored = wrote != c.start
         try:
             if stored:  # AppendRun.publish
                 mf = c.mf
-                mf.wrote_position = wrote
-                mf.committed_position = wrote
-                mf.store_timestamp = store_ts
-                store.checkpoint.logics_msg_timestamp = store_ts
-                store.reput_from_offset = c.file_from + wrote
+                f = offsets_of(self.f_mf, mf)
+                at = wrote  # (one number object for the three)
+                set_slot_or_attr(mf, f[0], "wrote_position", at)
+                set_slot_or_attr(mf, f[4], "committed_position", at)
+                set_slot_or_attr(mf, f[5], "store_timestamp", store_ts)
+                checkpoint = slot_or_attr(store, fs[3], "checkpoint")
+                set_slot_or_attr(checkpoint, offsets_of(self.f_checkpoint, checkpoint)[0],
+                                 "logics_msg_timestamp", store_ts)
+                set_slot_or_attr(store, fs[2], "reput_from_offset", c.file_from + wrote)
                 if queues_done:
                     self.published_to, self.published_ts = c.file_from + wrote, store_ts
             elif queues_done:
                 self.published_to, self.published_ts = c.file_from + wrote, self.open_ts
         finally:  # AppendRun.release
-            if run._open:
-                run._open = False
-                self.s_reput_lock.release()
-                self.s_put_lock.release()
+            f = offsets_of(self.f_run, run)
+            if slot_or_attr(run, f[3], "_open"):
+                set_slot_or_attr(run, f[3], "_open", False)
+                give_locks(self.s_locks)
         if not stored:
             return
         sup.served += put_counts(self.s_sstats, runs)
-        runs_listener = store.message_runs_listener
+        runs_listener = slot_or_attr(store, fs[5], "message_runs_listener")
         if c.counting:
             if counted:
-                self.bstats.put_total += counted
+                bstats = self.bstats
+                f = offsets_of(self.f_stats, bstats)
+                set_slot_or_attr(bstats, f[0], "put_total",
+                                 slot_or_attr(bstats, f[0], "put_total") + counted)
             runs_listener = self.s_counted_listener
         if runs_listener is not None:
             try:
@@ -921,8 +999,9 @@ cdef class SendLane:
         else:
             sup.notify_each(runs)
         cfg = self.s_cfg
-        if cfg.flushDiskType is self.s_async_flush:
-            if not cfg.flushCommitLogTimed:
+        f = offsets_of(self.f_cfg, cfg)
+        if slot_or_attr(cfg, f[2], "flushDiskType") is self.s_async_flush:
+            if not slot_or_attr(cfg, f[3], "flushCommitLogTimed"):
                 store.flush_service.wake_for(c.file_from + wrote, store_ts)
         else:
             sup.wait_flush(channel, waiting, wait_end)

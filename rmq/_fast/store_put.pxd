@@ -1,6 +1,7 @@
 # cython: language_level=3
 # The single put's session (store_put.pyx), cimported by the revive writer, and
-# the per-class slot offsets it keeps, which the revive writer keeps too.
+# the per-class slot offsets it keeps, which the revive writer keeps too; the
+# put and reput locks as it takes them, which the send lane takes so too.
 
 from libc.stdint cimport int64_t
 from libc.string cimport memcpy
@@ -19,6 +20,16 @@ cdef object config_of(object store)
 cdef bint raw_rlock(object lock) noexcept
 cdef int take_rlock(object lock, bint raw) except -1
 cdef int give_rlock(object lock, bint raw) except -1
+
+
+cdef class PutLocks:
+    cdef object put_lock, reput_lock
+    cdef object put_acquire, put_release
+    cdef bint put_raw, reput_raw  # taken at their OS locks (``raw_lock``, ``raw_rlock``)
+
+
+cdef int take_locks(PutLocks fx) except -1
+cdef int give_locks(PutLocks fx) except -1
 
 
 cdef enum:

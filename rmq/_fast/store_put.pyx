@@ -352,13 +352,11 @@ cdef class _Fixed:
     cdef object store_ref  # a weak reference: the store is not kept alive here
     cdef object cfg, cl, ccfg, flags, host_field, id_prefix, listener, flush_service
     cdef object mfq  # the commit log's files (its MappedFileQueue, made with it)
-    # bound methods (no lookup a put): the put lock's acquire and release
-    # (``take_locks`` and ``give_locks`` call them for a lock of another kind
-    # and when the lock is busy; the reput lock's: ``take_rlock``), the stats' on_put_one (``counters`` when
-    # the stats are the compiled counters: counted without a Python call)
-    cdef object put_acquire, put_release, on_put_one
-    cdef object put_lock, reput_lock
-    cdef bint put_raw, reput_raw  # taken at their OS locks (``raw_lock``, ``raw_rlock``)
+    # the put and reput locks (``take_locks``); the stats' on_put_one, a bound
+    # method (no lookup a put; ``counters`` when the stats are the compiled
+    # counters: counted without a Python call)
+    cdef PutLocks locks
+    cdef object on_put_one
     cdef PutCounters counters
     # the listener's controller's stats and listener forms when the listener
     # is the compiled ``on_message_arriving`` bound to it (``arrive`` is then
@@ -434,12 +432,7 @@ cdef _Fixed fixed_of(object store):
     f.at_begin = slot_offset(type(cl), "begin_time_in_lock", MemberDescriptorType, True)
     f.at_zero = slot_offset(type(cl), "zero_ahead_enabled", MemberDescriptorType, True)
     f.at_tqt = slot_offset(type(cl), "topic_queue_table", MemberDescriptorType, True)
-    f.put_lock = put_lock = cl.put_lock
-    f.reput_lock = reput_lock = store._reput_lock
-    f.put_raw = raw_lock(put_lock)
-    f.reput_raw = raw_rlock(reput_lock)
-    f.put_acquire = put_lock.acquire
-    f.put_release = put_lock.release
+    f.locks = PutLocks(cl.put_lock, store._reput_lock)
     stats = store.stats
     f.on_put_one = stats.on_put_one
     f.counters = counters_of(stats)
@@ -530,7 +523,7 @@ cdef long long put_one(object store, str topic, bytes topic_b, int queue_id, int
     cdef Py_ssize_t q[CQ_N]
     cdef Py_ssize_t at
     _MF.copy(mf, m)
-    take_locks(fx)
+    take_locks(fx.locks)
     cdef long long file_from, phy, qoff, now, end
     cdef Py_ssize_t wrote, cpos, size
     cdef object qid, next_obj, cend_obj, end_obj, wrote_obj, now_obj  # each made once
@@ -636,13 +629,30 @@ cdef long long put_one(object store, str topic, bytes topic_b, int queue_id, int
                 not slot_or_attr(cfg, fx.at_timed, "flushCommitLogTimed"):
             fx.flush_service.wake_for(end, now)
     finally:
-        give_locks(fx)
+        give_locks(fx.locks)
     phy_out[0] = phy
     size_out[0] = size
     return qoff - 1
 
 
-cdef int take_locks(_Fixed fx) except -1:
+cdef class PutLocks:
+    """A commit log's put lock and its store's reput lock as ``take_locks``
+    takes them: whether each is of the layout it knows (``raw_lock``,
+    ``raw_rlock``), and the put lock's methods bound (no lookup a take),
+    which it calls for a lock of another kind and when the lock is busy
+    (the reput lock's: ``take_rlock``).  The single
+    put and the send lane's reads take them so."""
+
+    def __cinit__(self, put_lock, reput_lock):
+        self.put_lock = put_lock
+        self.reput_lock = reput_lock
+        self.put_raw = raw_lock(put_lock)
+        self.reput_raw = raw_rlock(reput_lock)
+        self.put_acquire = put_lock.acquire
+        self.put_release = put_lock.release
+
+
+cdef int take_locks(PutLocks fx) except -1:
     """``put_lock.acquire()`` then ``_reput_lock.acquire()``: at their OS
     locks when raw (``raw_lock``, ``raw_rlock``) and free, or held by this
     thread already (the RLock), with the fields their methods set; else
@@ -655,7 +665,7 @@ cdef int take_locks(_Fixed fx) except -1:
     return take_rlock(fx.reput_lock, fx.reput_raw)
 
 
-cdef int give_locks(_Fixed fx) except -1:
+cdef int give_locks(PutLocks fx) except -1:
     """``_reput_lock.release()`` then ``put_lock.release()``, as
     ``take_locks`` took them (a lock not held: its method raises)."""
     cdef rmq_lock_object *lk = <rmq_lock_object *><PyObject *>fx.put_lock

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from rmq._fast import compiled
+
 
 class Lanes:
-    """Lanes tried in order (``FrameLane`` itself)."""
+    """Lanes tried in order (``FrameLane`` itself); the pure-Python twin of
+    ``rmq._fast.lanes.Lanes``, which a server gets when it is built."""
 
     __slots__ = ("lanes", "_last")
 
@@ -35,15 +38,23 @@ class Lanes:
         return self._last.served()
 
 
+def _lanes_class() -> type:
+    """The compiled ``Lanes`` when built, else the twin."""
+    c = compiled("lanes")
+    return Lanes if c is None else c.Lanes
+
+
 def join_lanes(*lanes: Any) -> Any:
     """One lane for a server from those that exist (None when none does);
-    the lanes of a ``Lanes`` given are taken one by one, in their order."""
+    the lanes of a ``Lanes`` (either kind) given are taken one by one, in
+    their order."""
+    made = _lanes_class()
     present = []
     for lane in lanes:
-        if isinstance(lane, Lanes):
+        if isinstance(lane, (Lanes, made)):
             present.extend(lane.lanes)
         elif lane is not None:
             present.append(lane)
     if not present:
         return None
-    return present[0] if len(present) == 1 else Lanes(*present)
+    return present[0] if len(present) == 1 else made(*present)

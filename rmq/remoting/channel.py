@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from time import perf_counter
+from time import monotonic, perf_counter
 from typing import TYPE_CHECKING
 
 from rmq.remoting import codec
@@ -70,7 +69,7 @@ class Channel:
         self.remote_addr = _addr(transport.get_extra_info("peername"))
         self.local_addr = _addr(transport.get_extra_info("sockname"))
         self.attrs: dict = {}
-        self.last_active = time.monotonic()
+        self.last_active = monotonic()
 
     def is_active(self) -> bool:
         return not self._closed and not self._transport.is_closing()
@@ -101,7 +100,7 @@ class Channel:
             # while the rest are made; the scheduled _flush sends the remainder
             self._pending = []
             self._transport.writelines(pending)
-        self.last_active = time.monotonic()
+        self.last_active = monotonic()
 
     def write_bytes(self, frames: bytes, more: bool = False) -> None:
         """Write already encoded frames (a frame lane's answers to a whole read):
@@ -119,12 +118,12 @@ class Channel:
         if pending is None:
             if not more:
                 self._transport.write(frames)
-                self.last_active = time.monotonic()
+                self.last_active = monotonic()
                 return
             pending = self._pending = []
             self._loop.call_soon(self._flush)
         pending.append(frames)
-        self.last_active = time.monotonic()
+        self.last_active = monotonic()
 
     def _flush(self) -> None:
         pending, self._pending = self._pending, None
@@ -195,13 +194,20 @@ class RemotingProtocol(asyncio.BufferedProtocol):
         return False
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        size = len(self._buf)
+        """The room after the pending bytes (a view of its own: the loop may
+        release it).  With nothing pending (the last read was taken whole,
+        the common case) there is nothing to move and no room to weigh."""
+        end = self._end
         if self._offered < 0:
-            self._resize(max(size, _BUSY_BUFFER))  # the last read filled its room
-        elif size - self._end < min(_MIN_FREE, size // 2):
-            self._make_room()
-        self._offered = len(self._buf) - self._end
-        return self._view[self._end:]
+            self._resize(max(len(self._buf), _BUSY_BUFFER))  # the last read filled its room
+            end = self._end
+        elif end:
+            size = len(self._buf)
+            if size - end < min(_MIN_FREE, size // 2):
+                self._make_room()
+                end = self._end
+        self._offered = len(self._buf) - end
+        return self._view[end:]
 
     def _make_room(self) -> None:
         """Move pending bytes to the front, or grow when a frame needs more room.
@@ -250,7 +256,7 @@ class RemotingProtocol(asyncio.BufferedProtocol):
         never served, a read it does not start is left to the general way
         whole (a consumer's connection pays one lane call per read).  False
         once the channel closed."""
-        view, end, max_frame = self._view, self._end, self._max_frame
+        view, end = self._view, self._end
         arrived = 0.0 if service.rpc_latency is None else perf_counter()
         while True:
             start = self._start
@@ -266,6 +272,7 @@ class RemotingProtocol(asyncio.BufferedProtocol):
                 return True
             if pos >= end:
                 return True
+            max_frame = self._max_frame
             try:
                 length = codec.frame_length(view, pos, end, max_frame)
             except RemotingCommandError:
@@ -328,7 +335,7 @@ class RemotingProtocol(asyncio.BufferedProtocol):
         channel = self.channel
         if channel._closed:  # refused or aborted: nothing of it is read
             return
-        channel.last_active = time.monotonic()
+        channel.last_active = monotonic()
         service = self._service
         if service.busy_poll is not None:
             service.busy_poll.touch()

@@ -33,6 +33,9 @@ _C = compiled_or_none("pull_lane")
 MAX = 1 << 20
 FIELDS = PullHeader.__slots__
 LANES = [PullLane] + ([_C.PullLane] if _C is not None else [])
+_CL = compiled_or_none("lanes")
+# the servers' lanes together: the twin, and the compiled one when built
+JOINED = [Lanes] + ([_CL.Lanes] if _CL is not None else [])
 
 int64 = st.integers(-(2**63), 2**63 - 1)
 
@@ -393,18 +396,34 @@ class _Fixed:
         return self._served
 
 
-def test_lanes_offer_a_read_to_each_lane_in_turn():
+@pytest.mark.parametrize("cls", JOINED)
+def test_lanes_offer_a_read_to_each_lane_in_turn(cls):
+    """The twin and the compiled ``Lanes`` alike: the first lane's answer that
+    took anything, the next lanes not asked, ``served`` of the lane that took."""
     idle, sends, pulls = _Fixed(None, None, []), _Fixed(9, b"ok", [(310, False, 2)]), \
         _Fixed(7, None, [(11, False, 1)])
+    lanes = cls(idle, pulls)
+    assert lanes.lanes == (idle, pulls)
+    assert lanes.serve(None, b"", 0, 20) == (7, None) and lanes.served() == [(11, False, 1)]
+    lanes = cls(sends, pulls)
+    assert lanes.serve(None, b"", 0, 20) == (9, b"ok") and pulls.calls == 1
+    assert lanes.served() == [(310, False, 2)]
+    assert cls(idle, idle).serve(None, b"", 3, 20) == (3, None)
+    answers = _Fixed(5, b"x", [(310, True, 1)])  # an answer without taking a frame
+    assert cls(idle, answers).serve(None, b"", 5, 20) == (5, b"x")
+
+
+def test_join_lanes_keeps_each_lane_once_in_order():
+    """``join_lanes`` makes the built ``Lanes`` (the twin under
+    RMQ_NO_EXTENSIONS) and unpacks one it made, or a twin, given to it."""
+    idle, pulls, pops = _Fixed(None, None, []), _Fixed(7, None, []), _Fixed(8, None, [])
     assert join_lanes(None, None) is None
     assert join_lanes(None, pulls) is pulls
     lanes = join_lanes(idle, pulls)
-    assert isinstance(lanes, Lanes)
-    assert lanes.serve(None, b"", 0, 20) == (7, None) and lanes.served() == [(11, False, 1)]
-    lanes = Lanes(sends, pulls)
-    assert lanes.serve(None, b"", 0, 20) == (9, b"ok") and pulls.calls == 1
-    assert lanes.served() == [(310, False, 2)]
-    assert Lanes(idle, idle).serve(None, b"", 3, 20) == (3, None)
+    assert type(lanes) in JOINED and lanes.lanes == (idle, pulls)
+    joined = join_lanes(lanes, pops)
+    assert type(joined) is type(lanes) and joined.lanes == (idle, pulls, pops)
+    assert join_lanes(Lanes(idle, pulls), pops).lanes == (idle, pulls, pops)  # the twin's too
 
 
 @pytest.mark.parametrize("cls", LANES)
