@@ -37,6 +37,7 @@ log = logging.getLogger("rmq.remoting")
 _INITIAL_BUFFER = 4 * 1024
 _BUSY_BUFFER = 64 * 1024
 _QUIET_READS = 64
+_SMALL_READ = _INITIAL_BUFFER // 2  # a read up to this size counts toward _QUIET_READS
 _MIN_FREE = 16 * 1024  # room offered to a read, at most half the buffer
 # queued parts (headers, inline frames, bodies) that make Channel.write send at once
 _FLUSH_PARTS = 32
@@ -112,12 +113,13 @@ class Channel:
         with that read's answers in one write, at the latest at the end of
         the turn.  Dropped when the channel is gone, as a response to a
         departed peer is."""
-        if self._closed or self._transport.is_closing():
+        transport = self._transport
+        if self._closed or transport.is_closing():
             return
         pending = self._pending
         if pending is None:
             if not more:
-                self._transport.write(frames)
+                transport.write(frames)
                 self.last_active = monotonic()
                 return
             pending = self._pending = []
@@ -250,16 +252,17 @@ class RemotingProtocol(asyncio.BufferedProtocol):
                 return False
         return True
 
-    def _lane_turns(self, lane, channel: Channel, service: RemotingService) -> bool:
-        """Let the service's lane serve the runs of frames it takes, each frame
-        between two runs going the general way.  On a connection the lane has
-        never served, a read it does not start is left to the general way
-        whole (a consumer's connection pays one lane call per read).  False
-        once the channel closed."""
-        view, end = self._view, self._end
+    def _lane_turns(self, lane, channel: Channel, service: RemotingService, end: int) -> bool:
+        """Let the service's lane serve the runs of frames it takes (up to
+        ``end``, the pending bytes' end), each frame between two runs going
+        the general way.  On a connection the lane has never served, a read
+        it does not start is left to the general way whole (a consumer's
+        connection pays one lane call per read).  False once the channel
+        closed."""
+        view = self._view
         arrived = 0.0 if service.rpc_latency is None else perf_counter()
+        start = self._start
         while True:
-            start = self._start
             pos, out = lane.serve(channel, view, start, end)
             if out is not None:
                 channel.write_bytes(out, self._full)
@@ -268,9 +271,9 @@ class RemotingProtocol(asyncio.BufferedProtocol):
                 self._lane_used = True
                 if arrived:
                     service._lane_served(lane.served(), arrived)
-            elif not self._lane_used:
-                return True
-            if pos >= end:
+                if pos >= end:
+                    return True
+            elif not self._lane_used or pos >= end:
                 return True
             max_frame = self._max_frame
             try:
@@ -279,10 +282,10 @@ class RemotingProtocol(asyncio.BufferedProtocol):
                 return True  # the general decode reports it
             if length < 0:
                 return True
-            frames, next_pos, error = codec.decode_frames(view, pos, pos + 4 + length, max_frame)
+            frames, start, error = codec.decode_frames(view, pos, pos + 4 + length, max_frame)
             if error is not None:
                 return True
-            self._start = next_pos
+            self._start = start
             if not self._dispatch(frames, channel, service):
                 return False
 
@@ -328,10 +331,13 @@ class RemotingProtocol(asyncio.BufferedProtocol):
         return True
 
     def buffer_updated(self, nbytes: int) -> None:
+        """Serve a read: the lane's turns, then the general decode of what
+        they left.  The common case (the lane took the read whole) reads
+        each field once and leaves at the first test that settles it."""
         full = self._full = nbytes == self._offered
         if full and len(self._buf) < _BUSY_BUFFER:
             self._offered = -1  # more is waiting: the next read gets a busy connection's room
-        self._end += nbytes
+        end = self._end = self._end + nbytes
         channel = self.channel
         if channel._closed:  # refused or aborted: nothing of it is read
             return
@@ -342,28 +348,28 @@ class RemotingProtocol(asyncio.BufferedProtocol):
         lane = service.lane
         if lane is not None:
             if not service._rpc_hooks:
-                if not self._lane_turns(lane, channel, service):
+                if not self._lane_turns(lane, channel, service, end):
                     return
             elif service.lane_after_hooks and not self._checked_turns(lane, channel, service):
                 return
-        pos, error = self._start, None
-        if pos != self._end:  # (a lane took the whole read: nothing left to decode)
-            frames, pos, error = codec.decode_frames(self._view, pos, self._end,
-                                                     self._max_frame)
+        pos = self._start
+        if pos != end:  # (a lane took the whole read: nothing left to decode)
+            frames, pos, error = codec.decode_frames(self._view, pos, end, self._max_frame)
             if not self._dispatch(frames, channel, service):
                 return
-        if error is not None:
-            self._start = self._end = 0
-            service._frame_error(channel, error)
-        elif pos == self._end:
-            self._start = self._end = 0
-            if len(self._buf) > _INITIAL_BUFFER:
-                if nbytes > _INITIAL_BUFFER // 2:
+            if error is not None:
+                self._start = self._end = 0
+                service._frame_error(channel, error)
+                return
+            if pos != end:
+                self._start = pos
+                return
+        self._start = self._end = 0
+        if len(self._buf) > _INITIAL_BUFFER:
+            if nbytes > _SMALL_READ:
+                self._small = 0
+            else:
+                self._small += 1
+                if self._small >= _QUIET_READS:
                     self._small = 0
-                else:
-                    self._small += 1
-                    if self._small >= _QUIET_READS:
-                        self._small = 0
-                        self._resize(_INITIAL_BUFFER)  # a quiet connection gives its room back
-        else:
-            self._start = pos
+                    self._resize(_INITIAL_BUFFER)  # a quiet connection gives its room back
