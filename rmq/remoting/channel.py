@@ -252,42 +252,24 @@ class RemotingProtocol(asyncio.BufferedProtocol):
                 return False
         return True
 
-    def _lane_turns(self, lane, channel: Channel, service: RemotingService, end: int) -> bool:
-        """Let the service's lane serve the runs of frames it takes (up to
-        ``end``, the pending bytes' end), each frame between two runs going
-        the general way.  On a connection the lane has never served, a read
-        it does not start is left to the general way whole (a consumer's
-        connection pays one lane call per read).  False once the channel
-        closed."""
-        view = self._view
-        arrived = 0.0 if service.rpc_latency is None else perf_counter()
-        start = self._start
-        while True:
-            pos, out = lane.serve(channel, view, start, end)
-            if out is not None:
-                channel.write_bytes(out, self._full)
-            self._start = pos
-            if pos != start:
-                self._lane_used = True
-                if arrived:
-                    service._lane_served(lane.served(), arrived)
-                if pos >= end:
-                    return True
-            elif not self._lane_used or pos >= end:
-                return True
-            max_frame = self._max_frame
-            try:
-                length = codec.frame_length(view, pos, end, max_frame)
-            except RemotingCommandError:
-                return True  # the general decode reports it
-            if length < 0:
-                return True
-            frames, start, error = codec.decode_frames(view, pos, pos + 4 + length, max_frame)
-            if error is not None:
-                return True
-            self._start = start
-            if not self._dispatch(frames, channel, service):
-                return False
+    def _between_runs(self, view: memoryview, pos: int, end: int, channel: Channel,
+                      service: RemotingService) -> int:
+        """The frame at ``pos``, between two of the lane's runs, the general
+        way: where the lane's next turn starts; -1 when the general decode
+        is to go on from ``pos`` (the frame is not whole or does not
+        decode: it waits for or reports it), -2 once the channel closed."""
+        max_frame = self._max_frame
+        try:
+            length = codec.frame_length(view, pos, end, max_frame)
+        except RemotingCommandError:
+            return -1
+        if length < 0:
+            return -1
+        frames, next_pos, error = codec.decode_frames(view, pos, pos + 4 + length, max_frame)
+        if error is not None:
+            return -1
+        self._start = next_pos
+        return next_pos if self._dispatch(frames, channel, service) else -2
 
     def _checked_turns(self, lane, channel: Channel, service: RemotingService) -> bool:
         """With RPC hooks that only check requests (ACL): every whole frame is
@@ -348,8 +330,32 @@ class RemotingProtocol(asyncio.BufferedProtocol):
         lane = service.lane
         if lane is not None:
             if not service._rpc_hooks:
-                if not self._lane_turns(lane, channel, service, end):
-                    return
+                # the lane's turns, inline (one frame less a read): it serves
+                # the runs of frames it takes, each frame between two runs
+                # going the general way; on a connection it has never served,
+                # a read it does not start is left to the general way whole
+                # (a consumer's connection pays one lane call per read)
+                view = self._view
+                arrived = 0.0 if service.rpc_latency is None else perf_counter()
+                start = self._start
+                while True:
+                    pos, out = lane.serve(channel, view, start, end)
+                    if out is not None:
+                        channel.write_bytes(out, full)
+                    self._start = pos
+                    if pos != start:
+                        self._lane_used = True
+                        if arrived:
+                            service._lane_served(lane.served(), arrived)
+                        if pos >= end:
+                            break
+                    elif not self._lane_used or pos >= end:
+                        break
+                    start = self._between_runs(view, pos, end, channel, service)
+                    if start < 0:
+                        if start == -2:
+                            return
+                        break
             elif service.lane_after_hooks and not self._checked_turns(lane, channel, service):
                 return
         pos = self._start

@@ -178,3 +178,24 @@ async def test_held_answers_leave_at_the_end_of_the_turn_without_a_next_read():
     assert _opaques(transport.calls[0][1]) == [1000, 1001, 1002]
     _read(proto, data, pos, fill=False)
     assert transport.calls[1] == ("write", _answer(1003))
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("size", [700, 2100, 5000])
+async def test_frames_cut_by_reads_between_lane_runs_keep_their_order(size):
+    """Reads that cut frames anywhere: a general frame after a lane run left
+    incomplete waits for its rest, and every answer keeps its place."""
+    proto, transport = _connect()
+    codes = [LANE_CODE, OTHER_CODE, OTHER_CODE, LANE_CODE, LANE_CODE, OTHER_CODE] * 4
+    data = _stream(codes)
+    pos = 0
+    while pos < len(data):
+        room = proto.get_buffer(-1)
+        n = min(size, len(room), len(data) - pos)
+        room[:n] = data[pos:pos + n]
+        room.release()
+        proto.buffer_updated(n)
+        pos += n
+    await asyncio.sleep(0)
+    written = b"".join(data for _kind, data in transport.calls)
+    assert _opaques(written) == [1000 + i for i in range(len(codes))]
