@@ -625,7 +625,7 @@ cdef class SendLane:
                                    "flushCommitLogTimed", "maxMessageSize"), True)
         self.f_store = ClassOffsets(("_shutdown", "commit_service", "reput_from_offset",
                                      "checkpoint", "consume_queue_table",
-                                     "message_runs_listener"), True)
+                                     "message_runs_listener", "index_service"), True)
         self.f_flags = ClassOffsets(("flag_bits",), True)
         self.f_checkpoint = ClassOffsets(("logics_msg_timestamp",), True)
         self.f_mf = ClassOffsets(("wrote_position", "file_from_offset", "zeroed_to", "view",
@@ -814,7 +814,7 @@ cdef class SendLane:
         index = None
         cdef int64_t slots = 0, entries = 0, wrote, file_from
         if index_enabled:
-            ix = store.index_service
+            ix = slot_or_attr(store, fs[6], "index_service")
             ixf = self.index_file(ix)
             if ixf is None:
                 return False

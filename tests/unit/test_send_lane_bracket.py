@@ -23,6 +23,7 @@ from rmq.broker import send_lane
 from rmq.common.topic_config import TopicConfig
 from rmq.store import BrokerRole
 from rmq.store.commit_log import CommitLog
+from rmq.store.default_message_store import DefaultMessageStore
 from rmq.store.index import IndexService
 from rmq.store.message import MessageExtBrokerInner
 from rmq.store.running_flags import DISK_FULL_BIT
@@ -259,7 +260,7 @@ async def test_compiled_lane_appends_after_a_general_put_between_its_reads() -> 
         shutil.rmtree(root, ignore_errors=True)
 
 
-def test_the_commit_log_and_index_fields_the_lane_reads_are_slots() -> None:
+def test_the_store_fields_the_lane_reads_are_slots() -> None:
     """The compiled lane reads these fields at their slots (an attribute
     read, ~140 instructions, for a field that is not one): each is a plain
     slot of its class, the instance dict kept for the rest."""
@@ -268,8 +269,11 @@ def test_the_commit_log_and_index_fields_the_lane_reads_are_slots() -> None:
                     "topic_queue_table", "mfq", "file_size", "store_host_field",
                     "msg_id_prefix", "multi"),
         IndexService: ("_unfinished", "files", "_spare", "max_slots", "max_index"),
+        DefaultMessageStore: ("_shutdown", "reput_from_offset", "consume_queue_table",
+                              "checkpoint", "commit_service", "message_runs_listener",
+                              "index_service"),
     }
     for cls, names in fields.items():
-        assert "__dict__" in cls.__slots__, cls
+        assert cls.__dictoffset__, cls  # (the instance dict kept)
         for name in names:
             assert type(cls.__dict__.get(name)) is MemberDescriptorType, (cls, name)
