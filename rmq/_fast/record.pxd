@@ -227,16 +227,12 @@ cdef inline void index_prop_keys(uint8_t *ix, int64_t max_slots, int64_t max_ind
                       index_key_hash(topic_hash, props + pr.keys_at + ks, k - ks), phy, store_ts)
 
 
-cdef inline object direct_tail(object commit_log):
-    """The commit log's last mapped file when a compiled put may write records
-    straight into it: there is one, and it keeps no separate write buffer (the
-    transient store pool's commit step would otherwise have to copy them)."""
-    return direct_tail_of(commit_log.mfq)
-
-
 cdef inline object direct_tail_of(object mfq):
-    """``direct_tail`` of the commit log whose files are ``mfq`` (for a
-    caller that keeps it)."""
+    """The last mapped file of a commit log's files (``mfq``) when a compiled
+    put may write records straight into it: there is one, and it keeps no
+    separate write buffer (the transient store pool's commit step would
+    otherwise have to copy them).  The caller reads ``mfq`` (kept, or at its
+    slot)."""
     files = mfq.mapped_files
     if not files:
         return None

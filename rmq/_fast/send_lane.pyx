@@ -60,7 +60,7 @@ from rmq._fast.record cimport (
     c_record_size,
     c_write_record,
     count_keys,
-    direct_tail,
+    direct_tail_of,
     index_key_hash,
     is_ascii,
 )
@@ -578,7 +578,7 @@ cdef class SendLane:
     cdef PutLocks s_locks       # the commit log's put lock and the reput lock (take_locks)
     # where the fields read and set in every read lie in their objects (offsets_of)
     cdef ClassOffsets f_queue, f_cl, f_bc, f_cfg, f_store, f_flags, f_checkpoint, f_mf, f_run
-    cdef ClassOffsets f_stats, f_hold, f_channel
+    cdef ClassOffsets f_stats, f_hold, f_channel, f_ix
 
     def __init__(self, support, Py_ssize_t max_frame):
         self.support = support
@@ -617,14 +617,15 @@ cdef class SendLane:
         self.counted = []
         self.f_queue = ClassOffsets(("_waiting", "busy", "workers", "before_run_active"), True)
         self.f_cl = ClassOffsets(("begin_time_in_lock", "append_run", "zero_ahead_enabled",
-                                  "topic_queue_table"), True)
+                                  "topic_queue_table", "mfq", "file_size", "store_host_field",
+                                  "msg_id_prefix"), True)
         self.f_bc = ClassOffsets(("startAcceptSendRequestTimeStamp", "brokerPermission",
                                   "regionId", "traceOn"), True)
         self.f_cfg = ClassOffsets(("brokerRole", "messageIndexEnable", "flushDiskType",
                                    "flushCommitLogTimed", "maxMessageSize"), True)
         self.f_store = ClassOffsets(("_shutdown", "commit_service", "reput_from_offset",
                                      "checkpoint", "consume_queue_table",
-                                     "message_runs_listener"), True)
+                                     "message_runs_listener", "index_service"), True)
         self.f_flags = ClassOffsets(("flag_bits",), True)
         self.f_checkpoint = ClassOffsets(("logics_msg_timestamp",), True)
         self.f_mf = ClassOffsets(("wrote_position", "file_from_offset", "zeroed_to", "view",
@@ -633,6 +634,8 @@ cdef class SendLane:
         self.f_stats = ClassOffsets(("put_total", "size_histograms"), True)
         self.f_hold = ClassOffsets(("table",), True)
         self.f_channel = ClassOffsets(("attrs",), True)
+        self.f_ix = ClassOffsets(("_unfinished", "files", "_spare", "max_slots", "max_index"),
+                                 True)
         lanes = getattr(support, "lanes", None)
         if lanes is not None:  # SendLaneSupport.take_puts asks this lane's counts too
             lanes.append(self)
@@ -804,18 +807,21 @@ cdef class SendLane:
                 slot_or_attr(flags, offsets_of(self.f_flags, flags)[0], "flag_bits") & \
                 self.s_not_writeable:
             return False
-        mf = direct_tail(cl)
+        mf = direct_tail_of(slot_or_attr(cl, fl[4], "mfq"))
         if mf is None:
             return False
         cdef Py_ssize_t* fm = offsets_of(self.f_mf, mf)
         index = None
         cdef int64_t slots = 0, entries = 0, wrote, file_from
         if index_enabled:
-            ix = store.index_service
+            ix = slot_or_attr(store, fs[6], "index_service")
             ixf = self.index_file(ix)
             if ixf is None:
                 return False
-            index, slots, entries = ixf.mf.view, ix.max_slots, ix.max_index
+            f = offsets_of(self.f_ix, ix)
+            index = ixf.mf.view
+            slots = slot_or_attr(ix, f[3], "max_slots")
+            entries = slot_or_attr(ix, f[4], "max_index")
         locks = self.s_locks
         if locks is None:
             raise TypeError("the send lane's support has no store locks")
@@ -845,9 +851,10 @@ cdef class SendLane:
             set_slot_or_attr(run, f[3], "_open", True)
             clcfg = self.s_clcfg
             self.fill(c, sup, store, cl, cfg, channel, run, mf, view, index, wrote,
-                      file_from, cl.file_size - 8,
+                      file_from, slot_or_attr(cl, fl[5], "file_size") - 8,
                       slot_or_attr(clcfg, offsets_of(self.f_cfg, clcfg)[4], "maxMessageSize"),
-                      slots, entries, cl.store_host_field, cl.msg_id_prefix)
+                      slots, entries, slot_or_attr(cl, fl[6], "store_host_field"),
+                      slot_or_attr(cl, fl[7], "msg_id_prefix"))
         except BaseException:
             if run._open:
                 run.release()
@@ -862,13 +869,14 @@ cdef class SendLane:
         change of files) is left to the store's own code."""
         cdef Py_buffer hv
         cdef int32_t used
-        if ix._unfinished is not None:
+        cdef Py_ssize_t* f = offsets_of(self.f_ix, ix)
+        if slot_or_attr(ix, f[0], "_unfinished") is not None:
             return None
-        files = ix.files
+        files = slot_or_attr(ix, f[1], "files")
         if not files:
             return None
         last = files[len(files) - 1]
-        if last is ix._spare:
+        if last is slot_or_attr(ix, f[2], "_spare"):
             return ix.append_file()
         PyObject_GetBuffer(last.mf.view, &hv, PyBUF_SIMPLE)
         try:

@@ -63,9 +63,11 @@ class CommitLog:
     # Whether a put's result waits for a replication quorum (the append result's
     # future): the send processor then answers through a callback on it
     waits_for_quorum = False
-    # the fields each single put reads slotted: the compiled put
-    # (rmq._fast.store_put) reads them at their slots; the rest in the dict
-    __slots__ = ("begin_time_in_lock", "zero_ahead_enabled", "topic_queue_table", "__dict__",
+    # the fields each single put and each send lane read use slotted: the
+    # compiled put (rmq._fast.store_put) and lane (rmq._fast.send_lane) read
+    # them at their slots; the rest in the dict
+    __slots__ = ("begin_time_in_lock", "zero_ahead_enabled", "topic_queue_table", "append_run",
+                 "file_size", "store_host_field", "msg_id_prefix", "mfq", "multi", "__dict__",
                  "__weakref__")
 
     def __init__(self, store) -> None:

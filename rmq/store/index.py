@@ -202,6 +202,11 @@ def _index_file_name(now_ms: int) -> str:
 class IndexService:
     """Index files of the store: build at dispatch, query, roll, delete."""
 
+    # the fields the send lane's read asks (rmq._fast.send_lane ``index_file``)
+    # slotted, read at their slots there; the rest in the dict
+    __slots__ = ("_unfinished", "files", "_spare", "max_slots", "max_index", "__dict__",
+                 "__weakref__")
+
     def __init__(self, store_path: str, max_slots: int, max_index: int, checkpoint, max_msgs_num_batch: int) -> None:
         self.store_path = store_path
         self.max_slots = max_slots
