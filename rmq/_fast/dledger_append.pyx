@@ -23,7 +23,7 @@ from libc.string cimport memcpy
 
 from rmq._fast.byteorder cimport put32, put64
 from cpython.ref cimport Py_INCREF
-from rmq._fast.dledger_wire cimport take_ref, wire_of
+from rmq._fast.dledger_wire cimport new_instance, take_ref, wire_of
 from rmq._fast.dledger_push cimport keep_entries
 from rmq._fast.slots cimport set_slot_or_attr, slot_offset, slot_or_attr
 from rmq._fast.store_put cimport ClassOffsets
@@ -34,8 +34,6 @@ from dataclasses import fields
 
 cdef extern from "Python.h":
     void PyObject_GC_UnTrack(object)
-    ctypedef struct PyTypeObject:
-        PyObject* (*tp_alloc)(PyTypeObject*, Py_ssize_t) except NULL
 
 from types import MemberDescriptorType
 
@@ -63,13 +61,6 @@ cdef bint find_slots(cls):
         if slot_at[i] < 0:
             return False
     return True
-
-
-cdef inline object new_entry(cls):
-    """An instance of ``in_place_class`` with no slot set, from its allocator."""
-    cdef PyTypeObject* t = <PyTypeObject*><PyObject*>cls
-    cdef PyObject* o = t.tp_alloc(t, 0)
-    return take_ref(o)
 
 
 cdef inline void set_slot(object e, int i, object v) noexcept:
@@ -224,7 +215,7 @@ cdef list c_write_entries(data, Py_ssize_t at, int64_t pos, Py_ssize_t room, ind
             w = wire_of(d + BODY_OFFSET, rsize, 0, 0, 0, idx, MAGIC, phy, size, term) \
                 if wire else None
             if in_place and slots_known:  # its slots filled here: no __new__, no setattr
-                e = new_entry(make_entry)
+                e = new_instance(make_entry)
                 set_slot(e, 0, idx)
                 set_slot(e, 1, term)
                 set_slot(e, 2, body)

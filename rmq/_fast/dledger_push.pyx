@@ -27,15 +27,19 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.string cimport memchr, memcmp, memcpy, strlen
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 from rmq._fast.b64 cimport _decode
 from rmq._fast.byteorder cimport put32
-from rmq._fast.dledger_wire cimport (PyObject, _PyBytes_Resize, new_bytes, put, raw_bytes_at,
-                                     take_ref, wire_of)
+from rmq._fast.dledger_wire cimport (PyObject, _PyBytes_Resize, new_bytes, new_instance, put,
+                                     raw_bytes_at, take_ref, wire_of)
 from rmq._fast.json_text cimport json_write_int
-from rmq._fast.slots cimport set_slot_or_attr, slot_offset, slot_or_attr
+from rmq._fast.slots cimport set_slot_at_offset, set_slot_or_attr, slot_offset, slot_offsets, \
+    slot_or_attr
 from rmq._fast.store_put cimport ClassOffsets
 
+import logging
+from asyncio import get_running_loop
 from types import MemberDescriptorType
 
 
@@ -617,22 +621,7 @@ cdef tuple keep_entries(dict recent, list entries, int64_t first, int64_t kept,
 # write queued behind others) takes the methods the twin calls.
 # ``bind_push`` hands over what the layers above own.
 
-import logging
-from asyncio import get_running_loop
-
-from libc.time cimport timespec
-from rmq._fast.slots cimport set_slot_at_offset, slot_offsets
-
 log = logging.getLogger("rmq.dledger")
-
-cdef extern from "<time.h>" nogil:
-    int clock_gettime(int clk, timespec* ts)
-    int CLOCK_MONOTONIC
-
-cdef extern from "Python.h":
-    ctypedef struct PyTypeObject:
-        PyObject* (*tp_alloc)(PyTypeObject*, Py_ssize_t) except NULL
-
 
 cdef object _acked_class = None   # pusher._Acked
 cdef Py_ssize_t acked_at[3]       # its dispatcher, count and told slots
@@ -682,8 +671,7 @@ cdef object new_acked(d, Py_ssize_t count):
     """``_Acked(d, count)``: its constructor's fields set in place."""
     if not acked_in_place:
         return _acked_class(d, count)
-    cdef PyTypeObject* t = <PyTypeObject*><PyObject*>_acked_class
-    wait = take_ref(t.tp_alloc(t, 0))
+    wait = new_instance(_acked_class)
     set_slot_at_offset(wait, acked_at[0], d)
     set_slot_at_offset(wait, acked_at[1], count if count > 1 else 1)
     set_slot_at_offset(wait, acked_at[2], False)

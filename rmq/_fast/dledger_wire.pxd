@@ -18,6 +18,17 @@ cdef extern from "Python.h":
     char* raw_bytes_at "PyBytes_AS_STRING"(PyObject* b)
     int _PyBytes_Resize(PyObject** b, Py_ssize_t n)
     object take_ref "(PyObject*)"(PyObject* o)  # the reference handed over
+    ctypedef struct PyTypeObject:
+        PyObject* (*tp_alloc)(PyTypeObject*, Py_ssize_t) except NULL
+
+
+cdef inline object new_instance(cls):
+    """An instance of the slots class ``cls`` with no slot set, from its
+    type's allocator (what ``object.__new__`` would make, without the call):
+    the append's entries and the push round's waits, whose slots the caller
+    then fills."""
+    cdef PyTypeObject* t = <PyTypeObject*><PyObject*>cls
+    return take_ref(t.tp_alloc(t, 0))
 
 
 cdef inline uint8_t* put(uint8_t* p, const char* s, Py_ssize_t n) noexcept nogil:
