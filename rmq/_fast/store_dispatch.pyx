@@ -554,7 +554,7 @@ cdef Py_ssize_t _reput(store, const uint8_t* b, Py_ssize_t n, Py_ssize_t pos, Py
             mf = <object>q.mf_obj
             know_classes(cq, mf)
             wrote_at, committed_at, max_phy_at = at_wrote, at_committed, at_max_phy
-            cq_pos = q.cq_pos
+            cq_pos = <object>q.cq_pos  # (one int for both positions)
             set_slot_or_attr(mf, wrote_at, "wrote_position", cq_pos)
             set_slot_or_attr(mf, committed_at, "committed_position", cq_pos)
             set_slot_or_attr(cq, max_phy_at, "max_physic_offset", q.max_phy)
