@@ -437,40 +437,47 @@ def reput_walk(store, const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, 
     return _reput(store, &buf[0] if buf.shape[0] else NULL, buf.shape[0], pos, limit, notify)
 
 
-cdef enum:
-    # the store's fields a reput reads, in ``_STORE``'s order
-    S_CONFIG = 0
-    S_INDEX = 1
-    S_TABLE = 2
-    S_COMMIT_LOG = 3
-    S_CHECKPOINT = 4
-    S_RUNS_LISTENER = 5
-    S_LOOP = 6
-    S_LOOP_THREAD = 7
-    S_N = 8
-    # an IndexService's, in ``_INDEX``'s
-    I_FILES = 0
-    I_SPARE = 1
-    I_PROMISED = 2
-    I_N = 3
-    # an IndexFile's, in ``_INDEX_FILE``'s
-    F_MF = 0
-    F_MAX_INDEX = 1
-    F_N = 2
+cdef struct StoreAt:
+    # where the store's fields a reput reads lie (``slot_offset``; -1: an
+    # attribute), as ``_STORE.copy`` writes them (its names' order)
+    Py_ssize_t config, index_service, table, commit_log, checkpoint, runs_listener, loop
+    Py_ssize_t loop_thread
 
-cdef tuple STORE_FIELDS = ("config", "index_service", "consume_queue_table", "commit_log",
-                           "checkpoint", "message_runs_listener", "_loop", "_loop_thread")
-cdef tuple INDEX_FIELDS = ("files", "_spare", "promised")
-cdef tuple INDEX_FILE_FIELDS = ("mf", "max_index")
-cdef ClassOffsets _STORE = ClassOffsets(STORE_FIELDS, True)
-cdef ClassOffsets _INDEX = ClassOffsets(INDEX_FIELDS, True)
-cdef ClassOffsets _INDEX_FILE = ClassOffsets(INDEX_FILE_FIELDS, True)
-cdef ClassOffsets _VIEW = ClassOffsets(("view",), True)
+cdef ClassOffsets _STORE = ClassOffsets(
+    ("config", "index_service", "consume_queue_table", "commit_log", "checkpoint",
+     "message_runs_listener", "_loop", "_loop_thread"), True)
 cdef ClassOffsets _CHECKPOINT = ClassOffsets(("logics_msg_timestamp",), True)
 
 
 cdef inline object field(object o, Py_ssize_t* at, int i, tuple names):
     return slot_or_attr(o, at[i], <str>names[i])
+
+
+cdef int32_t index_count(view) except? -1:
+    """The entry count in the header of the index file whose buffer is
+    ``view`` (its last field, at 36), read in place."""
+    cdef Py_buffer hv
+    cdef int32_t used = 0
+    PyObject_GetBuffer(view, &hv, PyBUF_SIMPLE)
+    cdef bint short = hv.len < 40
+    if not short:
+        used = <int32_t>get32(<const uint8_t*>hv.buf + 36)
+    PyBuffer_Release(&hv)
+    if short:
+        raise ValueError("index file shorter than its header")
+    return used
+
+
+# an IndexService's fields (``_INDEX``), an IndexFile's (``_INDEX_FILE``)
+cdef enum:
+    I_FILES = 0
+    I_SPARE = 1
+    I_PROMISED = 2
+    I_N = 3
+cdef tuple INDEX_FIELDS = ("files", "_spare", "promised")
+cdef ClassOffsets _INDEX = ClassOffsets(INDEX_FIELDS, True)
+cdef ClassOffsets _INDEX_FILE = ClassOffsets(("mf", "max_index"), True)
+cdef ClassOffsets _VIEW = ClassOffsets(("view",), True)
 
 
 cdef object index_view(ix):
@@ -480,10 +487,8 @@ cdef object index_view(ix):
     attribute reads a file were ~2,600 instructions a reput); the file made
     ahead (a change of files) is left to the method."""
     cdef Py_ssize_t i[I_N]
-    cdef Py_ssize_t f[F_N]
+    cdef Py_ssize_t f[2]  # mf, max_index
     cdef Py_ssize_t v[1]
-    cdef Py_buffer hv
-    cdef int32_t used
     _INDEX.copy(ix, i)
     files = field(ix, i, I_FILES, INDEX_FIELDS)
     if not files:
@@ -493,17 +498,12 @@ cdef object index_view(ix):
         last = ix.writable_file()
         return None if last is None else last.mf.view
     _INDEX_FILE.copy(last, f)
-    mf = field(last, f, F_MF, INDEX_FILE_FIELDS)
+    mf = slot_or_attr(last, f[0], "mf")
     _VIEW.copy(mf, v)
     view = slot_or_attr(mf, v[0], "view")
-    PyObject_GetBuffer(view, &hv, PyBUF_SIMPLE)
-    try:
-        if hv.len < 40:
-            raise ValueError("index file shorter than its header")
-        used = <int32_t>get32(<uint8_t*>hv.buf + 36)
-    finally:
-        PyBuffer_Release(&hv)
-    return None if used >= <int64_t>field(last, f, F_MAX_INDEX, INDEX_FILE_FIELDS) else view
+    if index_count(view) >= <int64_t>slot_or_attr(last, f[1], "max_index"):
+        return None
+    return view
 
 
 cdef Py_ssize_t _reput(store, const uint8_t* b, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t limit,
@@ -520,12 +520,12 @@ cdef Py_ssize_t _reput(store, const uint8_t* b, Py_ssize_t n, Py_ssize_t pos, Py
     cdef int nq = 0, i
     cdef int64_t latest = 0, max_slots, max_index
     cdef Py_ssize_t wrote_at, committed_at, max_phy_at
-    cdef Py_ssize_t st[S_N]
+    cdef StoreAt st
     cdef Py_ssize_t ixf[I_N]
     cdef Py_ssize_t ck[1]
-    _STORE.copy(store, st)
-    cfg = field(store, st, S_CONFIG, STORE_FIELDS)
-    ix_service = field(store, st, S_INDEX, STORE_FIELDS)
+    _STORE.copy(store, <Py_ssize_t*>&st)
+    cfg = slot_or_attr(store, st.config, "config")
+    ix_service = slot_or_attr(store, st.index_service, "index_service")
     index = None
     if cfg.messageIndexEnable:
         index = index_view(ix_service)
@@ -538,9 +538,9 @@ cdef Py_ssize_t _reput(store, const uint8_t* b, Py_ssize_t n, Py_ssize_t pos, Py
         used = <int32_t>get32(ix + 36)
     runs = None
     try:
-        new_pos = _walk(b, n, pos, limit, None, field(store, st, S_TABLE, STORE_FIELDS), ix,
+        new_pos = _walk(b, n, pos, limit, None, slot_or_attr(store, st.table, "consume_queue_table"), ix,
                         max_slots, max_index,
-                        field(store, st, S_COMMIT_LOG, STORE_FIELDS).entry_header,
+                        slot_or_attr(store, st.commit_log, "commit_log").entry_header,
                         qs, &nq, None)
         if ix != NULL:
             used = <int32_t>get32(ix + 36) - used  # (the keys the walk added)
@@ -573,14 +573,14 @@ cdef Py_ssize_t _reput(store, const uint8_t* b, Py_ssize_t n, Py_ssize_t pos, Py
         promised = field(ix_service, ixf, I_PROMISED, INDEX_FIELDS)
         if promised:
             set_slot_or_attr(ix_service, ixf[I_PROMISED], "promised", max(0, promised - used))
-    checkpoint = field(store, st, S_CHECKPOINT, STORE_FIELDS)
+    checkpoint = slot_or_attr(store, st.checkpoint, "checkpoint")
     _CHECKPOINT.copy(checkpoint, ck)
     set_slot_or_attr(checkpoint, ck[0], "logics_msg_timestamp", latest)
     if notify:
-        listener = field(store, st, S_RUNS_LISTENER, STORE_FIELDS)
-        if listener is None or (field(store, st, S_LOOP, STORE_FIELDS) is not None and
+        listener = slot_or_attr(store, st.runs_listener, "message_runs_listener")
+        if listener is None or (slot_or_attr(store, st.loop, "_loop") is not None and
                                 PyThread_get_thread_ident() !=
-                                field(store, st, S_LOOP_THREAD, STORE_FIELDS)):
+                                slot_or_attr(store, st.loop_thread, "_loop_thread")):
             store._notify_runs(runs)
         else:
             try:

@@ -183,27 +183,21 @@ def test_reput_walk_reads_the_index_service_from_slots_or_attributes_alike(tmp_p
     their slots by the compiled walk) and plain objects of the same fields:
     the same index bytes and room kept, in both implementations; with the
     file made ahead last, the one before it is written."""
+
+    def slotted(store: _Store, impl) -> None:
+        where = tmp_path / impl.__name__
+        where.mkdir()
+        ix = idx.IndexService(str(where), 11, 400, None, 1)
+        files = [idx.IndexFile(str(where / f"{n:020d}"), 11, 400) for n in range(kept)]
+        for f in files:
+            struct.pack_into(">i", f.mf.view, 36, 1)
+        ix.files, ix.promised = files, 50
+        if kept == 2:
+            ix._spare = files[1]
+        store.index_service, store.index_file = ix, files[0]
+
     buf = _log(48, True)
-    want = None
-    for impl in IMPLS:
-        for plain in (True, False):
-            store = _Store(48, True, True, True, None)
-            if not plain:
-                where = tmp_path / impl.__name__
-                where.mkdir()
-                ix = idx.IndexService(str(where), 11, 400, None, 1)
-                files = [idx.IndexFile(str(where / f"{n:020d}"), 11, 400) for n in range(kept)]
-                for f in files:
-                    struct.pack_into(">i", f.mf.view, 36, 1)
-                ix.files, ix.promised = files, 50
-                if kept == 2:
-                    ix._spare = files[1]
-                store.index_service, store.index_file = ix, files[0]
-            end = impl(store, memoryview(buf), 0, len(buf), True)
-            got = (end, store.state())
-            want = want or got
-            assert got == want, (impl, plain)
-    assert want[0] == len(buf)
+    assert _alike(buf, slotted)[1] == len(buf)
 
 
 def _recreated(store: _Store, topic: str, drop: bool) -> dict:
@@ -271,6 +265,24 @@ def _slotted(cq: SimpleNamespace) -> ConsumeQueue:
     return out
 
 
+def _alike(buf: bytes, swap) -> tuple:
+    """A walk of ``buf`` in two halves by each implementation, over the test
+    store and over one whose objects ``swap(store, impl)`` replaced (with
+    the store's slotted classes): what each leaves, all the same."""
+    want = None
+    for impl in IMPLS:
+        for plain in (True, False):
+            store = _Store(48, True, True, True, None)
+            if not plain:
+                swap(store, impl)
+            half = impl(store, memoryview(buf), 0, len(buf) // 2, True)
+            end = impl(store, memoryview(buf), half, len(buf), True)
+            got = (half, end, store.state())
+            want = want or got
+            assert got == want, (impl, plain)
+    return want
+
+
 @pytest.mark.parametrize("kinds", [("slots",), ("slots", "plain"), ("plain", "slots"),
                                    ("mixed",)])
 def test_reput_walk_reads_queues_from_slots_or_attributes_alike(kinds: tuple[str, ...]) -> None:
@@ -279,28 +291,21 @@ def test_reput_walk_reads_queues_from_slots_or_attributes_alike(kinds: tuple[str
     and a queue of the store's class with a plain file: the same bytes,
     positions and notices as the attribute-only walk, in both
     implementations."""
+
+    def slotted(store: _Store, _impl) -> None:
+        n = 0
+        for by_id in store.consume_queue_table.values():
+            for qid, cq in by_id.items():
+                kind = kinds[n % len(kinds)]
+                n += 1
+                if kind == "slots":
+                    by_id[qid] = _slotted(cq)
+                elif kind == "mixed":
+                    by_id[qid] = mixed = _slotted(cq)
+                    mixed.tail_file = cq.tail_file
+
     buf = _log(48, True)
-    want = None
-    for impl in IMPLS:
-        for plain in (True, False):
-            store = _Store(48, True, True, True, None)
-            if not plain:
-                n = 0
-                for by_id in store.consume_queue_table.values():
-                    for qid, cq in by_id.items():
-                        kind = kinds[n % len(kinds)]
-                        n += 1
-                        if kind == "slots":
-                            by_id[qid] = _slotted(cq)
-                        elif kind == "mixed":
-                            by_id[qid] = mixed = _slotted(cq)
-                            mixed.tail_file = cq.tail_file
-            half = impl(store, memoryview(buf), 0, len(buf) // 2, True)
-            end = impl(store, memoryview(buf), half, len(buf), True)
-            got = (half, end, store.state())
-            want = want or got
-            assert got == want, (impl, plain)
-    assert want[1] == len(buf)
+    assert _alike(buf, slotted)[1] == len(buf)
 
 
 @pytest.mark.parametrize("unset", ["view", "file_from_offset", "max_physic_offset"])
