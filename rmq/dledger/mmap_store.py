@@ -92,8 +92,9 @@ class DLedgerMmapFileStore:
         self._keep_all_recent([entry])
 
     def _keep_all_recent(self, entries: list[Entry]) -> None:
-        """Keep ``entries`` (appended in order), dropping the oldest beyond
-        ``RECENT_BYTES`` (``keep_more``: one compiled call a read's append)."""
+        """Keep ``entries`` (appended in order), dropping the oldest once
+        past ``RECENT_BYTES`` (``keep_more``: one compiled call a read's
+        append)."""
         self._recent_first, self._recent_bytes = keep_more(
             self._recent, entries, self._recent_first, self._recent_bytes, RECENT_BYTES)
 
