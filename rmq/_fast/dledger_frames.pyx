@@ -20,7 +20,7 @@ from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 
 from rmq._fast.byteorder cimport get32, put32
-from rmq._fast.dledger_push cimport answer_fields
+from rmq._fast.dledger_push cimport answer_fields, kept_at
 from rmq._fast.json_text cimport JV_INT, json_number, json_step
 from rmq._fast.slots cimport set_slot_or_attr, slot_or_attr
 from rmq._fast.store_put cimport ClassOffsets
@@ -178,8 +178,8 @@ cdef int commit(object store, object term, object index) except -1:
     if index <= field(store, k, K_COMMITTED, COMMIT_FIELDS):
         return 0
     # (the leader's commit, once per follower's answer: its kept entry, read inline)
-    recent = field(store, k, K_RECENT, COMMIT_FIELDS)
-    kept = (<dict>recent).get(index) if type(recent) is dict else recent.get(index)
+    kept = kept_at(field(store, k, K_RECENT, COMMIT_FIELDS),
+                   field(store, k, K_RECENT_FIRST, COMMIT_FIELDS), index)
     if kept is not None and index >= field(store, k, K_BEGIN, COMMIT_FIELDS):
         _ENTRY.copy(kept, e)
         pos = field(kept, e, E_POS, ENTRY_FIELDS) + field(kept, e, E_SIZE, ENTRY_FIELDS)
@@ -263,7 +263,8 @@ cdef enum:
     K_RECENT = 3
     K_BEGIN = 4
     K_POS = 5
-    K_N = 6
+    K_RECENT_FIRST = 6
+    K_N = 7
     # a kept entry's, in ``ENTRY_FIELDS``'
     E_POS = 0
     E_SIZE = 1
@@ -285,7 +286,7 @@ cdef ClassOffsets _LEDGER = ClassOffsets(LEDGER_FIELDS, True)
 cdef ClassOffsets _GROUP = ClassOffsets(GROUP_FIELDS, True)
 cdef ClassOffsets _SETTLE = ClassOffsets(SETTLE_FIELDS)
 cdef tuple COMMIT_FIELDS = ("ledger_end_index", "member_state", "committed_index", "_recent",
-                            "ledger_begin_index", "committed_pos")
+                            "ledger_begin_index", "committed_pos", "_recent_first")
 cdef tuple ENTRY_FIELDS = ("pos", "size")
 cdef ClassOffsets _COMMIT = ClassOffsets(COMMIT_FIELDS, True)
 cdef ClassOffsets _ENTRY = ClassOffsets(ENTRY_FIELDS)

@@ -25,6 +25,7 @@ it, as before.
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.list cimport PyList_GET_ITEM
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.string cimport memchr, memcmp, memcpy, strlen
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
@@ -561,11 +562,12 @@ cdef list c_kept_run(store, int64_t first, int64_t max_bytes):
     cdef Py_ssize_t s[ST_N]
     cdef int64_t size, index, last
     _STORE.copy(store, s)
-    cdef dict recent = slot_or_attr(store, s[ST_RECENT], "_recent")
+    cdef list recent = slot_or_attr(store, s[ST_RECENT], "_recent")
+    cdef int64_t at = slot_or_attr(store, s[ST_RECENT_FIRST], "_recent_first")
     last = slot_or_attr(store, s[ST_END], "ledger_end_index")
     entry = None
     if slot_or_attr(store, s[ST_BEGIN], "ledger_begin_index") <= first <= last:
-        entry = recent.get(first)
+        entry = kept_at(recent, at, first)
     if entry is None:
         entry = store.get(first)  # (or its refusal)
     cdef list entries = [entry]
@@ -574,7 +576,7 @@ cdef list c_kept_run(store, int64_t first, int64_t max_bytes):
     set_slot_or_attr(entry, at_size, "size", size)
     index = first + 1
     while size < max_bytes and index <= last:
-        entry = recent.get(index)
+        entry = kept_at(recent, at, index)
         if entry is None:
             entry = store.get(index)
         entries.append(entry)
@@ -583,26 +585,40 @@ cdef list c_kept_run(store, int64_t first, int64_t max_bytes):
     return entries
 
 
-def keep_more(dict recent not None, list entries not None, int64_t first, int64_t kept,
+def keep_more(list recent not None, list entries not None, int64_t first, int64_t kept,
               int64_t max_bytes):
     """Add ``entries`` (appended in order) to ``recent``, the kept entries
-    from index ``first`` (``kept`` bytes), then drop the oldest while more
-    than ``max_bytes`` are kept and more than one entry.  Returns the new
-    (first, kept).  The twin of ``rmq.dledger.mmap_store._keep_more``."""
+    in index order from index ``first`` (``kept`` bytes; dropped first when
+    ``entries`` do not follow them), then, when more than ``max_bytes`` are
+    kept, drop the oldest down to three quarters of it at once, never the
+    last entry.  Returns the new (first, kept).  The twin of
+    ``rmq.dledger.mmap_store._keep_more``."""
     return keep_entries(recent, entries, first, kept, max_bytes)
 
 
-cdef tuple keep_entries(dict recent, list entries, int64_t first, int64_t kept,
+cdef tuple keep_entries(list recent, list entries, int64_t first, int64_t kept,
                         int64_t max_bytes):
-    """``keep_more`` for compiled callers (``dledger_append.append_run``)."""
-    if not recent:
+    """``keep_more`` for compiled callers (``dledger_append.append_run``):
+    the entries kept in a list, not by index in a dict (an append or a
+    push's read of one is a list operation, no int made and hashed)."""
+    cdef Py_ssize_t drop = 0
+    cdef int64_t target
+    if not entries:
+        return first, kept
+    if not recent or first + len(recent) != <int64_t>index_of(entries[0]):
+        del recent[:]
         first = index_of(entries[0])
+        kept = 0
+    recent.extend(entries)
     for entry in entries:
-        recent[index_of(entry)] = entry
         kept += size_of(entry)
-    while kept > max_bytes and len(recent) > 1:
-        kept -= size_of(recent.pop(first))
-        first += 1
+    if kept > max_bytes:
+        target = max_bytes - max_bytes // 4
+        while kept > target and drop < len(recent) - 1:
+            kept -= size_of(<object>PyList_GET_ITEM(recent, drop))
+            drop += 1
+        del recent[:drop]
+        first += drop
     return first, kept
 
 
@@ -707,7 +723,8 @@ cdef enum:
     ST_BEGIN = 1
     ST_END = 2
     ST_COMMITTED = 3
-    ST_N = 4
+    ST_RECENT_FIRST = 4
+    ST_N = 5
     # a channel's, in ``_CHANNEL``'s
     C_CLOSED = 0
     C_TRANSPORT = 1
@@ -721,7 +738,8 @@ cdef ClassOffsets _DISPATCHER = ClassOffsets(
     ("peer", "pending", "write_index", "wake", "state", "term", "names", "last_push_commit"), True)
 cdef ClassOffsets _LEADER = ClassOffsets(("role", "curr_term"), True)
 cdef ClassOffsets _STORE = ClassOffsets(
-    ("_recent", "ledger_begin_index", "ledger_end_index", "committed_index"), True)
+    ("_recent", "ledger_begin_index", "ledger_end_index", "committed_index", "_recent_first"),
+    True)
 cdef ClassOffsets _CHANNEL = ClassOffsets(("_closed", "_transport", "_pending", "last_active"),
                                           True)
 

@@ -13,10 +13,13 @@ Here both walks are loops in C over the same objects; the Python objects
 they update and the listeners they call are the same, in the same order.
 """
 
+from cpython.dict cimport PyDict_GetItem
 from cpython.list cimport PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.long cimport PyLong_AsLongAndOverflow
+from cpython.object cimport PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM
 
-from rmq._fast.put_pending cimport add_pending
+from rmq._fast.put_pending cimport add_to_row
 from rmq._fast.store_stats cimport PutCounters, counters_of
 
 
@@ -87,6 +90,56 @@ def on_counted_runs(stats, list forms not None, list runs not None):
     walk(stats, forms, runs, True)
 
 
+# The pending row of each queue id below ROWS_N last met, as (table, topic,
+# row): a run whose stats table and topic are the same objects again (a
+# reput walk keeps its topics' strs from walk to walk) adds to the row
+# without making the (topic, queue id) key and looking it up -- the tuple's
+# hash and the key compare are most of a run's count.  Sound because
+# BrokerStats swaps ``_put_pending`` for a new dict at a fold and never
+# removes or replaces a row of the live one; the table and the topic are
+# held, so no other object takes their identity.
+cdef enum:
+    ROWS_N = 64
+cdef list _rows = [None] * ROWS_N
+
+
+cdef object run_row(dict pending, topic, queue_id):
+    """The row of queue (``topic``, ``queue_id``) in the table ``pending``,
+    or None (a queue not counted since the last fold)."""
+    cdef int ovf = 0
+    cdef long q = -1
+    cdef tuple last
+    if type(queue_id) is int:
+        q = PyLong_AsLongAndOverflow(queue_id, &ovf)
+    if q < 0 or q >= ROWS_N or ovf:
+        q = -1
+    if q >= 0:
+        last = <tuple>_rows[q]
+        if last is not None and <object>PyTuple_GET_ITEM(last, 0) is pending and \
+                <object>PyTuple_GET_ITEM(last, 1) is topic:
+            return <object>PyTuple_GET_ITEM(last, 2)
+    cdef PyObject* found = PyDict_GetItem(pending, (topic, queue_id))
+    if found == NULL:
+        return None
+    if q >= 0:
+        _rows[q] = (pending, topic, <object>found)
+    return <object>found
+
+
+cdef bint any_topic_in(list runs, topics) except -1:
+    """Some run of ``runs`` is of a topic in ``topics`` (each topic asked
+    once for runs of it in a row)."""
+    last = None
+    for run in runs:
+        topic = <object>PyTuple_GET_ITEM(<tuple>run, 0)
+        if topic is last:
+            continue
+        if topic in topics:
+            return True
+        last = topic
+    return False
+
+
 cdef walk(stats, list forms, list runs, bint counted):
     cdef Py_ssize_t n = PyList_GET_SIZE(runs), i
     cdef tuple run
@@ -109,7 +162,7 @@ cdef walk(stats, list forms, list runs, bint counted):
         nums = <object>PyTuple_GET_ITEM(run, 5)
         size = <object>PyTuple_GET_ITEM(run, 6)
         events = <object>PyTuple_GET_ITEM(run, 7)
-        if add_pending(pending_of, (topic, queue_id), nums, size, events):
+        if add_to_row(run_row(pending_of, topic, queue_id), nums, size, events):
             added += <long long>nums
             continue
         if inc_put is None:  # a new key, or the size histogram
@@ -130,10 +183,6 @@ cdef walk(stats, list forms, list runs, bint counted):
             continue
         if holder is not None and not getattr(holder, attr):
             continue  # nobody waits
-        if topics is not None:
-            for run in runs:
-                if run[0] in topics:
-                    break
-            else:
-                continue  # none of its topics
+        if topics is not None and not any_topic_in(runs, topics):
+            continue  # none of its topics
         runs_form(runs)

@@ -4,7 +4,7 @@
 # shared by the bulk dispatcher and the batch put; inline, so none pays a call.
 
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
-from libc.string cimport memcmp, memcpy
+from libc.string cimport memchr, memcmp, memcpy
 
 from rmq._fast.byteorder cimport masked_crc, put32, put64
 from rmq._fast.index_slot cimport index_put
@@ -72,61 +72,93 @@ cdef struct Props:
     bint non_ascii
 
 
-cdef inline bint prop_name_is(const uint8_t *p, Py_ssize_t n, const char *name,
-                              Py_ssize_t ln) noexcept nogil:
-    return n == ln and memcmp(p, name, ln) == 0
-
-
-cdef inline void find_props(const uint8_t *props, Py_ssize_t n, Props *out) noexcept nogil:
-    """TAGS, KEYS, UNIQ_KEY (positions inside ``props``), whether DELAY is set and
-    whether any byte is non-ASCII; the segment rule of the reference parser
-    (a \\x01 neither first nor last), later duplicates win."""
-    cdef Py_ssize_t i = 0, seg, sep, seg_end
-    out.tags_at = out.keys_at = out.uniq_at = -1
-    out.tags_len = out.keys_len = out.uniq_len = 0
-    out.delay = False
-    out.non_ascii = False
-    while i <= n and n > 0:
-        seg = i
-        while i < n and props[i] != 2:
-            if props[i] >= 0x80:
-                out.non_ascii = True
-            i += 1
-        seg_end = i
-        sep = seg
-        while sep < seg_end and props[sep] != 1:
-            sep += 1
-        if sep > seg and sep < seg_end - 1:
-            if prop_name_is(props + seg, sep - seg, "TAGS", 4):
-                out.tags_at = sep + 1
-                out.tags_len = seg_end - sep - 1
-            elif prop_name_is(props + seg, sep - seg, "KEYS", 4):
-                out.keys_at = sep + 1
-                out.keys_len = seg_end - sep - 1
-            elif prop_name_is(props + seg, sep - seg, "UNIQ_KEY", 8):
-                out.uniq_at = sep + 1
-                out.uniq_len = seg_end - sep - 1
-            elif prop_name_is(props + seg, sep - seg, "DELAY", 5):
-                out.delay = True
-        i += 1
+cdef extern from *:
+    """
+    /* Eight bytes at a time for the scans and hashes below (a record's
+       properties and keys are mostly ASCII): whether none has its top bit
+       set, and Java's ``h * 31 + c`` continued over all eight, in uint32
+       arithmetic (31 to the powers 8..1 modulo 2**32). */
+    static inline int rmq_ascii8(const uint8_t *p) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        return (w & 0x8080808080808080ull) == 0;
+    }
+    static inline uint32_t rmq_hash31_8(uint32_t h, const uint8_t *p) {
+        return h * 2487512833u + p[0] * 1742810335u + p[1] * 887503681u + p[2] * 28629151u
+            + p[3] * 923521u + p[4] * 29791u + p[5] * 961u + p[6] * 31u + p[7];
+    }
+    """
+    bint rmq_ascii8(const uint8_t *p) noexcept nogil
+    uint32_t rmq_hash31_8(uint32_t h, const uint8_t *p) noexcept nogil
 
 
 cdef inline bint is_ascii(const uint8_t *p, Py_ssize_t n) noexcept nogil:
     """No byte of ``p[:n]`` is >= 0x80 (topics and property strings the
     compiled put paths take)."""
-    cdef Py_ssize_t i
-    for i in range(n):
+    cdef Py_ssize_t i = 0
+    while i + 8 <= n:
+        if not rmq_ascii8(p + i):
+            return False
+        i += 8
+    while i < n:
         if p[i] >= 0x80:
             return False
+        i += 1
     return True
+
+
+cdef inline bint prop_is(const uint8_t *seg, Py_ssize_t n, const char *name,
+                         Py_ssize_t ln) noexcept nogil:
+    """The segment ``seg[:n]`` is ``name``, its \\x01 and a value of one
+    byte or more: its first \\x01 follows the name (none of whose bytes is
+    one)."""
+    return n > ln + 1 and seg[ln] == 1 and memcmp(seg, name, ln) == 0
+
+
+cdef inline void find_props(const uint8_t *props, Py_ssize_t n, Props *out) noexcept nogil:
+    """TAGS, KEYS, UNIQ_KEY (positions inside ``props``), whether DELAY is set and
+    whether any byte is non-ASCII; the segment rule of the reference parser
+    (a \\x01 neither first nor last), later duplicates win.  Each segment
+    found by ``memchr`` and told by its first bytes (the names looked for
+    are the only ones that matter), the ASCII check a word at a time."""
+    cdef Py_ssize_t i = 0, seg_end, ln
+    cdef const uint8_t *seg
+    cdef const void *e
+    out.tags_at = out.keys_at = out.uniq_at = -1
+    out.tags_len = out.keys_len = out.uniq_len = 0
+    out.delay = False
+    out.non_ascii = not is_ascii(props, n)
+    while i < n:
+        seg = props + i
+        e = memchr(seg, 2, n - i)
+        seg_end = n if e == NULL else <const uint8_t*>e - props
+        ln = seg_end - i
+        if ln >= 6:
+            if prop_is(seg, ln, "TAGS", 4):
+                out.tags_at = i + 5
+                out.tags_len = ln - 5
+            elif prop_is(seg, ln, "KEYS", 4):
+                out.keys_at = i + 5
+                out.keys_len = ln - 5
+            elif prop_is(seg, ln, "UNIQ_KEY", 8):
+                out.uniq_at = i + 9
+                out.uniq_len = ln - 9
+            elif prop_is(seg, ln, "DELAY", 5):
+                out.delay = True
+        i = seg_end + 1
 
 
 cdef inline int32_t ascii_hash(int32_t h, const uint8_t *p, Py_ssize_t n) noexcept nogil:
     """Java ``String.hashCode`` continued over ASCII bytes."""
-    cdef Py_ssize_t i
-    for i in range(n):
-        h = <int32_t>(<uint32_t>h * 31 + p[i])
-    return h
+    cdef uint32_t u = <uint32_t>h
+    cdef Py_ssize_t i = 0
+    while i + 8 <= n:
+        u = rmq_hash31_8(u, p + i)
+        i += 8
+    while i < n:
+        u = u * 31 + p[i]
+        i += 1
+    return <int32_t>u
 
 
 cdef inline int32_t code_point_hash(int32_t h, uint32_t cp) noexcept nogil:
@@ -158,6 +190,10 @@ cdef inline int32_t utf8_hash(int32_t h, const uint8_t *p, Py_ssize_t n) noexcep
     cdef uint32_t cp
     cdef uint8_t c
     while i < n:
+        if i + 8 <= n and rmq_ascii8(p + i):  # (eight ASCII bytes at once)
+            h = <int32_t>rmq_hash31_8(<uint32_t>h, p + i)
+            i += 8
+            continue
         c = p[i]
         if c < 0x80:
             h = <int32_t>(<uint32_t>h * 31 + c)

@@ -26,7 +26,7 @@ from cpython.unicode cimport PyUnicode_DATA, PyUnicode_DecodeASCII, PyUnicode_GE
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
 from libc.string cimport memcmp, memset
 from rmq._fast.byteorder cimport put32, put64, get32, get64, get16
-from rmq._fast.record cimport Props, ascii_hash, find_props, index_prop_keys, prop_keys
+from rmq._fast.record cimport Props, ascii_hash, find_props, index_prop_keys, is_ascii, prop_keys
 from rmq._fast.slots cimport set_slot_or_attr, slot_offset, slot_or_attr
 from rmq._fast.store_put cimport ClassOffsets, give_rlock, raw_rlock, take_rlock
 
@@ -370,7 +370,7 @@ cdef Py_ssize_t _walk(const uint8_t* b, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t
     if pos < 0 or limit > n or entry_header < 0:
         raise ValueError("bad dispatch range")
     cdef WQ* q
-    cdef int i, k
+    cdef int i
     cdef int32_t qid
     cdef const uint8_t* tp
     cdef Py_ssize_t tlen, nxt
@@ -384,12 +384,7 @@ cdef Py_ssize_t _walk(const uint8_t* b, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t
         if q == NULL:
             if nq_out[0] == MAX_WALK_QUEUES:
                 break
-            for k in range(tlen):
-                if tp[k] >= 0x80:
-                    break
-            else:
-                k = -1
-            if k >= 0:
+            if not is_ascii(tp, tlen):
                 break
             q = &qs[nq_out[0]]
             memset(q, 0, sizeof(WQ))  # (only the queues met: a walk meets a few)
@@ -442,35 +437,113 @@ def reput_walk(store, const uint8_t[::1] buf, Py_ssize_t pos, Py_ssize_t limit, 
     return _reput(store, &buf[0] if buf.shape[0] else NULL, buf.shape[0], pos, limit, notify)
 
 
+cdef struct StoreAt:
+    # where the store's fields a reput reads lie (``slot_offset``; -1: an
+    # attribute), as ``_STORE.copy`` writes them (its names' order)
+    Py_ssize_t config, index_service, table, commit_log, checkpoint, runs_listener, loop
+    Py_ssize_t loop_thread
+
+cdef ClassOffsets _STORE = ClassOffsets(
+    ("config", "index_service", "consume_queue_table", "commit_log", "checkpoint",
+     "message_runs_listener", "_loop", "_loop_thread"), True)
+cdef ClassOffsets _CHECKPOINT = ClassOffsets(("logics_msg_timestamp",), True)
+
+
+cdef inline object field(object o, Py_ssize_t* at, int i, tuple names):
+    return slot_or_attr(o, at[i], <str>names[i])
+
+
+cdef int32_t index_count(view) except? -1:
+    """The entry count in the header of the index file whose buffer is
+    ``view`` (its last field, at 36), read in place."""
+    cdef Py_buffer hv
+    cdef int32_t used = 0
+    PyObject_GetBuffer(view, &hv, PyBUF_SIMPLE)
+    cdef bint short = hv.len < 40
+    if not short:
+        used = <int32_t>get32(<const uint8_t*>hv.buf + 36)
+    PyBuffer_Release(&hv)
+    if short:
+        raise ValueError("index file shorter than its header")
+    return used
+
+
+# an IndexService's fields (``_INDEX``), an IndexFile's (``_INDEX_FILE``)
+cdef enum:
+    I_FILES = 0
+    I_SPARE = 1
+    I_PROMISED = 2
+    I_N = 3
+cdef tuple INDEX_FIELDS = ("files", "_spare", "promised")
+cdef ClassOffsets _INDEX = ClassOffsets(INDEX_FIELDS, True)
+cdef ClassOffsets _INDEX_FILE = ClassOffsets(("mf", "max_index"), True)
+cdef ClassOffsets _VIEW = ClassOffsets(("view",), True)
+
+
+cdef object index_view(ix):
+    """``IndexService.writable_file().mf.view``: the current index file's
+    buffer when it has room, else None -- the service's, file's and mapped
+    file's fields read at their slots (the method call and its two
+    attribute reads a file were ~2,600 instructions a reput); the file made
+    ahead (a change of files) is left to the method."""
+    cdef Py_ssize_t i[I_N]
+    cdef Py_ssize_t f[2]  # mf, max_index
+    cdef Py_ssize_t v[1]
+    _INDEX.copy(ix, i)
+    files = field(ix, i, I_FILES, INDEX_FIELDS)
+    if not files:
+        return None
+    last = files[len(files) - 1]
+    if last is field(ix, i, I_SPARE, INDEX_FIELDS):
+        last = ix.writable_file()
+        return None if last is None else last.mf.view
+    _INDEX_FILE.copy(last, f)
+    mf = slot_or_attr(last, f[0], "mf")
+    _VIEW.copy(mf, v)
+    view = slot_or_attr(mf, v[0], "view")
+    if index_count(view) >= <int64_t>slot_or_attr(last, f[1], "max_index"):
+        return None
+    return view
+
+
 cdef Py_ssize_t _reput(store, const uint8_t* b, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t limit,
                        bint notify) except -1:
-    """``reput_walk`` over the ``n`` bytes at ``b``."""
+    """``reput_walk`` over the ``n`` bytes at ``b``; the store's fields read
+    at their slots."""
     if pos < 0 or limit > n:
         raise ValueError("bad dispatch range")
     cdef Py_ssize_t used = 0, new_pos
-    cdef const uint8_t[::1] counted
     cdef Py_buffer iv
     cdef uint8_t *ix = NULL
     cdef WQ qs[MAX_WALK_QUEUES]
     cdef WQ* q
     cdef int nq = 0, i
-    cdef int64_t latest = 0
+    cdef int64_t latest = 0, max_slots, max_index
     cdef Py_ssize_t wrote_at, committed_at, max_phy_at
-    cfg = store.config
+    cdef StoreAt st
+    cdef Py_ssize_t ixf[I_N]
+    cdef Py_ssize_t ck[1]
+    _STORE.copy(store, <Py_ssize_t*>&st)
+    cfg = slot_or_attr(store, st.config, "config")
+    ix_service = slot_or_attr(store, st.index_service, "index_service")
     index = None
     if cfg.messageIndexEnable:
-        f = store.index_service.writable_file()
-        if f is None:
+        index = index_view(ix_service)
+        if index is None:
             return pos
-        index = f.mf.view
-        counted = index
-        used = <int32_t>get32(&counted[0] + 36)
-    ix = index_of(index, &iv, cfg.maxHashSlotNum, cfg.maxIndexNum)
+    max_slots = cfg.maxHashSlotNum
+    max_index = cfg.maxIndexNum
+    ix = index_of(index, &iv, max_slots, max_index)
+    if ix != NULL:
+        used = <int32_t>get32(ix + 36)
     runs = None
     try:
-        new_pos = _walk(b, n, pos, limit, None, store.consume_queue_table, ix,
-                        cfg.maxHashSlotNum, cfg.maxIndexNum, store.commit_log.entry_header,
+        new_pos = _walk(b, n, pos, limit, None, slot_or_attr(store, st.table, "consume_queue_table"), ix,
+                        max_slots, max_index,
+                        slot_or_attr(store, st.commit_log, "commit_log").entry_header,
                         qs, &nq, None)
+        if ix != NULL:
+            used = <int32_t>get32(ix + 36) - used  # (the keys the walk added)
         for i in range(nq):
             q = &qs[i]
             if not q.count:
@@ -481,7 +554,7 @@ cdef Py_ssize_t _reput(store, const uint8_t* b, Py_ssize_t n, Py_ssize_t pos, Py
             mf = <object>q.mf_obj
             know_classes(cq, mf)
             wrote_at, committed_at, max_phy_at = at_wrote, at_committed, at_max_phy
-            cq_pos = q.cq_pos
+            cq_pos = <object>q.cq_pos  # (one int for both positions)
             set_slot_or_attr(mf, wrote_at, "wrote_position", cq_pos)
             set_slot_or_attr(mf, committed_at, "committed_position", cq_pos)
             set_slot_or_attr(cq, max_phy_at, "max_physic_offset", q.max_phy)
@@ -496,15 +569,18 @@ cdef Py_ssize_t _reput(store, const uint8_t* b, Py_ssize_t n, Py_ssize_t pos, Py
     if runs is None:
         return new_pos
     if index is not None:
-        ix_service = store.index_service
-        if ix_service.promised:
-            ix_service.promised = max(0, ix_service.promised -
-                                      (<int32_t>get32(&counted[0] + 36) - used))
-    store.checkpoint.logics_msg_timestamp = latest
+        _INDEX.copy(ix_service, ixf)
+        promised = field(ix_service, ixf, I_PROMISED, INDEX_FIELDS)
+        if promised:
+            set_slot_or_attr(ix_service, ixf[I_PROMISED], "promised", max(0, promised - used))
+    checkpoint = slot_or_attr(store, st.checkpoint, "checkpoint")
+    _CHECKPOINT.copy(checkpoint, ck)
+    set_slot_or_attr(checkpoint, ck[0], "logics_msg_timestamp", latest)
     if notify:
-        listener = store.message_runs_listener
-        if listener is None or (store._loop is not None and
-                                PyThread_get_thread_ident() != store._loop_thread):
+        listener = slot_or_attr(store, st.runs_listener, "message_runs_listener")
+        if listener is None or (slot_or_attr(store, st.loop, "_loop") is not None and
+                                PyThread_get_thread_ident() !=
+                                slot_or_attr(store, st.loop_thread, "_loop_thread")):
             store._notify_runs(runs)
         else:
             try:

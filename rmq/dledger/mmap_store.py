@@ -76,8 +76,10 @@ class DLedgerMmapFileStore:
         self.committed_index = -1
         self.committed_pos = -1
         self.append_hooks: list[AppendHook] = []
-        self._recent: dict[int, Entry] = {}  # index -> entry, the leader's last appends
-        self._recent_first = 0  # the lowest index in _recent
+        # the leader's last appends, in index order: ``_recent[i]`` is entry
+        # ``_recent_first + i`` (``kept_entry``)
+        self._recent: list[Entry] = []
+        self._recent_first = 0
         self._recent_bytes = 0
 
     def _forget_recent(self) -> None:
@@ -90,8 +92,9 @@ class DLedgerMmapFileStore:
         self._keep_all_recent([entry])
 
     def _keep_all_recent(self, entries: list[Entry]) -> None:
-        """Keep ``entries`` (appended in order), dropping the oldest beyond
-        ``RECENT_BYTES`` (``keep_more``: one compiled call a read's append)."""
+        """Keep ``entries`` (appended in order), dropping the oldest once
+        past ``RECENT_BYTES`` (``keep_more``: one compiled call a read's
+        append)."""
         self._recent_first, self._recent_bytes = keep_more(
             self._recent, entries, self._recent_first, self._recent_bytes, RECENT_BYTES)
 
@@ -524,7 +527,7 @@ class DLedgerMmapFileStore:
                                f"{index} < begin {self.ledger_begin_index}")
         if index > self.ledger_end_index:
             raise DLedgerError(Code.INDEX_OUT_OF_RANGE, f"{index} > end {self.ledger_end_index}")
-        kept = self._recent.get(index)
+        kept = kept_entry(self._recent, self._recent_first, index)
         if kept is not None:
             return kept
         unit = self._read(self.index, index * INDEX_UNIT_SIZE, INDEX_UNIT_SIZE)
@@ -553,7 +556,7 @@ class DLedgerMmapFileStore:
                 index > self.ledger_end_index:
             entry = self.get(index)  # (raises get's error)
             return entry.pos + entry.size
-        kept = self._recent.get(index)
+        kept = kept_entry(self._recent, self._recent_first, index)
         if kept is not None:
             return kept.pos + kept.size
         unit = self._read(self.index, index * INDEX_UNIT_SIZE, INDEX_UNIT_SIZE)
@@ -697,18 +700,18 @@ def _kept_run(store: DLedgerMmapFileStore, first: int, max_bytes: int) -> list[E
     """``DLedgerMmapFileStore.kept_run``: the entries a leader's push from
     ``first`` carries: ``get(first)``, then the next ones while the entries'
     sizes stay below ``max_bytes`` (0: that one alone), up to the ledger's
-    end; read from the kept entries (one dict look-up each), ``get`` for one
-    not kept.  The twin of ``rmq._fast.dledger_push.kept_run``."""
-    recent = store._recent
+    end; read from the kept entries (``kept_entry``), ``get`` for one not
+    kept.  The twin of ``rmq._fast.dledger_push.kept_run``."""
+    recent, at = store._recent, store._recent_first
     last = store.ledger_end_index
-    entry = recent.get(first) if store.ledger_begin_index <= first <= last else None
+    entry = kept_entry(recent, at, first) if store.ledger_begin_index <= first <= last else None
     if entry is None:
         entry = store.get(first)  # (or its refusal)
     entries = [entry]
     entry.size = size = BODY_OFFSET + len(entry.body)  # (compute_size)
     index = first + 1
     while size < max_bytes and index <= last:
-        entry = recent.get(index)
+        entry = kept_entry(recent, at, index)
         if entry is None:
             entry = store.get(index)
         entries.append(entry)
@@ -717,20 +720,37 @@ def _kept_run(store: DLedgerMmapFileStore, first: int, max_bytes: int) -> list[E
     return entries
 
 
-def _keep_more(recent: dict[int, Entry], entries: list[Entry], first: int, kept: int,
+def kept_entry(recent: list[Entry], first: int, index: int) -> Entry | None:
+    """The kept entry of ``index`` (``recent``: the kept entries, in index
+    order from ``first``), None when it is not kept."""
+    i = index - first
+    return recent[i] if 0 <= i < len(recent) else None
+
+
+def _keep_more(recent: list[Entry], entries: list[Entry], first: int, kept: int,
                max_bytes: int) -> tuple[int, int]:
     """Add ``entries`` (appended in order) to ``recent``, the kept entries
-    from index ``first`` (``kept`` bytes), then drop the oldest while more
-    than ``max_bytes`` are kept and more than one entry.  Returns the new
-    (first, kept).  The twin of ``rmq._fast.dledger_push.keep_more``."""
-    if not recent:
-        first = entries[0].index
+    from index ``first`` (``kept`` bytes; dropped first when ``entries`` do
+    not follow them), then, when more than ``max_bytes`` are kept, drop the
+    oldest down to three quarters of it (at once: the list's move is paid
+    once per quarter of ``max_bytes`` appended), never the last entry.
+    Returns the new (first, kept).  The twin of
+    ``rmq._fast.dledger_push.keep_more``."""
+    if not entries:
+        return first, kept
+    if not recent or first + len(recent) != entries[0].index:
+        recent.clear()
+        first, kept = entries[0].index, 0
+    recent.extend(entries)
     for entry in entries:
-        recent[entry.index] = entry
         kept += entry.size
-    while kept > max_bytes and len(recent) > 1:
-        kept -= recent.pop(first).size
-        first += 1
+    if kept > max_bytes:
+        target, drop = max_bytes - max_bytes // 4, 0
+        while kept > target and drop < len(recent) - 1:
+            kept -= recent[drop].size
+            drop += 1
+        del recent[:drop]
+        first += drop
     return first, kept
 
 
@@ -765,7 +785,7 @@ def _update_committed_index(store: DLedgerMmapFileStore, term: int, index: int) 
     if index <= store.committed_index:
         return
     # (the leader's commit, once per follower's answer: its kept entry, read inline)
-    kept = store._recent.get(index)
+    kept = kept_entry(store._recent, store._recent_first, index)
     if kept is not None and index >= store.ledger_begin_index:
         store.committed_pos = kept.pos + kept.size
     else:

@@ -85,11 +85,13 @@ class DefaultMessageStore(ReputMixin, MessageReaderMixin):
     """The store: start-up, recovery, puts and housekeeping here; dispatch in
     ``reput.py``, reads in ``reader.py``."""
 
-    # the fields each single put and each send lane read use (and set)
-    # slotted: the compiled put (rmq._fast.store_put) and lane
-    # (rmq._fast.send_lane) read them at their slots; the rest in the dict
+    # the fields each single put, each send lane read and each reput walk
+    # use (and set) slotted: the compiled put (rmq._fast.store_put), lane
+    # (rmq._fast.send_lane) and walk (rmq._fast.store_dispatch) read them at
+    # their slots; the rest in the dict
     __slots__ = ("_shutdown", "reput_from_offset", "consume_queue_table", "checkpoint",
-                 "commit_service", "message_runs_listener", "index_service")
+                 "commit_service", "message_runs_listener", "index_service", "config",
+                 "commit_log", "_loop", "_loop_thread")
 
     def __init__(
         self, config: MessageStoreConfig, store_host: tuple[str, int] = ("127.0.0.1", 10911),

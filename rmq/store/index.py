@@ -142,6 +142,10 @@ if _c is not None:
 
 
 class IndexFile:
+    # the fields a reput's walk reads (rmq._fast.store_dispatch ``index_view``)
+    # slotted, read at their slots there
+    __slots__ = ("max_slots", "max_index", "mf", "file_name", "__dict__", "__weakref__")
+
     def __init__(self, path: str, max_slots: int, max_index: int) -> None:
         self.max_slots = max_slots
         self.max_index = max_index
@@ -203,9 +207,10 @@ class IndexService:
     """Index files of the store: build at dispatch, query, roll, delete."""
 
     # the fields the send lane's read asks (rmq._fast.send_lane ``index_file``)
-    # slotted, read at their slots there; the rest in the dict
-    __slots__ = ("_unfinished", "files", "_spare", "max_slots", "max_index", "__dict__",
-                 "__weakref__")
+    # and a reput's walk reads and sets (rmq._fast.store_dispatch) slotted,
+    # read at their slots there; the rest in the dict
+    __slots__ = ("_unfinished", "files", "_spare", "max_slots", "max_index", "promised",
+                 "__dict__", "__weakref__")
 
     def __init__(self, store_path: str, max_slots: int, max_index: int, checkpoint, max_msgs_num_batch: int) -> None:
         self.store_path = store_path

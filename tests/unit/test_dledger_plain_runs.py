@@ -136,9 +136,9 @@ KINDS = [_plain, _entry, _mixed]
 
 
 def _store(make) -> SimpleNamespace:
-    """A leader's store of entries 1 to 7 (each 49 + index bytes), 4 and 7
-    not kept (``get`` reads them)."""
-    recent = {i: make(i, 49 + i) for i in (1, 2, 3, 5, 6)}
+    """A leader's store of entries 1 to 7 (each 49 + index bytes), 3 to 6
+    kept (``get`` reads the others)."""
+    recent = [make(i, 49 + i) for i in range(3, 7)]
     read = []
 
     def get(index: int):
@@ -147,8 +147,8 @@ def _store(make) -> SimpleNamespace:
             raise IndexError(index)
         return make(index, 49 + index)
 
-    return SimpleNamespace(_recent=recent, ledger_begin_index=1, ledger_end_index=7, get=get,
-                           read=read)
+    return SimpleNamespace(_recent=recent, _recent_first=3, ledger_begin_index=1,
+                           ledger_end_index=7, get=get, read=read)
 
 
 @pytest.mark.parametrize("make", KINDS)
@@ -167,9 +167,9 @@ def test_kept_run_twins_agree(max_bytes: int, make) -> None:
     assert all(out == outs[0] for out in outs)
     runs, read = outs[0]
     if max_bytes == 0:
-        assert runs == [[(1, 50)], [(3, 52)], [(7, 56)]] and read == [7, 8]
+        assert runs == [[(1, 50)], [(3, 52)], [(7, 56)]] and read == [1, 7, 8]
     if max_bytes == 1 << 20:
-        assert runs[0] == [(i, 49 + i) for i in range(1, 8)] and read == [4, 7, 4, 7, 7, 8]
+        assert runs[0] == [(i, 49 + i) for i in range(1, 8)] and read == [1, 2, 7, 7, 7, 8]
 
 
 @pytest.mark.parametrize("make", KINDS)
@@ -182,13 +182,13 @@ def test_keep_more_twins_agree(max_bytes: int, start: bool, make) -> None:
     impls = [mmap_store._keep_more] + ([_PUSH.keep_more] if _PUSH is not None else [])
     outs = []
     for impl in impls:
-        recent = {} if start else {i: make(i, 50) for i in range(3, 7)}
+        recent = [] if start else [make(i, 50) for i in range(3, 7)]
         first, kept = (0, 0) if start else (3, 200)
         got = []
         for n in range(3):  # three reads of four entries each
             entries = [make(7 + 4 * n + i, 40 + i) for i in range(4)]
             first, kept = impl(recent, entries, first, kept, max_bytes)
-            got.append((first, kept, sorted(recent)))
+            got.append((first, kept, [e.index for e in recent]))
         outs.append(got)
     assert all(o == outs[0] for o in outs)
     first, kept, indexes = outs[0][-1]
@@ -198,3 +198,27 @@ def test_keep_more_twins_agree(max_bytes: int, start: bool, make) -> None:
         assert indexes == [18]
     if max_bytes == 10_000:
         assert first == (7 if start else 3)
+    if max_bytes == 300:  # past 300 bytes, dropped down to 225 at once
+        assert all(k <= 300 for _f, k, _i in outs[0]) and kept <= 225
+
+
+@pytest.mark.parametrize("make", KINDS)
+def test_keep_more_starts_again_at_entries_that_do_not_follow(make) -> None:
+    """Entries that do not follow the kept ones (a rewritten log) replace
+    them; none to add changes nothing -- the compiled call as its twin; a
+    kept entry is found by its index from the first one's."""
+    impls = [mmap_store._keep_more] + ([_PUSH.keep_more] if _PUSH is not None else [])
+    outs = []
+    for impl in impls:
+        recent = [make(i, 50) for i in range(3, 7)]
+        got = [impl(recent, [], 3, 200, 1000), [e.index for e in recent]]
+        got += [impl(recent, [make(5, 60), make(6, 61)], 3, 200, 1000),
+                [e.index for e in recent]]
+        got += [impl(recent, [make(9, 70)], 5, 121, 1000), [e.index for e in recent]]
+        outs.append(got)
+    assert all(o == outs[0] for o in outs)
+    assert outs[0] == [(3, 200), [3, 4, 5, 6], (5, 121), [5, 6], (9, 70), [9]]
+    recent = [make(i, 50) for i in range(3, 7)]
+    assert [mmap_store.kept_entry(recent, 3, i) for i in (2, 3, 6, 7)] == \
+        [None, recent[0], recent[3], None]
+

@@ -632,11 +632,12 @@ class _CommitStore:
     """What ``update_committed_index`` reaches of a ``DLedgerMmapFileStore``,
     recorded."""
 
-    def __init__(self, end: int, committed: int, begin: int, kept: dict) -> None:
+    def __init__(self, end: int, committed: int, begin: int, kept: list) -> None:
         self.ledger_end_index = end
         self.member_state = SimpleNamespace(role=Role.LEADER, curr_term=2)
         self.committed_index = committed
         self._recent = kept
+        self._recent_first = 4
         self.ledger_begin_index = begin
         self.committed_pos = -1
         self.log: list = []
@@ -648,7 +649,7 @@ class _CommitStore:
 
 class _SlottedCommitStore(_CommitStore):
     __slots__ = ("ledger_end_index", "member_state", "committed_index", "_recent",
-                 "ledger_begin_index", "committed_pos")  # (as above)
+                 "ledger_begin_index", "committed_pos", "_recent_first")  # (as above)
 
 
 COMMITS = [mmap_store_mod._update_committed_index, getattr(C, "update_committed_index", None)]
@@ -669,7 +670,7 @@ def test_update_committed_index_compiled_and_twin_alike(case):
     got = []
     for commit in COMMITS:
         for t in (_CommitStore, _SlottedCommitStore):
-            kept = {i: Entry(index=i, term=2, pos=100 * i, size=60) for i in range(4, 8)}
+            kept = [Entry(index=i, term=2, pos=100 * i, size=60) for i in range(4, 8)]
             store = t(end, committed, begin, kept)
             commit(store, term, index)
             got.append((store.committed_index, store.committed_pos, store.log))

@@ -54,7 +54,8 @@ class _Store:
                           body_crc=i, size=0) for i in range(12)]
         for e in self.log:
             e.compute_size()
-        self._recent = {e.index: e for e in self.log[3:]}
+        self._recent = self.log[3:]
+        self._recent_first = 3
         self.ledger_begin_index = 0
         self.ledger_end_index = 11
         self.committed_index = 1

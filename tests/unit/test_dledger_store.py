@@ -381,7 +381,7 @@ def _run_state(store: DLedgerMmapFileStore) -> tuple:
             store.ledger_end_term, ms.ledger_end_index, ms.ledger_end_term,
             [(mf.wrote_position, mf.committed_position)
              for q in (store.data, store.index) for mf in q.mapped_files],
-            sorted(store._recent), store._recent_first, store._recent_bytes)
+            [e.index for e in store._recent], store._recent_first, store._recent_bytes)
 
 
 @pytest.mark.compiled_only

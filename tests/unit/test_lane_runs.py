@@ -105,3 +105,31 @@ def test_on_runs_counts_and_notifies_as_its_twin(histograms: bool, counted: bool
     # counted: the runs that list no puts were counted by the lane, total included
     assert got[0][0] == 2 * sum(run[5] for runs in SHAPES for run in runs
                                 if not counted or run[8] is not None)
+
+
+def test_on_runs_counts_across_folds_and_equal_topics_as_its_twin() -> None:
+    """The compiled walk keeps each queue's pending row for the next runs of
+    the same topic object: across a fold (a new pending table), for a topic
+    equal to but not the one met before, for one of the same queue id under
+    another topic and for queue ids past the kept ones it counts as the
+    twin does."""
+    ways = [controller._on_runs] + ([FAST.on_runs] if FAST is not None else [])
+    got = []
+    for way in ways:
+        stats = BrokerStats()
+        ctl = SimpleNamespace(stats=stats, _runs_forms=[])
+        heard: list = []
+        _listeners(ctl, heard)
+        for i in range(6):
+            topic = "".join(["Top", "ic"])  # (equal, another object each time)
+            runs = [(t, q, i + 1, 0, 1000, 2, 200, 1, None)
+                    for t in ("A", topic) for q in (0, 3, 63, 64, 2**70)]
+            way(stats, ctl._runs_forms, runs)
+            way(stats, ctl._runs_forms, runs[::-1])
+            if i % 2:
+                stats.fold(1000.0 + i)
+        got.append((stats.put_total, {k: list(v) for k, v in stats._put_pending.items()},
+                    {n: {k: list(v._buckets) for k, v in t.items()} for n, t in stats.items.items()},
+                    heard))
+    assert all(g == got[0] for g in got)
+    assert got[0][0] == 6 * 2 * 10 * 2

@@ -41,6 +41,27 @@ def _log(header: int, keys: bool) -> bytes:
     return bytes(buf)
 
 
+class _IndexFile:
+    """An ``IndexFile``'s fields on a byte array, its own full test."""
+
+    is_write_full = idx.IndexFile.is_write_full
+
+    def __init__(self, view: bytearray, max_index: int) -> None:
+        self.mf = SimpleNamespace(view=view)
+        self.max_index = max_index
+
+
+class _IndexService:
+    """An ``IndexService``'s fields a walk reads, its own ``writable_file``."""
+
+    writable_file = idx.IndexService.writable_file
+
+    def __init__(self, files: list) -> None:
+        self.files = files
+        self._spare = None
+        self.promised = 50
+
+
 class _Store(reput.ReputMixin):
     """The store's attributes a walk reads and moves, on byte arrays."""
 
@@ -49,8 +70,8 @@ class _Store(reput.ReputMixin):
         self.config = SimpleNamespace(messageIndexEnable=index, maxHashSlotNum=11, maxIndexNum=400)
         ib = bytearray(idx.index_file_size(11, 400))
         struct.pack_into(">i", ib, 36, 1)
-        self.index_service = SimpleNamespace(promised=50, writable_file=lambda: self.index_file)
-        self.index_file = SimpleNamespace(mf=SimpleNamespace(view=ib))
+        self.index_file = _IndexFile(ib, 400)
+        self.index_service = _IndexService([self.index_file])
         self.consume_queue_table: dict = {}
         for topic, qid in QUEUES:
             if (topic.decode(), qid) == missing:
@@ -134,12 +155,49 @@ def test_reput_walk_off_the_loop_thread_notifies_per_queue(impl) -> None:
 
 
 @pytest.mark.parametrize("impl", IMPLS)
-def test_reput_walk_without_an_index_file_leaves_the_records(impl) -> None:
+@pytest.mark.parametrize("case", ["none", "full", "spare"])
+def test_reput_walk_without_an_index_file_leaves_the_records(impl, case: str) -> None:
+    """No index file or a full one: the walk leaves the records to the
+    per-record path; only the file made ahead: the service's
+    ``writable_file`` makes it the current one, which the walk writes."""
     store = _Store(0, True, True, True, None)
-    store.index_service.writable_file = lambda: None
+    if case == "none":
+        store.index_service.files = []
+    elif case == "full":
+        struct.pack_into(">i", store.index_file.mf.view, 36, 400)
+    else:
+        store.index_service._spare = store.index_file
+        store.index_service._take_spare = lambda files: None
     buf = _log(0, True)
+    if case == "spare":
+        assert impl(store, memoryview(buf), 0, len(buf), True) == len(buf)
+        return
     assert impl(store, memoryview(buf), 0, len(buf), True) == 0
     assert store.told == []
+
+
+@pytest.mark.parametrize("kept", [1, 2])
+def test_reput_walk_reads_the_index_service_from_slots_or_attributes_alike(tmp_path,
+                                                                           kept: int) -> None:
+    """The store's ``IndexService`` and ``IndexFile`` (their fields read at
+    their slots by the compiled walk) and plain objects of the same fields:
+    the same index bytes and room kept, in both implementations; with the
+    file made ahead last, the one before it is written."""
+
+    def slotted(store: _Store, impl) -> None:
+        where = tmp_path / impl.__name__
+        where.mkdir()
+        ix = idx.IndexService(str(where), 11, 400, None, 1)
+        files = [idx.IndexFile(str(where / f"{n:020d}"), 11, 400) for n in range(kept)]
+        for f in files:
+            struct.pack_into(">i", f.mf.view, 36, 1)
+        ix.files, ix.promised = files, 50
+        if kept == 2:
+            ix._spare = files[1]
+        store.index_service, store.index_file = ix, files[0]
+
+    buf = _log(48, True)
+    assert _alike(buf, slotted)[1] == len(buf)
 
 
 def _recreated(store: _Store, topic: str, drop: bool) -> dict:
@@ -207,6 +265,24 @@ def _slotted(cq: SimpleNamespace) -> ConsumeQueue:
     return out
 
 
+def _alike(buf: bytes, swap) -> tuple:
+    """A walk of ``buf`` in two halves by each implementation, over the test
+    store and over one whose objects ``swap(store, impl)`` replaced (with
+    the store's slotted classes): what each leaves, all the same."""
+    want = None
+    for impl in IMPLS:
+        for plain in (True, False):
+            store = _Store(48, True, True, True, None)
+            if not plain:
+                swap(store, impl)
+            half = impl(store, memoryview(buf), 0, len(buf) // 2, True)
+            end = impl(store, memoryview(buf), half, len(buf), True)
+            got = (half, end, store.state())
+            want = want or got
+            assert got == want, (impl, plain)
+    return want
+
+
 @pytest.mark.parametrize("kinds", [("slots",), ("slots", "plain"), ("plain", "slots"),
                                    ("mixed",)])
 def test_reput_walk_reads_queues_from_slots_or_attributes_alike(kinds: tuple[str, ...]) -> None:
@@ -215,28 +291,21 @@ def test_reput_walk_reads_queues_from_slots_or_attributes_alike(kinds: tuple[str
     and a queue of the store's class with a plain file: the same bytes,
     positions and notices as the attribute-only walk, in both
     implementations."""
+
+    def slotted(store: _Store, _impl) -> None:
+        n = 0
+        for by_id in store.consume_queue_table.values():
+            for qid, cq in by_id.items():
+                kind = kinds[n % len(kinds)]
+                n += 1
+                if kind == "slots":
+                    by_id[qid] = _slotted(cq)
+                elif kind == "mixed":
+                    by_id[qid] = mixed = _slotted(cq)
+                    mixed.tail_file = cq.tail_file
+
     buf = _log(48, True)
-    want = None
-    for impl in IMPLS:
-        for plain in (True, False):
-            store = _Store(48, True, True, True, None)
-            if not plain:
-                n = 0
-                for by_id in store.consume_queue_table.values():
-                    for qid, cq in by_id.items():
-                        kind = kinds[n % len(kinds)]
-                        n += 1
-                        if kind == "slots":
-                            by_id[qid] = _slotted(cq)
-                        elif kind == "mixed":
-                            by_id[qid] = mixed = _slotted(cq)
-                            mixed.tail_file = cq.tail_file
-            half = impl(store, memoryview(buf), 0, len(buf) // 2, True)
-            end = impl(store, memoryview(buf), half, len(buf), True)
-            got = (half, end, store.state())
-            want = want or got
-            assert got == want, (impl, plain)
-    assert want[1] == len(buf)
+    assert _alike(buf, slotted)[1] == len(buf)
 
 
 @pytest.mark.parametrize("unset", ["view", "file_from_offset", "max_physic_offset"])

@@ -162,7 +162,8 @@ def test_index_key_hash_special_values():
 
 
 def _batch_log(n: int, tags: list[str], keys: bool = True, topic: bytes = b"Topic",
-               queue_id: int = 3) -> bytes:
+               queue_id: int = 3, raw: list[bytes] | None = None) -> bytes:
+    """``n`` records of one queue; ``raw``: their property strings as given."""
     from rmq.common.message_id import socket_address_bytes
     from rmq.store import message_codec as codec
 
@@ -171,7 +172,7 @@ def _batch_log(n: int, tags: list[str], keys: bool = True, topic: bytes = b"Topi
         props = {"TAGS": tags[i % len(tags)]}
         if keys:
             props.update({"UNIQ_KEY": f"{i:032X}", "KEYS": f"a{i} b{i % 3}"})
-        p = codec.message_properties_to_string(props).encode()
+        p = codec.message_properties_to_string(props).encode() if raw is None else raw[i]
         body = bytes([i % 256]) * (i % 50)
         wire += (22 + 20 - 22 + len(body) + 2 + len(p)).to_bytes(4, "big") + bytes(8) + (0).to_bytes(4, "big")
         wire += len(body).to_bytes(4, "big") + body + len(p).to_bytes(2, "big") + p
@@ -226,6 +227,37 @@ def test_dispatch_run_identical_and_consistent_with_per_record_path(keys):
             assert impl(log, 0, limit, b"Topic", 3, bytearray(2000), 140, 0, -1, small, 3, 10)[2] == 3  # 9 entries
         with pytest.raises(ValueError):
             impl(log, 0, limit + 100, b"Topic", 3, bytearray(200), 140, 0, -1, None, 1, 1)
+
+
+# property segments that look like the ones dispatch reads, or nearly
+_SEGMENTS = st.lists(st.tuples(
+    st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "DELAY", "TAG", "TAGSS", "UNIQ_KE", "",
+                     "\x01TAGS", "WAIT", "é"]),
+    st.sampled_from(["\x01", "", "\x01\x01", "\x02"]),
+    st.text(alphabet="ab1 \x01é", max_size=40)), max_size=6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(segs=st.lists(_SEGMENTS, min_size=1, max_size=3), trailing=st.booleans())
+def test_dispatch_run_reads_any_property_string_as_its_twin(segs, trailing):
+    """Property strings of odd segments (names that nearly match, empty
+    names or values, stray separators, duplicates, DELAY, non-ASCII bytes,
+    keys across eight-byte words): the compiled run finds the same tags,
+    keys and stops as its twin, and writes the same consume-queue and index
+    bytes."""
+    from rmq.store import dispatch as dm
+
+    raw = [("\x02".join(n + sep + v for n, sep, v in seg) + ("\x02" if trailing else "")).encode()
+           for seg in segs]
+    log = _batch_log(len(raw), [""], False, raw=raw)
+    impls = [dm._dispatch_run] + ([DISPATCH.dispatch_run] if DISPATCH else [])
+    outs = []
+    for impl in impls:
+        cq = bytearray(20 * 10)
+        ib = bytearray(idx.index_file_size(11, 200))
+        res = impl(log, 0, len(log) - 40, b"Topic", 3, cq, 140, 0, -1, ib, 11, 200)
+        outs.append((res, bytes(cq), bytes(ib)))
+    assert all(o == outs[0] for o in outs)
 
 
 @pytest.mark.parametrize("keys", [True, False])
