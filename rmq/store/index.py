@@ -142,6 +142,9 @@ if _c is not None:
 
 
 class IndexFile:
+    # (the send lane reads ``mf`` and ``max_index`` at their slots every read)
+    __slots__ = ("max_slots", "max_index", "mf", "file_name")
+
     def __init__(self, path: str, max_slots: int, max_index: int) -> None:
         self.max_slots = max_slots
         self.max_index = max_index
