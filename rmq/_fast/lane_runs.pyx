@@ -48,13 +48,14 @@ def put_counts(stats, list runs not None):
     nums = <object>PyTuple_GET_ITEM(run, 5)
     size = <object>PyTuple_GET_ITEM(run, 6)
     events = <object>PyTuple_GET_ITEM(run, 7)
-    for i in range(1, n):  # one topic (the common case): summed in C
+    for i in range(1, n):  # one topic (the common case): summed in C, as C numbers
         run = <tuple>PyList_GET_ITEM(runs, i)
-        if <object>PyTuple_GET_ITEM(run, 0) != topic:
+        other = <object>PyTuple_GET_ITEM(run, 0)
+        if other is not topic and other != topic:
             break
-        nums += <object>PyTuple_GET_ITEM(run, 5)
-        size += <object>PyTuple_GET_ITEM(run, 6)
-        events += <object>PyTuple_GET_ITEM(run, 7)
+        nums += <long long><object>PyTuple_GET_ITEM(run, 5)
+        size += <long long><object>PyTuple_GET_ITEM(run, 6)
+        events += <long long><object>PyTuple_GET_ITEM(run, 7)
     else:
         _count(stats, topic, nums, size, events)
         return nums
@@ -143,7 +144,7 @@ cdef bint any_topic_in(list runs, topics) except -1:
 cdef walk(stats, list forms, list runs, bint counted):
     cdef Py_ssize_t n = PyList_GET_SIZE(runs), i
     cdef tuple run
-    cdef dict pending_of = stats._put_pending
+    cdef dict pending_of = None  # (read once a run needs it: a lane's counted runs do not)
     cdef long long added = 0
     inc_put = None
     for i in range(n):
@@ -162,6 +163,8 @@ cdef walk(stats, list forms, list runs, bint counted):
         nums = <object>PyTuple_GET_ITEM(run, 5)
         size = <object>PyTuple_GET_ITEM(run, 6)
         events = <object>PyTuple_GET_ITEM(run, 7)
+        if pending_of is None:
+            pending_of = stats._put_pending
         if add_to_row(run_row(pending_of, topic, queue_id), nums, size, events):
             added += <long long>nums
             continue

@@ -579,6 +579,8 @@ cdef class SendLane:
     # where the fields read and set in every read lie in their objects (offsets_of)
     cdef ClassOffsets f_queue, f_cl, f_bc, f_cfg, f_store, f_flags, f_checkpoint, f_mf, f_run
     cdef ClassOffsets f_stats, f_hold, f_channel, f_ix
+    cdef ClassOffsets f_multi, f_ixfile, f_ixview, f_sup, f_topics  # (the bracket's too)
+    cdef ClassOffsets f_cmf, f_cq  # (a queue's, as the read publishes it)
 
     def __init__(self, support, Py_ssize_t max_frame):
         self.support = support
@@ -634,6 +636,13 @@ cdef class SendLane:
         self.f_stats = ClassOffsets(("put_total", "size_histograms"), True)
         self.f_hold = ClassOffsets(("table",), True)
         self.f_channel = ClassOffsets(("attrs",), True)
+        self.f_multi = ClassOffsets(("enabled",), True)
+        self.f_ixfile = ClassOffsets(("mf", "max_index"), True)
+        self.f_ixview = ClassOffsets(("view",), True)  # (an index file's mapped file)
+        self.f_sup = ClassOffsets(("served", "_tails_of", "_tail_pair"), True)
+        self.f_topics = ClassOffsets(("table",), True)
+        self.f_cmf = ClassOffsets(("wrote_position", "committed_position"), True)
+        self.f_cq = ClassOffsets(("max_physic_offset",), True)
         self.f_ix = ClassOffsets(("_unfinished", "files", "_spare", "max_slots", "max_index"),
                                  True)
         lanes = getattr(support, "lanes", None)
@@ -778,7 +787,7 @@ cdef class SendLane:
                 not slot_or_attr(bc, f[1], "brokerPermission") & PERM_WRITE:
             return False
         if slot_or_attr(cfg, fc[0], "brokerRole") is not self.s_async_master or \
-                self.s_multi.enabled:
+                slot_or_attr(self.s_multi, offsets_of(self.f_multi, self.s_multi)[0], "enabled"):
             return False
         cluster = self.s_processor.cluster
         if cluster is not self.cluster_name:
@@ -819,7 +828,7 @@ cdef class SendLane:
             if ixf is None:
                 return False
             f = offsets_of(self.f_ix, ix)
-            index = ixf.mf.view
+            index = self.file_view(ixf)
             slots = slot_or_attr(ix, f[3], "max_slots")
             entries = slot_or_attr(ix, f[4], "max_index")
         locks = self.s_locks
@@ -878,14 +887,20 @@ cdef class SendLane:
         last = files[len(files) - 1]
         if last is slot_or_attr(ix, f[2], "_spare"):
             return ix.append_file()
-        PyObject_GetBuffer(last.mf.view, &hv, PyBUF_SIMPLE)
+        PyObject_GetBuffer(self.file_view(last), &hv, PyBUF_SIMPLE)
         try:
             if hv.len < 40:
                 raise ValueError("index file shorter than its header")
             used = <int32_t>get32(<uint8_t*>hv.buf + 36)
         finally:
             PyBuffer_Release(&hv)
-        return None if used >= <int64_t>last.max_index else last
+        return None if used >= <int64_t>slot_or_attr(
+            last, offsets_of(self.f_ixfile, last)[1], "max_index") else last
+
+    cdef object file_view(self, ixf):
+        """An index file's ``mf.view`` (at their slots)."""
+        mf = slot_or_attr(ixf, offsets_of(self.f_ixfile, ixf)[0], "mf")
+        return slot_or_attr(mf, offsets_of(self.f_ixview, mf)[0], "view")
 
     cdef void fill(self, Ctx c, sup, store, cl, cfg, channel, run, mf, target, index,
                    int64_t wrote, int64_t file_from, int64_t limit, int64_t max_body,
@@ -915,8 +930,9 @@ cdef class SendLane:
         c.born = sup.born_field(channel) if born is None else born
         bc = self.s_bc
         cdef Py_ssize_t* f = offsets_of(self.f_bc, bc)
-        made_for = sup._tails_of
-        tails = sup._tail_pair
+        cdef Py_ssize_t* fp = offsets_of(self.f_sup, sup)
+        made_for = slot_or_attr(sup, fp[1], "_tails_of")
+        tails = slot_or_attr(sup, fp[2], "_tail_pair")
         if slot_or_attr(bc, f[2], "regionId") is not made_for[0] or \
                 slot_or_attr(bc, f[3], "traceOn") is not made_for[1]:
             tails = sup.new_tails()
@@ -938,7 +954,8 @@ cdef class SendLane:
             self.epoch += 1
         self.published_to = -1  # (until this read publishes)
         self.cq_table = cq_table
-        self.topic_table = self.s_topics.table
+        topics = self.s_topics
+        self.topic_table = slot_or_attr(topics, offsets_of(self.f_topics, topics)[0], "table")
         self.tq_table = tq_table
         hold = self.s_hold
         self.hold_table = None if hold is None else \
@@ -990,7 +1007,9 @@ cdef class SendLane:
                 give_locks(self.s_locks)
         if not stored:
             return
-        sup.served += put_counts(self.s_sstats, runs)
+        f = offsets_of(self.f_sup, sup)
+        set_slot_or_attr(sup, f[0], "served",
+                         slot_or_attr(sup, f[0], "served") + put_counts(self.s_sstats, runs))
         runs_listener = slot_or_attr(store, fs[5], "message_runs_listener")
         if c.counting:
             if counted:
@@ -1021,9 +1040,11 @@ cdef class SendLane:
         self.tq_table[q.key] = q.qoff
         cmf = q.cmf
         cdef object cpos = q.cpos  # (one number object for both)
-        cmf.wrote_position = cpos
-        cmf.committed_position = cpos
-        q.cq.max_physic_offset = q.maxphy
+        cdef Py_ssize_t* f = offsets_of(self.f_cmf, cmf)
+        set_slot_or_attr(cmf, f[0], "wrote_position", cpos)
+        set_slot_or_attr(cmf, f[1], "committed_position", cpos)
+        cq = q.cq
+        set_slot_or_attr(cq, offsets_of(self.f_cq, cq)[0], "max_physic_offset", q.maxphy)
         return (q.key[0], q.key[1], q.qoff, q.tags, q.store_ts, q.nums, q.size, q.events, q.each)
 
     def take_puts(self, stats):

@@ -123,6 +123,10 @@ class SendLaneSupport:
     with what (``begin``), look up a topic and a queue the first time a read
     uses them, and publish what the read stored (``end``)."""
 
+    # the fields the compiled lane reads or sets every read, at their slots
+    # (the rest stay in the instance dict)
+    __slots__ = ("served", "_tails_of", "_tail_pair", "__dict__")
+
     def __init__(self, processor: Any) -> None:
         self.processor = processor
         self.c = processor.c

@@ -163,9 +163,10 @@ class BrokerStats:
 
     # the fields each put's and each pop's count reads and sets slotted: the
     # compiled arrival notice (rmq._fast.arrival) and pop (rmq._fast.pop_queue's
-    # count_get) read them at their slots; the rest in the dict
-    __slots__ = ("put_total", "_put_pending", "get_total", "_get_pending", "__dict__",
-                 "__weakref__")
+    # count_get) read them at their slots, the send lane size_histograms every
+    # read; the rest in the dict
+    __slots__ = ("put_total", "_put_pending", "get_total", "_get_pending", "size_histograms",
+                 "__dict__", "__weakref__")
 
     def __init__(self, cluster: str = "", detail: bool = True) -> None:
         self.cluster = cluster

@@ -45,6 +45,8 @@ class TopicConfigManager(ConfigManager):
     with a oneway registration so that routes appear at once, as 4.9.8 does.
     """
 
+    __slots__ = ("table",)  # (the send lane reads it at its slot every read)
+
     def __init__(self, broker_config: BrokerConfig, store_root: str,
                  on_new_topic: Callable[[], None] | None = None) -> None:
         self.broker_config = broker_config

@@ -17,6 +17,7 @@ import logging
 from time import monotonic, perf_counter
 from typing import TYPE_CHECKING
 
+from rmq._fast import compiled
 from rmq.remoting import codec
 from rmq.remoting.command import RPC_RESPONSE, RemotingCommand
 from rmq.remoting.exceptions import RemotingCommandError, RemotingSendRequestError
@@ -42,6 +43,13 @@ _MIN_FREE = 16 * 1024  # room offered to a read, at most half the buffer
 # queued parts (headers, inline frames, bodies) that make Channel.write send at once
 _FLUSH_PARTS = 32
 _INLINE_BODY = 16 * 1024  # bodies up to this size are joined to the header (one write)
+
+# RemotingProtocol.get_buffer and buffer_updated compiled (the twins are
+# _get_buffer and _buffer_updated below): the loop calls both once a read
+_c = compiled("protocol_reads")
+if _c is not None:
+    _c.bind(codec.decode_frames, _INITIAL_BUFFER, _BUSY_BUFFER, _QUIET_READS, _SMALL_READ,
+            _MIN_FREE)
 
 
 def _addr(peer) -> str:
@@ -163,6 +171,94 @@ class Channel:
         return f"Channel({self.local_addr} <-> {self.remote_addr})"
 
 
+def _get_buffer(self: RemotingProtocol, sizehint: int) -> memoryview:
+    """``RemotingProtocol.get_buffer`` (twin of ``rmq._fast.protocol_reads``'s):
+    the room after the pending bytes (a view of its own: the loop may
+    release it).  With nothing pending (the last read was taken whole,
+    the common case) there is nothing to move and no room to weigh."""
+    end = self._end
+    if self._offered < 0:
+        self._resize(max(len(self._buf), _BUSY_BUFFER))  # the last read filled its room
+        end = self._end
+    elif end:
+        size = len(self._buf)
+        if size - end < min(_MIN_FREE, size // 2):
+            self._make_room()
+            end = self._end
+    self._offered = len(self._buf) - end
+    return self._view[end:]
+
+
+def _buffer_updated(self: RemotingProtocol, nbytes: int) -> None:
+    """``RemotingProtocol.buffer_updated`` (twin of ``rmq._fast.protocol_reads``'s):
+    serve a read: the lane's turns, then the general decode of what they
+    left.  The common case (the lane took the read whole) reads each field
+    once and leaves at the first test that settles it."""
+    full = self._full = nbytes == self._offered
+    if full and len(self._buf) < _BUSY_BUFFER:
+        self._offered = -1  # more is waiting: the next read gets a busy connection's room
+    end = self._end = self._end + nbytes
+    channel = self.channel
+    if channel._closed:  # refused or aborted: nothing of it is read
+        return
+    channel.last_active = monotonic()
+    service = self._service
+    if service.busy_poll is not None:
+        service.busy_poll.touch()
+    lane = service.lane
+    if lane is not None:
+        if not service._rpc_hooks:
+            # the lane's turns, inline (one frame less a read): it serves
+            # the runs of frames it takes, each frame between two runs
+            # going the general way; on a connection it has never served,
+            # a read it does not start is left to the general way whole
+            # (a consumer's connection pays one lane call per read)
+            view = self._view
+            arrived = 0.0 if service.rpc_latency is None else perf_counter()
+            start = self._start
+            while True:
+                pos, out = lane.serve(channel, view, start, end)
+                if out is not None:
+                    channel.write_bytes(out, full)
+                self._start = pos
+                if pos != start:
+                    self._lane_used = True
+                    if arrived:
+                        service._lane_served(lane.served(), arrived)
+                    if pos >= end:
+                        break
+                elif not self._lane_used or pos >= end:
+                    break
+                start = self._between_runs(view, pos, end, channel, service)
+                if start < 0:
+                    if start == -2:
+                        return
+                    break
+        elif service.lane_after_hooks and not self._checked_turns(lane, channel, service):
+            return
+    pos = self._start
+    if pos != end:  # (a lane took the whole read: nothing left to decode)
+        frames, pos, error = codec.decode_frames(self._view, pos, end, self._max_frame)
+        if not self._dispatch(frames, channel, service):
+            return
+        if error is not None:
+            self._start = self._end = 0
+            service._frame_error(channel, error)
+            return
+        if pos != end:
+            self._start = pos
+            return
+    self._start = self._end = 0
+    if len(self._buf) > _INITIAL_BUFFER:
+        if nbytes > _SMALL_READ:
+            self._small = 0
+        else:
+            self._small += 1
+            if self._small >= _QUIET_READS:
+                self._small = 0
+                self._resize(_INITIAL_BUFFER)  # a quiet connection gives its room back
+
+
 class RemotingProtocol(asyncio.BufferedProtocol):
     """Frames one connection and passes commands to its service."""
 
@@ -194,22 +290,6 @@ class RemotingProtocol(asyncio.BufferedProtocol):
 
     def eof_received(self) -> bool:
         return False
-
-    def get_buffer(self, sizehint: int) -> memoryview:
-        """The room after the pending bytes (a view of its own: the loop may
-        release it).  With nothing pending (the last read was taken whole,
-        the common case) there is nothing to move and no room to weigh."""
-        end = self._end
-        if self._offered < 0:
-            self._resize(max(len(self._buf), _BUSY_BUFFER))  # the last read filled its room
-            end = self._end
-        elif end:
-            size = len(self._buf)
-            if size - end < min(_MIN_FREE, size // 2):
-                self._make_room()
-                end = self._end
-        self._offered = len(self._buf) - end
-        return self._view[end:]
 
     def _make_room(self) -> None:
         """Move pending bytes to the front, or grow when a frame needs more room.
@@ -312,70 +392,5 @@ class RemotingProtocol(asyncio.BufferedProtocol):
                 return False
         return True
 
-    def buffer_updated(self, nbytes: int) -> None:
-        """Serve a read: the lane's turns, then the general decode of what
-        they left.  The common case (the lane took the read whole) reads
-        each field once and leaves at the first test that settles it."""
-        full = self._full = nbytes == self._offered
-        if full and len(self._buf) < _BUSY_BUFFER:
-            self._offered = -1  # more is waiting: the next read gets a busy connection's room
-        end = self._end = self._end + nbytes
-        channel = self.channel
-        if channel._closed:  # refused or aborted: nothing of it is read
-            return
-        channel.last_active = monotonic()
-        service = self._service
-        if service.busy_poll is not None:
-            service.busy_poll.touch()
-        lane = service.lane
-        if lane is not None:
-            if not service._rpc_hooks:
-                # the lane's turns, inline (one frame less a read): it serves
-                # the runs of frames it takes, each frame between two runs
-                # going the general way; on a connection it has never served,
-                # a read it does not start is left to the general way whole
-                # (a consumer's connection pays one lane call per read)
-                view = self._view
-                arrived = 0.0 if service.rpc_latency is None else perf_counter()
-                start = self._start
-                while True:
-                    pos, out = lane.serve(channel, view, start, end)
-                    if out is not None:
-                        channel.write_bytes(out, full)
-                    self._start = pos
-                    if pos != start:
-                        self._lane_used = True
-                        if arrived:
-                            service._lane_served(lane.served(), arrived)
-                        if pos >= end:
-                            break
-                    elif not self._lane_used or pos >= end:
-                        break
-                    start = self._between_runs(view, pos, end, channel, service)
-                    if start < 0:
-                        if start == -2:
-                            return
-                        break
-            elif service.lane_after_hooks and not self._checked_turns(lane, channel, service):
-                return
-        pos = self._start
-        if pos != end:  # (a lane took the whole read: nothing left to decode)
-            frames, pos, error = codec.decode_frames(self._view, pos, end, self._max_frame)
-            if not self._dispatch(frames, channel, service):
-                return
-            if error is not None:
-                self._start = self._end = 0
-                service._frame_error(channel, error)
-                return
-            if pos != end:
-                self._start = pos
-                return
-        self._start = self._end = 0
-        if len(self._buf) > _INITIAL_BUFFER:
-            if nbytes > _SMALL_READ:
-                self._small = 0
-            else:
-                self._small += 1
-                if self._small >= _QUIET_READS:
-                    self._small = 0
-                    self._resize(_INITIAL_BUFFER)  # a quiet connection gives its room back
+    get_buffer = _get_buffer if _c is None else _c.get_buffer
+    buffer_updated = _buffer_updated if _c is None else _c.buffer_updated

@@ -36,6 +36,10 @@ log = logging.getLogger("rmq.remoting")
 class RemotingServer(RemotingService):
     """Serves the remoting protocol on ``config.bindAddress:config.listenPort``."""
 
+    # the fields every read of a connection asks (rmq._fast.protocol_reads
+    # reads them at these slots; the rest stay in the instance dict)
+    __slots__ = ("lane", "busy_poll", "_rpc_hooks", "rpc_latency")
+
     def __init__(self, config: NettyServerConfig, listener: ChannelEventListener | None = None,
                  name: str = "remoting", tls: TlsConfig | None = None,
                  limiter: ConnectionLimiter | None = None) -> None:

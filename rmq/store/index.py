@@ -142,8 +142,8 @@ if _c is not None:
 
 
 class IndexFile:
-    # the fields a reput's walk reads (rmq._fast.store_dispatch ``index_view``)
-    # slotted, read at their slots there
+    # the fields a reput's walk (rmq._fast.store_dispatch ``index_view``) and
+    # the send lane read every read, slotted and read at their slots there
     __slots__ = ("max_slots", "max_index", "mf", "file_name", "__dict__", "__weakref__")
 
     def __init__(self, path: str, max_slots: int, max_index: int) -> None:

@@ -29,6 +29,8 @@ def is_lmq(name: str | None) -> bool:
 class MultiDispatch:
     """The multi-dispatch rules of one store (its two switches)."""
 
+    __slots__ = ("enabled", "lmq")  # (the send lane reads ``enabled`` at its slot every read)
+
     def __init__(self, enable_multi_dispatch: bool, enable_lmq: bool) -> None:
         self.enabled = enable_multi_dispatch
         self.lmq = enable_lmq

@@ -20,12 +20,15 @@ from bench.lane_reads import QUEUES, TOPIC, _Channel, _controller, _shutdown
 from bench.raw import RawRequests
 from rmq._fast import compiled, compiled_or_none
 from rmq.broker import send_lane
+from rmq.broker.stats import BrokerStats
+from rmq.broker.topic_config_manager import TopicConfigManager
 from rmq.common.topic_config import TopicConfig
 from rmq.store import BrokerRole
 from rmq.store.commit_log import CommitLog
 from rmq.store.default_message_store import DefaultMessageStore
-from rmq.store.index import IndexService
+from rmq.store.index import IndexFile, IndexService
 from rmq.store.message import MessageExtBrokerInner
+from rmq.store.multi_dispatch import MultiDispatch
 from rmq.store.running_flags import DISK_FULL_BIT
 from rmq.testing.wait import wait_until
 
@@ -275,5 +278,21 @@ def test_the_store_fields_the_lane_reads_are_slots() -> None:
     }
     for cls, names in fields.items():
         assert cls.__dictoffset__, cls  # (the instance dict kept)
+        for name in names:
+            assert type(cls.__dict__.get(name)) is MemberDescriptorType, (cls, name)
+
+
+def test_the_broker_fields_the_lane_reads_every_read_are_slots() -> None:
+    """The same for the fields of the broker and the index files the
+    compiled lane's per-read bracket reads (``open_read``, ``fill``,
+    ``close_read``)."""
+    fields = {
+        send_lane.SendLaneSupport: ("served", "_tails_of", "_tail_pair"),
+        TopicConfigManager: ("table",),
+        BrokerStats: ("size_histograms",),
+        IndexFile: ("mf", "max_index"),
+        MultiDispatch: ("enabled",),
+    }
+    for cls, names in fields.items():
         for name in names:
             assert type(cls.__dict__.get(name)) is MemberDescriptorType, (cls, name)

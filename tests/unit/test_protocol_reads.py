@@ -1,0 +1,200 @@
+"""The compiled ``get_buffer`` and ``buffer_updated`` (rmq._fast.protocol_reads)
+against their twins (rmq.remoting.channel ``_get_buffer``, ``_buffer_updated``):
+the same reads of a stream mixing lane frames, general frames and garbage,
+cut anywhere, give the same writes to the transport in the same order, the
+same requests to the service and the same receive-buffer state after every
+read -- the protocol's fields read at their slots (``RemotingProtocol``
+itself) and through their attributes (a subclass)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+
+from rmq._fast import compiled_or_none
+from rmq.remoting import channel as ch
+from rmq.remoting import codec
+from rmq.remoting.channel import RemotingProtocol
+from rmq.remoting.command import RemotingCommand
+from tests.unit.test_lane_answers_joined import LANE_CODE, OTHER_CODE
+from tests.unit.test_lane_answers_joined import _Lane as _JoinedLane
+
+_C = compiled_or_none("protocol_reads")
+if _C is not None:  # (a twin build's channel module does not bind it)
+    _C.bind(codec.decode_frames, ch._INITIAL_BUFFER, ch._BUSY_BUFFER, ch._QUIET_READS,
+            ch._SMALL_READ, ch._MIN_FREE)
+
+pytestmark = pytest.mark.compiled_only
+
+GARBAGE = b"\x00\x00\x00\x09\xff\xff\xff\xff\xffabcd"  # a frame that does not decode
+
+
+class _Lane(_JoinedLane):
+    """``_JoinedLane`` that never reaches the garbage frame (the general
+    decode reports it)."""
+
+    def serve(self, channel, buf, pos: int, end: int):
+        bad = bytes(buf[pos:end]).find(GARBAGE)
+        return super().serve(channel, buf, pos, end if bad < 0 else pos + bad)
+
+
+class _Hook:
+    def do_before_request(self, addr, cmd) -> None:
+        pass
+
+
+class _Service:
+    def __init__(self, lane: bool, hooks: bool) -> None:
+        self.busy_poll = None
+        self.rpc_latency = None
+        self.lane = _Lane() if lane else None
+        self._rpc_hooks = [_Hook()] if hooks else []
+        self.lane_after_hooks = hooks
+        self.got: list = []
+
+    def _channel_connected(self, channel) -> None:
+        pass
+
+    def _on_request(self, channel, cmd) -> None:
+        self.got.append(("request", cmd.code, cmd.opaque))
+        resp = RemotingCommand.create_response(0)
+        resp.opaque = cmd.opaque
+        channel.send_response(resp)
+
+    def _on_response(self, cmd) -> None:
+        self.got.append(("response", cmd.opaque))
+
+    def _frame_error(self, channel, error) -> None:
+        self.got.append(("error", str(error)))
+        channel.abort()
+
+    def _admit(self, channel, cmd, start):
+        self.got.append(("admit", cmd.opaque))
+        return object() if cmd.code == LANE_CODE else None
+
+    def _process(self, channel, cmd, entry, start) -> None:
+        self.got.append(("process", cmd.opaque))
+
+
+class _SlottedService(_Service):
+    """A service whose per-read fields are slots, as ``RemotingServer``'s."""
+
+    __slots__ = ("lane", "busy_poll", "_rpc_hooks", "rpc_latency")
+
+
+class _Transport:
+    def __init__(self, closing_after: int) -> None:
+        self.calls: list = []
+        self.closing_after = closing_after
+
+    def get_extra_info(self, name):
+        return ("127.0.0.1", 1)
+
+    def is_closing(self) -> bool:
+        return len(self.calls) >= self.closing_after
+
+    def write(self, data) -> None:
+        self.calls.append(("write", bytes(data)))
+
+    def writelines(self, parts) -> None:
+        self.calls.append(("writelines", b"".join(bytes(p) for p in parts)))
+
+    def abort(self) -> None:
+        self.calls.append(("abort",))
+
+
+def _stream(rnd: random.Random, garbage: bool) -> bytes:
+    frames = []
+    for i in range(rnd.randrange(20, 120)):
+        code = rnd.choice([LANE_CODE, LANE_CODE, LANE_CODE, OTHER_CODE])
+        cmd = RemotingCommand.create_request(code, {"i": str(i)},
+                                             b"x" * rnd.choice([0, 50, 900, 3000, 20000]))
+        cmd.opaque = 1000 + i
+        if rnd.random() < 0.05:
+            cmd.mark_response()
+        frames.append(cmd.encode())
+    if garbage:
+        frames.insert(rnd.randrange(len(frames)), GARBAGE)
+    return b"".join(frames)
+
+
+async def _trace(cls: type, seed: int) -> list:
+    """Everything the reads of seed's stream leave behind, read by read."""
+    rnd = random.Random(seed)
+    service = (_SlottedService if seed % 2 else _Service)(lane=seed % 4 != 0,
+                                                         hooks=seed % 5 == 1)
+    data = _stream(rnd, garbage=seed % 7 == 3)
+    transport = _Transport(closing_after=10 if seed % 6 == 2 else 1 << 30)
+    proto = cls(service, 16 * 1024 * 1024)
+    proto.connection_made(transport)
+    trace: list = []
+    pos = 0
+    while pos < len(data) and not proto.channel._closed:
+        room = proto.get_buffer(-1)
+        offered = len(room)
+        n = offered if rnd.random() < 0.3 else min(offered, rnd.randrange(1, 9000))
+        n = min(n, len(data) - pos)
+        room[:n] = data[pos:pos + n]
+        room.release()
+        proto.buffer_updated(n)
+        pos += n
+        trace.append((offered, proto._start, proto._end, proto._offered, proto._full,
+                      proto._small, len(proto._buf), proto._lane_used,
+                      proto.channel.last_active > 0, len(transport.calls), len(service.got)))
+        if rnd.random() < 0.3:
+            await asyncio.sleep(0)  # the end of a turn: queued answers leave
+    for _ in range(ch._QUIET_READS + 1):  # quiet reads: a grown buffer given back
+        if proto.channel._closed:
+            break
+        room = proto.get_buffer(-1)
+        offered = len(room)
+        small = RemotingCommand.create_request(LANE_CODE, {"q": "1"})
+        small.opaque = 7  # (not the process's next: every run the same bytes)
+        small = small.encode()
+        room[:len(small)] = small
+        room.release()
+        proto.buffer_updated(len(small))
+        trace.append((offered, proto._small, len(proto._buf), len(transport.calls)))
+    await asyncio.sleep(0)
+    return [trace, transport.calls, service.got]
+
+
+class _Attributes(RemotingProtocol):
+    """Fields not at the class's own slots: read through their attributes."""
+
+    __slots__ = ()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("seed", range(28))
+async def test_compiled_reads_are_the_twins(seed, monkeypatch):
+    twin = await _with(monkeypatch, ch._get_buffer, ch._buffer_updated, RemotingProtocol, seed)
+    assert twin[0] and twin[1]
+    assert await _with(monkeypatch, _C.get_buffer, _C.buffer_updated, RemotingProtocol,
+                       seed) == twin
+    assert await _with(monkeypatch, _C.get_buffer, _C.buffer_updated, _Attributes,
+                       seed) == twin
+
+
+async def _with(monkeypatch, get_buffer, buffer_updated, cls: type, seed: int) -> list:
+    monkeypatch.setattr(RemotingProtocol, "get_buffer", get_buffer)
+    monkeypatch.setattr(RemotingProtocol, "buffer_updated", buffer_updated)
+    return await _trace(cls, seed)
+
+
+def test_the_built_protocol_binds_the_compiled_reads():
+    assert RemotingProtocol.get_buffer is _C.get_buffer
+    assert RemotingProtocol.buffer_updated is _C.buffer_updated
+
+
+def test_the_server_fields_a_read_asks_are_slots():
+    """``buffer_updated`` reads them at their slots (an attribute read of
+    the server's dict costs ~150 instructions)."""
+    from types import MemberDescriptorType
+
+    from rmq.remoting.server import RemotingServer
+
+    for name in ("lane", "busy_poll", "_rpc_hooks", "rpc_latency"):
+        assert type(RemotingServer.__dict__.get(name)) is MemberDescriptorType, name
