@@ -737,25 +737,20 @@ def _rocketmq_entry(key: bytes, value: bytes) -> bytes:
     return len(key).to_bytes(2, "big") + key + len(value).to_bytes(4, "big") + value
 
 
-def _plain_answers(host_hex: bytes, tails: tuple[bytes, bytes], sends: list[tuple],
-                   stored: list[tuple], asked: list[tuple[int, int]]) -> bytes:
+def plain_answers(host_hex: bytes, tails: tuple[bytes, bytes], sends: list[tuple],
+                  stored: list[tuple]) -> bytes:
     """The SUCCESS frames of a DLedger leader's stored sends, joined:
     ``sends[i]`` is ``plain_sends``' reading, ``stored[i]`` (entry,
-    physical offset, queue offset, size); oneway sends get none; each
-    answered send's (opaque, serialize type) is appended to ``asked``.  The
-    twin of the compiled ``plain_answers``."""
+    physical offset, queue offset, size); oneway sends get none.  (The
+    twin's part of the compiled ``store_plain``, whose ``answer_puts``
+    builds them.)"""
     out = []
     for send, put in zip(sends, stored, strict=False):
         flag, opaque, stype = send[2], send[3], send[4]
         if flag & RPC_ONEWAY:
             continue
         out.append(response_frame(host_hex, put[1], send[6], put[2], opaque, tails[stype], stype))
-        asked.append((opaque, stype))
     return b"".join(out)
-
-
-_c = compiled("send_lane")
-plain_answers = _plain_answers if _c is None else _c.plain_answers
 
 
 def make_send_lane(support: SendLaneSupport, max_frame: int) -> Any:
