@@ -23,6 +23,7 @@ from rmq.dledger.entry import Entry
 from rmq.dledger.member_state import MemberState, Role
 from rmq.dledger.mmap_store import DLedgerMmapFileStore
 from rmq.remoting.command import RPC_ONEWAY
+from rmq.store.dispatch_room import DispatchRoom
 from tests.unit.test_dledger_store import _files, _hosts
 from tests.unit.test_dledger_store import _store as _file_store
 
@@ -93,23 +94,84 @@ def _run_state(store: DLedgerMmapFileStore) -> tuple:
             sorted(store._recent), store._recent_first, store._recent_bytes)
 
 
-class _Room:
-    """A dispatch room that covers a read's queues (``covered``) or not, and
-    then refuses the ``refuse``-th send-by-send reserve and those after it;
-    what it was asked kept in ``asked``."""
+class _CqFiles:
+    """A consume queue's files as the dispatch room reads and makes them:
+    made while the store's ``made`` allows (then refused as a full disk)."""
 
-    def __init__(self, covered: bool, refuse: int | None) -> None:
-        self.covered = covered
-        self.refuse = refuse
-        self.asked: list[tuple] = []
+    def __init__(self, made: list[int | None], path: str) -> None:
+        self.mapped_files: list[SimpleNamespace] = []
+        self.made = made
+        self.store_paths = [path]
+        self.no_space = True
+        self.last_error = "no space"
 
-    def reserve_covered(self, queues: list[tuple], keys: int) -> bool:
-        self.asked.append(("covered", list(queues), keys))
-        return self.covered
+    def create_at(self, offset: int) -> SimpleNamespace | None:
+        if self.made[0] is not None:
+            if self.made[0] == 0:
+                return None
+            self.made[0] -= 1
+        mf = SimpleNamespace(file_from_offset=offset)
+        self.mapped_files.append(mf)
+        return mf
 
-    def reserve(self, topic: str, queue_id: int, first: int, count: int, keys: int) -> bool:
-        self.asked.append(("one", topic, queue_id, first, count, keys))
-        return self.refuse is None or len(self.asked) < self.refuse
+
+class _Index:
+    """An index with room for ``room`` keys, made bigger by a file of 64
+    when asked."""
+
+    def __init__(self, room: int, path: str) -> None:
+        self.room = room
+        self.promised = 0
+        self.file_size = 4096
+        self.store_path = path
+        self.no_space = False
+        self.last_error = ""
+
+    def keys_fit(self, keys: int) -> bool:
+        return keys + self.promised <= self.room
+
+    def make_room(self, keys: int) -> bool:
+        self.room += 64
+        return True
+
+
+class _Store:
+    """What a ``DispatchRoom`` checks of a store: consume queues of
+    ``cq_entries`` entries a file, made when first asked for, at most
+    ``files`` files in all (None: any), the index, dispatch on commit."""
+
+    def __init__(self, cq_entries: int, files: int | None, index_room: int, path: str) -> None:
+        self.consume_queue_table: dict[str, dict[int, SimpleNamespace]] = {}
+        self.cq_size = 20 * cq_entries
+        self.made = [files]
+        self.path = path
+        self.config = SimpleNamespace(messageIndexEnable=True)
+        self.index_service = _Index(index_room, path)
+        self.commit_service = None
+        self.commit_log = SimpleNamespace(dispatch_on_commit=True)
+        self.dispatch_room = DispatchRoom(self)
+
+    def find_consume_queue(self, topic: str, queue_id: int) -> SimpleNamespace:
+        queues = self.consume_queue_table.setdefault(topic, {})
+        cq = queues.get(queue_id)
+        if cq is None:
+            cq = queues[queue_id] = SimpleNamespace(topic=topic, queue_id=queue_id,
+                                                    file_size=self.cq_size,
+                                                    mfq=_CqFiles(self.made, self.path))
+        return cq
+
+    def state(self) -> tuple:
+        """The files made per queue (in the order made), the keys promised."""
+        return ([(t, q, [mf.file_from_offset for mf in cq.mfq.mapped_files])
+                 for t, qs in self.consume_queue_table.items() for q, cq in qs.items()],
+                self.index_service.promised, self.index_service.room)
+
+
+# (consume-queue entries a file, files the disk takes, index room): queues made
+# by the first read's sends one by one, then covered at once; small files whose
+# ends the reads cross; a disk full after three files; an index file made now
+# and then
+ROOMS = [(4096, None, 10**6), (16, None, 10**6), (16, 3, 10**6), (4096, None, 40)]
 
 
 TAILS = (b'","MSG_REGION":"DefaultRegion","TRACE_ON":"true","opaque":',
@@ -118,12 +180,11 @@ HOST_HEX = b"7F00000100002A9F"
 NOW = 1_700_000_000_123
 
 
-def _commit_log(store, table: dict, room: _Room, max_body: int) -> SimpleNamespace:
+def _commit_log(store, table: dict, queues: _Store, max_body: int) -> SimpleNamespace:
     """What ``append_plain`` (the twin's, bound to it) and the compiled
     ``store_plain`` read of a ``DLedgerCommitLog``."""
     cl = SimpleNamespace(topic_queue_table=table, config=SimpleNamespace(maxMessageSize=max_body),
-                         file_size=store.data.mapped_file_size,
-                         store=SimpleNamespace(dispatch_room=room),
+                         file_size=store.data.mapped_file_size, store=queues,
                          store_host_field=_hosts()[1], dledger=store)
     cl.append_plain = functools.partial(commit_log.DLedgerCommitLog.append_plain, cl)
     return cl
@@ -160,7 +221,7 @@ def _serve(store_plain, cl, sends: list[tuple], born: bytes) -> tuple:
 
 
 @pytest.mark.compiled_only
-@pytest.mark.parametrize("room", [(True, None), (False, None), (False, 9)])
+@pytest.mark.parametrize("room", ROOMS)
 @pytest.mark.parametrize("queues", [1, 8, 65, 200])
 @pytest.mark.parametrize("classes", [(DLedgerMmapFileStore, MemberState),
                                      (_StoreByAttributes, _StateByAttributes)])
@@ -182,8 +243,8 @@ def test_store_plain_compiled_and_twin_store_count_and_answer_the_same(
         store = _file_store(tmp_path / name, term=2, data_size=1 << 13,
                             store_class=classes[0], state_class=classes[1])
         table = {("T1", 1): 9, ("X", 0): 3, (f"T{(queues - 1) % 70}", queues - 1): 4}
-        rooms = _Room(*room)
-        cl = _commit_log(store, table, rooms, 3000)
+        queues_store = _Store(*room, str(tmp_path))
+        cl = _commit_log(store, table, queues_store, 3000)
         reads, sizes, counts = _serve(store_plain, cl, sends, born)
         entries = [store.get(i) for i in range(store.ledger_end_index + 1)]
         kept = list(store._recent.values())
@@ -191,7 +252,7 @@ def test_store_plain_compiled_and_twin_store_count_and_answer_the_same(
         refused = store_plain(cl, sends[:3], 0, born, NOW, HOST_HEX, TAILS, {}, {})
         outs.append(([(n, a and dataclasses.astuple(a), b and dataclasses.astuple(b), answers)
                       for n, a, b, answers in reads], sizes, counts, list(table.items()),
-                     rooms.asked, [dataclasses.astuple(e) for e in entries],
+                     queues_store.state(), [dataclasses.astuple(e) for e in entries],
                      [dataclasses.astuple(e) for e in kept], _run_state(store), refused))
         if name == "c":
             # (entries made in place hold ints and bytes alone: left out of the
@@ -211,7 +272,9 @@ def test_store_plain_compiled_and_twin_store_count_and_answer_the_same(
         assert stored == len(sends) - 1  # all but the one too big
         assert len(outs[0][7][0][0]) > 2  # across data files' ends
     else:
-        assert stored == 7  # the room refused the 8th send on
+        assert 0 < stored < min(3 * 16, len(sends) - 1)  # refused once the disk is full
+    made = outs[0][4]
+    assert sum(len(files) for _t, _q, files in made[0]) >= min(queues, 3)
     assert sum(n for (_code, _oneway), n in outs[0][2]) == stored + 4
 
 
@@ -232,7 +295,7 @@ def test_a_reads_answers_are_response_frame() -> None:
 @pytest.mark.compiled_only
 def test_store_plain_refuses_bad_tails_before_storing(tmp_path) -> None:
     store = _file_store(tmp_path, term=2)
-    cl = _commit_log(store, {}, _Room(True, None), 4 << 20)
+    cl = _commit_log(store, {}, _Store(*ROOMS[0], str(tmp_path)), 4 << 20)
     for bad in ((TAILS[0],), (TAILS[0], None)):
         with pytest.raises(TypeError):
             _LANE.store_plain(cl, _sends()[:2], 0, _hosts()[0], NOW, HOST_HEX, bad, {}, {})
