@@ -104,7 +104,7 @@ class _RecordWriter:
 
 
 def plain_runs(sends: list[tuple], host_bits: int, table: dict[tuple[str, int], int],
-                max_body: int, limit: int) -> tuple[list[tuple], list[tuple], list[int], int]:
+               max_body: int, limit: int) -> tuple[list[tuple], list[tuple], list[int], int]:
     """A DLedger leader's plain sends of one read (``plain_sends``'
     readings) made into the rows ``write_entries`` writes, each with its
     queue offset (the next of ``table``, the (topic, queue id) -> next
@@ -137,8 +137,8 @@ def plain_runs(sends: list[tuple], host_bits: int, table: dict[tuple[str, int], 
 
 
 def plain_stored(entries: list[Entry], sends: list[tuple], runs: list[tuple],
-                  table: dict[tuple[str, int], int],
-                  body_offset: int) -> list[tuple[Entry, int, int, int]]:
+                 table: dict[tuple[str, int], int],
+                 body_offset: int) -> list[tuple[Entry, int, int, int]]:
     """The leading ``entries`` written for ``runs`` (``plain_runs``' rows of
     ``sends``): each send's queue offset taken in ``table``; returns (entry,
     the record's physical offset, queue offset, record size) per entry.

@@ -572,9 +572,9 @@ class DLedgerMmapFileStore:
 
 
 def write_entries(data, at: int, pos: int, room: int, index, index_at: int, index_room: int,
-                   first_index: int, term: int, born: bytes, store_host: bytes, now: int,
-                   sends: list[tuple], make_entry, wire: bool = False
-                   ) -> tuple[list[Entry], int, int]:
+                  first_index: int, term: int, born: bytes, store_host: bytes, now: int,
+                  sends: list[tuple], make_entry, wire: bool = False
+                  ) -> tuple[list[Entry], int, int]:
     """Write ``sends`` as entries ``first_index``, ... of ``term`` at
     ``data[at:at + room]`` (``pos``: where ``at`` lies in the data files) and
     their index units at ``index[index_at:index_at + index_room]``; each send
