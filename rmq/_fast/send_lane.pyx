@@ -573,6 +573,7 @@ cdef class SendLane:
     # (what they refer to -- configs, queues, flags -- is read in each read)
     cdef object s_store, s_cl, s_cfg, s_bc, s_queue, s_processor, s_topics, s_hold
     cdef object s_async_master, s_async_flush, s_sync_flush, s_runs_listener, s_counted_listener
+    cdef object s_sync_master
     cdef int64_t s_not_writeable, s_zero_ahead
     # what the store, its commit log and the broker make once and never
     # rebind: the dispatch switches, running flags, both statistics
@@ -593,6 +594,7 @@ cdef class SendLane:
         self.s_topics = getattr(support, "topics", None)
         self.s_hold = getattr(support, "hold", None)
         self.s_async_master = getattr(support, "async_master", None)
+        self.s_sync_master = getattr(support, "sync_master", None)
         self.s_async_flush = getattr(support, "async_flush", None)
         self.s_sync_flush = getattr(support, "sync_flush", None)
         self.s_runs_listener = getattr(support, "runs_listener", None)
@@ -746,6 +748,36 @@ cdef class SendLane:
                                 counted, queues_done)
         return pos, out.take()
 
+    cdef bint takes_sends(self) except -1:
+        """``SendLaneSupport.accepting`` but for the page cache (asked by
+        each caller in its own way): the send pool would run a send at once,
+        start-up's send delay is over and the broker is writable."""
+        cdef Py_ssize_t* f
+        queue = self.s_queue
+        if queue is not None:
+            f = offsets_of(self.f_queue, queue)
+            if slot_or_attr(queue, f[0], "_waiting") or \
+                    slot_or_attr(queue, f[1], "busy") >= slot_or_attr(queue, f[2], "workers"):
+                return False
+            active = slot_or_attr(queue, f[3], "before_run_active")
+            if active is not None and active():
+                return False
+        bc = self.s_bc
+        f = offsets_of(self.f_bc, bc)
+        return not (slot_or_attr(bc, f[0], "startAcceptSendRequestTimeStamp") or
+                    not slot_or_attr(bc, f[1], "brokerPermission") & PERM_WRITE)
+
+    cdef bint ascii_cluster(self) except -1:
+        """The broker's cluster name is ASCII (the stored properties carry
+        it), its bytes then kept in ``cluster_b``."""
+        cluster = self.s_processor.cluster
+        if cluster is not self.cluster_name:
+            if not cluster.isascii():
+                return False
+            self.cluster_name = cluster
+            self.cluster_b = cluster.encode()
+        return True
+
     cdef bint open_read(self, channel, Ctx c) except -1:
         """``SendLaneSupport.begin`` (its twin, check for check) with the
         calls it makes inlined: whether the broker takes a send now, the
@@ -756,38 +788,22 @@ cdef class SendLane:
         the fields it reads and sets, at their slots (``offsets_of``)."""
         cdef Py_ssize_t* f
         sup = self.support
-        # SendLaneSupport.accepting: the send pool would run it at once ...
-        queue = self.s_queue
-        if queue is not None:
-            f = offsets_of(self.f_queue, queue)
-            if slot_or_attr(queue, f[0], "_waiting") or \
-                    slot_or_attr(queue, f[1], "busy") >= slot_or_attr(queue, f[2], "workers"):
-                return False
-            active = slot_or_attr(queue, f[3], "before_run_active")
-            if active is not None and active():
-                return False
-        store, cl, cfg, bc = self.s_store, self.s_cl, self.s_cfg, self.s_bc
+        # SendLaneSupport.accepting: the pool and the broker take sends ...
+        if not self.takes_sends():
+            return False
+        store, cl, cfg = self.s_store, self.s_cl, self.s_cfg
         cdef Py_ssize_t* fs = offsets_of(self.f_store, store)
         cdef Py_ssize_t* fl = offsets_of(self.f_cl, cl)
         cdef Py_ssize_t* fc = offsets_of(self.f_cfg, cfg)
-        # ... the page cache is not busy (a put holds the lock: asked in full) ...
+        # ... and the page cache is not busy (a put holds the lock: asked in full)
         began = slot_or_attr(cl, fl[0], "begin_time_in_lock")
         if began != 0 and store.is_os_page_cache_busy():
-            return False
-        # ... start-up's send delay is over and the broker is writable
-        f = offsets_of(self.f_bc, bc)
-        if slot_or_attr(bc, f[0], "startAcceptSendRequestTimeStamp") or \
-                not slot_or_attr(bc, f[1], "brokerPermission") & PERM_WRITE:
             return False
         if slot_or_attr(cfg, fc[0], "brokerRole") is not self.s_async_master or \
                 self.s_multi.enabled:
             return False
-        cluster = self.s_processor.cluster
-        if cluster is not self.cluster_name:
-            if not cluster.isascii():
-                return False
-            self.cluster_name = cluster
-            self.cluster_b = cluster.encode()
+        if not self.ascii_cluster():
+            return False
         # CommitLog.open_run
         run = slot_or_attr(cl, fl[1], "append_run")
         index_enabled = slot_or_attr(cfg, fc[1], "messageIndexEnable")
@@ -1104,6 +1120,32 @@ cdef class SendLane:
                 s.mflag, s.reconsume,
                 PyBytes_FromStringAndSize(<const char*>h.body, h.body_len),
                 PyBytes_FromStringAndSize(<const char*>self.scratch + n, plen), nkeys)
+
+    def leads(self):
+        """``SendLane.leads`` (its twin, check for check): for a DLedger
+        leader's lane, whether a send taken now would be stored, not
+        refused -- ``SendLaneSupport.accepting``, a SYNC_MASTER's role, the
+        store's ``accepts_puts``, no put in the lock, the group's leader not
+        handing over, an ASCII cluster name -- with the fields read at their
+        slots (``offsets_of``) rather than through about eight Python calls."""
+        if not self.takes_sends():
+            return False
+        store, cl, cfg, flags = self.s_store, self.s_cl, self.s_cfg, self.s_flags
+        # a put in the lock refuses the read (the page cache can be busy only then)
+        if slot_or_attr(cl, offsets_of(self.f_cl, cl)[0], "begin_time_in_lock"):
+            return False
+        # (the store's config is ``cfg``: a SYNC_MASTER's is not a slave's)
+        if slot_or_attr(cfg, offsets_of(self.f_cfg, cfg)[0], "brokerRole") is not \
+                self.s_sync_master:
+            return False
+        if slot_or_attr(store, offsets_of(self.f_store, store)[0], "_shutdown") or \
+                slot_or_attr(flags, offsets_of(self.f_flags, flags)[0], "flag_bits") & \
+                self.s_not_writeable:
+            return False
+        ms = cl.server.member_state
+        if not ms.is_leader() or ms.transferee is not None:
+            return False
+        return self.ascii_cluster()
 
     def served(self):
         """(request code, oneway, count) of what the last ``serve`` took."""

@@ -39,7 +39,6 @@ from rmq.broker.processor.send_support import channel_host
 from rmq.broker.send_lane import SendLaneSupport, make_send_lane, plain_answers
 from rmq.common import message as mc
 from rmq.remoting.command import RPC_ONEWAY, RPC_RESPONSE
-from rmq.store import BrokerRole
 from rmq.store.results import PutMessageStatus
 
 log = logging.getLogger("rmq.broker")
@@ -60,17 +59,6 @@ class DLedgerSendLane:
         """(request code, oneway, count) of what the last ``serve`` took."""
         return [(code, oneway, n) for (code, oneway), n in sorted(self._counts.items())]
 
-    def _may_put(self) -> bool:
-        """What the send lane's ``begin`` and the store's status check ask,
-        for a leader: a send taken now would be stored, not refused."""
-        s = self.support
-        cl = s.cl
-        if not s.accepting() or s.cfg.brokerRole is not BrokerRole.SYNC_MASTER or \
-                not s.store.accepts_puts or cl.begin_time_in_lock:
-            return False
-        ms = cl.server.member_state
-        return ms.is_leader() and ms.transferee is None and s.processor.cluster.isascii()
-
     def serve(self, channel: Any, buf, pos: int, end: int) -> tuple[int, bytes | None]:
         """Store the plain sends at the start of ``buf[pos:end]``; returns the
         position of the first frame left to the general path.  The answers
@@ -78,7 +66,7 @@ class DLedgerSendLane:
         self._counts = counts = {}
         support = self.support
         sends = self.frames.plain_sends(support.processor.cluster.encode(), buf, pos, end)
-        if not sends or not self._may_put():
+        if not sends or not self.frames.leads():
             return pos, None
         cl = support.cl
         born = channel.attrs.get("born_field")  # the stored born-host field, once per connection

@@ -146,6 +146,7 @@ class SendLaneSupport:
         # sits below the store's layer): the roles and flush kinds it serves
         # and the running flags that make the store unwriteable
         self.async_master = BrokerRole.ASYNC_MASTER
+        self.sync_master = BrokerRole.SYNC_MASTER  # (a DLedger leader's role: ``leads``)
         self.async_flush = FlushDiskType.ASYNC_FLUSH
         self.sync_flush = FlushDiskType.SYNC_FLUSH
         self.not_writeable = NOT_WRITEABLE_MASK
@@ -489,6 +490,19 @@ class SendLane:
     def served(self) -> list[tuple[int, bool, int]]:
         """(request code, oneway, count) of what the last ``serve`` took."""
         return [(code, oneway, n) for (code, oneway), n in sorted(self._counts.items())]
+
+    def leads(self) -> bool:
+        """For a DLedger leader's lane (``plain_sends``, then the group's
+        append): what ``begin`` and the store's status check ask, for a
+        leader -- a send taken now would be stored, not refused.  The
+        compiled lane reads the same fields at their slots."""
+        s = self.support
+        cl = s.cl
+        if not s.accepting() or s.cfg.brokerRole is not s.sync_master or \
+                not s.store.accepts_puts or cl.begin_time_in_lock:
+            return False
+        ms = cl.server.member_state
+        return ms.is_leader() and ms.transferee is None and s.processor.cluster.isascii()
 
     def read_frame(self, buf, pos: int, end: int) -> tuple | None:
         """(code, flag, opaque, extFields, body, frame end, serialize type) of
