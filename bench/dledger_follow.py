@@ -35,7 +35,7 @@ from bench.callgrind import callgrind_total
 from rmq.common.topic_config import TopicConfig
 from rmq.dledger.entry import Entry
 from rmq.dledger.messages import push_append_body
-from rmq.dledger.mmap_store import _write_entries
+from rmq.dledger.mmap_store import write_entries
 from rmq.dledger.protocol import RequestCode
 from rmq.remoting.command import RemotingCommand
 from rmq.store import message_codec as codec
@@ -115,7 +115,7 @@ def pushes(count: int, batch: int, body_size: int = 1024) -> list[bytes]:
                           props, codec.record_size(0, len(body), len(topic), len(props))))
             offsets[qid] += 1
             idx += 1
-        entries, used, _ = _write_entries(scratch, 0, pos, len(scratch), index, 0, len(index),
+        entries, used, _ = write_entries(scratch, 0, pos, len(scratch), index, 0, len(index),
                                           idx - batch, TERM, born, host, 1_700_000_000_000,
                                           sends, Entry)
         pos += used

@@ -1,23 +1,28 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Compiled twin of ``_write_entries`` in rmq/dledger/mmap_store.py: a DLedger
-leader's plain sends of one read written as consecutive entries in one call.
+"""A DLedger leader's plain sends of one read stored in one call
+(``c_append_plain``, the compiled ``DLedgerCommitLog.append_plain``, for
+the send lane's ``store_plain``), and a follower's pushed entries written
+in one call (``write_rows``).
 
-Each send's entry -- the 48-byte entry header, then the commit-log record
-with its physical offset (where the record lies in the data files) -- is
-written straight into the mapped data file, and its 32-byte index unit into
-the mapped index file; an ``Entry`` is made per send for the leader's pushes
-(its fields set in place, without the dataclass's ``__init__``).
-Without it each send paid a dozen Python calls (the room check, the header,
-the record, the index unit, the ledger's end).  It stops before the first
-entry that would not leave a blank's room in the data file, or whose index
-unit would not fit: the caller appends that one the usual way (a blank, the
-next file) and calls again.
+Each send's record and queue are kept in C arrays (no Python row per
+send), its queue offset counted there, and its entry -- the 48-byte entry
+header, then the commit-log record with its physical offset (where the
+record lies in the data files) -- written straight from the send's bytes
+into the mapped data file, its 32-byte index unit into the mapped index
+file; an ``Entry`` is made per send for the leader's pushes (its slots
+filled in place, without the dataclass's ``__init__``).  Without it each
+send paid a dozen Python calls (the room check, the header, the record, the
+index unit, the ledger's end).  A run stops before the first entry that
+would not leave a blank's room in the data file, or whose index unit would
+not fit: that one is appended the usual way (a blank, the next file) and
+the run goes on.
 """
 
 from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.object cimport PyObject
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.string cimport memcpy
 
@@ -29,6 +34,7 @@ from rmq._fast.slots cimport set_slot_or_attr, slot_offset, slot_or_attr
 from rmq._fast.store_put cimport ClassOffsets
 from rmq._fast.record cimport c_record_size, c_write_record
 
+import logging
 from dataclasses import fields
 
 
@@ -95,6 +101,22 @@ cdef enum:
     MAX_PROPS = 32767  # message_codec.MAX_PROPERTIES_LENGTH
 
 
+cdef struct Rec:
+    # a send's record as ``c_write_entries`` writes it (the bytes borrowed:
+    # held by the send and the read's encoded topics)
+    PyObject* topic_b
+    const uint8_t* topic
+    Py_ssize_t topic_len
+    const uint8_t* body
+    Py_ssize_t body_len
+    const uint8_t* props
+    Py_ssize_t props_len
+    int32_t qid, flag, sys_flag, reconsume
+    int64_t qoff, born_ts
+    Py_ssize_t size
+    Py_ssize_t key  # its queue's place in the read's QKeys
+
+
 cdef struct Files:
     Py_buffer data   # the mapped data file's
     Py_buffer index  # the mapped index file's
@@ -146,55 +168,38 @@ cdef inline void put_head(uint8_t* d, uint8_t* u, int32_t magic, int32_t size, i
     put64(u + 24, term)
 
 
-def write_entries(data, Py_ssize_t at, int64_t pos, Py_ssize_t room, index,
-                  Py_ssize_t index_at, Py_ssize_t index_room, int64_t first_index, int64_t term,
-                  bytes born not None, bytes store_host not None, int64_t now,
-                  list sends not None, make_entry, bint wire=False):
-    """Write ``sends`` as entries ``first_index``, ... of ``term`` at
-    ``data[at:at + room]`` (``c_write_entries``, whose used data and index
-    bytes it returns after the entries)."""
-    cdef Py_ssize_t used = 0, iused = 0
-    entries = c_write_entries(data, at, pos, room, index, index_at, index_room, first_index,
-                              term, born, store_host, now, sends, make_entry, wire, &used,
-                              &iused)
-    return entries, used, iused
-
-
 cdef list c_write_entries(data, Py_ssize_t at, int64_t pos, Py_ssize_t room, index,
                           Py_ssize_t index_at, Py_ssize_t index_room, int64_t first_index,
-                          int64_t term, bytes born, bytes store_host, int64_t now, list sends,
-                          make_entry, bint wire, Py_ssize_t* used_out, Py_ssize_t* iused_out):
-    """Write ``sends`` as entries ``first_index``, ... of ``term`` at
-    ``data[at:at + room]`` (``pos``: where ``at`` lies in the data files) and
-    their index units at ``index[index_at:index_at + index_room]``; each send
-    is (topic bytes, queue id, flag, queue offset, sysFlag, born timestamp,
-    reconsume times, body bytes, stored properties bytes, record size).
-    With ``wire`` (a leader with followers) each entry's push JSON
-    (``Entry.json_bytes``) is made here too, from the record just written.
-    Returns the entries made by ``make_entry`` -- the leading sends that fit
-    --, the data and index bytes written in ``used_out`` and ``iused_out``."""
+                          int64_t term, bytes born, bytes store_host, int64_t now,
+                          const Rec* recs, Py_ssize_t n, make_entry, bint wire,
+                          Py_ssize_t* used_out, Py_ssize_t* iused_out):
+    """Write the records of ``recs[:n]`` as entries ``first_index``, ... of
+    ``term`` at ``data[at:at + room]`` (``pos``: where ``at`` lies in the
+    data files) and their index units at ``index[index_at:index_at +
+    index_room]``, each record straight from its send's bytes (the one copy
+    of its body).  With ``wire`` (a leader with followers) each entry's push
+    JSON (``Entry.json_bytes``) is made here too, from the record just
+    written.  An ``Entry`` (a slots dataclass of ``ENTRY_FIELDS``) is made
+    by its type's allocator, its slots filled directly; any other
+    ``make_entry`` is called.  Returns the entries made -- the leading
+    records that fit --, the data and index bytes written in ``used_out``
+    and ``iused_out``.  The twin of ``rmq.dledger.mmap_store._write_entries``
+    (whose rows are ``Rec``'s fields as a tuple)."""
     cdef Files f
-    cdef Py_ssize_t used = 0, iused = 0, size, rsize
+    cdef Py_ssize_t used = 0, iused = 0, size, rsize, i
     cdef int64_t idx = first_index, phy
-    cdef tuple s
-    cdef bytes topic, body, props
+    cdef const Rec* r
     cdef uint8_t* d
-    cdef int32_t sys_flag
-    cdef bint in_place = made_in_place(make_entry)
+    cdef bint slotted = made_in_place(make_entry) and slots_known
     entries = []
     try:
         hold(&f, data, at, room, index, index_at, index_room)
-        for s in sends:
-            topic, body, props = s[0], s[7], s[8]
-            if topic is None or body is None or props is None:
-                raise TypeError("a send's topic, body and properties are bytes")
-            sys_flag = s[4]
-            rsize = c_record_size(sys_flag, PyBytes_GET_SIZE(body), PyBytes_GET_SIZE(topic),
-                                  PyBytes_GET_SIZE(props))
-            if rsize != s[9] or PyBytes_GET_SIZE(topic) > MAX_TOPIC or \
-                    PyBytes_GET_SIZE(props) > MAX_PROPS or \
-                    PyBytes_GET_SIZE(born) != (20 if sys_flag & 0x10 else 8) or \
-                    PyBytes_GET_SIZE(store_host) != (20 if sys_flag & 0x20 else 8):
+        for i in range(n):
+            r = &recs[i]
+            rsize = c_record_size(r.sys_flag, r.body_len, r.topic_len, r.props_len)
+            if rsize != r.size or r.topic_len > MAX_TOPIC or r.props_len > MAX_PROPS or \
+                    PyBytes_GET_SIZE(born) != (20 if r.sys_flag & 0x10 else 8) or \
+                    PyBytes_GET_SIZE(store_host) != (20 if r.sys_flag & 0x20 else 8):
                 raise ValueError("a send's sizes do not add up")
             size = rsize + BODY_OFFSET
             if used + size + MIN_BLANK > room or iused + UNIT > index_room:
@@ -203,18 +208,16 @@ cdef list c_write_entries(data, Py_ssize_t at, int64_t pos, Py_ssize_t room, ind
             d = <uint8_t*>f.data.buf + at + used
             put_head(d, <uint8_t*>f.index.buf + index_at + iused, MAGIC, <int32_t>size, idx, term,
                      phy, 0, 0, 0, <int32_t>rsize)  # channel, chain and body CRC 0
-            c_write_record(d + BODY_OFFSET, <int32_t>s[1], <int32_t>s[2], <int64_t>s[3],
-                           phy + BODY_OFFSET, sys_flag, <int64_t>s[5],
-                           <const uint8_t*>PyBytes_AS_STRING(born), PyBytes_GET_SIZE(born), now,
+            c_write_record(d + BODY_OFFSET, r.qid, r.flag, r.qoff, phy + BODY_OFFSET, r.sys_flag,
+                           r.born_ts, <const uint8_t*>PyBytes_AS_STRING(born),
+                           PyBytes_GET_SIZE(born), now,
                            <const uint8_t*>PyBytes_AS_STRING(store_host),
-                           PyBytes_GET_SIZE(store_host), <int32_t>s[6], 0,
-                           <const uint8_t*>PyBytes_AS_STRING(body), PyBytes_GET_SIZE(body),
-                           <const uint8_t*>PyBytes_AS_STRING(topic), PyBytes_GET_SIZE(topic),
-                           <const uint8_t*>PyBytes_AS_STRING(props), PyBytes_GET_SIZE(props))
+                           PyBytes_GET_SIZE(store_host), r.reconsume, 0, r.body, r.body_len,
+                           r.topic, r.topic_len, r.props, r.props_len)
             body = PyBytes_FromStringAndSize(<const char*>d + BODY_OFFSET, rsize)
             w = wire_of(d + BODY_OFFSET, rsize, 0, 0, 0, idx, MAGIC, phy, size, term) \
                 if wire else None
-            if in_place and slots_known:  # its slots filled here: no __new__, no setattr
+            if slotted:  # its slots filled here: no __new__, no setattr, no __init__
                 e = new_instance(make_entry)
                 set_slot(e, 0, idx)
                 set_slot(e, 1, term)
@@ -226,20 +229,6 @@ cdef list c_write_entries(data, Py_ssize_t at, int64_t pos, Py_ssize_t room, ind
                 set_slot(e, 7, 0)
                 set_slot(e, 8, size)
                 set_slot(e, 9, w)
-                PyObject_GC_UnTrack(e)  # (as below)
-                entries.append(e)
-            elif in_place:  # its fields set here: no Python __init__ per send
-                e = make_entry.__new__(make_entry)
-                e.index = idx
-                e.term = term
-                e.body = body
-                e.pos = phy
-                e.magic = MAGIC
-                e.channel = 0
-                e.chain_crc = 0
-                e.body_crc = 0
-                e.size = size
-                e.wire = w
                 # its fields are ints and bytes: it can be in no reference cycle, so
                 # the collector need not walk it -- a leader keeps ~8 MiB of them
                 # (``RECENT_BYTES``), which every older-generation collection
@@ -261,7 +250,7 @@ cdef list c_write_entries(data, Py_ssize_t at, int64_t pos, Py_ssize_t room, ind
     return entries
 
 
-# The leader's append of a read's sends in one call (``append_run``): the
+# The leader's append of a read's sends in one call (``c_append_run``): the
 # fields of the store, its member state and its two tail files read and set
 # at their slots (~140 instructions each through the attribute protocol; a
 # read's append reads about twenty and sets ten, besides the three Python
@@ -275,7 +264,7 @@ cdef int64_t _recent_bytes_max = 0  # mmap_store.RECENT_BYTES
 
 def bind_store(entry_class, leader, int64_t recent_bytes):
     """``Entry``, ``Role.LEADER`` and ``RECENT_BYTES`` of rmq.dledger, which
-    ``append_run`` makes entries of, compares the role with and keeps up to."""
+    ``c_append_run`` makes entries of, compares the role with and keeps up to."""
     global _entry_class, _leader, _recent_bytes_max
     _entry_class = entry_class
     _leader = leader
@@ -338,13 +327,13 @@ cdef object last_file(object queue):
     return files[len(files) - 1] if files else None
 
 
-def append_run(store, list sends not None, bytes born not None, bytes store_host not None,
-               int64_t now):
-    """``append_in_place`` of the records of ``sends`` (``write_entries``'
-    tuples) as consecutive entries of the leader ``store`` in one call: the
-    leading ones that fit the current data and index files (none when a
-    file must be made or closed first).  Refused as its ``_leader_checks``
-    refuses.  The twin of ``rmq.dledger.mmap_store._append_run``."""
+cdef list c_append_run(store, const Rec* recs, Py_ssize_t n, bytes born, bytes store_host,
+                       int64_t now):
+    """``append_in_place`` of ``recs[:n]``' records as consecutive entries of
+    the leader ``store`` in one call: the leading ones that fit the current
+    data and index files (none when a file must be made or closed first).
+    Refused as its ``_leader_checks`` refuses.  The twin of
+    ``rmq.dledger.mmap_store._append_run``."""
     cdef Py_ssize_t st[ST_N]
     cdef Py_ssize_t ma[MS_N]
     cdef Py_ssize_t m[MF_N]
@@ -378,7 +367,7 @@ def append_run(store, list sends not None, bytes born not None, bytes store_host
                               <Py_ssize_t>data.mapped_file_size - at,
                               field(imf, im, MF_VIEW, MF_FIELDS), iat,
                               <Py_ssize_t>index.mapped_file_size - iat, first,
-                              field(ms, ma, MS_TERM, MS_FIELDS), born, store_host, now, sends,
+                              field(ms, ma, MS_TERM, MS_FIELDS), born, store_host, now, recs, n,
                               _entry_class, len(field(ms, ma, MS_PEERS, MS_FIELDS)) > 1, &used,
                               &iused)
     if not entries:
@@ -480,16 +469,42 @@ def write_rows(data, Py_ssize_t at, int64_t pos, Py_ssize_t room, index,
     return n, used, iused
 
 
+# A DLedger leader's plain sends of one read stored in one call
+# (``c_append_plain``, for the send lane's ``store_plain``): each send's record
+# in a ``Rec`` and its queue's next offset in a ``QKey`` -- C arrays, no
+# Python row per send --, the records written from the sends' own bytes.
+# ``bind_commit_log`` hands over what rmq.dledger.commit_log owns.
+cdef object _record_writer = None  # commit_log._RecordWriter
+
+
+class _Unbound(Exception):
+    """(what ``_dledger_error`` is until ``bind_commit_log``: never raised)"""
+
+
+cdef object _dledger_error = _Unbound  # rmq.dledger.protocol.DLedgerError
+_log = logging.getLogger("store")  # (the commit log's logger)
+
+
+def bind_commit_log(record_writer, dledger_error):
+    """``_RecordWriter`` and ``DLedgerError`` of rmq.dledger: the writer of a
+    record appended where a file ends, and the refusal an append may raise."""
+    global _record_writer, _dledger_error
+    _record_writer = record_writer
+    _dledger_error = dledger_error
+
+
 cdef enum:
-    MAX_KEYS = 64  # distinct queues (or topics, codes) a read's sends are counted by in C
+    MAX_KEYS = 64  # distinct queues a read's sends are looked for in C; a dict beyond
 
 
-cdef struct Key:
-    # a (topic, queue id) of a read's sends (``topic`` borrowed from a send)
+cdef struct QKey:
+    # a (topic, queue id) of a read's sends (the objects borrowed from the
+    # send that met it first)
     PyObject* topic
+    PyObject* qid_obj
     int32_t qid
-    PyObject* qid_obj  # (borrowed: the queue id object of the send that met it first)
-    int64_t start, next, count
+    int64_t next       # its next queue offset
+    Py_ssize_t first   # the first send of it
 
 
 cdef inline bint same_obj(PyObject* a, object b) except -1:
@@ -499,245 +514,207 @@ cdef inline bint same_obj(PyObject* a, object b) except -1:
     return (<object>a) == b
 
 
-cdef inline int find_key(Key* keys, int n, object topic, int32_t qid) except -2:
-    """The place of (``topic``, ``qid``) in ``keys[:n]``, -1 if not there."""
-    cdef int i
-    for i in range(n):
-        if keys[i].qid == qid and same_obj(keys[i].topic, topic):
-            return i
-    return -1
+cdef Py_ssize_t new_key(QKey* keys, Py_ssize_t k, dict table, object topic, object qid_obj,
+                        int32_t qid, Py_ssize_t row) except -1:
+    """``keys[k]``: (``topic``, ``qid``) met first at send ``row``, its next
+    offset from ``table``."""
+    keys[k].topic = <PyObject*>topic
+    keys[k].qid_obj = <PyObject*>qid_obj
+    keys[k].qid = qid
+    keys[k].next = table.get((topic, qid_obj), 0)
+    keys[k].first = row
+    return k
 
 
-cdef inline Py_ssize_t row_size(tuple s, bytes topic_b, int32_t sys_flag, Py_ssize_t max_body,
-                                Py_ssize_t limit) except -2:
-    """The record size of send ``s`` (its topic encoded, its sysFlag with
-    the host bits), or -1 when it is too big for ``max_body`` or a data file
-    (``limit``): the run stops before it."""
-    cdef Py_ssize_t body_len = len(s[11])
-    cdef Py_ssize_t size = c_record_size(sys_flag, body_len, PyBytes_GET_SIZE(topic_b),
-                                         len(s[12]))
-    if body_len > max_body or size > max_body + 65536 or size > limit:
-        return -1
-    return size
-
-
-def plain_runs(list sends not None, int32_t host_bits, dict table not None,
-               Py_ssize_t max_body, Py_ssize_t limit):
-    """A DLedger leader's plain sends of one read (``plain_sends``'
-    readings) made into the rows ``write_entries`` writes, each with its
-    queue offset (the next of ``table``, the (topic, queue id) -> next
-    offset map, counting the sends before it): stops before the first send
-    too big for ``max_body`` or for a data file (``limit``).  Returns (the
-    rows, (topic, queue id, first queue offset, sends) per queue, each
-    row's index keys, their sum).  The twin of
-    ``rmq.dledger.commit_log._plain_runs``.
-
-    The queues met are kept in a C array (a read meets a few): ``table`` is
-    read once per queue and each topic encoded once per run of sends of the
-    same topic, without a key tuple or dict update per send; more than
-    ``MAX_KEYS`` queues go through ``_plain_runs_dict``."""
-    cdef Key keys[MAX_KEYS]
-    cdef int nk = 0, k
-    cdef list runs = []
-    cdef list keys_of = []
-    cdef list queues = []
+cdef Py_ssize_t plain_rows(list sends, Py_ssize_t n, int32_t host_bits, dict table,
+                           Py_ssize_t max_body, Py_ssize_t limit, Rec* recs, QKey* keys,
+                           Py_ssize_t* nk, list topics, int64_t* total_keys) except -1:
+    """``recs`` of the leading ``sends`` (``plain_sends``' readings), each
+    with its queue offset (its queue's next in ``table``, counting the sends
+    before it): stops before the first send too big for ``max_body`` or for
+    a data file (``limit``).  Each topic is encoded once per run of sends of
+    it (kept in ``topics``).  Returns how many; their index keys summed in
+    ``total_keys``."""
+    cdef Py_ssize_t i, j, k, size
+    cdef int32_t qid
     cdef tuple s
-    cdef bytes topic_b = None
+    cdef bytes topic_b = None, body, props
     cdef object last_topic = None
-    cdef int32_t sys_flag, qid
-    cdef Py_ssize_t size, total = 0
-    cdef int64_t queue_offset
-    for s in sends:
+    cdef int32_t sys_flag
+    cdef dict index = None
+    cdef Rec* r
+    for i in range(n):
+        s = sends[i]
         topic = s[5]
         if last_topic is None or not same_obj(<PyObject*>last_topic, topic):
-            topic_b = topic.encode()
+            topic_b = (<str?>topic).encode()
+            topics.append(topic_b)
             last_topic = topic
+        body = s[11]
+        props = s[12]
+        if body is None or props is None:
+            raise TypeError("a send's body and properties are bytes")
         sys_flag = <int32_t>s[7] | host_bits
-        size = row_size(s, topic_b, sys_flag, max_body, limit)
-        if size < 0:
-            break
+        size = c_record_size(sys_flag, PyBytes_GET_SIZE(body), PyBytes_GET_SIZE(topic_b),
+                             PyBytes_GET_SIZE(props))
+        if PyBytes_GET_SIZE(body) > max_body or size > max_body + 65536 or size > limit:
+            return i
         qid_obj = s[6]
         qid = qid_obj
-        k = find_key(keys, nk, topic, qid)
+        k = -1
+        if index is None:  # (a read meets a few queues: looked for in the array)
+            for j in range(nk[0]):
+                if keys[j].qid == qid and same_obj(keys[j].topic, topic):
+                    k = j
+                    break
+        else:
+            got = index.get((topic, qid_obj))
+            if got is not None:
+                k = got
         if k < 0:
-            if nk == MAX_KEYS:
-                return _plain_runs_dict(sends, host_bits, table, max_body, limit)
-            k = nk
-            nk += 1
-            keys[k].topic = <PyObject*>topic
-            keys[k].qid = qid
-            keys[k].qid_obj = <PyObject*>qid_obj
-            keys[k].start = keys[k].next = table.get((topic, qid_obj), 0)
-        queue_offset = keys[k].next
+            k = new_key(keys, nk[0], table, topic, qid_obj, qid, i)
+            nk[0] += 1
+            if index is not None:
+                index[(topic, qid_obj)] = k
+            elif nk[0] > MAX_KEYS:  # many queues: looked for in a dict from now on
+                index = {}
+                for j in range(nk[0]):
+                    index[(<object>keys[j].topic, <object>keys[j].qid_obj)] = j
+        r = &recs[i]
+        r.topic_b = <PyObject*>topic_b
+        r.topic = <const uint8_t*>PyBytes_AS_STRING(topic_b)
+        r.topic_len = PyBytes_GET_SIZE(topic_b)
+        r.body = <const uint8_t*>PyBytes_AS_STRING(body)
+        r.body_len = PyBytes_GET_SIZE(body)
+        r.props = <const uint8_t*>PyBytes_AS_STRING(props)
+        r.props_len = PyBytes_GET_SIZE(props)
+        r.qid = qid
+        r.flag = <int32_t>s[9]
+        r.sys_flag = sys_flag
+        r.reconsume = <int32_t>s[10]
+        r.born_ts = <int64_t>s[8]
+        r.size = size
+        r.key = k
+        r.qoff = keys[k].next
         keys[k].next += 1
-        runs.append((topic_b, qid_obj, s[9], queue_offset, sys_flag, s[8], s[10], s[11], s[12],
-                     size))
-        keys_of.append(s[13])
-        total += s[13]
+        total_keys[0] += <int64_t>s[13]
+    return n
+
+
+# the fields of a consume queue (and of its file queue) the room check reads
+cdef tuple CQ_FIELDS = ("mfq", "file_size")
+cdef tuple MFQ_FIELDS = ("mapped_files",)
+cdef ClassOffsets _CQ = ClassOffsets(CQ_FIELDS, True)
+cdef ClassOffsets _MFQ = ClassOffsets(MFQ_FIELDS, True)
+
+cdef enum:
+    CQ_UNIT = 20  # consume_queue.CQ_STORE_UNIT_SIZE
+
+
+cdef bint room_covered(room, const QKey* keys, Py_ssize_t nk, int64_t total_keys) except -1:
+    """``DispatchRoom.reserve_covered`` of the read's queues ``keys[:nk]``
+    (each up to its ``next`` offset) and ``total_keys`` index entries, its
+    twin: True, with the keys promised to the index where dispatch comes
+    later (``keys_covered``), when each queue's last file already holds its
+    entries' places and the index file has room for the keys; False, with
+    nothing reserved, when a file would have to be made.  The queues'
+    fields are read at their slots (~140 instructions each through the
+    attributes; a read of 8 queues took ~20k through the twin)."""
+    cdef Py_ssize_t c[2]
+    cdef Py_ssize_t q[1]
+    cdef Py_ssize_t m[MF_N]
+    cdef Py_ssize_t k
+    store = room.store
+    cdef dict table = store.consume_queue_table
     for k in range(nk):
-        queues.append((<object>keys[k].topic, <object>keys[k].qid_obj, keys[k].start,
-                       keys[k].next - keys[k].start))
-    return runs, queues, keys_of, total
+        qs = table.get(<object>keys[k].topic)
+        cq = (<dict?>qs).get(<object>keys[k].qid_obj) if qs is not None else None
+        if cq is None:
+            return False
+        _CQ.copy(cq, c)
+        mfq = field(cq, c, 0, CQ_FIELDS)
+        _MFQ.copy(mfq, q)
+        files = field(mfq, q, 0, MFQ_FIELDS)
+        if not files:
+            return False
+        mf = files[len(files) - 1]
+        _MFO.copy(mf, m)
+        if <int64_t>field(mf, m, MF_FROM, MF_FIELDS) + <int64_t>field(cq, c, 1, CQ_FIELDS) < \
+                keys[k].next * CQ_UNIT:
+            return False
+    return room.keys_covered(total_keys) if total_keys else True
 
 
-def _plain_runs_dict(list sends not None, int32_t host_bits, dict table not None,
-                     Py_ssize_t max_body, Py_ssize_t limit):
-    """``plain_runs`` of a read of more than ``MAX_KEYS`` queues, its
-    queues counted in a dict."""
-    cdef dict offsets = {}
-    cdef list runs = []
-    cdef list keys_of = []
-    cdef list queues = []
-    cdef tuple s
-    cdef bytes topic_b
-    cdef int32_t sys_flag
-    cdef Py_ssize_t size, total = 0
-    for s in sends:
-        topic_b = s[5].encode()
-        sys_flag = <int32_t>s[7] | host_bits
-        size = row_size(s, topic_b, sys_flag, max_body, limit)
-        if size < 0:
-            break
-        key = (s[5], s[6])
-        queue_offset = offsets.get(key)
-        if queue_offset is None:
-            queue_offset = table.get(key, 0)
-        offsets[key] = queue_offset + 1
-        runs.append((topic_b, s[6], s[9], queue_offset, sys_flag, s[8], s[10], s[11], s[12],
-                     size))
-        keys_of.append(s[13])
-        total += s[13]
-    for key, end in offsets.items():
-        start = table.get(key, 0)
-        queues.append((key[0], key[1], start, end - start))
-    return runs, queues, keys_of, total
+cdef inline tuple row_of(const Rec* r, tuple s):
+    """The record ``r`` of send ``s`` as ``_write_entries``' tuple (one
+    written where a file ends)."""
+    return (<object>r.topic_b, s[6], s[9], r.qoff, r.sys_flag, s[8], s[10], s[11], s[12], r.size)
 
 
 cdef inline object pos_of(entry):
-    """``entry.pos``, from its slot when it is of the class ``write_entries`` fills."""
+    """``entry.pos``, from its slot when it is of the class ``c_write_entries`` fills."""
     return slot_or_attr(entry, slot_at[3] if slots_known and type(entry) is in_place_class
                         else -1, "pos")
 
 
-def plain_stored(list entries not None, list sends not None, list runs not None,
-                 dict table not None, int64_t body_offset):
-    """The leading ``entries`` written for ``runs`` (``plain_runs``' rows of
-    ``sends``): each send's queue offset taken in ``table``; returns (entry,
-    the record's physical offset, queue offset, record size) per entry.
-    The twin of ``rmq.dledger.commit_log._plain_stored``: ``table`` is set
-    once per queue (to its last send's, in the order the queues are first
-    met, as the twin's per-send writes leave it)."""
-    cdef Py_ssize_t i, n = min(len(entries), len(sends), len(runs))
-    cdef list out = []
-    cdef tuple s, run
-    cdef Key keys[MAX_KEYS]
-    cdef int nk = 0, k
-    cdef bint many = False
-    cdef int32_t qid
-    for i in range(n):
-        entry = entries[i]
-        s = sends[i]
-        run = runs[i]
-        if many:
-            table[(s[5], s[6])] = run[3] + 1
-        else:
-            qid = s[6]
-            k = find_key(keys, nk, s[5], qid)
-            if k < 0:
-                if nk == MAX_KEYS:  # the queues so far, then per send
-                    for k in range(nk):
-                        table[(<object>keys[k].topic, <object>keys[k].qid_obj)] = keys[k].next
-                    many = True
-                    table[(s[5], s[6])] = run[3] + 1
-                    out.append((entry, pos_of(entry) + body_offset, run[3], run[9]))
-                    continue
-                k = nk
-                nk += 1
-                keys[k].topic = <PyObject*>s[5]
-                keys[k].qid = qid
-                keys[k].qid_obj = <PyObject*>s[6]
-            keys[k].next = run[3] + 1
-        out.append((entry, pos_of(entry) + body_offset, run[3], run[9]))
-    if not many:
+cdef list c_append_plain(cl, list sends, int32_t host_bits, bytes born, int64_t now,
+                         Put* puts):
+    """The compiled ``DLedgerCommitLog.append_plain``: the leading ``sends``
+    appended as ``put_message`` appends each, for the leader's send lane.
+    Returns the entries made for the leading ones stored, and each one's
+    (record's physical offset, queue offset, record size) in ``puts``: the
+    sends' records and queues in C arrays, the dispatch room taken once per
+    queue when no file has to be made for it (``room_covered``; else send by
+    send), the
+    entries written together (``c_append_run``; one by one only where a
+    file ends), each stored queue's next offset set in the topic queue
+    table once (in the order first met, as its twin's per-send writes leave
+    it)."""
+    cdef Py_ssize_t n = len(sends), nr, nk = 0, done = 0, i, k, ns
+    cdef int64_t total_keys = 0
+    cdef list topics = [], entries = [], part
+    cdef dict table = cl.topic_queue_table
+    cdef Rec* recs = <Rec*>PyMem_Malloc((n if n else 1) * sizeof(Rec))
+    cdef QKey* keys = <QKey*>PyMem_Malloc((n if n else 1) * sizeof(QKey))
+    cdef tuple s
+    try:
+        if recs == NULL or keys == NULL:
+            raise MemoryError()
+        nr = plain_rows(sends, n, host_bits, table, cl.config.maxMessageSize,
+                        cl.file_size - 8 - BODY_OFFSET, recs, keys, &nk, topics, &total_keys)
+        # the dispatch room: once per queue when nothing has to be made, else send by send
+        room = cl.store.dispatch_room
+        if not room_covered(room, keys, nk, total_keys):
+            for i in range(nr):
+                s = sends[i]
+                if not room.reserve(s[5], s[6], recs[i].qoff, 1, s[13]):
+                    nr = i
+                    break
+        store_host = cl.store_host_field
+        dledger = cl.dledger
+        try:
+            while done < nr:
+                part = c_append_run(dledger, recs + done, nr - done, born, store_host, now)
+                if not part:  # a file to close or make first: this one the usual way
+                    part = [dledger.append_in_place(
+                        recs[done].size, _record_writer(row_of(&recs[done], sends[done]), born, now,
+                                                        store_host))]
+                entries.extend(part)
+                done += len(part)
+        except _dledger_error as exc:
+            _log.warning("DLedger append refused: %s", exc)
+        except ValueError as exc:  # a send the writer refuses: nothing of it is in the files
+            _log.error("[BUG] DLedger lane append: %s", exc)
+        ns = len(entries)
+        for i in range(ns):
+            puts[i].phy = <int64_t>pos_of(entries[i]) + BODY_OFFSET
+            puts[i].qoff = recs[i].qoff
+            puts[i].size = recs[i].size
+            keys[recs[i].key].next = recs[i].qoff + 1
         for k in range(nk):
-            table[(<object>keys[k].topic, <object>keys[k].qid_obj)] = keys[k].next
-    return out
-
-
-def tally(list sends not None, list stored not None, dict sizes not None, dict counts not None,
-          int oneway_bit):
-    """Count the stored sends (``stored``: what ``plain_stored`` returned
-    for the leading ``sends``): [messages, bytes] per topic in ``sizes``,
-    sends per (request code, oneway) in ``counts``.  The twin of
-    ``rmq.broker.dledger_lane._tally``: the topics and (code, oneway) pairs
-    are counted in C arrays first, then each added to its dict once (in the
-    order first met, as the twin's per-send updates leave them); more than
-    ``MAX_KEYS`` of either go the twin's way."""
-    cdef Py_ssize_t i, n = min(len(sends), len(stored))
-    cdef tuple s
-    cdef list t
-    cdef Key topics[MAX_KEYS]  # (topic, count, bytes in start)
-    cdef Key codes[MAX_KEYS]   # (code object, oneway in qid, count)
-    cdef int nt = 0, nc = 0, k
-    cdef int32_t oneway
-    cdef int64_t size
-    for i in range(n):
-        s = sends[i]
-        size = (<tuple>stored[i])[3]
-        k = find_key(topics, nt, s[5], 0)
-        if k < 0:
-            if nt == MAX_KEYS:
-                return _tally_each(sends, stored, sizes, counts, oneway_bit)
-            k = nt
-            nt += 1
-            topics[k].topic = <PyObject*>s[5]
-            topics[k].qid = 0
-            topics[k].count = 0
-            topics[k].start = 0
-        topics[k].count += 1
-        topics[k].start += size
-        oneway = 1 if s[2] & oneway_bit else 0
-        for k in range(nc):
-            if codes[k].qid == oneway and same_obj(codes[k].topic, s[1]):
-                break
-        else:
-            if nc == MAX_KEYS:
-                return _tally_each(sends, stored, sizes, counts, oneway_bit)
-            k = nc
-            nc += 1
-            codes[k].topic = <PyObject*>s[1]
-            codes[k].qid = oneway
-            codes[k].count = 0
-        codes[k].count += 1
-    for k in range(nt):
-        topic = <object>topics[k].topic
-        t = sizes.get(topic)
-        if t is None:
-            sizes[topic] = [topics[k].count, topics[k].start]
-        else:
-            t[0] += topics[k].count
-            t[1] += topics[k].start
-    for k in range(nc):
-        key = (<object>codes[k].topic, codes[k].qid == 1)
-        counts[key] = counts.get(key, 0) + codes[k].count
-    return None
-
-
-def _tally_each(list sends not None, list stored not None, dict sizes not None,
-                dict counts not None, int oneway_bit):
-    """``tally`` send by send (a read of more than ``MAX_KEYS`` topics or
-    (code, oneway) pairs)."""
-    cdef Py_ssize_t i, n = min(len(sends), len(stored))
-    cdef tuple s
-    cdef list t
-    for i in range(n):
-        s = sends[i]
-        size = (<tuple>stored[i])[3]
-        t = sizes.get(s[5])
-        if t is None:
-            sizes[s[5]] = [1, size]
-        else:
-            t[0] += 1
-            t[1] += size
-        key = (s[1], bool(s[2] & oneway_bit))
-        counts[key] = counts.get(key, 0) + 1
+            if keys[k].first < ns:
+                table[(<object>keys[k].topic, <object>keys[k].qid_obj)] = keys[k].next
+        return entries
+    finally:
+        PyMem_Free(recs)
+        PyMem_Free(keys)

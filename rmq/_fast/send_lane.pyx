@@ -20,11 +20,13 @@ responses are the general path's in every case.
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
+from cpython.object cimport PyObject
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint64_t
 from libc.string cimport memcmp, memcpy, memset
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
 from rmq._fast.byteorder cimport get32, get64, put32, put64
+from rmq._fast.dledger_append cimport Put, c_append_plain
 from rmq._fast.lane_runs import put_counts
 from rmq.common.message import PERM_WRITE
 from rmq.common.topic_config import MULTI_TAG
@@ -571,6 +573,7 @@ cdef class SendLane:
     # (what they refer to -- configs, queues, flags -- is read in each read)
     cdef object s_store, s_cl, s_cfg, s_bc, s_queue, s_processor, s_topics, s_hold
     cdef object s_async_master, s_async_flush, s_sync_flush, s_runs_listener, s_counted_listener
+    cdef object s_sync_master
     cdef int64_t s_not_writeable, s_zero_ahead
     # what the store, its commit log and the broker make once and never
     # rebind: the dispatch switches, running flags, both statistics
@@ -593,6 +596,7 @@ cdef class SendLane:
         self.s_topics = getattr(support, "topics", None)
         self.s_hold = getattr(support, "hold", None)
         self.s_async_master = getattr(support, "async_master", None)
+        self.s_sync_master = getattr(support, "sync_master", None)
         self.s_async_flush = getattr(support, "async_flush", None)
         self.s_sync_flush = getattr(support, "sync_flush", None)
         self.s_runs_listener = getattr(support, "runs_listener", None)
@@ -753,6 +757,36 @@ cdef class SendLane:
                                 counted, queues_done)
         return pos, out.take()
 
+    cdef bint takes_sends(self) except -1:
+        """``SendLaneSupport.accepting`` but for the page cache (asked by
+        each caller in its own way): the send pool would run a send at once,
+        start-up's send delay is over and the broker is writable."""
+        cdef Py_ssize_t* f
+        queue = self.s_queue
+        if queue is not None:
+            f = offsets_of(self.f_queue, queue)
+            if slot_or_attr(queue, f[0], "_waiting") or \
+                    slot_or_attr(queue, f[1], "busy") >= slot_or_attr(queue, f[2], "workers"):
+                return False
+            active = slot_or_attr(queue, f[3], "before_run_active")
+            if active is not None and active():
+                return False
+        bc = self.s_bc
+        f = offsets_of(self.f_bc, bc)
+        return not (slot_or_attr(bc, f[0], "startAcceptSendRequestTimeStamp") or
+                    not slot_or_attr(bc, f[1], "brokerPermission") & PERM_WRITE)
+
+    cdef bint ascii_cluster(self) except -1:
+        """The broker's cluster name is ASCII (the stored properties carry
+        it), its bytes then kept in ``cluster_b``."""
+        cluster = self.s_processor.cluster
+        if cluster is not self.cluster_name:
+            if not cluster.isascii():
+                return False
+            self.cluster_name = cluster
+            self.cluster_b = cluster.encode()
+        return True
+
     cdef bint open_read(self, channel, Ctx c) except -1:
         """``SendLaneSupport.begin`` (its twin, check for check) with the
         calls it makes inlined: whether the broker takes a send now, the
@@ -763,38 +797,22 @@ cdef class SendLane:
         the fields it reads and sets, at their slots (``offsets_of``)."""
         cdef Py_ssize_t* f
         sup = self.support
-        # SendLaneSupport.accepting: the send pool would run it at once ...
-        queue = self.s_queue
-        if queue is not None:
-            f = offsets_of(self.f_queue, queue)
-            if slot_or_attr(queue, f[0], "_waiting") or \
-                    slot_or_attr(queue, f[1], "busy") >= slot_or_attr(queue, f[2], "workers"):
-                return False
-            active = slot_or_attr(queue, f[3], "before_run_active")
-            if active is not None and active():
-                return False
-        store, cl, cfg, bc = self.s_store, self.s_cl, self.s_cfg, self.s_bc
+        # SendLaneSupport.accepting: the pool and the broker take sends ...
+        if not self.takes_sends():
+            return False
+        store, cl, cfg = self.s_store, self.s_cl, self.s_cfg
         cdef Py_ssize_t* fs = offsets_of(self.f_store, store)
         cdef Py_ssize_t* fl = offsets_of(self.f_cl, cl)
         cdef Py_ssize_t* fc = offsets_of(self.f_cfg, cfg)
-        # ... the page cache is not busy (a put holds the lock: asked in full) ...
+        # ... and the page cache is not busy (a put holds the lock: asked in full)
         began = slot_or_attr(cl, fl[0], "begin_time_in_lock")
         if began != 0 and store.is_os_page_cache_busy():
-            return False
-        # ... start-up's send delay is over and the broker is writable
-        f = offsets_of(self.f_bc, bc)
-        if slot_or_attr(bc, f[0], "startAcceptSendRequestTimeStamp") or \
-                not slot_or_attr(bc, f[1], "brokerPermission") & PERM_WRITE:
             return False
         if slot_or_attr(cfg, fc[0], "brokerRole") is not self.s_async_master or \
                 slot_or_attr(self.s_multi, offsets_of(self.f_multi, self.s_multi)[0], "enabled"):
             return False
-        cluster = self.s_processor.cluster
-        if cluster is not self.cluster_name:
-            if not cluster.isascii():
-                return False
-            self.cluster_name = cluster
-            self.cluster_b = cluster.encode()
+        if not self.ascii_cluster():
+            return False
         # CommitLog.open_run
         run = slot_or_attr(cl, fl[1], "append_run")
         index_enabled = slot_or_attr(cfg, fc[1], "messageIndexEnable")
@@ -1123,6 +1141,32 @@ cdef class SendLane:
                 s.mflag, s.reconsume,
                 PyBytes_FromStringAndSize(<const char*>h.body, h.body_len),
                 PyBytes_FromStringAndSize(<const char*>self.scratch + n, plen), nkeys)
+
+    def leads(self):
+        """``SendLane.leads`` (its twin, check for check): for a DLedger
+        leader's lane, whether a send taken now would be stored, not
+        refused -- ``SendLaneSupport.accepting``, a SYNC_MASTER's role, the
+        store's ``accepts_puts``, no put in the lock, the group's leader not
+        handing over, an ASCII cluster name -- with the fields read at their
+        slots (``offsets_of``) rather than through about eight Python calls."""
+        if not self.takes_sends():
+            return False
+        store, cl, cfg, flags = self.s_store, self.s_cl, self.s_cfg, self.s_flags
+        # a put in the lock refuses the read (the page cache can be busy only then)
+        if slot_or_attr(cl, offsets_of(self.f_cl, cl)[0], "begin_time_in_lock"):
+            return False
+        # (the store's config is ``cfg``: a SYNC_MASTER's is not a slave's)
+        if slot_or_attr(cfg, offsets_of(self.f_cfg, cfg)[0], "brokerRole") is not \
+                self.s_sync_master:
+            return False
+        if slot_or_attr(store, offsets_of(self.f_store, store)[0], "_shutdown") or \
+                slot_or_attr(flags, offsets_of(self.f_flags, flags)[0], "flag_bits") & \
+                self.s_not_writeable:
+            return False
+        ms = cl.server.member_state
+        if not ms.is_leader() or ms.transferee is not None:
+            return False
+        return self.ascii_cluster()
 
     def served(self):
         """(request code, oneway, count) of what the last ``serve`` took."""
@@ -1576,25 +1620,111 @@ cdef inline uint8_t* rmq_entry(uint8_t* p, const char* key, Py_ssize_t klen,
     return stop
 
 
-def plain_answers(bytes host_hex not None, tuple tails not None, list sends not None,
-                  list stored not None, list asked not None):
-    """The SUCCESS frames of a DLedger leader's stored sends, joined, as
-    ``response_frame`` builds each (twin: ``_plain_answers`` in
-    rmq/broker/send_lane.py): ``sends[i]`` is ``plain_sends``'s reading,
-    ``stored[i]`` (entry, physical offset, queue offset, size); oneway sends
-    get none; each answered send's (opaque, serialize type) is appended to
-    ``asked``."""
+cdef enum:
+    MAX_TALLY = 64  # distinct topics (or codes) a read's stored sends are counted by in C
+
+
+cdef struct Tally:
+    # a topic (or a request code and oneway) of a read's stored sends, borrowed from a send
+    PyObject* key
+    int oneway
+    int64_t count, size
+
+
+cdef inline bint same_key(PyObject* a, object b) except -1:
+    """``a == b`` as a dict key compares them (by identity first)."""
+    if a == <PyObject*>b:
+        return True
+    return (<object>a) == b
+
+
+cdef inline int tally_slot(Tally* t, int* n, object key, int oneway) except -2:
+    """The place of (``key``, ``oneway``) in ``t[:n]``, added when met
+    first; -1 when ``MAX_TALLY`` others are there already."""
+    cdef int k
+    for k in range(n[0]):
+        if t[k].oneway == oneway and same_key(t[k].key, key):
+            return k
+    if n[0] == MAX_TALLY:
+        return -1
+    k = n[0]
+    n[0] += 1
+    t[k].key = <PyObject*>key
+    t[k].oneway = oneway
+    t[k].count = t[k].size = 0
+    return k
+
+
+cdef int tally_puts(list sends, const Put* puts, Py_ssize_t n, dict sizes,
+                    dict counts) except -1:
+    """Count the stored ``sends[:n]``: [messages, bytes] per topic in
+    ``sizes`` (the put statistics), sends per (request code, oneway) in
+    ``counts``; in C arrays first, then each added to its dict once (in the
+    order first met, as the twin's per-send updates leave them); more than
+    ``MAX_TALLY`` of either go send by send (``tally_each``)."""
+    cdef Tally topics[MAX_TALLY]
+    cdef Tally codes[MAX_TALLY]
+    cdef int nt = 0, nc = 0, k
+    cdef Py_ssize_t i
+    cdef tuple s
+    cdef list t
+    for i in range(n):
+        s = sends[i]
+        k = tally_slot(topics, &nt, s[5], 0)
+        if k < 0:
+            return tally_each(sends, puts, n, sizes, counts)
+        topics[k].count += 1
+        topics[k].size += puts[i].size
+        k = tally_slot(codes, &nc, s[1], 1 if <int64_t>s[2] & RPC_ONEWAY else 0)
+        if k < 0:
+            return tally_each(sends, puts, n, sizes, counts)
+        codes[k].count += 1
+    for k in range(nt):
+        topic = <object>topics[k].key
+        t = sizes.get(topic)
+        if t is None:
+            sizes[topic] = [topics[k].count, topics[k].size]
+        else:
+            t[0] += topics[k].count
+            t[1] += topics[k].size
+    for k in range(nc):
+        key = (<object>codes[k].key, codes[k].oneway == 1)
+        counts[key] = counts.get(key, 0) + codes[k].count
+    return 0
+
+
+cdef int tally_each(list sends, const Put* puts, Py_ssize_t n, dict sizes,
+                    dict counts) except -1:
+    """``tally_puts`` send by send (a read of more than ``MAX_TALLY`` topics
+    or (code, oneway) pairs)."""
+    cdef Py_ssize_t i
+    cdef tuple s
+    cdef list t
+    for i in range(n):
+        s = sends[i]
+        t = sizes.get(s[5])
+        if t is None:
+            sizes[s[5]] = [1, puts[i].size]
+        else:
+            t[0] += 1
+            t[1] += puts[i].size
+        key = (s[1], bool(<int64_t>s[2] & RPC_ONEWAY))
+        counts[key] = counts.get(key, 0) + 1
+    return 0
+
+
+cdef object answer_puts(bytes host_hex, tuple tails, list sends, const Put* puts,
+                        Py_ssize_t n):
+    """The SUCCESS frames of the stored ``sends[:n]``, joined, as
+    ``response_frame`` builds each; oneway sends get none."""
     cdef Out o = Out()
-    cdef tuple send, put
+    cdef tuple send
     cdef bytes tail
     cdef uint8_t* p
     cdef int stype
-    cdef Py_ssize_t i, n = min(len(sends), len(stored))
-    if len(tails) != 2 or type(tails[0]) is not bytes or type(tails[1]) is not bytes:
-        raise TypeError("tails: the JSON and the ROCKETMQ tail, bytes")
+    cdef Py_ssize_t i
     for i in range(n):
         send = sends[i]
-        put = stored[i]
         if <int64_t>send[2] & RPC_ONEWAY:
             continue
         stype = send[4]
@@ -1603,11 +1733,41 @@ def plain_answers(bytes host_hex not None, tuple tails not None, list sends not 
         tail = tails[stype]
         o.reserve(RESPONSE_ROOM + PyBytes_GET_SIZE(host_hex) + PyBytes_GET_SIZE(tail))
         p = respond_head(o, host_hex, stype)
-        put_hex16(p, put[1])
-        respond_tail(o, p + 16, send[6], put[2], send[3], tail, stype)
-        asked.append((send[3], stype))
+        put_hex16(p, puts[i].phy)
+        respond_tail(o, p + 16, send[6], puts[i].qoff, send[3], tail, stype)
     out = o.take()
     return b"" if out is None else out
+
+
+def store_plain(cl, list sends not None, int32_t host_bits, bytes born not None, int64_t now,
+                bytes host_hex not None, tuple tails not None, dict sizes not None,
+                dict counts not None):
+    """A DLedger leader's lane's read in one call: the leading ``sends``
+    (``plain_sends``' readings) stored by the commit log ``cl``
+    (``c_append_plain``, the compiled ``DLedgerCommitLog.append_plain``;
+    ``born`` the stored born-host field, ``host_bits`` its sysFlag bits,
+    ``now`` the store timestamp), counted (``tally_puts``) and answered
+    (``answer_puts``: ``host_hex`` the message ids' host part, ``tails``
+    the JSON and the ROCKETMQ header tails) -- each stored send's offsets
+    kept in a C array, no Python tuple per send.  Returns (sends stored,
+    the first and last entry, the answers joined).  The twin of
+    ``rmq.broker.dledger_lane._store_plain``."""
+    cdef Py_ssize_t n = len(sends), ns
+    cdef Put* puts
+    if len(tails) != 2 or type(tails[0]) is not bytes or type(tails[1]) is not bytes:
+        raise TypeError("tails: the JSON and the ROCKETMQ tail, bytes")
+    puts = <Put*>PyMem_Malloc((n if n else 1) * sizeof(Put))
+    if puts == NULL:
+        raise MemoryError()
+    try:
+        entries = c_append_plain(cl, sends, host_bits, born, now, puts)
+        ns = len(entries)
+        if ns == 0:
+            return 0, None, None, b""
+        tally_puts(sends, puts, ns, sizes, counts)
+        return ns, entries[0], entries[ns - 1], answer_puts(host_hex, tails, sends, puts, ns)
+    finally:
+        PyMem_Free(puts)
 
 
 cdef object field_text(Field* f):

@@ -150,6 +150,7 @@ class SendLaneSupport:
         # sits below the store's layer): the roles and flush kinds it serves
         # and the running flags that make the store unwriteable
         self.async_master = BrokerRole.ASYNC_MASTER
+        self.sync_master = BrokerRole.SYNC_MASTER  # (a DLedger leader's role: ``leads``)
         self.async_flush = FlushDiskType.ASYNC_FLUSH
         self.sync_flush = FlushDiskType.SYNC_FLUSH
         self.not_writeable = NOT_WRITEABLE_MASK
@@ -494,6 +495,19 @@ class SendLane:
         """(request code, oneway, count) of what the last ``serve`` took."""
         return [(code, oneway, n) for (code, oneway), n in sorted(self._counts.items())]
 
+    def leads(self) -> bool:
+        """For a DLedger leader's lane (``plain_sends``, then the group's
+        append): what ``begin`` and the store's status check ask, for a
+        leader -- a send taken now would be stored, not refused.  The
+        compiled lane reads the same fields at their slots."""
+        s = self.support
+        cl = s.cl
+        if not s.accepting() or s.cfg.brokerRole is not s.sync_master or \
+                not s.store.accepts_puts or cl.begin_time_in_lock:
+            return False
+        ms = cl.server.member_state
+        return ms.is_leader() and ms.transferee is None and s.processor.cluster.isascii()
+
     def read_frame(self, buf, pos: int, end: int) -> tuple | None:
         """(code, flag, opaque, extFields, body, frame end, serialize type) of
         the complete send request (JSON or ROCKETMQ header) at ``pos``, or None."""
@@ -741,25 +755,20 @@ def _rocketmq_entry(key: bytes, value: bytes) -> bytes:
     return len(key).to_bytes(2, "big") + key + len(value).to_bytes(4, "big") + value
 
 
-def _plain_answers(host_hex: bytes, tails: tuple[bytes, bytes], sends: list[tuple],
-                   stored: list[tuple], asked: list[tuple[int, int]]) -> bytes:
+def plain_answers(host_hex: bytes, tails: tuple[bytes, bytes], sends: list[tuple],
+                  stored: list[tuple]) -> bytes:
     """The SUCCESS frames of a DLedger leader's stored sends, joined:
     ``sends[i]`` is ``plain_sends``' reading, ``stored[i]`` (entry,
-    physical offset, queue offset, size); oneway sends get none; each
-    answered send's (opaque, serialize type) is appended to ``asked``.  The
-    twin of the compiled ``plain_answers``."""
+    physical offset, queue offset, size); oneway sends get none.  (The
+    twin's part of the compiled ``store_plain``, whose ``answer_puts``
+    builds them.)"""
     out = []
     for send, put in zip(sends, stored, strict=False):
         flag, opaque, stype = send[2], send[3], send[4]
         if flag & RPC_ONEWAY:
             continue
         out.append(response_frame(host_hex, put[1], send[6], put[2], opaque, tails[stype], stype))
-        asked.append((opaque, stype))
     return b"".join(out)
-
-
-_c = compiled("send_lane")
-plain_answers = _plain_answers if _c is None else _c.plain_answers
 
 
 def make_send_lane(support: SendLaneSupport, max_frame: int) -> Any:

@@ -103,16 +103,16 @@ class _RecordWriter:
                            props)
 
 
-def _plain_runs(sends: list[tuple], host_bits: int, table: dict[tuple[str, int], int],
-                max_body: int, limit: int) -> tuple[list[tuple], list[tuple], list[int], int]:
+def plain_runs(sends: list[tuple], host_bits: int, table: dict[tuple[str, int], int],
+               max_body: int, limit: int) -> tuple[list[tuple], list[tuple], list[int], int]:
     """A DLedger leader's plain sends of one read (``plain_sends``'
     readings) made into the rows ``write_entries`` writes, each with its
     queue offset (the next of ``table``, the (topic, queue id) -> next
     offset map, counting the sends before it): stops before the first send
     too big for ``max_body`` or for a data file (``limit``).  Returns (the
     rows, (topic, queue id, first queue offset, sends) per queue, each
-    row's index keys, their sum).  The twin of
-    ``rmq._fast.dledger_append.plain_runs``."""
+    row's index keys, their sum).  (Its compiled twin is the C arrays of
+    ``rmq._fast.dledger_append``'s ``plain_rows``.)"""
     offsets: dict[tuple[str, int], int] = {}
     runs: list[tuple] = []
     keys_of: list[int] = []
@@ -136,13 +136,14 @@ def _plain_runs(sends: list[tuple], host_bits: int, table: dict[tuple[str, int],
     return runs, queues, keys_of, sum(keys_of)
 
 
-def _plain_stored(entries: list[Entry], sends: list[tuple], runs: list[tuple],
-                  table: dict[tuple[str, int], int],
-                  body_offset: int) -> list[tuple[Entry, int, int, int]]:
+def plain_stored(entries: list[Entry], sends: list[tuple], runs: list[tuple],
+                 table: dict[tuple[str, int], int],
+                 body_offset: int) -> list[tuple[Entry, int, int, int]]:
     """The leading ``entries`` written for ``runs`` (``plain_runs``' rows of
     ``sends``): each send's queue offset taken in ``table``; returns (entry,
     the record's physical offset, queue offset, record size) per entry.
-    The twin of ``rmq._fast.dledger_append.plain_stored``."""
+    (Compiled, ``c_append_plain`` sets ``table`` once per queue: the same
+    entries in the same order.)"""
     out = []
     for entry, send, run in zip(entries, sends, runs, strict=False):
         table[(send[5], send[6])] = run[3] + 1
@@ -151,8 +152,8 @@ def _plain_stored(entries: list[Entry], sends: list[tuple], runs: list[tuple],
 
 
 _c = compiled("dledger_append")
-plain_runs = _plain_runs if _c is None else _c.plain_runs
-plain_stored = _plain_stored if _c is None else _c.plain_stored
+if _c is not None:
+    _c.bind_commit_log(_RecordWriter, DLedgerError)
 
 
 def _patch_phy(entry: Entry, record: bytearray, body_at: int) -> None:
@@ -271,8 +272,8 @@ class DLedgerCommitLog(CommitLog):
             entry = self.dledger.append_as_leader(record)
         return entry, self.server.pusher.wait_quorum(entry, first, _put_status)
 
-    def append_plain(self, sends: list[tuple], host_bits: int,
-                     born: bytes) -> list[tuple[Entry, int, int, int]]:
+    def append_plain(self, sends: list[tuple], host_bits: int, born: bytes,
+                     now: int) -> list[tuple[Entry, int, int, int]]:
         """Plain sends (``plain_sends``' readings, host bits aside) appended
         as ``put_message`` appends each (the same record in the same entry,
         the same dispatch room taken), for the leader's send lane: (entry,
@@ -283,8 +284,10 @@ class DLedgerCommitLog(CommitLog):
         (``DispatchRoom.reserve_covered``; else send by send, so that a full
         disk refuses the same sends), then the entries written together
         (``mmap_store.append_run``; one by one only where a file
-        ends).  The caller waits for the quorum (``quorum_wait``) and counts
-        the puts."""
+        ends); ``now`` is the store timestamp.  The caller waits for the
+        quorum (``quorum_wait``) and counts the puts.  The twin of
+        ``rmq._fast.dledger_append``'s ``c_append_plain`` (which the send
+        lane's compiled ``store_plain`` calls in its place)."""
         table = self.topic_queue_table
         runs, queues, keys_of, key_count = plain_runs(sends, host_bits, table,
                                                       self.config.maxMessageSize,
@@ -296,7 +299,6 @@ class DLedgerCommitLog(CommitLog):
                 if not room.reserve(send[5], send[6], run[3], 1, keys):
                     del runs[n:]
                     break
-        now = _now_ms()
         store_host = self.store_host_field
         dledger = self.dledger
         entries: list[Entry] = []

@@ -57,7 +57,7 @@ AppendHook = Callable[[Entry, bytearray, int], None]
 
 
 class DLedgerMmapFileStore:
-    # the fields a leader's append reads and sets (``dledger_append.append_run``)
+    # the fields a leader's append reads and sets (``dledger_append.c_append_run``)
     # and its quorum check and commit read and set (``dledger_frames.check_quorum``,
     # ``update_committed_index``) as slots, read there at their offsets; the
     # others in the instance dict
@@ -574,10 +574,10 @@ class DLedgerMmapFileStore:
         return pos + size
 
 
-def _write_entries(data, at: int, pos: int, room: int, index, index_at: int, index_room: int,
-                   first_index: int, term: int, born: bytes, store_host: bytes, now: int,
-                   sends: list[tuple], make_entry, wire: bool = False
-                   ) -> tuple[list[Entry], int, int]:
+def write_entries(data, at: int, pos: int, room: int, index, index_at: int, index_room: int,
+                  first_index: int, term: int, born: bytes, store_host: bytes, now: int,
+                  sends: list[tuple], make_entry, wire: bool = False
+                  ) -> tuple[list[Entry], int, int]:
     """Write ``sends`` as entries ``first_index``, ... of ``term`` at
     ``data[at:at + room]`` (``pos``: where ``at`` lies in the data files) and
     their index units at ``index[index_at:index_at + index_room]``; each send
@@ -586,10 +586,10 @@ def _write_entries(data, at: int, pos: int, room: int, index, index_at: int, ind
     With ``wire`` (a leader with followers) each entry's push JSON
     (``Entry.json_bytes``) is made here too.
     Returns (the entries made by ``make_entry`` -- the leading sends that fit
-    --, data bytes written, index bytes written).  The twin of
-    ``rmq._fast.dledger_append.write_entries``: an entry stops the run where
-    it would not leave a blank's room in the data file or its index unit
-    would not fit."""
+    --, data bytes written, index bytes written): an entry stops the run
+    where it would not leave a blank's room in the data file or its index
+    unit would not fit.  The twin of ``rmq._fast.dledger_append``'s
+    ``c_write_entries``, whose rows are C structs of these fields."""
     if at < 0 or room < 0 or at + room > len(data) or index_at < 0 or index_room < 0 or \
             index_at + index_room > len(index):
         raise ValueError("a place outside its file")
@@ -621,15 +621,15 @@ def _write_entries(data, at: int, pos: int, room: int, index, index_at: int, ind
     return entries, used, iused
 
 
-def _append_run(store: DLedgerMmapFileStore, sends: list[tuple], born: bytes,
-                store_host: bytes, now: int) -> list[Entry]:
+def append_run(store: DLedgerMmapFileStore, sends: list[tuple], born: bytes,
+               store_host: bytes, now: int) -> list[Entry]:
     """``append_in_place`` of the records of ``sends`` (``write_entries``'
     tuples) as consecutive entries of the leader ``store``, in one call: the
     leading ones that fit the current data and index files (none when a file
     must be made or closed first: the caller appends that one with
     ``append_in_place``).  Refused as ``_leader_checks`` refuses.  The twin
-    of ``rmq._fast.dledger_append.append_run``, which reads the store's,
-    its member state's and its files' fields at their slots."""
+    of ``rmq._fast.dledger_append``'s ``c_append_run``, which reads the
+    store's, its member state's and its files' fields at their slots."""
     # (once per read of the lane: the files' ends, ``_advance``,
     # ``_update_member_state`` and ``_keep_all_recent`` read inline)
     ms = store._leader_checks()
@@ -758,11 +758,9 @@ _p = compiled("dledger_push")
 DLedgerMmapFileStore.kept_run = _kept_run if _p is None else _p.kept_run
 keep_more = _keep_more if _p is None else _p.keep_more
 _c = compiled("dledger_append")
-write_entries = _write_entries if _c is None else _c.write_entries
 write_rows = _write_rows if _c is None else _c.write_rows
 if _c is not None:
     _c.bind_store(Entry, Role.LEADER, RECENT_BYTES)
-append_run = _append_run if _c is None else _c.append_run
 
 
 def _advance(mf, n: int) -> None:

@@ -113,7 +113,9 @@ class DispatchRoom:
         ``reserve`` of each send in turn would do, as it would make no file
         and refuse none.  False, with nothing reserved, when a file would
         have to be made: the caller then reserves send by send, so that what
-        a full disk refuses stays the sends from the first one without room."""
+        a full disk refuses stays the sends from the first one without room.
+        (The DLedger lane's compiled append makes the same check of its
+        read's queues in C: ``rmq._fast.dledger_append``'s ``room_covered``.)"""
         store = self.store
         table = store.consume_queue_table
         for topic, queue_id, first, count in queues:
@@ -125,6 +127,14 @@ class DispatchRoom:
             if not files or files[-1].file_from_offset + cq.file_size < \
                     (first + count) * CQ_STORE_UNIT_SIZE:
                 return False
+        return self.keys_covered(keys)
+
+    def keys_covered(self, keys: int) -> bool:
+        """The index part of ``reserve_covered``: True, with ``keys`` index
+        entries promised where dispatch comes later, when the index file has
+        room for them; False, with nothing promised, when one would have to
+        be made."""
+        store = self.store
         if keys and store.config.messageIndexEnable:
             ix = store.index_service
             if not ix.keys_fit(keys):

@@ -1,23 +1,33 @@
-"""A DLedger leader's per-send work of one read in compiled calls: the rows,
-queue offsets and dispatch-room queues of the plain sends
-(``plain_runs``), the queue offsets taken for what was written
-(``plain_stored``), the lane's statistics (``tally``) and a push's kept
-entries (``kept_run``) and a read's appended entries kept (``keep_more``), each
-against its pure-Python twin on the same input."""
+"""A DLedger leader's lane reads stored, counted and answered in one compiled
+call (``store_plain``: the sends' records and queues in C arrays) against
+its pure-Python twin (``append_plain``'s ``plain_runs``, ``append_run`` and
+``plain_stored``, ``_tally``, ``plain_answers``) on the same reads and
+stores, and a push's kept entries (``kept_run``) and a read's appended
+entries kept (``keep_more``) against theirs."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import gc
 from types import SimpleNamespace
 
 import pytest
 
 from rmq._fast import compiled_or_none
 from rmq.broker import dledger_lane
+from rmq.broker.send_lane import plain_answers, response_frame
+from rmq.common.message_id import socket_address_bytes
 from rmq.dledger import commit_log, mmap_store
 from rmq.dledger.entry import Entry
+from rmq.dledger.member_state import MemberState, Role
+from rmq.dledger.mmap_store import DLedgerMmapFileStore
 from rmq.remoting.command import RPC_ONEWAY
+from rmq.store.dispatch_room import DispatchRoom
+from tests.unit.test_dledger_store import _files, _hosts
+from tests.unit.test_dledger_store import _store as _file_store
 
-_APPEND = compiled_or_none("dledger_append")
+_LANE = compiled_or_none("send_lane")
 _PUSH = compiled_or_none("dledger_push")
 
 
@@ -36,86 +46,261 @@ def _sends() -> list[tuple]:
             for i in range(40)]
 
 
-def _twins(name_py: str, name_c: str, module):
-    py = getattr(module, name_py)
-    c = getattr(_APPEND, name_c) if _APPEND is not None else None
-    return py, c
-
-
 @pytest.mark.parametrize("limit", [1 << 30, 20 * 160])
 @pytest.mark.parametrize("max_body", [4 << 20, 50])
-def test_plain_runs_twins_agree(limit: int, max_body: int) -> None:
-    py, c = _twins("_plain_runs", "plain_runs", commit_log)
+def test_plain_runs_counts_each_queues_offsets(limit: int, max_body: int) -> None:
+    """``plain_runs`` (the twin's rows, which the compiled ``store_plain``
+    keeps in C): each send's queue offset the table's next, then one more
+    per send of the queue; the run stops before a send too big."""
     sends = _sends()
     sends[7] = _send(7, body=b"y" * 60)  # bigger than a 50-byte max body: the run stops there
     table = {("T1", 1): 5, ("T0", 0): 2}
-    want = py(sends, 0x10, dict(table), max_body, limit)
-    runs, queues, keys_of, total = want
+    runs, queues, keys_of, total = commit_log.plain_runs(sends, 0x10, dict(table), max_body,
+                                                         limit)
     assert total == sum(keys_of) and len(runs) == len(keys_of)
     if max_body == 50:
         assert runs == []
     elif limit == 1 << 30:
         assert len(runs) == len(sends)
-        # queue offsets: the table's next, then one more per send of the queue
         offsets = [r[3] for r in runs if (r[0], r[1]) == (b"T1", 1)]
         assert offsets == list(range(5, 5 + len(offsets)))
         assert sum(q[3] for q in queues) == len(runs)
-    if c is not None:
-        assert c(sends, 0x10, dict(table), max_body, limit) == want
 
 
-def test_plain_stored_and_tally_twins_agree() -> None:
-    sends = _sends()
-    runs = commit_log._plain_runs(sends, 0, {}, 4 << 20, 1 << 30)[0]
-    entries = [SimpleNamespace(pos=1000 * i) for i in range(len(runs) - 3)]  # the leading ones
-    py_stored, c_stored = _twins("_plain_stored", "plain_stored", commit_log)
-    py_table: dict = {("T0", 0): 1}
-    stored = py_stored(entries, sends, runs, py_table, 48)
-    assert len(stored) == len(entries)
-    assert stored[1] == (entries[1], 1048, runs[1][3], runs[1][9])
-    py_tally, c_tally = _twins("_tally", "tally", dledger_lane)
+class _StoreByAttributes(DLedgerMmapFileStore):
+    """A store whose fields the compiled append does not take at their
+    slots (a ``__setattr__`` of its own): read and set through its
+    attributes."""
+
+    def __setattr__(self, name, value):
+        object.__setattr__(self, name, value)
+
+
+class _StateByAttributes(MemberState):
+    """A member state read and set through its attributes (as above)."""
+
+    def __setattr__(self, name, value):
+        object.__setattr__(self, name, value)
+
+
+def _run_state(store: DLedgerMmapFileStore) -> tuple:
+    """What an append leaves: the files, the ledger's ends, the member
+    state's, the kept entries."""
+    ms = store.member_state
+    return (_files(store), store.ledger_begin_index, store.ledger_end_index,
+            store.ledger_end_term, ms.ledger_end_index, ms.ledger_end_term,
+            [(mf.wrote_position, mf.committed_position)
+             for q in (store.data, store.index) for mf in q.mapped_files],
+            [e.index for e in store._recent], store._recent_first, store._recent_bytes)
+
+
+class _CqFiles:
+    """A consume queue's files as the dispatch room reads and makes them:
+    made while the store's ``made`` allows (then refused as a full disk)."""
+
+    def __init__(self, made: list[int | None], path: str) -> None:
+        self.mapped_files: list[SimpleNamespace] = []
+        self.made = made
+        self.store_paths = [path]
+        self.no_space = True
+        self.last_error = "no space"
+
+    def create_at(self, offset: int) -> SimpleNamespace | None:
+        if self.made[0] is not None:
+            if self.made[0] == 0:
+                return None
+            self.made[0] -= 1
+        mf = SimpleNamespace(file_from_offset=offset)
+        self.mapped_files.append(mf)
+        return mf
+
+
+class _Index:
+    """An index with room for ``room`` keys, made bigger by a file of 64
+    when asked."""
+
+    def __init__(self, room: int, path: str) -> None:
+        self.room = room
+        self.promised = 0
+        self.file_size = 4096
+        self.store_path = path
+        self.no_space = False
+        self.last_error = ""
+
+    def keys_fit(self, keys: int) -> bool:
+        return keys + self.promised <= self.room
+
+    def make_room(self, keys: int) -> bool:
+        self.room += 64
+        return True
+
+
+class _Store:
+    """What a ``DispatchRoom`` checks of a store: consume queues of
+    ``cq_entries`` entries a file, made when first asked for, at most
+    ``files`` files in all (None: any), the index, dispatch on commit."""
+
+    def __init__(self, cq_entries: int, files: int | None, index_room: int, path: str) -> None:
+        self.consume_queue_table: dict[str, dict[int, SimpleNamespace]] = {}
+        self.cq_size = 20 * cq_entries
+        self.made = [files]
+        self.path = path
+        self.config = SimpleNamespace(messageIndexEnable=True)
+        self.index_service = _Index(index_room, path)
+        self.commit_service = None
+        self.commit_log = SimpleNamespace(dispatch_on_commit=True)
+        self.dispatch_room = DispatchRoom(self)
+
+    def find_consume_queue(self, topic: str, queue_id: int) -> SimpleNamespace:
+        queues = self.consume_queue_table.setdefault(topic, {})
+        cq = queues.get(queue_id)
+        if cq is None:
+            cq = queues[queue_id] = SimpleNamespace(topic=topic, queue_id=queue_id,
+                                                    file_size=self.cq_size,
+                                                    mfq=_CqFiles(self.made, self.path))
+        return cq
+
+    def state(self) -> tuple:
+        """The files made per queue (in the order made), the keys promised."""
+        return ([(t, q, [mf.file_from_offset for mf in cq.mfq.mapped_files])
+                 for t, qs in self.consume_queue_table.items() for q, cq in qs.items()],
+                self.index_service.promised, self.index_service.room)
+
+
+# (consume-queue entries a file, files the disk takes, index room): queues made
+# by the first read's sends one by one, then covered at once; small files whose
+# ends the reads cross; a disk full after three files; an index file made now
+# and then
+ROOMS = [(4096, None, 10**6), (16, None, 10**6), (16, 3, 10**6), (4096, None, 40)]
+
+
+TAILS = (b'","MSG_REGION":"DefaultRegion","TRACE_ON":"true","opaque":',
+         b"\x00\x0aMSG_REGION\x00\x00\x00\x0dDefaultRegion\x00\x08TRACE_ON\x00\x00\x00\x04true")
+HOST_HEX = b"7F00000100002A9F"
+NOW = 1_700_000_000_123
+
+
+def _commit_log(store, table: dict, queues: _Store, max_body: int) -> SimpleNamespace:
+    """What ``append_plain`` (the twin's, bound to it) and the compiled
+    ``store_plain`` read of a ``DLedgerCommitLog``."""
+    cl = SimpleNamespace(topic_queue_table=table, config=SimpleNamespace(maxMessageSize=max_body),
+                         file_size=store.data.mapped_file_size, store=queues,
+                         store_host_field=_hosts()[1], dledger=store)
+    cl.append_plain = functools.partial(commit_log.DLedgerCommitLog.append_plain, cl)
+    return cl
+
+
+def _many_sends(queues: int) -> list[tuple]:
+    """Sends round ``queues`` queues, ``queues`` % 70 topics and ``queues`` +
+    1 request codes (the compiled counts go by dict or per send past 64),
+    oneway ones among them, and one body too big for a 3000-byte max."""
+    sends = [_send(i, topic=f"T{i % queues % 70}", queue=i % queues, keys=i % 3,
+                   body=b"x" * (200 + i * 37 % 700), flag=RPC_ONEWAY if i % 7 == 0 else 0,
+                   code=300 + i % (queues + 1)) for i in range(3 * queues + 45)]
+    sends[30] = _send(30, body=b"z" * 3500)
+    for i, s in enumerate(sends):  # (an ROCKETMQ-serialized request now and then)
+        if i % 4 == 1:
+            sends[i] = s[:4] + (1,) + s[5:]
+    return sends
+
+
+def _serve(store_plain, cl, sends: list[tuple], born: bytes) -> tuple:
+    """The sends served in reads of up to 20 as the lane serves them: what
+    each read stored, its first and last entries and answers, the counts."""
     sizes: dict = {"T1": [2, 10]}
-    counts: dict = {}
-    py_tally(sends, stored, sizes, counts, RPC_ONEWAY)
-    assert sum(counts.values()) == len(stored)
-    assert sizes["T1"][0] == 2 + sum(1 for s in sends[:len(stored)] if s[5] == "T1")
-    if c_stored is None:
-        return
-    c_table: dict = {("T0", 0): 1}
-    assert c_stored(entries, sends, runs, c_table, 48) == stored
-    assert list(c_table.items()) == list(py_table.items())
-    c_sizes: dict = {"T1": [2, 10]}
-    c_counts: dict = {}
-    c_tally(sends, stored, c_sizes, c_counts, RPC_ONEWAY)
-    assert (list(c_sizes.items()), list(c_counts.items())) == \
-        (list(sizes.items()), list(counts.items()))
+    counts: dict = {(301, False): 4}
+    reads = []
+    at = 0
+    while at < len(sends):
+        read = sends[at:at + 20]
+        n, first, last, answers = store_plain(cl, read, 0x10 if len(born) == 20 else 0, born,
+                                              NOW, HOST_HEX, TAILS, sizes, counts)
+        reads.append((n, first, last, answers))
+        at += max(n, 1)  # (the general path takes the one the lane left)
+    return reads, list(sizes.items()), list(counts.items())
 
 
 @pytest.mark.compiled_only
-@pytest.mark.parametrize("queues", [1, 8, 64, 65, 200])
-def test_runs_stored_and_tally_twins_agree_past_the_counted_queues(queues: int) -> None:
-    """The compiled calls count a read's queues, topics and (code, oneway)
-    pairs in C up to 64 of each and go per send beyond: the same rows,
-    queues, table (its entries and their order), sizes and counts as the
-    twins either way, with a table that already holds some of the queues."""
-    sends = [_send(i, topic=f"T{i % queues % 70}", queue=i % queues, keys=i % 3,
-                   flag=RPC_ONEWAY if i % 7 == 0 else 0, code=300 + i % (queues + 1))
-             for i in range(3 * queues + 5)]
-    table = {("T1", 1): 9, ("X", 0): 3, (f"T{(queues - 1) % 70}", queues - 1): 4}
+@pytest.mark.parametrize("room", ROOMS)
+@pytest.mark.parametrize("queues", [1, 8, 65, 200])
+@pytest.mark.parametrize("classes", [(DLedgerMmapFileStore, MemberState),
+                                     (_StoreByAttributes, _StateByAttributes)])
+@pytest.mark.parametrize("born6", [False, True])
+def test_store_plain_compiled_and_twin_store_count_and_answer_the_same(
+        tmp_path, room: tuple, queues: int, classes: tuple, born6: bool) -> None:
+    """``store_plain``: the compiled call (the sends' records and queues in C
+    arrays, the store's fields at their slots or through the attributes)
+    and its twin (``append_plain``, ``plain_answers``, ``_tally``) store,
+    count and answer a lane's reads alike -- the same data and index files
+    (across their ends), entries, ledger ends and kept entries, topic queue
+    table (its entries and their order), dispatch-room questions, put
+    statistics, request counts and answer frames --, stop before a send too
+    big, and store nothing for a store that no longer leads."""
+    born = socket_address_bytes(("::1", 4000) if born6 else ("127.0.0.1", 4000))
+    sends = _many_sends(queues)
     outs = []
-    for plain_runs, plain_stored, tally in (
-            (commit_log._plain_runs, commit_log._plain_stored, dledger_lane._tally),
-            (_APPEND.plain_runs, _APPEND.plain_stored, _APPEND.tally)):
-        own = dict(table)
-        runs = plain_runs(sends, 0x10, own, 4 << 20, 1 << 30)
-        entries = [SimpleNamespace(pos=900 * i) for i in range(len(runs[0]) - 2)]
-        stored = plain_stored(entries, sends, runs[0], own, 48)
-        sizes: dict = {"T1": [2, 10]}
-        counts: dict = {(301, False): 4}
-        tally(sends, stored, sizes, counts, RPC_ONEWAY)
-        outs.append((runs, stored, list(own.items()), list(sizes.items()),
-                     list(counts.items())))
+    for name, store_plain in (("c", _LANE.store_plain), ("t", dledger_lane._store_plain)):
+        store = _file_store(tmp_path / name, term=2, data_size=1 << 13,
+                            store_class=classes[0], state_class=classes[1])
+        table = {("T1", 1): 9, ("X", 0): 3, (f"T{(queues - 1) % 70}", queues - 1): 4}
+        queues_store = _Store(*room, str(tmp_path))
+        cl = _commit_log(store, table, queues_store, 3000)
+        reads, sizes, counts = _serve(store_plain, cl, sends, born)
+        entries = [store.get(i) for i in range(store.ledger_end_index + 1)]
+        kept = list(store._recent)
+        store.member_state.role = Role.FOLLOWER
+        refused = store_plain(cl, sends[:3], 0, born, NOW, HOST_HEX, TAILS, {}, {})
+        outs.append(([(n, a and dataclasses.astuple(a), b and dataclasses.astuple(b), answers)
+                      for n, a, b, answers in reads], sizes, counts, list(table.items()),
+                     queues_store.state(), [dataclasses.astuple(e) for e in entries],
+                     [dataclasses.astuple(e) for e in kept], _run_state(store), refused))
+        if name == "c":
+            # (entries made in place hold ints and bytes alone: left out of the
+            # collector's walks; the few appended where a file ends are not)
+            assert all(type(e) is Entry for e in kept)
+            assert sum(gc.is_tracked(e) for e in kept) <= \
+                min(len(store.data.mapped_files) + len(store.index.mapped_files), len(kept) - 1)
+            # (the push JSON of a leader with followers kept by each entry made in place)
+            assert all(e.wire == Entry(e.index, e.term, e.body, e.pos).json_bytes()
+                       for e in kept if gc.is_tracked(e) is False)
+        store.shutdown()
     assert outs[0] == outs[1]
+    reads = outs[0][0]
+    assert outs[0][-1] == (0, None, None, b"")
+    stored = sum(r[0] for r in reads)
+    if room[1] is None:
+        assert stored == len(sends) - 1  # all but the one too big
+        assert len(outs[0][7][0][0]) > 2  # across data files' ends
+    else:
+        assert 0 < stored < min(3 * 16, len(sends) - 1)  # refused once the disk is full
+    made = outs[0][4]
+    assert sum(len(files) for _t, _q, files in made[0]) >= min(queues, 3)
+    assert sum(n for (_code, _oneway), n in outs[0][2]) == stored + 4
+
+
+def test_a_reads_answers_are_response_frame() -> None:
+    """``plain_answers`` (the twin's): ``response_frame`` per answered send
+    (JSON and ROCKETMQ headers, oneway sends skipped, large offsets)."""
+    sends, stored = [], []
+    for i in range(12):
+        flag = RPC_ONEWAY if i % 5 == 3 else 0
+        sends.append((100 * i, 310, flag, 7000 + i, i % 2, "T", i % 8))
+        stored.append((None, (1 << 40) + 977 * i if i % 4 else i, 2**33 + i, 1200))
+    assert plain_answers(HOST_HEX, TAILS, sends, stored) == b"".join(
+        response_frame(HOST_HEX, put[1], send[6], put[2], send[3], TAILS[send[4]], send[4])
+        for send, put in zip(sends, stored, strict=True) if not send[2] & RPC_ONEWAY)
+    assert plain_answers(HOST_HEX, TAILS, sends[:0], stored) == b""
+
+
+@pytest.mark.compiled_only
+def test_store_plain_refuses_bad_tails_before_storing(tmp_path) -> None:
+    store = _file_store(tmp_path, term=2)
+    cl = _commit_log(store, {}, _Store(*ROOMS[0], str(tmp_path)), 4 << 20)
+    for bad in ((TAILS[0],), (TAILS[0], None)):
+        with pytest.raises(TypeError):
+            _LANE.store_plain(cl, _sends()[:2], 0, _hosts()[0], NOW, HOST_HEX, bad, {}, {})
+    assert store.ledger_end_index == -1
+    store.shutdown()
 
 
 def _plain(index: int, size: int) -> SimpleNamespace:

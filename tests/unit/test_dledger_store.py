@@ -4,15 +4,12 @@ inspector on a DLedger store holding commit-log records."""
 
 from __future__ import annotations
 
-import dataclasses
-import gc
 import os
 import random
 import struct
 
 import pytest
 
-from rmq._fast import compiled_or_none
 from rmq.common.message_id import socket_address_bytes
 from rmq.dledger import mmap_store
 from rmq.dledger.commit_log import _RecordWriter
@@ -33,9 +30,6 @@ from rmq.store.inspect import inspect_store
 from rmq.store.inspect import main as inspect_main
 
 pytestmark = pytest.mark.timeout(60)
-
-_APPEND = compiled_or_none("dledger_append")
-
 
 def test_entry_layout_is_dledgers():
     entry = Entry(index=7, term=3, body=b"hello", pos=4096, channel=0, chain_crc=11, body_crc=22)
@@ -295,33 +289,35 @@ def _hosts() -> tuple[bytes, bytes]:
     return socket_address_bytes(("127.0.0.1", 4000)), socket_address_bytes(("127.0.0.1", 10911))
 
 
-@pytest.mark.skipif(_APPEND is None, reason="compiled extensions not built")
 @pytest.mark.parametrize("room", [20_000, 5_000, 1_000, 0])
-def test_write_entries_compiled_and_twin_write_the_same(room):
-    """``write_entries``: the same data and index bytes, entries and counts from
-    the compiled writer and its twin, stopping where the room ends."""
+def test_write_entries_stops_where_the_room_ends(room):
+    """``write_entries`` (the twin of the lane's compiled writer, which
+    ``test_dledger_plain_runs`` compares with it): the leading entries that
+    leave a blank's room in the data file and whose index units fit, the
+    bytes it wrote counted; a place outside a file or a send whose sizes do
+    not add up refused."""
     born4, store = _hosts()
     born6 = socket_address_bytes(("::1", 4000))
-    results = []
-    for write in (_APPEND.write_entries, mmap_store._write_entries):
-        for born in (born4, born6):
-            sends = _sends(40, len(born) == 20)
-            data, index = bytearray(room + 100), bytearray(32 * 30 + 16)
-            got = write(data, 50, 8192 + 50, room, index, 16, 32 * 30, 77, 3, born, store,
-                        1_700_000_000_123, sends, Entry)
-            results.append((bytes(data), bytes(index), got[1], got[2],
-                            [(e.index, e.term, e.body, e.pos, e.size) for e in got[0]]))
-    assert results[:2] == results[2:]
-    made = len(results[0][4])
-    assert made == {20_000: 30, 0: 0}.get(room, made) and made <= 30  # the index room ends a run
+    for born in (born4, born6):
+        sends = _sends(40, len(born) == 20)
+        data, index = bytearray(room + 100), bytearray(32 * 30 + 16)
+        entries, used, iused = mmap_store.write_entries(
+            data, 50, 8192 + 50, room, index, 16, 32 * 30, 77, 3, born, store,
+            1_700_000_000_123, sends, Entry)
+        made = len(entries)
+        assert made == {20_000: 30, 0: 0}.get(room, made) and made <= 30  # the index room ends
+        assert used == sum(e.size for e in entries) <= room and iused == 32 * made
+        assert [e.index for e in entries] == list(range(77, 77 + made))
+        assert data[:50] == bytes(50) and data[50 + used:] == bytes(len(data) - 50 - used)
+        if made < 30:  # the next one would not have left a blank's room
+            assert used + sends[made][9] + BODY_OFFSET + 8 > room
     with pytest.raises(ValueError):
-        _APPEND.write_entries(bytearray(10), 0, 0, 11, bytearray(32), 0, 32, 0, 1, store, store,
-                              0, [], Entry)
+        mmap_store.write_entries(bytearray(10), 0, 0, 11, bytearray(32), 0, 32, 0, 1, store,
+                                 store, 0, [], Entry)
     bad = _sends(1)[0][:9] + (1,)
-    for write in (_APPEND.write_entries, mmap_store._write_entries):
-        with pytest.raises(ValueError):
-            write(bytearray(4096), 0, 0, 4096, bytearray(64), 0, 64, 0, 1, store, store, 0,
-                  [bad], Entry)
+    with pytest.raises(ValueError):
+        mmap_store.write_entries(bytearray(4096), 0, 0, 4096, bytearray(64), 0, 64, 0, 1, store,
+                                 store, 0, [bad], Entry)
 
 
 def test_a_leaders_run_is_what_append_in_place_writes(tmp_path):
@@ -357,102 +353,12 @@ def test_a_leaders_run_is_what_append_in_place_writes(tmp_path):
         store.shutdown()
 
 
-class _StoreByAttributes(DLedgerMmapFileStore):
-    """A store whose fields the compiled append does not take at their
-    slots (a ``__setattr__`` of its own): read and set through its
-    attributes."""
-
-    def __setattr__(self, name, value):
-        object.__setattr__(self, name, value)
-
-
-class _StateByAttributes(MemberState):
-    """A member state read and set through its attributes (as above)."""
-
-    def __setattr__(self, name, value):
-        object.__setattr__(self, name, value)
-
-
-def _run_state(store: DLedgerMmapFileStore) -> tuple:
-    """What an append leaves: the files, the ledger's ends, the member
-    state's, the kept entries."""
-    ms = store.member_state
-    return (_files(store), store.ledger_begin_index, store.ledger_end_index,
-            store.ledger_end_term, ms.ledger_end_index, ms.ledger_end_term,
-            [(mf.wrote_position, mf.committed_position)
-             for q in (store.data, store.index) for mf in q.mapped_files],
-            [e.index for e in store._recent], store._recent_first, store._recent_bytes)
-
-
-@pytest.mark.compiled_only
-@pytest.mark.parametrize("classes", [(DLedgerMmapFileStore, MemberState),
-                                     (_StoreByAttributes, _StateByAttributes),
-                                     (DLedgerMmapFileStore, _StateByAttributes)])
-def test_append_run_compiled_and_twin_leave_the_same(tmp_path, classes):
-    """``append_run``: the compiled one (fields at their slots, or through
-    the attributes for other classes) and its twin write the same files,
-    entries, ledger ends and kept entries, across data and index files'
-    ends, and refuse alike."""
-    born, host = _hosts()
-    sends = _sends(150)
-    now = 1_700_000_000_000
-    got = []
-    for name, run in (("c", _APPEND.append_run), ("t", mmap_store._append_run)):
-        store = _store(tmp_path / name, term=2, data_size=1 << 14, store_class=classes[0],
-                       state_class=classes[1])
-        done: list[Entry] = []
-        while len(done) < len(sends):
-            part = run(store, sends[len(done):len(done) + 20], born, host, now)
-            if not part:
-                part = [store.append_in_place(sends[len(done)][9],
-                                              _RecordWriter(sends[len(done)], born, now, host))]
-            done += part
-        assert len(store.data.mapped_files) > 3 and len(store.index.mapped_files) > 1
-        refused = []
-        for role, transferee in ((Role.FOLLOWER, None), (Role.LEADER, "n1")):
-            store.member_state.role = role
-            store.member_state.transferee = transferee
-            with pytest.raises(DLedgerError) as why:
-                run(store, sends[:2], born, host, now)
-            refused.append(why.value.code)
-        got.append(([(e.index, e.term, e.body, e.pos, e.size, e.wire) for e in done],
-                     _run_state(store), refused))
-        store.shutdown()
-    assert got[0] == got[1]
-    assert got[0][2] == [Code.NOT_LEADER, Code.LEADER_TRANSFERRING]
-
-
-@pytest.mark.compiled_only
-def test_write_entries_makes_whole_entries_without_their_init():
-    """The compiled writer sets an ``Entry``'s fields in place of its
-    ``__init__``: every field as the twin's entries have it (equal, the kept
-    push JSON unset), not tracked by the collector; a ``make_entry`` that is not such a class is called
-    with the same arguments."""
-    born, store = _hosts()
-    made = {}
-    for write in (_APPEND.write_entries, mmap_store._write_entries):
-        for maker in (Entry, lambda *args: args):
-            data, index = bytearray(40_000), bytearray(32 * 40)
-            made[(write, maker is Entry)] = write(data, 0, 0, 40_000, index, 0, 32 * 40, 5, 2,
-                                                  born, store, 1_700_000_000_123, _sends(12),
-                                                  maker)[0]
-    compiled, twin = made[(_APPEND.write_entries, True)], made[(mmap_store._write_entries, True)]
-    assert compiled == twin and len(compiled) == 12
-    assert all(type(e) is Entry and e.wire is None for e in compiled)
-    # (entries hold ints and bytes alone: the compiled writer leaves them out of
-    # the collector's walks)
-    assert not any(gc.is_tracked(e) for e in compiled)
-    assert [dataclasses.astuple(e) for e in compiled] == [dataclasses.astuple(e) for e in twin]
-    assert made[(_APPEND.write_entries, False)] == made[(mmap_store._write_entries, False)] == \
-        [dataclasses.astuple(e)[:9] for e in twin]
-
-
-@pytest.mark.parametrize("compiled", [pytest.param(True, marks=pytest.mark.compiled_only), False])
-def test_write_entries_with_wire_keeps_each_entrys_push_json(compiled):
+def test_write_entries_with_wire_keeps_each_entrys_push_json():
     """``wire`` (a leader with followers): each entry made carries the push
     JSON ``Entry.json_bytes`` makes of it afterwards, byte for byte; the same
-    entries and files as without."""
-    write = _APPEND.write_entries if compiled else mmap_store._write_entries
+    entries and files as without.  (The compiled writer's, whose entries
+    ``test_dledger_plain_runs`` compares with these, keep the same.)"""
+    write = mmap_store.write_entries
     born, store = _hosts()
     out = {}
     for wire in (False, True):

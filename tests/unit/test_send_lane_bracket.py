@@ -296,3 +296,43 @@ def test_the_broker_fields_the_lane_reads_every_read_are_slots() -> None:
     for cls, names in fields.items():
         for name in names:
             assert type(cls.__dict__.get(name)) is MemberDescriptorType, (cls, name)
+
+
+async def test_a_dledger_leaders_lane_leads_as_the_twin() -> None:
+    """``leads`` (the DLedger lane's check before it stores a read): the
+    compiled lane says what the twin says, True while the broker leads its
+    group of one and takes sends, False for each reason to decline -- the
+    general ones, an ASYNC_MASTER's role, a follower's, a leader handing
+    over."""
+    root = Path(tempfile.mkdtemp(prefix="lane-leads-"))
+    controller = await _controller(root, dledger=True)
+    try:
+        support = controller.send_lane_support
+        lanes = [send_lane.SendLane(support, MAX_FRAME)]
+        if FAST is not None:
+            lanes.append(FAST.SendLane(support, MAX_FRAME))
+        await wait_until(lambda: lanes[0].leads(), 30, 0.02, "the group's leadership")
+        assert [lane.leads() for lane in lanes] == [True] * len(lanes)
+        ms = support.cl.server.member_state
+
+        def setter(obj: Any, name: str, value: Any) -> tuple[Callable[[], Any],
+                                                              Callable[[], Any]]:
+            old = getattr(obj, name)
+            return (lambda: setattr(obj, name, value)), (lambda: setattr(obj, name, old))
+
+        declines = [d for d in _declines(controller)
+                    if d[0] not in ("sync master", "index keys unfinished")]
+        declines += [("async master", *setter(support.cfg, "brokerRole",
+                                              BrokerRole.ASYNC_MASTER)),
+                     ("follower", *setter(ms, "role", type(ms.role).FOLLOWER)),
+                     ("handing over", *setter(ms, "transferee", "n1"))]
+        for name, apply, undo in declines:
+            apply()
+            try:
+                assert [lane.leads() for lane in lanes] == [False] * len(lanes), name
+            finally:
+                undo()
+            assert [lane.leads() for lane in lanes] == [True] * len(lanes), name
+    finally:
+        await _shutdown(controller)
+        shutil.rmtree(root, ignore_errors=True)
