@@ -35,10 +35,11 @@ def cluster(tmp_path_factory):
         c.stop()
 
 
-def _locust(cluster: Cluster, tmp_path: Path, *extra: str, seconds: int = 8) -> dict[str, dict]:
+def _locust(cluster: Cluster, tmp_path: Path, *extra: str, seconds: int = 12) -> dict[str, dict]:
     """Run locust headless; returns the stats CSV rows by request type.  The
     run is long enough for the users' first requests on a loaded machine (runs
-    of 3-4 s there once ended before any user had made one)."""
+    of 3-4 s there once ended before any user had made one, and one of 8 s
+    at a load of five times the cores)."""
     stem = tmp_path / "run"
     cmd = [LOCUST, "-f", str(ROOT / "bench" / "locustfile.py"), "--headless", "-u", "2",
            "-r", "2", "-t", f"{seconds}s", "--csv", str(stem), "--only-summary",
