@@ -220,7 +220,16 @@ def test_thread_cpu_by_native_name():
 
     t = threading.Thread(target=burn)
     t.start()
-    time.sleep(0.3)
+    # (burn until the thread has had a tenth of a second of CPU, up to 10 s: a
+    # loaded machine gives it less than its wall time)
+    tick = os.sysconf("SC_CLK_TCK")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        burnt = [ticks for name, ticks in thread_cpu_ticks(pid).values()
+                 if name == "GroupCommitServ"]
+        if burnt and burnt[0] > tick // 10:
+            break
     names = {name for name, _ticks in thread_cpu_ticks(pid).values()}
     seconds = window.end()
     stop.set()
