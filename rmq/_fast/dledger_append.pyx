@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """A DLedger leader's plain sends of one read stored in one call
 (``c_append_plain``, the compiled ``DLedgerCommitLog.append_plain``, for
-the send lane's ``store_plain``), and a follower's pushed entries written
+the send lane's ``store_read``), and a follower's pushed entries written
 in one call (``write_rows``).
 
 Each send's record and queue are kept in C arrays (no Python row per
@@ -102,8 +102,8 @@ cdef enum:
 
 
 cdef struct Rec:
-    # a send's record as ``c_write_entries`` writes it (the bytes borrowed:
-    # held by the send and the read's encoded topics)
+    # a send's record as ``c_write_entries`` writes it (the bytes borrowed
+    # from the send's ``Plain``: held by the lane's read)
     PyObject* topic_b
     const uint8_t* topic
     Py_ssize_t topic_len
@@ -470,7 +470,7 @@ def write_rows(data, Py_ssize_t at, int64_t pos, Py_ssize_t room, index,
 
 
 # A DLedger leader's plain sends of one read stored in one call
-# (``c_append_plain``, for the send lane's ``store_plain``): each send's record
+# (``c_append_plain``, for the send lane's ``store_read``): each send's record
 # in a ``Rec`` and its queue's next offset in a ``QKey`` -- C arrays, no
 # Python row per send --, the records written from the sends' own bytes.
 # ``bind_commit_log`` hands over what rmq.dledger.commit_log owns.
@@ -526,41 +526,29 @@ cdef Py_ssize_t new_key(QKey* keys, Py_ssize_t k, dict table, object topic, obje
     return k
 
 
-cdef Py_ssize_t plain_rows(list sends, Py_ssize_t n, int32_t host_bits, dict table,
+cdef Py_ssize_t plain_rows(const Plain* sends, Py_ssize_t n, int32_t host_bits, dict table,
                            Py_ssize_t max_body, Py_ssize_t limit, Rec* recs, QKey* keys,
-                           Py_ssize_t* nk, list topics, int64_t* total_keys) except -1:
-    """``recs`` of the leading ``sends`` (``plain_sends``' readings), each
-    with its queue offset (its queue's next in ``table``, counting the sends
+                           Py_ssize_t* nk, list qids, int64_t* total_keys) except -1:
+    """``recs`` of the leading ``sends`` (the lane's readings), each with
+    its queue offset (its queue's next in ``table``, counting the sends
     before it): stops before the first send too big for ``max_body`` or for
-    a data file (``limit``).  Each topic is encoded once per run of sends of
-    it (kept in ``topics``).  Returns how many; their index keys summed in
+    a data file (``limit``).  The queue ids met are made numbers once per
+    queue (kept in ``qids``).  Returns how many; their index keys summed in
     ``total_keys``."""
     cdef Py_ssize_t i, j, k, size
-    cdef int32_t qid
-    cdef tuple s
-    cdef bytes topic_b = None, body, props
-    cdef object last_topic = None
-    cdef int32_t sys_flag
+    cdef int32_t qid, sys_flag
     cdef dict index = None
+    cdef const Plain* s
     cdef Rec* r
     for i in range(n):
-        s = sends[i]
-        topic = s[5]
-        if last_topic is None or not same_obj(<PyObject*>last_topic, topic):
-            topic_b = (<str?>topic).encode()
-            topics.append(topic_b)
-            last_topic = topic
-        body = s[11]
-        props = s[12]
-        if body is None or props is None:
-            raise TypeError("a send's body and properties are bytes")
-        sys_flag = <int32_t>s[7] | host_bits
-        size = c_record_size(sys_flag, PyBytes_GET_SIZE(body), PyBytes_GET_SIZE(topic_b),
-                             PyBytes_GET_SIZE(props))
-        if PyBytes_GET_SIZE(body) > max_body or size > max_body + 65536 or size > limit:
+        s = &sends[i]
+        topic = <object>s.topic
+        sys_flag = s.sys_flag | host_bits
+        size = c_record_size(sys_flag, s.body_len, PyBytes_GET_SIZE(<object>s.topic_b),
+                             s.props_len)
+        if s.body_len > max_body or size > max_body + 65536 or size > limit:
             return i
-        qid_obj = s[6]
-        qid = qid_obj
+        qid = s.qid
         k = -1
         if index is None:  # (a read meets a few queues: looked for in the array)
             for j in range(nk[0]):
@@ -568,10 +556,12 @@ cdef Py_ssize_t plain_rows(list sends, Py_ssize_t n, int32_t host_bits, dict tab
                     k = j
                     break
         else:
-            got = index.get((topic, qid_obj))
+            got = index.get((topic, qid))
             if got is not None:
                 k = got
         if k < 0:
+            qid_obj = qid
+            qids.append(qid_obj)
             k = new_key(keys, nk[0], table, topic, qid_obj, qid, i)
             nk[0] += 1
             if index is not None:
@@ -581,23 +571,23 @@ cdef Py_ssize_t plain_rows(list sends, Py_ssize_t n, int32_t host_bits, dict tab
                 for j in range(nk[0]):
                     index[(<object>keys[j].topic, <object>keys[j].qid_obj)] = j
         r = &recs[i]
-        r.topic_b = <PyObject*>topic_b
-        r.topic = <const uint8_t*>PyBytes_AS_STRING(topic_b)
-        r.topic_len = PyBytes_GET_SIZE(topic_b)
-        r.body = <const uint8_t*>PyBytes_AS_STRING(body)
-        r.body_len = PyBytes_GET_SIZE(body)
-        r.props = <const uint8_t*>PyBytes_AS_STRING(props)
-        r.props_len = PyBytes_GET_SIZE(props)
+        r.topic_b = s.topic_b
+        r.topic = <const uint8_t*>PyBytes_AS_STRING(<object>s.topic_b)
+        r.topic_len = PyBytes_GET_SIZE(<object>s.topic_b)
+        r.body = s.body
+        r.body_len = s.body_len
+        r.props = s.props
+        r.props_len = s.props_len
         r.qid = qid
-        r.flag = <int32_t>s[9]
+        r.flag = s.mflag
         r.sys_flag = sys_flag
-        r.reconsume = <int32_t>s[10]
-        r.born_ts = <int64_t>s[8]
+        r.reconsume = s.reconsume
+        r.born_ts = s.born_ts
         r.size = size
         r.key = k
         r.qoff = keys[k].next
         keys[k].next += 1
-        total_keys[0] += <int64_t>s[13]
+        total_keys[0] += s.nkeys
     return n
 
 
@@ -645,10 +635,12 @@ cdef bint room_covered(room, const QKey* keys, Py_ssize_t nk, int64_t total_keys
     return room.keys_covered(total_keys) if total_keys else True
 
 
-cdef inline tuple row_of(const Rec* r, tuple s):
-    """The record ``r`` of send ``s`` as ``_write_entries``' tuple (one
-    written where a file ends)."""
-    return (<object>r.topic_b, s[6], s[9], r.qoff, r.sys_flag, s[8], s[10], s[11], s[12], r.size)
+cdef inline tuple row_of(const Rec* r):
+    """The record ``r`` as ``_write_entries``' tuple (one written where a
+    file ends)."""
+    return (<object>r.topic_b, r.qid, r.flag, r.qoff, r.sys_flag, r.born_ts, r.reconsume,
+            PyBytes_FromStringAndSize(<const char*>r.body, r.body_len),
+            PyBytes_FromStringAndSize(<const char*>r.props, r.props_len), r.size)
 
 
 cdef inline object pos_of(entry):
@@ -657,8 +649,8 @@ cdef inline object pos_of(entry):
                         else -1, "pos")
 
 
-cdef list c_append_plain(cl, list sends, int32_t host_bits, bytes born, int64_t now,
-                         Put* puts):
+cdef list c_append_plain(cl, const Plain* sends, Py_ssize_t n, int32_t host_bits, bytes born,
+                         int64_t now, Put* puts):
     """The compiled ``DLedgerCommitLog.append_plain``: the leading ``sends``
     appended as ``put_message`` appends each, for the leader's send lane.
     Returns the entries made for the leading ones stored, and each one's
@@ -670,24 +662,23 @@ cdef list c_append_plain(cl, list sends, int32_t host_bits, bytes born, int64_t 
     file ends), each stored queue's next offset set in the topic queue
     table once (in the order first met, as its twin's per-send writes leave
     it)."""
-    cdef Py_ssize_t n = len(sends), nr, nk = 0, done = 0, i, k, ns
+    cdef Py_ssize_t nr, nk = 0, done = 0, i, k, ns
     cdef int64_t total_keys = 0
-    cdef list topics = [], entries = [], part
+    cdef list qids = [], entries = [], part
     cdef dict table = cl.topic_queue_table
     cdef Rec* recs = <Rec*>PyMem_Malloc((n if n else 1) * sizeof(Rec))
     cdef QKey* keys = <QKey*>PyMem_Malloc((n if n else 1) * sizeof(QKey))
-    cdef tuple s
     try:
         if recs == NULL or keys == NULL:
             raise MemoryError()
         nr = plain_rows(sends, n, host_bits, table, cl.config.maxMessageSize,
-                        cl.file_size - 8 - BODY_OFFSET, recs, keys, &nk, topics, &total_keys)
+                        cl.file_size - 8 - BODY_OFFSET, recs, keys, &nk, qids, &total_keys)
         # the dispatch room: once per queue when nothing has to be made, else send by send
         room = cl.store.dispatch_room
         if not room_covered(room, keys, nk, total_keys):
             for i in range(nr):
-                s = sends[i]
-                if not room.reserve(s[5], s[6], recs[i].qoff, 1, s[13]):
+                if not room.reserve(<object>sends[i].topic, recs[i].qid, recs[i].qoff, 1,
+                                    sends[i].nkeys):
                     nr = i
                     break
         store_host = cl.store_host_field
@@ -697,7 +688,7 @@ cdef list c_append_plain(cl, list sends, int32_t host_bits, bytes born, int64_t 
                 part = c_append_run(dledger, recs + done, nr - done, born, store_host, now)
                 if not part:  # a file to close or make first: this one the usual way
                     part = [dledger.append_in_place(
-                        recs[done].size, _record_writer(row_of(&recs[done], sends[done]), born, now,
+                        recs[done].size, _record_writer(row_of(&recs[done]), born, now,
                                                         store_host))]
                 entries.extend(part)
                 done += len(part)

@@ -26,7 +26,7 @@ from libc.string cimport memcmp, memcpy, memset
 from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
 from rmq._fast.byteorder cimport get32, get64, put32, put64
-from rmq._fast.dledger_append cimport Put, c_append_plain
+from rmq._fast.dledger_append cimport Plain, Put, c_append_plain
 from rmq._fast.lane_runs import put_counts
 from rmq.common.message import PERM_WRITE
 from rmq.common.topic_config import MULTI_TAG
@@ -96,6 +96,7 @@ cdef enum:
     MAX_TOPIC = 127
     MAX_PROPS = 32767
     RESPONSE_ROOM = 160  # a response without the tail and the host hex
+    ANSWERED_SIZE = 9    # an answered send's (opaque, serialize type): struct "<qB"
 
 cdef const char *HEX = b"0123456789ABCDEF"
 cdef const char *V1_NAMES[NF]
@@ -1084,63 +1085,157 @@ cdef class SendLane:
                 stats.add_pending_put(q.key[0], q.key[1], nums, size, events)
 
     def plain_sends(self, bytes cluster not None, buf, Py_ssize_t pos, Py_ssize_t end):
-        """The plain single sends at the start of ``buf[pos:end]`` (a DLedger
-        leader's lane), each read as ``serve`` reads it, with the same checks,
-        without storing it: a list of readings (frame end, code, flag, opaque,
-        serialize type, topic, queue id, sysFlag without the host bits
-        (MULTI_TAGS set for such a topic), born timestamp, flag, reconsume
-        times, body, stored properties, index keys) up to the first frame the
-        lane leaves to the general path (a batch included).  One call a read
-        (the buffer held once; each topic's settings asked for once in it);
-        ``cluster`` is the broker's cluster name, as the stored properties
-        carry it."""
+        """The plain single sends at the start of ``buf[pos:end]`` as
+        ``store_read`` reads them (``plain_read``), each as the twin's
+        ``plain_sends`` gives it: (frame end, code, flag, opaque, serialize
+        type, topic, queue id, sysFlag without the host bits (MULTI_TAGS set
+        for such a topic), born timestamp, flag, reconsume times, body,
+        stored properties, index keys), up to the first frame the lane
+        leaves to the general path (a batch included); ``cluster`` is the
+        broker's cluster name, as the stored properties carry it."""
         cdef Py_buffer view
-        cdef list sends = []
-        self.read_id += 1
-        self.topic_table = None  # (a topic's settings asked of the support)
+        cdef Plain* sends = NULL
+        cdef Py_ssize_t i, n
+        cdef Plain* p
+        cdef Out props = Out()
         PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
         try:
-            if pos < 0 or end > view.len or pos > end:
-                raise ValueError("pos/end outside the buffer")
-            while True:
-                send = self.plain_one(<const uint8_t*>view.buf, pos, end, cluster)
-                if send is None:
-                    return sends
-                sends.append(send)
-                pos = (<tuple>send)[0]
+            n = self.plain_read(&sends, props, [], cluster, &view, pos, end)
+            set_props(sends, n, props)
+            out = []
+            for i in range(n):
+                p = &sends[i]
+                out.append((p.frame_end, p.code, p.flag, p.opaque, p.stype, <object>p.topic,
+                            p.qid, p.sys_flag, p.born_ts, p.mflag, p.reconsume,
+                            PyBytes_FromStringAndSize(<const char*>p.body, p.body_len),
+                            PyBytes_FromStringAndSize(<const char*>p.props, p.props_len),
+                            p.nkeys))
+            return out
         finally:
+            PyMem_Free(sends)
             PyBuffer_Release(&view)
 
-    cdef object plain_one(self, const uint8_t* b, Py_ssize_t pos, Py_ssize_t end, bytes cluster):
-        """``plain_sends``' reading of the frame at ``b[pos:end]``, None when
-        the lane leaves it to the general path."""
+    def store_read(self, bytes cluster not None, buf, Py_ssize_t pos, Py_ssize_t end, cl,
+                   int32_t host_bits, bytes born not None, int64_t now, bytes host_hex not None,
+                   tuple tails not None, dict sizes not None, dict counts not None):
+        """A DLedger leader's lane's read in one call: its leading plain
+        sends read (``plain_read``: into a C array, no Python object per
+        send), and while the broker ``leads``, stored by the commit log
+        ``cl`` (``c_append_plain``, the compiled
+        ``DLedgerCommitLog.append_plain``: each body copied once, into its
+        entry; ``born`` the stored born-host field, ``host_bits`` its sysFlag
+        bits, ``now`` the store timestamp), counted (``tally_puts``) and
+        answered (``answer_puts``: ``host_hex`` the message ids' host part,
+        ``tails`` the JSON and the ROCKETMQ header tails).  Returns (sends
+        stored, the end of the last one's frame, the first and last entry,
+        the answers joined, the answered sends' (opaque, serialize type)
+        packed as ``ANSWERED``).  The twin of
+        ``rmq.broker.dledger_lane._store_read``."""
+        cdef Py_buffer view
+        cdef Plain* sends = NULL
+        cdef Py_ssize_t n, ns
+        cdef Put* puts = NULL
+        cdef Out props = Out()
+        cdef list topics = []
+        if len(tails) != 2 or type(tails[0]) is not bytes or type(tails[1]) is not bytes:
+            raise TypeError("tails: the JSON and the ROCKETMQ tail, bytes")
+        PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+        try:
+            n = self.plain_read(&sends, props, topics, cluster, &view, pos, end)
+            if n == 0 or not self.leads():
+                return 0, pos, None, None, b"", b""
+            set_props(sends, n, props)
+            puts = <Put*>PyMem_Malloc(n * sizeof(Put))
+            if puts == NULL:
+                raise MemoryError()
+            entries = c_append_plain(cl, sends, n, host_bits, born, now, puts)
+            ns = len(entries)
+            if ns == 0:
+                return 0, pos, None, None, b"", b""
+            tally_puts(sends, puts, ns, sizes, counts)
+            answers, answered = answer_puts(host_hex, tails, sends, puts, ns)
+            return ns, sends[ns - 1].frame_end, entries[0], entries[ns - 1], answers, answered
+        finally:
+            PyMem_Free(puts)
+            PyMem_Free(sends)
+            PyBuffer_Release(&view)
+
+    cdef Py_ssize_t plain_read(self, Plain** sends, Out props, list topics, bytes cluster,
+                               Py_buffer* view, Py_ssize_t pos, Py_ssize_t end) except -1:
+        """The plain single sends at the start of ``view[pos:end]`` into
+        ``sends[0]`` (made here, freed by the caller), each read as ``serve``
+        reads it, with the same checks, up to the first frame the lane
+        leaves to the general path (a batch included): how many.  Their
+        stored properties are written one after the other into ``props``
+        (placed by ``set_props`` once all are read), their topics held in
+        ``topics``.  One call a read (each topic's settings asked for once
+        in it)."""
+        cdef Py_ssize_t n = 0, cap = 16
+        cdef Plain* grown
+        if pos < 0 or end > view.len or pos > end:
+            raise ValueError("pos/end outside the buffer")
+        self.read_id += 1
+        self.topic_table = None  # (a topic's settings asked of the support)
+        sends[0] = <Plain*>PyMem_Malloc(cap * sizeof(Plain))
+        if sends[0] == NULL:
+            raise MemoryError()
+        while True:
+            if n == cap:
+                cap *= 2
+                grown = <Plain*>PyMem_Realloc(sends[0], cap * sizeof(Plain))
+                if grown == NULL:
+                    raise MemoryError()
+                sends[0] = grown
+            if not self.plain_one(<const uint8_t*>view.buf, pos, end, cluster, props, topics,
+                                  &sends[0][n]):
+                return n
+            pos = sends[0][n].frame_end
+            n += 1
+
+    cdef bint plain_one(self, const uint8_t* b, Py_ssize_t pos, Py_ssize_t end, bytes cluster,
+                        Out props, list topics, Plain* p) except -1:
+        """``plain_read``'s reading of the frame at ``b[pos:end]`` into
+        ``p`` (its stored properties appended to ``props``, placed later by
+        ``set_props``); False when the lane leaves it to the general
+        path."""
         cdef Head h
         cdef SendFields s
         cdef SendProps sp
         cdef CTopic t
         cdef Py_ssize_t clen = PyBytes_GET_SIZE(cluster)
-        cdef Py_ssize_t n, plen, nkeys
+        cdef Py_ssize_t n, plen
         if not read_head(b, pos, end, self.max_frame, &h) or h.code == SEND_BATCH:
-            return None
+            return False
         t = self.fields(&h, &s)
         if t is None:
-            return None
-        n = self.props_text(s.props, s.props.s.n + clen + 16
-                            if s.props.kind == JV_STR else 64 + clen)
+            return False
+        n = self.props_text(s.props, 0)
         if n < 0:
-            return None
-        self.room(2 * n + clen + 16)
+            return False
+        props.reserve(n + clen + 16)
         plen = send_props(<const char*>self.scratch, n, PyBytes_AS_STRING(cluster), clen,
-                          <char*>self.scratch + n, &sp)
+                          <char*>props.data + props.n, &sp)
         if plen < 0 or sp.special or plen > MAX_PROPS:
-            return None
-        nkeys = (1 if sp.uniq_at >= 0 else 0) + \
+            return False
+        p.props_len = plen
+        p.nkeys = (1 if sp.uniq_at >= 0 else 0) + \
             (count_keys(self.scratch + sp.keys_at, sp.keys_len) if sp.keys_at >= 0 else 0)
-        return (h.frame_end, h.code, h.flag, h.opaque, h.stype, t.name, s.qid,
-                (s.sys_flag & ~0x30) | (MULTI_TAGS_FLAG if t.multi else 0), s.born_ts,
-                s.mflag, s.reconsume,
-                PyBytes_FromStringAndSize(<const char*>h.body, h.body_len),
-                PyBytes_FromStringAndSize(<const char*>self.scratch + n, plen), nkeys)
+        props.n += plen
+        if not topics or topics[len(topics) - 1] is not t:
+            topics.append(t)  # (held while the read's sends borrow its name)
+        p.topic = <PyObject*>t.name
+        p.topic_b = <PyObject*>t.name_b
+        p.body = h.body
+        p.body_len = h.body_len
+        p.props = NULL
+        p.qid = <int32_t>s.qid
+        p.mflag = <int32_t>s.mflag
+        p.sys_flag = <int32_t>((s.sys_flag & ~0x30) | (MULTI_TAGS_FLAG if t.multi else 0))
+        p.reconsume = <int32_t>s.reconsume
+        p.born_ts = s.born_ts
+        p.code, p.flag, p.opaque, p.stype = h.code, h.flag, h.opaque, h.stype
+        p.frame_end = h.frame_end
+        return True
 
     def leads(self):
         """``SendLane.leads`` (its twin, check for check): for a DLedger
@@ -1620,13 +1715,25 @@ cdef inline uint8_t* rmq_entry(uint8_t* p, const char* key, Py_ssize_t klen,
     return stop
 
 
+cdef void set_props(Plain* sends, Py_ssize_t n, Out props) noexcept:
+    """Each of ``sends[:n]``' stored properties placed in ``props``, where
+    ``plain_read`` wrote them one after the other (the buffer may have moved
+    as it grew)."""
+    cdef Py_ssize_t i, at = 0
+    for i in range(n):
+        sends[i].props = props.data + at
+        at += sends[i].props_len
+
+
 cdef enum:
-    MAX_TALLY = 64  # distinct topics (or codes) a read's stored sends are counted by in C
+    MAX_TALLY = 64  # distinct topics a read's stored sends are counted by in C
 
 
 cdef struct Tally:
-    # a topic (or a request code and oneway) of a read's stored sends, borrowed from a send
+    # a topic of a read's stored sends (borrowed from a send), or a request
+    # code and oneway
     PyObject* key
+    int64_t code
     int oneway
     int64_t count, size
 
@@ -1638,136 +1745,119 @@ cdef inline bint same_key(PyObject* a, object b) except -1:
     return (<object>a) == b
 
 
-cdef inline int tally_slot(Tally* t, int* n, object key, int oneway) except -2:
-    """The place of (``key``, ``oneway``) in ``t[:n]``, added when met
-    first; -1 when ``MAX_TALLY`` others are there already."""
+cdef inline int topic_slot(Tally* t, int* n, object key) except -2:
+    """The place of ``key`` in ``t[:n]``, added when met first; -1 when
+    ``MAX_TALLY`` others are there already."""
     cdef int k
     for k in range(n[0]):
-        if t[k].oneway == oneway and same_key(t[k].key, key):
+        if same_key(t[k].key, key):
             return k
     if n[0] == MAX_TALLY:
         return -1
     k = n[0]
     n[0] += 1
     t[k].key = <PyObject*>key
-    t[k].oneway = oneway
     t[k].count = t[k].size = 0
     return k
 
 
-cdef int tally_puts(list sends, const Put* puts, Py_ssize_t n, dict sizes,
+cdef inline int code_slot(Tally* t, int* n, int64_t code, int oneway) noexcept:
+    """The place of (``code``, ``oneway``) in ``t[:n]`` (of at most four:
+    the single sends' two codes, each oneway or not), added when met
+    first."""
+    cdef int k
+    for k in range(n[0]):
+        if t[k].code == code and t[k].oneway == oneway:
+            return k
+    k = n[0]
+    n[0] += 1
+    t[k].code = code
+    t[k].oneway = oneway
+    t[k].count = 0
+    return k
+
+
+cdef int tally_puts(const Plain* sends, const Put* puts, Py_ssize_t n, dict sizes,
                     dict counts) except -1:
     """Count the stored ``sends[:n]``: [messages, bytes] per topic in
     ``sizes`` (the put statistics), sends per (request code, oneway) in
     ``counts``; in C arrays first, then each added to its dict once (in the
-    order first met, as the twin's per-send updates leave them); more than
-    ``MAX_TALLY`` of either go send by send (``tally_each``)."""
+    order first met, as the twin's per-send updates leave them); a read of
+    more than ``MAX_TALLY`` topics counts them send by send."""
     cdef Tally topics[MAX_TALLY]
-    cdef Tally codes[MAX_TALLY]
+    cdef Tally codes[4]
     cdef int nt = 0, nc = 0, k
     cdef Py_ssize_t i
-    cdef tuple s
+    cdef bint each = False
     cdef list t
     for i in range(n):
-        s = sends[i]
-        k = tally_slot(topics, &nt, s[5], 0)
-        if k < 0:
-            return tally_each(sends, puts, n, sizes, counts)
-        topics[k].count += 1
-        topics[k].size += puts[i].size
-        k = tally_slot(codes, &nc, s[1], 1 if <int64_t>s[2] & RPC_ONEWAY else 0)
-        if k < 0:
-            return tally_each(sends, puts, n, sizes, counts)
+        k = code_slot(codes, &nc, sends[i].code, 1 if sends[i].flag & RPC_ONEWAY else 0)
         codes[k].count += 1
+        if not each:
+            k = topic_slot(topics, &nt, <object>sends[i].topic)
+            if k >= 0:
+                topics[k].count += 1
+                topics[k].size += puts[i].size
+                continue
+            each = True
+            nt = 0
+            for k in range(i):
+                add_size(sizes, <object>sends[k].topic, 1, puts[k].size)
+        add_size(sizes, <object>sends[i].topic, 1, puts[i].size)
     for k in range(nt):
-        topic = <object>topics[k].key
-        t = sizes.get(topic)
-        if t is None:
-            sizes[topic] = [topics[k].count, topics[k].size]
-        else:
-            t[0] += topics[k].count
-            t[1] += topics[k].size
+        add_size(sizes, <object>topics[k].key, topics[k].count, topics[k].size)
     for k in range(nc):
-        key = (<object>codes[k].key, codes[k].oneway == 1)
+        key = (codes[k].code, codes[k].oneway == 1)
         counts[key] = counts.get(key, 0) + codes[k].count
     return 0
 
 
-cdef int tally_each(list sends, const Put* puts, Py_ssize_t n, dict sizes,
-                    dict counts) except -1:
-    """``tally_puts`` send by send (a read of more than ``MAX_TALLY`` topics
-    or (code, oneway) pairs)."""
-    cdef Py_ssize_t i
-    cdef tuple s
-    cdef list t
-    for i in range(n):
-        s = sends[i]
-        t = sizes.get(s[5])
-        if t is None:
-            sizes[s[5]] = [1, puts[i].size]
-        else:
-            t[0] += 1
-            t[1] += puts[i].size
-        key = (s[1], bool(<int64_t>s[2] & RPC_ONEWAY))
-        counts[key] = counts.get(key, 0) + 1
+cdef inline int add_size(dict sizes, topic, int64_t count, int64_t size) except -1:
+    """``count`` messages of ``size`` bytes more of ``topic`` in ``sizes``."""
+    cdef list t = sizes.get(topic)
+    if t is None:
+        sizes[topic] = [count, size]
+    else:
+        t[0] += count
+        t[1] += size
     return 0
 
 
-cdef object answer_puts(bytes host_hex, tuple tails, list sends, const Put* puts,
-                        Py_ssize_t n):
+cdef tuple answer_puts(bytes host_hex, tuple tails, const Plain* sends, const Put* puts,
+                       Py_ssize_t n):
     """The SUCCESS frames of the stored ``sends[:n]``, joined, as
-    ``response_frame`` builds each; oneway sends get none."""
+    ``response_frame`` builds each, and the answered sends' (opaque,
+    serialize type) packed as ``ANSWERED`` (what a failed quorum wait
+    answers instead); oneway sends get none."""
     cdef Out o = Out()
-    cdef tuple send
+    cdef Out pairs = Out()
+    cdef const Plain* s
     cdef bytes tail
     cdef uint8_t* p
-    cdef int stype
+    cdef uint64_t v
+    cdef int j
     cdef Py_ssize_t i
     for i in range(n):
-        send = sends[i]
-        if <int64_t>send[2] & RPC_ONEWAY:
+        s = &sends[i]
+        if s.flag & RPC_ONEWAY:
             continue
-        stype = send[4]
-        if stype != 0 and stype != 1:
-            raise ValueError("serialize type %d" % stype)
-        tail = tails[stype]
+        if s.stype != 0 and s.stype != 1:
+            raise ValueError("serialize type %d" % s.stype)
+        tail = tails[s.stype]
         o.reserve(RESPONSE_ROOM + PyBytes_GET_SIZE(host_hex) + PyBytes_GET_SIZE(tail))
-        p = respond_head(o, host_hex, stype)
+        p = respond_head(o, host_hex, s.stype)
         put_hex16(p, puts[i].phy)
-        respond_tail(o, p + 16, send[6], puts[i].qoff, send[3], tail, stype)
+        respond_tail(o, p + 16, s.qid, puts[i].qoff, s.opaque, tail, s.stype)
+        pairs.reserve(ANSWERED_SIZE)
+        p = pairs.data + pairs.n
+        v = <uint64_t>s.opaque
+        for j in range(8):  # (little-endian: struct's "<qB")
+            p[j] = <uint8_t>(v >> (8 * j))
+        p[8] = <uint8_t>s.stype
+        pairs.n += ANSWERED_SIZE
     out = o.take()
-    return b"" if out is None else out
-
-
-def store_plain(cl, list sends not None, int32_t host_bits, bytes born not None, int64_t now,
-                bytes host_hex not None, tuple tails not None, dict sizes not None,
-                dict counts not None):
-    """A DLedger leader's lane's read in one call: the leading ``sends``
-    (``plain_sends``' readings) stored by the commit log ``cl``
-    (``c_append_plain``, the compiled ``DLedgerCommitLog.append_plain``;
-    ``born`` the stored born-host field, ``host_bits`` its sysFlag bits,
-    ``now`` the store timestamp), counted (``tally_puts``) and answered
-    (``answer_puts``: ``host_hex`` the message ids' host part, ``tails``
-    the JSON and the ROCKETMQ header tails) -- each stored send's offsets
-    kept in a C array, no Python tuple per send.  Returns (sends stored,
-    the first and last entry, the answers joined).  The twin of
-    ``rmq.broker.dledger_lane._store_plain``."""
-    cdef Py_ssize_t n = len(sends), ns
-    cdef Put* puts
-    if len(tails) != 2 or type(tails[0]) is not bytes or type(tails[1]) is not bytes:
-        raise TypeError("tails: the JSON and the ROCKETMQ tail, bytes")
-    puts = <Put*>PyMem_Malloc((n if n else 1) * sizeof(Put))
-    if puts == NULL:
-        raise MemoryError()
-    try:
-        entries = c_append_plain(cl, sends, host_bits, born, now, puts)
-        ns = len(entries)
-        if ns == 0:
-            return 0, None, None, b""
-        tally_puts(sends, puts, ns, sizes, counts)
-        return ns, entries[0], entries[ns - 1], answer_puts(host_hex, tails, sends, puts, ns)
-    finally:
-        PyMem_Free(puts)
+    answered = pairs.take()
+    return b"" if out is None else out, b"" if answered is None else answered
 
 
 cdef object field_text(Field* f):

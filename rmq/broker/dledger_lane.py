@@ -19,18 +19,21 @@ same dispatch room taken).  The read's answers are built as the send lane
 builds them (the general path's bytes) and held together on the group's
 quorum wait for its last entry: written in one go once a quorum holds the
 entries, or each replaced by the general path's failure answer when the
-wait fails.  Storing, counting and answering the read is one compiled call
-(``rmq._fast.send_lane.store_plain``: the sends' records, queues and
-offsets in C arrays, no Python row per send after its reading).  Statistics are counted once per topic per read.  The first frame the lane
-does not take -- or a put it cannot make (no longer the leader, a dispatch
-file that cannot be made, ...) -- ends its turn, and that frame and
-everything after it go the general way, which stores and answers them as
-before.  Batches go the general way.
+wait fails.  Reading, storing, counting and answering the read is one
+compiled call (``SendLane.store_read``: the sends' fields, records, queues
+and offsets in C arrays, no Python object per send, each body copied
+once, into its entry).  Statistics are counted once per topic per read.
+The first frame the lane does not take -- or a put it cannot make (no
+longer the leader, a dispatch file that cannot be made, ...) -- ends its
+turn, and that frame and everything after it go the general way, which
+stores and answers them as before.  Batches go the general way.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import struct
 import time
 from typing import Any
 
@@ -49,10 +52,12 @@ class DLedgerSendLane:
 
     def __init__(self, support: SendLaneSupport, max_frame: int) -> None:
         self.support = support
-        # the send lane's frame reader: compiled when built (its ``plain_sends``
-        # reads a read's frames in one call, without a Python object per
-        # field), else the twin
+        # the send lane's frame reader: compiled when built, else the twin
         self.frames = make_send_lane(support, max_frame)
+        # a read read, stored, counted and answered: in one call when compiled
+        # (``store_read``), else by the twin's readings (``_store_read``)
+        self._store = self.frames.store_read if _c is not None and \
+            isinstance(self.frames, _c.SendLane) else functools.partial(_store_read, self.frames)
         self._counts: dict[tuple[int, bool], int] = {}
 
     def served(self) -> list[tuple[int, bool, int]]:
@@ -65,9 +70,6 @@ class DLedgerSendLane:
         go out when the quorum wait ends, so none is returned here."""
         self._counts = counts = {}
         support = self.support
-        sends = self.frames.plain_sends(support.processor.cluster.encode(), buf, pos, end)
-        if not sends or not self.frames.leads():
-            return pos, None
         cl = support.cl
         born = channel.attrs.get("born_field")  # the stored born-host field, once per connection
         if born is None:
@@ -75,8 +77,9 @@ class DLedgerSendLane:
         host_bits = (mc.BORNHOST_V6_FLAG if len(born) == 20 else 0) | \
             (mc.STOREHOSTADDRESS_V6_FLAG if cl.store_host_v6 else 0)
         sizes: dict[str, list[int]] = {}  # topic -> [messages, bytes]
-        n, first, last, answers = store_plain(
-            cl, sends, host_bits, born, time.time_ns() // 1_000_000, cl.msg_id_prefix.encode(),
+        n, after, first, last, answers, answered = self._store(
+            support.processor.cluster.encode(), buf, pos, end, cl, host_bits, born,
+            time.time_ns() // 1_000_000, cl.msg_id_prefix.encode(),
             (support.tail(), support.rocketmq_tail()), sizes, counts)
         if not n:
             return pos, None
@@ -86,9 +89,13 @@ class DLedgerSendLane:
             support.served += nums
         # the read's answers held on the quorum wait of its last entry (which
         # covers the earlier ones)
-        cl.quorum_wait(first, last, _Answer(support.processor, channel, answers, sends, n)
+        cl.quorum_wait(first, last, _Answer(support.processor, channel, answers, answered)
                        if answers else _no_answer)
-        return sends[n - 1][0], None
+        return after, None
+
+
+# an answered send's (opaque, serialize type) as ``store_read`` packs them
+ANSWERED = struct.Struct("<qB")
 
 
 def _tally(sends: list[tuple], stored: list[tuple], sizes: dict[str, list[int]],
@@ -96,7 +103,7 @@ def _tally(sends: list[tuple], stored: list[tuple], sizes: dict[str, list[int]],
     """Count the stored sends (``stored``: what ``append_plain`` returned
     for the leading ``sends``): [messages, bytes] per topic in ``sizes``
     (the put statistics), sends per (request code, oneway) in ``counts``.
-    (The twin's part of the compiled ``store_plain``, whose ``tally_puts``
+    (The twin's part of the compiled ``store_read``, whose ``tally_puts``
     counts them.)"""
     for send, put in zip(sends, stored, strict=False):
         t = sizes.get(send[5])
@@ -109,22 +116,31 @@ def _tally(sends: list[tuple], stored: list[tuple], sizes: dict[str, list[int]],
         counts[key] = counts.get(key, 0) + 1
 
 
-def _store_plain(cl: Any, sends: list[tuple], host_bits: int, born: bytes, now: int,
-                 host_hex: bytes, tails: tuple[bytes, bytes], sizes: dict[str, list[int]],
-                 counts: dict[tuple[int, bool], int]) -> tuple[int, Any, Any, bytes]:
-    """The leading ``sends`` stored by the commit log ``cl``
-    (``append_plain``), counted (``sizes``, ``counts``) and answered (the
-    SUCCESS frames, joined): (sends stored, the first and last entry, the
-    answers).  The twin of ``rmq._fast.send_lane.store_plain``."""
+def _store_read(frames: Any, cluster: bytes, buf, pos: int, end: int, cl: Any, host_bits: int,
+                born: bytes, now: int, host_hex: bytes, tails: tuple[bytes, bytes],
+                sizes: dict[str, list[int]], counts: dict[tuple[int, bool], int]
+                ) -> tuple[int, int, Any, Any, bytes, bytes]:
+    """The leading plain sends of ``buf[pos:end]`` read by the lane
+    ``frames`` (``plain_sends``) and, while it ``leads``, stored by the
+    commit log ``cl`` (``append_plain``), counted (``sizes``, ``counts``)
+    and answered (the SUCCESS frames, joined): (sends stored, the end of the
+    last one's frame, the first and last entry, the answers, the answered
+    sends' (opaque, serialize type) packed as ``ANSWERED``).  The twin of
+    the compiled ``SendLane.store_read``."""
+    sends = frames.plain_sends(cluster, buf, pos, end)
+    if not sends or not frames.leads():
+        return 0, pos, None, None, b"", b""
     stored = cl.append_plain(sends, host_bits, born, now)
     if not stored:
-        return 0, None, None, b""
+        return 0, pos, None, None, b"", b""
     _tally(sends, stored, sizes, counts)
-    return len(stored), stored[0][0], stored[-1][0], plain_answers(host_hex, tails, sends, stored)
+    done = sends[:len(stored)]
+    return (len(stored), done[-1][0], stored[0][0], stored[-1][0],
+            plain_answers(host_hex, tails, sends, stored),
+            b"".join(ANSWERED.pack(s[3], s[4]) for s in done if not s[2] & RPC_ONEWAY))
 
 
 _c = compiled("send_lane")
-store_plain = _store_plain if _c is None else _c.store_plain
 
 
 def _no_answer(_status: PutMessageStatus) -> None:
@@ -134,17 +150,16 @@ def _no_answer(_status: PutMessageStatus) -> None:
 class _Answer:
     """What a read's quorum wait calls when it ends: the read's answers as
     built when a quorum holds the entries, else the general path's answer
-    to a failed put, per answered send (of the first ``n`` of ``sends``)."""
+    to a failed put, per answered send (``answered``: their (opaque,
+    serialize type) packed as ``ANSWERED``)."""
 
-    __slots__ = ("processor", "channel", "frames", "sends", "n")
+    __slots__ = ("processor", "channel", "frames", "answered")
 
-    def __init__(self, processor: Any, channel: Any, frames: bytes, sends: list[tuple],
-                 n: int) -> None:
+    def __init__(self, processor: Any, channel: Any, frames: bytes, answered: bytes) -> None:
         self.processor = processor
         self.channel = channel
         self.frames = frames
-        self.sends = sends
-        self.n = n
+        self.answered = answered
 
     def __call__(self, status: PutMessageStatus) -> None:
         if status is PutMessageStatus.PUT_OK:
@@ -152,12 +167,10 @@ class _Answer:
             return
         code, remark = self.processor._failure(status)
         out = []
-        for send in self.sends[:self.n]:
-            if send[2] & RPC_ONEWAY:
-                continue
+        for opaque, stype in ANSWERED.iter_unpack(self.answered):
             response = self.processor.response(code, remark)
-            response.opaque = send[3]
+            response.opaque = opaque
             response.flag |= RPC_RESPONSE
-            response.serialize_type = send[4]
+            response.serialize_type = stype
             out.append(response.encode())
         self.channel.write_bytes(b"".join(out))

@@ -760,7 +760,7 @@ def plain_answers(host_hex: bytes, tails: tuple[bytes, bytes], sends: list[tuple
     """The SUCCESS frames of a DLedger leader's stored sends, joined:
     ``sends[i]`` is ``plain_sends``' reading, ``stored[i]`` (entry,
     physical offset, queue offset, size); oneway sends get none.  (The
-    twin's part of the compiled ``store_plain``, whose ``answer_puts``
+    twin's part of the compiled ``store_read``, whose ``answer_puts``
     builds them.)"""
     out = []
     for send, put in zip(sends, stored, strict=False):

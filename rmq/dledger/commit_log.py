@@ -287,7 +287,7 @@ class DLedgerCommitLog(CommitLog):
         ends); ``now`` is the store timestamp.  The caller waits for the
         quorum (``quorum_wait``) and counts the puts.  The twin of
         ``rmq._fast.dledger_append``'s ``c_append_plain`` (which the send
-        lane's compiled ``store_plain`` calls in its place)."""
+        lane's compiled ``store_read`` calls in its place)."""
         table = self.topic_queue_table
         runs, queues, keys_of, key_count = plain_runs(sends, host_bits, table,
                                                       self.config.maxMessageSize,

@@ -10,19 +10,22 @@ from __future__ import annotations
 import dataclasses
 import functools
 import gc
+import itertools
 from types import SimpleNamespace
 
 import pytest
 
 from rmq._fast import compiled_or_none
 from rmq.broker import dledger_lane
-from rmq.broker.send_lane import plain_answers, response_frame
+from rmq.broker.dledger_lane import ANSWERED
+from rmq.broker.processor.send_support import V1_KEYS, V2_KEYS
+from rmq.broker.send_lane import SendLane, plain_answers, response_frame
 from rmq.common.message_id import socket_address_bytes
 from rmq.dledger import commit_log, mmap_store
 from rmq.dledger.entry import Entry
 from rmq.dledger.member_state import MemberState, Role
 from rmq.dledger.mmap_store import DLedgerMmapFileStore
-from rmq.remoting.command import RPC_ONEWAY
+from rmq.remoting.command import RPC_ONEWAY, RemotingCommand
 from rmq.store.dispatch_room import DispatchRoom
 from tests.unit.test_dledger_store import _files, _hosts
 from tests.unit.test_dledger_store import _store as _file_store
@@ -190,33 +193,77 @@ def _commit_log(store, table: dict, queues: _Store, max_body: int) -> SimpleName
     return cl
 
 
-def _many_sends(queues: int) -> list[tuple]:
-    """Sends round ``queues`` queues, ``queues`` % 70 topics and ``queues`` +
-    1 request codes (the compiled counts go by dict or per send past 64),
-    oneway ones among them, and one body too big for a 3000-byte max."""
-    sends = [_send(i, topic=f"T{i % queues % 70}", queue=i % queues, keys=i % 3,
-                   body=b"x" * (200 + i * 37 % 700), flag=RPC_ONEWAY if i % 7 == 0 else 0,
-                   code=300 + i % (queues + 1)) for i in range(3 * queues + 45)]
-    sends[30] = _send(30, body=b"z" * 3500)
-    for i, s in enumerate(sends):  # (an ROCKETMQ-serialized request now and then)
-        if i % 4 == 1:
-            sends[i] = s[:4] + (1,) + s[5:]
-    return sends
+def _frame(i: int, topic: str, queue: int, body: bytes, keys: int, flag: int, code: int,
+           stype: int) -> bytes:
+    """A plain send's frame (a SEND_MESSAGE's V1 header or a V2's), opaque
+    ``i``, ``keys`` index keys besides its UNIQ_KEY."""
+    listed = " ".join(f"key{k}" for k in range(keys))
+    props = f"UNIQ_KEY\x01k{i}\x02" + (f"KEYS\x01{listed}\x02" if keys else "")
+    values = ("g", topic, "TBW102", "4", str(queue), str(i % 2), str(1_700_000_000_000 + i),
+              str(i % 3), props, str(i % 4), "false", "16")
+    names = V1_KEYS if code == 10 else V2_KEYS
+    return RemotingCommand(code, 0, 409, i, flag, None, dict(zip(names, values, strict=False)),
+                           body, stype).encode()
 
 
-def _serve(store_plain, cl, sends: list[tuple], born: bytes) -> tuple:
-    """The sends served in reads of up to 20 as the lane serves them: what
-    each read stored, its first and last entries and answers, the counts."""
+def _many_frames(queues: int) -> list[bytes]:
+    """Sends round ``queues`` queues and ``queues`` % 70 topics (the compiled
+    counts go per send past 64), both request codes, oneway ones among
+    them, both serializations, and one body too big for a 3000-byte max."""
+    frames = [_frame(i, f"T{i % queues % 70}", i % queues, b"x" * (200 + i * 37 % 700), i % 3,
+                     RPC_ONEWAY if i % 7 == 0 else 0, 310 if i % 3 else 10, 1 if i % 4 == 1 else 0)
+              for i in range(3 * queues + 45)]
+    frames[30] = _frame(30, "T0", 0, b"z" * 3500, 0, 0, 310, 0)
+    return frames
+
+
+class _Topics:
+    """The support a lane's reading asks: every topic takes 256 queues,
+    ``T1`` is filtered by MULTI_TAGS."""
+
+    def topic(self, name: str) -> tuple:
+        return (256, 256, name == "T1")
+
+
+def _lanes() -> tuple:
+    """The compiled and the twin lane, each leading while ``leading``."""
+
+    class _Compiled(_LANE.SendLane):
+        leading = True
+
+        def leads(self) -> bool:
+            return self.leading
+
+    class _Twin(SendLane):
+        leading = True
+
+        def leads(self) -> bool:
+            return self.leading
+
+    return _Compiled(_Topics(), 1 << 20), _Twin(_Topics(), 1 << 20)
+
+
+def _serve(store_read, cl, frames: list[bytes], born: bytes) -> tuple:
+    """The frames served in reads of up to 20 as the lane serves them: what
+    each read stored, up to where, its first and last entries, answers and
+    answered sends, the counts."""
     sizes: dict = {"T1": [2, 10]}
-    counts: dict = {(301, False): 4}
+    counts: dict = {(310, False): 4}
     reads = []
-    at = 0
-    while at < len(sends):
-        read = sends[at:at + 20]
-        n, first, last, answers = store_plain(cl, read, 0x10 if len(born) == 20 else 0, born,
-                                              NOW, HOST_HEX, TAILS, sizes, counts)
-        reads.append((n, first, last, answers))
-        at += max(n, 1)  # (the general path takes the one the lane left)
+    buf = b"".join(frames)
+    ends = list(itertools.accumulate(len(f) for f in frames))
+    at = pos = 0
+    while at < len(frames):
+        end = ends[min(at + 20, len(frames)) - 1]
+        got = store_read(b"DefaultCluster", buf, pos, end, cl, 0x10 if len(born) == 20 else 0,
+                         born, NOW, HOST_HEX, TAILS, sizes, counts)
+        reads.append(got)
+        if got[0]:
+            at += got[0]
+            assert got[1] == ends[at - 1]
+        else:
+            at += 1  # (the general path takes the one the lane left)
+        pos = ends[at - 1]
     return reads, list(sizes.items()), list(counts.items())
 
 
@@ -226,34 +273,47 @@ def _serve(store_plain, cl, sends: list[tuple], born: bytes) -> tuple:
 @pytest.mark.parametrize("classes", [(DLedgerMmapFileStore, MemberState),
                                      (_StoreByAttributes, _StateByAttributes)])
 @pytest.mark.parametrize("born6", [False, True])
-def test_store_plain_compiled_and_twin_store_count_and_answer_the_same(
+def test_store_read_compiled_and_twin_store_count_and_answer_the_same(
         tmp_path, room: tuple, queues: int, classes: tuple, born6: bool) -> None:
-    """``store_plain``: the compiled call (the sends' records and queues in C
-    arrays, the store's fields at their slots or through the attributes)
-    and its twin (``append_plain``, ``plain_answers``, ``_tally``) store,
-    count and answer a lane's reads alike -- the same data and index files
-    (across their ends), entries, ledger ends and kept entries, topic queue
-    table (its entries and their order), dispatch-room questions, put
-    statistics, request counts and answer frames --, stop before a send too
-    big, and store nothing for a store that no longer leads."""
+    """``store_read``: the compiled call (the sends read into C arrays, their
+    records and queues kept there, the store's fields at their slots or
+    through the attributes) and its twin (``plain_sends``, ``append_plain``,
+    ``plain_answers``, ``_tally``) read, store, count and answer a lane's
+    reads alike -- the same data and index files (across their ends),
+    entries, ledger ends and kept entries, topic queue table (its entries
+    and their order), dispatch-room questions, put statistics, request
+    counts, answer frames and answered sends --, stop before a send too
+    big, and store nothing for a store that no longer leads or a lane that
+    does not lead."""
     born = socket_address_bytes(("::1", 4000) if born6 else ("127.0.0.1", 4000))
-    sends = _many_sends(queues)
+    frames = _many_frames(queues)
+    head = b"".join(frames[:3])
     outs = []
-    for name, store_plain in (("c", _LANE.store_plain), ("t", dledger_lane._store_plain)):
+    clane, tlane = _lanes()
+    for name, store_read in (("c", clane.store_read),
+                             ("t", functools.partial(dledger_lane._store_read, tlane))):
         store = _file_store(tmp_path / name, term=2, data_size=1 << 13,
                             store_class=classes[0], state_class=classes[1])
         table = {("T1", 1): 9, ("X", 0): 3, (f"T{(queues - 1) % 70}", queues - 1): 4}
         queues_store = _Store(*room, str(tmp_path))
         cl = _commit_log(store, table, queues_store, 3000)
-        reads, sizes, counts = _serve(store_plain, cl, sends, born)
+        reads, sizes, counts = _serve(store_read, cl, frames, born)
         entries = [store.get(i) for i in range(store.ledger_end_index + 1)]
         kept = list(store._recent)
         store.member_state.role = Role.FOLLOWER
-        refused = store_plain(cl, sends[:3], 0, born, NOW, HOST_HEX, TAILS, {}, {})
-        outs.append(([(n, a and dataclasses.astuple(a), b and dataclasses.astuple(b), answers)
-                      for n, a, b, answers in reads], sizes, counts, list(table.items()),
-                     queues_store.state(), [dataclasses.astuple(e) for e in entries],
-                     [dataclasses.astuple(e) for e in kept], _run_state(store), refused))
+        refused = store_read(b"C", head, 0, len(head), cl, 0, born, NOW, HOST_HEX, TAILS, {}, {})
+        store.member_state.role = Role.LEADER
+        for lane in (clane, tlane):
+            lane.leading = False
+        declined = store_read(b"C", head, 0, len(head), cl, 0, born, NOW, HOST_HEX, TAILS, {}, {})
+        for lane in (clane, tlane):
+            lane.leading = True
+        outs.append(([(n, after, a and dataclasses.astuple(a), b and dataclasses.astuple(b),
+                       answers, answered) for n, after, a, b, answers, answered in reads],
+                     sizes, counts, list(table.items()), queues_store.state(),
+                     [dataclasses.astuple(e) for e in entries],
+                     [dataclasses.astuple(e) for e in kept], _run_state(store), refused, declined,
+                     store.ledger_end_index))
         if name == "c":
             # (entries made in place hold ints and bytes alone: left out of the
             # collector's walks; the few appended where a file ends are not)
@@ -266,13 +326,16 @@ def test_store_plain_compiled_and_twin_store_count_and_answer_the_same(
         store.shutdown()
     assert outs[0] == outs[1]
     reads = outs[0][0]
-    assert outs[0][-1] == (0, None, None, b"")
+    assert outs[0][-3] == outs[0][-2] == (0, 0, None, None, b"", b"")
     stored = sum(r[0] for r in reads)
+    answered = [opaque for r in reads for opaque, _stype in ANSWERED.iter_unpack(r[5])]
+    assert answered and len(answered) == len(set(answered))
+    assert all(o % 7 for o in answered)  # (oneway sends get no answer)
     if room[1] is None:
-        assert stored == len(sends) - 1  # all but the one too big
+        assert stored == len(frames) - 1  # all but the one too big
         assert len(outs[0][7][0][0]) > 2  # across data files' ends
     else:
-        assert 0 < stored < min(3 * 16, len(sends) - 1)  # refused once the disk is full
+        assert 0 < stored < min(3 * 16, len(frames) - 1)  # refused once the disk is full
     made = outs[0][4]
     assert sum(len(files) for _t, _q, files in made[0]) >= min(queues, 3)
     assert sum(n for (_code, _oneway), n in outs[0][2]) == stored + 4
@@ -293,12 +356,14 @@ def test_a_reads_answers_are_response_frame() -> None:
 
 
 @pytest.mark.compiled_only
-def test_store_plain_refuses_bad_tails_before_storing(tmp_path) -> None:
+def test_store_read_refuses_bad_tails_before_storing(tmp_path) -> None:
     store = _file_store(tmp_path, term=2)
     cl = _commit_log(store, {}, _Store(*ROOMS[0], str(tmp_path)), 4 << 20)
+    head = b"".join(_many_frames(1)[:2])
     for bad in ((TAILS[0],), (TAILS[0], None)):
         with pytest.raises(TypeError):
-            _LANE.store_plain(cl, _sends()[:2], 0, _hosts()[0], NOW, HOST_HEX, bad, {}, {})
+            _lanes()[0].store_read(b"C", head, 0, len(head), cl, 0, _hosts()[0], NOW, HOST_HEX,
+                                   bad, {}, {})
     assert store.ledger_end_index == -1
     store.shutdown()
 
