@@ -11,6 +11,11 @@ read of six sends is six runs: in Python each run costs a tuple unpack, a
 dict look-up and a few list updates, twice, inside three function frames.
 Here both walks are loops in C over the same objects; the Python objects
 they update and the listeners they call are the same, in the same order.
+The compiled send lane calls them without a Python call (lane_runs.pxd):
+``c_put_counts``, and ``counted_walk`` when its counted listener is
+``on_counted_runs`` bound to a controller -- after ``forms_want`` told that
+a read of one topic with no held pull has a listener to hear it at all (a
+produce-only read then makes no runs).
 """
 
 from cpython.dict cimport PyDict_GetItem
@@ -19,6 +24,7 @@ from cpython.long cimport PyLong_AsLongAndOverflow
 from cpython.object cimport PyObject
 from cpython.tuple cimport PyTuple_GET_ITEM
 
+from rmq._fast.arrival cimport waiting
 from rmq._fast.put_pending cimport add_to_row
 from rmq._fast.store_stats cimport PutCounters, counters_of
 
@@ -36,6 +42,11 @@ cdef inline int _count(stats, topic, long long nums, long long size,
 def put_counts(stats, list runs not None):
     """``stats.on_puts`` once per topic of ``runs`` (first-met order), with
     the topic's messages, bytes and puts summed; the messages in all."""
+    return c_put_counts(stats, runs)
+
+
+cdef long long c_put_counts(stats, list runs) except -1:
+    """``put_counts``, called by the compiled send lane without a Python call."""
     cdef Py_ssize_t n = PyList_GET_SIZE(runs), i
     cdef tuple run
     cdef long long nums, size, events, served = 0
@@ -89,6 +100,34 @@ def on_counted_runs(stats, list forms not None, list runs not None):
     """``on_runs`` for a send lane that counted the puts of the runs that
     list none (``stats.inc_put_runs(runs, True)``)."""
     walk(stats, forms, runs, True)
+
+
+cdef int counted_walk(stats, list forms, list runs) except -1:
+    """``on_counted_runs``, called by the compiled send lane without a Python
+    call when its counted listener is ``on_counted_runs`` bound to a
+    controller's statistics and forms."""
+    walk(stats, forms, runs, True)
+    return 0
+
+
+cdef bint forms_want(list forms, topic) except -1:
+    """Some listener of ``forms`` would be called by ``on_counted_runs`` for
+    runs of ``topic`` alone that list no puts (True also for one without a
+    runs form, which hears each run): else its walk would do nothing."""
+    cdef Py_ssize_t at = -1
+    cdef tuple form
+    for form in forms:
+        at += 1
+        if <object>PyTuple_GET_ITEM(form, 1) is None:
+            return True
+        holder = <object>PyTuple_GET_ITEM(form, 2)
+        if holder is not None and not waiting(holder, <object>PyTuple_GET_ITEM(form, 3), at):
+            continue
+        topics = <object>PyTuple_GET_ITEM(form, 4)
+        if topics is not None and topic not in topics:
+            continue
+        return True
+    return False
 
 
 # The pending row of each queue id below ROWS_N last met, as (table, topic,
@@ -173,7 +212,9 @@ cdef walk(stats, list forms, list runs, bint counted):
         inc_put(topic, queue_id, nums, size, events)
     if added:
         stats.put_total += added
+    cdef Py_ssize_t at = -1
     for form in forms:
+        at += 1
         listener, runs_form, holder, attr, topics = <tuple>form
         if runs_form is None:
             for run in runs:
@@ -184,8 +225,8 @@ cdef walk(stats, list forms, list runs, bint counted):
                     for put in each:
                         listener(run[0], run[1], put[0], put[1], put[2])
             continue
-        if holder is not None and not getattr(holder, attr):
-            continue  # nobody waits
+        if holder is not None and not waiting(holder, attr, at):
+            continue  # nobody waits (read at its slot: arrival.waiting)
         if topics is not None and not any_topic_in(runs, topics):
             continue  # none of its topics
         runs_form(runs)

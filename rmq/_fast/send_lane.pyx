@@ -17,6 +17,8 @@ path, which decides everything, serves the frame; so the stored bytes and
 responses are the general path's in every case.
 """
 
+from functools import partial
+
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
@@ -27,7 +29,8 @@ from posix.time cimport CLOCK_REALTIME, clock_gettime, timespec
 
 from rmq._fast.byteorder cimport get32, get64, put32, put64
 from rmq._fast.dledger_append cimport Plain, Put, c_append_plain
-from rmq._fast.lane_runs import put_counts
+from rmq._fast.lane_runs cimport c_put_counts, counted_walk, forms_want
+from rmq._fast.lane_runs import on_counted_runs
 from rmq.common.message import PERM_WRITE
 from rmq.common.topic_config import MULTI_TAG
 from rmq.common.topics import NOT_ALLOWED_SEND_TOPICS, RETRY_GROUP_TOPIC_PREFIX
@@ -68,6 +71,7 @@ from rmq._fast.record cimport (
 )
 from rmq._fast.send_fast cimport SendProps, ascii_int, java_int, send_props
 from rmq._fast.slots cimport set_slot_or_attr, slot_or_attr
+from rmq._fast.store_stats cimport PutCounters, counters_of
 from rmq._fast.store_put cimport ClassOffsets, PutLocks, give_locks, take_locks
 from rmq._fast.store_batch cimport KEPT, check_wire, write_all
 
@@ -575,6 +579,8 @@ cdef class SendLane:
     cdef object s_store, s_cl, s_cfg, s_bc, s_queue, s_processor, s_topics, s_hold
     cdef object s_async_master, s_async_flush, s_sync_flush, s_runs_listener, s_counted_listener
     cdef object s_sync_master
+    cdef object s_walk_stats    # the counted listener's statistics and forms when it is
+    cdef list s_walk_forms      # on_counted_runs bound to them (called in C: counted_walk)
     cdef int64_t s_not_writeable, s_zero_ahead
     # what the store, its commit log and the broker make once and never
     # rebind: the dispatch switches, running flags, both statistics
@@ -601,7 +607,11 @@ cdef class SendLane:
         self.s_async_flush = getattr(support, "async_flush", None)
         self.s_sync_flush = getattr(support, "sync_flush", None)
         self.s_runs_listener = getattr(support, "runs_listener", None)
-        self.s_counted_listener = getattr(support, "counted_runs_listener", None)
+        self.s_counted_listener = listener = getattr(support, "counted_runs_listener", None)
+        if type(listener) is partial and listener.func is on_counted_runs and \
+                not listener.keywords and len(listener.args) == 2 and \
+                type(listener.args[1]) is list:
+            self.s_walk_stats, self.s_walk_forms = listener.args
         self.s_not_writeable = getattr(support, "not_writeable", 0)
         self.s_zero_ahead = getattr(support, "zero_ahead", 0)
         self.s_multi = getattr(self.s_cl, "multi", None)
@@ -735,13 +745,14 @@ cdef class SendLane:
                 PyBuffer_Release(&iv)
             if t_held:
                 PyBuffer_Release(&tv)
-            runs = []
+            done = []  # the queues published, their runs made only if asked (close_read)
             queues_done = False
             try:
                 for q in touched:
                     q.release()
                     if q.nums:
-                        runs.append(self.publish(q))
+                        self.publish(q)
+                        done.append(q)
                         if ctx.counting and q.each is None:  # SendLaneSupport.count_puts
                             counted += q.nums
                             q.pend_nums += q.nums
@@ -750,11 +761,12 @@ cdef class SendLane:
                             if not q.listed:
                                 q.listed = True
                                 self.counted.append(q)
-                    q.each = None
+                    else:
+                        q.each = None
                 queues_done = True
             finally:
                 self.run_obj = None
-                self.close_read(ctx, wrote, store_ts, runs, channel, held.take(), wait_end,
+                self.close_read(ctx, wrote, store_ts, done, channel, held.take(), wait_end,
                                 counted, queues_done)
         return pos, out.take()
 
@@ -987,7 +999,7 @@ cdef class SendLane:
         c.counting = listener is not None and \
             slot_or_attr(store, fs[5], "message_runs_listener") is listener
 
-    cdef void close_read(self, Ctx c, int64_t wrote, int64_t store_ts, list runs, channel,
+    cdef void close_read(self, Ctx c, int64_t wrote, int64_t store_ts, list done, channel,
                          waiting, int64_t wait_end, int64_t counted,
                          bint queues_done) except *:
         """``SendLaneSupport.end`` (its twin): the session closed (the
@@ -995,7 +1007,9 @@ cdef class SendLane:
         dispatch position published, then the locks released), then the
         statistics (``counted``: the messages of the runs counted on their
         queues, see ``SendLaneSupport.count_puts``), the arrival notices,
-        the flush wake-up or waiter.  ``queues_done``: every touched queue
+        the flush wake-up or waiter.  ``done``: the queues published with
+        puts (their runs, ``RunQueue.summary``, are made only when a
+        listener hears them); ``queues_done``: every touched queue
         published (its tail then holds for the next read, ``fill``)."""
         cdef Py_ssize_t* f
         sup = self.support
@@ -1026,10 +1040,33 @@ cdef class SendLane:
                 give_locks(self.s_locks)
         if not stored:
             return
-        f = offsets_of(self.f_sup, sup)
-        set_slot_or_attr(sup, f[0], "served",
-                         slot_or_attr(sup, f[0], "served") + put_counts(self.s_sstats, runs))
+        cdef CQueue q
+        cdef int64_t nums = 0, size = 0, events = 0
+        cdef bint one_topic = True, listed = False
+        topic = None
+        for q in done:  # (read before any Python runs: a read it serves reuses the queues)
+            listed |= q.each is not None
+            if topic is None:
+                topic = q.key[0]
+            elif one_topic and q.key[0] is not topic and q.key[0] != topic:
+                one_topic = False
+            nums += q.nums
+            size += q.size
+            events += q.events
         runs_listener = slot_or_attr(store, fs[5], "message_runs_listener")
+        walks = c.counting and self.s_walk_forms is not None  # (counted_walk)
+        runs = None
+        if not walks or listed or not one_topic:
+            runs = [self.summary(q) for q in done]
+        if listed:
+            for q in done:
+                q.each = None
+        f = offsets_of(self.f_sup, sup)
+        if one_topic:  # (put_counts' first case, from the queues)
+            nums = self.count_store(topic, nums, size, events)
+        else:
+            nums = c_put_counts(self.s_sstats, runs)
+        set_slot_or_attr(sup, f[0], "served", slot_or_attr(sup, f[0], "served") + nums)
         if c.counting:
             if counted:
                 bstats = self.bstats
@@ -1037,7 +1074,18 @@ cdef class SendLane:
                 set_slot_or_attr(bstats, f[0], "put_total",
                                  slot_or_attr(bstats, f[0], "put_total") + counted)
             runs_listener = self.s_counted_listener
-        if runs_listener is not None:
+        if walks:
+            try:
+                # one topic's runs that list no puts: the walk does nothing
+                # with them but hand them to its forms, so they are made only
+                # when one of those would hear them (lane_runs.forms_want)
+                if runs is None and forms_want(self.s_walk_forms, topic):
+                    runs = [self.summary(q) for q in done]
+                if runs is not None:
+                    counted_walk(self.s_walk_stats, self.s_walk_forms, runs)
+            except Exception:  # noqa: BLE001 - a listener bug must not fail stored sends
+                sup.listener_failed()
+        elif runs_listener is not None:
             try:
                 runs_listener(runs)
             except Exception:  # noqa: BLE001 - a listener bug must not fail stored sends
@@ -1052,10 +1100,29 @@ cdef class SendLane:
         else:
             sup.wait_flush(channel, waiting, wait_end)
 
-    cdef tuple publish(self, CQueue q):
+    cdef int64_t count_store(self, topic, int64_t nums, int64_t size,
+                             int64_t events) except -1:
+        """The store's statistics of a read's runs of one ``topic`` (None:
+        no runs), as ``put_counts`` counts them: the messages."""
+        if topic is None:
+            return 0
+        stats = self.s_sstats
+        cdef PutCounters counters = counters_of(stats)
+        if counters is not None:
+            counters.count_puts(topic, nums, size, events)
+        else:
+            stats.on_puts(topic, nums, size, events)
+        return nums
+
+    cdef tuple summary(self, CQueue q):
+        """The run ``SendLaneSupport.end`` notifies of (``RunQueue.summary``)
+        of a queue the read published."""
+        return (q.key[0], q.key[1], q.qoff, q.tags, q.store_ts, q.nums, q.size, q.events, q.each)
+
+    cdef void publish(self, CQueue q) except *:
         """Bring a queue's tail and offset up to date while the append session
         is open (under its locks), as ``AppendRun.publish_queue`` does for the
-        twin; the run ``SendLaneSupport.end`` notifies of (``RunQueue.summary``)."""
+        twin."""
         self.tq_table[q.key] = q.qoff
         cmf = q.cmf
         cdef object cpos = q.cpos  # (one number object for both)
@@ -1064,7 +1131,6 @@ cdef class SendLane:
         set_slot_or_attr(cmf, f[1], "committed_position", cpos)
         cq = q.cq
         set_slot_or_attr(cq, offsets_of(self.f_cq, cq)[0], "max_physic_offset", q.maxphy)
-        return (q.key[0], q.key[1], q.qoff, q.tags, q.store_ts, q.nums, q.size, q.events, q.each)
 
     def take_puts(self, stats):
         """Hand the put counts kept on the queues since the last call to the

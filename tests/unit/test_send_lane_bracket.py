@@ -153,6 +153,100 @@ async def test_compiled_lane_opens_and_closes_reads_as_the_twin() -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
+class _Holder:
+    """A listener's holder that slots its waiting field (as the broker's do)."""
+
+    __slots__ = ("table",)
+
+    def __init__(self) -> None:
+        self.table: dict = {}
+
+
+@pytest.mark.compiled_only
+@pytest.mark.timeout(60)
+async def test_compiled_lane_tells_the_broker_listeners_as_the_twin() -> None:
+    """The broker's own runs listener (``counted_runs_listener``, which the
+    compiled lane walks in C and whose runs it makes only when a listener
+    would hear them): listeners behind a waiting holder (slotted or not),
+    behind topics, and a held pull's queue (its puts listed) hear what they
+    hear from the twin, and the statistics count the same, for reads of one
+    topic and of two."""
+    assert FAST is not None, "rmq._fast.send_lane is not built"
+    root = Path(tempfile.mkdtemp(prefix="lane-forms-"))
+    controller = await _controller(root)
+    try:
+        support = controller.send_lane_support
+        assert controller.counted_runs_listener.func is compiled("lane_runs").on_counted_runs
+        lanes = {"compiled": FAST.SendLane(support, MAX_FRAME),
+                 "twin": send_lane.SendLane(support, MAX_FRAME)}
+        other = "LaneFormsOther"
+        controller.topic_config_manager.update_topic_config(TopicConfig(other, QUEUES, QUEUES))
+        store = controller.message_store
+        for q in range(QUEUES):  # (its consume queues made by a general put each)
+            msg = MessageExtBrokerInner(other, q, 0, b"general", {}, "", 0, 0, 1,
+                                        ("10.0.0.1", 5000), ("10.0.0.2", 10911), 0, 0)
+            assert store.put_message(msg).is_ok()
+        await wait_until(lambda: store.reput_from_offset == store.commit_log.get_max_offset(),
+                         10, 0.01, "the general puts dispatched")
+        raws = {TOPIC: RawRequests(TOPIC, b"x" * 512, queues=QUEUES),
+                other: RawRequests(other, b"y" * 256, queues=QUEUES)}
+        channel = _Channel()
+        heard: list[tuple] = []
+        slotted, plain = _Holder(), type("Plain", (), {"table": {}})()
+        for name, holder in (("slotted", slotted), ("plain", plain)):
+            controller.add_arrival_listener(
+                lambda *a: None, lambda runs, name=name: heard.append((name, list(runs))),
+                waiting=(holder, "table"))
+        controller.add_arrival_listener(
+            lambda *a: None, lambda runs: heard.append(("topics", list(runs))),
+            topics=frozenset((other,)))
+        hold = controller.pull_request_hold_service
+        n = 0
+
+        def read(*topics: str) -> bytes:
+            nonlocal n
+            buf = bytearray()
+            for topic in topics:
+                buf += raws[topic].frame(n)[1]
+                n += 1
+            return bytes(buf)
+
+        stages = [
+            ("nobody waits", lambda: None),
+            ("slotted waits", lambda: slotted.table.update(x=1)),
+            ("plain waits", lambda: (slotted.table.clear(), plain.table.update(x=1))),
+            ("a pull held", lambda: (plain.table.clear(),
+                                     hold.table.setdefault((TOPIC, 1), []))),
+        ]
+        for stage, apply in stages:
+            apply()
+            for shape in ((TOPIC,), (TOPIC, TOPIC, TOPIC), (TOPIC, other, TOPIC), (other,)):
+                got = {}
+                for way, lane in lanes.items():
+                    heard.clear()
+                    before = _snapshot(controller)
+                    buf = read(*shape)
+                    pos, _out = lane.serve(channel, buf, 0, len(buf))
+                    assert pos == len(buf), (stage, shape, way)
+                    after = _snapshot(controller)
+                    runs = [(who, [(r[0], r[5], r[7], r[8] is not None) for r in rs])
+                            for who, rs in heard]
+                    got[way] = (runs, *(a - b for a, b in zip(after[:7], before[:7],
+                                                              strict=True)),
+                                controller.message_store.stats.topic_put_nums.get(other))
+                assert got["compiled"][0] == got["twin"][0], (stage, shape)
+                assert got["compiled"][1:-1] == got["twin"][1:-1], (stage, shape)
+                whom = {who for who, _runs in got["twin"][0]}
+                if stage == "nobody waits":
+                    assert whom == ({"topics"} if other in shape else set()), shape
+                elif stage in ("slotted waits", "plain waits"):
+                    assert stage.split()[0] in whom, (stage, shape)
+        hold.table.pop((TOPIC, 1), None)
+    finally:
+        await _shutdown(controller)
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def _queue_puts(stats: Any) -> dict[str, tuple[int, int, int]]:
     """QUEUE_PUT_NUMS / _SIZE of the bench topic's queues after a fold: (sum, times, bytes)."""
     out = {}
