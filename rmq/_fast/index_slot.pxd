@@ -1,7 +1,9 @@
 # cython: language_level=3, cdivision=True
 # One index-file slot insert (STORE_FORMAT.md 7.3) on the mapped buffer, shared
-# by the index module and the bulk dispatcher; inline, so neither pays a call.
+# by the index module and the bulk dispatcher, and the file's entry count, read
+# by the reput walk and the send lane; inline, so none pays a call.
 
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from libc.stdint cimport int32_t, int64_t, uint8_t
 
 from rmq._fast.byteorder cimport get32, get64, put32, put64
@@ -47,3 +49,18 @@ cdef inline bint index_put(uint8_t *b, int64_t max_slots, int64_t max_index, int
     put32(b + 32, slot_count)
     put32(b + 36, index_count + 1)
     return True
+
+
+cdef inline int32_t index_count(view) except? -1:
+    """The entry count in the header of the index file whose buffer is
+    ``view`` (its last field, at 36), read in place."""
+    cdef Py_buffer hv
+    cdef int32_t used = 0
+    PyObject_GetBuffer(view, &hv, PyBUF_SIMPLE)
+    cdef bint short = hv.len < 40
+    if not short:
+        used = <int32_t>get32(<const uint8_t*>hv.buf + 36)
+    PyBuffer_Release(&hv)
+    if short:
+        raise ValueError("index file shorter than its header")
+    return used

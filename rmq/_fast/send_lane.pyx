@@ -34,7 +34,7 @@ from rmq._fast.lane_runs import on_counted_runs
 from rmq.common.message import PERM_WRITE
 from rmq.common.topic_config import MULTI_TAG
 from rmq.common.topics import NOT_ALLOWED_SEND_TOPICS, RETRY_GROUP_TOPIC_PREFIX
-from rmq._fast.index_slot cimport index_put
+from rmq._fast.index_slot cimport index_count, index_put
 from rmq._fast.json_text cimport (
     JV_FAIL,
     JV_FALSE,
@@ -907,7 +907,6 @@ cdef class SendLane:
         """``IndexService.append_file``: the current index file when a
         session may write keys into it, else None; the file made ahead (a
         change of files) is left to the store's own code."""
-        cdef Py_buffer hv
         cdef int32_t used
         cdef Py_ssize_t* f = offsets_of(self.f_ix, ix)
         if slot_or_attr(ix, f[0], "_unfinished") is not None:
@@ -918,13 +917,7 @@ cdef class SendLane:
         last = files[len(files) - 1]
         if last is slot_or_attr(ix, f[2], "_spare"):
             return ix.append_file()
-        PyObject_GetBuffer(self.file_view(last), &hv, PyBUF_SIMPLE)
-        try:
-            if hv.len < 40:
-                raise ValueError("index file shorter than its header")
-            used = <int32_t>get32(<uint8_t*>hv.buf + 36)
-        finally:
-            PyBuffer_Release(&hv)
+        used = index_count(self.file_view(last))
         return None if used >= <int64_t>slot_or_attr(
             last, offsets_of(self.f_ixfile, last)[1], "max_index") else last
 

@@ -26,6 +26,7 @@ from cpython.unicode cimport PyUnicode_DATA, PyUnicode_DecodeASCII, PyUnicode_GE
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t
 from libc.string cimport memcmp, memset
 from rmq._fast.byteorder cimport put32, put64, get32, get64, get16
+from rmq._fast.index_slot cimport index_count
 from rmq._fast.record cimport Props, ascii_hash, find_props, index_prop_keys, is_ascii, prop_keys
 from rmq._fast.slots cimport set_slot_or_attr, slot_offset, slot_or_attr
 from rmq._fast.store_put cimport ClassOffsets, give_rlock, raw_rlock, take_rlock
@@ -451,21 +452,6 @@ cdef ClassOffsets _CHECKPOINT = ClassOffsets(("logics_msg_timestamp",), True)
 
 cdef inline object field(object o, Py_ssize_t* at, int i, tuple names):
     return slot_or_attr(o, at[i], <str>names[i])
-
-
-cdef int32_t index_count(view) except? -1:
-    """The entry count in the header of the index file whose buffer is
-    ``view`` (its last field, at 36), read in place."""
-    cdef Py_buffer hv
-    cdef int32_t used = 0
-    PyObject_GetBuffer(view, &hv, PyBUF_SIMPLE)
-    cdef bint short = hv.len < 40
-    if not short:
-        used = <int32_t>get32(<const uint8_t*>hv.buf + 36)
-    PyBuffer_Release(&hv)
-    if short:
-        raise ValueError("index file shorter than its header")
-    return used
 
 
 # an IndexService's fields (``_INDEX``), an IndexFile's (``_INDEX_FILE``)
