@@ -10,6 +10,10 @@ master's.
 
     .venv/bin/python -m bench.dledger_broker [--inflight 16] [--duration 5]
         [--runs single,group,unbatched] [--profile DIR [--native]]
+        [--broker-conf KEY=VALUE ...]
+
+Each broker runs with the default consume-queue and index files and entry
+(commit-log) files of 256 MiB.
 """
 
 from __future__ import annotations
@@ -35,6 +39,9 @@ from rmq.testing.procs import RmqProcess, free_port
 
 NAME = "RaftNode00"
 MASTER_CPU = 0  # with --pin (the load, followers and name server on bench.cpu.LOAD_CPU)
+# the defaults a broker runs with (consume queues, index files), but entry and
+# commit-log files of 256 MiB rather than 1 GiB: a run's few hundred MiB
+FILES = "mappedFileSizeCommitLog=268435456\n"
 
 
 def cpu(pid: int) -> float:
@@ -122,8 +129,8 @@ def group(tmp: Path, args, batch_push: bool) -> tuple[dict, float]:
         for i in ids:
             conf = broker_conf(tmp, ports[i], "enableDLegerCommitLog=true\n"
                                f"dLegerGroup={NAME}\ndLegerPeers={peers}\ndLegerSelfId={i}\n"
-                               f"mappedFileSizeCommitLog=268435456\nenableBatchPush={batch_push}\n",
-                               name=NAME, store=f"s-{i}")
+                               f"{FILES}enableBatchPush={batch_push}\n{args.extra}",
+                               name=NAME, store=f"s-{i}", small_files=False)
             procs[i] = RmqProcess("rmq.broker.startup", ["-c", conf, "-n", f"127.0.0.1:{ns_port}"],
                                   tmp / f"{i}.out", env={"ROCKETMQ_HOME": str(tmp)})
             procs[i].start(wait_for_port=ports[i])
@@ -164,8 +171,8 @@ def single(tmp: Path, args) -> dict:
     ns_port = free_port()
     namesrv = start_namesrv(tmp, ns_port)
     port = free_port(span=4) + 2
-    conf = broker_conf(tmp, port, "mappedFileSizeCommitLog=268435456\n", name="single",
-                       store="single")
+    conf = broker_conf(tmp, port, FILES + args.extra, name="single", store="single",
+                       small_files=False)
     broker = RmqProcess("rmq.broker.startup", ["-c", conf, "-n", f"127.0.0.1:{ns_port}"],
                         tmp / "single.out", env={"ROCKETMQ_HOME": str(tmp)})
     try:
@@ -211,7 +218,12 @@ def main() -> None:
     ap.add_argument("--native", action="store_true",
                     help="with --profile: C frames too (py-spy pauses each process per sample, "
                     "which slows the group down and raises the CPU figures)")
+    ap.add_argument("--broker-conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="extra broker property for every broker of the run (repeatable)")
     args = ap.parse_args()
+    if any("=" not in kv or kv.startswith("=") for kv in args.broker_conf):
+        ap.error("--broker-conf takes KEY=VALUE")
+    args.extra = "".join(f"{kv}\n" for kv in args.broker_conf)
     runs = set(args.runs.split(","))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

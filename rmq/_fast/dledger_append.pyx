@@ -362,6 +362,8 @@ cdef list c_append_run(store, const Rec* recs, Py_ssize_t n, bytes born, bytes s
             iat == <Py_ssize_t>field(imf, im, MF_SIZE, MF_FIELDS) or \
             <int64_t>field(imf, im, MF_FROM, MF_FIELDS) + iat != first * UNIT:
         return []
+    if data.zero_ahead:  # (a pwrite only when less than half its zeros are left)
+        mf.zero_ahead()
     pos = <int64_t>field(mf, m, MF_FROM, MF_FIELDS) + at
     entries = c_write_entries(field(mf, m, MF_VIEW, MF_FIELDS), at, pos,
                               <Py_ssize_t>data.mapped_file_size - at,

@@ -345,6 +345,8 @@ class DLedgerMmapFileStore:
                                    f"not {entry.pos}")
         pos = entry.pos
         mf = data.get_last_mapped_file()
+        if data.zero_ahead:
+            mf.zero_ahead()
         start = mf.wrote_position
         RECORD_HEADER.pack_into(mf.view, start, entry.magic, size, entry.index, entry.term, pos,
                                 entry.channel, entry.chain_crc, entry.body_crc, size - BODY_OFFSET)
@@ -454,6 +456,8 @@ class DLedgerMmapFileStore:
             if mf is not None and not mf.is_full() and imf is not None and \
                     not imf.is_full() and \
                     imf.file_from_offset + imf.wrote_position == first * INDEX_UNIT_SIZE:
+                if self.data.zero_ahead:
+                    mf.zero_ahead()
                 at, iat = mf.wrote_position, imf.wrote_position
                 n, used, iused = write_rows(
                     mf.view, at, mf.file_from_offset + at, self.data.mapped_file_size - at,
@@ -642,6 +646,8 @@ def append_run(store: DLedgerMmapFileStore, sends: list[tuple], born: bytes,
     if at == mf.file_size or iat == imf.file_size or \
             imf.file_from_offset + iat != first * INDEX_UNIT_SIZE:
         return []
+    if store.data.zero_ahead:
+        mf.zero_ahead()
     entries, used, iused = write_entries(
         mf.view, at, mf.file_from_offset + at, store.data.mapped_file_size - at, imf.view, iat,
         store.index.mapped_file_size - iat, first, ms.curr_term, born, store_host, now, sends,

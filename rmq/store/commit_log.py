@@ -25,8 +25,6 @@ from rmq.store.batch_append import batch_key_count
 from rmq.store.config import FlushDiskType
 from rmq.store.dispatch_room import count_keys
 from rmq.store.mapped_file import (
-    ZERO_AHEAD,
-    ZERO_STEP,
     MappedFile,
     MappedFileQueue,
     TransientStorePool,
@@ -104,6 +102,7 @@ class CommitLog:
                                                    prewrite=prewrite)
         self.mfq = MappedFileQueue(cfg.commit_log_dirs(), self.file_size, self.allocator,
                                    cfg.read_only_commit_log_dirs())
+        self.mfq.zero_ahead = self.zero_ahead_enabled
         if cfg.is_transient_store_pool_active():
             self.mfq.pool = TransientStorePool(cfg.transientStorePoolSize, self.file_size)
 
@@ -193,25 +192,10 @@ class CommitLog:
         return all(room.reserve(q, qid, table.get((q, qid), 0), 1, 0) for q, qid in extra or ())
 
     def zero_ahead(self, mf: MappedFile) -> None:
-        """Before an append into ``mf``, under ``put_lock``: keep up to
-        ZERO_AHEAD bytes past the append position written with zeros
-        (MappedFile.zero_fill), so appends land on pages already in the page
-        cache and never fault one in (a synchronous readahead, and the fault
-        path's cost per page, bench/page_floor.py).  While at least half of
-        it is left an append tops it up by ZERO_STEP (one short ``pwrite``:
-        the loop is never held long, even where new memory is dear); below
-        half -- appends of more than that since the last one -- it is filled
-        up at once.  A few attribute reads when nothing is to do."""
-        if not self.zero_ahead_enabled:
-            return
-        wrote = mf.wrote_position
-        ahead = mf.zeroed_to - wrote
-        if ahead >= ZERO_AHEAD:
-            return
-        if ahead >= ZERO_AHEAD // 2:
-            mf.zero_fill(mf.zeroed_to + ZERO_STEP)
-        else:
-            mf.zero_fill(wrote + ZERO_AHEAD)
+        """Before an append into ``mf``, under ``put_lock``: its zeros kept
+        written ahead (MappedFile.zero_ahead), when the log does that."""
+        if self.zero_ahead_enabled:
+            mf.zero_ahead()
 
     def _end_file(self, mf: MappedFile) -> MappedFile | None:
         """Write the blank at the tail of ``mf`` and move to the next file."""

@@ -45,8 +45,8 @@ _WILLNEED = getattr(os, "POSIX_FADV_WILLNEED", None)
 _MADV_RANDOM = getattr(mmap, "MADV_RANDOM", None)
 _POPULATE_CHUNK = 256 * 1024  # within any device's cap on one WILLNEED call
 _CLOCK_REALTIME_COARSE = 5  # Linux <time.h>; the time module does not name it
-# zeros kept written ahead of a commit log's appends (CommitLog.zero_ahead),
-# and what one append tops them up by while at least half of that is left
+# zeros kept written ahead of a log's appends (MappedFile.zero_ahead), and
+# what one append tops them up by while at least half of that is left
 ZERO_AHEAD = 1024 * 1024
 ZERO_STEP = 64 * 1024
 # write_blocks: direct writes of this much at a time, offsets and lengths
@@ -324,6 +324,25 @@ class MappedFile:
             log.debug("populating %s [%d, %d) failed: %s", self.file_name, start, end, e)
         self.populated_to = end
 
+    def zero_ahead(self) -> None:
+        """Before an append, by the appender: keep up to ZERO_AHEAD bytes past
+        the append position written with zeros (``zero_fill``), so appends
+        land on pages already in the page cache and never fault one in (a
+        synchronous readahead, and the fault path's cost per page,
+        bench/page_floor.py).  While at least half of it is left an append
+        tops it up by ZERO_STEP (one short ``pwrite``: the loop is never held
+        long, even where new memory is dear); below half -- appends of more
+        than that since the last one -- it is filled up at once.  A few
+        attribute reads when nothing is to do."""
+        wrote = self.wrote_position
+        ahead = self.zeroed_to - wrote
+        if ahead >= ZERO_AHEAD:
+            return
+        if ahead >= ZERO_AHEAD // 2:
+            self.zero_fill(self.zeroed_to + ZERO_STEP)
+        else:
+            self.zero_fill(wrote + ZERO_AHEAD)
+
     def zero_fill(self, end: int) -> None:
         """Write zeros with ``pwrite`` over the whole pages from the append
         position (or the end of the last fill) up to ``end``, at most
@@ -452,6 +471,9 @@ class MappedFileQueue:
         self._populate_target = 0  # end offset populate_ahead asked for last
         # the least populate_ahead keeps populated ahead (None: POPULATE_AHEAD_MIN)
         self.populate_ahead_min: int | None = None
+        # the appender keeps zeros written ahead of its appends to the last
+        # file (MappedFile.zero_ahead): populate_ahead has nothing to do
+        self.zero_ahead = False
         # the last file creation failed for want of disk space (cleared by the next one made)
         self.no_space = False
         self.last_error = ""  # why the last file creation failed
@@ -617,7 +639,7 @@ class MappedFileQueue:
         fault on an uncached page.  Called by the commit log's flush thread
         each round."""
         files = self.mapped_files
-        if not files:
+        if not files or self.zero_ahead:
             return
         mf = files[-1]
         wrote = mf.wrote_position

@@ -94,7 +94,8 @@ def _run_state(store: DLedgerMmapFileStore) -> tuple:
             store.ledger_end_term, ms.ledger_end_index, ms.ledger_end_term,
             [(mf.wrote_position, mf.committed_position)
              for q in (store.data, store.index) for mf in q.mapped_files],
-            [e.index for e in store._recent], store._recent_first, store._recent_bytes)
+            [e.index for e in store._recent], store._recent_first, store._recent_bytes,
+            [mf.zeroed_to for mf in store.data.mapped_files])
 
 
 class _CqFiles:
@@ -294,6 +295,7 @@ def test_store_read_compiled_and_twin_store_count_and_answer_the_same(
                              ("t", functools.partial(dledger_lane._store_read, tlane))):
         store = _file_store(tmp_path / name, term=2, data_size=1 << 13,
                             store_class=classes[0], state_class=classes[1])
+        store.data.zero_ahead = True  # (a DLedger commit log's, rmqZeroFillAheadEnable)
         table = {("T1", 1): 9, ("X", 0): 3, (f"T{(queues - 1) % 70}", queues - 1): 4}
         queues_store = _Store(*room, str(tmp_path))
         cl = _commit_log(store, table, queues_store, 3000)
@@ -325,6 +327,7 @@ def test_store_read_compiled_and_twin_store_count_and_answer_the_same(
                        for e in kept if gc.is_tracked(e) is False)
         store.shutdown()
     assert outs[0] == outs[1]
+    assert outs[0][7][-1][-1] > 0  # zeros written ahead of the appends, by both alike
     reads = outs[0][0]
     assert outs[0][-3] == outs[0][-2] == (0, 0, None, None, b"", b"")
     stored = sum(r[0] for r in reads)

@@ -133,19 +133,6 @@ def test_a_queue_of_its_own_minimum_populates_from_it(tmp_path, monkeypatch):
         q.shutdown()
 
 
-def test_a_dledger_commit_log_populates_its_entry_files_from_a_few_mib(tmp_path):
-    from rmq.dledger.commit_log import DATA_POPULATE_AHEAD_MIN, DLedgerCommitLog
-    from rmq.store.config import MessageStoreConfig
-
-    cfg = MessageStoreConfig(storePathRootDir=str(tmp_path), enableDLegerCommitLog=True,
-                             dLegerGroup="g", dLegerSelfId="n0",
-                             dLegerPeers="n0-127.0.0.1:40911")
-
-    log = DLedgerCommitLog.__new__(DLedgerCommitLog)
-    log._open_files(cfg)
-    assert log.mfq.populate_ahead_min == DATA_POPULATE_AHEAD_MIN < mfm.POPULATE_AHEAD_MIN
-
-
 def _settle(alloc: AllocateMappedFileService) -> None:
     """Wait (bounded) for the service's populate job, if one runs."""
     fut = alloc._populating
