@@ -40,7 +40,6 @@ from rmq._fast.slots cimport set_slot_at_offset, set_slot_or_attr, slot_offset, 
 from rmq._fast.store_put cimport ClassOffsets
 
 import logging
-from asyncio import get_running_loop
 from types import MemberDescriptorType
 
 
@@ -703,7 +702,8 @@ cdef enum:
     U_CONFIG = 4
     U_RPC = 5
     U_SOON = 6
-    U_N = 7
+    U_LOOP = 7
+    U_N = 8
     # a dispatcher's, in ``_DISPATCHER``'s
     D_PEER = 0
     D_PENDING = 1
@@ -733,7 +733,7 @@ cdef enum:
     C_N = 4
 
 cdef ClassOffsets _PUSHER = ClassOffsets(
-    ("ms", "store", "_open", "dispatchers", "config", "rpc", "_push_soon"), True)
+    ("ms", "store", "_open", "dispatchers", "config", "rpc", "_push_soon", "loop"), True)
 cdef ClassOffsets _DISPATCHER = ClassOffsets(
     ("peer", "pending", "write_index", "wake", "state", "term", "names", "last_push_commit"), True)
 cdef ClassOffsets _LEADER = ClassOffsets(("role", "curr_term"), True)
@@ -774,7 +774,7 @@ def push_round(pusher):
     r.table = r.client._table
     r.responses = r.client._responses
     r.hooks = bool(r.client._rpc_hooks)
-    r.loop = get_running_loop()
+    r.loop = slot_or_attr(pusher, u[U_LOOP], "loop")  # (get_running_loop(): a getpid() call)
     r.scanning = r.client._scan_handle is not None and r.client._scan_loop is r.loop
     for d in slot_or_attr(pusher, u[U_DISPATCHERS], "dispatchers").values():
         push_now(r, d)

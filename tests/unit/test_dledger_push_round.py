@@ -78,6 +78,7 @@ class _Pusher:
         self.rpc = peer_rpc
         self._open = object()
         self._push_soon = True
+        self.loop = asyncio.get_running_loop()  # (set by EntryPusher.start)
         self._round_run = None
         self.dispatchers = {}
         # n1 and n2 level (one run read for both), n3 behind, n4 comparing,
