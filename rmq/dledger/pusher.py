@@ -111,7 +111,7 @@ class AckGroup:
     order, so the last one's quorum covers them all): the leader keeps one
     waiter per push rather than one per entry, and settles them in one pass
     from the front of a queue ordered by index (and so by deadline).  A
-    waiter is told by a future (made when asked for, ``future``) or by a
+    waiter is told by a future (made when asked for, ``future_on``) or by a
     plain callback (``then``: the DLedger lane's answers, no future and no
     loop callback per read)."""
 
@@ -130,11 +130,13 @@ class AckGroup:
         self.settled = False
         self.deadline = deadline
 
-    @property
-    def future(self) -> asyncio.Future:
+    def future_on(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future:
+        """The group's future, made on ``loop`` (the pusher's, kept: asking
+        asyncio for the running loop is a getpid() system call) the first
+        time a waiter asks for it."""
         fut = self._future
         if fut is None:
-            fut = self._future = asyncio.get_running_loop().create_future()
+            fut = self._future = loop.create_future()
         return fut
 
     def settle(self, code: int | None, why: str = "") -> None:
@@ -271,7 +273,7 @@ class EntryPusher:
         else:
             group = self._new_group(entry, first, outcome)
         if then is None:
-            fut = group.future
+            fut = group.future_on(self.loop)
         else:
             fut = None
             if group.then is None:
@@ -284,7 +286,7 @@ class EntryPusher:
     def _wait(self, entry: Entry, first: int,
               outcome: Callable[[int | None], object] | None) -> asyncio.Future:
         group = self._new_group(entry, first, outcome)
-        fut = group.future
+        fut = group.future_on(self.loop)
         self._appended_more()
         return fut
 
