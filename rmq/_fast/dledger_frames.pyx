@@ -222,7 +222,8 @@ cdef enum:
     U_MARKS = 0
     U_MS = 1
     U_STORE = 2
-    U_N = 3
+    U_SOON = 3
+    U_N = 4
     # the member state's, in ``STATE_FIELDS``'
     S_ROLE = 0
     S_TERM = 1
@@ -272,7 +273,7 @@ cdef enum:
 
 cdef tuple ACKED_FIELDS = ("dispatcher", "count", "told")
 cdef tuple PEER_FIELDS = ("pusher", "peer", "pending", "write_index", "wake")
-cdef tuple PUSHER_FIELDS = ("water_marks", "ms", "store")
+cdef tuple PUSHER_FIELDS = ("water_marks", "ms", "store", "_push_soon")
 cdef tuple STATE_FIELDS = ("role", "curr_term")
 cdef tuple END_FIELDS = ("ledger_end_index",)
 cdef tuple QUORUM_FIELDS = ("ms", "store", "waiters", "_open", "commit_listeners")
@@ -461,8 +462,11 @@ cdef int tell_acked(object wait, const uint8_t* text, Py_ssize_t n, object buf,
                     pusher._check_quorum(marks)
         store = field(pusher, u, U_STORE, PUSHER_FIELDS)
         _END.copy(store, e)
-        if field(d, p, P_WRITE, PEER_FIELDS) <= slot_or_attr(store, e[0], "ledger_end_index"):
-            field(d, p, P_WAKE, PEER_FIELDS).set()  # (pushes held back: MAX_PENDING in flight)
+        if field(d, p, P_WRITE, PEER_FIELDS) <= slot_or_attr(store, e[0], "ledger_end_index") \
+                and not field(pusher, u, U_SOON, PUSHER_FIELDS):
+            # pushes held back (MAX_PENDING in flight); while a push round is
+            # due, that round pushes them (or wakes it)
+            field(d, p, P_WAKE, PEER_FIELDS).set()
     except Exception:  # one push's answer must not stop the connection's read
         log.exception("push answer failed")
     return 0

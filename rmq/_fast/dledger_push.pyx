@@ -40,7 +40,6 @@ from rmq._fast.slots cimport set_slot_at_offset, set_slot_or_attr, slot_offset, 
 from rmq._fast.store_put cimport ClassOffsets
 
 import logging
-from asyncio import get_running_loop
 from types import MemberDescriptorType
 
 
@@ -660,7 +659,12 @@ def bind_push(acked_class, leader, append, compare, channel_class, int64_t max_p
     ``rpc.PUSH_HEAD`` and ``PUSH_TAIL``, and ``command.OPAQUES``."""
     global _acked_class, acked_in_place, _leader, _append, _compare, _channel_class
     global _opaques, _head, _tail, _max_pending, _timeout_ms, _timeout_s
-    slot_offsets(acked_class, ("dispatcher", "count", "told"), acked_at, MemberDescriptorType)
+    slot_offsets(acked_class, ("dispatcher", "count"), acked_at, MemberDescriptorType)
+    # ``told`` is a slot of its base (``FrameWait``), which ``slot_offset``
+    # does not look in: read from the class that defines it (without it every
+    # push's wait was made by ``_Acked.__init__``, a Python frame)
+    told_of = next((c for c in acked_class.__mro__ if "told" in c.__dict__), acked_class)
+    acked_at[2] = slot_offset(told_of, "told", MemberDescriptorType)
     acked_in_place = acked_class.__new__ is object.__new__ and acked_at[0] > 0 and \
         acked_at[1] > 0 and acked_at[2] > 0
     _acked_class = acked_class
@@ -703,7 +707,8 @@ cdef enum:
     U_CONFIG = 4
     U_RPC = 5
     U_SOON = 6
-    U_N = 7
+    U_LOOP = 7
+    U_N = 8
     # a dispatcher's, in ``_DISPATCHER``'s
     D_PEER = 0
     D_PENDING = 1
@@ -733,7 +738,7 @@ cdef enum:
     C_N = 4
 
 cdef ClassOffsets _PUSHER = ClassOffsets(
-    ("ms", "store", "_open", "dispatchers", "config", "rpc", "_push_soon"), True)
+    ("ms", "store", "_open", "dispatchers", "config", "rpc", "_push_soon", "loop"), True)
 cdef ClassOffsets _DISPATCHER = ClassOffsets(
     ("peer", "pending", "write_index", "wake", "state", "term", "names", "last_push_commit"), True)
 cdef ClassOffsets _LEADER = ClassOffsets(("role", "curr_term"), True)
@@ -774,7 +779,7 @@ def push_round(pusher):
     r.table = r.client._table
     r.responses = r.client._responses
     r.hooks = bool(r.client._rpc_hooks)
-    r.loop = get_running_loop()
+    r.loop = slot_or_attr(pusher, u[U_LOOP], "loop")  # (get_running_loop(): a getpid() call)
     r.scanning = r.client._scan_handle is not None and r.client._scan_loop is r.loop
     for d in slot_or_attr(pusher, u[U_DISPATCHERS], "dispatchers").values():
         push_now(r, d)

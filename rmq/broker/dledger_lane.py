@@ -38,7 +38,6 @@ import time
 from typing import Any
 
 from rmq._fast import compiled
-from rmq.broker.processor.send_support import channel_host
 from rmq.broker.send_lane import SendLaneSupport, make_send_lane, plain_answers
 from rmq.common import message as mc
 from rmq.remoting.command import RPC_ONEWAY, RPC_RESPONSE
@@ -59,6 +58,15 @@ class DLedgerSendLane:
         self._store = self.frames.store_read if _c is not None and \
             isinstance(self.frames, _c.SendLane) else functools.partial(_store_read, self.frames)
         self._counts: dict[tuple[int, bool], int] = {}
+        # what each read is stored and answered with, kept until its source
+        # changes (``_renew``): the cluster name's bytes, the message ids'
+        # host part, the store host's sysFlag bit; and the born-host bit of
+        # the last connection's born field
+        self._made_of: tuple[Any, Any, Any] = (None, None, None)
+        self._cluster = self._host_hex = b""
+        self._store_bits = 0
+        self._born: bytes | None = None
+        self._born_bits = 0
 
     def served(self) -> list[tuple[int, bool, int]]:
         """(request code, oneway, count) of what the last ``serve`` took."""
@@ -73,14 +81,23 @@ class DLedgerSendLane:
         cl = support.cl
         born = channel.attrs.get("born_field")  # the stored born-host field, once per connection
         if born is None:
-            born = channel.attrs["born_field"] = cl.host_field(channel_host(channel))
-        host_bits = (mc.BORNHOST_V6_FLAG if len(born) == 20 else 0) | \
-            (mc.STOREHOSTADDRESS_V6_FLAG if cl.store_host_v6 else 0)
+            born = support.born_field(channel)
+        if born is not self._born:
+            self._born = born
+            self._born_bits = mc.BORNHOST_V6_FLAG if len(born) == 20 else 0
+        made = self._made_of
+        if support.processor.cluster is not made[0] or cl.store_host_field is not made[1] \
+                or cl.msg_id_prefix is not made[2]:
+            self._renew(support.processor.cluster, cl.store_host_field, cl.msg_id_prefix)
+        bc = support.bc
+        tails = support._tail_pair  # (the send lane's, made again when these change)
+        made_for = support._tails_of
+        if bc.regionId is not made_for[0] or bc.traceOn is not made_for[1]:
+            tails = support.new_tails()
         sizes: dict[str, list[int]] = {}  # topic -> [messages, bytes]
         n, after, first, last, answers, answered = self._store(
-            support.processor.cluster.encode(), buf, pos, end, cl, host_bits, born,
-            time.time_ns() // 1_000_000, cl.msg_id_prefix.encode(),
-            (support.tail(), support.rocketmq_tail()), sizes, counts)
+            self._cluster, buf, pos, end, cl, self._born_bits | self._store_bits, born,
+            time.time_ns() // 1_000_000, self._host_hex, tails, sizes, counts)
         if not n:
             return pos, None
         stats = support.store.stats
@@ -89,9 +106,20 @@ class DLedgerSendLane:
             support.served += nums
         # the read's answers held on the quorum wait of its last entry (which
         # covers the earlier ones)
-        cl.quorum_wait(first, last, _Answer(support.processor, channel, answers, answered)
+        cl.quorum_wait(first, last, functools.partial(_answer, support.processor, channel,
+                                                      answers, answered)
                        if answers else _no_answer)
         return after, None
+
+    def _renew(self, cluster: str, store_host: bytes, id_prefix: str) -> None:
+        """What the reads are stored and answered with, made again for the
+        broker's cluster name ``cluster``, the commit log's stored store-host
+        field ``store_host`` and message-id prefix ``id_prefix`` (each
+        compared by identity every read: a new value is a new object)."""
+        self._made_of = (cluster, store_host, id_prefix)
+        self._cluster = cluster.encode()
+        self._store_bits = mc.STOREHOSTADDRESS_V6_FLAG if len(store_host) == 20 else 0
+        self._host_hex = id_prefix.encode()
 
 
 # an answered send's (opaque, serialize type) as ``store_read`` packs them
@@ -147,30 +175,23 @@ def _no_answer(_status: PutMessageStatus) -> None:
     """The quorum wait of a read of oneway sends: nothing to answer."""
 
 
-class _Answer:
-    """What a read's quorum wait calls when it ends: the read's answers as
-    built when a quorum holds the entries, else the general path's answer
-    to a failed put, per answered send (``answered``: their (opaque,
-    serialize type) packed as ``ANSWERED``)."""
-
-    __slots__ = ("processor", "channel", "frames", "answered")
-
-    def __init__(self, processor: Any, channel: Any, frames: bytes, answered: bytes) -> None:
-        self.processor = processor
-        self.channel = channel
-        self.frames = frames
-        self.answered = answered
-
-    def __call__(self, status: PutMessageStatus) -> None:
-        if status is PutMessageStatus.PUT_OK:
-            self.channel.write_bytes(self.frames, True)
-            return
-        code, remark = self.processor._failure(status)
-        out = []
-        for opaque, stype in ANSWERED.iter_unpack(self.answered):
-            response = self.processor.response(code, remark)
-            response.opaque = opaque
-            response.flag |= RPC_RESPONSE
-            response.serialize_type = stype
-            out.append(response.encode())
-        self.channel.write_bytes(b"".join(out))
+def _answer(processor: Any, channel: Any, frames: bytes, answered: bytes,
+            status: PutMessageStatus) -> None:
+    """What a read's quorum wait calls when it ends (bound to the read by
+    ``functools.partial``: made in C, no Python frame per read as a
+    class's ``__init__`` was): the read's answers as built when a quorum
+    holds the entries, else the general path's answer to a failed put, per
+    answered send (``answered``: their (opaque, serialize type) packed as
+    ``ANSWERED``)."""
+    if status is PutMessageStatus.PUT_OK:
+        channel.write_bytes(frames, True)
+        return
+    code, remark = processor._failure(status)
+    out = []
+    for opaque, stype in ANSWERED.iter_unpack(answered):
+        response = processor.response(code, remark)
+        response.opaque = opaque
+        response.flag |= RPC_RESPONSE
+        response.serialize_type = stype
+        out.append(response.encode())
+    channel.write_bytes(b"".join(out))

@@ -82,11 +82,13 @@ class Wakeup:
         elif not fut.done():  # (done: the sleeper wakes anyway)
             fut.set_result(None)
 
-    async def wait(self, timeout: float) -> None:
+    async def wait(self, loop: asyncio.AbstractEventLoop, timeout: float) -> None:
+        """Sleep on the running ``loop`` (the caller's, kept: asyncio's
+        get_running_loop() makes a getpid() system call) until ``set`` or
+        for ``timeout`` seconds."""
         if self._pending:
             self._pending = False
             return
-        loop = asyncio.get_running_loop()
         fut = self._future = loop.create_future()
         handle = loop.call_later(timeout, _wake, fut)
         try:
@@ -109,7 +111,7 @@ class AckGroup:
     order, so the last one's quorum covers them all): the leader keeps one
     waiter per push rather than one per entry, and settles them in one pass
     from the front of a queue ordered by index (and so by deadline).  A
-    waiter is told by a future (made when asked for, ``future``) or by a
+    waiter is told by a future (made when asked for, ``future_on``) or by a
     plain callback (``then``: the DLedger lane's answers, no future and no
     loop callback per read)."""
 
@@ -128,11 +130,13 @@ class AckGroup:
         self.settled = False
         self.deadline = deadline
 
-    @property
-    def future(self) -> asyncio.Future:
+    def future_on(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future:
+        """The group's future, made on ``loop`` (the pusher's, kept: asking
+        asyncio for the running loop is a getpid() system call) the first
+        time a waiter asks for it."""
         fut = self._future
         if fut is None:
-            fut = self._future = asyncio.get_running_loop().create_future()
+            fut = self._future = loop.create_future()
         return fut
 
     def settle(self, code: int | None, why: str = "") -> None:
@@ -168,8 +172,8 @@ class EntryPusher:
     # the fields a follower's answer and the quorum check read
     # (``dledger_frames.tell_acked``, ``check_quorum``) as slots, read there at
     # their offsets; the others in the instance dict
-    __slots__ = ("water_marks", "ms", "store", "waiters", "_open", "commit_listeners",
-                 "__dict__")
+    __slots__ = ("water_marks", "ms", "store", "waiters", "_open", "commit_listeners", "loop",
+                 "_push_soon", "__dict__")
 
     def __init__(self, config: DLedgerConfig, member_state: MemberState,
                  store: DLedgerMmapFileStore, rpc: PeerRpc,
@@ -187,6 +191,10 @@ class EntryPusher:
         self._open: AckGroup | None = None  # the group later puts may join
         self.dispatchers = {peer: PeerDispatcher(self, peer) for peer in self.ms.others()}
         self._push_soon = False  # a push round is scheduled for this loop turn
+        # the loop the pusher runs on (``start``), kept: asyncio.get_running_loop()
+        # makes a getpid() system call each time, and each read and push round
+        # would ask for it
+        self.loop: asyncio.AbstractEventLoop | None = None
         # during a push round, the entries the last push carried ([] before
         # the first; the next follower at the same index pushes the same
         # ones); None outside a round
@@ -195,9 +203,10 @@ class EntryPusher:
         self._timer: asyncio.Task | None = None
 
     def start(self) -> None:
+        self.loop = loop = asyncio.get_running_loop()
         for d in self.dispatchers.values():
             d.start()
-        self._timer = asyncio.get_running_loop().create_task(self._expire_waiters())
+        self._timer = loop.create_task(self._expire_waiters())
 
     async def shutdown(self) -> None:
         tasks = [d.task for d in self.dispatchers.values() if d.task is not None]
@@ -264,7 +273,7 @@ class EntryPusher:
         else:
             group = self._new_group(entry, first, outcome)
         if then is None:
-            fut = group.future
+            fut = group.future_on(self.loop)
         else:
             fut = None
             if group.then is None:
@@ -277,7 +286,7 @@ class EntryPusher:
     def _wait(self, entry: Entry, first: int,
               outcome: Callable[[int | None], object] | None) -> asyncio.Future:
         group = self._new_group(entry, first, outcome)
-        fut = group.future
+        fut = group.future_on(self.loop)
         self._appended_more()
         return fut
 
@@ -300,7 +309,7 @@ class EntryPusher:
             return
         if not self._push_soon:
             self._push_soon = True
-            asyncio.get_running_loop().call_soon(self._push_round)
+            self.loop.call_soon(self._push_round)
 
     # (the twin ``_push_round`` below, or its compiled one)
     _push_round: Callable[[EntryPusher], None]
@@ -419,8 +428,7 @@ class PeerDispatcher:
         self.task: asyncio.Task | None = None
 
     def start(self) -> None:
-        self.task = asyncio.get_running_loop().create_task(self._run(),
-                                                           name=f"dledgerPush-{self.peer}")
+        self.task = self.pusher.loop.create_task(self._run(), name=f"dledgerPush-{self.peer}")
 
     async def _run(self) -> None:
         while True:
@@ -430,7 +438,7 @@ class PeerDispatcher:
                         self._do_append()
                     else:
                         await self._do_compare()
-                await self.wake.wait(IDLE_S)
+                await self.wake.wait(self.pusher.loop, IDLE_S)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - a failed peer: compare again later
@@ -637,8 +645,10 @@ class _Acked(FrameWait):
                 d.pending.pop(index, None)
                 pusher = d.pusher
                 pusher.update_water_mark(term, d.peer, index + self.count - 1)
-                if d.write_index <= pusher.store.ledger_end_index:
-                    d.wake.set()  # (pushes held back: MAX_PENDING in flight)
+                if d.write_index <= pusher.store.ledger_end_index and not pusher._push_soon:
+                    # pushes held back (MAX_PENDING in flight); while a push
+                    # round is due, that round pushes them (or wakes it)
+                    d.wake.set()
             elif code == Code.INCONSISTENT_STATE and d.state == PushType.APPEND:
                 d._change(-1, PushType.COMPARE)
                 d.wake.set()

@@ -452,8 +452,10 @@ class RemotingService:
         when none came within ``timeout_ms`` or the connection closed --
         once, on the loop, without a future or a ``RemotingCommand`` for the
         request.  ``more``: another frame to ``channel`` follows in this
-        loop turn (``Channel.write_bytes``)."""
-        loop = asyncio.get_running_loop()
+        loop turn (``Channel.write_bytes``).  The channel's loop, kept on it,
+        is the running one (``asyncio.get_running_loop()`` would make a
+        getpid() system call per push)."""
+        loop = channel._loop
         self._responses[opaque] = (wait, channel, loop.time() + timeout_ms / 1000.0, timeout_ms)
         if self._scan_handle is None or self._scan_loop is not loop:
             self._scan_loop = loop

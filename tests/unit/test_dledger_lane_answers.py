@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from rmq.broker.config import BrokerConfig
-from rmq.broker.dledger_lane import ANSWERED, _Answer
+from rmq.broker.dledger_lane import ANSWERED, _answer
 from rmq.broker.processor.send_support import SendSupport
 from rmq.dledger.commit_log import _put_status
 from rmq.dledger.protocol import Code
@@ -62,14 +62,14 @@ def test_a_failed_quorum_wait_answers_as_the_general_path(code):
     # (opaque, serialize type) of a read's answered sends (as ``store_read``
     # packs them: oneway ones left out), a negative opaque among them
     asked = [(7, codec.JSON), (8, codec.ROCKETMQ), (-9, codec.JSON), (2**31 - 1, codec.ROCKETMQ)]
-    _Answer(processor, channel, b"never written",
-            b"".join(ANSWERED.pack(op, st) for op, st in asked))(_put_status(code))
+    _answer(processor, channel, b"never written",
+            b"".join(ANSWERED.pack(op, st) for op, st in asked), _put_status(code))
     status = _put_status(code)
     assert channel.writes == [b"".join(_general(processor, status, op, st) for op, st in asked)]
 
 
 def test_a_quorum_answers_the_read_as_built():
     channel = _Channel()
-    _Answer(_processor(), channel, b"frames", ANSWERED.pack(1, codec.JSON))(_put_status(None))
+    _answer(_processor(), channel, b"frames", ANSWERED.pack(1, codec.JSON), _put_status(None))
     assert channel.writes == [b"frames"]
     assert channel.more  # (with the other reads' answers of the quorum, at the turn's end)

@@ -460,10 +460,11 @@ class _Wake:
 class _PusherFields:
     """What an ``_Acked`` answer reaches of an ``EntryPusher``, recorded."""
 
-    def __init__(self, role, term: int, end: int) -> None:
+    def __init__(self, role, term: int, end: int, push_soon: bool) -> None:
         self.water_marks = {term: {"n1": 3, "n2": 5}}
         self.ms = SimpleNamespace(role=role, curr_term=term)
         self.store = SimpleNamespace(ledger_end_index=end)
+        self._push_soon = push_soon  # a push round is due
         self.checks: list = []
 
     update_water_mark = pusher_mod.EntryPusher.update_water_mark  # (the twin's)
@@ -477,7 +478,7 @@ class _PusherFields:
 
 
 class _SlottedPusher(_PusherFields):
-    __slots__ = ("water_marks", "ms", "store")  # (its base's __dict__ kept for the rest)
+    __slots__ = ("water_marks", "ms", "store", "_push_soon")  # (its base's __dict__ kept for the rest)
 
 
 class _DispatcherFields:
@@ -514,8 +515,9 @@ def _acked_answers() -> list[bytes]:
             push_answer_bytes("g", 200, 3, 0, 9, 7, 1)]
 
 
-def _tell_acked(lane_type, pusher_type, dispatcher_type, role, count: int) -> tuple:
-    pusher = pusher_type(role, 3, 20)
+def _tell_acked(lane_type, pusher_type, dispatcher_type, role, count: int,
+                push_soon: bool) -> tuple:
+    pusher = pusher_type(role, 3, 20, push_soon)
     d = dispatcher_type(pusher, 12)
     responses, buf = {}, bytearray()
     waits = []
@@ -530,26 +532,30 @@ def _tell_acked(lane_type, pusher_type, dispatcher_type, role, count: int) -> tu
 
 @pytest.mark.parametrize("role", [Role.LEADER, Role.FOLLOWER])
 @pytest.mark.parametrize("count", [1, 3])
-def test_push_answers_tell_their_waits_as_the_twin_from_slots_or_attributes(role, count):
+@pytest.mark.parametrize("push_soon", [False, True])
+def test_push_answers_tell_their_waits_as_the_twin_from_slots_or_attributes(role, count,
+                                                                            push_soon):
     """An ``_Acked`` wait's answers (``dledger_frames.tell_acked`` in the
     compiled lane, ``_Acked.tell`` in the twin): the same water marks,
     quorum checks, pending pushes, wake-ups and state changes, whether the
     dispatcher's and pusher's fields are read at their slots or through
-    their attributes."""
+    their attributes.  A success with entries not pushed yet wakes the
+    dispatcher only when no push round is due (``push_soon``: that round
+    pushes them)."""
     got = {}
     for lane_type in LANES:
         for pusher_type, dispatcher_type in ((_PusherFields, _DispatcherFields),
                                              (_SlottedPusher, _SlottedDispatcher),
                                              (_PusherFields, _SlottedDispatcher)):
             got[(lane_type, pusher_type, dispatcher_type)] = _tell_acked(
-                lane_type, pusher_type, dispatcher_type, role, count)
+                lane_type, pusher_type, dispatcher_type, role, count, push_soon)
     first = next(iter(got.values()))
     assert all(v == first for v in got.values())
     pos, responses, told, marks, checks, pending, wakes, changes = first
     assert responses == {} and told == [True] * 8
     assert marks[3]["n1"] == 8 + count - 1 and marks[4]["n1"] == 8 + count - 1
     assert bool(checks) == (role is Role.LEADER) and pending == {}
-    assert changes == [(-1, PushType.COMPARE)] and wakes == 1 + 6
+    assert changes == [(-1, PushType.COMPARE)] and wakes == 1 + (0 if push_soon else 6)
 
 
 class _QuorumFields:

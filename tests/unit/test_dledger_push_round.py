@@ -78,6 +78,7 @@ class _Pusher:
         self.rpc = peer_rpc
         self._open = object()
         self._push_soon = True
+        self.loop = asyncio.get_running_loop()  # (set by EntryPusher.start)
         self._round_run = None
         self.dispatchers = {}
         # n1 and n2 level (one run read for both), n3 behind, n4 comparing,
@@ -169,3 +170,24 @@ async def test_compiled_and_twin_push_rounds_push_alike(batch: bool, connected: 
     # the entries not kept read from the log: 2 by n1's first push, again by
     # n2's when n1's last push did not start there, 0 to 2 by n3's
     assert sorted(reads) == [0, 1] + [2] * (2 + (len(runs[0]) > 1))
+
+
+@pytest.mark.compiled_only
+@pytest.mark.asyncio
+async def test_the_compiled_round_makes_its_waits_without_their_constructor(monkeypatch) -> None:
+    """The compiled round fills each push's ``_Acked`` in place (its
+    ``told`` slot is its base's, ``FrameWait``'s): no Python frame of
+    ``_Acked.__init__`` per push, the same waits as the twin's (above)."""
+    made = []
+    init = pusher_mod._Acked.__init__
+
+    def counted(self, dispatcher, count) -> None:
+        made.append(count)
+        init(self, dispatcher, count)
+
+    monkeypatch.setattr(pusher_mod._Acked, "__init__", counted)
+    sent, table, *_ = await _round(P.push_round, True, True)
+    assert sum(len(pushes) for pushes in sent.values()) == len(table) > 0
+    assert made == []
+    await _round(pusher_mod._push_round, True, True)
+    assert len(made) == len(table)
