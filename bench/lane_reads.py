@@ -54,6 +54,19 @@ A read's figures then hold the pushes to both followers, their answers, the
 quorum wait and the commit besides the lane, the append and the reput (the
 followers' CPU is not counted: valgrind does not follow them).
 
+``--follower`` counts a DLedger follower's side instead: the broker here is
+n1 of a group of two whose leader n0 is this bench (n1 follows it in term
+1 and never stands for election), and each read is one APPEND push of
+``--frames`` entries (records of 1 KiB sends round 8 queues, as a
+leader's send lane writes them) framed as a leader frames it
+(``push_entries_frame``), handed to a connection's protocol of the group's
+server as the event loop hands a read, then one loop turn (the answer's
+flush).  Each push carries the last index of the push before it as the
+commit index, as a leader one round ahead does, so a read's figures hold
+the follower's framing, its push path, the append, the commit listener's
+reput and dispatch of the previous push's entries and the answer (written
+to a transport that keeps nothing).
+
     .venv/bin/python -m bench.lane_reads [--reads 20000] [--frames 1] [--repeats 7]
     .venv/bin/python -m bench.lane_reads --instructions [--reads 2000] [--frames 1]
     .venv/bin/python -m bench.lane_reads --calls [--reads 2000] [--frames 1]
@@ -61,6 +74,8 @@ followers' CPU is not counted: valgrind does not follow them).
         --frames 16
     .venv/bin/python -m bench.lane_reads --dledger --followers 2 --instructions --reads 100 \
         --extra 500 --frames 4
+    .venv/bin/python -m bench.lane_reads --follower --instructions --gc-freeze \
+        --main-thread --reads 200 --extra 600 --frames 16
 """
 
 from __future__ import annotations
@@ -183,6 +198,7 @@ class _Transport:
 
     def __init__(self) -> None:
         self.writes = 0
+        self.last = b""  # the last write
 
     def get_extra_info(self, name: str, default=None):
         return ("127.0.0.1", 40000) if name in ("peername", "sockname") else default
@@ -190,11 +206,16 @@ class _Transport:
     def is_closing(self) -> bool:
         return False
 
+    def close(self) -> None:
+        pass
+
     def write(self, data) -> None:
         self.writes += 1
+        self.last = data
 
     def writelines(self, parts) -> None:
         self.writes += 1
+        self.last = b"".join(parts)
 
 
 class _Connection:
@@ -219,6 +240,149 @@ class _Connection:
             pos += n
             protocol.buffer_updated(n)
         return end, None
+
+
+async def _follower(root: Path):
+    """A broker initialized on a fresh store under ``root`` as n1 of a DLedger
+    group of two whose leader n0 is the bench: the group's server started
+    (its port, its timers), following n0 in term 1 and never standing for
+    election; ``TOPIC`` made with ``QUEUES`` queues."""
+    from rmq.broker.controller import BrokerController
+    from rmq.broker.dledger_role_change import DLedgerService
+    from rmq.broker.startup import parse, prepare_store_paths
+    from rmq.testing.procs import free_port
+
+    conf = root / "broker.conf"
+    peers = f"n0-127.0.0.1:{free_port()};n1-127.0.0.1:{free_port()}"
+    conf.write_text(f"brokerName=lane-reads\nlistenPort=40911\nstorePathRootDir={root}/store\n"
+                    f"storePathCommitLog={root}/store/commitlog\n"
+                    "mappedFileSizeCommitLog=268435456\nenableDLegerCommitLog=true\n"
+                    f"dLegerGroup=g\ndLegerSelfId=n1\ndLegerPeers={peers}\n")
+    _args, settings = parse(["-c", str(conf), "-n", "127.0.0.1:1"])
+    prepare_store_paths(settings)
+    controller = BrokerController(settings)
+    if not await controller.initialize():
+        raise RuntimeError("the broker did not initialize")
+    controller.topic_config_manager.update_topic_config(TopicConfig(TOPIC, QUEUES, QUEUES))
+    controller.message_store.start()
+    server = next(s.server for s in controller.services if isinstance(s, DLedgerService))
+    server.config.max_heart_beat_leak = 10 ** 9  # the leader's silence never ends its term
+    await server.start()
+    server.elector.change_to_follower(1, "n0")
+    return controller, server
+
+
+class _PushMaker:
+    """A leader's APPEND pushes to n1 (``--follower``), as it frames them:
+    the entries are records of 1 KiB sends round ``QUEUES`` queues, as a
+    leader's send lane writes them, each push with the last index of the
+    push before it committed."""
+
+    def __init__(self) -> None:
+        from rmq.dledger.messages import _names
+        from rmq.store import message_codec as codec
+
+        self.names = _names("g", "n0", "n1", "n0")
+        self.codec = codec
+        self.born = codec.host_field(("10.0.0.1", 5000))
+        self.store_host = codec.host_field(("127.0.0.1", 40911))
+        self.index = 0  # the next entry's index
+        self.pos = 0  # where it lies in the data files
+        self.offsets = [0] * QUEUES  # each queue's next offset
+        self.opaque = 0
+
+    def entry(self):
+        """The next entry: a send's record, its physical offset where the
+        entry puts it."""
+        from rmq.dledger.entry import BODY_OFFSET, Entry
+
+        codec, qid = self.codec, self.index % QUEUES
+        topic, body = TOPIC.encode(), b"x" * 1024
+        props = f"WAIT\x01true\x02UNIQ_KEY\x01{self.index:032X}\x02".encode()
+        record = bytearray(codec.record_size(0, len(body), len(topic), len(props)))
+        now = int(time.time() * 1000)
+        codec.write_record(record, 0, qid, 0, self.offsets[qid], self.pos + BODY_OFFSET, 0, now,
+                           self.born, now, self.store_host, 0, 0, body, topic, props)
+        self.offsets[qid] += 1
+        entry = Entry(self.index, 1, bytes(record), self.pos)
+        entry.compute_size()
+        self.index += 1
+        self.pos += entry.size
+        return entry
+
+    def pushes(self, count: int, entries: int) -> list[bytes]:
+        """The next ``count`` pushes of ``entries`` entries each."""
+        from rmq.dledger.rpc import PUSH_HEAD, PUSH_TAIL, push_entries_frame
+
+        out = []
+        for _ in range(count):
+            committed = self.index - 1
+            batch = [self.entry() for _ in range(entries)]
+            self.opaque += 1
+            out.append(push_entries_frame(PUSH_HEAD, self.opaque, PUSH_TAIL, *self.names, 1,
+                                          committed, batch, True))
+        return out
+
+
+WARM_PUSHES = 4 * QUEUES
+
+
+def write_pushes(path: Path, count: int, entries: int) -> None:
+    """``WARM_PUSHES`` + ``count`` pushes of ``entries`` entries into ``path``,
+    one frame after another (``--pushes-file``: an ``--instructions`` run
+    counts the follower, not the making of the leader's frames)."""
+    maker = _PushMaker()
+    with open(path, "wb") as f:
+        for at in range(0, WARM_PUSHES + count, 100):
+            f.write(b"".join(maker.pushes(min(100, WARM_PUSHES + count - at), entries)))
+
+
+class _Pushes:
+    """``--follower``: a leader's APPEND pushes handed to a connection's
+    protocol of the group's server of the broker of ``_follower``: made
+    here (``_PushMaker``), or read from a file of them (``write_pushes``)."""
+
+    def __init__(self, server, entries: int, path: str | None = None) -> None:
+        self.server = server
+        self.connection = _Connection(server.remoting)
+        self.entries = entries  # a push's
+        self.sent = 0  # the pushes handed over so far
+        self.maker = None if path else _PushMaker()
+        self.file = None if path is None else open(path, "rb")  # noqa: SIM115 - kept open
+        self.channel = None
+
+    def batch(self, reads: int, frames: int) -> list[bytes]:
+        if self.file is None:
+            return self.maker.pushes(reads, frames)
+        out = []
+        for _ in range(reads):
+            head = self.file.read(4)
+            if len(head) < 4:
+                raise RuntimeError("the pushes file holds fewer pushes than the run reads")
+            out.append(head + self.file.read(int.from_bytes(head, "big")))
+        return out
+
+    async def serve(self, pushes: list[bytes]) -> int:
+        """Hand each push to the connection, then let the loop turn (the
+        answer's flush); how many were not answered SUCCESS with the
+        follower's end at the push's last entry."""
+        connection, store = self.connection, self.server.store
+        transport = connection.transport
+        missed = 0
+        for buf in pushes:
+            writes = transport.writes
+            connection.serve(None, buf, 0, len(buf))
+            await asyncio.sleep(0)
+            missed += transport.writes != writes + 1 or b'"code":200,' not in transport.last
+        self.sent += len(pushes)
+        if store.ledger_end_index != self.sent * self.entries - 1:
+            raise RuntimeError(f"the follower's end is {store.ledger_end_index}, "
+                               f"not {self.sent * self.entries - 1}")
+        return missed
+
+    async def warm(self) -> None:
+        if await self.serve(self.batch(WARM_PUSHES, self.entries)):
+            raise RuntimeError("the follower did not take the pushes")
 
 
 async def _shutdown(controller) -> None:
@@ -283,6 +447,12 @@ class _Reads:
             await asyncio.sleep(0.01)
         raise RuntimeError("the send lane does not take the frames (store not writable?)")
 
+    async def serve(self, batch: list[bytes]) -> int:
+        """Hand each read to the lane (or the connection); how many it did
+        not take whole."""
+        lane = self.lane if self.connection is None else self.connection
+        return await _serve(lane, self.channel, batch, self.answered)
+
     def batch(self, reads: int, frames: int) -> list[bytes]:
         batch = []
         for _ in range(reads):
@@ -294,36 +464,56 @@ class _Reads:
         return batch
 
 
+async def _open(root: Path, dledger: bool, followers: int, java: bool, protocol: bool,
+                follower: bool, frames: int, pushes_file: str | None) -> tuple:
+    """The broker of a run under ``root`` and its reads, warmed up: a
+    follower's pushes of ``frames`` entries (``follower``; read from
+    ``pushes_file`` when given), else reads of send frames."""
+    if follower:
+        controller, server = await _follower(root)
+        r: _Reads | _Pushes = _Pushes(server, frames, pushes_file)
+    else:
+        controller = await _controller(root, dledger, followers, *_shape(java))
+        r = _Reads(controller, protocol, java)
+    try:
+        await r.warm()
+    except BaseException:
+        await _shutdown(controller)
+        raise
+    return controller, r
+
+
 async def calls(reads: int, frames: int, dledger: bool = False,
                 protocol: bool = False,
-                followers: int = 0, java: bool = False) -> tuple[float, list[tuple[float, str]], float]:
+                followers: int = 0, java: bool = False, follower: bool = False,
+                pushes_file: str | None = None) -> tuple[float, list[tuple[float, str]], float]:
     """Function calls per read (``cProfile``): the total and, per function,
     its calls per read, most called first; and the transport's writes per
-    read (``protocol``; else 0)."""
+    read (``protocol`` or ``follower``; else 0)."""
     import cProfile
     import pstats
 
     root = Path(tempfile.mkdtemp(prefix="lane-reads-"))
-    controller = await _controller(root, dledger, followers, *_shape(java))
+    controller, r = await _open(root, dledger, followers, java, protocol, follower, frames,
+                                pushes_file)
     try:
-        r = _Reads(controller, protocol, java)
-        await r.warm()
         batch = r.batch(reads, frames)
         await asyncio.sleep(0.02)
-        lane = r.lane if r.connection is None else r.connection
+        writes_before = 0 if r.connection is None else r.connection.transport.writes
         profile = cProfile.Profile()
         profile.enable()
-        missed = await _serve(lane, r.channel, batch, r.answered)
+        missed = await r.serve(batch)
         profile.disable()
         if missed:
             raise RuntimeError("the send lane did not take every read")
         stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
         rows = [(v[1] / reads, f"{Path(f).name}:{line} {name}" if line else name)
                 for (f, line, name), v in stats.items()
-                if name not in ("_serve_all", "_serve", "_serve_answered",
+                if name not in ("_serve_all", "_serve", "_serve_answered", "serve",
                                 "<method 'disable' of '_lsprof.Profiler' objects>")]
         rows.sort(key=lambda row: -row[0])
-        writes = 0.0 if r.connection is None else r.connection.transport.writes / reads
+        writes = 0.0 if r.connection is None else \
+            (r.connection.transport.writes - writes_before) / reads
         return sum(row[0] for row in rows), rows, writes
     finally:
         await _shutdown(controller)
@@ -333,14 +523,13 @@ async def calls(reads: int, frames: int, dledger: bool = False,
 async def measure(reads: int, frames: int, repeats: int, bracket: bool = True,
                   dledger: bool = False, protocol: bool = False,
                   followers: int = 0, java: bool = False,
-                  freeze: bool = False) -> dict[str, list[float]]:
+                  freeze: bool = False, follower: bool = False,
+                  pushes_file: str | None = None) -> dict[str, list[float]]:
     root = Path(tempfile.mkdtemp(prefix="lane-reads-"))
-    controller = await _controller(root, dledger, followers, *_shape(java))
+    controller, r = await _open(root, dledger, followers, java, protocol, follower, frames,
+                                pushes_file)
     try:
         support = controller.send_lane_support
-        r = _Reads(controller, protocol, java)
-        await r.warm()
-        lane, channel = r.lane if r.connection is None else r.connection, r.channel
         if freeze:  # what a broker does once started (rmq.broker.startup.settle_gc)
             settle_gc()
         else:
@@ -350,12 +539,13 @@ async def measure(reads: int, frames: int, repeats: int, bracket: bool = True,
             batch = r.batch(reads, frames)
             await asyncio.sleep(0.02)  # the store's loop callbacks run between repeats
             t0 = time.process_time_ns()
-            missed = await _serve(lane, channel, batch, r.answered)
+            missed = await r.serve(batch)
             if not missed:
                 per_read.append((time.process_time_ns() - t0) / reads / 1000)
             if not bracket:
                 continue
             t0 = time.process_time_ns()
+            channel = r.channel
             for _ in range(reads):
                 ctx = support.begin(channel)
                 support.end(ctx, ctx.run.wrote, 0, [], channel, None, 0)
@@ -371,25 +561,34 @@ EXTRA_READS = 10_000  # what --instructions adds to the second run
 
 def _callgrind_total(reads: int, frames: int, dledger: bool = False,
                      protocol: bool = False, followers: int = 0, java: bool = False,
-                     freeze: bool = False, main_thread: bool = False) -> int:
-    """Instructions of a whole run of the reads alone under callgrind."""
+                     freeze: bool = False, main_thread: bool = False,
+                     pushes_file: str | None = None) -> int:
+    """Instructions of a whole run of the reads alone under callgrind
+    (``pushes_file``: a follower's, of the pushes in that file)."""
     return callgrind_total("bench.lane_reads", [
         "--reads", str(reads), "--frames", str(frames), "--repeats", "1", "--no-bracket",
         *(["--dledger"] if dledger else []), *(["--protocol"] if protocol else []),
         *(["--java"] if java else []), *(["--gc-freeze"] if freeze else []),
+        *(["--follower", "--pushes-file", pushes_file] if pushes_file else []),
         "--followers", str(followers)], main_thread=main_thread)
 
 
 def instructions(reads: int, frames: int, extra: int = EXTRA_READS,
                  dledger: bool = False, protocol: bool = False,
                  followers: int = 0, java: bool = False, freeze: bool = False,
-                 main_thread: bool = False) -> float:
+                 main_thread: bool = False, follower: bool = False) -> float:
     """Instructions per read: the difference of two callgrind totals."""
     if shutil.which("valgrind") is None:
         raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
-    low = _callgrind_total(reads, frames, dledger, protocol, followers, java, freeze, main_thread)
-    high = _callgrind_total(reads + extra, frames, dledger, protocol, followers, java, freeze,
-                            main_thread)
+    with tempfile.TemporaryDirectory(prefix="lane-reads-pushes-") as tmp:
+        pushes_file = None
+        if follower:  # (made here: the counted runs read them)
+            pushes_file = str(Path(tmp) / "pushes")
+            write_pushes(Path(pushes_file), reads + extra, frames)
+        low = _callgrind_total(reads, frames, dledger, protocol, followers, java, freeze,
+                               main_thread, pushes_file)
+        high = _callgrind_total(reads + extra, frames, dledger, protocol, followers, java, freeze,
+                                main_thread, pushes_file)
     return (high - low) / extra
 
 
@@ -423,39 +622,50 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--followers", type=int, default=0,
                     help="with --dledger: follower processes in the group (each read then "
                     "waits for its answer)")
+    ap.add_argument("--follower", action="store_true",
+                    help="a DLedger follower's side: each read one APPEND push of --frames "
+                    "entries to a follower broker, through a connection's protocol")
+    ap.add_argument("--pushes-file", help=argparse.SUPPRESS)  # --follower's pushes, made before
     args = ap.parse_args(argv)
     if args.followers and not args.dledger:
         ap.error("--followers needs --dledger")
     if args.followers and args.protocol:
         ap.error("--followers answers through the bench's channel, not a protocol's")
-    if args.followers:  # the broker's loop: its pushes and answers go through sockets
+    if args.follower and (args.dledger or args.protocol or args.java):
+        ap.error("--follower takes pushes through the group's protocol: no --dledger, "
+                 "--protocol or --java")
+    if args.followers or args.follower:  # a group member's loop
         import uvloop
 
         uvloop.install()
     if args.calls:
         total, rows, writes = asyncio.run(calls(args.reads, args.frames, args.dledger,
-                                                args.protocol, args.followers, args.java))
+                                                args.protocol, args.followers, args.java,
+                                                args.follower, args.pushes_file))
         python = sum(c for c, name in rows if ".py:" in name)
         print(f"calls_per_read ({args.frames} frame(s) a read): {total:.1f}, "
               f"Python functions {python:.1f}"
-              + (f", transport writes {writes:.2f}" if args.protocol else ""))
+              + (f", transport writes {writes:.2f}" if args.protocol or args.follower else ""))
         for c, name in rows:
             if c >= 0.5:
                 print(f"  {c:6.2f} {name}")
         return 0
     if args.instructions:
         per_read = instructions(args.reads, args.frames, args.extra, args.dledger, args.protocol,
-                                args.followers, args.java, args.gc_freeze, args.main_thread)
+                                args.followers, args.java, args.gc_freeze, args.main_thread,
+                                args.follower)
         print(f"instructions_per_read ({args.frames} frame(s) a read): {per_read:,.0f}")
         return 0
     import uvloop
 
     uvloop.install()
     got = asyncio.run(measure(args.reads, args.frames, args.repeats,
-                              not args.no_bracket and not args.dledger, args.dledger,
-                              args.protocol, args.followers, args.java, args.gc_freeze))
+                              not args.no_bracket and not args.dledger and not args.follower,
+                              args.dledger, args.protocol, args.followers, args.java,
+                              args.gc_freeze, args.follower, args.pushes_file))
     for key, values in got.items():
-        if not values and key == "begin_end_us" and (args.no_bracket or args.dledger):
+        if not values and key == "begin_end_us" and (args.no_bracket or args.dledger or
+                                                     args.follower):
             continue
         if not values:
             print(f"{key}: no repeat was taken whole by the lane")
