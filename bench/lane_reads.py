@@ -54,18 +54,19 @@ A read's figures then hold the pushes to both followers, their answers, the
 quorum wait and the commit besides the lane, the append and the reput (the
 followers' CPU is not counted: valgrind does not follow them).
 
-``--follower`` counts a DLedger follower's side instead: the broker here is
-n1 of a group of two whose leader n0 is this bench (n1 follows it in term
-1 and never stands for election), and each read is one APPEND push of
-``--frames`` entries (records of 1 KiB sends round 8 queues, as a
-leader's send lane writes them) framed as a leader frames it
-(``push_entries_frame``), handed to a connection's protocol of the group's
-server as the event loop hands a read, then one loop turn (the answer's
-flush).  Each push carries the last index of the push before it as the
-commit index, as a leader one round ahead does, so a read's figures hold
-the follower's framing, its push path, the append, the commit listener's
-reput and dispatch of the previous push's entries and the answer (written
-to a transport that keeps nothing).
+``--follower`` counts a DLedger follower's side instead: the broker here
+follows n0 in term 1 of a group of three whose other members never start
+(``bench.dledger_follow``: no elector, no timers of the group), and each read
+is one APPEND push of ``--frames`` entries (records of 1 KiB sends round 8
+queues, as a leader's lane writes them, framed as a leader frames them,
+each push committing the entries of the push before it), handed to a
+connection's protocol of the group's remoting server as the event loop
+hands a read, then one loop turn.  A read's figures hold the follower's
+framing, its push path, the append, the commit listener's reput and
+dispatch of the previous push's entries and the answer (written to a
+transport that keeps nothing), and the copy of the push into the receive
+buffer (the kernel's, in a broker).  The pushes are made before the run
+(with ``--instructions`` before both counted runs: ``--pushes-file``).
 
     .venv/bin/python -m bench.lane_reads [--reads 20000] [--frames 1] [--repeats 7]
     .venv/bin/python -m bench.lane_reads --instructions [--reads 2000] [--frames 1]
@@ -90,6 +91,7 @@ import time
 from pathlib import Path
 
 from bench.callgrind import callgrind_total
+from bench.connection import Connection
 from bench.raw import RawRequests
 from rmq.broker.startup import settle_gc
 from rmq.common.topic_config import TopicConfig
@@ -193,167 +195,36 @@ def _shape(java: bool) -> tuple[str, int]:
     return (JAVA_TOPIC, JAVA_QUEUES) if java else (TOPIC, QUEUES)
 
 
-class _Transport:
-    """A connection's transport that keeps nothing: counts the writes."""
-
-    def __init__(self) -> None:
-        self.writes = 0
-        self.last = b""  # the last write
-
-    def get_extra_info(self, name: str, default=None):
-        return ("127.0.0.1", 40000) if name in ("peername", "sockname") else default
-
-    def is_closing(self) -> bool:
-        return False
-
-    def close(self) -> None:
-        pass
-
-    def write(self, data) -> None:
-        self.writes += 1
-        self.last = data
-
-    def writelines(self, parts) -> None:
-        self.writes += 1
-        self.last = b"".join(parts)
-
-
-class _Connection:
-    """One connection's protocol of the broker's main server: ``serve``
-    hands it a read as the event loop does (the room it offers, filled, then
-    ``buffer_updated``; a read larger than the room in several)."""
-
-    def __init__(self, server) -> None:
-        from rmq.remoting.channel import RemotingProtocol
-
-        self.transport = _Transport()
-        self.protocol = RemotingProtocol(server, server.config.frameMaxLength)
-        self.protocol.connection_made(self.transport)
-        self.lane = self  # (``_serve_all`` asks ``lane.serve``)
-
-    def serve(self, _channel, buf: bytes, pos: int, end: int) -> tuple[int, None]:
-        protocol = self.protocol
-        while pos < end:
-            room = protocol.get_buffer(-1)
-            n = min(len(room), end - pos)
-            room[:n] = buf[pos:pos + n]
-            pos += n
-            protocol.buffer_updated(n)
-        return end, None
-
-
-async def _follower(root: Path):
-    """A broker initialized on a fresh store under ``root`` as n1 of a DLedger
-    group of two whose leader n0 is the bench: the group's server started
-    (its port, its timers), following n0 in term 1 and never standing for
-    election; ``TOPIC`` made with ``QUEUES`` queues."""
-    from rmq.broker.controller import BrokerController
-    from rmq.broker.dledger_role_change import DLedgerService
-    from rmq.broker.startup import parse, prepare_store_paths
-    from rmq.testing.procs import free_port
-
-    conf = root / "broker.conf"
-    peers = f"n0-127.0.0.1:{free_port()};n1-127.0.0.1:{free_port()}"
-    conf.write_text(f"brokerName=lane-reads\nlistenPort=40911\nstorePathRootDir={root}/store\n"
-                    f"storePathCommitLog={root}/store/commitlog\n"
-                    "mappedFileSizeCommitLog=268435456\nenableDLegerCommitLog=true\n"
-                    f"dLegerGroup=g\ndLegerSelfId=n1\ndLegerPeers={peers}\n")
-    _args, settings = parse(["-c", str(conf), "-n", "127.0.0.1:1"])
-    prepare_store_paths(settings)
-    controller = BrokerController(settings)
-    if not await controller.initialize():
-        raise RuntimeError("the broker did not initialize")
-    controller.topic_config_manager.update_topic_config(TopicConfig(TOPIC, QUEUES, QUEUES))
-    controller.message_store.start()
-    server = next(s.server for s in controller.services if isinstance(s, DLedgerService))
-    server.config.max_heart_beat_leak = 10 ** 9  # the leader's silence never ends its term
-    await server.start()
-    server.elector.change_to_follower(1, "n0")
-    return controller, server
-
-
-class _PushMaker:
-    """A leader's APPEND pushes to n1 (``--follower``), as it frames them:
-    the entries are records of 1 KiB sends round ``QUEUES`` queues, as a
-    leader's send lane writes them, each push with the last index of the
-    push before it committed."""
-
-    def __init__(self) -> None:
-        from rmq.dledger.messages import _names
-        from rmq.store import message_codec as codec
-
-        self.names = _names("g", "n0", "n1", "n0")
-        self.codec = codec
-        self.born = codec.host_field(("10.0.0.1", 5000))
-        self.store_host = codec.host_field(("127.0.0.1", 40911))
-        self.index = 0  # the next entry's index
-        self.pos = 0  # where it lies in the data files
-        self.offsets = [0] * QUEUES  # each queue's next offset
-        self.opaque = 0
-
-    def entry(self):
-        """The next entry: a send's record, its physical offset where the
-        entry puts it."""
-        from rmq.dledger.entry import BODY_OFFSET, Entry
-
-        codec, qid = self.codec, self.index % QUEUES
-        topic, body = TOPIC.encode(), b"x" * 1024
-        props = f"WAIT\x01true\x02UNIQ_KEY\x01{self.index:032X}\x02".encode()
-        record = bytearray(codec.record_size(0, len(body), len(topic), len(props)))
-        now = int(time.time() * 1000)
-        codec.write_record(record, 0, qid, 0, self.offsets[qid], self.pos + BODY_OFFSET, 0, now,
-                           self.born, now, self.store_host, 0, 0, body, topic, props)
-        self.offsets[qid] += 1
-        entry = Entry(self.index, 1, bytes(record), self.pos)
-        entry.compute_size()
-        self.index += 1
-        self.pos += entry.size
-        return entry
-
-    def pushes(self, count: int, entries: int) -> list[bytes]:
-        """The next ``count`` pushes of ``entries`` entries each."""
-        from rmq.dledger.rpc import PUSH_HEAD, PUSH_TAIL, push_entries_frame
-
-        out = []
-        for _ in range(count):
-            committed = self.index - 1
-            batch = [self.entry() for _ in range(entries)]
-            self.opaque += 1
-            out.append(push_entries_frame(PUSH_HEAD, self.opaque, PUSH_TAIL, *self.names, 1,
-                                          committed, batch, True))
-        return out
-
-
 WARM_PUSHES = 4 * QUEUES
 
 
 def write_pushes(path: Path, count: int, entries: int) -> None:
-    """``WARM_PUSHES`` + ``count`` pushes of ``entries`` entries into ``path``,
-    one frame after another (``--pushes-file``: an ``--instructions`` run
-    counts the follower, not the making of the leader's frames)."""
-    maker = _PushMaker()
-    with open(path, "wb") as f:
-        for at in range(0, WARM_PUSHES + count, 100):
-            f.write(b"".join(maker.pushes(min(100, WARM_PUSHES + count - at), entries)))
+    """``WARM_PUSHES`` + ``count`` APPEND pushes of ``entries`` entries
+    (``bench.dledger_follow.pushes``: a leader's frames, each committing
+    the push before it) into ``path``, one frame after another: the
+    counted runs read them (``--pushes-file``) rather than make them."""
+    from bench.dledger_follow import pushes
+
+    path.write_bytes(b"".join(pushes(WARM_PUSHES + count, entries)))
 
 
 class _Pushes:
-    """``--follower``: a leader's APPEND pushes handed to a connection's
-    protocol of the group's server of the broker of ``_follower``: made
-    here (``_PushMaker``), or read from a file of them (``write_pushes``)."""
+    """``--follower``: the pushes of a file of them (``write_pushes``), each
+    handed to a connection's protocol of the DLedger remoting server of a
+    follower broker (``bench.dledger_follow``: it follows n0 in term 1 of a
+    group of three whose other members never start)."""
 
-    def __init__(self, server, entries: int, path: str | None = None) -> None:
+    def __init__(self, server, entries: int, path: str) -> None:
+        from bench.dledger_follow import serving
+
         self.server = server
-        self.connection = _Connection(server.remoting)
+        self.connection = Connection(serving(server))
         self.entries = entries  # a push's
         self.sent = 0  # the pushes handed over so far
-        self.maker = None if path else _PushMaker()
-        self.file = None if path is None else open(path, "rb")  # noqa: SIM115 - kept open
+        self.file = open(path, "rb")  # noqa: SIM115 - read push by push while the run lasts
         self.channel = None
 
-    def batch(self, reads: int, frames: int) -> list[bytes]:
-        if self.file is None:
-            return self.maker.pushes(reads, frames)
+    def batch(self, reads: int, _frames: int) -> list[bytes]:
         out = []
         for _ in range(reads):
             head = self.file.read(4)
@@ -364,8 +235,8 @@ class _Pushes:
 
     async def serve(self, pushes: list[bytes]) -> int:
         """Hand each push to the connection, then let the loop turn (the
-        answer's flush); how many were not answered SUCCESS with the
-        follower's end at the push's last entry."""
+        answer's flush when the general way answered); how many were not
+        answered SUCCESS with the follower's end at the push's last entry."""
         connection, store = self.connection, self.server.store
         transport = connection.transport
         missed = 0
@@ -426,7 +297,7 @@ class _Reads:
 
     def __init__(self, controller, protocol: bool = False, java: bool = False) -> None:
         self.lane = controller.remoting_server.lane
-        self.connection = _Connection(controller.remoting_server) if protocol else None
+        self.connection = Connection(controller.remoting_server) if protocol else None
         self.queues = JAVA_QUEUES if java else QUEUES
         self.raw = RawRequests(JAVA_TOPIC if java else TOPIC, b"x" * 1024, queues=self.queues,
                                java=java)
@@ -465,11 +336,17 @@ class _Reads:
 
 
 async def _open(root: Path, dledger: bool, followers: int, java: bool, protocol: bool,
-                follower: bool, frames: int, pushes_file: str | None) -> tuple:
+                follower: bool, frames: int, pushes_file: str | None, reads: int) -> tuple:
     """The broker of a run under ``root`` and its reads, warmed up: a
     follower's pushes of ``frames`` entries (``follower``; read from
-    ``pushes_file`` when given), else reads of send frames."""
+    ``pushes_file``, else made for ``reads`` reads), else reads of send
+    frames."""
     if follower:
+        from bench.dledger_follow import _follower
+
+        if pushes_file is None:
+            pushes_file = str(root / "pushes")
+            write_pushes(Path(pushes_file), reads, frames)
         controller, server = await _follower(root)
         r: _Reads | _Pushes = _Pushes(server, frames, pushes_file)
     else:
@@ -495,7 +372,7 @@ async def calls(reads: int, frames: int, dledger: bool = False,
 
     root = Path(tempfile.mkdtemp(prefix="lane-reads-"))
     controller, r = await _open(root, dledger, followers, java, protocol, follower, frames,
-                                pushes_file)
+                                pushes_file, reads)
     try:
         batch = r.batch(reads, frames)
         await asyncio.sleep(0.02)
@@ -527,7 +404,7 @@ async def measure(reads: int, frames: int, repeats: int, bracket: bool = True,
                   pushes_file: str | None = None) -> dict[str, list[float]]:
     root = Path(tempfile.mkdtemp(prefix="lane-reads-"))
     controller, r = await _open(root, dledger, followers, java, protocol, follower, frames,
-                                pushes_file)
+                                pushes_file, reads * repeats)
     try:
         support = controller.send_lane_support
         if freeze:  # what a broker does once started (rmq.broker.startup.settle_gc)
