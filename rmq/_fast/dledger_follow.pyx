@@ -18,8 +18,12 @@ from libc.stdint cimport int64_t, uint8_t
 from rmq._fast.dledger_wire cimport json_frame
 from rmq._fast.json_text cimport json_int32, json_step
 
+import logging
+
 from rmq._fast.dledger_frames import push_frame
 from rmq._fast.dledger_push import decode_push
+
+log = logging.getLogger("rmq.dledger")
 
 cdef enum:
     PUSH = 51004    # RequestCode.PUSH
@@ -67,7 +71,8 @@ cdef class PushLane:
     frames of a read that ``append_rows`` (``_Processor._append_rows``)
     takes, each answered in the frame of ``answer_head``, its opaque,
     ``answer_tail`` and the answer (as the general way writes it); the
-    first other frame, and what follows it, goes the general way."""
+    first other frame, and what follows it, goes the general way, as does
+    a push whose ``append_rows`` raised (logged)."""
 
     cdef object append_rows
     cdef Py_ssize_t max_frame
@@ -98,7 +103,11 @@ cdef class PushLane:
                 fields = decode_push(buf[body:frame_end])
                 if fields is None:
                     break
-                answer = self.append_rows(fields)
+                try:
+                    answer = self.append_rows(fields)
+                except Exception:  # the general way takes the push and answers it
+                    log.exception("push lane: a push from %s failed", fields[3])
+                    break
                 if answer is None:
                     break
                 frame = push_frame(self.answer_head, opaque, self.answer_tail, answer)

@@ -452,7 +452,9 @@ class PyPushLane:
     read from the receive buffer where it lies and answered with the bytes
     the general way writes, without a ``RemotingCommand`` either way, the
     body's copy and the general dispatch's Python frames (about a dozen a
-    push).  Any other frame, and what follows it, goes the general way.
+    push).  Any other frame, and what follows it, goes the general way, as
+    does a push whose ``append_rows`` raised (logged; the general way then
+    answers it: a failure, or a resend of entries the follower holds).
     The twin of ``rmq._fast.dledger_follow.PushLane``."""
 
     __slots__ = ("append_rows", "max_frame", "answer_head", "answer_tail", "count")
@@ -477,7 +479,11 @@ class PyPushLane:
             fields = push_fields(buf[got[1]:got[2]])
             if fields is None:
                 break
-            answer = self.append_rows(fields)
+            try:
+                answer = self.append_rows(fields)
+            except Exception:  # noqa: BLE001 - the general way takes the push and answers it
+                log.exception("push lane: a push from %s failed", fields[3])
+                break
             if answer is None:
                 break
             answers.append(push_frame(self.answer_head, got[0], self.answer_tail, answer))

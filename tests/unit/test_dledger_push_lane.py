@@ -184,3 +184,27 @@ def test_without_the_compiled_decoder_the_twin_lane_takes_nothing(tmp_path,
     assert lane.serve(None, memoryview(frame), 0, len(frame)) == (0, None)
     assert member.store.ledger_end_index == -1
     member.store.shutdown()
+
+
+@pytest.mark.compiled_only  # (the lanes read pushes with the compiled decoder)
+@pytest.mark.parametrize("lane_class", LANES)
+def test_a_push_whose_append_raised_goes_the_general_way(tmp_path, lane_class, caplog) -> None:
+    """``append_rows`` raising (a commit listener's bug): logged, and the
+    push is left to the general way, which answers it."""
+    entries = _leader_entries(tmp_path / "l", 4)
+    member = _member(tmp_path / "m")
+    processor = server._Processor(member)
+    calls = []
+
+    def failing(fields):
+        calls.append(fields)
+        raise RuntimeError("a listener's bug")
+
+    lane = lane_class(failing, MAX, server.ANSWER_HEAD, PUSH_TAIL)
+    frame = push_frame(PUSH_HEAD, 1, PUSH_TAIL, messages.push_append_body(
+        "g", "n0", "n1", "n0", 2, -1, entries, True))
+    assert lane.serve(None, memoryview(frame), 0, len(frame)) == (0, None)
+    assert len(calls) == 1 and "push lane: a push from n0 failed" in caplog.text
+    assert _general_answer(processor, frame) is not None
+    assert member.store.ledger_end_index == 3
+    member.store.shutdown()
