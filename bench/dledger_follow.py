@@ -2,10 +2,11 @@
 follows a three-node group (its peers are never started: no elector, no
 sockets) is handed APPEND pushes of ``--batch`` entries each, as a leader
 writes them (1 KiB bodies, the records of 8 queues, each push committing the
-entries of the push before it), through its DLedger remoting server as a
-frame read from a connection would be: the frame decoded, the push read,
-the entries appended, the committed ones dispatched to the consume queues
-(the reput), the answer encoded for the connection.
+entries of the push before it), through a connection's protocol of its
+DLedger remoting server as the event loop hands a read (``serving``: the
+group's processor and push lane, as its endpoint serves): the push read
+where it lies, the entries appended, the committed ones dispatched to the
+consume queues (the reput), the answer's frame written to the connection.
 
 ``--instructions`` counts under valgrind's callgrind instead of timing: the
 pushes alone run twice, with ``--pushes`` and with ``--pushes`` + ``--extra``
@@ -78,20 +79,15 @@ async def _follower(root: Path):
     return controller, server
 
 
-class _Channel:
-    """The leader's connection: the answers' frames encoded and counted."""
+def serving(server):
+    """A DLedger remoting server (not listening) serving ``server``'s
+    requests as the group's endpoint does (``DLedgerServer.serve_on``)."""
+    from rmq.remoting import RemotingServer
+    from rmq.remoting.config import NettyServerConfig
 
-    def __init__(self) -> None:
-        self.attrs: dict = {}
-        self.remote_addr = "127.0.0.1:40000"
-        self.answers = 0
-
-    def write(self, cmd: RemotingCommand) -> None:
-        cmd.encode_header()
-        self.answers += 1
-
-    def is_active(self) -> bool:
-        return True
+    remoting = RemotingServer(NettyServerConfig(listenPort=0), None, name="dledger")
+    server.serve_on(remoting)
+    return remoting
 
 
 def pushes(count: int, batch: int, body_size: int = 1024) -> list[bytes]:
@@ -127,17 +123,10 @@ def pushes(count: int, batch: int, body_size: int = 1024) -> list[bytes]:
     return frames
 
 
-def _feed(remoting, channel: _Channel, frames: list[bytes]) -> None:
-    for frame in frames:
-        remoting._on_request(channel, RemotingCommand.decode(frame[4:]))
-
-
 async def run(count: int, batch: int, repeats: int, recorded: int = 0) -> list[float]:
     """CPU µs per entry of each repeat (a fresh follower each) of the first
     ``count`` of ``recorded`` pushes."""
-    from rmq.dledger.server import _Processor
-    from rmq.remoting import RemotingServer
-    from rmq.remoting.config import NettyServerConfig
+    from bench.connection import Connection
 
     frames = pushes(max(count, recorded), batch)[:count]
     per_entry = []
@@ -145,16 +134,16 @@ async def run(count: int, batch: int, repeats: int, recorded: int = 0) -> list[f
         root = Path(tempfile.mkdtemp(prefix="dledger-follow-"))
         controller, server = await _follower(root)
         try:
-            remoting = RemotingServer(NettyServerConfig(listenPort=0), None, name="dledger")
-            remoting.register_default_processor(_Processor(server))
-            channel = _Channel()
+            connection = Connection(serving(server))
             gc.collect()
             t0 = time.process_time_ns()
-            _feed(remoting, channel, frames)
+            for frame in frames:
+                connection.serve(None, frame, 0, len(frame))
             spent = time.process_time_ns() - t0
             store = server.store
-            if channel.answers != count or store.ledger_end_index != count * batch - 1:
-                raise RuntimeError(f"{channel.answers} answers, end {store.ledger_end_index}")
+            last = connection.transport.last
+            if store.ledger_end_index != count * batch - 1 or b'"code":200,' not in last:
+                raise RuntimeError(f"end {store.ledger_end_index}, last answer {last[-200:]!r}")
             queued = sum(controller.message_store.get_max_offset_in_queue(TOPIC, q)
                          for q in range(QUEUES))
             if queued != (count - 1) * batch:  # the last push's entries are not committed

@@ -54,6 +54,20 @@ A read's figures then hold the pushes to both followers, their answers, the
 quorum wait and the commit besides the lane, the append and the reput (the
 followers' CPU is not counted: valgrind does not follow them).
 
+``--follower`` counts a DLedger follower's side instead: the broker here
+follows n0 in term 1 of a group of three whose other members never start
+(``bench.dledger_follow``: no elector, no timers of the group), and each read
+is one APPEND push of ``--frames`` entries (records of 1 KiB sends round 8
+queues, as a leader's lane writes them, framed as a leader frames them,
+each push committing the entries of the push before it), handed to a
+connection's protocol of the group's remoting server as the event loop
+hands a read, then one loop turn.  A read's figures hold the follower's
+framing, its push path, the append, the commit listener's reput and
+dispatch of the previous push's entries and the answer (written to a
+transport that keeps nothing), and the copy of the push into the receive
+buffer (the kernel's, in a broker).  The pushes are made before the run
+(with ``--instructions`` before both counted runs: ``--pushes-file``).
+
     .venv/bin/python -m bench.lane_reads [--reads 20000] [--frames 1] [--repeats 7]
     .venv/bin/python -m bench.lane_reads --instructions [--reads 2000] [--frames 1]
     .venv/bin/python -m bench.lane_reads --calls [--reads 2000] [--frames 1]
@@ -61,6 +75,8 @@ followers' CPU is not counted: valgrind does not follow them).
         --frames 16
     .venv/bin/python -m bench.lane_reads --dledger --followers 2 --instructions --reads 100 \
         --extra 500 --frames 4
+    .venv/bin/python -m bench.lane_reads --follower --instructions --gc-freeze \
+        --main-thread --reads 200 --extra 600 --frames 16
 """
 
 from __future__ import annotations
@@ -75,6 +91,7 @@ import time
 from pathlib import Path
 
 from bench.callgrind import callgrind_total
+from bench.connection import Connection
 from bench.raw import RawRequests
 from rmq.broker.startup import settle_gc
 from rmq.common.topic_config import TopicConfig
@@ -178,47 +195,69 @@ def _shape(java: bool) -> tuple[str, int]:
     return (JAVA_TOPIC, JAVA_QUEUES) if java else (TOPIC, QUEUES)
 
 
-class _Transport:
-    """A connection's transport that keeps nothing: counts the writes."""
-
-    def __init__(self) -> None:
-        self.writes = 0
-
-    def get_extra_info(self, name: str, default=None):
-        return ("127.0.0.1", 40000) if name in ("peername", "sockname") else default
-
-    def is_closing(self) -> bool:
-        return False
-
-    def write(self, data) -> None:
-        self.writes += 1
-
-    def writelines(self, parts) -> None:
-        self.writes += 1
+WARM_PUSHES = 4 * QUEUES
 
 
-class _Connection:
-    """One connection's protocol of the broker's main server: ``serve``
-    hands it a read as the event loop does (the room it offers, filled, then
-    ``buffer_updated``; a read larger than the room in several)."""
+def write_pushes(path: Path, count: int, entries: int) -> None:
+    """``WARM_PUSHES`` + ``count`` APPEND pushes of ``entries`` entries
+    (``bench.dledger_follow.pushes``: a leader's frames, each committing
+    the push before it) into ``path``, one frame after another: the
+    counted runs read them (``--pushes-file``) rather than make them."""
+    from bench.dledger_follow import pushes
 
-    def __init__(self, server) -> None:
-        from rmq.remoting.channel import RemotingProtocol
+    path.write_bytes(b"".join(pushes(WARM_PUSHES + count, entries)))
 
-        self.transport = _Transport()
-        self.protocol = RemotingProtocol(server, server.config.frameMaxLength)
-        self.protocol.connection_made(self.transport)
-        self.lane = self  # (``_serve_all`` asks ``lane.serve``)
 
-    def serve(self, _channel, buf: bytes, pos: int, end: int) -> tuple[int, None]:
-        protocol = self.protocol
-        while pos < end:
-            room = protocol.get_buffer(-1)
-            n = min(len(room), end - pos)
-            room[:n] = buf[pos:pos + n]
-            pos += n
-            protocol.buffer_updated(n)
-        return end, None
+class _Pushes:
+    """``--follower``: the pushes of a file of them (``write_pushes``), each
+    handed to a connection's protocol of the DLedger remoting server of a
+    follower broker (``bench.dledger_follow``: it follows n0 in term 1 of a
+    group of three whose other members never start)."""
+
+    def __init__(self, server, entries: int, path: str) -> None:
+        from bench.dledger_follow import serving
+
+        self.server = server
+        self.connection = Connection(serving(server))
+        self.entries = entries  # a push's
+        self.sent = 0  # the pushes handed over so far
+        # (unbuffered: a push is read straight into its bytes)
+        self.file = open(path, "rb", buffering=0)  # noqa: SIM115 - read while the run lasts
+        self.channel = None
+
+    def batch(self, reads: int, _frames: int) -> list[bytes]:
+        """The next ``reads`` pushes of the file, each read whole into its
+        bytes (by the kernel: no copy of it counted with the run's)."""
+        out = []
+        for _ in range(reads):
+            head = self.file.read(4)
+            if len(head) < 4:
+                raise RuntimeError("the pushes file holds fewer pushes than the run reads")
+            self.file.seek(-4, 1)
+            out.append(self.file.read(4 + int.from_bytes(head, "big")))
+        return out
+
+    async def serve(self, pushes: list[bytes]) -> int:
+        """Hand each push to the connection, then let the loop turn (the
+        answer's flush when the general way answered); how many were not
+        answered SUCCESS with the follower's end at the push's last entry."""
+        connection, store = self.connection, self.server.store
+        transport = connection.transport
+        missed = 0
+        for buf in pushes:
+            writes = transport.writes
+            connection.serve(None, buf, 0, len(buf))
+            await asyncio.sleep(0)
+            missed += transport.writes != writes + 1 or b'"code":200,' not in transport.last
+        self.sent += len(pushes)
+        if store.ledger_end_index != self.sent * self.entries - 1:
+            raise RuntimeError(f"the follower's end is {store.ledger_end_index}, "
+                               f"not {self.sent * self.entries - 1}")
+        return missed
+
+    async def warm(self) -> None:
+        if await self.serve(self.batch(WARM_PUSHES, self.entries)):
+            raise RuntimeError("the follower did not take the pushes")
 
 
 async def _shutdown(controller) -> None:
@@ -262,7 +301,7 @@ class _Reads:
 
     def __init__(self, controller, protocol: bool = False, java: bool = False) -> None:
         self.lane = controller.remoting_server.lane
-        self.connection = _Connection(controller.remoting_server) if protocol else None
+        self.connection = Connection(controller.remoting_server) if protocol else None
         self.queues = JAVA_QUEUES if java else QUEUES
         self.raw = RawRequests(JAVA_TOPIC if java else TOPIC, b"x" * 1024, queues=self.queues,
                                java=java)
@@ -283,6 +322,12 @@ class _Reads:
             await asyncio.sleep(0.01)
         raise RuntimeError("the send lane does not take the frames (store not writable?)")
 
+    async def serve(self, batch: list[bytes]) -> int:
+        """Hand each read to the lane (or the connection); how many it did
+        not take whole."""
+        lane = self.lane if self.connection is None else self.connection
+        return await _serve(lane, self.channel, batch, self.answered)
+
     def batch(self, reads: int, frames: int) -> list[bytes]:
         batch = []
         for _ in range(reads):
@@ -294,36 +339,62 @@ class _Reads:
         return batch
 
 
+async def _open(root: Path, dledger: bool, followers: int, java: bool, protocol: bool,
+                follower: bool, frames: int, pushes_file: str | None, reads: int) -> tuple:
+    """The broker of a run under ``root`` and its reads, warmed up: a
+    follower's pushes of ``frames`` entries (``follower``; read from
+    ``pushes_file``, else made for ``reads`` reads), else reads of send
+    frames."""
+    if follower:
+        from bench.dledger_follow import _follower
+
+        if pushes_file is None:
+            pushes_file = str(root / "pushes")
+            write_pushes(Path(pushes_file), reads, frames)
+        controller, server = await _follower(root)
+        r: _Reads | _Pushes = _Pushes(server, frames, pushes_file)
+    else:
+        controller = await _controller(root, dledger, followers, *_shape(java))
+        r = _Reads(controller, protocol, java)
+    try:
+        await r.warm()
+    except BaseException:
+        await _shutdown(controller)
+        raise
+    return controller, r
+
+
 async def calls(reads: int, frames: int, dledger: bool = False,
                 protocol: bool = False,
-                followers: int = 0, java: bool = False) -> tuple[float, list[tuple[float, str]], float]:
+                followers: int = 0, java: bool = False, follower: bool = False,
+                pushes_file: str | None = None) -> tuple[float, list[tuple[float, str]], float]:
     """Function calls per read (``cProfile``): the total and, per function,
     its calls per read, most called first; and the transport's writes per
-    read (``protocol``; else 0)."""
+    read (``protocol`` or ``follower``; else 0)."""
     import cProfile
     import pstats
 
     root = Path(tempfile.mkdtemp(prefix="lane-reads-"))
-    controller = await _controller(root, dledger, followers, *_shape(java))
+    controller, r = await _open(root, dledger, followers, java, protocol, follower, frames,
+                                pushes_file, reads)
     try:
-        r = _Reads(controller, protocol, java)
-        await r.warm()
         batch = r.batch(reads, frames)
         await asyncio.sleep(0.02)
-        lane = r.lane if r.connection is None else r.connection
+        writes_before = 0 if r.connection is None else r.connection.transport.writes
         profile = cProfile.Profile()
         profile.enable()
-        missed = await _serve(lane, r.channel, batch, r.answered)
+        missed = await r.serve(batch)
         profile.disable()
         if missed:
             raise RuntimeError("the send lane did not take every read")
         stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
         rows = [(v[1] / reads, f"{Path(f).name}:{line} {name}" if line else name)
                 for (f, line, name), v in stats.items()
-                if name not in ("_serve_all", "_serve", "_serve_answered",
+                if name not in ("_serve_all", "_serve", "_serve_answered", "serve",
                                 "<method 'disable' of '_lsprof.Profiler' objects>")]
         rows.sort(key=lambda row: -row[0])
-        writes = 0.0 if r.connection is None else r.connection.transport.writes / reads
+        writes = 0.0 if r.connection is None else \
+            (r.connection.transport.writes - writes_before) / reads
         return sum(row[0] for row in rows), rows, writes
     finally:
         await _shutdown(controller)
@@ -333,14 +404,13 @@ async def calls(reads: int, frames: int, dledger: bool = False,
 async def measure(reads: int, frames: int, repeats: int, bracket: bool = True,
                   dledger: bool = False, protocol: bool = False,
                   followers: int = 0, java: bool = False,
-                  freeze: bool = False) -> dict[str, list[float]]:
+                  freeze: bool = False, follower: bool = False,
+                  pushes_file: str | None = None) -> dict[str, list[float]]:
     root = Path(tempfile.mkdtemp(prefix="lane-reads-"))
-    controller = await _controller(root, dledger, followers, *_shape(java))
+    controller, r = await _open(root, dledger, followers, java, protocol, follower, frames,
+                                pushes_file, reads * repeats)
     try:
         support = controller.send_lane_support
-        r = _Reads(controller, protocol, java)
-        await r.warm()
-        lane, channel = r.lane if r.connection is None else r.connection, r.channel
         if freeze:  # what a broker does once started (rmq.broker.startup.settle_gc)
             settle_gc()
         else:
@@ -350,12 +420,13 @@ async def measure(reads: int, frames: int, repeats: int, bracket: bool = True,
             batch = r.batch(reads, frames)
             await asyncio.sleep(0.02)  # the store's loop callbacks run between repeats
             t0 = time.process_time_ns()
-            missed = await _serve(lane, channel, batch, r.answered)
+            missed = await r.serve(batch)
             if not missed:
                 per_read.append((time.process_time_ns() - t0) / reads / 1000)
             if not bracket:
                 continue
             t0 = time.process_time_ns()
+            channel = r.channel
             for _ in range(reads):
                 ctx = support.begin(channel)
                 support.end(ctx, ctx.run.wrote, 0, [], channel, None, 0)
@@ -371,25 +442,34 @@ EXTRA_READS = 10_000  # what --instructions adds to the second run
 
 def _callgrind_total(reads: int, frames: int, dledger: bool = False,
                      protocol: bool = False, followers: int = 0, java: bool = False,
-                     freeze: bool = False, main_thread: bool = False) -> int:
-    """Instructions of a whole run of the reads alone under callgrind."""
+                     freeze: bool = False, main_thread: bool = False,
+                     pushes_file: str | None = None) -> int:
+    """Instructions of a whole run of the reads alone under callgrind
+    (``pushes_file``: a follower's, of the pushes in that file)."""
     return callgrind_total("bench.lane_reads", [
         "--reads", str(reads), "--frames", str(frames), "--repeats", "1", "--no-bracket",
         *(["--dledger"] if dledger else []), *(["--protocol"] if protocol else []),
         *(["--java"] if java else []), *(["--gc-freeze"] if freeze else []),
+        *(["--follower", "--pushes-file", pushes_file] if pushes_file else []),
         "--followers", str(followers)], main_thread=main_thread)
 
 
 def instructions(reads: int, frames: int, extra: int = EXTRA_READS,
                  dledger: bool = False, protocol: bool = False,
                  followers: int = 0, java: bool = False, freeze: bool = False,
-                 main_thread: bool = False) -> float:
+                 main_thread: bool = False, follower: bool = False) -> float:
     """Instructions per read: the difference of two callgrind totals."""
     if shutil.which("valgrind") is None:
         raise SystemExit("--instructions needs valgrind (apt-get install valgrind)")
-    low = _callgrind_total(reads, frames, dledger, protocol, followers, java, freeze, main_thread)
-    high = _callgrind_total(reads + extra, frames, dledger, protocol, followers, java, freeze,
-                            main_thread)
+    with tempfile.TemporaryDirectory(prefix="lane-reads-pushes-") as tmp:
+        pushes_file = None
+        if follower:  # (made here: the counted runs read them)
+            pushes_file = str(Path(tmp) / "pushes")
+            write_pushes(Path(pushes_file), reads + extra, frames)
+        low = _callgrind_total(reads, frames, dledger, protocol, followers, java, freeze,
+                               main_thread, pushes_file)
+        high = _callgrind_total(reads + extra, frames, dledger, protocol, followers, java, freeze,
+                                main_thread, pushes_file)
     return (high - low) / extra
 
 
@@ -423,39 +503,50 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--followers", type=int, default=0,
                     help="with --dledger: follower processes in the group (each read then "
                     "waits for its answer)")
+    ap.add_argument("--follower", action="store_true",
+                    help="a DLedger follower's side: each read one APPEND push of --frames "
+                    "entries to a follower broker, through a connection's protocol")
+    ap.add_argument("--pushes-file", help=argparse.SUPPRESS)  # --follower's pushes, made before
     args = ap.parse_args(argv)
     if args.followers and not args.dledger:
         ap.error("--followers needs --dledger")
     if args.followers and args.protocol:
         ap.error("--followers answers through the bench's channel, not a protocol's")
-    if args.followers:  # the broker's loop: its pushes and answers go through sockets
+    if args.follower and (args.dledger or args.protocol or args.java):
+        ap.error("--follower takes pushes through the group's protocol: no --dledger, "
+                 "--protocol or --java")
+    if args.followers or args.follower:  # a group member's loop
         import uvloop
 
         uvloop.install()
     if args.calls:
         total, rows, writes = asyncio.run(calls(args.reads, args.frames, args.dledger,
-                                                args.protocol, args.followers, args.java))
+                                                args.protocol, args.followers, args.java,
+                                                args.follower, args.pushes_file))
         python = sum(c for c, name in rows if ".py:" in name)
         print(f"calls_per_read ({args.frames} frame(s) a read): {total:.1f}, "
               f"Python functions {python:.1f}"
-              + (f", transport writes {writes:.2f}" if args.protocol else ""))
+              + (f", transport writes {writes:.2f}" if args.protocol or args.follower else ""))
         for c, name in rows:
             if c >= 0.5:
                 print(f"  {c:6.2f} {name}")
         return 0
     if args.instructions:
         per_read = instructions(args.reads, args.frames, args.extra, args.dledger, args.protocol,
-                                args.followers, args.java, args.gc_freeze, args.main_thread)
+                                args.followers, args.java, args.gc_freeze, args.main_thread,
+                                args.follower)
         print(f"instructions_per_read ({args.frames} frame(s) a read): {per_read:,.0f}")
         return 0
     import uvloop
 
     uvloop.install()
     got = asyncio.run(measure(args.reads, args.frames, args.repeats,
-                              not args.no_bracket and not args.dledger, args.dledger,
-                              args.protocol, args.followers, args.java, args.gc_freeze))
+                              not args.no_bracket and not args.dledger and not args.follower,
+                              args.dledger, args.protocol, args.followers, args.java,
+                              args.gc_freeze, args.follower, args.pushes_file))
     for key, values in got.items():
-        if not values and key == "begin_end_us" and (args.no_bracket or args.dledger):
+        if not values and key == "begin_end_us" and (args.no_bracket or args.dledger or
+                                                     args.follower):
             continue
         if not values:
             print(f"{key}: no repeat was taken whole by the lane")

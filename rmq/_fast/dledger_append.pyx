@@ -18,7 +18,7 @@ not fit: that one is appended the usual way (a blank, the next file) and
 the run goes on.
 """
 
-from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.object cimport PyObject
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
@@ -26,7 +26,7 @@ from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.string cimport memcpy
 
-from rmq._fast.byteorder cimport put32, put64
+from rmq._fast.byteorder cimport get32, get64, put32, put64
 from cpython.ref cimport Py_INCREF
 from rmq._fast.dledger_wire cimport new_instance, take_ref, wire_of
 from rmq._fast.dledger_push cimport keep_entries
@@ -297,7 +297,8 @@ cdef enum:
     MF_COMMITTED = 2
     MF_SIZE = 3
     MF_VIEW = 4
-    MF_N = 5
+    MF_BUFFER = 5
+    MF_N = 6
 
 cdef tuple STORE_FIELDS = ("member_state", "data", "index", "ledger_begin_index",
                            "ledger_end_index", "ledger_end_term", "_recent", "_recent_first",
@@ -305,7 +306,7 @@ cdef tuple STORE_FIELDS = ("member_state", "data", "index", "ledger_begin_index"
 cdef tuple MS_FIELDS = ("role", "transferee", "curr_term", "peer_map", "ledger_end_index",
                         "ledger_end_term")
 cdef tuple MF_FIELDS = ("file_from_offset", "wrote_position", "committed_position", "file_size",
-                        "view")
+                        "view", "write_buffer")
 
 
 cdef ClassOffsets _ST = ClassOffsets(STORE_FIELDS, True)
@@ -325,6 +326,43 @@ cdef object last_file(object queue):
     """The queue's last mapped file, None when it has none."""
     files = queue.mapped_files
     return files[len(files) - 1] if files else None
+
+
+cdef bint tail_room(store, Py_ssize_t* st, mf, Py_ssize_t* m, imf, Py_ssize_t* im,
+                    int64_t* first, Py_ssize_t* at, Py_ssize_t* iat) except -1:
+    """Whether the data file ``mf`` and the index file ``imf`` (their
+    queues' last) take the store's next entry: neither full, the index
+    file ending at its unit.  Its index in ``first``, where the files'
+    written bytes end in ``at`` and ``iat``; the files' field offsets in
+    ``m`` and ``im``."""
+    _MFO.copy(mf, m)
+    _MFO.copy(imf, im)
+    first[0] = <int64_t>field(store, st, ST_END, STORE_FIELDS) + 1
+    at[0] = field(mf, m, MF_WROTE, MF_FIELDS)
+    iat[0] = field(imf, im, MF_WROTE, MF_FIELDS)
+    return at[0] != <Py_ssize_t>field(mf, m, MF_SIZE, MF_FIELDS) and \
+        iat[0] != <Py_ssize_t>field(imf, im, MF_SIZE, MF_FIELDS) and \
+        <int64_t>field(imf, im, MF_FROM, MF_FIELDS) + iat[0] == first[0] * UNIT
+
+
+cdef int tail_written(store, Py_ssize_t* st, ms, Py_ssize_t* ma, mf, Py_ssize_t* m,
+                      Py_ssize_t wrote, imf, Py_ssize_t* im, Py_ssize_t iwrote, int64_t first,
+                      end, end_term) except -1:
+    """Entries ``first`` to ``end`` (of ``end_term``) written into ``mf`` up
+    to ``wrote`` and their units into ``imf`` up to ``iwrote``: the files'
+    positions, the store's and its member state's ends, the store's begin
+    when it had none."""
+    set_field(mf, m, MF_WROTE, MF_FIELDS, wrote)
+    set_field(mf, m, MF_COMMITTED, MF_FIELDS, wrote)
+    set_field(imf, im, MF_WROTE, MF_FIELDS, iwrote)
+    set_field(imf, im, MF_COMMITTED, MF_FIELDS, iwrote)
+    set_field(store, st, ST_END, STORE_FIELDS, end)
+    set_field(ms, ma, MS_END, MS_FIELDS, end)
+    set_field(store, st, ST_END_TERM, STORE_FIELDS, end_term)
+    set_field(ms, ma, MS_END_TERM, MS_FIELDS, end_term)
+    if field(store, st, ST_BEGIN, STORE_FIELDS) == -1:
+        set_field(store, st, ST_BEGIN, STORE_FIELDS, first)
+    return 0
 
 
 cdef list c_append_run(store, const Rec* recs, Py_ssize_t n, bytes born, bytes store_host,
@@ -351,16 +389,7 @@ cdef list c_append_run(store, const Rec* recs, Py_ssize_t n, bytes born, bytes s
         store._leader_checks()  # (raises why not)
     mf = last_file(data)
     imf = last_file(index)
-    if mf is None or imf is None:
-        return []
-    _MFO.copy(mf, m)
-    _MFO.copy(imf, im)
-    first = <int64_t>field(store, st, ST_END, STORE_FIELDS) + 1
-    at = field(mf, m, MF_WROTE, MF_FIELDS)
-    iat = field(imf, im, MF_WROTE, MF_FIELDS)
-    if at == <Py_ssize_t>field(mf, m, MF_SIZE, MF_FIELDS) or \
-            iat == <Py_ssize_t>field(imf, im, MF_SIZE, MF_FIELDS) or \
-            <int64_t>field(imf, im, MF_FROM, MF_FIELDS) + iat != first * UNIT:
+    if mf is None or imf is None or not tail_room(store, st, mf, m, imf, im, &first, &at, &iat):
         return []
     if data.zero_ahead:  # (a pwrite only when less than half its zeros are left)
         mf.zero_ahead()
@@ -374,22 +403,11 @@ cdef list c_append_run(store, const Rec* recs, Py_ssize_t n, bytes born, bytes s
                               &iused)
     if not entries:
         return entries
-    wrote = at + used
-    set_field(mf, m, MF_WROTE, MF_FIELDS, wrote)
-    set_field(mf, m, MF_COMMITTED, MF_FIELDS, wrote)
-    wrote = iat + iused
-    set_field(imf, im, MF_WROTE, MF_FIELDS, wrote)
-    set_field(imf, im, MF_COMMITTED, MF_FIELDS, wrote)
     last = entries[len(entries) - 1]
     cdef bint slotted = slots_known and type(last) is in_place_class
-    end = slot_or_attr(last, slot_at[0] if slotted else -1, "index")
-    set_field(store, st, ST_END, STORE_FIELDS, end)
-    set_field(ms, ma, MS_END, MS_FIELDS, end)
-    end = slot_or_attr(last, slot_at[1] if slotted else -1, "term")
-    set_field(store, st, ST_END_TERM, STORE_FIELDS, end)
-    set_field(ms, ma, MS_END_TERM, MS_FIELDS, end)
-    if field(store, st, ST_BEGIN, STORE_FIELDS) == -1:
-        set_field(store, st, ST_BEGIN, STORE_FIELDS, first)
+    tail_written(store, st, ms, ma, mf, m, at + used, imf, im, iat + iused, first,
+                 slot_or_attr(last, slot_at[0] if slotted else -1, "index"),
+                 slot_or_attr(last, slot_at[1] if slotted else -1, "term"))
     kept = keep_entries(field(store, st, ST_RECENT, STORE_FIELDS), entries,
                         field(store, st, ST_RECENT_FIRST, STORE_FIELDS),
                         field(store, st, ST_RECENT_BYTES, STORE_FIELDS), _recent_bytes_max)
@@ -423,6 +441,17 @@ cdef inline bint int64_is(object v, int64_t want):
 def write_rows(data, Py_ssize_t at, int64_t pos, Py_ssize_t room, index,
                Py_ssize_t index_at, Py_ssize_t index_room, int64_t first_index,
                list rows not None):
+    """Compiled twin of ``_write_rows`` in rmq/dledger/mmap_store.py
+    (``c_write_rows``)."""
+    cdef Py_ssize_t used = 0, iused = 0
+    cdef Py_ssize_t n = c_write_rows(data, at, pos, room, index, index_at, index_room,
+                                     first_index, rows, &used, &iused)
+    return n, used, iused
+
+
+cdef Py_ssize_t c_write_rows(data, Py_ssize_t at, int64_t pos, Py_ssize_t room, index,
+                             Py_ssize_t index_at, Py_ssize_t index_room, int64_t first_index,
+                             list rows, Py_ssize_t* used_out, Py_ssize_t* iused_out) except -1:
     """Compiled twin of ``_write_rows`` in rmq/dledger/mmap_store.py: a
     follower's pushed entries written as consecutive entries in one call.
 
@@ -435,7 +464,8 @@ def write_rows(data, Py_ssize_t at, int64_t pos, Py_ssize_t room, index,
     not where the data's end lies: ``pos`` + bytes written), not leaving a
     blank's room in the data file, whose index unit would not fit, or with a
     field out of the record's range: the general append decides that one.
-    Returns (rows written, data bytes written, index bytes written)."""
+    Returns the rows written; the data and index bytes written in
+    ``used_out`` and ``iused_out``."""
     cdef Files f
     cdef Py_ssize_t used = 0, iused = 0, size, blen, n = 0
     cdef int64_t idx = first_index, phy, term
@@ -468,7 +498,142 @@ def write_rows(data, Py_ssize_t at, int64_t pos, Py_ssize_t room, index,
             n += 1
     finally:
         release(&f)
-    return n, used, iused
+    used_out[0] = used
+    iused_out[0] = iused
+    return n
+
+
+# A follower's append of a push's rows in one call (``append_rows``): the
+# store's, its member state's and its two tail files' fields read and set at
+# their slots, without the twin's dozen Python frames a push (the follower
+# checks, the two tail files and their room, ``_advance`` of each, the
+# ledger's end and the member state's).  ``bind_follower`` hands over what
+# the store module owns.
+cdef object _follower = None     # Role.FOLLOWER
+cdef object _rows_twin = None    # mmap_store's ``append_rows_as_follower``
+cdef object _end_twin = None     # and its ``_end_of``
+
+
+def bind_follower(follower, rows_twin, end_twin):
+    """``Role.FOLLOWER`` and the twins ``append_rows_as_follower`` and
+    ``_end_of`` (what ``append_rows`` and ``end_of`` hand any case but the
+    common one)."""
+    global _follower, _rows_twin, _end_twin
+    _follower = follower
+    _rows_twin = rows_twin
+    _end_twin = end_twin
+
+
+cdef object holding(queue, int64_t offset, int64_t need, Py_ssize_t* start):
+    """The mapped file of ``queue`` (no write buffer) whose written bytes
+    hold ``need`` bytes at ``offset``, found by its number as
+    ``find_mapped_file_by_offset`` finds it, its place in ``start``; None
+    for any other case (the twin decides it)."""
+    cdef Py_ssize_t m[MF_N]
+    cdef int64_t size, at
+    files = queue.mapped_files
+    if not files:
+        return None
+    size = queue.mapped_file_size
+    first = files[0]
+    _MFO.copy(first, m)
+    at = offset // size - <int64_t>field(first, m, MF_FROM, MF_FIELDS) // size
+    if at < 0 or at >= len(files):
+        return None
+    mf = files[at]
+    _MFO.copy(mf, m)
+    at = offset - <int64_t>field(mf, m, MF_FROM, MF_FIELDS)
+    if at < 0 or need < 0 or at + need > <int64_t>field(mf, m, MF_WROTE, MF_FIELDS) or \
+            field(mf, m, MF_BUFFER, MF_FIELDS) is not None:
+        return None
+    start[0] = at
+    return mf
+
+
+cdef inline int read_at(mf, Py_ssize_t at, Py_ssize_t n, uint8_t* out) except -1:
+    """``n`` bytes of ``mf``'s mapping at ``at`` (inside its written bytes) into ``out``."""
+    cdef Py_buffer b
+    PyObject_GetBuffer(mf.view, &b, PyBUF_SIMPLE)
+    try:
+        if at + n > b.len:
+            raise ValueError("a place outside its file")
+        memcpy(out, <uint8_t*>b.buf + at, n)
+    finally:
+        PyBuffer_Release(&b)
+    return 0
+
+
+def end_of(store, int64_t index):
+    """The compiled ``DLedgerMmapFileStore._end_of`` (twin: the method in
+    rmq/dledger/mmap_store.py): where entry ``index`` of a follower (no kept
+    entries) ends in the data files, from its index unit and its record's
+    header read in the mapped files, the store's fields at their slots;
+    any other case, and a unit or header that does not agree, through the
+    twin (which reads it from the kept entry, or raises why not)."""
+    cdef Py_ssize_t st[ST_N]
+    cdef Py_ssize_t at = 0
+    cdef uint8_t unit[UNIT]
+    cdef uint8_t head[BODY_OFFSET]
+    cdef int64_t pos, size
+    _ST.copy(store, st)
+    begin = field(store, st, ST_BEGIN, STORE_FIELDS)
+    if begin == -1 or index < begin or index > field(store, st, ST_END, STORE_FIELDS) or \
+            field(store, st, ST_RECENT, STORE_FIELDS):
+        return _end_twin(store, index)
+    mf = holding(field(store, st, ST_INDEX, STORE_FIELDS), index * UNIT, UNIT, &at)
+    if mf is None:
+        return _end_twin(store, index)
+    read_at(mf, at, UNIT, unit)
+    pos = get64(unit + 4)
+    size = get32(unit + 12)
+    mf = holding(field(store, st, ST_DATA, STORE_FIELDS), pos, size, &at) \
+        if size >= BODY_OFFSET else None
+    if mf is None:
+        return _end_twin(store, index)
+    read_at(mf, at, BODY_OFFSET, head)
+    if get64(head + 24) != pos or get32(head + 4) != size or get32(head + 44) + BODY_OFFSET != size:
+        return _end_twin(store, index)
+    return pos + size
+
+
+def append_rows(store, list rows not None, leader_term, leader_id):
+    """The compiled ``DLedgerMmapFileStore.append_rows_as_follower`` (twin:
+    the method in rmq/dledger/mmap_store.py).  The common case -- a follower
+    of ``leader_id`` in ``leader_term`` with no kept entries, whose current
+    data and index files take the leading rows (``c_write_rows``) -- is
+    written here, the positions and ends set at their slots; any other
+    case, and the rows left after that write, go to the twin, which
+    refuses, closes a file or writes them as it would have."""
+    cdef Py_ssize_t st[ST_N]
+    cdef Py_ssize_t ma[MS_N]
+    cdef Py_ssize_t m[MF_N]
+    cdef Py_ssize_t im[MF_N]
+    cdef Py_ssize_t at, iat, n, used = 0, iused = 0
+    cdef int64_t first
+    # (the offsets copied: an attribute read may run code that meets other classes)
+    _ST.copy(store, st)
+    ms = field(store, st, ST_MS, STORE_FIELDS)
+    _MS.copy(ms, ma)
+    data = field(store, st, ST_DATA, STORE_FIELDS)
+    index = field(store, st, ST_INDEX, STORE_FIELDS)
+    mf = last_file(data)
+    imf = last_file(index)
+    if _follower is None or not rows or mf is None or imf is None or \
+            field(ms, ma, MS_ROLE, MS_FIELDS) is not _follower or \
+            leader_term != field(ms, ma, MS_TERM, MS_FIELDS) or leader_id != ms.leader_id or \
+            field(store, st, ST_RECENT, STORE_FIELDS) or \
+            not tail_room(store, st, mf, m, imf, im, &first, &at, &iat):
+        return _rows_twin(store, rows, leader_term, leader_id)
+    n = c_write_rows(field(mf, m, MF_VIEW, MF_FIELDS), at,
+                     <int64_t>field(mf, m, MF_FROM, MF_FIELDS) + at,
+                     <Py_ssize_t>data.mapped_file_size - at, field(imf, im, MF_VIEW, MF_FIELDS),
+                     iat, <Py_ssize_t>index.mapped_file_size - iat, first, rows, &used, &iused)
+    if n:
+        last = <tuple>rows[n - 1]
+        tail_written(store, st, ms, ma, mf, m, at + used, imf, im, iat + iused, first, last[0],
+                     last[1])
+    if n < len(rows):
+        return _rows_twin(store, rows[n:] if n else rows, leader_term, leader_id)
 
 
 # A DLedger leader's plain sends of one read stored in one call

@@ -19,9 +19,10 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 
-from rmq._fast.byteorder cimport get32, put32
+from rmq._fast.byteorder cimport put32
 from rmq._fast.dledger_push cimport answer_fields, kept_at
-from rmq._fast.json_text cimport JV_INT, json_number, json_step
+from rmq._fast.dledger_wire cimport json_frame
+from rmq._fast.json_text cimport json_int32 as int32_json, json_step
 from rmq._fast.slots cimport set_slot_or_attr, slot_or_attr
 from rmq._fast.store_put cimport ClassOffsets
 from libc.string cimport memcpy
@@ -64,35 +65,15 @@ def push_frame(bytes head, int32_t opaque, bytes tail, bytes body):
     return out
 
 
-cdef inline bint int32_json(const uint8_t** p, const uint8_t* end, int64_t* out) noexcept nogil:
-    """An integer in JSON's form (no leading zeros, not -0) within int32."""
-    cdef int kind
-    cdef const uint8_t* q = json_number(p[0], end, &kind, out)
-    if kind != JV_INT or not -2147483648 <= out[0] <= 2147483647:
-        return False
-    p[0] = q
-    return True
-
-
 cdef bint _answer(const uint8_t* base, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_frame,
                   int64_t* opaque, Py_ssize_t* body, Py_ssize_t* frame_end) noexcept nogil:
     """``answer_at`` on a buffer's bytes: True with its opaque, body start
     and frame end when the whole frame at ``pos`` has the plain answer form."""
-    cdef const uint8_t* b
     cdef const uint8_t* p
     cdef const uint8_t* hend
-    cdef int64_t length, hlen, code, flag, version
-    if pos < 0 or end - pos < 8:
+    cdef int64_t code, flag, version
+    if not json_frame(base, pos, end, max_frame, &p, &hend, frame_end):
         return False
-    b = base + pos
-    length = <int32_t>get32(b)
-    if length < 4 or length > max_frame or end - pos - 4 < length:
-        return False
-    hlen = <uint32_t>get32(b + 4)
-    if hlen >> 24 or hlen > length - 4:  # (the top byte: a serialize type other than JSON)
-        return False
-    p = b + 8
-    hend = p + hlen
     if not (json_step(&p, hend, '{"code":', 8) and int32_json(&p, hend, &code)
             and json_step(&p, hend, ',"flag":', 8) and int32_json(&p, hend, &flag)
             and json_step(&p, hend, ',"language":"', 13)):
@@ -107,8 +88,7 @@ cdef bint _answer(const uint8_t* base, Py_ssize_t pos, Py_ssize_t end, Py_ssize_
     if not (json_step(&p, hend, ',"version":', 11) and int32_json(&p, hend, &version)
             and json_step(&p, hend, '}', 1)) or p != hend or not flag & 1:
         return False
-    body[0] = pos + 8 + hlen
-    frame_end[0] = pos + 4 + length
+    body[0] = hend - base
     return True
 
 

@@ -5,10 +5,11 @@
 # with followers appends (its fields and body are at hand there).
 
 from cpython.ref cimport PyObject
-from libc.stdint cimport int64_t, uint8_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 from libc.string cimport memcpy
 
 from rmq._fast.b64 cimport _encode_into
+from rmq._fast.byteorder cimport get32
 from rmq._fast.json_text cimport json_write_int
 
 
@@ -60,3 +61,24 @@ cdef inline bytes wire_of(const uint8_t* body, Py_ssize_t n, int64_t body_crc, i
     if _PyBytes_Resize(&out, p - start) < 0:  # (out freed and NULL then)
         raise MemoryError()
     return take_ref(out)
+
+
+cdef inline bint json_frame(const uint8_t* base, Py_ssize_t pos, Py_ssize_t end,
+                            Py_ssize_t max_frame, const uint8_t** head,
+                            const uint8_t** head_end, Py_ssize_t* frame_end) noexcept nogil:
+    """Whether ``base[pos:end]`` starts with a whole remoting frame no longer
+    than ``max_frame`` whose header is JSON (a push or its answer): its
+    header from ``head`` to ``head_end``, the frame's end in ``frame_end``."""
+    cdef int64_t length, hlen
+    if pos < 0 or end - pos < 8:
+        return False
+    length = <int32_t>get32(base + pos)
+    if length < 4 or length > max_frame or end - pos - 4 < length:
+        return False
+    hlen = <uint32_t>get32(base + pos + 4)
+    if hlen >> 24 or hlen > length - 4:  # (the top byte: a serialize type other than JSON)
+        return False
+    head[0] = base + pos + 8
+    head_end[0] = head[0] + hlen
+    frame_end[0] = pos + 4 + length
+    return True

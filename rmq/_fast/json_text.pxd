@@ -493,6 +493,18 @@ cdef inline const uint8_t* json_number(const uint8_t* p, const uint8_t* end, int
     return p
 
 
+cdef inline bint json_int32(const uint8_t** p, const uint8_t* end, int64_t* out) noexcept nogil:
+    """Step ``p`` over an integer in JSON's form (no leading zeros, not -0)
+    within int32, its value in ``out``; False (``p`` where it was) for
+    anything else."""
+    cdef int kind
+    cdef const uint8_t* q = json_number(p[0], end, &kind, out)
+    if kind != JV_INT or not -2147483648 <= out[0] <= 2147483647:
+        return False
+    p[0] = q
+    return True
+
+
 cdef inline bint json_step(const uint8_t** p, const uint8_t* end, const char* text,
                           Py_ssize_t n) noexcept nogil:
     """Step ``p`` over ``text`` (``n`` bytes) when it comes next: the fixed

@@ -610,10 +610,10 @@ cdef ClassOffsets _REPUT_STORE = ClassOffsets(("reput_from_offset",), True)
 def reput_committed(cl, _index) -> None:
     """The group's commit listener: the store's reput of what is now
     committed.  The usual case -- the committed entries after
-    ``reput_from_offset`` lie in one data file, bulk dispatch on, not a
-    slave -- is one walk of them (``reput_walk``'s); anything else, or a
-    walk that stops before the committed end, goes on through
-    ``do_reput``."""
+    ``reput_from_offset`` lie in one data file, bulk dispatch on -- is one
+    walk of them (``reput_walk``'s; a slave's, a follower's, tells no
+    arrival listener, as ``do_reput``'s); anything else, or a walk that
+    stops before the committed end, goes on through ``do_reput``."""
     cdef Py_ssize_t d[D_N]
     cdef Py_ssize_t r[R_N]
     cdef int64_t limit, start, first, base, end, file_size, pos
@@ -625,8 +625,7 @@ def reput_committed(cl, _index) -> None:
     store = cl.store
     limit = cl.dledger.committed_pos
     files = cl.mfq.mapped_files
-    if limit <= 0 or not files or store.config.brokerRole is _slave or \
-            not store._bulk_dispatch:
+    if limit <= 0 or not files or not store._bulk_dispatch:
         store.do_reput()
         return
     lock = store._reput_lock
@@ -666,7 +665,8 @@ def reput_committed(cl, _index) -> None:
         try:  # (the bytes from ``start`` to ``end``, or to the view's end: the twin's slice)
             pos = _reput(store, <const uint8_t*>pb.buf + (start - base),
                          min(end, <int64_t>pb.len) - start + base, 0, end - start + base,
-                         store.message_arriving_listener is not None)
+                         store.message_arriving_listener is not None and
+                         store.config.brokerRole is not _slave)
         finally:
             PyBuffer_Release(&pb)
         set_slot_or_attr(store, r[R_REPUT], "reput_from_offset", start + pos)

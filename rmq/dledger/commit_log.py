@@ -447,18 +447,18 @@ def _reput_committed(cl: DLedgerCommitLog, _index: int) -> None:
     """``DLedgerCommitLog.reput_committed``, the group's commit listener: the
     store's reput of what is now committed.  The usual case -- the committed
     entries after ``reput_from_offset`` lie in one data file, bulk dispatch
-    on, not a slave -- is the compiled walk of them in one call (what
-    ``do_reput`` comes to through ``get_max_offset``, ``get_min_offset``,
-    ``get_data`` and ``_dispatch_region``); anything else, or a walk that
-    stops before the committed end, goes on through ``do_reput``.  The twin
+    on -- is the compiled walk of them in one call (what ``do_reput`` comes
+    to through ``get_max_offset``, ``get_min_offset``, ``get_data`` and
+    ``_dispatch_region``; a slave's, a follower's, tells no arrival listener,
+    as there); anything else, or a walk that stops before the committed end,
+    goes on through ``do_reput``.  The twin
     of ``rmq._fast.store_dispatch.reput_committed``, which does the same
     without a Python frame (the reput lock taken at its OS lock, the data
     file walked in place)."""
     store = cl.store
     limit = cl.dledger.committed_pos
     files = cl.mfq.mapped_files
-    if limit <= 0 or not files or store.config.brokerRole is BrokerRole.SLAVE or \
-            not store._bulk_dispatch:
+    if limit <= 0 or not files or not store._bulk_dispatch:
         store.do_reput()
         return
     with store._reput_lock:
@@ -482,7 +482,8 @@ def _reput_committed(cl: DLedgerCommitLog, _index: int) -> None:
             return
         try:
             pos = reput_walk(store, view, 0, end - start + base,
-                             store.message_arriving_listener is not None)
+                             store.message_arriving_listener is not None and
+                             store.config.brokerRole is not BrokerRole.SLAVE)
         finally:
             view.release()
         store.reput_from_offset = start + pos

@@ -765,8 +765,15 @@ DLedgerMmapFileStore.kept_run = _kept_run if _p is None else _p.kept_run
 keep_more = _keep_more if _p is None else _p.keep_more
 _c = compiled("dledger_append")
 write_rows = _write_rows if _c is None else _c.write_rows
+# (the twins of the compiled ``append_rows`` and ``end_of``, which take the
+# methods' places)
+append_rows_twin = DLedgerMmapFileStore.append_rows_as_follower
+end_of_twin = DLedgerMmapFileStore._end_of
 if _c is not None:
     _c.bind_store(Entry, Role.LEADER, RECENT_BYTES)
+    _c.bind_follower(Role.FOLLOWER, append_rows_twin, end_of_twin)
+    DLedgerMmapFileStore.append_rows_as_follower = _c.append_rows
+    DLedgerMmapFileStore._end_of = _c.end_of
 
 
 def _advance(mf, n: int) -> None:

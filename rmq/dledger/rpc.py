@@ -61,13 +61,10 @@ def py_push_frame(head: bytes, opaque: int, tail: bytes, body: bytes) -> bytes:
     return b"".join((_PREFIX.pack(4 + len(header) + len(body), len(header)), header, body))
 
 
-def py_answer_at(buf, pos: int, end: int, max_frame: int) -> tuple[int, int, int] | None:
-    """(opaque, body start, frame end) of the whole response frame at
-    ``pos`` in ``buf[:end]`` when its JSON header has exactly the plain form
-    rmq and 0.3.1.2 answer with (code, flag, language, opaque, the optional
-    serializeTypeCurrentRPC, version; integers in JSON's form within int32, not -0;
-    no whitespace, remark or extFields); None for anything else, which the
-    general decoder reads or refuses as before."""
+def json_frame_at(buf, pos: int, end: int, max_frame: int) -> tuple[int, int] | None:
+    """(header end, frame end) of the whole frame at ``pos`` in ``buf[:end]``
+    (its header from ``pos + 8``) when it is no longer than ``max_frame``
+    and its header is JSON; None for anything else."""
     if pos < 0 or end > len(buf) or end - pos < 8:
         return None
     length = int.from_bytes(buf[pos:pos + 4], "big", signed=True)
@@ -76,7 +73,20 @@ def py_answer_at(buf, pos: int, end: int, max_frame: int) -> tuple[int, int, int
     hlen = int.from_bytes(buf[pos + 4:pos + 8], "big")
     if hlen >> 24 or hlen > length - 4:  # (the top byte: a serialize type other than JSON)
         return None
-    head = _ANSWER_HEAD.fullmatch(buf, pos + 8, pos + 8 + hlen)
+    return pos + 8 + hlen, pos + 4 + length
+
+
+def py_answer_at(buf, pos: int, end: int, max_frame: int) -> tuple[int, int, int] | None:
+    """(opaque, body start, frame end) of the whole response frame at
+    ``pos`` in ``buf[:end]`` when its JSON header has exactly the plain form
+    rmq and 0.3.1.2 answer with (code, flag, language, opaque, the optional
+    serializeTypeCurrentRPC, version; integers in JSON's form within int32, not -0;
+    no whitespace, remark or extFields); None for anything else, which the
+    general decoder reads or refuses as before."""
+    got = json_frame_at(buf, pos, end, max_frame)
+    if got is None:
+        return None
+    head = _ANSWER_HEAD.fullmatch(buf, pos + 8, got[0])
     if head is None:
         return None
     code, flag, opaque, version = (int(n) for n in head.groups())
@@ -85,7 +95,7 @@ def py_answer_at(buf, pos: int, end: int, max_frame: int) -> tuple[int, int, int
             return None
     if not flag & 1:
         return None
-    return opaque, pos + 8 + hlen, pos + 4 + length
+    return opaque, got[0], got[1]
 
 
 def py_push_entries_frame(head: bytes, opaque: int, tail: bytes, group: bytes, ids: bytes,

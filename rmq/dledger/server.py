@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import Callable
 
+from rmq._fast import compiled
 from rmq.common.codes import ResponseCode
 from rmq.dledger.config import DLedgerConfig
 from rmq.dledger.elector import LeaderElector
@@ -54,7 +56,7 @@ from rmq.dledger.protocol import (
     encode,
 )
 from rmq.dledger.pusher import EntryPusher
-from rmq.dledger.rpc import PeerRpc
+from rmq.dledger.rpc import PUSH_HEAD, PUSH_TAIL, PeerRpc, json_frame_at, push_frame
 from rmq.remoting import RemotingCommand, RemotingServer
 from rmq.remoting.config import NettyServerConfig
 from rmq.remoting.exceptions import RemotingError
@@ -92,7 +94,7 @@ class DLedgerServer:
             self.store.startup()
         port = int(self.config.self_addr.rsplit(":", 1)[1])
         self.remoting = RemotingServer(NettyServerConfig(listenPort=port), None, name="dledger")
-        self.remoting.register_default_processor(_Processor(self))
+        self.serve_on(self.remoting)
         await self.remoting.start()
         self.pusher.start()
         self.elector.start()
@@ -101,6 +103,15 @@ class DLedgerServer:
                        loop.create_task(self._preferred_forever(), name="dledgerPreferred")]
         log.info("dledger %s of group %s on %s, peers %s", self.config.self_id,
                  self.config.group, self.config.self_addr, self.config.peers)
+
+    def serve_on(self, remoting: RemotingServer) -> None:
+        """Serve this member's requests on ``remoting``: the processor, and
+        the push lane that answers a follower's in-order pushes from the
+        receive buffer."""
+        processor = _Processor(self)
+        remoting.register_default_processor(processor)
+        remoting.lane = PushLane(processor._append_rows, remoting.config.frameMaxLength,
+                                 ANSWER_HEAD, PUSH_TAIL)
 
     async def shutdown(self) -> None:
         await self.elector.shutdown()
@@ -404,3 +415,86 @@ class _Processor:
                                                    f"bad DLedger request body: {exc}")
         resp = await self.server.handle(request.code, req)
         return RemotingCommand.create_response(Code.SUCCESS, None, None, encode(resp))
+
+
+# A follower's answer to a push as the general way writes it: the
+# RemotingCommand of ``_Processor._push`` (code DLedger's SUCCESS, the
+# response flag, the request's opaque; ``PUSH_TAIL`` ends it too)
+ANSWER_HEAD = b'{"code":%d,"flag":1,"language":"JAVA","opaque":' % Code.SUCCESS
+_PLAIN_PUSH = re.compile(re.escape(PUSH_HEAD) + rb'(0|-?[1-9][0-9]*),"serializeTypeCurrentRPC":'
+                         rb'"JSON","version":(0|-?[1-9][0-9]*)\}')
+
+
+def py_push_at(buf, pos: int, end: int, max_frame: int) -> tuple[int, int, int] | None:
+    """(opaque, body start, frame end) of the whole PUSH request frame at
+    ``pos`` in ``buf[:end]`` when its JSON header has exactly the form
+    leaders write (``PUSH_HEAD``, the opaque, ``PUSH_TAIL`` with any version;
+    integers in JSON's form within int32, not -0); None for anything else,
+    which the general decoder reads or refuses as before.  The twin of
+    ``rmq._fast.dledger_follow.push_at``."""
+    got = json_frame_at(buf, pos, end, max_frame)
+    if got is None:
+        return None
+    head = _PLAIN_PUSH.fullmatch(buf, pos + 8, got[0])
+    if head is None:
+        return None
+    opaque, version = int(head.group(1)), int(head.group(2))
+    if not (-2147483648 <= opaque <= 2147483647 and -2147483648 <= version <= 2147483647):
+        return None
+    return opaque, got[0], got[1]
+
+
+class PyPushLane:
+    """The frame lane of a DLedger member's server (``RemotingService.lane``):
+    the leading PUSH frames of a read in the plain form (``py_push_at``)
+    that ``append_rows`` (``_Processor._append_rows``) takes -- an APPEND of
+    the entries that come next, to a follower with nothing parked -- each
+    read from the receive buffer where it lies and answered with the bytes
+    the general way writes, without a ``RemotingCommand`` either way, the
+    body's copy and the general dispatch's Python frames (about a dozen a
+    push).  Any other frame, and what follows it, goes the general way, as
+    does a push whose ``append_rows`` raised (logged; the general way then
+    answers it: a failure, or a resend of entries the follower holds).
+    The twin of ``rmq._fast.dledger_follow.PushLane``."""
+
+    __slots__ = ("append_rows", "max_frame", "answer_head", "answer_tail", "count")
+
+    def __init__(self, append_rows: Callable[[tuple], bytes | None], max_frame: int,
+                 answer_head: bytes, answer_tail: bytes) -> None:
+        """Each push answered in the frame of ``answer_head``, its opaque,
+        ``answer_tail`` (``ANSWER_HEAD`` and ``PUSH_TAIL``: the general
+        way's) and the answer ``append_rows`` made."""
+        self.append_rows = append_rows
+        self.max_frame = max_frame
+        self.answer_head = answer_head
+        self.answer_tail = answer_tail
+        self.count = 0  # the pushes the last ``serve`` answered
+
+    def serve(self, channel, buf, pos: int, end: int) -> tuple[int, bytes | None]:
+        answers = []
+        while pos < end:
+            got = py_push_at(buf, pos, end, self.max_frame)
+            if got is None:
+                break
+            fields = push_fields(buf[got[1]:got[2]])
+            if fields is None:
+                break
+            try:
+                answer = self.append_rows(fields)
+            except Exception:  # noqa: BLE001 - the general way takes the push and answers it
+                log.exception("push lane: a push from %s failed", fields[3])
+                break
+            if answer is None:
+                break
+            answers.append(push_frame(self.answer_head, got[0], self.answer_tail, answer))
+            pos = got[2]
+        self.count = len(answers)
+        return pos, b"".join(answers) if answers else None
+
+    def served(self) -> list[tuple[int, bool, int, int]]:
+        """(code, oneway, count, response code) of what the last ``serve`` answered."""
+        return [(int(RequestCode.PUSH), False, self.count, int(Code.SUCCESS))]
+
+
+_c = compiled("dledger_follow")
+PushLane = PyPushLane if _c is None else _c.PushLane

@@ -566,8 +566,8 @@ def test_compare_runs_the_same_load_against_a_reference(tmp_path):
 def test_small_benches_run(tmp_path):
     """bench/metrics_cost.py, bench/sql92_bitmap.py, bench/dledger_bench.py,
     bench/lane_reads.py (a send lane's, on JSON and on the Java Producer's
-    frames, a DLedger leader's alone and with two followers) and
-    bench/pop_calls.py at small sizes: they run and
+    frames, a DLedger leader's alone and with two followers, a follower's),
+    bench/dledger_follow.py and bench/pop_calls.py at small sizes: they run and
     print their figures (the figures themselves go in bench/RESULTS.md)."""
     for script, args, expect in (
             ("metrics_cost", ["--messages", "20000", "--series", "200"], "scrape of 200"),
@@ -582,6 +582,10 @@ def test_small_benches_run(tmp_path):
              "per_read_us (4 frame(s) a read): best"),
             ("lane_reads", ["--dledger", "--followers", "2", "--reads", "50", "--frames", "4",
                             "--repeats", "2"], "per_read_us (4 frame(s) a read): best"),
+            ("lane_reads", ["--follower", "--reads", "50", "--frames", "4", "--repeats", "2"],
+             "per_read_us (4 frame(s) a read): best"),
+            ("dledger_follow", ["--pushes", "50", "--batch", "4", "--repeats", "1"],
+             "cpu_us_per_entry (4 entries a push): best"),
             ("pop_calls", ["--cycles", "40", "--repeats", "2", "--parts"],
              "batch_ack_us (32 messages a call): best"),
             ("pop_calls", ["--cycles", "40", "--repeats", "2", "--lane"],

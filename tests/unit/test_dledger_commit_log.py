@@ -205,3 +205,48 @@ def test_the_compiled_commit_listener_takes_and_gives_the_reput_lock(tmp_path, h
         lock.release()
     finally:
         store.shutdown()
+
+
+async def _followed_queues(root, listener) -> tuple[list[bytes], list[tuple]]:
+    """A follower broker (a slave) handed 30 pushes of 4 entries through its
+    group's remoting server, ``listener`` its commit listener: the
+    consume-queue files' bytes afterwards, and what its arrival listener
+    was told."""
+    from bench.connection import Connection
+    from bench.dledger_follow import QUEUES, TOPIC, _follower, pushes, serving
+
+    root.mkdir()
+    controller, server = await _follower(root)
+    told: list[tuple] = []
+    store = controller.message_store
+    store.message_arriving_listener = lambda *args: told.append(args)
+    server.commit_listeners[:] = [lambda index: listener(store.commit_log, index)]
+    try:
+        connection = Connection(serving(server))
+        for frame in pushes(30, 4):
+            connection.serve(None, frame, 0, len(frame))
+        assert server.store.ledger_end_index == 119 and server.store.committed_index == 115
+        assert store.reput_from_offset == store.commit_log.dledger.committed_pos
+        assert [store.get_max_offset_in_queue(TOPIC, q) for q in range(QUEUES)] == [15] * 4 + \
+            [14] * 4
+        return [bytes(mf.view[:mf.wrote_position]) for q in range(QUEUES)
+                for mf in store.find_consume_queue(TOPIC, q).mfq.mapped_files], told
+    finally:
+        await controller.shutdown()
+
+
+@pytest.mark.asyncio
+async def test_a_followers_commit_listener_dispatches_as_do_reput(tmp_path):
+    """A follower's (a slave's) commit listener, twin and compiled, walks
+    what each push commits as ``do_reput`` dispatches it: the same
+    consume-queue files, and no arrival listener told (a slave serves no
+    long polls)."""
+    listeners = [commit_log_mod._reput_committed,
+                 lambda cl, _index: cl.store.do_reput()]
+    if _DISPATCH is not None:
+        _DISPATCH.bind_reput(BrokerRole.SLAVE)
+        listeners.append(_DISPATCH.reput_committed)
+    got = [await _followed_queues(tmp_path / str(i), listener)
+           for i, listener in enumerate(listeners)]
+    assert all(g == got[0] for g in got) and got[0][1] == []
+    assert sum(len(q) for q in got[0][0]) == 20 * 116

@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 
-from rmq._fast import compiled_or_none
+from rmq._fast import compiled, compiled_or_none
 from rmq.dledger import messages, mmap_store, server
 from rmq.dledger.config import DLedgerConfig
 from rmq.dledger.entry import INDEX_UNIT_SIZE, Entry
@@ -19,6 +19,10 @@ from rmq.dledger.protocol import Code, DLedgerError, RequestCode
 from rmq.remoting.command import RemotingCommand
 
 _APPEND = compiled_or_none("dledger_append")
+# a follower's append of a push's rows: the twin, and the compiled one (its
+# common case in C, the rest through the twin) when the store bound it
+_BOUND = compiled("dledger_append")
+APPEND_ROWS = [mmap_store.append_rows_twin] + ([_BOUND.append_rows] if _BOUND else [])
 
 
 def _store(path, role: Role = Role.FOLLOWER, data_size: int = 1 << 12,
@@ -103,11 +107,14 @@ def test_write_rows_stops_at_a_row_out_of_order():
     assert written[0] == written[1]
 
 
+@pytest.mark.parametrize("append_rows", APPEND_ROWS)
 @pytest.mark.parametrize("units", [64, 7])
-def test_a_push_of_rows_is_what_append_all_writes(tmp_path, units):
-    """``append_rows_as_follower``: the same data and index files, ends and
-    entries as ``append_all_as_follower`` of the pushes and as one entry at a
-    time, across data file ends (and index file ends: ``units``)."""
+def test_a_push_of_rows_is_what_append_all_writes(tmp_path, units, append_rows, monkeypatch):
+    """``append_rows_as_follower`` (twin and compiled): the same data and
+    index files, ends and entries as ``append_all_as_follower`` of the
+    pushes and as one entry at a time, across data file ends (and index
+    file ends: ``units``)."""
+    monkeypatch.setattr(DLedgerMmapFileStore, "append_rows_as_follower", append_rows)
     entries = _leader_entries(tmp_path / "l", 120)
     one = _store(tmp_path / "a", units=units)
     many = _store(tmp_path / "b", units=units)
@@ -127,7 +134,9 @@ def test_a_push_of_rows_is_what_append_all_writes(tmp_path, units):
         store.shutdown()
 
 
-def test_a_refused_row_keeps_the_rows_before_it(tmp_path):
+@pytest.mark.parametrize("append_rows", APPEND_ROWS)
+def test_a_refused_row_keeps_the_rows_before_it(tmp_path, append_rows, monkeypatch):
+    monkeypatch.setattr(DLedgerMmapFileStore, "append_rows_as_follower", append_rows)
     entries = _leader_entries(tmp_path / "l", 12)
     store = _store(tmp_path / "f")
     with pytest.raises(DLedgerError) as err:
@@ -141,11 +150,22 @@ def test_a_refused_row_keeps_the_rows_before_it(tmp_path):
     with pytest.raises(DLedgerError) as err:
         store.append_rows_as_follower([moved], 2, "n0")
     assert err.value.code is Code.DISK_ERROR and store.ledger_end_index == 3
+    store.append_rows_as_follower([_row(e) for e in entries[4:6]], 2, "n0")
+    assert store.ledger_end_index == store.member_state.ledger_end_index == 5
     store.member_state.role = Role.CANDIDATE
     with pytest.raises(DLedgerError) as err:
-        store.append_rows_as_follower([_row(entries[4])], 2, "n0")
+        store.append_rows_as_follower([_row(entries[6])], 2, "n0")
     assert err.value.code is Code.NOT_FOLLOWER
+    store.member_state.role = Role.FOLLOWER
+    with pytest.raises(DLedgerError) as err:
+        store.append_rows_as_follower([_row(entries[6])], 3, "n0")
+    assert err.value.code is Code.INCONSISTENT_LEADER and store.ledger_end_index == 5
     store.shutdown()
+
+
+def test_the_store_appends_rows_compiled_when_built():
+    assert DLedgerMmapFileStore.append_rows_as_follower is (
+        mmap_store.append_rows_twin if _BOUND is None else _BOUND.append_rows)
 
 
 def _member(path) -> server.DLedgerServer:
@@ -220,3 +240,26 @@ def test_the_push_path_answers_and_stores_as_the_follower_handler(tmp_path, monk
     assert end == 59 and committed_index == 19 and committed[-1] == 19
     assert all(code == Code.SUCCESS for code, _ in answers)
     assert b'"code":200,"count":4,"endIndex":3,"group":"g","index":0,"term":2' in answers[0][1]
+
+
+@pytest.mark.parametrize("units", [64, 7])
+def test_the_end_of_an_entry_is_the_twins(tmp_path, units):
+    """``_end_of`` (the compiled one read from the mapped index unit and
+    record header, when built) gives each entry's end as the twin does,
+    across data and index file ends, and refuses an index outside the log
+    with the twin's error."""
+    entries = _leader_entries(tmp_path / "l", 60)
+    store = _store(tmp_path / "f", units=units)
+    for at in range(0, 60, 7):
+        store.append_rows_as_follower([_row(e) for e in entries[at:at + 7]], 2, "n0")
+    assert len(store.index.mapped_files) > 1 or units == 64
+    assert [store._end_of(i) for i in range(60)] == \
+        [mmap_store.end_of_twin(store, i) for i in range(60)] == \
+        [e.pos + e.size for e in entries]
+    for index in (-1, 60):
+        with pytest.raises(DLedgerError) as got:
+            store._end_of(index)
+        with pytest.raises(DLedgerError) as want:
+            mmap_store.end_of_twin(store, index)
+        assert got.value.code is want.value.code
+    store.shutdown()
