@@ -624,6 +624,8 @@ def append_rows(store, list rows not None, leader_term, leader_id):
             field(store, st, ST_RECENT, STORE_FIELDS) or \
             not tail_room(store, st, mf, m, imf, im, &first, &at, &iat):
         return _rows_twin(store, rows, leader_term, leader_id)
+    if data.zero_ahead:  # (as the leader's c_append_run)
+        mf.zero_ahead()
     n = c_write_rows(field(mf, m, MF_VIEW, MF_FIELDS), at,
                      <int64_t>field(mf, m, MF_FROM, MF_FIELDS) + at,
                      <Py_ssize_t>data.mapped_file_size - at, field(imf, im, MF_VIEW, MF_FIELDS),
