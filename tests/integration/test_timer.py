@@ -115,7 +115,9 @@ async def test_deliver_time_delay_ms_and_delay_sec_on_time(cluster):
     assert_on_time(got[b"deliver"], due1)
     assert got[b"deliver"].tags == "t1" and got[b"deliver"].msg_id == r1.msg_id
     props = got[b"deliver"].properties
-    assert props["TIMER_OUT_MS"] == str(due1 // PRECISION * PRECISION)
+    # its slot: the due time rounded down to the precision, the slot before
+    # when it lies on a boundary (5.3.3's HookUtils; one base in a hundred)
+    assert props["TIMER_OUT_MS"] == str((due1 - 1) // PRECISION * PRECISION)
     assert props["REAL_TOPIC"] == "TimerA" and "TIMER_ENQUEUE_MS" in props
     assert "TIMER_DEQUEUE_MS" in props
     # the broker's clock started the delays; the send returned after it
