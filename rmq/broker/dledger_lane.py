@@ -89,11 +89,7 @@ class DLedgerSendLane:
         if support.processor.cluster is not made[0] or cl.store_host_field is not made[1] \
                 or cl.msg_id_prefix is not made[2]:
             self._renew(support.processor.cluster, cl.store_host_field, cl.msg_id_prefix)
-        bc = support.bc
-        tails = support._tail_pair  # (the send lane's, made again when these change)
-        made_for = support._tails_of
-        if bc.regionId is not made_for[0] or bc.traceOn is not made_for[1]:
-            tails = support.new_tails()
+        tails = support.tails()
         sizes: dict[str, list[int]] = {}  # topic -> [messages, bytes]
         n, after, first, last, answers, answered = self._store(
             self._cluster, buf, pos, end, cl, self._born_bits | self._store_bits, born,

@@ -189,11 +189,7 @@ class SendLaneSupport:
         born = channel.attrs.get("born_field")  # the stored born-host field, once per connection
         if born is None:
             born = self.born_field(channel)
-        bc = self.bc
-        made_for = self._tails_of
-        tails = self._tail_pair
-        if bc.regionId is not made_for[0] or bc.traceOn is not made_for[1]:
-            tails = self.new_tails()
+        tails = self.tails()
         return self._ctx.renew(run, born, cluster, tails[0], tails[1],
                                cfg.flushDiskType is FlushDiskType.SYNC_FLUSH,
                                store.consume_queue_table, cl.topic_queue_table,
@@ -205,6 +201,16 @@ class SendLaneSupport:
         connection (kept in its attributes)."""
         born = channel.attrs["born_field"] = self.cl.host_field(channel_host(channel))
         return born
+
+    def tails(self) -> tuple[bytes, bytes]:
+        """The response tails (JSON, ROCKETMQ) for the broker's regionId and
+        traceOn now: the kept pair, made again (``new_tails``) once either
+        changed (compared by identity: a new value is a new object)."""
+        bc = self.bc
+        made_for = self._tails_of
+        if bc.regionId is not made_for[0] or bc.traceOn is not made_for[1]:
+            return self.new_tails()
+        return self._tail_pair
 
     def new_tails(self) -> tuple[bytes, bytes]:
         """The response tails (JSON, ROCKETMQ) for the broker's regionId and

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from rmq.broker import dledger_lane
+from rmq.broker.send_lane import SendLaneSupport
 from rmq.common import message as mc
 
 pytestmark = pytest.mark.timeout(30)
@@ -41,6 +42,8 @@ class _Support:
     def born_field(self, channel) -> bytes:
         born = channel.attrs["born_field"] = channel.born
         return born
+
+    tails = SendLaneSupport.tails  # (the support's own check, over these fields)
 
 
 def _fresh(support: _Support, channel) -> tuple:
