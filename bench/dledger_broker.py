@@ -6,10 +6,12 @@ leader's) process CPU, and for the group also its two followers'.  The group
 runs twice: with rmq's default (``enableBatchPush=true``: batches of entries
 per push) and with 4.9.8's default (``enableBatchPush=false``: one push per
 entry); beside each, the master's CPU per message as a multiple of the single
-master's.
+master's.  With ``--same-rate`` the single master runs again, its load held
+to the group's msgs/s (``bench/producer.py --rate``): the two compared at the
+same rate as well as at the same sends in flight.
 
     .venv/bin/python -m bench.dledger_broker [--inflight 16] [--duration 5]
-        [--runs single,group,unbatched] [--profile DIR [--native]]
+        [--runs single,group,unbatched] [--same-rate] [--profile DIR [--native]]
         [--broker-conf KEY=VALUE ...]
 
 Each broker runs with the default consume-queue and index files and entry
@@ -105,12 +107,15 @@ async def master_and_topic(namesrv: str, ports: dict[str, int], queues: int) -> 
         await admin.close()
 
 
-def produce(namesrv: str, broker: str, pid: int, args) -> dict:
+def produce(namesrv: str, broker: str, pid: int, args, rate: float = 0.0) -> dict:
+    """``bench/producer.py``'s figures of a run against ``broker`` (``rate``:
+    its msgs/s held to that, else as fast as ``--inflight`` sends go)."""
     env = dict(os.environ, RMQ_LOAD_CPU=str(LOAD_CPU)) if args.pin else None
     out = subprocess.run(
         [sys.executable, "-m", "bench.producer", "-n", namesrv, "--broker", broker,
          "--broker-pid", str(pid), "--inflight", str(args.inflight), "--size", str(args.size),
-         "--duration", str(args.duration), "--mode", "compiled", "--no-half-rate", "--json"],
+         "--duration", str(args.duration), "--rate", str(rate), "--mode", "compiled",
+         "--no-half-rate", "--json"],
         capture_output=True, text=True, cwd=ROOT, timeout=args.duration * 4 + 120, env=env)
     if out.returncode != 0:
         raise SystemExit(out.stdout[-2000:] + out.stderr[-2000:])
@@ -167,7 +172,7 @@ def group(tmp: Path, args, batch_push: bool) -> tuple[dict, float]:
         namesrv.kill()
 
 
-def single(tmp: Path, args) -> dict:
+def single(tmp: Path, args, rate: float = 0.0) -> dict:
     ns_port = free_port()
     namesrv = start_namesrv(tmp, ns_port)
     port = free_port(span=4) + 2
@@ -192,8 +197,9 @@ def single(tmp: Path, args) -> dict:
             pin(broker.pid, MASTER_CPU)
             pin(namesrv.pid, LOAD_CPU)
         threads = snapshot(broker.pid)
-        r = produce(f"127.0.0.1:{ns_port}", f"127.0.0.1:{port}", broker.pid, args)
-        print("  single master threads: " + busiest_threads(
+        r = produce(f"127.0.0.1:{ns_port}", f"127.0.0.1:{port}", broker.pid, args, rate)
+        print(f"  single master{' at ' + format(rate, ',.0f') + ' msgs/s' if rate else ''} "
+              "threads: " + busiest_threads(
             threads, snapshot(broker.pid), max(1, r["requests"]), broker.pid), file=sys.stderr)
         return r
     finally:
@@ -209,6 +215,9 @@ def main() -> None:
     ap.add_argument("--queues", type=int, default=8)
     ap.add_argument("--runs", default="single,group,unbatched",
                     help="which to run, of single, group (batched pushes), unbatched")
+    ap.add_argument("--same-rate", action="store_true",
+                    help="with single and group: the single master again, at the group's "
+                    "msgs/s")
     ap.add_argument("--pin", action="store_true",
                     help="the master (single, or the group's leader) on CPU 0; the followers, "
                     "the name server and the load on CPU 1")
@@ -227,7 +236,7 @@ def main() -> None:
     runs = set(args.runs.split(","))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for sub in ("single", "group", "batch"):
+        for sub in ("single", "group", "batch", "rate"):
             (Path(tmp) / sub).mkdir()
         if "single" in runs:
             rows.append(("single master", single(Path(tmp) / "single", args), "-"))
@@ -237,6 +246,9 @@ def main() -> None:
         if "unbatched" in runs:
             single_push, single_push_us = group(Path(tmp) / "batch", args, False)
             rows.append(("  with enableBatchPush=false", single_push, f"{single_push_us:.1f} µs"))
+        if args.same_rate and {"single", "group"} <= runs:
+            rows.append(("single master, group's rate",
+                         single(Path(tmp) / "rate", args, three["msgs_per_s"]), "-"))
     print(f"{'broker':<30} {'msgs/s':>9} {'avg RT ms':>10} {'master CPU/msg':>15} "
           f"{'x single':>9} {'followers CPU/msg':>18}")
     base = max(rows[0][1]["broker_cpu_us_per_msg"], 1e-9) if "single" in runs else None
@@ -244,6 +256,11 @@ def main() -> None:
         times = f"{r['broker_cpu_us_per_msg'] / base:>8.1f}x" if base else f"{'-':>9}"
         print(f"{name:<30} {r['msgs_per_s']:>9,.0f} {r['avg_rt_ms']:>10.2f} "
               f"{r['broker_cpu_us_per_msg']:>12.1f} µs {times} {extra:>18}")
+    if rows[-1][0] == "single master, group's rate":
+        at_rate = max(rows[-1][1]["broker_cpu_us_per_msg"], 1e-9)
+        leader = next(r for name, r, _ in rows if name == "3-node DLedger group")
+        print(f"the group's master at the same rate: "
+              f"{leader['broker_cpu_us_per_msg'] / at_rate:.1f}x the single master's")
 
 
 if __name__ == "__main__":

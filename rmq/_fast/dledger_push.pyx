@@ -659,12 +659,8 @@ def bind_push(acked_class, leader, append, compare, channel_class, int64_t max_p
     ``rpc.PUSH_HEAD`` and ``PUSH_TAIL``, and ``command.OPAQUES``."""
     global _acked_class, acked_in_place, _leader, _append, _compare, _channel_class
     global _opaques, _head, _tail, _max_pending, _timeout_ms, _timeout_s
-    slot_offsets(acked_class, ("dispatcher", "count"), acked_at, MemberDescriptorType)
-    # ``told`` is a slot of its base (``FrameWait``), which ``slot_offset``
-    # does not look in: read from the class that defines it (without it every
-    # push's wait was made by ``_Acked.__init__``, a Python frame)
-    told_of = next((c for c in acked_class.__mro__ if "told" in c.__dict__), acked_class)
-    acked_at[2] = slot_offset(told_of, "told", MemberDescriptorType)
+    # (``told`` is a slot of its base, ``FrameWait``)
+    slot_offsets(acked_class, ("dispatcher", "count", "told"), acked_at, MemberDescriptorType)
     acked_in_place = acked_class.__new__ is object.__new__ and acked_at[0] > 0 and \
         acked_at[1] > 0 and acked_at[2] > 0
     _acked_class = acked_class

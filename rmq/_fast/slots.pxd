@@ -28,13 +28,19 @@ cdef inline Py_ssize_t slot_offset(cls, str name, member_type,
     writable object slot of a plain slots class (``member_type``:
     ``types.MemberDescriptorType``); else -1.  ``with_dict``: the class may
     also keep an instance dict (a class that slots only its hot fields: the
-    slot's member descriptor still decides every read and write of it)."""
+    slot's member descriptor still decides every read and write of it).  A
+    slot a base class declares is found there, as the attribute lookup finds
+    it: a subclass's instances keep it at the same offset."""
     cdef PyMemberDef* m
     if type(cls) is not type or cls.__getattribute__ is not object.__getattribute__ or \
             cls.__setattr__ is not object.__setattr__ or \
             (cls.__dictoffset__ != 0 and not with_dict):
         return -1
-    d = cls.__dict__.get(name)
+    d = None
+    for base in cls.__mro__:  # where the attribute lookup finds the field's descriptor
+        d = base.__dict__.get(name)
+        if d is not None:
+            break
     if type(d) is not member_type:
         return -1
     m = (<PyMemberDescrObject*><PyObject*>d).d_member

@@ -34,10 +34,12 @@ cdef int give_locks(PutLocks fx) except -1
 
 cdef enum:
     OFFSETS_MAX = 9  # the most fields a ``ClassOffsets`` keeps
+    CLASSES_KEPT = 8  # the most classes whose offsets it keeps
 
 
 cdef class ClassOffsets:
     cdef object cls
+    cdef dict met  # each class met (a few): its offsets, packed
     cdef tuple names
     cdef Py_ssize_t n  # len(names)
     cdef bint with_dict  # a class whose instances may also keep a __dict__ counts

@@ -21,7 +21,7 @@ import logging
 from types import MemberDescriptorType, MethodType
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.dict cimport PyDict_DelItem, PyDict_GetItemWithError
 from cpython.pythread cimport PY_LOCK_ACQUIRED, PyThread_acquire_lock, PyThread_release_lock
 from cpython.pythread cimport PyThread_type_lock
@@ -230,7 +230,10 @@ cdef class ClassOffsets:
     (-1: through the attribute); with ``with_dict``, those of a class whose
     instances may also keep a ``__dict__`` too (the slots of its hot
     fields): the store's put, the revive writer and the DLedger leader share
-    it."""
+    it.  The offsets of each class met are kept (a few classes): where two
+    classes take turns (a DLedger leader's server connections and its
+    client connections to the followers, read by the same code) each turn
+    copies them rather than looking each field up again."""
 
     def __cinit__(self, tuple names, bint with_dict=False):
         if len(names) > OFFSETS_MAX:
@@ -238,12 +241,22 @@ cdef class ClassOffsets:
         self.names = names
         self.n = len(names)
         self.with_dict = with_dict
+        self.met = {}
 
     cdef int find(self, object o) except -1:
         """The offsets of the fields of ``o``'s class (``copy`` for a class
-        not met last)."""
-        slot_offsets(type(o), self.names, self.at, MemberDescriptorType, self.with_dict)
-        self.cls = type(o)
+        not met last): kept ones, or looked up and kept."""
+        cls = type(o)
+        cdef object kept = self.met.get(cls)
+        cdef Py_ssize_t size = self.n * sizeof(Py_ssize_t)
+        if kept is None:
+            slot_offsets(cls, self.names, self.at, MemberDescriptorType, self.with_dict)
+            if len(self.met) >= CLASSES_KEPT:
+                self.met.clear()
+            self.met[cls] = PyBytes_FromStringAndSize(<char*>self.at, size)
+        else:
+            memcpy(self.at, PyBytes_AS_STRING(kept), size)
+        self.cls = cls
         return 0
 
 

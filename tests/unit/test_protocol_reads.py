@@ -120,8 +120,10 @@ def _stream(rnd: random.Random, garbage: bool) -> bytes:
     return b"".join(frames)
 
 
-async def _trace(cls: type, seed: int) -> list:
-    """Everything the reads of seed's stream leave behind, read by read."""
+async def _trace(cls: type, seed: int, turns: bool = False) -> list:
+    """Everything the reads of seed's stream leave behind, read by read;
+    ``turns``: the loop's turn ends after every read (other connections'
+    reads come between)."""
     rnd = random.Random(seed)
     service = (_SlottedService if seed % 2 else _Service)(lane=seed % 4 != 0,
                                                          hooks=seed % 5 == 1)
@@ -145,6 +147,8 @@ async def _trace(cls: type, seed: int) -> list:
                       proto.channel.last_active > 0, len(transport.calls), len(service.got)))
         if rnd.random() < 0.3:
             await asyncio.sleep(0)  # the end of a turn: queued answers leave
+        elif turns:
+            await asyncio.sleep(0)
     for _ in range(ch._QUIET_READS + 1):  # quiet reads: a grown buffer given back
         if proto.channel._closed:
             break
@@ -162,9 +166,28 @@ async def _trace(cls: type, seed: int) -> list:
 
 
 class _Attributes(RemotingProtocol):
-    """Fields not at the class's own slots: read through their attributes."""
+    """A subclass with an instance dict: its fields read through their
+    attributes."""
+
+
+class _Inherited(RemotingProtocol):
+    """A subclass of no slots of its own (as ``ClientProtocol``): its fields
+    read at the slots its base declares."""
 
     __slots__ = ()
+
+
+def _reordered() -> type:
+    """A protocol class of its own slot layout (RemotingProtocol's slots in
+    the reverse order, its methods borrowed): the same field names at other
+    offsets."""
+    names = tuple(reversed(RemotingProtocol.__slots__))
+    methods = {k: v for k, v in vars(RemotingProtocol).items()
+               if k not in names and k not in ("__slots__", "__dict__", "__weakref__")}
+    return type("_Reordered", (asyncio.BufferedProtocol,), {**methods, "__slots__": names})
+
+
+_Reordered = _reordered()
 
 
 @pytest.mark.timeout(60)
@@ -172,10 +195,28 @@ class _Attributes(RemotingProtocol):
 async def test_compiled_reads_are_the_twins(seed, monkeypatch):
     twin = await _with(monkeypatch, ch._get_buffer, ch._buffer_updated, RemotingProtocol, seed)
     assert twin[0] and twin[1]
-    assert await _with(monkeypatch, _C.get_buffer, _C.buffer_updated, RemotingProtocol,
-                       seed) == twin
-    assert await _with(monkeypatch, _C.get_buffer, _C.buffer_updated, _Attributes,
-                       seed) == twin
+    for cls in (RemotingProtocol, _Attributes, _Reordered, _Inherited):
+        assert await _with(monkeypatch, _C.get_buffer, _C.buffer_updated, cls, seed) == twin
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("seed", range(8))
+async def test_connections_of_classes_taking_turns(seed, monkeypatch):
+    """Connections of four protocol classes (and two service classes) read
+    in turns, as a DLedger leader reads its server and client connections:
+    the offsets kept per class read each its own way, as when each is read
+    alone."""
+    seeds = (seed, seed + 101, seed + 202, seed + 303)
+    monkeypatch.setattr(RemotingProtocol, "get_buffer", ch._get_buffer)
+    monkeypatch.setattr(RemotingProtocol, "buffer_updated", ch._buffer_updated)
+    twins = [await _trace(RemotingProtocol, s, turns=True) for s in seeds]
+    monkeypatch.setattr(RemotingProtocol, "get_buffer", _C.get_buffer)
+    monkeypatch.setattr(RemotingProtocol, "buffer_updated", _C.buffer_updated)
+    turns = await asyncio.gather(*(_trace(cls, s, turns=True) for cls, s in
+                                   zip((RemotingProtocol, _Attributes, _Reordered,
+                                        _Inherited), seeds,
+                                       strict=True)))
+    assert turns == twins
 
 
 async def _with(monkeypatch, get_buffer, buffer_updated, cls: type, seed: int) -> list:
