@@ -282,7 +282,8 @@ class SendLaneSupport:
 
     def topic(self, topic: str) -> tuple[int, int, bool] | None:
         """(writeQueueNums, readQueueNums, MULTI_TAG filter) of an existing
-        ordinary topic the lane may store into, else None."""
+        ordinary topic the lane may store into, else None.  (The twin's: the
+        compiled lane makes these checks itself, ``topic_of``.)"""
         if topic.startswith(T.RETRY_GROUP_TOPIC_PREFIX) or topic in T.NOT_ALLOWED_SEND_TOPICS:
             return None
         tc = self.topics.table.get(topic)

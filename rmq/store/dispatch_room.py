@@ -133,7 +133,10 @@ class DispatchRoom:
         """The index part of ``reserve_covered``: True, with ``keys`` index
         entries promised where dispatch comes later, when the index file has
         room for them; False, with nothing promised, when one would have to
-        be made."""
+        be made.  (The DLedger lane's compiled append makes this check with
+        ``IndexService.keys_fit`` inlined: ``rmq._fast.dledger_append``'s
+        ``keys_covered``, which asks this one where the index file made
+        ahead is current.)"""
         store = self.store
         if keys and store.config.messageIndexEnable:
             ix = store.index_service

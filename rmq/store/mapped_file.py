@@ -450,6 +450,10 @@ class TransientStorePool:
 class MappedFileQueue:
     """The ordered files of one commit log or consume queue."""
 
+    # the files slotted: a DLedger read's room check (rmq._fast.dledger_append
+    # ``room_covered``) reads them at their slot for each queue; the rest in the dict
+    __slots__ = ("mapped_files", "__dict__", "__weakref__")
+
     def __init__(
         self, store_paths: list[str] | str, mapped_file_size: int, allocator=None,
         read_only_paths: list[str] | None = None, random_access: bool = False,

@@ -19,8 +19,9 @@ from rmq._fast import compiled_or_none
 from rmq.broker import dledger_lane
 from rmq.broker.dledger_lane import ANSWERED
 from rmq.broker.processor.send_support import V1_KEYS, V2_KEYS
-from rmq.broker.send_lane import SendLane, plain_answers, response_frame
+from rmq.broker.send_lane import SendLane, SendLaneSupport, plain_answers, response_frame
 from rmq.common.message_id import socket_address_bytes
+from rmq.common.topic_config import MULTI_TAG, SINGLE_TAG, TopicConfig
 from rmq.dledger import commit_log, mmap_store
 from rmq.dledger.entry import Entry
 from rmq.dledger.member_state import MemberState, Role
@@ -219,11 +220,17 @@ def _many_frames(queues: int) -> list[bytes]:
 
 
 class _Topics:
-    """The support a lane's reading asks: every topic takes 256 queues,
-    ``T1`` is filtered by MULTI_TAGS."""
+    """The support a lane's reading asks: the broker's topic configs (the
+    compiled lane reads them, the twin asks ``topic``), every topic taking
+    256 queues, ``T1`` filtered by MULTI_TAGS."""
 
-    def topic(self, name: str) -> tuple:
-        return (256, 256, name == "T1")
+    def __init__(self) -> None:
+        self.topics = SimpleNamespace(table={
+            f"T{i}": TopicConfig(f"T{i}", 256, 256,
+                                 topicFilterType=MULTI_TAG if i == 1 else SINGLE_TAG)
+            for i in range(70)})
+
+    topic = SendLaneSupport.topic
 
 
 def _lanes() -> tuple:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 import struct
+from types import SimpleNamespace
 
 import orjson
 import pytest
@@ -15,7 +16,8 @@ from hypothesis import strategies as st
 
 from rmq._fast import compiled_or_none
 from rmq.broker.processor.send_support import V1_KEYS, V2_KEYS
-from rmq.broker.send_lane import send_head
+from rmq.broker.send_lane import SendLaneSupport, send_head
+from rmq.common.topic_config import MULTI_TAG, SINGLE_TAG, TopicConfig
 from rmq.remoting.command import RemotingCommand
 
 _C = compiled_or_none("send_lane")
@@ -183,17 +185,21 @@ _built = pytest.mark.compiled_only
 
 
 class _Topics:
-    """The support ``plain_sends`` asks: a topic's (write, read queue
-    numbers, MULTI_TAGS), None for one the lane does not store into."""
+    """The support ``plain_sends`` reads: the broker's topic configs (the
+    compiled lane looks a topic up in them, the twin asks ``topic``, counted
+    in ``asked``), every topic of 4 queues, ``Auto1`` filtered by
+    MULTI_TAGS, no ``Auto0``."""
 
     def __init__(self) -> None:
         self.asked: list[str] = []
+        self.topics = SimpleNamespace(table={
+            name: TopicConfig(name, 4, 4, topicFilterType=MULTI_TAG if name == "Auto1"
+                              else SINGLE_TAG)
+            for name in ("T", "Auto1", "Auto2", "LaneTopic")})
 
     def topic(self, name: str):
         self.asked.append(name)
-        if name == "Auto0":
-            return None
-        return (4, 4, name == "Auto1")
+        return SendLaneSupport.topic(self, name)
 
 
 @_built
@@ -239,4 +245,41 @@ def test_plain_sends_asks_each_topic_once_a_read():
     for lane in (_C.SendLane(_Topics(), MAX), SendLane(_Topics(), MAX)):
         assert [s[3] for s in lane.plain_sends(b"C", buf, 0, len(buf))] == [0, 1, 2]
         assert len(lane.plain_sends(b"C", buf, 0, len(buf))) == 3
-        assert lane.support.asked == ["T", "T"]  # once per call (a read), not per frame
+        # a topic's config read again in the next call (a read): gone, it takes none
+        del lane.support.topics.table["T"]
+        assert lane.plain_sends(b"C", buf, 0, len(buf)) == []
+    assert lane.support.asked == ["T", "T", "T"]  # the twin: once per call, not per frame
+
+
+@_built
+def test_plain_sends_looks_topics_up_as_the_support_does():
+    """The compiled lane looks a read's topics up in the broker's topic
+    configs itself (their fields at their slots), as the twin's
+    ``SendLaneSupport.topic`` does: a retry topic and a topic sends may not
+    use are left to the general path though configured, a missing one too,
+    a MULTI_TAG topic's sends stored with MULTI_TAGS, a queue id past both
+    queue numbers left."""
+    from rmq.broker.send_lane import SendLane
+    from rmq.common.message import MULTI_TAGS_FLAG
+    from rmq.common.topics import RETRY_GROUP_TOPIC_PREFIX, SCHEDULE_TOPIC
+
+    retry = RETRY_GROUP_TOPIC_PREFIX + "g"
+    table = {name: TopicConfig(name, 4, 2, topicFilterType=MULTI_TAG if name == "M" else SINGLE_TAG)
+             for name in ("T", "M", retry, SCHEDULE_TOPIC)}
+    table["F"] = TopicConfig("F", 1, 8)  # (read 1, write 8)
+    cases = [(topic, queue) for topic in ("T", "M", retry, SCHEDULE_TOPIC, "Missing")
+             for queue in (0, 3)] + [("F", 7), ("F", 8)]
+    for i, (topic, queue) in enumerate(cases):
+        frame = RemotingCommand(310, 0, 409, i, 0, None, {
+            "a": "g", "b": topic, "c": "TBW102", "d": "4", "e": str(queue), "f": "0",
+            "g": "17", "h": "0", "i": "TAGS\x01A", "j": "0", "k": "false", "m": "false"},
+            b"x", 0).encode()
+        got = []
+        for lane in (_C.SendLane(_Topics(), MAX), SendLane(_Topics(), MAX)):
+            lane.support.topics.table = table
+            got.append(lane.plain_sends(b"C", frame, 0, len(frame)))
+        assert got[0] == got[1]
+        stored = topic in ("T", "M", "F") and queue < (8 if topic == "F" else 4)
+        assert len(got[0]) == stored, (topic, queue)
+        if stored:
+            assert bool(got[0][0][7] & MULTI_TAGS_FLAG) is (topic == "M")

@@ -10,13 +10,18 @@ import logging
 import os
 import resource
 import threading
+from types import SimpleNamespace
 
+import pytest
+
+from rmq._fast import compiled_or_none
 from rmq.client.codec import encode_batch
 from rmq.client.message import Message
 from rmq.common.message_id import socket_address_bytes
 from rmq.common.topics import SCHEDULE_TOPIC
 from rmq.store import DefaultMessageStore, GetMessageStatus, MessageExtBatch, PutMessageStatus
 from rmq.store.checkpoint import StoreCheckpoint
+from rmq.store.dispatch_room import DispatchRoom
 from rmq.store.index import FLUSH_THREAD_NAME, IndexService
 from rmq.store.inspect import inspect_store
 from rmq.store.message_codec import decode_message
@@ -285,5 +290,95 @@ def test_a_reads_reservation_at_once_is_what_each_sends_would_be(tmp_path):
         assert ix.promised == kept
         assert sorted(os.listdir(tmp_path / "consumequeue" / "T" / "0")) == files
         assert not (tmp_path / "consumequeue" / "U").exists()
+    finally:
+        s.shutdown()
+
+
+_APPEND = compiled_or_none("dledger_append")
+
+
+def _both_covered(room, keys: int) -> tuple:
+    """The compiled index part of a read's room check and its twin
+    (``DispatchRoom.keys_covered``), each from the same ``promised``:
+    (their answers, the promised each left)."""
+    ix = room.store.index_service
+    before = ix.promised
+    compiled = _APPEND.room_keys_covered(room, keys)
+    after_compiled = ix.promised
+    ix.promised = before
+    twin = room.keys_covered(keys)
+    return (compiled, after_compiled), (twin, ix.promised)
+
+
+@pytest.mark.compiled_only
+@pytest.mark.parametrize("later", [False, True])
+def test_a_reads_index_room_compiled_is_its_twin(tmp_path, later: bool):
+    """The index part of a DLedger read's room check in C (the index
+    service's fields at their slots, the file's count in its mapped header)
+    answers and promises as ``DispatchRoom.keys_covered``: at the index
+    file's edge (count + keys + promised just under, at and over its
+    entries), with dispatch later (``later``: the keys promised) or not,
+    none asked, the index off, and no index file."""
+    kw = dict(transientStorePoolEnable=True, transientStorePoolSize=3,
+              commitIntervalCommitLog=600_000) if later else {}
+    s = open_store(tmp_path, **kw)
+    try:
+        for i in range(40):  # 3 keys each
+            assert s.put_message(make_msg(i)).is_ok()
+        room, ix = s.dispatch_room, s.index_service
+        count = ix.files[-1].header()[5]
+        for promised in (0, 5, 100):
+            edge = ix.max_index - count - promised
+            for keys in (0, 1, edge - 1, edge, edge + 1, 10**6):
+                ix.promised = promised
+                compiled, twin = _both_covered(room, keys)
+                assert compiled == twin
+                assert compiled[0] is (keys <= edge)
+                assert compiled[1] == promised + (keys if later and 0 < keys <= edge else 0)
+        ix.promised = 0
+        s.commit_log.dispatch_on_commit = True  # (a DLedger commit log's: dispatched later)
+        assert _both_covered(room, 3) == ((True, 3), (True, 3))
+        s.config.messageIndexEnable = False  # no index: room for any keys, nothing promised
+        assert _both_covered(room, 10**6) == ((True, 3), (True, 3))
+        s.config.messageIndexEnable = True
+        files, ix.files = ix.files, []
+        assert _both_covered(room, 1) == ((False, 3), (False, 3))
+        ix.files = files
+    finally:
+        s.shutdown()
+
+
+@pytest.mark.compiled_only
+def test_a_reads_index_room_compiled_asks_the_twin_for_a_file_made_ahead(tmp_path):
+    """With the file made ahead current (the spare) and for an index service
+    that is not ``IndexService``'s slots, the compiled check asks
+    ``keys_covered`` itself: the same answers."""
+    s = open_store(tmp_path)
+    try:
+        for i in range(84):  # 252 of the first file's 255 entries
+            assert s.put_message(make_msg(i)).is_ok()
+        room, ix = s.dispatch_room, s.index_service
+        assert ix.make_room(6) and ix._spare is ix.files[-1]
+        asked = []
+        room.keys_covered = lambda keys: asked.append(keys) or DispatchRoom.keys_covered(room, keys)
+        for keys in (1, 3, 4, 255 + 3, 255 + 4, 600):
+            compiled, twin = _both_covered(room, keys)
+            assert compiled == twin
+        assert asked == [1, 1, 3, 3, 4, 4, 258, 258, 259, 259, 600, 600]
+
+        class _Index:  # (a stand-in without slots)
+            def __init__(self, fits: bool) -> None:
+                self.promised, self.fits = 0, fits
+
+            def keys_fit(self, keys: int) -> bool:
+                return self.fits
+
+        for fits in (True, False):
+            stand_in = _Index(fits)
+            room.store = SimpleNamespace(config=s.config, index_service=stand_in,
+                                         commit_service=object(), commit_log=s.commit_log)
+            asked.clear()
+            assert _both_covered(room, 7) == ((fits, 7 if fits else 0),) * 2
+            assert asked == [7, 7]
     finally:
         s.shutdown()
