@@ -20,14 +20,15 @@ from cpython.long cimport PyLong_AsLongLongAndOverflow, PyLong_CheckExact
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
 
 from rmq._fast.byteorder cimport put32
-from rmq._fast.dledger_push cimport answer_fields, kept_at
-from rmq._fast.dledger_wire cimport json_frame
+from rmq._fast.dledger_push cimport answer_fields, kept_at, monotonic
+from rmq._fast.dledger_wire cimport json_frame, new_instance
 from rmq._fast.json_text cimport json_int32 as int32_json, json_step
-from rmq._fast.slots cimport set_slot_or_attr, slot_or_attr
+from rmq._fast.slots cimport set_slot_at_offset, set_slot_or_attr, slot_offsets, slot_or_attr
 from rmq._fast.store_put cimport ClassOffsets
 from libc.string cimport memcpy
 
 import logging
+from types import MemberDescriptorType
 
 log = logging.getLogger("rmq.dledger")
 
@@ -123,6 +124,10 @@ cdef object _leader = None
 cdef object _term_changed = None
 cdef object _pusher_class = None
 cdef object _group_class = None
+# where each of ``NEW_GROUP_FIELDS`` lies in an ``AckGroup``, and whether one
+# is made in place (by its type's allocator, its slots set: ``wait_then``)
+cdef Py_ssize_t group_at[9]
+cdef bint group_in_place = False
 cdef object _store_class = None  # DLedgerMmapFileStore (``bind_store``)
 
 
@@ -176,7 +181,12 @@ def bind_acked(acked_class, leader, term_changed, pusher_class, group_class):
     groups with), ``EntryPusher`` (whose ``_check_quorum`` is this module's:
     an answer to one checks the quorum without a call through the method)
     and ``AckGroup`` (whose quorum, with an outcome, is settled here)."""
-    global _acked_class, _leader, _term_changed, _pusher_class, _group_class
+    global _acked_class, _leader, _term_changed, _pusher_class, _group_class, group_in_place
+    cdef Py_ssize_t i
+    slot_offsets(group_class, NEW_GROUP_FIELDS, group_at, MemberDescriptorType)
+    group_in_place = group_class.__new__ is object.__new__
+    for i in range(len(NEW_GROUP_FIELDS)):
+        group_in_place = group_in_place and group_at[i] > 0
     _leader = leader
     _term_changed = term_changed
     _pusher_class = pusher_class
@@ -236,6 +246,37 @@ cdef enum:
     T_N = 4
 
 cdef enum:
+    # the pusher's, in ``WAIT_FIELDS``' (``wait_then``)
+    W_WAITERS = 0
+    W_OPEN = 1
+    W_CONFIG = 2
+    W_DISPATCHERS = 3
+    W_SOON = 4
+    W_LOOP = 5
+    W_N = 6
+    # the open group's, in ``JOIN_FIELDS``'
+    J_OUTCOME = 0
+    J_TERM = 1
+    J_LAST = 2
+    J_SETTLED = 3
+    J_THEN = 4
+    J_N = 5
+    # an entry's, in ``KEY_FIELDS``'
+    Y_INDEX = 0
+    Y_TERM = 1
+    Y_N = 2
+    # a new group's, in ``NEW_GROUP_FIELDS``' (``group_at``)
+    N_TERM = 0
+    N_FIRST = 1
+    N_LAST = 2
+    N_DEADLINE = 3
+    N_FUTURE = 4
+    N_OUTCOME = 5
+    N_ENTRY = 6
+    N_THEN = 7
+    N_SETTLED = 8
+
+cdef enum:
     MEDIAN_MAX = 16  # the most marks ``median`` sorts in C
     # the store's, in ``COMMIT_FIELDS``' (``update_committed_index``)
     K_END = 0
@@ -261,6 +302,14 @@ cdef tuple SELF_FIELDS = ("curr_term", "self_id")
 cdef tuple LEDGER_FIELDS = ("ledger_end_index", "committed_index")
 cdef tuple GROUP_FIELDS = ("last", "term")
 cdef tuple SETTLE_FIELDS = ("settled", "_future", "outcome", "then")
+cdef tuple WAIT_FIELDS = ("waiters", "_open", "config", "dispatchers", "_push_soon", "loop")
+cdef tuple JOIN_FIELDS = ("outcome", "term", "last", "settled", "then")
+cdef tuple KEY_FIELDS = ("index", "term")
+cdef tuple NEW_GROUP_FIELDS = ("term", "first", "last", "deadline", "_future", "outcome", "entry",
+                               "then", "settled")
+cdef ClassOffsets _WAIT = ClassOffsets(WAIT_FIELDS, True)
+cdef ClassOffsets _JOIN = ClassOffsets(JOIN_FIELDS)
+cdef ClassOffsets _KEY = ClassOffsets(KEY_FIELDS)
 cdef ClassOffsets _QUORUM = ClassOffsets(QUORUM_FIELDS, True)
 cdef ClassOffsets _SELF = ClassOffsets(SELF_FIELDS, True)
 cdef ClassOffsets _LEDGER = ClassOffsets(LEDGER_FIELDS, True)
@@ -390,6 +439,101 @@ cdef int quorum(object pusher, object own) except -1:
     if committed != before:
         for listener in field(pusher, q, Q_LISTENERS, QUORUM_FIELDS):
             listener(committed)
+    return 0
+
+
+def wait_quorum_then(pusher, outcome, first, last, then):
+    """The quorum wait of the entries ``first``..``last`` (a DLedger lane's
+    read), told to ``then``: ``EntryPusher.wait_quorum(last, first.index,
+    outcome, then)`` in one call (its twin
+    ``rmq.dledger.pusher._wait_quorum_then``)."""
+    wait_then(pusher, outcome, first, last, then)
+
+
+cdef int wait_then(object pusher, object outcome, object first, object last,
+                   object then) except -1:
+    """``wait_quorum_then``'s steps, those of ``EntryPusher.wait_quorum``,
+    ``_new_group`` and ``_appended_more``: ``then`` joins the open group
+    when it has the same ``outcome`` and term, ends before ``last`` and is
+    not settled (its last moved to ``last``'s index); else a group is made
+    (an ``AckGroup`` in place, without its ``__init__``; the waiters of
+    another term failed first, through ``_fail_waiters``), its deadline
+    ``time.monotonic() * 1000 + max_wait_ack_time_ms``.  Then the push
+    round is asked for once a loop turn (a group of one checks its quorum
+    at once).  The pusher's, the groups' and the entries' fields read and
+    set at their slots."""
+    if _group_class is None:
+        raise RuntimeError("dledger_frames.bind_acked was not called")
+    cdef Py_ssize_t w[W_N]
+    cdef Py_ssize_t j[J_N]
+    cdef Py_ssize_t y[Y_N]
+    cdef Py_ssize_t g[G_N]
+    _KEY.copy(first, y)
+    first_index = field(first, y, Y_INDEX, KEY_FIELDS)
+    _KEY.copy(last, y)
+    index = field(last, y, Y_INDEX, KEY_FIELDS)
+    term = field(last, y, Y_TERM, KEY_FIELDS)
+    _WAIT.copy(pusher, w)
+    group = field(pusher, w, W_OPEN, WAIT_FIELDS)
+    if group is not None:
+        _JOIN.copy(group, j)
+        if field(group, j, J_OUTCOME, JOIN_FIELDS) is outcome and \
+                field(group, j, J_TERM, JOIN_FIELDS) == term and \
+                field(group, j, J_LAST, JOIN_FIELDS) < index and \
+                not field(group, j, J_SETTLED, JOIN_FIELDS):
+            set_slot_or_attr(group, j[J_LAST], "last", index)
+            thens = field(group, j, J_THEN, JOIN_FIELDS)
+            if thens is None:
+                set_slot_or_attr(group, j[J_THEN], "then", [then])
+            else:
+                thens.append(then)
+            return appended_more(pusher, w)
+    waiting = field(pusher, w, W_WAITERS, WAIT_FIELDS)
+    if waiting:
+        head = waiting[0]
+        _GROUP.copy(head, g)
+    if waiting and field(head, g, G_TERM, GROUP_FIELDS) != term:
+        fail_other_terms(pusher, term)
+        waiting = field(pusher, w, W_WAITERS, WAIT_FIELDS)  # (the groups kept: a new queue)
+    deadline = monotonic() * 1000 + field(pusher, w, W_CONFIG, WAIT_FIELDS).max_wait_ack_time_ms
+    if group_in_place:
+        group = new_instance(_group_class)
+        set_slot_at_offset(group, group_at[N_TERM], term)
+        set_slot_at_offset(group, group_at[N_FIRST], first_index)
+        set_slot_at_offset(group, group_at[N_LAST], index)
+        set_slot_at_offset(group, group_at[N_DEADLINE], deadline)
+        set_slot_at_offset(group, group_at[N_FUTURE], None)
+        set_slot_at_offset(group, group_at[N_OUTCOME], outcome)
+        set_slot_at_offset(group, group_at[N_ENTRY], last)
+        set_slot_at_offset(group, group_at[N_THEN], [then])
+        set_slot_at_offset(group, group_at[N_SETTLED], False)
+    else:
+        group = _group_class(last, first_index, deadline, outcome)
+        group.then = [then]
+    waiting.append(group)
+    set_slot_or_attr(pusher, w[W_OPEN], "_open", group)
+    return appended_more(pusher, w)
+
+
+cdef int fail_other_terms(object pusher, object term) except -1:
+    """The groups of a term other than ``term`` failed with TERM_CHANGED,
+    as the ack checker does (rare; a function of its own: the predicate's
+    closure is made only here, not on every wait)."""
+    pusher._fail_waiters(lambda g: g.term != term, _term_changed)
+    return 0
+
+
+cdef int appended_more(object pusher, Py_ssize_t* w) except -1:
+    """``EntryPusher._appended_more``: a group of one checks its quorum now;
+    else the push round is called soon, once a loop turn."""
+    if not field(pusher, w, W_DISPATCHERS, WAIT_FIELDS):
+        if type(pusher) is _pusher_class:
+            quorum(pusher, None)
+        else:
+            pusher._check_quorum()
+    elif not field(pusher, w, W_SOON, WAIT_FIELDS):
+        set_slot_or_attr(pusher, w[W_SOON], "_push_soon", True)
+        field(pusher, w, W_LOOP, WAIT_FIELDS).call_soon(pusher._push_round)
     return 0
 
 

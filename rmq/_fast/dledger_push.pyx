@@ -28,7 +28,6 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.list cimport PyList_GET_ITEM
 from libc.stdint cimport int32_t, int64_t, uint8_t
 from libc.string cimport memchr, memcmp, memcpy, strlen
-from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 from rmq._fast.b64 cimport _decode
 from rmq._fast.byteorder cimport put32
@@ -674,13 +673,6 @@ def bind_push(acked_class, leader, append, compare, channel_class, int64_t max_p
     _head = head
     _tail = tail
     _opaques = opaques
-
-
-cdef inline double monotonic() noexcept nogil:
-    """``time.monotonic()`` (the same clock, the same double)."""
-    cdef timespec ts
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return <double>(<int64_t>ts.tv_sec * 1000000000 + ts.tv_nsec) / 1e9
 
 
 cdef object new_acked(d, Py_ssize_t count):

@@ -18,6 +18,7 @@ store is the lower layer: the broker's start-up hands this class to the store
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import struct
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from rmq.dledger.config import DLedgerConfig
 from rmq.dledger.entry import BLANK_MAGIC, BODY_OFFSET, Entry
 from rmq.dledger.mmap_store import append_run
 from rmq.dledger.protocol import Code, DLedgerError
+from rmq.dledger.pusher import wait_quorum_then
 from rmq.dledger.server import DLedgerServer
 from rmq.store import message_codec as codec
 from rmq.store.commit_log import CommitLog, _now_ms, batch_key_count
@@ -75,12 +77,20 @@ def dledger_config(cfg) -> DLedgerConfig:
     return config
 
 
-def _put_status(code: int | None) -> PutMessageStatus:
-    """A put's status once its quorum wait ended: PUT_OK when a quorum holds
-    the entry, else the status 4.9.8 reports for DLedger's code."""
-    if code is None:
-        return PutMessageStatus.PUT_OK
-    return _STATUS.get(code, PutMessageStatus.UNKNOWN_ERROR)
+class _PutStatuses(dict):
+    """The put status of each way a quorum wait ends: None (a quorum holds
+    the entry) PUT_OK, DLedger's code the status 4.9.8 reports for it, any
+    other code UNKNOWN_ERROR."""
+
+    def __missing__(self, _code: int) -> PutMessageStatus:
+        return PutMessageStatus.UNKNOWN_ERROR
+
+
+# ``_put_status(code)``: a put's status once its quorum wait ended (the
+# outcome of its wait), a lookup: the quorum check settles a read's group
+# without a Python frame
+_put_status: Callable[[int | None], PutMessageStatus] = \
+    _PutStatuses({None: PutMessageStatus.PUT_OK, **_STATUS}).__getitem__
 
 
 class _RecordWriter:
@@ -168,9 +178,16 @@ class DLedgerCommitLog(CommitLog):
     dispatch_on_commit = True  # the group's commit listener dispatches
     waits_for_quorum = True  # a put is answered once the group's quorum has it
 
+    # ``quorum_wait(first, last, then)``: the quorum wait of the entries
+    # ``first``..``last`` appended by ``append_plain`` (a lane's read),
+    # ``then(status)`` once it ends, their PutMessageStatus -- the group's
+    # ``wait_quorum_then`` bound to its pusher: one compiled call when built
+    quorum_wait: Callable[[Entry, Entry, Callable[[PutMessageStatus], None]], None]
+
     def __init__(self, store) -> None:
         super().__init__(store)
         self.server.commit_listeners.append(self.reput_committed)
+        self.quorum_wait = functools.partial(wait_quorum_then, self.server.pusher, _put_status)
 
     def _open_files(self, cfg) -> None:
         """The log is the group's entry data files; the group's own store
@@ -319,13 +336,6 @@ class DLedgerCommitLog(CommitLog):
         except ValueError as exc:  # a send the writer refuses: nothing of it is in the files
             log.error("[BUG] DLedger lane append: %s", exc)
         return plain_stored(entries, sends, runs, table, BODY_OFFSET)
-
-    def quorum_wait(self, first: Entry, last: Entry,
-                    then: Callable[[PutMessageStatus], None] | None = None) -> asyncio.Future | None:
-        """The quorum wait of the entries ``first``..``last`` appended by
-        ``append_plain``: a future of their PutMessageStatus, or with
-        ``then`` no future: ``then(status)`` once the wait ends."""
-        return self.server.pusher.wait_quorum(last, first.index, _put_status, then)
 
     def _status_of(self, exc: DLedgerError) -> AppendMessageResult:
         log.warning("DLedger append refused: %s", exc)

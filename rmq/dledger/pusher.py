@@ -169,11 +169,12 @@ class AckGroup:
 
 
 class EntryPusher:
-    # the fields a follower's answer and the quorum check read
-    # (``dledger_frames.tell_acked``, ``check_quorum``) as slots, read there at
-    # their offsets; the others in the instance dict
+    # the fields a follower's answer, the quorum check, a lane's quorum wait
+    # and the push round read (``dledger_frames.tell_acked``, ``check_quorum``,
+    # ``wait_quorum_then``, ``dledger_push.push_round``) as slots, read there
+    # at their offsets; the others in the instance dict
     __slots__ = ("water_marks", "ms", "store", "waiters", "_open", "commit_listeners", "loop",
-                 "_push_soon", "__dict__")
+                 "_push_soon", "config", "dispatchers", "__dict__")
 
     def __init__(self, config: DLedgerConfig, member_state: MemberState,
                  store: DLedgerMmapFileStore, rpc: PeerRpc,
@@ -265,7 +266,8 @@ class EntryPusher:
         ``first``..``entry``, else of ``outcome(code)``.  Puts with the same
         ``outcome`` appended before the next push share one wait.  With
         ``then``, no future: ``then(outcome(...))`` is called instead, on
-        the loop, when the wait ends (at once when it already has)."""
+        the loop, when the wait ends (at once when it already has).  (The
+        ``then`` form of a read of entries is ``wait_quorum_then``.)"""
         group = self._open
         if group is not None and group.outcome is outcome and group.term == entry.term \
                 and group.last < entry.index and not group.settled:
@@ -295,6 +297,7 @@ class EntryPusher:
         waiting = self.waiters
         if waiting and waiting[0].term != entry.term:  # TERM_CHANGED, as the ack checker does
             self._fail_waiters(lambda g: g.term != entry.term, Code.TERM_CHANGED)
+            waiting = self.waiters  # (the groups kept: a new queue)
         group = AckGroup(entry, first, _now_ms() + self.config.max_wait_ack_time_ms, outcome)
         waiting.append(group)
         self._open = group
@@ -399,8 +402,22 @@ def _push_round(pusher: EntryPusher) -> None:
         pusher._round_run = None
 
 
+def _wait_quorum_then(pusher: EntryPusher, outcome: Callable[[int | None], object],
+                      first: Entry, last: Entry, then: Callable[[object], None]) -> None:
+    """The quorum wait of the entries ``first``..``last`` (a DLedger lane's
+    read), told to ``then`` (``then(outcome(...))``, no future):
+    ``pusher.wait_quorum(last, first.index, outcome, then)``.  The twin of
+    ``rmq._fast.dledger_frames.wait_quorum_then``, which does its steps
+    (joining the open group or making one, its deadline, the push round
+    asked for) in one call, the fields read and set at their slots and the
+    group made without its ``__init__``."""
+    pusher.wait_quorum(last, first.index, outcome, then)
+
+
 _frames = compiled("dledger_frames")
 EntryPusher._check_quorum = _check_quorum if _frames is None else _frames.check_quorum
+# (called as ``wait_quorum_then(pusher, outcome, first, last, then)``)
+wait_quorum_then = _wait_quorum_then if _frames is None else _frames.wait_quorum_then
 
 
 class PeerDispatcher:
