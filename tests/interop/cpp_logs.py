@@ -8,7 +8,9 @@ warning lines fall in four groups:
 - start-up races: two client threads opening the first connection to a broker at
   once; the loser gives up on the transport table's lock almost at once (seen
   within a millisecond, although the client prints ``m_tcpTransportTryLockTimeout:3``)
-  and retries on its next cycle.  Accepted within ``startup_s`` of a log's first line;
+  and retries on its next cycle.  Accepted within ``startup_s`` of a log's first line,
+  and so is what the loser's request reports right after it (``RACE_AFTERMATH``: a
+  rebalance's consumer-list request made on the transport it gave up on);
 - transport: connection loss, reconnects and request timeouts, and the empty
   consumer list a restarted broker reports until the next heartbeat.  They are
   expected only while a test restarts the broker, so they are accepted inside the
@@ -90,6 +92,10 @@ RESTART_RACES = (
 # connection fails at once instead of waiting (logged at error level); at start-up
 # the heartbeat, route refresh and first pulls all open the broker connection.
 STARTUP_RACES = ("get timed_mutex timeout",)
+# what the loser's request logs next (no response: the consumer list is unknown
+# until the next rebalance, 20 s later at most), within ``RACE_AFTERMATH_S`` of it
+RACE_AFTERMATH = ("response is null", "doRebalance the cidAll is empty")
+RACE_AFTERMATH_S = 0.1
 
 PROTOCOL_WARNINGS = (
     "get error response",
@@ -133,6 +139,7 @@ def problems(home: Path, check: LogCheck | None = None) -> list[str]:
     for path in log_files(home):
         shutting_down = False
         started: datetime | None = None
+        raced: datetime | None = None  # the last start-up race accepted
         for raw in path.read_text(errors="replace").splitlines():
             m = LINE.match(raw)
             if m is None:
@@ -148,6 +155,10 @@ def problems(home: Path, check: LogCheck | None = None) -> list[str]:
                 continue
             if (any(r in text for r in STARTUP_RACES)
                     and (when - started).total_seconds() <= check.startup_s):
+                raced = when
+                continue
+            if raced is not None and any(a in text for a in RACE_AFTERMATH) \
+                    and (when - raced).total_seconds() <= RACE_AFTERMATH_S:
                 continue
             if any(t in text for t in TRANSPORT + RESTART_RACES):
                 if not _in_window(when, check):

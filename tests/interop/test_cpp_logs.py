@@ -97,3 +97,26 @@ def test_transport_lock_race_is_accepted_at_start_up_only(tmp_path):
     assert len(found) == 1 and "C:298" in found[0]
     assert found[0].startswith(f"{tmp_path.name}/123_rocketmq-cpp.log.0: ")
     assert len(problems(tmp_path, LogCheck(startup_s=0.001))) == 2
+
+
+def test_a_start_up_race_and_the_request_it_failed(tmp_path):
+    """Two client threads opening the first connection at once: the loser's
+    lock timeout and what its consumer-list request logs right after are
+    accepted at start-up; the same request failing on its own, or long after
+    the race, is not."""
+    t0, t1 = stamp(NOW), stamp(NOW + timedelta(milliseconds=1))
+    later = stamp(NOW + timedelta(seconds=3))
+    race = [
+        f"[{t0}](info):MQClientFactory start[start:68]",
+        f"[{t0}](error):GetTransport of:127.0.0.1:1 get timed_mutex timeout[CreateTransport:297]",
+        f"[{t1}](error):msg: response is null,error:-1,in file <MQClientAPIImpl.cpp> "
+        "line:762[findConsumerIds:1029]",
+        f"[{t1}](error):msg: doRebalance the cidAll is empty,error:-1,in file "
+        "<Rebalance.cpp> line:104[doRebalance:139]",
+    ]
+    write_log(tmp_path / "race", race)
+    assert problems(tmp_path / "race") == []
+    write_log(tmp_path / "alone", [race[0]] + race[2:])
+    assert len(problems(tmp_path / "alone")) == 2
+    write_log(tmp_path / "late", race[:2] + [line.replace(t1, later) for line in race[2:]])
+    assert len(problems(tmp_path / "late")) == 2
