@@ -261,15 +261,19 @@ cdef list c_write_entries(data, Py_ssize_t at, int64_t pos, Py_ssize_t room, ind
 cdef object _entry_class = None  # rmq.dledger.entry.Entry
 cdef object _leader = None       # Role.LEADER
 cdef int64_t _recent_bytes_max = 0  # mmap_store.RECENT_BYTES
+cdef int64_t _zero_ahead = 0  # mapped_file.ZERO_AHEAD
 
 
-def bind_store(entry_class, leader, int64_t recent_bytes):
+def bind_store(entry_class, leader, int64_t recent_bytes, int64_t zero_ahead):
     """``Entry``, ``Role.LEADER`` and ``RECENT_BYTES`` of rmq.dledger, which
-    ``c_append_run`` makes entries of, compares the role with and keeps up to."""
-    global _entry_class, _leader, _recent_bytes_max
+    ``c_append_run`` makes entries of, compares the role with and keeps up
+    to, and ``ZERO_AHEAD`` of rmq.store.mapped_file, the zeros a data file
+    keeps written ahead of its appends (``zeros_ahead``)."""
+    global _entry_class, _leader, _recent_bytes_max, _zero_ahead
     _entry_class = entry_class
     _leader = leader
     _recent_bytes_max = recent_bytes
+    _zero_ahead = zero_ahead
 
 
 cdef enum:
@@ -299,7 +303,8 @@ cdef enum:
     MF_SIZE = 3
     MF_VIEW = 4
     MF_BUFFER = 5
-    MF_N = 6
+    MF_ZEROED = 6
+    MF_N = 7
 
 cdef tuple STORE_FIELDS = ("member_state", "data", "index", "ledger_begin_index",
                            "ledger_end_index", "ledger_end_term", "_recent", "_recent_first",
@@ -307,7 +312,7 @@ cdef tuple STORE_FIELDS = ("member_state", "data", "index", "ledger_begin_index"
 cdef tuple MS_FIELDS = ("role", "transferee", "curr_term", "peer_map", "ledger_end_index",
                         "ledger_end_term")
 cdef tuple MF_FIELDS = ("file_from_offset", "wrote_position", "committed_position", "file_size",
-                        "view", "write_buffer")
+                        "view", "write_buffer", "zeroed_to")
 
 
 cdef ClassOffsets _ST = ClassOffsets(STORE_FIELDS, True)
@@ -321,6 +326,16 @@ cdef inline object field(object o, Py_ssize_t* at, int i, tuple names):
 
 cdef inline int set_field(object o, Py_ssize_t* at, int i, tuple names, object v) except -1:
     return set_slot_or_attr(o, at[i], <str>names[i], v)
+
+
+cdef int zeros_ahead(data, mf, Py_ssize_t* m, Py_ssize_t at) except -1:
+    """``mf.zero_ahead()`` before an append at ``at`` when the data files
+    keep zeros ahead and ``mf`` has fewer than ``ZERO_AHEAD`` of them left:
+    its own check read at the slots here, no Python frame per append while
+    the zeros last."""
+    if data.zero_ahead and <int64_t>field(mf, m, MF_ZEROED, MF_FIELDS) - at < _zero_ahead:
+        mf.zero_ahead()
+    return 0
 
 
 cdef object last_file(object queue):
@@ -392,8 +407,7 @@ cdef list c_append_run(store, const Rec* recs, Py_ssize_t n, bytes born, bytes s
     imf = last_file(index)
     if mf is None or imf is None or not tail_room(store, st, mf, m, imf, im, &first, &at, &iat):
         return []
-    if data.zero_ahead:  # (a pwrite only when less than half its zeros are left)
-        mf.zero_ahead()
+    zeros_ahead(data, mf, m, at)
     pos = <int64_t>field(mf, m, MF_FROM, MF_FIELDS) + at
     entries = c_write_entries(field(mf, m, MF_VIEW, MF_FIELDS), at, pos,
                               <Py_ssize_t>data.mapped_file_size - at,
@@ -625,8 +639,7 @@ def append_rows(store, list rows not None, leader_term, leader_id):
             field(store, st, ST_RECENT, STORE_FIELDS) or \
             not tail_room(store, st, mf, m, imf, im, &first, &at, &iat):
         return _rows_twin(store, rows, leader_term, leader_id)
-    if data.zero_ahead:  # (as the leader's c_append_run)
-        mf.zero_ahead()
+    zeros_ahead(data, mf, m, at)
     n = c_write_rows(field(mf, m, MF_VIEW, MF_FIELDS), at,
                      <int64_t>field(mf, m, MF_FROM, MF_FIELDS) + at,
                      <Py_ssize_t>data.mapped_file_size - at, field(imf, im, MF_VIEW, MF_FIELDS),

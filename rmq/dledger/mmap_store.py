@@ -43,7 +43,7 @@ from rmq.dledger.entry import (
 from rmq.dledger.member_state import MemberState, Role
 from rmq.dledger.protocol import Code, DLedgerError
 from rmq.store import message_codec as codec
-from rmq.store.mapped_file import MappedFileQueue
+from rmq.store.mapped_file import ZERO_AHEAD, MappedFileQueue
 
 log = logging.getLogger("rmq.dledger")
 
@@ -770,7 +770,7 @@ write_rows = _write_rows if _c is None else _c.write_rows
 append_rows_twin = DLedgerMmapFileStore.append_rows_as_follower
 end_of_twin = DLedgerMmapFileStore._end_of
 if _c is not None:
-    _c.bind_store(Entry, Role.LEADER, RECENT_BYTES)
+    _c.bind_store(Entry, Role.LEADER, RECENT_BYTES, ZERO_AHEAD)
     _c.bind_follower(Role.FOLLOWER, append_rows_twin, end_of_twin)
     DLedgerMmapFileStore.append_rows_as_follower = _c.append_rows
     DLedgerMmapFileStore._end_of = _c.end_of

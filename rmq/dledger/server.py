@@ -2,7 +2,8 @@
 
 It listens on its own address from the peer list (RocketMQ remoting, DLedger's
 request codes and JSON bodies), talks to the others through a ``PeerRpc``,
-and runs the elector, the pusher and a 10 ms flush / 3 s checkpoint timer.
+and runs the elector, the pusher and a thread that flushes the entry files
+every 10 ms and persists the checkpoint every 3 s (``FlushDataService``).
 ``append`` is the leader's write: it resolves once a quorum holds the entry.
 ``role_handlers`` and ``commit_listeners`` let the broker follow leadership
 and the committed index.  The preferred leader takes leadership over through
@@ -22,6 +23,7 @@ from rmq.common.codes import ResponseCode
 from rmq.dledger.config import DLedgerConfig
 from rmq.dledger.elector import LeaderElector
 from rmq.dledger.entry import Entry
+from rmq.dledger.flush import FlushDataService
 from rmq.dledger.member_state import MemberState, Role
 from rmq.dledger.messages import (
     REQUEST_OF,
@@ -63,7 +65,6 @@ from rmq.remoting.exceptions import RemotingError
 
 log = logging.getLogger("rmq.dledger")
 
-CHECKPOINT_S = 3.0
 PREFERRED_CHECK_S = 1.0
 
 
@@ -86,7 +87,7 @@ class DLedgerServer:
         self.elector.role_handlers.append(self._take_leadership_check)
         self._take_leadership: tuple[int, asyncio.Future] | None = None
         self._tasks: list[asyncio.Task] = []
-        self._last_checkpoint = time.monotonic()
+        self.flusher = FlushDataService(self.store, config.flush_file_interval_ms)
 
     # ---- lifecycle -----------------------------------------------------------------
     async def start(self) -> None:
@@ -99,8 +100,8 @@ class DLedgerServer:
         self.pusher.start()
         self.elector.start()
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._flush_forever(), name="dledgerFlush"),
-                       loop.create_task(self._preferred_forever(), name="dledgerPreferred")]
+        self.flusher.start()
+        self._tasks = [loop.create_task(self._preferred_forever(), name="dledgerPreferred")]
         log.info("dledger %s of group %s on %s, peers %s", self.config.self_id,
                  self.config.group, self.config.self_addr, self.config.peers)
 
@@ -119,22 +120,12 @@ class DLedgerServer:
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.to_thread(self.flusher.shutdown)
         if self.remoting is not None:
             await self.remoting.stop(1.0)
         await self.rpc.close()
         if self.own_store:
             self.store.shutdown()
-
-    async def _flush_forever(self) -> None:
-        """Flush every ``flushFileInterval`` (10 ms) off the loop: msync waits
-        for the disk, and the loop must keep answering peers meanwhile."""
-        while True:
-            await asyncio.sleep(self.config.flush_file_interval_ms / 1000)
-            if self.store.dirty():
-                await asyncio.to_thread(self.store.flush)
-            if time.monotonic() - self._last_checkpoint > CHECKPOINT_S:
-                self._last_checkpoint = time.monotonic()
-                self.store.persist_checkpoint()
 
     # ---- the leader's write ------------------------------------------------------------
     async def append(self, body: bytes) -> Entry:

@@ -482,3 +482,39 @@ def test_keep_more_starts_again_at_entries_that_do_not_follow(make) -> None:
     assert [mmap_store.kept_entry(recent, 3, i) for i in (2, 3, 6, 7)] == \
         [None, recent[0], recent[3], None]
 
+
+
+@pytest.mark.compiled_only
+def test_store_read_tops_zeros_up_only_when_short(tmp_path, monkeypatch) -> None:
+    """The compiled ``store_read`` reads a data file's zeros ahead at its
+    slots and asks ``MappedFile.zero_ahead`` only when fewer than
+    ``ZERO_AHEAD`` are left (the twin asks every read, and the method
+    returns at once): the same files and zeros either way, fewer calls."""
+    from rmq.store import mapped_file
+
+    calls = {"c": 0, "t": 0}
+    who = ["c"]
+    plain = mapped_file.MappedFile.zero_ahead
+
+    def counted(mf) -> None:
+        calls[who[0]] += 1
+        plain(mf)
+
+    monkeypatch.setattr(mapped_file.MappedFile, "zero_ahead", counted)
+    frames = _many_frames(8) * 6
+    born = socket_address_bytes(("127.0.0.1", 4000))
+    clane, tlane = _lanes()
+    states = []
+    for name, store_read in (("c", clane.store_read),
+                             ("t", functools.partial(dledger_lane._store_read, tlane))):
+        who[0] = name
+        store = _file_store(tmp_path / name, term=2, data_size=4 << 20)
+        store.index.mapped_file_size = 1 << 20
+        store.data.zero_ahead = True
+        cl = _commit_log(store, {}, _Store(4096, None, 10**6, str(tmp_path)), 3000)
+        reads, _sizes, _counts = _serve(store_read, cl, frames, born)
+        states.append((_run_state(store), [r[:2] for r in reads]))
+        store.shutdown()
+    assert states[0] == states[1]
+    assert states[0][0][-1][0] >= mapped_file.ZERO_AHEAD  # zeros kept ahead by both
+    assert 0 < calls["c"] < calls["t"] // 2, calls
