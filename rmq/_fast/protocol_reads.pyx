@@ -15,6 +15,12 @@ writes it when nothing is queued (the transport's ``write``, then
 buffer to grow or compact, a frame between two lane runs, the general
 decode, RPC hooks) call the protocol's own Python methods, as the twin
 does.
+
+Also the compiled twins of ``Channel.write_bytes`` and ``Channel._flush``
+(``_write_bytes`` and ``_flush`` there, bound as the class's methods when
+built), and ``write_frames``, their C entry for compiled callers (a DLedger
+lane's answers once a quorum holds them): frames written or queued, and the
+queue sent at the end of the loop's turn, with no Python frame.
 """
 
 from time import monotonic, perf_counter
@@ -40,7 +46,8 @@ cdef enum:
     C_TRANSPORT = 1
     C_PENDING = 2
     C_ACTIVE = 3
-    C_N = 4
+    C_LOOP = 4
+    C_N = 5
     # a service's, in ``_SERVICE``'s
     S_LANE = 0
     S_BUSY_POLL = 1
@@ -50,7 +57,8 @@ cdef enum:
 
 cdef ClassOffsets _PROTOCOL = ClassOffsets(
     ("_service", "_buf", "_view", "_start", "_end", "_offered", "channel", "_lane_used", "_full"))
-cdef ClassOffsets _CHANNEL = ClassOffsets(("_closed", "_transport", "_pending", "last_active"))
+cdef ClassOffsets _CHANNEL = ClassOffsets(("_closed", "_transport", "_pending", "last_active",
+                                           "_loop"))
 # (a server slots only these: the rest of its fields are in its dict)
 # (the fields of its rare turns: read at their slots all the same)
 cdef ClassOffsets _RARE = ClassOffsets(("_small", "_max_frame"))
@@ -97,19 +105,70 @@ def get_buffer(self, sizehint):
 
 
 cdef int write_answer(channel, Py_ssize_t* c, out, bint more) except -1:
-    """``channel.write_bytes(out, more)``: its common case (a live channel,
-    nothing queued, no read to follow in this turn) here, the transport's
-    ``write`` then ``last_active``; any other through the method."""
-    if c[C_TRANSPORT] > 0 and c[C_CLOSED] > 0 and c[C_PENDING] > 0 and not more:
-        transport = slot_or_attr(channel, c[C_TRANSPORT], "_transport")
-        if slot_or_attr(channel, c[C_CLOSED], "_closed") or transport.is_closing():
-            return 0  # (dropped, as the method drops it)
-        if slot_or_attr(channel, c[C_PENDING], "_pending") is None:
+    """``channel.write_bytes(out, more)``: for a channel whose fields are
+    slots (``c``, their offsets: a ``Channel``), its steps here
+    (``write_through``); any other through its method."""
+    cdef int i
+    for i in range(C_N):
+        if c[i] <= 0:
+            channel.write_bytes(out, more)
+            return 0
+    return write_through(channel, c, out, more)
+
+
+cdef int write_through(channel, Py_ssize_t* c, out, bint more) except -1:
+    """``Channel.write_bytes``'s steps (its twin ``_write_bytes``), the
+    channel's fields at their slots (``c``) or through its attributes:
+    dropped for a channel gone; written at once when nothing is queued and
+    no read follows in this turn; else queued, the queue sent by ``_flush``
+    at the end of the turn."""
+    transport = slot_or_attr(channel, c[C_TRANSPORT], "_transport")
+    if slot_or_attr(channel, c[C_CLOSED], "_closed") or transport.is_closing():
+        return 0  # (dropped, as a response to a departed peer is)
+    pending = slot_or_attr(channel, c[C_PENDING], "_pending")
+    if pending is None:
+        if not more:
             transport.write(out)
             set_slot_or_attr(channel, c[C_ACTIVE], "last_active", monotonic())
             return 0
-    channel.write_bytes(out, more)
+        pending = []
+        set_slot_or_attr(channel, c[C_PENDING], "_pending", pending)
+        slot_or_attr(channel, c[C_LOOP], "_loop").call_soon(channel._flush)
+    pending.append(out)
+    set_slot_or_attr(channel, c[C_ACTIVE], "last_active", monotonic())
     return 0
+
+
+cdef int write_frames(channel, out, bint more) except -1:
+    """``channel.write_bytes(out, more)`` for compiled callers: a
+    ``Channel``'s steps here, any other channel through its method."""
+    cdef Py_ssize_t c[C_N]
+    _CHANNEL.copy(channel, c)
+    return write_answer(channel, c, out, more)
+
+
+def write_bytes(self, frames, bint more=False):
+    """``Channel.write_bytes`` (its twin ``_write_bytes``): write already
+    encoded frames, at once or queued (see ``write_through``)."""
+    cdef Py_ssize_t c[C_N]
+    _CHANNEL.copy(self, c)
+    write_through(self, c, frames, more)
+
+
+def flush(self):
+    """``Channel._flush`` (its twin ``_flush``): what is queued sent in one
+    write (unless the transport is closing)."""
+    cdef Py_ssize_t c[C_N]
+    _CHANNEL.copy(self, c)
+    pending = slot_or_attr(self, c[C_PENDING], "_pending")
+    set_slot_or_attr(self, c[C_PENDING], "_pending", None)
+    transport = slot_or_attr(self, c[C_TRANSPORT], "_transport")
+    if not pending or transport.is_closing():
+        return
+    if len(pending) == 1:
+        transport.write(pending[0])
+    else:
+        transport.writelines(pending)
 
 
 def buffer_updated(self, Py_ssize_t nbytes):

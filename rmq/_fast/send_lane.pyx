@@ -17,6 +17,8 @@ path, which decides everything, serves the frame; so the stored bytes and
 responses are the general path's in every case.
 """
 
+cimport cython
+
 from functools import partial
 
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
@@ -70,6 +72,7 @@ from rmq._fast.record cimport (
     is_ascii,
 )
 from rmq._fast.send_fast cimport SendProps, ascii_int, java_int, send_props
+from rmq._fast.protocol_reads cimport write_frames
 from rmq._fast.slots cimport set_slot_or_attr, slot_or_attr
 from rmq._fast.store_stats cimport PutCounters, counters_of
 from rmq._fast.store_put cimport ClassOffsets, PutLocks, give_locks, take_locks
@@ -101,6 +104,8 @@ cdef enum:
     MAX_PROPS = 32767
     RESPONSE_ROOM = 160  # a response without the tail and the host hex
     ANSWERED_SIZE = 9    # an answered send's (opaque, serialize type): struct "<qB"
+    BORNHOST_V6 = 0x10   # a record's sysFlag bits: an IPv6 born host, store host
+    STOREHOST_V6 = 0x20
 
 cdef const char *HEX = b"0123456789ABCDEF"
 cdef const char *V1_NAMES[NF]
@@ -578,6 +583,7 @@ cdef class SendLane:
     cdef object s_store, s_cl, s_cfg, s_bc, s_queue, s_processor, s_topics, s_hold
     cdef object s_async_master, s_async_flush, s_sync_flush, s_runs_listener, s_counted_listener
     cdef object s_sync_master
+    cdef object s_leader        # a DLedger group member's leader role (``leads``)
     cdef object s_walk_stats    # the counted listener's statistics and forms when it is
     cdef list s_walk_forms      # on_counted_runs bound to them (called in C: counted_walk)
     cdef int64_t s_not_writeable, s_zero_ahead
@@ -591,6 +597,7 @@ cdef class SendLane:
     cdef ClassOffsets f_multi, f_ixfile, f_ixview, f_sup, f_topics  # (the bracket's too)
     cdef ClassOffsets f_cmf, f_cq  # (a queue's, as the read publishes it)
     cdef ClassOffsets f_tc  # (a topic's config, as a read looks it up: topic_of)
+    cdef ClassOffsets f_ms
 
     def __init__(self, support, Py_ssize_t max_frame):
         self.support = support
@@ -604,6 +611,7 @@ cdef class SendLane:
         self.s_hold = getattr(support, "hold", None)
         self.s_async_master = getattr(support, "async_master", None)
         self.s_sync_master = getattr(support, "sync_master", None)
+        self.s_leader = getattr(support, "leader_role", None)
         self.s_async_flush = getattr(support, "async_flush", None)
         self.s_sync_flush = getattr(support, "sync_flush", None)
         self.s_runs_listener = getattr(support, "runs_listener", None)
@@ -657,6 +665,7 @@ cdef class SendLane:
         self.f_sup = ClassOffsets(("served", "_tails_of", "_tail_pair"), True)
         self.f_topics = ClassOffsets(("table",), True)
         self.f_tc = ClassOffsets(("writeQueueNums", "readQueueNums", "topicFilterType"), True)
+        self.f_ms = ClassOffsets(("role", "transferee"), True)  # (a DLedger member state's)
         self.f_cmf = ClassOffsets(("wrote_position", "committed_position"), True)
         self.f_cq = ClassOffsets(("max_physic_offset",), True)
         self.f_ix = ClassOffsets(("_unfinished", "files", "_spare", "max_slots", "max_index"),
@@ -1190,6 +1199,13 @@ cdef class SendLane:
         the answers joined, the answered sends' (opaque, serialize type)
         packed as ``ANSWERED``).  The twin of
         ``rmq.broker.dledger_lane._store_read``."""
+        return self.read_stored(cluster, buf, pos, end, cl, host_bits, born, now, host_hex,
+                                tails, sizes, counts)
+
+    cdef tuple read_stored(self, bytes cluster, buf, Py_ssize_t pos, Py_ssize_t end, cl,
+                           int32_t host_bits, bytes born, int64_t now, bytes host_hex,
+                           tuple tails, dict sizes, dict counts):
+        """``store_read``'s steps (called straight by ``DLedgerLane.serve``)."""
         cdef Py_buffer view
         cdef Plain* sends = NULL
         cdef Py_ssize_t n, ns
@@ -1302,7 +1318,9 @@ cdef class SendLane:
         refused -- ``SendLaneSupport.accepting``, a SYNC_MASTER's role, the
         store's ``accepts_puts``, no put in the lock, the group's leader not
         handing over, an ASCII cluster name -- with the fields read at their
-        slots (``offsets_of``) rather than through about eight Python calls."""
+        slots (``offsets_of``) rather than through about eight Python calls
+        (the member state's role compared with the support's
+        ``leader_role``, not asked of its ``is_leader``)."""
         if not self.takes_sends():
             return False
         store, cl, cfg, flags = self.s_store, self.s_cl, self.s_cfg, self.s_flags
@@ -1318,7 +1336,10 @@ cdef class SendLane:
                 self.s_not_writeable:
             return False
         ms = cl.server.member_state
-        if not ms.is_leader() or ms.transferee is not None:
+        cdef Py_ssize_t* fm = offsets_of(self.f_ms, ms)
+        if (not ms.is_leader() if self.s_leader is None else
+                slot_or_attr(ms, fm[0], "role") is not self.s_leader) or \
+                slot_or_attr(ms, fm[1], "transferee") is not None:
             return False
         return self.ascii_cluster()
 
@@ -1968,3 +1989,135 @@ def send_head(buf, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t max_frame):
                 h.body_len, h.frame_end)
     finally:
         PyBuffer_Release(&view)
+
+
+# A DLedger leader's lane (twin: ``DLedgerSendLane`` in rmq/broker/dledger_lane.py):
+# a read served (read, stored, counted, answered: ``read_stored``) and its
+# answers held on the group's quorum wait, with the broker's, the commit
+# log's and the connection's fields read at their slots -- no Python frame
+# a read, nor for its answers once a quorum holds its entries
+# (``HeldAnswers``, written by ``write_frames``).
+cdef class DLedgerLane:
+    """``DLedgerSendLane``'s ``serve`` and ``served``, over its compiled
+    frame reader ``frames``; ``put_ok`` is ``PutMessageStatus.PUT_OK`` and
+    ``failed(processor, channel, answered, status)`` the answers of a read
+    whose quorum wait failed (the twin's ``_answer_failed``)."""
+    cdef readonly object support
+    cdef readonly SendLane frames
+    cdef object put_ok, failed
+    cdef dict counts            # the last serve's sends per (request code, oneway)
+    # what the reads are stored and answered with, kept until its source
+    # changes (compared by identity): the cluster name, the store host
+    # field, the message-id prefix; and the last connection's born field
+    cdef object cluster_of, store_of, prefix_of, born
+    cdef bytes cluster_b, host_hex_b
+    cdef int32_t store_bits, born_bits
+    cdef ClassOffsets f_processor
+
+    def __init__(self, SendLane frames not None, put_ok, failed):
+        self.support = frames.support
+        self.frames = frames
+        self.put_ok = put_ok
+        self.failed = failed
+        self.counts = {}
+        self.cluster_b = self.host_hex_b = b""
+        self.f_processor = ClassOffsets(("cluster",), True)
+
+    def served(self):
+        """(request code, oneway, count) of what the last ``serve`` took."""
+        return [(code, oneway, n) for (code, oneway), n in sorted(self.counts.items())]
+
+    def serve(self, channel, buf, Py_ssize_t pos, Py_ssize_t end):
+        """Store the plain sends at the start of ``buf[pos:end]``: (position
+        of the first frame left to the general path, None: the answers go
+        out when the quorum wait ends)."""
+        cdef SendLane fr = self.frames
+        cdef dict counts = {}
+        cdef dict sizes = {}
+        cdef Py_ssize_t* fl
+        cdef Py_ssize_t* fp
+        cdef Py_ssize_t* fb
+        cdef long long served = 0
+        cdef PutCounters pc
+        self.counts = counts
+        sup = fr.support
+        cl = fr.s_cl
+        processor = fr.s_processor
+        cdef dict attrs = slot_or_attr(channel, offsets_of(fr.f_channel, channel)[0], "attrs")
+        born = attrs.get("born_field")  # the stored born-host field, once per connection
+        if born is None:
+            born = sup.born_field(channel)
+        if born is not self.born:
+            self.born = born
+            self.born_bits = BORNHOST_V6 if len(born) == 20 else 0
+        cluster = slot_or_attr(processor, offsets_of(self.f_processor, processor)[0], "cluster")
+        fl = offsets_of(fr.f_cl, cl)
+        store_host = slot_or_attr(cl, fl[6], "store_host_field")
+        prefix = slot_or_attr(cl, fl[7], "msg_id_prefix")
+        if cluster is not self.cluster_of or store_host is not self.store_of or \
+                prefix is not self.prefix_of:
+            self.cluster_of, self.store_of, self.prefix_of = cluster, store_host, prefix
+            self.cluster_b = cluster.encode()
+            self.store_bits = STOREHOST_V6 if len(store_host) == 20 else 0
+            self.host_hex_b = prefix.encode()
+        # (``SendLaneSupport.tails``: the kept pair unless the region or the trace switch moved)
+        bc = fr.s_bc
+        fb = offsets_of(fr.f_bc, bc)
+        fp = offsets_of(fr.f_sup, sup)
+        made_for = slot_or_attr(sup, fp[1], "_tails_of")
+        tails = slot_or_attr(sup, fp[2], "_tail_pair")
+        if slot_or_attr(bc, fb[2], "regionId") is not made_for[0] or \
+                slot_or_attr(bc, fb[3], "traceOn") is not made_for[1]:
+            tails = sup.new_tails()
+        n, after, first, last, answers, answered = fr.read_stored(
+            self.cluster_b, buf, pos, end, cl, self.born_bits | self.store_bits, born, now_ms(),
+            self.host_hex_b, tails, sizes, counts)
+        if not n:
+            return pos, None
+        stats = fr.s_sstats
+        pc = counters_of(stats)
+        for topic, t in sizes.items():
+            nums, size = t
+            if pc is not None:
+                pc.count_puts(topic, nums, size, nums)
+            else:
+                stats.on_puts(topic, nums, size, nums)
+            served += <long long>nums
+        set_slot_or_attr(sup, fp[0], "served", slot_or_attr(sup, fp[0], "served") + served)
+        # the read's answers held on the quorum wait of its last entry (which
+        # covers the earlier ones)
+        cl.quorum_wait(first, last, held_answers(self, channel, answers, answered)
+                       if answers else no_answer)
+        return after, None
+
+
+def no_answer(status):
+    """The quorum wait of a read of oneway sends: nothing to answer."""
+
+
+@cython.final
+@cython.freelist(16)
+cdef class HeldAnswers:
+    """A read's answers held on its quorum wait (called with its
+    PutMessageStatus when the wait ends; the twin's ``_answer`` bound by
+    ``functools.partial``): on PUT_OK the frames as built, queued on the
+    connection to go out at the end of the loop's turn with the other
+    reads' answers (``write_frames``), else the general path's failure
+    answers (the lane's ``failed``)."""
+    cdef DLedgerLane lane
+    cdef object channel
+    cdef bytes frames, answered
+
+    def __call__(self, status):
+        cdef DLedgerLane lane = self.lane
+        if status is lane.put_ok:
+            write_frames(self.channel, self.frames, True)
+        else:
+            lane.failed(lane.frames.s_processor, self.channel, self.answered, status)
+
+
+cdef HeldAnswers held_answers(DLedgerLane lane, channel, bytes frames, bytes answered):
+    cdef HeldAnswers h = HeldAnswers.__new__(HeldAnswers)
+    h.lane, h.channel = lane, channel
+    h.frames, h.answered = frames, answered
+    return h

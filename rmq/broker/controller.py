@@ -593,7 +593,7 @@ class BrokerController:
         self.send_lane_support = SendLaneSupport(send)
         make = make_send_lane
         if self.message_store.commit_log.waits_for_quorum:  # a DLedger group's member
-            from rmq.broker.dledger_lane import DLedgerSendLane as make
+            from rmq.broker.dledger_lane import make_dledger_lane as make
         for server in (self.remoting_server, self.fast_remoting_server):
             server.lane = make(self.send_lane_support, server.config.frameMaxLength)
 

@@ -27,6 +27,12 @@ The first frame the lane does not take -- or a put it cannot make (no
 longer the leader, a dispatch file that cannot be made, ...) -- ends its
 turn, and that frame and everything after it go the general way, which
 stores and answers them as before.  Batches go the general way.
+
+When built, the lane is the compiled ``DLedgerLane`` (rmq/_fast/send_lane.pyx,
+``make_dledger_lane``): the per-read steps below, fields read at their slots,
+and its answers held by a compiled callable that writes them on PUT_OK --
+no Python frame for a read nor for its answers; ``DLedgerSendLane`` is its
+twin.
 """
 
 from __future__ import annotations
@@ -46,17 +52,25 @@ from rmq.store.results import PutMessageStatus
 log = logging.getLogger("rmq.broker")
 
 
-class DLedgerSendLane:
-    """The lane of a DLedger leader (``FrameLane``: ``serve`` and ``served``)."""
+def make_dledger_lane(support: SendLaneSupport, max_frame: int) -> Any:
+    """A DLedger leader's lane: the compiled ``DLedgerLane`` over the
+    compiled send lane when built (a read served and answered with no
+    Python frame), else the twin ``DLedgerSendLane``."""
+    frames = make_send_lane(support, max_frame)
+    if _c is not None and isinstance(frames, _c.SendLane):
+        return _c.DLedgerLane(frames, PutMessageStatus.PUT_OK, _answer_failed)
+    return DLedgerSendLane(support, frames)
 
-    def __init__(self, support: SendLaneSupport, max_frame: int) -> None:
+
+class DLedgerSendLane:
+    """The lane of a DLedger leader (``FrameLane``: ``serve`` and ``served``);
+    the twin of the compiled ``DLedgerLane`` (``make_dledger_lane``)."""
+
+    def __init__(self, support: SendLaneSupport, frames: Any) -> None:
         self.support = support
-        # the send lane's frame reader: compiled when built, else the twin
-        self.frames = make_send_lane(support, max_frame)
-        # a read read, stored, counted and answered: in one call when compiled
-        # (``store_read``), else by the twin's readings (``_store_read``)
-        self._store = self.frames.store_read if _c is not None and \
-            isinstance(self.frames, _c.SendLane) else functools.partial(_store_read, self.frames)
+        self.frames = frames  # the send lane's frame reader
+        # a read read, stored, counted and answered (``store_read``'s twin)
+        self._store = functools.partial(_store_read, frames)
         self._counts: dict[tuple[int, bool], int] = {}
         # what each read is stored and answered with, kept until its source
         # changes (``_renew``): the cluster name's bytes, the message ids'
@@ -174,14 +188,22 @@ def _no_answer(_status: PutMessageStatus) -> None:
 def _answer(processor: Any, channel: Any, frames: bytes, answered: bytes,
             status: PutMessageStatus) -> None:
     """What a read's quorum wait calls when it ends (bound to the read by
-    ``functools.partial``: made in C, no Python frame per read as a
-    class's ``__init__`` was): the read's answers as built when a quorum
-    holds the entries, else the general path's answer to a failed put, per
-    answered send (``answered``: their (opaque, serialize type) packed as
-    ``ANSWERED``)."""
+    ``functools.partial``; the twin of the compiled ``HeldAnswers``): the
+    read's answers as built when a quorum holds the entries, queued to go
+    out with the other reads' answers at the end of the loop's turn; else
+    ``_answer_failed``'s."""
     if status is PutMessageStatus.PUT_OK:
         channel.write_bytes(frames, True)
         return
+    _answer_failed(processor, channel, answered, status)
+
+
+def _answer_failed(processor: Any, channel: Any, answered: bytes,
+                   status: PutMessageStatus) -> None:
+    """The general path's answer to a failed put, per answered send of a
+    read whose quorum wait ended in ``status`` (``answered``: their
+    (opaque, serialize type) packed as ``ANSWERED``); shared by the twin and
+    the compiled lane."""
     code, remark = processor._failure(status)
     out = []
     for opaque, stype in ANSWERED.iter_unpack(answered):

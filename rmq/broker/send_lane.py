@@ -44,6 +44,7 @@ from rmq.common import message as mc
 from rmq.common import topics as T
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.common.topic_config import MULTI_TAG
+from rmq.dledger.member_state import Role
 from rmq.remoting import codec
 from rmq.remoting.command import RPC_ONEWAY, RPC_RESPONSE, RemotingCommand
 from rmq.remoting.exceptions import RemotingCommandError
@@ -151,6 +152,7 @@ class SendLaneSupport:
         # and the running flags that make the store unwriteable
         self.async_master = BrokerRole.ASYNC_MASTER
         self.sync_master = BrokerRole.SYNC_MASTER  # (a DLedger leader's role: ``leads``)
+        self.leader_role = Role.LEADER  # (its group member's role: ``leads``)
         self.async_flush = FlushDiskType.ASYNC_FLUSH
         self.sync_flush = FlushDiskType.SYNC_FLUSH
         self.not_writeable = NOT_WRITEABLE_MASK

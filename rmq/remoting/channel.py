@@ -58,6 +58,45 @@ def _addr(peer) -> str:
     return str(peer) if peer else ""
 
 
+def _write_bytes(self: Channel, frames: bytes, more: bool = False) -> None:
+    """``Channel.write_bytes`` (twin of ``rmq._fast.protocol_reads``'s):
+    write already encoded frames (a frame lane's answers to a whole read):
+    at once when nothing else is queued -- they are a batch already, and
+    waiting for the end of the loop's turn only adds latency -- else after
+    what is queued.  ``more``: the read they answer filled all the room
+    it was offered, so the loop reads the connection again in this turn
+    (uvloop reads until a read comes up short); they are queued to go out
+    with that read's answers in one write, at the latest at the end of
+    the turn.  Dropped when the channel is gone, as a response to a
+    departed peer is."""
+    transport = self._transport
+    if self._closed or transport.is_closing():
+        return
+    pending = self._pending
+    if pending is None:
+        if not more:
+            transport.write(frames)
+            self.last_active = monotonic()
+            return
+        pending = self._pending = []
+        self._loop.call_soon(self._flush)
+    pending.append(frames)
+    self.last_active = monotonic()
+
+
+def _flush(self: Channel) -> None:
+    """``Channel._flush`` (twin of ``rmq._fast.protocol_reads``'s): what
+    ``write`` and ``write_bytes`` queued in this turn of the loop, sent in
+    one write."""
+    pending, self._pending = self._pending, None
+    if not pending or self._transport.is_closing():
+        return
+    if len(pending) == 1:
+        self._transport.write(pending[0])
+    else:
+        self._transport.writelines(pending)
+
+
 class Channel:
     """A connection as processors see it (Netty's ``Channel``).
 
@@ -111,38 +150,9 @@ class Channel:
             self._transport.writelines(pending)
         self.last_active = monotonic()
 
-    def write_bytes(self, frames: bytes, more: bool = False) -> None:
-        """Write already encoded frames (a frame lane's answers to a whole read):
-        at once when nothing else is queued -- they are a batch already, and
-        waiting for the end of the loop's turn only adds latency -- else after
-        what is queued.  ``more``: the read they answer filled all the room
-        it was offered, so the loop reads the connection again in this turn
-        (uvloop reads until a read comes up short); they are queued to go out
-        with that read's answers in one write, at the latest at the end of
-        the turn.  Dropped when the channel is gone, as a response to a
-        departed peer is."""
-        transport = self._transport
-        if self._closed or transport.is_closing():
-            return
-        pending = self._pending
-        if pending is None:
-            if not more:
-                transport.write(frames)
-                self.last_active = monotonic()
-                return
-            pending = self._pending = []
-            self._loop.call_soon(self._flush)
-        pending.append(frames)
-        self.last_active = monotonic()
-
-    def _flush(self) -> None:
-        pending, self._pending = self._pending, None
-        if not pending or self._transport.is_closing():
-            return
-        if len(pending) == 1:
-            self._transport.write(pending[0])
-        else:
-            self._transport.writelines(pending)
+    # (the compiled twins when built: no Python frame for a lane's answers)
+    write_bytes = _write_bytes if _c is None else _c.write_bytes
+    _flush = _flush if _c is None else _c.flush
 
     def send_response(self, response: RemotingCommand) -> None:
         """Write a response whose opaque is already the request's; a response

@@ -1,5 +1,7 @@
 """The compiled ``get_buffer`` and ``buffer_updated`` (rmq._fast.protocol_reads)
-against their twins (rmq.remoting.channel ``_get_buffer``, ``_buffer_updated``):
+against their twins (rmq.remoting.channel ``_get_buffer``, ``_buffer_updated``),
+with the channel's compiled ``write_bytes`` and ``flush`` against theirs
+(``_write_bytes``, ``_flush``):
 the same reads of a stream mixing lane frames, general frames and garbage,
 cut anywhere, give the same writes to the transport in the same order, the
 same requests to the service and the same receive-buffer state after every
@@ -104,6 +106,9 @@ class _Transport:
     def abort(self) -> None:
         self.calls.append(("abort",))
 
+    def close(self) -> None:
+        self.calls.append(("close",))
+
 
 def _stream(rnd: random.Random, garbage: bool) -> bytes:
     frames = []
@@ -193,10 +198,12 @@ _Reordered = _reordered()
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("seed", range(28))
 async def test_compiled_reads_are_the_twins(seed, monkeypatch):
-    twin = await _with(monkeypatch, ch._get_buffer, ch._buffer_updated, RemotingProtocol, seed)
+    _bind(monkeypatch, ch._get_buffer, ch._buffer_updated, ch._write_bytes, ch._flush)
+    twin = await _trace(RemotingProtocol, seed)
     assert twin[0] and twin[1]
+    _bind(monkeypatch, _C.get_buffer, _C.buffer_updated, _C.write_bytes, _C.flush)
     for cls in (RemotingProtocol, _Attributes, _Reordered, _Inherited):
-        assert await _with(monkeypatch, _C.get_buffer, _C.buffer_updated, cls, seed) == twin
+        assert await _trace(cls, seed) == twin
 
 
 @pytest.mark.timeout(60)
@@ -207,11 +214,9 @@ async def test_connections_of_classes_taking_turns(seed, monkeypatch):
     the offsets kept per class read each its own way, as when each is read
     alone."""
     seeds = (seed, seed + 101, seed + 202, seed + 303)
-    monkeypatch.setattr(RemotingProtocol, "get_buffer", ch._get_buffer)
-    monkeypatch.setattr(RemotingProtocol, "buffer_updated", ch._buffer_updated)
+    _bind(monkeypatch, ch._get_buffer, ch._buffer_updated, ch._write_bytes, ch._flush)
     twins = [await _trace(RemotingProtocol, s, turns=True) for s in seeds]
-    monkeypatch.setattr(RemotingProtocol, "get_buffer", _C.get_buffer)
-    monkeypatch.setattr(RemotingProtocol, "buffer_updated", _C.buffer_updated)
+    _bind(monkeypatch, _C.get_buffer, _C.buffer_updated, _C.write_bytes, _C.flush)
     turns = await asyncio.gather(*(_trace(cls, s, turns=True) for cls, s in
                                    zip((RemotingProtocol, _Attributes, _Reordered,
                                         _Inherited), seeds,
@@ -219,15 +224,64 @@ async def test_connections_of_classes_taking_turns(seed, monkeypatch):
     assert turns == twins
 
 
-async def _with(monkeypatch, get_buffer, buffer_updated, cls: type, seed: int) -> list:
+def _bind(monkeypatch, get_buffer, buffer_updated, write_bytes, flush) -> None:
+    """The protocol's reads and the channel's writes: compiled or twins."""
     monkeypatch.setattr(RemotingProtocol, "get_buffer", get_buffer)
     monkeypatch.setattr(RemotingProtocol, "buffer_updated", buffer_updated)
-    return await _trace(cls, seed)
+    monkeypatch.setattr(ch.Channel, "write_bytes", write_bytes)
+    monkeypatch.setattr(ch.Channel, "_flush", flush)
+
+
+class _AttrChannel(ch.Channel):
+    """A subclass with an instance dict (its fields at the slots its base
+    declares; the compiled writes find them anew for its class)."""
+
+
+async def _writes(cls: type, seed: int) -> list:
+    """The transport's calls of a channel of ``cls`` written at once,
+    queued (``more``), flushed at the turn's end, closed."""
+    rnd = random.Random(seed)
+    transport = _Transport(closing_after=rnd.choice([3, 7, 1 << 30]))
+    channel = cls(transport)
+    trace = []
+    for i in range(40):
+        what = rnd.random()
+        if what < 0.45:
+            channel.write_bytes(b"frame%d" % i, rnd.random() < 0.6)
+        elif what < 0.55:
+            cmd = RemotingCommand.create_response(0)
+            cmd.opaque = i
+            channel.send_response(cmd)
+        elif what < 0.9:
+            await asyncio.sleep(0)  # the turn's end: the queue leaves
+        elif what < 0.95:
+            channel._flush()
+        elif i > 30:
+            channel.close()
+        trace.append((list(transport.calls), channel._pending, channel.last_active > 0))
+    await asyncio.sleep(0)
+    return [trace, transport.calls]
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("seed", range(12))
+async def test_compiled_channel_writes_are_the_twins(seed, monkeypatch):
+    """``Channel.write_bytes`` and ``_flush`` compiled (a lane's answers,
+    a DLedger read's once its quorum holds) and their twins: the same
+    writes to the transport, queued the same way, dropped the same way
+    once the transport closes -- for a channel and a subclass of it."""
+    _bind(monkeypatch, ch._get_buffer, ch._buffer_updated, ch._write_bytes, ch._flush)
+    twin = await _writes(ch.Channel, seed)
+    assert twin[1]
+    _bind(monkeypatch, _C.get_buffer, _C.buffer_updated, _C.write_bytes, _C.flush)
+    for cls in (ch.Channel, _AttrChannel):
+        assert await _writes(cls, seed) == twin
 
 
 def test_the_built_protocol_binds_the_compiled_reads():
     assert RemotingProtocol.get_buffer is _C.get_buffer
     assert RemotingProtocol.buffer_updated is _C.buffer_updated
+    assert ch.Channel.write_bytes is _C.write_bytes and ch.Channel._flush is _C.flush
 
 
 def test_the_server_fields_a_read_asks_are_slots():
