@@ -76,7 +76,7 @@ class RequestQueue:
 
     # plain slots: the compiled pop lane reads ``runs_at_once``'s at their offsets
     __slots__ = ("name", "capacity", "workers", "busy", "before_run", "before_run_active",
-                 "_waiting", "_tasks")
+                 "_waiting", "_tasks", "on_queued")
 
     def __init__(self, name: str, capacity: int | None, workers: int = 1,
                  before_run: Callable[[], Awaitable[None]] | None = None,
@@ -89,6 +89,9 @@ class RequestQueue:
         self.before_run_active = before_run_active
         self._waiting: OrderedDict[int, _Waiting] = OrderedDict()
         self._tasks: set[asyncio.Task] = set()
+        # told each time a request is queued (BrokerFastFailure: its checks
+        # sleep while every queue is empty)
+        self.on_queued: Callable[[], None] | None = None
 
     def __len__(self) -> int:
         return len(self._waiting)
@@ -121,6 +124,8 @@ class RequestQueue:
         loop = asyncio.get_running_loop()
         w = _Waiting(channel, request, run, loop.create_future())
         self._waiting[id(w)] = w
+        if self.on_queued is not None:
+            self.on_queued()
         if self.busy < self.workers:
             self.busy += 1
             self._spawn(self._work())
@@ -221,7 +226,14 @@ class QueuedProcessor:
 
 class BrokerFastFailure(PeriodicService):
     """Every 10 ms: page cache busy -> clear the send queue; then expire the
-    heads of the send, pull, heartbeat and transaction queues."""
+    heads of the send, pull, heartbeat and transaction queues.
+
+    Only a waiting request is ever answered, so while every queue is empty
+    the checks sleep until a request is queued (``RequestQueue.on_queued``)
+    and then go on every 10 ms as 4.9.8's do.  Ticking through empty queues
+    woke the loop a hundred times a second for nothing: about 2 % of a core
+    on an idle broker, and on a loaded one whose requests the lanes serve
+    (they never queue) a loop wake-up every 10 ms beside the sends."""
 
     interval_s = CHECK_INTERVAL_S
     failure_message = "BrokerFastFailure clean expired request failed"
@@ -234,6 +246,28 @@ class BrokerFastFailure(PeriodicService):
         self.wait_limits_ms = wait_limits_ms
         self.page_cache_busy = page_cache_busy
         self.enabled = enabled
+        self._queued = asyncio.Event()
+        for queue in queues.values():
+            queue.on_queued = self._queued.set
+
+    def idle(self) -> bool:
+        """No request waits in any queue: nothing for a check to answer."""
+        return not any(len(q) for q in self.queues.values())
+
+    async def _run(self) -> None:
+        """``PeriodicService._run``, but asleep while ``idle`` until a
+        request is queued: then the checks go on from one period later."""
+        queued = self._queued
+        while True:
+            await asyncio.sleep(self.period_s())
+            if self.idle():  # (an earlier request's signal is stale by now)
+                queued.clear()
+                await queued.wait()
+                continue
+            try:
+                self.run_once()
+            except Exception:
+                self.log.exception(self.failure_message)
 
     def run_once(self) -> None:
         if self.enabled():

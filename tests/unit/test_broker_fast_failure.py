@@ -123,3 +123,23 @@ async def test_queue_order_workers_and_head_wait():
 def test_put_delay_lock_time_and_busy():
     delay = PutDelay(lambda: 0, lambda: 1000)
     assert not delay.active() and delay.lock_time_ms() == 0 and not delay.page_cache_busy()
+
+
+@pytest.mark.timeout(30)
+async def test_checks_sleep_while_no_request_waits():
+    """With every queue empty the 10 ms checks do not run (nothing to
+    answer); a queued request wakes them, they expire it, and once the
+    queues are empty again they sleep again."""
+    async with Setup(delay_ms=400, busy_timeout_ms=60000, wait_limit_ms=100) as s:
+        checks = []
+        plain = s.ff.run_once
+        s.ff.run_once = lambda: (checks.append(len(s.queue)), plain())[1]
+        await asyncio.sleep(0.2)
+        assert checks == []  # ~20 ticks of 10 ms slept through
+        responses = await s.send_many(3)
+        assert sorted(r.code for r in responses) == [0, 2, 2]  # the two waiting expired
+        assert checks and checks[0] > 0
+        await asyncio.sleep(0.05)
+        ran = len(checks)
+        await asyncio.sleep(0.2)
+        assert len(checks) <= ran + 1  # asleep again (at most the tick under way)
