@@ -567,8 +567,9 @@ def test_small_benches_run(tmp_path):
     """bench/metrics_cost.py, bench/sql92_bitmap.py, bench/dledger_bench.py,
     bench/lane_reads.py (a send lane's, on JSON and on the Java Producer's
     frames, a DLedger leader's alone and with two followers, a follower's),
-    bench/dledger_follow.py and bench/pop_calls.py at small sizes: they run and
-    print their figures (the figures themselves go in bench/RESULTS.md)."""
+    bench/dledger_follow.py, bench/pop_calls.py and bench/idle_cpu.py at small
+    sizes: they run and print their figures (the figures themselves go in
+    bench/RESULTS.md)."""
     for script, args, expect in (
             ("metrics_cost", ["--messages", "20000", "--series", "200"], "scrape of 200"),
             ("sql92_bitmap", ["--messages", "2000", "--match", "5", "--groups", "2"],
@@ -589,7 +590,8 @@ def test_small_benches_run(tmp_path):
             ("pop_calls", ["--cycles", "40", "--repeats", "2", "--parts"],
              "batch_ack_us (32 messages a call): best"),
             ("pop_calls", ["--cycles", "40", "--repeats", "2", "--lane"],
-             "batch_ack_us (32 messages a call): best")):
+             "batch_ack_us (32 messages a call): best"),
+            ("idle_cpu", ["--seconds", "1", "--settle", "0.5"], "broker wake-ups/s")):
         out = subprocess.run([sys.executable, "-m", f"bench.{script}", *args],
                              capture_output=True, text=True, timeout=100, cwd=ROOT)
         assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
