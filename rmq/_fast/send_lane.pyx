@@ -583,7 +583,8 @@ cdef class SendLane:
     cdef object s_store, s_cl, s_cfg, s_bc, s_queue, s_processor, s_topics, s_hold
     cdef object s_async_master, s_async_flush, s_sync_flush, s_runs_listener, s_counted_listener
     cdef object s_sync_master
-    cdef object s_leader        # a DLedger group member's leader role (``leads``)
+    cdef object s_leader        # a DLedger group member's leader role (``leads``; None:
+                                # a support of no group, never leading)
     cdef object s_walk_stats    # the counted listener's statistics and forms when it is
     cdef list s_walk_forms      # on_counted_runs bound to them (called in C: counted_walk)
     cdef int64_t s_not_writeable, s_zero_ahead
@@ -1337,8 +1338,7 @@ cdef class SendLane:
             return False
         ms = cl.server.member_state
         cdef Py_ssize_t* fm = offsets_of(self.f_ms, ms)
-        if (not ms.is_leader() if self.s_leader is None else
-                slot_or_attr(ms, fm[0], "role") is not self.s_leader) or \
+        if slot_or_attr(ms, fm[0], "role") is not self.s_leader or \
                 slot_or_attr(ms, fm[1], "transferee") is not None:
             return False
         return self.ascii_cluster()

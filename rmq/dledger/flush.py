@@ -11,9 +11,12 @@ the disk and the loop never waits for it, so the thread is all it needs.
 
 from __future__ import annotations
 
+import logging
 import time
 
 from rmq.store.service import ServiceThread
+
+log = logging.getLogger("rmq.dledger")
 
 CHECKPOINT_S = 3.0  # DLedgerConfig.checkPointInterval
 
@@ -31,7 +34,10 @@ class FlushDataService(ServiceThread):
 
     def run(self) -> None:
         while not self._stopped.wait(self.interval_s):
-            self.flush_round(time.monotonic())
+            try:
+                self.flush_round(time.monotonic())
+            except Exception:  # noqa: BLE001 - a failed round (a full disk, ...): the next tries again
+                log.exception("%s round failed", self.name)
 
     def flush_round(self, now: float) -> None:
         """One round: the files flushed if anything is written past the

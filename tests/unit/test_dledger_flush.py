@@ -59,3 +59,29 @@ def test_checkpoint_persisted_on_its_interval(tmp_path):
     props = load_properties(store.checkpoint_file)
     assert (props["endIndex"], props["committedIndex"]) == ("4", "3")
     store.shutdown()
+
+
+def test_a_failed_round_does_not_stop_the_thread(tmp_path, caplog):
+    """A round that raises (the checkpoint's disk full, say) is logged; the
+    next rounds still flush."""
+    store = _store(tmp_path, data_size=1 << 16)
+    failures = []
+    plain = store.persist_checkpoint
+
+    def full_disk() -> None:
+        failures.append(1)
+        raise OSError(28, "No space left on device")
+
+    store.persist_checkpoint = full_disk
+    service = FlushDataService(store, 10)
+    service._last_checkpoint = -1e9  # every round persists: every round fails
+    service.start()
+    try:
+        assert _wait(lambda: len(failures) >= 2)
+        store.append_as_leader(b"y" * 300)
+        assert _wait(lambda: not store.dirty()), "no round flushed after a failed one"
+        assert "round failed" in caplog.text
+    finally:
+        service.shutdown()
+        store.persist_checkpoint = plain
+        store.shutdown()
