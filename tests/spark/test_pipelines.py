@@ -116,7 +116,9 @@ def standalone(tmp_path):
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json", timeout=5) as r:
                     return json.load(r)
-            except OSError:  # the master's web UI opens after its port
+            # the master's web UI opens after its port, and its JSON page is
+            # attached after the UI's HTML one (which answers /json till then)
+            except (OSError, ValueError):
                 return {}
         wait_until_blocking(lambda: state().get("aliveworkers"), 60,
                             what="a worker registered with the master",
