@@ -937,6 +937,27 @@ cdef class SendLane:
         mf = slot_or_attr(ixf, offsets_of(self.f_ixfile, ixf)[0], "mf")
         return slot_or_attr(mf, offsets_of(self.f_ixview, mf)[0], "view")
 
+    cdef bytes born_of(self, channel):
+        """The connection's stored born-host field (``SendLaneSupport.born_field``,
+        made once per connection and kept in its ``attrs``)."""
+        cdef dict attrs = slot_or_attr(channel, offsets_of(self.f_channel, channel)[0],
+                                       "attrs")
+        born = attrs.get("born_field")
+        return self.support.born_field(channel) if born is None else born
+
+    cdef tuple tails(self):
+        """``SendLaneSupport.tails``: the kept (JSON, ROCKETMQ) answer tails,
+        made again when the region or the trace switch moved."""
+        sup = self.support
+        bc = self.s_bc
+        cdef Py_ssize_t* f = offsets_of(self.f_bc, bc)
+        cdef Py_ssize_t* fp = offsets_of(self.f_sup, sup)
+        made_for = slot_or_attr(sup, fp[1], "_tails_of")
+        if slot_or_attr(bc, f[2], "regionId") is not made_for[0] or \
+                slot_or_attr(bc, f[3], "traceOn") is not made_for[1]:
+            return sup.new_tails()
+        return slot_or_attr(sup, fp[2], "_tail_pair")
+
     cdef void fill(self, Ctx c, sup, store, cl, cfg, channel, run, mf, target, index,
                    int64_t wrote, int64_t file_from, int64_t limit, int64_t max_body,
                    int64_t slots, int64_t entries, bytes store_host, str host_hex) except *:
@@ -959,19 +980,8 @@ cdef class SendLane:
             self.host_hex_b = host_hex.encode()
         c.host_hex = self.host_hex_b
         c.cluster = self.cluster_b
-        cdef dict attrs = slot_or_attr(channel, offsets_of(self.f_channel, channel)[0],
-                                       "attrs")
-        born = attrs.get("born_field")  # the stored born-host field, once per connection
-        c.born = sup.born_field(channel) if born is None else born
-        bc = self.s_bc
-        cdef Py_ssize_t* f = offsets_of(self.f_bc, bc)
-        cdef Py_ssize_t* fp = offsets_of(self.f_sup, sup)
-        made_for = slot_or_attr(sup, fp[1], "_tails_of")
-        tails = slot_or_attr(sup, fp[2], "_tail_pair")
-        if slot_or_attr(bc, f[2], "regionId") is not made_for[0] or \
-                slot_or_attr(bc, f[3], "traceOn") is not made_for[1]:
-            tails = sup.new_tails()
-        c.tail, c.rtail = tails
+        c.born = self.born_of(channel)
+        c.tail, c.rtail = self.tails()
         c.sync = slot_or_attr(cfg, offsets_of(self.f_cfg, cfg)[2], "flushDiskType") is \
             self.s_sync_flush
         # every consume-queue put goes through the commit log and moves the
@@ -2036,17 +2046,13 @@ cdef class DLedgerLane:
         cdef dict sizes = {}
         cdef Py_ssize_t* fl
         cdef Py_ssize_t* fp
-        cdef Py_ssize_t* fb
         cdef long long served = 0
         cdef PutCounters pc
         self.counts = counts
         sup = fr.support
         cl = fr.s_cl
         processor = fr.s_processor
-        cdef dict attrs = slot_or_attr(channel, offsets_of(fr.f_channel, channel)[0], "attrs")
-        born = attrs.get("born_field")  # the stored born-host field, once per connection
-        if born is None:
-            born = sup.born_field(channel)
+        born = fr.born_of(channel)
         if born is not self.born:
             self.born = born
             self.born_bits = BORNHOST_V6 if len(born) == 20 else 0
@@ -2060,18 +2066,9 @@ cdef class DLedgerLane:
             self.cluster_b = cluster.encode()
             self.store_bits = STOREHOST_V6 if len(store_host) == 20 else 0
             self.host_hex_b = prefix.encode()
-        # (``SendLaneSupport.tails``: the kept pair unless the region or the trace switch moved)
-        bc = fr.s_bc
-        fb = offsets_of(fr.f_bc, bc)
-        fp = offsets_of(fr.f_sup, sup)
-        made_for = slot_or_attr(sup, fp[1], "_tails_of")
-        tails = slot_or_attr(sup, fp[2], "_tail_pair")
-        if slot_or_attr(bc, fb[2], "regionId") is not made_for[0] or \
-                slot_or_attr(bc, fb[3], "traceOn") is not made_for[1]:
-            tails = sup.new_tails()
         n, after, first, last, answers, answered = fr.read_stored(
             self.cluster_b, buf, pos, end, cl, self.born_bits | self.store_bits, born, now_ms(),
-            self.host_hex_b, tails, sizes, counts)
+            self.host_hex_b, fr.tails(), sizes, counts)
         if not n:
             return pos, None
         stats = fr.s_sstats
@@ -2083,6 +2080,7 @@ cdef class DLedgerLane:
             else:
                 stats.on_puts(topic, nums, size, nums)
             served += <long long>nums
+        fp = offsets_of(fr.f_sup, sup)
         set_slot_or_attr(sup, fp[0], "served", slot_or_attr(sup, fp[0], "served") + served)
         # the read's answers held on the quorum wait of its last entry (which
         # covers the earlier ones)
