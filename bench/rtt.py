@@ -6,16 +6,17 @@ Two measurements with the same client, a blocking socket that writes one
 frame and reads one answer (no event loop on the client side, so the figure
 is the server's and the machine's, not a client's):
 
-* ``floor``: an echo server of a few lines on uvloop (reads a frame, answers
-  a response-sized frame) -- what loopback TCP, two process wake-ups and an
-  event loop cost on this machine with nothing in between;
+* ``floor``: ``bench.floor``'s single server, a few lines on uvloop (reads
+  a frame, answers it with a send answer of its opaque) -- what loopback
+  TCP, two process wake-ups and an event loop cost on this machine with
+  nothing in between;
 * ``rmq``: an rmq broker (compiled build, ASYNC_FLUSH, fresh store) answering
   SEND_MESSAGE_V2 requests of ``--size`` bytes, the frames bench/raw.py's
   RawRequests builds.
 
 Server on CPU 0 and client on CPU 1 unless ``--no-pin``.  Prints avg, p50,
 p99 round trip in µs for both, the difference, the broker's CPU per
-message (its event-loop thread and the whole process) and the echo server's
+message (its event-loop thread and the whole process) and the floor server's
 CPU per request: what any server on this loop pays for a wake-up, a read and
 a write, below which no broker's one-in-flight CPU can go.
 """
@@ -27,55 +28,21 @@ import asyncio
 import json
 import os
 import socket
-import struct
-import subprocess
-import sys
 import time
 
 import psutil
 
 from bench.cluster import Cluster, create_topic
 from bench.cpu import ThreadCpuWindow
-from bench.modes import ROOT, mode_env
+from bench.floor import Floor
+from bench.modes import mode_env
 from bench.raw import RawRequests, read_frame
 from bench.stats import latency_summary
-
-RESPONSE_SIZE = 260  # about an rmq SEND_MESSAGE_V2 answer
 
 
 def _pin(cpu: int, enabled: bool) -> None:
     if enabled and (os.cpu_count() or 1) >= 2:
         os.sched_setaffinity(0, {cpu})
-
-
-def echo_server(port: int, pin: bool) -> None:
-    """The floor's server: on uvloop, as the broker, answer every frame with a
-    response-sized frame."""
-    import uvloop
-
-    _pin(0, pin)
-    answer = struct.pack(">i", RESPONSE_SIZE - 4) + bytes(RESPONSE_SIZE - 4)
-
-    class Echo(asyncio.Protocol):
-        def connection_made(self, transport) -> None:
-            self.transport = transport
-            self.buf = bytearray()
-
-        def data_received(self, data: bytes) -> None:
-            buf = self.buf
-            buf += data
-            while len(buf) >= 4:
-                n = int.from_bytes(buf[:4], "big")
-                if len(buf) < 4 + n:
-                    break
-                del buf[:4 + n]
-                self.transport.write(answer)
-
-    async def serve() -> None:
-        server = await asyncio.get_running_loop().create_server(Echo, "127.0.0.1", port)
-        await server.serve_forever()
-
-    uvloop.run(serve())
 
 
 def ping(port: int, frames, count: int) -> list[float]:
@@ -112,24 +79,15 @@ def _pings(port: int, args) -> list[float]:
 
 
 def measure_floor(args) -> dict:
-    from rmq.testing.procs import free_port, wait_port
-
-    port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "bench.rtt", "--echo-server", str(port)]
-                              + (["--no-pin"] if args.no_pin else []), cwd=ROOT)
-    try:
-        wait_port(port)
-        proc = psutil.Process(server.pid)
+    with Floor("single", pin=not args.no_pin) as floor:
+        proc = psutil.Process(floor.pid)
         before = proc.cpu_times()
-        out = latency_summary(_pings(port, args))
+        out = latency_summary(_pings(floor.port, args))
         after = proc.cpu_times()
-        n = args.count + args.count // 10 + 1  # the warm-up's round trips too
-        out["server_cpu_us_per_msg"] = 1e6 * (after.user - before.user
-                                              + after.system - before.system) / n
-        return out
-    finally:
-        server.kill()
-        server.wait()
+    n = args.count + args.count // 10 + 1  # the warm-up's round trips too
+    out["server_cpu_us_per_msg"] = 1e6 * (after.user - before.user
+                                          + after.system - before.system) / n
+    return out
 
 
 def measure_rmq(args) -> dict:
@@ -157,11 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--busy-poll", type=int, default=0, metavar="US",
                     help="the broker's rmqBusyPollMicros (default 0: off)")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
-    ap.add_argument("--echo-server", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args.echo_server:
-        echo_server(args.echo_server, not args.no_pin)
-        return 0
     floor = measure_floor(args)
     rmq = measure_rmq(args)
     doc = {"floor": floor, "rmq": rmq, "count": args.count, "size": args.size,

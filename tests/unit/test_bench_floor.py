@@ -1,0 +1,89 @@
+"""bench/floor.py's servers' logic without sockets: the answer to a request
+frame carries its opaque in its serialization, a read's frames are split
+where they end, and a leader answers a read once a quorum acknowledged it."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.floor import AckReader, Answers, FollowerServer, LeaderServer, Quorum, SingleServer
+from bench.raw import RawRequests
+from rmq.remoting import RemotingCommand
+
+pytestmark = pytest.mark.timeout(30)
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    def write(self, data: bytes) -> None:
+        self.data += data
+
+
+def _frames(data: bytes) -> list[RemotingCommand]:
+    out, pos = [], 0
+    while pos < len(data):
+        size = int.from_bytes(data[pos:pos + 4], "big")
+        out.append(RemotingCommand.decode(memoryview(data)[pos + 4:pos + 4 + size]))
+        pos += 4 + size
+    return out
+
+
+def _feed(server, data: bytes, cut: int) -> None:
+    """``data`` handed to ``server`` in two reads, split at ``cut``."""
+    for part in (data[:cut], data[cut:]):
+        server.get_buffer(-1)[:len(part)] = part
+        server.buffer_updated(len(part))
+
+
+@pytest.mark.parametrize("java", [False, True])
+def test_each_request_is_answered_with_its_opaque_in_its_serialization(java):
+    requests = RawRequests("BenchTopic", b"x" * 300, queues=8, java=java)
+    made = [requests.frame(i) for i in range(5)]
+    answers = Answers()
+    for opaque, frame in made:
+        buf = bytearray(frame)
+        answer = answers.of(buf, 0, len(buf))
+        assert int.from_bytes(answer[:4], "big") == len(answer) - 4
+        cmd = RemotingCommand.decode(memoryview(answer)[4:])
+        assert (cmd.opaque, cmd.code, cmd.serialize_type) == (opaque, 0, 1 if java else 0)
+        assert cmd.is_response()
+
+
+def test_a_read_split_inside_a_frame_is_answered_once_whole():
+    requests = RawRequests("BenchTopic", b"y" * 500, queues=8)
+    made = [requests.frame(i) for i in range(3)]
+    data = b"".join(bytes(f) for _, f in made)
+    server, sink = SingleServer(), Sink()
+    server.connection_made(sink)
+    _feed(server, data, len(made[0][1]) + 7)
+    assert [c.opaque for c in _frames(bytes(sink.data))] == [op for op, _ in made]
+    assert server.filled == 0
+
+
+def test_a_leader_answers_a_read_when_a_quorum_acknowledged_its_push():
+    requests = RawRequests("BenchTopic", b"z" * 200, queues=8, java=True)
+    made = [requests.frame(i) for i in range(4)]
+    quorum = Quorum(1)
+    client, pushes = Sink(), [Sink(), Sink()]
+    peers = []
+    for sink in pushes:
+        peer = AckReader(quorum, 2)
+        peer.connection_made(sink)
+        peers.append(peer)
+    LeaderServer.quorum, LeaderServer.peers = quorum, peers
+    leader = LeaderServer()
+    leader.connection_made(client)
+    _feed(leader, b"".join(bytes(f) for _, f in made[:2]), len(made[0][1]))  # two reads
+    _feed(leader, b"".join(bytes(f) for _, f in made[2:]), 0)  # one read of two
+    assert client.data == b"" and len(quorum.acks) == 3
+    for sink in pushes:  # each follower got the three pushes, the read's frames in each
+        assert len(sink.data) == sum(len(f) for _, f in made) + 3 * 4
+    ack = FollowerServer.ack
+    _feed(peers[1], ack * 2, len(ack) + 3)  # one follower acknowledges the first two pushes
+    assert [c.opaque for c in _frames(bytes(client.data))] == [op for op, _ in made[:2]]
+    _feed(peers[0], ack * 3, 5)  # the other all three: the first two already answered
+    _feed(peers[1], ack, 1)
+    assert [c.opaque for c in _frames(bytes(client.data))] == [op for op, _ in made]
+    assert quorum.acks == {}
