@@ -197,6 +197,17 @@ class CommitLog:
         if self.zero_ahead_enabled:
             mf.zero_ahead()
 
+    def _file_with_room(self, mf: MappedFile | None, size: int) -> MappedFile | None:
+        """The file an append of ``size`` bytes goes to, under ``put_lock``:
+        ``mf`` (the last file), or the next one once ``mf`` is ended by its
+        blank when the append and a blank's 8 bytes do not fit; its zeros
+        kept ahead.  None when there is no file to write."""
+        if mf is not None and size + 8 > self.file_size - mf.wrote_position:
+            mf = self._end_file(mf)
+        if mf is not None:
+            self.zero_ahead(mf)
+        return mf
+
     def _end_file(self, mf: MappedFile) -> MappedFile | None:
         """Write the blank at the tail of ``mf`` and move to the next file."""
         wrote = mf.wrote_position
@@ -288,11 +299,9 @@ class CommitLog:
                 if mf is not None and not self.dispatch_room_for(
                         msg, queue_offset, counts, multi_keys if queues is not None else None):
                     return AppendMessageResult(AppendMessageStatus.NO_ROOM_FOR_DISPATCH)
-                if mf is not None and size + 8 > self.file_size - mf.wrote_position:
-                    mf = self._end_file(mf)
+                mf = self._file_with_room(mf, size)
                 if mf is None:
                     return AppendMessageResult(AppendMessageStatus.UNKNOWN_ERROR)
-                self.zero_ahead(mf)
                 wrote = mf.wrote_position
                 phy = mf.file_from_offset + wrote
                 codec.write_record(
@@ -336,11 +345,9 @@ class CommitLog:
                         batch.topic, batch.queue_id, queue_offset, count,
                         batch_key_count(batch.body, batch_props)):
                     return AppendMessageResult(AppendMessageStatus.NO_ROOM_FOR_DISPATCH)
-                if mf is not None and total + 8 > self.file_size - mf.wrote_position:
-                    mf = self._end_file(mf)
+                mf = self._file_with_room(mf, total)
                 if mf is None:
                     return AppendMessageResult(AppendMessageStatus.UNKNOWN_ERROR)
-                self.zero_ahead(mf)
                 wrote = mf.wrote_position
                 phy = mf.file_from_offset + wrote
                 codec.write_batch(
