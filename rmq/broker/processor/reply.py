@@ -18,7 +18,6 @@ from rmq.broker.processor.send_support import (
     SendSupport,
     channel_host,
     parse_send_header,
-    random_queue_id,
 )
 from rmq.common import message as mc
 from rmq.common.codes import RequestCode, ResponseCode
@@ -42,10 +41,9 @@ class ReplyMessageProcessor(SendSupport):
     def process_request(self, channel: Channel, request: RemotingCommand) -> Any:
         keys = V2_KEYS if request.code == R.SEND_REPLY_MESSAGE_V2 else V1_KEYS
         h = parse_send_header(request.ext_fields, keys)
-        error, tc = self.pre_send(channel, h)
+        error, _tc, queue_id = self.send_target(channel, h)
         if error is not None:
             return error
-        queue_id = h.queueId if h.queueId >= 0 else random_queue_id(tc.writeQueueNums)
         return self._reply(channel, request, h, queue_id)
 
     async def _reply(self, channel: Channel, request: RemotingCommand, h: SendHeader,

@@ -115,12 +115,9 @@ class SendMessageProcessor(SendSupport):
             channel_host(channel), self.store.store_host, 0, h.reconsumeTimes or 0)
 
     def send_message(self, channel: Channel, request: RemotingCommand, h: SendHeader) -> Any:
-        error, tc = self.pre_send(channel, h)
+        error, tc, queue_id = self.send_target(channel, h)
         if error is not None:
             return error
-        queue_id = h.queueId
-        if queue_id < 0:
-            queue_id = random_queue_id(tc.writeQueueNums)
         topic = h.topic
         if topic.startswith(T.RETRY_GROUP_TOPIC_PREFIX):
             routed = self._retry_or_dlq(request, h, topic, queue_id)
@@ -182,12 +179,9 @@ class SendMessageProcessor(SendSupport):
 
     # ---- batch ------------------------------------------------------------------
     def send_batch(self, channel: Channel, request: RemotingCommand, h: SendHeader) -> Any:
-        error, tc = self.pre_send(channel, h)
+        error, tc, queue_id = self.send_target(channel, h)
         if error is not None:
             return error
-        queue_id = h.queueId
-        if queue_id < 0:
-            queue_id = random_queue_id(tc.writeQueueNums)
         if len(h.topic) > 127:
             return self.response(RC.MESSAGE_ILLEGAL,
                                  f"message topic length too long {len(h.topic)}")

@@ -226,6 +226,16 @@ class SendSupport:
                 f"{channel.remote_addr}"), None
         return None, tc
 
+    def send_target(self, channel: Channel, h: SendHeader) -> tuple[RemotingCommand | None,
+                                                                    TopicConfig | None, int]:
+        """``pre_send``, then the queue the send goes to: the header's, or a
+        random one of the topic's write queues when it names none (-1)."""
+        error, tc = self.pre_send(channel, h)
+        if error is not None:
+            return error, None, -1
+        queue_id = h.queueId
+        return None, tc, queue_id if queue_id >= 0 else random_queue_id(tc.writeQueueNums)
+
     def _not_exist_remark(self, topic: str) -> str:
         text = f"topic[{topic}] not exist, apply first please!"
         if not self.bc.autoCreateTopicEnable:
