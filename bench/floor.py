@@ -269,19 +269,22 @@ class Floor:
             proc.wait()
 
 
-def measure(kind: str, args) -> dict:
-    """The raw load's figures against one floor server."""
-    with Floor(kind, args.followers) as floor:
-        spec = LoadSpec("send", "", "BenchTopic", seconds=args.seconds, warmup=1.0,
-                        size=args.size, inflight=args.inflight, broker_pid=floor.pid,
+def measure(kind: str, inflight: int, seconds: float, size: int = 1024,
+            java_frames: bool = False, followers: int = 2) -> dict:
+    """The raw load's figures against one floor server: JSON frames over 8
+    queues, a turn's written together, or the Java benchmark Producer's over
+    1024 queues, each written alone (``bench.java_frames``' load)."""
+    with Floor(kind, followers) as floor:
+        spec = LoadSpec("send", "", "BenchTopic", seconds=seconds, warmup=1.0, size=size,
+                        inflight=inflight, broker_pid=floor.pid,
                         broker_addr=f"127.0.0.1:{floor.port}", raw=True,
-                        queues=1024 if args.java_frames else 8, write_each=args.java_frames,
-                        java_frames=args.java_frames)
+                        queues=1024 if java_frames else 8, write_each=java_frames,
+                        java_frames=java_frames)
         return load_in_subprocess(spec, mode_env("compiled"),
                                   cpu=LOAD_CPU if can_pin() else None)
 
 
-def answer_cost(args, frames: int, reads: int = 20_000) -> float:
+def answer_cost(size: int, java_frames: bool, frames: int, reads: int = 20_000) -> float:
     """CPU µs per frame of the floor servers' own Python (``SingleServer``'s
     read of ``frames`` request frames and its answers, in this process, no
     socket): the part of a floor figure that a compiled server would not
@@ -290,7 +293,7 @@ def answer_cost(args, frames: int, reads: int = 20_000) -> float:
         def write(self, data: bytes) -> None:
             pass
 
-    requests = RawRequests("BenchTopic", bytes(args.size), queues=8, java=args.java_frames)
+    requests = RawRequests("BenchTopic", bytes(size), queues=8, java=java_frames)
     data = b"".join(bytes(requests.frame(i)[1]) for i in range(frames))
     server = SingleServer()
     server.connection_made(Sink())
@@ -328,11 +331,13 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, list[dict]] = {"single": [], "leader": []}
     for _ in range(args.rounds):
         for kind in runs:
-            runs[kind].append(measure(kind, args))
+            runs[kind].append(measure(kind, args.inflight, args.seconds, args.size,
+                                      args.java_frames, args.followers))
     med = {kind: {k: statistics.median(r.get(k, 0.0) for r in rs) for k in FIGURES}
            for kind, rs in runs.items()}
     ratio = med["leader"]["broker_cpu_us_per_msg"] / med["single"]["broker_cpu_us_per_msg"]
-    python = {kind: answer_cost(args, max(1, round(m["broker_msgs_per_read"])))
+    python = {kind: answer_cost(args.size, args.java_frames,
+                                max(1, round(m["broker_msgs_per_read"])))
               for kind, m in med.items()}
     if args.json:
         print(json.dumps({"medians": med, "leader_over_single": ratio,

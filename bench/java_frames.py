@@ -20,9 +20,13 @@ a sparse file of the machine's memory is read beside the stores before
 each load (no disk blocks), and removed at the end; the reclaim threads'
 CPU per message is printed beside the broker's.
 
+``--floor`` adds, each round, the same load against ``bench.floor``'s single
+server, which answers every send and stores nothing: what the event loop and
+the kernel cost at that pacing, below which no broker's figure can go.
+
     .venv/bin/python -m bench.java_frames [--inflight 1 16 64] [--rounds 3]
         [--seconds 5] [--size 1024] [--json-frames] [--lanes both|on|off]
-        [--broker-conf KEY=VALUE ...] [--full-page-cache]
+        [--broker-conf KEY=VALUE ...] [--full-page-cache] [--floor]
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import time
 
 import orjson
 
+from bench import floor
 from bench.cluster import Cluster
 from bench.cpu import LOAD_CPU
 from bench.load import LoadSpec, load_in_subprocess
@@ -45,6 +50,7 @@ from rmq.common.codes import RequestCode
 from rmq.remoting import RemotingClient, RemotingCommand
 
 TOPIC = "BenchmarkTest"
+FLOOR = "floor"  # the rows of bench.floor's single server (--floor)
 QUEUES = 1024  # BenchmarkTest's queues (TopicConfigManager's system topic)
 
 
@@ -112,6 +118,19 @@ def _round(lanes: bool, inflights: list[int], args,
     return out
 
 
+def _floor_python(runs: dict[tuple[str, int], list[dict]], args) -> None:
+    """Print the floor server's own Python per message at the messages a
+    read it met: the part of its row a compiled server would not pay."""
+    parts = []
+    for inflight in args.inflight:
+        per_read = statistics.median(r.get("broker_msgs_per_read", 1.0)
+                                     for r in runs[(FLOOR, inflight)])
+        us = floor.answer_cost(args.size, not args.json_frames, max(1, round(per_read)))
+        parts.append(f"{us:.2f} µs/msg at {inflight} in flight")
+    print(f"{FLOOR}: bench.floor's single server (answers, stores nothing); of its CPU, its "
+          "own Python (a compiled server would not pay it): " + ", ".join(parts))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--inflight", type=int, nargs="+", default=[1, 16, 64])
@@ -126,6 +145,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="brokers to run: lanes off and on alternated (default), or one kind")
     ap.add_argument("--broker-conf", action="append", default=[], metavar="KEY=VALUE",
                     help="extra broker property for every broker (repeatable)")
+    ap.add_argument("--floor", action="store_true",
+                    help="each round also the same load against bench.floor's single "
+                         "server, which answers and stores nothing: the loop and the "
+                         "kernel's own cost at that pacing")
     ap.add_argument("--full-page-cache", action="store_true",
                     help="measure with the page cache full, as on a broker in service: a "
                          "sparse file beside the stores is read until little memory is free")
@@ -148,6 +171,11 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 for inflight, r in _round(lanes, args.inflight, args, filler).items():
                     runs.setdefault((label, inflight), []).append(r)
+            if args.floor:
+                for inflight in args.inflight:
+                    r = floor.measure("single", inflight, args.seconds, args.size,
+                                      not args.json_frames)
+                    runs.setdefault((FLOOR, inflight), []).append(r)
         memory_loaded = _memory()
     finally:
         if filler is not None:
@@ -173,8 +201,10 @@ def main(argv: list[str] | None = None) -> int:
                                      for r in rs)
         print(f"| {inflight} | {label} | {med['msgs_per_s']:,.0f} | "
               f"{med['broker_cpu_us_per_msg']:.1f} | {med['broker_system_us_per_msg']:.1f} | "
-              f"{med['broker_msgs_per_read']:.1f} | {per_read:.0f} | {med['lane_share']:.0%} |"
+              f"{med['broker_msgs_per_read']:.1f} | {per_read:.0f} | {'-' if label == FLOOR else format(med['lane_share'], '.0%')} |"
               + (f" {med['kswapd_cpu_us_per_msg']:.2f} |" if kswapd else ""))
+    if args.floor:
+        _floor_python(runs, args)
     return 0
 
 

@@ -682,18 +682,21 @@ def test_report_says_how_the_page_cache_was():
     assert not suite.parse_args([]).full_page_cache
 
 
-@pytest.mark.timeout(150)
+@pytest.mark.timeout(200)
 def test_floor_benches_run():
     """bench/floor.py (the single and leader floor servers under a raw send
-    load, JSON and Java frames) and bench/rtt.py (whose floor is
-    bench.floor's single server) at small sizes: every request answered
-    (the load fails on a missing or foreign answer), the figures printed."""
+    load, JSON and Java frames), bench/rtt.py and bench/java_frames.py
+    --floor (whose floor is bench.floor's single server) at small sizes:
+    every request answered (the load fails on a missing or foreign answer),
+    the figures printed."""
     for script, args, expect in (
             ("floor", ["--seconds", "1", "--rounds", "1", "--inflight", "8"],
              "the leader floor over the single floor"),
             ("floor", ["--seconds", "1", "--rounds", "1", "--inflight", "4", "--java-frames"],
              "the leader floor over the single floor"),
-            ("rtt", ["--count", "500"], "the floor's server CPU")):
+            ("rtt", ["--count", "500"], "the floor's server CPU"),
+            ("java_frames", ["--lanes", "on", "--rounds", "1", "--seconds", "1", "--prime", "1",
+                             "--inflight", "4", "--floor"], "| 4 | floor |")):
         out = subprocess.run([sys.executable, "-m", f"bench.{script}", *args],
                              capture_output=True, text=True, timeout=60, cwd=ROOT)
         assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
