@@ -198,8 +198,9 @@ class LeaderServer(SingleServer):
     """Pushes each read's request frames to every follower, one frame a
     follower, and answers the read once a quorum holds them."""
 
-    peers: list[AckReader] = []
-    quorum: Quorum
+    def __init__(self, quorum: Quorum, peers: list[AckReader]) -> None:
+        super().__init__()
+        self.quorum, self.peers = quorum, peers
 
     def connection_made(self, transport) -> None:
         super().connection_made(transport)
@@ -220,16 +221,18 @@ def serve(kind: str, port: int, followers: list[int]) -> None:
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        protocol = {"single": SingleServer, "follower": FollowerServer,
-                    "leader": LeaderServer}[kind]
         if kind == "leader":
-            quorum = LeaderServer.quorum = Quorum((len(followers) + 1) // 2)
-            LeaderServer.peers = []
+            quorum = Quorum((len(followers) + 1) // 2)  # the followers a majority needs
+            peers = []
             for p in followers:
                 _, peer = await loop.create_connection(lambda: AckReader(quorum, len(followers)),
                                                        "127.0.0.1", p)
-                LeaderServer.peers.append(peer)
-        server = await loop.create_server(protocol, "127.0.0.1", port)
+                peers.append(peer)
+            server = await loop.create_server(lambda: LeaderServer(quorum, peers),
+                                              "127.0.0.1", port)
+        else:
+            protocol = SingleServer if kind == "single" else FollowerServer
+            server = await loop.create_server(protocol, "127.0.0.1", port)
         await server.serve_forever()
 
     uvloop.run(main())
@@ -257,9 +260,13 @@ class Floor:
 
     def __enter__(self) -> Floor:
         pin = self.pin and can_pin()
-        peers = [self._start("follower", {LOAD_CPU} if pin else None)
-                 for _ in range(self.followers if self.kind == "leader" else 0)]
-        self.port = self._start(self.kind, set(BROKER_CPUS) if pin else None, peers)
+        try:
+            peers = [self._start("follower", {LOAD_CPU} if pin else None)
+                     for _ in range(self.followers if self.kind == "leader" else 0)]
+            self.port = self._start(self.kind, set(BROKER_CPUS) if pin else None, peers)
+        except BaseException:
+            self.__exit__()  # (those started are not left running)
+            raise
         self.pid = self.procs[-1].pid
         return self
 

@@ -199,9 +199,10 @@ def main(argv: list[str] | None = None) -> int:
                          "kswapd_cpu_us_per_msg")}
         per_read = statistics.median(r["broker_cpu_us_per_msg"] * r.get("broker_msgs_per_read", 0.0)
                                      for r in rs)
+        share = "-" if label == FLOOR else f"{med['lane_share']:.0%}"
         print(f"| {inflight} | {label} | {med['msgs_per_s']:,.0f} | "
               f"{med['broker_cpu_us_per_msg']:.1f} | {med['broker_system_us_per_msg']:.1f} | "
-              f"{med['broker_msgs_per_read']:.1f} | {per_read:.0f} | {'-' if label == FLOOR else format(med['lane_share'], '.0%')} |"
+              f"{med['broker_msgs_per_read']:.1f} | {per_read:.0f} | {share} |"
               + (f" {med['kswapd_cpu_us_per_msg']:.2f} |" if kswapd else ""))
     if args.floor:
         _floor_python(runs, args)

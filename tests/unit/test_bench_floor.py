@@ -72,8 +72,7 @@ def test_a_leader_answers_a_read_when_a_quorum_acknowledged_its_push():
         peer = AckReader(quorum, 2)
         peer.connection_made(sink)
         peers.append(peer)
-    LeaderServer.quorum, LeaderServer.peers = quorum, peers
-    leader = LeaderServer()
+    leader = LeaderServer(quorum, peers)
     leader.connection_made(client)
     _feed(leader, b"".join(bytes(f) for _, f in made[:2]), len(made[0][1]))  # two reads
     _feed(leader, b"".join(bytes(f) for _, f in made[2:]), 0)  # one read of two
