@@ -291,23 +291,41 @@ def measure(kind: str, inflight: int, seconds: float, size: int = 1024,
                                   cpu=LOAD_CPU if can_pin() else None)
 
 
-def answer_cost(size: int, java_frames: bool, frames: int, reads: int = 20_000) -> float:
-    """CPU µs per frame of the floor servers' own Python (``SingleServer``'s
-    read of ``frames`` request frames and its answers, in this process, no
-    socket): the part of a floor figure that a compiled server would not
-    pay."""
-    class Sink:
-        def write(self, data: bytes) -> None:
-            pass
+class _Sink:
+    """A transport that takes writes and drops them."""
 
+    def write(self, data: bytes) -> None:
+        pass
+
+
+def python_cost(kind: str, size: int, java_frames: bool, frames: int,
+                reads: int = 20_000, followers: int = 2) -> float:
+    """CPU µs per frame of a floor server's own Python at ``frames`` request
+    frames a read, in this process with no socket: the single server's
+    read and answers; the leader's read, push and answers and its followers'
+    acknowledgements.  The part of a floor figure that a compiled server
+    would not pay."""
     requests = RawRequests("BenchTopic", bytes(size), queues=8, java=java_frames)
     data = b"".join(bytes(requests.frame(i)[1]) for i in range(frames))
-    server = SingleServer()
-    server.connection_made(Sink())
+    peers: list[AckReader] = []
+    if kind == "leader":
+        quorum = Quorum((followers + 1) // 2)
+        for _ in range(followers):
+            peer = AckReader(quorum, followers)
+            peer.connection_made(_Sink())
+            peers.append(peer)
+        server: SingleServer = LeaderServer(quorum, peers)
+    else:
+        server = SingleServer()
+    server.connection_made(_Sink())
+    ack = FollowerServer.ack
     start = time.process_time()
     for _ in range(reads):
         server.get_buffer(-1)[:len(data)] = data
         server.buffer_updated(len(data))
+        for peer in peers:
+            peer.get_buffer(-1)[:len(ack)] = ack
+            peer.buffer_updated(len(ack))
     return (time.process_time() - start) / reads / frames * 1e6
 
 
@@ -343,8 +361,8 @@ def main(argv: list[str] | None = None) -> int:
     med = {kind: {k: statistics.median(r.get(k, 0.0) for r in rs) for k in FIGURES}
            for kind, rs in runs.items()}
     ratio = med["leader"]["broker_cpu_us_per_msg"] / med["single"]["broker_cpu_us_per_msg"]
-    python = {kind: answer_cost(args.size, args.java_frames,
-                                max(1, round(m["broker_msgs_per_read"])))
+    python = {kind: python_cost(kind, args.size, args.java_frames,
+                                max(1, round(m["broker_msgs_per_read"])), followers=args.followers)
               for kind, m in med.items()}
     if args.json:
         print(json.dumps({"medians": med, "leader_over_single": ratio,

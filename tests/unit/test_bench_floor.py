@@ -86,3 +86,12 @@ def test_a_leader_answers_a_read_when_a_quorum_acknowledged_its_push():
     _feed(peers[1], ack, 1)
     assert [c.opaque for c in _frames(bytes(client.data))] == [op for op, _ in made]
     assert quorum.acks == {}
+
+
+@pytest.mark.parametrize("kind", ["single", "leader"])
+def test_the_floors_own_python_is_timed_over_whole_rounds(kind):
+    """python_cost runs a server's reads (and a leader's acknowledgements)
+    without sockets: a positive CPU time per frame."""
+    from bench.floor import python_cost
+
+    assert python_cost(kind, 300, kind == "leader", 3, reads=50) > 0
