@@ -8,10 +8,14 @@ per push) and with 4.9.8's default (``enableBatchPush=false``: one push per
 entry); beside each, the master's CPU per message as a multiple of the single
 master's.  With ``--same-rate`` the single master runs again, its load held
 to the group's msgs/s (``bench/producer.py --rate``): the two compared at the
-same rate as well as at the same sends in flight.
+same rate as well as at the same sends in flight.  With ``--floor`` the same
+sends in flight also go to ``bench.floor``'s single and leader servers
+(which store nothing; a raw JSON load, whose reads a message match the
+producer's), and their ratio is printed beside the brokers': what a
+leader's traffic alone costs over a single master's.
 
     .venv/bin/python -m bench.dledger_broker [--inflight 16] [--duration 5]
-        [--runs single,group,unbatched] [--same-rate] [--profile DIR [--native]]
+        [--runs single,group,unbatched] [--same-rate] [--floor] [--profile DIR [--native]]
         [--broker-conf KEY=VALUE ...]
 
 Each broker runs with the default consume-queue and index files and entry
@@ -32,6 +36,7 @@ from pathlib import Path
 
 import psutil
 
+from bench import floor
 from bench.compare import pin
 from bench.cpu import LOAD_CPU, read_write_calls
 from bench.modes import ROOT
@@ -218,6 +223,9 @@ def main() -> None:
     ap.add_argument("--same-rate", action="store_true",
                     help="with single and group: the single master again, at the group's "
                     "msgs/s")
+    ap.add_argument("--floor", action="store_true",
+                    help="also bench.floor's single and leader servers at the same sends in "
+                    "flight: the floor's leader-over-single ratio beside the brokers'")
     ap.add_argument("--pin", action="store_true",
                     help="the master (single, or the group's leader) on CPU 0; the followers, "
                     "the name server and the load on CPU 1")
@@ -261,6 +269,24 @@ def main() -> None:
         print(f"the group's master at the same rate: "
               f"{three['broker_cpu_us_per_msg'] / max(at_rate['broker_cpu_us_per_msg'], 1e-9):.1f}x"
               " the single master's")
+    if args.floor:
+        print_floor(args)
+
+
+def print_floor(args) -> None:
+    """``bench.floor``'s single and leader servers at the same sends in
+    flight, with and without their own Python, and their ratio."""
+    cpu, python = {}, {}
+    for kind in ("single", "leader"):
+        r = floor.measure(kind, args.inflight, args.duration, args.size)
+        cpu[kind] = r["broker_cpu_us_per_msg"]
+        per_read = max(1, round(r.get("broker_msgs_per_read", 1.0)))
+        python[kind] = floor.python_cost(kind, args.size, False, per_read)
+    bare = {kind: max(cpu[kind] - python[kind], 1e-9) for kind in cpu}
+    print(f"floor (bench.floor, stores nothing): single {cpu['single']:.2f} µs/msg, leader "
+          f"{cpu['leader']:.2f}; without their own Python {bare['single']:.2f} and "
+          f"{bare['leader']:.2f}: a leader's traffic alone {bare['leader'] / bare['single']:.2f}x "
+          "a single master's")
 
 
 if __name__ == "__main__":

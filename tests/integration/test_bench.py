@@ -612,14 +612,15 @@ def test_acl_broker_bench_runs():
 @pytest.mark.timeout(180)
 def test_dledger_broker_bench_runs():
     """bench/dledger_broker.py, one second per broker setup: it prints all four
-    rows (the single master again at the group's rate) and the ratio at the
-    same rate."""
+    rows (the single master again at the group's rate), the ratio at the
+    same rate and the floor servers' ratio (--floor)."""
     out = subprocess.run([sys.executable, "-m", "bench.dledger_broker",
-                          "--duration", "1", "--inflight", "4", "--same-rate"],
+                          "--duration", "1", "--inflight", "4", "--same-rate", "--floor"],
                          capture_output=True, text=True, timeout=170, cwd=ROOT)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     for row in ("single master", "3-node DLedger group", "with enableBatchPush",
-                "single master, group's rate", "the group's master at the same rate: "):
+                "single master, group's rate", "the group's master at the same rate: ",
+                "a leader's traffic alone"):
         assert row in out.stdout
     assert "single master at " in out.stderr  # its threads, at the rate it was held to
 
