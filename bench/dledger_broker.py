@@ -280,8 +280,8 @@ def print_floor(args) -> None:
     for kind in ("single", "leader"):
         r = floor.measure(kind, args.inflight, args.duration, args.size)
         cpu[kind] = r["broker_cpu_us_per_msg"]
-        per_read = max(1, round(r.get("broker_msgs_per_read", 1.0)))
-        python[kind] = floor.python_cost(kind, args.size, False, per_read)
+        python[kind] = floor.python_cost(kind, args.size, False,
+                                         r.get("broker_msgs_per_read", 1.0))
     bare = {kind: max(cpu[kind] - python[kind], 1e-9) for kind in cpu}
     print(f"floor (bench.floor, stores nothing): single {cpu['single']:.2f} µs/msg, leader "
           f"{cpu['leader']:.2f}; without their own Python {bare['single']:.2f} and "

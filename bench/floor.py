@@ -36,17 +36,18 @@ import argparse
 import asyncio
 import json
 import statistics
-import subprocess
 import sys
+import tempfile
 import time
 from collections import deque
+from pathlib import Path
 
 from bench.cpu import BROKER_CPUS, LOAD_CPU, can_pin
 from bench.load import LoadSpec, load_in_subprocess
 from bench.modes import ROOT, mode_env
 from bench.raw import RawRequests
 from rmq.remoting import RemotingCommand
-from rmq.testing.procs import affinity_setter, free_port, wait_port
+from rmq.testing.procs import RmqProcess, free_port
 
 ACK_SIZE = 128  # about an rmq follower's answer to an APPEND push
 _LEN = 4
@@ -240,22 +241,25 @@ def serve(kind: str, port: int, followers: list[int]) -> None:
 
 class Floor:
     """A floor server (with its followers for ``leader``) started in child
-    processes, pinned as a broker and its followers are; stopped on exit."""
+    processes (``RmqProcess``), pinned as a broker and its followers are;
+    stopped on exit."""
 
     def __init__(self, kind: str, followers: int = 0, pin: bool = True) -> None:
         self.kind, self.followers, self.pin = kind, followers, pin
-        self.procs: list[subprocess.Popen] = []
+        self.procs: list[RmqProcess] = []
+        self.logs = tempfile.TemporaryDirectory(prefix="rmq-floor-")
         self.port = 0
         self.pid = 0
 
     def _start(self, kind: str, cpus: set[int] | None, peers: list[int] = ()) -> int:
         port = free_port()
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.floor", "--serve", kind, "--port", str(port),
-             *(["--peers", ",".join(map(str, peers))] if peers else [])],
-            cwd=ROOT, env=mode_env("compiled"), preexec_fn=affinity_setter(cpus))
+        proc = RmqProcess("bench.floor", ["--serve", kind, "--port", str(port),
+                                          *(["--peers", ",".join(map(str, peers))]
+                                            if peers else [])],
+                          Path(self.logs.name) / f"{kind}-{port}.log",
+                          env=mode_env("compiled"), cwd=str(ROOT), cpus=cpus)
         self.procs.append(proc)
-        wait_port(port, proc=proc)
+        proc.start(wait_for_port=port)
         return port
 
     def __enter__(self) -> Floor:
@@ -273,7 +277,7 @@ class Floor:
     def __exit__(self, *exc) -> None:
         for proc in self.procs:
             proc.kill()
-            proc.wait()
+        self.logs.cleanup()
 
 
 def measure(kind: str, inflight: int, seconds: float, size: int = 1024,
@@ -298,13 +302,15 @@ class _Sink:
         pass
 
 
-def python_cost(kind: str, size: int, java_frames: bool, frames: int,
+def python_cost(kind: str, size: int, java_frames: bool, msgs_per_read: float,
                 reads: int = 20_000, followers: int = 2) -> float:
-    """CPU µs per frame of a floor server's own Python at ``frames`` request
-    frames a read, in this process with no socket: the single server's
+    """CPU µs per frame of a floor server's own Python at ``msgs_per_read``
+    request frames a read (a load's measured figure, rounded to whole frames),
+    in this process with no socket: the single server's
     read and answers; the leader's read, push and answers and its followers'
     acknowledgements.  The part of a floor figure that a compiled server
     would not pay."""
+    frames = max(1, round(msgs_per_read))
     requests = RawRequests("BenchTopic", bytes(size), queues=8, java=java_frames)
     data = b"".join(bytes(requests.frame(i)[1]) for i in range(frames))
     peers: list[AckReader] = []
@@ -361,8 +367,8 @@ def main(argv: list[str] | None = None) -> int:
     med = {kind: {k: statistics.median(r.get(k, 0.0) for r in rs) for k in FIGURES}
            for kind, rs in runs.items()}
     ratio = med["leader"]["broker_cpu_us_per_msg"] / med["single"]["broker_cpu_us_per_msg"]
-    python = {kind: python_cost(kind, args.size, args.java_frames,
-                                max(1, round(m["broker_msgs_per_read"])), followers=args.followers)
+    python = {kind: python_cost(kind, args.size, args.java_frames, m["broker_msgs_per_read"],
+                                followers=args.followers)
               for kind, m in med.items()}
     if args.json:
         print(json.dumps({"medians": med, "leader_over_single": ratio,

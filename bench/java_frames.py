@@ -125,8 +125,7 @@ def _floor_python(runs: dict[tuple[str, int], list[dict]], args) -> None:
     for inflight in args.inflight:
         per_read = statistics.median(r.get("broker_msgs_per_read", 1.0)
                                      for r in runs[(FLOOR, inflight)])
-        us = floor.python_cost("single", args.size, not args.json_frames,
-                                max(1, round(per_read)))
+        us = floor.python_cost("single", args.size, not args.json_frames, per_read)
         parts.append(f"{us:.2f} µs/msg at {inflight} in flight")
     print(f"{FLOOR}: bench.floor's single server (answers, stores nothing); of its CPU, its "
           "own Python (a compiled server would not pay it): " + ", ".join(parts))
