@@ -170,7 +170,7 @@ cdef Py_ssize_t send_props(const char *p, Py_ssize_t n, const char *cluster, Py_
                         special = True
                 elif k == 5 and memcmp(q, b"DELAY", 5) == 0:
                     special = True
-                elif k > 6 and memcmp(q, b"TIMER_", 6) == 0:
+                elif k >= 6 and memcmp(q, b"TIMER_", 6) == 0:
                     special = True  # a timer message: the put hook parks it
                 elif k == 7 and memcmp(q, b"CLUSTER", 7) == 0:
                     return -1  # the sender's CLUSTER keeps its place

@@ -11,7 +11,7 @@ more segments than the compiled scan keeps, bytes."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from rmq._fast import compiled_or_none
@@ -58,15 +58,19 @@ def _reference(text, cluster: str) -> tuple[dict, str, int]:
 
 def _fast_reference(text, cluster: str) -> tuple:
     """What the fast path needs, read off the general path's map (4.9.8's
-    ``isWaitStoreMsgOK``: absent, or ``Boolean.parseBoolean``)."""
+    ``isWaitStoreMsgOK``: absent, or ``Boolean.parseBoolean``).  A delayed,
+    transactional or timer send (any key starting ``TIMER_``, 5.3.3's timer
+    properties among them) is marked for the general path."""
     props, stored, code = _reference(text, cluster)
     wait = props.get("WAIT")
-    return (stored, code, wait is None or wait.lower() == "true",
-            "DELAY" in props or "TRAN_MSG" in props, props.get("KEYS"), props.get("UNIQ_KEY"))
+    special = "DELAY" in props or "TRAN_MSG" in props or any(k.startswith("TIMER_") for k in props)
+    return (stored, code, wait is None or wait.lower() == "true", special, props.get("KEYS"),
+            props.get("UNIQ_KEY"))
 
 
 _key = st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "WAIT", "CLUSTER", "DELAY", "TRAN_MSG", "a",
-                        "Aa", "BB", "MSG_REGION", "TAG", "TAGSX", "x" * 20, "é", "日本"]) | \
+                        "Aa", "BB", "MSG_REGION", "TAG", "TAGSX", "x" * 20, "é", "日本", "TIMER_",
+                        "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER", "TIMERX"]) | \
     st.text(max_size=10)
 _value = st.sampled_from(["true", "false", "TRUE", "False", "yes", "TagA", "", "ü", "1",
                           "7F0000010B3C18B4AAC2A9F3E10000"]) | st.text(max_size=12)
@@ -90,6 +94,7 @@ def _same_fast(a: tuple, b: tuple) -> None:
 
 @settings(max_examples=400, deadline=None)
 @given(_texts, _clusters)
+@example("TIMER_\x01true", "DefaultCluster")  # a key of the prefix alone
 def test_twin_equals_the_rule(text, cluster):
     for _ in range(2):  # the second call comes from the caches
         _same(codec._send_properties(text, cluster), _reference(text, cluster))
@@ -106,6 +111,8 @@ def test_module_function_equals_the_rule(text, cluster):
 @pytest.mark.compiled_only
 @settings(max_examples=800, deadline=None)
 @given(_texts, _clusters)
+@example("TIMER_\x01true", "DefaultCluster")
+@example("TIMER_DELIVER_MS\x011700000000000\x02TAGS\x01a", "DefaultCluster")
 def test_compiled_equals_twin_and_general_path(text, cluster):
     fast = _compiled()
     props, stored, code = codec._send_properties(text, cluster)
