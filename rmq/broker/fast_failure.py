@@ -254,20 +254,14 @@ class BrokerFastFailure(PeriodicService):
         """No request waits in any queue: nothing for a check to answer."""
         return not any(len(q) for q in self.queues.values())
 
-    async def _run(self) -> None:
-        """``PeriodicService._run``, but asleep while ``idle`` until a
-        request is queued: then the checks go on from one period later."""
-        queued = self._queued
-        while True:
-            await asyncio.sleep(self.period_s())
-            if self.idle():  # (an earlier request's signal is stale by now)
-                queued.clear()
-                await queued.wait()
-                continue
-            try:
-                self.run_once()
-            except Exception:
-                self.log.exception(self.failure_message)
+    def idle_wait(self) -> Awaitable[None] | None:
+        """While ``idle``, the wait for a request to be queued (an earlier
+        request's signal is stale by then); the checks go on one period
+        after it."""
+        if not self.idle():
+            return None
+        self._queued.clear()
+        return self._queued.wait()
 
     def run_once(self) -> None:
         if self.enabled():

@@ -62,15 +62,25 @@ class PeriodicService:
         task, self._task = self._task, None
         await cancel_and_wait(task)
 
+    def idle_wait(self) -> Awaitable[None] | None:
+        """None when a step is due; else what to await instead of it (a
+        service with nothing to do sleeps until there is), after which the
+        next step comes one period later."""
+        return None
+
     async def _run(self) -> None:
         await asyncio.sleep(self.initial_delay_s())
         while True:
-            try:
-                result = self.run_once()
-                if inspect.isawaitable(result):
-                    await result
-            except Exception:
-                self.log.exception(self.failure_message)
+            idle = self.idle_wait()
+            if idle is not None:
+                await idle
+            else:
+                try:
+                    result = self.run_once()
+                    if inspect.isawaitable(result):
+                        await result
+                except Exception:
+                    self.log.exception(self.failure_message)
             await asyncio.sleep(self.period_s())
 
 
