@@ -11,8 +11,9 @@ to the group's msgs/s (``bench/producer.py --rate``): the two compared at the
 same rate as well as at the same sends in flight.  With ``--floor`` the same
 sends in flight also go to ``bench.floor``'s single and leader servers
 (which store nothing; a raw JSON load, whose reads a message match the
-producer's), and their ratio is printed beside the brokers': what a
-leader's traffic alone costs over a single master's.
+producer's; the leader's pushes padded to a DLedger push's size), and their
+ratio is printed beside the brokers': what a leader's traffic alone costs
+over a single master's.
 
     .venv/bin/python -m bench.dledger_broker [--inflight 16] [--duration 5]
         [--runs single,group,unbatched] [--same-rate] [--floor] [--profile DIR [--native]]
@@ -275,16 +276,18 @@ def main() -> None:
 
 def print_floor(args) -> None:
     """``bench.floor``'s single and leader servers at the same sends in
-    flight, with and without their own Python, and their ratio."""
+    flight, with and without their own Python, and their ratio; the leader's
+    pushes as large as a DLedger leader's (``floor.dledger_pad``)."""
     cpu, python = {}, {}
+    pad = floor.dledger_pad(args.size)
     for kind in ("single", "leader"):
-        r = floor.measure(kind, args.inflight, args.duration, args.size)
+        r = floor.measure(kind, args.inflight, args.duration, args.size, pad=pad)
         cpu[kind] = r["broker_cpu_us_per_msg"]
         python[kind] = floor.python_cost(kind, args.size, False,
-                                         r.get("broker_msgs_per_read", 1.0))
+                                         r.get("broker_msgs_per_read", 1.0), pad=pad)
     bare = {kind: max(cpu[kind] - python[kind], 1e-9) for kind in cpu}
     print(f"floor (bench.floor, stores nothing): single {cpu['single']:.2f} µs/msg, leader "
-          f"{cpu['leader']:.2f}; without their own Python {bare['single']:.2f} and "
+          f"(pushes padded {pad} B a send, a DLedger push's size) {cpu['leader']:.2f}; without their own Python {bare['single']:.2f} and "
           f"{bare['leader']:.2f}: a leader's traffic alone {bare['leader'] / bare['single']:.2f}x "
           "a single master's")
 

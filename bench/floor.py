@@ -2,7 +2,7 @@
 costs per message, alone and as a three-node group's leader.
 
     .venv/bin/python -m bench.floor [--inflight 16] [--seconds 5] [--size 1024]
-        [--java-frames] [--followers 2] [--rounds 3] [--json]
+        [--java-frames] [--followers 2] [--dledger-pushes] [--rounds 3] [--json]
 
 A broker's CPU per message is bounded below by what its event loop and the
 kernel cost for the traffic alone: the wake-ups, the reads and the writes.
@@ -19,7 +19,11 @@ Two servers of a few lines on uvloop, each pinned where a broker runs
   frame with a short one), and the read's answers are written once a quorum
   of the group (the leader and half the followers) holds them
   (``leader_server``): a DLedger leader's traffic without its store, its
-  entries' encoding or its quorum bookkeeping.
+  entries' encoding or its quorum bookkeeping.  With ``--dledger-pushes``
+  each push is padded to the size of the entries an rmq DLedger leader
+  pushes for those sends (JSON, each stored record in base64: ~1.24x a
+  1 KiB send's frame), since on loopback the leader's CPU pays for the
+  follower's receive of every pushed byte too.
 
 Each server's CPU per message, of it system, and its reads and writes per
 message are printed with the leader's ratio to the single one: no broker on
@@ -46,7 +50,9 @@ from bench.cpu import BROKER_CPUS, LOAD_CPU, can_pin
 from bench.load import LoadSpec, load_in_subprocess
 from bench.modes import ROOT, mode_env
 from bench.raw import RawRequests
+from rmq.dledger.entry import Entry
 from rmq.remoting import RemotingCommand
+from rmq.store import message_codec as codec
 from rmq.testing.procs import RmqProcess, free_port
 
 ACK_SIZE = 128  # about an rmq follower's answer to an APPEND push
@@ -197,11 +203,15 @@ class AckReader(FrameReader):
 
 class LeaderServer(SingleServer):
     """Pushes each read's request frames to every follower, one frame a
-    follower, and answers the read once a quorum holds them."""
+    follower, and answers the read once a quorum holds them.  ``pad`` bytes
+    a request frame are added to each push (zeros): a DLedger push carries
+    each entry as JSON with its stored record in base64, ~1.24x the bytes of
+    the request it came from, and on loopback a push's bytes cost the
+    leader's CPU the follower's receive too."""
 
-    def __init__(self, quorum: Quorum, peers: list[AckReader]) -> None:
+    def __init__(self, quorum: Quorum, peers: list[AckReader], pad: int = 0) -> None:
         super().__init__()
-        self.quorum, self.peers = quorum, peers
+        self.quorum, self.peers, self.pad = quorum, peers, pad
 
     def connection_made(self, transport) -> None:
         super().connection_made(transport)
@@ -209,15 +219,17 @@ class LeaderServer(SingleServer):
 
     def frames(self, buf: bytearray, starts: list[int], end: int) -> None:
         push = self.quorum.pushed(self.answer_all(buf, starts, end))
-        frame = end.to_bytes(_LEN, "big") + buf[:end]
+        pad = self.pad * len(starts)
+        frame = (end + pad).to_bytes(_LEN, "big") + buf[:end] + bytes(pad)
         for peer in self.peers:
             peer.waiting.append(push)
             peer.transport.write(frame)
 
 
-def serve(kind: str, port: int, followers: list[int]) -> None:
+def serve(kind: str, port: int, followers: list[int], pad: int = 0) -> None:
     """Run one floor server (``kind``: single, leader or follower) on
-    ``port`` until killed; a leader first connects to its ``followers``."""
+    ``port`` until killed; a leader first connects to its ``followers`` and
+    pads its pushes by ``pad`` bytes a request frame."""
     import uvloop
 
     async def main() -> None:
@@ -229,7 +241,7 @@ def serve(kind: str, port: int, followers: list[int]) -> None:
                 _, peer = await loop.create_connection(lambda: AckReader(quorum, len(followers)),
                                                        "127.0.0.1", p)
                 peers.append(peer)
-            server = await loop.create_server(lambda: LeaderServer(quorum, peers),
+            server = await loop.create_server(lambda: LeaderServer(quorum, peers, pad),
                                               "127.0.0.1", port)
         else:
             protocol = SingleServer if kind == "single" else FollowerServer
@@ -244,8 +256,8 @@ class Floor:
     processes (``RmqProcess``), pinned as a broker and its followers are;
     stopped on exit."""
 
-    def __init__(self, kind: str, followers: int = 0, pin: bool = True) -> None:
-        self.kind, self.followers, self.pin = kind, followers, pin
+    def __init__(self, kind: str, followers: int = 0, pin: bool = True, pad: int = 0) -> None:
+        self.kind, self.followers, self.pin, self.pad = kind, followers, pin, pad
         self.procs: list[RmqProcess] = []
         self.logs = tempfile.TemporaryDirectory(prefix="rmq-floor-")
         self.port = 0
@@ -254,8 +266,8 @@ class Floor:
     def _start(self, kind: str, cpus: set[int] | None, peers: list[int] = ()) -> int:
         port = free_port()
         proc = RmqProcess("bench.floor", ["--serve", kind, "--port", str(port),
-                                          *(["--peers", ",".join(map(str, peers))]
-                                            if peers else [])],
+                                          *(["--peers", ",".join(map(str, peers)),
+                                             "--push-pad", str(self.pad)] if peers else [])],
                           Path(self.logs.name) / f"{kind}-{port}.log",
                           env=mode_env("compiled"), cwd=str(ROOT), cpus=cpus)
         self.procs.append(proc)
@@ -281,11 +293,12 @@ class Floor:
 
 
 def measure(kind: str, inflight: int, seconds: float, size: int = 1024,
-            java_frames: bool = False, followers: int = 2) -> dict:
+            java_frames: bool = False, followers: int = 2, pad: int = 0) -> dict:
     """The raw load's figures against one floor server: JSON frames over 8
     queues, a turn's written together, or the Java benchmark Producer's over
-    1024 queues, each written alone (``bench.java_frames``' load)."""
-    with Floor(kind, followers) as floor:
+    1024 queues, each written alone (``bench.java_frames``' load); a leader's
+    pushes padded by ``pad`` bytes a frame."""
+    with Floor(kind, followers, pad=pad) as floor:
         spec = LoadSpec("send", "", "BenchTopic", seconds=seconds, warmup=1.0, size=size,
                         inflight=inflight, broker_pid=floor.pid,
                         broker_addr=f"127.0.0.1:{floor.port}", raw=True,
@@ -293,6 +306,21 @@ def measure(kind: str, inflight: int, seconds: float, size: int = 1024,
                         java_frames=java_frames)
         return load_in_subprocess(spec, mode_env("compiled"),
                                   cpu=LOAD_CPU if can_pin() else None)
+
+
+def dledger_pad(size: int, java_frames: bool = False) -> int:
+    """The bytes a request frame of the raw load (``size``-byte bodies) is
+    short of the entry an rmq DLedger leader pushes for it: the stored
+    record (the send's properties as stored, CLUSTER added) as an entry's
+    JSON with the record in base64, and the comma between entries."""
+    requests = RawRequests("BenchTopic", bytes(size), queues=8, java=java_frames)
+    frame = bytes(requests.frame(12345)[1])
+    header = RemotingCommand.decode(frame[_LEN:]).ext_fields
+    text = header.get("i") or header.get("properties") or ""
+    stored = codec.send_properties(text, "DefaultCluster")[1].encode()
+    record = codec.record_size(0, size, len(b"BenchTopic"), len(stored))
+    entry = Entry(index=10 ** 7, term=1, body=bytes(record), pos=10 ** 10)
+    return max(0, len(entry.json_bytes()) + 1 - len(frame))
 
 
 class _Sink:
@@ -303,7 +331,7 @@ class _Sink:
 
 
 def python_cost(kind: str, size: int, java_frames: bool, msgs_per_read: float,
-                reads: int = 20_000, followers: int = 2) -> float:
+                reads: int = 20_000, followers: int = 2, pad: int = 0) -> float:
     """CPU µs per frame of a floor server's own Python at ``msgs_per_read``
     request frames a read (a load's measured figure, rounded to whole frames),
     in this process with no socket: the single server's
@@ -320,7 +348,7 @@ def python_cost(kind: str, size: int, java_frames: bool, msgs_per_read: float,
             peer = AckReader(quorum, followers)
             peer.connection_made(_Sink())
             peers.append(peer)
-        server: SingleServer = LeaderServer(quorum, peers)
+        server: SingleServer = LeaderServer(quorum, peers, pad)
     else:
         server = SingleServer()
     server.connection_made(_Sink())
@@ -346,29 +374,35 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--followers", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=3, help="alternated runs of each server")
+    ap.add_argument("--dledger-pushes", action="store_true",
+                    help="the leader's pushes as large as an rmq DLedger leader's: each "
+                         "request frame padded to its entry's size in JSON with the stored "
+                         "record in base64 (dledger_pad)")
     ap.add_argument("--java-frames", action="store_true",
                     help="the Java benchmark Producer's frames, each in its own write")
     ap.add_argument("--json", action="store_true", help="print the medians as JSON")
     ap.add_argument("--serve", choices=("single", "leader", "follower"), help=argparse.SUPPRESS)
     ap.add_argument("--port", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--peers", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--push-pad", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.serve:
-        serve(args.serve, args.port, [int(p) for p in args.peers.split(",") if p])
+        serve(args.serve, args.port, [int(p) for p in args.peers.split(",") if p], args.push_pad)
         return 0
     if args.inflight < 1 or args.rounds < 1 or args.followers < 1:
         print("floor: --inflight, --rounds and --followers must be >= 1", file=sys.stderr)
         return 2
+    pad = dledger_pad(args.size, args.java_frames) if args.dledger_pushes else 0
     runs: dict[str, list[dict]] = {"single": [], "leader": []}
     for _ in range(args.rounds):
         for kind in runs:
             runs[kind].append(measure(kind, args.inflight, args.seconds, args.size,
-                                      args.java_frames, args.followers))
+                                      args.java_frames, args.followers, pad))
     med = {kind: {k: statistics.median(r.get(k, 0.0) for r in rs) for k in FIGURES}
            for kind, rs in runs.items()}
     ratio = med["leader"]["broker_cpu_us_per_msg"] / med["single"]["broker_cpu_us_per_msg"]
     python = {kind: python_cost(kind, args.size, args.java_frames, m["broker_msgs_per_read"],
-                                followers=args.followers)
+                                followers=args.followers, pad=pad)
               for kind, m in med.items()}
     if args.json:
         print(json.dumps({"medians": med, "leader_over_single": ratio,
@@ -377,7 +411,8 @@ def main(argv: list[str] | None = None) -> int:
     frames = "Java Producer's (ROCKETMQ, a write each)" if args.java_frames else \
         "JSON (a turn's together)"
     print(f"floor servers, {args.inflight} in flight, {args.size} B, {frames} frames, "
-          f"{args.followers} followers, {args.rounds} alternated rounds, medians")
+          f"{args.followers} followers, pushes padded {pad} B a frame, "
+          f"{args.rounds} alternated rounds, medians")
     # the last column: the servers' own frame handling in Python at their
     # messages a read, which a compiled server would not pay
     print("| server | msgs/s | CPU µs/msg | of it system | msgs/read | reads/msg | writes/msg "

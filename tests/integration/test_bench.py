@@ -691,8 +691,8 @@ def test_floor_benches_run():
     every request answered (the load fails on a missing or foreign answer),
     the figures printed."""
     for script, args, expect in (
-            ("floor", ["--seconds", "1", "--rounds", "1", "--inflight", "8"],
-             "the leader floor over the single floor"),
+            ("floor", ["--seconds", "1", "--rounds", "1", "--inflight", "8", "--dledger-pushes"],
+             "pushes padded 330 B a frame"),
             ("floor", ["--seconds", "1", "--rounds", "1", "--inflight", "4", "--java-frames"],
              "the leader floor over the single floor"),
             ("rtt", ["--count", "500"], "the floor's server CPU"),

@@ -95,3 +95,38 @@ def test_the_floors_own_python_is_timed_over_whole_rounds(kind):
     from bench.floor import python_cost
 
     assert python_cost(kind, 300, kind == "leader", 3, reads=50) > 0
+
+
+def test_a_padded_leaders_pushes_are_as_large_as_a_dledger_leaders():
+    """With ``pad`` a push carries each read's frames and ``pad`` bytes a
+    frame; ``dledger_pad`` makes a frame as large as the entry an rmq
+    DLedger leader pushes for its send: its stored record, encoded whole
+    here from the request's fields, in an entry's JSON (the comma too)."""
+    from bench.floor import dledger_pad
+    from rmq.dledger.entry import Entry
+    from rmq.store import message_codec as codec
+    from rmq.store.message import MessageExt
+
+    size = 1024
+    pad = dledger_pad(size)
+    requests = RawRequests("BenchTopic", bytes(size), queues=8)
+    opaque, frame = requests.frame(12345)
+    header = RemotingCommand.decode(memoryview(bytes(frame))[4:]).ext_fields
+    props = codec.send_properties(header["i"], "DefaultCluster")[0]
+    props.pop("WAIT", None)
+    record = codec.encode_message(MessageExt(
+        topic="BenchTopic", body=bytes(size), properties=props, queue_id=3, queue_offset=99,
+        commit_log_offset=10 ** 9, born_host=("127.0.0.1", 40000),
+        store_host=("127.0.0.1", 10911), born_timestamp=1, store_timestamp=2))
+    entry = Entry(index=10 ** 7, term=1, body=record, pos=10 ** 10)
+    assert len(frame) + pad == len(entry.json_bytes()) + 1
+
+    quorum, push = Quorum(1), Sink()
+    peer = AckReader(quorum, 1)
+    peer.connection_made(push)
+    leader = LeaderServer(quorum, [peer], pad)
+    leader.connection_made(Sink())
+    made = [bytes(requests.frame(i)[1]) for i in range(3)]
+    _feed(leader, b"".join(made), 0)
+    assert len(push.data) == 4 + sum(map(len, made)) + 3 * pad
+    assert int.from_bytes(push.data[:4], "big") == len(push.data) - 4
