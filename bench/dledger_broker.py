@@ -287,9 +287,9 @@ def print_floor(args) -> None:
                                          r.get("broker_msgs_per_read", 1.0), pad=pad)
     bare = {kind: max(cpu[kind] - python[kind], 1e-9) for kind in cpu}
     print(f"floor (bench.floor, stores nothing): single {cpu['single']:.2f} µs/msg, leader "
-          f"(pushes padded {pad} B a send, a DLedger push's size) {cpu['leader']:.2f}; without their own Python {bare['single']:.2f} and "
-          f"{bare['leader']:.2f}: a leader's traffic alone {bare['leader'] / bare['single']:.2f}x "
-          "a single master's")
+          f"(pushes padded {pad} B a send, a DLedger push's size) {cpu['leader']:.2f}; "
+          f"without their own Python {bare['single']:.2f} and {bare['leader']:.2f}: "
+          f"a leader's traffic alone {bare['leader'] / bare['single']:.2f}x a single master's")
 
 
 if __name__ == "__main__":
