@@ -235,10 +235,18 @@ def op_pull(spec: dict) -> dict:
     return {"queues": queues}
 
 
+# BROKER_TIMEOUT is the client's status for a pull with no result, which a pull
+# also gets when it loses the start-up race for the broker's first connection
+# (cpp_logs.STARTUP_RACES): such a pull is made again, as an application would,
+# up to this many times in a row; the client's logs still show every failure
+PULL_TIMEOUT_TRIES = 3
+
+
 def _pull_queue(handle, mq, spec: dict, offset: int, body_len: dict) -> dict:
     """Pull one queue until NO_NEW_MSG; every status and offset is recorded."""
     record = {"broker": mq.brokerName.decode(), "queue_id": mq.queueId, "start": offset,
               "statuses": [], "messages": []}
+    timeouts = 0
     for _ in range(spec.get("max_rounds", 1000)):
         res = dll.Pull(handle, ctypes.byref(mq), spec.get("expression", "*").encode(),
                        ctypes.c_longlong(offset), spec.get("max_num", 32))
@@ -248,11 +256,15 @@ def _pull_queue(handle, mq, spec: dict, offset: int, body_len: dict) -> dict:
         if res.pullStatus == _CPullStatus.FOUND:
             for j in range(res.size):
                 record["messages"].append(_describe(res.msgFoundList[j], body_len))
-        if res.pullStatus != _CPullStatus.BROKER_TIMEOUT:
+        timeouts = timeouts + 1 if res.pullStatus == _CPullStatus.BROKER_TIMEOUT else 0
+        if not timeouts:
             offset = res.nextBeginOffset
         dll.ReleasePullResult(res)
-        if res.pullStatus in (_CPullStatus.NO_NEW_MSG, _CPullStatus.BROKER_TIMEOUT):
+        if res.pullStatus == _CPullStatus.NO_NEW_MSG or timeouts >= PULL_TIMEOUT_TRIES:
             break
+        if timeouts:
+            time.sleep(0.1)
+            continue
         if res.pullStatus == _CPullStatus.OFFSET_ILLEGAL and offset == record["start"]:
             break
     record["next"] = offset

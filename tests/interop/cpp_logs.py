@@ -92,9 +92,11 @@ RESTART_RACES = (
 # connection fails at once instead of waiting (logged at error level); at start-up
 # the heartbeat, route refresh and first pulls all open the broker connection.
 STARTUP_RACES = ("get timed_mutex timeout",)
-# what the loser's request logs next (no response: the consumer list is unknown
-# until the next rebalance, 20 s later at most), within ``RACE_AFTERMATH_S`` of it
-RACE_AFTERMATH = ("response is null", "doRebalance the cidAll is empty")
+# what the loser's request logs next, within ``RACE_AFTERMATH_S`` of it: no
+# response (a rebalance: the consumer list is unknown until the next one, 20 s
+# later at most; a sync pull: no result, which the pull reports as BROKER_TIMEOUT)
+RACE_AFTERMATH = ("response is null", "doRebalance the cidAll is empty",
+                  "The pullResult NULL of")
 RACE_AFTERMATH_S = 0.1
 
 PROTOCOL_WARNINGS = (

@@ -120,3 +120,22 @@ def test_a_start_up_race_and_the_request_it_failed(tmp_path):
     assert len(problems(tmp_path / "alone")) == 2
     write_log(tmp_path / "late", race[:2] + [line.replace(t1, later) for line in race[2:]])
     assert len(problems(tmp_path / "late")) == 2
+
+
+def test_a_sync_pull_that_lost_the_start_up_race(tmp_path):
+    """A pull consumer's first sync pull losing the race for the broker's
+    first connection has no result, which the client logs and reports as
+    BROKER_TIMEOUT (the driver pulls again): accepted right after the race,
+    a failure on its own."""
+    t0, t1 = stamp(NOW), stamp(NOW + timedelta(milliseconds=1))
+    race = [
+        f"[{t0}](info):DefaultMQPullConsumer:pull_g start[start:71]",
+        f"[{t0}](error):GetTransport of:127.0.0.1:1 get timed_mutex timeout[CreateTransport:297]",
+        f"[{t1}](error):msg: The pullResult NULL ofMessageQueue [topic=TopicPull, "
+        "brokerName=broker-a, queueId=0],error:-1,in file <PullAPIWrapper.cpp> "
+        "line:61[pullSyncImpl:253]",
+    ]
+    write_log(tmp_path / "race", race)
+    assert problems(tmp_path / "race") == []
+    write_log(tmp_path / "alone", [race[0], race[2]])
+    assert len(problems(tmp_path / "alone")) == 1
