@@ -1,5 +1,6 @@
 """How the parent reads a C++ driver's exit: only librocketmq's known shutdown abort,
-after a push consumer has reported every delivery, is tolerated."""
+after a push consumer has reported every delivery, is tolerated.  And how the
+driver's pull loop treats a pull with no result (librocketmq's Pull scripted)."""
 
 from __future__ import annotations
 
