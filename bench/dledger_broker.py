@@ -278,13 +278,9 @@ def print_floor(args) -> None:
     """``bench.floor``'s single and leader servers at the same sends in
     flight, with and without their own Python, and their ratio; the leader's
     pushes as large as a DLedger leader's (``floor.dledger_pad``)."""
-    cpu, python = {}, {}
     pad = floor.dledger_pad(args.size)
-    for kind in ("single", "leader"):
-        r = floor.measure(kind, args.inflight, args.duration, args.size, pad=pad)
-        cpu[kind] = r["broker_cpu_us_per_msg"]
-        python[kind] = floor.python_cost(kind, args.size, False,
-                                         r.get("broker_msgs_per_read", 1.0), pad=pad)
+    med, python = floor.run_floors(args.inflight, args.duration, args.size, pad=pad)
+    cpu = {kind: m["broker_cpu_us_per_msg"] for kind, m in med.items()}
     bare = {kind: max(cpu[kind] - python[kind], 1e-9) for kind in cpu}
     print(f"floor (bench.floor, stores nothing): single {cpu['single']:.2f} µs/msg, leader "
           f"(pushes padded {pad} B a send, a DLedger push's size) {cpu['leader']:.2f}; "

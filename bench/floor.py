@@ -367,6 +367,25 @@ FIGURES = ("msgs_per_s", "broker_cpu_us_per_msg", "broker_system_us_per_msg",
            "broker_msgs_per_read", "broker_reads_per_msg", "broker_writes_per_msg")
 
 
+def run_floors(inflight: int, seconds: float, size: int, java_frames: bool = False,
+               followers: int = 2, pad: int = 0, rounds: int = 1) -> tuple[dict, dict]:
+    """The single and the leader floor under the same load, ``rounds``
+    alternated runs of each: their medians of ``FIGURES`` and their own
+    Python per message at the messages a read they met (``python_cost``),
+    each by server kind."""
+    runs: dict[str, list[dict]] = {"single": [], "leader": []}
+    for _ in range(rounds):
+        for kind in runs:
+            runs[kind].append(measure(kind, inflight, seconds, size, java_frames, followers,
+                                      pad))
+    med = {kind: {k: statistics.median(r.get(k, 0.0) for r in rs) for k in FIGURES}
+           for kind, rs in runs.items()}
+    python = {kind: python_cost(kind, size, java_frames, m["broker_msgs_per_read"],
+                                followers=followers, pad=pad)
+              for kind, m in med.items()}
+    return med, python
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--inflight", type=int, default=16)
@@ -393,17 +412,9 @@ def main(argv: list[str] | None = None) -> int:
         print("floor: --inflight, --rounds and --followers must be >= 1", file=sys.stderr)
         return 2
     pad = dledger_pad(args.size, args.java_frames) if args.dledger_pushes else 0
-    runs: dict[str, list[dict]] = {"single": [], "leader": []}
-    for _ in range(args.rounds):
-        for kind in runs:
-            runs[kind].append(measure(kind, args.inflight, args.seconds, args.size,
-                                      args.java_frames, args.followers, pad))
-    med = {kind: {k: statistics.median(r.get(k, 0.0) for r in rs) for k in FIGURES}
-           for kind, rs in runs.items()}
+    med, python = run_floors(args.inflight, args.seconds, args.size, args.java_frames,
+                             args.followers, pad, args.rounds)
     ratio = med["leader"]["broker_cpu_us_per_msg"] / med["single"]["broker_cpu_us_per_msg"]
-    python = {kind: python_cost(kind, args.size, args.java_frames, m["broker_msgs_per_read"],
-                                followers=args.followers, pad=pad)
-              for kind, m in med.items()}
     if args.json:
         print(json.dumps({"medians": med, "leader_over_single": ratio,
                           "python_us_per_msg": python}))
