@@ -71,10 +71,7 @@ def _served(table: dict) -> tuple[int, int]:
 def _fill(filler: PageCacheFiller | None) -> None:
     """--full-page-cache: top the page cache up before a load."""
     if filler is not None:
-        added = filler.top_up()
-        print(f"page cache topped up by {added / MiB:,.0f} MiB (filler "
-              f"{filler.size() / MiB:,.0f} MiB, MemFree {meminfo('MemFree') / MiB:,.0f} MiB)",
-              flush=True)
+        print(filler.top_up_said(), flush=True)
 
 
 def _memory() -> str:

@@ -130,6 +130,13 @@ class PageCacheFiller:
             done += n
         return done
 
+    def top_up_said(self) -> str:
+        """``top_up`` before a load, and the line a bench prints of it: what
+        was added, the filler's size and the free memory left."""
+        added = self.top_up()
+        return (f"page cache topped up by {added / MiB:,.0f} MiB (filler "
+                f"{self.size() / MiB:,.0f} MiB, MemFree {meminfo('MemFree') / MiB:,.0f} MiB)")
+
     def size(self) -> int:
         return self.path.stat().st_size if self.path.exists() else 0
 

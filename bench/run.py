@@ -210,9 +210,7 @@ def _load_cpu(cluster: Cluster) -> int | None:
 def _fill(filler: PageCacheFiller | None) -> None:
     """--full-page-cache: top the page cache up before a load."""
     if filler is not None:
-        added = filler.top_up()
-        _log(f"  page cache topped up by {added / MiB:,.0f} MiB "
-             f"(filler {filler.size() / MiB:,.0f} MiB)")
+        _log("  " + filler.top_up_said())
 
 
 def _run(name: str, spec: LoadSpec, env: dict, results: dict, cluster: Cluster,

@@ -613,9 +613,12 @@ def test_acl_broker_bench_runs():
 def test_dledger_broker_bench_runs():
     """bench/dledger_broker.py, one second per broker setup: it prints all four
     rows (the single master again at the group's rate), the ratio at the
-    same rate and the floor servers' ratio (--floor)."""
+    same rate and the floor servers' ratio (--floor); with --full-page-cache
+    (its filler held to a few chunks here) the page cache topped up before
+    each of the four."""
     out = subprocess.run([sys.executable, "-m", "bench.dledger_broker",
-                          "--duration", "1", "--inflight", "4", "--same-rate", "--floor"],
+                          "--duration", "1", "--inflight", "4", "--same-rate", "--floor",
+                          "--full-page-cache", "--filler-max-mib", "192"],
                          capture_output=True, text=True, timeout=170, cwd=ROOT)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     for row in ("single master", "3-node DLedger group", "with enableBatchPush",
@@ -623,6 +626,7 @@ def test_dledger_broker_bench_runs():
                 "a leader's traffic alone"):
         assert row in out.stdout
     assert "single master at " in out.stderr  # its threads, at the rate it was held to
+    assert out.stderr.count("page cache topped up by ") == 4
 
 
 @pytest.mark.timeout(60)
@@ -641,6 +645,10 @@ def test_page_cache_filler_grows_to_its_mark_and_goes(tmp_path):
         assert PageCacheFiller(filler.path, leave_free=0, leave_disk=1 << 60).top_up() == 0
         assert PageCacheFiller(filler.path, leave_free=0, max_size=added).top_up() == 0
         assert filler.size() == added
+        # a bench's line of a top-up: nothing more to add, the file's size
+        said = filler.top_up_said()
+        assert said.startswith("page cache topped up by 0 MiB (filler ")
+        assert f"filler {added // (1 << 20):,} MiB" in said and "MemFree " in said
     assert not (tmp_path / "filler").exists()
 
 
