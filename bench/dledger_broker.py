@@ -11,9 +11,9 @@ to the group's msgs/s (``bench/producer.py --rate``): the two compared at the
 same rate as well as at the same sends in flight.  With ``--full-page-cache``
 the page cache is topped up before each run (``bench.page_cache``): new
 entry and commit-log pages then come from reclaim, as on a broker in
-service, not from free memory the host took back, whose first touch costs
-more than the rest of a message's handling on this machine kind and lands
-on the group (three stores' worth of it) harder than on the single master.
+service, not from free memory the host took back, whose first touch is a
+fault the host serves: a cost that lands on the group (three stores' new
+pages, and its pushes' socket buffers) harder than on the single master.
 With ``--floor`` the same
 sends in flight also go to ``bench.floor``'s single and leader servers
 (which store nothing; a raw JSON load, whose reads a message match the
