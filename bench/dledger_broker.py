@@ -14,6 +14,7 @@ entry and commit-log pages then come from reclaim, as on a broker in
 service, not from free memory the host took back, whose first touch is a
 fault the host serves: a cost that lands on the group (three stores' new
 pages, and its pushes' socket buffers) harder than on the single master.
+With both, the floor's servers run on a topped-up page cache too.
 With ``--floor`` the same
 sends in flight also go to ``bench.floor``'s single and leader servers
 (which store nothing; a raw JSON load, whose reads a message match the
@@ -284,6 +285,11 @@ def main() -> None:
             fill()
             at_rate = single(Path(tmp) / "rate", args, three["msgs_per_s"])
             rows.append(("single master, group's rate", at_rate, "-"))
+        floors = None
+        if args.floor:  # (on the same page cache as the brokers: their socket buffers' pages too)
+            fill()
+            floors = floor.run_floors(args.inflight, args.duration, args.size,
+                                      pad=floor.dledger_pad(args.size))
     print(f"{'broker':<30} {'msgs/s':>9} {'avg RT ms':>10} {'master CPU/msg':>15} "
           f"{'x single':>9} {'followers CPU/msg':>18}")
     base = max(rows[0][1]["broker_cpu_us_per_msg"], 1e-9) if "single" in runs else None
@@ -295,16 +301,16 @@ def main() -> None:
         print(f"the group's master at the same rate: "
               f"{three['broker_cpu_us_per_msg'] / max(at_rate['broker_cpu_us_per_msg'], 1e-9):.1f}x"
               " the single master's")
-    if args.floor:
-        print_floor(args)
+    if floors is not None:
+        print_floor(args, *floors)
 
 
-def print_floor(args) -> None:
+def print_floor(args, med: dict, python: dict) -> None:
     """``bench.floor``'s single and leader servers at the same sends in
-    flight, with and without their own Python, and their ratio; the leader's
-    pushes as large as a DLedger leader's (``floor.dledger_pad``)."""
+    flight (``floor.run_floors``' medians and own Python; the leader's pushes
+    as large as a DLedger leader's, ``floor.dledger_pad``): their CPU per
+    message, with and without their own Python, and their ratio."""
     pad = floor.dledger_pad(args.size)
-    med, python = floor.run_floors(args.inflight, args.duration, args.size, pad=pad)
     cpu = {kind: m["broker_cpu_us_per_msg"] for kind, m in med.items()}
     bare = {kind: max(cpu[kind] - python[kind], 1e-9) for kind in cpu}
     print(f"floor (bench.floor, stores nothing): single {cpu['single']:.2f} µs/msg, leader "
