@@ -288,8 +288,8 @@ def main() -> None:
         floors = None
         if args.floor:  # (on the same page cache as the brokers: their socket buffers' pages too)
             fill()
-            floors = floor.run_floors(args.inflight, args.duration, args.size,
-                                      pad=floor.dledger_pad(args.size))
+            pad = floor.dledger_pad(args.size)
+            floors = (pad, *floor.run_floors(args.inflight, args.duration, args.size, pad=pad))
     print(f"{'broker':<30} {'msgs/s':>9} {'avg RT ms':>10} {'master CPU/msg':>15} "
           f"{'x single':>9} {'followers CPU/msg':>18}")
     base = max(rows[0][1]["broker_cpu_us_per_msg"], 1e-9) if "single" in runs else None
@@ -302,15 +302,14 @@ def main() -> None:
               f"{three['broker_cpu_us_per_msg'] / max(at_rate['broker_cpu_us_per_msg'], 1e-9):.1f}x"
               " the single master's")
     if floors is not None:
-        print_floor(args, *floors)
+        print_floor(*floors)
 
 
-def print_floor(args, med: dict, python: dict) -> None:
+def print_floor(pad: int, med: dict, python: dict) -> None:
     """``bench.floor``'s single and leader servers at the same sends in
     flight (``floor.run_floors``' medians and own Python; the leader's pushes
-    as large as a DLedger leader's, ``floor.dledger_pad``): their CPU per
+    padded by ``pad`` bytes a send, a DLedger leader's size): their CPU per
     message, with and without their own Python, and their ratio."""
-    pad = floor.dledger_pad(args.size)
     cpu = {kind: m["broker_cpu_us_per_msg"] for kind, m in med.items()}
     bare = {kind: max(cpu[kind] - python[kind], 1e-9) for kind in cpu}
     print(f"floor (bench.floor, stores nothing): single {cpu['single']:.2f} µs/msg, leader "
