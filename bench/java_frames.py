@@ -20,12 +20,17 @@ a sparse file of the machine's memory is read beside the stores before
 each load (no disk blocks), and removed at the end; the reclaim threads'
 CPU per message is printed beside the broker's.
 
+``--naps both`` runs each broker twice a round, with read naps (the default
+``rmqReadNapMicros``: the loop sleeps a little after a read of more than one
+request, so the next read takes what came meanwhile) and without
+(``rmqReadNapMicros=0``); ``--naps off`` runs only the brokers without.
+
 ``--floor`` adds, each round, the same load against ``bench.floor``'s single
 server, which answers every send and stores nothing: what the event loop and
 the kernel cost at that pacing, below which no broker's figure can go.
 
     .venv/bin/python -m bench.java_frames [--inflight 1 16 64] [--rounds 3]
-        [--seconds 5] [--size 1024] [--json-frames] [--lanes both|on|off]
+        [--seconds 5] [--size 1024] [--json-frames] [--lanes both|on|off] [--naps on|off|both]
         [--broker-conf KEY=VALUE ...] [--full-page-cache] [--floor]
 """
 
@@ -78,12 +83,32 @@ def _memory() -> str:
     return f"MemFree {meminfo('MemFree') / MiB:,.0f} MiB, Cached {meminfo('Cached') / MiB:,.0f} MiB"
 
 
-def _round(lanes: bool, inflights: list[int], args,
+# the broker properties of a variant's settings
+LANES_OFF = {"rmqSendLaneEnable": "false", "rmqPullLaneEnable": "false"}
+NAPS_OFF = {"rmqReadNapMicros": "0"}
+
+
+def _variants(args) -> list[tuple[str, dict[str, str]]]:
+    """The brokers of a round, by label: lanes off and on (``--lanes``),
+    each with read naps, without, or both (``--naps``)."""
+    lanes = [("lanes off", LANES_OFF), ("lanes on", {})]
+    if args.lanes != "both":
+        lanes = [v for v in lanes if v[0] == f"lanes {args.lanes}"]
+    out = []
+    for label, conf in lanes:
+        if args.naps != "off":
+            out.append((label, conf))
+        if args.naps != "on":
+            out.append((f"{label}, naps off", {**conf, **NAPS_OFF}))
+    return out
+
+
+def _round(variant: dict[str, str], inflights: list[int], args,
            filler: PageCacheFiller | None = None) -> dict[int, dict]:
-    """One broker (lanes on or off), every in-flight figure against it."""
+    """One broker (``variant``'s properties over ``--broker-conf``), every
+    in-flight figure against it."""
     conf = dict(kv.split("=", 1) for kv in args.broker_conf)
-    if not lanes:
-        conf.update(rmqSendLaneEnable="false", rmqPullLaneEnable="false")
+    conf.update(variant)
     out = {}
     with Cluster(env=mode_env("compiled"), broker_conf=conf, pin=True) as cluster:
         # first a run that makes the 1024 consume queues (a queue's first
@@ -140,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="the same load with JSON headers (a Java client on its default)")
     ap.add_argument("--lanes", choices=("both", "on", "off"), default="both",
                     help="brokers to run: lanes off and on alternated (default), or one kind")
+    ap.add_argument("--naps", choices=("on", "off", "both"), default="on",
+                    help="brokers with read naps (rmqReadNapMicros, the default), with "
+                         "rmqReadNapMicros=0, or both alternated")
     ap.add_argument("--broker-conf", action="append", default=[], metavar="KEY=VALUE",
                     help="extra broker property for every broker (repeatable)")
     ap.add_argument("--floor", action="store_true",
@@ -163,10 +191,8 @@ def main(argv: list[str] | None = None) -> int:
         filler = PageCacheFiller(OUT_DIR / f"page-cache-filler-{os.getpid()}", sparse=True)
     try:
         for _ in range(args.rounds):
-            for label, lanes in (("lanes off", False), ("lanes on", True)):
-                if args.lanes != "both" and lanes != (args.lanes == "on"):
-                    continue
-                for inflight, r in _round(lanes, args.inflight, args, filler).items():
+            for label, variant in _variants(args):
+                for inflight, r in _round(variant, args.inflight, args, filler).items():
                     runs.setdefault((label, inflight), []).append(r)
             if args.floor:
                 for inflight in args.inflight:

@@ -25,6 +25,8 @@ queue sent at the end of the loop's turn, with no Python frame.
 
 from time import monotonic, perf_counter
 
+from cpython.bytearray cimport PyByteArray_AS_STRING
+
 from rmq._fast.slots cimport set_slot_or_attr, slot_or_attr
 from rmq._fast.store_put cimport ClassOffsets
 
@@ -50,7 +52,7 @@ cdef enum:
     C_N = 5
     # a service's, in ``_SERVICE``'s
     S_LANE = 0
-    S_BUSY_POLL = 1
+    S_PACER = 1
     S_HOOKS = 2
     S_LATENCY = 3
     S_N = 4
@@ -62,7 +64,7 @@ cdef ClassOffsets _CHANNEL = ClassOffsets(("_closed", "_transport", "_pending", 
 # (a server slots only these: the rest of its fields are in its dict)
 # (the fields of its rare turns: read at their slots all the same)
 cdef ClassOffsets _RARE = ClassOffsets(("_small", "_max_frame"))
-cdef ClassOffsets _SERVICE = ClassOffsets(("lane", "busy_poll", "_rpc_hooks", "rpc_latency"), True)
+cdef ClassOffsets _SERVICE = ClassOffsets(("lane", "pacer", "_rpc_hooks", "rpc_latency"), True)
 
 # rmq.remoting.channel's sizes and its decode (``bind``)
 cdef Py_ssize_t _initial = 0, _busy = 0, _quiet = 0, _small_read = 0, _min_free = 0
@@ -171,6 +173,18 @@ def flush(self):
         transport.writelines(pending)
 
 
+cdef inline bint more_frames(object buf, Py_ssize_t start, Py_ssize_t end):
+    """``channel._more_frames``: the pending bytes of ``buf`` (a bytearray)
+    from ``start`` to ``end`` hold more than one frame."""
+    cdef const unsigned char* d
+    cdef Py_ssize_t n
+    if end - start <= 4:
+        return False
+    d = <const unsigned char*>PyByteArray_AS_STRING(buf) + start
+    n = (<Py_ssize_t>d[0] << 24) | (<Py_ssize_t>d[1] << 16) | (<Py_ssize_t>d[2] << 8) | d[3]
+    return end - start > 4 + n
+
+
 def buffer_updated(self, Py_ssize_t nbytes):
     """``_buffer_updated``: serve a read (the lane's turns, then the general
     decode of what they left)."""
@@ -195,9 +209,10 @@ def buffer_updated(self, Py_ssize_t nbytes):
     set_slot_or_attr(channel, c[C_ACTIVE], "last_active", monotonic())
     service = slot_or_attr(self, p[P_SERVICE], "_service")
     _SERVICE.copy(service, v)
-    busy_poll = slot_or_attr(service, v[S_BUSY_POLL], "busy_poll")
-    if busy_poll is not None:
-        busy_poll.touch()
+    pacer = slot_or_attr(service, v[S_PACER], "pacer")
+    if pacer is not None:
+        pacer.touch(more_frames(slot_or_attr(self, p[P_BUF], "_buf"),
+                                slot_or_attr(self, p[P_START], "_start"), end))
     lane = slot_or_attr(service, v[S_LANE], "lane")
     if lane is not None:
         if not slot_or_attr(service, v[S_HOOKS], "_rpc_hooks"):

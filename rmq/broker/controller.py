@@ -636,12 +636,35 @@ class BrokerController:
         return getattr(module, spec.cls)(self)
 
     # ---- start --------------------------------------------------------------------
-    async def start(self) -> None:
-        if self.broker_config.rmqBusyPollMicros > 0:
+    def _pacer(self):
+        """What paces the client ports' polls: a busy poll when asked for
+        (``rmqBusyPollMicros``), else read naps (``rmqReadNapMicros``) when
+        every send is answered within its read; None for neither."""
+        loop = asyncio.get_running_loop()
+        config = self.broker_config
+        if config.rmqBusyPollMicros > 0:
             from rmq.remoting.busy_poll import BusyPoll
 
-            poller = BusyPoll(asyncio.get_running_loop(), self.broker_config.rmqBusyPollMicros)
-            self.remoting_server.busy_poll = self.fast_remoting_server.busy_poll = poller
+            return BusyPoll(loop, config.rmqBusyPollMicros)
+        if config.rmqReadNapMicros <= 0:
+            return None
+        from rmq.store.config import BrokerRole, FlushDiskType
+
+        store = self.store_config
+        waits = ("enableDLegerCommitLog" if store.enableDLegerCommitLog
+                 else "SYNC_MASTER" if store.brokerRole is BrokerRole.SYNC_MASTER
+                 else "SYNC_FLUSH" if store.flushDiskType is FlushDiskType.SYNC_FLUSH else None)
+        if waits is not None:
+            # a send's answer waits for a follower, a slave or the flush: a
+            # nap would hold it back
+            log.info("rmqReadNapMicros: no read naps with %s", waits)
+            return None
+        from rmq.remoting.read_nap import ReadNap
+
+        return ReadNap(loop, config.rmqReadNapMicros)
+
+    async def start(self) -> None:
+        self.remoting_server.pacer = self.fast_remoting_server.pacer = self._pacer()
         await maybe_await(self.message_store.start())
         await self.remoting_server.start()
         await self.fast_remoting_server.start()

@@ -173,8 +173,10 @@ class RemotingService:
         # (``_lane_served``).
         self.lane: FrameLane | None = None
         self.lane_after_hooks = False
-        # rmq.remoting.busy_poll.BusyPoll: touched on every read when set
-        self.busy_poll: Any = None
+        # what paces the loop's polls (rmq.remoting.busy_poll.BusyPoll or
+        # rmq.remoting.read_nap.ReadNap), when set: touched on every read with
+        # whether it held more than one frame
+        self.pacer: Any = None
 
     # ---- processor table ------------------------------------------------
 

@@ -199,6 +199,13 @@ def _get_buffer(self: RemotingProtocol, sizehint: int) -> memoryview:
     return self._view[end:]
 
 
+def _more_frames(buf: bytearray, start: int, end: int) -> bool:
+    """Whether the bytes pending from ``start`` to ``end`` hold more than one
+    frame (the first whole and part of the next at least): a client with
+    requests in flight behind this one (``rmq.remoting.read_nap``)."""
+    return end - start > 4 and end - start > 4 + int.from_bytes(buf[start:start + 4], "big")
+
+
 def _buffer_updated(self: RemotingProtocol, nbytes: int) -> None:
     """``RemotingProtocol.buffer_updated`` (twin of ``rmq._fast.protocol_reads``'s):
     serve a read: the lane's turns, then the general decode of what they
@@ -213,8 +220,8 @@ def _buffer_updated(self: RemotingProtocol, nbytes: int) -> None:
         return
     channel.last_active = monotonic()
     service = self._service
-    if service.busy_poll is not None:
-        service.busy_poll.touch()
+    if service.pacer is not None:
+        service.pacer.touch(_more_frames(self._buf, self._start, end))
     lane = service.lane
     if lane is not None:
         if not service._rpc_hooks:

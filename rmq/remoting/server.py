@@ -38,7 +38,7 @@ class RemotingServer(RemotingService):
 
     # the fields every read of a connection asks (rmq._fast.protocol_reads
     # reads them at these slots; the rest stay in the instance dict)
-    __slots__ = ("lane", "busy_poll", "_rpc_hooks", "rpc_latency")
+    __slots__ = ("lane", "pacer", "_rpc_hooks", "rpc_latency")
 
     def __init__(self, config: NettyServerConfig, listener: ChannelEventListener | None = None,
                  name: str = "remoting", tls: TlsConfig | None = None,

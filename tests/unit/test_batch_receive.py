@@ -15,7 +15,7 @@ from rmq.remoting.command import RemotingCommand
 
 class _Service:
     lane = None  # no frame lane: every frame is dispatched
-    busy_poll = None
+    pacer = None
 
     def __init__(self) -> None:
         self.got: list[RemotingCommand] = []

@@ -46,7 +46,7 @@ class _Lane:
 
 
 class _Service:
-    busy_poll = None
+    pacer = None
     rpc_latency = None
     _rpc_hooks: list = []
     lane_after_hooks = False

@@ -47,9 +47,19 @@ class _Hook:
         pass
 
 
+class _Pacer:
+    """Keeps what each read told it: whether it held more than one frame."""
+
+    def __init__(self) -> None:
+        self.told: list[bool] = []
+
+    def touch(self, more: bool) -> None:
+        self.told.append(more)
+
+
 class _Service:
     def __init__(self, lane: bool, hooks: bool) -> None:
-        self.busy_poll = None
+        self.pacer = _Pacer()
         self.rpc_latency = None
         self.lane = _Lane() if lane else None
         self._rpc_hooks = [_Hook()] if hooks else []
@@ -83,7 +93,7 @@ class _Service:
 class _SlottedService(_Service):
     """A service whose per-read fields are slots, as ``RemotingServer``'s."""
 
-    __slots__ = ("lane", "busy_poll", "_rpc_hooks", "rpc_latency")
+    __slots__ = ("lane", "pacer", "_rpc_hooks", "rpc_latency")
 
 
 class _Transport:
@@ -167,7 +177,7 @@ async def _trace(cls: type, seed: int, turns: bool = False) -> list:
         proto.buffer_updated(len(small))
         trace.append((offered, proto._small, len(proto._buf), len(transport.calls)))
     await asyncio.sleep(0)
-    return [trace, transport.calls, service.got]
+    return [trace, transport.calls, service.got, service.pacer.told]
 
 
 class _Attributes(RemotingProtocol):
@@ -291,5 +301,29 @@ def test_the_server_fields_a_read_asks_are_slots():
 
     from rmq.remoting.server import RemotingServer
 
-    for name in ("lane", "busy_poll", "_rpc_hooks", "rpc_latency"):
+    for name in ("lane", "pacer", "_rpc_hooks", "rpc_latency"):
         assert type(RemotingServer.__dict__.get(name)) is MemberDescriptorType, name
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("reads", ["twin", "compiled"])
+async def test_a_read_tells_the_pacer_whether_it_held_more_than_one_frame(reads, monkeypatch):
+    """One frame whole, or one and its neighbour's first byte, or the rest
+    of a frame left pending by the read before: the pacer is told False,
+    True, False -- the compiled reads as their twins."""
+    if reads == "twin":
+        _bind(monkeypatch, ch._get_buffer, ch._buffer_updated, ch._write_bytes, ch._flush)
+    else:
+        _bind(monkeypatch, _C.get_buffer, _C.buffer_updated, _C.write_bytes, _C.flush)
+    service = _Service(lane=False, hooks=False)
+    proto = RemotingProtocol(service, 16 * 1024 * 1024)
+    proto.connection_made(_Transport(closing_after=1 << 30))
+    frame = RemotingCommand.create_request(OTHER_CODE, {"a": "1"}, b"x" * 100).encode()
+    for data in (frame, frame + frame[:1], frame[1:3], frame[3:]):
+        room = proto.get_buffer(-1)
+        room[:len(data)] = data
+        room.release()
+        proto.buffer_updated(len(data))
+    # the third read leaves three bytes of a frame: not known yet to be more
+    assert service.pacer.told == [False, True, False, False]
+    await asyncio.sleep(0)

@@ -276,6 +276,8 @@ class AdminBrokerProcessor(HandlerTableProcessor):
             "rmqPullLaneServed": c.pull_lane_support.served if c.pull_lane_support else 0,
             # rmq only: pops and acks answered by the pop lane (rmqPopLaneEnable)
             "rmqPopLaneServed": c.pop_lane_support.served if c.pop_lane_support else 0,
+            # rmq only: the loop's naps after streaming reads (rmqReadNapMicros)
+            "rmqReadNaps": getattr(c.remoting_server.pacer, "naps", 0),
         })
         if c.store_config.transientStorePoolEnable:
             info["remainHowManyDataToCommit"] = human_readable_bytes(
