@@ -69,8 +69,10 @@ async def _runtime(addr: str) -> dict:
         await client.close()
 
 
-def _served(table: dict) -> tuple[int, int]:
-    return int(table.get("rmqSendLaneServed", 0)), int(table["msgPutTotalTodayNow"])
+def _served(table: dict) -> tuple[int, int, int]:
+    """The sends the lane stored, the messages put, the loop's read naps."""
+    return (int(table.get("rmqSendLaneServed", 0)), int(table["msgPutTotalTodayNow"]),
+            int(table.get("rmqReadNaps", 0)))
 
 
 def _fill(filler: PageCacheFiller | None) -> None:
@@ -136,6 +138,7 @@ def _round(variant: dict[str, str], inflights: list[int], args,
             after = _served(asyncio.run(_runtime(cluster.broker_addr)))
             put = after[1] - before[1]
             r["lane_share"] = (after[0] - before[0]) / put if put else 0.0
+            r["naps_per_msg"] = (after[2] - before[2]) / put if put else 0.0
             out[inflight] = r
     return out
 
@@ -213,19 +216,20 @@ def main(argv: list[str] | None = None) -> int:
     # comparable between runs beside its messages per read
     kswapd = " kswapd CPU µs/msg |" if args.full_page_cache else ""
     print("| in flight | broker | msgs/s | broker CPU µs/msg | of it system | msgs/read "
-          f"| broker µs/read | lane-served share |{kswapd}")
-    print("|---|---|---|---|---|---|---|---|" + ("---|" if kswapd else ""))
+          f"| broker µs/read | lane-served share | naps/msg |{kswapd}")
+    print("|---|---|---|---|---|---|---|---|---|" + ("---|" if kswapd else ""))
     for (label, inflight), rs in sorted(runs.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         med = {k: statistics.median(r.get(k, 0.0) for r in rs)
-               for k in ("msgs_per_s", "broker_cpu_us_per_msg", "lane_share",
+               for k in ("msgs_per_s", "broker_cpu_us_per_msg", "lane_share", "naps_per_msg",
                          "broker_system_us_per_msg", "broker_msgs_per_read",
                          "kswapd_cpu_us_per_msg")}
         per_read = statistics.median(r["broker_cpu_us_per_msg"] * r.get("broker_msgs_per_read", 0.0)
                                      for r in rs)
         share = "-" if label == FLOOR else f"{med['lane_share']:.0%}"
+        naps = "-" if label == FLOOR else f"{med['naps_per_msg']:.3f}"
         print(f"| {inflight} | {label} | {med['msgs_per_s']:,.0f} | "
               f"{med['broker_cpu_us_per_msg']:.1f} | {med['broker_system_us_per_msg']:.1f} | "
-              f"{med['broker_msgs_per_read']:.1f} | {per_read:.0f} | {share} |"
+              f"{med['broker_msgs_per_read']:.1f} | {per_read:.0f} | {share} | {naps} |"
               + (f" {med['kswapd_cpu_us_per_msg']:.2f} |" if kswapd else ""))
     if args.floor:
         _floor_python(runs, args)

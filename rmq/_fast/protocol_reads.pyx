@@ -68,14 +68,17 @@ cdef ClassOffsets _SERVICE = ClassOffsets(("lane", "pacer", "_rpc_hooks", "rpc_l
 
 # rmq.remoting.channel's sizes and its decode (``bind``)
 cdef Py_ssize_t _initial = 0, _busy = 0, _quiet = 0, _small_read = 0, _min_free = 0
+cdef Py_ssize_t _frames_counted = 0
 cdef object _decode_frames = None
 
 
 def bind(decode_frames, Py_ssize_t initial, Py_ssize_t busy, Py_ssize_t quiet,
-         Py_ssize_t small_read, Py_ssize_t min_free):
-    """The receive buffer's sizes and the frame decoder of
-    rmq.remoting.channel (this module sits below it)."""
-    global _decode_frames, _initial, _busy, _quiet, _small_read, _min_free
+         Py_ssize_t small_read, Py_ssize_t min_free, Py_ssize_t frames_counted):
+    """The receive buffer's sizes, the frames a pacer is told of at most
+    and the frame decoder of rmq.remoting.channel (this module sits below
+    it)."""
+    global _decode_frames, _initial, _busy, _quiet, _small_read, _min_free, _frames_counted
+    _frames_counted = frames_counted
     _decode_frames = decode_frames
     _initial = initial
     _busy = busy
@@ -173,16 +176,20 @@ def flush(self):
         transport.writelines(pending)
 
 
-cdef inline bint more_frames(object buf, Py_ssize_t start, Py_ssize_t end):
-    """``channel._more_frames``: the pending bytes of ``buf`` (a bytearray)
-    from ``start`` to ``end`` hold more than one frame."""
-    cdef const unsigned char* d
-    cdef Py_ssize_t n
-    if end - start <= 4:
-        return False
-    d = <const unsigned char*>PyByteArray_AS_STRING(buf) + start
-    n = (<Py_ssize_t>d[0] << 24) | (<Py_ssize_t>d[1] << 16) | (<Py_ssize_t>d[2] << 8) | d[3]
-    return end - start > 4 + n
+cdef inline Py_ssize_t frames_ahead(object buf, Py_ssize_t start, Py_ssize_t end,
+                                    Py_ssize_t cap):
+    """``channel._frames_ahead``: the frames pending in ``buf`` (a
+    bytearray) from ``start`` to ``end``, the last one's part counted whole,
+    at most ``cap``."""
+    cdef const unsigned char* d = <const unsigned char*>PyByteArray_AS_STRING(buf)
+    cdef Py_ssize_t count = 0
+    while start < end and count < cap:
+        count += 1
+        if end - start < 4:
+            break
+        start += 4 + ((<Py_ssize_t>d[start] << 24) | (<Py_ssize_t>d[start + 1] << 16)
+                      | (<Py_ssize_t>d[start + 2] << 8) | d[start + 3])
+    return count
 
 
 def buffer_updated(self, Py_ssize_t nbytes):
@@ -211,8 +218,8 @@ def buffer_updated(self, Py_ssize_t nbytes):
     _SERVICE.copy(service, v)
     pacer = slot_or_attr(service, v[S_PACER], "pacer")
     if pacer is not None:
-        pacer.touch(more_frames(slot_or_attr(self, p[P_BUF], "_buf"),
-                                slot_or_attr(self, p[P_START], "_start"), end))
+        pacer.touch(frames_ahead(slot_or_attr(self, p[P_BUF], "_buf"),
+                                 slot_or_attr(self, p[P_START], "_start"), end, _frames_counted))
     lane = slot_or_attr(service, v[S_LANE], "lane")
     if lane is not None:
         if not slot_or_attr(service, v[S_HOOKS], "_rpc_hooks"):

@@ -175,7 +175,7 @@ class RemotingService:
         self.lane_after_hooks = False
         # what paces the loop's polls (rmq.remoting.busy_poll.BusyPoll or
         # rmq.remoting.read_nap.ReadNap), when set: touched on every read with
-        # whether it held more than one frame
+        # the frames it held (counted up to read_nap.ENOUGH_FRAMES)
         self.pacer: Any = None
 
     # ---- processor table ------------------------------------------------

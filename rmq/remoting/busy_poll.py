@@ -28,9 +28,9 @@ class BusyPoll:
         self._last = 0.0
         self._spinning = False
 
-    def touch(self, more: bool = False) -> None:
-        """A read happened (of one frame or ``more``): keep polling for the
-        window from now."""
+    def touch(self, frames: int = 1) -> None:
+        """A read happened (of ``frames``, whatever their number): keep
+        polling for the window from now."""
         self._last = perf_counter()
         if not self._spinning:
             self._spinning = True

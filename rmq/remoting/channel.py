@@ -21,6 +21,7 @@ from rmq._fast import compiled
 from rmq.remoting import codec
 from rmq.remoting.command import RPC_RESPONSE, RemotingCommand
 from rmq.remoting.exceptions import RemotingCommandError, RemotingSendRequestError
+from rmq.remoting.read_nap import ENOUGH_FRAMES
 
 if TYPE_CHECKING:
     from rmq.remoting.abstract import RemotingService
@@ -49,7 +50,7 @@ _INLINE_BODY = 16 * 1024  # bodies up to this size are joined to the header (one
 _c = compiled("protocol_reads")
 if _c is not None:
     _c.bind(codec.decode_frames, _INITIAL_BUFFER, _BUSY_BUFFER, _QUIET_READS, _SMALL_READ,
-            _MIN_FREE)
+            _MIN_FREE, ENOUGH_FRAMES)
 
 
 def _addr(peer) -> str:
@@ -199,11 +200,17 @@ def _get_buffer(self: RemotingProtocol, sizehint: int) -> memoryview:
     return self._view[end:]
 
 
-def _more_frames(buf: bytearray, start: int, end: int) -> bool:
-    """Whether the bytes pending from ``start`` to ``end`` hold more than one
-    frame (the first whole and part of the next at least): a client with
-    requests in flight behind this one (``rmq.remoting.read_nap``)."""
-    return end - start > 4 and end - start > 4 + int.from_bytes(buf[start:start + 4], "big")
+def _frames_ahead(buf: bytearray, start: int, end: int, cap: int) -> int:
+    """The frames pending in ``buf`` from ``start`` to ``end``, the last
+    one's part counted whole, at most ``cap``: more than one tells of a
+    client with requests in flight behind the first (``rmq.remoting.read_nap``)."""
+    count = 0
+    while start < end and count < cap:
+        count += 1
+        if end - start < 4:
+            break
+        start += 4 + int.from_bytes(buf[start:start + 4], "big")
+    return count
 
 
 def _buffer_updated(self: RemotingProtocol, nbytes: int) -> None:
@@ -221,7 +228,7 @@ def _buffer_updated(self: RemotingProtocol, nbytes: int) -> None:
     channel.last_active = monotonic()
     service = self._service
     if service.pacer is not None:
-        service.pacer.touch(_more_frames(self._buf, self._start, end))
+        service.pacer.touch(_frames_ahead(self._buf, self._start, end, ENOUGH_FRAMES))
     lane = service.lane
     if lane is not None:
         if not service._rpc_hooks:

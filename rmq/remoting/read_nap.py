@@ -17,7 +17,10 @@ Both sides spend less per message and the client's rate goes up.
 Only a read holding more than one frame (the first whole and part of the
 next at least) asks for a nap: a client with one request in flight never
 sends a second before its answer, so its reads hold one frame each and it
-never waits on a nap.  A nap happens once per turn of the loop however many
+never waits on a nap.  Nor does a read of ``ENOUGH_FRAMES`` or more: its
+wake-up and calls are shared enough already (a client writing a turn's
+requests together, the SDK's 32 a write), and a nap would only add its
+own.  A nap happens once per turn of the loop however many
 connections asked, after the turn's reads were answered.
 
 A loop that is busy needs no nap: its reads take many requests already, and
@@ -39,6 +42,8 @@ import time
 
 # a nap is skipped when the last nap, or skip, is this many windows ago or more
 BUSY_WINDOWS = 4
+# a read of this many frames needs no nap (a read's frames are counted up to it)
+ENOUGH_FRAMES = 16
 PR_SET_TIMERSLACK = 29  # <linux/prctl.h>
 TIMER_SLACK_NS = 1000
 
@@ -57,7 +62,8 @@ def _tight_timer_slack() -> bool:
 
 class ReadNap:
     """Sleeps ``window_us`` at the end of a loop turn in which a read held
-    more than one frame (``touch(True)``), unless the turns are long;
+    more than one frame and fewer than ``ENOUGH_FRAMES``, unless the turns
+    are long;
     counts the naps taken.  Made on the loop's thread: its timer slack is
     cut there."""
 
@@ -72,9 +78,9 @@ class ReadNap:
         self.naps = 0
         _tight_timer_slack()
 
-    def touch(self, more: bool) -> None:
-        """A read happened; ``more``: it held more than one frame."""
-        if more and not self._asked:
+    def touch(self, frames: int) -> None:
+        """A read happened, of ``frames`` (counted up to ``ENOUGH_FRAMES``)."""
+        if 1 < frames < ENOUGH_FRAMES and not self._asked:
             self._asked = True
             self._loop.call_soon(self._after_turn)
 

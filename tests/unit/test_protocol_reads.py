@@ -20,13 +20,14 @@ from rmq.remoting import channel as ch
 from rmq.remoting import codec
 from rmq.remoting.channel import RemotingProtocol
 from rmq.remoting.command import RemotingCommand
+from rmq.remoting.read_nap import ENOUGH_FRAMES
 from tests.unit.test_lane_answers_joined import LANE_CODE, OTHER_CODE
 from tests.unit.test_lane_answers_joined import _Lane as _JoinedLane
 
 _C = compiled_or_none("protocol_reads")
 if _C is not None:  # (a twin build's channel module does not bind it)
     _C.bind(codec.decode_frames, ch._INITIAL_BUFFER, ch._BUSY_BUFFER, ch._QUIET_READS,
-            ch._SMALL_READ, ch._MIN_FREE)
+            ch._SMALL_READ, ch._MIN_FREE, ch.ENOUGH_FRAMES)
 
 pytestmark = pytest.mark.compiled_only
 
@@ -48,13 +49,13 @@ class _Hook:
 
 
 class _Pacer:
-    """Keeps what each read told it: whether it held more than one frame."""
+    """Keeps what each read told it: the frames it held."""
 
     def __init__(self) -> None:
-        self.told: list[bool] = []
+        self.told: list[int] = []
 
-    def touch(self, more: bool) -> None:
-        self.told.append(more)
+    def touch(self, frames: int) -> None:
+        self.told.append(frames)
 
 
 class _Service:
@@ -307,10 +308,11 @@ def test_the_server_fields_a_read_asks_are_slots():
 
 @pytest.mark.timeout(30)
 @pytest.mark.parametrize("reads", ["twin", "compiled"])
-async def test_a_read_tells_the_pacer_whether_it_held_more_than_one_frame(reads, monkeypatch):
-    """One frame whole, or one and its neighbour's first byte, or the rest
-    of a frame left pending by the read before: the pacer is told False,
-    True, False -- the compiled reads as their twins."""
+async def test_a_read_tells_the_pacer_the_frames_it_held(reads, monkeypatch):
+    """One frame whole; one and its neighbour's first byte; three bytes of a
+    frame; the rest of it; one frame more than ENOUGH_FRAMES; three and a
+    part: the pacer is told 1, 2, 1, 1, ENOUGH_FRAMES (counted up to it) and
+    4 -- the compiled reads as their twins."""
     if reads == "twin":
         _bind(monkeypatch, ch._get_buffer, ch._buffer_updated, ch._write_bytes, ch._flush)
     else:
@@ -319,11 +321,11 @@ async def test_a_read_tells_the_pacer_whether_it_held_more_than_one_frame(reads,
     proto = RemotingProtocol(service, 16 * 1024 * 1024)
     proto.connection_made(_Transport(closing_after=1 << 30))
     frame = RemotingCommand.create_request(OTHER_CODE, {"a": "1"}, b"x" * 100).encode()
-    for data in (frame, frame + frame[:1], frame[1:3], frame[3:]):
+    for data in (frame, frame + frame[:1], frame[1:3], frame[3:], frame * (ENOUGH_FRAMES + 1),
+                 frame * 3 + frame[:20]):
         room = proto.get_buffer(-1)
         room[:len(data)] = data
         room.release()
         proto.buffer_updated(len(data))
-    # the third read leaves three bytes of a frame: not known yet to be more
-    assert service.pacer.told == [False, True, False, False]
+    assert service.pacer.told == [1, 2, 1, 1, ENOUGH_FRAMES, 4]
     await asyncio.sleep(0)

@@ -1,7 +1,7 @@
 """ReadNap sleeps once at the end of a loop turn in which a read held more
-than one frame, after what that turn queued, when such turns come close
-together; reads of one frame never make the loop sleep, nor do long turns
-or a stream's pauses."""
+than one frame (and fewer than ENOUGH_FRAMES), after what that turn queued,
+when such turns come close together; reads of one frame never make the
+loop sleep, nor do reads of enough frames, long turns or a stream's pauses."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from rmq.remoting.read_nap import ReadNap
+from rmq.remoting.read_nap import ENOUGH_FRAMES, ReadNap
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -24,7 +24,7 @@ async def test_reads_of_one_frame_take_no_nap():
     nap = ReadNap(asyncio.get_running_loop(), 50_000)
     t0 = time.perf_counter()
     for _ in range(100):
-        nap.touch(False)
+        nap.touch(1)
     await _turns(5)
     assert nap.naps == 0 and time.perf_counter() - t0 < 0.05
 
@@ -32,20 +32,30 @@ async def test_reads_of_one_frame_take_no_nap():
 async def test_one_nap_a_turn_after_what_the_turn_queued():
     loop = asyncio.get_running_loop()
     nap = ReadNap(loop, 20_000)  # 20 ms: a stream's turns come within 80 ms
-    nap.touch(True)  # a stream's first streaming turn: no nap before one to follow
+    nap.touch(2)  # a stream's first streaming turn: no nap before one to follow
     await _turns(5)
     assert nap.naps == 0
     seen: list = []
-    nap.touch(True)
-    nap.touch(True)  # a second streaming read of the same turn: no second nap
+    nap.touch(2)
+    nap.touch(2)  # a second streaming read of the same turn: no second nap
     loop.call_soon(lambda: seen.append(("answers flushed", nap.naps)))
     t0 = time.perf_counter()
     await _turns(5)
     assert seen == [("answers flushed", 0)]  # queued after the touch, run before the nap
     assert nap.naps == 1 and time.perf_counter() - t0 >= 0.02
-    nap.touch(True)  # the next turn's streaming read naps again
+    nap.touch(2)  # the next turn's streaming read naps again
     await _turns(5)
     assert nap.naps == 2
+
+
+async def test_reads_of_enough_frames_take_no_nap():
+    nap = ReadNap(asyncio.get_running_loop(), 10_000)
+    nap.touch(2)
+    await _turns(5)
+    for frames in (ENOUGH_FRAMES, ENOUGH_FRAMES, ENOUGH_FRAMES - 1):
+        nap.touch(frames)
+        await _turns(5)
+    assert nap.naps == 1  # the last: a read of fewer
 
 
 async def test_no_nap_after_a_long_turn_or_a_quiet_while():
@@ -53,20 +63,20 @@ async def test_no_nap_after_a_long_turn_or_a_quiet_while():
     stream that paused as long: no nap; the stream's next turn naps."""
     loop = asyncio.get_running_loop()
     nap = ReadNap(loop, 10_000)  # 10 ms
-    nap.touch(True)
+    nap.touch(2)
     await _turns(5)
-    nap.touch(True)
+    nap.touch(2)
     await _turns(5)
     assert nap.naps == 1
-    nap.touch(True)
+    nap.touch(2)
     time.sleep(0.05)  # this turn's work: five windows
     await _turns(5)
     assert nap.naps == 1
-    nap.touch(True)
+    nap.touch(2)
     await _turns(5)
     assert nap.naps == 2
     await asyncio.sleep(0.05)  # the stream pauses
-    nap.touch(True)
+    nap.touch(2)
     await _turns(5)
     assert nap.naps == 2
 
