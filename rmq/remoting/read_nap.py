@@ -11,8 +11,10 @@ requests themselves.  Sleeping ``window_us`` after such a read (the timer
 slack of the loop's thread cut to 1 µs, else the kernel's default 50 µs
 would come on top) lets the requests that arrive meanwhile wait in the
 socket: the next read takes all of them, the answers go in one write, and
-the client, getting them together, sends in bursts too.
-Both sides spend less per message and the client's rate goes up.
+the client, getting them together, sends in bursts too.  Both sides spend
+less per message; a request's round trip grows by up to the window, which
+costs a client with CPU to spare some of its rate and gains one short of
+CPU some (bench/RESULTS.md, "Read naps").
 
 Only a read holding more than one frame (the first whole and part of the
 next at least) asks for a nap: a client with one request in flight never
@@ -20,8 +22,8 @@ sends a second before its answer, so its reads hold one frame each and it
 never waits on a nap.  Nor does a read of ``ENOUGH_FRAMES`` or more: its
 wake-up and calls are shared enough already (a client writing a turn's
 requests together, the SDK's 32 a write), and a nap would only add its
-own.  A nap happens once per turn of the loop however many
-connections asked, after the turn's reads were answered.
+own.  A nap happens once per turn of the loop however many connections
+asked, after the turn's reads were answered.
 
 A loop that is busy needs no nap: its reads take many requests already, and
 a sleep would only take time from them.  So a nap is taken only when the
@@ -63,9 +65,8 @@ def _tight_timer_slack() -> bool:
 class ReadNap:
     """Sleeps ``window_us`` at the end of a loop turn in which a read held
     more than one frame and fewer than ``ENOUGH_FRAMES``, unless the turns
-    are long;
-    counts the naps taken.  Made on the loop's thread: its timer slack is
-    cut there."""
+    are long; counts the naps taken.  Made on the loop's thread: its timer
+    slack is cut there."""
 
     __slots__ = ("_loop", "_window", "_busy", "_last", "_asked", "naps")
 
