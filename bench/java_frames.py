@@ -21,8 +21,8 @@ each load (no disk blocks), and removed at the end; the reclaim threads'
 CPU per message is printed beside the broker's.
 
 ``--naps both`` runs each broker twice a round, with read naps (the default
-``rmqReadNapMicros``: the loop sleeps a little after a read of more than one
-request, so the next read takes what came meanwhile) and without
+``rmqReadNapMicros``: the loop sleeps a little after a read of 2 to 15
+requests, so the next read takes what came meanwhile) and without
 (``rmqReadNapMicros=0``); ``--naps off`` runs only the brokers without.
 
 ``--floor`` adds, each round, the same load against ``bench.floor``'s single

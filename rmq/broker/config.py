@@ -244,7 +244,7 @@ class BrokerConfig:
     # lower round trips for a CPU spent spinning; 0 = off.  Read at start-up.
     rmqBusyPollMicros: int = 0
     # rmq only (not in 4.9.8): after a loop turn in which a client's read held
-    # more than one request, the event loop sleeps this many microseconds
+    # 2 to 15 requests, the event loop sleeps this many microseconds
     # before polling again, so the next read takes the requests that came
     # meanwhile (rmq.remoting.read_nap).  Never with rmqBusyPollMicros, DLedger,
     # SYNC_MASTER or SYNC_FLUSH, whose answers wait for another socket or the

@@ -636,7 +636,7 @@ class BrokerController:
         return getattr(module, spec.cls)(self)
 
     # ---- start --------------------------------------------------------------------
-    def _pacer(self):
+    def _pacer(self) -> Any:
         """What paces the client ports' polls: a busy poll when asked for
         (``rmqBusyPollMicros``), else read naps (``rmqReadNapMicros``) when
         every send is answered within its read; None for neither."""
