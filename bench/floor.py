@@ -32,6 +32,11 @@ second's by trimming its own code.  ``--java-frames`` sends the Java
 benchmark Producer's frames each in its own write (``bench.java_frames``'s
 load); the default is JSON frames, a turn's requests written together (the
 rmq client's way, as ``bench.dledger_broker``'s producer writes them).
+
+The single server can take a broker's read naps (``measure``'s ``nap_us``,
+``bench.java_frames --floor`` when its brokers nap): its loop then sleeps
+after a read of 2 to 15 frames as a broker's does (``rmq.remoting.read_nap``),
+so that its row is the floor at the pacing a napping broker meets.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ from bench.modes import ROOT, mode_env
 from bench.raw import RawRequests
 from rmq.dledger.entry import Entry
 from rmq.remoting import RemotingCommand
+from rmq.remoting.read_nap import ENOUGH_FRAMES, ReadNap, frames_ahead
 from rmq.store import message_codec as codec
 from rmq.testing.procs import RmqProcess, free_port
 
@@ -104,7 +110,10 @@ class Answers:
 class FrameReader(asyncio.BufferedProtocol):
     """Length-prefixed frames read into one growing buffer; each read's
     complete frames are handed to ``frames(buf, starts, end)`` and the rest
-    kept for the next read."""
+    kept for the next read.  ``nap``, when set (a ``ReadNap``), is told of
+    every read's frames, as a broker's pacer is."""
+
+    nap: ReadNap | None = None
 
     def __init__(self) -> None:
         self.buf = bytearray(1 << 18)
@@ -121,6 +130,8 @@ class FrameReader(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         buf, end, pos = self.buf, self.filled + nbytes, 0
+        if self.nap is not None:
+            self.nap.touch(frames_ahead(buf, 0, end, ENOUGH_FRAMES))
         starts = []
         while end - pos >= _LEN:
             size = int.from_bytes(buf[pos:pos + _LEN], "big")
@@ -226,14 +237,17 @@ class LeaderServer(SingleServer):
             peer.transport.write(frame)
 
 
-def serve(kind: str, port: int, followers: list[int], pad: int = 0) -> None:
+def serve(kind: str, port: int, followers: list[int], pad: int = 0, nap_us: int = 0) -> None:
     """Run one floor server (``kind``: single, leader or follower) on
     ``port`` until killed; a leader first connects to its ``followers`` and
-    pads its pushes by ``pad`` bytes a request frame."""
+    pads its pushes by ``pad`` bytes a request frame; a single server naps
+    ``nap_us`` after reads of a few frames, as a broker does."""
     import uvloop
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
+        if nap_us > 0 and kind == "single":
+            FrameReader.nap = ReadNap(loop, nap_us)
         if kind == "leader":
             quorum = Quorum((len(followers) + 1) // 2)  # the followers a majority needs
             peers = []
@@ -256,8 +270,10 @@ class Floor:
     processes (``RmqProcess``), pinned as a broker and its followers are;
     stopped on exit."""
 
-    def __init__(self, kind: str, followers: int = 0, pin: bool = True, pad: int = 0) -> None:
+    def __init__(self, kind: str, followers: int = 0, pin: bool = True, pad: int = 0,
+                 nap_us: int = 0) -> None:
         self.kind, self.followers, self.pin, self.pad = kind, followers, pin, pad
+        self.nap_us = nap_us
         self.procs: list[RmqProcess] = []
         self.logs = tempfile.TemporaryDirectory(prefix="rmq-floor-")
         self.port = 0
@@ -266,6 +282,7 @@ class Floor:
     def _start(self, kind: str, cpus: set[int] | None, peers: list[int] = ()) -> int:
         port = free_port()
         proc = RmqProcess("bench.floor", ["--serve", kind, "--port", str(port),
+                                          "--nap-us", str(self.nap_us),
                                           *(["--peers", ",".join(map(str, peers)),
                                              "--push-pad", str(self.pad)] if peers else [])],
                           Path(self.logs.name) / f"{kind}-{port}.log",
@@ -293,12 +310,14 @@ class Floor:
 
 
 def measure(kind: str, inflight: int, seconds: float, size: int = 1024,
-            java_frames: bool = False, followers: int = 2, pad: int = 0) -> dict:
+            java_frames: bool = False, followers: int = 2, pad: int = 0,
+            nap_us: int = 0) -> dict:
     """The raw load's figures against one floor server: JSON frames over 8
     queues, a turn's written together, or the Java benchmark Producer's over
     1024 queues, each written alone (``bench.java_frames``' load); a leader's
-    pushes padded by ``pad`` bytes a frame."""
-    with Floor(kind, followers, pad=pad) as floor:
+    pushes padded by ``pad`` bytes a frame; a single server napping
+    ``nap_us`` as a broker does."""
+    with Floor(kind, followers, pad=pad, nap_us=nap_us) as floor:
         spec = LoadSpec("send", "", "BenchTopic", seconds=seconds, warmup=1.0, size=size,
                         inflight=inflight, broker_pid=floor.pid,
                         broker_addr=f"127.0.0.1:{floor.port}", raw=True,
@@ -404,9 +423,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--peers", default="", help=argparse.SUPPRESS)
     ap.add_argument("--push-pad", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--nap-us", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.serve:
-        serve(args.serve, args.port, [int(p) for p in args.peers.split(",") if p], args.push_pad)
+        serve(args.serve, args.port, [int(p) for p in args.peers.split(",") if p], args.push_pad,
+              args.nap_us)
         return 0
     if args.inflight < 1 or args.rounds < 1 or args.followers < 1:
         print("floor: --inflight, --rounds and --followers must be >= 1", file=sys.stderr)

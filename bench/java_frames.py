@@ -20,14 +20,17 @@ a sparse file of the machine's memory is read beside the stores before
 each load (no disk blocks), and removed at the end; the reclaim threads'
 CPU per message is printed beside the broker's.
 
-``--naps both`` runs each broker twice a round, with read naps (the default
-``rmqReadNapMicros``: the loop sleeps a little after a read of 2 to 15
-requests, so the next read takes what came meanwhile) and without
-(``rmqReadNapMicros=0``); ``--naps off`` runs only the brokers without.
+``--naps on`` runs the brokers with read naps (``rmqReadNapMicros=100``, or
+the value ``--broker-conf`` gives: the loop sleeps a little after a read of
+2 to 15 requests, so the next read takes what came meanwhile), labelled
+"naps"; ``--naps both`` runs each broker twice a round, without (the
+default, ``rmqReadNapMicros=0``) and with.
 
 ``--floor`` adds, each round, the same load against ``bench.floor``'s single
 server, which answers every send and stores nothing: what the event loop and
-the kernel cost at that pacing, below which no broker's figure can go.
+the kernel cost at that pacing, below which no broker's figure can go.  It
+naps as the brokers do (``--naps``: a floor row not napping, one napping
+as the brokers, or both).
 
     .venv/bin/python -m bench.java_frames [--inflight 1 16 64] [--rounds 3]
         [--seconds 5] [--size 1024] [--json-frames] [--lanes both|on|off] [--naps on|off|both]
@@ -87,7 +90,7 @@ def _memory() -> str:
 
 # the broker properties of a variant's settings
 LANES_OFF = {"rmqSendLaneEnable": "false", "rmqPullLaneEnable": "false"}
-NAPS_OFF = {"rmqReadNapMicros": "0"}
+NAP_US = 100  # --naps: the brokers' rmqReadNapMicros (unless --broker-conf sets it)
 
 
 def _variants(args) -> list[tuple[str, dict[str, str]]]:
@@ -98,11 +101,17 @@ def _variants(args) -> list[tuple[str, dict[str, str]]]:
         lanes = [v for v in lanes if v[0] == f"lanes {args.lanes}"]
     out = []
     for label, conf in lanes:
-        if args.naps != "off":
-            out.append((label, conf))
         if args.naps != "on":
-            out.append((f"{label}, naps off", {**conf, **NAPS_OFF}))
+            out.append((label, {**conf, "rmqReadNapMicros": "0"}))
+        if args.naps != "off":
+            out.append((f"{label}, naps", {**conf, "rmqReadNapMicros": str(_nap_us(args))}))
     return out
+
+
+def _nap_us(args) -> int:
+    """The napping brokers' and floor's ``rmqReadNapMicros``."""
+    conf = dict(kv.split("=", 1) for kv in args.broker_conf)
+    return int(conf.get("rmqReadNapMicros", NAP_US))
 
 
 def _round(variant: dict[str, str], inflights: list[int], args,
@@ -143,17 +152,30 @@ def _round(variant: dict[str, str], inflights: list[int], args,
     return out
 
 
+def _floors(args) -> list[tuple[str, int]]:
+    """The floor servers of a round (``--floor``), by label, with the naps
+    they take: as the brokers' (``--naps``), so that each broker row has a
+    floor row at its pacing."""
+    out = []
+    if args.naps != "on":
+        out.append((FLOOR, 0))
+    if args.naps != "off":
+        out.append((f"{FLOOR}, naps", _nap_us(args)))
+    return out
+
+
 def _floor_python(runs: dict[tuple[str, int], list[dict]], args) -> None:
-    """Print the floor server's own Python per message at the messages a
+    """Print each floor server's own Python per message at the messages a
     read it met: the part of its row a compiled server would not pay."""
-    parts = []
-    for inflight in args.inflight:
-        per_read = statistics.median(r.get("broker_msgs_per_read", 1.0)
-                                     for r in runs[(FLOOR, inflight)])
-        us = floor.python_cost("single", args.size, not args.json_frames, per_read)
-        parts.append(f"{us:.2f} µs/msg at {inflight} in flight")
-    print(f"{FLOOR}: bench.floor's single server (answers, stores nothing); of its CPU, its "
-          "own Python (a compiled server would not pay it): " + ", ".join(parts))
+    for label, _ in _floors(args):
+        parts = []
+        for inflight in args.inflight:
+            per_read = statistics.median(r.get("broker_msgs_per_read", 1.0)
+                                         for r in runs[(label, inflight)])
+            us = floor.python_cost("single", args.size, not args.json_frames, per_read)
+            parts.append(f"{us:.2f} µs/msg at {inflight} in flight")
+        print(f"{label}: bench.floor's single server (answers, stores nothing); of its CPU, "
+              "its own Python (a compiled server would not pay it): " + ", ".join(parts))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -168,9 +190,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="the same load with JSON headers (a Java client on its default)")
     ap.add_argument("--lanes", choices=("both", "on", "off"), default="both",
                     help="brokers to run: lanes off and on alternated (default), or one kind")
-    ap.add_argument("--naps", choices=("on", "off", "both"), default="on",
-                    help="brokers with read naps (rmqReadNapMicros, the default), with "
-                         "rmqReadNapMicros=0, or both alternated")
+    ap.add_argument("--naps", choices=("on", "off", "both"), default="off",
+                    help="brokers without read naps (the default), with them "
+                         f"(rmqReadNapMicros={NAP_US} unless --broker-conf sets it), or both "
+                         "alternated")
     ap.add_argument("--broker-conf", action="append", default=[], metavar="KEY=VALUE",
                     help="extra broker property for every broker (repeatable)")
     ap.add_argument("--floor", action="store_true",
@@ -197,11 +220,11 @@ def main(argv: list[str] | None = None) -> int:
             for label, variant in _variants(args):
                 for inflight, r in _round(variant, args.inflight, args, filler).items():
                     runs.setdefault((label, inflight), []).append(r)
-            if args.floor:
+            for label, nap_us in _floors(args) if args.floor else ():
                 for inflight in args.inflight:
                     r = floor.measure("single", inflight, args.seconds, args.size,
-                                      not args.json_frames)
-                    runs.setdefault((FLOOR, inflight), []).append(r)
+                                      not args.json_frames, nap_us=nap_us)
+                    runs.setdefault((label, inflight), []).append(r)
         memory_loaded = _memory()
     finally:
         if filler is not None:
@@ -225,8 +248,8 @@ def main(argv: list[str] | None = None) -> int:
                          "kswapd_cpu_us_per_msg")}
         per_read = statistics.median(r["broker_cpu_us_per_msg"] * r.get("broker_msgs_per_read", 0.0)
                                      for r in rs)
-        share = "-" if label == FLOOR else f"{med['lane_share']:.0%}"
-        naps = "-" if label == FLOOR else f"{med['naps_per_msg']:.3f}"
+        share = "-" if label.startswith(FLOOR) else f"{med['lane_share']:.0%}"
+        naps = "-" if label.startswith(FLOOR) else f"{med['naps_per_msg']:.3f}"
         print(f"| {inflight} | {label} | {med['msgs_per_s']:,.0f} | "
               f"{med['broker_cpu_us_per_msg']:.1f} | {med['broker_system_us_per_msg']:.1f} | "
               f"{med['broker_msgs_per_read']:.1f} | {per_read:.0f} | {share} | {naps} |"

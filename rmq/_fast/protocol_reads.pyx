@@ -178,7 +178,7 @@ def flush(self):
 
 cdef inline Py_ssize_t frames_ahead(object buf, Py_ssize_t start, Py_ssize_t end,
                                     Py_ssize_t cap):
-    """``channel._frames_ahead``: the frames pending in ``buf`` (a
+    """``read_nap.frames_ahead``: the frames pending in ``buf`` (a
     bytearray) from ``start`` to ``end``, the last one's part counted whole,
     at most ``cap``."""
     cdef const unsigned char* d = <const unsigned char*>PyByteArray_AS_STRING(buf)

@@ -21,7 +21,7 @@ from rmq._fast import compiled
 from rmq.remoting import codec
 from rmq.remoting.command import RPC_RESPONSE, RemotingCommand
 from rmq.remoting.exceptions import RemotingCommandError, RemotingSendRequestError
-from rmq.remoting.read_nap import ENOUGH_FRAMES
+from rmq.remoting.read_nap import ENOUGH_FRAMES, frames_ahead
 
 if TYPE_CHECKING:
     from rmq.remoting.abstract import RemotingService
@@ -200,19 +200,6 @@ def _get_buffer(self: RemotingProtocol, sizehint: int) -> memoryview:
     return self._view[end:]
 
 
-def _frames_ahead(buf: bytearray, start: int, end: int, cap: int) -> int:
-    """The frames pending in ``buf`` from ``start`` to ``end``, the last
-    one's part counted whole, at most ``cap``: more than one tells of a
-    client with requests in flight behind the first (``rmq.remoting.read_nap``)."""
-    count = 0
-    while start < end and count < cap:
-        count += 1
-        if end - start < 4:
-            break
-        start += 4 + int.from_bytes(buf[start:start + 4], "big")
-    return count
-
-
 def _buffer_updated(self: RemotingProtocol, nbytes: int) -> None:
     """``RemotingProtocol.buffer_updated`` (twin of ``rmq._fast.protocol_reads``'s):
     serve a read: the lane's turns, then the general decode of what they
@@ -228,7 +215,7 @@ def _buffer_updated(self: RemotingProtocol, nbytes: int) -> None:
     channel.last_active = monotonic()
     service = self._service
     if service.pacer is not None:
-        service.pacer.touch(_frames_ahead(self._buf, self._start, end, ENOUGH_FRAMES))
+        service.pacer.touch(frames_ahead(self._buf, self._start, end, ENOUGH_FRAMES))
     lane = service.lane
     if lane is not None:
         if not service._rpc_hooks:

@@ -706,7 +706,8 @@ def test_floor_benches_run():
             ("rtt", ["--count", "500"], "the floor's server CPU"),
             ("java_frames", ["--lanes", "on", "--rounds", "1", "--seconds", "1", "--prime", "1",
                              "--inflight", "4", "--floor", "--naps", "both"],
-             ("| 4 | floor |", "| 4 | lanes on |", "| 4 | lanes on, naps off |"))):
+             ("| 4 | floor |", "| 4 | floor, naps |", "| 4 | lanes on |",
+              "| 4 | lanes on, naps |"))):
         out = subprocess.run([sys.executable, "-m", f"bench.{script}", *args],
                              capture_output=True, text=True, timeout=60, cwd=ROOT)
         assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
