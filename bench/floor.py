@@ -57,7 +57,7 @@ from bench.modes import ROOT, mode_env
 from bench.raw import RawRequests
 from rmq.dledger.entry import Entry
 from rmq.remoting import RemotingCommand
-from rmq.remoting.read_nap import ENOUGH_FRAMES, ReadNap, frames_ahead
+from rmq.remoting.read_nap import ENOUGH_FRAMES, ReadNap
 from rmq.store import message_codec as codec
 from rmq.testing.procs import RmqProcess, free_port
 
@@ -130,8 +130,6 @@ class FrameReader(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         buf, end, pos = self.buf, self.filled + nbytes, 0
-        if self.nap is not None:
-            self.nap.touch(frames_ahead(buf, 0, end, ENOUGH_FRAMES))
         starts = []
         while end - pos >= _LEN:
             size = int.from_bytes(buf[pos:pos + _LEN], "big")
@@ -139,6 +137,8 @@ class FrameReader(asyncio.BufferedProtocol):
                 break
             starts.append(pos)
             pos += _LEN + size
+        if self.nap is not None:  # the read's frames, a part of one counted whole
+            self.nap.touch(min(len(starts) + (pos < end), ENOUGH_FRAMES))
         if starts:
             self.frames(buf, starts, pos)
         if pos:

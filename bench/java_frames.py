@@ -93,33 +93,34 @@ LANES_OFF = {"rmqSendLaneEnable": "false", "rmqPullLaneEnable": "false"}
 NAP_US = 100  # --naps: the brokers' rmqReadNapMicros (unless --broker-conf sets it)
 
 
+def _broker_conf(args) -> dict[str, str]:
+    """``--broker-conf``'s properties."""
+    return dict(kv.split("=", 1) for kv in args.broker_conf)
+
+
+def _naps(args) -> list[tuple[str, int]]:
+    """The label suffixes and ``rmqReadNapMicros`` of ``--naps``: without
+    naps, with them, or both -- for the brokers and the floor alike."""
+    nap_us = int(_broker_conf(args).get("rmqReadNapMicros", NAP_US))
+    return [(suffix, us) for suffix, us, skip in (("", 0, "on"), (", naps", nap_us, "off"))
+            if args.naps != skip]
+
+
 def _variants(args) -> list[tuple[str, dict[str, str]]]:
     """The brokers of a round, by label: lanes off and on (``--lanes``),
     each with read naps, without, or both (``--naps``)."""
     lanes = [("lanes off", LANES_OFF), ("lanes on", {})]
     if args.lanes != "both":
         lanes = [v for v in lanes if v[0] == f"lanes {args.lanes}"]
-    out = []
-    for label, conf in lanes:
-        if args.naps != "on":
-            out.append((label, {**conf, "rmqReadNapMicros": "0"}))
-        if args.naps != "off":
-            out.append((f"{label}, naps", {**conf, "rmqReadNapMicros": str(_nap_us(args))}))
-    return out
-
-
-def _nap_us(args) -> int:
-    """The napping brokers' and floor's ``rmqReadNapMicros``."""
-    conf = dict(kv.split("=", 1) for kv in args.broker_conf)
-    return int(conf.get("rmqReadNapMicros", NAP_US))
+    return [(label + suffix, {**conf, "rmqReadNapMicros": str(us)})
+            for label, conf in lanes for suffix, us in _naps(args)]
 
 
 def _round(variant: dict[str, str], inflights: list[int], args,
            filler: PageCacheFiller | None = None) -> dict[int, dict]:
     """One broker (``variant``'s properties over ``--broker-conf``), every
     in-flight figure against it."""
-    conf = dict(kv.split("=", 1) for kv in args.broker_conf)
-    conf.update(variant)
+    conf = {**_broker_conf(args), **variant}
     out = {}
     with Cluster(env=mode_env("compiled"), broker_conf=conf, pin=True) as cluster:
         # first a run that makes the 1024 consume queues (a queue's first
@@ -156,12 +157,7 @@ def _floors(args) -> list[tuple[str, int]]:
     """The floor servers of a round (``--floor``), by label, with the naps
     they take: as the brokers' (``--naps``), so that each broker row has a
     floor row at its pacing."""
-    out = []
-    if args.naps != "on":
-        out.append((FLOOR, 0))
-    if args.naps != "off":
-        out.append((f"{FLOOR}, naps", _nap_us(args)))
-    return out
+    return [(FLOOR + suffix, us) for suffix, us in _naps(args)]
 
 
 def _floor_python(runs: dict[tuple[str, int], list[dict]], args) -> None:
