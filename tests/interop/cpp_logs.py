@@ -99,6 +99,17 @@ RACE_AFTERMATH = ("response is null", "doRebalance the cidAll is empty",
                   "The pullResult NULL of")
 RACE_AFTERMATH_S = 0.1
 
+# The first rebalance asks for the consumer list while the client's threads are
+# still opening the broker connection.  Seen once in CI, at a push consumer's
+# start by the test's timings and with no restart near: that query went
+# unanswered for the client's whole consumer-list timeout (5 s; it logs only
+# 'response is null', then the rebalance skips the topic and redoes it 10 s
+# later).  Accepted only that
+# early in a log and only after the whole timeout (an answer missing at once is
+# the start-up race's aftermath or a failure), with the 'cidAll is empty' after it.
+FIRST_QUERY_UNANSWERED = ("response is null", "[findConsumerIds:")
+CONSUMER_LIST_TIMEOUT_S = 5.0
+
 PROTOCOL_WARNINGS = (
     "get error response",
     "unregisterClient fail",
@@ -134,6 +145,20 @@ def _in_window(when: datetime, check: LogCheck) -> bool:
     return False
 
 
+def lines_before(home: Path, problem: str, count: int = 8) -> list[str]:
+    """The ``count`` log lines written before ``problem`` (an entry of :func:`problems`)
+    in the same file: what the client was doing when it logged it."""
+    name, _, raw = problem.partition(": ")
+    for path in log_files(home):
+        if f"{home.name}/{path.name}" != name:
+            continue
+        lines = path.read_text(errors="replace").splitlines()
+        if raw in lines:
+            at = lines.index(raw)
+            return lines[max(0, at - count):at]
+    return []
+
+
 def problems(home: Path, check: LogCheck | None = None) -> list[str]:
     """Every log line that makes the scenario fail, with its file name."""
     check = check or LogCheck()
@@ -161,6 +186,11 @@ def problems(home: Path, check: LogCheck | None = None) -> list[str]:
                 continue
             if raced is not None and any(a in text for a in RACE_AFTERMATH) \
                     and (when - raced).total_seconds() <= RACE_AFTERMATH_S:
+                continue
+            if (all(f in text for f in FIRST_QUERY_UNANSWERED)
+                    and CONSUMER_LIST_TIMEOUT_S <= (when - started).total_seconds()
+                    <= check.startup_s + CONSUMER_LIST_TIMEOUT_S):
+                raced = when  # what it logs right after is its aftermath
                 continue
             if any(t in text for t in TRANSPORT + RESTART_RACES):
                 if not _in_window(when, check):

@@ -267,7 +267,22 @@ class CppRunner:
 
     def assert_clean_logs(self, expected: tuple[str, ...] = ()) -> None:
         found = self.log_problems(expected)
-        assert not found, "C++ client logged errors:\n" + "\n".join(found[:40])
+        assert not found, "C++ client logged errors:\n" + "\n".join(found[:40]) \
+            + "\n" + self._explain(found)
+
+    def _explain(self, found: list[str]) -> str:
+        """The restart windows and what each of the first problems' clients logged
+        just before it, so that a failure seen once in CI can be read afterwards."""
+        windows = ", ".join(f"{a:%H:%M:%S.%f} .. {b:%H:%M:%S.%f}"
+                            for a, b in self.cluster.restarts) or "none"
+        parts = [f"restart windows: {windows}"]
+        homes = {home.name: home for home in self.homes}
+        for problem in found[:3]:
+            home = homes.get(problem.split("/", 1)[0])
+            if home is not None:
+                parts.append(f"before {problem[:120]}:")
+                parts += ["  " + line[:200] for line in cpp_logs.lines_before(home, problem)]
+        return "\n".join(parts)
 
 
 NODE_DIR = ROOT / "tests" / "interop" / "node"
