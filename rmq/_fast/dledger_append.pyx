@@ -723,6 +723,11 @@ cdef Py_ssize_t plain_rows(const Plain* sends, Py_ssize_t n, int32_t host_bits, 
     cdef dict index = None
     cdef const Plain* s
     cdef Rec* r
+    # (an object, declared: left untyped, Cython would infer a C int from its
+    # assignment and make a new int object at each use, so that the keys
+    # would borrow one freed at once -- for queue ids past CPython's cached
+    # small ints, a table key of whatever int took its place)
+    cdef object qid_obj
     for i in range(n):
         s = &sends[i]
         topic = <object>s.topic

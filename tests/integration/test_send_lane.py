@@ -41,6 +41,7 @@ from rmq.testing.wait import wait_until
 
 R = RequestCode
 TOPIC = "LaneTopic"
+QUEUES = 512  # LaneTopic's
 
 
 def _props(**kw: str) -> str:
@@ -97,7 +98,11 @@ def _stream(seed: int) -> tuple[list[bytes], set[int]]:
         rnd.shuffle(items)
         props = _props(**dict(items))
         topic = TOPIC if rnd.random() > 0.02 else f"Auto{i % 3}"
-        queue = rnd.randrange(4) if rnd.random() > 0.01 else 9
+        where = rnd.random()
+        # queue ids past 256 (beyond CPython's cached small ints) among them,
+        # and an illegal one
+        queue = rnd.randrange(4) if where < 0.9 else 300 + rnd.randrange(3) if where < 0.99 \
+            else QUEUES + 5
         ext = send_header_v2("pg", topic, "TBW102", 4, queue, rnd.choice([0, 0, 1]),
                              1_700_000_000_000 + i, rnd.randrange(3), props, False, "broker-a")
         kind = rnd.random()
@@ -159,8 +164,8 @@ async def _run(tmp: Path, port: int, mode: str, frames: list[bytes], want: int,
     try:
         loop = asyncio.get_running_loop()
         admin = RemotingCommand.create_request(R.UPDATE_AND_CREATE_TOPIC, {
-            "topic": TOPIC, "defaultTopic": "TBW102", "readQueueNums": "4",
-            "writeQueueNums": "4", "perm": "6", "topicFilterType": "SINGLE_TAG"})
+            "topic": TOPIC, "defaultTopic": "TBW102", "readQueueNums": str(QUEUES),
+            "writeQueueNums": str(QUEUES), "perm": "6", "topicFilterType": "SINGLE_TAG"})
         admin.opaque = 0
         reader = FrameCollector()
         done = reader.expect(want + 1)

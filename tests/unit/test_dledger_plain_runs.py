@@ -222,11 +222,12 @@ def _many_frames(queues: int) -> list[bytes]:
 class _Topics:
     """The support a lane's reading asks: the broker's topic configs (the
     compiled lane reads them, the twin asks ``topic``), every topic taking
-    256 queues, ``T1`` filtered by MULTI_TAGS."""
+    512 queues (queue ids past CPython's cached small ints among them),
+    ``T1`` filtered by MULTI_TAGS."""
 
     def __init__(self) -> None:
         self.topics = SimpleNamespace(table={
-            f"T{i}": TopicConfig(f"T{i}", 256, 256,
+            f"T{i}": TopicConfig(f"T{i}", 512, 512,
                                  topicFilterType=MULTI_TAG if i == 1 else SINGLE_TAG)
             for i in range(70)})
 
@@ -277,7 +278,7 @@ def _serve(store_read, cl, frames: list[bytes], born: bytes) -> tuple:
 
 @pytest.mark.compiled_only
 @pytest.mark.parametrize("room", ROOMS)
-@pytest.mark.parametrize("queues", [1, 8, 65, 200])
+@pytest.mark.parametrize("queues", [1, 8, 65, 200, 300])
 @pytest.mark.parametrize("classes", [(DLedgerMmapFileStore, MemberState),
                                      (_StoreByAttributes, _StateByAttributes)])
 @pytest.mark.parametrize("born6", [False, True])
