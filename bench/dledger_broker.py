@@ -15,6 +15,11 @@ service, not from free memory the host took back, whose first touch is a
 fault the host serves: a cost that lands on the group (three stores' new
 pages, and its pushes' socket buffers) harder than on the single master.
 With both, the floor's servers run on a topped-up page cache too.
+With ``--java-frames`` the load is ``bench.java_frames``' rather than the
+rmq client's: the frames of Apache RocketMQ 4.9.8's benchmark Producer
+(ROCKETMQ headers, each send its own write, round the 1024 queues of
+``BenchmarkTest``), after a priming run that makes the queues' files; the
+load issue 39 measured a DLedger group with.
 With ``--floor`` the same
 sends in flight also go to ``bench.floor``'s single and leader servers
 (which store nothing; a raw JSON load, whose reads a message match the
@@ -24,6 +29,7 @@ over a single master's.
 
     .venv/bin/python -m bench.dledger_broker [--inflight 16] [--duration 5]
         [--runs single,group,unbatched] [--same-rate] [--full-page-cache] [--floor]
+        [--java-frames]
         [--profile DIR [--native]]
         [--broker-conf KEY=VALUE ...]
 
@@ -48,9 +54,11 @@ import psutil
 from bench import floor
 from bench.compare import pin
 from bench.cpu import LOAD_CPU, read_write_calls
-from bench.modes import ROOT
+from bench.load import LoadSpec, load_in_subprocess
+from bench.modes import ROOT, mode_env
 from bench.page_cache import MiB, PageCacheFiller
 from rmq.client.admin import MQAdmin
+from rmq.common.topics import BENCHMARK_TOPIC
 from rmq.testing.cluster import broker_conf, start_namesrv
 from rmq.testing.procs import RmqProcess, free_port
 
@@ -59,6 +67,8 @@ MASTER_CPU = 0  # with --pin (the load, followers and name server on bench.cpu.L
 # the defaults a broker runs with (consume queues, index files), but entry and
 # commit-log files of 256 MiB rather than 1 GiB: a run's few hundred MiB
 FILES = "mappedFileSizeCommitLog=268435456\n"
+JAVA_QUEUES = 1024  # BenchmarkTest's queues, which the Java Producer's sends go round
+JAVA_PRIME_S = 2.0  # --java-frames: the run before each load that makes the queues' files
 
 
 def cpu(pid: int) -> float:
@@ -124,7 +134,10 @@ async def master_and_topic(namesrv: str, ports: dict[str, int], queues: int) -> 
 
 def produce(namesrv: str, broker: str, pid: int, args, rate: float = 0.0) -> dict:
     """``bench/producer.py``'s figures of a run against ``broker`` (``rate``:
-    its msgs/s held to that, else as fast as ``--inflight`` sends go)."""
+    its msgs/s held to that, else as fast as ``--inflight`` sends go), or
+    with ``--java-frames`` those of the Java benchmark Producer's frames."""
+    if args.java_frames:
+        return java_frames(namesrv, broker, pid, args, rate)
     env = dict(os.environ, RMQ_LOAD_CPU=str(LOAD_CPU)) if args.pin else None
     out = subprocess.run(
         [sys.executable, "-m", "bench.producer", "-n", namesrv, "--broker", broker,
@@ -135,6 +148,35 @@ def produce(namesrv: str, broker: str, pid: int, args, rate: float = 0.0) -> dic
     if out.returncode != 0:
         raise SystemExit(out.stdout[-2000:] + out.stderr[-2000:])
     return json.loads(out.stdout[out.stdout.index("{"):])["compiled"]
+
+
+def java_frames(namesrv: str, broker: str, pid: int, args, rate: float) -> dict:
+    """The Java benchmark Producer's frames (``bench.java_frames``' load:
+    ROCKETMQ headers, each send its own write, round the 1024 queues of
+    ``BenchmarkTest``) against ``broker`` (``prime``d); figures keyed as
+    ``produce``'s."""
+    r = load_in_subprocess(LoadSpec("send", namesrv, BENCHMARK_TOPIC, seconds=args.duration,
+                                    warmup=1.0, inflight=args.inflight, rate=rate,
+                                    broker_pid=pid, **_java_spec(broker)),
+                           mode_env("compiled"), cpu=LOAD_CPU if args.pin else None)
+    return {**r, "avg_rt_ms": r["avg_ms"]}
+
+
+def _java_spec(broker: str) -> dict:
+    return dict(broker_addr=broker, raw=True, queues=JAVA_QUEUES, write_each=True,
+                java_frames=True)
+
+
+def prime(namesrv: str, broker: str, args) -> None:
+    """With ``--java-frames``, a run of the Java Producer's frames before the
+    measured one, so that the 1024 queues' files are made (a queue's first
+    message creates them), as the Java load does early in its long run;
+    before the CPU snapshots, which it would otherwise count."""
+    if args.java_frames:
+        load_in_subprocess(LoadSpec("send", namesrv, BENCHMARK_TOPIC, seconds=JAVA_PRIME_S,
+                                    warmup=0.0, size=args.size, inflight=64,
+                                    **_java_spec(broker)),
+                           mode_env("compiled"), cpu=LOAD_CPU if args.pin else None)
 
 
 def group(tmp: Path, args, batch_push: bool) -> tuple[dict, float]:
@@ -161,6 +203,7 @@ def group(tmp: Path, args, batch_push: bool) -> tuple[dict, float]:
             pin(procs[leader].pid, MASTER_CPU)
             for pid in [procs[i].pid for i in followers] + [namesrv.pid]:
                 pin(pid, LOAD_CPU)
+        prime(f"127.0.0.1:{ns_port}", master, args)
         before = {i: cpu(procs[i].pid) for i in followers}
         threads = {i: snapshot(procs[i].pid) for i in ids}
         spies = []
@@ -211,6 +254,7 @@ def single(tmp: Path, args, rate: float = 0.0) -> dict:
         if args.pin:
             pin(broker.pid, MASTER_CPU)
             pin(namesrv.pid, LOAD_CPU)
+        prime(f"127.0.0.1:{ns_port}", f"127.0.0.1:{port}", args)
         threads = snapshot(broker.pid)
         r = produce(f"127.0.0.1:{ns_port}", f"127.0.0.1:{port}", broker.pid, args, rate)
         print(f"  single master{' at ' + format(rate, ',.0f') + ' msgs/s' if rate else ''} "
@@ -241,6 +285,9 @@ def main() -> None:
                     "reclaim, as on a broker in service (bench.page_cache)")
     # (the filler's size at most, MiB: a test's top-up, not the machine's memory)
     ap.add_argument("--filler-max-mib", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--java-frames", action="store_true",
+                    help="the load of bench.java_frames (the Java benchmark Producer's frames, "
+                    "each send its own write) rather than bench/producer.py's")
     ap.add_argument("--pin", action="store_true",
                     help="the master (single, or the group's leader) on CPU 0; the followers, "
                     "the name server and the load on CPU 1")

@@ -629,6 +629,21 @@ def test_dledger_broker_bench_runs():
     assert out.stderr.count("page cache topped up by ") == 5
 
 
+@pytest.mark.timeout(180)
+def test_dledger_broker_bench_runs_the_java_producers_frames():
+    """bench/dledger_broker.py --java-frames: the single master and the group
+    under the Java benchmark Producer's frames (1024 queues), each primed
+    first, their rows printed with a rate and the leader's ratio."""
+    out = subprocess.run([sys.executable, "-m", "bench.dledger_broker", "--duration", "1",
+                          "--inflight", "4", "--runs", "single,group", "--java-frames"],
+                         capture_output=True, text=True, timeout=170, cwd=ROOT)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    rows = {line[:30].strip(): line[30:].split() for line in out.stdout.splitlines()[1:]}
+    for row in ("single master", "3-node DLedger group"):
+        assert float(rows[row][0].replace(",", "")) > 0, out.stdout
+    assert rows["3-node DLedger group"][4].endswith("x"), out.stdout
+
+
 @pytest.mark.timeout(60)
 def test_page_cache_filler_grows_to_its_mark_and_goes(tmp_path):
     from bench.page_cache import CHUNK, PageCacheFiller, kswapd_seconds, meminfo, reclaimed_pages
