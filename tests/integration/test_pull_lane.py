@@ -40,7 +40,10 @@ from rmq.testing.store import BORNHOST_V6_FLAG, MESSAGE_MAGIC
 R = RequestCode
 TOPIC = "PullLaneTopic"
 GROUP = "pullLaneGroup"
-QUEUES = 4
+QUEUES = 512  # the topic's
+# the queues sent to and pulled from: ids past 256 (beyond CPython's cached
+# small ints) among them
+QUEUE_IDS = (0, 1, 300, 301)
 SUB, SUSPEND, COMMIT = 0x4, 0x2, 0x1
 WIDE_TAG = "标签"  # a tag past ASCII
 WIDE_SUBS = [WIDE_TAG, f"TagA || {WIDE_TAG}", f"é || {WIDE_TAG} || \U0001F600"]
@@ -58,7 +61,7 @@ def _sends() -> tuple[list[bytes], int]:
     frames = []
     count = 0
     for i in range(900):
-        queue = rnd.randrange(QUEUES)
+        queue = rnd.choice(QUEUE_IDS)
         size = rnd.choice([0, 10, 300, 1024, 3000])
         body = bytes((i + j) % 251 for j in range(size))
         if rnd.random() < 0.1:
@@ -79,7 +82,7 @@ def _sends() -> tuple[list[bytes], int]:
                              "broker-a")
         frames.append(_frame(R.SEND_MESSAGE_V2, ext, body, i))
         count += 1
-    for queue in range(QUEUES):  # each queue ends with messages of a tag past ASCII
+    for queue in QUEUE_IDS:  # each queue ends with messages of a tag past ASCII
         for j in range(3):
             ext = send_header_v2("pg", TOPIC, "TBW102", QUEUES, queue, 0, 1_700_000_001_000 + j,
                                  0, f"UNIQ_KEY\x01W{queue}{j}\x02TAGS\x01{WIDE_TAG}", False,
@@ -101,7 +104,7 @@ def _cpp_pull(opaque: int, queue: int, offset: int, nums: int, sub: str) -> byte
     return struct.pack(">ii", 4 + len(head), len(head)) + head
 
 
-def _pulls(max_offsets: list[int]) -> tuple[list[bytes], int]:
+def _pulls(max_offsets: dict[int, int]) -> tuple[list[bytes], int]:
     """The pull stream and how many answers it gets (every request is answered)."""
     rnd = random.Random(11)
     frames: list[bytes] = []
@@ -117,7 +120,7 @@ def _pulls(max_offsets: list[int]) -> tuple[list[bytes], int]:
         frames.append(_frame(R.PULL_MESSAGE, ext, None, op, stype))
 
     for _ in range(400):
-        queue = rnd.randrange(QUEUES)
+        queue = rnd.choice(QUEUE_IDS)
         top = max_offsets[queue]
         roll = rnd.random()
         if roll < 0.55:  # found: from anywhere, any batch size, some commit the offset
@@ -156,12 +159,12 @@ def _pulls(max_offsets: list[int]) -> tuple[list[bytes], int]:
     return frames, len(frames)
 
 
-def _wide_pulls(max_offsets: list[int]) -> list[bytes]:
+def _wide_pulls(max_offsets: dict[int, int]) -> list[bytes]:
     """Pulls near each queue's end whose subscriptions hold tags past ASCII,
     JSON and ROCKETMQ headers: every one finds messages."""
     frames = []
     for i, (queue, sub, stype) in enumerate(
-            (q, sub, stype) for q in range(QUEUES) for sub in WIDE_SUBS for stype in (0, 1)):
+            (q, sub, stype) for q in QUEUE_IDS for sub in WIDE_SUBS for stype in (0, 1)):
         ext = pull_header(GROUP, TOPIC, queue, max_offsets[queue] - 6, 32, SUB, 0, 0, sub, 0,
                           "TAG", "broker-a")
         frames.append(_frame(R.PULL_MESSAGE, ext, None, 20_000 + i, stype))
@@ -199,13 +202,13 @@ async def _run(tmp: Path, port: int, mode: str) -> tuple[dict, dict]:
         assert all(RemotingCommand.decode(f[4:]).code == 0 for f in reader.frames.values())
         reader.frames.clear()
         for _ in range(200):  # until every message is dispatched to its consume queue
-            max_offsets = [int((await _call(transport, reader, R.GET_MAX_OFFSET,
-                                            {"topic": TOPIC, "queueId": str(q)}, 3))
-                               .ext_fields["offset"]) for q in range(QUEUES)]
-            if sum(max_offsets) == stored:
+            max_offsets = {q: int((await _call(transport, reader, R.GET_MAX_OFFSET,
+                                               {"topic": TOPIC, "queueId": str(q)}, 3))
+                                  .ext_fields["offset"]) for q in QUEUE_IDS}
+            if sum(max_offsets.values()) == stored:
                 break
             await asyncio.sleep(0.05)
-        assert sum(max_offsets) == stored
+        assert sum(max_offsets.values()) == stored
         frames, want = _pulls(max_offsets)
         done = reader.expect(want)
         for i in range(0, len(frames), 60):  # a few large writes: runs of pulls per read
@@ -228,7 +231,7 @@ async def _run(tmp: Path, port: int, mode: str) -> tuple[dict, dict]:
                                {"statsName": name, "statsKey": f"{TOPIC}@{GROUP}"}, 5)
             minute = orjson.loads(view.body)["statsMinute"]
             facts[name] = (minute["sum"], minute["avgpt"])
-        for q in range(QUEUES):
+        for q in QUEUE_IDS:
             got = await _call(transport, reader, R.QUERY_CONSUMER_OFFSET,
                               {"consumerGroup": GROUP, "topic": TOPIC, "queueId": str(q)}, 6)
             facts[f"offset{q}"] = (got.code, got.ext_fields)
