@@ -34,7 +34,10 @@ from tests.integration.test_pull_lane import _call, _frame, _normalized
 R = RequestCode
 TOPIC, ONE, IDLE = "PopLaneTopic", "PopLaneOne", "PopLaneIdle"
 GROUP, ORDER_GROUP = "popLaneGroup", "popLaneOrder"
-QUEUES = 4
+QUEUES = 512  # TOPIC's
+# TOPIC's queues sent to and popped from: ids past 256 (beyond CPython's
+# cached small ints) among them
+QUEUE_IDS = (0, 1, 300, 301)
 SENT = 1600
 REVIVE = "rmq_sys_REVIVE_LOG_DefaultCluster"
 _POP_TIME = re.compile(rb'(popTime(?:":"|\x00\x00\x00\x0d))\d{13}')
@@ -44,7 +47,7 @@ def _sends() -> list[bytes]:
     rnd = random.Random(3)
     frames = []
     for i in range(SENT):
-        topic, queue = (ONE, 0) if i % 5 == 4 else (TOPIC, rnd.randrange(QUEUES))
+        topic, queue = (ONE, 0) if i % 5 == 4 else (TOPIC, rnd.choice(QUEUE_IDS))
         props = f"UNIQ_KEY\x017F0000010000{i:012X}\x02TAGS\x01{rnd.choice(['TagA', 'TagB'])}"
         ext = send_header_v2("pg", topic, "TBW102", QUEUES, queue, 0, 1_700_000_000_000 + i, 0,
                              props, False, "broker-a")
@@ -74,12 +77,12 @@ def _pops(first: int) -> list[bytes]:
         op = first + i
         roll = rnd.random()
         if roll < 0.55:
-            frames.append(_pop(op, TOPIC, rnd.randrange(QUEUES), rnd.choice([1, 5, 16, 32]),
+            frames.append(_pop(op, TOPIC, rnd.choice(QUEUE_IDS), rnd.choice([1, 5, 16, 32]),
                                exp=rnd.choice(["*", "*", "TagA", "TagA || TagB"])))
         elif roll < 0.65:
             frames.append(_pop(op + 5000, ONE, -1, rnd.choice([3, 32])))
         elif roll < 0.7:
-            frames.append(_pop(op, TOPIC, rnd.randrange(QUEUES), 4, group=ORDER_GROUP,
+            frames.append(_pop(op, TOPIC, rnd.choice(QUEUE_IDS), 4, group=ORDER_GROUP,
                                order=True))
         elif roll < 0.73:
             frames.append(_pop(op, TOPIC, 0, 8, exp="a > 1", exp_type="SQL92"))
@@ -186,7 +189,7 @@ async def _run(tmp: Path, port: int, mode: str) -> tuple[list[dict], dict]:
         assert all(RemotingCommand.decode(f[4:]).code == 0 for f in sent.values())
         for _ in range(200):  # until every message is dispatched to its consume queue
             total = 0
-            for topic, q in [(TOPIC, q) for q in range(QUEUES)] + [(ONE, 0)]:
+            for topic, q in [(TOPIC, q) for q in QUEUE_IDS] + [(ONE, 0)]:
                 got = await _call(transport, reader, R.GET_MAX_OFFSET,
                                   {"topic": topic, "queueId": str(q)}, 3)
                 total += int(got.ext_fields["offset"])
@@ -216,7 +219,7 @@ async def _run(tmp: Path, port: int, mode: str) -> tuple[list[dict], dict]:
             view = await _call(transport, reader, R.VIEW_BROKER_STATS_DATA,
                                {"statsName": "GROUP_GET_NUMS", "statsKey": f"{topic}@{group}"}, 5)
             facts[f"nums {topic}@{group}"] = orjson.loads(view.body)["statsMinute"]["sum"]
-            for q in range(QUEUES if topic == TOPIC else 1):
+            for q in QUEUE_IDS if topic == TOPIC else (0,):
                 got = await _call(transport, reader, R.QUERY_CONSUMER_OFFSET,
                                   {"consumerGroup": group, "topic": topic, "queueId": str(q)}, 6)
                 facts[f"offset {topic}@{group} {q}"] = (got.code, got.ext_fields)
