@@ -29,15 +29,12 @@ from rmq.remoting.command import RemotingCommand
 from rmq.testing.cluster import lane_broker
 from rmq.testing.frames import FrameCollector
 from rmq.testing.procs import free_port
-from tests.integration.test_pull_lane import _call, _frame, _normalized
+from tests.integration.test_pull_lane import QUEUE_IDS, _call, _frame, _normalized
 
 R = RequestCode
 TOPIC, ONE, IDLE = "PopLaneTopic", "PopLaneOne", "PopLaneIdle"
 GROUP, ORDER_GROUP = "popLaneGroup", "popLaneOrder"
-QUEUES = 512  # TOPIC's
-# TOPIC's queues sent to and popped from: ids past 256 (beyond CPython's
-# cached small ints) among them
-QUEUE_IDS = (0, 1, 300, 301)
+QUEUES = 512  # TOPIC's; sent to and popped from are test_pull_lane's QUEUE_IDS
 SENT = 1600
 REVIVE = "rmq_sys_REVIVE_LOG_DefaultCluster"
 _POP_TIME = re.compile(rb'(popTime(?:":"|\x00\x00\x00\x0d))\d{13}')
