@@ -37,6 +37,7 @@ MIN_EXT_UNIT_SIZE = 20
 MAX_EXT_UNIT_SIZE = 0x7FFF
 _HEAD = struct.Struct(">hqqh")
 FAILED = 1  # what ``put`` returns when nothing was written (not an address)
+RESERVE_AHEAD = 1 << 20  # blocks reserved at a time ahead of the units (MappedFile.reserve_range)
 
 
 def is_ext_addr(value: int) -> bool:
@@ -86,7 +87,13 @@ class ConsumeQueueExt:
         self.topic = topic
         self.queue_id = queue_id
         self.file_size = file_size
-        self.mfq = MappedFileQueue(os.path.join(root, topic, str(queue_id)), file_size)
+        # sparse files, their blocks reserved ahead of the units (as 4.9.8's
+        # are sparse: a queue's 48 MiB file holds on disk what it was given);
+        # mapped MADV_RANDOM as the consume queues are: a unit's write into a
+        # page not yet read would otherwise fault in a readahead window of
+        # zero-filled pages, a cost per queue that many queues multiply
+        self.mfq = MappedFileQueue(os.path.join(root, topic, str(queue_id)), file_size,
+                                   random_access=True, reserve=False)
 
     def load(self) -> bool:
         return self.mfq.load()
@@ -109,8 +116,12 @@ class ConsumeQueueExt:
                 return FAILED
             pos = mf.wrote_position
             if size > self.file_size - pos - END_BLANK_DATA_LENGTH:
+                if not mf.reserve_range(pos, pos + 2, 0):
+                    return FAILED
                 self._fill_to_end(mf, pos)
                 continue
+            if not mf.reserve_range(pos, pos + size, RESERVE_AHEAD):
+                return FAILED
             mf.view[pos:pos + size] = data
             mf.wrote_position = mf.committed_position = pos + size
             return decorate(mf.file_from_offset + pos)

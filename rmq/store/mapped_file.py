@@ -83,19 +83,22 @@ def _page_cache_busy(begin_ms: int, timeout_ms: int) -> bool:
 NO_ROOM = frozenset((errno.ENOSPC, errno.EDQUOT, errno.EFBIG))
 
 
-def _create_sized(file_name: str, file_size: int) -> int:
+def _create_sized(file_name: str, file_size: int, reserve: bool = True) -> int:
     """Create a file at its full size under a temporary name and rename it, so
     a crash never leaves a store file of the wrong length behind.
 
     The blocks are reserved (``posix_fallocate``) before the file is named: a
     sparse file on a full disk maps fine, and the first write into a page the
     file system cannot back then kills the process with SIGBUS.  Reserved, a
-    full disk is an ENOSPC here, with no file left behind."""
+    full disk is an ENOSPC here, with no file left behind.  With ``reserve``
+    False the file stays sparse: its writer reserves each range before it
+    writes there (``MappedFile.reserve_range``)."""
     tmp = file_name + ".tmp"
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         os.ftruncate(fd, file_size)
-        os.posix_fallocate(fd, 0, file_size)
+        if reserve:
+            os.posix_fallocate(fd, 0, file_size)
         os.rename(tmp, file_name)
     except BaseException:
         os.close(fd)
@@ -150,10 +153,13 @@ class MappedFile:
         "file_name", "file_from_offset", "file_size", "fd", "mm", "view", "wrote_position",
         "committed_position", "flushed_position", "write_buffer", "store_timestamp",
         "first_create_in_queue", "populated_to", "zeroed_to", "_closed", "_pool", "deleted_at",
+        "reserved_to",
     )
 
     def __init__(self, file_name: str, file_size: int, pool: TransientStorePool | None = None,
-                 random_access: bool = False) -> None:
+                 random_access: bool = False, reserve: bool = True) -> None:
+        """``reserve`` False: a file made here is left sparse, for a writer
+        that reserves ahead of its writes (``reserve_range``)."""
         self.file_name = file_name
         self.file_size = file_size
         base = os.path.basename(file_name)
@@ -163,7 +169,7 @@ class MappedFile:
         try:
             fd = os.open(file_name, os.O_RDWR)
         except FileNotFoundError:
-            fd = _create_sized(file_name, file_size)
+            fd = _create_sized(file_name, file_size, reserve)
         try:
             self.mm = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
             if random_access and _MADV_RANDOM is not None:
@@ -182,6 +188,9 @@ class MappedFile:
         self.zeroed_to = 0  # end of the zeros zero_fill wrote
         self._closed = False
         self.deleted_at = 0.0  # monotonic time of destroy(): a hanged file is watched from then
+        # the end of the blocks reserve_range reserved (a file made with
+        # ``reserve`` has them all; this is kept for those made without)
+        self.reserved_to = 0
         self._pool = pool
         self.write_buffer = pool.borrow() if pool is not None else None
 
@@ -195,6 +204,26 @@ class MappedFile:
                 raise
             log.error("reserve the blocks of %s failed: %s", self.file_name, e)
             return False
+        return True
+
+    def reserve_range(self, start: int, end: int, ahead: int) -> bool:
+        """Reserve the blocks of ``[start, end)`` before a write there, in a
+        range of at least ``ahead`` bytes (up to the file's end), so that the
+        next writes find theirs reserved: for a file made sparse (``reserve``
+        False), whose writer then never writes into a hole a full disk could
+        not fill.  False, with nothing reserved, when the disk has no room."""
+        if end <= self.reserved_to:
+            return True
+        lo = self.reserved_to if start <= self.reserved_to else start  # (below: reserved)
+        to = min(self.file_size, max(end, lo + ahead))
+        try:
+            os.posix_fallocate(self.fd, lo, to - lo)
+        except OSError as e:
+            if e.errno not in NO_ROOM:
+                raise
+            log.error("reserve the blocks of %s from %d failed: %s", self.file_name, lo, e)
+            return False
+        self.reserved_to = to
         return True
 
     def write_blocks(self, pause: float = 0.0) -> None:
@@ -457,12 +486,15 @@ class MappedFileQueue:
     def __init__(
         self, store_paths: list[str] | str, mapped_file_size: int, allocator=None,
         read_only_paths: list[str] | None = None, random_access: bool = False,
+        reserve: bool = True,
     ) -> None:
         self.store_paths = [store_paths] if isinstance(store_paths, str) else list(store_paths)
         self.read_only_paths = list(read_only_paths or [])
         self.mapped_file_size = mapped_file_size
         self.allocator = allocator
         self.random_access = random_access  # files mapped MADV_RANDOM (see _MADV_RANDOM)
+        # files made with their blocks reserved whole (else sparse: MappedFile's ``reserve``)
+        self.reserve = reserve
         self.mapped_files: list[MappedFile] = []
         self.flushed_where = 0
         self.committed_where = 0
@@ -555,7 +587,8 @@ class MappedFileQueue:
             if self.allocator is not None:
                 mf = self.allocator.take(path, nxt, self.mapped_file_size, self.pool)
             else:
-                mf = MappedFile(path, self.mapped_file_size, random_access=self.random_access)
+                mf = MappedFile(path, self.mapped_file_size, random_access=self.random_access,
+                                reserve=self.reserve)
         except OSError as e:
             self.last_error = f"create mapped file {path} failed: {e}"
             if not quiet:  # a put making it ahead is refused, and says so once (DispatchRoom)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import struct
 
 import pytest
@@ -96,3 +98,61 @@ def test_consume_queue_keeps_ext_addresses(tmp_path):
     assert cq.put_message_position_info(800, 100, 9999, 8, store_ts=1)
     assert cq.ext.get(cq.read_entry(8)[2]).tags_code == 9999
     cq.shutdown()
+
+
+def test_files_are_sparse_with_blocks_reserved_ahead_of_the_units(tmp_path, monkeypatch):
+    """A queue's ext file of 4.9.8's 48 MiB holds on disk about what was
+    written to it (its blocks reserved a chunk at a time, each range before
+    the units go there), not its whole size."""
+    from rmq.store import consume_queue_ext
+
+    size = 48 * 1024 * 1024
+    reserved: list[tuple[int, int]] = []
+    real = os.posix_fallocate
+
+    def fallocate(fd: int, offset: int, length: int) -> None:
+        reserved.append((offset, offset + length))
+        real(fd, offset, length)
+
+    monkeypatch.setattr(os, "posix_fallocate", fallocate)
+    ext = ConsumeQueueExt("T", 0, str(tmp_path), size)
+    addresses = [ext.put(CqExtUnit(i, 1700000000000 + i, b"\x01" * 8)) for i in range(60_000)]
+    assert all(is_ext_addr(a) for a in addresses)
+    end = undecorate(addresses[-1]) + 28
+    # every unit lies in a range reserved before it was written, a chunk at a time
+    assert reserved[0][0] == 0 and len(reserved) == -(-end // consume_queue_ext.RESERVE_AHEAD)
+    assert all(a[1] == b[0] for a, b in zip(reserved, reserved[1:], strict=False))
+    path = tmp_path / "T" / "0" / f"{0:020d}"
+    assert path.stat().st_size == size
+    assert path.stat().st_blocks * 512 <= reserved[-1][1] + 4096 < size // 8
+    assert ext.get(addresses[12345]) == CqExtUnit(12345, 1700000000000 + 12345, b"\x01" * 8)
+    ext.shutdown()
+
+
+def test_a_full_disk_refuses_the_unit_and_writes_nothing(tmp_path, monkeypatch):
+    """No room for a unit's blocks: FAILED (the consume queue then keeps the
+    plain tags code, as 4.9.8 does), nothing written; once there is room,
+    units are stored again where the refused one would have gone."""
+    from rmq.store import consume_queue_ext
+
+    full = False
+    real = os.posix_fallocate
+
+    def fallocate(fd: int, offset: int, length: int) -> None:
+        if full:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(fd, offset, length)
+
+    monkeypatch.setattr(os, "posix_fallocate", fallocate)
+    monkeypatch.setattr(consume_queue_ext, "RESERVE_AHEAD", 64)
+    ext = ConsumeQueueExt("T", 0, str(tmp_path), 4096)
+    first = [ext.put(CqExtUnit(i, 1, b"")) for i in range(3)]  # 60 bytes: one reservation
+    full = True
+    assert ext.put(CqExtUnit(3, 1, b"")) == FAILED  # 60..80 was not reserved
+    mf = ext.mfq.get_last_mapped_file()
+    assert mf.wrote_position == 60 and bytes(mf.view[60:80]) == bytes(20)
+    full = False
+    again = ext.put(CqExtUnit(4, 1, b""))
+    assert undecorate(again) == 60 and ext.get(again) == CqExtUnit(4, 1, b"")
+    assert [ext.get(a).tags_code for a in first] == [0, 1, 2]
+    ext.shutdown()
