@@ -197,14 +197,8 @@ class MappedFile:
     def reserve(self) -> bool:
         """Reserve the file's blocks on disk (quick when they already are);
         False when the disk has no room for them."""
-        try:
-            os.posix_fallocate(self.fd, 0, self.file_size)
-        except OSError as e:
-            if e.errno not in NO_ROOM:
-                raise
-            log.error("reserve the blocks of %s failed: %s", self.file_name, e)
-            return False
-        return True
+        self.reserved_to = 0  # (whatever was reserved: all of it again)
+        return self.reserve_range(0, self.file_size, 0)
 
     def reserve_range(self, start: int, end: int, ahead: int) -> bool:
         """Reserve the blocks of ``[start, end)`` before a write there, in a
