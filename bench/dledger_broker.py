@@ -52,13 +52,13 @@ from pathlib import Path
 import psutil
 
 from bench import floor
+from bench import java_frames as java
 from bench.compare import pin
 from bench.cpu import LOAD_CPU, read_write_calls
-from bench.load import LoadSpec, load_in_subprocess
+from bench.load import load_in_subprocess
 from bench.modes import ROOT, mode_env
 from bench.page_cache import MiB, PageCacheFiller
 from rmq.client.admin import MQAdmin
-from rmq.common.topics import BENCHMARK_TOPIC
 from rmq.testing.cluster import broker_conf, start_namesrv
 from rmq.testing.procs import RmqProcess, free_port
 
@@ -67,7 +67,6 @@ MASTER_CPU = 0  # with --pin (the load, followers and name server on bench.cpu.L
 # the defaults a broker runs with (consume queues, index files), but entry and
 # commit-log files of 256 MiB rather than 1 GiB: a run's few hundred MiB
 FILES = "mappedFileSizeCommitLog=268435456\n"
-JAVA_QUEUES = 1024  # BenchmarkTest's queues, which the Java Producer's sends go round
 JAVA_PRIME_S = 2.0  # --java-frames: the run before each load that makes the queues' files
 
 
@@ -151,32 +150,22 @@ def produce(namesrv: str, broker: str, pid: int, args, rate: float = 0.0) -> dic
 
 
 def java_frames(namesrv: str, broker: str, pid: int, args, rate: float) -> dict:
-    """The Java benchmark Producer's frames (``bench.java_frames``' load:
-    ROCKETMQ headers, each send its own write, round the 1024 queues of
-    ``BenchmarkTest``) against ``broker`` (``prime``d); figures keyed as
-    ``produce``'s."""
-    r = load_in_subprocess(LoadSpec("send", namesrv, BENCHMARK_TOPIC, seconds=args.duration,
-                                    warmup=1.0, inflight=args.inflight, rate=rate,
-                                    broker_pid=pid, **_java_spec(broker)),
-                           mode_env("compiled"), cpu=LOAD_CPU if args.pin else None)
+    """The Java benchmark Producer's frames (``bench.java_frames``' load)
+    against ``broker`` (``prime``d); figures keyed as ``produce``'s."""
+    r = _java_load(java.load_spec(namesrv, broker, args.duration, args.size, args.inflight,
+                                  broker_pid=pid, rate=rate), args)
     return {**r, "avg_rt_ms": r["avg_ms"]}
 
 
-def _java_spec(broker: str) -> dict:
-    return dict(broker_addr=broker, raw=True, queues=JAVA_QUEUES, write_each=True,
-                java_frames=True)
-
-
 def prime(namesrv: str, broker: str, args) -> None:
-    """With ``--java-frames``, a run of the Java Producer's frames before the
-    measured one, so that the 1024 queues' files are made (a queue's first
-    message creates them), as the Java load does early in its long run;
-    before the CPU snapshots, which it would otherwise count."""
+    """With ``--java-frames``, ``bench.java_frames``' priming run before the
+    measured one (before the CPU snapshots, which would otherwise count it)."""
     if args.java_frames:
-        load_in_subprocess(LoadSpec("send", namesrv, BENCHMARK_TOPIC, seconds=JAVA_PRIME_S,
-                                    warmup=0.0, size=args.size, inflight=64,
-                                    **_java_spec(broker)),
-                           mode_env("compiled"), cpu=LOAD_CPU if args.pin else None)
+        _java_load(java.prime_spec(namesrv, broker, JAVA_PRIME_S, args.size), args)
+
+
+def _java_load(spec, args) -> dict:
+    return load_in_subprocess(spec, mode_env("compiled"), cpu=LOAD_CPU if args.pin else None)
 
 
 def group(tmp: Path, args, batch_push: bool) -> tuple[dict, float]:

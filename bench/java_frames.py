@@ -62,6 +62,30 @@ FLOOR = "floor"  # the rows of bench.floor's single server (--floor)
 QUEUES = 1024  # BenchmarkTest's queues (TopicConfigManager's system topic)
 
 
+PRIME_INFLIGHT = 64  # the priming run's sends in flight
+
+
+def load_spec(namesrv: str, broker_addr: str, seconds: float, size: int, inflight: int,
+              warmup: float = 1.0, broker_pid: int = 0, rate: float = 0.0,
+              json_frames: bool = False) -> LoadSpec:
+    """The Java benchmark Producer's load against ``broker_addr``: its
+    frames (JSON headers with ``json_frames``), each send in its own write,
+    round the ``QUEUES`` queues of ``TOPIC``."""
+    return LoadSpec("send", namesrv, TOPIC, seconds=seconds, warmup=warmup, size=size,
+                    inflight=inflight, rate=rate, broker_pid=broker_pid,
+                    broker_addr=broker_addr, raw=True, queues=QUEUES, write_each=True,
+                    java_frames=not json_frames)
+
+
+def prime_spec(namesrv: str, broker_addr: str, seconds: float, size: int,
+               json_frames: bool = False) -> LoadSpec:
+    """A run of ``load_spec``'s load that makes the queues' files (a queue's
+    first message creates them), as the Java load does early in its long
+    run: before a measured one."""
+    return load_spec(namesrv, broker_addr, seconds, size, PRIME_INFLIGHT, warmup=0.0,
+                     json_frames=json_frames)
+
+
 async def _runtime(addr: str) -> dict:
     client = RemotingClient()
     try:
@@ -125,21 +149,17 @@ def _round(variant: dict[str, str], inflights: list[int], args,
     with Cluster(env=mode_env("compiled"), broker_conf=conf, pin=True) as cluster:
         # first a run that makes the 1024 consume queues (a queue's first
         # message creates its file), as the Java load does early in its long run
-        prime = LoadSpec("send", cluster.namesrv_addr, TOPIC, seconds=args.prime, warmup=0.0,
-                         size=args.size, inflight=64, broker_addr=cluster.broker_addr,
-                         raw=True, queues=QUEUES, write_each=True,
-                         java_frames=not args.json_frames)
+        prime = prime_spec(cluster.namesrv_addr, cluster.broker_addr, args.prime, args.size,
+                           args.json_frames)
         _fill(filler)
         load_in_subprocess(prime, mode_env("compiled"), cpu=LOAD_CPU)
         for inflight in inflights:
             _fill(filler)
             kswapd0, t0 = kswapd_seconds(), time.monotonic()
             before = _served(asyncio.run(_runtime(cluster.broker_addr)))
-            spec = LoadSpec("send", cluster.namesrv_addr, TOPIC, seconds=args.seconds,
-                            warmup=1.0, size=args.size, inflight=inflight,
-                            broker_pid=cluster.broker_pid, broker_addr=cluster.broker_addr,
-                            raw=True, queues=QUEUES, write_each=True,
-                            java_frames=not args.json_frames)
+            spec = load_spec(cluster.namesrv_addr, cluster.broker_addr, args.seconds, args.size,
+                             inflight, broker_pid=cluster.broker_pid,
+                             json_frames=args.json_frames)
             r = load_in_subprocess(spec, mode_env("compiled"), cpu=LOAD_CPU)
             if r.get("msgs_per_s"):
                 # over the whole load process (warm-up included) at the measured rate
