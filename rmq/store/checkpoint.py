@@ -11,6 +11,8 @@ import mmap
 import os
 import struct
 
+from rmq.store.mapped_file import reserve_mapped
+
 _LAYOUT = struct.Struct(">qqq")
 FILE_SIZE = 4096
 
@@ -28,6 +30,7 @@ class StoreCheckpoint:
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         if os.fstat(self.fd).st_size != FILE_SIZE:
             os.ftruncate(self.fd, FILE_SIZE)
+        reserve_mapped(self.fd, FILE_SIZE, path, not existed)
         self.mm = mmap.mmap(self.fd, FILE_SIZE)
         if existed:
             self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp = \

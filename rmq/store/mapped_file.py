@@ -108,6 +108,20 @@ def _create_sized(file_name: str, file_size: int, reserve: bool = True) -> int:
     return fd
 
 
+def reserve_mapped(fd: int, size: int, path: str, made: bool) -> None:
+    """Reserve the blocks of a small file written through a mapping (a store's
+    or the timer's checkpoint): made sparse, its first flush would write into
+    a hole, a SIGBUS on a full disk.  A file just ``made`` fails here with
+    ENOSPC instead; an older one the disk has no room for is left as it was,
+    with a warning."""
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError as e:
+        if made or e.errno not in NO_ROOM:
+            raise
+        log.warning("reserve the blocks of %s failed: %s", path, e)
+
+
 def _populate(mm: mmap.mmap, fd: int, start: int, end: int) -> None:
     """Bring ``[start, end)`` of the file into the page cache ahead of the
     appends, leaving its bytes as they are.

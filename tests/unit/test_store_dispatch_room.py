@@ -26,6 +26,7 @@ from rmq.store.index import FLUSH_THREAD_NAME, IndexService
 from rmq.store.inspect import inspect_store
 from rmq.store.message_codec import decode_message
 from rmq.store.single_put import put_single
+from rmq.store.timer.checkpoint import TimerCheckpoint
 from tests.unit.test_store_basic import HOST, make_msg, small_config
 
 CQ_FILE = 20 * 64  # small_config: 64 entries a consume-queue file
@@ -382,3 +383,15 @@ def test_a_reads_index_room_compiled_asks_the_twin_for_a_file_made_ahead(tmp_pat
             assert asked == [7, 7]
     finally:
         s.shutdown()
+
+
+@pytest.mark.parametrize("make", [StoreCheckpoint, TimerCheckpoint])
+def test_a_new_checkpoint_has_its_block_on_disk(tmp_path, make):
+    """A checkpoint is written through its mapping each flush: made sparse,
+    its first flush after the disk filled wrote into a hole and the broker
+    died of SIGBUS.  Its block is reserved when it is made."""
+    path = tmp_path / "config" / "checkpoint"
+    cp = make(str(path))
+    assert os.stat(path).st_blocks * 512 >= 4096
+    cp.flush()
+    (cp.shutdown if isinstance(cp, StoreCheckpoint) else cp.close)()

@@ -13,6 +13,7 @@ import mmap
 import os
 import time
 
+from rmq.store.mapped_file import reserve_mapped
 from rmq.store.timer import layout as L
 
 
@@ -25,6 +26,7 @@ class TimerCheckpoint:
         try:
             if os.fstat(fd).st_size < L.CHECKPOINT_SIZE:
                 os.ftruncate(fd, L.CHECKPOINT_SIZE)
+            reserve_mapped(fd, L.CHECKPOINT_SIZE, path, not existed)
             self.mm = mmap.mmap(fd, L.CHECKPOINT_SIZE, mmap.MAP_SHARED,
                                 mmap.PROT_READ | mmap.PROT_WRITE)
         finally:
