@@ -304,7 +304,8 @@ cdef enum:
     MF_VIEW = 4
     MF_BUFFER = 5
     MF_ZEROED = 6
-    MF_N = 7
+    MF_RESERVED = 7
+    MF_N = 8
 
 cdef tuple STORE_FIELDS = ("member_state", "data", "index", "ledger_begin_index",
                            "ledger_end_index", "ledger_end_term", "_recent", "_recent_first",
@@ -312,7 +313,7 @@ cdef tuple STORE_FIELDS = ("member_state", "data", "index", "ledger_begin_index"
 cdef tuple MS_FIELDS = ("role", "transferee", "curr_term", "peer_map", "ledger_end_index",
                         "ledger_end_term")
 cdef tuple MF_FIELDS = ("file_from_offset", "wrote_position", "committed_position", "file_size",
-                        "view", "write_buffer", "zeroed_to")
+                        "view", "write_buffer", "zeroed_to", "reserved_to")
 
 
 cdef ClassOffsets _ST = ClassOffsets(STORE_FIELDS, True)
@@ -780,7 +781,7 @@ cdef Py_ssize_t plain_rows(const Plain* sends, Py_ssize_t n, int32_t host_bits, 
 
 
 # the fields of a consume queue (and of its file queue) the room check reads
-cdef tuple CQ_FIELDS = ("mfq", "file_size")
+cdef tuple CQ_FIELDS = ("mfq",)
 cdef tuple MFQ_FIELDS = ("mapped_files",)
 cdef ClassOffsets _CQ = ClassOffsets(CQ_FIELDS, True)
 cdef ClassOffsets _MFQ = ClassOffsets(MFQ_FIELDS, True)
@@ -794,11 +795,12 @@ cdef bint room_covered(room, const QKey* keys, Py_ssize_t nk, int64_t total_keys
     (each up to its ``next`` offset) and ``total_keys`` index entries, its
     twin: True, with the keys promised to the index where dispatch comes
     later (``keys_covered``), when each queue's last file already holds its
-    entries' places and the index file has room for the keys; False, with
-    nothing reserved, when a file would have to be made.  The queues'
-    fields are read at their slots (~140 instructions each through the
-    attributes; a read of 8 queues took ~20k through the twin)."""
-    cdef Py_ssize_t c[2]
+    entries' places in its reserved blocks and the index file has room for
+    the keys; False, with nothing reserved, when a file would have to be
+    made or grown.  The queues' fields are read at their slots (~140
+    instructions each through the attributes; a read of 8 queues took ~20k
+    through the twin)."""
+    cdef Py_ssize_t c[1]
     cdef Py_ssize_t q[1]
     cdef Py_ssize_t m[MF_N]
     cdef Py_ssize_t k
@@ -817,7 +819,7 @@ cdef bint room_covered(room, const QKey* keys, Py_ssize_t nk, int64_t total_keys
             return False
         mf = files[len(files) - 1]
         _MFO.copy(mf, m)
-        if <int64_t>field(mf, m, MF_FROM, MF_FIELDS) + <int64_t>field(cq, c, 1, CQ_FIELDS) < \
+        if <int64_t>field(mf, m, MF_FROM, MF_FIELDS) + <int64_t>field(mf, m, MF_RESERVED, MF_FIELDS) < \
                 keys[k].next * CQ_UNIT:
             return False
     return keys_covered(room, store, total_keys)

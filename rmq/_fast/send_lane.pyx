@@ -1451,8 +1451,6 @@ cdef class SendLane:
         q.each = [] if self.histograms or (hold is not None and hold and q.key in hold) else None
         PyObject_GetBuffer(cmf.view, &q.buf, PyBUF_WRITABLE)
         q.held = True
-        if q.csize > q.buf.len:
-            q.csize = q.buf.len
         if q.cpos + CQ_UNIT <= q.buf.len:  # the entry's line, fetched while the record is written
             prefetch_w(<uint8_t*>q.buf.buf + q.cpos)
         q.nums = q.events = q.size = q.tags = q.store_ts = 0

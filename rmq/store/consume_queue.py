@@ -27,6 +27,17 @@ log = logging.getLogger("store")
 
 CQ_STORE_UNIT_SIZE = 20
 FILLER_SIZE = 0x7FFFFFFF
+# A consume queue's files are sparse, as 4.9.8's are, and written within
+# their reserved blocks (MappedFile's ``window``): a queue's file takes on disk
+# about what it holds, where reserving each 5.7 MiB file whole held ~5.8 GiB
+# for 1,024 queues that had taken a message each.  A window grows by half of
+# what it holds (one page at first, at least a page and at most ROOM_MAX at a
+# time): a queue holds on disk at most twice its entries, or ROOM_MAX more.
+# The consume-queue flusher grows it once three quarters are written
+# (``keep_room``); a put that finds it full grows it on the general path (the
+# lanes keep within it and leave such a queue to that path).
+ROOM_MIN = 4096
+ROOM_MAX = 1024 * 1024
 _ENTRY = struct.Struct(">qiq")
 
 
@@ -82,7 +93,7 @@ class ConsumeQueue:
         self.queue_id = queue_id
         self.file_size = file_size
         self.mfq = MappedFileQueue(os.path.join(root, topic, str(queue_id)), file_size,
-                                   random_access=True)
+                                   random_access=True, reserve=False, window=True)
         # enableConsumeQueueExt: tags codes (and SQL92 bitmaps) in the ext files
         self.ext = ext
         self.max_physic_offset = -1
@@ -185,7 +196,8 @@ class ConsumeQueue:
             pos = 0
             new_max = -1
             kept = 0
-            while pos + 20 <= self.file_size:
+            end = min(self.file_size, len(mf.view))  # (past its window: never written)
+            while pos + 20 <= end:
                 off, size, _ = _ENTRY.unpack_from(mf.view, pos)
                 if pos == 0 and size > 0 and off >= phy_offset and size != FILLER_SIZE:
                     self.mfq.delete_last_mapped_file()
@@ -255,7 +267,7 @@ class ConsumeQueue:
         mf = self.tail_file
         if mf is not None:
             pos = mf.wrote_position
-            if pos < self.file_size and mf.file_from_offset + pos == expect:
+            if pos + 20 <= mf.reserved_to and mf.file_from_offset + pos == expect:
                 # the common case: the next entry of the current file
                 cq_write(mf.view, pos, offset, size, tags_code)
                 mf.wrote_position = mf.committed_position = pos + 20
@@ -270,6 +282,8 @@ class ConsumeQueue:
         if expect != current:
             log.warning("[BUG]logic queue order maybe wrong, expectLogicOffset: %d currentLogicOffset: %d "
                         "topic: %s queue: %d", expect, current, self.topic, self.queue_id)
+        if not self.make_room(mf, mf.wrote_position + 20):
+            return False
         cq_write(mf.view, mf.wrote_position, offset, size, tags_code)
         mf.wrote_position += 20
         mf.committed_position = mf.wrote_position
@@ -289,6 +303,8 @@ class ConsumeQueue:
                 expect > mf.file_from_offset:
             # first file of this queue made for a non-zero offset: fill the gap
             fill_to = expect - mf.file_from_offset
+            if not self.make_room(mf, fill_to + 20):
+                return None
             cq_filler(mf.view, 0, fill_to)
             mf.set_positions(fill_to)
             mf.flushed_position = 0
@@ -297,6 +313,41 @@ class ConsumeQueue:
         elif mf.wrote_position == 0 and mf.file_from_offset == expect and len(self.mfq.mapped_files) == 1:
             self.min_logic_offset = expect
         return mf
+
+    def room_target(self, have: int, end: int) -> int:
+        """Where a window reserved up to ``have`` grows to for a write up to
+        ``end``: by half of what it holds, in ``ROOM_MIN`` .. ``ROOM_MAX``,
+        whole pages, within the file."""
+        to = max(end, have + min(max(have // 2, ROOM_MIN), ROOM_MAX))
+        return min(to + -to % ROOM_MIN, self.file_size)
+
+    def make_room(self, mf: MappedFile, end: int) -> bool:
+        """Reserve the blocks of ``mf`` up to ``end`` (a byte of the file)
+        and ahead of it (``ROOM_MIN``), so that its writers may write there;
+        False, with the queue's ``no_space`` and ``last_error`` set, when the
+        disk has no room."""
+        have = mf.reserved_to
+        if end <= have:
+            return True
+        if mf.reserve_range(have, self.room_target(have, end), 0, quiet=True):
+            return True
+        mfq = self.mfq
+        mfq.no_space = True
+        mfq.last_error = f"reserve the blocks of {mf.file_name} from {have} failed: no space"
+        return False
+
+    def keep_room(self) -> None:
+        """Grow the window of the file appends go to once three quarters of
+        it are written, off the put path (the consume-queue flusher's rounds): the
+        lanes keep within a window and leave a queue whose window is full to
+        the general path, so they then seldom meet one.  Left as it is when
+        the disk has no room: the put that needs it asks (``make_room``)."""
+        mf = self.tail_file
+        if mf is None:
+            return
+        have = mf.reserved_to
+        if have < self.file_size and mf.wrote_position >= have - have // 4:
+            mf.reserve_range(have, self.room_target(have, have + 1), 0, quiet=True)
 
     # --- reads -------------------------------------------------------------------------
     def get_index_buffer(self, start_index: int) -> tuple[memoryview, int] | None:
@@ -376,7 +427,7 @@ class ConsumeQueue:
         def last_entry_offset(mf: MappedFile, pos: int) -> int | None:
             try:
                 off, size, _ = _ENTRY.unpack_from(mf.view, pos)
-            except ValueError:
+            except (ValueError, struct.error):  # (released, or past a window)
                 return None
             return off if size > 0 else None
 

@@ -1,22 +1,25 @@
 """Room for dispatch: a put is acknowledged only when its dispatch can run.
 
 Dispatch writes a message's consume-queue entry and its index keys into
-files of their own.  When one of those files cannot be made (the disk is
-full), a message already in the commit log stays undispatched and no
-consumer can read it, though its sender was told SEND_OK.  So every put
-path, before it writes the commit log, makes sure the files its dispatch
-needs exist, creating them then if they do not, and refuses the put (with
-nothing stored) when one cannot be made:
+files of their own.  When one of those files cannot be made or grown (the
+disk is full), a message already in the commit log stays undispatched and
+no consumer can read it, though its sender was told SEND_OK.  So every put
+path, before it writes the commit log, makes sure the room its dispatch
+needs is there, making it then if it is not, and refuses the put (with
+nothing stored) when it cannot be made:
 
-- the consume-queue file(s) its entries land in (a delayed message: the
-  SCHEDULE_TOPIC_XXXX queue's and, for its later delivery, the real topic
-  queue's current file);
+- the reserved blocks of the consume-queue file(s) its entries land in (a
+  delayed message: the SCHEDULE_TOPIC_XXXX queue's and, for its later
+  delivery, the real topic queue's), the file made when it is the next one
+  (consume-queue files are sparse and written within their reserved blocks:
+  ``ConsumeQueue.make_room``);
 - an index file with room for its keys: when the current one has too few
   entries left, the next one is made ahead (``IndexService.make_room``).
 
-The usual case costs a comparison per queue (the queue's last file covers
-the entries) and one header read of the index file; files are made exactly
-when dispatch would have made them, so the store's bytes stay as before.
+The usual case costs a comparison per queue (the queue's last file's
+reserved blocks cover the entries) and one header read of the index file;
+files are made exactly when dispatch would have made them, so the store's
+bytes stay as before.
 The refusal's remark says what ran out and how much room there is; the log
 says it once per file kind and queue, until there is room again.
 """
@@ -58,11 +61,12 @@ def free_bytes(path: str) -> int:
 
 
 def queue_covers(cq: ConsumeQueue, first: int, count: int) -> bool:
-    """The queue's files already hold the places of entries ``first`` ..
-    ``first + count - 1`` (the per-put check: one comparison)."""
+    """The queue's reserved blocks already hold the places of entries
+    ``first`` .. ``first + count - 1`` (the per-put check: one comparison;
+    every file but the last is reserved whole)."""
     files = cq.mfq.mapped_files
     return bool(files) and \
-        files[-1].file_from_offset + cq.file_size >= (first + count) * CQ_STORE_UNIT_SIZE
+        files[-1].file_from_offset + files[-1].reserved_to >= (first + count) * CQ_STORE_UNIT_SIZE
 
 
 def count_keys(keys: str | None, uniq: str | None) -> int:
@@ -124,7 +128,7 @@ class DispatchRoom:
             if cq is None:
                 return False
             files = cq.mfq.mapped_files  # (queue_covers, inline: once per queue of a read)
-            if not files or files[-1].file_from_offset + cq.file_size < \
+            if not files or files[-1].file_from_offset + files[-1].reserved_to < \
                     (first + count) * CQ_STORE_UNIT_SIZE:
                 return False
         return self.keys_covered(keys)
@@ -154,14 +158,25 @@ class DispatchRoom:
         while True:
             files = mfq.mapped_files
             if files:
-                offset = files[-1].file_from_offset + cq.file_size
-                if offset >= end:
+                last = files[-1]
+                have = last.reserved_to
+                if last.file_from_offset + have >= end:
                     break
+                if have < cq.file_size:  # its window grows, up to its end, before a next file
+                    need = min(end - last.file_from_offset, cq.file_size)
+                    if cq.make_room(last, need):
+                        continue
+                    what = f"the next entries of the consume queue file of {cq.topic}-{cq.queue_id}"
+                    self._refuse(("cq", cq.topic, cq.queue_id), what,
+                                 cq.room_target(have, need) - have, mfq.store_paths[0], True,
+                                 mfq.last_error)
+                    return False
+                offset = last.file_from_offset + cq.file_size
             else:
                 start = first * CQ_STORE_UNIT_SIZE
                 offset = start - start % cq.file_size
             if mfq.create_at(offset) is None:
-                what = f"consume queue file of {cq.topic}-{cq.queue_id}"
+                what = f"a new consume queue file of {cq.topic}-{cq.queue_id}"
                 self._refuse(("cq", cq.topic, cq.queue_id), what, cq.file_size,
                              mfq.store_paths[0], mfq.no_space, mfq.last_error)
                 return False
@@ -172,7 +187,7 @@ class DispatchRoom:
         if ix.make_room(keys):
             self._room_again(("index",))
             return True
-        self._refuse(("index",), "index file", ix.file_size, ix.store_path, ix.no_space,
+        self._refuse(("index",), "a new index file", ix.file_size, ix.store_path, ix.no_space,
                      ix.last_error)
         return False
 
@@ -180,13 +195,13 @@ class DispatchRoom:
                 error: str) -> None:
         free = free_bytes(path)
         if no_space and free < size:
-            self.remark = (f"no space for a new {what} ({_size(size)} needed, "
+            self.remark = (f"no space for {what} ({_size(size)} needed, "
                            f"{_size(free) if free >= 0 else 'unknown'} free)")
         elif no_space:  # EDQUOT, EFBIG: the disk has room, a limit said no
-            self.remark = (f"no room for a new {what} ({_size(size)} needed, {_size(free)} free "
+            self.remark = (f"no room for {what} ({_size(size)} needed, {_size(free)} free "
                            "on the disk: a quota or file size limit refused it)")
         else:
-            self.remark = f"a new {what} could not be created (see store.log)"
+            self.remark = f"{what} could not be created (see store.log)"
         if key not in self._refused:
             self._refused.add(key)
             log.error("puts refused: %s (%s)", self.remark, error)

@@ -286,6 +286,8 @@ class FlushConsumeQueueService(ServiceThread):
             for _ in range(retry):
                 if cq.flush(least):
                     break
+            if retry == 1:  # (a round, not the last flush at shutdown)
+                cq.keep_room()
         if least == 0:
             if logics_ts > 0:
                 self.store.checkpoint.logics_msg_timestamp = logics_ts

@@ -43,6 +43,7 @@ _WILLNEED = getattr(os, "POSIX_FADV_WILLNEED", None)
 # new one is made) is read ahead as usual, for a consumer reading it back
 # from disk.
 _MADV_RANDOM = getattr(mmap, "MADV_RANDOM", None)
+_WINDOW_LOCK = threading.Lock()  # a window's view and end change together (reserve_range)
 _POPULATE_CHUNK = 256 * 1024  # within any device's cap on one WILLNEED call
 _CLOCK_REALTIME_COARSE = 5  # Linux <time.h>; the time module does not name it
 # zeros kept written ahead of a log's appends (MappedFile.zero_ahead), and
@@ -122,6 +123,19 @@ def reserve_mapped(fd: int, size: int, path: str, made: bool) -> None:
         log.warning("reserve the blocks of %s failed: %s", path, e)
 
 
+def _data_end(fd: int, file_size: int) -> int:
+    """Where the first hole of an existing file begins: every byte before it
+    has its block on disk (written, or in the page cache waiting to be), so a
+    write there never needs a new one.  A consume queue's files are written
+    from their start on, so this is at least the end of their entries.  The
+    whole file where the file system cannot tell (it then counts it all as
+    data, as ``lseek`` does)."""
+    try:
+        return min(os.lseek(fd, 0, os.SEEK_HOLE), file_size)
+    except OSError:
+        return file_size
+
+
 def _populate(mm: mmap.mmap, fd: int, start: int, end: int) -> None:
     """Bring ``[start, end)`` of the file into the page cache ahead of the
     appends, leaving its bytes as they are.
@@ -167,23 +181,30 @@ class MappedFile:
         "file_name", "file_from_offset", "file_size", "fd", "mm", "view", "wrote_position",
         "committed_position", "flushed_position", "write_buffer", "store_timestamp",
         "first_create_in_queue", "populated_to", "zeroed_to", "_closed", "_pool", "deleted_at",
-        "reserved_to",
+        "reserved_to", "window",
     )
 
     def __init__(self, file_name: str, file_size: int, pool: TransientStorePool | None = None,
-                 random_access: bool = False, reserve: bool = True) -> None:
+                 random_access: bool = False, reserve: bool = True, window: bool = False) -> None:
         """``reserve`` False: a file made here is left sparse, for a writer
-        that reserves ahead of its writes (``reserve_range``)."""
+        that reserves ahead of its writes (``reserve_range``).  ``window``: a
+        sparse file whose ``view`` ends where its reserved blocks do
+        (``reserved_to``): every writer of a consume queue keeps within the
+        view it writes through, so none writes into a hole a full disk could
+        not fill, and the view grows as ``reserve_range`` reserves more.  An
+        existing file's window is what it holds on disk (``_data_end``)."""
         self.file_name = file_name
         self.file_size = file_size
         base = os.path.basename(file_name)
         if not base.isdigit():
             raise ValueError(f"not a store file name: {file_name}")
         self.file_from_offset = int(base)
+        made = False
         try:
             fd = os.open(file_name, os.O_RDWR)
         except FileNotFoundError:
-            fd = _create_sized(file_name, file_size, reserve)
+            fd = _create_sized(file_name, file_size, reserve and not window)
+            made = True
         try:
             self.mm = mmap.mmap(fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
             if random_access and _MADV_RANDOM is not None:
@@ -192,7 +213,13 @@ class MappedFile:
             os.close(fd)
             raise
         self.fd = fd
-        self.view = memoryview(self.mm)
+        self.window = window
+        # the end of the blocks reserve_range reserved (a file made with
+        # ``reserve`` has them all; this is kept for those made without)
+        self.reserved_to = 0
+        if window and not made:
+            self.reserved_to = _data_end(fd, file_size)
+        self.view = memoryview(self.mm)[:self.reserved_to] if window else memoryview(self.mm)
         self.wrote_position = 0
         self.committed_position = 0
         self.flushed_position = 0
@@ -202,36 +229,43 @@ class MappedFile:
         self.zeroed_to = 0  # end of the zeros zero_fill wrote
         self._closed = False
         self.deleted_at = 0.0  # monotonic time of destroy(): a hanged file is watched from then
-        # the end of the blocks reserve_range reserved (a file made with
-        # ``reserve`` has them all; this is kept for those made without)
-        self.reserved_to = 0
         self._pool = pool
         self.write_buffer = pool.borrow() if pool is not None else None
 
     def reserve(self) -> bool:
         """Reserve the file's blocks on disk (quick when they already are);
         False when the disk has no room for them."""
-        self.reserved_to = 0  # (whatever was reserved: all of it again)
+        if not self.window:  # (a window's blocks are on disk up to its end)
+            self.reserved_to = 0  # (whatever was reserved: all of it again)
         return self.reserve_range(0, self.file_size, 0)
 
-    def reserve_range(self, start: int, end: int, ahead: int) -> bool:
+    def reserve_range(self, start: int, end: int, ahead: int, quiet: bool = False) -> bool:
         """Reserve the blocks of ``[start, end)`` before a write there, in a
         range of at least ``ahead`` bytes (up to the file's end), so that the
         next writes find theirs reserved: for a file made sparse (``reserve``
         False), whose writer then never writes into a hole a full disk could
-        not fill.  False, with nothing reserved, when the disk has no room."""
+        not fill.  False, with nothing reserved, when the disk has no room
+        (logged unless ``quiet``: a caller that says so once, DispatchRoom)."""
         if end <= self.reserved_to:
             return True
-        lo = self.reserved_to if start <= self.reserved_to else start  # (below: reserved)
+        # (below: reserved; a window reserves on from its end, so it never has a hole)
+        lo = self.reserved_to if start <= self.reserved_to or self.window else start
         to = min(self.file_size, max(end, lo + ahead))
         try:
             os.posix_fallocate(self.fd, lo, to - lo)
         except OSError as e:
             if e.errno not in NO_ROOM:
                 raise
-            log.error("reserve the blocks of %s from %d failed: %s", self.file_name, lo, e)
+            log.log(logging.DEBUG if quiet else logging.ERROR,
+                    "reserve the blocks of %s from %d failed: %s", self.file_name, lo, e)
             return False
-        self.reserved_to = to
+        with _WINDOW_LOCK:  # (a put and the reput thread may both reserve in a queue's file)
+            if to > self.reserved_to:
+                if self.window:  # the view first: a writer that sees the new end finds it there
+                    old, self.view = self.view, memoryview(self.mm)[:to]
+                    with contextlib.suppress(BufferError):  # (a reader's: it lets go itself)
+                        old.release()
+                self.reserved_to = to
         return True
 
     def write_blocks(self, pause: float = 0.0) -> None:
@@ -494,7 +528,7 @@ class MappedFileQueue:
     def __init__(
         self, store_paths: list[str] | str, mapped_file_size: int, allocator=None,
         read_only_paths: list[str] | None = None, random_access: bool = False,
-        reserve: bool = True,
+        reserve: bool = True, window: bool = False,
     ) -> None:
         self.store_paths = [store_paths] if isinstance(store_paths, str) else list(store_paths)
         self.read_only_paths = list(read_only_paths or [])
@@ -503,6 +537,9 @@ class MappedFileQueue:
         self.random_access = random_access  # files mapped MADV_RANDOM (see _MADV_RANDOM)
         # files made with their blocks reserved whole (else sparse: MappedFile's ``reserve``)
         self.reserve = reserve
+        # files kept sparse, each written within its reserved blocks (MappedFile's
+        # ``window``); every file but the last is reserved whole (``reserve_last``)
+        self.window = window
         self.mapped_files: list[MappedFile] = []
         self.flushed_where = 0
         self.committed_where = 0
@@ -544,7 +581,7 @@ class MappedFileQueue:
                 for f in files:
                     f.close()
                 return False
-            mf = MappedFile(path, self.mapped_file_size)
+            mf = MappedFile(path, self.mapped_file_size, window=self.window)
             mf.set_positions(self.mapped_file_size)
             files.append(mf)
         self._random_tail(files)
@@ -555,8 +592,20 @@ class MappedFileQueue:
         """Reserve the blocks of the last file, where appends go on.  Files made
         by rmq are reserved when created; one written sparse by an older broker
         is not, and a write into a hole the disk cannot fill is a SIGBUS.
-        False (and ``no_space``) when the disk has no room for it."""
+        False (and ``no_space``) when the disk has no room for it.
+
+        Windowed files (``window``) are written within their reserved blocks
+        whatever they hold, so the last one is left as it is.  Those before it
+        are reserved whole: a put's room check reads only the last file, and
+        one made ahead before a crash can leave the file before it partly
+        reserved."""
         files = self.mapped_files
+        if self.window:
+            for mf in files[:-1]:
+                if mf.reserved_to < mf.file_size and not mf.reserve():
+                    self.no_space = True
+                    return False
+            return True
         if files and not files[-1].reserve():
             self.no_space = True
             return False
@@ -596,7 +645,7 @@ class MappedFileQueue:
                 mf = self.allocator.take(path, nxt, self.mapped_file_size, self.pool)
             else:
                 mf = MappedFile(path, self.mapped_file_size, random_access=self.random_access,
-                                reserve=self.reserve)
+                                reserve=self.reserve, window=self.window)
         except OSError as e:
             self.last_error = f"create mapped file {path} failed: {e}"
             if not quiet:  # a put making it ahead is refused, and says so once (DispatchRoom)

@@ -186,8 +186,10 @@ async def test_full_disk_refuses_puts_keeps_reads_and_loses_nothing(tmp_path):
 
 # ---- acknowledged means consumable: the files dispatch needs come first ----------------
 DF_TOPIC = "DiskFullTopic"
-CQ_REFUSAL = re.compile(r"no space for a new consume queue file of DiskFullTopic-(\d) "
-                        r"\((\d+\.\d) (KiB|MiB) needed, (\d+\.\d) (KiB|MiB) free\)")
+CQ_REFUSAL = re.compile(r"no space for the next entries of the consume queue file of "
+                        r"DiskFullTopic-(\d) \((\d+\.\d) (KiB|MiB) needed, (\d+\.\d) (KiB|MiB) free\)")
+CQ_PAGE = 4096  # a consume queue's first reserved blocks (ConsumeQueue.make_room)
+PAGE_ENTRIES = CQ_PAGE // 20
 MIB = 1024 * 1024
 
 
@@ -247,29 +249,79 @@ def refusal_lines(tmp: Path, queue: int) -> int:
     return len(lines)
 
 
+def fill_disk(mnt: Path) -> Path:
+    """A file taking every free block of the tmpfs."""
+    filler = mnt / "filler"
+    st = os.statvfs(mnt)
+    with open(filler, "wb") as f:
+        os.posix_fallocate(f.fileno(), 0, st.f_bavail * st.f_frsize)
+    return filler
+
+
+def cq_file(mnt: Path, queue: int) -> Path:
+    (f,) = (mnt / "store" / "consumequeue" / DF_TOPIC / str(queue)).iterdir()
+    return f
+
+
+async def wait_next_commit_log_file(mnt: Path) -> None:
+    """The commit log's next file is made ahead beside the first."""
+    commitlog = mnt / "store" / "commitlog"
+    deadline = time.monotonic() + 10
+    while len([n for n in os.listdir(commitlog) if n.isdigit()]) < 2:
+        assert time.monotonic() < deadline, "the commit log's next file was never made"
+        await asyncio.sleep(0.05)
+
+
 @pytest.mark.timeout(120)
 async def test_a_full_disk_refuses_what_it_could_not_dispatch(tmp_path):
     """The case as reported: an 8 MiB store, 4 MiB commit-log files, the
-    default 5.7 MiB consume-queue files.  No queue's file fits beside the
-    commit log, so every send is refused, naming that file, and nothing is
-    stored that no consumer could read."""
+    default 5.7 MiB consume-queue files.  Reserved whole, no queue's file fit
+    beside the commit log and every send was refused; sparse, as 4.9.8's,
+    each queue's file holds a page and the sends are taken.  Once the disk is
+    full, a queue whose reserved page is full is refused, naming its file,
+    while a queue with room in its page goes on, and nothing is stored that
+    no consumer could read."""
     mnt = tmp_path / "mnt"
-    mount_tmpfs(mnt, "8m")
+    mount_tmpfs(mnt, "9m")
     broker = Broker(tmp_path, mnt / "store", "mappedFileSizeCommitLog=4194304\n"
-                    "mappedFileSizeConsumeQueue=6000000\nmaxHashSlotNum=5000000\n"
-                    "maxIndexNum=20000000\n")
+                    "mappedFileSizeConsumeQueue=6000000\nmaxHashSlotNum=5000\n"
+                    "maxIndexNum=20000\n")
     try:
         broker.start()
         await create_topic(broker, DF_TOPIC, 4)
+        sent: dict[int, list[bytes]] = {0: [], 1: [], 2: [], 3: []}
         for i in range(40):
-            r = await send_to(broker, i % 4, payload("s", i))
+            body = payload("s", i, 1024)
+            r = await send_to(broker, i % 4, body)
+            assert r.code == RC.SUCCESS, (r.code, r.remark)
+            sent[i % 4].append(body)
+        for q in range(4):
+            f = cq_file(mnt, q)
+            assert f.stat().st_size == 6_000_000 and f.stat().st_blocks * 512 <= CQ_PAGE
+        await wait_next_commit_log_file(mnt)
+        filler = fill_disk(mnt)
+        for i in range(PAGE_ENTRIES - 10):  # queue 0's page filled up: no new blocks needed
+            body = payload("f", i, 1024)
+            r = await send_to(broker, 0, body)
+            assert r.code == RC.SUCCESS, (i, r.code, r.remark)
+            sent[0].append(body)
+        for i in range(5):
+            r = await send_to(broker, 0, payload("r", i, 1024))
             assert r.code == RC.SERVICE_NOT_AVAILABLE, (r.code, r.remark)
             m = CQ_REFUSAL.search(r.remark)
             assert m is not None, r.remark
-            assert int(m.group(1)) == i % 4 and (m.group(2), m.group(3)) == ("5.7", "MiB")
+            assert int(m.group(1)) == 0 and (m.group(2), m.group(3)) == ("4.0", "KiB")
+            body = payload("o", i, 1024)
+            assert (await send_to(broker, 1, body)).code == RC.SUCCESS  # room in its page
+            sent[1].append(body)
         assert broker.alive()
-        assert await pulled(broker) == {0: [], 1: [], 2: [], 3: []}
-        assert [refusal_lines(tmp_path, q) for q in range(4)] == [1, 1, 1, 1]  # once, not per send
+        assert await pulled(broker) == sent
+        assert [refusal_lines(tmp_path, q) for q in range(4)] == [1, 0, 0, 0]  # once, not per send
+        filler.unlink()
+        body = payload("a", 0, 1024)
+        assert (await send_to(broker, 0, body)).code == RC.SUCCESS
+        sent[0].append(body)
+        assert await pulled(broker) == sent
     finally:
         await broker.client.close()
         if broker.proc is not None:
@@ -279,17 +331,16 @@ async def test_a_full_disk_refuses_what_it_could_not_dispatch(tmp_path):
 
 @pytest.mark.timeout(240)
 async def test_every_acknowledged_message_is_readable_on_a_full_disk(tmp_path):
-    """Room for both commit-log files and two consume-queue files, not three:
-    single, batch and delayed sends to the queue whose file exists (and the
-    schedule queue's) are acknowledged, every send needing a third file is
-    refused; everything acknowledged is pulled back before any room is made,
-    and again after kill -9 and a restart on the still-full disk; once there
-    is room the refused queue takes sends at once."""
+    """A disk filled once queue 0 and the schedule queue have their files:
+    single, batch and delayed sends to queue 0 are acknowledged (its reserved
+    page has room), every send needing blocks another queue's file does not
+    have is refused; everything acknowledged is pulled back before any room
+    is made, and again after kill -9 and a restart on the still-full disk;
+    once there is room the refused queue takes sends at once."""
     mnt = tmp_path / "mnt"
     mount_tmpfs(mnt, f"{8 * 1024 + 1536}k")
     broker = Broker(tmp_path, mnt / "store", "mappedFileSizeCommitLog=4194304\n"
                     "mappedFileSizeConsumeQueue=600000\nmaxHashSlotNum=100\nmaxIndexNum=400\n")
-    commitlog = mnt / "store" / "commitlog"
     try:
         broker.start()
         await create_topic(broker, DF_TOPIC, 4)
@@ -316,11 +367,9 @@ async def test_every_acknowledged_message_is_readable_on_a_full_disk(tmp_path):
                 refused.append(r.remark)
 
         await single(0, 0)  # queue 0's file; the commit log's second file is made beside it
-        deadline = time.monotonic() + 10
-        while len([n for n in os.listdir(commitlog) if n.isdigit()]) < 2:
-            assert time.monotonic() < deadline, "the commit log's next file was never made"
-            await asyncio.sleep(0.05)
-        await single(0, 1, delay=1)  # the schedule queue's file: the second and last that fits
+        await wait_next_commit_log_file(mnt)
+        await single(0, 1, delay=1)  # the schedule queue's file
+        filler = fill_disk(mnt)
         for i in range(2, 8):
             for q in range(4):
                 await single(q, i)
@@ -343,11 +392,9 @@ async def test_every_acknowledged_message_is_readable_on_a_full_disk(tmp_path):
         await all_back(broker, acked, delayed)
 
         # recovery dropped the commit log's unused next file: fill its room
-        # again, and a send needing a new file is refused as before
-        filler = mnt / "filler"
-        with open(filler, "wb") as f:
-            os.posix_fallocate(f.fileno(), 0, os.statvfs(mnt).f_bavail * os.statvfs(mnt).f_frsize
-                               - 256 * 1024)
+        # again, and a send needing blocks is refused as before
+        filler.unlink()
+        filler = fill_disk(mnt)
         r = await send_to(broker, 1, payload("s", 9999))
         assert r.code == RC.SERVICE_NOT_AVAILABLE and CQ_REFUSAL.search(r.remark), (r.code, r.remark)
         await all_back(broker, acked, delayed)

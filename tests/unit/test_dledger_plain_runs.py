@@ -101,21 +101,23 @@ def _run_state(store: DLedgerMmapFileStore) -> tuple:
 
 class _CqFiles:
     """A consume queue's files as the dispatch room reads and makes them:
-    made while the store's ``made`` allows (then refused as a full disk)."""
+    made, each reserved whole, while the store's ``made`` allows (then
+    refused as a full disk)."""
 
-    def __init__(self, made: list[int | None], path: str) -> None:
+    def __init__(self, made: list[int | None], path: str, size: int) -> None:
         self.mapped_files: list[SimpleNamespace] = []
         self.made = made
         self.store_paths = [path]
         self.no_space = True
         self.last_error = "no space"
+        self.size = size
 
     def create_at(self, offset: int) -> SimpleNamespace | None:
         if self.made[0] is not None:
             if self.made[0] == 0:
                 return None
             self.made[0] -= 1
-        mf = SimpleNamespace(file_from_offset=offset)
+        mf = SimpleNamespace(file_from_offset=offset, reserved_to=self.size)
         self.mapped_files.append(mf)
         return mf
 
@@ -162,7 +164,7 @@ class _Store:
         if cq is None:
             cq = queues[queue_id] = SimpleNamespace(topic=topic, queue_id=queue_id,
                                                     file_size=self.cq_size,
-                                                    mfq=_CqFiles(self.made, self.path))
+                                                    mfq=_CqFiles(self.made, self.path, self.cq_size))
         return cq
 
     def state(self) -> tuple:

@@ -37,6 +37,8 @@ def syncs(monkeypatch) -> list[tuple[int, int]]:
 def _write(q: MappedFileQueue, n: int) -> None:
     mf = q.get_last_mapped_file(0, True)
     pos = mf.wrote_position
+    if mf.window:  # (a consume queue's: written within its reserved blocks)
+        assert mf.reserve_range(pos, pos + n, 0)
     mf.view[pos:pos + n] = b"\x01" * n
     mf.wrote_position = mf.committed_position = pos + n
 
