@@ -22,6 +22,7 @@ measured load, then reads every consume-queue file of the store and prints:
 from __future__ import annotations
 
 import argparse
+import mmap
 import os
 import statistics
 import sys
@@ -50,9 +51,8 @@ def footprint(store: Path) -> dict:
     entries = on_disk = paged = size = 0
     for path in files:
         st = path.stat()
-        with open(path, "rb") as f:
-            data = f.read()
-        valid = cq_valid_bytes(data, 0, len(data))
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+            valid = cq_valid_bytes(mm, 0, len(mm))  # (reads the pages up to the first hole)
         entries += valid // CQ_STORE_UNIT_SIZE
         on_disk += st.st_blocks * 512
         paged += -(-valid // OS_PAGE_SIZE) * OS_PAGE_SIZE
