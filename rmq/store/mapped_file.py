@@ -35,7 +35,7 @@ _WILLNEED = getattr(os, "POSIX_FADV_WILLNEED", None)
 # 20 bytes an entry) is mapped MADV_RANDOM.  A fault on a page not in the page
 # cache otherwise starts a readahead of up to ``read_ahead_kb`` around it (8
 # MiB on many virtual disks): the first entry of a consume queue made the
-# kernel zero-fill the whole 6 MB file (its blocks are reserved, so they read
+# kernel zero-fill the whole 6 MB file (its blocks were reserved, so they read
 # as zeros), ~1.4 ms of kernel time per queue, and 1024 queues kept ~6 GiB of
 # zero pages in the page cache.  With it each page is faulted alone when an
 # entry first reaches it (one fault per 204 entries).  Only the file appends
