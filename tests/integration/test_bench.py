@@ -644,6 +644,21 @@ def test_dledger_broker_bench_runs_the_java_producers_frames():
     assert rows["3-node DLedger group"][4].endswith("x"), out.stdout
 
 
+@pytest.mark.timeout(120)
+def test_cq_disk_bench_prints_the_queues_disk_use_beside_4_9_8s():
+    """bench/cq_disk.py: the Java Producer's frames round 1,024 queues, then
+    the consume-queue files' entries and disk use: sparse, about what 4.9.8's
+    files would hold, far below the files reserved whole."""
+    out = subprocess.run([sys.executable, "-m", "bench.cq_disk", "--seconds", "1", "--prime", "0.5",
+                          "--inflight", "4"], capture_output=True, text=True, timeout=110, cwd=ROOT)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    row = out.stdout.strip().splitlines()[-1].split("|")
+    rate, files, entries, on_disk, java, whole = (float(row[i].replace(",", ""))
+                                                  for i in (2, 4, 5, 6, 7, 8))
+    assert rate > 0 and files == 1024 and entries > 0, out.stdout
+    assert java <= on_disk <= 2 * java + 1024 * 4096 / 2**20 and on_disk < whole / 100, out.stdout
+
+
 @pytest.mark.timeout(60)
 def test_page_cache_filler_grows_to_its_mark_and_goes(tmp_path):
     from bench.page_cache import CHUNK, PageCacheFiller, kswapd_seconds, meminfo, reclaimed_pages
