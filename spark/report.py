@@ -27,6 +27,7 @@ import pandas as pd
 
 from rmq.common import topics as systopics
 from rmq.common.java import is_builtin_group
+from rmq.store.consume_queue import ROOM_MAX, ROOM_MIN
 from spark.job import ScanResult, StoreSettings
 from spark.units import duration, setting, when
 
@@ -272,13 +273,22 @@ class _Footprint:
 
     def fixed(self, hold_h: float) -> float:
         """Two commit log files (the one being written and the one made ahead),
-        every queue's consume queue file, the index files of ``hold_h`` hours
-        of messages."""
+        the room each queue's consume queue file holds past its entries, the
+        index files of ``hold_h`` hours of messages.
+
+        The entries are in the growth (20 bytes a message).  Consume queue
+        files are sparse (4.9.8's; rmq's are written within reserved blocks
+        that grow by half of what they hold, ``ROOM_MAX`` at most): past its
+        entries a queue's file holds the rest of a page, or up to half of its
+        entries more.  Counted as a page a queue, or half of a queue's share
+        of the held entries when that is more, never more than a file."""
         s = self.settings
         in_window = self.msgs_per_hour * hold_h if self.msgs_per_hour else self.msgs
         index_files = max(1, math.ceil(in_window / max(1, s.maxIndexNum - 1)))
         cq_file = -(-s.mappedFileSizeConsumeQueue // CQ_UNIT) * CQ_UNIT
-        return 2 * s.mappedFileSizeCommitLog + self.queues * cq_file + index_files * self.index_file
+        share = in_window * CQ_UNIT / max(1, self.queues)
+        ahead = min(cq_file, max(ROOM_MIN, min(ROOM_MAX, share / 2)))
+        return 2 * s.mappedFileSizeCommitLog + self.queues * ahead + index_files * self.index_file
 
     def level(self, per_day: float | None, hold_h: float) -> float | None:
         """Bytes held once ``hold_h`` hours of data are kept."""

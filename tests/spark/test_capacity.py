@@ -174,7 +174,10 @@ def test_disk_figures_and_recommendations(two_brokers, stores):
 
         def level(per_day, hold_h, m=m, span_ms=span_ms, spec=spec, index_file=index_file):
             msgs = len(m) / (span_ms / 3_600_000) * hold_h
-            fixed = (2 * spec.commitlog_file_size + sum(t.queues for t in spec.topics) * spec.cq_file_size
+            queues = sum(t.queues for t in spec.topics)
+            # each queue's sparse file past its entries: a page, or half its share of them
+            ahead = min(spec.cq_file_size, max(4096, min(1 << 20, msgs * 20 / queues / 2)))
+            fixed = (2 * spec.commitlog_file_size + queues * ahead
                      + math.ceil(msgs / (spec.index_entries - 1)) * index_file)
             return per_day / 24 * hold_h + fixed
 
