@@ -408,8 +408,8 @@ class TimerMessageStore:
                             self._put(full, tm.JAVA_LONG_MAX, False) is None:
                         self._end_round(ENQUEUE_ROUND)  # the entry is taken again later
                         return n
-                else:
-                    self._do_enqueue(phy, size, due, msg)
+                elif not self._do_enqueue(phy, size, due, msg):
+                    break  # no room for its unit or its slot: the entry is taken again later
             off += 1
             n += 1
             self.queue_offset = off
@@ -433,6 +433,8 @@ class TimerMessageStore:
         if delete:
             magic |= L.MAGIC_DELETE
         real_topic = msg.properties.get(mc.PROPERTY_REAL_TOPIC)
+        if not self.wheel.reserve_slot(due):  # (before the unit: never one without its slot)
+            return False
         slot = self.wheel.get_slot(due)
         unit = L.pack_unit(L.Unit(L.UNIT_SIZE, slot.last_pos, magic, write, due - write, phy, size,
                                   L.java_string_hash(real_topic), 0))

@@ -5,15 +5,25 @@
 bytes back once a second; rmq writes the mapping itself, so a slot update is in
 the page cache (and survives a killed process) the moment it is made, and the
 wheel costs no anonymous memory.
+
+The file is sparse, as 5.3.3's, and its slots are written anywhere in it: a
+page's block is reserved before its first slot is written (``reserve_slot``),
+so a full disk refuses the timer entry (taken again later) instead of a write
+into a hole ending the process with SIGBUS.
 """
 
 from __future__ import annotations
 
+import errno
+import logging
 import mmap
 import os
 import struct
 
+from rmq.store.mapped_file import NO_ROOM, OS_PAGE_SIZE
 from rmq.store.timer import layout as L
+
+log = logging.getLogger("store")
 
 BLANK = -1
 IGNORE = -2
@@ -35,8 +45,47 @@ class TimerWheel:
                 os.ftruncate(fd, L.WHEEL_LENGTH)
             self.mm = mmap.mmap(fd, L.WHEEL_LENGTH, mmap.MAP_SHARED,
                                 mmap.PROT_READ | mmap.PROT_WRITE)
-        finally:
+        except BaseException:
             os.close(fd)
+            raise
+        self.fd = fd  # (kept: pages are reserved as slots are first written)
+        # 1 for each page whose block is on disk (a slot never crosses a page)
+        self.reserved = bytearray(-(-L.WHEEL_LENGTH // OS_PAGE_SIZE))
+        self._mark_data()
+
+    def _mark_data(self) -> None:
+        """Mark the pages an existing file holds on disk (``SEEK_DATA`` /
+        ``SEEK_HOLE``): whole pages only, a page partly held is reserved
+        again at its first write."""
+        pos = 0
+        while pos < L.WHEEL_LENGTH:
+            try:
+                data = os.lseek(self.fd, pos, os.SEEK_DATA)
+            except OSError as e:
+                if e.errno != errno.ENXIO:  # (ENXIO: no data past pos)
+                    raise
+                return
+            hole = os.lseek(self.fd, data, os.SEEK_HOLE)
+            first, end = -(-data // OS_PAGE_SIZE), hole // OS_PAGE_SIZE
+            self.reserved[first:end] = b"\x01" * max(0, end - first)
+            pos = hole
+
+    def reserve_slot(self, time_ms: int) -> bool:
+        """Reserve the block of the page ``time_ms``'s slot is in, before the
+        slot is written (see the module docstring); False when the disk has
+        no room for it.  A flag read once the page is reserved."""
+        page = self._pos(time_ms) // OS_PAGE_SIZE
+        if self.reserved[page]:
+            return True
+        try:
+            os.posix_fallocate(self.fd, page * OS_PAGE_SIZE, OS_PAGE_SIZE)
+        except OSError as e:
+            if e.errno not in NO_ROOM:
+                raise
+            log.error("no room for a page of the timer wheel %s: %s", self.file_name, e)
+            return False
+        self.reserved[page] = 1
+        return True
 
     def _pos(self, time_ms: int) -> int:
         return L.slot_index(time_ms, self.precision_ms) * L.SLOT_SIZE
@@ -52,9 +101,14 @@ class TimerWheel:
             return L.EMPTY_SLOT
         return slot
 
-    def put_slot(self, time_ms: int, first: int, last: int, num: int = 0, magic: int = 0) -> None:
+    def put_slot(self, time_ms: int, first: int, last: int, num: int = 0, magic: int = 0) -> bool:
+        """Write the slot of ``time_ms``; False, with nothing written, when
+        its page has no room on disk (``reserve_slot``)."""
+        if not self.reserve_slot(time_ms):
+            return False
         pos = self._pos(time_ms)
         self.mm[pos:pos + L.SLOT_SIZE] = L.pack_slot(time_ms, self.precision_ms, first, last, num, magic)
+        return True
 
     def revise_slot(self, time_ms: int, first: int, last: int, force: bool) -> None:
         """Recovery: point the slot at ``last`` (and ``first`` unless IGNORE);
@@ -110,3 +164,4 @@ class TimerWheel:
     def close(self) -> None:
         self.mm.flush()
         self.mm.close()
+        os.close(self.fd)
