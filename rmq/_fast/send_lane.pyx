@@ -1442,14 +1442,15 @@ cdef class SendLane:
             if qoff is not None:
                 self.tq_table[q.key] = qoff
         cmf = q.cmf
+        cdef Py_ssize_t* fm = offsets_of(self.f_mf, cmf)  # (a MappedFile's slots, read directly)
         if q.epoch != self.epoch:  # (else as this lane published them)
-            q.cpos = cmf.wrote_position
+            q.cpos = slot_or_attr(cmf, fm[0], "wrote_position")
             q.qoff = self.tq_table.get(q.key, 0)
             q.maxphy = q.cq.max_physic_offset
             q.epoch = self.epoch
         hold = self.hold_table  # (no key hashed while no pull is held)
         q.each = [] if self.histograms or (hold is not None and hold and q.key in hold) else None
-        PyObject_GetBuffer(cmf.view, &q.buf, PyBUF_WRITABLE)
+        PyObject_GetBuffer(slot_or_attr(cmf, fm[3], "view"), &q.buf, PyBUF_WRITABLE)
         q.held = True
         if q.cpos + CQ_UNIT <= q.buf.len:  # the entry's line, fetched while the record is written
             prefetch_w(<uint8_t*>q.buf.buf + q.cpos)
