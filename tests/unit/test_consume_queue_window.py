@@ -8,7 +8,6 @@ tmpfs (test_store_disk_full.py)."""
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 
@@ -42,21 +41,6 @@ def on_disk(path) -> int:
 def cq_files(root, topic: str, qid: int) -> list:
     d = root / "consumequeue" / topic / str(qid)
     return sorted(d.iterdir())
-
-
-@pytest.fixture
-def no_space(monkeypatch):
-    """Turn the disk full and back: every block reservation fails while set."""
-    real = os.posix_fallocate
-    state = {"full": False}
-
-    def fallocate(fd, offset, length):
-        if state["full"]:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real(fd, offset, length)
-
-    monkeypatch.setattr(os, "posix_fallocate", fallocate)
-    return state
 
 
 def test_a_queue_holds_on_disk_about_what_it_has_taken(tmp_path):

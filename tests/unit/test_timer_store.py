@@ -7,7 +7,6 @@ round cut short, with a real DefaultMessageStore."""
 from __future__ import annotations
 
 import asyncio
-import errno
 import os
 import time
 
@@ -83,7 +82,7 @@ def test_wheel_file_round_trip(tmp_path):
         TimerWheel(str(tmp_path / "bad"), 100)
 
 
-def test_a_wheel_page_is_reserved_before_its_first_slot(tmp_path, monkeypatch):
+def test_a_wheel_page_is_reserved_before_its_first_slot(tmp_path, no_space):
     """The wheel is sparse (as 5.3.3's) and written at any slot: a page's
     block is reserved before its first slot is written, and a disk without
     room refuses the slot with nothing written (no SIGBUS).  A reopened
@@ -94,20 +93,12 @@ def test_a_wheel_page_is_reserved_before_its_first_slot(tmp_path, monkeypatch):
     assert os.stat(path).st_blocks == 0
     assert w.put_slot(t, 52, 104, 1, 0)
     assert os.stat(path).st_blocks * 512 == 4096  # the slot's page, not the 38.7 MB
-    real = os.posix_fallocate
-    full = {"on": True}
-
-    def fallocate(fd, offset, length):
-        if full["on"]:
-            raise OSError(errno.ENOSPC, "No space left on device")
-        return real(fd, offset, length)
-
-    monkeypatch.setattr(os, "posix_fallocate", fallocate)
+    no_space["full"] = True
     far = t + 3_600_000  # another page
     assert w.put_slot(t + 100, 104, 156, 1, 0)  # the same page: reserved already
     assert not w.put_slot(far, 156, 208, 1, 0)
     assert w.get_slot(far) == L.EMPTY_SLOT
-    full["on"] = False
+    no_space["full"] = False
     assert w.put_slot(far, 156, 208, 1, 0) and w.get_slot(far).last_pos == 208
     w.close()
     again = TimerWheel(str(path), 100)
@@ -262,7 +253,7 @@ def test_enqueue_position_comes_back_from_the_log(tmp_path):
     asyncio.run(scenario())
 
 
-def test_an_entry_without_room_for_its_slot_is_taken_again_later(tmp_path, monkeypatch):
+def test_an_entry_without_room_for_its_slot_is_taken_again_later(tmp_path, no_space):
     """A full disk refuses a timer entry's slot page: the entry is not
     passed over (no unit appended, the queue position kept) and is enqueued
     once there is room."""
@@ -274,16 +265,11 @@ def test_an_entry_without_room_for_its_slot_is_taken_again_later(tmp_path, monke
         for i in range(3):
             store.put_message(_msg("Real", {"TIMER_DELIVER_MS": str(due), "UNIQ_KEY": str(i)}))
         store.do_reput()
-        real = os.posix_fallocate
-
-        def no_room(fd, offset, length):
-            raise OSError(errno.ENOSPC, "No space left on device")
-
-        monkeypatch.setattr(os, "posix_fallocate", no_room)
+        no_space["full"] = True
         assert await timer._enqueue_round() == 0
         assert timer.queue_offset == 0 and timer.log.mfq.get_max_wrote_position() == 0
         assert timer.wheel.get_slot(due // 100 * 100) == L.EMPTY_SLOT
-        monkeypatch.setattr(os, "posix_fallocate", real)
+        no_space["full"] = False
         assert await timer._enqueue_round() == 3
         assert timer.queue_offset == 3 and timer.wheel.get_slot(due // 100 * 100).num == 3
         store.shutdown()
