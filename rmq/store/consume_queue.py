@@ -343,11 +343,14 @@ class ConsumeQueue:
         the general path, so they then seldom meet one.  Left as it is when
         the disk has no room: the put that needs it asks (``make_room``)."""
         mf = self.tail_file
-        if mf is None:
+        if mf is None or mf.closed:
             return
         have = mf.reserved_to
         if have < self.file_size and mf.wrote_position >= have - have // 4:
-            mf.reserve_range(have, self.room_target(have, have + 1), 0, quiet=True)
+            try:
+                mf.reserve_range(have, self.room_target(have, have + 1), 0, quiet=True)
+            except (OSError, ValueError) as e:  # closed meanwhile (a truncation): nothing to keep
+                log.debug("keeping room in %s failed: %s", mf.file_name, e)
 
     # --- reads -------------------------------------------------------------------------
     def get_index_buffer(self, start_index: int) -> tuple[memoryview, int] | None:

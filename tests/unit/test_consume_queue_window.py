@@ -200,3 +200,17 @@ def test_the_flusher_grows_a_window_once_three_quarters_are_written(tmp_path, no
     cq.keep_room()
     assert mf.reserved_to == len(mf.view) == 2 * ROOM_MIN
     cq.shutdown()
+
+
+def test_keeping_room_in_a_file_closed_meanwhile_does_nothing(tmp_path):
+    """The flusher keeps room on its own thread while a truncation may
+    close the queue's tail file: it must not raise (its service would end)."""
+    cq = ConsumeQueue("C", 0, str(tmp_path), CQ_FILE)
+    for i in range(PER_PAGE):
+        assert cq.put_message_position_info(100 * i, 100, 0, i)
+    mf = cq.tail_file
+    assert mf.close()
+    cq.keep_room()  # closed: left as it is
+    mf._closed = False  # as if it closed between the check and the reservation
+    cq.keep_room()
+    assert mf.reserved_to == ROOM_MIN
