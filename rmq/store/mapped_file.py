@@ -43,7 +43,9 @@ _WILLNEED = getattr(os, "POSIX_FADV_WILLNEED", None)
 # new one is made) is read ahead as usual, for a consumer reading it back
 # from disk.
 _MADV_RANDOM = getattr(mmap, "MADV_RANDOM", None)
-_WINDOW_LOCK = threading.Lock()  # a window's view and end change together (reserve_range)
+# a window's view and end change together (reserve_range), and a file is not
+# closed while its blocks are reserved (its descriptor could be another file's)
+_WINDOW_LOCK = threading.Lock()
 _POPULATE_CHUNK = 256 * 1024  # within any device's cap on one WILLNEED call
 _CLOCK_REALTIME_COARSE = 5  # Linux <time.h>; the time module does not name it
 # zeros kept written ahead of a log's appends (MappedFile.zero_ahead), and
@@ -248,24 +250,27 @@ class MappedFile:
         (logged unless ``quiet``: a caller that says so once, DispatchRoom)."""
         if end <= self.reserved_to:
             return True
-        # (below: reserved; a window reserves on from its end, so it never has a hole)
-        lo = self.reserved_to if start <= self.reserved_to or self.window else start
-        to = min(self.file_size, max(end, lo + ahead))
-        try:
-            os.posix_fallocate(self.fd, lo, to - lo)
-        except OSError as e:
-            if e.errno not in NO_ROOM:
-                raise
-            log.log(logging.DEBUG if quiet else logging.ERROR,
-                    "reserve the blocks of %s from %d failed: %s", self.file_name, lo, e)
-            return False
-        with _WINDOW_LOCK:  # (a put and the reput thread may both reserve in a queue's file)
-            if to > self.reserved_to:
-                if self.window:  # the view first: a writer that sees the new end finds it there
-                    old, self.view = self.view, memoryview(self.mm)[:to]
-                    with contextlib.suppress(BufferError):  # (a reader's: it lets go itself)
-                        old.release()
-                self.reserved_to = to
+        with _WINDOW_LOCK:  # (and with close: the descriptor is this file's while reserving)
+            if self._closed:
+                return False
+            # (below: reserved; a window reserves on from its end, so it never has a hole)
+            lo = self.reserved_to if start <= self.reserved_to or self.window else start
+            to = min(self.file_size, max(end, lo + ahead))
+            if to <= self.reserved_to:
+                return True
+            try:
+                os.posix_fallocate(self.fd, lo, to - lo)
+            except OSError as e:
+                if e.errno not in NO_ROOM:
+                    raise
+                log.log(logging.DEBUG if quiet else logging.ERROR,
+                        "reserve the blocks of %s from %d failed: %s", self.file_name, lo, e)
+                return False
+            if self.window:  # the view first: a writer that sees the new end finds it there
+                old, self.view = self.view, memoryview(self.mm)[:to]
+                with contextlib.suppress(BufferError):  # (a reader's: it lets go itself)
+                    old.release()
+            self.reserved_to = to
         return True
 
     def write_blocks(self, pause: float = 0.0) -> None:
@@ -472,13 +477,14 @@ class MappedFile:
         """Unmap; returns False while readers still hold views (retried later)."""
         if self._closed:
             return True
-        try:
-            self.view.release()
-            self.mm.close()
-        except BufferError:
-            return False
-        os.close(self.fd)
-        self._closed = True
+        with _WINDOW_LOCK:  # (not while reserve_range uses the descriptor)
+            try:
+                self.view.release()
+                self.mm.close()
+            except BufferError:
+                return False
+            os.close(self.fd)
+            self._closed = True
         if self.write_buffer is not None and self._pool is not None:
             self._pool.give_back(self.write_buffer)
             self.write_buffer = None
