@@ -111,18 +111,31 @@ def _create_sized(file_name: str, file_size: int, reserve: bool = True) -> int:
     return fd
 
 
+def reserve_blocks(fd: int, offset: int, length: int, path: str,
+                   level: int = logging.ERROR) -> bool:
+    """``posix_fallocate`` of ``[offset, offset + length)`` of the file: False,
+    logged at ``level``, when the disk (or a quota, or a size limit) has no
+    room; any other error is raised."""
+    try:
+        os.posix_fallocate(fd, offset, length)
+    except OSError as e:
+        if e.errno not in NO_ROOM:
+            raise
+        log.log(level, "reserve the blocks of %s from %d failed: %s", path, offset, e)
+        return False
+    return True
+
+
 def reserve_mapped(fd: int, size: int, path: str, made: bool) -> None:
     """Reserve the blocks of a small file written through a mapping (a store's
     or the timer's checkpoint): made sparse, its first flush would write into
     a hole, a SIGBUS on a full disk.  A file just ``made`` fails here with
     ENOSPC instead; an older one the disk has no room for is left as it was,
     with a warning."""
-    try:
+    if made:
         os.posix_fallocate(fd, 0, size)
-    except OSError as e:
-        if made or e.errno not in NO_ROOM:
-            raise
-        log.warning("reserve the blocks of %s failed: %s", path, e)
+    else:
+        reserve_blocks(fd, 0, size, path, logging.WARNING)
 
 
 def _data_end(fd: int, file_size: int) -> int:
@@ -258,13 +271,8 @@ class MappedFile:
             to = min(self.file_size, max(end, lo + ahead))
             if to <= self.reserved_to:
                 return True
-            try:
-                os.posix_fallocate(self.fd, lo, to - lo)
-            except OSError as e:
-                if e.errno not in NO_ROOM:
-                    raise
-                log.log(logging.DEBUG if quiet else logging.ERROR,
-                        "reserve the blocks of %s from %d failed: %s", self.file_name, lo, e)
+            if not reserve_blocks(self.fd, lo, to - lo, self.file_name,
+                                  logging.DEBUG if quiet else logging.ERROR):
                 return False
             if self.window:  # the view first: a writer that sees the new end finds it there
                 old, self.view = self.view, memoryview(self.mm)[:to]

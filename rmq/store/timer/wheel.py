@@ -15,15 +15,12 @@ into a hole ending the process with SIGBUS.
 from __future__ import annotations
 
 import errno
-import logging
 import mmap
 import os
 import struct
 
-from rmq.store.mapped_file import NO_ROOM, OS_PAGE_SIZE
+from rmq.store.mapped_file import OS_PAGE_SIZE, reserve_blocks
 from rmq.store.timer import layout as L
-
-log = logging.getLogger("store")
 
 BLANK = -1
 IGNORE = -2
@@ -77,12 +74,7 @@ class TimerWheel:
         page = self._pos(time_ms) // OS_PAGE_SIZE
         if self.reserved[page]:
             return True
-        try:
-            os.posix_fallocate(self.fd, page * OS_PAGE_SIZE, OS_PAGE_SIZE)
-        except OSError as e:
-            if e.errno not in NO_ROOM:
-                raise
-            log.error("no room for a page of the timer wheel %s: %s", self.file_name, e)
+        if not reserve_blocks(self.fd, page * OS_PAGE_SIZE, OS_PAGE_SIZE, self.file_name):
             return False
         self.reserved[page] = 1
         return True
