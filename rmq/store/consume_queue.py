@@ -93,7 +93,7 @@ class ConsumeQueue:
         self.queue_id = queue_id
         self.file_size = file_size
         self.mfq = MappedFileQueue(os.path.join(root, topic, str(queue_id)), file_size,
-                                   random_access=True, reserve=False, window=True)
+                                   random_access=True, window=True)
         # enableConsumeQueueExt: tags codes (and SQL92 bitmaps) in the ext files
         self.ext = ext
         self.max_physic_offset = -1
@@ -343,14 +343,12 @@ class ConsumeQueue:
         the general path, so they then seldom meet one.  Left as it is when
         the disk has no room: the put that needs it asks (``make_room``)."""
         mf = self.tail_file
-        if mf is None or mf.closed:
+        if mf is None:
             return
         have = mf.reserved_to
         if have < self.file_size and mf.wrote_position >= have - have // 4:
-            try:
-                mf.reserve_range(have, self.room_target(have, have + 1), 0, quiet=True)
-            except (OSError, ValueError) as e:  # closed meanwhile (a truncation): nothing to keep
-                log.debug("keeping room in %s failed: %s", mf.file_name, e)
+            # (a file closed meanwhile, by a truncation, reserves nothing)
+            mf.reserve_range(have, self.room_target(have, have + 1), 0, quiet=True)
 
     # --- reads -------------------------------------------------------------------------
     def get_index_buffer(self, start_index: int) -> tuple[memoryview, int] | None:
