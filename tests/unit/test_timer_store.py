@@ -232,16 +232,23 @@ def test_slot_delivered_once_after_a_cut(tmp_path):
     asyncio.run(scenario())
 
 
+def _timers_due(tmp_path, n: int):
+    """A store with ``n`` timer messages to Real, all due in a minute, not yet
+    enqueued, and its timer store loaded: (store, timer, due)."""
+    store = _store(tmp_path)
+    timer = TimerMessageStore(store, store.config)
+    timer.load()
+    # off a slot boundary: a due time on one belongs to the slot before (round_due)
+    due = (int(time.time() * 1000) // 100 + 600) * 100 + 50
+    for i in range(n):
+        store.put_message(_msg("Real", {"TIMER_DELIVER_MS": str(due), "UNIQ_KEY": str(i)}))
+    store.do_reput()
+    return store, timer, due
+
+
 def test_enqueue_position_comes_back_from_the_log(tmp_path):
     async def scenario() -> None:
-        store = _store(tmp_path)
-        timer = TimerMessageStore(store, store.config)
-        timer.load()
-        # off a slot boundary: a due time on one belongs to the slot before (round_due)
-        due = (int(time.time() * 1000) // 100 + 600) * 100 + 50
-        for i in range(10):
-            store.put_message(_msg("Real", {"TIMER_DELIVER_MS": str(due), "UNIQ_KEY": str(i)}))
-        store.do_reput()
+        store, timer, due = _timers_due(tmp_path, 10)
         await timer._enqueue_round()
         timer.cp.set_queue_offset(3)  # as if killed before the position was written
         again = TimerMessageStore(store, store.config)
@@ -258,13 +265,7 @@ def test_an_entry_without_room_for_its_slot_is_taken_again_later(tmp_path, no_sp
     passed over (no unit appended, the queue position kept) and is enqueued
     once there is room."""
     async def scenario() -> None:
-        store = _store(tmp_path)
-        timer = TimerMessageStore(store, store.config)
-        timer.load()
-        due = (int(time.time() * 1000) // 100 + 600) * 100 + 50
-        for i in range(3):
-            store.put_message(_msg("Real", {"TIMER_DELIVER_MS": str(due), "UNIQ_KEY": str(i)}))
-        store.do_reput()
+        store, timer, due = _timers_due(tmp_path, 3)
         no_space["full"] = True
         assert await timer._enqueue_round() == 0
         assert timer.queue_offset == 0 and timer.log.mfq.get_max_wrote_position() == 0
