@@ -635,9 +635,10 @@ def test_dledger_broker_bench_runs_the_java_producers_frames():
     """bench/dledger_broker.py --java-frames: the single master and the group
     under the Java benchmark Producer's frames (1024 queues), each primed
     first, their rows printed with a rate and the leader's ratio.  The
-    leader's threads are read over the load's own window: their sum is its
-    CPU a message, not that and a warm-up's (which, as long as the 1 s
-    measured here, would double the loop's line)."""
+    leader's threads are read around the load process, which measures from
+    its first send: their sum is its CPU a message, not that and a
+    warm-up's (which, as long as the 1 s measured here, would double the
+    loop's line)."""
     out = subprocess.run([sys.executable, "-m", "bench.dledger_broker", "--duration", "1",
                           "--inflight", "4", "--runs", "single,group", "--java-frames"],
                          capture_output=True, text=True, timeout=170, cwd=ROOT)
